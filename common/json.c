@@ -1,0 +1,201 @@
+/* json.c: bounded JSON decoding and canonical encoding (see json.h). */
+#include "json.h"
+#include "xmalloc.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Walks the raw text once to bound nesting before cJSON recurses (a deep
+ * input must cost O(n), never a deep stack) and to refuse "\u0000" inside
+ * strings, which cJSON would silently cut the string at. */
+static int prescan(const char *t, size_t len, int max_depth, char *err, size_t errlen)
+{
+	int depth = 0;
+	bool in_str = false, esc = false;
+	for (size_t i = 0; i < len; i++) {
+		char c = t[i];
+		if (in_str) {
+			if (esc) {
+				esc = false;
+				if (c == 'u' && len - i > 4 && memcmp(t + i + 1, "0000", 4) == 0) {
+					snprintf(err, errlen, "JSON string holds \\u0000 at byte %zu", i - 1);
+					return -1;
+				}
+			} else if (c == '\\')
+				esc = true;
+			else if (c == '"')
+				in_str = false;
+			continue;
+		}
+		if (c == '"') {
+			in_str = true;
+		} else if (c == '[' || c == '{') {
+			if (++depth > max_depth) {
+				snprintf(err, errlen, "JSON nesting deeper than %d at byte %zu", max_depth, i);
+				return -1;
+			}
+		} else if ((c == ']' || c == '}') && depth > 0) {
+			depth--;
+		}
+	}
+	return 0;
+}
+
+static int key_cmp(const void *a, const void *b)
+{
+	const cJSON *x = *(const cJSON *const *)a, *y = *(const cJSON *const *)b;
+	return strcmp(x->string, y->string);
+}
+
+/* Appends a path component for error messages: ".key" or "[i]". */
+static void path_push_key(char *path, size_t cap, const char *key)
+{
+	size_t n = strlen(path);
+	if (n < cap)
+		snprintf(path + n, cap - n, "%s%s", n ? "." : "", key);
+}
+
+static void path_push_index(char *path, size_t cap, int i)
+{
+	size_t n = strlen(path);
+	if (n < cap)
+		snprintf(path + n, cap - n, "[%d]", i);
+}
+
+static int check_dups(const cJSON *v, char *path, size_t cap, char *err, size_t errlen)
+{
+	size_t saved = strlen(path);
+	if (cJSON_IsObject(v)) {
+		size_t n = 0;
+		for (const cJSON *c = v->child; c; c = c->next)
+			n++;
+		if (n > 1) {
+			const cJSON **keys = xmalloc(n * sizeof(*keys));
+			size_t i = 0;
+			for (const cJSON *c = v->child; c; c = c->next)
+				keys[i++] = c;
+			qsort(keys, n, sizeof(*keys), key_cmp);
+			for (i = 1; i < n; i++) {
+				if (strcmp(keys[i - 1]->string, keys[i]->string) == 0) {
+					snprintf(err, errlen, "duplicate key '%s'%s%s", keys[i]->string,
+						 *path ? " in " : "", path);
+					free(keys);
+					return -1;
+				}
+			}
+			free(keys);
+		}
+		for (const cJSON *c = v->child; c; c = c->next) {
+			path_push_key(path, cap, c->string);
+			int r = check_dups(c, path, cap, err, errlen);
+			path[saved] = '\0';
+			if (r < 0)
+				return -1;
+		}
+	} else if (cJSON_IsArray(v)) {
+		int i = 0;
+		for (const cJSON *c = v->child; c; c = c->next, i++) {
+			path_push_index(path, cap, i);
+			int r = check_dups(c, path, cap, err, errlen);
+			path[saved] = '\0';
+			if (r < 0)
+				return -1;
+		}
+	}
+	return 0;
+}
+
+cJSON *json_decode(const char *text, size_t len, const struct json_limits *lim,
+		   char *err, size_t errlen)
+{
+	size_t max_bytes = lim ? lim->max_bytes : 0;
+	int max_depth = lim && lim->max_depth > 0 ? lim->max_depth : JSON_DEFAULT_MAX_DEPTH;
+
+	if (max_bytes && len > max_bytes) {
+		snprintf(err, errlen, "JSON text of %zu bytes exceeds the limit of %zu", len, max_bytes);
+		return NULL;
+	}
+	if (memchr(text, '\0', len)) {
+		snprintf(err, errlen, "JSON text contains a NUL byte");
+		return NULL;
+	}
+	if (prescan(text, len, max_depth, err, errlen) < 0)
+		return NULL;
+	/* cJSON reads until a NUL: hand it a terminated copy so it can never
+	 * run past the end (CVE-2023-53154 class) */
+	char *copy = xstrndup(text, len);
+	const char *end = NULL;
+	cJSON *v = cJSON_ParseWithOpts(copy, &end, 1);
+	if (!v) {
+		size_t pos = end && end >= copy ? (size_t)(end - copy) : 0;
+		if (pos > len)
+			pos = len;
+		snprintf(err, errlen, "malformed JSON at byte %zu", pos);
+		free(copy);
+		return NULL;
+	}
+	free(copy);
+	char path[256] = "";
+	if (check_dups(v, path, sizeof(path), err, errlen) < 0) {
+		cJSON_Delete(v);
+		return NULL;
+	}
+	return v;
+}
+
+void json_sort_keys(cJSON *v)
+{
+	if (!v)
+		return;
+	if (cJSON_IsObject(v) && v->child) {
+		size_t n = 0;
+		for (cJSON *c = v->child; c; c = c->next)
+			n++;
+		if (n > 1) {
+			cJSON **items = xmalloc(n * sizeof(*items));
+			size_t i = 0;
+			for (cJSON *c = v->child; c; c = c->next)
+				items[i++] = c;
+			qsort(items, n, sizeof(*items), key_cmp);
+			/* relink: cJSON keeps child->prev pointing at the last item */
+			for (i = 0; i < n; i++) {
+				items[i]->prev = i ? items[i - 1] : items[n - 1];
+				items[i]->next = i + 1 < n ? items[i + 1] : NULL;
+			}
+			v->child = items[0];
+			free(items);
+		}
+	}
+	for (cJSON *c = v->child; c; c = c->next)
+		json_sort_keys(c);
+}
+
+char *json_encode_canonical(cJSON *v)
+{
+	json_sort_keys(v);
+	char *s = cJSON_PrintUnformatted(v);
+	if (!s) {
+		fprintf(stderr, "fatal: out of memory encoding JSON\n");
+		abort();
+	}
+	return s;
+}
+
+bool json_get_u64(const cJSON *v, uint64_t *out)
+{
+	if (!cJSON_IsNumber(v))
+		return false;
+	double d = v->valuedouble;
+	if (!(d >= 0) || d > 9007199254740992.0 || floor(d) != d)
+		return false;
+	*out = (uint64_t)d;
+	return true;
+}
+
+const char *json_get_string(const cJSON *obj, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+	return cJSON_IsString(v) ? v->valuestring : NULL;
+}

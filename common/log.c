@@ -1,0 +1,81 @@
+/* log.c: levelled logging to stderr (see log.h). */
+#include "log.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *log_prog = "tether";
+static enum log_level log_level = LOG_LVL_INFO;
+static const char *const level_names[] = { "debug", "info", "warn", "error" };
+
+void log_init(const char *progname, enum log_level level)
+{
+	log_prog = progname;
+	log_level = level;
+}
+
+void log_set_level(enum log_level level)
+{
+	log_level = level;
+}
+
+int log_parse_level(const char *s, enum log_level *out)
+{
+	for (int i = 0; i <= LOG_LVL_ERROR; i++) {
+		if (strcmp(s, level_names[i]) == 0) {
+			*out = (enum log_level)i;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+int log_enabled(enum log_level level)
+{
+	return level >= log_level;
+}
+
+static void log_vmsg(const char *lvl, const char *fmt, va_list ap)
+{
+	char line[4096];
+	struct timespec ts;
+	struct tm tm;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	int n = snprintf(line, sizeof(line), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s[%ld] %s: ",
+			 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+			 tm.tm_sec, ts.tv_nsec / 1000000, log_prog, (long)getpid(), lvl);
+	if (n < 0 || (size_t)n >= sizeof(line))
+		n = 0;
+	int m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+	size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
+	if (len > sizeof(line) - 2)
+		len = sizeof(line) - 2;
+	line[len++] = '\n';
+	/* one write per line keeps lines whole when threads log at once */
+	ssize_t w = write(STDERR_FILENO, line, len);
+	(void)w;
+}
+
+void log_msg(enum log_level level, const char *fmt, ...)
+{
+	if (!log_enabled(level))
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	log_vmsg(level_names[level], fmt, ap);
+	va_end(ap);
+}
+
+void fatal(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	log_vmsg("fatal", fmt, ap);
+	va_end(ap);
+	exit(1);
+}

@@ -1,0 +1,413 @@
+/* resource.c: names, types, field validation and references of resources
+ * (see resource.h). The tables here are the schema of INTERFACE.md. */
+#include "resource.h"
+
+#include <arpa/inet.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char *const type_names[RES_TYPE_COUNT] = {
+	"secret", "cluster", "listener", "route", "file",
+};
+
+const char *resource_type_name(enum res_type t)
+{
+	return t < RES_TYPE_COUNT ? type_names[t] : "unknown";
+}
+
+enum res_type resource_type_of(const char *fullname)
+{
+	const char *slash = strchr(fullname, '/');
+	if (!slash)
+		return RES_UNKNOWN;
+	size_t n = (size_t)(slash - fullname);
+	for (int t = 0; t < RES_TYPE_COUNT; t++) {
+		if (strlen(type_names[t]) == n && memcmp(type_names[t], fullname, n) == 0)
+			return (enum res_type)t;
+	}
+	return RES_UNKNOWN;
+}
+
+int resource_rank(const char *fullname)
+{
+	return (int)resource_type_of(fullname);
+}
+
+static bool name_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	       c == '.' || c == '_' || c == '-';
+}
+
+bool resource_name_valid(const char *name)
+{
+	size_t n = 0;
+	for (const char *p = name; *p; p++, n++) {
+		if (!name_char(*p) || n >= RES_NAME_MAX)
+			return false;
+	}
+	return n > 0 && strcmp(name, ".") != 0 && strcmp(name, "..") != 0;
+}
+
+int resource_fullname_check(const char *fullname, char *err, size_t errlen)
+{
+	const char *slash = strchr(fullname, '/');
+	if (!slash) {
+		snprintf(err, errlen, "name '%.64s' must be 'type/name'", fullname);
+		return -1;
+	}
+	if (resource_type_of(fullname) == RES_UNKNOWN) {
+		snprintf(err, errlen, "unknown resource type '%.*s' (known: secret, cluster, listener, route, file)",
+			 (int)(slash - fullname > 32 ? 32 : slash - fullname), fullname);
+		return -1;
+	}
+	if (!resource_name_valid(slash + 1)) {
+		snprintf(err, errlen, "name '%.64s' must match [A-Za-z0-9._-]{1,%d}", slash + 1, RES_NAME_MAX);
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- field checks ---------------------------------------------------- */
+
+struct vctx {
+	const char *res;      /* "cluster/web" */
+	unsigned flags;
+	char *err;
+	size_t errlen;
+};
+
+static int fail(struct vctx *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(struct vctx *v, const char *fmt, ...)
+{
+	int n = snprintf(v->err, v->errlen, "%s: ", v->res);
+	if (n < 0 || (size_t)n >= v->errlen)
+		return -1;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(v->err + n, v->errlen - (size_t)n, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+static bool label_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-';
+}
+
+/* A DNS name: labels of [A-Za-z0-9-], 1..63 bytes, no leading or trailing
+ * '-', at most 253 bytes in all. */
+static bool hostname_valid(const char *s)
+{
+	size_t total = strlen(s), label = 0;
+	if (total == 0 || total > 253)
+		return false;
+	for (const char *p = s; ; p++) {
+		if (*p == '.' || *p == '\0') {
+			if (label == 0 || label > 63 || p[-1] == '-' || p[-(long)label] == '-')
+				return false;
+			if (*p == '\0')
+				return true;
+			label = 0;
+			continue;
+		}
+		if (!label_char(*p))
+			return false;
+		label++;
+	}
+}
+
+static bool ip_literal(const char *s)
+{
+	unsigned char b[16];
+	return inet_pton(AF_INET, s, b) == 1 || inet_pton(AF_INET6, s, b) == 1;
+}
+
+/* A route's host: "*", a DNS name, or "*." followed by a DNS name. */
+static bool route_host_valid(const char *s)
+{
+	if (strcmp(s, "*") == 0)
+		return true;
+	if (strncmp(s, "*.", 2) == 0)
+		s += 2;
+	return hostname_valid(s);
+}
+
+/* A route's path prefix: starts with '/', URL path characters only (no
+ * white space, quotes, ';', '{', '}', '$', '#', '?' or '\'), at most 1024. */
+static bool route_path_valid(const char *s)
+{
+	static const char ok[] = "-._~/%:@+,=!*";
+	size_t n = strlen(s);
+	if (n == 0 || n > 1024 || s[0] != '/')
+		return false;
+	for (const char *p = s; *p; p++) {
+		char c = *p;
+		bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+		if (!alnum && !strchr(ok, c))
+			return false;
+	}
+	return true;
+}
+
+bool resource_file_path_valid(const char *path)
+{
+	size_t n = strlen(path);
+	if (n == 0 || n > 4096 || path[0] == '/')
+		return false;
+	const char *comp = path;
+	for (const char *p = path; ; p++) {
+		if (*p == '/' || *p == '\0') {
+			size_t len = (size_t)(p - comp);
+			if (len == 0 || len > 255)
+				return false;
+			if ((len == 1 && comp[0] == '.') || (len == 2 && comp[0] == '.' && comp[1] == '.'))
+				return false;
+			if (*p == '\0')
+				return true;
+			comp = p + 1;
+			continue;
+		}
+		if ((unsigned char)*p < 0x20 || *p == 0x7f || *p == '\\')
+			return false;
+	}
+}
+
+static bool int_in(const cJSON *v, double lo, double hi, double *out)
+{
+	if (!cJSON_IsNumber(v))
+		return false;
+	double d = v->valuedouble;
+	if (!(d >= lo && d <= hi) || (double)(int64_t)d != d)
+		return false;
+	if (out)
+		*out = d;
+	return true;
+}
+
+/* Field tables: the known fields of each object; anything else is unknown. */
+static bool known(const char *key, const char *const *fields)
+{
+	for (; *fields; fields++)
+		if (strcmp(key, *fields) == 0)
+			return true;
+	return false;
+}
+
+static int check_unknown(struct vctx *v, const cJSON *obj, const char *const *fields, const char *where)
+{
+	if (!(v->flags & RES_STRICT))
+		return 0;
+	for (const cJSON *c = obj->child; c; c = c->next) {
+		if (!known(c->string, fields))
+			return fail(v, "unknown field '%s%s%.64s'", where, *where ? "." : "", c->string);
+	}
+	return 0;
+}
+
+static int add_ref(struct vctx *v, struct res_refs *refs, const char *type, const char *name, const char *field)
+{
+	if (!resource_name_valid(name))
+		return fail(v, "%s must be a resource name matching [A-Za-z0-9._-]{1,%d}", field, RES_NAME_MAX);
+	if (refs && refs->n < RES_MAX_REFS)
+		snprintf(refs->name[refs->n++], sizeof(refs->name[0]), "%s/%s", type, name);
+	return 0;
+}
+
+static const char *opt_string(struct vctx *v, const cJSON *obj, const char *key, bool required, int *rc)
+{
+	const cJSON *f = cJSON_GetObjectItemCaseSensitive(obj, key);
+	*rc = 0;
+	if (!f) {
+		if (required)
+			*rc = fail(v, "missing field '%s'", key);
+		return NULL;
+	}
+	if (!cJSON_IsString(f)) {
+		*rc = fail(v, "%s must be a string", key);
+		return NULL;
+	}
+	return f->valuestring;
+}
+
+static int validate_cluster(struct vctx *v, const cJSON *b, struct res_refs *refs)
+{
+	static const char *const fields[] = { "endpoints", "lb", NULL };
+	static const char *const ep_fields[] = { "address", "port", "weight", NULL };
+	int rc;
+	if (check_unknown(v, b, fields, "") < 0)
+		return -1;
+	const cJSON *eps = cJSON_GetObjectItemCaseSensitive(b, "endpoints");
+	if (!eps)
+		return fail(v, "missing field 'endpoints'");
+	if (!cJSON_IsArray(eps))
+		return fail(v, "endpoints must be an array");
+	int i = 0;
+	for (const cJSON *ep = eps->child; ep; ep = ep->next, i++) {
+		char where[32];
+		snprintf(where, sizeof(where), "endpoints[%d]", i);
+		if (i >= 10000)
+			return fail(v, "endpoints has more than 10000 entries");
+		if (!cJSON_IsObject(ep))
+			return fail(v, "%s must be an object", where);
+		if (check_unknown(v, ep, ep_fields, where) < 0)
+			return -1;
+		const cJSON *a = cJSON_GetObjectItemCaseSensitive(ep, "address");
+		if (!a)
+			return fail(v, "%s.address is missing", where);
+		if (!cJSON_IsString(a) || !(ip_literal(a->valuestring) || hostname_valid(a->valuestring)))
+			return fail(v, "%s.address must be an IP address or a host name", where);
+		const cJSON *p = cJSON_GetObjectItemCaseSensitive(ep, "port");
+		if (!p)
+			return fail(v, "%s.port is missing", where);
+		if (!int_in(p, 1, 65535, NULL))
+			return fail(v, "%s.port must be an integer in 1..65535", where);
+		const cJSON *w = cJSON_GetObjectItemCaseSensitive(ep, "weight");
+		if (w && !int_in(w, 1, 256, NULL))
+			return fail(v, "%s.weight must be an integer in 1..256", where);
+	}
+	const char *lb = opt_string(v, b, "lb", false, &rc);
+	if (rc < 0)
+		return -1;
+	if (lb && strcmp(lb, "round_robin") && strcmp(lb, "least_conn") && strcmp(lb, "random"))
+		return fail(v, "lb must be one of round_robin, least_conn, random");
+	(void)refs;
+	return 0;
+}
+
+static int validate_listener(struct vctx *v, const cJSON *b, struct res_refs *refs)
+{
+	static const char *const fields[] = { "address", "port", "tls", NULL };
+	static const char *const tls_fields[] = { "secret", NULL };
+	int rc;
+	if (check_unknown(v, b, fields, "") < 0)
+		return -1;
+	const char *addr = opt_string(v, b, "address", false, &rc);
+	if (rc < 0)
+		return -1;
+	if (addr && !ip_literal(addr))
+		return fail(v, "address must be an IPv4 or IPv6 address");
+	const cJSON *p = cJSON_GetObjectItemCaseSensitive(b, "port");
+	if (!p)
+		return fail(v, "missing field 'port'");
+	if (!int_in(p, 1, 65535, NULL))
+		return fail(v, "port must be an integer in 1..65535");
+	const cJSON *tls = cJSON_GetObjectItemCaseSensitive(b, "tls");
+	if (tls && !cJSON_IsNull(tls)) {
+		if (!cJSON_IsObject(tls))
+			return fail(v, "tls must be an object");
+		if (check_unknown(v, tls, tls_fields, "tls") < 0)
+			return -1;
+		const cJSON *s = cJSON_GetObjectItemCaseSensitive(tls, "secret");
+		if (!s)
+			return fail(v, "tls.secret is missing");
+		if (!cJSON_IsString(s))
+			return fail(v, "tls.secret must be a string");
+		if (add_ref(v, refs, "secret", s->valuestring, "tls.secret") < 0)
+			return -1;
+	}
+	return 0;
+}
+
+static int validate_route(struct vctx *v, const cJSON *b, struct res_refs *refs)
+{
+	static const char *const fields[] = { "listener", "host", "path", "cluster", NULL };
+	int rc;
+	if (check_unknown(v, b, fields, "") < 0)
+		return -1;
+	const char *l = opt_string(v, b, "listener", true, &rc);
+	if (rc < 0 || add_ref(v, refs, "listener", l, "listener") < 0)
+		return -1;
+	const char *host = opt_string(v, b, "host", false, &rc);
+	if (rc < 0)
+		return -1;
+	if (host && !route_host_valid(host))
+		return fail(v, "host must be '*', a host name or '*.' and a host name");
+	const char *path = opt_string(v, b, "path", false, &rc);
+	if (rc < 0)
+		return -1;
+	if (path && !route_path_valid(path))
+		return fail(v, "path must start with '/' and hold only URL path characters (at most 1024)");
+	const char *c = opt_string(v, b, "cluster", true, &rc);
+	if (rc < 0 || add_ref(v, refs, "cluster", c, "cluster") < 0)
+		return -1;
+	return 0;
+}
+
+static bool pem_like(const char *s)
+{
+	return strstr(s, "-----BEGIN ") != NULL && strlen(s) <= 65536;
+}
+
+static int validate_secret(struct vctx *v, const cJSON *b, struct res_refs *refs)
+{
+	static const char *const fields[] = { "cert", "key", NULL };
+	int rc;
+	(void)refs;
+	if (check_unknown(v, b, fields, "") < 0)
+		return -1;
+	const char *cert = opt_string(v, b, "cert", true, &rc);
+	if (rc < 0)
+		return -1;
+	if (!pem_like(cert))
+		return fail(v, "cert must be a PEM text (-----BEGIN ...) of at most 65536 bytes");
+	const char *key = opt_string(v, b, "key", true, &rc);
+	if (rc < 0)
+		return -1;
+	if (!pem_like(key))
+		return fail(v, "key must be a PEM text (-----BEGIN ...) of at most 65536 bytes");
+	return 0;
+}
+
+static int validate_file(struct vctx *v, const cJSON *b, struct res_refs *refs)
+{
+	static const char *const fields[] = { "path", "content", "mode", NULL };
+	int rc;
+	(void)refs;
+	if (check_unknown(v, b, fields, "") < 0)
+		return -1;
+	const char *path = opt_string(v, b, "path", true, &rc);
+	if (rc < 0)
+		return -1;
+	if (!resource_file_path_valid(path))
+		return fail(v, "path must be relative, without '..', '.' or empty components (at most 4096 bytes)");
+	if (opt_string(v, b, "content", true, &rc), rc < 0)
+		return -1;
+	const char *mode = opt_string(v, b, "mode", false, &rc);
+	if (rc < 0)
+		return -1;
+	if (mode) {
+		size_t n = strlen(mode);
+		unsigned m = 0;
+		bool ok = n >= 3 && n <= 4;
+		for (size_t i = 0; ok && i < n; i++) {
+			ok = mode[i] >= '0' && mode[i] <= '7';
+			m = m * 8 + (unsigned)(mode[i] - '0');
+		}
+		if (!ok || m > 0777)
+			return fail(v, "mode must be an octal string from '0000' to '0777'");
+	}
+	return 0;
+}
+
+int resource_validate(const char *fullname, const cJSON *body, unsigned flags,
+		      struct res_refs *refs, char *err, size_t errlen)
+{
+	struct vctx v = { fullname, flags, err, errlen };
+	if (refs)
+		refs->n = 0;
+	if (resource_fullname_check(fullname, err, errlen) < 0)
+		return -1;
+	if (!cJSON_IsObject(body))
+		return fail(&v, "body must be a JSON object");
+	switch (resource_type_of(fullname)) {
+	case RES_SECRET: return validate_secret(&v, body, refs);
+	case RES_CLUSTER: return validate_cluster(&v, body, refs);
+	case RES_LISTENER: return validate_listener(&v, body, refs);
+	case RES_ROUTE: return validate_route(&v, body, refs);
+	case RES_FILE: return validate_file(&v, body, refs);
+	default: return fail(&v, "unknown resource type");
+	}
+}

@@ -1,0 +1,55 @@
+/* resource.h: the resource model shared by plane and agent: names, types,
+ * the make-before-break order, field validation and references. One copy of
+ * these rules, so the plane's validator and the agent's can never disagree. */
+#ifndef TETHER_RESOURCE_H
+#define TETHER_RESOURCE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <cjson/cJSON.h>
+
+#define RES_NAME_MAX 200        /* bytes in the part after "type/" */
+#define RES_FULLNAME_MAX 220    /* "listener/" + name, with room */
+#define RES_MAX_REFS 3
+
+/* Types in make-before-break order: what is referenced comes first. */
+enum res_type {
+	RES_SECRET,
+	RES_CLUSTER,
+	RES_LISTENER,
+	RES_ROUTE,
+	RES_FILE,
+	RES_TYPE_COUNT,
+	RES_UNKNOWN = RES_TYPE_COUNT,
+};
+
+/* Flags for resource_validate. */
+#define RES_STRICT 1u   /* unknown fields are errors (the agent's --strict) */
+
+struct res_refs {
+	int n;
+	char name[RES_MAX_REFS][RES_FULLNAME_MAX + 1];   /* "cluster/web" */
+};
+
+const char *resource_type_name(enum res_type t);
+enum res_type resource_type_of(const char *fullname);
+/* The rank used to order a push: 0 for secrets .. 4 for files. */
+int resource_rank(const char *fullname);
+
+/* Checks the bare-name grammar: [A-Za-z0-9._-]{1,200}, not "." or "..". */
+bool resource_name_valid(const char *name);
+/* Checks "type/name" with a known type. Returns 0, or -1 with err set. */
+int resource_fullname_check(const char *fullname, char *err, size_t errlen);
+
+/* Validates a body of a known type: an object; known fields of the right
+ * type and range; with RES_STRICT, no unknown fields. On success fills refs
+ * (may be NULL) with the names the body references. Errors name the
+ * resource and the field: "cluster/web: endpoints[0].port must be ...". */
+int resource_validate(const char *fullname, const cJSON *body, unsigned flags,
+		      struct res_refs *refs, char *err, size_t errlen);
+
+/* Checks a file resource's path: relative, no "..", no empty or "."
+ * component, no control characters, at most 4096 bytes. */
+bool resource_file_path_valid(const char *path);
+
+#endif

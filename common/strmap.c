@@ -1,0 +1,75 @@
+/* strmap.c: open-addressing string map with linear probing (see strmap.h). */
+#include "strmap.h"
+#include "xmalloc.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+uint64_t strmap_hash(const char *s)
+{
+	uint64_t h = 1469598103934665603ULL;   /* FNV-1a */
+	for (; *s; s++) {
+		h ^= (unsigned char)*s;
+		h *= 1099511628211ULL;
+	}
+	return h;
+}
+
+void strmap_init(struct strmap *m)
+{
+	m->slots = NULL;
+	m->cap = 0;
+	m->len = 0;
+}
+
+void strmap_release(struct strmap *m)
+{
+	free(m->slots);
+	strmap_init(m);
+}
+
+static struct strmap_slot *probe(struct strmap_slot *slots, size_t cap, const char *key)
+{
+	size_t i = strmap_hash(key) & (cap - 1);
+	while (slots[i].key && strcmp(slots[i].key, key) != 0)
+		i = (i + 1) & (cap - 1);
+	return &slots[i];
+}
+
+static void grow(struct strmap *m)
+{
+	size_t cap = m->cap ? m->cap * 2 : 16;
+	struct strmap_slot *slots = xcalloc(cap, sizeof(*slots));
+	for (size_t i = 0; i < m->cap; i++) {
+		if (m->slots[i].key)
+			*probe(slots, cap, m->slots[i].key) = m->slots[i];
+	}
+	free(m->slots);
+	m->slots = slots;
+	m->cap = cap;
+}
+
+intptr_t *strmap_ref(struct strmap *m, const char *key)
+{
+	if ((m->len + 1) * 2 > m->cap)
+		grow(m);
+	struct strmap_slot *s = probe(m->slots, m->cap, key);
+	if (!s->key) {
+		s->key = key;
+		s->val = 0;
+		m->len++;
+	}
+	return &s->val;
+}
+
+bool strmap_get(const struct strmap *m, const char *key, intptr_t *val)
+{
+	if (!m->cap)
+		return false;
+	const struct strmap_slot *s = probe(m->slots, m->cap, key);
+	if (!s->key)
+		return false;
+	if (val)
+		*val = s->val;
+	return true;
+}

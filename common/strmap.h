@@ -1,0 +1,29 @@
+/* strmap.h: a string-keyed hash map with borrowed keys (the caller keeps
+ * them alive while they are in the map) and pointer-sized values. */
+#ifndef TETHER_STRMAP_H
+#define TETHER_STRMAP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct strmap_slot {
+	const char *key;
+	intptr_t val;
+};
+
+struct strmap {
+	struct strmap_slot *slots;
+	size_t cap;     /* power of two */
+	size_t len;
+};
+
+void strmap_init(struct strmap *m);
+void strmap_release(struct strmap *m);
+/* Returns a pointer to the value of key, inserting 0 when absent. */
+intptr_t *strmap_ref(struct strmap *m, const char *key);
+/* Returns true and sets *val when key is present. */
+bool strmap_get(const struct strmap *m, const char *key, intptr_t *val);
+uint64_t strmap_hash(const char *s);
+
+#endif

@@ -1,0 +1,188 @@
+/* util.c: strict parsing, clocks and string helpers (see util.h). */
+#include "util.h"
+#include "xmalloc.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+int parse_u64(const char *s, uint64_t *out)
+{
+	uint64_t v = 0;
+	if (!s || !*s)
+		return -1;
+	for (const char *p = s; *p; p++) {
+		if (*p < '0' || *p > '9')
+			return -1;
+		unsigned d = (unsigned)(*p - '0');
+		if (v > (UINT64_MAX - d) / 10)
+			return -1;
+		v = v * 10 + d;
+	}
+	*out = v;
+	return 0;
+}
+
+int parse_uint_range(const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+	uint64_t v;
+	if (parse_u64(s, &v) < 0 || v < min || v > max)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+int parse_seconds(const char *s, double min, double max, double *out)
+{
+	if (!s || !*s)
+		return -1;
+	/* digits, at most one dot, digits: no exponents, signs, hex or inf */
+	int dots = 0, digits = 0;
+	for (const char *p = s; *p; p++) {
+		if (*p == '.')
+			dots++;
+		else if (*p >= '0' && *p <= '9')
+			digits++;
+		else
+			return -1;
+	}
+	if (dots > 1 || digits == 0 || digits > 12)
+		return -1;
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno || *end || v < min || v > max)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+int parse_bool(const char *s, bool *out)
+{
+	static const char *const yes[] = { "1", "yes", "true", "on" };
+	static const char *const no[] = { "0", "no", "false", "off" };
+	for (size_t i = 0; i < 4; i++) {
+		if (strcasecmp(s, yes[i]) == 0) {
+			*out = true;
+			return 0;
+		}
+		if (strcasecmp(s, no[i]) == 0) {
+			*out = false;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t wall_seconds(void)
+{
+	return (int64_t)time(NULL);
+}
+
+int64_t wall_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+bool str_starts_with(const char *s, const char *prefix)
+{
+	return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+char *str_trim(char *s)
+{
+	char *start = s;
+	while (*start && isspace((unsigned char)*start))
+		start++;
+	size_t n = strlen(start);
+	while (n > 0 && isspace((unsigned char)start[n - 1]))
+		n--;
+	memmove(s, start, n);
+	s[n] = '\0';
+	return s;
+}
+
+bool str_secret_equal(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	unsigned char diff = (unsigned char)(la != lb);
+	size_t n = la > lb ? la : lb;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ca = i < la ? (unsigned char)a[i] : 0;
+		unsigned char cb = i < lb ? (unsigned char)b[i] : 0;
+		diff |= (unsigned char)(ca ^ cb);
+	}
+	return diff == 0;
+}
+
+char *read_file_limited(const char *path, size_t max, size_t *len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		goto fail;
+	if (!S_ISREG(st.st_mode)) {
+		errno = EINVAL;
+		goto fail;
+	}
+	if ((uint64_t)st.st_size > max) {
+		errno = EFBIG;
+		goto fail;
+	}
+	size_t cap = (size_t)st.st_size + 1, n = 0;
+	char *data = xmalloc(cap);
+	for (;;) {
+		if (n + 1 >= cap) {
+			if (cap > max) {
+				free(data);
+				errno = EFBIG;
+				goto fail;
+			}
+			cap *= 2;
+			data = xrealloc(data, cap);
+		}
+		ssize_t r = read(fd, data + n, cap - n - 1);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			int e = errno;
+			free(data);
+			errno = e;
+			goto fail;
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+	}
+	if (n > max) {
+		free(data);
+		errno = EFBIG;
+		goto fail;
+	}
+	data[n] = '\0';
+	close(fd);
+	if (len)
+		*len = n;
+	return data;
+fail:;
+	int e = errno;
+	close(fd);
+	errno = e;
+	return NULL;
+}

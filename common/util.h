@@ -1,0 +1,37 @@
+/* util.h: small helpers shared by every binary: strict number parsing,
+ * clocks, string predicates. Nothing here allocates unless it says so. */
+#ifndef TETHER_UTIL_H
+#define TETHER_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Strict decimal parse of a whole string: digits only, no sign, no spaces,
+ * no overflow. Returns 0 or -1. */
+int parse_u64(const char *s, uint64_t *out);
+/* Same as parse_u64, limited to [min, max]. */
+int parse_uint_range(const char *s, uint64_t min, uint64_t max, uint64_t *out);
+/* Parses a duration in seconds with an optional fraction ("2", "0.5"). */
+int parse_seconds(const char *s, double min, double max, double *out);
+/* Parses "yes/no/true/false/1/0/on/off". */
+int parse_bool(const char *s, bool *out);
+
+/* Monotonic milliseconds, for timeouts. */
+int64_t now_ms(void);
+/* Wall-clock seconds since the epoch, for records people read. */
+int64_t wall_seconds(void);
+/* Wall-clock milliseconds since the epoch. */
+int64_t wall_ms(void);
+
+bool str_starts_with(const char *s, const char *prefix);
+/* Removes leading and trailing ASCII white space in place; returns s. */
+char *str_trim(char *s);
+/* Constant-time comparison of two NUL-terminated secrets. */
+bool str_secret_equal(const char *a, const char *b);
+
+/* Reads a whole small file into a new allocated NUL-terminated buffer.
+ * Refuses files over max bytes. Returns NULL and sets errno on failure. */
+char *read_file_limited(const char *path, size_t max, size_t *len);
+
+#endif

@@ -1,0 +1,113 @@
+/* api_nodes.c: node-facing records: the ACK/NACK endpoint and the node
+ * listing operators read (acked version, lag, last NACK, connection). */
+#include "http.h"
+#include "hub.h"
+#include "json.h"
+#include "log.h"
+#include "nodes.h"
+#include "plane.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define ACK_MAX_BYTES 65536
+
+enum MHD_Result api_nodes(struct plane *p, struct MHD_Connection *c, const char *method, const char *id)
+{
+	struct buf b = BUF_INIT;
+	(void)method;
+	uint64_t version = hub_version(p->hub);
+	if (!id) {
+		nodes_to_json(p->nodes, version, &b);
+		return http_send_json(c, MHD_HTTP_OK, &b);
+	}
+	if (!nodes_id_valid(id))
+		return http_send_error(c, MHD_HTTP_BAD_REQUEST, "node id '%.64s' must match [A-Za-z0-9._-]{1,200}", id);
+	if (nodes_one_to_json(p->nodes, id, version, &b) < 0) {
+		buf_release(&b);
+		return http_send_error(c, MHD_HTTP_NOT_FOUND, "no node '%s'", id);
+	}
+	return http_send_json(c, MHD_HTTP_OK, &b);
+}
+
+/* {"node","version","nonce","status":"ack"|"nack","error","healthy"} */
+enum MHD_Result api_ack(struct plane *p, struct MHD_Connection *c, struct request *r)
+{
+	char err[512];
+	if (r->body.len > ACK_MAX_BYTES)
+		return http_send_error(c, MHD_HTTP_CONTENT_TOO_LARGE, "ack: body exceeds %d bytes", ACK_MAX_BYTES);
+	struct json_limits lim = { ACK_MAX_BYTES, 8 };
+	cJSON *doc = json_decode(r->body.data ? r->body.data : "", r->body.len, &lim, err, sizeof(err));
+	if (!doc)
+		return http_send_error(c, MHD_HTTP_BAD_REQUEST, "ack: %s", err);
+
+	struct ack_msg m = { .healthy = -1 };
+	enum MHD_Result ret;
+	const cJSON *f;
+	if (!cJSON_IsObject(doc)) {
+		ret = http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT, "ack: body must be a JSON object");
+		goto out;
+	}
+	m.node = json_get_string(doc, "node");
+	if (!m.node || !nodes_id_valid(m.node)) {
+		ret = http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT, "ack: node must be a string matching [A-Za-z0-9._-]{1,200}");
+		goto out;
+	}
+	if (!json_get_u64(cJSON_GetObjectItemCaseSensitive(doc, "version"), &m.version)) {
+		ret = http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT, "ack: version must be a non-negative integer");
+		goto out;
+	}
+	m.nonce = json_get_string(doc, "nonce");
+	if (!m.nonce || !*m.nonce || strlen(m.nonce) >= NONCE_MAX) {
+		ret = http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT, "ack: nonce must be a string of 1..%d bytes", NONCE_MAX - 1);
+		goto out;
+	}
+	const char *status = json_get_string(doc, "status");
+	if (!status || (strcmp(status, "ack") != 0 && strcmp(status, "nack") != 0)) {
+		ret = http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT, "ack: status must be \"ack\" or \"nack\"");
+		goto out;
+	}
+	m.nack = strcmp(status, "nack") == 0;
+	f = cJSON_GetObjectItemCaseSensitive(doc, "error");
+	if (f && !cJSON_IsNull(f)) {
+		if (!cJSON_IsString(f)) {
+			ret = http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT, "ack: error must be a string");
+			goto out;
+		}
+		m.error = f->valuestring;
+	}
+	if (m.nack && (!m.error || !*m.error)) {
+		ret = http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT, "ack: a nack needs an error saying why");
+		goto out;
+	}
+	f = cJSON_GetObjectItemCaseSensitive(doc, "healthy");
+	if (f && !cJSON_IsNull(f)) {
+		if (!cJSON_IsBool(f)) {
+			ret = http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT, "ack: healthy must be true or false");
+			goto out;
+		}
+		m.healthy = cJSON_IsTrue(f);
+	}
+
+	enum ack_result res;
+	if (nodes_ack(p->nodes, &m, hub_version(p->hub), &res) < 0) {
+		ret = http_send_error(c, MHD_HTTP_NOT_FOUND, "ack: no node '%s' (connect before acking)", m.node);
+		goto out;
+	}
+	if (res == ACK_MISMATCH) {
+		ret = http_send_error(c, MHD_HTTP_CONFLICT, "ack: version %llu is not the version of push '%s'",
+				      (unsigned long long)m.version, m.nonce);
+		goto out;
+	}
+	if (m.nack && res == ACK_ACCEPTED)
+		log_warn("node %s: NACK of version %llu: %s", m.node, (unsigned long long)m.version, m.error);
+	else if (res == ACK_STALE)
+		log_info("node %s: stale %s of version %llu (nonce '%s' is not the latest)", m.node, status,
+			 (unsigned long long)m.version, m.nonce);
+	struct buf b = BUF_INIT;
+	buf_printf(&b, "{\"result\":\"%s\"}", res == ACK_ACCEPTED ? "accepted" : "stale");
+	ret = http_send_json(c, MHD_HTTP_OK, &b);
+out:
+	cJSON_Delete(doc);
+	return ret;
+}

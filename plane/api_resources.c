@@ -1,0 +1,259 @@
+/* api_resources.c: the admin API over resources: get, put, delete, list
+ * and batch. Writes are validated on the candidate state and committed as
+ * one version, durable before the answer. */
+#include "http.h"
+#include "hub.h"
+#include "json.h"
+#include "log.h"
+#include "plane.h"
+#include "store.h"
+#include "validate.h"
+#include "xmalloc.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ERRLEN 1024
+
+static struct json_limits limits(struct plane *p, size_t max_bytes)
+{
+	struct json_limits l = { max_bytes, (int)p->cfg.max_depth };
+	return l;
+}
+
+/* Validates and commits changes; answers the request. Frees the bodies. */
+static enum MHD_Result commit_and_answer(struct plane *p, struct MHD_Connection *c,
+					 struct store_change *ch, size_t n, unsigned ok_status)
+{
+	char err[ERRLEN];
+	uint64_t version;
+	bool changed;
+	int rc;
+
+	store_write_lock(p->store);
+	rc = validate_candidate(p->store, ch, n, p->cfg.max_resources, err, sizeof(err));
+	if (rc == 0 && store_commit(p->store, ch, n, &version, &changed, err, sizeof(err)) < 0)
+		rc = -2;
+	store_write_unlock(p->store);
+	for (size_t i = 0; i < n; i++)
+		free(ch[i].body);
+
+	if (rc == -1) {
+		atomic_fetch_add(&p->ctr.refused_writes, 1);
+		return http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT, "%s", err);
+	}
+	if (rc == -2) {
+		atomic_fetch_add(&p->ctr.write_errors, 1);
+		log_error("store: write failed, nothing stored: %s", err);
+		return http_send_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "store write failed, nothing was stored: %s", err);
+	}
+	if (changed) {
+		atomic_fetch_add(&p->ctr.writes, 1);
+		log_info("store: version %llu (%zu changes)", (unsigned long long)version, n);
+		hub_notify(p->hub, version);
+	}
+	struct buf b = BUF_INIT;
+	buf_printf(&b, "{\"version\":%llu,\"changed\":%s}", (unsigned long long)version, changed ? "true" : "false");
+	return http_send_json(c, ok_status, &b);
+}
+
+static enum MHD_Result get_one(struct plane *p, struct MHD_Connection *c, const char *name)
+{
+	struct buf b = BUF_INIT;
+	store_rdlock(p->store);
+	const struct store_entry *e = store_get(p->store, name);
+	if (e && e->body) {
+		buf_puts(&b, "{\"name\":");
+		buf_json_string(&b, e->name);
+		buf_printf(&b, ",\"version\":%llu,\"body\":", (unsigned long long)e->version);
+		buf_append(&b, e->body, e->body_len);
+		buf_putc(&b, '}');
+	}
+	store_rdunlock(p->store);
+	if (!b.len)
+		return http_send_error(c, MHD_HTTP_NOT_FOUND, "no resource '%s'", name);
+	return http_send_json(c, MHD_HTTP_OK, &b);
+}
+
+enum MHD_Result api_resource(struct plane *p, struct MHD_Connection *c, struct request *r,
+			     const char *method, const char *name)
+{
+	char err[ERRLEN];
+	enum MHD_Result ret;
+
+	if (resource_fullname_check(name, err, sizeof(err)) < 0)
+		return http_send_error(c, MHD_HTTP_BAD_REQUEST, "%s", err);
+	if (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)
+		return get_one(p, c, name);
+	if (!http_authorized(p, c, &ret))
+		return ret;
+
+	if (strcmp(method, "DELETE") == 0) {
+		store_rdlock(p->store);
+		const struct store_entry *e = store_get(p->store, name);
+		bool live = e && e->body;
+		store_rdunlock(p->store);
+		if (!live)
+			return http_send_error(c, MHD_HTTP_NOT_FOUND, "no resource '%s'", name);
+		struct store_change ch = { .name = name };
+		return commit_and_answer(p, c, &ch, 1, MHD_HTTP_OK);
+	}
+
+	/* PUT */
+	if (r->body.len > p->cfg.max_body)
+		return http_send_error(c, MHD_HTTP_CONTENT_TOO_LARGE, "%s: body of %zu bytes exceeds %llu (max-body)",
+				       name, r->body.len, (unsigned long long)p->cfg.max_body);
+	struct json_limits lim = limits(p, p->cfg.max_body);
+	cJSON *body = json_decode(r->body.data ? r->body.data : "", r->body.len, &lim, err, sizeof(err));
+	if (!body)
+		return http_send_error(c, MHD_HTTP_BAD_REQUEST, "%s: %s", name, err);
+	struct store_change ch;
+	if (validate_upsert(name, body, &ch, err, sizeof(err)) < 0) {
+		cJSON_Delete(body);
+		return http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT, "%s", err);
+	}
+	cJSON_Delete(body);
+	return commit_and_answer(p, c, &ch, 1, MHD_HTTP_OK);
+}
+
+static int cmp_entry(const void *a, const void *b)
+{
+	return strcmp((*(const struct store_entry *const *)a)->name, (*(const struct store_entry *const *)b)->name);
+}
+
+enum MHD_Result api_resources_list(struct plane *p, struct MHD_Connection *c)
+{
+	const char *prefix = http_query(c, "prefix");
+	const char *bodies = http_query(c, "bodies");
+	bool with_body = !bodies || strcmp(bodies, "0") != 0;
+	size_t plen = prefix ? strlen(prefix) : 0;
+	if (plen > RES_FULLNAME_MAX)
+		return http_send_error(c, MHD_HTTP_BAD_REQUEST, "prefix: longer than %d bytes", RES_FULLNAME_MAX);
+
+	struct buf b = BUF_INIT;
+	store_rdlock(p->store);
+	size_t n = 0, cap = store_count(p->store);
+	const struct store_entry **all = xmalloc((cap ? cap : 1) * sizeof(*all));
+	for (const struct store_entry *e = store_oldest(p->store); e; e = e->next)
+		if (e->body && (!plen || strncmp(e->name, prefix, plen) == 0) && n < cap)
+			all[n++] = e;
+	qsort(all, n, sizeof(*all), cmp_entry);
+	buf_printf(&b, "{\"version\":%llu,\"resources\":[", (unsigned long long)store_version(p->store));
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			buf_putc(&b, ',');
+		buf_puts(&b, "{\"name\":");
+		buf_json_string(&b, all[i]->name);
+		buf_printf(&b, ",\"version\":%llu", (unsigned long long)all[i]->version);
+		if (with_body) {
+			buf_puts(&b, ",\"body\":");
+			buf_append(&b, all[i]->body, all[i]->body_len);
+		}
+		buf_putc(&b, '}');
+	}
+	buf_puts(&b, "]}");
+	store_rdunlock(p->store);
+	free(all);
+	return http_send_json(c, MHD_HTTP_OK, &b);
+}
+
+/* A batch: {"upserts":[{"name":N,"body":{...}}], "removes":[N]}. */
+enum MHD_Result api_batch(struct plane *p, struct MHD_Connection *c, struct request *r)
+{
+	char err[ERRLEN];
+	enum MHD_Result ret;
+	if (!http_authorized(p, c, &ret))
+		return ret;
+
+	struct json_limits lim = limits(p, p->cfg.max_request);
+	cJSON *doc = json_decode(r->body.data ? r->body.data : "", r->body.len, &lim, err, sizeof(err));
+	if (!doc)
+		return http_send_error(c, MHD_HTTP_BAD_REQUEST, "batch: %s", err);
+	struct store_change *ch = NULL;
+	size_t n = 0;
+	unsigned status = MHD_HTTP_UNPROCESSABLE_CONTENT;
+
+	if (!cJSON_IsObject(doc)) {
+		snprintf(err, sizeof(err), "batch: body must be a JSON object");
+		goto fail;
+	}
+	for (const cJSON *f = doc->child; f; f = f->next) {
+		if (strcmp(f->string, "upserts") != 0 && strcmp(f->string, "removes") != 0) {
+			snprintf(err, sizeof(err), "batch: unknown field '%.64s' (expected upserts, removes)", f->string);
+			goto fail;
+		}
+	}
+	const cJSON *ups = cJSON_GetObjectItemCaseSensitive(doc, "upserts");
+	const cJSON *rms = cJSON_GetObjectItemCaseSensitive(doc, "removes");
+	if (ups && !cJSON_IsArray(ups)) {
+		snprintf(err, sizeof(err), "batch: upserts must be an array");
+		goto fail;
+	}
+	if (rms && !cJSON_IsArray(rms)) {
+		snprintf(err, sizeof(err), "batch: removes must be an array");
+		goto fail;
+	}
+	size_t total = (size_t)cJSON_GetArraySize(ups) + (size_t)cJSON_GetArraySize(rms);
+	if (total > p->cfg.max_resources) {
+		snprintf(err, sizeof(err), "batch: %zu items exceed max-resources (%llu)", total,
+			 (unsigned long long)p->cfg.max_resources);
+		goto fail;
+	}
+	ch = xcalloc(total ? total : 1, sizeof(*ch));
+	int i = 0;
+	for (cJSON *u = ups ? ups->child : NULL; u; u = u->next, i++) {
+		if (!cJSON_IsObject(u)) {
+			snprintf(err, sizeof(err), "batch: upserts[%d] must be an object", i);
+			goto fail;
+		}
+		for (const cJSON *f = u->child; f; f = f->next) {
+			if (strcmp(f->string, "name") != 0 && strcmp(f->string, "body") != 0) {
+				snprintf(err, sizeof(err), "batch: upserts[%d]: unknown field '%.64s' (expected name, body)",
+					 i, f->string);
+				goto fail;
+			}
+		}
+		const char *name = json_get_string(u, "name");
+		cJSON *body = cJSON_GetObjectItemCaseSensitive(u, "body");
+		if (!name) {
+			snprintf(err, sizeof(err), "batch: upserts[%d].name must be a string", i);
+			goto fail;
+		}
+		if (!body) {
+			snprintf(err, sizeof(err), "batch: upserts[%d].body is missing", i);
+			goto fail;
+		}
+		if (validate_upsert(name, body, &ch[n], err, sizeof(err)) < 0)
+			goto fail;
+		if (ch[n].body_len > p->cfg.max_body) {
+			snprintf(err, sizeof(err), "%s: body of %zu bytes exceeds %llu (max-body)", name,
+				 ch[n].body_len, (unsigned long long)p->cfg.max_body);
+			n++;
+			status = MHD_HTTP_CONTENT_TOO_LARGE;
+			goto fail;
+		}
+		n++;
+	}
+	i = 0;
+	for (const cJSON *rm = rms ? rms->child : NULL; rm; rm = rm->next, i++) {
+		if (!cJSON_IsString(rm)) {
+			snprintf(err, sizeof(err), "batch: removes[%d] must be a string", i);
+			goto fail;
+		}
+		if (resource_fullname_check(rm->valuestring, err, sizeof(err)) < 0)
+			goto fail;
+		ch[n].name = rm->valuestring;
+		n++;
+	}
+	ret = commit_and_answer(p, c, ch, n, MHD_HTTP_OK);
+	free(ch);
+	cJSON_Delete(doc);
+	return ret;
+fail:
+	for (size_t k = 0; k < n; k++)
+		free(ch[k].body);
+	free(ch);
+	cJSON_Delete(doc);
+	return http_send_error(c, status, "%s", err);
+}

@@ -1,0 +1,79 @@
+/* api_status.c: /healthz, /metrics (Prometheus text) and the rollout
+ * endpoints' answer while the plane runs --rollout immediate. */
+#include "http.h"
+#include "hub.h"
+#include "nodes.h"
+#include "plane.h"
+#include "pushcache.h"
+#include "store.h"
+#include "util.h"
+
+#include <stdio.h>
+#include <string.h>
+
+enum MHD_Result api_healthz(struct plane *p, struct MHD_Connection *c)
+{
+	struct buf b = BUF_INIT;
+	buf_printf(&b, "{\"status\":\"ok\",\"version\":%llu}", (unsigned long long)hub_version(p->hub));
+	return http_send_json(c, MHD_HTTP_OK, &b);
+}
+
+static void metric(struct buf *b, const char *name, const char *type, const char *help, unsigned long long v)
+{
+	buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", name, help, name, type, name, v);
+}
+
+enum MHD_Result api_metrics(struct plane *p, struct MHD_Connection *c)
+{
+	struct buf b = BUF_INIT;
+	struct nodes_stats ns;
+	struct pushcache_stats ps;
+	nodes_stats(p->nodes, &ns);
+	pushcache_stats(p->pushes, &ps);
+	store_rdlock(p->store);
+	uint64_t version = store_version(p->store), horizon = store_horizon(p->store);
+	size_t count = store_count(p->store), tombs = store_tombstone_count(p->store);
+	store_rdunlock(p->store);
+
+	metric(&b, "tether_version", "gauge", "The store's global version.", version);
+	metric(&b, "tether_resources", "gauge", "Live resources.", count);
+	metric(&b, "tether_tombstones", "gauge", "Tombstones kept.", tombs);
+	metric(&b, "tether_tombstone_horizon", "gauge", "Nodes older than this version get a snapshot.", horizon);
+	metric(&b, "tether_streams", "gauge", "Open SSE streams.", hub_stream_count(p->hub));
+	metric(&b, "tether_nodes", "gauge", "Known nodes.", ns.nodes);
+	metric(&b, "tether_nodes_connected", "gauge", "Nodes with an open stream or a recent poll.", ns.connected);
+	metric(&b, "tether_writes_total", "counter", "Writes that made a new version.", atomic_load(&p->ctr.writes));
+	metric(&b, "tether_writes_refused_total", "counter", "Writes refused by validation.",
+	       atomic_load(&p->ctr.refused_writes));
+	metric(&b, "tether_write_errors_total", "counter", "Writes the store failed to persist.",
+	       atomic_load(&p->ctr.write_errors));
+	metric(&b, "tether_pushes_total", "counter", "Pushes sent on streams.", atomic_load(&p->ctr.pushes));
+	metric(&b, "tether_push_bytes_total", "counter", "Bytes of pushes sent on streams.",
+	       atomic_load(&p->ctr.push_bytes));
+	metric(&b, "tether_heartbeats_total", "counter", "Heartbeats sent.", atomic_load(&p->ctr.heartbeats));
+	metric(&b, "tether_polls_total", "counter", "Poll requests.", atomic_load(&p->ctr.polls));
+	metric(&b, "tether_polls_not_modified_total", "counter", "Polls answered 304.",
+	       atomic_load(&p->ctr.polls_not_modified));
+	metric(&b, "tether_streams_opened_total", "counter", "Streams opened.", atomic_load(&p->ctr.streams_opened));
+	metric(&b, "tether_streams_replaced_total", "counter", "Streams closed because their node reconnected.",
+	       atomic_load(&p->ctr.streams_replaced));
+	metric(&b, "tether_acks_total", "counter", "ACKs accepted.", ns.acks);
+	metric(&b, "tether_nacks_total", "counter", "NACKs accepted.", ns.nacks);
+	metric(&b, "tether_stale_acks_total", "counter", "ACKs and NACKs whose nonce was not the latest sent.", ns.stale);
+	metric(&b, "tether_push_cache_hits_total", "counter", "Pushes served from the shared cache.", ps.hits);
+	metric(&b, "tether_push_cache_misses_total", "counter", "Pushes computed.", ps.misses);
+	metric(&b, "tether_requests_total", "counter", "HTTP requests.", atomic_load(&p->ctr.requests));
+	nodes_metrics(p->nodes, version, &b);
+	return http_send(c, MHD_HTTP_OK, "text/plain; version=0.0.4", &b, true);
+}
+
+enum MHD_Result api_rollout(struct plane *p, struct MHD_Connection *c, const char *method, bool abort)
+{
+	(void)method;
+	if (abort) {
+		enum MHD_Result ret;
+		if (!http_authorized(p, c, &ret))
+			return ret;
+	}
+	return http_send_error(c, MHD_HTTP_NOT_FOUND, "no rollout: the plane runs with --rollout %s", p->cfg.rollout);
+}

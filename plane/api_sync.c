@@ -1,0 +1,212 @@
+/* api_sync.c: the node-facing sync endpoints: GET /v1/stream (Server-Sent
+ * Events) and GET /v1/config (ETag polling with long-poll). Both take
+ * node, version, sub and labels; both send a delta from the node's version
+ * (a snapshot at 0), with a nonce the node echoes in its ACK. */
+#include "http.h"
+#include "hub.h"
+#include "json.h"
+#include "labels.h"
+#include "log.h"
+#include "nodes.h"
+#include "plane.h"
+#include "pushcache.h"
+#include "strmap.h"
+#include "util.h"
+#include "xmalloc.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_WAIT_S 300
+
+struct sync_params {
+	const char *node;
+	uint64_t version;
+	struct sub sub;
+	char *labels;      /* canonical JSON, or NULL when not given */
+};
+
+static void params_release(struct sync_params *sp)
+{
+	sub_release(&sp->sub);
+	cJSON_free(sp->labels);
+}
+
+/* Returns 0, or sends a 400 and returns -1 (with *ret set). */
+static int params_parse(struct MHD_Connection *c, struct sync_params *sp, bool use_last_event_id,
+			enum MHD_Result *ret)
+{
+	char err[256];
+	memset(sp, 0, sizeof(*sp));
+	sp->node = http_query(c, "node");
+	if (!sp->node || !nodes_id_valid(sp->node)) {
+		*ret = http_send_error(c, MHD_HTTP_BAD_REQUEST, "node: required, [A-Za-z0-9._-]{1,200}");
+		return -1;
+	}
+	const char *v = http_query(c, "version");
+	if (v && parse_uint_range(v, 0, 9007199254740992ULL, &sp->version) < 0) {
+		*ret = http_send_error(c, MHD_HTTP_BAD_REQUEST, "version: '%.32s' is not a non-negative integer", v);
+		return -1;
+	}
+	/* an EventSource resuming sends the id of the last push it saw */
+	const char *last = use_last_event_id ? http_header(c, "Last-Event-ID") : NULL;
+	uint64_t lv;
+	if (last && parse_uint_range(last, 0, 9007199254740992ULL, &lv) == 0)
+		sp->version = lv;
+	if (sub_parse(http_query(c, "sub"), &sp->sub, err, sizeof(err)) < 0) {
+		*ret = http_send_error(c, MHD_HTTP_BAD_REQUEST, "%s", err);
+		return -1;
+	}
+	const char *l = http_query(c, "labels");
+	if (l) {
+		cJSON *obj = labels_parse(l, err, sizeof(err));
+		if (!obj) {
+			sub_release(&sp->sub);
+			*ret = http_send_error(c, MHD_HTTP_BAD_REQUEST, "labels: %s", err);
+			return -1;
+		}
+		json_sort_keys(obj);
+		sp->labels = cJSON_PrintUnformatted(obj);
+		cJSON_Delete(obj);
+	}
+	return 0;
+}
+
+enum MHD_Result api_stream(struct plane *p, struct MHD_Connection *c)
+{
+	struct sync_params sp;
+	enum MHD_Result ret;
+	if (params_parse(c, &sp, true, &ret) < 0)
+		return ret;
+	if (nodes_seen(p->nodes, sp.node, sp.labels, "sse") < 0) {
+		params_release(&sp);
+		return http_send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "node registry is full (max-nodes)");
+	}
+	bool gzip = http_accepts_gzip(c);
+	struct stream *st = hub_stream_new(p->hub, c, sp.node, sp.version, &sp.sub, gzip);
+	log_info("stream: node %s connected at version %llu%s", sp.node, (unsigned long long)sp.version,
+		 gzip ? " (gzip)" : "");
+	params_release(&sp);
+
+	struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 1024, hub_stream_read, st,
+								      hub_stream_free);
+	if (!resp) {
+		hub_stream_free(st);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache, no-transform");
+	MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_VARY, "Accept-Encoding");
+	if (gzip)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_ENCODING, "gzip");
+	ret = MHD_queue_response(c, MHD_HTTP_OK, resp);
+	MHD_destroy_response(resp);
+	return ret;
+}
+
+/* W/"<version>.<subscription hash>": one per (version, subscription). */
+static void make_etag(char *out, size_t cap, uint64_t version, const struct sub *sub)
+{
+	snprintf(out, cap, "W/\"%llu.%08llx\"", (unsigned long long)version,
+		 (unsigned long long)(strmap_hash(sub->canon ? sub->canon : "") & 0xffffffffULL));
+}
+
+static bool etag_matches(const char *inm, const char *etag)
+{
+	if (!inm)
+		return false;
+	if (strcmp(inm, "*") == 0)
+		return true;
+	/* a list of tags; weak comparison ignores the W/ prefix */
+	const char *want = strncmp(etag, "W/", 2) == 0 ? etag + 2 : etag;
+	size_t wl = strlen(want);
+	for (const char *p = inm; *p;) {
+		p += strspn(p, " ,");
+		if (strncmp(p, "W/", 2) == 0)
+			p += 2;
+		if (strncmp(p, want, wl) == 0 && (p[wl] == '\0' || p[wl] == ',' || p[wl] == ' '))
+			return true;
+		p += strcspn(p, ",");
+	}
+	return false;
+}
+
+/* a shared cache may serve a poll answer for a second, and while the
+ * plane is down */
+#define CACHE_CONTROL "public, max-age=1, stale-if-error=86400"
+
+enum MHD_Result api_config(struct plane *p, struct MHD_Connection *c, struct request *r)
+{
+	struct sync_params sp;
+	enum MHD_Result ret;
+	char etag[64];
+
+	bool resumed = r->waiter != NULL;
+	if (resumed) {
+		hub_waiter_release(p->hub, r->waiter);
+		r->waiter = NULL;
+	}
+	if (params_parse(c, &sp, false, &ret) < 0)
+		return ret;
+	uint64_t wait_s = 0;
+	const char *w = http_query(c, "wait");
+	if (w && parse_uint_range(w, 0, MAX_WAIT_S, &wait_s) < 0) {
+		params_release(&sp);
+		return http_send_error(c, MHD_HTTP_BAD_REQUEST, "wait: '%.32s' is not 0..%d seconds", w, MAX_WAIT_S);
+	}
+	if (!resumed) {
+		if (nodes_seen(p->nodes, sp.node, sp.labels, "poll") < 0) {
+			params_release(&sp);
+			return http_send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "node registry is full (max-nodes)");
+		}
+		atomic_fetch_add(&p->ctr.polls, 1);
+	}
+
+	uint64_t current = hub_version(p->hub);
+	make_etag(etag, sizeof(etag), current, &sp.sub);
+	const char *inm = http_header(c, MHD_HTTP_HEADER_IF_NONE_MATCH);
+	bool up_to_date = etag_matches(inm, etag) || (!inm && sp.version == current && current > 0);
+
+	if (up_to_date && wait_s > 0 && !resumed && !atomic_load(&p->stopping)) {
+		r->waiter = hub_waiter_add(p->hub, c, current, now_ms() + (int64_t)wait_s * 1000);
+		if (r->waiter) {
+			params_release(&sp);
+			return MHD_YES;   /* suspended: answered when resumed */
+		}
+		current = hub_version(p->hub);
+		make_etag(etag, sizeof(etag), current, &sp.sub);
+		up_to_date = etag_matches(inm, etag);
+	}
+	if (up_to_date && inm) {
+		params_release(&sp);
+		atomic_fetch_add(&p->ctr.polls_not_modified, 1);
+		struct MHD_Response *resp = MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_ETAG, etag);
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, CACHE_CONTROL);
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_VARY, "Accept-Encoding");
+		ret = MHD_queue_response(c, MHD_HTTP_NOT_MODIFIED, resp);
+		MHD_destroy_response(resp);
+		return ret;
+	}
+
+	struct push_blob *blob = pushcache_get(p->pushes, sp.version, &sp.sub);
+	char nonce[NONCE_MAX];
+	nodes_poll_nonce(nonce, sizeof(nonce), blob->version, blob->base);
+	make_etag(etag, sizeof(etag), blob->version, &sp.sub);
+	struct buf b = BUF_INIT;
+	buf_reserve(&b, blob->raw_len + 64);
+	buf_printf(&b, "{\"nonce\":\"%s\",", nonce);
+	buf_append(&b, blob->raw, blob->raw_len);
+	buf_putc(&b, '\n');
+	nodes_sent(p->nodes, sp.node, blob->version, nonce);
+	push_blob_unref(blob);
+	params_release(&sp);
+
+	const char *const headers[] = {
+		MHD_HTTP_HEADER_ETAG, etag, MHD_HTTP_HEADER_CACHE_CONTROL, CACHE_CONTROL, NULL,
+	};
+	ret = http_send_headers(c, MHD_HTTP_OK, "application/json", &b, true, headers);
+	return ret;
+}

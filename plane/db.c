@@ -1,0 +1,158 @@
+/* db.c: the plane's SQLite database: directory lock, WAL, schema (see db.h). */
+#include "db.h"
+#include "log.h"
+#include "xmalloc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define SCHEMA_VERSION 1
+
+static const char schema[] =
+	"CREATE TABLE IF NOT EXISTS meta("
+	"  key TEXT PRIMARY KEY, value INTEGER NOT NULL);"
+	"CREATE TABLE IF NOT EXISTS resources("
+	"  name TEXT PRIMARY KEY, version INTEGER NOT NULL, body TEXT NOT NULL);"
+	"CREATE TABLE IF NOT EXISTS tombstones("
+	"  name TEXT PRIMARY KEY, version INTEGER NOT NULL, deleted_at INTEGER NOT NULL);"
+	"CREATE INDEX IF NOT EXISTS tombstones_version ON tombstones(version);"
+	"CREATE TABLE IF NOT EXISTS nodes("
+	"  node TEXT PRIMARY KEY, labels TEXT NOT NULL DEFAULT '{}',"
+	"  first_seen INTEGER NOT NULL, last_seen INTEGER NOT NULL,"
+	"  transport TEXT NOT NULL DEFAULT '',"
+	"  sent_version INTEGER NOT NULL DEFAULT 0, sent_nonce TEXT NOT NULL DEFAULT '',"
+	"  sent_at INTEGER NOT NULL DEFAULT 0,"
+	"  acked_version INTEGER NOT NULL DEFAULT 0, acked_at INTEGER NOT NULL DEFAULT 0,"
+	"  healthy INTEGER,"
+	"  nack_version INTEGER, nack_nonce TEXT, nack_error TEXT, nack_at INTEGER,"
+	"  acks INTEGER NOT NULL DEFAULT 0, nacks INTEGER NOT NULL DEFAULT 0,"
+	"  stale_acks INTEGER NOT NULL DEFAULT 0);";
+
+int db_exec(struct db *db, const char *sql, char *err, size_t errlen)
+{
+	char *msg = NULL;
+	if (sqlite3_exec(db->conn, sql, NULL, NULL, &msg) != SQLITE_OK) {
+		snprintf(err, errlen, "database: %s", msg ? msg : sqlite3_errmsg(db->conn));
+		sqlite3_free(msg);
+		return -1;
+	}
+	return 0;
+}
+
+int db_set_sync(struct db *db, int full, char *err, size_t errlen)
+{
+	if (db->sync_full == full)
+		return 0;
+	if (db_exec(db, full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL", err, errlen) < 0)
+		return -1;
+	db->sync_full = full;
+	return 0;
+}
+
+int db_meta_get(struct db *db, const char *key, long long *val)
+{
+	sqlite3_stmt *st;
+	int found = 0;
+	if (sqlite3_prepare_v2(db->conn, "SELECT value FROM meta WHERE key=?", -1, &st, NULL) != SQLITE_OK)
+		return -1;
+	sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+	if (sqlite3_step(st) == SQLITE_ROW) {
+		*val = sqlite3_column_int64(st, 0);
+		found = 1;
+	}
+	sqlite3_finalize(st);
+	return found;
+}
+
+int db_meta_set(struct db *db, const char *key, long long val, char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+	if (sqlite3_prepare_v2(db->conn, "INSERT INTO meta(key,value) VALUES(?,?) "
+			       "ON CONFLICT(key) DO UPDATE SET value=excluded.value", -1, &st, NULL) != SQLITE_OK) {
+		snprintf(err, errlen, "database: %s", sqlite3_errmsg(db->conn));
+		return -1;
+	}
+	sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, val);
+	int rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE) {
+		snprintf(err, errlen, "database: %s", sqlite3_errmsg(db->conn));
+		return -1;
+	}
+	return 0;
+}
+
+struct db *db_open(const char *dir, char *err, size_t errlen)
+{
+	struct db *db = xcalloc(1, sizeof(*db));
+	db->lock_fd = -1;
+	db->sync_full = -1;
+	pthread_mutex_init(&db->lock, NULL);
+
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+		snprintf(err, errlen, "cannot create data directory '%s': %s", dir, strerror(errno));
+		goto fail;
+	}
+	char *lockpath = xasprintf("%s/lock", dir);
+	db->lock_fd = open(lockpath, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	free(lockpath);
+	if (db->lock_fd < 0) {
+		snprintf(err, errlen, "cannot open lock file in '%s': %s", dir, strerror(errno));
+		goto fail;
+	}
+	if (flock(db->lock_fd, LOCK_EX | LOCK_NB) < 0) {
+		snprintf(err, errlen, "data directory '%s' is in use by another tether-plane", dir);
+		goto fail;
+	}
+	char *path = xasprintf("%s/tether.db", dir);
+	int rc = sqlite3_open_v2(path, &db->conn, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+				 SQLITE_OPEN_FULLMUTEX, NULL);
+	free(path);
+	if (rc != SQLITE_OK) {
+		snprintf(err, errlen, "cannot open database in '%s': %s", dir,
+			 db->conn ? sqlite3_errmsg(db->conn) : sqlite3_errstr(rc));
+		goto fail;
+	}
+	sqlite3_busy_timeout(db->conn, 5000);
+	if (db_exec(db, "PRAGMA journal_mode=WAL", err, errlen) < 0 ||
+	    db_set_sync(db, 1, err, errlen) < 0 ||
+	    db_exec(db, "PRAGMA foreign_keys=OFF", err, errlen) < 0 ||
+	    db_exec(db, schema, err, errlen) < 0)
+		goto fail;
+	long long ver = 0;
+	int have = db_meta_get(db, "schema", &ver);
+	if (have < 0) {
+		snprintf(err, errlen, "database: cannot read schema version: %s", sqlite3_errmsg(db->conn));
+		goto fail;
+	}
+	if (have && ver > SCHEMA_VERSION) {
+		snprintf(err, errlen, "database in '%s' has schema %lld, newer than this plane (%d)",
+			 dir, ver, SCHEMA_VERSION);
+		goto fail;
+	}
+	if (!have && db_meta_set(db, "schema", SCHEMA_VERSION, err, errlen) < 0)
+		goto fail;
+	return db;
+fail:
+	db_close(db);
+	return NULL;
+}
+
+void db_close(struct db *db)
+{
+	if (!db)
+		return;
+	if (db->conn)
+		sqlite3_close(db->conn);
+	if (db->lock_fd >= 0)
+		close(db->lock_fd);
+	pthread_mutex_destroy(&db->lock);
+	free(db);
+}

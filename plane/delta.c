@@ -1,0 +1,172 @@
+/* delta.c: the delta computer (see delta.h). */
+#include "delta.h"
+#include "xmalloc.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int sub_parse(const char *s, struct sub *out, char *err, size_t errlen)
+{
+	memset(out, 0, sizeof(*out));
+	if (!s || !*s) {
+		out->canon = xstrdup("");
+		return 0;
+	}
+	size_t cap = 1;
+	for (const char *p = s; *p; p++)
+		cap += *p == ',';
+	out->prefix = xcalloc(cap, sizeof(char *));
+	const char *p = s;
+	while (*p) {
+		const char *end = strchr(p, ',');
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+		if (len > RES_FULLNAME_MAX) {
+			snprintf(err, errlen, "sub: prefix longer than %d bytes", RES_FULLNAME_MAX);
+			goto fail;
+		}
+		for (size_t i = 0; i < len; i++) {
+			char c = p[i];
+			bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+				  c == '.' || c == '_' || c == '-' || c == '/';
+			if (!ok) {
+				snprintf(err, errlen, "sub: prefix '%.*s' holds a character no name has",
+					 (int)(len > 64 ? 64 : len), p);
+				goto fail;
+			}
+		}
+		if (len)
+			out->prefix[out->n++] = xstrndup(p, len);
+		p += len + (end ? 1 : 0);
+	}
+	qsort(out->prefix, out->n, sizeof(char *), cmp_str);
+	struct buf b = BUF_INIT;
+	for (size_t i = 0; i < out->n; i++) {
+		if (i)
+			buf_putc(&b, ',');
+		buf_puts(&b, out->prefix[i]);
+	}
+	out->canon = buf_detach(&b, NULL);
+	return 0;
+fail:
+	sub_release(out);
+	return -1;
+}
+
+void sub_release(struct sub *s)
+{
+	for (size_t i = 0; i < s->n; i++)
+		free(s->prefix[i]);
+	free(s->prefix);
+	free(s->canon);
+	memset(s, 0, sizeof(*s));
+}
+
+bool sub_match(const struct sub *s, const char *name)
+{
+	if (!s || s->n == 0)
+		return true;
+	for (size_t i = 0; i < s->n; i++)
+		if (strncmp(name, s->prefix[i], strlen(s->prefix[i])) == 0)
+			return true;
+	return false;
+}
+
+static int cmp_upsert(const void *a, const void *b)
+{
+	const struct store_entry *x = *(const struct store_entry *const *)a;
+	const struct store_entry *y = *(const struct store_entry *const *)b;
+	if (x->rank != y->rank)
+		return x->rank - y->rank;
+	return strcmp(x->name, y->name);
+}
+
+static int cmp_removal(const void *a, const void *b)
+{
+	const struct store_entry *x = *(const struct store_entry *const *)a;
+	const struct store_entry *y = *(const struct store_entry *const *)b;
+	if (x->rank != y->rank)
+		return y->rank - x->rank;   /* referrers go first */
+	return strcmp(x->name, y->name);
+}
+
+static void push_entry(const struct store_entry ***arr, size_t *n, size_t *cap, const struct store_entry *e)
+{
+	if (*n == *cap) {
+		*cap = *cap ? *cap * 2 : 16;
+		*arr = xrealloc(*arr, *cap * sizeof(**arr));
+	}
+	(*arr)[(*n)++] = e;
+}
+
+void delta_collect(struct store *s, uint64_t have, const struct sub *sub, struct delta *d)
+{
+	uint64_t version = store_version(s);
+	size_t upcap = 0, rmcap = 0;
+	memset(d, 0, sizeof(*d));
+	d->version = version;
+	d->full = have == 0 || have < store_horizon(s) || have > version;
+	d->base = d->full ? 0 : have;
+
+	if (d->full) {
+		for (const struct store_entry *e = store_oldest(s); e; e = e->next)
+			if (e->body && sub_match(sub, e->name))
+				push_entry(&d->up, &d->nup, &upcap, e);
+	} else {
+		/* newest first, down to the node's version: only the gap is read */
+		for (const struct store_entry *e = store_newest(s); e && e->version > have; e = e->prev) {
+			if (!sub_match(sub, e->name))
+				continue;
+			if (e->body)
+				push_entry(&d->up, &d->nup, &upcap, e);
+			else
+				push_entry(&d->rm, &d->nrm, &rmcap, e);
+		}
+	}
+	if (d->nup > 1)
+		qsort(d->up, d->nup, sizeof(*d->up), cmp_upsert);
+	if (d->nrm > 1)
+		qsort(d->rm, d->nrm, sizeof(*d->rm), cmp_removal);
+}
+
+void delta_release(struct delta *d)
+{
+	free(d->up);
+	free(d->rm);
+	memset(d, 0, sizeof(*d));
+}
+
+void delta_encode_tail(const struct delta *d, struct buf *out)
+{
+	size_t est = 96;
+	for (size_t i = 0; i < d->nup; i++)
+		est += d->up[i]->body_len + strlen(d->up[i]->name) + 48;
+	for (size_t i = 0; i < d->nrm; i++)
+		est += strlen(d->rm[i]->name) + 4;
+	buf_reserve(out, est);
+
+	buf_printf(out, "\"version\":%llu,\"base\":%llu,\"full\":%s,\"upserts\":[",
+		   (unsigned long long)d->version, (unsigned long long)d->base, d->full ? "true" : "false");
+	for (size_t i = 0; i < d->nup; i++) {
+		const struct store_entry *e = d->up[i];
+		if (i)
+			buf_putc(out, ',');
+		buf_puts(out, "{\"name\":");
+		buf_json_string(out, e->name);
+		buf_printf(out, ",\"version\":%llu,\"body\":", (unsigned long long)e->version);
+		buf_append(out, e->body, e->body_len);
+		buf_putc(out, '}');
+	}
+	buf_puts(out, "],\"removed\":[");
+	for (size_t i = 0; i < d->nrm; i++) {
+		if (i)
+			buf_putc(out, ',');
+		buf_json_string(out, d->rm[i]->name);
+	}
+	buf_puts(out, "]}");
+}

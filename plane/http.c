@@ -1,0 +1,372 @@
+/* http.c: the plane's HTTP server, routing and response helpers (see
+ * http.h). */
+#include "http.h"
+#include "gz.h"
+#include "hub.h"
+#include "log.h"
+#include "plane.h"
+#include "util.h"
+#include "xmalloc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* ---- helpers ----------------------------------------------------------- */
+
+const char *http_query(struct MHD_Connection *c, const char *key)
+{
+	return MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, key);
+}
+
+const char *http_header(struct MHD_Connection *c, const char *key)
+{
+	return MHD_lookup_connection_value(c, MHD_HEADER_KIND, key);
+}
+
+bool http_accepts_gzip(struct MHD_Connection *c)
+{
+	const char *ae = http_header(c, MHD_HTTP_HEADER_ACCEPT_ENCODING);
+	if (!ae)
+		return false;
+	/* a "gzip" (or "*") token whose q-value, if any, is above zero */
+	for (const char *p = ae; *p;) {
+		p += strspn(p, " \t,");
+		size_t len = strcspn(p, ",");
+		size_t name = strcspn(p, ";, \t");
+		if ((name == 4 && strncasecmp(p, "gzip", 4) == 0) || (name == 1 && *p == '*')) {
+			const char *q = p + name;
+			double qv = 1;
+			const char *qs = strstr(q, "q=");
+			if (qs && qs < p + len)
+				qv = strtod(qs + 2, NULL);
+			return qv > 0;
+		}
+		p += len;
+	}
+	return false;
+}
+
+enum MHD_Result http_send(struct MHD_Connection *c, unsigned status, const char *type, struct buf *body,
+			  bool gzip_ok)
+{
+	return http_send_headers(c, status, type, body, gzip_ok, NULL);
+}
+
+enum MHD_Result http_send_headers(struct MHD_Connection *c, unsigned status, const char *type,
+				  struct buf *body, bool gzip_ok, const char *const *headers)
+{
+	bool gz = false;
+	if (gzip_ok && body->len >= 1024 && http_accepts_gzip(c)) {
+		struct buf z = BUF_INIT;
+		if (gz_compress(body->data, body->len, &z) == 0) {
+			buf_release(body);
+			*body = z;
+			gz = true;
+		} else {
+			buf_release(&z);
+		}
+	}
+	size_t len;
+	char *data = buf_detach(body, &len);
+	struct MHD_Response *resp = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
+	if (!resp) {
+		free(data);
+		return MHD_NO;
+	}
+	if (type)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+	if (gzip_ok)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_VARY, "Accept-Encoding");
+	if (gz)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_ENCODING, "gzip");
+	for (; headers && headers[0]; headers += 2)
+		MHD_add_response_header(resp, headers[0], headers[1]);
+	enum MHD_Result ret = MHD_queue_response(c, status, resp);
+	MHD_destroy_response(resp);
+	return ret;
+}
+
+enum MHD_Result http_send_json(struct MHD_Connection *c, unsigned status, struct buf *body)
+{
+	buf_putc(body, '\n');
+	return http_send(c, status, "application/json", body, true);
+}
+
+enum MHD_Result http_send_error(struct MHD_Connection *c, unsigned status, const char *fmt, ...)
+{
+	char msg[2048];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	struct buf b = BUF_INIT;
+	buf_puts(&b, "{\"error\":");
+	buf_json_string(&b, msg);
+	buf_puts(&b, "}\n");
+	log_debug("http: %u %s", status, msg);
+	return http_send(c, status, "application/json", &b, false);
+}
+
+bool http_authorized(struct plane *p, struct MHD_Connection *c, enum MHD_Result *ret)
+{
+	bool ok = true;
+	pthread_mutex_lock(&p->token_lock);
+	if (p->admin_token) {
+		const char *h = http_header(c, MHD_HTTP_HEADER_AUTHORIZATION);
+		ok = h && strncasecmp(h, "Bearer ", 7) == 0 && str_secret_equal(h + 7, p->admin_token);
+	}
+	pthread_mutex_unlock(&p->token_lock);
+	if (!ok) {
+		struct buf b = BUF_INIT;
+		buf_puts(&b, "{\"error\":\"this write needs 'Authorization: Bearer TOKEN' with the admin token\"}\n");
+		size_t len;
+		char *data = buf_detach(&b, &len);
+		struct MHD_Response *resp = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"tether\"");
+		*ret = MHD_queue_response(c, MHD_HTTP_UNAUTHORIZED, resp);
+		MHD_destroy_response(resp);
+	}
+	return ok;
+}
+
+/* ---- routing ------------------------------------------------------------ */
+
+static enum MHD_Result method_not_allowed(struct MHD_Connection *c, const char *method, const char *allow)
+{
+	struct buf b = BUF_INIT;
+	buf_printf(&b, "{\"error\":\"method %s is not allowed here; allowed: %s\"}\n", method, allow);
+	size_t len;
+	char *data = buf_detach(&b, &len);
+	struct MHD_Response *resp = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
+	enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_METHOD_NOT_ALLOWED, resp);
+	MHD_destroy_response(resp);
+	return ret;
+}
+
+static bool is(const char *method, const char *want)
+{
+	return strcmp(method, want) == 0 || (strcmp(want, "GET") == 0 && strcmp(method, "HEAD") == 0);
+}
+
+static enum MHD_Result route(struct plane *p, struct MHD_Connection *c, struct request *r,
+			     const char *url, const char *method)
+{
+	if (strcmp(url, "/healthz") == 0)
+		return is(method, "GET") ? api_healthz(p, c) : method_not_allowed(c, method, "GET");
+	if (strcmp(url, "/metrics") == 0)
+		return is(method, "GET") ? api_metrics(p, c) : method_not_allowed(c, method, "GET");
+	if (strcmp(url, "/v1/stream") == 0)
+		return is(method, "GET") ? api_stream(p, c) : method_not_allowed(c, method, "GET");
+	if (strcmp(url, "/v1/config") == 0)
+		return is(method, "GET") ? api_config(p, c, r) : method_not_allowed(c, method, "GET");
+	if (strcmp(url, "/v1/ack") == 0)
+		return is(method, "POST") ? api_ack(p, c, r) : method_not_allowed(c, method, "POST");
+	if (strcmp(url, "/v1/batch") == 0)
+		return is(method, "POST") ? api_batch(p, c, r) : method_not_allowed(c, method, "POST");
+	if (strcmp(url, "/v1/resources") == 0 || strcmp(url, "/v1/resources/") == 0)
+		return is(method, "GET") ? api_resources_list(p, c) : method_not_allowed(c, method, "GET");
+	if (str_starts_with(url, "/v1/resources/")) {
+		if (!is(method, "GET") && !is(method, "PUT") && !is(method, "DELETE"))
+			return method_not_allowed(c, method, "GET, PUT, DELETE");
+		return api_resource(p, c, r, method, url + strlen("/v1/resources/"));
+	}
+	if (strcmp(url, "/v1/nodes") == 0)
+		return is(method, "GET") ? api_nodes(p, c, method, NULL) : method_not_allowed(c, method, "GET");
+	if (str_starts_with(url, "/v1/nodes/"))
+		return is(method, "GET") ? api_nodes(p, c, method, url + strlen("/v1/nodes/"))
+					 : method_not_allowed(c, method, "GET");
+	if (strcmp(url, "/v1/rollouts/current") == 0)
+		return is(method, "GET") ? api_rollout(p, c, method, false) : method_not_allowed(c, method, "GET");
+	if (strcmp(url, "/v1/rollouts/current/abort") == 0)
+		return is(method, "POST") ? api_rollout(p, c, method, true) : method_not_allowed(c, method, "POST");
+	return http_send_error(c, MHD_HTTP_NOT_FOUND, "no such endpoint: %.200s", url);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+				  const char *version, const char *upload_data, size_t *upload_size,
+				  void **con_cls)
+{
+	struct plane *p = cls;
+	struct request *r = *con_cls;
+	(void)version;
+
+	if (!r) {
+		r = xcalloc(1, sizeof(*r));
+		buf_init(&r->body);
+		*con_cls = r;
+		atomic_fetch_add(&p->ctr.requests, 1);
+		const char *cl = http_header(c, MHD_HTTP_HEADER_CONTENT_LENGTH);
+		uint64_t len;
+		if (cl && parse_u64(cl, &len) == 0 && len > p->cfg.max_request)
+			r->too_big = true;
+		return MHD_YES;
+	}
+	if (*upload_size) {
+		if (!r->too_big && r->body.len + *upload_size > p->cfg.max_request) {
+			r->too_big = true;
+			buf_release(&r->body);
+		}
+		if (!r->too_big)
+			buf_append(&r->body, upload_data, *upload_size);
+		*upload_size = 0;
+		return MHD_YES;
+	}
+	if (r->too_big)
+		return http_send_error(c, MHD_HTTP_CONTENT_TOO_LARGE, "request body exceeds %llu bytes (max-request)",
+				       (unsigned long long)p->cfg.max_request);
+	if (atomic_load(&p->stopping) && !r->waiter)
+		return http_send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "the plane is shutting down");
+	return route(p, c, r, url, method);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
+{
+	struct plane *p = cls;
+	struct request *r = *con_cls;
+	(void)c;
+	(void)toe;
+	if (!r)
+		return;
+	if (r->waiter)
+		hub_waiter_release(p->hub, r->waiter);
+	buf_release(&r->body);
+	free(r);
+	*con_cls = NULL;
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	char msg[512];
+	(void)cls;
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	size_t n = strlen(msg);
+	while (n && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
+		msg[--n] = '\0';
+	log_debug("http: %s", msg);
+}
+
+/* ---- listening socket --------------------------------------------------- */
+
+static int listen_on(const char *addr, char *real, size_t reallen, char *err, size_t errlen)
+{
+	char host[256];
+	const char *port;
+	if (addr[0] == '[') {
+		const char *end = strchr(addr, ']');
+		if (!end || end[1] != ':' || (size_t)(end - addr - 1) >= sizeof(host))
+			goto bad;
+		memcpy(host, addr + 1, (size_t)(end - addr - 1));
+		host[end - addr - 1] = '\0';
+		port = end + 2;
+	} else {
+		const char *colon = strrchr(addr, ':');
+		if (!colon || (size_t)(colon - addr) >= sizeof(host))
+			goto bad;
+		memcpy(host, addr, (size_t)(colon - addr));
+		host[colon - addr] = '\0';
+		port = colon + 1;
+	}
+	uint64_t pnum;
+	if (parse_uint_range(port, 0, 65535, &pnum) < 0)
+		goto bad;
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+				  .ai_flags = AI_PASSIVE | AI_NUMERICSERV }, *res;
+	int gai = getaddrinfo(host[0] ? host : NULL, port, &hints, &res);
+	if (gai) {
+		snprintf(err, errlen, "listen: cannot resolve '%s': %s", host, gai_strerror(gai));
+		return -1;
+	}
+	int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	int one = 1;
+	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+	    bind(fd, res->ai_addr, res->ai_addrlen) < 0 || listen(fd, 4096) < 0) {
+		snprintf(err, errlen, "listen: cannot listen on %s: %s", addr, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		freeaddrinfo(res);
+		return -1;
+	}
+	freeaddrinfo(res);
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	char h[NI_MAXHOST], s[NI_MAXSERV];
+	if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0 &&
+	    getnameinfo((struct sockaddr *)&ss, sl, h, sizeof(h), s, sizeof(s), NI_NUMERICHOST | NI_NUMERICSERV) == 0)
+		snprintf(real, reallen, ss.ss_family == AF_INET6 ? "[%s]:%s" : "%s:%s", h, s);
+	else
+		snprintf(real, reallen, "%s", addr);
+	return fd;
+bad:
+	snprintf(err, errlen, "listen: '%s' is not HOST:PORT", addr);
+	return -1;
+}
+
+int http_start(struct plane *p, char *err, size_t errlen)
+{
+	p->listen_fd = listen_on(p->cfg.listen, p->listen_addr, sizeof(p->listen_addr), err, errlen);
+	if (p->listen_fd < 0)
+		return -1;
+
+	unsigned limit = (unsigned)p->cfg.max_connections;
+	if (!limit) {
+		struct rlimit rl;
+		getrlimit(RLIMIT_NOFILE, &rl);
+		rlim_t cur = rl.rlim_cur == RLIM_INFINITY ? 1048576 : rl.rlim_cur;
+		limit = cur > 64 ? (unsigned)(cur - 32) : 32;
+	}
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC |
+			 MHD_USE_ERROR_LOG;
+	p->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, p,
+				  MHD_OPTION_LISTEN_SOCKET, p->listen_fd,
+				  MHD_OPTION_THREAD_POOL_SIZE, (unsigned)p->cfg.threads,
+				  MHD_OPTION_CONNECTION_LIMIT, limit,
+				  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)p->cfg.send_timeout,
+				  MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)16384,
+				  MHD_OPTION_CONNECTION_MEMORY_INCREMENT, (size_t)1024,
+				  MHD_OPTION_NOTIFY_COMPLETED, on_completed, p,
+				  MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+				  MHD_OPTION_END);
+	if (!p->mhd) {
+		snprintf(err, errlen, "cannot start the HTTP server on %s", p->listen_addr);
+		close(p->listen_fd);
+		p->listen_fd = -1;
+		return -1;
+	}
+	log_info("listening on %s (%llu threads, up to %u connections)", p->listen_addr,
+		 (unsigned long long)p->cfg.threads, limit);
+	return 0;
+}
+
+void http_quiesce(struct plane *p)
+{
+	if (p->mhd) {
+		MHD_socket fd = MHD_quiesce_daemon(p->mhd);
+		if (fd != MHD_INVALID_SOCKET)
+			close(fd);
+		p->listen_fd = -1;
+	}
+}
+
+void http_stop(struct plane *p)
+{
+	if (p->mhd) {
+		MHD_stop_daemon(p->mhd);
+		p->mhd = NULL;
+	}
+	if (p->listen_fd >= 0) {
+		close(p->listen_fd);
+		p->listen_fd = -1;
+	}
+}

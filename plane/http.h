@@ -1,0 +1,58 @@
+/* http.h: the plane's HTTP server (libmicrohttpd, epoll, a small pool of
+ * threads; streams and long-polls are suspended, not parked on threads),
+ * request routing, and the response helpers every handler uses. */
+#ifndef TETHER_HTTP_H
+#define TETHER_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <microhttpd.h>
+
+#include "buf.h"
+
+struct plane;
+struct waiter;
+
+/* Per-request state, from the first header to the completion callback. */
+struct request {
+	struct buf body;
+	bool too_big;
+	struct waiter *waiter;      /* a suspended long-poll */
+};
+
+int http_start(struct plane *p, char *err, size_t errlen);
+/* Stops accepting new connections (before streams are closed). */
+void http_quiesce(struct plane *p);
+void http_stop(struct plane *p);
+
+/* Responses. Each takes ownership of body and returns MHD's result. */
+enum MHD_Result http_send(struct MHD_Connection *c, unsigned status, const char *type, struct buf *body,
+			  bool gzip_ok);
+/* Same, with extra headers: a NULL-terminated list of name, value pairs. */
+enum MHD_Result http_send_headers(struct MHD_Connection *c, unsigned status, const char *type,
+				  struct buf *body, bool gzip_ok, const char *const *headers);
+enum MHD_Result http_send_json(struct MHD_Connection *c, unsigned status, struct buf *body);
+enum MHD_Result http_send_error(struct MHD_Connection *c, unsigned status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+const char *http_query(struct MHD_Connection *c, const char *key);
+const char *http_header(struct MHD_Connection *c, const char *key);
+bool http_accepts_gzip(struct MHD_Connection *c);
+/* Checks the bearer token for writes; sends 401 and returns false when it
+ * is missing or wrong. */
+bool http_authorized(struct plane *p, struct MHD_Connection *c, enum MHD_Result *ret);
+
+/* Handlers (api_*.c). rest is the path after the route's prefix. */
+enum MHD_Result api_healthz(struct plane *p, struct MHD_Connection *c);
+enum MHD_Result api_metrics(struct plane *p, struct MHD_Connection *c);
+enum MHD_Result api_resource(struct plane *p, struct MHD_Connection *c, struct request *r,
+			     const char *method, const char *name);
+enum MHD_Result api_resources_list(struct plane *p, struct MHD_Connection *c);
+enum MHD_Result api_batch(struct plane *p, struct MHD_Connection *c, struct request *r);
+enum MHD_Result api_nodes(struct plane *p, struct MHD_Connection *c, const char *method, const char *id);
+enum MHD_Result api_ack(struct plane *p, struct MHD_Connection *c, struct request *r);
+enum MHD_Result api_stream(struct plane *p, struct MHD_Connection *c);
+enum MHD_Result api_config(struct plane *p, struct MHD_Connection *c, struct request *r);
+enum MHD_Result api_rollout(struct plane *p, struct MHD_Connection *c, const char *method, bool abort);
+
+#endif

@@ -1,0 +1,472 @@
+/* hub.c: streams, long-poll waiters and the ticker (see hub.h). */
+#include "hub.h"
+#include "gz.h"
+#include "log.h"
+#include "nodes.h"
+#include "plane.h"
+#include "pushcache.h"
+#include "resource.h"
+#include "store.h"
+#include "util.h"
+#include "xmalloc.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define OWN_MAX 512
+#define RETRY_MS 2000
+#define FLUSH_EVERY_MS 200
+#define PRUNE_EVERY_MS 60000
+
+struct stream {
+	struct hub *hub;
+	struct MHD_Connection *conn;
+	char node[RES_NAME_MAX + 1];
+	struct sub sub;
+	uint64_t sent;               /* the node holds (or was sent) this version */
+	/* under hub->lock */
+	bool suspended, closing, hb_due;
+	/* reader thread only */
+	bool started, finished, gzip, gz_started;
+	uint32_t crc, isize;
+	char own[OWN_MAX];
+	size_t own_len;
+	struct push_blob *blob;
+	const char *blob_data;
+	size_t blob_len;
+	char trail[4];
+	size_t trail_len;
+	size_t off;
+	struct stream *prev, *next;
+};
+
+struct waiter {
+	struct MHD_Connection *conn;
+	uint64_t have;
+	int64_t deadline_ms;
+	bool registered;
+	struct waiter *prev, *next;
+};
+
+struct hub {
+	struct plane *p;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	pthread_t ticker;
+	bool ticker_running, stop;
+	atomic_uint_fast64_t version;
+	struct stream *streams;
+	size_t nstreams;
+	struct waiter *waiters;
+};
+
+struct hub *hub_new(struct plane *p, uint64_t version)
+{
+	struct hub *h = xcalloc(1, sizeof(*h));
+	h->p = p;
+	pthread_mutex_init(&h->lock, NULL);
+	pthread_cond_init(&h->cond, NULL);
+	atomic_init(&h->version, version);
+	return h;
+}
+
+uint64_t hub_version(struct hub *h)
+{
+	return atomic_load(&h->version);
+}
+
+size_t hub_stream_count(struct hub *h)
+{
+	pthread_mutex_lock(&h->lock);
+	size_t n = h->nstreams;
+	pthread_mutex_unlock(&h->lock);
+	return n;
+}
+
+/* Call with h->lock held. */
+static void wake_stream(struct stream *st)
+{
+	if (st->suspended) {
+		st->suspended = false;
+		MHD_resume_connection(st->conn);
+	}
+}
+
+static void wake_waiter(struct hub *h, struct waiter *w)
+{
+	if (!w->registered)
+		return;
+	if (w->prev)
+		w->prev->next = w->next;
+	else
+		h->waiters = w->next;
+	if (w->next)
+		w->next->prev = w->prev;
+	w->registered = false;
+	MHD_resume_connection(w->conn);
+}
+
+void hub_notify(struct hub *h, uint64_t version)
+{
+	atomic_store(&h->version, version);
+	pthread_mutex_lock(&h->lock);
+	for (struct stream *st = h->streams; st; st = st->next)
+		wake_stream(st);
+	while (h->waiters)
+		wake_waiter(h, h->waiters);
+	pthread_mutex_unlock(&h->lock);
+}
+
+/* ---- streams -------------------------------------------------------------- */
+
+struct stream *hub_stream_new(struct hub *h, struct MHD_Connection *c, const char *node, uint64_t have,
+			      struct sub *sub, bool gzip)
+{
+	struct stream *st = xcalloc(1, sizeof(*st));
+	st->hub = h;
+	st->conn = c;
+	snprintf(st->node, sizeof(st->node), "%s", node);
+	st->sub = *sub;
+	memset(sub, 0, sizeof(*sub));
+	st->sent = have;
+	st->gzip = gzip;
+
+	pthread_mutex_lock(&h->lock);
+	/* one stream per node: a reconnect replaces a stream that may be dead */
+	for (struct stream *o = h->streams; o; o = o->next) {
+		if (!o->closing && strcmp(o->node, node) == 0) {
+			o->closing = true;
+			wake_stream(o);
+			atomic_fetch_add(&h->p->ctr.streams_replaced, 1);
+		}
+	}
+	st->next = h->streams;
+	if (h->streams)
+		h->streams->prev = st;
+	h->streams = st;
+	h->nstreams++;
+	pthread_mutex_unlock(&h->lock);
+	nodes_stream_open(h->p->nodes, node);
+	atomic_fetch_add(&h->p->ctr.streams_opened, 1);
+	return st;
+}
+
+void hub_stream_free(void *cls)
+{
+	struct stream *st = cls;
+	struct hub *h = st->hub;
+	pthread_mutex_lock(&h->lock);
+	if (st->prev)
+		st->prev->next = st->next;
+	else
+		h->streams = st->next;
+	if (st->next)
+		st->next->prev = st->prev;
+	h->nstreams--;
+	pthread_cond_broadcast(&h->cond);
+	pthread_mutex_unlock(&h->lock);
+	nodes_stream_close(h->p->nodes, st->node);
+	push_blob_unref(st->blob);
+	sub_release(&st->sub);
+	free(st);
+}
+
+/* Puts text into the stream's own bytes: as is, or as a stored gzip block
+ * (after the gzip header on the first event). */
+static void set_own(struct stream *st, const char *text, size_t len)
+{
+	if (!st->gzip) {
+		memcpy(st->own, text, len);
+		st->own_len = len;
+		return;
+	}
+	struct buf b = BUF_INIT;
+	if (!st->gz_started) {
+		gz_stream_header(&b);
+		st->gz_started = true;
+	}
+	gz_stream_stored(text, len, &b);
+	memcpy(st->own, b.data, b.len);
+	st->own_len = b.len;
+	buf_release(&b);
+	st->crc = gz_crc32(st->crc, text, len);
+	st->isize += (uint32_t)len;
+}
+
+static size_t out_copy(struct stream *st, char *buf, size_t max)
+{
+	const char *seg[3] = { st->own, st->blob_data, st->trail };
+	size_t segn[3] = { st->own_len, st->blob_len, st->trail_len };
+	size_t done = 0, base = 0, total = 0;
+	for (int i = 0; i < 3; i++) {
+		if (st->off < base + segn[i] && done < max) {
+			size_t from = st->off - base, k = segn[i] - from;
+			if (k > max - done)
+				k = max - done;
+			memcpy(buf + done, seg[i] + from, k);
+			done += k;
+			st->off += k;
+		}
+		base += segn[i];
+	}
+	total = base;
+	if (st->off == total) {
+		push_blob_unref(st->blob);
+		st->blob = NULL;
+		st->blob_data = NULL;
+		st->own_len = st->blob_len = st->trail_len = st->off = 0;
+	}
+	return done;
+}
+
+static void make_heartbeat(struct stream *st, const char *pre)
+{
+	struct hub *h = st->hub;
+	char text[OWN_MAX];
+	int n = snprintf(text, sizeof(text), "%sevent: heartbeat\ndata: {\"version\":%llu,\"time\":%lld,\"interval\":%g}\n\n",
+			 pre, (unsigned long long)atomic_load(&h->version), (long long)wall_seconds(),
+			 h->p->cfg.heartbeat);
+	set_own(st, text, (size_t)n);
+	atomic_fetch_add(&h->p->ctr.heartbeats, 1);
+}
+
+static void make_push(struct stream *st, const char *pre)
+{
+	struct plane *p = st->hub->p;
+	struct push_blob *b = pushcache_get(p->pushes, st->sent, &st->sub);
+	char nonce[NONCE_MAX], text[OWN_MAX];
+	plane_nonce(p, nonce, sizeof(nonce));
+	int n = snprintf(text, sizeof(text), "%sevent: push\nid: %llu\ndata: {\"nonce\":\"%s\",", pre,
+			 (unsigned long long)b->version, nonce);
+	set_own(st, text, (size_t)n);
+	st->blob = b;
+	if (st->gzip) {
+		pushcache_gzip(p->pushes, b);
+		st->blob_data = b->gz;
+		st->blob_len = b->gz_len;
+		st->crc = gz_crc32_combine(st->crc, b->gz_crc, b->raw_len + 2);
+		st->isize += (uint32_t)(b->raw_len + 2);
+	} else {
+		st->blob_data = b->raw;
+		st->blob_len = b->raw_len;
+		memcpy(st->trail, "\n\n", 2);
+		st->trail_len = 2;
+	}
+	log_debug("stream %s: push %llu -> %llu (%s, %zu upserts, %zu removed)", st->node,
+		  (unsigned long long)st->sent, (unsigned long long)b->version, b->full ? "snapshot" : "delta",
+		  b->nup, b->nrm);
+	st->sent = b->version;
+	nodes_sent(p->nodes, st->node, b->version, nonce);
+	atomic_fetch_add(&p->ctr.pushes, 1);
+	atomic_fetch_add(&p->ctr.push_bytes, st->own_len + st->blob_len + st->trail_len);
+}
+
+ssize_t hub_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct stream *st = cls;
+	struct hub *h = st->hub;
+	(void)pos;
+	for (;;) {
+		size_t n = out_copy(st, buf, max);
+		if (n)
+			return (ssize_t)n;
+		if (st->finished)
+			return MHD_CONTENT_READER_END_OF_STREAM;
+
+		pthread_mutex_lock(&h->lock);
+		bool closing = st->closing, hb = st->hb_due;
+		uint64_t v = atomic_load(&h->version);
+		/* at the start any difference needs a push (a node ahead of the
+		 * plane gets a snapshot and decides); later only newer versions */
+		bool need_push = st->started ? v > st->sent : v != st->sent;
+		if (!closing && !need_push && !(hb || !st->started)) {
+			/* nothing to say: park the connection until a commit or a tick */
+			st->suspended = true;
+			MHD_suspend_connection(st->conn);
+			pthread_mutex_unlock(&h->lock);
+			return 0;
+		}
+		st->hb_due = false;
+		pthread_mutex_unlock(&h->lock);
+
+		if (closing) {
+			st->finished = true;
+			if (st->gzip && st->gz_started) {
+				struct buf b = BUF_INIT;
+				gz_stream_trailer(st->crc, st->isize, &b);
+				memcpy(st->own, b.data, b.len);
+				st->own_len = b.len;
+				buf_release(&b);
+				continue;
+			}
+			return MHD_CONTENT_READER_END_OF_STREAM;
+		}
+		char pre[32] = "";
+		if (!st->started) {
+			snprintf(pre, sizeof(pre), "retry: %d\n\n", RETRY_MS);
+			st->started = true;
+		}
+		if (need_push)
+			make_push(st, pre);
+		else
+			make_heartbeat(st, pre);
+	}
+}
+
+/* ---- long-poll waiters ---------------------------------------------------- */
+
+struct waiter *hub_waiter_add(struct hub *h, struct MHD_Connection *c, uint64_t have, int64_t deadline_ms)
+{
+	pthread_mutex_lock(&h->lock);
+	if (atomic_load(&h->version) != have || h->stop) {
+		pthread_mutex_unlock(&h->lock);
+		return NULL;
+	}
+	struct waiter *w = xcalloc(1, sizeof(*w));
+	w->conn = c;
+	w->have = have;
+	w->deadline_ms = deadline_ms;
+	w->registered = true;
+	w->next = h->waiters;
+	if (h->waiters)
+		h->waiters->prev = w;
+	h->waiters = w;
+	MHD_suspend_connection(c);
+	pthread_mutex_unlock(&h->lock);
+	return w;
+}
+
+void hub_waiter_release(struct hub *h, struct waiter *w)
+{
+	pthread_mutex_lock(&h->lock);
+	if (w->registered) {
+		/* still parked: unlink without resuming (the connection is gone) */
+		if (w->prev)
+			w->prev->next = w->next;
+		else
+			h->waiters = w->next;
+		if (w->next)
+			w->next->prev = w->prev;
+		w->registered = false;
+	}
+	pthread_mutex_unlock(&h->lock);
+	free(w);
+}
+
+/* ---- ticker ---------------------------------------------------------------- */
+
+static void *ticker_main(void *arg)
+{
+	struct hub *h = arg;
+	struct plane *p = h->p;
+	int64_t interval = (int64_t)(p->cfg.heartbeat * 1000);
+	int64_t next_hb = now_ms() + interval, next_flush = now_ms() + FLUSH_EVERY_MS;
+	int64_t next_prune = now_ms() + PRUNE_EVERY_MS;
+	char err[512];
+
+	pthread_mutex_lock(&h->lock);
+	while (!h->stop) {
+		int64_t now = now_ms();
+		if (now >= next_hb) {
+			for (struct stream *st = h->streams; st; st = st->next) {
+				st->hb_due = true;
+				wake_stream(st);
+			}
+			next_hb = now + interval;
+		}
+		for (struct waiter *w = h->waiters, *next; w; w = next) {
+			next = w->next;
+			if (now >= w->deadline_ms)
+				wake_waiter(h, w);
+		}
+		pthread_mutex_unlock(&h->lock);
+
+		if (now >= next_flush) {
+			if (nodes_flush(p->nodes, err, sizeof(err)) < 0)
+				log_warn("nodes: cannot save node records: %s (will retry)", err);
+			next_flush = now + FLUSH_EVERY_MS;
+		}
+		if (now >= next_prune) {
+			store_write_lock(p->store);
+			if (store_prune_aged(p->store, wall_seconds(), err, sizeof(err)) < 0)
+				log_warn("store: cannot drop old tombstones: %s", err);
+			store_write_unlock(p->store);
+			next_prune = now + PRUNE_EVERY_MS;
+		}
+
+		pthread_mutex_lock(&h->lock);
+		if (h->stop)
+			break;
+		/* wake at the next heartbeat, flush or waiter deadline */
+		int64_t wake = next_hb < next_flush ? next_hb : next_flush;
+		for (struct waiter *w = h->waiters; w; w = w->next)
+			if (w->deadline_ms < wake)
+				wake = w->deadline_ms;
+		int64_t wait_ms = wake - now_ms();
+		if (wait_ms > 0) {
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_sec += wait_ms / 1000;
+			ts.tv_nsec += (wait_ms % 1000) * 1000000;
+			if (ts.tv_nsec >= 1000000000) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000;
+			}
+			pthread_cond_timedwait(&h->cond, &h->lock, &ts);
+		}
+	}
+	pthread_mutex_unlock(&h->lock);
+	return NULL;
+}
+
+int hub_start(struct hub *h, char *err, size_t errlen)
+{
+	if (pthread_create(&h->ticker, NULL, ticker_main, h) != 0) {
+		snprintf(err, errlen, "cannot start the ticker thread");
+		return -1;
+	}
+	h->ticker_running = true;
+	return 0;
+}
+
+void hub_stop(struct hub *h)
+{
+	pthread_mutex_lock(&h->lock);
+	h->stop = true;
+	for (struct stream *st = h->streams; st; st = st->next) {
+		st->closing = true;
+		wake_stream(st);
+	}
+	while (h->waiters)
+		wake_waiter(h, h->waiters);
+	/* give readers a moment to send their last bytes */
+	int64_t until = now_ms() + 3000;
+	while (h->nstreams > 0 && now_ms() < until) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 50 * 1000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&h->cond, &h->lock, &ts);
+	}
+	pthread_cond_broadcast(&h->cond);
+	pthread_mutex_unlock(&h->lock);
+	if (h->ticker_running) {
+		pthread_join(h->ticker, NULL);
+		h->ticker_running = false;
+	}
+}
+
+void hub_free(struct hub *h)
+{
+	if (!h)
+		return;
+	pthread_mutex_destroy(&h->lock);
+	pthread_cond_destroy(&h->cond);
+	free(h);
+}

@@ -1,0 +1,49 @@
+/* hub.h: every open stream and waiting long-poll, and the ticker that
+ * drives heartbeats, long-poll deadlines and write-behind of node records.
+ * A commit wakes every suspended stream; each stream then asks for one
+ * coalesced push from its own last-sent version to the newest, so a slow or
+ * late stream gets the whole gap at once, never a queue of stale pushes.
+ * Idle streams are suspended in libmicrohttpd and cost no thread. */
+#ifndef TETHER_HUB_H
+#define TETHER_HUB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <microhttpd.h>
+
+#include "delta.h"
+
+struct plane;
+struct stream;
+struct waiter;
+
+struct hub *hub_new(struct plane *p, uint64_t version);
+int hub_start(struct hub *h, char *err, size_t errlen);
+/* Ends every stream (their readers finish cleanly), wakes every waiter,
+ * waits up to a few seconds for them to go, and stops the ticker. */
+void hub_stop(struct hub *h);
+void hub_free(struct hub *h);
+
+/* A new version committed: wake streams and long-polls. */
+void hub_notify(struct hub *h, uint64_t version);
+uint64_t hub_version(struct hub *h);
+size_t hub_stream_count(struct hub *h);
+
+/* A stream for node, starting from the node's version `have`; sub is
+ * moved into the stream. Older streams of the same node are closed. */
+struct stream *hub_stream_new(struct hub *h, struct MHD_Connection *c, const char *node, uint64_t have,
+			      struct sub *sub, bool gzip);
+/* libmicrohttpd content reader and its free callback, for the stream. */
+ssize_t hub_stream_read(void *cls, uint64_t pos, char *buf, size_t max);
+void hub_stream_free(void *cls);
+
+/* Suspends c until the version moves past have or deadline_ms (monotonic)
+ * passes. Returns NULL (and does not suspend) when it already moved. */
+struct waiter *hub_waiter_add(struct hub *h, struct MHD_Connection *c, uint64_t have, int64_t deadline_ms);
+/* Unregisters (if still waiting) and frees a waiter: after the connection
+ * resumed, or from the completion callback. */
+void hub_waiter_release(struct hub *h, struct waiter *w);
+
+#endif

@@ -1,0 +1,520 @@
+/* nodes.c: per-node records, nonce-matched ACK handling, write-behind
+ * persistence (see nodes.h). */
+#include "nodes.h"
+#include "log.h"
+#include "resource.h"
+#include "strmap.h"
+#include "util.h"
+#include "xmalloc.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct node_rec {
+	char *id;
+	char *labels;                /* canonical JSON object */
+	char transport[8];
+	int64_t first_seen, last_seen;   /* wall seconds */
+	uint64_t sent_version;
+	char sent_nonce[NONCE_MAX];
+	int64_t sent_at;
+	uint64_t acked_version;
+	int64_t acked_at;
+	int healthy;                 /* -1 unknown */
+	bool has_nack;
+	uint64_t nack_version;
+	char nack_nonce[NONCE_MAX];
+	char *nack_error;
+	int64_t nack_at;
+	uint64_t acks, nacks, stale;
+	int streams;                 /* open streams now */
+	int64_t poll_seen_ms;        /* monotonic time of the last poll */
+	bool dirty;
+};
+
+struct nodes {
+	struct db *db;
+	pthread_mutex_t lock;
+	struct strmap by_id;
+	struct node_rec **all;
+	size_t len, cap, max;
+	struct node_rec **dirty;
+	size_t ndirty, dirtycap;
+	int64_t poll_window_ms;
+	uint64_t acks, nacks, stale;
+};
+
+bool nodes_id_valid(const char *id)
+{
+	return id && resource_name_valid(id);
+}
+
+void nodes_poll_nonce(char *out, size_t cap, uint64_t version, uint64_t base)
+{
+	snprintf(out, cap, "p%llu-%llu", (unsigned long long)version, (unsigned long long)base);
+}
+
+static void mark_dirty(struct nodes *n, struct node_rec *r)
+{
+	if (r->dirty)
+		return;
+	r->dirty = true;
+	if (n->ndirty == n->dirtycap) {
+		n->dirtycap = n->dirtycap ? n->dirtycap * 2 : 64;
+		n->dirty = xrealloc(n->dirty, n->dirtycap * sizeof(*n->dirty));
+	}
+	n->dirty[n->ndirty++] = r;
+}
+
+static struct node_rec *lookup(struct nodes *n, const char *id)
+{
+	intptr_t v;
+	return strmap_get(&n->by_id, id, &v) ? (struct node_rec *)v : NULL;
+}
+
+static struct node_rec *add(struct nodes *n, const char *id)
+{
+	struct node_rec *r = xcalloc(1, sizeof(*r));
+	r->id = xstrdup(id);
+	r->labels = xstrdup("{}");
+	r->healthy = -1;
+	if (n->len == n->cap) {
+		n->cap = n->cap ? n->cap * 2 : 64;
+		n->all = xrealloc(n->all, n->cap * sizeof(*n->all));
+	}
+	n->all[n->len++] = r;
+	*strmap_ref(&n->by_id, r->id) = (intptr_t)r;
+	return r;
+}
+
+static void copy_str(char *dst, size_t cap, const char *src)
+{
+	snprintf(dst, cap, "%s", src ? src : "");
+}
+
+static int load(struct nodes *n, char *err, size_t errlen)
+{
+	static const char sql[] =
+		"SELECT node, labels, first_seen, last_seen, transport, sent_version, sent_nonce,"
+		" sent_at, acked_version, acked_at, healthy, nack_version, nack_nonce, nack_error,"
+		" nack_at, acks, nacks, stale_acks FROM nodes";
+	sqlite3_stmt *st;
+	int rc = 0;
+	pthread_mutex_lock(&n->db->lock);
+	if (sqlite3_prepare_v2(n->db->conn, sql, -1, &st, NULL) != SQLITE_OK) {
+		snprintf(err, errlen, "database: %s", sqlite3_errmsg(n->db->conn));
+		pthread_mutex_unlock(&n->db->lock);
+		return -1;
+	}
+	int step;
+	while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+		const char *id = (const char *)sqlite3_column_text(st, 0);
+		if (!id || lookup(n, id))
+			continue;
+		struct node_rec *r = add(n, id);
+		free(r->labels);
+		r->labels = xstrdup(sqlite3_column_text(st, 1) ? (const char *)sqlite3_column_text(st, 1) : "{}");
+		r->first_seen = sqlite3_column_int64(st, 2);
+		r->last_seen = sqlite3_column_int64(st, 3);
+		copy_str(r->transport, sizeof(r->transport), (const char *)sqlite3_column_text(st, 4));
+		r->sent_version = (uint64_t)sqlite3_column_int64(st, 5);
+		copy_str(r->sent_nonce, sizeof(r->sent_nonce), (const char *)sqlite3_column_text(st, 6));
+		r->sent_at = sqlite3_column_int64(st, 7);
+		r->acked_version = (uint64_t)sqlite3_column_int64(st, 8);
+		r->acked_at = sqlite3_column_int64(st, 9);
+		r->healthy = sqlite3_column_type(st, 10) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 10);
+		if (sqlite3_column_type(st, 11) != SQLITE_NULL) {
+			r->has_nack = true;
+			r->nack_version = (uint64_t)sqlite3_column_int64(st, 11);
+			copy_str(r->nack_nonce, sizeof(r->nack_nonce), (const char *)sqlite3_column_text(st, 12));
+			const char *e = (const char *)sqlite3_column_text(st, 13);
+			r->nack_error = xstrdup(e ? e : "");
+			r->nack_at = sqlite3_column_int64(st, 14);
+		}
+		r->acks = (uint64_t)sqlite3_column_int64(st, 15);
+		r->nacks = (uint64_t)sqlite3_column_int64(st, 16);
+		r->stale = (uint64_t)sqlite3_column_int64(st, 17);
+	}
+	if (step != SQLITE_DONE) {
+		snprintf(err, errlen, "database: %s", sqlite3_errmsg(n->db->conn));
+		rc = -1;
+	}
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&n->db->lock);
+	return rc;
+}
+
+struct nodes *nodes_open(struct db *db, size_t max_nodes, int64_t poll_window_ms, char *err, size_t errlen)
+{
+	struct nodes *n = xcalloc(1, sizeof(*n));
+	n->db = db;
+	n->max = max_nodes;
+	n->poll_window_ms = poll_window_ms;
+	pthread_mutex_init(&n->lock, NULL);
+	strmap_init(&n->by_id);
+	if (load(n, err, errlen) < 0) {
+		nodes_free(n);
+		return NULL;
+	}
+	log_info("nodes: %zu known", n->len);
+	return n;
+}
+
+void nodes_free(struct nodes *n)
+{
+	if (!n)
+		return;
+	for (size_t i = 0; i < n->len; i++) {
+		free(n->all[i]->id);
+		free(n->all[i]->labels);
+		free(n->all[i]->nack_error);
+		free(n->all[i]);
+	}
+	free(n->all);
+	free(n->dirty);
+	strmap_release(&n->by_id);
+	pthread_mutex_destroy(&n->lock);
+	free(n);
+}
+
+int nodes_seen(struct nodes *n, const char *id, const char *labels, const char *transport)
+{
+	pthread_mutex_lock(&n->lock);
+	struct node_rec *r = lookup(n, id);
+	int64_t now = wall_seconds();
+	if (!r) {
+		if (n->len >= n->max) {
+			pthread_mutex_unlock(&n->lock);
+			return -1;
+		}
+		r = add(n, id);
+		r->first_seen = now;
+		log_info("nodes: new node '%s'", id);
+	}
+	r->last_seen = now;
+	if (labels && strcmp(labels, r->labels) != 0) {
+		free(r->labels);
+		r->labels = xstrdup(labels);
+	}
+	if (transport) {
+		copy_str(r->transport, sizeof(r->transport), transport);
+		if (strcmp(transport, "poll") == 0)
+			r->poll_seen_ms = now_ms();
+	}
+	mark_dirty(n, r);
+	pthread_mutex_unlock(&n->lock);
+	return 0;
+}
+
+void nodes_stream_open(struct nodes *n, const char *id)
+{
+	pthread_mutex_lock(&n->lock);
+	struct node_rec *r = lookup(n, id);
+	if (r)
+		r->streams++;
+	pthread_mutex_unlock(&n->lock);
+}
+
+void nodes_stream_close(struct nodes *n, const char *id)
+{
+	pthread_mutex_lock(&n->lock);
+	struct node_rec *r = lookup(n, id);
+	if (r && r->streams > 0) {
+		r->streams--;
+		r->last_seen = wall_seconds();
+		mark_dirty(n, r);
+	}
+	pthread_mutex_unlock(&n->lock);
+}
+
+void nodes_sent(struct nodes *n, const char *id, uint64_t version, const char *nonce)
+{
+	pthread_mutex_lock(&n->lock);
+	struct node_rec *r = lookup(n, id);
+	if (r) {
+		r->sent_version = version;
+		copy_str(r->sent_nonce, sizeof(r->sent_nonce), nonce);
+		r->sent_at = wall_seconds();
+		mark_dirty(n, r);
+	}
+	pthread_mutex_unlock(&n->lock);
+}
+
+/* A poll nonce names its own version: a response an HTTP cache served
+ * without asking the plane still matches when it is newer than what the
+ * plane last sent. */
+static bool poll_nonce_newer(const struct node_rec *r, const char *nonce, uint64_t version,
+			     uint64_t plane_version)
+{
+	char expect[NONCE_MAX];
+	if (nonce[0] != 'p' || version <= r->sent_version || version > plane_version)
+		return false;
+	const char *dash = strchr(nonce, '-');
+	uint64_t base;
+	if (!dash || parse_u64(dash + 1, &base) < 0)
+		return false;
+	nodes_poll_nonce(expect, sizeof(expect), version, base);
+	return strcmp(expect, nonce) == 0;
+}
+
+int nodes_ack(struct nodes *n, const struct ack_msg *m, uint64_t plane_version, enum ack_result *res)
+{
+	pthread_mutex_lock(&n->lock);
+	struct node_rec *r = lookup(n, m->node);
+	if (!r) {
+		pthread_mutex_unlock(&n->lock);
+		return -1;
+	}
+	int64_t now = wall_seconds();
+	r->last_seen = now;
+	mark_dirty(n, r);
+	bool latest = r->sent_nonce[0] && strcmp(m->nonce, r->sent_nonce) == 0;
+	if (!latest && poll_nonce_newer(r, m->nonce, m->version, plane_version)) {
+		r->sent_version = m->version;
+		copy_str(r->sent_nonce, sizeof(r->sent_nonce), m->nonce);
+		latest = true;
+	}
+	if (!latest) {
+		r->stale++;
+		n->stale++;
+		*res = ACK_STALE;
+	} else if (m->version != r->sent_version) {
+		*res = ACK_MISMATCH;
+	} else if (m->nack) {
+		r->has_nack = true;
+		r->nack_version = m->version;
+		copy_str(r->nack_nonce, sizeof(r->nack_nonce), m->nonce);
+		free(r->nack_error);
+		r->nack_error = xstrndup(m->error ? m->error : "", m->error ? strnlen(m->error, NODE_ERROR_MAX) : 0);
+		r->nack_at = now;
+		r->nacks++;
+		n->nacks++;
+		if (m->healthy >= 0)
+			r->healthy = m->healthy;
+		*res = ACK_ACCEPTED;
+	} else {
+		if (m->version > r->acked_version)
+			r->acked_version = m->version;
+		r->acked_at = now;
+		r->acks++;
+		n->acks++;
+		if (m->healthy >= 0)
+			r->healthy = m->healthy;
+		*res = ACK_ACCEPTED;
+	}
+	pthread_mutex_unlock(&n->lock);
+	return 0;
+}
+
+static bool connected(const struct nodes *n, const struct node_rec *r, int64_t mono)
+{
+	return r->streams > 0 ||
+	       (strcmp(r->transport, "poll") == 0 && r->poll_seen_ms && mono - r->poll_seen_ms <= n->poll_window_ms);
+}
+
+static void rec_json(const struct nodes *n, const struct node_rec *r, uint64_t plane_version,
+		     int64_t mono, struct buf *out)
+{
+	buf_puts(out, "{\"node\":");
+	buf_json_string(out, r->id);
+	buf_puts(out, ",\"labels\":");
+	buf_puts(out, r->labels);
+	buf_printf(out, ",\"connected\":%s,\"transport\":", connected(n, r, mono) ? "true" : "false");
+	buf_json_string(out, r->transport);
+	buf_printf(out, ",\"sent_version\":%llu,\"sent_nonce\":", (unsigned long long)r->sent_version);
+	buf_json_string(out, r->sent_nonce);
+	uint64_t lag = plane_version > r->acked_version ? plane_version - r->acked_version : 0;
+	buf_printf(out, ",\"acked_version\":%llu,\"lag\":%llu,\"healthy\":%s",
+		   (unsigned long long)r->acked_version, (unsigned long long)lag,
+		   r->healthy < 0 ? "null" : r->healthy ? "true" : "false");
+	if (r->has_nack) {
+		buf_printf(out, ",\"last_nack\":{\"version\":%llu,\"nonce\":", (unsigned long long)r->nack_version);
+		buf_json_string(out, r->nack_nonce);
+		buf_puts(out, ",\"error\":");
+		buf_json_string(out, r->nack_error ? r->nack_error : "");
+		buf_printf(out, ",\"time\":%lld}", (long long)r->nack_at);
+	} else {
+		buf_puts(out, ",\"last_nack\":null");
+	}
+	buf_printf(out, ",\"first_seen\":%lld,\"last_seen\":%lld,\"acked_at\":%lld,\"acks\":%llu,"
+		   "\"nacks\":%llu,\"stale_acks\":%llu}",
+		   (long long)r->first_seen, (long long)r->last_seen, (long long)r->acked_at,
+		   (unsigned long long)r->acks, (unsigned long long)r->nacks, (unsigned long long)r->stale);
+}
+
+static int cmp_rec(const void *a, const void *b)
+{
+	return strcmp((*(struct node_rec *const *)a)->id, (*(struct node_rec *const *)b)->id);
+}
+
+void nodes_to_json(struct nodes *n, uint64_t plane_version, struct buf *out)
+{
+	int64_t mono = now_ms();
+	pthread_mutex_lock(&n->lock);
+	struct node_rec **sorted = xmalloc((n->len ? n->len : 1) * sizeof(*sorted));
+	memcpy(sorted, n->all, n->len * sizeof(*sorted));
+	qsort(sorted, n->len, sizeof(*sorted), cmp_rec);
+	buf_putc(out, '[');
+	for (size_t i = 0; i < n->len; i++) {
+		if (i)
+			buf_putc(out, ',');
+		rec_json(n, sorted[i], plane_version, mono, out);
+	}
+	buf_putc(out, ']');
+	free(sorted);
+	pthread_mutex_unlock(&n->lock);
+}
+
+int nodes_one_to_json(struct nodes *n, const char *id, uint64_t plane_version, struct buf *out)
+{
+	pthread_mutex_lock(&n->lock);
+	struct node_rec *r = lookup(n, id);
+	if (r)
+		rec_json(n, r, plane_version, now_ms(), out);
+	pthread_mutex_unlock(&n->lock);
+	return r ? 0 : -1;
+}
+
+void nodes_stats(struct nodes *n, struct nodes_stats *st)
+{
+	int64_t mono = now_ms();
+	pthread_mutex_lock(&n->lock);
+	st->nodes = n->len;
+	st->connected = 0;
+	for (size_t i = 0; i < n->len; i++)
+		st->connected += connected(n, n->all[i], mono);
+	st->acks = n->acks;
+	st->nacks = n->nacks;
+	st->stale = n->stale;
+	pthread_mutex_unlock(&n->lock);
+}
+
+void nodes_metrics(struct nodes *n, uint64_t plane_version, struct buf *out)
+{
+	pthread_mutex_lock(&n->lock);
+	buf_puts(out, "# HELP tether_node_lag Versions between the plane and the node's acked version.\n"
+		      "# TYPE tether_node_lag gauge\n");
+	for (size_t i = 0; i < n->len; i++) {
+		const struct node_rec *r = n->all[i];
+		buf_printf(out, "tether_node_lag{node=\"%s\"} %llu\n", r->id,
+			   (unsigned long long)(plane_version > r->acked_version ? plane_version - r->acked_version : 0));
+	}
+	buf_puts(out, "# HELP tether_node_acked_version The version each node last acked.\n"
+		      "# TYPE tether_node_acked_version gauge\n");
+	for (size_t i = 0; i < n->len; i++)
+		buf_printf(out, "tether_node_acked_version{node=\"%s\"} %llu\n", n->all[i]->id,
+			   (unsigned long long)n->all[i]->acked_version);
+	buf_puts(out, "# HELP tether_node_nacks_total NACKs each node sent.\n"
+		      "# TYPE tether_node_nacks_total counter\n");
+	for (size_t i = 0; i < n->len; i++)
+		buf_printf(out, "tether_node_nacks_total{node=\"%s\"} %llu\n", n->all[i]->id,
+			   (unsigned long long)n->all[i]->nacks);
+	pthread_mutex_unlock(&n->lock);
+}
+
+/* Snapshot of one record for writing without the nodes lock. */
+struct rec_copy {
+	struct node_rec r;
+	char *labels, *nack_error;
+};
+
+int nodes_flush(struct nodes *n, char *err, size_t errlen)
+{
+	static const char sql[] =
+		"INSERT OR REPLACE INTO nodes(node, labels, first_seen, last_seen, transport,"
+		" sent_version, sent_nonce, sent_at, acked_version, acked_at, healthy,"
+		" nack_version, nack_nonce, nack_error, nack_at, acks, nacks, stale_acks)"
+		" VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+	pthread_mutex_lock(&n->lock);
+	size_t cnt = n->ndirty;
+	if (!cnt) {
+		pthread_mutex_unlock(&n->lock);
+		return 0;
+	}
+	struct rec_copy *copies = xmalloc(cnt * sizeof(*copies));
+	for (size_t i = 0; i < cnt; i++) {
+		struct node_rec *r = n->dirty[i];
+		copies[i].r = *r;
+		copies[i].r.id = xstrdup(r->id);
+		copies[i].labels = xstrdup(r->labels);
+		copies[i].nack_error = r->nack_error ? xstrdup(r->nack_error) : NULL;
+		r->dirty = false;
+	}
+	n->ndirty = 0;
+	pthread_mutex_unlock(&n->lock);
+
+	int rc = -1;
+	sqlite3_stmt *st = NULL;
+	pthread_mutex_lock(&n->db->lock);
+	if (db_set_sync(n->db, 0, err, errlen) < 0 || db_exec(n->db, "BEGIN IMMEDIATE", err, errlen) < 0)
+		goto out;
+	if (sqlite3_prepare_v2(n->db->conn, sql, -1, &st, NULL) != SQLITE_OK) {
+		snprintf(err, errlen, "database: %s", sqlite3_errmsg(n->db->conn));
+		goto rollback;
+	}
+	for (size_t i = 0; i < cnt; i++) {
+		const struct node_rec *r = &copies[i].r;
+		sqlite3_bind_text(st, 1, r->id, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 2, copies[i].labels, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 3, r->first_seen);
+		sqlite3_bind_int64(st, 4, r->last_seen);
+		sqlite3_bind_text(st, 5, r->transport, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 6, (sqlite3_int64)r->sent_version);
+		sqlite3_bind_text(st, 7, r->sent_nonce, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 8, r->sent_at);
+		sqlite3_bind_int64(st, 9, (sqlite3_int64)r->acked_version);
+		sqlite3_bind_int64(st, 10, r->acked_at);
+		if (r->healthy < 0)
+			sqlite3_bind_null(st, 11);
+		else
+			sqlite3_bind_int(st, 11, r->healthy);
+		if (r->has_nack) {
+			sqlite3_bind_int64(st, 12, (sqlite3_int64)r->nack_version);
+			sqlite3_bind_text(st, 13, r->nack_nonce, -1, SQLITE_STATIC);
+			sqlite3_bind_text(st, 14, copies[i].nack_error ? copies[i].nack_error : "", -1, SQLITE_STATIC);
+			sqlite3_bind_int64(st, 15, r->nack_at);
+		} else {
+			for (int c = 12; c <= 15; c++)
+				sqlite3_bind_null(st, c);
+		}
+		sqlite3_bind_int64(st, 16, (sqlite3_int64)r->acks);
+		sqlite3_bind_int64(st, 17, (sqlite3_int64)r->nacks);
+		sqlite3_bind_int64(st, 18, (sqlite3_int64)r->stale);
+		if (sqlite3_step(st) != SQLITE_DONE) {
+			snprintf(err, errlen, "database: %s", sqlite3_errmsg(n->db->conn));
+			goto rollback;
+		}
+		sqlite3_reset(st);
+	}
+	if (db_exec(n->db, "COMMIT", err, errlen) < 0)
+		goto rollback;
+	rc = 0;
+	goto out;
+rollback:
+	{
+		char ignored[128];
+		db_exec(n->db, "ROLLBACK", ignored, sizeof(ignored));
+	}
+out:
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&n->db->lock);
+	if (rc < 0) {
+		/* keep them dirty so the next flush tries again */
+		pthread_mutex_lock(&n->lock);
+		for (size_t i = 0; i < cnt; i++) {
+			struct node_rec *r = lookup(n, copies[i].r.id);
+			if (r)
+				mark_dirty(n, r);
+		}
+		pthread_mutex_unlock(&n->lock);
+	}
+	for (size_t i = 0; i < cnt; i++) {
+		free(copies[i].r.id);
+		free(copies[i].labels);
+		free(copies[i].nack_error);
+	}
+	free(copies);
+	return rc;
+}

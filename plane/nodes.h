@@ -1,0 +1,70 @@
+/* nodes.h: the plane's record of every node: labels, connection, the last
+ * push sent (version, nonce), the acked version, the last NACK, counters.
+ * Records are written behind (nodes_flush, every few hundred ms and at
+ * exit) so a burst of ACKs costs one transaction, not one each. */
+#ifndef TETHER_NODES_H
+#define TETHER_NODES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "db.h"
+
+#define NONCE_MAX 48
+#define NODE_ERROR_MAX 4096
+
+enum ack_result {
+	ACK_ACCEPTED,      /* the nonce is the latest sent: the record moved */
+	ACK_STALE,         /* an older or unknown nonce: counted, nothing moved */
+	ACK_MISMATCH,      /* the nonce is the latest but the version is not its version */
+};
+
+struct ack_msg {
+	const char *node;
+	uint64_t version;
+	const char *nonce;
+	bool nack;
+	const char *error;   /* NACK reason, may be NULL */
+	int healthy;         /* -1 unknown, 0 unhealthy, 1 healthy */
+};
+
+struct nodes_stats {
+	size_t nodes, connected;
+	uint64_t acks, nacks, stale;
+};
+
+struct nodes *nodes_open(struct db *db, size_t max_nodes, int64_t poll_window_ms, char *err, size_t errlen);
+void nodes_free(struct nodes *n);
+
+/* Checks a node id: [A-Za-z0-9._-]{1,200}. */
+bool nodes_id_valid(const char *id);
+
+/* Records that a node was seen (creating it); labels is canonical JSON of
+ * an object or NULL to keep the old ones. Returns -1 when the registry is
+ * full (max_nodes) and the node is new. */
+int nodes_seen(struct nodes *n, const char *id, const char *labels, const char *transport);
+void nodes_stream_open(struct nodes *n, const char *id);
+void nodes_stream_close(struct nodes *n, const char *id);
+/* Records the push sent to a node. */
+void nodes_sent(struct nodes *n, const char *id, uint64_t version, const char *nonce);
+/* Applies an ACK or NACK. plane_version bounds what a poll nonce may
+ * claim. Returns 0 with *res set, or -1 for an unknown node. */
+int nodes_ack(struct nodes *n, const struct ack_msg *m, uint64_t plane_version, enum ack_result *res);
+
+/* Appends the JSON array of every node (sorted by id). */
+void nodes_to_json(struct nodes *n, uint64_t plane_version, struct buf *out);
+/* Appends one node's JSON object; returns -1 when unknown. */
+int nodes_one_to_json(struct nodes *n, const char *id, uint64_t plane_version, struct buf *out);
+void nodes_stats(struct nodes *n, struct nodes_stats *st);
+/* Appends Prometheus lines for per-node gauges. */
+void nodes_metrics(struct nodes *n, uint64_t plane_version, struct buf *out);
+
+/* Writes the records changed since the last flush. */
+int nodes_flush(struct nodes *n, char *err, size_t errlen);
+
+/* Poll nonces are self-describing: "p<version>-<base>". */
+void nodes_poll_nonce(char *out, size_t cap, uint64_t version, uint64_t base);
+
+#endif

@@ -1,0 +1,126 @@
+/* plane.c: start-up and shutdown of the plane's parts, in order (see
+ * plane.h). */
+#include "plane.h"
+#include "db.h"
+#include "http.h"
+#include "hub.h"
+#include "log.h"
+#include "nodes.h"
+#include "pushcache.h"
+#include "store.h"
+#include "util.h"
+#include "xmalloc.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#define PUSH_CACHE_ENTRIES 256
+#define PUSH_CACHE_BYTES (64u << 20)
+#define TOKEN_MAX 4096
+
+int plane_load_token(struct plane *p, char *err, size_t errlen)
+{
+	char *tok = NULL;
+	if (p->cfg.admin_token_file) {
+		size_t len;
+		tok = read_file_limited(p->cfg.admin_token_file, TOKEN_MAX, &len);
+		if (tok && strlen(tok) != len) {
+			snprintf(err, errlen, "admin token file '%s' holds a NUL byte", p->cfg.admin_token_file);
+			free(tok);
+			return -1;
+		}
+		if (!tok) {
+			snprintf(err, errlen, "cannot read admin token file '%s': %s", p->cfg.admin_token_file,
+				 strerror(errno));
+			return -1;
+		}
+		str_trim(tok);
+		if (strlen(tok) < 16) {
+			snprintf(err, errlen, "admin token in '%s' is shorter than 16 characters", p->cfg.admin_token_file);
+			free(tok);
+			return -1;
+		}
+	}
+	pthread_mutex_lock(&p->token_lock);
+	free(p->admin_token);
+	p->admin_token = tok;
+	pthread_mutex_unlock(&p->token_lock);
+	return 0;
+}
+
+void plane_nonce(struct plane *p, char *out, size_t cap)
+{
+	uint64_t seq = atomic_fetch_add(&p->nonce_seq, 1) + 1;
+	snprintf(out, cap, "%s.%llx", p->boot_id, (unsigned long long)seq);
+}
+
+int plane_start(struct plane *p, char *err, size_t errlen)
+{
+	unsigned char rnd[4] = { 0 };
+	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
+		uint64_t t = (uint64_t)wall_ms();
+		memcpy(rnd, &t, sizeof(rnd));
+	}
+	snprintf(p->boot_id, sizeof(p->boot_id), "%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2], rnd[3]);
+	atomic_init(&p->nonce_seq, 0);
+	atomic_init(&p->stopping, false);
+	pthread_mutex_init(&p->token_lock, NULL);
+	p->listen_fd = -1;
+	p->started_ms = now_ms();
+
+	if (plane_load_token(p, err, errlen) < 0)
+		return -1;
+	p->db = db_open(p->cfg.data, err, errlen);
+	if (!p->db)
+		return -1;
+	struct store_opts so = {
+		.tombstone_keep = p->cfg.tombstone_keep,
+		.tombstone_max_age = (int64_t)p->cfg.tombstone_max_age,
+		.max_resources = p->cfg.max_resources,
+	};
+	p->store = store_open(p->db, &so, err, errlen);
+	if (!p->store)
+		return -1;
+	int64_t poll_window = (int64_t)(p->cfg.heartbeat * 3000);
+	p->nodes = nodes_open(p->db, p->cfg.max_nodes, poll_window, err, errlen);
+	if (!p->nodes)
+		return -1;
+	p->pushes = pushcache_new(p->store, PUSH_CACHE_ENTRIES, PUSH_CACHE_BYTES);
+	p->hub = hub_new(p, store_version(p->store));
+	if (hub_start(p->hub, err, errlen) < 0)
+		return -1;
+	if (http_start(p, err, errlen) < 0)
+		return -1;
+	if (!p->admin_token)
+		log_warn("no --admin-token-file: anyone who can reach %s can write", p->listen_addr);
+	return 0;
+}
+
+void plane_stop(struct plane *p)
+{
+	char err[512];
+	atomic_store(&p->stopping, true);
+	if (p->mhd)
+		http_quiesce(p);
+	if (p->hub)
+		hub_stop(p->hub);
+	http_stop(p);
+	if (p->nodes && nodes_flush(p->nodes, err, sizeof(err)) < 0)
+		log_error("nodes: cannot save node records at exit: %s", err);
+	hub_free(p->hub);
+	p->hub = NULL;
+	pushcache_free(p->pushes);
+	p->pushes = NULL;
+	nodes_free(p->nodes);
+	p->nodes = NULL;
+	store_free(p->store);
+	p->store = NULL;
+	db_close(p->db);
+	p->db = NULL;
+	free(p->admin_token);
+	p->admin_token = NULL;
+	pthread_mutex_destroy(&p->token_lock);
+}

@@ -1,0 +1,79 @@
+/* plane.h: the control plane process: its configuration, the parts it is
+ * made of, and their start-up and shutdown order. One struct plane per
+ * process; handlers reach every part through it. */
+#ifndef TETHER_PLANE_H
+#define TETHER_PLANE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "options.h"
+
+struct plane_config {
+	char *listen;
+	char *data;
+	char *admin_token_file;
+	char *rollout;
+	char *stages;
+	char *log_level;
+	double heartbeat;
+	double bake;
+	double send_timeout;
+	double tombstone_max_age;
+	uint64_t max_body;
+	uint64_t max_request;
+	uint64_t max_resources;
+	uint64_t max_depth;
+	uint64_t max_nodes;
+	uint64_t tombstone_keep;
+	uint64_t threads;
+	uint64_t max_connections;
+};
+
+extern const struct opt_def plane_options[];
+
+void plane_config_defaults(struct plane_config *c);
+/* Cross-field checks after parsing. Returns 0, or -1 with err. */
+int plane_config_check(struct plane_config *c, char *err, size_t errlen);
+
+struct plane_counters {
+	atomic_uint_fast64_t writes, write_errors, refused_writes;
+	atomic_uint_fast64_t pushes, push_bytes, heartbeats;
+	atomic_uint_fast64_t polls, polls_not_modified;
+	atomic_uint_fast64_t streams_opened, streams_replaced;
+	atomic_uint_fast64_t requests;
+};
+
+struct plane {
+	struct plane_config cfg;
+	struct db *db;
+	struct store *store;
+	struct nodes *nodes;
+	struct pushcache *pushes;
+	struct hub *hub;
+	struct MHD_Daemon *mhd;
+	int listen_fd;
+	char listen_addr[80];          /* "127.0.0.1:7070", the real port */
+	pthread_mutex_t token_lock;
+	char *admin_token;             /* NULL: writes need no token */
+	char boot_id[12];
+	atomic_uint_fast64_t nonce_seq;
+	struct plane_counters ctr;
+	atomic_bool stopping;
+	int64_t started_ms;
+};
+
+/* Opens the store, loads node records, starts the hub and HTTP server. */
+int plane_start(struct plane *p, char *err, size_t errlen);
+/* Closes every stream, stops the server, flushes node records, closes the
+ * store. Safe on a partly started plane. */
+void plane_stop(struct plane *p);
+/* (Re)reads --admin-token-file. Returns 0, or -1 with err. */
+int plane_load_token(struct plane *p, char *err, size_t errlen);
+/* Writes a fresh push nonce: "<boot id>.<sequence>". */
+void plane_nonce(struct plane *p, char *out, size_t cap);
+
+#endif

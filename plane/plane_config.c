@@ -1,0 +1,96 @@
+/* plane_config.c: tether-plane's options, their defaults and checks. */
+#include "plane.h"
+#include "xmalloc.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const rollout_choices[] = { "immediate", "staged", NULL };
+static const char *const level_choices[] = { "debug", "info", "warn", "error", NULL };
+
+#define OFF(f) offsetof(struct plane_config, f)
+
+const struct opt_def plane_options[] = {
+	{ "listen", 'l', OPT_STRING, OFF(listen), 0, 0, NULL, "HOST:PORT",
+	  "address to serve on (default 127.0.0.1:7070; port 0 picks a free one)" },
+	{ "data", 'd', OPT_STRING, OFF(data), 0, 0, NULL, "DIR",
+	  "directory of the embedded SQLite store (default /var/lib/tether)" },
+	{ "heartbeat", 0, OPT_SECONDS, OFF(heartbeat), 0.1, 3600, NULL, "SECONDS",
+	  "heartbeat interval on streams (default 10)" },
+	{ "admin-token-file", 0, OPT_STRING, OFF(admin_token_file), 0, 0, NULL, "FILE",
+	  "require 'Authorization: Bearer TOKEN' on every write" },
+	{ "rollout", 0, OPT_CHOICE, OFF(rollout), 0, 0, rollout_choices, "POLICY",
+	  "immediate (default) or staged" },
+	{ "stages", 0, OPT_STRING, OFF(stages), 0, 0, NULL, "LIST",
+	  "staged rollout percentages (default 1,10,100)" },
+	{ "bake", 0, OPT_SECONDS, OFF(bake), 0, 86400, NULL, "SECONDS",
+	  "time each rollout stage bakes (default 60)" },
+	{ "send-timeout", 0, OPT_SECONDS, OFF(send_timeout), 1, 3600, NULL, "SECONDS",
+	  "close a connection that makes no progress for this long (default 3 heartbeats, at least 30)" },
+	{ "max-body", 0, OPT_UINT, OFF(max_body), 64, 64 << 20, NULL, "BYTES",
+	  "largest resource body (default 1048576)" },
+	{ "max-request", 0, OPT_UINT, OFF(max_request), 1024, 1ULL << 30, NULL, "BYTES",
+	  "largest request body, batches included (default 33554432)" },
+	{ "max-resources", 0, OPT_UINT, OFF(max_resources), 1, 100000000, NULL, "N",
+	  "most live resources (default 1000000)" },
+	{ "max-depth", 0, OPT_UINT, OFF(max_depth), 2, 512, NULL, "N",
+	  "deepest JSON nesting accepted (default 32)" },
+	{ "max-nodes", 0, OPT_UINT, OFF(max_nodes), 1, 10000000, NULL, "N",
+	  "most node records (default 100000)" },
+	{ "tombstone-keep", 0, OPT_UINT, OFF(tombstone_keep), 1, 100000000, NULL, "N",
+	  "tombstones kept at most; older nodes get a snapshot (default 100000)" },
+	{ "tombstone-max-age", 0, OPT_SECONDS, OFF(tombstone_max_age), 0, 31536000, NULL, "SECONDS",
+	  "drop tombstones older than this; 0 keeps them (default 604800)" },
+	{ "threads", 0, OPT_UINT, OFF(threads), 1, 64, NULL, "N",
+	  "HTTP worker threads (default 2)" },
+	{ "max-connections", 0, OPT_UINT, OFF(max_connections), 16, 1000000, NULL, "N",
+	  "most open connections, streams included (default: from the file limit)" },
+	{ "log-level", 0, OPT_CHOICE, OFF(log_level), 0, 0, level_choices, "LEVEL",
+	  "debug, info (default), warn or error" },
+	{ NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL },
+};
+
+void plane_config_defaults(struct plane_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->listen = xstrdup("127.0.0.1:7070");
+	c->data = xstrdup("/var/lib/tether");
+	c->rollout = xstrdup("immediate");
+	c->stages = xstrdup("1,10,100");
+	c->log_level = xstrdup("info");
+	c->heartbeat = 10;
+	c->bake = 60;
+	c->send_timeout = 0;
+	c->tombstone_max_age = 7 * 86400;
+	c->max_body = 1 << 20;
+	c->max_request = 32 << 20;
+	c->max_resources = 1000000;
+	c->max_depth = 32;
+	c->max_nodes = 100000;
+	c->tombstone_keep = 100000;
+	c->threads = 2;
+	c->max_connections = 0;
+}
+
+int plane_config_check(struct plane_config *c, char *err, size_t errlen)
+{
+	if (strcmp(c->rollout, "staged") == 0) {
+		snprintf(err, errlen, "rollout: staged rollouts are not available in this version yet; use immediate");
+		return -1;
+	}
+	if (c->max_body > c->max_request) {
+		snprintf(err, errlen, "max-body (%llu) must not exceed max-request (%llu)",
+			 (unsigned long long)c->max_body, (unsigned long long)c->max_request);
+		return -1;
+	}
+	if (c->send_timeout == 0)
+		c->send_timeout = c->heartbeat * 3 < 30 ? 30 : c->heartbeat * 3;
+	if (c->send_timeout <= c->heartbeat) {
+		snprintf(err, errlen, "send-timeout (%g) must be longer than the heartbeat (%g)",
+			 c->send_timeout, c->heartbeat);
+		return -1;
+	}
+	return 0;
+}

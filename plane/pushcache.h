@@ -1,0 +1,47 @@
+/* pushcache.h: encoded pushes shared by every node that needs the same one.
+ * After a write, all nodes at the previous version need the same delta:
+ * it is computed and encoded once, then referenced by each stream (the
+ * per-node nonce is written separately, in front). Keyed by (base,
+ * version, subscription); least recently used entries go first. */
+#ifndef TETHER_PUSHCACHE_H
+#define TETHER_PUSHCACHE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "delta.h"
+#include "store.h"
+
+struct push_blob {
+	atomic_int refs;
+	uint64_t version, base;
+	bool full;
+	size_t nup, nrm;
+	char *raw;            /* the push JSON after its nonce member */
+	size_t raw_len;
+	/* gzip-stream fragment of raw + "\n\n", made on first use */
+	atomic_bool gz_ready;
+	char *gz;
+	size_t gz_len;
+	uint32_t gz_crc;      /* CRC-32 of raw + "\n\n" */
+};
+
+struct pushcache *pushcache_new(struct store *s, size_t max_entries, size_t max_bytes);
+void pushcache_free(struct pushcache *pc);
+
+/* Returns a referenced push bringing a node at `have` to the store's
+ * current version. Release with push_blob_unref. */
+struct push_blob *pushcache_get(struct pushcache *pc, uint64_t have, const struct sub *sub);
+/* Makes sure blob->gz is there (computed once, under the cache's lock). */
+void pushcache_gzip(struct pushcache *pc, struct push_blob *blob);
+void push_blob_unref(struct push_blob *b);
+
+struct pushcache_stats {
+	uint64_t hits, misses;
+	size_t entries, bytes;
+};
+void pushcache_stats(struct pushcache *pc, struct pushcache_stats *st);
+
+#endif

@@ -1,0 +1,444 @@
+/* store.c: the in-memory index of resources and tombstones, kept in change
+ * order, and the commit path that persists first and swaps second (see
+ * store.h). */
+#include "store.h"
+#include "json.h"
+#include "log.h"
+#include "store_sqlite.h"
+#include "strmap.h"
+#include "util.h"
+#include "xmalloc.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct store {
+	struct db *db;
+	struct store_opts opts;
+	pthread_rwlock_t rw;         /* the index */
+	pthread_mutex_t writer;      /* one writer at a time, validation included */
+	uint64_t version;
+	uint64_t horizon;            /* tombstones at or below it were dropped */
+	size_t live;                 /* live resources */
+	size_t tombs;                /* tombstones */
+	struct store_entry **buckets;
+	size_t nbuckets;
+	size_t nentries;
+	struct store_entry *head, *tail;     /* change order */
+	struct store_entry *thead, *ttail;   /* tombstone order */
+};
+
+/* ---- hash index ------------------------------------------------------ */
+
+static struct store_entry *find(const struct store *s, const char *name)
+{
+	if (!s->nbuckets)
+		return NULL;
+	struct store_entry *e = s->buckets[strmap_hash(name) & (s->nbuckets - 1)];
+	for (; e; e = e->hnext)
+		if (strcmp(e->name, name) == 0)
+			return e;
+	return NULL;
+}
+
+static void rehash(struct store *s, size_t nb)
+{
+	struct store_entry **b = xcalloc(nb, sizeof(*b));
+	for (size_t i = 0; i < s->nbuckets; i++) {
+		struct store_entry *e = s->buckets[i], *next;
+		for (; e; e = next) {
+			next = e->hnext;
+			size_t k = strmap_hash(e->name) & (nb - 1);
+			e->hnext = b[k];
+			b[k] = e;
+		}
+	}
+	free(s->buckets);
+	s->buckets = b;
+	s->nbuckets = nb;
+}
+
+static void hash_insert(struct store *s, struct store_entry *e)
+{
+	if (s->nentries + 1 > s->nbuckets)
+		rehash(s, s->nbuckets ? s->nbuckets * 2 : 1024);
+	size_t k = strmap_hash(e->name) & (s->nbuckets - 1);
+	e->hnext = s->buckets[k];
+	s->buckets[k] = e;
+	s->nentries++;
+}
+
+static void hash_remove(struct store *s, struct store_entry *e)
+{
+	struct store_entry **pp = &s->buckets[strmap_hash(e->name) & (s->nbuckets - 1)];
+	for (; *pp; pp = &(*pp)->hnext) {
+		if (*pp == e) {
+			*pp = e->hnext;
+			s->nentries--;
+			return;
+		}
+	}
+}
+
+/* ---- lists ----------------------------------------------------------- */
+
+static void list_unlink(struct store *s, struct store_entry *e)
+{
+	if (e->prev)
+		e->prev->next = e->next;
+	else if (s->head == e)
+		s->head = e->next;
+	if (e->next)
+		e->next->prev = e->prev;
+	else if (s->tail == e)
+		s->tail = e->prev;
+	e->prev = e->next = NULL;
+}
+
+static void list_append(struct store *s, struct store_entry *e)
+{
+	e->next = NULL;
+	e->prev = s->tail;
+	if (s->tail)
+		s->tail->next = e;
+	else
+		s->head = e;
+	s->tail = e;
+}
+
+static void tomb_unlink(struct store *s, struct store_entry *e)
+{
+	if (e->tprev)
+		e->tprev->tnext = e->tnext;
+	else if (s->thead == e)
+		s->thead = e->tnext;
+	if (e->tnext)
+		e->tnext->tprev = e->tprev;
+	else if (s->ttail == e)
+		s->ttail = e->tprev;
+	e->tprev = e->tnext = NULL;
+}
+
+static void tomb_append(struct store *s, struct store_entry *e)
+{
+	e->tnext = NULL;
+	e->tprev = s->ttail;
+	if (s->ttail)
+		s->ttail->tnext = e;
+	else
+		s->thead = e;
+	s->ttail = e;
+}
+
+/* ---- references ------------------------------------------------------ */
+
+static void refs_free(struct store_entry *e)
+{
+	for (int i = 0; i < e->nrefs; i++)
+		free(e->refs[i]);
+	free(e->refs);
+	e->refs = NULL;
+	e->nrefs = 0;
+}
+
+static void refs_adjust(struct store *s, struct store_entry *e, int delta)
+{
+	for (int i = 0; i < e->nrefs; i++) {
+		struct store_entry *t = find(s, e->refs[i]);
+		if (t)
+			t->referrers = (uint32_t)((int64_t)t->referrers + delta);
+	}
+}
+
+static void refs_set(struct store_entry *e, const struct res_refs *r)
+{
+	refs_free(e);
+	if (!r || r->n == 0)
+		return;
+	e->refs = xmalloc((size_t)r->n * sizeof(char *));
+	for (int i = 0; i < r->n; i++)
+		e->refs[i] = xstrdup(r->name[i]);
+	e->nrefs = r->n;
+}
+
+static void entry_free(struct store_entry *e)
+{
+	refs_free(e);
+	free(e->name);
+	free(e->body);
+	free(e);
+}
+
+/* ---- in-memory apply --------------------------------------------------- */
+
+/* Makes e live with body (taken) at version. */
+static void apply_upsert(struct store *s, const char *name, char *body, size_t len,
+			 const struct res_refs *refs, uint64_t version)
+{
+	struct store_entry *e = find(s, name);
+	if (!e) {
+		e = xcalloc(1, sizeof(*e));
+		e->name = xstrdup(name);
+		e->rank = resource_rank(name);
+		hash_insert(s, e);
+		s->live++;
+	} else {
+		list_unlink(s, e);
+		if (e->body) {
+			refs_adjust(s, e, -1);
+			free(e->body);
+		} else {
+			tomb_unlink(s, e);
+			s->tombs--;
+			s->live++;
+		}
+	}
+	e->body = body;
+	e->body_len = len;
+	e->version = version;
+	e->deleted_at = 0;
+	refs_set(e, refs);
+	refs_adjust(s, e, +1);
+	list_append(s, e);
+}
+
+static void apply_remove(struct store *s, const char *name, uint64_t version, int64_t now)
+{
+	struct store_entry *e = find(s, name);
+	if (!e || !e->body)
+		return;
+	list_unlink(s, e);
+	refs_adjust(s, e, -1);
+	refs_free(e);
+	free(e->body);
+	e->body = NULL;
+	e->body_len = 0;
+	e->version = version;
+	e->deleted_at = now;
+	list_append(s, e);
+	tomb_append(s, e);
+	s->live--;
+	s->tombs++;
+}
+
+static void drop_tombstone(struct store *s, struct store_entry *e)
+{
+	if (e->version > s->horizon)
+		s->horizon = e->version;
+	tomb_unlink(s, e);
+	list_unlink(s, e);
+	hash_remove(s, e);
+	s->tombs--;
+	entry_free(e);
+}
+
+/* ---- loading ----------------------------------------------------------- */
+
+static int load_row(void *ctx, const char *name, const char *body, size_t len,
+		    uint64_t version, int64_t deleted_at)
+{
+	struct store *s = ctx;
+	if (find(s, name))
+		return -1;   /* a name both live and tombstoned: a corrupt database */
+	if (body) {
+		char err[256];
+		struct res_refs refs;
+		cJSON *v = json_decode(body, len, NULL, err, sizeof(err));
+		if (!v) {
+			log_error("store: stored body of '%s' does not parse: %s", name, err);
+			return -1;
+		}
+		if (resource_validate(name, v, 0, &refs, err, sizeof(err)) < 0) {
+			/* keep serving it: it was valid when written, and a newer
+			 * plane may have written it */
+			log_warn("store: stored '%s' no longer validates: %s", name, err);
+		}
+		cJSON_Delete(v);
+		apply_upsert(s, name, xstrndup(body, len), len, &refs, version);
+	} else {
+		struct store_entry *e = xcalloc(1, sizeof(*e));
+		e->name = xstrdup(name);
+		e->rank = resource_rank(name);
+		e->version = version;
+		e->deleted_at = deleted_at;
+		hash_insert(s, e);
+		list_append(s, e);
+		tomb_append(s, e);
+		s->tombs++;
+	}
+	return 0;
+}
+
+struct store *store_open(struct db *db, const struct store_opts *opts, char *err, size_t errlen)
+{
+	struct store *s = xcalloc(1, sizeof(*s));
+	s->db = db;
+	s->opts = *opts;
+	pthread_rwlock_init(&s->rw, NULL);
+	pthread_mutex_init(&s->writer, NULL);
+	if (store_sqlite_load(db, load_row, s, &s->version, &s->horizon, err, errlen) < 0) {
+		store_free(s);
+		return NULL;
+	}
+	log_info("store: version %llu, %zu resources, %zu tombstones, horizon %llu",
+		 (unsigned long long)s->version, s->live, s->tombs, (unsigned long long)s->horizon);
+	return s;
+}
+
+void store_free(struct store *s)
+{
+	if (!s)
+		return;
+	struct store_entry *e = s->head, *next;
+	for (; e; e = next) {
+		next = e->next;
+		entry_free(e);
+	}
+	free(s->buckets);
+	pthread_rwlock_destroy(&s->rw);
+	pthread_mutex_destroy(&s->writer);
+	free(s);
+}
+
+void store_rdlock(struct store *s) { pthread_rwlock_rdlock(&s->rw); }
+void store_rdunlock(struct store *s) { pthread_rwlock_unlock(&s->rw); }
+void store_write_lock(struct store *s) { pthread_mutex_lock(&s->writer); }
+void store_write_unlock(struct store *s) { pthread_mutex_unlock(&s->writer); }
+
+uint64_t store_version(struct store *s) { return s->version; }
+uint64_t store_horizon(struct store *s) { return s->horizon; }
+size_t store_count(struct store *s) { return s->live; }
+size_t store_tombstone_count(struct store *s) { return s->tombs; }
+const struct store_entry *store_get(struct store *s, const char *name) { return find(s, name); }
+const struct store_entry *store_newest(struct store *s) { return s->tail; }
+const struct store_entry *store_oldest(struct store *s) { return s->head; }
+const struct store_opts *store_options(struct store *s) { return &s->opts; }
+
+/* ---- commit ------------------------------------------------------------ */
+
+int store_commit(struct store *s, struct store_change *changes, size_t n,
+		 uint64_t *version, bool *changed, char *err, size_t errlen)
+{
+	struct store_change *eff = xmalloc((n ? n : 1) * sizeof(*eff));
+	size_t neff = 0, new_tombs = 0, revived = 0;
+	int64_t now = wall_seconds();
+
+	for (size_t i = 0; i < n; i++) {
+		const struct store_entry *e = find(s, changes[i].name);
+		if (changes[i].body) {
+			if (e && e->body && e->body_len == changes[i].body_len &&
+			    memcmp(e->body, changes[i].body, e->body_len) == 0)
+				continue;   /* identical desired state: no new version */
+			if (e && !e->body)
+				revived++;
+		} else {
+			if (!e || !e->body)
+				continue;
+			new_tombs++;
+		}
+		eff[neff++] = changes[i];
+	}
+	*changed = neff > 0;
+	if (!neff) {
+		*version = s->version;
+		free(eff);
+		return 0;
+	}
+
+	/* tombstones past the count limit go in the same transaction */
+	size_t tombs_after = s->tombs + new_tombs - revived;
+	size_t npruned = 0;
+	const char **pruned = NULL;
+	uint64_t horizon = s->horizon;
+	if (tombs_after > s->opts.tombstone_keep) {
+		size_t excess = tombs_after - s->opts.tombstone_keep;
+		pruned = xmalloc(excess * sizeof(*pruned));
+		for (struct store_entry *t = s->thead; t && npruned < excess; t = t->tnext) {
+			bool touched = false;   /* revived by this very commit */
+			for (size_t i = 0; i < neff && !touched; i++)
+				touched = strcmp(eff[i].name, t->name) == 0;
+			if (touched)
+				continue;
+			pruned[npruned++] = t->name;
+			if (t->version > horizon)
+				horizon = t->version;
+		}
+	}
+
+	struct store_txn txn = {
+		.version = s->version + 1, .horizon = horizon, .now = now,
+		.changes = eff, .nchanges = neff, .pruned = pruned, .npruned = npruned,
+	};
+	if (store_sqlite_commit(s->db, &txn, err, errlen) < 0) {
+		free(pruned);
+		free(eff);
+		return -1;
+	}
+
+	pthread_rwlock_wrlock(&s->rw);
+	for (size_t i = 0; i < npruned; i++)
+		drop_tombstone(s, find(s, pruned[i]));
+	for (size_t i = 0; i < neff; i++) {
+		if (eff[i].body)
+			apply_upsert(s, eff[i].name, eff[i].body, eff[i].body_len, &eff[i].refs, txn.version);
+		else
+			apply_remove(s, eff[i].name, txn.version, now);
+	}
+	s->version = txn.version;
+	s->horizon = horizon;
+	pthread_rwlock_unlock(&s->rw);
+
+	/* the store owns the committed bodies now */
+	for (size_t i = 0; i < n; i++) {
+		for (size_t j = 0; j < neff; j++) {
+			if (changes[i].body && changes[i].body == eff[j].body) {
+				changes[i].body = NULL;
+				break;
+			}
+		}
+	}
+	*version = txn.version;
+	free(pruned);
+	free(eff);
+	return 0;
+}
+
+int store_prune_aged(struct store *s, int64_t now, char *err, size_t errlen)
+{
+	if (s->opts.tombstone_max_age <= 0)
+		return 0;
+	size_t npruned = 0, cap = 0;
+	const char **pruned = NULL;
+	uint64_t horizon = s->horizon;
+	for (struct store_entry *t = s->thead; t; t = t->tnext) {
+		if (now - t->deleted_at < s->opts.tombstone_max_age)
+			break;
+		if (npruned == cap) {
+			cap = cap ? cap * 2 : 64;
+			pruned = xrealloc(pruned, cap * sizeof(*pruned));
+		}
+		pruned[npruned++] = t->name;
+		if (t->version > horizon)
+			horizon = t->version;
+	}
+	if (!npruned)
+		return 0;
+	struct store_txn txn = {
+		.version = s->version, .horizon = horizon, .now = now,
+		.pruned = pruned, .npruned = npruned,
+	};
+	if (store_sqlite_commit(s->db, &txn, err, errlen) < 0) {
+		free(pruned);
+		return -1;
+	}
+	pthread_rwlock_wrlock(&s->rw);
+	for (size_t i = 0; i < npruned; i++)
+		drop_tombstone(s, find(s, pruned[i]));
+	pthread_rwlock_unlock(&s->rw);
+	log_info("store: dropped %zu tombstones older than %llds; horizon now %llu", npruned,
+		 (long long)s->opts.tombstone_max_age, (unsigned long long)horizon);
+	free(pruned);
+	return 0;
+}

@@ -1,0 +1,81 @@
+/* store.h: the plane's resource store: live resources and tombstones, one
+ * global monotonic version, an in-memory index ordered by change version
+ * (so "everything since v" costs O(changed)), persisted by store_sqlite.
+ *
+ * Locking: writers call store_write_lock() around validation and
+ * store_commit(), so what was validated is what commits. Readers hold
+ * store_rdlock() while they touch entries. The disk write (fsync) runs
+ * before the in-memory swap and blocks no reader. */
+#ifndef TETHER_STORE_H
+#define TETHER_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "resource.h"
+
+struct db;
+
+struct store_entry {
+	char *name;
+	char *body;                 /* canonical JSON; NULL for a tombstone */
+	size_t body_len;
+	uint64_t version;           /* version of the last change (upsert or delete) */
+	int64_t deleted_at;         /* wall seconds; tombstones only */
+	int rank;                   /* make-before-break order of its type */
+	int nrefs;
+	char **refs;                /* names the body references */
+	uint32_t referrers;         /* live resources that reference this name */
+	struct store_entry *prev, *next;    /* change order, oldest first */
+	struct store_entry *tprev, *tnext;  /* tombstones, oldest first */
+	struct store_entry *hnext;          /* hash chain */
+};
+
+struct store_opts {
+	uint64_t tombstone_keep;    /* keep at most this many tombstones */
+	int64_t tombstone_max_age;  /* seconds; 0 keeps them regardless of age */
+	size_t max_resources;       /* live resources at most */
+};
+
+/* One change of a write: body NULL removes the resource. The store takes
+ * ownership of body (malloc'd canonical JSON) when it commits. */
+struct store_change {
+	const char *name;
+	char *body;
+	size_t body_len;
+	struct res_refs refs;
+};
+
+struct store *store_open(struct db *db, const struct store_opts *opts, char *err, size_t errlen);
+void store_free(struct store *s);
+
+void store_rdlock(struct store *s);
+void store_rdunlock(struct store *s);
+void store_write_lock(struct store *s);
+void store_write_unlock(struct store *s);
+
+/* Read accessors: hold the read lock, or the write lock. */
+uint64_t store_version(struct store *s);
+uint64_t store_horizon(struct store *s);
+size_t store_count(struct store *s);
+size_t store_tombstone_count(struct store *s);
+const struct store_entry *store_get(struct store *s, const char *name);
+/* Newest change first: walk with ->prev; stop at version <= v. */
+const struct store_entry *store_newest(struct store *s);
+const struct store_entry *store_oldest(struct store *s);
+const struct store_opts *store_options(struct store *s);
+
+/* Applies changes as one version. Hold the write lock. Upserts whose body
+ * equals the current one and removals of absent names are dropped; when
+ * nothing is left no version is made and *changed is false. On success
+ * *version is the store's version after the call. Returns 0, or -1 with
+ * err set when the disk write failed (nothing changed, in memory or on
+ * disk). Bodies of dropped or failed changes stay with the caller. */
+int store_commit(struct store *s, struct store_change *changes, size_t n,
+		 uint64_t *version, bool *changed, char *err, size_t errlen);
+
+/* Drops tombstones past their age. Hold the write lock. */
+int store_prune_aged(struct store *s, int64_t now, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,212 @@
+# lib.sh: the integration tests' harness. Sourced by every t*.sh test.
+# Gives TAP output (ok/not ok, counted by automake's tap-driver), a private
+# work directory, the real binaries on free loopback ports, readiness
+# handshakes (log lines and /healthz, never a bare sleep), and a trap that
+# stops every process the test started. Exit 77 skips, 99 is a hard error.
+set -u
+
+T_NAME=$(basename "$0" .sh)
+TOP_BUILDDIR=${TOP_BUILDDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+TOP_SRCDIR=${TOP_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+PLANE_BIN=$TOP_BUILDDIR/tether-plane
+CTL_BIN=$TOP_BUILDDIR/tetherctl
+AGENT_BIN=$TOP_BUILDDIR/tetherd
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/tether-$T_NAME.XXXXXX")
+T_COUNT=0
+T_FAILED=0
+T_PIDS=""
+
+cleanup() {
+	local pid
+	for pid in $T_PIDS; do
+		kill -TERM "$pid" 2>/dev/null
+	done
+	for pid in $T_PIDS; do
+		# bounded wait, then force
+		local i=0
+		while kill -0 "$pid" 2>/dev/null && [ $i -lt 100 ]; do
+			sleep 0.05
+			i=$((i + 1))
+		done
+		kill -KILL "$pid" 2>/dev/null
+		wait "$pid" 2>/dev/null
+	done
+	if [ "${KEEP_WORK:-0}" = 1 ] || [ "$T_FAILED" -gt 0 ]; then
+		echo "# work directory kept: $WORK"
+	else
+		rm -rf "$WORK"
+	fi
+}
+trap cleanup EXIT
+trap 'exit 99' INT TERM
+
+# ---- TAP -------------------------------------------------------------------
+
+ok() {
+	T_COUNT=$((T_COUNT + 1))
+	echo "ok $T_COUNT - $*"
+}
+
+not_ok() {
+	T_COUNT=$((T_COUNT + 1))
+	T_FAILED=$((T_FAILED + 1))
+	echo "not ok $T_COUNT - $*"
+}
+
+diag() {
+	echo "$*" | sed 's/^/# /'
+}
+
+# check DESCRIPTION COMMAND...: one test point, ok when the command succeeds.
+check() {
+	local desc=$1
+	shift
+	local out
+	if out=$("$@" 2>&1); then
+		ok "$desc"
+	else
+		not_ok "$desc"
+		diag "command: $*"
+		diag "$out"
+	fi
+}
+
+# check_eq DESCRIPTION EXPECTED ACTUAL
+check_eq() {
+	if [ "$2" = "$3" ]; then
+		ok "$1"
+	else
+		not_ok "$1"
+		diag "expected: $2"
+		diag "actual:   $3"
+	fi
+}
+
+skip_all() {
+	echo "1..0 # SKIP $*"
+	exit 77
+}
+
+bail() {
+	echo "Bail out! $*"
+	for f in "$WORK"/*.log; do
+		[ -f "$f" ] && { echo "# --- $f"; tail -n 30 "$f" | sed 's/^/# /'; }
+	done
+	exit 99
+}
+
+# done_testing: print the plan; exit non-zero when anything failed.
+done_testing() {
+	echo "1..$T_COUNT"
+	[ "$T_FAILED" -eq 0 ] || {
+		for f in "$WORK"/*.log; do
+			[ -f "$f" ] && { echo "# --- $f"; tail -n 30 "$f" | sed 's/^/# /'; }
+		done
+		exit 1
+	}
+	exit 0
+}
+
+# ---- waiting ----------------------------------------------------------------
+
+# wait_until SECONDS COMMAND...: polls the command every 50 ms until it
+# succeeds; returns 1 when it never did.
+wait_until() {
+	local limit=$1
+	shift
+	local deadline=$(($(date +%s%N) / 1000000 + limit * 1000))
+	while ! "$@" >/dev/null 2>&1; do
+		if [ $(($(date +%s%N) / 1000000)) -ge $deadline ]; then
+			return 1
+		fi
+		sleep 0.05
+	done
+	return 0
+}
+
+# ---- processes --------------------------------------------------------------
+
+track_pid() {
+	T_PIDS="$T_PIDS $1"
+}
+
+untrack_pid() {
+	local out="" p
+	for p in $T_PIDS; do
+		[ "$p" = "$1" ] || out="$out $p"
+	done
+	T_PIDS=$out
+}
+
+# start_plane NAME [ARGS...]: starts tether-plane with a private data
+# directory $WORK/NAME.data (unless ARGS give --data), log $WORK/NAME.log,
+# on a free port (unless ARGS give --listen). Waits for /healthz. Sets
+# PLANE_PID, PLANE_URL, PLANE_PORT, PLANE_LOG.
+start_plane() {
+	local name=$1
+	shift
+	local args=("$@") has_listen=0 has_data=0 a
+	for a in "${args[@]}"; do
+		case $a in --listen|--listen=*) has_listen=1 ;; --data|--data=*) has_data=1 ;; esac
+	done
+	[ $has_listen = 1 ] || args+=(--listen 127.0.0.1:0)
+	[ $has_data = 1 ] || args+=(--data "$WORK/$name.data")
+	PLANE_LOG=$WORK/$name.log
+	"$PLANE_BIN" "${args[@]}" >>"$PLANE_LOG" 2>&1 &
+	PLANE_PID=$!
+	track_pid "$PLANE_PID"
+	if ! wait_until 10 grep -q 'listening on ' "$PLANE_LOG"; then
+		bail "plane $name did not start"
+	fi
+	PLANE_PORT=$(grep -o 'listening on [^ ]*' "$PLANE_LOG" | tail -n 1 | sed 's/.*://')
+	PLANE_URL=http://127.0.0.1:$PLANE_PORT
+	if ! wait_until 10 curl -fsS "$PLANE_URL/healthz"; then
+		bail "plane $name is not healthy"
+	fi
+}
+
+# stop_pid PID [SIGNAL]: signals a tracked process and waits for it.
+stop_pid() {
+	local pid=$1 sig=${2:-TERM}
+	kill -"$sig" "$pid" 2>/dev/null
+	wait "$pid" 2>/dev/null
+	local rc=$?
+	untrack_pid "$pid"
+	return $rc
+}
+
+# ---- HTTP -------------------------------------------------------------------
+
+# api METHOD PATH [CURL ARGS...]: prints the body, then a line with the
+# status code; use api_status / api_body to split them.
+api() {
+	local method=$1 path=$2
+	shift 2
+	curl -sS -X "$method" -w '\n%{http_code}' "$@" "$PLANE_URL$path"
+}
+
+# api_status METHOD PATH [ARGS...]: prints only the status code.
+api_status() {
+	local method=$1 path=$2
+	shift 2
+	curl -sS -o /dev/null -X "$method" -w '%{http_code}' "$@" "$PLANE_URL$path"
+}
+
+# put NAME JSON: PUT a resource; prints the body.
+put() {
+	curl -sS -X PUT --data-binary "$2" "$PLANE_URL/v1/resources/$1"
+}
+
+json() {
+	jq -r "$@"
+}
+
+need_cmd() {
+	local c
+	for c in "$@"; do
+		command -v "$c" >/dev/null 2>&1 || skip_all "$c is not installed"
+	done
+}
+
+need_cmd curl jq
+[ -x "$PLANE_BIN" ] || bail "no $PLANE_BIN: build first"

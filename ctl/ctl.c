@@ -1,10 +1,303 @@
-/* ctl.c: placeholder until tetherctl lands. */
+/* ctl.c: tetherctl's command line: global and command options, the
+ * command table, usage and help, dispatch to commands.c (see ctl.h). */
 #include "ctl.h"
+#include "client.h"
+#include "commands.h"
+#include "log.h"
+#include "xmalloc.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define USAGE_LINE "usage: tetherctl [--plane URL] [--token-file FILE] COMMAND ..."
+
+/* Options a command accepts besides the global ones. */
+#define OPT_JSON 1u
+#define OPT_STATE_DIR 2u
+
+struct command {
+	const char *name, *sub;   /* "rollout" "status"; sub NULL for one word */
+	const char *args;         /* operands and options, for the usage */
+	const char *help;
+	int min_args, max_args;
+	unsigned opts;
+	bool local;               /* does not talk to the plane */
+	int (*run)(const struct ctl_ctx *cx, int argc, char **argv);
+};
+
+static const struct command commands[] = {
+	{ "put", NULL, "NAME [FILE|-]", "upsert one resource (body: a JSON object; stdin without FILE)",
+	  1, 2, 0, false, cmd_put },
+	{ "get", NULL, "NAME", "print the body of a resource", 1, 1, 0, false, cmd_get },
+	{ "rm", NULL, "NAME", "delete a resource", 1, 1, 0, false, cmd_rm },
+	{ "ls", NULL, "[PREFIX]", "list names with their versions", 0, 1, 0, false, cmd_ls },
+	{ "apply", NULL, "FILE", "one batch {\"upserts\":[...],\"removes\":[...]} as one version",
+	  1, 1, 0, false, cmd_apply },
+	{ "nodes", NULL, "[--json]", "per node: acked version, lag, connection, last NACK, labels",
+	  0, 0, OPT_JSON, false, cmd_nodes },
+	{ "rollout", "status", "[--json]", "the current or last rollout", 0, 0, OPT_JSON, false,
+	  cmd_rollout_status },
+	{ "rollout", "abort", "", "stop the current rollout and revert", 0, 0, 0, false, cmd_rollout_abort },
+	{ "status", NULL, "[--state-dir DIR] [--json]", "the local agent's status (" CTL_DEFAULT_STATE_DIR
+	  "/status.json)", 0, 0, OPT_JSON | OPT_STATE_DIR, true, cmd_status },
+};
+#define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+void ctl_error(const char *fmt, ...)
+{
+	va_list ap;
+	fputs("tetherctl: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+/* "rollout status [--json]": the words and arguments of a command. */
+static void command_words(char *out, size_t cap, const struct command *c)
+{
+	snprintf(out, cap, "%s%s%s%s%s", c->name, c->sub ? " " : "", c->sub ? c->sub : "",
+		 *c->args ? " " : "", c->args);
+}
+
+static void command_usage(FILE *f, const struct command *c)
+{
+	char words[128];
+	command_words(words, sizeof(words), c);
+	fprintf(f, "usage: tetherctl [--plane URL] [--token-file FILE] %s\n", words);
+}
+
+static void help(FILE *f)
+{
+	fprintf(f, "%s\n\n"
+		   "Operates the tether control plane through its admin API.\n\n"
+		   "commands:\n", USAGE_LINE);
+	for (size_t i = 0; i < NCOMMANDS; i++) {
+		char words[128];
+		command_words(words, sizeof(words), &commands[i]);
+		fprintf(f, "  %-34s %s\n", words, commands[i].help);
+	}
+	fprintf(f, "  %-34s %s\n", "help [COMMAND]", "show this help, or a command's usage");
+	fprintf(f, "\noptions:\n"
+		   "  --plane URL                        the plane (default $TETHER_PLANE, else %s)\n"
+		   "  --token-file FILE                  send 'Authorization: Bearer TOKEN', the token\n"
+		   "                                     read from FILE (default $TETHER_TOKEN_FILE)\n"
+		   "  -v, --verbose                      log each request on stderr\n"
+		   "  -h, --help                         show this help\n"
+		   "  -V, --version                      show the version\n"
+		   "\nNAME is TYPE/NAME: cluster/web, listener/l1, route/r1, secret/s1, file/f1.\n"
+		   "Exit status: 0 success, 1 refused request or unreachable plane, 2 usage error.\n",
+		CTL_DEFAULT_PLANE);
+}
+
+/* A usage error: the message, the usage line, exit 2. */
+static int usage_error(const struct command *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int usage_error(const struct command *c, const char *fmt, ...)
+{
+	va_list ap;
+	fputs("tetherctl: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	if (c)
+		command_usage(stderr, c);
+	else
+		fprintf(stderr, "%s\n", USAGE_LINE);
+	fputs("run 'tetherctl --help' for the commands\n", stderr);
+	return CTL_EXIT_USAGE;
+}
+
+static const struct command *find_command(const char *name, const char *sub, bool *name_known)
+{
+	*name_known = false;
+	for (size_t i = 0; i < NCOMMANDS; i++) {
+		if (strcmp(commands[i].name, name) != 0)
+			continue;
+		*name_known = true;
+		if (!commands[i].sub || (sub && strcmp(commands[i].sub, sub) == 0))
+			return &commands[i];
+	}
+	return NULL;
+}
+
+/* The value of "--opt VALUE" or "--opt=VALUE" at argv[*i]; NULL when arg
+ * is not this option. Sets *missing when the value is absent or empty. */
+static const char *option_value(int argc, char **argv, int *i, const char *opt, bool *missing)
+{
+	const char *arg = argv[*i];
+	size_t n = strlen(opt);
+	if (strncmp(arg, opt, n) != 0)
+		return NULL;
+	if (arg[n] == '=') {
+		*missing = !arg[n + 1];
+		return arg + n + 1;
+	}
+	if (arg[n])
+		return NULL;
+	if (*i + 1 >= argc || !*argv[*i + 1]) {
+		*missing = true;
+		return arg;
+	}
+	return argv[++*i];
+}
+
+struct parsed {
+	struct ctl_ctx cx;
+	bool help, version, verbose;
+	unsigned opts_seen;         /* OPT_JSON, OPT_STATE_DIR given */
+	int nargs;
+	char **args;                /* operands, the command words included */
+};
+
+/* Global options may come before or after the command; "--" ends them. */
+static int parse(int argc, char **argv, struct parsed *p)
+{
+	bool operands_only = false;
+	p->args = xcalloc((size_t)argc + 1, sizeof(*p->args));
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v;
+		bool missing = false;
+		if (operands_only || a[0] != '-' || strcmp(a, "-") == 0) {
+			p->args[p->nargs++] = argv[i];
+			continue;
+		}
+		if (strcmp(a, "--") == 0) {
+			operands_only = true;
+		} else if ((v = option_value(argc, argv, &i, "--plane", &missing))) {
+			if (missing)
+				return usage_error(NULL, "option '--plane' needs a URL");
+			p->cx.plane = v;
+		} else if ((v = option_value(argc, argv, &i, "--token-file", &missing))) {
+			if (missing)
+				return usage_error(NULL, "option '--token-file' needs a file");
+			p->cx.token_file = v;
+		} else if ((v = option_value(argc, argv, &i, "--state-dir", &missing))) {
+			if (missing)
+				return usage_error(NULL, "option '--state-dir' needs a directory");
+			p->cx.state_dir = v;
+			p->opts_seen |= OPT_STATE_DIR;
+		} else if (strcmp(a, "--json") == 0) {
+			p->cx.json = true;
+			p->opts_seen |= OPT_JSON;
+		} else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+			p->help = true;
+		} else if (strcmp(a, "-V") == 0 || strcmp(a, "--version") == 0) {
+			p->version = true;
+		} else if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
+			p->verbose = true;
+		} else {
+			return usage_error(NULL, "unknown option '%s'", a);
+		}
+	}
+	return CTL_EXIT_OK;
+}
+
+static int run(int argc, char **argv)
+{
+	struct parsed p;
+	memset(&p, 0, sizeof(p));
+	int rc = parse(argc, argv, &p);
+	if (rc != CTL_EXIT_OK)
+		goto out;
+
+	if (p.version) {
+		printf("tetherctl %s\n", PACKAGE_VERSION);
+		goto out;
+	}
+	bool help_cmd = p.nargs > 0 && strcmp(p.args[0], "help") == 0;
+	if (help_cmd && p.nargs > 1)
+		p.help = true;
+	if ((p.help || help_cmd) && p.nargs <= (help_cmd ? 1 : 0)) {
+		help(stdout);
+		goto out;
+	}
+	if (p.nargs == 0) {
+		rc = usage_error(NULL, "no command given");
+		goto out;
+	}
+
+	/* "help put" and "put --help" both show the command's usage */
+	char **words = p.args + (help_cmd ? 1 : 0);
+	int nwords = p.nargs - (help_cmd ? 1 : 0);
+	bool name_known;
+	const struct command *c = find_command(words[0], nwords > 1 ? words[1] : NULL, &name_known);
+	if (!c && name_known && nwords == 1 && p.help) {
+		for (size_t i = 0; i < NCOMMANDS; i++)
+			if (strcmp(commands[i].name, words[0]) == 0)
+				command_usage(stdout, &commands[i]);
+		goto out;
+	}
+	if (!c) {
+		if (name_known && nwords > 1)
+			rc = usage_error(NULL, "unknown command '%s %s' (%s status, %s abort)", words[0],
+					 words[1], words[0], words[0]);
+		else if (name_known)
+			rc = usage_error(NULL, "'%s' needs a command: status or abort", words[0]);
+		else
+			rc = usage_error(NULL, "unknown command '%s'", words[0]);
+		goto out;
+	}
+	if (p.help) {
+		command_usage(stdout, c);
+		printf("%s\n", c->help);
+		goto out;
+	}
+	char **args = words + (c->sub ? 2 : 1);
+	int nargs = nwords - (c->sub ? 2 : 1);
+	char cname[64];
+	snprintf(cname, sizeof(cname), "%s%s%s", c->name, c->sub ? " " : "", c->sub ? c->sub : "");
+	if (p.opts_seen & ~c->opts) {
+		rc = usage_error(c, "%s: unknown option '%s'", cname,
+				 (p.opts_seen & ~c->opts & OPT_JSON) ? "--json" : "--state-dir");
+		goto out;
+	}
+	if (nargs < c->min_args) {
+		rc = usage_error(c, "%s: missing %.*s", cname, (int)strcspn(c->args, " "), c->args);
+		goto out;
+	}
+	if (nargs > c->max_args) {
+		rc = usage_error(c, "%s: unexpected argument '%s'", cname, args[c->max_args]);
+		goto out;
+	}
+	if (c->min_args > 0 && !*args[0]) {
+		rc = usage_error(c, "%s: empty argument", cname);
+		goto out;
+	}
+
+	if (!p.cx.plane) {
+		const char *env = getenv("TETHER_PLANE");
+		p.cx.plane = env && *env ? env : CTL_DEFAULT_PLANE;
+	}
+	if (!p.cx.token_file) {
+		const char *env = getenv("TETHER_TOKEN_FILE");
+		p.cx.token_file = env && *env ? env : NULL;
+	}
+	log_init("tetherctl", p.verbose ? LOG_LVL_DEBUG : LOG_LVL_WARN);
+	if (!c->local && client_global_init() < 0) {
+		ctl_error("cannot initialise libcurl");
+		rc = CTL_EXIT_FAILED;
+		goto out;
+	}
+	rc = c->run(&p.cx, nargs, args);
+	if (!c->local)
+		client_global_cleanup();
+out:
+	free(p.args);
+	return rc;
+}
+
 int ctl_main(int argc, char **argv)
 {
-	(void)argc;
-	(void)argv;
-	fprintf(stderr, "tetherctl: not built yet\n");
-	return 2;
+	int rc = run(argc, argv);
+	/* output that could not be written is a failure, not a success */
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		ctl_error("cannot write the output");
+		if (rc == CTL_EXIT_OK)
+			rc = CTL_EXIT_FAILED;
+	}
+	return rc;
 }

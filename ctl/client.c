@@ -1,0 +1,241 @@
+/* client.c: libcurl requests to the plane's admin API, and the one place
+ * that turns a failed request into the message tetherctl prints (see
+ * client.h). */
+#include "client.h"
+#include "json.h"
+#include "log.h"
+#include "util.h"
+#include "xmalloc.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct client {
+	CURL *curl;
+	char *base;             /* without trailing slashes */
+	char *auth;             /* "Authorization: Bearer ...", or NULL */
+	struct buf error;       /* message of the last failure */
+	struct buf *sink;       /* the body of the answer being received */
+	bool too_big;           /* the last answer passed CLIENT_ANSWER_MAX */
+	char curl_err[CURL_ERROR_SIZE];
+};
+
+int client_global_init(void)
+{
+	return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -1;
+}
+
+void client_global_cleanup(void)
+{
+	curl_global_cleanup();
+}
+
+struct client *client_new(const char *base_url, const char *token)
+{
+	CURL *curl = curl_easy_init();
+	if (!curl)
+		return NULL;
+	struct client *c = xcalloc(1, sizeof(*c));
+	size_t n = strlen(base_url);
+	while (n > 0 && base_url[n - 1] == '/')
+		n--;
+	c->curl = curl;
+	c->base = xstrndup(base_url, n);
+	c->auth = token ? xasprintf("Authorization: Bearer %s", token) : NULL;
+	buf_init(&c->error);
+	buf_puts(&c->error, "no request made");
+	return c;
+}
+
+void client_free(struct client *c)
+{
+	if (!c)
+		return;
+	curl_easy_cleanup(c->curl);
+	free(c->base);
+	if (c->auth) {
+		/* the token is a secret: do not leave it in freed memory */
+		memset(c->auth, 0, strlen(c->auth));
+		free(c->auth);
+	}
+	buf_release(&c->error);
+	free(c);
+}
+
+const char *client_error(const struct client *c)
+{
+	return c->error.data ? c->error.data : "unknown error";
+}
+
+static size_t on_data(char *data, size_t size, size_t nmemb, void *userdata)
+{
+	struct client *c = userdata;
+	size_t n = size * nmemb;
+	if (c->sink->len + n > CLIENT_ANSWER_MAX) {
+		c->too_big = true;
+		return 0;   /* makes libcurl stop with CURLE_WRITE_ERROR */
+	}
+	buf_append(c->sink, data, n);
+	return n;
+}
+
+/* The plane's answer to a refused request: {"error": "..."}, or anything
+ * a proxy in between may say. */
+static void set_refusal(struct client *c, const struct client_answer *ans)
+{
+	char err[256];
+	struct json_limits lim = { 1 << 20, 8 };
+	cJSON *doc = NULL;
+	if (ans->body.len)
+		doc = json_decode(ans->body.data, ans->body.len, &lim, err, sizeof(err));
+	const char *text = doc ? json_get_string(doc, "error") : NULL;
+	buf_reset(&c->error);
+	if (text && *text) {
+		buf_puts(&c->error, text);
+	} else {
+		buf_printf(&c->error, "the plane at %s answered HTTP %ld", c->base, ans->status);
+		/* a first line of a non-JSON body, when it looks like text */
+		size_t n = ans->body.len ? strcspn(ans->body.data, "\r\n") : 0;
+		bool printable = n > 0;
+		for (size_t i = 0; i < n && printable; i++)
+			printable = (unsigned char)ans->body.data[i] >= 0x20 && ans->body.data[i] != 0x7f;
+		if (printable && !doc)
+			buf_printf(&c->error, ": %.*s", (int)(n > 200 ? 200 : n), ans->body.data);
+	}
+	cJSON_Delete(doc);
+}
+
+int client_request(struct client *c, const char *method, const char *path, const char *body,
+		   size_t body_len, struct client_answer *ans)
+{
+	struct curl_slist *headers = NULL;
+	char *url = xasprintf("%s%s", c->base, path);
+	CURL *h = c->curl;
+	int rc = -1;
+
+	ans->status = 0;
+	buf_init(&ans->body);
+	c->sink = &ans->body;
+	c->too_big = false;
+	c->curl_err[0] = '\0';
+
+	curl_easy_reset(h);   /* keeps the connection for the next request */
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, CLIENT_CONNECT_TIMEOUT_MS);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, CLIENT_TIMEOUT_MS);
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, c->curl_err);
+	/* names like "cluster/.." are the plane's to judge, not curl's to fold */
+	curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L);
+	curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "");
+	curl_easy_setopt(h, CURLOPT_USERAGENT, "tetherctl/" PACKAGE_VERSION);
+#if LIBCURL_VERSION_NUM >= 0x075500
+	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+#else
+	curl_easy_setopt(h, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#endif
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, c);
+
+	headers = curl_slist_append(headers, "Accept: application/json");
+	if (c->auth)
+		headers = curl_slist_append(headers, c->auth);
+	if (strcmp(method, "GET") == 0) {
+		curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+	} else {
+		if (body || strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0) {
+			curl_easy_setopt(h, CURLOPT_POSTFIELDS, body ? body : "");
+			curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(body ? body_len : 0));
+			headers = curl_slist_append(headers, "Content-Type: application/json");
+		}
+		if (strcmp(method, "POST") != 0)
+			curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+	}
+	if (!headers) {
+		buf_reset(&c->error);
+		buf_puts(&c->error, "cannot build the request headers");
+		goto fail;
+	}
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+
+	log_debug("%s %s (%zu bytes)", method, url, body ? body_len : (size_t)0);
+	CURLcode cc = curl_easy_perform(h);
+	if (cc != CURLE_OK) {
+		buf_reset(&c->error);
+		if (c->too_big)
+			buf_printf(&c->error, "the answer of the plane at %s exceeds %zu bytes", c->base,
+				   CLIENT_ANSWER_MAX);
+		else
+			buf_printf(&c->error, "cannot reach the plane at %s: %s", c->base,
+				   c->curl_err[0] ? c->curl_err : curl_easy_strerror(cc));
+		buf_release(&ans->body);
+		goto fail;
+	}
+	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &ans->status);
+	log_debug("HTTP %ld (%zu bytes)", ans->status, ans->body.len);
+	if (!ans->body.data)
+		buf_puts(&ans->body, "");   /* callers may read data as a string */
+	if (ans->status < 200 || ans->status > 299) {
+		set_refusal(c, ans);
+		goto fail;
+	}
+	rc = 0;
+fail:
+	c->sink = NULL;
+	curl_slist_free_all(headers);
+	free(url);
+	return rc;
+}
+
+void client_escape(struct buf *out, const char *s, bool keep_slash)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
+		    *p == '.' || *p == '_' || *p == '~' || *p == '-' || (keep_slash && *p == '/')) {
+			buf_putc(out, (char)*p);
+		} else {
+			buf_putc(out, '%');
+			buf_putc(out, hex[*p >> 4]);
+			buf_putc(out, hex[*p & 15]);
+		}
+	}
+}
+
+char *client_read_token(const char *path, char *err, size_t errlen)
+{
+	size_t len;
+	char *tok = read_file_limited(path, CLIENT_TOKEN_MAX, &len);
+	if (!tok) {
+		if (errno == EFBIG)
+			snprintf(err, errlen, "token file '%s' is larger than %d bytes", path,
+				 CLIENT_TOKEN_MAX);
+		else
+			snprintf(err, errlen, "cannot read token file '%s': %s", path, strerror(errno));
+		return NULL;
+	}
+	if (strlen(tok) != len) {
+		snprintf(err, errlen, "token file '%s' holds a NUL byte", path);
+		goto fail;
+	}
+	str_trim(tok);
+	if (!*tok) {
+		snprintf(err, errlen, "token file '%s' is empty", path);
+		goto fail;
+	}
+	for (const unsigned char *p = (const unsigned char *)tok; *p; p++) {
+		/* a header line cannot carry control characters */
+		if (*p < 0x20 || *p == 0x7f) {
+			snprintf(err, errlen, "token file '%s' holds a control character", path);
+			goto fail;
+		}
+	}
+	return tok;
+fail:
+	memset(tok, 0, len);
+	free(tok);
+	return NULL;
+}

@@ -1,0 +1,790 @@
+/* commands.c: tetherctl's commands, one function each (see commands.h):
+ * build the request, send it through client.c, print the answer for
+ * people (aligned tables, pretty JSON) or as the plane's raw JSON. */
+#include "commands.h"
+#include "buf.h"
+#include "client.h"
+#include "ctl.h"
+#include "json.h"
+#include "util.h"
+#include "xmalloc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Depth accepted when reading JSON: the plane allows up to 512 levels in
+ * a body (--max-depth), and its answers wrap bodies in a few more. */
+#define CTL_JSON_DEPTH 520
+#define STATUS_FILE_MAX ((size_t)16 << 20)
+#define NACK_CELL_CHARS 48
+#define LABELS_CELL_CHARS 60
+
+/* ---- input ------------------------------------------------------------- */
+
+/* Reads FILE, or standard input for "-", whole: pipes and process
+ * substitution included, which read_file_limited refuses. Returns a new
+ * allocated NUL-terminated text, or NULL with a message in err. */
+static char *read_input(const char *path, size_t *len, char *err, size_t errlen)
+{
+	bool is_stdin = strcmp(path, "-") == 0;
+	const char *what = is_stdin ? "standard input" : path;
+	struct buf b = BUF_INIT;
+	struct stat st;
+	int fd = is_stdin ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		snprintf(err, errlen, "cannot open '%s': %s", path, strerror(errno));
+		return NULL;
+	}
+	if (fstat(fd, &st) == 0) {
+		if (S_ISDIR(st.st_mode)) {
+			snprintf(err, errlen, "cannot read '%s': %s", what, strerror(EISDIR));
+			goto fail;
+		}
+		if (S_ISREG(st.st_mode) && (uint64_t)st.st_size > CTL_MAX_INPUT)
+			goto too_big;
+	}
+	for (;;) {
+		buf_reserve(&b, 65536);
+		ssize_t r = read(fd, b.data + b.len, b.cap - b.len - 1);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			snprintf(err, errlen, "cannot read '%s': %s", what, strerror(errno));
+			goto fail;
+		}
+		if (r == 0)
+			break;
+		b.len += (size_t)r;
+		b.data[b.len] = '\0';
+		if (b.len > CTL_MAX_INPUT)
+			goto too_big;
+	}
+	if (!is_stdin)
+		close(fd);
+	return buf_detach(&b, len);
+too_big:
+	snprintf(err, errlen, "'%s' is larger than %zu MiB: refusing to read it", what, CTL_MAX_INPUT >> 20);
+fail:
+	if (!is_stdin)
+		close(fd);
+	buf_release(&b);
+	return NULL;
+}
+
+/* Reads FILE (or "-") and checks it is a JSON object before the plane
+ * sees it: a quick local answer for a typo, the plane still judges.
+ * Returns a new allocated text, or NULL after printing why. */
+static char *read_json_object(const char *path, const char *what, size_t *len)
+{
+	char err[1024];
+	cJSON *doc = NULL;
+	char *shown = strcmp(path, "-") == 0 ? xstrdup("standard input") : xasprintf("'%s'", path);
+	char *text = read_input(path, len, err, sizeof(err));
+	if (!text) {
+		ctl_error("%s", err);
+		goto fail;
+	}
+	struct json_limits lim = { CTL_MAX_INPUT, CTL_JSON_DEPTH };
+	doc = json_decode(text, *len, &lim, err, sizeof(err));
+	if (!doc) {
+		ctl_error("%s: %s", shown, err);
+		goto fail;
+	}
+	if (!cJSON_IsObject(doc)) {
+		ctl_error("%s: %s must be a JSON object", shown, what);
+		goto fail;
+	}
+	cJSON_Delete(doc);
+	free(shown);
+	return text;
+fail:
+	cJSON_Delete(doc);
+	free(text);
+	free(shown);
+	return NULL;
+}
+
+/* ---- requests ---------------------------------------------------------- */
+
+/* One request to the plane. Returns 0 with the answer (release its body),
+ * or 1 after printing why it failed. */
+static int call(const struct ctl_ctx *cx, const char *method, const char *path, const char *body,
+		size_t body_len, struct client_answer *ans)
+{
+	char err[1024];
+	char *token = NULL;
+	struct client *c = NULL;
+	int rc = 1;
+
+	buf_init(&ans->body);
+	ans->status = 0;
+	if (cx->token_file && !(token = client_read_token(cx->token_file, err, sizeof(err)))) {
+		ctl_error("%s", err);
+		goto fail;
+	}
+	c = client_new(cx->plane, token);
+	if (!c) {
+		ctl_error("cannot set up an HTTP client (libcurl)");
+		goto fail;
+	}
+	if (client_request(c, method, path, body, body_len, ans) < 0) {
+		ctl_error("%s", client_error(c));
+		buf_release(&ans->body);
+		goto fail;
+	}
+	rc = 0;
+fail:
+	client_free(c);
+	if (token) {
+		memset(token, 0, strlen(token));
+		free(token);
+	}
+	return rc;
+}
+
+/* Parses an answer of the plane; NULL after printing why. */
+static cJSON *answer_json(const struct client_answer *ans)
+{
+	char err[512];
+	struct json_limits lim = { 0, CTL_JSON_DEPTH };
+	cJSON *doc = json_decode(ans->body.data, ans->body.len, &lim, err, sizeof(err));
+	if (!doc)
+		ctl_error("unexpected answer from the plane: %s", err);
+	return doc;
+}
+
+static void resource_path(struct buf *path, const char *name)
+{
+	buf_puts(path, "/v1/resources/");
+	client_escape(path, name, true);
+}
+
+/* Prints "version N" from {"version": N, "changed": bool}. */
+static int print_version(const struct client_answer *ans)
+{
+	cJSON *doc = answer_json(ans);
+	uint64_t v;
+	if (!doc)
+		return 1;
+	if (!json_get_u64(cJSON_GetObjectItemCaseSensitive(doc, "version"), &v)) {
+		ctl_error("unexpected answer from the plane: no version");
+		cJSON_Delete(doc);
+		return 1;
+	}
+	const cJSON *changed = cJSON_GetObjectItemCaseSensitive(doc, "changed");
+	printf("version %" PRIu64 "%s\n", v, cJSON_IsFalse(changed) ? " (no change)" : "");
+	cJSON_Delete(doc);
+	return 0;
+}
+
+/* Prints the plane's JSON as it came, ending with a newline. */
+static void print_raw(const struct client_answer *ans)
+{
+	fwrite(ans->body.data, 1, ans->body.len, stdout);
+	if (!ans->body.len || ans->body.data[ans->body.len - 1] != '\n')
+		putchar('\n');
+}
+
+/* ---- output helpers ---------------------------------------------------- */
+
+static void indent(struct buf *out, int depth)
+{
+	buf_putc(out, '\n');
+	for (int i = 0; i < depth; i++)
+		buf_puts(out, "  ");
+}
+
+/* Re-indents a valid JSON text, two spaces a level. Works on the text, so
+ * numbers and strings keep their exact bytes. */
+static void json_pretty(struct buf *out, const char *s)
+{
+	int depth = 0;
+	bool in_str = false, esc = false;
+	for (const char *p = s; *p; p++) {
+		char c = *p;
+		if (in_str) {
+			buf_putc(out, c);
+			if (esc)
+				esc = false;
+			else if (c == '\\')
+				esc = true;
+			else if (c == '"')
+				in_str = false;
+			continue;
+		}
+		switch (c) {
+		case ' ':
+		case '\t':
+		case '\n':
+		case '\r':
+			break;
+		case '"':
+			in_str = true;
+			buf_putc(out, c);
+			break;
+		case '{':
+		case '[': {
+			const char *q = p + 1;
+			q += strspn(q, " \t\r\n");
+			buf_putc(out, c);
+			if (*q == '}' || *q == ']') {
+				buf_putc(out, *q);
+				p = q;
+			} else {
+				indent(out, ++depth);
+			}
+			break;
+		}
+		case '}':
+		case ']':
+			indent(out, --depth);
+			buf_putc(out, c);
+			break;
+		case ',':
+			buf_putc(out, c);
+			indent(out, depth);
+			break;
+		case ':':
+			buf_puts(out, ": ");
+			break;
+		default:
+			buf_putc(out, c);
+		}
+	}
+	buf_putc(out, '\n');
+}
+
+/* Returns a new allocated text of a scalar or small value for a table or
+ * a "label: value" line: strings as they are, null as "-", arrays of
+ * scalars joined by ", ", anything else as compact JSON. */
+static char *value_text(const cJSON *v)
+{
+	if (!v || cJSON_IsNull(v))
+		return xstrdup("-");
+	if (cJSON_IsString(v))
+		return xstrdup(v->valuestring);
+	if (cJSON_IsBool(v))
+		return xstrdup(cJSON_IsTrue(v) ? "yes" : "no");
+	uint64_t u;
+	if (json_get_u64(v, &u))
+		return xasprintf("%" PRIu64, u);
+	if (cJSON_IsArray(v)) {
+		bool scalars = true;
+		for (const cJSON *e = v->child; e && scalars; e = e->next)
+			scalars = !cJSON_IsArray(e) && !cJSON_IsObject(e);
+		if (scalars) {
+			struct buf b = BUF_INIT;
+			for (const cJSON *e = v->child; e; e = e->next) {
+				char *t = value_text(e);
+				buf_printf(&b, "%s%s", b.len ? ", " : "", t);
+				free(t);
+			}
+			if (!b.len)
+				buf_puts(&b, "-");
+			return buf_detach(&b, NULL);
+		}
+	}
+	char *t = cJSON_PrintUnformatted(v);
+	return t ? t : xstrdup("?");
+}
+
+/* Display width of UTF-8 text: one column a code point. */
+static size_t text_width(const char *s)
+{
+	size_t w = 0;
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+		w += (*p & 0xc0) != 0x80;
+	return w;
+}
+
+/* Returns a new allocated one-line copy of s for a table cell: control
+ * characters become spaces, and past max columns it ends in "...". */
+static char *cell_text(const char *s, size_t max)
+{
+	struct buf b = BUF_INIT;
+	size_t cols = 0, total = text_width(s);
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		bool start = (*p & 0xc0) != 0x80;
+		if (start && total > max && cols + 3 >= max) {
+			buf_puts(&b, "...");
+			break;
+		}
+		cols += start;
+		buf_putc(&b, *p < 0x20 || *p == 0x7f ? ' ' : (char)*p);
+	}
+	if (!b.len)
+		buf_puts(&b, "");
+	return buf_detach(&b, NULL);
+}
+
+/* A table of text cells printed with aligned columns. */
+struct table {
+	size_t ncols, nrows;
+	char **cells;   /* row-major, owned */
+};
+
+static void table_row(struct table *t, char **row)
+{
+	t->cells = xrealloc(t->cells, (t->nrows + 1) * t->ncols * sizeof(*t->cells));
+	for (size_t i = 0; i < t->ncols; i++)
+		t->cells[t->nrows * t->ncols + i] = row[i];
+	t->nrows++;
+}
+
+static void table_print(const struct table *t)
+{
+	size_t *width = xcalloc(t->ncols, sizeof(*width));
+	for (size_t r = 0; r < t->nrows; r++)
+		for (size_t i = 0; i < t->ncols; i++) {
+			size_t w = text_width(t->cells[r * t->ncols + i]);
+			if (w > width[i])
+				width[i] = w;
+		}
+	for (size_t r = 0; r < t->nrows; r++) {
+		for (size_t i = 0; i < t->ncols; i++) {
+			const char *cell = t->cells[r * t->ncols + i];
+			fputs(cell, stdout);
+			if (i + 1 < t->ncols)
+				printf("%*s", (int)(width[i] - text_width(cell) + 2), "");
+		}
+		putchar('\n');
+	}
+	free(width);
+}
+
+static void table_release(struct table *t)
+{
+	for (size_t i = 0; i < t->nrows * t->ncols; i++)
+		free(t->cells[i]);
+	free(t->cells);
+	t->cells = NULL;
+	t->nrows = 0;
+}
+
+/* "label: value" lines, values aligned; a value of several lines keeps
+ * its later lines under the first. */
+struct fields {
+	size_t n;
+	char **label, **value;   /* owned */
+};
+
+static void fields_add(struct fields *f, const char *label, char *value)
+{
+	f->label = xrealloc(f->label, (f->n + 1) * sizeof(*f->label));
+	f->value = xrealloc(f->value, (f->n + 1) * sizeof(*f->value));
+	f->label[f->n] = xstrdup(label);
+	f->value[f->n] = value;
+	f->n++;
+}
+
+static void fields_print_release(struct fields *f)
+{
+	size_t width = 0;
+	for (size_t i = 0; i < f->n; i++)
+		if (strlen(f->label[i]) > width)
+			width = strlen(f->label[i]);
+	for (size_t i = 0; i < f->n; i++) {
+		printf("%s:%*s", f->label[i], (int)(width - strlen(f->label[i]) + 1), "");
+		for (const char *p = f->value[i]; *p; p++) {
+			if (*p == '\n') {
+				if (p[1])
+					printf("\n%*s", (int)width + 2, "");
+			} else {
+				/* no terminal escapes from a file or the network */
+				putchar((unsigned char)*p < 0x20 || *p == 0x7f ? ' ' : *p);
+			}
+		}
+		putchar('\n');
+		free(f->label[i]);
+		free(f->value[i]);
+	}
+	free(f->label);
+	free(f->value);
+	f->n = 0;
+}
+
+struct known_field {
+	const char *key, *label;
+};
+
+/* Adds the known fields of obj in their order, then every other member
+ * under its own key. */
+static void fields_from(struct fields *f, const cJSON *obj, const struct known_field *known, size_t nknown)
+{
+	for (size_t i = 0; i < nknown; i++) {
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, known[i].key);
+		if (v)
+			fields_add(f, known[i].label, value_text(v));
+	}
+	for (const cJSON *m = obj->child; m; m = m->next) {
+		bool seen = false;
+		for (size_t i = 0; i < nknown && !seen; i++)
+			seen = strcmp(m->string, known[i].key) == 0;
+		if (!seen)
+			fields_add(f, m->string, value_text(m));
+	}
+}
+
+/* ---- resources --------------------------------------------------------- */
+
+int cmd_put(const struct ctl_ctx *cx, int argc, char **argv)
+{
+	struct buf path = BUF_INIT;
+	struct client_answer ans = { 0, BUF_INIT };
+	size_t len;
+	int rc = 1;
+	char *body = read_json_object(argc > 1 ? argv[1] : "-", "a resource body", &len);
+	if (!body)
+		goto fail;
+	resource_path(&path, argv[0]);
+	if (call(cx, "PUT", path.data, body, len, &ans) != 0)
+		goto fail;
+	rc = print_version(&ans);
+fail:
+	buf_release(&ans.body);
+	buf_release(&path);
+	free(body);
+	return rc;
+}
+
+int cmd_get(const struct ctl_ctx *cx, int argc, char **argv)
+{
+	struct buf path = BUF_INIT, out = BUF_INIT;
+	struct client_answer ans = { 0, BUF_INIT };
+	cJSON *doc = NULL;
+	char *text = NULL;
+	int rc = 1;
+	(void)argc;
+
+	resource_path(&path, argv[0]);
+	if (call(cx, "GET", path.data, NULL, 0, &ans) != 0)
+		goto fail;
+	if (!(doc = answer_json(&ans)))
+		goto fail;
+	const cJSON *body = cJSON_GetObjectItemCaseSensitive(doc, "body");
+	if (!cJSON_IsObject(body)) {
+		ctl_error("unexpected answer from the plane: no body");
+		goto fail;
+	}
+	text = cJSON_PrintUnformatted(body);
+	if (!text) {
+		ctl_error("cannot print the body of '%s'", argv[0]);
+		goto fail;
+	}
+	json_pretty(&out, text);
+	fwrite(out.data, 1, out.len, stdout);
+	rc = 0;
+fail:
+	cJSON_free(text);
+	cJSON_Delete(doc);
+	buf_release(&out);
+	buf_release(&ans.body);
+	buf_release(&path);
+	return rc;
+}
+
+int cmd_rm(const struct ctl_ctx *cx, int argc, char **argv)
+{
+	struct buf path = BUF_INIT;
+	struct client_answer ans = { 0, BUF_INIT };
+	int rc = 1;
+	(void)argc;
+
+	resource_path(&path, argv[0]);
+	if (call(cx, "DELETE", path.data, NULL, 0, &ans) != 0)
+		goto fail;
+	rc = print_version(&ans);
+fail:
+	buf_release(&ans.body);
+	buf_release(&path);
+	return rc;
+}
+
+int cmd_ls(const struct ctl_ctx *cx, int argc, char **argv)
+{
+	struct buf path = BUF_INIT;
+	struct client_answer ans = { 0, BUF_INIT };
+	cJSON *doc = NULL;
+	int rc = 1;
+
+	buf_puts(&path, "/v1/resources?bodies=0");
+	if (argc > 0 && *argv[0]) {
+		buf_puts(&path, "&prefix=");
+		client_escape(&path, argv[0], true);
+	}
+	if (call(cx, "GET", path.data, NULL, 0, &ans) != 0)
+		goto fail;
+	if (!(doc = answer_json(&ans)))
+		goto fail;
+	const cJSON *list = cJSON_GetObjectItemCaseSensitive(doc, "resources");
+	if (!cJSON_IsArray(list)) {
+		ctl_error("unexpected answer from the plane: no resources");
+		goto fail;
+	}
+	int width = 0;
+	for (const cJSON *r = list->child; r; r = r->next) {
+		const char *name = json_get_string(r, "name");
+		if (name && (int)strlen(name) > width)
+			width = (int)strlen(name);
+	}
+	for (const cJSON *r = list->child; r; r = r->next) {
+		const char *name = json_get_string(r, "name");
+		uint64_t v;
+		if (!name || !json_get_u64(cJSON_GetObjectItemCaseSensitive(r, "version"), &v)) {
+			ctl_error("unexpected answer from the plane: a resource without name or version");
+			goto fail;
+		}
+		printf("%-*s %" PRIu64 "\n", width, name, v);
+	}
+	rc = 0;
+fail:
+	cJSON_Delete(doc);
+	buf_release(&ans.body);
+	buf_release(&path);
+	return rc;
+}
+
+int cmd_apply(const struct ctl_ctx *cx, int argc, char **argv)
+{
+	struct client_answer ans = { 0, BUF_INIT };
+	size_t len;
+	int rc = 1;
+	(void)argc;
+	char *body = read_json_object(argv[0], "a batch", &len);
+	if (!body)
+		goto fail;
+	if (call(cx, "POST", "/v1/batch", body, len, &ans) != 0)
+		goto fail;
+	rc = print_version(&ans);
+fail:
+	buf_release(&ans.body);
+	free(body);
+	return rc;
+}
+
+/* ---- nodes and rollouts ------------------------------------------------ */
+
+/* A table cell of any value: value_text made one line and bounded. */
+static char *value_cell(const cJSON *v)
+{
+	char *text = value_text(v);
+	char *cell = cell_text(text, 200);
+	free(text);
+	return cell;
+}
+
+static char *labels_cell(const cJSON *labels)
+{
+	struct buf b = BUF_INIT;
+	for (const cJSON *l = labels ? labels->child : NULL; l; l = l->next) {
+		char *v = value_text(l);
+		buf_printf(&b, "%s%s=%s", b.len ? "," : "", l->string ? l->string : "?", v);
+		free(v);
+	}
+	char *cell = cell_text(b.len ? b.data : "-", LABELS_CELL_CHARS);
+	buf_release(&b);
+	return cell;
+}
+
+static char *nack_cell(const cJSON *nack)
+{
+	if (!cJSON_IsObject(nack))
+		return xstrdup("-");
+	uint64_t v;
+	const char *error = json_get_string(nack, "error");
+	char *text = json_get_u64(cJSON_GetObjectItemCaseSensitive(nack, "version"), &v)
+			     ? xasprintf("v%" PRIu64 ": %s", v, error ? error : "")
+			     : xstrdup(error ? error : "?");
+	char *cell = cell_text(text, NACK_CELL_CHARS);
+	free(text);
+	return cell;
+}
+
+int cmd_nodes(const struct ctl_ctx *cx, int argc, char **argv)
+{
+	struct client_answer ans = { 0, BUF_INIT };
+	struct table t = { 6, 0, NULL };
+	cJSON *doc = NULL;
+	int rc = 1;
+	(void)argc;
+	(void)argv;
+
+	if (call(cx, "GET", "/v1/nodes", NULL, 0, &ans) != 0)
+		goto fail;
+	if (cx->json) {
+		print_raw(&ans);
+		rc = 0;
+		goto fail;
+	}
+	if (!(doc = answer_json(&ans)))
+		goto fail;
+	if (!cJSON_IsArray(doc)) {
+		ctl_error("unexpected answer from the plane: nodes are not a list");
+		goto fail;
+	}
+	char *head[] = { xstrdup("NODE"), xstrdup("ACKED"), xstrdup("LAG"), xstrdup("CONNECTED"),
+			 xstrdup("LAST NACK"), xstrdup("LABELS") };
+	table_row(&t, head);
+	for (const cJSON *n = doc->child; n; n = n->next) {
+		const char *id = json_get_string(n, "node");
+		char *row[] = {
+			cell_text(id ? id : "?", 200),
+			value_cell(cJSON_GetObjectItemCaseSensitive(n, "acked_version")),
+			value_cell(cJSON_GetObjectItemCaseSensitive(n, "lag")),
+			value_cell(cJSON_GetObjectItemCaseSensitive(n, "connected")),
+			nack_cell(cJSON_GetObjectItemCaseSensitive(n, "last_nack")),
+			labels_cell(cJSON_GetObjectItemCaseSensitive(n, "labels")),
+		};
+		table_row(&t, row);
+	}
+	table_print(&t);
+	rc = 0;
+fail:
+	table_release(&t);
+	cJSON_Delete(doc);
+	buf_release(&ans.body);
+	return rc;
+}
+
+static const struct known_field rollout_fields[] = {
+	{ "id", "rollout" }, { "state", "state" }, { "stage", "stage" },
+	{ "from_version", "from version" }, { "to_version", "to version" },
+	{ "touched", "touched" }, { "reason", "reason" },
+};
+
+/* Prints a rollout answer as "label: value" lines (or raw with --json). */
+static int print_rollout(const struct ctl_ctx *cx, const struct client_answer *ans)
+{
+	struct fields f = { 0, NULL, NULL };
+	if (cx->json) {
+		print_raw(ans);
+		return 0;
+	}
+	cJSON *doc = answer_json(ans);
+	if (!doc)
+		return 1;
+	if (cJSON_IsObject(doc))
+		fields_from(&f, doc, rollout_fields, sizeof(rollout_fields) / sizeof(rollout_fields[0]));
+	else
+		fields_add(&f, "answer", value_text(doc));
+	fields_print_release(&f);
+	cJSON_Delete(doc);
+	return 0;
+}
+
+int cmd_rollout_status(const struct ctl_ctx *cx, int argc, char **argv)
+{
+	struct client_answer ans = { 0, BUF_INIT };
+	int rc = 1;
+	(void)argc;
+	(void)argv;
+	if (call(cx, "GET", "/v1/rollouts/current", NULL, 0, &ans) == 0)
+		rc = print_rollout(cx, &ans);
+	buf_release(&ans.body);
+	return rc;
+}
+
+int cmd_rollout_abort(const struct ctl_ctx *cx, int argc, char **argv)
+{
+	struct client_answer ans = { 0, BUF_INIT };
+	int rc = 1;
+	(void)argc;
+	(void)argv;
+	if (call(cx, "POST", "/v1/rollouts/current/abort", NULL, 0, &ans) == 0)
+		rc = print_rollout(cx, &ans);
+	buf_release(&ans.body);
+	return rc;
+}
+
+/* ---- the local agent --------------------------------------------------- */
+
+/* "2025-01-02T03:04:05Z (12s ago)" from epoch seconds or milliseconds;
+ * strings are shown as they are. */
+static char *sync_time_text(const cJSON *v)
+{
+	if (!v || cJSON_IsNull(v) || (cJSON_IsNumber(v) && v->valuedouble <= 0))
+		return xstrdup("never");
+	if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble > 1e15)
+		return value_text(v);
+	double d = v->valuedouble;
+	time_t secs = (time_t)(d > 1e11 ? d / 1000 : d);   /* 1e11 s is year 5138 */
+	struct tm tm;
+	char when[64];
+	if (!gmtime_r(&secs, &tm) || !strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm))
+		return value_text(v);
+	int64_t age = wall_seconds() - (int64_t)secs;
+	if (age < 0)
+		return xstrdup(when);
+	if (age < 120)
+		return xasprintf("%s (%llds ago)", when, (long long)age);
+	if (age < 7200)
+		return xasprintf("%s (%lldm ago)", when, (long long)(age / 60));
+	if (age < 172800)
+		return xasprintf("%s (%lldh ago)", when, (long long)(age / 3600));
+	return xasprintf("%s (%lldd ago)", when, (long long)(age / 86400));
+}
+
+static const struct known_field status_fields[] = {
+	{ "node", "node" }, { "version", "version" }, { "state", "state" },
+	{ "last_error", "last error" }, { "last_sync", "last sync" },
+};
+
+int cmd_status(const struct ctl_ctx *cx, int argc, char **argv)
+{
+	struct fields f = { 0, NULL, NULL };
+	char err[512];
+	cJSON *doc = NULL;
+	size_t len;
+	int rc = 1;
+	(void)argc;
+	(void)argv;
+
+	const char *dir = cx->state_dir ? cx->state_dir : CTL_DEFAULT_STATE_DIR;
+	char *path = xasprintf("%s/status.json", dir);
+	char *text = read_file_limited(path, STATUS_FILE_MAX, &len);
+	if (!text) {
+		if (errno == ENOENT)
+			ctl_error("cannot read '%s': %s (is tetherd running with --state-dir %s?)", path,
+				  strerror(errno), dir);
+		else
+			ctl_error("cannot read '%s': %s", path, strerror(errno));
+		goto fail;
+	}
+	struct json_limits lim = { STATUS_FILE_MAX, CTL_JSON_DEPTH };
+	doc = json_decode(text, len, &lim, err, sizeof(err));
+	if (!doc || !cJSON_IsObject(doc)) {
+		ctl_error("'%s': %s", path, doc ? "not a JSON object" : err);
+		goto fail;
+	}
+	if (cx->json) {
+		fwrite(text, 1, len, stdout);
+		if (!len || text[len - 1] != '\n')
+			putchar('\n');
+		rc = 0;
+		goto fail;
+	}
+	/* the agent's raw values, made readable before printing */
+	const cJSON *e = cJSON_GetObjectItemCaseSensitive(doc, "last_error");
+	if (e && (cJSON_IsNull(e) || (cJSON_IsString(e) && !*e->valuestring)))
+		cJSON_ReplaceItemInObjectCaseSensitive(doc, "last_error", cJSON_CreateString("none"));
+	char *when = sync_time_text(cJSON_GetObjectItemCaseSensitive(doc, "last_sync"));
+	if (cJSON_HasObjectItem(doc, "last_sync"))
+		cJSON_ReplaceItemInObjectCaseSensitive(doc, "last_sync", cJSON_CreateString(when));
+	free(when);
+	fields_from(&f, doc, status_fields, sizeof(status_fields) / sizeof(status_fields[0]));
+	fields_print_release(&f);
+	rc = 0;
+fail:
+	cJSON_Delete(doc);
+	free(text);
+	free(path);
+	return rc;
+}

@@ -1,0 +1,31 @@
+/* commands.h: one function per tetherctl command. Each gets the parsed
+ * global options and its own operands (argv without the command words) and
+ * returns the exit status: 0 done, 1 refused or failed, 2 usage error. */
+#ifndef TETHER_CTL_COMMANDS_H
+#define TETHER_CTL_COMMANDS_H
+
+#include <stdbool.h>
+
+#define CTL_DEFAULT_PLANE "http://127.0.0.1:7070"
+#define CTL_DEFAULT_STATE_DIR "/var/lib/tetherd"
+/* The largest FILE put and apply read (the plane has its own limits). */
+#define CTL_MAX_INPUT ((size_t)64 << 20)
+
+struct ctl_ctx {
+	const char *plane;        /* base URL of the plane */
+	const char *token_file;   /* NULL: no Authorization header */
+	bool json;                /* --json: print the raw JSON */
+	const char *state_dir;    /* status: the agent's state directory */
+};
+
+int cmd_put(const struct ctl_ctx *cx, int argc, char **argv);
+int cmd_get(const struct ctl_ctx *cx, int argc, char **argv);
+int cmd_rm(const struct ctl_ctx *cx, int argc, char **argv);
+int cmd_ls(const struct ctl_ctx *cx, int argc, char **argv);
+int cmd_apply(const struct ctl_ctx *cx, int argc, char **argv);
+int cmd_nodes(const struct ctl_ctx *cx, int argc, char **argv);
+int cmd_rollout_status(const struct ctl_ctx *cx, int argc, char **argv);
+int cmd_rollout_abort(const struct ctl_ctx *cx, int argc, char **argv);
+int cmd_status(const struct ctl_ctx *cx, int argc, char **argv);
+
+#endif

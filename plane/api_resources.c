@@ -22,9 +22,11 @@ static struct json_limits limits(struct plane *p, size_t max_bytes)
 	return l;
 }
 
-/* Validates and commits changes; answers the request. Frees the bodies. */
+/* Validates and commits changes; answers the request. Frees the bodies.
+ * must_exist: a single DELETE, 404 when the name is not live (checked under
+ * the write lock, so two concurrent deletes cannot both succeed). */
 static enum MHD_Result commit_and_answer(struct plane *p, struct MHD_Connection *c,
-					 struct store_change *ch, size_t n, unsigned ok_status)
+					 struct store_change *ch, size_t n, bool must_exist)
 {
 	char err[ERRLEN];
 	uint64_t version;
@@ -32,6 +34,15 @@ static enum MHD_Result commit_and_answer(struct plane *p, struct MHD_Connection 
 	int rc;
 
 	store_write_lock(p->store);
+	if (must_exist) {
+		const struct store_entry *e = store_get(p->store, ch[0].name);
+		if (!e || !e->body) {
+			store_write_unlock(p->store);
+			for (size_t i = 0; i < n; i++)
+				free(ch[i].body);
+			return http_send_error(c, MHD_HTTP_NOT_FOUND, "no resource '%s'", ch[0].name);
+		}
+	}
 	rc = validate_candidate(p->store, ch, n, p->cfg.max_resources, err, sizeof(err));
 	if (rc == 0 && store_commit(p->store, ch, n, &version, &changed, err, sizeof(err)) < 0)
 		rc = -2;
@@ -55,7 +66,7 @@ static enum MHD_Result commit_and_answer(struct plane *p, struct MHD_Connection 
 	}
 	struct buf b = BUF_INIT;
 	buf_printf(&b, "{\"version\":%llu,\"changed\":%s}", (unsigned long long)version, changed ? "true" : "false");
-	return http_send_json(c, ok_status, &b);
+	return http_send_json(c, MHD_HTTP_OK, &b);
 }
 
 static enum MHD_Result get_one(struct plane *p, struct MHD_Connection *c, const char *name)
@@ -90,14 +101,8 @@ enum MHD_Result api_resource(struct plane *p, struct MHD_Connection *c, struct r
 		return ret;
 
 	if (strcmp(method, "DELETE") == 0) {
-		store_rdlock(p->store);
-		const struct store_entry *e = store_get(p->store, name);
-		bool live = e && e->body;
-		store_rdunlock(p->store);
-		if (!live)
-			return http_send_error(c, MHD_HTTP_NOT_FOUND, "no resource '%s'", name);
 		struct store_change ch = { .name = name };
-		return commit_and_answer(p, c, &ch, 1, MHD_HTTP_OK);
+		return commit_and_answer(p, c, &ch, 1, true);
 	}
 
 	/* PUT */
@@ -114,7 +119,7 @@ enum MHD_Result api_resource(struct plane *p, struct MHD_Connection *c, struct r
 		return http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT, "%s", err);
 	}
 	cJSON_Delete(body);
-	return commit_and_answer(p, c, &ch, 1, MHD_HTTP_OK);
+	return commit_and_answer(p, c, &ch, 1, false);
 }
 
 static int cmp_entry(const void *a, const void *b)
@@ -246,7 +251,7 @@ enum MHD_Result api_batch(struct plane *p, struct MHD_Connection *c, struct requ
 		ch[n].name = rm->valuestring;
 		n++;
 	}
-	ret = commit_and_answer(p, c, ch, n, MHD_HTTP_OK);
+	ret = commit_and_answer(p, c, ch, n, false);
 	free(ch);
 	cJSON_Delete(doc);
 	return ret;

@@ -62,6 +62,17 @@ intptr_t *strmap_ref(struct strmap *m, const char *key)
 	return &s->val;
 }
 
+void strmap_put(struct strmap *m, const char *key, intptr_t val)
+{
+	if ((m->len + 1) * 2 > m->cap)
+		grow(m);
+	struct strmap_slot *s = probe(m->slots, m->cap, key);
+	if (!s->key)
+		m->len++;
+	s->key = key;
+	s->val = val;
+}
+
 bool strmap_get(const struct strmap *m, const char *key, intptr_t *val)
 {
 	if (!m->cap)
@@ -72,4 +83,32 @@ bool strmap_get(const struct strmap *m, const char *key, intptr_t *val)
 	if (val)
 		*val = s->val;
 	return true;
+}
+
+const char *strmap_del(struct strmap *m, const char *key)
+{
+	if (!m->cap)
+		return NULL;
+	struct strmap_slot *s = probe(m->slots, m->cap, key);
+	if (!s->key)
+		return NULL;
+	const char *held = s->key;
+	/* backward-shift deletion keeps every probe chain unbroken */
+	size_t i = (size_t)(s - m->slots), j = i;
+	for (;;) {
+		j = (j + 1) & (m->cap - 1);
+		if (!m->slots[j].key)
+			break;
+		size_t home = strmap_hash(m->slots[j].key) & (m->cap - 1);
+		/* move j back into i when its home is not in (i, j] */
+		bool between = i <= j ? (home > i && home <= j) : (home > i || home <= j);
+		if (!between) {
+			m->slots[i] = m->slots[j];
+			i = j;
+		}
+	}
+	m->slots[i].key = NULL;
+	m->slots[i].val = 0;
+	m->len--;
+	return held;
 }

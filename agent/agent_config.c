@@ -1,0 +1,141 @@
+/* agent_config.c: tetherd's options, defaults and checks (see
+ * agent_config.h). */
+#include "agent_config.h"
+#include "labels.h"
+#include "resource.h"
+#include "xmalloc.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *const transports[] = { "sse", "poll", NULL };
+static const char *const consumers[] = { "files", "nginx", "haproxy", NULL };
+static const char *const levels[] = { "debug", "info", "warn", "error", NULL };
+
+#define OFF(f) offsetof(struct agent_config, f)
+
+const struct opt_def agent_options[] = {
+	{ "plane", 'p', OPT_STRING, OFF(plane), 0, 0, NULL, "URL",
+	  "the plane's URL (default http://127.0.0.1:7070)" },
+	{ "node", 'n', OPT_STRING, OFF(node), 0, 0, NULL, "ID", "this node's id (default: the host name)" },
+	{ "state-dir", 's', OPT_STRING, OFF(state_dir), 0, 0, NULL, "DIR",
+	  "last-good state and status.json (default /var/lib/tetherd)" },
+	{ "output-dir", 'o', OPT_STRING, OFF(output_dir), 0, 0, NULL, "DIR",
+	  "where the consumer's files go (default /etc/tether)" },
+	{ "transport", 't', OPT_CHOICE, OFF(transport), 0, 0, transports, "sse|poll",
+	  "a Server-Sent Events stream (default) or ETag long-polling" },
+	{ "labels", 'l', OPT_STRING, OFF(labels), 0, 0, NULL, "k=v,...", "labels the plane groups nodes by" },
+	{ "sub", 0, OPT_STRING, OFF(sub), 0, 0, NULL, "PREFIXES", "receive only names with these prefixes" },
+	{ "consumer", 0, OPT_CHOICE, OFF(consumer), 0, 0, consumers, "NAME", "files (default), nginx or haproxy" },
+	{ "check", 0, OPT_STRING, OFF(check), 0, 0, NULL, "CMD",
+	  "run before new files go live; non-zero exit is a NACK with its stderr" },
+	{ "reload", 0, OPT_STRING, OFF(reload), 0, 0, NULL, "CMD", "run after new files went live" },
+	{ "strict", 0, OPT_FLAG, OFF(strict), 0, 0, NULL, NULL, "refuse resources with unknown fields" },
+	{ "stream-timeout", 0, OPT_SECONDS, OFF(stream_timeout), 0.1, 86400, NULL, "SECONDS",
+	  "a stream silent this long is dead (default: three heartbeats)" },
+	{ "backoff-max", 0, OPT_SECONDS, OFF(backoff_max), 0.1, 3600, NULL, "SECONDS",
+	  "longest wait between reconnects (default 30)" },
+	{ "backoff-min", 0, OPT_SECONDS, OFF(backoff_min), 0.01, 60, NULL, "SECONDS",
+	  "first reconnect wait (default 0.5)" },
+	{ "poll-wait", 0, OPT_SECONDS, OFF(poll_wait), 0, 300, NULL, "SECONDS",
+	  "long-poll wait with --transport poll (default 30)" },
+	{ "command-timeout", 0, OPT_SECONDS, OFF(command_timeout), 0.1, 3600, NULL, "SECONDS",
+	  "kill --check and --reload after this long (default 60)" },
+	{ "connect-timeout", 0, OPT_SECONDS, OFF(connect_timeout), 0.1, 600, NULL, "SECONDS",
+	  "connecting to the plane (default 10)" },
+	{ "max-push-bytes", 0, OPT_UINT, OFF(max_push_bytes), 1024, 1ULL << 32, NULL, "BYTES",
+	  "largest push accepted (default 67108864)" },
+	{ "max-depth", 0, OPT_UINT, OFF(max_depth), 4, 512, NULL, "N", "deepest JSON nesting accepted (default 32)" },
+	{ "once", 0, OPT_FLAG, OFF(once), 0, 0, NULL, NULL,
+	  "sync to the plane's current version, apply, exit 0 (non-zero on failure)" },
+	{ "check-config", 0, OPT_FLAG, OFF(check_config), 0, 0, NULL, NULL,
+	  "check the configuration, print 'configuration OK', exit" },
+	{ "log-level", 0, OPT_CHOICE, OFF(log_level), 0, 0, levels, "LEVEL", "debug, info (default), warn or error" },
+	{ NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL },
+};
+
+void agent_config_defaults(struct agent_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->plane = xstrdup("http://127.0.0.1:7070");
+	c->state_dir = xstrdup("/var/lib/tetherd");
+	c->output_dir = xstrdup("/etc/tether");
+	c->transport = xstrdup("sse");
+	c->consumer = xstrdup("files");
+	c->log_level = xstrdup("info");
+	c->backoff_max = 30;
+	c->backoff_min = 0.5;
+	c->poll_wait = 30;
+	c->command_timeout = 60;
+	c->connect_timeout = 10;
+	c->max_push_bytes = 64ULL << 20;
+	c->max_depth = 32;
+}
+
+void agent_config_release(struct agent_config *c)
+{
+	options_release(agent_options, c);
+}
+
+int agent_config_check(struct agent_config *c, char *err, size_t errlen)
+{
+	if (!c->node) {
+		char host[256];
+		if (gethostname(host, sizeof(host)) < 0) {
+			snprintf(err, errlen, "node: no --node and no host name");
+			return -1;
+		}
+		host[sizeof(host) - 1] = '\0';
+		/* a host name may carry characters node ids do not: map them */
+		for (char *p = host; *p; p++)
+			if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+			      *p == '.' || *p == '_' || *p == '-'))
+				*p = '-';
+		c->node = xstrdup(host);
+	}
+	if (!resource_name_valid(c->node)) {
+		snprintf(err, errlen, "node: '%s' must match [A-Za-z0-9._-]{1,200}", c->node);
+		return -1;
+	}
+	if (strncmp(c->plane, "http://", 7) != 0 && strncmp(c->plane, "https://", 8) != 0) {
+		snprintf(err, errlen, "plane: '%s' must be an http:// or https:// URL", c->plane);
+		return -1;
+	}
+	size_t pl = strlen(c->plane);
+	while (pl > 0 && c->plane[pl - 1] == '/')
+		c->plane[--pl] = '\0';
+	if (c->labels) {
+		char inner[256];
+		cJSON *l = labels_parse(c->labels, inner, sizeof(inner));
+		if (!l) {
+			snprintf(err, errlen, "labels: %s", inner);
+			return -1;
+		}
+		cJSON_Delete(l);
+	}
+	if (c->sub) {
+		for (const char *p = c->sub; *p; p++) {
+			bool ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+				  *p == '.' || *p == '_' || *p == '-' || *p == '/' || *p == ',';
+			if (!ok) {
+				snprintf(err, errlen, "sub: '%s' holds a character no name has", c->sub);
+				return -1;
+			}
+		}
+	}
+	if (strcmp(c->consumer, "files") != 0) {
+		snprintf(err, errlen, "consumer: '%s' is not available in this version yet (use files)", c->consumer);
+		return -1;
+	}
+	if (c->backoff_min > c->backoff_max) {
+		snprintf(err, errlen, "backoff-min (%g) must not exceed backoff-max (%g)", c->backoff_min, c->backoff_max);
+		return -1;
+	}
+	if (!c->state_dir[0] || !c->output_dir[0]) {
+		snprintf(err, errlen, "state-dir and output-dir must not be empty");
+		return -1;
+	}
+	return 0;
+}

@@ -1,0 +1,49 @@
+/* consumer.h: what the agent drives to make a state live. A consumer
+ * renders a candidate into a staging area (the check runs on it), swaps it
+ * live keeping the way back, and reverts or finishes. Backends:
+ * consumer_files.c (file resources under --output-dir); nginx and haproxy
+ * come next. */
+#ifndef TETHER_CONSUMER_H
+#define TETHER_CONSUMER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "state.h"
+
+struct consumer;
+
+struct consumer_ops {
+	const char *name;
+	/* Makes the live output match s (start-up, and after a crash): only
+	 * what differs is written. */
+	int (*boot)(struct consumer *c, const struct state *s, char *err, size_t errlen);
+	/* Renders the candidate's effect on the output into a staging area.
+	 * Returns 1 when the output does not change (no check, no reload),
+	 * 0 when staged, -1 on error. */
+	int (*stage)(struct consumer *c, const struct state *s, const struct candidate *cand, char *err,
+		     size_t errlen);
+	/* The staging area, for TETHER_STAGING. */
+	const char *(*staging_dir)(struct consumer *c);
+	/* Puts the staged output live, keeping what it replaced. */
+	int (*swap)(struct consumer *c, char *err, size_t errlen);
+	/* Puts back what swap replaced. */
+	int (*revert)(struct consumer *c, char *err, size_t errlen);
+	/* Forgets staging and what swap kept (after commit or revert). */
+	void (*finish)(struct consumer *c);
+	void (*free)(struct consumer *c);
+};
+
+struct consumer {
+	const struct consumer_ops *ops;
+	char *output_dir;
+};
+
+/* Makes the consumer called name ("files") over output_dir. NULL with err
+ * when unknown or when output_dir cannot be used. */
+struct consumer *consumer_new(const char *name, const char *output_dir, char *err, size_t errlen);
+void consumer_free(struct consumer *c);
+
+struct consumer *consumer_files_new(const char *output_dir, char *err, size_t errlen);
+
+#endif

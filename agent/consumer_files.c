@@ -1,0 +1,331 @@
+/* consumer_files.c: the files consumer: each `file` resource is a file at
+ * its path under --output-dir, with its mode. A push stages the files it
+ * writes in OUTPUT_DIR/.tether-work/staging (the check runs there), then
+ * swaps them in with renames, moving what they replace to .tether-work/backup
+ * so a failure can put everything back. A list of the paths in flight is
+ * fsync'd first: after a crash, boot removes what the unfinished push added
+ * and rewrites what differs from last-good. */
+#include "buf.h"
+#include "consumer.h"
+#include "json.h"
+#include "log.h"
+#include "safefs.h"
+#include "strmap.h"
+#include "xmalloc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define WORK ".tether-work"
+#define MAX_FILE (64u << 20)
+
+struct file_op {
+	char *path;
+	bool write;          /* else a removal */
+	bool had_old;        /* the live path held something, now in backup */
+	bool done;
+};
+
+struct files {
+	struct consumer base;
+	int rootfd;          /* OUTPUT_DIR */
+	int workfd;          /* OUTPUT_DIR/.tether-work */
+	char *staging;       /* its absolute path, for TETHER_STAGING */
+	struct file_op *ops;
+	size_t nops;
+};
+
+/* The content and mode of a file resource's body. */
+static int file_fields(const struct res *r, char **content, size_t *len, mode_t *mode, char *err, size_t errlen)
+{
+	cJSON *v = json_decode(r->body, r->body_len, NULL, err, errlen);
+	if (!v)
+		return -1;
+	const char *c = json_get_string(v, "content");
+	const char *m = json_get_string(v, "mode");
+	*content = xstrdup(c ? c : "");
+	*len = strlen(*content);
+	*mode = m ? (mode_t)strtoul(m, NULL, 8) : 0644;
+	cJSON_Delete(v);
+	return 0;
+}
+
+static void add_op(struct files *f, const char *path, bool write)
+{
+	for (size_t i = 0; i < f->nops; i++) {
+		if (strcmp(f->ops[i].path, path) == 0) {
+			/* written and removed in one push: the write wins */
+			f->ops[i].write = f->ops[i].write || write;
+			return;
+		}
+	}
+	f->ops = xrealloc(f->ops, (f->nops + 1) * sizeof(*f->ops));
+	f->ops[f->nops] = (struct file_op){ .path = xstrdup(path), .write = write };
+	f->nops++;
+}
+
+static void files_finish(struct consumer *c)
+{
+	struct files *f = (struct files *)c;
+	safefs_remove_tree(f->workfd, "staging");
+	safefs_remove_tree(f->workfd, "backup");
+	unlinkat(f->workfd, "inflight", 0);
+	for (size_t i = 0; i < f->nops; i++)
+		free(f->ops[i].path);
+	free(f->ops);
+	f->ops = NULL;
+	f->nops = 0;
+}
+
+static bool same_file(int rootfd, const char *path, const char *content, size_t len, mode_t mode)
+{
+	size_t have_len;
+	mode_t have_mode;
+	char *have = safefs_read(rootfd, path, MAX_FILE, &have_len, &have_mode);
+	bool same = have && have_len == len && memcmp(have, content, len) == 0 && have_mode == mode;
+	free(have);
+	return same;
+}
+
+static int files_stage(struct consumer *c, const struct state *s, const struct candidate *cand, char *err,
+		       size_t errlen)
+{
+	struct files *f = (struct files *)c;
+	(void)s;
+	files_finish(c);
+	for (size_t i = 0; i < cand->n; i++) {
+		const struct res *nr = cand->items[i].new_res, *old = cand->items[i].old;
+		if (old && old->file_path && (!nr || !nr->file_path || strcmp(old->file_path, nr->file_path) != 0))
+			add_op(f, old->file_path, false);
+		if (!nr || !nr->file_path)
+			continue;
+		char *content;
+		size_t len;
+		mode_t mode;
+		if (file_fields(nr, &content, &len, &mode, err, errlen) < 0)
+			return -1;
+		/* the body changed but the file did not (an unknown field, say) */
+		if (same_file(f->rootfd, nr->file_path, content, len, mode)) {
+			free(content);
+			continue;
+		}
+		char *spath = xasprintf("staging/%s", nr->file_path);
+		int rc = safefs_write(f->workfd, spath, content, len, mode, err, errlen);
+		free(spath);
+		free(content);
+		if (rc < 0)
+			return -1;
+		add_op(f, nr->file_path, true);
+	}
+	return f->nops ? 0 : 1;
+}
+
+static const char *files_staging_dir(struct consumer *c)
+{
+	return ((struct files *)c)->staging;
+}
+
+static int write_inflight(struct files *f, char *err, size_t errlen)
+{
+	struct buf b = BUF_INIT;
+	for (size_t i = 0; i < f->nops; i++) {
+		buf_puts(&b, f->ops[i].path);
+		buf_putc(&b, '\n');
+	}
+	int rc = safefs_write(f->workfd, "inflight", b.data ? b.data : "", b.len, 0600, err, errlen);
+	buf_release(&b);
+	return rc;
+}
+
+static bool live_exists(int rootfd, const char *path)
+{
+	char err[256];
+	const char *base;
+	int dfd = safefs_parent(rootfd, path, false, &base, err, sizeof(err));
+	if (dfd < 0)
+		return false;
+	struct stat st;
+	bool ok = fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0;
+	close(dfd);
+	return ok;
+}
+
+static int files_swap(struct consumer *c, char *err, size_t errlen)
+{
+	struct files *f = (struct files *)c;
+	if (write_inflight(f, err, errlen) < 0)
+		return -1;
+	for (size_t i = 0; i < f->nops; i++) {
+		struct file_op *op = &f->ops[i];
+		char *backup = xasprintf("backup/%s", op->path);
+		int rc = 0;
+		if (live_exists(f->rootfd, op->path)) {
+			rc = safefs_move(f->rootfd, op->path, f->workfd, backup, err, errlen);
+			op->had_old = rc == 0;
+		}
+		if (rc == 0 && op->write) {
+			char *staged = xasprintf("staging/%s", op->path);
+			rc = safefs_move(f->workfd, staged, f->rootfd, op->path, err, errlen);
+			free(staged);
+		}
+		free(backup);
+		op->done = rc == 0 || op->had_old;
+		if (rc < 0)
+			return -1;
+		op->done = true;
+	}
+	for (size_t i = 0; i < f->nops; i++)
+		if (safefs_sync_parent(f->rootfd, f->ops[i].path, err, errlen) < 0)
+			return -1;
+	return 0;
+}
+
+static int files_revert(struct consumer *c, char *err, size_t errlen)
+{
+	struct files *f = (struct files *)c;
+	int rc = 0;
+	for (size_t i = f->nops; i-- > 0;) {
+		struct file_op *op = &f->ops[i];
+		if (!op->done)
+			continue;
+		char e2[256];
+		if (op->write && safefs_unlink(f->rootfd, op->path, e2, sizeof(e2)) < 0) {
+			snprintf(err, errlen, "revert: %s", e2);
+			rc = -1;
+		}
+		if (op->had_old) {
+			char *backup = xasprintf("backup/%s", op->path);
+			if (safefs_move(f->workfd, backup, f->rootfd, op->path, e2, sizeof(e2)) < 0) {
+				snprintf(err, errlen, "revert: %s", e2);
+				rc = -1;
+			}
+			free(backup);
+		}
+		safefs_sync_parent(f->rootfd, op->path, e2, sizeof(e2));
+		op->done = false;
+	}
+	return rc;
+}
+
+struct boot_ctx {
+	struct files *f;
+	char *err;
+	size_t errlen;
+	int rc;
+	size_t written, kept;
+};
+
+static void boot_one(void *ctx, const struct res *r)
+{
+	struct boot_ctx *b = ctx;
+	if (b->rc < 0 || !r->file_path)
+		return;
+	char *content;
+	size_t len;
+	mode_t mode;
+	if (file_fields(r, &content, &len, &mode, b->err, b->errlen) < 0) {
+		b->rc = -1;
+		return;
+	}
+	if (same_file(b->f->rootfd, r->file_path, content, len, mode)) {
+		b->kept++;
+	} else if (safefs_write(b->f->rootfd, r->file_path, content, len, mode, b->err, b->errlen) < 0) {
+		b->rc = -1;
+	} else {
+		b->written++;
+	}
+	free(content);
+}
+
+static int files_boot(struct consumer *c, const struct state *s, char *err, size_t errlen)
+{
+	struct files *f = (struct files *)c;
+	/* an unfinished push: remove what it added that last-good lacks */
+	size_t len;
+	char *inflight = safefs_read(f->workfd, "inflight", MAX_FILE, &len, NULL);
+	if (inflight) {
+		size_t removed = 0;
+		for (char *line = strtok(inflight, "\n"); line; line = strtok(NULL, "\n")) {
+			if (!pathindex_file_at(&s->paths, line)) {
+				char e2[256];
+				if (safefs_unlink(f->rootfd, line, e2, sizeof(e2)) == 0)
+					removed++;
+			}
+		}
+		log_warn("files: an interrupted push was cleaned up (%zu files it added removed)", removed);
+		free(inflight);
+	}
+	files_finish(c);
+	struct boot_ctx b = { f, err, errlen, 0, 0, 0 };
+	state_each(s, boot_one, &b);
+	if (b.rc == 0)
+		log_info("files: output matches version %llu (%zu files written, %zu already right)",
+			 (unsigned long long)s->version, b.written, b.kept);
+	return b.rc;
+}
+
+static void files_free(struct consumer *c)
+{
+	struct files *f = (struct files *)c;
+	for (size_t i = 0; i < f->nops; i++)
+		free(f->ops[i].path);
+	free(f->ops);
+	if (f->workfd >= 0)
+		close(f->workfd);
+	if (f->rootfd >= 0)
+		close(f->rootfd);
+	free(f->staging);
+	free(f->base.output_dir);
+	free(f);
+}
+
+static const struct consumer_ops files_ops = {
+	.name = "files",
+	.boot = files_boot,
+	.stage = files_stage,
+	.staging_dir = files_staging_dir,
+	.swap = files_swap,
+	.revert = files_revert,
+	.finish = files_finish,
+	.free = files_free,
+};
+
+struct consumer *consumer_files_new(const char *output_dir, char *err, size_t errlen)
+{
+	if (mkdir(output_dir, 0755) < 0 && errno != EEXIST) {
+		snprintf(err, errlen, "cannot create output directory '%s': %s", output_dir, strerror(errno));
+		return NULL;
+	}
+	struct files *f = xcalloc(1, sizeof(*f));
+	f->base.ops = &files_ops;
+	f->base.output_dir = xstrdup(output_dir);
+	f->workfd = -1;
+	f->rootfd = open(output_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (f->rootfd < 0) {
+		snprintf(err, errlen, "cannot open output directory '%s': %s", output_dir, strerror(errno));
+		goto fail;
+	}
+	if (mkdirat(f->rootfd, WORK, 0700) < 0 && errno != EEXIST) {
+		snprintf(err, errlen, "cannot create '%s/%s': %s", output_dir, WORK, strerror(errno));
+		goto fail;
+	}
+	f->workfd = openat(f->rootfd, WORK, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (f->workfd < 0) {
+		snprintf(err, errlen, "cannot open '%s/%s': %s", output_dir, WORK, strerror(errno));
+		goto fail;
+	}
+	if (mkdirat(f->workfd, "staging", 0755) < 0 && errno != EEXIST) {
+		snprintf(err, errlen, "cannot create '%s/%s/staging': %s", output_dir, WORK, strerror(errno));
+		goto fail;
+	}
+	f->staging = xasprintf("%s/%s/staging", output_dir, WORK);
+	return &f->base;
+fail:
+	files_free(&f->base);
+	return NULL;
+}

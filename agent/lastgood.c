@@ -1,0 +1,670 @@
+/* lastgood.c: snapshot + journal persistence of the applied state (see
+ * lastgood.h). Little-endian records; zlib; BLAKE2b for snapshots, CRC-32
+ * for journal records. */
+#include "lastgood.h"
+#include "buf.h"
+#include "log.h"
+#include "util.h"
+#include "xmalloc.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#define SNAP_MAGIC "TTHRSNP1"
+#define JOURNAL_MAGIC "TJR1"
+#define SNAP_HDR 72
+#define JREC_HDR 16
+#define MAX_RAW (1u << 30)
+#define COMPACT_MIN (256u << 10)
+
+struct lastgood {
+	char *dir;
+	int dirfd;
+	int jfd;                       /* journal of the current generation */
+	unsigned long long gen;        /* current generation; 0: none yet */
+	unsigned long long max_gen;    /* highest generation seen on disk */
+	size_t snap_bytes, journal_bytes, journal_records;
+	bool journal_broken;           /* an append could not be undone */
+};
+
+/* ---- encoding helpers ---------------------------------------------------- */
+
+static void put_u32(struct buf *b, uint32_t v)
+{
+	unsigned char x[4];
+	for (int i = 0; i < 4; i++)
+		x[i] = (unsigned char)(v >> (8 * i));
+	buf_append(b, x, 4);
+}
+
+static void put_u64(struct buf *b, uint64_t v)
+{
+	unsigned char x[8];
+	for (int i = 0; i < 8; i++)
+		x[i] = (unsigned char)(v >> (8 * i));
+	buf_append(b, x, 8);
+}
+
+static uint64_t get_u64(const unsigned char *p)
+{
+	uint64_t v = 0;
+	for (int i = 7; i >= 0; i--)
+		v = (v << 8) | p[i];
+	return v;
+}
+
+static uint32_t get_u32(const unsigned char *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static void put_str(struct buf *b, const char *s, size_t len)
+{
+	put_u32(b, (uint32_t)len);
+	buf_append(b, s, len);
+}
+
+static void put_res(struct buf *b, const struct res *r)
+{
+	put_str(b, r->name, strlen(r->name));
+	put_u64(b, r->version);
+	put_str(b, r->body, r->body_len);
+}
+
+/* A cursor over a decoded payload. */
+struct cur {
+	const unsigned char *p, *end;
+	bool bad;
+};
+
+static uint32_t cur_u32(struct cur *c)
+{
+	if (c->end - c->p < 4) {
+		c->bad = true;
+		return 0;
+	}
+	uint32_t v = get_u32(c->p);
+	c->p += 4;
+	return v;
+}
+
+static uint64_t cur_u64(struct cur *c)
+{
+	if (c->end - c->p < 8) {
+		c->bad = true;
+		return 0;
+	}
+	uint64_t v = get_u64(c->p);
+	c->p += 8;
+	return v;
+}
+
+/* Returns a new allocated copy of the next string. */
+static char *cur_str(struct cur *c, size_t *len)
+{
+	uint32_t n = cur_u32(c);
+	if (c->bad || (size_t)(c->end - c->p) < n) {
+		c->bad = true;
+		return NULL;
+	}
+	char *s = xstrndup((const char *)c->p, n);
+	c->p += n;
+	if (len)
+		*len = n;
+	return s;
+}
+
+/* ---- files --------------------------------------------------------------- */
+
+static char *gen_name(unsigned long long gen, const char *suffix)
+{
+	return xasprintf("lastgood-%llu.%s", gen, suffix);
+}
+
+static int write_all(int fd, const void *data, size_t len)
+{
+	const char *p = data;
+	while (len > 0) {
+		ssize_t w = write(fd, p, len);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		p += w;
+		len -= (size_t)w;
+	}
+	return 0;
+}
+
+static char *read_at(int dirfd, const char *name, size_t max, size_t *len)
+{
+	int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return NULL;
+	struct stat st;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > max) {
+		close(fd);
+		errno = EINVAL;
+		return NULL;
+	}
+	char *data = xmalloc((size_t)st.st_size + 1);
+	size_t n = 0;
+	while (n < (size_t)st.st_size) {
+		ssize_t r = read(fd, data + n, (size_t)st.st_size - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+	}
+	close(fd);
+	*len = n;
+	return data;
+}
+
+/* ---- open / close ---------------------------------------------------------- */
+
+struct lastgood *lastgood_open(const char *dir, char *err, size_t errlen)
+{
+	if (sodium_init() < 0) {
+		snprintf(err, errlen, "libsodium failed to initialise");
+		return NULL;
+	}
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+		snprintf(err, errlen, "cannot create state directory '%s': %s", dir, strerror(errno));
+		return NULL;
+	}
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		snprintf(err, errlen, "cannot open state directory '%s': %s", dir, strerror(errno));
+		return NULL;
+	}
+	struct lastgood *lg = xcalloc(1, sizeof(*lg));
+	lg->dir = xstrdup(dir);
+	lg->dirfd = fd;
+	lg->jfd = -1;
+	return lg;
+}
+
+void lastgood_close(struct lastgood *lg)
+{
+	if (!lg)
+		return;
+	if (lg->jfd >= 0)
+		close(lg->jfd);
+	close(lg->dirfd);
+	free(lg->dir);
+	free(lg);
+}
+
+void lastgood_info(const struct lastgood *lg, struct lastgood_info *info)
+{
+	info->generation = lg->gen;
+	info->snapshot_bytes = lg->snap_bytes;
+	info->journal_bytes = lg->journal_bytes;
+	info->journal_records = lg->journal_records;
+}
+
+/* ---- loading --------------------------------------------------------------- */
+
+static int cmp_gen_desc(const void *a, const void *b)
+{
+	unsigned long long x = *(const unsigned long long *)a, y = *(const unsigned long long *)b;
+	return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* Commits a candidate of loaded resources into s without reference checks:
+ * they were checked when they were applied. */
+static void load_commit(struct state *s, struct candidate *c, uint64_t version)
+{
+	c->version = version;
+	state_commit(s, c);
+}
+
+static int add_item(struct candidate *c, size_t *cap, struct res *r, const struct res *old)
+{
+	if (c->n == *cap) {
+		*cap = *cap ? *cap * 2 : 64;
+		c->items = xrealloc(c->items, *cap * sizeof(*c->items));
+	}
+	c->items[c->n].new_res = r;
+	c->items[c->n].old = old;
+	c->n++;
+	return 0;
+}
+
+static int load_snapshot(struct lastgood *lg, unsigned long long gen, struct state *s, char *err, size_t errlen)
+{
+	char *name = gen_name(gen, "snap");
+	size_t len = 0;
+	unsigned char *data = (unsigned char *)read_at(lg->dirfd, name, (size_t)MAX_RAW + SNAP_HDR, &len);
+	free(name);
+	unsigned char *raw = NULL;
+	struct candidate c;
+	memset(&c, 0, sizeof(c));
+	if (!data) {
+		snprintf(err, errlen, "cannot read: %s", strerror(errno));
+		return -1;
+	}
+	if (len < SNAP_HDR || memcmp(data, SNAP_MAGIC, 8) != 0) {
+		snprintf(err, errlen, "not a snapshot (bad header)");
+		goto fail;
+	}
+	uint64_t version = get_u64(data + 8), count = get_u64(data + 16);
+	uint64_t raw_len = get_u64(data + 24), comp_len = get_u64(data + 32);
+	if (comp_len != len - SNAP_HDR || raw_len > MAX_RAW) {
+		snprintf(err, errlen, "truncated: %zu payload bytes, header says %llu", len - SNAP_HDR,
+			 (unsigned long long)comp_len);
+		goto fail;
+	}
+	unsigned char hash[32];
+	crypto_generichash_state hs;
+	crypto_generichash_init(&hs, NULL, 0, sizeof(hash));
+	crypto_generichash_update(&hs, data, 40);
+	crypto_generichash_update(&hs, data + SNAP_HDR, comp_len);
+	crypto_generichash_final(&hs, hash, sizeof(hash));
+	if (sodium_memcmp(hash, data + 40, sizeof(hash)) != 0) {
+		snprintf(err, errlen, "checksum mismatch");
+		goto fail;
+	}
+	raw = xmalloc(raw_len ? raw_len : 1);
+	uLongf out = (uLongf)raw_len;
+	if (uncompress(raw, &out, data + SNAP_HDR, (uLong)comp_len) != Z_OK || out != raw_len) {
+		snprintf(err, errlen, "does not decompress");
+		goto fail;
+	}
+	struct cur cu = { raw, raw + raw_len, false };
+	size_t cap = 0;
+	for (uint64_t i = 0; i < count; i++) {
+		size_t blen;
+		char *rname = cur_str(&cu, NULL);
+		uint64_t rver = cur_u64(&cu);
+		char *body = cur_str(&cu, &blen);
+		if (cu.bad) {
+			free(rname);
+			free(body);
+			snprintf(err, errlen, "record %llu is cut short", (unsigned long long)i);
+			goto fail;
+		}
+		struct res *r = res_new(rname, body, blen, rver, err, errlen);
+		free(rname);
+		if (!r)
+			goto fail;
+		add_item(&c, &cap, r, NULL);
+	}
+	load_commit(s, &c, version);
+	free(raw);
+	free(data);
+	lg->snap_bytes = len;
+	return 0;
+fail:
+	candidate_release(&c);
+	free(raw);
+	free(data);
+	return -1;
+}
+
+/* Replays the journal of gen into s; stops at the first damaged record and
+ * returns the length of the good part. */
+static size_t replay_journal(struct lastgood *lg, unsigned long long gen, struct state *s, size_t *records)
+{
+	char *name = gen_name(gen, "journal");
+	size_t len = 0, off = 0;
+	unsigned char *data = (unsigned char *)read_at(lg->dirfd, name, (size_t)4 * MAX_RAW, &len);
+	free(name);
+	*records = 0;
+	if (!data)
+		return 0;
+	char err[512] = "";
+	while (off < len) {
+		if (len - off < JREC_HDR || memcmp(data + off, JOURNAL_MAGIC, 4) != 0) {
+			snprintf(err, sizeof(err), "bad record header");
+			break;
+		}
+		uint32_t comp_len = get_u32(data + off + 4), raw_len = get_u32(data + off + 8);
+		uint32_t crc = get_u32(data + off + 12);
+		if (len - off - JREC_HDR < comp_len || raw_len > MAX_RAW) {
+			snprintf(err, sizeof(err), "record cut short");
+			break;
+		}
+		uLong want = crc32(0, data + off, 12);
+		want = crc32(want, data + off + JREC_HDR, comp_len);
+		if ((uint32_t)want != crc) {
+			snprintf(err, sizeof(err), "record checksum mismatch");
+			break;
+		}
+		unsigned char *raw = xmalloc(raw_len ? raw_len : 1);
+		uLongf out = raw_len;
+		if (uncompress(raw, &out, data + off + JREC_HDR, comp_len) != Z_OK || out != raw_len) {
+			free(raw);
+			snprintf(err, sizeof(err), "record does not decompress");
+			break;
+		}
+		struct cur cu = { raw, raw + raw_len, false };
+		uint64_t version = cur_u64(&cu);
+		uint32_t nup = cur_u32(&cu), nrm = cur_u32(&cu);
+		struct candidate c;
+		memset(&c, 0, sizeof(c));
+		size_t cap = 0;
+		bool ok = !cu.bad;
+		for (uint32_t i = 0; ok && i < nup; i++) {
+			size_t blen;
+			char *rname = cur_str(&cu, NULL);
+			uint64_t rver = cur_u64(&cu);
+			char *body = cur_str(&cu, &blen);
+			struct res *r = cu.bad ? NULL : res_new(rname, body, blen, rver, err, sizeof(err));
+			if (cu.bad)
+				free(body);
+			if (r)
+				add_item(&c, &cap, r, state_get(s, rname));
+			free(rname);
+			ok = r != NULL;
+		}
+		for (uint32_t i = 0; ok && i < nrm; i++) {
+			char *rname = cur_str(&cu, NULL);
+			const struct res *old = rname ? state_get(s, rname) : NULL;
+			if (old)
+				add_item(&c, &cap, NULL, old);
+			free(rname);
+			ok = !cu.bad;
+		}
+		free(raw);
+		if (!ok) {
+			candidate_release(&c);
+			if (!*err)
+				snprintf(err, sizeof(err), "record does not parse");
+			break;
+		}
+		load_commit(s, &c, version);
+		off += JREC_HDR + comp_len;
+		(*records)++;
+	}
+	if (off < len)
+		log_warn("last-good: journal of generation %llu ends with a damaged record at byte %zu (%s); "
+			 "using version %llu", gen, off, err, (unsigned long long)s->version);
+	free(data);
+	return off;
+}
+
+int lastgood_load(struct lastgood *lg, struct state *s, char *err, size_t errlen)
+{
+	DIR *d = fdopendir(dup(lg->dirfd));
+	if (!d) {
+		snprintf(err, errlen, "cannot list '%s': %s", lg->dir, strerror(errno));
+		return -1;
+	}
+	unsigned long long *gens = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *de;
+	while ((de = readdir(d)) != NULL) {
+		unsigned long long g;
+		char tail[16];
+		if (sscanf(de->d_name, "lastgood-%llu.%15s", &g, tail) == 2 && strcmp(tail, "snap") == 0) {
+			if (n == cap) {
+				cap = cap ? cap * 2 : 8;
+				gens = xrealloc(gens, cap * sizeof(*gens));
+			}
+			gens[n++] = g;
+		}
+		if (sscanf(de->d_name, "lastgood-%llu.", &g) == 1 && g > lg->max_gen)
+			lg->max_gen = g;
+	}
+	closedir(d);
+	qsort(gens, n, sizeof(*gens), cmp_gen_desc);
+
+	int rc = n ? -1 : 0;
+	for (size_t i = 0; i < n; i++) {
+		char why[512];
+		struct state tmp;
+		state_init(&tmp);
+		if (load_snapshot(lg, gens[i], &tmp, why, sizeof(why)) < 0) {
+			state_release(&tmp);
+			if (i + 1 < n)
+				log_error("last-good: generation %llu is unusable (%s); falling back to generation %llu",
+					  gens[i], why, gens[i + 1]);
+			else
+				log_error("last-good: generation %llu is unusable (%s); no older generation is left",
+					  gens[i], why);
+			snprintf(err, errlen, "no usable last-good in '%s' (newest: %s)", lg->dir, why);
+			continue;
+		}
+		size_t records;
+		size_t good = replay_journal(lg, gens[i], &tmp, &records);
+		state_release(s);
+		*s = tmp;
+		/* strmap keys point into the resources, not at tmp: moving is safe */
+		lg->gen = gens[i];
+		lg->journal_bytes = good;
+		lg->journal_records = records;
+		char *jname = gen_name(lg->gen, "journal");
+		lg->jfd = openat(lg->dirfd, jname, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+		free(jname);
+		if (lg->jfd < 0 || ftruncate(lg->jfd, (off_t)good) < 0 || fsync(lg->jfd) < 0)
+			lg->journal_broken = true;
+		/* a fallback or a cut journal: start a clean generation next time */
+		if (i > 0)
+			lg->journal_broken = true;
+		log_info("last-good: loaded generation %llu: version %llu, %zu resources (%zu journal records)",
+			 lg->gen, (unsigned long long)s->version, s->count, records);
+		rc = 1;
+		break;
+	}
+	free(gens);
+	return rc;
+}
+
+/* ---- saving ----------------------------------------------------------------- */
+
+/* Unlinks every last-good file that is neither generation keep1 nor keep2. */
+static void drop_generations(struct lastgood *lg, unsigned long long keep1, unsigned long long keep2)
+{
+	DIR *d = fdopendir(dup(lg->dirfd));
+	if (!d)
+		return;
+	struct dirent *de;
+	while ((de = readdir(d)) != NULL) {
+		unsigned long long g;
+		if (sscanf(de->d_name, "lastgood-%llu.", &g) == 1 && g != keep1 && g != keep2)
+			unlinkat(lg->dirfd, de->d_name, 0);
+	}
+	closedir(d);
+}
+
+static int fsync_dir(struct lastgood *lg, char *err, size_t errlen)
+{
+	if (fsync(lg->dirfd) < 0) {
+		snprintf(err, errlen, "cannot fsync '%s': %s", lg->dir, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+struct snap_ctx {
+	struct buf *raw;
+	const struct strmap *changed;
+	uint64_t count;
+};
+
+static void snap_one(void *ctx, const struct res *r)
+{
+	struct snap_ctx *sc = ctx;
+	if (sc->changed && strmap_get(sc->changed, r->name, NULL))
+		return;
+	put_res(sc->raw, r);
+	sc->count++;
+}
+
+/* Writes generation lg->max_gen + 1 holding s with c applied (c may be
+ * NULL), and makes it current. */
+static int write_generation(struct lastgood *lg, const struct state *s, const struct candidate *c,
+			    char *err, size_t errlen)
+{
+	struct buf raw = BUF_INIT, file = BUF_INIT;
+	struct strmap changed;
+	strmap_init(&changed);
+	struct snap_ctx sc = { &raw, NULL, 0 };
+	uint64_t version = s->version;
+	if (c) {
+		for (size_t i = 0; i < c->n; i++) {
+			const char *nm = c->items[i].new_res ? c->items[i].new_res->name : c->items[i].old->name;
+			*strmap_ref(&changed, nm) = 1;
+		}
+		sc.changed = &changed;
+		version = c->version;
+	}
+	state_each(s, snap_one, &sc);
+	for (size_t i = 0; c && i < c->n; i++) {
+		if (c->items[i].new_res) {
+			put_res(&raw, c->items[i].new_res);
+			sc.count++;
+		}
+	}
+	strmap_release(&changed);
+
+	int rc = -1, fd = -1;
+	unsigned long long gen = lg->max_gen + 1;
+	char *tmp = gen_name(gen, "snap.tmp"), *snap = gen_name(gen, "snap"), *jname = gen_name(gen, "journal");
+	uLongf comp_cap = compressBound((uLong)raw.len);
+	buf_reserve(&file, SNAP_HDR + comp_cap);
+	buf_append(&file, SNAP_MAGIC, 8);
+	put_u64(&file, version);
+	put_u64(&file, sc.count);
+	put_u64(&file, raw.len);
+	unsigned char *payload = (unsigned char *)file.data + SNAP_HDR;
+	if (compress2(payload, &comp_cap, (const Bytef *)(raw.data ? raw.data : ""), (uLong)raw.len, 6) != Z_OK) {
+		snprintf(err, errlen, "cannot compress the snapshot");
+		goto out;
+	}
+	file.len = 32;
+	put_u64(&file, comp_cap);
+	unsigned char hash[32];
+	crypto_generichash_state hs;
+	crypto_generichash_init(&hs, NULL, 0, sizeof(hash));
+	crypto_generichash_update(&hs, (const unsigned char *)file.data, 40);
+	crypto_generichash_update(&hs, payload, comp_cap);
+	crypto_generichash_final(&hs, hash, sizeof(hash));
+	memcpy(file.data + 40, hash, sizeof(hash));
+	file.len = SNAP_HDR + comp_cap;
+
+	unlinkat(lg->dirfd, tmp, 0);
+	fd = openat(lg->dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0 || write_all(fd, file.data, file.len) < 0 || fsync(fd) < 0) {
+		snprintf(err, errlen, "cannot write '%s/%s': %s", lg->dir, tmp, strerror(errno));
+		goto out;
+	}
+	close(fd);
+	fd = -1;
+	/* the journal first, so the snapshot never appears without it */
+	int jfd = openat(lg->dirfd, jname, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (jfd < 0 || fsync(jfd) < 0) {
+		snprintf(err, errlen, "cannot create '%s/%s': %s", lg->dir, jname, strerror(errno));
+		if (jfd >= 0)
+			close(jfd);
+		goto out;
+	}
+	if (renameat(lg->dirfd, tmp, lg->dirfd, snap) < 0) {
+		snprintf(err, errlen, "cannot rename '%s' to '%s': %s", tmp, snap, strerror(errno));
+		close(jfd);
+		unlinkat(lg->dirfd, jname, 0);
+		goto out;
+	}
+	if (fsync_dir(lg, err, errlen) < 0) {
+		/* the rename may or may not be durable: the older generation
+		 * stays on disk either way, and the caller NACKs */
+		close(jfd);
+		goto out;
+	}
+	/* keep the new generation and the previous one, drop every other */
+	drop_generations(lg, gen, lg->gen);
+	if (lg->jfd >= 0)
+		close(lg->jfd);
+	lg->jfd = jfd;
+	lg->gen = gen;
+	lg->max_gen = gen;
+	lg->snap_bytes = file.len;
+	lg->journal_bytes = 0;
+	lg->journal_records = 0;
+	lg->journal_broken = false;
+	rc = 0;
+out:
+	if (fd >= 0)
+		close(fd);
+	if (rc < 0)
+		unlinkat(lg->dirfd, tmp, 0);
+	free(tmp);
+	free(snap);
+	free(jname);
+	buf_release(&raw);
+	buf_release(&file);
+	return rc;
+}
+
+int lastgood_compact(struct lastgood *lg, const struct state *s, char *err, size_t errlen)
+{
+	return write_generation(lg, s, NULL, err, errlen);
+}
+
+int lastgood_save(struct lastgood *lg, const struct state *s, const struct candidate *c, char *err, size_t errlen)
+{
+	size_t limit = lg->snap_bytes > COMPACT_MIN ? lg->snap_bytes : COMPACT_MIN;
+	if (lg->gen == 0 || lg->jfd < 0 || lg->journal_broken || lg->journal_bytes > limit)
+		return write_generation(lg, s, c, err, errlen);
+
+	struct buf raw = BUF_INIT, rec = BUF_INIT;
+	uint32_t nup = 0, nrm = 0;
+	for (size_t i = 0; i < c->n; i++)
+		c->items[i].new_res ? nup++ : nrm++;
+	put_u64(&raw, c->version);
+	put_u32(&raw, nup);
+	put_u32(&raw, nrm);
+	for (size_t i = 0; i < c->n; i++)
+		if (c->items[i].new_res)
+			put_res(&raw, c->items[i].new_res);
+	for (size_t i = 0; i < c->n; i++)
+		if (!c->items[i].new_res)
+			put_str(&raw, c->items[i].old->name, strlen(c->items[i].old->name));
+
+	int rc = -1;
+	uLongf comp = compressBound((uLong)raw.len);
+	buf_reserve(&rec, JREC_HDR + comp);
+	buf_append(&rec, JOURNAL_MAGIC, 4);
+	unsigned char *payload = (unsigned char *)rec.data + JREC_HDR;
+	if (compress2(payload, &comp, (const Bytef *)raw.data, (uLong)raw.len, 6) != Z_OK) {
+		snprintf(err, errlen, "cannot compress the journal record");
+		goto out;
+	}
+	put_u32(&rec, (uint32_t)comp);
+	put_u32(&rec, (uint32_t)raw.len);
+	uLong crc = crc32(0, (const Bytef *)rec.data, 12);
+	crc = crc32(crc, payload, (uInt)comp);
+	put_u32(&rec, (uint32_t)crc);
+	rec.len = JREC_HDR + comp;
+	if (write_all(lg->jfd, rec.data, rec.len) < 0 || fsync(lg->jfd) < 0) {
+		int e = errno;
+		snprintf(err, errlen, "cannot persist last-good in '%s': %s", lg->dir, strerror(e));
+		/* take the record back, and never trust this file again after a
+		 * failed write or fsync: the next save starts a new generation
+		 * (and a torn tail is cut at load anyway) */
+		if (ftruncate(lg->jfd, (off_t)lg->journal_bytes) < 0) {
+			/* nothing more to do: the tail fails its checksum */
+		}
+		lg->journal_broken = true;
+		goto out;
+	}
+	lg->journal_bytes += rec.len;
+	lg->journal_records++;
+	rc = 0;
+out:
+	buf_release(&raw);
+	buf_release(&rec);
+	return rc;
+}

@@ -1,0 +1,43 @@
+/* lastgood.h: the agent's last-good state on disk, in --state-dir:
+ * generations of a zlib-compressed snapshot (BLAKE2b checksum) plus an
+ * append-only journal of the pushes applied since (each record CRC-checked,
+ * fsync'd before the ACK). A push costs one journal append, O(changed);
+ * when the journal outgrows the snapshot a new generation is written
+ * (temp file, fsync, rename, fsync dir) and the previous one is kept. A
+ * damaged snapshot falls back to the previous generation; a torn journal
+ * tail ends the replay at the last whole record. */
+#ifndef TETHER_LASTGOOD_H
+#define TETHER_LASTGOOD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "state.h"
+
+struct lastgood;
+
+/* Opens dir (creating it 0700). Returns NULL with err. */
+struct lastgood *lastgood_open(const char *dir, char *err, size_t errlen);
+void lastgood_close(struct lastgood *lg);
+
+/* Loads the newest good generation into s (an empty, initialised state).
+ * Returns 1 when something was loaded, 0 when there is no last-good yet,
+ * -1 with err when no generation could be read. */
+int lastgood_load(struct lastgood *lg, struct state *s, char *err, size_t errlen);
+
+/* Persists the result of applying c to s (call before state_commit: s is
+ * the old state, c the changes). Durable when it returns 0; -1 with err on
+ * any I/O error, and then nothing was recorded. */
+int lastgood_save(struct lastgood *lg, const struct state *s, const struct candidate *c, char *err, size_t errlen);
+
+/* Writes a new generation holding exactly s. */
+int lastgood_compact(struct lastgood *lg, const struct state *s, char *err, size_t errlen);
+
+struct lastgood_info {
+	unsigned long long generation;
+	size_t snapshot_bytes, journal_bytes, journal_records;
+};
+void lastgood_info(const struct lastgood *lg, struct lastgood_info *info);
+
+#endif

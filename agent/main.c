@@ -1,0 +1,42 @@
+/* main.c: tetherd's entry point: options, --check-config, run. */
+#include "agent.h"
+#include "log.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define SYNOPSIS "[-c FILE] [--plane URL] [--node ID] [--state-dir DIR] [--output-dir DIR]\n" \
+		 "               [--transport sse|poll] [--labels k=v,...] [--consumer files|nginx|haproxy]\n" \
+		 "               [--check CMD] [--reload CMD] [--strict] [--stream-timeout SECONDS]\n" \
+		 "               [--once] [--check-config] [options]"
+
+int main(int argc, char **argv)
+{
+	struct agent_config cfg;
+	char err[1024];
+	int first;
+
+	log_init("tetherd", LOG_LVL_INFO);
+	agent_config_defaults(&cfg);
+	int rc = options_parse(agent_options, &cfg, argc, argv, "agent", SYNOPSIS, "tetherd " PACKAGE_VERSION,
+			       &first, err, sizeof(err));
+	if (rc == 1) {
+		agent_config_release(&cfg);
+		return 0;
+	}
+	if (rc < 0 || first < argc || agent_config_check(&cfg, err, sizeof(err)) < 0) {
+		fprintf(stderr, "tetherd: %s\n", rc < 0 || first >= argc ? err : "unexpected argument");
+		fprintf(stderr, "usage: tetherd %s\n", SYNOPSIS);
+		agent_config_release(&cfg);
+		return 2;
+	}
+	if (cfg.check_config) {
+		printf("configuration OK\n");
+		agent_config_release(&cfg);
+		return 0;
+	}
+	enum log_level lvl;
+	if (log_parse_level(cfg.log_level, &lvl) == 0)
+		log_set_level(lvl);
+	return agent_run(&cfg, argc, argv);
+}

@@ -1,0 +1,41 @@
+/* push.h: decoding of a push message (docs/protocol.md) with bounds:
+ * size, nesting, duplicate keys (json_decode), then the shape: version,
+ * base, full, nonce, upserts [{name, version, body}], removed [name].
+ * Unknown top-level fields are ignored (room for a signature and digest). */
+#ifndef TETHER_PUSH_H
+#define TETHER_PUSH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cjson/cJSON.h>
+
+#include "json.h"
+
+#define PUSH_NONCE_MAX 48
+
+struct push_upsert {
+	const char *name;     /* borrowed from doc */
+	uint64_t version;
+	cJSON *body;          /* borrowed from doc */
+};
+
+struct push {
+	uint64_t version, base;
+	bool full;
+	char nonce[PUSH_NONCE_MAX];
+	struct push_upsert *up;
+	size_t nup;
+	const char **removed;
+	size_t nrm;
+	cJSON *doc;           /* owns every borrowed pointer */
+};
+
+/* Returns 0, or -1 with err naming what is wrong; after a failure only
+ * p->version and p->nonce may be set (empty nonce: unknown), so the push can
+ * still be NACKed. */
+int push_decode(const char *text, size_t len, const struct json_limits *lim, struct push *p,
+		char *err, size_t errlen);
+void push_release(struct push *p);
+
+#endif

@@ -1,0 +1,72 @@
+/* status.c: status.json writing (see status.h). */
+#include "status.h"
+#include "buf.h"
+#include "xmalloc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *const names[] = { "booting", "offline", "syncing", "synced", "degraded" };
+
+const char *status_state_name(enum agent_state s)
+{
+	return names[s];
+}
+
+int status_write(const char *dir, const struct status *st, char *err, size_t errlen)
+{
+	struct buf b = BUF_INIT;
+	buf_puts(&b, "{\"node\":");
+	buf_json_string(&b, st->node);
+	buf_printf(&b, ",\"version\":%llu,\"state\":\"%s\",\"last_error\":", (unsigned long long)st->version,
+		   names[st->state]);
+	buf_json_string(&b, st->last_error ? st->last_error : "");
+	buf_printf(&b, ",\"last_sync\":%lld,\"plane\":", (long long)st->last_sync);
+	buf_json_string(&b, st->plane);
+	buf_puts(&b, ",\"transport\":");
+	buf_json_string(&b, st->transport);
+	buf_puts(&b, ",\"consumer\":");
+	buf_json_string(&b, st->consumer);
+	buf_printf(&b, ",\"plane_version\":%llu,\"resources\":%zu,\"pushes_applied\":%llu,"
+		   "\"pushes_rejected\":%llu,\"started\":%lld,\"pid\":%ld}\n",
+		   (unsigned long long)st->plane_version, st->resources, (unsigned long long)st->applied,
+		   (unsigned long long)st->rejected, (long long)st->started, (long)getpid());
+
+	char *tmp = xasprintf("%s/.status.json.tmp", dir), *path = xasprintf("%s/status.json", dir);
+	int rc = -1;
+	unlink(tmp);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0)
+		goto fail;
+	size_t off = 0;
+	while (off < b.len) {
+		ssize_t w = write(fd, b.data + off, b.len - off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			goto fail;
+		off += (size_t)w;
+	}
+	if (fsync(fd) < 0)
+		goto fail;
+	close(fd);
+	fd = -1;
+	if (rename(tmp, path) < 0)
+		goto fail;
+	rc = 0;
+	goto out;
+fail:
+	snprintf(err, errlen, "cannot write '%s': %s", path, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	unlink(tmp);
+out:
+	free(tmp);
+	free(path);
+	buf_release(&b);
+	return rc;
+}

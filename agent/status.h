@@ -1,0 +1,31 @@
+/* status.h: STATE_DIR/status.json, rewritten atomically (temp file, fsync,
+ * rename) after every change of the agent's state, for tetherctl status,
+ * monitoring and people. */
+#ifndef TETHER_STATUS_H
+#define TETHER_STATUS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum agent_state { ST_BOOTING, ST_OFFLINE, ST_SYNCING, ST_SYNCED, ST_DEGRADED };
+
+struct status {
+	const char *node;
+	uint64_t version;
+	enum agent_state state;
+	const char *last_error;      /* "" when none */
+	int64_t last_sync;           /* wall seconds of the last apply or confirmed sync; 0 never */
+	const char *plane;
+	const char *transport;
+	const char *consumer;
+	uint64_t plane_version;      /* the newest version the plane announced */
+	size_t resources;
+	uint64_t applied, rejected;  /* pushes */
+	int64_t started;
+};
+
+const char *status_state_name(enum agent_state s);
+/* Writes dir/status.json. Returns 0, or -1 with err. */
+int status_write(const char *dir, const struct status *st, char *err, size_t errlen);
+
+#endif

@@ -58,6 +58,7 @@ struct agent {
 	double heartbeat_s;              /* advertised by the plane */
 	bool resync;                     /* close the stream and start over */
 	bool got_event;
+	bool offline_logged;             /* said once per outage */
 	unsigned attempt;
 	int64_t next_sync_ms;
 
@@ -403,6 +404,9 @@ static int on_event(void *ctx, const struct sse_event *ev)
 	if (!a->got_event) {
 		a->got_event = true;
 		a->attempt = 0;
+		if (a->offline_logged)
+			log_info("plane %s: connected again", a->cfg.plane);
+		a->offline_logged = false;
 	}
 	if (strcmp(ev->type, "push") == 0) {
 		if (handle_push(a, ev->data, ev->data_len) == PUSH_RESYNC) {
@@ -516,8 +520,6 @@ static void start_sync(struct agent *a)
 	buf_reset(&a->body);
 	sse_parser_reset(&a->sse);
 	a->last_byte_ms = now_ms();
-	if (a->astate == ST_BOOTING)
-		set_state(a, ST_OFFLINE);
 	curl_multi_add_handle(a->multi, h);
 }
 
@@ -535,9 +537,12 @@ static void stop_sync(struct agent *a)
 
 static void went_offline(struct agent *a, const char *why)
 {
-	if (a->astate != ST_OFFLINE)
+	if (!a->offline_logged)
 		log_warn("plane %s: %s; serving version %llu, retrying", a->cfg.plane, why,
 			 (unsigned long long)a->state.version);
+	else
+		log_debug("plane %s: %s", a->cfg.plane, why);
+	a->offline_logged = true;
 	if (a->astate != ST_DEGRADED)
 		set_state(a, ST_OFFLINE);
 	write_status(a);
@@ -622,6 +627,7 @@ static int agent_boot(struct agent *a, char *err, size_t errlen)
 	/* render last-good before dialling: the consumer runs on it offline */
 	if (a->cons->ops->boot(a->cons, &a->state, err, errlen) < 0)
 		return -1;
+	set_state(a, ST_OFFLINE);
 	return 0;
 }
 
@@ -696,6 +702,11 @@ static int run_once(struct agent *a)
 	int rc = 1;
 	for (int tries = 0; tries < 3 && rc != 0; tries++) {
 		uint64_t rejected = a->rejected;
+		if (tries) {
+			int64_t wait = a->next_sync_ms - now_ms();
+			if (wait > 0)
+				curl_multi_poll(a->multi, NULL, 0, (int)wait, NULL);
+		}
 		start_sync(a);
 		int running = 1;
 		while (running) {

@@ -188,7 +188,7 @@ bool json_get_u64(const cJSON *v, uint64_t *out)
 	if (!cJSON_IsNumber(v))
 		return false;
 	double d = v->valuedouble;
-	if (!(d >= 0) || d > 9007199254740992.0 || floor(d) != d)
+	if (!(d >= 0) || d >= 9007199254740992.0 || floor(d) != d)
 		return false;
 	*out = (uint64_t)d;
 	return true;

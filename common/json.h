@@ -29,7 +29,8 @@ void json_sort_keys(cJSON *v);
  * re-ordered in place). */
 char *json_encode_canonical(cJSON *v);
 
-/* Reads an unsigned integer that is exactly representable (0..2^53). */
+/* Reads an unsigned integer that is exactly representable (0..2^53-1):
+ * 2^53 itself is refused, since 2^53+1 parses to the same double. */
 bool json_get_u64(const cJSON *v, uint64_t *out);
 /* Typed member lookups; NULL when absent or of another type. */
 const char *json_get_string(const cJSON *obj, const char *key);

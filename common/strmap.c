@@ -7,7 +7,7 @@
 
 uint64_t strmap_hash(const char *s)
 {
-	uint64_t h = 1469598103934665603ULL;   /* FNV-1a */
+	uint64_t h = 14695981039346656037ULL;   /* FNV-1a */
 	for (; *s; s++) {
 		h ^= (unsigned char)*s;
 		h *= 1099511628211ULL;

@@ -173,7 +173,9 @@ static void entry_free(struct store_entry *e)
 
 /* ---- in-memory apply --------------------------------------------------- */
 
-/* Makes e live with body (taken) at version. */
+/* Makes e live with body (taken) at version. The new references are not
+ * counted here: the caller counts them (refs_adjust +1) once every entry of
+ * the write exists, since a referrer may come before what it references. */
 static void apply_upsert(struct store *s, const char *name, char *body, size_t len,
 			 const struct res_refs *refs, uint64_t version)
 {
@@ -200,7 +202,6 @@ static void apply_upsert(struct store *s, const char *name, char *body, size_t l
 	e->version = version;
 	e->deleted_at = 0;
 	refs_set(e, refs);
-	refs_adjust(s, e, +1);
 	list_append(s, e);
 }
 
@@ -282,6 +283,11 @@ struct store *store_open(struct db *db, const struct store_opts *opts, char *err
 		store_free(s);
 		return NULL;
 	}
+	/* rows come in version order: a referrer may load before a newer
+	 * version of what it references, so count references at the end */
+	for (struct store_entry *e = s->head; e; e = e->next)
+		if (e->body)
+			refs_adjust(s, e, +1);
 	log_info("store: version %llu, %zu resources, %zu tombstones, horizon %llu",
 		 (unsigned long long)s->version, s->live, s->tombs, (unsigned long long)s->horizon);
 	return s;
@@ -386,6 +392,10 @@ int store_commit(struct store *s, struct store_change *changes, size_t n,
 		else
 			apply_remove(s, eff[i].name, txn.version, now);
 	}
+	/* every entry of the write exists now: count the new references */
+	for (size_t i = 0; i < neff; i++)
+		if (eff[i].body)
+			refs_adjust(s, find(s, eff[i].name), +1);
 	s->version = txn.version;
 	s->horizon = horizon;
 	pthread_rwlock_unlock(&s->rw);

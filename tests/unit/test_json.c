@@ -1,0 +1,326 @@
+/* test_json.c: unit tests of common/json.c: json_decode's limits and refusals,
+ * canonical encoding, and the typed getters. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+
+/* Decodes text (of strlen bytes) expecting a refusal with exactly want. */
+static void expect_refused(const char *text, const struct json_limits *lim, const char *want)
+{
+	char err[256] = "";
+	cJSON *v = json_decode(text, strlen(text), lim, err, sizeof(err));
+	if (v)
+		cJSON_Delete(v);
+	assert_null(v);
+	assert_string_equal(err, want);
+}
+
+static char *repeat(char c, size_t n)
+{
+	char *s = malloc(n + 1);
+	assert_non_null(s);
+	memset(s, c, n);
+	s[n] = '\0';
+	return s;
+}
+
+static void test_decode_valid(void **state)
+{
+	(void)state;
+	const char text[] = " {\"a\": [1, 2.5, \"x\"], \"b\": {\"c\": null, \"d\": true}} ";
+	char err[128] = "";
+	cJSON *v = json_decode(text, strlen(text), NULL, err, sizeof(err));
+	assert_non_null(v);
+	assert_string_equal(err, "");
+	const cJSON *a = cJSON_GetObjectItemCaseSensitive(v, "a");
+	assert_true(cJSON_IsArray(a));
+	assert_int_equal(cJSON_GetArraySize(a), 3);
+	assert_string_equal(cJSON_GetArrayItem(a, 2)->valuestring, "x");
+	const cJSON *d = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(v, "b"), "d");
+	assert_true(cJSON_IsTrue(d));
+	cJSON_Delete(v);
+}
+
+static void test_decode_uses_only_len_bytes(void **state)
+{
+	(void)state;
+	/* the text is not NUL-terminated where len ends: nothing past len is read */
+	const char text[] = "[1,2]garbage";
+	char err[128] = "";
+	cJSON *v = json_decode(text, 5, NULL, err, sizeof(err));
+	assert_non_null(v);
+	assert_int_equal(cJSON_GetArraySize(v), 2);
+	cJSON_Delete(v);
+}
+
+static void test_malformed_with_byte_position(void **state)
+{
+	(void)state;
+	expect_refused("[1,2,x]", NULL, "malformed JSON at byte 5");
+	expect_refused("{\"a\" 1}", NULL, "malformed JSON at byte 5");
+	expect_refused("[1,]", NULL, "malformed JSON at byte 3");
+	expect_refused("", NULL, "malformed JSON at byte 0");
+}
+
+static void test_trailing_garbage_refused(void **state)
+{
+	(void)state;
+	expect_refused("{\"a\":1} x", NULL, "malformed JSON at byte 8");
+	expect_refused("[1][2]", NULL, "malformed JSON at byte 3");
+	/* trailing white space is fine */
+	char err[64];
+	cJSON *v = json_decode("[1]\n\t ", 6, NULL, err, sizeof(err));
+	assert_non_null(v);
+	cJSON_Delete(v);
+}
+
+static void test_over_max_bytes(void **state)
+{
+	(void)state;
+	struct json_limits lim = { .max_bytes = 10, .max_depth = 0 };
+	expect_refused("[1,2,3,4,5]", &lim, "JSON text of 11 bytes exceeds the limit of 10");
+	char err[128];
+	cJSON *v = json_decode("[1,2,3,45]", 10, &lim, err, sizeof(err));
+	assert_non_null(v);   /* exactly at the limit */
+	cJSON_Delete(v);
+}
+
+static void test_nesting_default_limit(void **state)
+{
+	(void)state;
+	/* 32 levels pass, the 33rd '[' (byte 32) is refused */
+	char *ok = malloc(65);
+	char *deep = malloc(67);
+	assert_non_null(ok);
+	assert_non_null(deep);
+	memset(ok, '[', 32);
+	memset(ok + 32, ']', 32);
+	ok[64] = '\0';
+	memset(deep, '[', 33);
+	memset(deep + 33, ']', 33);
+	deep[66] = '\0';
+	char err[128];
+	cJSON *v = json_decode(ok, 64, NULL, err, sizeof(err));
+	assert_non_null(v);
+	cJSON_Delete(v);
+	expect_refused(deep, NULL, "JSON nesting deeper than 32 at byte 32");
+	free(ok);
+	free(deep);
+}
+
+static void test_nesting_custom_limit_and_objects(void **state)
+{
+	(void)state;
+	struct json_limits lim = { .max_bytes = 0, .max_depth = 3 };
+	char err[128];
+	cJSON *v = json_decode("{\"a\":[{}]}", 10, &lim, err, sizeof(err));
+	assert_non_null(v);
+	cJSON_Delete(v);
+	expect_refused("{\"a\":[{\"b\":[]}]}", &lim, "JSON nesting deeper than 3 at byte 11");
+	/* closing brackets lower the depth again: siblings do not add up */
+	v = json_decode("[[[1]],[[2]],[[3]]]", 19, &lim, err, sizeof(err));
+	assert_non_null(v);
+	cJSON_Delete(v);
+}
+
+static void test_hundred_thousand_brackets(void **state)
+{
+	(void)state;
+	/* refused by the pre-scan at the limit, before cJSON recurses */
+	char *deep = repeat('[', 100000);
+	expect_refused(deep, NULL, "JSON nesting deeper than 32 at byte 32");
+	free(deep);
+
+	/* brackets inside a string are not nesting: this decodes */
+	char *s = malloc(100003);
+	assert_non_null(s);
+	s[0] = '"';
+	memset(s + 1, '[', 100000);
+	s[100001] = '"';
+	s[100002] = '\0';
+	char err[128];
+	cJSON *v = json_decode(s, 100002, NULL, err, sizeof(err));
+	assert_non_null(v);
+	assert_true(cJSON_IsString(v));
+	assert_int_equal(strlen(v->valuestring), 100000);
+	cJSON_Delete(v);
+	free(s);
+}
+
+static void test_duplicate_keys(void **state)
+{
+	(void)state;
+	expect_refused("{\"a\":1,\"b\":2,\"a\":3}", NULL, "duplicate key 'a'");
+	expect_refused("{\"x\":{\"k\":1,\"k\":2}}", NULL, "duplicate key 'k' in x");
+	expect_refused("{\"x\":{\"y\":[0,{\"k\":1,\"z\":0,\"k\":2}]}}", NULL, "duplicate key 'k' in x.y[1]");
+	expect_refused("[{},{\"q\":[{\"d\":1,\"d\":1}]}]", NULL, "duplicate key 'd' in [1].q[0]");
+	/* the same key in different objects is fine */
+	char err[128];
+	const char ok[] = "{\"a\":{\"a\":1},\"b\":[{\"a\":1},{\"a\":2}]}";
+	cJSON *v = json_decode(ok, strlen(ok), NULL, err, sizeof(err));
+	assert_non_null(v);
+	cJSON_Delete(v);
+}
+
+static void test_nul_byte_refused(void **state)
+{
+	(void)state;
+	const char text[] = "{\"a\":\"x\0y\"}";
+	char err[128] = "";
+	cJSON *v = json_decode(text, sizeof(text) - 1, NULL, err, sizeof(err));
+	assert_null(v);
+	assert_string_equal(err, "JSON text contains a NUL byte");
+	/* a NUL after the value, inside len */
+	v = json_decode("[1]\0", 4, NULL, err, sizeof(err));
+	assert_null(v);
+	assert_string_equal(err, "JSON text contains a NUL byte");
+}
+
+static void test_escaped_nul_refused(void **state)
+{
+	(void)state;
+	expect_refused("{\"a\":\"x\\u0000y\"}", NULL, "JSON string holds \\u0000 at byte 7");
+	expect_refused("[\"\\u0000\"]", NULL, "JSON string holds \\u0000 at byte 2");
+	/* an escaped backslash followed by the text u0000 is not a NUL */
+	char err[128];
+	const char ok[] = "[\"\\\\u0000\"]";
+	cJSON *v = json_decode(ok, strlen(ok), NULL, err, sizeof(err));
+	assert_non_null(v);
+	assert_string_equal(cJSON_GetArrayItem(v, 0)->valuestring, "\\u0000");
+	cJSON_Delete(v);
+	/* other control escapes are fine */
+	const char ok2[] = "[\"\\u0001\"]";
+	v = json_decode(ok2, strlen(ok2), NULL, err, sizeof(err));
+	assert_non_null(v);
+	assert_int_equal(cJSON_GetArrayItem(v, 0)->valuestring[0], 1);
+	cJSON_Delete(v);
+}
+
+static void test_canonical_sorts_recursively(void **state)
+{
+	(void)state;
+	const char text[] = "{\"b\":1,\"a\":{\"d\":[{\"z\":1,\"y\":{\"n\":0,\"m\":0}}],\"c\":null},\"A\":\"s\"}";
+	char err[128];
+	cJSON *v = json_decode(text, strlen(text), NULL, err, sizeof(err));
+	assert_non_null(v);
+	char *s = json_encode_canonical(v);
+	assert_string_equal(s, "{\"A\":\"s\",\"a\":{\"c\":null,\"d\":[{\"y\":{\"m\":0,\"n\":0},\"z\":1}]},\"b\":1}");
+	free(s);
+	cJSON_Delete(v);
+}
+
+static void test_canonical_same_bytes_for_reordered_input(void **state)
+{
+	(void)state;
+	const char x[] = "{\"port\":80,\"address\":\"10.0.0.1\",\"tls\":{\"secret\":\"s\",\"alpn\":[\"h2\",\"http/1.1\"]}}";
+	const char y[] = "{ \"tls\" : { \"alpn\" : [\"h2\", \"http/1.1\"], \"secret\" : \"s\" }, \"address\":\"10.0.0.1\", \"port\" : 80 }";
+	char err[128];
+	cJSON *a = json_decode(x, strlen(x), NULL, err, sizeof(err));
+	cJSON *b = json_decode(y, strlen(y), NULL, err, sizeof(err));
+	assert_non_null(a);
+	assert_non_null(b);
+	char *sa = json_encode_canonical(a);
+	char *sb = json_encode_canonical(b);
+	assert_string_equal(sa, sb);
+	/* array order is data, not sorted */
+	assert_non_null(strstr(sa, "[\"h2\",\"http/1.1\"]"));
+	free(sa);
+	free(sb);
+	cJSON_Delete(a);
+	cJSON_Delete(b);
+}
+
+static void test_sort_keeps_list_links(void **state)
+{
+	(void)state;
+	/* cJSON appends through child->prev: after a sort it must be the last item */
+	cJSON *v = cJSON_Parse("{\"c\":3,\"a\":1,\"b\":2}");
+	assert_non_null(v);
+	json_sort_keys(v);
+	cJSON_AddNumberToObject(v, "0", 0);
+	char *s = cJSON_PrintUnformatted(v);
+	assert_string_equal(s, "{\"a\":1,\"b\":2,\"c\":3,\"0\":0}");
+	free(s);
+	cJSON_Delete(v);
+}
+
+static void test_get_u64(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *text;
+		bool ok;
+		uint64_t want;
+	} cases[] = {
+		{ "0", true, 0 },
+		{ "42", true, 42 },
+		{ "1e3", true, 1000 },
+		{ "9007199254740991", true, 9007199254740991ULL },   /* 2^53 - 1 */
+		{ "-1", false, 0 },
+		{ "-0.5", false, 0 },
+		{ "1.5", false, 0 },
+		{ "0.0001", false, 0 },
+		{ "9007199254740993", false, 0 },   /* 2^53 + 1: reads as 2^53, not exact */
+		{ "9007199254740994", false, 0 },   /* 2^53 + 2 */
+		{ "18446744073709551616", false, 0 },
+		{ "1e300", false, 0 },
+		{ "\"7\"", false, 0 },
+		{ "true", false, 0 },
+		{ "null", false, 0 },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		cJSON *v = cJSON_Parse(cases[i].text);
+		assert_non_null(v);
+		uint64_t out = 12345;
+		bool ok = json_get_u64(v, &out);
+		cJSON_Delete(v);
+		if (ok != cases[i].ok)
+			fail_msg("json_get_u64(%s) returned %d, want %d", cases[i].text, ok, cases[i].ok);
+		if (ok)
+			assert_int_equal(out, cases[i].want);
+		else
+			assert_int_equal(out, 12345);   /* untouched on refusal */
+	}
+	assert_false(json_get_u64(NULL, &(uint64_t){ 0 }));
+}
+
+static void test_get_string(void **state)
+{
+	(void)state;
+	cJSON *v = cJSON_Parse("{\"s\":\"v\",\"n\":1,\"S\":\"upper\"}");
+	assert_non_null(v);
+	assert_string_equal(json_get_string(v, "s"), "v");
+	assert_string_equal(json_get_string(v, "S"), "upper");
+	assert_null(json_get_string(v, "n"));
+	assert_null(json_get_string(v, "missing"));
+	cJSON_Delete(v);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_decode_valid),
+		cmocka_unit_test(test_decode_uses_only_len_bytes),
+		cmocka_unit_test(test_malformed_with_byte_position),
+		cmocka_unit_test(test_trailing_garbage_refused),
+		cmocka_unit_test(test_over_max_bytes),
+		cmocka_unit_test(test_nesting_default_limit),
+		cmocka_unit_test(test_nesting_custom_limit_and_objects),
+		cmocka_unit_test(test_hundred_thousand_brackets),
+		cmocka_unit_test(test_duplicate_keys),
+		cmocka_unit_test(test_nul_byte_refused),
+		cmocka_unit_test(test_escaped_nul_refused),
+		cmocka_unit_test(test_canonical_sorts_recursively),
+		cmocka_unit_test(test_canonical_same_bytes_for_reordered_input),
+		cmocka_unit_test(test_sort_keeps_list_links),
+		cmocka_unit_test(test_get_u64),
+		cmocka_unit_test(test_get_string),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

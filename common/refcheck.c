@@ -67,16 +67,22 @@ static void dirs_adjust(struct check *c, const char *path, int delta)
 	}
 }
 
+/* The base's file at path, unless the write removes or moves it. */
+static const char *base_file_at(struct check *c, const char *path)
+{
+	const char *owner = c->b->file_at ? c->b->file_at(c->b->ctx, path) : NULL;
+	if (owner && strmap_get(&c->in_write, owner, NULL))
+		return NULL;   /* the write removes it, or rewrites it: its own claim counts */
+	return owner;
+}
+
 /* The live file at path in the candidate, or NULL. */
 static const char *cand_file_at(struct check *c, const char *path)
 {
 	intptr_t idx;
 	if (strmap_get(&c->paths, path, &idx))
 		return c->ch[idx].name;
-	const char *owner = c->b->file_at ? c->b->file_at(c->b->ctx, path) : NULL;
-	if (owner && strmap_get(&c->in_write, owner, &idx))
-		return NULL;   /* the write removes it or moves it elsewhere */
-	return owner;
+	return base_file_at(c, path);
 }
 
 static uint32_t cand_files_under(struct check *c, const char *dir)
@@ -93,7 +99,8 @@ static int check_paths(struct check *c, char *err, size_t errlen)
 		const char *path = c->ch[i].upsert ? c->ch[i].file_path : NULL;
 		if (!path)
 			continue;
-		const char *other = cand_file_at(c, path);
+		/* a claim by another file of the write was refused earlier */
+		const char *other = base_file_at(c, path);
 		if (other && strcmp(other, c->ch[i].name) != 0) {
 			snprintf(err, errlen, "%s: path '%s' is already the path of %s", c->ch[i].name, path, other);
 			return -1;

@@ -1,6 +1,8 @@
 /* resource.c: names, types, field validation and references of resources
  * (see resource.h). The tables here are the schema of INTERFACE.md. */
 #include "resource.h"
+#include "json.h"
+#include "xmalloc.h"
 
 #include <arpa/inet.h>
 #include <stdarg.h>
@@ -164,6 +166,9 @@ bool resource_file_path_valid(const char *path)
 			if (len == 0 || len > 255)
 				return false;
 			if ((len == 1 && comp[0] == '.') || (len == 2 && comp[0] == '.' && comp[1] == '.'))
+				return false;
+			/* the agent's own work files live under ".tether*" names */
+			if (len >= 7 && memcmp(comp, ".tether", 7) == 0)
 				return false;
 			if (*p == '\0')
 				return true;
@@ -372,7 +377,7 @@ static int validate_file(struct vctx *v, const cJSON *b, struct res_refs *refs)
 	if (rc < 0)
 		return -1;
 	if (!resource_file_path_valid(path))
-		return fail(v, "path must be relative, without '..', '.' or empty components (at most 4096 bytes)");
+		return fail(v, "path must be relative, without '..', '.', '.tether*' or empty components (at most 4096 bytes)");
 	if (opt_string(v, b, "content", true, &rc), rc < 0)
 		return -1;
 	const char *mode = opt_string(v, b, "mode", false, &rc);
@@ -410,4 +415,18 @@ int resource_validate(const char *fullname, const cJSON *body, unsigned flags,
 	case RES_FILE: return validate_file(&v, body, refs);
 	default: return fail(&v, "unknown resource type");
 	}
+}
+
+char *resource_file_path(const char *fullname, const char *body, size_t len)
+{
+	if (resource_type_of(fullname) != RES_FILE)
+		return NULL;
+	char err[128];
+	cJSON *v = json_decode(body, len, NULL, err, sizeof(err));
+	if (!v)
+		return NULL;
+	const char *path = json_get_string(v, "path");
+	char *out = path ? xstrdup(path) : NULL;
+	cJSON_Delete(v);
+	return out;
 }

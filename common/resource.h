@@ -49,7 +49,11 @@ int resource_validate(const char *fullname, const cJSON *body, unsigned flags,
 		      struct res_refs *refs, char *err, size_t errlen);
 
 /* Checks a file resource's path: relative, no "..", no empty or "."
- * component, no control characters, at most 4096 bytes. */
+ * component, no component starting ".tether" (the agent's work files), no
+ * control characters, at most 4096 bytes. */
 bool resource_file_path_valid(const char *path);
+/* The path of a file resource from its (canonical) body, new allocated;
+ * NULL for other types or a body without one. */
+char *resource_file_path(const char *fullname, const char *body, size_t len);
 
 #endif

@@ -3,6 +3,7 @@
  * store.h). */
 #include "store.h"
 #include "json.h"
+#include "pathindex.h"
 #include "log.h"
 #include "store_sqlite.h"
 #include "strmap.h"
@@ -28,6 +29,7 @@ struct store {
 	size_t nentries;
 	struct store_entry *head, *tail;     /* change order */
 	struct store_entry *thead, *ttail;   /* tombstone order */
+	struct pathindex paths;              /* live files' output paths */
 };
 
 /* ---- hash index ------------------------------------------------------ */
@@ -163,8 +165,23 @@ static void refs_set(struct store_entry *e, const struct res_refs *r)
 	e->nrefs = r->n;
 }
 
+static void path_set(struct store *s, struct store_entry *e)
+{
+	if (e->file_path) {
+		pathindex_remove(&s->paths, e->file_path);
+		free(e->file_path);
+		e->file_path = NULL;
+	}
+	if (e->body) {
+		e->file_path = resource_file_path(e->name, e->body, e->body_len);
+		if (e->file_path)
+			pathindex_add(&s->paths, e->file_path, e->name);
+	}
+}
+
 static void entry_free(struct store_entry *e)
 {
+	free(e->file_path);
 	refs_free(e);
 	free(e->name);
 	free(e->body);
@@ -201,6 +218,7 @@ static void apply_upsert(struct store *s, const char *name, char *body, size_t l
 	e->body_len = len;
 	e->version = version;
 	e->deleted_at = 0;
+	path_set(s, e);
 	refs_set(e, refs);
 	list_append(s, e);
 }
@@ -216,6 +234,7 @@ static void apply_remove(struct store *s, const char *name, uint64_t version, in
 	free(e->body);
 	e->body = NULL;
 	e->body_len = 0;
+	path_set(s, e);
 	e->version = version;
 	e->deleted_at = now;
 	list_append(s, e);
@@ -279,6 +298,7 @@ struct store *store_open(struct db *db, const struct store_opts *opts, char *err
 	s->opts = *opts;
 	pthread_rwlock_init(&s->rw, NULL);
 	pthread_mutex_init(&s->writer, NULL);
+	pathindex_init(&s->paths);
 	if (store_sqlite_load(db, load_row, s, &s->version, &s->horizon, err, errlen) < 0) {
 		store_free(s);
 		return NULL;
@@ -303,6 +323,7 @@ void store_free(struct store *s)
 		entry_free(e);
 	}
 	free(s->buckets);
+	pathindex_release(&s->paths);
 	pthread_rwlock_destroy(&s->rw);
 	pthread_mutex_destroy(&s->writer);
 	free(s);
@@ -321,6 +342,8 @@ const struct store_entry *store_get(struct store *s, const char *name) { return 
 const struct store_entry *store_newest(struct store *s) { return s->tail; }
 const struct store_entry *store_oldest(struct store *s) { return s->head; }
 const struct store_opts *store_options(struct store *s) { return &s->opts; }
+const char *store_file_at(struct store *s, const char *path) { return pathindex_file_at(&s->paths, path); }
+uint32_t store_files_under(struct store *s, const char *dir) { return pathindex_files_under(&s->paths, dir); }
 
 /* ---- commit ------------------------------------------------------------ */
 

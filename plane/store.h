@@ -27,6 +27,7 @@ struct store_entry {
 	int nrefs;
 	char **refs;                /* names the body references */
 	uint32_t referrers;         /* live resources that reference this name */
+	char *file_path;            /* a live file resource's output path */
 	struct store_entry *prev, *next;    /* change order, oldest first */
 	struct store_entry *tprev, *tnext;  /* tombstones, oldest first */
 	struct store_entry *hnext;          /* hash chain */
@@ -65,6 +66,10 @@ const struct store_entry *store_get(struct store *s, const char *name);
 const struct store_entry *store_newest(struct store *s);
 const struct store_entry *store_oldest(struct store *s);
 const struct store_opts *store_options(struct store *s);
+/* The live file resource whose path is path, or NULL. */
+const char *store_file_at(struct store *s, const char *path);
+/* How many live files lie under directory dir. */
+uint32_t store_files_under(struct store *s, const char *dir);
 
 /* Applies changes as one version. Hold the write lock. Upserts whose body
  * equals the current one and removals of absent names are dropped; when

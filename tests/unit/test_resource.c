@@ -11,7 +11,7 @@
 
 #include "resource.h"
 
-static const char PATH_MSG[] = "path must be relative, without '..', '.' or empty components (at most 4096 bytes)";
+static const char PATH_MSG[] = "path must be relative, without '..', '.', '.tether*' or empty components (at most 4096 bytes)";
 static const char HOST_MSG[] = "host must be '*', a host name or '*.' and a host name";
 static const char RPATH_MSG[] = "path must start with '/' and hold only URL path characters (at most 1024)";
 static const char MODE_MSG[] = "mode must be an octal string from '0000' to '0777'";
@@ -392,7 +392,7 @@ static void test_file_paths(void **state)
 	};
 	static const char *const bad[] = {
 		"", "/", "/a", "..", "../a", "a/..", "a/../b", ".", "./a", "a/.", "a/./b", "a//b", "a/",
-		"//a", "a\tb", "a\nb", "\x01", "a\x1f", "a\x7f", "a\\b",
+		"//a", "a\tb", "a\nb", "\x01", "a\x1f", "a\x7f", "a\\b", ".tether", ".tether-work/x", "a/.tetherfoo",
 	};
 	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
 		if (!resource_file_path_valid(good[i]))

@@ -221,6 +221,44 @@ static void test_dangling_reference_refused(void **state)
 	assert_string_equal(err, "listener/t: unknown secret 's'");
 }
 
+static void test_file_path_conflicts(void **state)
+{
+	struct fixture *f = *state;
+	struct store_change c[2];
+	char err[256];
+	up(&c[0], "file/a", "{\"path\":\"conf/x.conf\",\"content\":\"a\"}");
+	assert_int_equal(write_path(f, c, 1, err, sizeof(err)), 0);
+
+	/* the same path in the store */
+	up(&c[0], "file/b", "{\"path\":\"conf/x.conf\",\"content\":\"b\"}");
+	assert_int_equal(check(f, c, 1, 0, err, sizeof(err)), -1);
+	assert_string_equal(err, "file/b: path 'conf/x.conf' is already the path of file/a");
+	/* a file where another file's directory is */
+	up(&c[0], "file/c", "{\"path\":\"conf\",\"content\":\"c\"}");
+	assert_int_equal(check(f, c, 1, 0, err, sizeof(err)), -1);
+	assert_string_equal(err, "file/c: path 'conf' is a directory of other files");
+	/* a file under another file */
+	up(&c[0], "file/d", "{\"path\":\"conf/x.conf/y\",\"content\":\"d\"}");
+	assert_int_equal(check(f, c, 1, 0, err, sizeof(err)), -1);
+	assert_string_equal(err, "file/d: path 'conf/x.conf/y' lies under 'conf/x.conf', the path of file/a");
+	/* two new files with one path in one write */
+	up(&c[0], "file/e", "{\"path\":\"e\",\"content\":\"1\"}");
+	up(&c[1], "file/f", "{\"path\":\"e\",\"content\":\"2\"}");
+	assert_int_equal(check(f, c, 2, 0, err, sizeof(err)), -1);
+	assert_string_equal(err, "file/f: path 'e' is already the path of file/e");
+	/* a path freed by the same write can be taken */
+	up(&c[0], "file/a", "{\"path\":\"other\",\"content\":\"a\"}");
+	up(&c[1], "file/b", "{\"path\":\"conf/x.conf\",\"content\":\"b\"}");
+	assert_int_equal(check(f, c, 2, 0, err, sizeof(err)), 0);
+	rm(&c[0], "file/a");
+	assert_int_equal(check(f, c, 2, 0, err, sizeof(err)), 0);
+	/* after the store moved the path, the old one is free */
+	up(&c[0], "file/a", "{\"path\":\"other\",\"content\":\"a\"}");
+	assert_int_equal(write_path(f, c, 1, err, sizeof(err)), 0);
+	up(&c[0], "file/c", "{\"path\":\"conf\",\"content\":\"c\"}");
+	assert_int_equal(check(f, c, 1, 0, err, sizeof(err)), 0);
+}
+
 static void test_remove_referenced_refused_naming_referrer(void **state)
 {
 	struct fixture *f = *state;
@@ -353,6 +391,7 @@ int main(void)
 		cmocka_unit_test(test_upsert_refuses_with_message),
 		cmocka_unit_test_setup_teardown(test_route_before_its_cluster_passes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dangling_reference_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_file_path_conflicts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_remove_referenced_refused_naming_referrer, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_remove_referrer_and_referenced_together, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_referrer_in_same_write_blocks_later_removal, setup, teardown),

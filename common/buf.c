@@ -37,6 +37,7 @@ void buf_reserve(struct buf *b, size_t extra)
 		cap *= 2;
 	b->data = xrealloc(b->data, cap);
 	b->cap = cap;
+	b->data[b->len] = '\0';   /* a fresh buffer is "" too (buf_detach) */
 }
 
 void buf_append(struct buf *b, const void *data, size_t len)

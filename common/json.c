@@ -64,9 +64,15 @@ static void path_push_index(char *path, size_t cap, int i)
 		snprintf(path + n, cap - n, "[%d]", i);
 }
 
+/* Refuses duplicate keys and numbers out of a double's range (cJSON reads
+ * 1e999 as infinity, which would print back as null). */
 static int check_dups(const cJSON *v, char *path, size_t cap, char *err, size_t errlen)
 {
 	size_t saved = strlen(path);
+	if (cJSON_IsNumber(v) && !isfinite(v->valuedouble)) {
+		snprintf(err, errlen, "number out of range%s%s", *path ? " at " : "", path);
+		return -1;
+	}
 	if (cJSON_IsObject(v)) {
 		size_t n = 0;
 		for (const cJSON *c = v->child; c; c = c->next)
@@ -172,10 +178,38 @@ void json_sort_keys(cJSON *v)
 		json_sort_keys(c);
 }
 
+/* cJSON prints a number with 15 significant digits whenever that reads
+ * back within an epsilon of it, which changes values (9007199254740993
+ * prints as 9.00719925474099e+15, DBL_MAX as 1.79769313486232e+308 which
+ * reads back as infinity). For the print, each finite number becomes a raw
+ * item holding the shortest text that reads back exactly (decoded trees
+ * hold no raw items of their own). */
+static void numbers_to_raw(cJSON *v, bool to_raw)
+{
+	if (to_raw && cJSON_IsNumber(v) && isfinite(v->valuedouble)) {
+		char text[32];
+		for (int prec = 15; prec <= 17; prec++) {
+			snprintf(text, sizeof(text), "%.*g", prec, v->valuedouble);
+			if (strtod(text, NULL) == v->valuedouble)
+				break;
+		}
+		v->valuestring = xstrdup(text);
+		v->type = (v->type & ~0xff) | cJSON_Raw;
+	} else if (!to_raw && cJSON_IsRaw(v)) {
+		free(v->valuestring);
+		v->valuestring = NULL;
+		v->type = (v->type & ~0xff) | cJSON_Number;
+	}
+	for (cJSON *c = v->child; c; c = c->next)
+		numbers_to_raw(c, to_raw);
+}
+
 char *json_encode_canonical(cJSON *v)
 {
 	json_sort_keys(v);
+	numbers_to_raw(v, true);
 	char *s = cJSON_PrintUnformatted(v);
+	numbers_to_raw(v, false);
 	if (!s) {
 		fprintf(stderr, "fatal: out of memory encoding JSON\n");
 		abort();

@@ -202,6 +202,37 @@ static void test_escaped_nul_refused(void **state)
 	cJSON_Delete(v);
 }
 
+static void test_numbers_out_of_range_refused(void **state)
+{
+	(void)state;
+	expect_refused("{\"a\":1e999}", NULL, "number out of range at a");
+	expect_refused("[1,{\"b\":[-1e400]}]", NULL, "number out of range at [1].b[0]");
+	expect_refused("1e309", NULL, "number out of range");
+}
+
+static void test_canonical_keeps_numbers_exact(void **state)
+{
+	(void)state;
+	char err[128];
+	const char text[] = "{\"big\":9007199254740993,\"max\":1.7976931348623157e308,\"pi\":3.141592653589793,\"n\":80}";
+	cJSON *v = json_decode(text, strlen(text), NULL, err, sizeof(err));
+	assert_non_null(v);
+	char *out = json_encode_canonical(v);
+	/* each number reads back as the same double: a fixed point */
+	cJSON *w = json_decode(out, strlen(out), NULL, err, sizeof(err));
+	assert_non_null(w);
+	assert_true(cJSON_GetObjectItem(w, "max")->valuedouble == cJSON_GetObjectItem(v, "max")->valuedouble);
+	assert_true(cJSON_GetObjectItem(w, "big")->valuedouble == cJSON_GetObjectItem(v, "big")->valuedouble);
+	assert_true(cJSON_GetObjectItem(w, "pi")->valuedouble == 3.141592653589793);
+	char *again = json_encode_canonical(w);
+	assert_string_equal(out, again);
+	assert_non_null(strstr(out, "\"n\":80"));
+	free(again);
+	free(out);
+	cJSON_Delete(w);
+	cJSON_Delete(v);
+}
+
 static void test_canonical_sorts_recursively(void **state)
 {
 	(void)state;
@@ -316,6 +347,8 @@ int main(void)
 		cmocka_unit_test(test_duplicate_keys),
 		cmocka_unit_test(test_nul_byte_refused),
 		cmocka_unit_test(test_escaped_nul_refused),
+		cmocka_unit_test(test_numbers_out_of_range_refused),
+		cmocka_unit_test(test_canonical_keeps_numbers_exact),
 		cmocka_unit_test(test_canonical_sorts_recursively),
 		cmocka_unit_test(test_canonical_same_bytes_for_reordered_input),
 		cmocka_unit_test(test_sort_keeps_list_links),

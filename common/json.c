@@ -43,6 +43,45 @@ static int prescan(const char *t, size_t len, int max_depth, char *err, size_t e
 	return 0;
 }
 
+/* JSON text is UTF-8 (RFC 8259). cJSON copies string bytes through
+ * unchecked, so invalid UTF-8 would be stored and served as invalid JSON.
+ * Refuses bad lead and continuation bytes, overlong forms, surrogates and
+ * code points above U+10FFFF. Returns the offset of the first bad byte, or
+ * len when the text is valid. */
+static size_t utf8_check(const unsigned char *s, size_t len)
+{
+	size_t i = 0;
+	while (i < len) {
+		unsigned char c = s[i];
+		size_t n;
+		uint32_t cp, min;
+		if (c < 0x80) {
+			i++;
+			continue;
+		}
+		if ((c & 0xe0) == 0xc0) {
+			n = 1, cp = c & 0x1f, min = 0x80;
+		} else if ((c & 0xf0) == 0xe0) {
+			n = 2, cp = c & 0x0f, min = 0x800;
+		} else if ((c & 0xf8) == 0xf0) {
+			n = 3, cp = c & 0x07, min = 0x10000;
+		} else {
+			return i;
+		}
+		if (len - i <= n)
+			return i;
+		for (size_t k = 1; k <= n; k++) {
+			if ((s[i + k] & 0xc0) != 0x80)
+				return i;
+			cp = (cp << 6) | (s[i + k] & 0x3f);
+		}
+		if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+			return i;
+		i += n + 1;
+	}
+	return len;
+}
+
 static int key_cmp(const void *a, const void *b)
 {
 	const cJSON *x = *(const cJSON *const *)a, *y = *(const cJSON *const *)b;
@@ -125,6 +164,11 @@ cJSON *json_decode(const char *text, size_t len, const struct json_limits *lim,
 	}
 	if (memchr(text, '\0', len)) {
 		snprintf(err, errlen, "JSON text contains a NUL byte");
+		return NULL;
+	}
+	size_t bad = utf8_check((const unsigned char *)text, len);
+	if (bad < len) {
+		snprintf(err, errlen, "JSON text is not valid UTF-8 at byte %zu", bad);
 		return NULL;
 	}
 	if (prescan(text, len, max_depth, err, errlen) < 0)

@@ -115,6 +115,7 @@ enum MHD_Result api_resource(struct plane *p, struct MHD_Connection *c, struct r
 		return http_send_error(c, MHD_HTTP_BAD_REQUEST, "%s: %s", name, err);
 	struct store_change ch;
 	if (validate_upsert(name, body, &ch, err, sizeof(err)) < 0) {
+		atomic_fetch_add(&p->ctr.refused_writes, 1);
 		cJSON_Delete(body);
 		return http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT, "%s", err);
 	}
@@ -172,6 +173,9 @@ enum MHD_Result api_batch(struct plane *p, struct MHD_Connection *c, struct requ
 		return ret;
 
 	struct json_limits lim = limits(p, p->cfg.max_request);
+	/* {"upserts":[{"body": ...}]}: three levels of envelope, so a body may
+	 * nest as deep in a batch as in a PUT */
+	lim.max_depth += 3;
 	cJSON *doc = json_decode(r->body.data ? r->body.data : "", r->body.len, &lim, err, sizeof(err));
 	if (!doc)
 		return http_send_error(c, MHD_HTTP_BAD_REQUEST, "batch: %s", err);
@@ -199,12 +203,9 @@ enum MHD_Result api_batch(struct plane *p, struct MHD_Connection *c, struct requ
 		snprintf(err, sizeof(err), "batch: removes must be an array");
 		goto fail;
 	}
+	/* the request size bounds the item count; the result's resource count
+	 * is checked on the candidate (a batch may swap every resource) */
 	size_t total = (size_t)cJSON_GetArraySize(ups) + (size_t)cJSON_GetArraySize(rms);
-	if (total > p->cfg.max_resources) {
-		snprintf(err, sizeof(err), "batch: %zu items exceed max-resources (%llu)", total,
-			 (unsigned long long)p->cfg.max_resources);
-		goto fail;
-	}
 	ch = xcalloc(total ? total : 1, sizeof(*ch));
 	int i = 0;
 	for (cJSON *u = ups ? ups->child : NULL; u; u = u->next, i++) {
@@ -260,5 +261,7 @@ fail:
 		free(ch[k].body);
 	free(ch);
 	cJSON_Delete(doc);
+	if (status == MHD_HTTP_UNPROCESSABLE_CONTENT)
+		atomic_fetch_add(&p->ctr.refused_writes, 1);
 	return http_send_error(c, status, "%s", err);
 }

@@ -144,7 +144,11 @@ bool http_authorized(struct plane *p, struct MHD_Connection *c, enum MHD_Result 
 static enum MHD_Result method_not_allowed(struct MHD_Connection *c, const char *method, const char *allow)
 {
 	struct buf b = BUF_INIT;
-	buf_printf(&b, "{\"error\":\"method %s is not allowed here; allowed: %s\"}\n", method, allow);
+	char msg[256];
+	snprintf(msg, sizeof(msg), "method %.64s is not allowed here; allowed: %s", method, allow);
+	buf_puts(&b, "{\"error\":");
+	buf_json_string(&b, msg);   /* the method is the client's text */
+	buf_puts(&b, "}\n");
 	size_t len;
 	char *data = buf_detach(&b, &len);
 	struct MHD_Response *resp = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
@@ -246,6 +250,39 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
 	*con_cls = NULL;
 }
 
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* Unescapes %HH in the path and query values, except %00: a NUL would cut
+ * the C string short, so "cluster/a%00b" would write "cluster/a" and
+ * "node=a%00b" would be node "a". It stays as the text "%00", which no
+ * name, node id, label, prefix or number accepts. */
+static size_t unescape_no_nul(void *cls, struct MHD_Connection *c, char *s)
+{
+	char *w = s;
+	(void)cls;
+	(void)c;
+	for (const char *r = s; *r;) {
+		int hi, lo;
+		if (r[0] == '%' && (hi = hexval(r[1])) >= 0 && (lo = hexval(r[2])) >= 0 && (hi | lo) != 0) {
+			*w++ = (char)(hi * 16 + lo);
+			r += 3;
+		} else {
+			*w++ = *r++;
+		}
+	}
+	*w = '\0';
+	return (size_t)(w - s);
+}
+
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
 	char msg[512];
@@ -337,6 +374,7 @@ int http_start(struct plane *p, char *err, size_t errlen)
 				  MHD_OPTION_CONNECTION_MEMORY_INCREMENT, (size_t)1024,
 				  MHD_OPTION_NOTIFY_COMPLETED, on_completed, p,
 				  MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+				  MHD_OPTION_UNESCAPE_CALLBACK, unescape_no_nul, NULL,
 				  MHD_OPTION_END);
 	if (!p->mhd) {
 		snprintf(err, errlen, "cannot start the HTTP server on %s", p->listen_addr);

@@ -354,8 +354,11 @@ void nodes_to_json(struct nodes *n, uint64_t plane_version, struct buf *out)
 	int64_t mono = now_ms();
 	pthread_mutex_lock(&n->lock);
 	struct node_rec **sorted = xmalloc((n->len ? n->len : 1) * sizeof(*sorted));
-	memcpy(sorted, n->all, n->len * sizeof(*sorted));
-	qsort(sorted, n->len, sizeof(*sorted), cmp_rec);
+	if (n->len) {
+		/* n->all is NULL until the first node: memcpy(NULL, 0) is UB */
+		memcpy(sorted, n->all, n->len * sizeof(*sorted));
+		qsort(sorted, n->len, sizeof(*sorted), cmp_rec);
+	}
 	buf_putc(out, '[');
 	for (size_t i = 0; i < n->len; i++) {
 		if (i)

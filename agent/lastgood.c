@@ -53,6 +53,12 @@ static void put_u64(struct buf *b, uint64_t v)
 	buf_append(b, x, 8);
 }
 
+static void set_u32(unsigned char *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
 static uint64_t get_u64(const unsigned char *p)
 {
 	uint64_t v = 0;
@@ -395,9 +401,23 @@ static size_t replay_journal(struct lastgood *lg, unsigned long long gen, struct
 	return off;
 }
 
+/* A new listing of the state directory. Not fdopendir(dup(dirfd)): a dup
+ * shares its read position with dirfd, so every listing after the first
+ * would come back empty. */
+static DIR *list_dir(struct lastgood *lg)
+{
+	int fd = openat(lg->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	DIR *d = fdopendir(fd);
+	if (!d)
+		close(fd);
+	return d;
+}
+
 int lastgood_load(struct lastgood *lg, struct state *s, char *err, size_t errlen)
 {
-	DIR *d = fdopendir(dup(lg->dirfd));
+	DIR *d = list_dir(lg);
 	if (!d) {
 		snprintf(err, errlen, "cannot list '%s': %s", lg->dir, strerror(errno));
 		return -1;
@@ -419,7 +439,8 @@ int lastgood_load(struct lastgood *lg, struct state *s, char *err, size_t errlen
 			lg->max_gen = g;
 	}
 	closedir(d);
-	qsort(gens, n, sizeof(*gens), cmp_gen_desc);
+	if (n)   /* qsort(NULL, 0, ...) is undefined */
+		qsort(gens, n, sizeof(*gens), cmp_gen_desc);
 
 	int rc = n ? -1 : 0;
 	for (size_t i = 0; i < n; i++) {
@@ -467,7 +488,7 @@ int lastgood_load(struct lastgood *lg, struct state *s, char *err, size_t errlen
 /* Unlinks every last-good file that is neither generation keep1 nor keep2. */
 static void drop_generations(struct lastgood *lg, unsigned long long keep1, unsigned long long keep2)
 {
-	DIR *d = fdopendir(dup(lg->dirfd));
+	DIR *d = list_dir(lg);
 	if (!d)
 		return;
 	struct dirent *de;
@@ -636,17 +657,19 @@ int lastgood_save(struct lastgood *lg, const struct state *s, const struct candi
 	int rc = -1;
 	uLongf comp = compressBound((uLong)raw.len);
 	buf_reserve(&rec, JREC_HDR + comp);
-	buf_append(&rec, JOURNAL_MAGIC, 4);
-	unsigned char *payload = (unsigned char *)rec.data + JREC_HDR;
+	unsigned char *hdr = (unsigned char *)rec.data, *payload = hdr + JREC_HDR;
 	if (compress2(payload, &comp, (const Bytef *)raw.data, (uLong)raw.len, 6) != Z_OK) {
 		snprintf(err, errlen, "cannot compress the journal record");
 		goto out;
 	}
-	put_u32(&rec, (uint32_t)comp);
-	put_u32(&rec, (uint32_t)raw.len);
-	uLong crc = crc32(0, (const Bytef *)rec.data, 12);
+	/* the header in place, not with put_u32: buf_append NUL-terminates,
+	 * which would overwrite the payload's first byte after the CRC */
+	memcpy(hdr, JOURNAL_MAGIC, 4);
+	set_u32(hdr + 4, (uint32_t)comp);
+	set_u32(hdr + 8, (uint32_t)raw.len);
+	uLong crc = crc32(0, hdr, 12);
 	crc = crc32(crc, payload, (uInt)comp);
-	put_u32(&rec, (uint32_t)crc);
+	set_u32(hdr + 12, (uint32_t)crc);
 	rec.len = JREC_HDR + comp;
 	if (write_all(lg->jfd, rec.data, rec.len) < 0 || fsync(lg->jfd) < 0) {
 		int e = errno;

@@ -22,6 +22,12 @@ int push_decode(const char *text, size_t len, const struct json_limits *lim, str
 		snprintf(err, errlen, "push: not a JSON object");
 		goto fail;
 	}
+	/* what identifies the push first, each on its own, so that whatever
+	 * else is wrong the push can still be NACKed */
+	const char *nonce = json_get_string(d, "nonce");
+	bool nonce_ok = nonce && *nonce && strlen(nonce) < sizeof(p->nonce);
+	if (nonce_ok)
+		snprintf(p->nonce, sizeof(p->nonce), "%s", nonce);
 	if (!json_get_u64(cJSON_GetObjectItemCaseSensitive(d, "version"), &p->version)) {
 		snprintf(err, errlen, "push: version must be a non-negative integer");
 		goto fail;
@@ -37,12 +43,10 @@ int push_decode(const char *text, size_t len, const struct json_limits *lim, str
 		goto fail;
 	}
 	p->full = cJSON_IsTrue(full);
-	const char *nonce = json_get_string(d, "nonce");
-	if (!nonce || !*nonce || strlen(nonce) >= sizeof(p->nonce)) {
+	if (!nonce_ok) {
 		snprintf(err, errlen, "push: nonce must be a string of 1..%d bytes", PUSH_NONCE_MAX - 1);
 		goto fail;
 	}
-	snprintf(p->nonce, sizeof(p->nonce), "%s", nonce);
 
 	const cJSON *ups = cJSON_GetObjectItemCaseSensitive(d, "upserts");
 	const cJSON *rms = cJSON_GetObjectItemCaseSensitive(d, "removed");

@@ -80,10 +80,15 @@ int runcmd(const char *cmd, const char *const *env, double timeout_s, struct run
 	bool exited = false;
 	int64_t deadline = now_ms() + (int64_t)(timeout_s * 1000);
 	fcntl(pfd[0], F_SETFL, O_NONBLOCK);
+	bool eof = false;
 	for (;;) {
 		char chunk[1024];
 		ssize_t r;
-		while ((r = read(pfd[0], chunk, sizeof(chunk))) > 0) {
+		while (!eof && (r = read(pfd[0], chunk, sizeof(chunk))) >= 0) {
+			if (r == 0) {
+				eof = true;   /* closed its output; may still run */
+				break;
+			}
 			size_t room = sizeof(res->output) - 1 - got;
 			size_t take = (size_t)r < room ? (size_t)r : room;
 			memcpy(res->output + got, chunk, take);
@@ -104,7 +109,8 @@ int runcmd(const char *cmd, const char *const *env, double timeout_s, struct run
 				;
 			break;
 		}
-		struct pollfd p = { pfd[0], POLLIN, 0 };
+		/* after EOF the pipe polls readable forever: just wait a little */
+		struct pollfd p = { eof ? -1 : pfd[0], POLLIN, 0 };
 		poll(&p, 1, (int)(left > 50 ? 50 : left));
 	}
 	close(pfd[0]);

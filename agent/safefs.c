@@ -26,6 +26,19 @@ int safefs_parent(int rootfd, const char *path, bool create, const char **base, 
 		errno = EINVAL;
 		return -1;
 	}
+	/* every component is checked before anything is created */
+	for (const char *c = path;;) {
+		const char *slash = strchr(c, '/');
+		size_t len = slash ? (size_t)(slash - c) : strlen(c);
+		if (bad_component(c, len) || len > 255) {
+			snprintf(err, errlen, "path '%s' has a '.', '..' or empty component", path);
+			errno = EINVAL;
+			return -1;
+		}
+		if (!slash)
+			break;
+		c = slash + 1;
+	}
 	int fd = dup(rootfd);
 	if (fd < 0) {
 		snprintf(err, errlen, "cannot open the output directory: %s", strerror(errno));
@@ -230,12 +243,25 @@ static int remove_children(int dfd)
 
 int safefs_remove_tree(int rootfd, const char *path)
 {
-	int fd = openat(rootfd, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	/* walk to the parent like every other path: O_NOFOLLOW alone guards
+	 * only the last component */
+	char err[256];
+	const char *base;
+	int dfd = safefs_parent(rootfd, path, false, &base, err, sizeof(err));
+	if (dfd < 0)
+		return errno == ENOENT ? 0 : -1;
+	int rc;
+	int fd = openat(dfd, base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
-		return errno == ENOENT ? 0 : unlinkat(rootfd, path, 0);
-	if (remove_children(fd) < 0)
-		return -1;
-	return unlinkat(rootfd, path, AT_REMOVEDIR);
+		rc = errno == ENOENT ? 0 : unlinkat(dfd, base, 0);
+	else if (remove_children(fd) < 0)
+		rc = -1;
+	else
+		rc = unlinkat(dfd, base, AT_REMOVEDIR);
+	int e = errno;
+	close(dfd);
+	errno = e;
+	return rc;
 }
 
 int safefs_sync_parent(int rootfd, const char *path, char *err, size_t errlen)

@@ -190,14 +190,9 @@ int refcheck_candidate(const struct refcheck_base *b, const struct refcheck_chan
 		intptr_t d = 0;
 		strmap_get(&c.ref_delta, ch[i].name, &d);
 		if ((intptr_t)referrers + d > 0) {
-			/* name a referrer: one in the write, else one the base knows */
-			const char *who = NULL;
-			for (size_t k = 0; k < n && !who; k++)
-				for (int r = 0; ch[k].upsert && ch[k].refs && r < ch[k].refs->n; r++)
-					if (strcmp(ch[k].refs->name[r], ch[i].name) == 0)
-						who = ch[k].name;
-			if (!who && b->referrer_of)
-				who = b->referrer_of(b->ctx, ch[i].name, in_write, &c);
+			/* an upsert of the write referring to it failed above as a
+			 * dangling reference: the referrer is in the base */
+			const char *who = b->referrer_of ? b->referrer_of(b->ctx, ch[i].name, in_write, &c) : NULL;
 			snprintf(err, errlen, "cannot remove %s: %s refers to it", ch[i].name,
 				 who ? who : "another resource");
 			goto out;

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 #define ERRLEN 4096
@@ -347,6 +348,8 @@ static enum push_result handle_push(struct agent *a, const char *text, size_t le
 	}
 	struct candidate c;
 	int64_t t0 = now_ms();
+	struct timespec cpu0, cpu1;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu0);
 	if (candidate_build(&a->state, &p, a->cfg.strict ? STATE_STRICT : 0, &c, err, sizeof(err)) < 0) {
 		reject(a, p.version, p.nonce, err);
 		push_release(&p);
@@ -360,8 +363,10 @@ static enum push_result handle_push(struct agent *a, const char *text, size_t le
 		return PUSH_DONE;
 	}
 	candidate_release(&c);
-	log_info("applied version %llu (%s, %zu changes, %lld ms)", (unsigned long long)a->state.version,
-		 p.full ? "snapshot" : "delta", changes, (long long)(now_ms() - t0));
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu1);
+	double cpu_ms = (double)(cpu1.tv_sec - cpu0.tv_sec) * 1e3 + (double)(cpu1.tv_nsec - cpu0.tv_nsec) / 1e6;
+	log_info("applied version %llu (%s, %zu changes, %lld ms, %.3f ms cpu)", (unsigned long long)a->state.version,
+		 p.full ? "snapshot" : "delta", changes, (long long)(now_ms() - t0), cpu_ms);
 	a->applied++;
 	a->last_error[0] = '\0';
 	a->last_sync = wall_seconds();

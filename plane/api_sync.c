@@ -89,7 +89,10 @@ enum MHD_Result api_stream(struct plane *p, struct MHD_Connection *c)
 		 gzip ? " (gzip)" : "");
 	params_release(&sp);
 
-	struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 1024, hub_stream_read, st,
+	/* libmicrohttpd mallocs a buffer of the block size with the response
+	 * and keeps it as long as the stream; chunks are cut from the
+	 * connection's pool, not from it, so 256 costs nothing on the wire. */
+	struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 256, hub_stream_read, st,
 								      hub_stream_free);
 	if (!resp) {
 		hub_stream_free(st);

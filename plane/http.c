@@ -363,6 +363,12 @@ int http_start(struct plane *p, char *err, size_t errlen)
 		rlim_t cur = rl.rlim_cur == RLIM_INFINITY ? 1048576 : rl.rlim_cur;
 		limit = cur > 64 ? (unsigned)(cur - 32) : 32;
 	}
+	/* Each connection's memory pool is malloc'd whole and libmicrohttpd
+	 * zeroes what it frees inside it, so every held stream keeps all of it
+	 * resident: the pool is most of a stream's cost (docs/BENCHMARKS.md).
+	 * 8 KiB still takes the largest request head we accept (a 200-byte
+	 * node id with 32 labels of 63/63 bytes, or a 4 KiB admin token);
+	 * 4 KiB does not. */
 	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC |
 			 MHD_USE_ERROR_LOG;
 	p->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, p,
@@ -370,7 +376,7 @@ int http_start(struct plane *p, char *err, size_t errlen)
 				  MHD_OPTION_THREAD_POOL_SIZE, (unsigned)p->cfg.threads,
 				  MHD_OPTION_CONNECTION_LIMIT, limit,
 				  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)p->cfg.send_timeout,
-				  MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)16384,
+				  MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)8192,
 				  MHD_OPTION_CONNECTION_MEMORY_INCREMENT, (size_t)1024,
 				  MHD_OPTION_NOTIFY_COMPLETED, on_completed, p,
 				  MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,

@@ -351,7 +351,10 @@ int store_commit(struct store *s, struct store_change *changes, size_t n,
 		 uint64_t *version, bool *changed, char *err, size_t errlen)
 {
 	struct store_change *eff = xmalloc((n ? n : 1) * sizeof(*eff));
+	bool *taken = xcalloc(n ? n : 1, sizeof(*taken));
+	struct strmap revive;    /* tombstones this commit brings back */
 	size_t neff = 0, new_tombs = 0, revived = 0;
+	strmap_init(&revive);
 	int64_t now = wall_seconds();
 
 	for (size_t i = 0; i < n; i++) {
@@ -360,18 +363,23 @@ int store_commit(struct store *s, struct store_change *changes, size_t n,
 			if (e && e->body && e->body_len == changes[i].body_len &&
 			    memcmp(e->body, changes[i].body, e->body_len) == 0)
 				continue;   /* identical desired state: no new version */
-			if (e && !e->body)
+			if (e && !e->body) {
 				revived++;
+				*strmap_ref(&revive, e->name) = 1;
+			}
 		} else {
 			if (!e || !e->body)
 				continue;
 			new_tombs++;
 		}
 		eff[neff++] = changes[i];
+		taken[i] = true;
 	}
 	*changed = neff > 0;
 	if (!neff) {
 		*version = s->version;
+		strmap_release(&revive);
+		free(taken);
 		free(eff);
 		return 0;
 	}
@@ -385,11 +393,8 @@ int store_commit(struct store *s, struct store_change *changes, size_t n,
 		size_t excess = tombs_after - s->opts.tombstone_keep;
 		pruned = xmalloc(excess * sizeof(*pruned));
 		for (struct store_entry *t = s->thead; t && npruned < excess; t = t->tnext) {
-			bool touched = false;   /* revived by this very commit */
-			for (size_t i = 0; i < neff && !touched; i++)
-				touched = strcmp(eff[i].name, t->name) == 0;
-			if (touched)
-				continue;
+			if (strmap_get(&revive, t->name, NULL))
+				continue;   /* revived by this very commit */
 			pruned[npruned++] = t->name;
 			if (t->version > horizon)
 				horizon = t->version;
@@ -400,8 +405,10 @@ int store_commit(struct store *s, struct store_change *changes, size_t n,
 		.version = s->version + 1, .horizon = horizon, .now = now,
 		.changes = eff, .nchanges = neff, .pruned = pruned, .npruned = npruned,
 	};
+	strmap_release(&revive);
 	if (store_sqlite_commit(s->db, &txn, err, errlen) < 0) {
 		free(pruned);
+		free(taken);
 		free(eff);
 		return -1;
 	}
@@ -424,16 +431,12 @@ int store_commit(struct store *s, struct store_change *changes, size_t n,
 	pthread_rwlock_unlock(&s->rw);
 
 	/* the store owns the committed bodies now */
-	for (size_t i = 0; i < n; i++) {
-		for (size_t j = 0; j < neff; j++) {
-			if (changes[i].body && changes[i].body == eff[j].body) {
-				changes[i].body = NULL;
-				break;
-			}
-		}
-	}
+	for (size_t i = 0; i < n; i++)
+		if (taken[i])
+			changes[i].body = NULL;
 	*version = txn.version;
 	free(pruned);
+	free(taken);
 	free(eff);
 	return 0;
 }

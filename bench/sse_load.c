@@ -1,0 +1,1162 @@
+/* sse_load.c: the load client of the fan-out and wire-bytes benchmarks
+ * (bench/run.sh). One thread, epoll, non-blocking sockets: it opens N
+ * Server-Sent Events streams (GET /v1/stream, distinct node ids) to one
+ * plane, spreading the source address over 127.0.0.x so that the ephemeral
+ * ports of one address do not run out, and parses just enough of each
+ * response (status line, headers, chunked transfer encoding, optional gzip,
+ * SSE fields) to see every complete event, its type and its id.
+ *
+ * Phase 1 waits until every stream has its first event and reports the
+ * bytes that took. Then, with --wait-push V, round r (of --rounds R) waits
+ * until every stream has a push with id >= V + r - 1 and reports each
+ * arrival relative to a start time given with --start or read, one line per
+ * round, from --start-file (a regular file or a FIFO). Every figure counts
+ * raw bytes as read from the socket: HTTP headers, chunk-size lines and
+ * CRLFs, gzip framing and SSE text. Results are key=value lines on stdout. */
+#include "buf.h"
+#include "util.h"
+#include "xmalloc.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#ifndef IP_BIND_ADDRESS_NO_PORT
+#define IP_BIND_ADDRESS_NO_PORT 24
+#endif
+
+#define LINE_KEEP 64          /* bytes of a line kept for parsing */
+#define MAX_PENDING 4         /* events completed inside one chunk */
+#define READ_BUF (64 * 1024)
+#define INFLATE_BUF (64 * 1024)
+#define MAX_CONNECT_TRIES 5
+
+enum st_state { ST_IDLE, ST_CONNECTING, ST_HEADERS, ST_BODY, ST_ENDED, ST_FAILED };
+enum body_mode { B_RAW, B_SIZE, B_DATA, B_DATA_CR, B_DATA_LF, B_TRAILER, B_END };
+
+struct event {
+	char type;            /* 'p' push, 'h' heartbeat, 'o' other */
+	uint64_t id;
+	int64_t t_ns;         /* wall clock when the read that completed it returned */
+	uint64_t sse_end;     /* decoded bytes up to its end */
+};
+
+struct stream {
+	int fd;
+	uint8_t state, bmode, tries;
+	bool chunked, gzip, got_first, got_target, counted_inflight;
+	uint16_t status;
+	/* header and chunk-size lines */
+	char hline[LINE_KEEP];
+	uint32_t hlen;
+	/* the current SSE line and event */
+	char sline[LINE_KEEP];
+	uint32_t slen;
+	char ev_type;
+	bool ev_data;
+	uint64_t ev_id;
+	uint64_t chunk_left;
+	z_stream *z;
+	/* byte accounting */
+	uint64_t pos;         /* raw bytes consumed */
+	uint64_t sse_pos;     /* decoded body bytes consumed */
+	uint64_t hdr_bytes;
+	uint64_t mark_rx, mark_sse;
+	struct event pend[MAX_PENDING];
+	uint8_t npend;
+	/* first event */
+	char first_type;
+	uint64_t first_id, first_wire, first_sse;
+	int64_t first_ns;
+	/* the newest push, and the one that met the current round's target */
+	uint64_t last_id, last_wire, last_sse;
+	int64_t last_ns;
+	bool have_push;
+	uint64_t arr_id, arr_wire, arr_sse;
+	int64_t arr_ns;
+};
+
+struct config {
+	struct sockaddr_in dst;
+	char host[64];
+	unsigned port;
+	uint64_t n, version, wait_push, rounds, concurrency, sources, timeout_s, linger_s;
+	const char *prefix, *start_file, *start_arg;
+	bool gzip, per_stream;
+};
+
+static struct config cfg;
+static struct stream *streams;
+static int ep = -1;
+static uint64_t n_first, n_failed, n_inflight, n_target, next_connect;
+/* streams that had their first event and are still open; of those, the
+ * ones still waiting for the current round's push */
+static uint64_t n_live, n_waiting;
+static uint64_t target;           /* 0: not waiting for a push */
+static char rbuf[READ_BUF];
+static unsigned char zbuf[INFLATE_BUF];
+
+/* ---- small helpers ------------------------------------------------------- */
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("sse_load: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+	exit(2);
+}
+
+static void warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void warn(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("sse_load: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+}
+
+static int64_t wall_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A start time: SECONDS.FRACTION (bash's $EPOCHREALTIME), or an integer
+ * read by magnitude as seconds, milliseconds, microseconds or nanoseconds
+ * since the epoch (date +%s%N). Returns 0 or -1. */
+static int parse_time_ns(const char *s, int64_t *out)
+{
+	char ip[32];
+	const char *dot = strchr(s, '.');
+	size_t il = dot ? (size_t)(dot - s) : strlen(s);
+	uint64_t whole, frac = 0;
+	if (il == 0 || il >= sizeof(ip))
+		return -1;
+	memcpy(ip, s, il);
+	ip[il] = '\0';
+	if (parse_u64(ip, &whole) < 0)
+		return -1;
+	if (dot) {
+		const char *f = dot + 1;
+		size_t fl = strlen(f);
+		if (fl == 0 || fl > 9 || whole > 100000000000ULL)
+			return -1;
+		for (size_t i = 0; i < 9; i++) {
+			unsigned d = 0;
+			if (i < fl) {
+				if (f[i] < '0' || f[i] > '9')
+					return -1;
+				d = (unsigned)(f[i] - '0');
+			}
+			frac = frac * 10 + d;
+		}
+		*out = (int64_t)(whole * 1000000000ULL + frac);
+		return 0;
+	}
+	if (whole < 100000000000ULL)
+		whole *= 1000000000ULL;
+	else if (whole < 100000000000000ULL)
+		whole *= 1000000ULL;
+	else if (whole < 100000000000000000ULL)
+		whole *= 1000ULL;
+	*out = (int64_t)whole;
+	return 0;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Nearest-rank percentile of a sorted array. */
+static int64_t pct(const int64_t *v, size_t n, double p)
+{
+	if (!n)
+		return 0;
+	size_t k = (size_t)((p / 100.0) * (double)n + 0.999999);
+	if (k < 1)
+		k = 1;
+	if (k > n)
+		k = n;
+	return v[k - 1];
+}
+
+/* Prints PREFIX.min/p50/mean/max of the values (sorted in place) divided
+ * by scale, with the given decimals. */
+static void print_stats(const char *prefix, int64_t *v, size_t n, double scale, int decimals)
+{
+	if (!n) {
+		printf("%s.count=0\n", prefix);
+		return;
+	}
+	qsort(v, n, sizeof(*v), cmp_i64);
+	double sum = 0;
+	for (size_t i = 0; i < n; i++)
+		sum += (double)v[i];
+	printf("%s.min=%.*f\n", prefix, decimals, (double)v[0] / scale);
+	printf("%s.p50=%.*f\n", prefix, decimals, (double)pct(v, n, 50) / scale);
+	printf("%s.mean=%.*f\n", prefix, decimals, sum / (double)n / scale);
+	printf("%s.max=%.*f\n", prefix, decimals, (double)v[n - 1] / scale);
+}
+
+/* ---- stream life ----------------------------------------------------------- */
+
+static void release_inflight(struct stream *st)
+{
+	if (st->counted_inflight) {
+		st->counted_inflight = false;
+		n_inflight--;
+	}
+}
+
+static void stream_close(struct stream *st)
+{
+	if (st->fd >= 0) {
+		epoll_ctl(ep, EPOLL_CTL_DEL, st->fd, NULL);
+		close(st->fd);
+		st->fd = -1;
+	}
+	if (st->z) {
+		inflateEnd(st->z);
+		free(st->z);
+		st->z = NULL;
+	}
+}
+
+static void stream_fail(struct stream *st, const char *why)
+{
+	size_t i = (size_t)(st - streams);
+	if (st->state == ST_FAILED || st->state == ST_ENDED)
+		return;
+	if (n_failed < 10)
+		warn("stream %zu (%s%zu): %s", i, cfg.prefix, i, why);
+	if (st->got_first) {
+		n_live--;
+		if (target && !st->got_target)
+			n_waiting--;
+	}
+	st->state = ST_FAILED;
+	n_failed++;
+	release_inflight(st);
+	stream_close(st);
+}
+
+static int stream_connect(struct stream *st, size_t i)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	if (cfg.sources) {
+		int one = 1;
+		setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
+		struct sockaddr_in src = { .sin_family = AF_INET };
+		/* 127.0.0.2 .. 127.0.0.(sources + 1) */
+		src.sin_addr.s_addr = htonl(0x7f000002u + (uint32_t)(i % cfg.sources));
+		if (bind(fd, (struct sockaddr *)&src, sizeof(src)) < 0) {
+			close(fd);
+			return -1;
+		}
+	}
+	if (connect(fd, (struct sockaddr *)&cfg.dst, sizeof(cfg.dst)) < 0 && errno != EINPROGRESS) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	struct epoll_event ev = { .events = EPOLLOUT | EPOLLIN, .data.u64 = i };
+	if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
+		close(fd);
+		return -1;
+	}
+	st->fd = fd;
+	st->state = ST_CONNECTING;
+	return 0;
+}
+
+static void start_connects(void)
+{
+	while (next_connect < cfg.n && n_inflight < cfg.concurrency) {
+		size_t i = (size_t)next_connect++;
+		struct stream *st = &streams[i];
+		st->tries++;
+		if (stream_connect(st, i) < 0) {
+			char why[128];
+			snprintf(why, sizeof(why), "connect: %s", strerror(errno));
+			st->state = ST_IDLE;
+			stream_fail(st, why);
+			continue;
+		}
+		st->counted_inflight = true;
+		n_inflight++;
+	}
+}
+
+static void send_request(struct stream *st, size_t i)
+{
+	char req[512];
+	int n = snprintf(req, sizeof(req),
+			 "GET /v1/stream?node=%s%zu&version=%" PRIu64 " HTTP/1.1\r\n"
+			 "Host: %s:%u\r\n"
+			 "Accept: text/event-stream\r\n"
+			 "%s"
+			 "\r\n",
+			 cfg.prefix, i, cfg.version, cfg.host, cfg.port, cfg.gzip ? "Accept-Encoding: gzip\r\n" : "");
+	if (n < 0 || (size_t)n >= sizeof(req)) {
+		stream_fail(st, "request too long");
+		return;
+	}
+	ssize_t w = send(st->fd, req, (size_t)n, MSG_NOSIGNAL);
+	if (w != n) {
+		/* a fresh socket takes a few hundred bytes at once, or it is broken */
+		stream_fail(st, w < 0 ? strerror(errno) : "short write of the request");
+		return;
+	}
+	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = i };
+	epoll_ctl(ep, EPOLL_CTL_MOD, st->fd, &ev);
+	st->state = ST_HEADERS;
+}
+
+/* ---- events ------------------------------------------------------------------ */
+
+static void event_complete(struct stream *st, const struct event *e, uint64_t wire, uint64_t sse)
+{
+	if (!st->got_first) {
+		st->got_first = true;
+		st->first_type = e->type;
+		st->first_id = e->id;
+		st->first_wire = wire;
+		st->first_sse = sse;
+		st->first_ns = e->t_ns;
+		n_first++;
+		n_live++;
+		if (target)
+			n_waiting++;   /* not expected: a stream that opened during a round */
+		release_inflight(st);
+	}
+	if (e->type != 'p')
+		return;
+	st->have_push = true;
+	st->last_id = e->id;
+	st->last_wire = wire;
+	st->last_sse = sse;
+	st->last_ns = e->t_ns;
+	if (target && !st->got_target && e->id >= target) {
+		st->got_target = true;
+		st->arr_id = e->id;
+		st->arr_wire = wire;
+		st->arr_sse = sse;
+		st->arr_ns = e->t_ns;
+		n_target++;
+		n_waiting--;
+	}
+}
+
+/* The events completed since the last boundary end at raw position pos
+ * (the end of the chunk that completed them): the first takes every raw
+ * byte since the previous boundary, the others none. */
+static void finalize(struct stream *st, uint64_t pos)
+{
+	for (uint8_t k = 0; k < st->npend; k++) {
+		uint64_t wire = k == 0 ? pos - st->mark_rx : 0;
+		uint64_t sse = st->pend[k].sse_end - st->mark_sse;
+		st->mark_sse = st->pend[k].sse_end;
+		event_complete(st, &st->pend[k], wire, sse);
+	}
+	if (st->npend)
+		st->mark_rx = pos;
+	st->npend = 0;
+}
+
+static void sse_line(struct stream *st, int64_t t)
+{
+	const char *l = st->sline;
+	uint32_t kept = st->slen < LINE_KEEP - 1 ? st->slen : LINE_KEEP - 1;
+	if (st->slen == 0) {
+		/* a blank line dispatches; "retry:" alone has neither type nor data */
+		if (st->ev_type || st->ev_data) {
+			if (st->npend < MAX_PENDING) {
+				struct event *e = &st->pend[st->npend++];
+				e->type = st->ev_type ? st->ev_type : 'o';
+				e->id = st->ev_id;
+				e->t_ns = t;
+				e->sse_end = st->sse_pos;
+			}
+		}
+		st->ev_type = 0;
+		st->ev_data = false;
+		return;
+	}
+	if (l[0] == ':')
+		return;
+	const char *colon = memchr(l, ':', kept);
+	size_t nl = colon ? (size_t)(colon - l) : kept;
+	const char *val = colon ? colon + 1 : l + kept;
+	if (*val == ' ')
+		val++;
+	size_t vl = (size_t)(l + kept - val);
+	if (nl == 5 && memcmp(l, "event", 5) == 0) {
+		if (vl == 4 && memcmp(val, "push", 4) == 0)
+			st->ev_type = 'p';
+		else if (vl == 9 && memcmp(val, "heartbeat", 9) == 0)
+			st->ev_type = 'h';
+		else
+			st->ev_type = 'o';
+	} else if (nl == 2 && memcmp(l, "id", 2) == 0) {
+		char idb[32];
+		uint64_t id;
+		if (vl < sizeof(idb)) {
+			memcpy(idb, val, vl);
+			idb[vl] = '\0';
+			if (parse_u64(idb, &id) == 0)
+				st->ev_id = id;
+		}
+	} else if (nl == 4 && memcmp(l, "data", 4) == 0) {
+		st->ev_data = true;
+	}
+}
+
+/* Decoded body bytes: SSE lines, of which only a prefix is kept. */
+static void sse_feed(struct stream *st, const char *p, size_t n, int64_t t)
+{
+	while (n) {
+		const char *nlp = memchr(p, '\n', n);
+		size_t k = nlp ? (size_t)(nlp - p) : n;
+		if (st->slen < LINE_KEEP - 1) {
+			size_t room = LINE_KEEP - 1 - st->slen, c = k < room ? k : room;
+			memcpy(st->sline + st->slen, p, c);
+		}
+		st->slen += (uint32_t)k;
+		st->sse_pos += k;
+		p += k;
+		n -= k;
+		if (!nlp)
+			break;
+		st->sse_pos++;
+		p++;
+		n--;
+		if (st->slen && st->slen <= LINE_KEEP - 1 && st->sline[st->slen - 1] == '\r')
+			st->slen--;
+		sse_line(st, t);
+		st->slen = 0;
+	}
+}
+
+static void body_feed(struct stream *st, const char *p, size_t n, int64_t t)
+{
+	if (!st->gzip) {
+		sse_feed(st, p, n, t);
+		return;
+	}
+	z_stream *z = st->z;
+	z->next_in = (unsigned char *)(uintptr_t)p;
+	z->avail_in = (uInt)n;
+	bool full = false;
+	while (z->avail_in || full) {
+		z->next_out = zbuf;
+		z->avail_out = sizeof(zbuf);
+		int rc = inflate(z, Z_NO_FLUSH);
+		size_t out = sizeof(zbuf) - z->avail_out;
+		full = z->avail_out == 0;
+		if (out)
+			sse_feed(st, (const char *)zbuf, out, t);
+		if (rc == Z_STREAM_END) {
+			st->bmode = B_END;
+			return;
+		}
+		if (rc != Z_OK && rc != Z_BUF_ERROR) {
+			stream_fail(st, "bad gzip data");
+			return;
+		}
+		if (rc == Z_BUF_ERROR && !out)
+			break;
+	}
+}
+
+static void header_line(struct stream *st)
+{
+	uint32_t kept = st->hlen < LINE_KEEP - 1 ? st->hlen : LINE_KEEP - 1;
+	char *l = st->hline;
+	l[kept] = '\0';
+	if (kept && l[kept - 1] == '\r')
+		l[--kept] = '\0';
+	if (!st->status) {
+		/* HTTP/1.1 200 OK */
+		if (kept < 12 || strncmp(l, "HTTP/1.", 7) != 0) {
+			stream_fail(st, "not an HTTP response");
+			return;
+		}
+		st->status = (uint16_t)((l[9] - '0') * 100 + (l[10] - '0') * 10 + (l[11] - '0'));
+		return;
+	}
+	if (kept == 0) {
+		if (st->status != 200) {
+			char why[64];
+			snprintf(why, sizeof(why), "HTTP status %u", st->status);
+			stream_fail(st, why);
+			return;
+		}
+		st->state = ST_BODY;
+		st->hdr_bytes = st->pos;
+		st->mark_rx = st->pos;
+		st->bmode = st->chunked ? B_SIZE : B_RAW;
+		if (st->gzip) {
+			st->z = xcalloc(1, sizeof(*st->z));
+			if (inflateInit2(st->z, 16 + MAX_WBITS) != Z_OK)
+				stream_fail(st, "inflateInit2 failed");
+		}
+		return;
+	}
+	if (strncasecmp(l, "transfer-encoding:", 18) == 0 && strcasestr(l + 18, "chunked"))
+		st->chunked = true;
+	else if (strncasecmp(l, "content-encoding:", 17) == 0)
+		st->gzip = strcasestr(l + 17, "gzip") != NULL;
+}
+
+static bool hline_add(struct stream *st, char c)
+{
+	if (c == '\n')
+		return true;
+	if (st->hlen < LINE_KEEP - 1)
+		st->hline[st->hlen] = c;
+	st->hlen++;
+	return false;
+}
+
+static int parse_chunk_size(struct stream *st, uint64_t *out)
+{
+	uint32_t kept = st->hlen < LINE_KEEP - 1 ? st->hlen : LINE_KEEP - 1;
+	uint64_t v = 0;
+	uint32_t k = 0;
+	for (; k < kept; k++) {
+		char c = st->hline[k];
+		unsigned d;
+		if (c >= '0' && c <= '9')
+			d = (unsigned)(c - '0');
+		else if (c >= 'a' && c <= 'f')
+			d = (unsigned)(c - 'a' + 10);
+		else if (c >= 'A' && c <= 'F')
+			d = (unsigned)(c - 'A' + 10);
+		else
+			break;
+		if (v >> 56)
+			return -1;
+		v = v * 16 + d;
+	}
+	if (k == 0)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+/* Raw bytes from the socket. */
+static void stream_feed(struct stream *st, const char *p, size_t n, int64_t t)
+{
+	size_t off = 0;
+	while (off < n && (st->state == ST_HEADERS || st->state == ST_BODY)) {
+		if (st->state == ST_HEADERS) {
+			char c = p[off++];
+			st->pos++;
+			if (hline_add(st, c)) {
+				header_line(st);
+				st->hlen = 0;
+			}
+			continue;
+		}
+		switch (st->bmode) {
+		case B_RAW: {
+			size_t k = n - off;
+			st->pos += k;
+			body_feed(st, p + off, k, t);
+			off = n;
+			finalize(st, st->pos);
+			break;
+		}
+		case B_SIZE: {
+			char c = p[off++];
+			st->pos++;
+			if (hline_add(st, c)) {
+				uint64_t size;
+				if (parse_chunk_size(st, &size) < 0) {
+					stream_fail(st, "bad chunk size");
+					return;
+				}
+				st->hlen = 0;
+				st->chunk_left = size;
+				st->bmode = size ? B_DATA : B_TRAILER;
+			}
+			break;
+		}
+		case B_DATA: {
+			size_t k = n - off;
+			if (k > st->chunk_left)
+				k = (size_t)st->chunk_left;
+			st->pos += k;
+			st->chunk_left -= k;
+			body_feed(st, p + off, k, t);
+			off += k;
+			if (st->bmode == B_END)
+				break;
+			if (!st->chunk_left)
+				st->bmode = B_DATA_CR;
+			break;
+		}
+		case B_DATA_CR:
+		case B_DATA_LF: {
+			char c = p[off++];
+			st->pos++;
+			if (c == '\r' && st->bmode == B_DATA_CR) {
+				st->bmode = B_DATA_LF;
+			} else if (c == '\n') {
+				finalize(st, st->pos);
+				st->bmode = B_SIZE;
+			} else {
+				stream_fail(st, "bad chunk end");
+				return;
+			}
+			break;
+		}
+		case B_TRAILER: {
+			char c = p[off++];
+			st->pos++;
+			if (hline_add(st, c)) {
+				bool empty = st->hlen == 0 || (st->hlen == 1 && st->hline[0] == '\r');
+				st->hlen = 0;
+				if (empty)
+					st->bmode = B_END;
+			}
+			break;
+		}
+		case B_END:
+			off = n;
+			break;
+		}
+		if (st->bmode == B_END) {
+			finalize(st, st->pos);
+			break;
+		}
+	}
+	if (st->state == ST_BODY && st->bmode == B_END) {
+		/* the plane ended the stream */
+		stream_fail(st, "the plane ended the stream");
+	}
+}
+
+static void on_readable(struct stream *st)
+{
+	for (;;) {
+		ssize_t r = recv(st->fd, rbuf, sizeof(rbuf), 0);
+		if (r > 0) {
+			stream_feed(st, rbuf, (size_t)r, wall_ns());
+			if (st->state != ST_HEADERS && st->state != ST_BODY)
+				return;
+			continue;
+		}
+		if (r == 0) {
+			stream_fail(st, "connection closed by the plane");
+			return;
+		}
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			return;
+		if (errno == EINTR)
+			continue;
+		char why[128];
+		snprintf(why, sizeof(why), "recv: %s", strerror(errno));
+		stream_fail(st, why);
+		return;
+	}
+}
+
+static void on_event(const struct epoll_event *ev)
+{
+	size_t i = (size_t)ev->data.u64;
+	struct stream *st = &streams[i];
+	if (st->state == ST_CONNECTING) {
+		int err = 0;
+		socklen_t len = sizeof(err);
+		getsockopt(st->fd, SOL_SOCKET, SO_ERROR, &err, &len);
+		if (err) {
+			if (st->tries < MAX_CONNECT_TRIES) {
+				/* refused or reset while the plane's backlog overflowed: retry */
+				stream_close(st);
+				st->tries++;
+				if (stream_connect(st, i) == 0)
+					return;
+				err = errno;
+			}
+			char why[128];
+			snprintf(why, sizeof(why), "connect: %s", strerror(err));
+			stream_fail(st, why);
+			return;
+		}
+		if (!(ev->events & EPOLLOUT))
+			return;
+		send_request(st, i);
+		return;
+	}
+	if (st->state == ST_HEADERS || st->state == ST_BODY)
+		on_readable(st);
+}
+
+/* Runs the event loop until done() is true or the deadline (monotonic ms)
+ * passes. Returns true when done. */
+static bool run_until(bool (*done)(void), int64_t deadline)
+{
+	struct epoll_event evs[256];
+	for (;;) {
+		start_connects();
+		if (done())
+			return true;
+		int64_t left = deadline - mono_ms();
+		if (left <= 0)
+			return false;
+		int n = epoll_wait(ep, evs, 256, left > 100 ? 100 : (int)left);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			die("epoll_wait: %s", strerror(errno));
+		}
+		for (int k = 0; k < n; k++)
+			on_event(&evs[k]);
+	}
+}
+
+static bool all_first(void)
+{
+	return next_connect >= cfg.n && n_inflight == 0;
+}
+
+static bool all_target(void)
+{
+	return n_waiting == 0;
+}
+
+static bool never(void)
+{
+	return false;
+}
+
+/* ---- start times ------------------------------------------------------------ */
+
+static int start_fd = -1;
+static bool start_is_fifo;
+static struct buf start_buf = BUF_INIT;
+
+static void start_open(void)
+{
+	if (!cfg.start_file)
+		return;
+	struct stat sb;
+	if (stat(cfg.start_file, &sb) == 0 && S_ISFIFO(sb.st_mode)) {
+		/* read-write: never blocks, never sees end-of-file between writers */
+		start_fd = open(cfg.start_file, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+		if (start_fd < 0)
+			die("cannot open %s: %s", cfg.start_file, strerror(errno));
+		start_is_fifo = true;
+	}
+}
+
+/* Line r (1-based) of the start file, into out. Returns 0 or -1. */
+static int start_line(uint64_t r, char *out, size_t cap)
+{
+	if (start_is_fifo) {
+		char tmp[4096];
+		ssize_t k;
+		while ((k = read(start_fd, tmp, sizeof(tmp))) > 0)
+			buf_append(&start_buf, tmp, (size_t)k);
+	} else {
+		buf_reset(&start_buf);
+		FILE *f = fopen(cfg.start_file, "r");
+		if (!f)
+			return -1;
+		char tmp[4096];
+		size_t k;
+		while ((k = fread(tmp, 1, sizeof(tmp), f)) > 0)
+			buf_append(&start_buf, tmp, k);
+		fclose(f);
+	}
+	const char *p = start_buf.data;
+	if (!p)
+		return -1;
+	for (uint64_t line = 1; *p; line++) {
+		const char *e = strchr(p, '\n');
+		if (!e)
+			return -1;   /* not complete yet */
+		if (line == r) {
+			size_t l = (size_t)(e - p);
+			while (l && (p[l - 1] == '\r' || p[l - 1] == ' '))
+				l--;
+			if (l >= cap)
+				return -1;
+			memcpy(out, p, l);
+			out[l] = '\0';
+			return 0;
+		}
+		p = e + 1;
+	}
+	return -1;
+}
+
+/* The start of round r in wall-clock ns, or -1 when none was given. */
+static int64_t round_start(uint64_t r, int64_t deadline)
+{
+	int64_t t;
+	if (cfg.start_arg) {
+		if (parse_time_ns(cfg.start_arg, &t) < 0)
+			die("--start: '%s' is not a time", cfg.start_arg);
+		return t;
+	}
+	if (!cfg.start_file)
+		return -1;
+	char line[128];
+	while (start_line(r, line, sizeof(line)) < 0) {
+		if (mono_ms() >= deadline) {
+			warn("round %" PRIu64 ": no start time in %s", r, cfg.start_file);
+			return -1;
+		}
+		/* keep the streams serviced while waiting */
+		run_until(never, mono_ms() + 10);
+	}
+	if (parse_time_ns(line, &t) < 0) {
+		warn("round %" PRIu64 ": '%s' in %s is not a time", r, line, cfg.start_file);
+		return -1;
+	}
+	return t;
+}
+
+/* ---- reports ------------------------------------------------------------------ */
+
+static void report_connect(int64_t began_ns, bool complete)
+{
+	int64_t *hdr = xcalloc(cfg.n + 1, sizeof(int64_t)), *wire = xcalloc(cfg.n + 1, sizeof(int64_t));
+	int64_t *withh = xcalloc(cfg.n + 1, sizeof(int64_t)), *sse = xcalloc(cfg.n + 1, sizeof(int64_t));
+	int64_t *lat = xcalloc(cfg.n + 1, sizeof(int64_t));
+	size_t k = 0, pushes = 0, beats = 0;
+	uint64_t idmin = UINT64_MAX, idmax = 0, wire_sum = 0, withh_sum = 0;
+	int64_t last = began_ns;
+	for (size_t i = 0; i < cfg.n; i++) {
+		struct stream *st = &streams[i];
+		if (!st->got_first)
+			continue;
+		hdr[k] = (int64_t)st->hdr_bytes;
+		wire[k] = (int64_t)st->first_wire;
+		withh[k] = (int64_t)(st->first_wire + st->hdr_bytes);
+		sse[k] = (int64_t)st->first_sse;
+		lat[k] = st->first_ns - began_ns;
+		wire_sum += st->first_wire;
+		withh_sum += st->first_wire + st->hdr_bytes;
+		if (st->first_ns > last)
+			last = st->first_ns;
+		if (st->first_type == 'p') {
+			pushes++;
+			if (st->first_id < idmin)
+				idmin = st->first_id;
+			if (st->first_id > idmax)
+				idmax = st->first_id;
+		} else if (st->first_type == 'h') {
+			beats++;
+		}
+		k++;
+	}
+	printf("connect.streams=%" PRIu64 "\n", cfg.n);
+	printf("connect.ok=%zu\n", k);
+	printf("connect.failed=%" PRIu64 "\n", n_failed);
+	printf("connect.complete=%d\n", complete ? 1 : 0);
+	printf("connect.gzip=%d\n", cfg.gzip ? 1 : 0);
+	printf("connect.version=%" PRIu64 "\n", cfg.version);
+	printf("connect.ms=%.1f\n", (double)(last - began_ns) / 1e6);
+	printf("first.push=%zu\n", pushes);
+	printf("first.heartbeat=%zu\n", beats);
+	if (pushes) {
+		printf("first.id_min=%" PRIu64 "\n", idmin);
+		printf("first.id_max=%" PRIu64 "\n", idmax);
+	}
+	printf("first.wire_bytes.total=%" PRIu64 "\n", wire_sum);
+	printf("first.wire_bytes_with_headers.total=%" PRIu64 "\n", withh_sum);
+	print_stats("headers.bytes", hdr, k, 1, 0);
+	print_stats("first.wire_bytes", wire, k, 1, 1);
+	print_stats("first.wire_bytes_with_headers", withh, k, 1, 1);
+	print_stats("first.sse_bytes", sse, k, 1, 1);
+	print_stats("first.ms", lat, k, 1e6, 1);
+	free(hdr);
+	free(wire);
+	free(withh);
+	free(sse);
+	free(lat);
+}
+
+static void report_round(uint64_t r, int64_t start_ns, int64_t began_ns, bool complete)
+{
+	int64_t base = start_ns >= 0 ? start_ns : began_ns;
+	int64_t *lat = xcalloc(cfg.n + 1, sizeof(int64_t)), *wire = xcalloc(cfg.n + 1, sizeof(int64_t));
+	int64_t *sse = xcalloc(cfg.n + 1, sizeof(int64_t));
+	size_t k = 0;
+	uint64_t wire_sum = 0;
+	for (size_t i = 0; i < cfg.n; i++) {
+		struct stream *st = &streams[i];
+		if (!st->got_target)
+			continue;
+		lat[k] = st->arr_ns - base;
+		wire[k] = (int64_t)st->arr_wire;
+		sse[k] = (int64_t)st->arr_sse;
+		wire_sum += st->arr_wire;
+		if (cfg.per_stream)
+			printf("stream=%zu node=%s%zu round=%" PRIu64 " id=%" PRIu64 " latency_ms=%.3f wire_bytes=%" PRIu64
+			       " sse_bytes=%" PRIu64 "\n",
+			       i, cfg.prefix, i, r, st->arr_id, (double)lat[k] / 1e6, st->arr_wire, st->arr_sse);
+		k++;
+	}
+	printf("round.%" PRIu64 ".target=%" PRIu64 "\n", r, target);
+	printf("round.%" PRIu64 ".start=%s\n", r, start_ns >= 0 ? "given" : "client");
+	printf("round.%" PRIu64 ".live=%" PRIu64 "\n", r, n_live);
+	printf("round.%" PRIu64 ".received=%zu\n", r, k);
+	printf("round.%" PRIu64 ".missing=%" PRIu64 "\n", r, cfg.n - k);
+	printf("round.%" PRIu64 ".failed=%" PRIu64 "\n", r, n_failed);
+	printf("round.%" PRIu64 ".complete=%d\n", r, complete ? 1 : 0);
+	printf("round.%" PRIu64 ".wire_bytes.total=%" PRIu64 "\n", r, wire_sum);
+	char prefix[64];
+	qsort(lat, k, sizeof(*lat), cmp_i64);
+	printf("round.%" PRIu64 ".p50_ms=%.3f\n", r, (double)pct(lat, k, 50) / 1e6);
+	printf("round.%" PRIu64 ".p99_ms=%.3f\n", r, (double)pct(lat, k, 99) / 1e6);
+	printf("round.%" PRIu64 ".max_ms=%.3f\n", r, k ? (double)lat[k - 1] / 1e6 : 0.0);
+	printf("round.%" PRIu64 ".min_ms=%.3f\n", r, k ? (double)lat[0] / 1e6 : 0.0);
+	snprintf(prefix, sizeof(prefix), "round.%" PRIu64 ".wire_bytes", r);
+	print_stats(prefix, wire, k, 1, 1);
+	snprintf(prefix, sizeof(prefix), "round.%" PRIu64 ".sse_bytes", r);
+	print_stats(prefix, sse, k, 1, 1);
+	printf("round.%" PRIu64 ".done=1\n", r);
+	free(lat);
+	free(wire);
+	free(sse);
+}
+
+/* ---- main ---------------------------------------------------------------------- */
+
+static void usage(void)
+{
+	fputs("usage: sse_load [options] HOST:PORT\n"
+	      "  -n N               streams to open (default 100)\n"
+	      "  --version V        the version each stream claims to hold (default 0)\n"
+	      "  --gzip             ask for Content-Encoding: gzip\n"
+	      "  --prefix P         node ids are P0, P1, ... (default load-)\n"
+	      "  --sources K        spread source addresses over 127.0.0.2..K+1 (default 16 for 127.x, 0 = off)\n"
+	      "  --concurrency C    streams connecting at once (default 256)\n"
+	      "  --timeout S        seconds each phase may take (default 120)\n"
+	      "  --wait-push V      then wait for a push with id >= V on every stream\n"
+	      "  --rounds R         R rounds, round r waiting for id >= V + r - 1 (default 1)\n"
+	      "  --start T          start time of the rounds: SECONDS.FRACTION or ns since the epoch\n"
+	      "  --start-file PATH  line r holds round r's start time (regular file or FIFO)\n"
+	      "  --per-stream       print one line per stream and round\n"
+	      "  --linger S         keep the streams open S seconds after the last round\n",
+	      stderr);
+	exit(2);
+}
+
+static uint64_t num_arg(const char *opt, const char *v, uint64_t min, uint64_t max)
+{
+	uint64_t x;
+	if (!v || parse_uint_range(v, min, max, &x) < 0)
+		die("%s: expected a number in %" PRIu64 "..%" PRIu64, opt, min, max);
+	return x;
+}
+
+static void parse_args(int argc, char **argv)
+{
+	const char *target_arg = NULL;
+	bool sources_set = false;
+	cfg.n = 100;
+	cfg.prefix = "load-";
+	cfg.concurrency = 256;
+	cfg.timeout_s = 120;
+	cfg.rounds = 1;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (strcmp(a, "-n") == 0) {
+			cfg.n = num_arg(a, v, 1, 1000000);
+			i++;
+		} else if (strcmp(a, "--version") == 0) {
+			cfg.version = num_arg(a, v, 0, UINT64_MAX);
+			i++;
+		} else if (strcmp(a, "--gzip") == 0) {
+			cfg.gzip = true;
+		} else if (strcmp(a, "--prefix") == 0) {
+			if (!v || strlen(v) > 100)
+				die("--prefix: expected a short node id prefix");
+			cfg.prefix = v;
+			i++;
+		} else if (strcmp(a, "--sources") == 0) {
+			cfg.sources = num_arg(a, v, 0, 250);
+			sources_set = true;
+			i++;
+		} else if (strcmp(a, "--concurrency") == 0) {
+			cfg.concurrency = num_arg(a, v, 1, 1000000);
+			i++;
+		} else if (strcmp(a, "--timeout") == 0) {
+			cfg.timeout_s = num_arg(a, v, 1, 86400);
+			i++;
+		} else if (strcmp(a, "--wait-push") == 0) {
+			cfg.wait_push = num_arg(a, v, 1, UINT64_MAX / 2);
+			i++;
+		} else if (strcmp(a, "--rounds") == 0) {
+			cfg.rounds = num_arg(a, v, 1, 1000000);
+			i++;
+		} else if (strcmp(a, "--start") == 0) {
+			if (!v)
+				usage();
+			cfg.start_arg = v;
+			i++;
+		} else if (strcmp(a, "--start-file") == 0) {
+			if (!v)
+				usage();
+			cfg.start_file = v;
+			i++;
+		} else if (strcmp(a, "--per-stream") == 0) {
+			cfg.per_stream = true;
+		} else if (strcmp(a, "--linger") == 0) {
+			cfg.linger_s = num_arg(a, v, 0, 86400);
+			i++;
+		} else if (a[0] == '-') {
+			usage();
+		} else if (!target_arg) {
+			target_arg = a;
+		} else {
+			usage();
+		}
+	}
+	if (!target_arg)
+		usage();
+	const char *colon = strrchr(target_arg, ':');
+	if (!colon || (size_t)(colon - target_arg) >= sizeof(cfg.host))
+		die("'%s' is not HOST:PORT", target_arg);
+	memcpy(cfg.host, target_arg, (size_t)(colon - target_arg));
+	cfg.host[colon - target_arg] = '\0';
+	cfg.port = (unsigned)num_arg("port", colon + 1, 1, 65535);
+	cfg.dst.sin_family = AF_INET;
+	cfg.dst.sin_port = htons((uint16_t)cfg.port);
+	if (inet_pton(AF_INET, cfg.host, &cfg.dst.sin_addr) != 1)
+		die("'%s' is not an IPv4 address", cfg.host);
+	bool loopback = (ntohl(cfg.dst.sin_addr.s_addr) >> 24) == 127;
+	if (!sources_set)
+		cfg.sources = loopback ? 16 : 0;
+	if (cfg.sources && !loopback)
+		die("--sources needs a 127.x.x.x destination");
+	if (cfg.start_arg && cfg.start_file)
+		die("give --start or --start-file, not both");
+}
+
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+	rlim_t want = (rlim_t)cfg.n + 64;
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return;
+	if (rl.rlim_cur >= want)
+		return;
+	if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want) {
+		struct rlimit r2 = { want, want };
+		if (setrlimit(RLIMIT_NOFILE, &r2) == 0)
+			return;
+		rl.rlim_cur = rl.rlim_max;
+	} else {
+		rl.rlim_cur = want;
+	}
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur < want)
+		warn("open files limited to %llu; %" PRIu64 " streams need %llu", (unsigned long long)rl.rlim_cur,
+		     cfg.n, (unsigned long long)want);
+}
+
+int main(int argc, char **argv)
+{
+	parse_args(argc, argv);
+	raise_nofile();
+	start_open();
+	ep = epoll_create1(EPOLL_CLOEXEC);
+	if (ep < 0)
+		die("epoll_create1: %s", strerror(errno));
+	streams = xcalloc(cfg.n, sizeof(*streams));
+	for (size_t i = 0; i < cfg.n; i++)
+		streams[i].fd = -1;
+
+	int64_t began = wall_ns();
+	bool ok = run_until(all_first, mono_ms() + (int64_t)cfg.timeout_s * 1000);
+	report_connect(began, ok);
+	printf("ready=1\n");
+	fflush(stdout);
+	int rc = ok && n_failed == 0 ? 0 : 1;
+
+	for (uint64_t r = 1; cfg.wait_push && r <= cfg.rounds; r++) {
+		int64_t deadline = mono_ms() + (int64_t)cfg.timeout_s * 1000;
+		target = cfg.wait_push + r - 1;
+		n_target = 0;
+		for (size_t i = 0; i < cfg.n; i++) {
+			struct stream *st = &streams[i];
+			st->got_target = false;
+			/* a push that came before the round counts with its own time */
+			if (st->have_push && st->last_id >= target) {
+				st->got_target = true;
+				st->arr_id = st->last_id;
+				st->arr_wire = st->last_wire;
+				st->arr_sse = st->last_sse;
+				st->arr_ns = st->last_ns;
+				n_target++;
+			}
+		}
+		n_waiting = 0;
+		for (size_t i = 0; i < cfg.n; i++)
+			if (streams[i].state == ST_BODY && streams[i].got_first && !streams[i].got_target)
+				n_waiting++;
+		int64_t round_began = wall_ns();
+		bool done = run_until(all_target, deadline);
+		int64_t start = round_start(r, deadline);
+		report_round(r, start, round_began, done);
+		fflush(stdout);
+		if (!done)
+			rc = 1;
+	}
+	if (cfg.linger_s) {
+		printf("lingering=1\n");
+		fflush(stdout);
+		run_until(never, mono_ms() + (int64_t)cfg.linger_s * 1000);
+	}
+	printf("finished=1\n");
+	fflush(stdout);
+	for (size_t i = 0; i < cfg.n; i++)
+		stream_close(&streams[i]);
+	free(streams);
+	buf_release(&start_buf);
+	close(ep);
+	if (start_fd >= 0)
+		close(start_fd);
+	return rc;
+}

@@ -18,6 +18,7 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -321,6 +322,15 @@ static void reject(struct agent *a, uint64_t version, const char *nonce, const c
 
 enum push_result { PUSH_DONE, PUSH_RESYNC };
 
+/* A large message leaves its decoding garbage spread over the heap: give
+ * the free pages back, so an idle agent holds about its state, not its
+ * largest push. */
+static void trim_after(size_t message_bytes)
+{
+	if (message_bytes >= (1u << 20))
+		malloc_trim(0);
+}
+
 /* Handles one push message. */
 static enum push_result handle_push(struct agent *a, const char *text, size_t len)
 {
@@ -374,6 +384,7 @@ static enum push_result handle_push(struct agent *a, const char *text, size_t le
 	queue_ack(a, p.version, p.nonce, NULL);
 	write_status(a);
 	push_release(&p);
+	trim_after(len);
 	return PUSH_DONE;
 }
 
@@ -522,7 +533,7 @@ static void start_sync(struct agent *a)
 	a->resync = false;
 	a->got_event = false;
 	a->resp_etag[0] = '\0';
-	buf_reset(&a->body);
+	buf_shrink(&a->body, 64u << 10);
 	sse_parser_reset(&a->sse);
 	a->last_byte_ms = now_ms();
 	curl_multi_add_handle(a->multi, h);
@@ -633,6 +644,7 @@ static int agent_boot(struct agent *a, char *err, size_t errlen)
 	if (a->cons->ops->boot(a->cons, &a->state, err, errlen) < 0)
 		return -1;
 	set_state(a, ST_OFFLINE);
+	malloc_trim(0);   /* loading last-good used twice its size for a moment */
 	return 0;
 }
 

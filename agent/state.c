@@ -24,10 +24,8 @@ void res_free(struct res *r)
 	for (int i = 0; i < r->nrefs; i++)
 		free(r->refs[i]);
 	free(r->refs);
-	free(r->name);
-	free(r->body);
 	free(r->file_path);
-	free(r);
+	free(r);   /* name and body live in the same block */
 }
 
 void state_release(struct state *s)
@@ -66,6 +64,23 @@ static void res_fill(struct res *r, const cJSON *body, const struct res_refs *re
 	}
 }
 
+/* One block holds the struct, the name and the body: a resource costs one
+ * allocation, not three (it matters at 100,000 resources). */
+static struct res *res_alloc(const char *name, const char *body, size_t len, uint64_t version)
+{
+	size_t nl = strlen(name);
+	struct res *r = xmalloc(sizeof(*r) + nl + 1 + len + 1);
+	memset(r, 0, sizeof(*r));
+	r->name = (char *)(r + 1);
+	memcpy(r->name, name, nl + 1);
+	r->body = r->name + nl + 1;
+	memcpy(r->body, body, len);
+	r->body[len] = '\0';
+	r->body_len = len;
+	r->version = version;
+	return r;
+}
+
 struct res *res_new(const char *name, char *body, size_t len, uint64_t version, char *err, size_t errlen)
 {
 	char inner[512];
@@ -81,11 +96,8 @@ struct res *res_new(const char *name, char *body, size_t len, uint64_t version, 
 		free(body);
 		return NULL;
 	}
-	struct res *r = xcalloc(1, sizeof(*r));
-	r->name = xstrdup(name);
-	r->body = body;
-	r->body_len = len;
-	r->version = version;
+	struct res *r = res_alloc(name, body, len, version);
+	free(body);
 	res_fill(r, v, &refs);
 	cJSON_Delete(v);
 	return r;
@@ -219,11 +231,8 @@ int candidate_build(const struct state *s, const struct push *p, unsigned flags,
 			free(canon);    /* the same body: not a change */
 			continue;
 		}
-		struct res *r = xcalloc(1, sizeof(*r));
-		r->name = xstrdup(u->name);
-		r->body = canon;
-		r->body_len = len;
-		r->version = u->version ? u->version : p->version;
+		struct res *r = res_alloc(u->name, canon, len, u->version ? u->version : p->version);
+		free(canon);
 		res_fill(r, u->body, &refs);
 		cand_push(c, &cap, r, old);
 	}

@@ -16,7 +16,7 @@
 #include "strmap.h"
 
 struct res {
-	char *name;
+	char *name;           /* name and body share the struct's allocation */
 	char *body;           /* canonical JSON */
 	size_t body_len;
 	uint64_t version;     /* the version of its last change */

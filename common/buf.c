@@ -40,6 +40,14 @@ void buf_reserve(struct buf *b, size_t extra)
 	b->data[b->len] = '\0';   /* a fresh buffer is "" too (buf_detach) */
 }
 
+void buf_shrink(struct buf *b, size_t keep)
+{
+	if (b->cap > keep)
+		buf_release(b);
+	else
+		buf_reset(b);
+}
+
 void buf_append(struct buf *b, const void *data, size_t len)
 {
 	buf_reserve(b, len);

@@ -23,6 +23,9 @@ void buf_putc(struct buf *b, char c);
 void buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Appends s as a JSON string literal, quotes included. */
 void buf_json_string(struct buf *b, const char *s);
+/* Empties b; gives its memory back when it holds more than keep bytes
+ * (one large message must not pin its buffer for the process's life). */
+void buf_shrink(struct buf *b, size_t keep);
 /* Returns the data (caller frees) and leaves b empty. */
 char *buf_detach(struct buf *b, size_t *len);
 

@@ -6,6 +6,9 @@
 
 static const unsigned char bom[3] = { 0xef, 0xbb, 0xbf };
 
+/* buffers above this are given back after use */
+#define SSE_KEEP (64u << 10)
+
 void sse_parser_init(struct sse_parser *p, size_t max_line, size_t max_event)
 {
 	memset(p, 0, sizeof(*p));
@@ -52,7 +55,7 @@ static int dispatch(struct sse_parser *p, sse_event_cb cb, void *ctx)
 		};
 		rc = cb(ctx, &ev);
 	}
-	buf_reset(&p->data);
+	buf_shrink(&p->data, SSE_KEEP);
 	buf_reset(&p->type);
 	p->has_data = false;
 	return rc;
@@ -147,7 +150,7 @@ int sse_parser_feed(struct sse_parser *p, const char *bytes, size_t len, sse_eve
 		if (c == '\r' || c == '\n') {
 			p->after_cr = c == '\r';
 			int rc = process_line(p, cb, ctx);
-			buf_reset(&p->line);
+			buf_shrink(&p->line, SSE_KEEP);
 			i++;
 			if (rc)
 				return rc;

@@ -2,6 +2,7 @@
 #include "strmap.h"
 #include "xmalloc.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,9 +50,15 @@ static void grow(struct strmap *m)
 	m->cap = cap;
 }
 
+/* Linear probing stays quick up to three quarters full. */
+static bool full(const struct strmap *m)
+{
+	return (m->len + 1) * 4 > m->cap * 3;
+}
+
 intptr_t *strmap_ref(struct strmap *m, const char *key)
 {
-	if ((m->len + 1) * 2 > m->cap)
+	if (full(m))
 		grow(m);
 	struct strmap_slot *s = probe(m->slots, m->cap, key);
 	if (!s->key) {
@@ -64,7 +71,7 @@ intptr_t *strmap_ref(struct strmap *m, const char *key)
 
 void strmap_put(struct strmap *m, const char *key, intptr_t val)
 {
-	if ((m->len + 1) * 2 > m->cap)
+	if (full(m))
 		grow(m);
 	struct strmap_slot *s = probe(m->slots, m->cap, key);
 	if (!s->key)

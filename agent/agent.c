@@ -105,7 +105,7 @@ static void write_status(struct agent *a)
 		.node = a->cfg.node, .version = a->state.version, .state = a->astate,
 		.last_error = a->last_error, .last_sync = a->last_sync, .plane = a->cfg.plane,
 		.transport = a->cfg.transport, .consumer = a->cfg.consumer, .plane_version = a->plane_version,
-		.resources = a->state.count, .applied = a->applied, .rejected = a->rejected, .started = a->started,
+		.resources = a->state.count, .state_bytes = a->state.raw_bytes, .applied = a->applied, .rejected = a->rejected, .started = a->started,
 	};
 	/* only real changes are written: heartbeats alone do not touch disk */
 	if (a->status_valid && a->written.version == s.version && a->written.state == s.state &&

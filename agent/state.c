@@ -1,5 +1,6 @@
 /* state.c: the agent's applied state and candidates (see state.h). */
 #include "state.h"
+#include "buf.h"
 #include "json.h"
 #include "log.h"
 #include "refcheck.h"
@@ -10,10 +11,69 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* ---- the name table: slots hold the resources themselves, keyed by their
+ * name, linear probing, at most three quarters full ------------------------ */
+
+static size_t tab_home(const struct state *s, const char *name)
+{
+	return strmap_hash(name) & (s->cap - 1);
+}
+
+static struct res **tab_find(const struct state *s, const char *name)
+{
+	if (!s->cap)
+		return NULL;
+	size_t i = tab_home(s, name);
+	while (s->slots[i] && strcmp(s->slots[i]->name, name) != 0)
+		i = (i + 1) & (s->cap - 1);
+	return &s->slots[i];
+}
+
+static void tab_grow(struct state *s)
+{
+	struct state bigger = *s;
+	bigger.cap = s->cap ? s->cap * 2 : 64;
+	bigger.slots = xcalloc(bigger.cap, sizeof(*bigger.slots));
+	for (size_t i = 0; i < s->cap; i++)
+		if (s->slots[i])
+			*tab_find(&bigger, s->slots[i]->name) = s->slots[i];
+	free(s->slots);
+	s->slots = bigger.slots;
+	s->cap = bigger.cap;
+}
+
+/* Puts r in (replacing a resource of the same name); the caller counts. */
+static void tab_put(struct state *s, struct res *r)
+{
+	if ((s->count + 1) * 4 > s->cap * 3)
+		tab_grow(s);
+	*tab_find(s, r->name) = r;
+}
+
+static void tab_del(struct state *s, const char *name)
+{
+	struct res **slot = tab_find(s, name);
+	if (!slot || !*slot)
+		return;
+	/* backward-shift deletion keeps probe chains whole */
+	size_t i = (size_t)(slot - s->slots), j = i;
+	for (;;) {
+		j = (j + 1) & (s->cap - 1);
+		if (!s->slots[j])
+			break;
+		size_t home = tab_home(s, s->slots[j]->name);
+		bool between = i <= j ? (home > i && home <= j) : (home > i || home <= j);
+		if (!between) {
+			s->slots[i] = s->slots[j];
+			i = j;
+		}
+	}
+	s->slots[i] = NULL;
+}
+
 void state_init(struct state *s)
 {
 	memset(s, 0, sizeof(*s));
-	strmap_init(&s->by_name);
 	pathindex_init(&s->paths);
 }
 
@@ -30,25 +90,24 @@ void res_free(struct res *r)
 
 void state_release(struct state *s)
 {
-	for (size_t i = 0; i < s->by_name.cap; i++)
-		if (s->by_name.slots[i].key)
-			res_free((struct res *)s->by_name.slots[i].val);
-	strmap_release(&s->by_name);
+	for (size_t i = 0; i < s->cap; i++)
+		res_free(s->slots[i]);
+	free(s->slots);
 	pathindex_release(&s->paths);
 	memset(s, 0, sizeof(*s));
 }
 
 const struct res *state_get(const struct state *s, const char *name)
 {
-	intptr_t v;
-	return strmap_get(&s->by_name, name, &v) ? (const struct res *)v : NULL;
+	struct res **slot = tab_find(s, name);
+	return slot ? *slot : NULL;
 }
 
 void state_each(const struct state *s, void (*fn)(void *ctx, const struct res *r), void *ctx)
 {
-	for (size_t i = 0; i < s->by_name.cap; i++)
-		if (s->by_name.slots[i].key)
-			fn(ctx, (const struct res *)s->by_name.slots[i].val);
+	for (size_t i = 0; i < s->cap; i++)
+		if (s->slots[i])
+			fn(ctx, s->slots[i]);
 }
 
 /* Fills r's refs and file path from a validated body. */
@@ -138,9 +197,9 @@ static const char *base_referrer_of(void *ctx, const char *name, bool (*skip)(vo
 {
 	const struct state *s = ctx;
 	/* only on the error path: a scan is fine */
-	for (size_t i = 0; i < s->by_name.cap; i++) {
-		const struct res *r = (const struct res *)s->by_name.slots[i].val;
-		if (!s->by_name.slots[i].key || skip(sctx, r->name))
+	for (size_t i = 0; i < s->cap; i++) {
+		const struct res *r = s->slots[i];
+		if (!r || skip(sctx, r->name))
 			continue;
 		for (int k = 0; k < r->nrefs; k++)
 			if (strcmp(r->refs[k], name) == 0)
@@ -207,6 +266,7 @@ int candidate_build(const struct state *s, const struct push *p, unsigned flags,
 {
 	size_t cap = 0;
 	struct strmap seen;
+	struct buf canon = BUF_INIT;   /* reused: no temporary block per resource */
 	strmap_init(&seen);
 	memset(c, 0, sizeof(*c));
 	c->version = p->version;
@@ -224,15 +284,11 @@ int candidate_build(const struct state *s, const struct push *p, unsigned flags,
 		struct res_refs refs;
 		if (resource_validate(u->name, u->body, (flags & STATE_STRICT) ? RES_STRICT : 0, &refs, err, errlen) < 0)
 			goto fail;
-		char *canon = json_encode_canonical(u->body);
-		size_t len = strlen(canon);
+		size_t len = json_encode_canonical_buf(u->body, &canon);
 		const struct res *old = state_get(s, u->name);
-		if (old && old->body_len == len && memcmp(old->body, canon, len) == 0) {
-			free(canon);    /* the same body: not a change */
-			continue;
-		}
-		struct res *r = res_alloc(u->name, canon, len, u->version ? u->version : p->version);
-		free(canon);
+		if (old && old->body_len == len && memcmp(old->body, canon.data, len) == 0)
+			continue;    /* the same body: not a change */
+		struct res *r = res_alloc(u->name, canon.data, len, u->version ? u->version : p->version);
 		res_fill(r, u->body, &refs);
 		cand_push(c, &cap, r, old);
 	}
@@ -255,9 +311,11 @@ int candidate_build(const struct state *s, const struct push *p, unsigned flags,
 	if (candidate_check(s, c, err, errlen) < 0)
 		goto fail;
 	strmap_release(&seen);
+	buf_release(&canon);
 	return 0;
 fail:
 	strmap_release(&seen);
+	buf_release(&canon);
 	candidate_release(c);
 	return -1;
 }
@@ -274,9 +332,9 @@ void candidate_release(struct candidate *c)
 static void refs_adjust(struct state *s, const struct res *r, int delta)
 {
 	for (int i = 0; i < r->nrefs; i++) {
-		intptr_t v;
-		if (strmap_get(&s->by_name, r->refs[i], &v))
-			((struct res *)v)->referrers = (uint32_t)((int64_t)((struct res *)v)->referrers + delta);
+		struct res **t = tab_find(s, r->refs[i]);
+		if (t && *t)
+			(*t)->referrers = (uint32_t)((int64_t)(*t)->referrers + delta);
 	}
 }
 
@@ -284,7 +342,7 @@ static void detach(struct state *s, struct res *old)
 {
 	if (old->file_path)
 		pathindex_remove(&s->paths, old->file_path);
-	strmap_del(&s->by_name, old->name);
+	tab_del(s, old->name);
 	s->count--;
 	s->raw_bytes -= strlen(old->name) + old->body_len;
 }
@@ -310,7 +368,7 @@ void state_commit(struct state *s, struct candidate *c)
 		struct res *r = c->items[i].new_res;
 		if (!r)
 			continue;
-		strmap_put(&s->by_name, r->name, (intptr_t)r);
+		tab_put(s, r);
 		s->count++;
 		s->raw_bytes += strlen(r->name) + r->body_len;
 		if (r->file_path)

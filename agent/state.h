@@ -28,7 +28,8 @@ struct res {
 
 struct state {
 	uint64_t version;
-	struct strmap by_name;   /* name -> struct res * (key: res->name) */
+	struct res **slots;      /* open addressing by name: 8 bytes a slot */
+	size_t cap;
 	size_t count;
 	size_t raw_bytes;        /* names and bodies */
 	struct pathindex paths;

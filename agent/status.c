@@ -31,9 +31,9 @@ int status_write(const char *dir, const struct status *st, char *err, size_t err
 	buf_json_string(&b, st->transport);
 	buf_puts(&b, ",\"consumer\":");
 	buf_json_string(&b, st->consumer);
-	buf_printf(&b, ",\"plane_version\":%llu,\"resources\":%zu,\"pushes_applied\":%llu,"
+	buf_printf(&b, ",\"plane_version\":%llu,\"resources\":%zu,\"state_bytes\":%zu,\"pushes_applied\":%llu,"
 		   "\"pushes_rejected\":%llu,\"started\":%lld,\"pid\":%ld}\n",
-		   (unsigned long long)st->plane_version, st->resources, (unsigned long long)st->applied,
+		   (unsigned long long)st->plane_version, st->resources, st->state_bytes, (unsigned long long)st->applied,
 		   (unsigned long long)st->rejected, (long long)st->started, (long)getpid());
 
 	char *tmp = xasprintf("%s/.status.json.tmp", dir), *path = xasprintf("%s/status.json", dir);

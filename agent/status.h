@@ -20,6 +20,7 @@ struct status {
 	const char *consumer;
 	uint64_t plane_version;      /* the newest version the plane announced */
 	size_t resources;
+	size_t state_bytes;          /* names and bodies of the applied state */
 	uint64_t applied, rejected;  /* pushes */
 	int64_t started;
 };

@@ -1,5 +1,6 @@
 /* json.c: bounded JSON decoding and canonical encoding (see json.h). */
 #include "json.h"
+#include "buf.h"
 #include "xmalloc.h"
 
 #include <math.h>
@@ -259,6 +260,20 @@ char *json_encode_canonical(cJSON *v)
 		abort();
 	}
 	return s;
+}
+
+size_t json_encode_canonical_buf(cJSON *v, struct buf *out)
+{
+	json_sort_keys(v);
+	numbers_to_raw(v, true);
+	buf_reset(out);
+	buf_reserve(out, 256);
+	/* cJSON may need a few bytes more than it prints: grow until it fits */
+	while (!cJSON_PrintPreallocated(v, out->data, (int)(out->cap > INT32_MAX ? INT32_MAX : out->cap), 0))
+		buf_reserve(out, out->cap);
+	numbers_to_raw(v, false);
+	out->len = strlen(out->data);
+	return out->len;
 }
 
 bool json_get_u64(const cJSON *v, uint64_t *out)

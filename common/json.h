@@ -29,6 +29,11 @@ void json_sort_keys(cJSON *v);
  * re-ordered in place). */
 char *json_encode_canonical(cJSON *v);
 
+struct buf;
+/* Same, into out (reset first): no allocation per call once out is big
+ * enough. Returns the length. */
+size_t json_encode_canonical_buf(cJSON *v, struct buf *out);
+
 /* Reads an unsigned integer that is exactly representable (0..2^53-1):
  * 2^53 itself is refused, since 2^53+1 parses to the same double. */
 bool json_get_u64(const cJSON *v, uint64_t *out);

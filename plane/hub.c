@@ -308,6 +308,13 @@ ssize_t hub_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 		if (!st->started) {
 			snprintf(pre, sizeof(pre), "retry: %d\n\n", RETRY_MS);
 			st->started = true;
+			/* a heartbeat right behind the first push: the client learns
+			 * the interval (its dead-stream timeout) at once */
+			if (need_push) {
+				pthread_mutex_lock(&h->lock);
+				st->hb_due = true;
+				pthread_mutex_unlock(&h->lock);
+			}
 		}
 		if (need_push)
 			make_push(st, pre);

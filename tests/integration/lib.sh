@@ -208,5 +208,90 @@ need_cmd() {
 	done
 }
 
+# ---- agents and test tools ---------------------------------------------------
+
+TOOLS=$TOP_SRCDIR/tests/tools
+declare -A APID
+
+# start_agent NAME [ARGS...]: starts tetherd as node NAME with state
+# $WORK/NAME.state and output $WORK/NAME.out, logging to
+# $WORK/${ALOG:-NAME}.log, against $PLANE_URL unless ARGS give --plane or -c.
+# Sets AGENT_PID and APID[NAME].
+start_agent() {
+	local name=$1
+	shift
+	local args=("$@") has_plane=0 a
+	for a in "${args[@]}"; do
+		case $a in --plane|--plane=*|-c) has_plane=1 ;; esac
+	done
+	[ $has_plane = 1 ] || args+=(--plane "$PLANE_URL")
+	"$AGENT_BIN" --node "$name" --state-dir "$WORK/$name.state" --output-dir "$WORK/$name.out" \
+		"${args[@]}" >>"$WORK/${ALOG:-$name}.log" 2>&1 &
+	AGENT_PID=$!
+	APID[$name]=$AGENT_PID
+	track_pid "$AGENT_PID"
+}
+
+# start_tool NAME SCRIPT [ARGS...]: runs a node tool from tests/tools that
+# prints "listening PORT"; sets TOOL_PID and TOOL_PORT.
+start_tool() {
+	local name=$1 script=$2
+	shift 2
+	node "$TOOLS/$script" "$@" >"$WORK/$name.port" 2>>"$WORK/$name.log" &
+	TOOL_PID=$!
+	track_pid "$TOOL_PID"
+	wait_until 10 grep -q '^listening ' "$WORK/$name.port" || bail "$name ($script) did not start"
+	TOOL_PORT=$(awk '/^listening /{print $2; exit}' "$WORK/$name.port")
+}
+
+# st NAME FIELD: a field of agent NAME's status.json.
+st() {
+	jq -r ".$2" "$WORK/$1.state/status.json" 2>/dev/null
+}
+
+# agent_at NAME VERSION: the agent's status.json says it runs VERSION.
+agent_at() {
+	[ "$(st "$1" version)" = "$2" ]
+}
+
+# all_at VERSION NAME...: every one of the agents is at VERSION.
+all_at() {
+	local v=$1 n
+	shift
+	for n in "$@"; do
+		agent_at "$n" "$v" || return 1
+	done
+}
+
+plane_version() {
+	curl -s "$PLANE_URL/healthz" | jq -r .version
+}
+
+# node_field NODE JQ: a field of the plane's record of NODE.
+node_field() {
+	curl -s "$PLANE_URL/v1/nodes/$1" | jq -r "$2"
+}
+
+# has_nack NODE VERSION: the plane's last NACK of NODE is of VERSION.
+has_nack() {
+	[ "$(node_field "$1" '.last_nack.version // empty')" = "$2" ]
+}
+
+# ident FILE: inode and mtime, to see that a file was not rewritten.
+ident() {
+	stat -c '%i %y' "$1" 2>/dev/null
+}
+
+# files_of DIR: every entry but directories under DIR, the agent's work
+# area left out, sorted, on one line.
+files_of() {
+	(cd "$1" && find . -path ./.tether-work -prune -o ! -type d -print | sort | xargs)
+}
+
+# count_ge N PATTERN FILE: FILE has at least N lines matching PATTERN.
+count_ge() {
+	[ "$(grep -c -- "$2" "$3" 2>/dev/null)" -ge "$1" ]
+}
+
 need_cmd curl jq
 [ -x "$PLANE_BIN" ] || bail "no $PLANE_BIN: build first"

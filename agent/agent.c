@@ -61,6 +61,8 @@ struct agent {
 	bool resync;                     /* close the stream and start over */
 	bool got_event;
 	bool offline_logged;             /* said once per outage */
+	int64_t retry_at_ms;             /* resync to retry a push that failed on I/O */
+	unsigned io_failures;
 	unsigned attempt;
 	int64_t next_sync_ms;
 
@@ -271,11 +273,18 @@ static int run_hook(struct agent *a, const char *what, const char *cmd, uint64_t
 	return -1;
 }
 
+enum apply_result {
+	APPLY_OK,
+	APPLY_REFUSED,    /* the consumer's check or reload said no: final */
+	APPLY_FAILED,     /* an I/O error here (disk full, ...): worth a retry */
+};
+
 /* Stages, checks, swaps, reloads, persists and commits c. On failure
  * everything live is as it was and err says why. */
-static int apply_candidate(struct agent *a, struct candidate *c, char *err, size_t errlen)
+static enum apply_result apply_candidate(struct agent *a, struct candidate *c, char *err, size_t errlen)
 {
 	const struct consumer_ops *ops = a->cons->ops;
+	enum apply_result why = APPLY_FAILED;
 	int staged = 1;
 	if (c->n) {
 		staged = ops->stage(a->cons, &a->state, c, err, errlen);
@@ -283,12 +292,16 @@ static int apply_candidate(struct agent *a, struct candidate *c, char *err, size
 			goto fail;
 	}
 	if (staged == 0) {
-		if (a->cfg.check && run_hook(a, "check", a->cfg.check, c->version, err, errlen) < 0)
+		if (a->cfg.check && run_hook(a, "check", a->cfg.check, c->version, err, errlen) < 0) {
+			why = APPLY_REFUSED;
 			goto fail;
+		}
 		if (ops->swap(a->cons, err, errlen) < 0)
 			goto revert;
-		if (a->cfg.reload && run_hook(a, "reload", a->cfg.reload, c->version, err, errlen) < 0)
+		if (a->cfg.reload && run_hook(a, "reload", a->cfg.reload, c->version, err, errlen) < 0) {
+			why = APPLY_REFUSED;
 			goto revert;
+		}
 	}
 	if (lastgood_save(a->lg, &a->state, c, err, errlen) < 0) {
 		if (staged == 0)
@@ -297,7 +310,7 @@ static int apply_candidate(struct agent *a, struct candidate *c, char *err, size
 	}
 	state_commit(&a->state, c);
 	ops->finish(a->cons);
-	return 0;
+	return APPLY_OK;
 revert:;
 	char e2[1024];
 	if (ops->revert(a->cons, e2, sizeof(e2)) < 0)
@@ -306,7 +319,7 @@ revert:;
 		log_error("apply: reload after putting the old output back failed: %s", e2);
 fail:
 	ops->finish(a->cons);
-	return -1;
+	return why;
 }
 
 static void reject(struct agent *a, uint64_t version, const char *nonce, const char *why)
@@ -366,12 +379,26 @@ static enum push_result handle_push(struct agent *a, const char *text, size_t le
 		return PUSH_DONE;
 	}
 	size_t changes = c.n;
-	if (apply_candidate(a, &c, err, sizeof(err)) < 0) {
+	enum apply_result ar = apply_candidate(a, &c, err, sizeof(err));
+	if (ar != APPLY_OK) {
 		candidate_release(&c);
 		reject(a, p.version, p.nonce, err);
+		if (ar == APPLY_FAILED) {
+			/* not the push's fault: ask for it again a little later */
+			a->io_failures++;
+			double cap = a->cfg.backoff_min * pow(2.0, a->io_failures > 20 ? 20 : a->io_failures);
+			if (cap > a->cfg.backoff_max)
+				cap = a->cfg.backoff_max;
+			int64_t wait = (int64_t)((0.5 + 0.5 * rand01()) * cap * 1000.0);
+			a->retry_at_ms = now_ms() + wait;
+			log_info("push %llu failed on I/O: retrying it in %.1fs", (unsigned long long)p.version,
+				 (double)wait / 1000.0);
+		}
 		push_release(&p);
 		return PUSH_DONE;
 	}
+	a->io_failures = 0;
+	a->retry_at_ms = 0;
 	candidate_release(&c);
 	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu1);
 	double cpu_ms = (double)(cpu1.tv_sec - cpu0.tv_sec) * 1e3 + (double)(cpu1.tv_nsec - cpu0.tv_nsec) / 1e6;
@@ -831,8 +858,19 @@ int agent_run(struct agent_config *cfg, int argc, char **argv)
 		}
 		if (a.ack.has_pending && !a.ack.h && now >= a.ack.next_ms)
 			start_ack(&a);
+		if (a.retry_at_ms && now >= a.retry_at_ms) {
+			/* resync: the plane sends the gap from our version again */
+			a.retry_at_ms = 0;
+			a.etag[0] = '\0';
+			if (a.sync && a.kind == SYNC_STREAM) {
+				stop_sync(&a);
+				schedule_sync(&a, false);
+			}
+		}
 
 		int64_t wake = now + 1000;
+		if (a.retry_at_ms && a.retry_at_ms < wake)
+			wake = a.retry_at_ms;
 		if (!a.sync && a.next_sync_ms < wake)
 			wake = a.next_sync_ms;
 		if (a.sync && a.kind == SYNC_STREAM) {

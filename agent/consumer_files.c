@@ -26,6 +26,7 @@
 
 struct file_op {
 	char *path;
+	char *name;          /* the resource it belongs to, for messages */
 	bool write;          /* else a removal */
 	bool had_old;        /* the live path held something, now in backup */
 	bool done;
@@ -55,18 +56,30 @@ static int file_fields(const struct res *r, char **content, size_t *len, mode_t 
 	return 0;
 }
 
-static void add_op(struct files *f, const char *path, bool write)
+static void add_op(struct files *f, const char *path, const char *name, bool write)
 {
 	for (size_t i = 0; i < f->nops; i++) {
 		if (strcmp(f->ops[i].path, path) == 0) {
 			/* written and removed in one push: the write wins */
+			if (write && !f->ops[i].write) {
+				free(f->ops[i].name);
+				f->ops[i].name = xstrdup(name);
+			}
 			f->ops[i].write = f->ops[i].write || write;
 			return;
 		}
 	}
 	f->ops = xrealloc(f->ops, (f->nops + 1) * sizeof(*f->ops));
-	f->ops[f->nops] = (struct file_op){ .path = xstrdup(path), .write = write };
+	f->ops[f->nops] = (struct file_op){ .path = xstrdup(path), .name = xstrdup(name), .write = write };
 	f->nops++;
+}
+
+/* Puts "NAME: " in front of a message. */
+static void name_err(const char *name, char *err, size_t errlen)
+{
+	char tmp[1024];
+	snprintf(tmp, sizeof(tmp), "%s", err);
+	snprintf(err, errlen, "%s: %s", name, tmp);
 }
 
 static void files_finish(struct consumer *c)
@@ -75,8 +88,10 @@ static void files_finish(struct consumer *c)
 	safefs_remove_tree(f->workfd, "staging");
 	safefs_remove_tree(f->workfd, "backup");
 	unlinkat(f->workfd, "inflight", 0);
-	for (size_t i = 0; i < f->nops; i++)
+	for (size_t i = 0; i < f->nops; i++) {
 		free(f->ops[i].path);
+		free(f->ops[i].name);
+	}
 	free(f->ops);
 	f->ops = NULL;
 	f->nops = 0;
@@ -101,14 +116,16 @@ static int files_stage(struct consumer *c, const struct state *s, const struct c
 	for (size_t i = 0; i < cand->n; i++) {
 		const struct res *nr = cand->items[i].new_res, *old = cand->items[i].old;
 		if (old && old->file_path && (!nr || !nr->file_path || strcmp(old->file_path, nr->file_path) != 0))
-			add_op(f, old->file_path, false);
+			add_op(f, old->file_path, old->name, false);
 		if (!nr || !nr->file_path)
 			continue;
 		char *content;
 		size_t len;
 		mode_t mode;
-		if (file_fields(nr, &content, &len, &mode, err, errlen) < 0)
+		if (file_fields(nr, &content, &len, &mode, err, errlen) < 0) {
+			name_err(nr->name, err, errlen);
 			return -1;
+		}
 		/* the body changed but the file did not (an unknown field, say) */
 		if (same_file(f->rootfd, nr->file_path, content, len, mode)) {
 			free(content);
@@ -118,9 +135,11 @@ static int files_stage(struct consumer *c, const struct state *s, const struct c
 		int rc = safefs_write(f->workfd, spath, content, len, mode, err, errlen);
 		free(spath);
 		free(content);
-		if (rc < 0)
+		if (rc < 0) {
+			name_err(nr->name, err, errlen);
 			return -1;
-		add_op(f, nr->file_path, true);
+		}
+		add_op(f, nr->file_path, nr->name, true);
 	}
 	return f->nops ? 0 : 1;
 }
@@ -175,13 +194,18 @@ static int files_swap(struct consumer *c, char *err, size_t errlen)
 		}
 		free(backup);
 		op->done = rc == 0 || op->had_old;
-		if (rc < 0)
+		if (rc < 0) {
+			name_err(op->name, err, errlen);
 			return -1;
+		}
 		op->done = true;
 	}
-	for (size_t i = 0; i < f->nops; i++)
-		if (safefs_sync_parent(f->rootfd, f->ops[i].path, err, errlen) < 0)
+	for (size_t i = 0; i < f->nops; i++) {
+		if (safefs_sync_parent(f->rootfd, f->ops[i].path, err, errlen) < 0) {
+			name_err(f->ops[i].name, err, errlen);
 			return -1;
+		}
+	}
 	return 0;
 }
 
@@ -272,8 +296,10 @@ static int files_boot(struct consumer *c, const struct state *s, char *err, size
 static void files_free(struct consumer *c)
 {
 	struct files *f = (struct files *)c;
-	for (size_t i = 0; i < f->nops; i++)
+	for (size_t i = 0; i < f->nops; i++) {
 		free(f->ops[i].path);
+		free(f->ops[i].name);
+	}
 	free(f->ops);
 	if (f->workfd >= 0)
 		close(f->workfd);

@@ -49,6 +49,7 @@ big_body() {
 # both mounts first: a skip must come before any test point
 small_fs "$WORK/ds1.state"
 small_fs "$WORK/do1.out"
+small_fs "$WORK/dr1.state"
 
 # ---- the state directory on a small tmpfs ---------------------------------------------
 start_plane p --heartbeat 1
@@ -129,6 +130,23 @@ check_eq "and its mode" 600 "$(stat -c %a "$WORK/do1.out/conf/s2.conf" 2>/dev/nu
 check_eq "the big file never appears" "./conf/s2.conf ./s1.txt" "$(files_of "$WORK/do1.out")"
 stop_pid "${APID[do1]}" TERM
 check_eq "it exits 0" 0 "$?"
+
+# ---- a failure of the disk, not of the push, is retried ------------------------
+V=$(plane_version)
+start_agent dr1 --backoff-min 0.1 --backoff-max 0.5
+check "an agent on a third small tmpfs syncs" wait_until 10 agent_at dr1 "$V"
+big_body big/retry.bin 300000
+curl -sS -X PUT --data-binary @"$WORK/big.json" "$PLANE_URL/v1/resources/file/retry" >/dev/null
+VR=$(plane_version)
+check "it NACKs the push it cannot persist" wait_until 15 has_nack dr1 "$VR"
+check_eq "and keeps its version" "$V" "$(st dr1 version)"
+mount -o remount,size=8m "$WORK/dr1.state"
+check "once the disk has room the same push is retried and applies, with no new write" \
+	wait_until 20 agent_at dr1 "$VR"
+check_eq "the plane's version did not move" "$VR" "$(plane_version)"
+check "the log says it retried" grep -q "failed on I/O: retrying it" "$WORK/dr1.log"
+check "the plane has its ACK" wait_until 5 sh -c "[ \"\$(curl -s '$PLANE_URL/v1/nodes/dr1' | jq -r .acked_version)\" = $VR ]"
+stop_pid "${APID[dr1]}" TERM
 
 check "no sanitizer report in any log" sh -c "! grep -l -E 'AddressSanitizer|LeakSanitizer|runtime error:' '$WORK'/*.log"
 

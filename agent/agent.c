@@ -736,6 +736,23 @@ static void agent_free(struct agent *a)
 	free((char *)a->written.last_error);
 }
 
+/* Runs the one transfer in flight to its end; returns its result. */
+static CURLcode run_until_done(struct agent *a)
+{
+	int running = 1;
+	while (running) {
+		curl_multi_poll(a->multi, NULL, 0, 1000, NULL);
+		curl_multi_perform(a->multi, &running);
+	}
+	CURLMsg *m;
+	int left;
+	CURLcode code = CURLE_OK;
+	while ((m = curl_multi_info_read(a->multi, &left)))
+		if (m->msg == CURLMSG_DONE)
+			code = m->data.result;
+	return code;
+}
+
 /* --once: one poll, apply, ACK (a few tries), exit status. */
 static int run_once(struct agent *a)
 {
@@ -752,17 +769,7 @@ static int run_once(struct agent *a)
 				curl_multi_poll(a->multi, NULL, 0, (int)wait, NULL);
 		}
 		start_sync(a);
-		int running = 1;
-		while (running) {
-			curl_multi_poll(a->multi, NULL, 0, 1000, NULL);
-			curl_multi_perform(a->multi, &running);
-		}
-		CURLMsg *m;
-		int left;
-		CURLcode code = CURLE_OK;
-		while ((m = curl_multi_info_read(a->multi, &left)))
-			if (m->msg == CURLMSG_DONE)
-				code = m->data.result;
+		CURLcode code = run_until_done(a);
 		long status = 0;
 		curl_easy_getinfo(a->sync, CURLINFO_RESPONSE_CODE, &status);
 		sync_done(a, code);
@@ -779,18 +786,7 @@ static int run_once(struct agent *a)
 	/* deliver the ACK or NACK before leaving */
 	for (int tries = 0; tries < 5 && a->ack.has_pending; tries++) {
 		start_ack(a);
-		int running = 1;
-		while (running) {
-			curl_multi_poll(a->multi, NULL, 0, 1000, NULL);
-			curl_multi_perform(a->multi, &running);
-		}
-		CURLMsg *m;
-		int left;
-		CURLcode code = CURLE_OK;
-		while ((m = curl_multi_info_read(a->multi, &left)))
-			if (m->msg == CURLMSG_DONE)
-				code = m->data.result;
-		ack_done(a, code);
+		ack_done(a, run_until_done(a));
 	}
 	free(a->cfg.transport);
 	a->cfg.transport = saved;

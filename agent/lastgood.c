@@ -135,45 +135,15 @@ static char *gen_name(unsigned long long gen, const char *suffix)
 	return xasprintf("lastgood-%llu.%s", gen, suffix);
 }
 
-static int write_all(int fd, const void *data, size_t len)
-{
-	const char *p = data;
-	while (len > 0) {
-		ssize_t w = write(fd, p, len);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		p += w;
-		len -= (size_t)w;
-	}
-	return 0;
-}
-
 static char *read_at(int dirfd, const char *name, size_t max, size_t *len)
 {
 	int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
 		return NULL;
-	struct stat st;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > max) {
-		close(fd);
-		errno = EINVAL;
-		return NULL;
-	}
-	char *data = xmalloc((size_t)st.st_size + 1);
-	size_t n = 0;
-	while (n < (size_t)st.st_size) {
-		ssize_t r = read(fd, data + n, (size_t)st.st_size - n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		n += (size_t)r;
-	}
+	char *data = read_fd_limited(fd, max, len, NULL);
+	int e = errno;
 	close(fd);
-	*len = n;
+	errno = e;
 	return data;
 }
 
@@ -578,7 +548,7 @@ static int write_generation(struct lastgood *lg, const struct state *s, const st
 
 	unlinkat(lg->dirfd, tmp, 0);
 	fd = openat(lg->dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0 || write_all(fd, file.data, file.len) < 0 || fsync(fd) < 0) {
+	if (fd < 0 || write_full(fd, file.data, file.len) < 0 || fsync(fd) < 0) {
 		snprintf(err, errlen, "cannot write '%s/%s': %s", lg->dir, tmp, strerror(errno));
 		goto out;
 	}
@@ -671,7 +641,7 @@ int lastgood_save(struct lastgood *lg, const struct state *s, const struct candi
 	crc = crc32(crc, payload, (uInt)comp);
 	set_u32(hdr + 12, (uint32_t)crc);
 	rec.len = JREC_HDR + comp;
-	if (write_all(lg->jfd, rec.data, rec.len) < 0 || fsync(lg->jfd) < 0) {
+	if (write_full(lg->jfd, rec.data, rec.len) < 0 || fsync(lg->jfd) < 0) {
 		int e = errno;
 		snprintf(err, errlen, "cannot persist last-good in '%s': %s", lg->dir, strerror(e));
 		/* take the record back, and never trust this file again after a

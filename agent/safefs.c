@@ -1,5 +1,6 @@
 /* safefs.c: confined, atomic file operations (see safefs.h). */
 #include "safefs.h"
+#include "util.h"
 #include "xmalloc.h"
 
 #include <dirent.h>
@@ -88,22 +89,6 @@ int safefs_parent(int rootfd, const char *path, bool create, const char **base, 
 	}
 }
 
-static int write_all(int fd, const void *data, size_t len)
-{
-	const char *p = data;
-	while (len > 0) {
-		ssize_t w = write(fd, p, len);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		p += w;
-		len -= (size_t)w;
-	}
-	return 0;
-}
-
 int safefs_write(int rootfd, const char *path, const void *data, size_t len, mode_t mode, char *err, size_t errlen)
 {
 	const char *base;
@@ -124,7 +109,7 @@ int safefs_write(int rootfd, const char *path, const void *data, size_t len, mod
 		errno = e;
 		return -1;
 	}
-	if (write_all(fd, data, len) < 0 || fchmod(fd, mode) < 0 || fsync(fd) < 0) {
+	if (write_full(fd, data, len) < 0 || fchmod(fd, mode) < 0 || fsync(fd) < 0) {
 		int e = errno;
 		snprintf(err, errlen, "cannot write '%s': %s", path, strerror(e));
 		close(fd);
@@ -157,27 +142,10 @@ char *safefs_read(int rootfd, const char *path, size_t max, size_t *len, mode_t 
 	close(dfd);
 	if (fd < 0)
 		return NULL;
-	struct stat st;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (size_t)st.st_size > max) {
-		close(fd);
-		errno = EINVAL;
-		return NULL;
-	}
-	char *data = xmalloc((size_t)st.st_size + 1);
-	size_t n = 0;
-	while (n < (size_t)st.st_size) {
-		ssize_t r = read(fd, data + n, (size_t)st.st_size - n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		n += (size_t)r;
-	}
+	char *data = read_fd_limited(fd, max, len, mode);
+	int e = errno;
 	close(fd);
-	data[n] = '\0';
-	*len = n;
-	if (mode)
-		*mode = st.st_mode & 07777;
+	errno = e;
 	return data;
 }
 

@@ -1,6 +1,7 @@
 /* status.c: status.json writing (see status.h). */
 #include "status.h"
 #include "buf.h"
+#include "util.h"
 #include "xmalloc.h"
 
 #include <errno.h>
@@ -42,16 +43,7 @@ int status_write(const char *dir, const struct status *st, char *err, size_t err
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd < 0)
 		goto fail;
-	size_t off = 0;
-	while (off < b.len) {
-		ssize_t w = write(fd, b.data + off, b.len - off);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			goto fail;
-		off += (size_t)w;
-	}
-	if (fsync(fd) < 0)
+	if (write_full(fd, b.data, b.len) < 0 || fsync(fd) < 0)
 		goto fail;
 	close(fd);
 	fd = -1;

@@ -129,32 +129,54 @@ bool str_secret_equal(const char *a, const char *b)
 	return diff == 0;
 }
 
-char *read_file_limited(const char *path, size_t max, size_t *len)
+int write_full(int fd, const void *data, size_t len)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return NULL;
+	const char *p = data;
+	while (len > 0) {
+		ssize_t w = write(fd, p, len);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		p += w;
+		len -= (size_t)w;
+	}
+	return 0;
+}
+
+char *read_fd_limited(int fd, size_t max, size_t *len, mode_t *mode)
+{
 	struct stat st;
 	if (fstat(fd, &st) < 0)
-		goto fail;
+		return NULL;
 	if (!S_ISREG(st.st_mode)) {
 		errno = EINVAL;
-		goto fail;
+		return NULL;
 	}
 	if ((uint64_t)st.st_size > max) {
 		errno = EFBIG;
-		goto fail;
+		return NULL;
 	}
+	/* the size is a hint: the file may grow or shrink while we read */
 	size_t cap = (size_t)st.st_size + 1, n = 0;
 	char *data = xmalloc(cap);
 	for (;;) {
 		if (n + 1 >= cap) {
-			if (cap > max) {
+			if (n >= max) {
+				/* max bytes read: one more byte says whether that was all */
+				char c;
+				ssize_t r = read(fd, &c, 1);
+				if (r < 0 && errno == EINTR)
+					continue;
+				if (r == 0)
+					break;
+				int e = r > 0 ? EFBIG : errno;
 				free(data);
-				errno = EFBIG;
-				goto fail;
+				errno = e;
+				return NULL;
 			}
-			cap *= 2;
+			cap = cap * 2 > max + 1 ? max + 1 : cap * 2;
 			data = xrealloc(data, cap);
 		}
 		ssize_t r = read(fd, data + n, cap - n - 1);
@@ -164,7 +186,7 @@ char *read_file_limited(const char *path, size_t max, size_t *len)
 			int e = errno;
 			free(data);
 			errno = e;
-			goto fail;
+			return NULL;
 		}
 		if (r == 0)
 			break;
@@ -173,16 +195,24 @@ char *read_file_limited(const char *path, size_t max, size_t *len)
 	if (n > max) {
 		free(data);
 		errno = EFBIG;
-		goto fail;
+		return NULL;
 	}
 	data[n] = '\0';
-	close(fd);
 	if (len)
 		*len = n;
+	if (mode)
+		*mode = st.st_mode & 07777;
 	return data;
-fail:;
+}
+
+char *read_file_limited(const char *path, size_t max, size_t *len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	char *data = read_fd_limited(fd, max, len, NULL);
 	int e = errno;
 	close(fd);
 	errno = e;
-	return NULL;
+	return data;
 }

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* Strict decimal parse of a whole string: digits only, no sign, no spaces,
  * no overflow. Returns 0 or -1. */
@@ -33,5 +34,10 @@ bool str_secret_equal(const char *a, const char *b);
 /* Reads a whole small file into a new allocated NUL-terminated buffer.
  * Refuses files over max bytes. Returns NULL and sets errno on failure. */
 char *read_file_limited(const char *path, size_t max, size_t *len);
+/* The same from an open regular file; *mode (may be NULL) gets its
+ * permission bits. */
+char *read_fd_limited(int fd, size_t max, size_t *len, mode_t *mode);
+/* Writes all of data, retrying short writes and EINTR. Returns 0 or -1. */
+int write_full(int fd, const void *data, size_t len);
 
 #endif

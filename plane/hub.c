@@ -365,6 +365,20 @@ void hub_waiter_release(struct hub *h, struct waiter *w)
 
 /* ---- ticker ---------------------------------------------------------------- */
 
+/* Waits on h->cond (h->lock held) for at most ms milliseconds. */
+static void wait_for(struct hub *h, int64_t ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (ms % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	pthread_cond_timedwait(&h->cond, &h->lock, &ts);
+}
+
 static void *ticker_main(void *arg)
 {
 	struct hub *h = arg;
@@ -413,17 +427,8 @@ static void *ticker_main(void *arg)
 			if (w->deadline_ms < wake)
 				wake = w->deadline_ms;
 		int64_t wait_ms = wake - now_ms();
-		if (wait_ms > 0) {
-			struct timespec ts;
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_sec += wait_ms / 1000;
-			ts.tv_nsec += (wait_ms % 1000) * 1000000;
-			if (ts.tv_nsec >= 1000000000) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000;
-			}
-			pthread_cond_timedwait(&h->cond, &h->lock, &ts);
-		}
+		if (wait_ms > 0)
+			wait_for(h, wait_ms);
 	}
 	pthread_mutex_unlock(&h->lock);
 	return NULL;
@@ -451,16 +456,8 @@ void hub_stop(struct hub *h)
 		wake_waiter(h, h->waiters);
 	/* give readers a moment to send their last bytes */
 	int64_t until = now_ms() + 3000;
-	while (h->nstreams > 0 && now_ms() < until) {
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 50 * 1000000;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
-		}
-		pthread_cond_timedwait(&h->cond, &h->lock, &ts);
-	}
+	while (h->nstreams > 0 && now_ms() < until)
+		wait_for(h, 50);
 	pthread_cond_broadcast(&h->cond);
 	pthread_mutex_unlock(&h->lock);
 	if (h->ticker_running) {

@@ -361,7 +361,7 @@ static void test_read_limits_and_absence(void **state)
 	free(d);
 	errno = 0;
 	assert_null(safefs_read(f->rootfd, "five", 4, &len, NULL));
-	assert_int_equal(errno, EINVAL);
+	assert_int_equal(errno, EFBIG);
 	errno = 0;
 	assert_null(safefs_read(f->rootfd, "absent", 4, &len, NULL));
 	assert_int_equal(errno, ENOENT);

@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -95,12 +94,13 @@ int safefs_write(int rootfd, const char *path, const void *data, size_t len, mod
 	int dfd = safefs_parent(rootfd, path, true, &base, err, errlen);
 	if (dfd < 0)
 		return -1;
-	unsigned char rnd[6];
-	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
-		memset(rnd, 0x5a, sizeof(rnd));
-	char tmp[64];
-	snprintf(tmp, sizeof(tmp), ".tether-tmp-%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5]);
-	/* O_EXCL|O_NOFOLLOW: a file or symlink planted at the temp name fails */
+	/* A fixed temp name beside the target (no resource may name a
+	 * ".tether*" file, so it is ours). Whatever sits there -- a leftover
+	 * of a crash, or a planted symlink -- is unlinked, never followed, and
+	 * O_EXCL|O_NOFOLLOW refuses anything planted again in between. */
+	char tmp[300];
+	snprintf(tmp, sizeof(tmp), ".tether-tmp-%s", base);
+	unlinkat(dfd, tmp, 0);
 	int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		int e = errno;

@@ -324,6 +324,30 @@ static void test_symlink_at_final_path_replaced(void **state)
 	expect_content(at(f->out, "target"), "ORIGINAL");
 }
 
+static void test_symlink_planted_at_temp_name(void **state)
+{
+	struct fx *f = *state;
+	char err[256];
+	struct stat st;
+	/* the temp name of "conf.d/app.conf" is "conf.d/.tether-tmp-app.conf":
+	 * plant a symlink to a file outside there, and one to a directory */
+	put(at(f->out, "victim"), "ORIGINAL");
+	assert_int_equal(mkdir(at(f->root, "conf.d"), 0755), 0);
+	assert_int_equal(symlink(at(f->out, "victim"), at(f->root, "conf.d/.tether-tmp-app.conf")), 0);
+	assert_int_equal(write_str(f->rootfd, "conf.d/app.conf", "NEW", 0644, err, sizeof(err)), 0);
+	expect_content(at(f->root, "conf.d/app.conf"), "NEW");
+	expect_content(at(f->out, "victim"), "ORIGINAL");
+	assert_int_equal(stat(at(f->out, "victim"), &st), 0);
+	assert_int_equal(st.st_size, 8);   /* not truncated, not rewritten */
+	/* the planted link is gone, and no temp file is left */
+	assert_false(lexists(at(f->root, "conf.d/.tether-tmp-app.conf")));
+	/* a dangling link there creates nothing outside */
+	assert_int_equal(symlink(at(f->out, "made"), at(f->root, ".tether-tmp-top")), 0);
+	assert_int_equal(write_str(f->rootfd, "top", "T", 0600, err, sizeof(err)), 0);
+	assert_false(lexists(at(f->out, "made")));
+	expect_content(at(f->root, "top"), "T");
+}
+
 static void test_file_where_directory_needed(void **state)
 {
 	struct fx *f = *state;
@@ -591,6 +615,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_bad_paths_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_symlinked_directory_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_symlink_at_final_path_replaced, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_symlink_planted_at_temp_name, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_file_where_directory_needed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_read_limits_and_absence, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_move_between_roots, setup, teardown),

@@ -3,6 +3,7 @@
 #include "agent_config.h"
 #include "labels.h"
 #include "resource.h"
+#include "util.h"
 #include "xmalloc.h"
 
 #include <stdio.h>
@@ -13,6 +14,7 @@
 static const char *const transports[] = { "sse", "poll", NULL };
 static const char *const consumers[] = { "files", "nginx", "haproxy", NULL };
 static const char *const levels[] = { "debug", "info", "warn", "error", NULL };
+static const char *const signals[] = { "HUP", "USR1", "USR2", NULL };
 
 #define OFF(f) offsetof(struct agent_config, f)
 
@@ -32,6 +34,30 @@ const struct opt_def agent_options[] = {
 	{ "check", 0, OPT_STRING, OFF(check), 0, 0, NULL, "CMD",
 	  "run before new files go live; non-zero exit is a NACK with its stderr" },
 	{ "reload", 0, OPT_STRING, OFF(reload), 0, 0, NULL, "CMD", "run after new files went live" },
+	{ "pidfile", 0, OPT_STRING, OFF(pidfile), 0, 0, NULL, "FILE",
+	  "reload by signalling the process in FILE (the consumer's master) instead of --reload" },
+	{ "signal", 0, OPT_CHOICE, OFF(signal), 0, 0, signals, "SIG",
+	  "the reload signal: HUP (nginx's default), USR2 (haproxy's, master-worker mode)" },
+	{ "marker", 0, OPT_STRING, OFF(marker), 0, 0, NULL, "HOST:PORT",
+	  "nginx/haproxy: where the rendered config answers which generation it is, to confirm a reload "
+	  "(default 127.0.0.1:7099; off to not confirm)" },
+	{ "reload-timeout", 0, OPT_SECONDS, OFF(reload_timeout), 0.1, 600, NULL, "SECONDS",
+	  "how long the consumer may take to serve a new generation (default 10)" },
+	{ "health", 0, OPT_STRING, OFF(health), 0, 0, NULL, "URL",
+	  "probed after a reload; a failure puts the old generation back and NACKs" },
+	{ "health-timeout", 0, OPT_SECONDS, OFF(health_timeout), 0.05, 600, NULL, "SECONDS",
+	  "one health probe (default 2)" },
+	{ "health-retries", 0, OPT_UINT, OFF(health_retries), 1, 100, NULL, "N",
+	  "health probes before giving up (default 3)" },
+	{ "min-reload-interval", 0, OPT_SECONDS, OFF(min_reload_interval), 0, 3600, NULL, "SECONDS",
+	  "pushes arriving sooner after a reload wait and are merged (default 0)" },
+	{ "generations", 0, OPT_UINT, OFF(generations), 2, 100, NULL, "N",
+	  "nginx/haproxy generations kept on disk (default 3)" },
+	{ "nginx", 0, OPT_STRING, OFF(nginx), 0, 0, NULL, "PATH", "nginx binary for the default check (default nginx)" },
+	{ "haproxy", 0, OPT_STRING, OFF(haproxy), 0, 0, NULL, "PATH",
+	  "haproxy binary for the default check (default haproxy)" },
+	{ "base-config", 0, OPT_STRING, OFF(base_config), 0, 0, NULL, "FILE",
+	  "haproxy: the operator's base configuration, checked together with ours" },
 	{ "strict", 0, OPT_FLAG, OFF(strict), 0, 0, NULL, NULL, "refuse resources with unknown fields" },
 	{ "stream-timeout", 0, OPT_SECONDS, OFF(stream_timeout), 0.1, 86400, NULL, "SECONDS",
 	  "a stream silent this long is dead (default: three heartbeats)" },
@@ -72,6 +98,13 @@ void agent_config_defaults(struct agent_config *c)
 	c->connect_timeout = 10;
 	c->max_push_bytes = 64ULL << 20;
 	c->max_depth = 32;
+	c->marker = xstrdup("127.0.0.1:7099");
+	c->nginx = xstrdup("nginx");
+	c->haproxy = xstrdup("haproxy");
+	c->reload_timeout = 10;
+	c->health_timeout = 2;
+	c->health_retries = 3;
+	c->generations = 3;
 }
 
 void agent_config_release(struct agent_config *c)
@@ -125,8 +158,32 @@ int agent_config_check(struct agent_config *c, char *err, size_t errlen)
 			}
 		}
 	}
-	if (strcmp(c->consumer, "files") != 0) {
-		snprintf(err, errlen, "consumer: '%s' is not available in this version yet (use files)", c->consumer);
+	bool gen = strcmp(c->consumer, "files") != 0;
+	if (gen && c->output_dir[0] != '/') {
+		snprintf(err, errlen, "output-dir: the %s consumer needs an absolute path", c->consumer);
+		return -1;
+	}
+	if (gen && !c->reload && !c->pidfile) {
+		snprintf(err, errlen, "the %s consumer needs --reload CMD or --pidfile FILE to reload it", c->consumer);
+		return -1;
+	}
+	if (c->reload && c->pidfile) {
+		snprintf(err, errlen, "give --reload or --pidfile, not both");
+		return -1;
+	}
+	if (!c->signal)
+		c->signal = xstrdup(strcmp(c->consumer, "haproxy") == 0 ? "USR2" : "HUP");
+	if (strcmp(c->marker, "off") != 0) {
+		const char *colon = strrchr(c->marker, ':');
+		uint64_t port;
+		if (!colon || colon == c->marker || parse_uint_range(colon + 1, 1, 65535, &port) < 0 ||
+		    strpbrk(c->marker, " \t;{}#\"'")) {
+			snprintf(err, errlen, "marker: '%s' is not HOST:PORT (or off)", c->marker);
+			return -1;
+		}
+	}
+	if (c->health && strncmp(c->health, "http://", 7) != 0 && strncmp(c->health, "https://", 8) != 0) {
+		snprintf(err, errlen, "health: '%s' must be an http:// or https:// URL", c->health);
 		return -1;
 	}
 	if (c->backoff_min > c->backoff_max) {

@@ -21,6 +21,13 @@ struct agent_config {
 	char *check;
 	char *reload;
 	char *log_level;
+	char *pidfile;             /* the consumer's master process */
+	char *signal;              /* sent to it to reload: HUP (nginx), USR2 (haproxy) */
+	char *marker;              /* HOST:PORT of the generation marker, or "off" */
+	char *health;              /* URL probed after a reload */
+	char *nginx;               /* binaries for the default checks */
+	char *haproxy;
+	char *base_config;         /* haproxy: the operator's base, checked with ours */
 	bool strict;
 	bool once;
 	bool check_config;
@@ -30,6 +37,11 @@ struct agent_config {
 	double poll_wait;
 	double command_timeout;
 	double connect_timeout;
+	double reload_timeout;     /* until the marker shows the new generation */
+	double health_timeout;
+	double min_reload_interval;
+	uint64_t health_retries;
+	uint64_t generations;
 	uint64_t max_push_bytes;
 	uint64_t max_depth;
 };

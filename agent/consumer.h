@@ -1,8 +1,8 @@
 /* consumer.h: what the agent drives to make a state live. A consumer
  * renders a candidate into a staging area (the check runs on it), swaps it
  * live keeping the way back, and reverts or finishes. Backends:
- * consumer_files.c (file resources under --output-dir); nginx and haproxy
- * come next. */
+ * consumer_files.c (file resources under --output-dir) and consumer_gen.c
+ * (nginx and haproxy: whole generations behind an atomic symlink). */
 #ifndef TETHER_CONSUMER_H
 #define TETHER_CONSUMER_H
 
@@ -12,11 +12,13 @@
 #include "state.h"
 
 struct consumer;
+struct agent_config;
 
 struct consumer_ops {
 	const char *name;
 	/* Makes the live output match s (start-up, and after a crash): only
-	 * what differs is written. */
+	 * what differs is written. Returns 1 when the live output changed, 0
+	 * when it already matched, -1 on error. */
 	int (*boot)(struct consumer *c, const struct state *s, char *err, size_t errlen);
 	/* Renders the candidate's effect on the output into a staging area.
 	 * Returns 1 when the output does not change (no check, no reload),
@@ -25,6 +27,13 @@ struct consumer_ops {
 		     size_t errlen);
 	/* The staging area, for TETHER_STAGING. */
 	const char *(*staging_dir)(struct consumer *c);
+	/* The consumer's own check of the staged output (nginx -t, haproxy
+	 * -c), run when the operator gave no --check; NULL when it has none.
+	 * Returns 0, or -1 with the checker's message. */
+	int (*check)(struct consumer *c, double timeout_s, char *err, size_t errlen);
+	/* The id of the staged generation the marker will answer once the
+	 * consumer serves it; NULL when the consumer has no marker. */
+	const char *(*generation)(struct consumer *c);
 	/* Puts the staged output live, keeping what it replaced. */
 	int (*swap)(struct consumer *c, char *err, size_t errlen);
 	/* Puts back what swap replaced. */
@@ -39,11 +48,12 @@ struct consumer {
 	char *output_dir;
 };
 
-/* Makes the consumer called name ("files") over output_dir. NULL with err
- * when unknown or when output_dir cannot be used. */
-struct consumer *consumer_new(const char *name, const char *output_dir, char *err, size_t errlen);
+/* Makes the consumer the configuration names, over its output directory.
+ * NULL with err when it cannot be used. */
+struct consumer *consumer_new(const struct agent_config *cfg, char *err, size_t errlen);
 void consumer_free(struct consumer *c);
 
 struct consumer *consumer_files_new(const char *output_dir, char *err, size_t errlen);
+struct consumer *consumer_gen_new(const struct agent_config *cfg, char *err, size_t errlen);
 
 #endif

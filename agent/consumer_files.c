@@ -272,6 +272,7 @@ static int files_boot(struct consumer *c, const struct state *s, char *err, size
 	/* an unfinished push: remove what it added that last-good lacks */
 	size_t len;
 	char *inflight = safefs_read(f->workfd, "inflight", MAX_FILE, &len, NULL);
+	bool interrupted = inflight != NULL;
 	if (inflight) {
 		size_t removed = 0;
 		for (char *line = strtok(inflight, "\n"); line; line = strtok(NULL, "\n")) {
@@ -287,10 +288,11 @@ static int files_boot(struct consumer *c, const struct state *s, char *err, size
 	files_finish(c);
 	struct boot_ctx b = { f, err, errlen, 0, 0, 0 };
 	state_each(s, boot_one, &b);
-	if (b.rc == 0)
-		log_info("files: output matches version %llu (%zu files written, %zu already right)",
-			 (unsigned long long)s->version, b.written, b.kept);
-	return b.rc;
+	if (b.rc < 0)
+		return -1;
+	log_info("files: output matches version %llu (%zu files written, %zu already right)",
+		 (unsigned long long)s->version, b.written, b.kept);
+	return b.written > 0 || interrupted;
 }
 
 static void files_free(struct consumer *c)
@@ -315,6 +317,8 @@ static const struct consumer_ops files_ops = {
 	.boot = files_boot,
 	.stage = files_stage,
 	.staging_dir = files_staging_dir,
+	.check = NULL,
+	.generation = NULL,
 	.swap = files_swap,
 	.revert = files_revert,
 	.finish = files_finish,

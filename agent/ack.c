@@ -1,0 +1,118 @@
+/* ack.c: the agent's ACKs and NACKs: only the newest matters (an older
+ * nonce would be stale at the plane), it is posted after persisting, and
+ * retried with backoff until the plane takes it or refuses it for good. */
+#include "agent_int.h"
+#include "log.h"
+#include "util.h"
+#include "xmalloc.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define ACK_ERROR_MAX 4000
+
+void ack_queue(struct agent *a, uint64_t version, const char *nonce, const char *error, int healthy)
+{
+	struct buf *b = &a->ack.pending;
+	buf_reset(b);
+	buf_puts(b, "{\"node\":");
+	buf_json_string(b, a->cfg.node);
+	buf_printf(b, ",\"version\":%llu,\"nonce\":", (unsigned long long)version);
+	buf_json_string(b, nonce);
+	if (error) {
+		char cut[ACK_ERROR_MAX + 1];
+		snprintf(cut, sizeof(cut), "%s", error);
+		buf_puts(b, ",\"status\":\"nack\",\"error\":");
+		buf_json_string(b, cut);
+	} else {
+		buf_puts(b, ",\"status\":\"ack\"");
+	}
+	if (healthy >= 0)
+		buf_printf(b, ",\"healthy\":%s", healthy ? "true" : "false");
+	buf_putc(b, '}');
+	a->ack.has_pending = true;
+	a->ack.attempt = 0;
+	a->ack.next_ms = now_ms();
+}
+
+static size_t collect(char *ptr, size_t size, size_t n, void *ud)
+{
+	struct buf *b = ud;
+	size_t len = size * n;
+	if (b->len < 65536)
+		buf_append(b, ptr, len);
+	return len;
+}
+
+void ack_start(struct agent *a)
+{
+	CURL *h = curl_easy_init();
+	if (!h)
+		return;
+	buf_reset(&a->ack.sent);
+	buf_append(&a->ack.sent, a->ack.pending.data, a->ack.pending.len);
+	a->ack.has_pending = false;
+	buf_reset(&a->ack.resp);
+	char *url = xasprintf("%s/v1/ack", a->cfg.plane);
+	a->ack.headers = curl_slist_append(NULL, "Content-Type: application/json");
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_POSTFIELDS, a->ack.sent.data);
+	curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)a->ack.sent.len);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, a->ack.headers);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, &a->ack.resp);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)(a->cfg.connect_timeout * 1000));
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 30000L);
+	curl_easy_setopt(h, CURLOPT_USERAGENT, "tetherd/" PACKAGE_VERSION);
+	free(url);
+	a->ack.h = h;
+	curl_multi_add_handle(a->multi, h);
+}
+
+void ack_done(struct agent *a, CURLcode code)
+{
+	long status = 0;
+	curl_easy_getinfo(a->ack.h, CURLINFO_RESPONSE_CODE, &status);
+	curl_multi_remove_handle(a->multi, a->ack.h);
+	curl_easy_cleanup(a->ack.h);
+	curl_slist_free_all(a->ack.headers);
+	a->ack.h = NULL;
+	a->ack.headers = NULL;
+	if (code == CURLE_OK && status == 200) {
+		log_debug("ack: %s", a->ack.resp.data ? a->ack.resp.data : "");
+		a->ack.attempt = 0;
+		return;
+	}
+	if (code == CURLE_OK && status >= 400 && status < 500) {
+		/* the plane will never take it (it forgot us, or it is stale) */
+		log_warn("ack: the plane refused it (%ld): %s", status, a->ack.resp.data ? a->ack.resp.data : "");
+		return;
+	}
+	/* retry this one unless a newer one is waiting */
+	if (!a->ack.has_pending) {
+		buf_reset(&a->ack.pending);
+		buf_append(&a->ack.pending, a->ack.sent.data, a->ack.sent.len);
+		a->ack.has_pending = true;
+		a->ack.attempt++;
+		double cap = a->cfg.backoff_min * pow(2.0, a->ack.attempt > 20 ? 20 : a->ack.attempt);
+		if (cap > a->cfg.backoff_max)
+			cap = a->cfg.backoff_max;
+		a->ack.next_ms = now_ms() + (int64_t)(agent_rand01() * cap * 1000.0);
+		log_info("ack: not delivered (%s); retrying", code != CURLE_OK ? curl_easy_strerror(code) : "plane error");
+	}
+}
+
+void ack_release(struct agent *a)
+{
+	if (a->ack.h) {
+		curl_multi_remove_handle(a->multi, a->ack.h);
+		curl_easy_cleanup(a->ack.h);
+		curl_slist_free_all(a->ack.headers);
+		a->ack.h = NULL;
+	}
+	buf_release(&a->ack.pending);
+	buf_release(&a->ack.sent);
+	buf_release(&a->ack.resp);
+}

@@ -1,0 +1,444 @@
+/* consumer_gen.c: the nginx and haproxy consumers. Every change renders a
+ * whole generation into OUTPUT_DIR/gen-<id> (id: a hash of its content, so
+ * an equal state is the same generation and needs no reload); it goes live
+ * by switching the OUTPUT_DIR/current symlink with one rename, so the
+ * consumer never reads a mix of two generations; swapping back is the same
+ * rename. Key material goes to OUTPUT_DIR/secrets (0700), one file per
+ * content (0600), shared by the generations that use it. Old generations
+ * and unused secrets are pruned. */
+#include "agent_config.h"
+#include "consumer.h"
+#include "log.h"
+#include "render.h"
+#include "runcmd.h"
+#include "safefs.h"
+#include "util.h"
+#include "xmalloc.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define ID_LEN 16          /* hex digits of a generation id */
+#define NAME_MAX_LEN 64
+
+struct gen {
+	struct consumer base;
+	const struct renderer *rnd;
+	int rootfd;
+	char *secrets_dir;          /* absolute */
+	char *marker;               /* NULL: none */
+	char *checker;              /* nginx or haproxy binary */
+	char *base_config;          /* haproxy: checked together with ours */
+	unsigned keep;              /* generations kept */
+	char live[NAME_MAX_LEN];    /* what current points at ("" none) */
+	char staged[NAME_MAX_LEN];  /* the staged generation ("gen-<id>") */
+	char staged_id[ID_LEN + 1];
+	char *staged_path;          /* absolute, for TETHER_STAGING */
+	bool created;               /* the staged directory is new */
+	char prev[NAME_MAX_LEN];    /* what current pointed at before swap */
+	bool swapped;
+};
+
+/* ---- the current symlink ---------------------------------------------------- */
+
+static void read_current(struct gen *g, char *out, size_t cap)
+{
+	ssize_t n = readlinkat(g->rootfd, "current", out, cap - 1);
+	out[n > 0 ? n : 0] = '\0';
+	if (n > 0 && (strchr(out, '/') || strncmp(out, "gen-", 4) != 0))
+		out[0] = '\0';   /* not one of ours */
+}
+
+/* Points current at target ("" removes it), atomically; fsyncs the dir. */
+static int set_current(struct gen *g, const char *target, char *err, size_t errlen)
+{
+	if (!*target) {
+		if (unlinkat(g->rootfd, "current", 0) < 0 && errno != ENOENT)
+			goto fail;
+	} else {
+		unlinkat(g->rootfd, "current.tmp", 0);
+		if (symlinkat(target, g->rootfd, "current.tmp") < 0 ||
+		    renameat(g->rootfd, "current.tmp", g->rootfd, "current") < 0)
+			goto fail;
+	}
+	if (fsync(g->rootfd) < 0)
+		goto fail;
+	return 0;
+fail:
+	snprintf(err, errlen, "cannot switch %s/current to '%s': %s", g->base.output_dir, target, strerror(errno));
+	unlinkat(g->rootfd, "current.tmp", 0);
+	return -1;
+}
+
+/* ---- rendering and writing a generation ---------------------------------------- */
+
+static void make_id(const struct render_out *out, char id[ID_LEN + 1])
+{
+	crypto_generichash_state hs;
+	unsigned char h[ID_LEN / 2];
+	crypto_generichash_init(&hs, NULL, 0, sizeof(h));
+	for (size_t i = 0; i < out->n; i++) {
+		const struct render_file *f = &out->files[i];
+		unsigned char meta[2] = { (unsigned char)f->secret, (unsigned char)(f->mode & 0xff) };
+		crypto_generichash_update(&hs, (const unsigned char *)f->path, strlen(f->path) + 1);
+		crypto_generichash_update(&hs, meta, sizeof(meta));
+		crypto_generichash_update(&hs, (const unsigned char *)f->data.data, f->data.len);
+		crypto_generichash_update(&hs, (const unsigned char *)"\0", 1);
+	}
+	crypto_generichash_final(&hs, h, sizeof(h));
+	for (size_t i = 0; i < sizeof(h); i++)
+		snprintf(id + 2 * i, 3, "%02x", h[i]);
+}
+
+static int write_secrets(struct gen *g, const struct render_out *out, char *err, size_t errlen)
+{
+	for (size_t i = 0; i < out->n; i++) {
+		const struct render_file *f = &out->files[i];
+		if (!f->secret)
+			continue;
+		char *path = xasprintf("secrets/%s", f->path);
+		/* named by content: present means right */
+		size_t len;
+		char *have = safefs_read(g->rootfd, path, (size_t)f->data.len + 1, &len, NULL);
+		int rc = 0;
+		if (!have || len != f->data.len || memcmp(have, f->data.data, len) != 0)
+			rc = safefs_write(g->rootfd, path, f->data.data, f->data.len, 0600, err, errlen);
+		free(have);
+		free(path);
+		if (rc < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* The check configuration: nginx needs a main file around ours. */
+static void check_file(struct gen *g, const char *dir, struct render_out *out)
+{
+	if (g->rnd != &render_nginx)
+		return;
+	struct buf *b = render_add(out, "check.nginx", 0644);
+	buf_printf(b, "# for `nginx -t` of this generation alone (tetherd runs it before going live)\n"
+		      "error_log stderr;\nevents {}\nhttp {\n    include %s/*.conf;\n}\n", dir);
+}
+
+/* Writes the files of out (the main one with its marker) as gen-<id>. */
+static int write_generation(struct gen *g, struct render_out *out, const char *name, char *err, size_t errlen)
+{
+	char tmp[NAME_MAX_LEN + 8];
+	snprintf(tmp, sizeof(tmp), "%s.tmp", name);
+	safefs_remove_tree(g->rootfd, tmp);
+	if (mkdirat(g->rootfd, tmp, 0755) < 0) {
+		snprintf(err, errlen, "cannot create %s/%s: %s", g->base.output_dir, tmp, strerror(errno));
+		return -1;
+	}
+	for (size_t i = 0; i < out->n; i++) {
+		const struct render_file *f = &out->files[i];
+		if (f->secret)
+			continue;
+		char *path = xasprintf("%s/%s", tmp, f->path);
+		int rc = safefs_write(g->rootfd, path, f->data.data, f->data.len, f->mode, err, errlen);
+		free(path);
+		if (rc < 0)
+			goto fail;
+	}
+	if (renameat(g->rootfd, tmp, g->rootfd, name) < 0 || fsync(g->rootfd) < 0) {
+		snprintf(err, errlen, "cannot put %s/%s in place: %s", g->base.output_dir, name, strerror(errno));
+		goto fail;
+	}
+	return 0;
+fail:
+	safefs_remove_tree(g->rootfd, tmp);
+	return -1;
+}
+
+static bool dir_exists(int rootfd, const char *name)
+{
+	struct stat st;
+	return fstatat(rootfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* Renders s (with c) and makes sure its generation exists on disk. Sets
+ * g->staged*, g->created. */
+static int prepare(struct gen *g, const struct state *s, const struct candidate *c, char *err, size_t errlen)
+{
+	struct render_opts o = { .secrets_dir = g->secrets_dir, .marker = g->marker };
+	struct render_out out = { 0 };
+	int rc = -1;
+	if (g->rnd->render(s, c, &o, &out, err, errlen) < 0)
+		goto out;
+	make_id(&out, g->staged_id);
+	snprintf(g->staged, sizeof(g->staged), "gen-%s", g->staged_id);
+	g->rnd->marker(&out.files[0].data, &o, g->staged_id);
+	free(g->staged_path);
+	g->staged_path = xasprintf("%s/%s", g->base.output_dir, g->staged);
+	check_file(g, g->staged_path, &out);
+	g->created = false;
+	if (!dir_exists(g->rootfd, g->staged)) {
+		if (write_secrets(g, &out, err, errlen) < 0 || write_generation(g, &out, g->staged, err, errlen) < 0)
+			goto out;
+		g->created = true;
+	} else if (write_secrets(g, &out, err, errlen) < 0) {
+		goto out;
+	}
+	rc = 0;
+out:
+	render_out_release(&out);
+	return rc;
+}
+
+/* ---- pruning ------------------------------------------------------------------ */
+
+struct genent {
+	char name[NAME_MAX_LEN];
+	struct timespec mtime;
+};
+
+static int cmp_newest(const void *a, const void *b)
+{
+	const struct genent *x = a, *y = b;
+	if (x->mtime.tv_sec != y->mtime.tv_sec)
+		return x->mtime.tv_sec < y->mtime.tv_sec ? 1 : -1;
+	if (x->mtime.tv_nsec != y->mtime.tv_nsec)
+		return x->mtime.tv_nsec < y->mtime.tv_nsec ? 1 : -1;
+	return strcmp(x->name, y->name);
+}
+
+static DIR *open_dir(int rootfd, const char *name)
+{
+	int fd = openat(rootfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	DIR *d = fdopendir(fd);
+	if (!d)
+		close(fd);
+	return d;
+}
+
+/* Keeps the live generation and the newest others up to g->keep in all;
+ * drops every secret no kept generation's configuration names. */
+static void prune(struct gen *g)
+{
+	DIR *d = open_dir(g->rootfd, ".");
+	if (!d)
+		return;
+	struct genent *v = NULL;
+	size_t n = 0;
+	struct dirent *de;
+	while ((de = readdir(d)) != NULL) {
+		struct stat st;
+		if (strncmp(de->d_name, "gen-", 4) != 0 || strlen(de->d_name) >= NAME_MAX_LEN ||
+		    fstatat(g->rootfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
+			continue;
+		v = xrealloc(v, (n + 1) * sizeof(*v));
+		snprintf(v[n].name, sizeof(v[n].name), "%s", de->d_name);
+		v[n].mtime = st.st_mtim;
+		n++;
+	}
+	closedir(d);
+	if (n > 1)
+		qsort(v, n, sizeof(*v), cmp_newest);
+	struct buf kept = BUF_INIT;   /* configuration text of what stays */
+	unsigned left = g->keep;
+	for (size_t i = 0; i < n; i++) {
+		bool live = strcmp(v[i].name, g->live) == 0;
+		bool tmp = strstr(v[i].name, ".tmp") != NULL;
+		if (!tmp && (live || left > 1)) {
+			if (!live)
+				left--;
+			char *conf = xasprintf("%s/%s", v[i].name, g->rnd == &render_nginx ? "tether.conf" : "tether.cfg");
+			size_t len;
+			char *text = safefs_read(g->rootfd, conf, 64u << 20, &len, NULL);
+			if (text)
+				buf_append(&kept, text, len);
+			free(text);
+			free(conf);
+			continue;
+		}
+		safefs_remove_tree(g->rootfd, v[i].name);
+	}
+	free(v);
+	d = open_dir(g->rootfd, "secrets");
+	if (d) {
+		while ((de = readdir(d)) != NULL) {
+			if (de->d_name[0] == '.' || (kept.data && strstr(kept.data, de->d_name)))
+				continue;
+			unlinkat(dirfd(d), de->d_name, 0);
+		}
+		closedir(d);
+	}
+	buf_release(&kept);
+}
+
+/* ---- the consumer ops ------------------------------------------------------------ */
+
+static int gen_boot(struct consumer *c, const struct state *s, char *err, size_t errlen)
+{
+	struct gen *g = (struct gen *)c;
+	unlinkat(g->rootfd, "current.tmp", 0);
+	read_current(g, g->live, sizeof(g->live));
+	if (prepare(g, s, NULL, err, errlen) < 0)
+		return -1;
+	if (strcmp(g->staged, g->live) == 0 && !g->created) {
+		log_info("%s: %s/current already serves version %llu (%s)", g->rnd->name, c->output_dir,
+			 (unsigned long long)s->version, g->live);
+		prune(g);
+		return 0;
+	}
+	if (set_current(g, g->staged, err, errlen) < 0)
+		return -1;
+	log_info("%s: %s/current now %s (version %llu)", g->rnd->name, c->output_dir, g->staged,
+		 (unsigned long long)s->version);
+	snprintf(g->live, sizeof(g->live), "%s", g->staged);
+	prune(g);
+	return 1;
+}
+
+static int gen_stage(struct consumer *c, const struct state *s, const struct candidate *cand, char *err,
+		     size_t errlen)
+{
+	struct gen *g = (struct gen *)c;
+	if (prepare(g, s, cand, err, errlen) < 0)
+		return -1;
+	/* an equal render is the same generation: nothing to check or reload */
+	return strcmp(g->staged, g->live) == 0 ? 1 : 0;
+}
+
+static const char *gen_staging_dir(struct consumer *c)
+{
+	return ((struct gen *)c)->staged_path;
+}
+
+static const char *gen_generation(struct consumer *c)
+{
+	struct gen *g = (struct gen *)c;
+	return g->marker ? g->staged_id : NULL;
+}
+
+static int gen_check(struct consumer *c, double timeout_s, char *err, size_t errlen)
+{
+	struct gen *g = (struct gen *)c;
+	char *cmd;
+	if (g->rnd == &render_nginx)
+		cmd = xasprintf("'%s' -t -q -p '%s' -e stderr -c '%s/check.nginx'", g->checker, g->staged_path,
+				g->staged_path);
+	else if (g->base_config)
+		cmd = xasprintf("'%s' -c -q -f '%s' -f '%s/tether.cfg'", g->checker, g->base_config, g->staged_path);
+	else
+		cmd = xasprintf("'%s' -c -q -f '%s/tether.cfg'", g->checker, g->staged_path);
+	struct runcmd_result res;
+	int rc = runcmd(cmd, NULL, timeout_s, &res, err, errlen);
+	free(cmd);
+	if (rc < 0)
+		return -1;
+	if (res.exit_code == 0 && !res.timed_out)
+		return 0;
+	char how[RUNCMD_OUTPUT_MAX + 64];
+	runcmd_describe(&res, how, sizeof(how));
+	snprintf(err, errlen, "%s refused the new configuration (%.3000s)", g->checker, how);
+	return -1;
+}
+
+static int gen_swap(struct consumer *c, char *err, size_t errlen)
+{
+	struct gen *g = (struct gen *)c;
+	read_current(g, g->prev, sizeof(g->prev));
+	if (set_current(g, g->staged, err, errlen) < 0)
+		return -1;
+	g->swapped = true;
+	snprintf(g->live, sizeof(g->live), "%s", g->staged);
+	return 0;
+}
+
+static int gen_revert(struct consumer *c, char *err, size_t errlen)
+{
+	struct gen *g = (struct gen *)c;
+	if (!g->swapped)
+		return 0;
+	if (set_current(g, g->prev, err, errlen) < 0)
+		return -1;
+	snprintf(g->live, sizeof(g->live), "%s", g->prev);
+	g->swapped = false;
+	return 0;
+}
+
+static void gen_finish(struct consumer *c)
+{
+	struct gen *g = (struct gen *)c;
+	/* a generation that did not go live (or was reverted) is not kept */
+	if (g->created && strcmp(g->staged, g->live) != 0)
+		safefs_remove_tree(g->rootfd, g->staged);
+	if (g->swapped)
+		prune(g);
+	g->created = false;
+	g->swapped = false;
+	g->staged[0] = '\0';
+}
+
+static void gen_free(struct consumer *c)
+{
+	struct gen *g = (struct gen *)c;
+	if (g->rootfd >= 0)
+		close(g->rootfd);
+	free(g->secrets_dir);
+	free(g->marker);
+	free(g->checker);
+	free(g->base_config);
+	free(g->staged_path);
+	free(g->base.output_dir);
+	free(g);
+}
+
+static const struct consumer_ops gen_ops = {
+	.name = "generations",
+	.boot = gen_boot,
+	.stage = gen_stage,
+	.staging_dir = gen_staging_dir,
+	.check = gen_check,
+	.generation = gen_generation,
+	.swap = gen_swap,
+	.revert = gen_revert,
+	.finish = gen_finish,
+	.free = gen_free,
+};
+
+struct consumer *consumer_gen_new(const struct agent_config *cfg, char *err, size_t errlen)
+{
+	bool nginx = strcmp(cfg->consumer, "nginx") == 0;
+	if (cfg->output_dir[0] != '/') {
+		snprintf(err, errlen, "output-dir must be an absolute path for the %s consumer (its configuration "
+			 "names files in it)", cfg->consumer);
+		return NULL;
+	}
+	if (mkdir(cfg->output_dir, 0755) < 0 && errno != EEXIST) {
+		snprintf(err, errlen, "cannot create output directory '%s': %s", cfg->output_dir, strerror(errno));
+		return NULL;
+	}
+	struct gen *g = xcalloc(1, sizeof(*g));
+	g->base.ops = &gen_ops;
+	g->base.output_dir = xstrdup(cfg->output_dir);
+	g->rnd = nginx ? &render_nginx : &render_haproxy;
+	g->secrets_dir = xasprintf("%s/secrets", cfg->output_dir);
+	g->marker = cfg->marker && strcmp(cfg->marker, "off") != 0 ? xstrdup(cfg->marker) : NULL;
+	g->checker = xstrdup(nginx ? cfg->nginx : cfg->haproxy);
+	g->base_config = cfg->base_config ? xstrdup(cfg->base_config) : NULL;
+	g->keep = cfg->generations ? (unsigned)cfg->generations : 3;
+	g->rootfd = open(cfg->output_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (g->rootfd < 0) {
+		snprintf(err, errlen, "cannot open output directory '%s': %s", cfg->output_dir, strerror(errno));
+		gen_free(&g->base);
+		return NULL;
+	}
+	if (mkdirat(g->rootfd, "secrets", 0700) < 0 && errno != EEXIST) {
+		snprintf(err, errlen, "cannot create '%s': %s", g->secrets_dir, strerror(errno));
+		gen_free(&g->base);
+		return NULL;
+	}
+	return &g->base;
+}

@@ -1,0 +1,171 @@
+/* reload.c: hooks, reloads by signal, the marker and health probes (see
+ * reload.h). */
+#include "reload.h"
+#include "buf.h"
+#include "log.h"
+#include "runcmd.h"
+#include "util.h"
+#include "xmalloc.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int hook_run(const struct agent_config *cfg, const char *what, const char *cmd, uint64_t version,
+	     const char *staging, char *err, size_t errlen)
+{
+	char st[4200], out[4200], ver[64];
+	snprintf(st, sizeof(st), "TETHER_STAGING=%s", staging ? staging : "");
+	snprintf(out, sizeof(out), "TETHER_OUTPUT=%s", cfg->output_dir);
+	snprintf(ver, sizeof(ver), "TETHER_VERSION=%llu", (unsigned long long)version);
+	const char *env[] = { st, out, ver, NULL };
+	struct runcmd_result res;
+	if (runcmd(cmd, env, cfg->command_timeout, &res, err, errlen) < 0)
+		return -1;
+	if (res.exit_code == 0 && !res.timed_out)
+		return 0;
+	char how[RUNCMD_OUTPUT_MAX + 64];
+	runcmd_describe(&res, how, sizeof(how));
+	snprintf(err, errlen, "%s command failed (%.3000s)", what, how);
+	return -1;
+}
+
+static int signal_number(const char *name)
+{
+	if (strcmp(name, "HUP") == 0)
+		return SIGHUP;
+	if (strcmp(name, "USR1") == 0)
+		return SIGUSR1;
+	return SIGUSR2;
+}
+
+int reload_consumer(const struct agent_config *cfg, uint64_t version, const char *staging, char *err, size_t errlen)
+{
+	if (cfg->reload)
+		return hook_run(cfg, "reload", cfg->reload, version, staging, err, errlen);
+	if (!cfg->pidfile)
+		return 0;
+	size_t len;
+	char *text = read_file_limited(cfg->pidfile, 64, &len);
+	if (!text && errno == ENOENT)
+		return 1;
+	if (!text) {
+		snprintf(err, errlen, "cannot reload: pidfile '%s': %s", cfg->pidfile, strerror(errno));
+		return -1;
+	}
+	str_trim(text);
+	uint64_t pid;
+	int rc = parse_uint_range(text, 2, 4194304, &pid);
+	free(text);
+	if (rc < 0) {
+		snprintf(err, errlen, "cannot reload: pidfile '%s' holds no pid", cfg->pidfile);
+		return -1;
+	}
+	if (kill((pid_t)pid, signal_number(cfg->signal)) < 0) {
+		if (errno == ESRCH)
+			return 1;   /* a stale pidfile: it is not running */
+		snprintf(err, errlen, "cannot reload: SIG%s to pid %llu (from '%s'): %s", cfg->signal,
+			 (unsigned long long)pid, cfg->pidfile, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+static size_t collect(char *ptr, size_t size, size_t n, void *ud)
+{
+	struct buf *b = ud;
+	if (b->len < 4096)
+		buf_append(b, ptr, size * n);
+	return size * n;
+}
+
+/* One GET; returns the status (0: no answer) and the body in b. */
+static long get(const char *url, double timeout_s, struct buf *b, char *cerr, size_t cerrlen)
+{
+	CURL *h = curl_easy_init();
+	if (!h)
+		return 0;
+	buf_reset(b);
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(timeout_s * 1000));
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, b);
+	curl_easy_setopt(h, CURLOPT_USERAGENT, "tetherd/" PACKAGE_VERSION);
+	curl_easy_setopt(h, CURLOPT_FORBID_REUSE, 1L);
+	long status = 0;
+	CURLcode rc = curl_easy_perform(h);
+	if (rc == CURLE_OK)
+		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+	else
+		snprintf(cerr, cerrlen, "%s", curl_easy_strerror(rc));
+	curl_easy_cleanup(h);
+	return status;
+}
+
+static void pause_ms(int ms)
+{
+	poll(NULL, 0, ms);
+}
+
+int reload_confirm(const char *marker, const char *gen, double timeout_s, char *err, size_t errlen)
+{
+	char *url = xasprintf("http://%s/tether-generation", marker);
+	struct buf b = BUF_INIT;
+	char last[128] = "no answer", cerr[256] = "";
+	int64_t deadline = now_ms() + (int64_t)(timeout_s * 1000);
+	int rc = -1;
+	for (;;) {
+		long status = get(url, 1.0, &b, cerr, sizeof(cerr));
+		if (status == 200) {
+			str_trim(b.data);
+			if (strcmp(b.data, gen) == 0) {
+				rc = 0;
+				break;
+			}
+			snprintf(last, sizeof(last), "generation %.64s", b.data);
+		} else if (status) {
+			snprintf(last, sizeof(last), "HTTP %ld", status);
+		} else {
+			snprintf(last, sizeof(last), "%s", cerr);
+		}
+		if (now_ms() >= deadline)
+			break;
+		pause_ms(50);
+	}
+	if (rc < 0)
+		snprintf(err, errlen, "the consumer did not take generation %s within %gs (its marker at %s says: %s); "
+			 "see its error log", gen, timeout_s, marker, last);
+	buf_release(&b);
+	free(url);
+	return rc;
+}
+
+int reload_health(const char *url, double timeout_s, unsigned retries, char *err, size_t errlen)
+{
+	struct buf b = BUF_INIT;
+	char last[300] = "";
+	int rc = -1;
+	for (unsigned i = 0; i < retries; i++) {
+		char cerr[256] = "";
+		long status = get(url, timeout_s, &b, cerr, sizeof(cerr));
+		if (status >= 200 && status < 400) {
+			rc = 0;
+			break;
+		}
+		if (status)
+			snprintf(last, sizeof(last), "HTTP %ld", status);
+		else
+			snprintf(last, sizeof(last), "%s", cerr);
+		if (i + 1 < retries)
+			pause_ms(500);
+	}
+	if (rc < 0)
+		snprintf(err, errlen, "health probe %s failed %u times (last: %s)", url, retries, last);
+	buf_release(&b);
+	return rc;
+}

@@ -1,0 +1,29 @@
+/* reload.h: making a consumer take a new generation and proving it did:
+ * the operator's hooks (--check, --reload) with TETHER_* in their
+ * environment, a reload by signal to the consumer's master (--pidfile,
+ * --signal), the marker probe that shows which generation really serves
+ * (`nginx -s reload` exits 0 even when nginx refused the new config), and
+ * the health probe (--health). Each returns 0, or -1 with a message for the
+ * NACK. */
+#ifndef TETHER_RELOAD_H
+#define TETHER_RELOAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agent_config.h"
+
+/* Runs an operator command: what ("check", "reload") names it in err. */
+int hook_run(const struct agent_config *cfg, const char *what, const char *cmd, uint64_t version,
+	     const char *staging, char *err, size_t errlen);
+/* --reload CMD, or the signal to the process in --pidfile. Returns 0, 1
+ * when the pidfile says the consumer is not running (nothing to reload: it
+ * reads the live output when it starts), or -1 with err. */
+int reload_consumer(const struct agent_config *cfg, uint64_t version, const char *staging, char *err, size_t errlen);
+/* Polls http://MARKER/tether-generation until it answers gen, for at most
+ * timeout_s. */
+int reload_confirm(const char *marker, const char *gen, double timeout_s, char *err, size_t errlen);
+/* GETs url until a 2xx or 3xx, at most retries times. */
+int reload_health(const char *url, double timeout_s, unsigned retries, char *err, size_t errlen);
+
+#endif

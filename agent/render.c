@@ -1,0 +1,254 @@
+/* render.c: what the renderers share: parsed and sorted state, output files
+ * (see render.h). */
+#include "render.h"
+#include "json.h"
+#include "strmap.h"
+#include "xmalloc.h"
+
+#include <sodium.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void render_out_release(struct render_out *out)
+{
+	for (size_t i = 0; i < out->n; i++) {
+		free(out->files[i].path);
+		buf_release(&out->files[i].data);
+	}
+	free(out->files);
+	out->files = NULL;
+	out->n = 0;
+}
+
+struct buf *render_add(struct render_out *out, const char *path, mode_t mode)
+{
+	out->files = xrealloc(out->files, (out->n + 1) * sizeof(*out->files));
+	struct render_file *f = &out->files[out->n++];
+	f->path = xstrdup(path);
+	buf_init(&f->data);
+	f->mode = mode;
+	f->secret = false;
+	return &f->data;
+}
+
+const char *render_add_secret(struct render_out *out, const char *name, const char *ext, const char *data,
+			      size_t len)
+{
+	unsigned char h[16];
+	crypto_generichash(h, sizeof(h), (const unsigned char *)data, len, NULL, 0);
+	char path[300];
+	snprintf(path, sizeof(path), "%s-%02x%02x%02x%02x%02x%02x%02x%02x.%s", name, h[0], h[1], h[2], h[3], h[4],
+		 h[5], h[6], h[7], ext);
+	for (size_t i = 0; i < out->n; i++)
+		if (out->files[i].secret && strcmp(out->files[i].path, path) == 0)
+			return out->files[i].path;
+	struct buf *b = render_add(out, path, 0600);
+	buf_append(b, data, len);
+	out->files[out->n - 1].secret = true;
+	return out->files[out->n - 1].path;
+}
+
+void render_listen_addr(const cJSON *listener, char *out, size_t cap)
+{
+	const char *addr = json_get_string(listener, "address");
+	const cJSON *port = cJSON_GetObjectItemCaseSensitive(listener, "port");
+	int p = cJSON_IsNumber(port) ? (int)port->valuedouble : 0;
+	if (!addr)
+		snprintf(out, cap, "%d", p);
+	else if (strchr(addr, ':'))
+		snprintf(out, cap, "[%s]:%d", addr, p);
+	else
+		snprintf(out, cap, "%s:%d", addr, p);
+}
+
+bool render_safe(const char *s)
+{
+	static const char ok[] = "._:/%@+,=!*~-[]";
+	if (!*s)
+		return false;
+	for (; *s; s++) {
+		char c = *s;
+		bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+		if (!alnum && !strchr(ok, c))
+			return false;
+	}
+	return true;
+}
+
+struct load_ctx {
+	struct rstate *rs;
+	const struct strmap *skip;   /* names the candidate replaces or removes */
+	size_t cap[RES_TYPE_COUNT];
+	char *err;
+	size_t errlen;
+	int rc;
+};
+
+static void load_one(void *ctx, const struct res *r)
+{
+	struct load_ctx *l = ctx;
+	if (l->rc < 0 || (l->skip && strmap_get(l->skip, r->name, NULL)))
+		return;
+	enum res_type t = resource_type_of(r->name);
+	if (t >= RES_TYPE_COUNT)
+		return;
+	cJSON *body = json_decode(r->body, r->body_len, NULL, l->err, l->errlen);
+	if (!body) {
+		l->rc = -1;
+		return;
+	}
+	struct rstate *rs = l->rs;
+	if (rs->n[t] == l->cap[t]) {
+		l->cap[t] = l->cap[t] ? l->cap[t] * 2 : 16;
+		rs->by_type[t] = xrealloc(rs->by_type[t], l->cap[t] * sizeof(struct rres));
+	}
+	struct rres *x = &rs->by_type[t][rs->n[t]++];
+	x->r = r;
+	x->bare = strchr(r->name, '/') + 1;
+	x->body = body;
+}
+
+static int cmp_rres(const void *a, const void *b)
+{
+	return strcmp(((const struct rres *)a)->r->name, ((const struct rres *)b)->r->name);
+}
+
+int rstate_load(const struct state *s, const struct candidate *c, struct rstate *rs, char *err, size_t errlen)
+{
+	memset(rs, 0, sizeof(*rs));
+	struct strmap skip;
+	strmap_init(&skip);
+	for (size_t i = 0; c && i < c->n; i++) {
+		const struct res *r = c->items[i].new_res ? c->items[i].new_res : c->items[i].old;
+		*strmap_ref(&skip, r->name) = 1;
+	}
+	struct load_ctx l = { .rs = rs, .skip = c ? &skip : NULL, .err = err, .errlen = errlen };
+	state_each(s, load_one, &l);
+	l.skip = NULL;
+	for (size_t i = 0; c && i < c->n; i++)
+		if (c->items[i].new_res)
+			load_one(&l, c->items[i].new_res);
+	strmap_release(&skip);
+	for (int t = 0; t < RES_TYPE_COUNT; t++)
+		if (rs->n[t] > 1)
+			qsort(rs->by_type[t], rs->n[t], sizeof(struct rres), cmp_rres);
+	if (l.rc < 0) {
+		rstate_release(rs);
+		return -1;
+	}
+	return 0;
+}
+
+void rstate_release(struct rstate *rs)
+{
+	for (int t = 0; t < RES_TYPE_COUNT; t++) {
+		for (size_t i = 0; i < rs->n[t]; i++)
+			cJSON_Delete(rs->by_type[t][i].body);
+		free(rs->by_type[t]);
+	}
+	memset(rs, 0, sizeof(*rs));
+}
+
+const struct rres *rstate_find(const struct rstate *rs, enum res_type t, const char *bare)
+{
+	size_t lo = 0, hi = rs->n[t];
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		int c = strcmp(rs->by_type[t][mid].bare, bare);
+		if (c == 0)
+			return &rs->by_type[t][mid];
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+static int host_class(const char *h)
+{
+	return strcmp(h, "*") == 0 ? 2 : strncmp(h, "*.", 2) == 0 ? 1 : 0;
+}
+
+static int cmp_route(const void *a, const void *b)
+{
+	const struct rroute *x = a, *y = b;
+	int cx = host_class(x->host), cy = host_class(y->host);
+	if (cx != cy)
+		return cx - cy;
+	int c = strcmp(x->host, y->host);
+	if (c)
+		return c;
+	size_t lx = strlen(x->path), ly = strlen(y->path);
+	if (lx != ly)
+		return lx > ly ? -1 : 1;
+	c = strcmp(x->path, y->path);
+	return c ? c : strcmp(x->name, y->name);
+}
+
+int render_routes_of(const struct rstate *rs, const char *listener, struct rroute **out, size_t *n,
+		     char *err, size_t errlen)
+{
+	size_t cnt = 0;
+	struct rroute *v = xcalloc(rs->n[RES_ROUTE] ? rs->n[RES_ROUTE] : 1, sizeof(*v));
+	for (size_t i = 0; i < rs->n[RES_ROUTE]; i++) {
+		const struct rres *r = &rs->by_type[RES_ROUTE][i];
+		const char *l = json_get_string(r->body, "listener");
+		if (!l || strcmp(l, listener) != 0)
+			continue;
+		struct rroute *x = &v[cnt++];
+		x->name = r->r->name;
+		x->host = json_get_string(r->body, "host");
+		x->path = json_get_string(r->body, "path");
+		x->cluster = json_get_string(r->body, "cluster");
+		if (!x->host)
+			x->host = "*";
+		if (!x->path)
+			x->path = "/";
+		if (!x->cluster || !render_safe(x->host) || !render_safe(x->path) || !render_safe(x->cluster)) {
+			snprintf(err, errlen, "%s: a value cannot be rendered safely", x->name);
+			free(v);
+			return -1;
+		}
+	}
+	qsort(v, cnt, sizeof(*v), cmp_route);
+	for (size_t i = 1; i < cnt; i++) {
+		if (strcmp(v[i].host, v[i - 1].host) == 0 && strcmp(v[i].path, v[i - 1].path) == 0) {
+			snprintf(err, errlen, "%s: host '%s' and path '%s' on listener '%s' are already %s's", v[i].name,
+				 v[i].host, v[i].path, listener, v[i - 1].name);
+			free(v);
+			return -1;
+		}
+	}
+	*out = v;
+	*n = cnt;
+	return 0;
+}
+
+int render_check_listeners(const struct rstate *rs, const char *marker, char *err, size_t errlen)
+{
+	for (size_t i = 0; i < rs->n[RES_LISTENER]; i++) {
+		char a[80];
+		render_listen_addr(rs->by_type[RES_LISTENER][i].body, a, sizeof(a));
+		if (!render_safe(a)) {
+			snprintf(err, errlen, "%s: its address cannot be rendered safely", rs->by_type[RES_LISTENER][i].r->name);
+			return -1;
+		}
+		if (marker && strcmp(a, marker) == 0) {
+			snprintf(err, errlen, "%s: %s is the agent's marker address", rs->by_type[RES_LISTENER][i].r->name, a);
+			return -1;
+		}
+		for (size_t j = 0; j < i; j++) {
+			char b[80];
+			render_listen_addr(rs->by_type[RES_LISTENER][j].body, b, sizeof(b));
+			if (strcmp(a, b) == 0) {
+				snprintf(err, errlen, "%s: %s is already %s's address", rs->by_type[RES_LISTENER][i].r->name,
+					 a, rs->by_type[RES_LISTENER][j].r->name);
+				return -1;
+			}
+		}
+	}
+	return 0;
+}

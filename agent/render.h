@@ -1,0 +1,107 @@
+/* render.h: turning the applied state into a consumer's configuration.
+ * A renderer is a pure function of the state (and a few options): the same
+ * state gives the same bytes, so an unchanged render means no reload. It
+ * writes nothing; it returns the files of one generation. Every value it
+ * prints went through the resource grammar (names, hosts, paths, addresses
+ * hold no white space, quotes, ';', '{', '}' or '#'), and the renderers
+ * check that again before printing, so no resource can inject
+ * configuration. */
+#ifndef TETHER_RENDER_H
+#define TETHER_RENDER_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include <cjson/cJSON.h>
+
+#include "buf.h"
+#include "resource.h"
+#include "state.h"
+
+struct render_file {
+	char *path;          /* relative to the generation directory, or to the
+	                      * secrets directory when secret */
+	struct buf data;
+	mode_t mode;
+	bool secret;         /* key material: 0600, named by its content's hash,
+	                      * shared by the generations that use it */
+};
+
+struct render_out {
+	struct render_file *files;
+	size_t n;
+};
+
+struct render_opts {
+	const char *secrets_dir; /* absolute: where secret files are */
+	const char *marker;      /* "127.0.0.1:7099", or NULL for none */
+};
+
+/* A renderer fills out with the generation's files, the first being the
+ * main configuration; then the marker is appended to that file once the
+ * generation's id (a hash of everything else) is known. The id depends
+ * only on the state, so equal states render equal bytes. */
+struct renderer {
+	const char *name;
+	/* Renders s with c applied (c may be NULL). */
+	int (*render)(const struct state *s, const struct candidate *c, const struct render_opts *o,
+		      struct render_out *out, char *err, size_t errlen);
+	/* Appends the marker: an HTTP server on o->marker answering
+	 * GET /tether-generation with gen_id. */
+	void (*marker)(struct buf *conf, const struct render_opts *o, const char *gen_id);
+};
+
+extern const struct renderer render_nginx;
+extern const struct renderer render_haproxy;
+
+void render_out_release(struct render_out *out);
+/* Adds a file; returns its buffer for the caller to fill (valid until the
+ * next file is added: the array moves). */
+struct buf *render_add(struct render_out *out, const char *path, mode_t mode);
+/* Adds a secret file named "<name>-<hash of data>.<ext>" and returns that
+ * name (owned by out). */
+const char *render_add_secret(struct render_out *out, const char *name, const char *ext, const char *data,
+			      size_t len);
+/* Splits "host:port" or "[v6]:port" of a listener body into what a listen
+ * line needs: "127.0.0.1:8080", "[::1]:8080" or "8080". */
+void render_listen_addr(const cJSON *listener, char *out, size_t cap);
+
+/* ---- for the renderers: the state, parsed, by type and name ---------------- */
+
+struct rres {
+	const struct res *r;
+	const char *bare;        /* the name after "type/" */
+	cJSON *body;             /* parsed (owned) */
+};
+
+struct rstate {
+	struct rres *by_type[RES_TYPE_COUNT];
+	size_t n[RES_TYPE_COUNT];
+};
+
+/* Parses every resource of s with c applied (c may be NULL), sorted by
+ * name within each type. */
+int rstate_load(const struct state *s, const struct candidate *c, struct rstate *rs, char *err, size_t errlen);
+void rstate_release(struct rstate *rs);
+/* The resource of type t called bare, or NULL. */
+const struct rres *rstate_find(const struct rstate *rs, enum res_type t, const char *bare);
+struct rroute {
+	const char *name;        /* "route/x" */
+	const char *host;        /* "*" when the route has none */
+	const char *path;        /* "/" when the route has none */
+	const char *cluster;     /* bare */
+};
+
+/* The routes of a listener: exact hosts first (by name), then wildcard
+ * hosts, then "*"; within a host the longest path first. Refuses two routes
+ * with the same host and path. Returns 0 (caller frees *out) or -1. */
+int render_routes_of(const struct rstate *rs, const char *listener, struct rroute **out, size_t *n,
+		     char *err, size_t errlen);
+/* Refuses two listeners (or a listener and the marker) on one address. */
+int render_check_listeners(const struct rstate *rs, const char *marker, char *err, size_t errlen);
+
+/* True when s holds only characters safe to print unquoted in any of our
+ * configuration languages: [A-Za-z0-9._:/%@+,=!*~-] and '[' ']'. */
+bool render_safe(const char *s);
+
+#endif

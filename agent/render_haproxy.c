@@ -1,0 +1,153 @@
+/* render_haproxy.c: the haproxy renderer: a frontend per listener (TLS from
+ * secrets) with host and path ACLs per route, a backend per cluster, a
+ * 404 backend, and the marker frontend. The operator starts haproxy with
+ * `-f BASE.cfg -f OUTPUT_DIR/current/` (master-worker mode to reload with
+ * SIGUSR2). Every proxy carries its own mode and timeouts, so the file
+ * works after any base configuration. */
+#include "render.h"
+#include "json.h"
+#include "xmalloc.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int backends(const struct rstate *rs, struct buf *b, char *err, size_t errlen)
+{
+	for (size_t i = 0; i < rs->n[RES_CLUSTER]; i++) {
+		const struct rres *c = &rs->by_type[RES_CLUSTER][i];
+		const char *lb = json_get_string(c->body, "lb");
+		const char *balance = lb && strcmp(lb, "least_conn") == 0 ? "leastconn"
+				      : lb && strcmp(lb, "random") == 0   ? "random"
+									  : "roundrobin";
+		buf_printf(b, "backend tether_c_%s\n    mode http\n    balance %s\n"
+			      "    timeout connect 5s\n    timeout server 60s\n",
+			   c->bare, balance);
+		const cJSON *eps = cJSON_GetObjectItemCaseSensitive(c->body, "endpoints");
+		int n = 0;
+		for (const cJSON *ep = eps ? eps->child : NULL; ep; ep = ep->next, n++) {
+			const char *addr = json_get_string(ep, "address");
+			const cJSON *port = cJSON_GetObjectItemCaseSensitive(ep, "port");
+			const cJSON *w = cJSON_GetObjectItemCaseSensitive(ep, "weight");
+			if (!addr || !render_safe(addr) || !cJSON_IsNumber(port)) {
+				snprintf(err, errlen, "%s: endpoints[%d] cannot be rendered safely", c->r->name, n);
+				return -1;
+			}
+			buf_printf(b, strchr(addr, ':') ? "    server e%d [%s]:%d" : "    server e%d %s:%d", n, addr,
+				   (int)port->valuedouble);
+			buf_printf(b, " weight %d\n", cJSON_IsNumber(w) ? (int)w->valuedouble : 1);
+		}
+		buf_puts(b, "\n");
+	}
+	buf_puts(b, "backend tether_not_found\n    mode http\n"
+		    "    http-request return status 404 content-type text/plain string \"no route\\n\"\n\n");
+	return 0;
+}
+
+static int frontends(const struct rstate *rs, struct render_out *out, const struct render_opts *o, struct buf *b,
+		     char *err, size_t errlen)
+{
+	for (size_t i = 0; i < rs->n[RES_LISTENER]; i++) {
+		const struct rres *l = &rs->by_type[RES_LISTENER][i];
+		char addr[80], bind[96];
+		render_listen_addr(l->body, addr, sizeof(addr));
+		/* haproxy binds "ipv6@[addr]:port" and ":port" */
+		if (addr[0] == '[')
+			snprintf(bind, sizeof(bind), "ipv6@%s", addr);
+		else if (!strchr(addr, ':'))
+			snprintf(bind, sizeof(bind), ":%s", addr);
+		else
+			snprintf(bind, sizeof(bind), "%s", addr);
+		buf_printf(b, "frontend tether_l_%s\n    mode http\n    bind %s", l->bare, bind);
+		const cJSON *tls = cJSON_GetObjectItemCaseSensitive(l->body, "tls");
+		const char *sname = cJSON_IsObject(tls) ? json_get_string(tls, "secret") : NULL;
+		if (sname) {
+			const struct rres *sec = rstate_find(rs, RES_SECRET, sname);
+			const char *cert = sec ? json_get_string(sec->body, "cert") : NULL;
+			const char *key = sec ? json_get_string(sec->body, "key") : NULL;
+			if (!cert || !key) {
+				snprintf(err, errlen, "%s: unknown secret '%s'", l->r->name, sname);
+				return -1;
+			}
+			/* haproxy reads the certificate and its key from one file */
+			struct buf pem = BUF_INIT;
+			buf_puts(&pem, cert);
+			if (pem.len && pem.data[pem.len - 1] != '\n')
+				buf_putc(&pem, '\n');
+			buf_puts(&pem, key);
+			const char *name = render_add_secret(out, sname, "pem", pem.data, pem.len);
+			buf_release(&pem);
+			buf_printf(b, " ssl crt %s/%s", o->secrets_dir, name);
+		}
+		buf_puts(b, "\n    timeout client 60s\n    option forwardfor\n");
+		struct rroute *routes;
+		size_t n;
+		if (render_routes_of(rs, l->bare, &routes, &n, err, errlen) < 0)
+			return -1;
+		for (size_t k = 0; k < n; k++) {
+			const struct rroute *r = &routes[k];
+			const char *rn = strchr(r->name, '/') + 1;
+			char cond[600] = "";
+			size_t cl = 0;
+			buf_printf(b, "    # %s\n", r->name);
+			if (strcmp(r->host, "*") != 0) {
+				if (strncmp(r->host, "*.", 2) == 0)
+					buf_printf(b, "    acl h_%s hdr(host),field(1,:) -i -m end %s\n", rn, r->host + 1);
+				else
+					buf_printf(b, "    acl h_%s hdr(host),field(1,:) -i %s\n", rn, r->host);
+				cl += (size_t)snprintf(cond + cl, sizeof(cond) - cl, " h_%s", rn);
+			}
+			if (strcmp(r->path, "/") != 0) {
+				buf_printf(b, "    acl p_%s path_beg %s\n", rn, r->path);
+				cl += (size_t)snprintf(cond + cl, sizeof(cond) - cl, " p_%s", rn);
+			}
+			if (cl)
+				buf_printf(b, "    use_backend tether_c_%s if%s\n", r->cluster, cond);
+			else
+				buf_printf(b, "    use_backend tether_c_%s\n", r->cluster);
+		}
+		free(routes);
+		buf_puts(b, "    default_backend tether_not_found\n\n");
+	}
+	return 0;
+}
+
+static int haproxy_render(const struct state *s, const struct candidate *c, const struct render_opts *o,
+			struct render_out *out,
+			  char *err, size_t errlen)
+{
+	struct rstate rs;
+	if (rstate_load(s, c, &rs, err, errlen) < 0)
+		return -1;
+	int rc = -1;
+	/* the main file is the first; it is written into a local buffer,
+	 * since adding secret files moves out->files */
+	render_add(out, "tether.cfg", 0644);
+	struct buf main = BUF_INIT, *b = &main;
+	buf_puts(b, "# generated by tetherd: do not edit (it is replaced on every change)\n\n");
+	if (render_check_listeners(&rs, o->marker, err, errlen) < 0 || frontends(&rs, out, o, b, err, errlen) < 0 ||
+	    backends(&rs, b, err, errlen) < 0)
+		goto out;
+	rc = 0;
+	buf_release(&out->files[0].data);
+	out->files[0].data = main;
+	buf_init(&main);
+out:
+	buf_release(&main);
+	rstate_release(&rs);
+	return rc;
+}
+
+static void haproxy_marker(struct buf *conf, const struct render_opts *o, const char *gen_id)
+{
+	if (!o->marker)
+		return;
+	buf_printf(conf, "# the agent reads this to see which generation serves\n"
+			 "frontend tether_marker\n    mode http\n    bind %s\n    timeout client 10s\n"
+			 "    http-request return status 200 content-type text/plain string \"%s\\n\""
+			 " if { path /tether-generation }\n"
+			 "    http-request return status 404\n\n",
+		   o->marker, gen_id);
+}
+
+const struct renderer render_haproxy = { "haproxy", haproxy_render, haproxy_marker };

@@ -1,0 +1,171 @@
+/* render_nginx.c: the nginx renderer: one upstream per cluster, one server
+ * per (listener, host) with a location per route path, TLS from secrets,
+ * a 404 default server per listener without a "*" route, and the marker
+ * server. The operator's nginx.conf includes OUTPUT_DIR/current/ *.conf
+ * (without the space) inside http {}. */
+#include "render.h"
+#include "json.h"
+#include "xmalloc.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int upstreams(const struct rstate *rs, struct buf *b, char *err, size_t errlen)
+{
+	for (size_t i = 0; i < rs->n[RES_CLUSTER]; i++) {
+		const struct rres *c = &rs->by_type[RES_CLUSTER][i];
+		const char *lb = json_get_string(c->body, "lb");
+		buf_printf(b, "upstream tether_c_%s {\n", c->bare);
+		if (lb && strcmp(lb, "least_conn") == 0)
+			buf_puts(b, "    least_conn;\n");
+		else if (lb && strcmp(lb, "random") == 0)
+			buf_puts(b, "    random;\n");
+		const cJSON *eps = cJSON_GetObjectItemCaseSensitive(c->body, "endpoints");
+		int n = 0;
+		for (const cJSON *ep = eps ? eps->child : NULL; ep; ep = ep->next, n++) {
+			const char *addr = json_get_string(ep, "address");
+			const cJSON *port = cJSON_GetObjectItemCaseSensitive(ep, "port");
+			const cJSON *w = cJSON_GetObjectItemCaseSensitive(ep, "weight");
+			if (!addr || !render_safe(addr) || !cJSON_IsNumber(port)) {
+				snprintf(err, errlen, "%s: endpoints[%d] cannot be rendered safely", c->r->name, n);
+				return -1;
+			}
+			buf_printf(b, strchr(addr, ':') ? "    server [%s]:%d" : "    server %s:%d", addr,
+				   (int)port->valuedouble);
+			if (cJSON_IsNumber(w))
+				buf_printf(b, " weight=%d", (int)w->valuedouble);
+			buf_puts(b, ";\n");
+		}
+		if (n == 0)
+			buf_puts(b, "    server 127.0.0.1:9 down;   # no endpoints: requests get 502\n");
+		buf_puts(b, "}\n\n");
+	}
+	return 0;
+}
+
+/* The listen line and, for TLS, the certificate lines. */
+static int listen_lines(const struct rres *l, const struct rstate *rs, const struct render_opts *o,
+			struct render_out *out, bool default_server, struct buf *b, char *err, size_t errlen)
+{
+	char addr[80];
+	render_listen_addr(l->body, addr, sizeof(addr));
+	const cJSON *tls = cJSON_GetObjectItemCaseSensitive(l->body, "tls");
+	const char *sname = cJSON_IsObject(tls) ? json_get_string(tls, "secret") : NULL;
+	buf_printf(b, "    listen %s%s%s;\n", addr, sname ? " ssl" : "", default_server ? " default_server" : "");
+	if (!sname)
+		return 0;
+	const struct rres *sec = rstate_find(rs, RES_SECRET, sname);
+	const char *cert = sec ? json_get_string(sec->body, "cert") : NULL;
+	const char *key = sec ? json_get_string(sec->body, "key") : NULL;
+	if (!cert || !key) {
+		snprintf(err, errlen, "%s: unknown secret '%s'", l->r->name, sname);
+		return -1;
+	}
+	const char *crt = render_add_secret(out, sname, "crt", cert, strlen(cert));
+	buf_printf(b, "    ssl_certificate %s/%s;\n", o->secrets_dir, crt);
+	const char *k = render_add_secret(out, sname, "key", key, strlen(key));
+	buf_printf(b, "    ssl_certificate_key %s/%s;\n", o->secrets_dir, k);
+	return 0;
+}
+
+static void location(struct buf *b, const struct rroute *r)
+{
+	if (strcmp(r->path, "/") == 0)
+		buf_puts(b, "    location / {\n");
+	else
+		buf_printf(b, "    location ^~ %s {\n", r->path);
+	buf_printf(b, "        # %s\n", r->name);
+	buf_printf(b, "        proxy_pass http://tether_c_%s;\n", r->cluster);
+	buf_puts(b, "        proxy_http_version 1.1;\n"
+		    "        proxy_set_header Connection \"\";\n"
+		    "        proxy_set_header Host $host;\n"
+		    "        proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;\n"
+		    "    }\n");
+}
+
+static int servers(const struct rstate *rs, const struct render_opts *o, struct render_out *out, struct buf *b,
+		   char *err, size_t errlen)
+{
+	for (size_t i = 0; i < rs->n[RES_LISTENER]; i++) {
+		const struct rres *l = &rs->by_type[RES_LISTENER][i];
+		struct rroute *routes;
+		size_t n;
+		if (render_routes_of(rs, l->bare, &routes, &n, err, errlen) < 0)
+			return -1;
+		bool has_any = false;
+		for (size_t k = 0; k < n;) {
+			const char *host = routes[k].host;
+			bool any = strcmp(host, "*") == 0;
+			has_any |= any;
+			buf_printf(b, "# listener/%s, host %s\nserver {\n", l->bare, host);
+			if (listen_lines(l, rs, o, out, any, b, err, errlen) < 0) {
+				free(routes);
+				return -1;
+			}
+			buf_printf(b, "    server_name %s;\n", any ? "_" : host);
+			bool has_root = false;
+			size_t start = k;
+			for (; k < n && strcmp(routes[k].host, host) == 0; k++) {
+				location(b, &routes[k]);
+				has_root |= strcmp(routes[k].path, "/") == 0;
+			}
+			(void)start;
+			if (!has_root)
+				buf_puts(b, "    location / {\n        return 404;\n    }\n");
+			buf_puts(b, "}\n\n");
+		}
+		if (!has_any) {
+			/* no route takes every host: unknown hosts get 404, not the
+			 * first server */
+			buf_printf(b, "# listener/%s, any other host\nserver {\n", l->bare);
+			if (listen_lines(l, rs, o, out, true, b, err, errlen) < 0) {
+				free(routes);
+				return -1;
+			}
+			buf_puts(b, "    server_name _;\n    return 404;\n}\n\n");
+		}
+		free(routes);
+	}
+	return 0;
+}
+
+static int nginx_render(const struct state *s, const struct candidate *c, const struct render_opts *o,
+			struct render_out *out,
+			char *err, size_t errlen)
+{
+	struct rstate rs;
+	if (rstate_load(s, c, &rs, err, errlen) < 0)
+		return -1;
+	int rc = -1;
+	/* the main file is the first; it is written into a local buffer,
+	 * since adding secret files moves out->files */
+	render_add(out, "tether.conf", 0644);
+	struct buf main = BUF_INIT, *b = &main;
+	buf_puts(b, "# generated by tetherd: do not edit (it is replaced on every change)\n\n");
+	if (render_check_listeners(&rs, o->marker, err, errlen) < 0 || upstreams(&rs, b, err, errlen) < 0 ||
+	    servers(&rs, o, out, b, err, errlen) < 0)
+		goto out;
+	rc = 0;
+	buf_release(&out->files[0].data);
+	out->files[0].data = main;
+	buf_init(&main);
+out:
+	buf_release(&main);
+	rstate_release(&rs);
+	return rc;
+}
+
+static void nginx_marker(struct buf *conf, const struct render_opts *o, const char *gen_id)
+{
+	if (!o->marker)
+		return;
+	buf_printf(conf, "# the agent reads this to see which generation serves\n"
+			 "server {\n    listen %s;\n"
+			 "    location = /tether-generation {\n        default_type text/plain;\n"
+			 "        return 200 \"%s\\n\";\n    }\n"
+			 "    location / {\n        return 404;\n    }\n}\n",
+		   o->marker, gen_id);
+}
+
+const struct renderer render_nginx = { "nginx", nginx_render, nginx_marker };

@@ -1,0 +1,274 @@
+/* sync.c: the agent's line to the plane: one Server-Sent Events stream (or
+ * an ETag long-poll) on libcurl's multi handle. Pushes go to apply.c's
+ * queue; heartbeats only tell (the plane's version, the interval that sets
+ * the dead-stream timeout) and never move the resume point, which is the
+ * applied version. Reconnects back off with full jitter. */
+#include "agent_int.h"
+#include "json.h"
+#include "log.h"
+#include "util.h"
+#include "xmalloc.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define DEFAULT_HEARTBEAT_S 10.0
+
+/* Full jitter: uniform in [0, min(cap, base * 2^attempt)]. */
+static int64_t backoff_ms(struct agent *a)
+{
+	double base = a->cfg.backoff_min;
+	if (a->sse.retry_ms >= 0) {
+		/* the server's retry, clamped to our bounds */
+		double r = (double)a->sse.retry_ms / 1000.0;
+		base = r < a->cfg.backoff_min ? a->cfg.backoff_min : r > a->cfg.backoff_max ? a->cfg.backoff_max : r;
+	}
+	double cap = base * pow(2.0, a->attempt > 30 ? 30 : a->attempt);
+	if (cap > a->cfg.backoff_max)
+		cap = a->cfg.backoff_max;
+	return (int64_t)(agent_rand01() * cap * 1000.0);
+}
+
+void sync_schedule(struct agent *a, bool failed)
+{
+	if (failed) {
+		a->attempt++;
+		a->next_sync_ms = now_ms() + backoff_ms(a);
+	} else {
+		a->next_sync_ms = now_ms();
+	}
+}
+
+double sync_stream_timeout_s(const struct agent *a)
+{
+	if (a->cfg.stream_timeout > 0)
+		return a->cfg.stream_timeout;
+	return 3 * (a->heartbeat_s > 0 ? a->heartbeat_s : DEFAULT_HEARTBEAT_S);
+}
+
+static void on_heartbeat(struct agent *a, const char *data, size_t len)
+{
+	char err[256];
+	struct json_limits lim = { 4096, 4 };
+	cJSON *v = json_decode(data, len, &lim, err, sizeof(err));
+	if (!v) {
+		log_warn("stream: heartbeat ignored: %s", err);
+		return;
+	}
+	uint64_t version;
+	if (json_get_u64(cJSON_GetObjectItemCaseSensitive(v, "version"), &version))
+		a->plane_version = version;
+	const cJSON *iv = cJSON_GetObjectItemCaseSensitive(v, "interval");
+	if (cJSON_IsNumber(iv) && iv->valuedouble >= 0.05 && iv->valuedouble <= 3600)
+		a->heartbeat_s = iv->valuedouble;
+	cJSON_Delete(v);
+	/* a heartbeat only tells; it never moves our version */
+	if (a->astate != ST_DEGRADED && !a->nqueue)
+		agent_set_state(a, a->state.version >= a->plane_version ? ST_SYNCED : ST_SYNCING);
+	if (a->astate == ST_SYNCED && !a->last_sync)
+		a->last_sync = wall_seconds();
+	agent_write_status(a);
+}
+
+static int on_event(void *ctx, const struct sse_event *ev)
+{
+	struct agent *a = ctx;
+	if (!a->got_event) {
+		a->got_event = true;
+		a->attempt = 0;
+		if (a->offline_logged)
+			log_info("plane %s: connected again", a->cfg.plane);
+		a->offline_logged = false;
+	}
+	if (strcmp(ev->type, "push") == 0) {
+		if (apply_enqueue(a, ev->data, ev->data_len) == PUSH_RESYNC) {
+			a->resync = true;
+			return 1;
+		}
+	} else if (strcmp(ev->type, "heartbeat") == 0) {
+		on_heartbeat(a, ev->data, ev->data_len);
+	}
+	return 0;
+}
+
+static size_t on_data(char *ptr, size_t size, size_t n, void *ud)
+{
+	struct agent *a = ud;
+	size_t len = size * n;
+	long status = 0;
+	a->last_byte_ms = now_ms();
+	curl_easy_getinfo(a->sync, CURLINFO_RESPONSE_CODE, &status);
+	if (status != 200 || a->kind == SYNC_POLL) {
+		if (a->body.len + len > a->cfg.max_push_bytes)
+			return 0;   /* too big: abort */
+		buf_append(&a->body, ptr, len);
+		return len;
+	}
+	int rc = sse_parser_feed(&a->sse, ptr, len, on_event, a);
+	if (rc < 0) {
+		log_error("stream: an event exceeds %llu bytes: closing", (unsigned long long)a->cfg.max_push_bytes);
+		return 0;
+	}
+	return rc ? 0 : len;
+}
+
+static size_t on_header(char *ptr, size_t size, size_t n, void *ud)
+{
+	struct agent *a = ud;
+	size_t len = size * n;
+	a->last_byte_ms = now_ms();
+	if (len > 5 && strncasecmp(ptr, "ETag:", 5) == 0) {
+		size_t s = 5;
+		while (s < len && (ptr[s] == ' ' || ptr[s] == '\t'))
+			s++;
+		size_t e = len;
+		while (e > s && (ptr[e - 1] == '\r' || ptr[e - 1] == '\n' || ptr[e - 1] == ' '))
+			e--;
+		if (e - s < sizeof(a->resp_etag))
+			snprintf(a->resp_etag, sizeof(a->resp_etag), "%.*s", (int)(e - s), ptr + s);
+	}
+	return len;
+}
+
+static void append_param(struct buf *url, CURL *h, const char *key, const char *val)
+{
+	char *esc = curl_easy_escape(h, val, 0);
+	buf_printf(url, "&%s=%s", key, esc ? esc : "");
+	curl_free(esc);
+}
+
+void sync_start(struct agent *a)
+{
+	CURL *h = curl_easy_init();
+	if (!h) {
+		sync_schedule(a, true);
+		return;
+	}
+	bool poll = strcmp(a->cfg.transport, "poll") == 0;
+	struct buf url = BUF_INIT;
+	buf_printf(&url, "%s/v1/%s?node=", a->cfg.plane, poll ? "config" : "stream");
+	char *node = curl_easy_escape(h, a->cfg.node, 0);
+	buf_puts(&url, node ? node : "");
+	curl_free(node);
+	buf_printf(&url, "&version=%llu", (unsigned long long)a->state.version);
+	if (a->cfg.labels)
+		append_param(&url, h, "labels", a->cfg.labels);
+	if (a->cfg.sub)
+		append_param(&url, h, "sub", a->cfg.sub);
+	if (poll && a->cfg.poll_wait > 0)
+		buf_printf(&url, "&wait=%u", (unsigned)a->cfg.poll_wait);
+
+	a->sync_headers = NULL;
+	if (poll) {
+		if (a->etag[0]) {
+			char *inm = xasprintf("If-None-Match: %s", a->etag);
+			a->sync_headers = curl_slist_append(a->sync_headers, inm);
+			free(inm);
+		}
+		curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)((a->cfg.poll_wait + 30) * 1000));
+	} else {
+		a->sync_headers = curl_slist_append(a->sync_headers, "Accept: text/event-stream");
+		a->sync_headers = curl_slist_append(a->sync_headers, "Cache-Control: no-cache");
+	}
+	curl_easy_setopt(h, CURLOPT_URL, url.data);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, a->sync_headers);
+	curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "");
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, a);
+	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(h, CURLOPT_HEADERDATA, a);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)(a->cfg.connect_timeout * 1000));
+	curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+	curl_easy_setopt(h, CURLOPT_USERAGENT, "tetherd/" PACKAGE_VERSION);
+	log_debug("sync: %s", url.data);
+	buf_release(&url);
+
+	a->sync = h;
+	a->kind = poll ? SYNC_POLL : SYNC_STREAM;
+	a->resync = false;
+	a->got_event = false;
+	a->resp_etag[0] = '\0';
+	buf_shrink(&a->body, 64u << 10);
+	sse_parser_reset(&a->sse);
+	a->last_byte_ms = now_ms();
+	curl_multi_add_handle(a->multi, h);
+}
+
+void sync_stop(struct agent *a)
+{
+	if (!a->sync)
+		return;
+	curl_multi_remove_handle(a->multi, a->sync);
+	curl_easy_cleanup(a->sync);
+	curl_slist_free_all(a->sync_headers);
+	a->sync = NULL;
+	a->sync_headers = NULL;
+	a->kind = SYNC_NONE;
+}
+
+void sync_went_offline(struct agent *a, const char *why)
+{
+	if (!a->offline_logged)
+		log_warn("plane %s: %s; serving version %llu, retrying", a->cfg.plane, why,
+			 (unsigned long long)a->state.version);
+	else
+		log_debug("plane %s: %s", a->cfg.plane, why);
+	a->offline_logged = true;
+	if (a->astate != ST_DEGRADED)
+		agent_set_state(a, ST_OFFLINE);
+	agent_write_status(a);
+}
+
+void sync_done(struct agent *a, CURLcode code)
+{
+	long status = 0;
+	curl_easy_getinfo(a->sync, CURLINFO_RESPONSE_CODE, &status);
+	enum sync_kind kind = a->kind;
+	sync_stop(a);
+	if (a->resync) {
+		apply_drop_queue(a);
+		sync_schedule(a, false);
+		return;
+	}
+	if (kind == SYNC_POLL && code == CURLE_OK && (status == 200 || status == 304)) {
+		a->attempt = 0;
+		if (status == 200) {
+			/* If-None-Match names the last answer taken, applied or
+			 * refused: a refused version is not fetched again, the poll
+			 * waits for a newer one (a retry after an I/O failure clears
+			 * it) */
+			snprintf(a->etag, sizeof(a->etag), "%s", a->resp_etag);
+			if (apply_enqueue(a, a->body.data ? a->body.data : "", a->body.len) == PUSH_QUEUED)
+				apply_pending(a, NULL);
+			else
+				a->etag[0] = '\0';
+		} else if (a->astate != ST_DEGRADED) {
+			agent_set_state(a, ST_SYNCED);
+			if (!a->last_sync)
+				a->last_sync = wall_seconds();
+			agent_write_status(a);
+		}
+		sync_schedule(a, false);
+		return;
+	}
+	char why[512];
+	if (code != CURLE_OK)
+		snprintf(why, sizeof(why), "%s", curl_easy_strerror(code));
+	else if (status != 200)
+		snprintf(why, sizeof(why), "HTTP %ld: %.300s", status, a->body.data ? a->body.data : "");
+	else
+		snprintf(why, sizeof(why), "the stream ended");
+	if (a->got_event) {
+		/* a stream that worked and ended: come back soon, from our version */
+		log_info("stream: %s; reconnecting from version %llu", why, (unsigned long long)a->state.version);
+		a->attempt = 0;
+		sync_schedule(a, true);
+	} else {
+		sync_went_offline(a, why);
+		sync_schedule(a, true);
+	}
+}

@@ -185,7 +185,7 @@ static enum apply_result apply_candidate(struct agent *a, struct candidate *c, i
 		const char *gen = ops->generation ? ops->generation(a->cons) : NULL;
 		if (rr == 0 && gen && reload_confirm(a->cfg.marker, gen, a->cfg.reload_timeout, err, errlen) < 0)
 			goto revert;
-		if (a->cfg.health) {
+		if (a->cfg.health && rr == 0) {   /* nothing to probe while it is not running */
 			if (reload_health(a->cfg.health, a->cfg.health_timeout, (unsigned)a->cfg.health_retries, err,
 					  errlen) < 0) {
 				*healthy = 0;

@@ -112,21 +112,30 @@ static void pause_ms(int ms)
 	poll(NULL, 0, ms);
 }
 
+#define CONFIRMATIONS 3
+
 int reload_confirm(const char *marker, const char *gen, double timeout_s, char *err, size_t errlen)
 {
 	char *url = xasprintf("http://%s/tether-generation", marker);
 	struct buf b = BUF_INIT;
 	char last[128] = "no answer", cerr[256] = "";
 	int64_t deadline = now_ms() + (int64_t)(timeout_s * 1000);
-	int rc = -1;
+	int rc = -1, seen = 0;
 	for (;;) {
 		long status = get(url, 1.0, &b, cerr, sizeof(cerr));
 		if (status == 200) {
 			str_trim(b.data);
+			/* the old workers stop accepting a moment after the new ones
+			 * start: only several answers in a row mean it serves */
 			if (strcmp(b.data, gen) == 0) {
-				rc = 0;
-				break;
+				if (++seen >= CONFIRMATIONS) {
+					rc = 0;
+					break;
+				}
+				pause_ms(30);
+				continue;
 			}
+			seen = 0;
 			snprintf(last, sizeof(last), "generation %.64s", b.data);
 		} else if (status) {
 			snprintf(last, sizeof(last), "HTTP %ld", status);

@@ -148,20 +148,28 @@ static void reload_back(struct agent *a)
 		log_error("apply: reload after putting the old output back failed: %s", e2);
 }
 
+/* Where an apply spent its time, for the log and the benchmarks (ms). */
+struct phases {
+	int64_t stage, check, reload, persist;
+};
+
 /* Stages, checks, swaps, reloads, confirms, probes, persists and commits c.
  * On failure everything live is as it was and err says why. */
-static enum apply_result apply_candidate(struct agent *a, struct candidate *c, int *healthy, char *err,
-					 size_t errlen)
+static enum apply_result apply_candidate(struct agent *a, struct candidate *c, int *healthy, struct phases *ph,
+					 char *err, size_t errlen)
 {
 	const struct consumer_ops *ops = a->cons->ops;
 	enum apply_result why = APPLY_FAILED;
 	int staged = 1;
+	int64_t t = now_ms();
 	*healthy = -1;
+	memset(ph, 0, sizeof(*ph));
 	if (c->n) {
 		staged = ops->stage(a->cons, &a->state, c, err, errlen);
 		if (staged < 0)
 			goto fail;
 	}
+	ph->stage = now_ms() - t;
 	if (staged == 0) {
 		const char *dir = ops->staging_dir(a->cons);
 		why = APPLY_REFUSED;
@@ -171,6 +179,7 @@ static enum apply_result apply_candidate(struct agent *a, struct candidate *c, i
 		} else if (ops->check && ops->check(a->cons, a->cfg.command_timeout, err, errlen) < 0) {
 			goto fail;
 		}
+		ph->check = now_ms() - t - ph->stage;
 		why = APPLY_FAILED;
 		if (ops->swap(a->cons, err, errlen) < 0)
 			goto revert;
@@ -194,12 +203,15 @@ static enum apply_result apply_candidate(struct agent *a, struct candidate *c, i
 			*healthy = 1;
 		}
 		why = APPLY_FAILED;
+		ph->reload = now_ms() - t - ph->stage - ph->check;
 	}
+	int64_t tp = now_ms();
 	if (lastgood_save(a->lg, &a->state, c, err, errlen) < 0) {
 		if (staged == 0)
 			goto revert;
 		goto fail;
 	}
+	ph->persist = now_ms() - tp;
 	state_commit(&a->state, c);
 	ops->finish(a->cons);
 	return APPLY_OK;
@@ -248,7 +260,8 @@ void apply_pending(struct agent *a, int64_t *wake)
 	}
 	size_t changes = c.n;
 	int healthy;
-	enum apply_result ar = apply_candidate(a, &c, &healthy, err, sizeof(err));
+	struct phases ph;
+	enum apply_result ar = apply_candidate(a, &c, &healthy, &ph, err, sizeof(err));
 	candidate_release(&c);
 	if (ar != APPLY_OK) {
 		reject(a, m.version, m.nonce, err);
@@ -272,8 +285,10 @@ void apply_pending(struct agent *a, int64_t *wake)
 	char merged[48] = "";
 	if (npushes > 1)
 		snprintf(merged, sizeof(merged), "%zu pushes merged, ", npushes);
-	log_info("applied version %llu (%s, %s%zu changes, %lld ms, %.3f ms cpu)", (unsigned long long)a->state.version,
-		 m.full ? "snapshot" : "delta", merged, changes, (long long)(now_ms() - t0), cpu_ms);
+	log_info("applied version %llu (%s, %s%zu changes, %lld ms, %.3f ms cpu; stage %lld, check %lld, "
+		 "reload %lld, persist %lld ms)", (unsigned long long)a->state.version, m.full ? "snapshot" : "delta",
+		 merged, changes, (long long)(now_ms() - t0), cpu_ms, (long long)ph.stage, (long long)ph.check,
+		 (long long)ph.reload, (long long)ph.persist);
 	a->applied++;
 	a->last_error[0] = '\0';
 	a->last_sync = wall_seconds();

@@ -96,7 +96,7 @@ for n in $SIZES; do
 		wait_for 30 synced || { echo "push $v not applied" >&2; exit 1; }
 	done
 	grep 'applied version' "$dir/agent2.log" | grep '(delta, 1 changes' |
-		sed -n 's/.*, \([0-9.]*\) ms cpu).*/\1/p' >"$dir/cpu.txt"
+		sed -n 's/.*, \([0-9.]*\) ms cpu.*/\1/p' >"$dir/cpu.txt"
 	p50=$(percentile 0.5 <"$dir/cpu.txt")
 	p90=$(percentile 0.9 <"$dir/cpu.txt")
 	printf '%-8s %-12s %10s %10s %10s %10s %12s %12s\n' "$n" boot+pushes "$boot_rss" "$boot_anon" "$state_kib" "$goal" \

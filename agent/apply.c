@@ -23,14 +23,16 @@
 #include <string.h>
 #include <time.h>
 
-static void reject(struct agent *a, uint64_t version, const char *nonce, const char *why)
+/* healthy: the health probe's verdict on the refused version (1, 0), or -1
+ * when it was not probed; the plane shows it with the NACK. */
+static void reject(struct agent *a, uint64_t version, const char *nonce, const char *why, int healthy)
 {
 	log_error("push %llu refused: %s", (unsigned long long)version, why);
 	snprintf(a->last_error, sizeof(a->last_error), "version %llu refused: %s", (unsigned long long)version, why);
 	a->rejected++;
 	agent_set_state(a, ST_DEGRADED);
 	if (nonce && *nonce)
-		ack_queue(a, version, nonce, why, -1);
+		ack_queue(a, version, nonce, why, healthy);
 	agent_write_status(a);
 }
 
@@ -53,7 +55,7 @@ enum push_result apply_enqueue(struct agent *a, const char *text, size_t len)
 	struct push p;
 	struct json_limits lim = { (size_t)a->cfg.max_push_bytes, (int)a->cfg.max_depth };
 	if (push_decode(text, len, &lim, &p, err, sizeof(err)) < 0) {
-		reject(a, p.version, p.nonce, err);
+		reject(a, p.version, p.nonce, err, -1);
 		return PUSH_QUEUED;
 	}
 	if (p.version > a->plane_version)
@@ -62,7 +64,7 @@ enum push_result apply_enqueue(struct agent *a, const char *text, size_t len)
 	if (p.version < tip) {
 		snprintf(err, sizeof(err), "push version %llu is older than the applied version %llu",
 			 (unsigned long long)p.version, (unsigned long long)tip);
-		reject(a, p.version, p.nonce, err);
+		reject(a, p.version, p.nonce, err, -1);
 		push_release(&p);
 		return PUSH_QUEUED;
 	}
@@ -255,7 +257,7 @@ void apply_pending(struct agent *a, int64_t *wake)
 	struct timespec cpu0, cpu1;
 	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu0);
 	if (candidate_build(&a->state, &m, a->cfg.strict ? STATE_STRICT : 0, &c, err, sizeof(err)) < 0) {
-		reject(a, m.version, m.nonce, err);
+		reject(a, m.version, m.nonce, err, -1);
 		goto out;
 	}
 	size_t changes = c.n;
@@ -264,7 +266,7 @@ void apply_pending(struct agent *a, int64_t *wake)
 	enum apply_result ar = apply_candidate(a, &c, &healthy, &ph, err, sizeof(err));
 	candidate_release(&c);
 	if (ar != APPLY_OK) {
-		reject(a, m.version, m.nonce, err);
+		reject(a, m.version, m.nonce, err, healthy);
 		if (ar == APPLY_FAILED) {
 			/* not the push's fault: ask for it again a little later */
 			a->io_failures++;

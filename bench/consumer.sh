@@ -42,7 +42,7 @@ wait_for() { # SECONDS COMMAND...
 free_port() {
 	local p
 	while :; do
-		p=$((20000 + RANDOM % 20000))
+		p=$((10000 + RANDOM % 20000))   # below the ephemeral range (32768+)
 		ss -ltn | awk '{print $4}' | grep -q ":$p\$" || { echo "$p"; return; }
 	done
 }

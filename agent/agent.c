@@ -233,6 +233,7 @@ int agent_run(struct agent_config *cfg, int argc, char **argv)
 	memset(cfg, 0, sizeof(*cfg));
 	a.argc = argc;
 	a.argv = argv;
+	a.live_healthy = -1;
 	sse_parser_init(&a.sse, (size_t)a.cfg.max_push_bytes + 64, (size_t)a.cfg.max_push_bytes);
 	buf_init(&a.body);
 

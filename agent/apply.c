@@ -168,6 +168,8 @@ static enum apply_result apply_candidate(struct agent *a, struct candidate *c, i
 	memset(ph, 0, sizeof(*ph));
 	if (c->n) {
 		staged = ops->stage(a->cons, &a->state, c, err, errlen);
+		if (staged == -2)
+			why = APPLY_REFUSED;
 		if (staged < 0)
 			goto fail;
 	}
@@ -282,6 +284,12 @@ void apply_pending(struct agent *a, int64_t *wake)
 	}
 	a->io_failures = 0;
 	a->retry_at_ms = 0;
+	/* an apply that did not probe (nothing to reload) reports the health
+	 * of what still serves */
+	if (healthy >= 0)
+		a->live_healthy = healthy;
+	else
+		healthy = a->cfg.health ? a->live_healthy : -1;
 	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu1);
 	double cpu_ms = (double)(cpu1.tv_sec - cpu0.tv_sec) * 1e3 + (double)(cpu1.tv_nsec - cpu0.tv_nsec) / 1e6;
 	char merged[48] = "";

@@ -22,7 +22,8 @@ struct consumer_ops {
 	int (*boot)(struct consumer *c, const struct state *s, char *err, size_t errlen);
 	/* Renders the candidate's effect on the output into a staging area.
 	 * Returns 1 when the output does not change (no check, no reload),
-	 * 0 when staged, -1 on error. */
+	 * 0 when staged, -1 on an I/O error (worth a retry), -2 when the
+	 * consumer could never take it (a refusal: final). */
 	int (*stage)(struct consumer *c, const struct state *s, const struct candidate *cand, char *err,
 		     size_t errlen);
 	/* The staging area, for TETHER_STAGING. */

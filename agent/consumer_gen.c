@@ -7,6 +7,7 @@
  * content (0600), shared by the generations that use it. Old generations
  * and unused secrets are pruned. */
 #include "agent_config.h"
+#include "json.h"
 #include "consumer.h"
 #include "log.h"
 #include "render.h"
@@ -15,7 +16,10 @@
 #include "util.h"
 #include "xmalloc.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sodium.h>
@@ -165,14 +169,17 @@ static bool dir_exists(int rootfd, const char *name)
 }
 
 /* Renders s (with c) and makes sure its generation exists on disk. Sets
- * g->staged*, g->created. */
+ * g->staged*, g->created. Returns 0, -1 on an I/O error, -2 when the state
+ * cannot be rendered. */
 static int prepare(struct gen *g, const struct state *s, const struct candidate *c, char *err, size_t errlen)
 {
 	struct render_opts o = { .secrets_dir = g->secrets_dir, .marker = g->marker };
 	struct render_out out = { 0 };
 	int rc = -1;
-	if (g->rnd->render(s, c, &o, &out, err, errlen) < 0)
+	if (g->rnd->render(s, c, &o, &out, err, errlen) < 0) {
+		rc = -2;   /* a state this consumer cannot express: final */
 		goto out;
+	}
 	make_id(&out, g->staged_id);
 	snprintf(g->staged, sizeof(g->staged), "gen-%s", g->staged_id);
 	g->rnd->marker(&out.files[0].data, &o, g->staged_id);
@@ -300,12 +307,95 @@ static int gen_boot(struct consumer *c, const struct state *s, char *err, size_t
 	return 1;
 }
 
+/* ---- addresses other processes hold ------------------------------------------ */
+
+struct addr_ctx {
+	const char *addr;   /* "127.0.0.1:8080" */
+	bool used;
+};
+
+static void used_by_listener(void *ctx, const struct res *r)
+{
+	struct addr_ctx *a = ctx;
+	if (a->used || resource_type_of(r->name) != RES_LISTENER)
+		return;
+	char err[64], have[80];
+	cJSON *v = json_decode(r->body, r->body_len, NULL, err, sizeof(err));
+	if (!v)
+		return;
+	render_listen_addr(v, have, sizeof(have));
+	a->used = strcmp(have, a->addr) == 0;
+	cJSON_Delete(v);
+}
+
+/* A listener on an address no listener of the live state has: nginx -t and
+ * haproxy -c do not bind, and a reload that cannot bind fails after the
+ * switch (haproxy even stops accepting for a moment). Try the bind first:
+ * an address another process holds is refused before anything goes live. */
+static int check_new_addresses(const struct state *s, const struct candidate *cand, char *err, size_t errlen)
+{
+	for (size_t i = 0; i < cand->n; i++) {
+		const struct res *r = cand->items[i].new_res;
+		if (!r || resource_type_of(r->name) != RES_LISTENER)
+			continue;
+		char e[64], addr[80];
+		cJSON *v = json_decode(r->body, r->body_len, NULL, e, sizeof(e));
+		if (!v)
+			continue;
+		render_listen_addr(v, addr, sizeof(addr));
+		const char *ip = json_get_string(v, "address");
+		const cJSON *port = cJSON_GetObjectItemCaseSensitive(v, "port");
+		struct addr_ctx a = { addr, false };
+		state_each(s, used_by_listener, &a);
+		union {
+			struct sockaddr sa;
+			struct sockaddr_in in;
+			struct sockaddr_in6 in6;
+		} sa;
+		memset(&sa, 0, sizeof(sa));
+		socklen_t len = sizeof(sa.in);
+		sa.in.sin_family = AF_INET;
+		sa.in.sin_port = htons((uint16_t)(cJSON_IsNumber(port) ? port->valuedouble : 0));
+		if (ip && inet_pton(AF_INET6, ip, &sa.in6.sin6_addr) == 1) {
+			uint16_t p = sa.in.sin_port;
+			struct in6_addr a6 = sa.in6.sin6_addr;
+			memset(&sa, 0, sizeof(sa));
+			sa.in6.sin6_family = AF_INET6;
+			sa.in6.sin6_port = p;
+			sa.in6.sin6_addr = a6;
+			len = sizeof(sa.in6);
+		} else if (ip && inet_pton(AF_INET, ip, &sa.in.sin_addr) != 1) {
+			cJSON_Delete(v);
+			continue;
+		}
+		cJSON_Delete(v);
+		if (a.used)
+			continue;
+		int fd = socket(sa.sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		int one = 1;
+		if (fd < 0)
+			continue;
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		int rc = bind(fd, &sa.sa, len);
+		int e2 = errno;
+		close(fd);
+		if (rc < 0 && e2 == EADDRINUSE) {
+			snprintf(err, errlen, "%s: %s is already in use by another process", r->name, addr);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 static int gen_stage(struct consumer *c, const struct state *s, const struct candidate *cand, char *err,
 		     size_t errlen)
 {
 	struct gen *g = (struct gen *)c;
-	if (prepare(g, s, cand, err, errlen) < 0)
-		return -1;
+	if (check_new_addresses(s, cand, err, errlen) < 0)
+		return -2;
+	int rc = prepare(g, s, cand, err, errlen);
+	if (rc < 0)
+		return rc;
 	/* an equal render is the same generation: nothing to check or reload */
 	return strcmp(g->staged, g->live) == 0 ? 1 : 0;
 }
@@ -321,17 +411,38 @@ static const char *gen_generation(struct consumer *c)
 	return g->marker ? g->staged_id : NULL;
 }
 
+/* Keeps only the [ALERT] lines of haproxy's output (when there are any):
+ * its notices are its version and path. */
+static void haproxy_alerts(char *out)
+{
+	if (!strstr(out, "[ALERT]"))
+		return;
+	char *w = out;
+	for (char *line = out; *line;) {
+		char *nl = strchr(line, '\n');
+		size_t len = nl ? (size_t)(nl - line) + 1 : strlen(line);
+		if (strncmp(line, "[ALERT]", 7) == 0) {
+			memmove(w, line, len);
+			w += len;
+		}
+		line += len;
+	}
+	*w = '\0';
+	str_trim(out);
+}
+
 static int gen_check(struct consumer *c, double timeout_s, char *err, size_t errlen)
 {
 	struct gen *g = (struct gen *)c;
 	char *cmd;
+	/* haproxy without -q: haproxy -c -q prints nothing at all on an error */
 	if (g->rnd == &render_nginx)
 		cmd = xasprintf("'%s' -t -q -p '%s' -e stderr -c '%s/check.nginx'", g->checker, g->staged_path,
 				g->staged_path);
 	else if (g->base_config)
-		cmd = xasprintf("'%s' -c -q -f '%s' -f '%s/tether.cfg'", g->checker, g->base_config, g->staged_path);
+		cmd = xasprintf("'%s' -c -f '%s' -f '%s/tether.cfg'", g->checker, g->base_config, g->staged_path);
 	else
-		cmd = xasprintf("'%s' -c -q -f '%s/tether.cfg'", g->checker, g->staged_path);
+		cmd = xasprintf("'%s' -c -f '%s/tether.cfg'", g->checker, g->staged_path);
 	struct runcmd_result res;
 	int rc = runcmd(cmd, NULL, timeout_s, &res, err, errlen);
 	free(cmd);
@@ -339,6 +450,8 @@ static int gen_check(struct consumer *c, double timeout_s, char *err, size_t err
 		return -1;
 	if (res.exit_code == 0 && !res.timed_out)
 		return 0;
+	if (g->rnd == &render_haproxy)
+		haproxy_alerts(res.output);
 	char how[RUNCMD_OUTPUT_MAX + 64];
 	runcmd_describe(&res, how, sizeof(how));
 	snprintf(err, errlen, "%s refused the new configuration (%.3000s)", g->checker, how);

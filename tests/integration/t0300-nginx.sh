@@ -8,136 +8,17 @@
 # from last-good with the plane down and its output wiped (nginx restarted
 # serves it), and the ACK of a healthy apply carries healthy:true.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib-proxy.sh"
 
 [ -x "$AGENT_BIN" ] || bail "no $AGENT_BIN: build first"
 need_cmd nginx node openssl ss
 
-# ---- helpers of this test (nginx and ports) -------------------------------------
+# ---- helpers of this test ---------------------------------------------------------
 
-declare -A T_PORTS_TAKEN
-# free_port VAR: a free loopback TCP port into VAR: below the kernel's
-# ephemeral range (an outgoing connection's local port would make nginx's
-# bind() fail later), in use by no socket in any state, not handed out
-# before by this test.
-free_port() {
-	local p i lo
-	lo=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null)
-	[ "${lo:-0}" -gt 12000 ] || lo=32768
-	for i in $(seq 1 500); do
-		p=$((10000 + RANDOM % (lo - 10000)))
-		[ -z "${T_PORTS_TAKEN[$p]:-}" ] || continue
-		if [ -z "$(ss -Htan "( sport = :$p )" 2>/dev/null)" ]; then
-			T_PORTS_TAKEN[$p]=1
-			printf -v "$1" '%s' "$p"
-			return 0
-		fi
-	done
-	bail "no free port found"
-}
-
-NGINX_PID=""
-# write_nginx_conf OUTDIR: the operator's nginx.conf, including the agent's
-# live generation.
-write_nginx_conf() {
-	cat >"$WORK/nginx.conf" <<EOF
-# the operator's nginx.conf (written by $T_NAME)
-pid $WORK/nginx.pid;
-error_log $WORK/nginx-error.log notice;
-worker_processes 1;
-events { worker_connections 512; }
-http {
-    access_log off;
-    include $1/current/*.conf;
-}
-EOF
-}
-
-# start_nginx: nginx in the foreground (daemon off, so its master is our
-# child and tracked); waits for its pidfile to name it.
-start_nginx() {
-	nginx -p "$WORK" -c "$WORK/nginx.conf" -g 'daemon off;' >>"$WORK/nginx-run.log" 2>&1 &
-	NGINX_PID=$!
-	track_pid "$NGINX_PID"
-	wait_until 10 sh -c "[ \"\$(cat '$WORK/nginx.pid' 2>/dev/null)\" = $NGINX_PID ]" ||
-		bail "nginx did not start"
-}
-
-# stop_nginx: a graceful stop (SIGQUIT), waited for.
-stop_nginx() {
-	[ -n "$NGINX_PID" ] || return 0
-	stop_pid "$NGINX_PID" QUIT
-	NGINX_PID=""
-}
-
-# the trap: nginx first (a master we did not start as a child, e.g. from a
-# daemonizing run, is found by its pidfile and must run our nginx.conf),
-# then the harness's cleanup.
-t_cleanup() {
-	local pid
-	pid=$(cat "$WORK/nginx.pid" 2>/dev/null)
-	if [ -n "$pid" ] && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF "$WORK/nginx.conf"; then
-		kill -TERM "$pid" 2>/dev/null
-	fi
-	cleanup
-}
 trap t_cleanup EXIT
-
-# hups: how many reload signals nginx's master received
-hups() {
-	grep -c 'signal 1 (SIGHUP) received' "$WORK/nginx-error.log" 2>/dev/null
-}
-
-# hups_ge N: nginx's master received at least N reload signals
-hups_ge() {
-	[ "$(hups)" -ge "$1" ]
-}
-
-# get PORT PATH [CURL ARGS]: the body of a request through nginx
-get() {
-	local port=$1 path=$2
-	shift 2
-	curl -s --max-time 3 "$@" "http://127.0.0.1:$port$path"
-}
-
-# answers EXPECTED PORT PATH [CURL ARGS]: a request through nginx answers it
-answers() {
-	local want=$1
-	shift
-	[ "$(get "$@")" = "$want" ]
-}
-
-# code_is CODE PORT PATH [CURL ARGS]
-code_is() {
-	local want=$1 port=$2 path=$3
-	shift 3
-	[ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 3 "$@" "http://127.0.0.1:$port$path")" = "$want" ]
-}
-
-current() {
-	readlink "$OUT/current" 2>/dev/null
-}
-
-marker() {
-	curl -s --max-time 2 "http://127.0.0.1:$MARK/tether-generation"
-}
-
-# marker_is_current: the marker answers the generation current points at
-marker_is_current() {
-	local c
-	c=$(current)
-	[ -n "$c" ] && [ "gen-$(marker)" = "$c" ]
-}
-
-gens() {
-	(cd "$OUT" && ls -d gen-* 2>/dev/null | xargs)
-}
 
 acked() {
 	[ "$(node_field ng .acked_version)" = "$1" ]
-}
-
-ctl() {
-	"$CTL_BIN" --plane "$PLANE_URL" "$@"
 }
 
 # ---- backends, ports, plane, nginx ------------------------------------------------

@@ -12,30 +12,12 @@
 # is reverted and NACKed; a failed --health probe is reverted, NACKed and
 # the plane shows healthy:false; a later good push applies.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib-proxy.sh"
 
 [ -x "$AGENT_BIN" ] || bail "no $AGENT_BIN: build first"
 need_cmd haproxy node openssl ss
 
 # ---- helpers of this test ---------------------------------------------------
-
-PORTS_TAKEN=""
-# free_port VAR: a random loopback port into VAR, below the kernel's
-# ephemeral range (an outgoing connection's local port could take it
-# later), used by no socket in any state (ss), not handed out before here.
-free_port() {
-	local p i lo
-	lo=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null)
-	[ "${lo:-0}" -gt 12000 ] || lo=32768
-	for i in $(seq 1 500); do
-		p=$((10000 + RANDOM % (lo - 10000)))
-		case " $PORTS_TAKEN " in *" $p "*) continue ;; esac
-		[ -z "$(ss -Htan "( sport = :$p )" 2>/dev/null)" ] || continue
-		PORTS_TAKEN="$PORTS_TAKEN $p"
-		printf -v "$1" '%s' "$p"
-		return 0
-	done
-	bail "no free port found"
-}
 
 HAP_PIDFILE=$WORK/haproxy.pid
 # stop_haproxy: the master from the pidfile (it stops its workers), waited for.
@@ -53,10 +35,6 @@ stop_haproxy() {
 	return 0
 }
 trap 'stop_haproxy; cleanup' EXIT
-
-ctl() {
-	"$CTL_BIN" --plane "$PLANE_URL" "$@"
-}
 
 OUT=$WORK/h.out
 cur_gen() {

@@ -8,63 +8,18 @@
 # worker generations stay bounded (old workers drain). With
 # --min-reload-interval 0 a burst arriving during a reload is still merged.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib-proxy.sh"
 
 [ -x "$AGENT_BIN" ] || bail "no $AGENT_BIN: build first"
 need_cmd nginx node ss
 
 # ---- helpers of this test ---------------------------------------------------
 
-PORTS_TAKEN=""
-# free_port VAR: a random loopback port into VAR, below the kernel's
-# ephemeral range (an outgoing connection's local port could take it
-# later), used by no socket in any state (ss), not handed out before here.
-free_port() {
-	local p i lo
-	lo=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null)
-	[ "${lo:-0}" -gt 12000 ] || lo=32768
-	for i in $(seq 1 500); do
-		p=$((10000 + RANDOM % (lo - 10000)))
-		case " $PORTS_TAKEN " in *" $p "*) continue ;; esac
-		[ -z "$(ss -Htan "( sport = :$p )" 2>/dev/null)" ] || continue
-		PORTS_TAKEN="$PORTS_TAKEN $p"
-		printf -v "$1" '%s' "$p"
-		return 0
-	done
-	bail "no free port found"
-}
-
-NGINX_PID=""
-# the trap: nginx's master from its pidfile (when it runs our nginx.conf),
-# then the harness's cleanup
-t_cleanup() {
-	local pid
-	pid=$(cat "$WORK/nginx.pid" 2>/dev/null)
-	if [ -n "$pid" ] && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF "$WORK/nginx.conf"; then
-		kill -TERM "$pid" 2>/dev/null
-	fi
-	cleanup
-}
 trap t_cleanup EXIT
 
-ctl() {
-	"$CTL_BIN" --plane "$PLANE_URL" "$@"
-}
-
 OUT=$WORK/s.out
-current() {
-	readlink "$OUT/current" 2>/dev/null
-}
 marker() {
 	curl -s -m 2 "http://127.0.0.1:$MARK/tether-generation"
-}
-marker_is_current() {
-	local c
-	c=$(current)
-	[ -n "$c" ] && [ "gen-$(marker)" = "$c" ]
-}
-# hups: reload signals nginx's master received
-hups() {
-	grep -c 'signal 1 (SIGHUP) received' "$WORK/nginx-error.log" 2>/dev/null
 }
 # since FILE LINE PATTERN: lines after LINE of FILE that match PATTERN
 since() {

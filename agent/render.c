@@ -7,9 +7,12 @@
 
 #include <sodium.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 void render_out_release(struct render_out *out)
 {
@@ -50,17 +53,60 @@ const char *render_add_secret(struct render_out *out, const char *name, const ch
 	return out->files[out->n - 1].path;
 }
 
+/* One spelling per address: "0:0::1" is "::1", and an IPv4 address written
+ * as IPv6 ("::ffff:127.0.0.1") is that IPv4 address (nginx cannot bind the
+ * mapped form: its IPv6 sockets are IPv6-only). */
+static void addr_port(const char *addr, int port, char *out, size_t cap)
+{
+	struct in6_addr a6;
+	char canon[INET6_ADDRSTRLEN];
+	if (addr && inet_pton(AF_INET6, addr, &a6) == 1) {
+		if (IN6_IS_ADDR_V4MAPPED(&a6) && inet_ntop(AF_INET, &a6.s6_addr[12], canon, sizeof(canon))) {
+			snprintf(out, cap, "%s:%d", canon, port);
+			return;
+		}
+		if (inet_ntop(AF_INET6, &a6, canon, sizeof(canon)))
+			addr = canon;
+	}
+	if (!addr)
+		snprintf(out, cap, "%d", port);
+	else if (strchr(addr, ':'))
+		snprintf(out, cap, "[%s]:%d", addr, port);
+	else
+		snprintf(out, cap, "%s:%d", addr, port);
+}
+
 void render_listen_addr(const cJSON *listener, char *out, size_t cap)
 {
-	const char *addr = json_get_string(listener, "address");
 	const cJSON *port = cJSON_GetObjectItemCaseSensitive(listener, "port");
-	int p = cJSON_IsNumber(port) ? (int)port->valuedouble : 0;
-	if (!addr)
-		snprintf(out, cap, "%d", p);
-	else if (strchr(addr, ':'))
-		snprintf(out, cap, "[%s]:%d", addr, p);
+	addr_port(json_get_string(listener, "address"), cJSON_IsNumber(port) ? (int)port->valuedouble : 0, out, cap);
+}
+
+/* The socket address a listen line means: no address is 0.0.0.0. */
+static void listen_key(const char *rendered, char *out, size_t cap)
+{
+	snprintf(out, cap, "%s%s", strchr(rendered, ':') ? "" : "0.0.0.0:", rendered);
+}
+
+/* The marker ("HOST:PORT", "[V6]:PORT") spelled the way listeners are. */
+static void marker_key(const char *marker, char *out, size_t cap)
+{
+	char host[INET6_ADDRSTRLEN + 2];
+	const char *colon = strrchr(marker, ':');
+	size_t hl = colon ? (size_t)(colon - marker) : 0;
+	char *end = NULL;
+	long port = colon ? strtol(colon + 1, &end, 10) : -1;
+	if (!colon || hl == 0 || hl >= sizeof(host) || !end || *end || port < 1 || port > 65535) {
+		snprintf(out, cap, "%s", marker);
+		return;
+	}
+	if (marker[0] == '[' && hl >= 2 && marker[hl - 1] == ']')
+		snprintf(host, sizeof(host), "%.*s", (int)(hl - 2), marker + 1);
 	else
-		snprintf(out, cap, "%s:%d", addr, p);
+		snprintf(host, sizeof(host), "%.*s", (int)hl, marker);
+	char rendered[80];
+	addr_port(host, (int)port, rendered, sizeof(rendered));
+	listen_key(rendered, out, cap);
 }
 
 bool render_safe(const char *s)
@@ -178,7 +224,13 @@ static int cmp_route(const void *a, const void *b)
 	int cx = host_class(x->host), cy = host_class(y->host);
 	if (cx != cy)
 		return cx - cy;
-	int c = strcmp(x->host, y->host);
+	/* of two wildcards the longer, more specific one first: nginx takes
+	 * the longest match, haproxy the first */
+	size_t hx = strlen(x->host), hy = strlen(y->host);
+	if (cx == 1 && hx != hy)
+		return hx > hy ? -1 : 1;
+	/* host names have no case: "A.com" and "a.com" are one host */
+	int c = strcasecmp(x->host, y->host);
 	if (c)
 		return c;
 	size_t lx = strlen(x->path), ly = strlen(y->path);
@@ -186,6 +238,11 @@ static int cmp_route(const void *a, const void *b)
 		return lx > ly ? -1 : 1;
 	c = strcmp(x->path, y->path);
 	return c ? c : strcmp(x->name, y->name);
+}
+
+bool render_same_host(const char *a, const char *b)
+{
+	return strcasecmp(a, b) == 0;
 }
 
 int render_routes_of(const struct rstate *rs, const char *listener, struct rroute **out, size_t *n,
@@ -215,7 +272,7 @@ int render_routes_of(const struct rstate *rs, const char *listener, struct rrout
 	}
 	qsort(v, cnt, sizeof(*v), cmp_route);
 	for (size_t i = 1; i < cnt; i++) {
-		if (strcmp(v[i].host, v[i - 1].host) == 0 && strcmp(v[i].path, v[i - 1].path) == 0) {
+		if (render_same_host(v[i].host, v[i - 1].host) && strcmp(v[i].path, v[i - 1].path) == 0) {
 			snprintf(err, errlen, "%s: host '%s' and path '%s' on listener '%s' are already %s's", v[i].name,
 				 v[i].host, v[i].path, listener, v[i - 1].name);
 			free(v);
@@ -229,21 +286,27 @@ int render_routes_of(const struct rstate *rs, const char *listener, struct rrout
 
 int render_check_listeners(const struct rstate *rs, const char *marker, char *err, size_t errlen)
 {
+	char mk[100] = "";
+	if (marker)
+		marker_key(marker, mk, sizeof(mk));
 	for (size_t i = 0; i < rs->n[RES_LISTENER]; i++) {
-		char a[80];
+		char a[80], ka[100];
 		render_listen_addr(rs->by_type[RES_LISTENER][i].body, a, sizeof(a));
 		if (!render_safe(a)) {
 			snprintf(err, errlen, "%s: its address cannot be rendered safely", rs->by_type[RES_LISTENER][i].r->name);
 			return -1;
 		}
-		if (marker && strcmp(a, marker) == 0) {
+		/* compared as socket addresses: "8080" is 0.0.0.0:8080 */
+		listen_key(a, ka, sizeof(ka));
+		if (marker && strcmp(ka, mk) == 0) {
 			snprintf(err, errlen, "%s: %s is the agent's marker address", rs->by_type[RES_LISTENER][i].r->name, a);
 			return -1;
 		}
 		for (size_t j = 0; j < i; j++) {
-			char b[80];
+			char b[80], kb[100];
 			render_listen_addr(rs->by_type[RES_LISTENER][j].body, b, sizeof(b));
-			if (strcmp(a, b) == 0) {
+			listen_key(b, kb, sizeof(kb));
+			if (strcmp(ka, kb) == 0) {
 				snprintf(err, errlen, "%s: %s is already %s's address", rs->by_type[RES_LISTENER][i].r->name,
 					 a, rs->by_type[RES_LISTENER][j].r->name);
 				return -1;

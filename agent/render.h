@@ -63,7 +63,8 @@ struct buf *render_add(struct render_out *out, const char *path, mode_t mode);
 const char *render_add_secret(struct render_out *out, const char *name, const char *ext, const char *data,
 			      size_t len);
 /* Splits "host:port" or "[v6]:port" of a listener body into what a listen
- * line needs: "127.0.0.1:8080", "[::1]:8080" or "8080". */
+ * line needs: "127.0.0.1:8080", "[::1]:8080" or "8080", one spelling per
+ * address ("0:0::1" is "[::1]", "::ffff:127.0.0.1" is "127.0.0.1"). */
 void render_listen_addr(const cJSON *listener, char *out, size_t cap);
 
 /* ---- for the renderers: the state, parsed, by type and name ---------------- */
@@ -93,10 +94,13 @@ struct rroute {
 };
 
 /* The routes of a listener: exact hosts first (by name), then wildcard
- * hosts, then "*"; within a host the longest path first. Refuses two routes
- * with the same host and path. Returns 0 (caller frees *out) or -1. */
+ * hosts (the longest first), then "*"; within a host the longest path
+ * first. Hosts compare without case. Refuses two routes with the same host
+ * and path. Returns 0 (caller frees *out) or -1. */
 int render_routes_of(const struct rstate *rs, const char *listener, struct rroute **out, size_t *n,
 		     char *err, size_t errlen);
+/* True when two route hosts name the same host (host names have no case). */
+bool render_same_host(const char *a, const char *b);
 /* Refuses two listeners (or a listener and the marker) on one address. */
 int render_check_listeners(const struct rstate *rs, const char *marker, char *err, size_t errlen);
 

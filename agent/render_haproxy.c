@@ -84,6 +84,7 @@ static int frontends(const struct rstate *rs, struct render_out *out, const stru
 		size_t n;
 		if (render_routes_of(rs, l->bare, &routes, &n, err, errlen) < 0)
 			return -1;
+		bool has_root = false;
 		for (size_t k = 0; k < n; k++) {
 			const struct rroute *r = &routes[k];
 			const char *rn = strchr(r->name, '/') + 1;
@@ -105,6 +106,15 @@ static int frontends(const struct rstate *rs, struct render_out *out, const stru
 				buf_printf(b, "    use_backend tether_c_%s if%s\n", r->cluster, cond);
 			else
 				buf_printf(b, "    use_backend tether_c_%s\n", r->cluster);
+			/* the last route of a host without a "/" route: its other
+			 * paths are 404, not the "*" routes' (as nginx does) */
+			has_root |= strcmp(r->path, "/") == 0;
+			bool last = k + 1 == n || !render_same_host(routes[k + 1].host, r->host);
+			if (last) {
+				if (!has_root && strcmp(r->host, "*") != 0)
+					buf_printf(b, "    use_backend tether_not_found if h_%s\n", rn);
+				has_root = false;
+			}
 		}
 		free(routes);
 		buf_puts(b, "    default_backend tether_not_found\n\n");

@@ -25,6 +25,8 @@ void ack_queue(struct agent *a, uint64_t version, const char *nonce, const char 
 		snprintf(cut, sizeof(cut), "%s", error);
 		buf_puts(b, ",\"status\":\"nack\",\"error\":");
 		buf_json_string(b, cut);
+		/* the plane's next push starts from what we still run */
+		buf_printf(b, ",\"current_version\":%llu", (unsigned long long)a->state.version);
 	} else {
 		buf_puts(b, ",\"status\":\"ack\"");
 	}

@@ -6,6 +6,7 @@
 #include "log.h"
 #include "nodes.h"
 #include "plane.h"
+#include "rollout.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -89,6 +90,19 @@ enum MHD_Result api_ack(struct plane *p, struct MHD_Connection *c, struct reques
 		m.healthy = cJSON_IsTrue(f);
 	}
 
+	/* a NACK may say which version the node still runs */
+	uint64_t holds = 0;
+	bool has_holds = false;
+	f = cJSON_GetObjectItemCaseSensitive(doc, "current_version");
+	if (f && !cJSON_IsNull(f)) {
+		if (!json_get_u64(f, &holds)) {
+			ret = http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT,
+					      "ack: current_version must be a non-negative integer");
+			goto out;
+		}
+		has_holds = true;
+	}
+
 	enum ack_result res;
 	if (nodes_ack(p->nodes, &m, hub_version(p->hub), &res) < 0) {
 		ret = http_send_error(c, MHD_HTTP_NOT_FOUND, "ack: no node '%s' (connect before acking)", m.node);
@@ -99,6 +113,10 @@ enum MHD_Result api_ack(struct plane *p, struct MHD_Connection *c, struct reques
 				      (unsigned long long)m.version, m.nonce);
 		goto out;
 	}
+	if (res == ACK_ACCEPTED && m.nack && has_holds && holds < m.version)
+		hub_stream_holds(p->hub, m.node, holds);
+	if (res == ACK_ACCEPTED)
+		rollout_acked(p->rollout, &m);
 	if (m.nack && res == ACK_ACCEPTED)
 		log_warn("node %s: NACK of version %llu: %s", m.node, (unsigned long long)m.version, m.error);
 	else if (res == ACK_STALE)

@@ -6,6 +6,7 @@
 #include "json.h"
 #include "log.h"
 #include "plane.h"
+#include "rollout.h"
 #include "store.h"
 #include "validate.h"
 #include "xmalloc.h"
@@ -63,6 +64,7 @@ static enum MHD_Result commit_and_answer(struct plane *p, struct MHD_Connection 
 		atomic_fetch_add(&p->ctr.writes, 1);
 		log_info("store: version %llu (%zu changes)", (unsigned long long)version, n);
 		hub_notify(p->hub, version);
+		rollout_step(p->rollout);   /* staged: the version becomes a rollout */
 	}
 	struct buf b = BUF_INIT;
 	buf_printf(&b, "{\"version\":%llu,\"changed\":%s}", (unsigned long long)version, changed ? "true" : "false");

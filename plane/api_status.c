@@ -1,10 +1,10 @@
-/* api_status.c: /healthz, /metrics (Prometheus text) and the rollout
- * endpoints' answer while the plane runs --rollout immediate. */
+/* api_status.c: /healthz and /metrics (Prometheus text). */
 #include "http.h"
 #include "hub.h"
 #include "nodes.h"
 #include "plane.h"
 #include "pushcache.h"
+#include "rollout.h"
 #include "store.h"
 #include "util.h"
 
@@ -42,6 +42,7 @@ enum MHD_Result api_metrics(struct plane *p, struct MHD_Connection *c)
 	metric(&b, "tether_streams", "gauge", "Open SSE streams.", hub_stream_count(p->hub));
 	metric(&b, "tether_nodes", "gauge", "Known nodes.", ns.nodes);
 	metric(&b, "tether_nodes_connected", "gauge", "Nodes with an open stream or a recent poll.", ns.connected);
+	metric(&b, "tether_nodes_lagging", "gauge", "Nodes trailing their target longer than --lag-alert.", ns.lagging);
 	metric(&b, "tether_writes_total", "counter", "Writes that made a new version.", atomic_load(&p->ctr.writes));
 	metric(&b, "tether_writes_refused_total", "counter", "Writes refused by validation.",
 	       atomic_load(&p->ctr.refused_writes));
@@ -63,17 +64,7 @@ enum MHD_Result api_metrics(struct plane *p, struct MHD_Connection *c)
 	metric(&b, "tether_push_cache_hits_total", "counter", "Pushes served from the shared cache.", ps.hits);
 	metric(&b, "tether_push_cache_misses_total", "counter", "Pushes computed.", ps.misses);
 	metric(&b, "tether_requests_total", "counter", "HTTP requests.", atomic_load(&p->ctr.requests));
+	rollout_metrics(p->rollout, &b);
 	nodes_metrics(p->nodes, version, &b);
 	return http_send(c, MHD_HTTP_OK, "text/plain; version=0.0.4", &b, true);
-}
-
-enum MHD_Result api_rollout(struct plane *p, struct MHD_Connection *c, const char *method, bool abort)
-{
-	(void)method;
-	if (abort) {
-		enum MHD_Result ret;
-		if (!http_authorized(p, c, &ret))
-			return ret;
-	}
-	return http_send_error(c, MHD_HTTP_NOT_FOUND, "no rollout: the plane runs with --rollout %s", p->cfg.rollout);
 }

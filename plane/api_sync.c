@@ -167,18 +167,19 @@ enum MHD_Result api_config(struct plane *p, struct MHD_Connection *c, struct req
 		atomic_fetch_add(&p->ctr.polls, 1);
 	}
 
-	uint64_t current = hub_version(p->hub);
+	/* the node's target: the newest, or where its rollout stage stands */
+	uint64_t current = plane_target(p, sp.node);
 	make_etag(etag, sizeof(etag), current, &sp.sub);
 	const char *inm = http_header(c, MHD_HTTP_HEADER_IF_NONE_MATCH);
 	bool up_to_date = etag_matches(inm, etag) || (!inm && sp.version == current && current > 0);
 
 	if (up_to_date && wait_s > 0 && !resumed && !atomic_load(&p->stopping)) {
-		r->waiter = hub_waiter_add(p->hub, c, current, now_ms() + (int64_t)wait_s * 1000);
+		r->waiter = hub_waiter_add(p->hub, c, sp.node, current, now_ms() + (int64_t)wait_s * 1000);
 		if (r->waiter) {
 			params_release(&sp);
 			return MHD_YES;   /* suspended: answered when resumed */
 		}
-		current = hub_version(p->hub);
+		current = plane_target(p, sp.node);
 		make_etag(etag, sizeof(etag), current, &sp.sub);
 		up_to_date = etag_matches(inm, etag);
 	}
@@ -194,7 +195,7 @@ enum MHD_Result api_config(struct plane *p, struct MHD_Connection *c, struct req
 		return ret;
 	}
 
-	struct push_blob *blob = pushcache_get(p->pushes, sp.version, &sp.sub);
+	struct push_blob *blob = pushcache_get_for(p->pushes, sp.version, sp.node, &sp.sub);
 	char nonce[NONCE_MAX];
 	nodes_poll_nonce(nonce, sizeof(nonce), blob->version, blob->base);
 	make_etag(etag, sizeof(etag), blob->version, &sp.sub);
@@ -203,7 +204,7 @@ enum MHD_Result api_config(struct plane *p, struct MHD_Connection *c, struct req
 	buf_printf(&b, "{\"nonce\":\"%s\",", nonce);
 	buf_append(&b, blob->raw, blob->raw_len);
 	buf_putc(&b, '\n');
-	nodes_sent(p->nodes, sp.node, blob->version, nonce);
+	plane_sent(p, sp.node, blob->version, nonce, blob->nup + blob->nrm > 0);
 	push_blob_unref(blob);
 	params_release(&sp);
 

@@ -191,10 +191,12 @@ static enum MHD_Result route(struct plane *p, struct MHD_Connection *c, struct r
 	if (str_starts_with(url, "/v1/nodes/"))
 		return is(method, "GET") ? api_nodes(p, c, method, url + strlen("/v1/nodes/"))
 					 : method_not_allowed(c, method, "GET");
+	if (strcmp(url, "/v1/rollouts") == 0)
+		return is(method, "GET") ? api_rollouts(p, c) : method_not_allowed(c, method, "GET");
 	if (strcmp(url, "/v1/rollouts/current") == 0)
-		return is(method, "GET") ? api_rollout(p, c, method, false) : method_not_allowed(c, method, "GET");
+		return is(method, "GET") ? api_rollout_current(p, c) : method_not_allowed(c, method, "GET");
 	if (strcmp(url, "/v1/rollouts/current/abort") == 0)
-		return is(method, "POST") ? api_rollout(p, c, method, true) : method_not_allowed(c, method, "POST");
+		return is(method, "POST") ? api_rollout_abort(p, c) : method_not_allowed(c, method, "POST");
 	return http_send_error(c, MHD_HTTP_NOT_FOUND, "no such endpoint: %.200s", url);
 }
 

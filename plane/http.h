@@ -53,6 +53,8 @@ enum MHD_Result api_nodes(struct plane *p, struct MHD_Connection *c, const char 
 enum MHD_Result api_ack(struct plane *p, struct MHD_Connection *c, struct request *r);
 enum MHD_Result api_stream(struct plane *p, struct MHD_Connection *c);
 enum MHD_Result api_config(struct plane *p, struct MHD_Connection *c, struct request *r);
-enum MHD_Result api_rollout(struct plane *p, struct MHD_Connection *c, const char *method, bool abort);
+enum MHD_Result api_rollouts(struct plane *p, struct MHD_Connection *c);
+enum MHD_Result api_rollout_current(struct plane *p, struct MHD_Connection *c);
+enum MHD_Result api_rollout_abort(struct plane *p, struct MHD_Connection *c);
 
 #endif

@@ -6,6 +6,7 @@
 #include "plane.h"
 #include "pushcache.h"
 #include "resource.h"
+#include "rollout.h"
 #include "store.h"
 #include "util.h"
 #include "xmalloc.h"
@@ -20,6 +21,7 @@
 #define RETRY_MS 2000
 #define FLUSH_EVERY_MS 200
 #define PRUNE_EVERY_MS 60000
+#define LAG_EVERY_MS 1000
 
 struct stream {
 	struct hub *hub;
@@ -29,6 +31,7 @@ struct stream {
 	uint64_t sent;               /* the node holds (or was sent) this version */
 	/* under hub->lock */
 	bool suspended, closing, hb_due;
+	uint64_t holds;              /* + 1: what the node said it runs after a NACK */
 	/* reader thread only */
 	bool started, finished, gzip, gz_started;
 	uint32_t crc, isize;
@@ -45,7 +48,8 @@ struct stream {
 
 struct waiter {
 	struct MHD_Connection *conn;
-	uint64_t have;
+	char node[RES_NAME_MAX + 1];
+	uint64_t have;                /* the node's target when it began waiting */
 	int64_t deadline_ms;
 	bool registered;
 	struct waiter *prev, *next;
@@ -115,8 +119,12 @@ void hub_notify(struct hub *h, uint64_t version)
 	pthread_mutex_lock(&h->lock);
 	for (struct stream *st = h->streams; st; st = st->next)
 		wake_stream(st);
-	while (h->waiters)
-		wake_waiter(h, h->waiters);
+	/* a long-poll answers when its node's target moved */
+	for (struct waiter *w = h->waiters, *next; w; w = next) {
+		next = w->next;
+		if (plane_target(h->p, w->node) != w->have)
+			wake_waiter(h, w);
+	}
 	pthread_mutex_unlock(&h->lock);
 }
 
@@ -226,17 +234,24 @@ static void make_heartbeat(struct stream *st, const char *pre)
 {
 	struct hub *h = st->hub;
 	char text[OWN_MAX];
+	/* the version this node should hold: the newest, or its rollout target */
 	int n = snprintf(text, sizeof(text), "%sevent: heartbeat\ndata: {\"version\":%llu,\"time\":%lld,\"interval\":%g}\n\n",
-			 pre, (unsigned long long)atomic_load(&h->version), (long long)wall_seconds(),
+			 pre, (unsigned long long)plane_target(h->p, st->node), (long long)wall_seconds(),
 			 h->p->cfg.heartbeat);
 	set_own(st, text, (size_t)n);
 	atomic_fetch_add(&h->p->ctr.heartbeats, 1);
 }
 
-static void make_push(struct stream *st, const char *pre)
+/* Returns false (and sends nothing) when the node's target turned out to
+ * be what it holds already. */
+static bool make_push(struct stream *st, const char *pre, uint64_t from)
 {
 	struct plane *p = st->hub->p;
-	struct push_blob *b = pushcache_get(p->pushes, st->sent, &st->sub);
+	struct push_blob *b = pushcache_get_for(p->pushes, from, st->node, &st->sub);
+	if (st->started && b->version == st->sent) {
+		push_blob_unref(b);
+		return false;
+	}
 	char nonce[NONCE_MAX], text[OWN_MAX];
 	plane_nonce(p, nonce, sizeof(nonce));
 	int n = snprintf(text, sizeof(text), "%sevent: push\nid: %llu\ndata: {\"nonce\":\"%s\",", pre,
@@ -259,9 +274,10 @@ static void make_push(struct stream *st, const char *pre)
 		  (unsigned long long)st->sent, (unsigned long long)b->version, b->full ? "snapshot" : "delta",
 		  b->nup, b->nrm);
 	st->sent = b->version;
-	nodes_sent(p->nodes, st->node, b->version, nonce);
+	plane_sent(p, st->node, b->version, nonce, b->nup + b->nrm > 0);
 	atomic_fetch_add(&p->ctr.pushes, 1);
 	atomic_fetch_add(&p->ctr.push_bytes, st->own_len + st->blob_len + st->trail_len);
+	return true;
 }
 
 ssize_t hub_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
@@ -278,7 +294,8 @@ ssize_t hub_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 
 		pthread_mutex_lock(&h->lock);
 		bool closing = st->closing, hb = st->hb_due;
-		uint64_t v = atomic_load(&h->version);
+		/* read under the lock: a commit or a retarget wakes us after */
+		uint64_t v = plane_target(h->p, st->node);
 		/* at the start any difference needs a push (a node ahead of the
 		 * plane gets a snapshot and decides); later only newer versions */
 		bool need_push = st->started ? v > st->sent : v != st->sent;
@@ -290,6 +307,11 @@ ssize_t hub_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 			return 0;
 		}
 		st->hb_due = false;
+		/* the delta starts where the node is: what it was sent, or what
+		 * it said it still runs after refusing that */
+		uint64_t from = st->holds ? st->holds - 1 : st->sent;
+		if (need_push)
+			st->holds = 0;
 		pthread_mutex_unlock(&h->lock);
 
 		if (closing) {
@@ -316,24 +338,33 @@ ssize_t hub_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 				pthread_mutex_unlock(&h->lock);
 			}
 		}
-		if (need_push)
-			make_push(st, pre);
-		else
+		if (!need_push || !make_push(st, pre, from))
 			make_heartbeat(st, pre);
 	}
 }
 
-/* ---- long-poll waiters ---------------------------------------------------- */
-
-struct waiter *hub_waiter_add(struct hub *h, struct MHD_Connection *c, uint64_t have, int64_t deadline_ms)
+void hub_stream_holds(struct hub *h, const char *node, uint64_t version)
 {
 	pthread_mutex_lock(&h->lock);
-	if (atomic_load(&h->version) != have || h->stop) {
+	for (struct stream *st = h->streams; st; st = st->next)
+		if (!st->closing && strcmp(st->node, node) == 0 && version < st->sent)
+			st->holds = version + 1;
+	pthread_mutex_unlock(&h->lock);
+}
+
+/* ---- long-poll waiters ---------------------------------------------------- */
+
+struct waiter *hub_waiter_add(struct hub *h, struct MHD_Connection *c, const char *node, uint64_t have,
+			      int64_t deadline_ms)
+{
+	pthread_mutex_lock(&h->lock);
+	if (plane_target(h->p, node) != have || h->stop) {
 		pthread_mutex_unlock(&h->lock);
 		return NULL;
 	}
 	struct waiter *w = xcalloc(1, sizeof(*w));
 	w->conn = c;
+	snprintf(w->node, sizeof(w->node), "%s", node);
 	w->have = have;
 	w->deadline_ms = deadline_ms;
 	w->registered = true;
@@ -385,7 +416,7 @@ static void *ticker_main(void *arg)
 	struct plane *p = h->p;
 	int64_t interval = (int64_t)(p->cfg.heartbeat * 1000);
 	int64_t next_hb = now_ms() + interval, next_flush = now_ms() + FLUSH_EVERY_MS;
-	int64_t next_prune = now_ms() + PRUNE_EVERY_MS;
+	int64_t next_prune = now_ms() + PRUNE_EVERY_MS, next_lag = now_ms() + LAG_EVERY_MS;
 	char err[512];
 
 	pthread_mutex_lock(&h->lock);
@@ -406,9 +437,15 @@ static void *ticker_main(void *arg)
 		pthread_mutex_unlock(&h->lock);
 
 		if (now >= next_flush) {
+			/* the rollout's gates: bake time, ACK timeouts, next rollout */
+			rollout_step(p->rollout);
 			if (nodes_flush(p->nodes, err, sizeof(err)) < 0)
 				log_warn("nodes: cannot save node records: %s (will retry)", err);
 			next_flush = now + FLUSH_EVERY_MS;
+		}
+		if (now >= next_lag) {
+			nodes_check_lag(p->nodes, atomic_load(&h->version));
+			next_lag = now + LAG_EVERY_MS;
 		}
 		if (now >= next_prune) {
 			store_write_lock(p->store);

@@ -26,7 +26,8 @@ int hub_start(struct hub *h, char *err, size_t errlen);
 void hub_stop(struct hub *h);
 void hub_free(struct hub *h);
 
-/* A new version committed: wake streams and long-polls. */
+/* A new version committed, or rollout targets moved: wake streams and the
+ * long-polls whose node's target moved. */
 void hub_notify(struct hub *h, uint64_t version);
 uint64_t hub_version(struct hub *h);
 size_t hub_stream_count(struct hub *h);
@@ -35,13 +36,18 @@ size_t hub_stream_count(struct hub *h);
  * moved into the stream. Older streams of the same node are closed. */
 struct stream *hub_stream_new(struct hub *h, struct MHD_Connection *c, const char *node, uint64_t have,
 			      struct sub *sub, bool gzip);
+/* A node refused its last push and still runs version: its stream's next
+ * push starts from there (no resync round trip). */
+void hub_stream_holds(struct hub *h, const char *node, uint64_t version);
 /* libmicrohttpd content reader and its free callback, for the stream. */
 ssize_t hub_stream_read(void *cls, uint64_t pos, char *buf, size_t max);
 void hub_stream_free(void *cls);
 
-/* Suspends c until the version moves past have or deadline_ms (monotonic)
- * passes. Returns NULL (and does not suspend) when it already moved. */
-struct waiter *hub_waiter_add(struct hub *h, struct MHD_Connection *c, uint64_t have, int64_t deadline_ms);
+/* Suspends c until node's target moves from have or deadline_ms
+ * (monotonic) passes. Returns NULL (and does not suspend) when it already
+ * moved. */
+struct waiter *hub_waiter_add(struct hub *h, struct MHD_Connection *c, const char *node, uint64_t have,
+			      int64_t deadline_ms);
 /* Unregisters (if still waiting) and frees a waiter: after the connection
  * resumed, or from the completion callback. */
 void hub_waiter_release(struct hub *h, struct waiter *w);

@@ -31,6 +31,7 @@ struct node_rec {
 	uint64_t acks, nacks, stale;
 	int streams;                 /* open streams now */
 	int64_t poll_seen_ms;        /* monotonic time of the last poll */
+	int64_t behind_since_ms;     /* monotonic; 0 while at its target */
 	bool dirty;
 };
 
@@ -44,7 +45,95 @@ struct nodes {
 	size_t ndirty, dirtycap;
 	int64_t poll_window_ms;
 	uint64_t acks, nacks, stale;
+	nodes_target_fn target;
+	void *target_ctx;
+	int64_t lag_alert_ms;
 };
+
+void nodes_set_target(struct nodes *n, nodes_target_fn fn, void *ctx, double lag_alert_s)
+{
+	pthread_mutex_lock(&n->lock);
+	n->target = fn;
+	n->target_ctx = ctx;
+	n->lag_alert_ms = (int64_t)(lag_alert_s * 1000);
+	pthread_mutex_unlock(&n->lock);
+}
+
+/* Call with n->lock held. */
+static uint64_t target_of(const struct nodes *n, const struct node_rec *r, uint64_t plane_version)
+{
+	uint64_t t = n->target ? n->target(n->target_ctx, r->id) : UINT64_MAX;
+	return t == UINT64_MAX || t > plane_version ? plane_version : t;
+}
+
+static bool lagging(const struct nodes *n, const struct node_rec *r, int64_t mono)
+{
+	return r->behind_since_ms && mono - r->behind_since_ms >= n->lag_alert_ms;
+}
+
+size_t nodes_check_lag(struct nodes *n, uint64_t plane_version)
+{
+	int64_t mono = now_ms();
+	size_t count = 0;
+	pthread_mutex_lock(&n->lock);
+	for (size_t i = 0; i < n->len; i++) {
+		struct node_rec *r = n->all[i];
+		bool behind = r->acked_version < target_of(n, r, plane_version);
+		if (!behind) {
+			r->behind_since_ms = 0;
+		} else {
+			if (!r->behind_since_ms)
+				r->behind_since_ms = mono;
+			count += lagging(n, r, mono);
+		}
+	}
+	pthread_mutex_unlock(&n->lock);
+	return count;
+}
+
+static bool connected(const struct nodes *n, const struct node_rec *r, int64_t mono);
+
+size_t nodes_connected_list(struct nodes *n, char ***ids, char ***labels)
+{
+	int64_t mono = now_ms();
+	pthread_mutex_lock(&n->lock);
+	*ids = xcalloc(n->len ? n->len : 1, sizeof(char *));
+	*labels = xcalloc(n->len ? n->len : 1, sizeof(char *));
+	size_t k = 0;
+	for (size_t i = 0; i < n->len; i++) {
+		if (!connected(n, n->all[i], mono))
+			continue;
+		(*ids)[k] = xstrdup(n->all[i]->id);
+		(*labels)[k] = xstrdup(n->all[i]->labels);
+		k++;
+	}
+	pthread_mutex_unlock(&n->lock);
+	return k;
+}
+
+void nodes_list_free(char **ids, char **labels, size_t count)
+{
+	for (size_t i = 0; i < count; i++) {
+		free(ids[i]);
+		free(labels[i]);
+	}
+	free(ids);
+	free(labels);
+}
+
+bool nodes_versions(struct nodes *n, const char *id, uint64_t *sent, uint64_t *acked, int *healthy)
+{
+	pthread_mutex_lock(&n->lock);
+	intptr_t v;
+	const struct node_rec *r = strmap_get(&n->by_id, id, &v) ? (const struct node_rec *)v : NULL;
+	if (r) {
+		*sent = r->sent_version;
+		*acked = r->acked_version;
+		*healthy = r->healthy;
+	}
+	pthread_mutex_unlock(&n->lock);
+	return r != NULL;
+}
 
 bool nodes_id_valid(const char *id)
 {
@@ -152,6 +241,7 @@ struct nodes *nodes_open(struct db *db, size_t max_nodes, int64_t poll_window_ms
 	n->db = db;
 	n->max = max_nodes;
 	n->poll_window_ms = poll_window_ms;
+	n->lag_alert_ms = 60000;
 	pthread_mutex_init(&n->lock, NULL);
 	strmap_init(&n->by_id);
 	if (load(n, err, errlen) < 0) {
@@ -325,10 +415,14 @@ static void rec_json(const struct nodes *n, const struct node_rec *r, uint64_t p
 	buf_json_string(out, r->transport);
 	buf_printf(out, ",\"sent_version\":%llu,\"sent_nonce\":", (unsigned long long)r->sent_version);
 	buf_json_string(out, r->sent_nonce);
-	uint64_t lag = plane_version > r->acked_version ? plane_version - r->acked_version : 0;
-	buf_printf(out, ",\"acked_version\":%llu,\"lag\":%llu,\"healthy\":%s",
-		   (unsigned long long)r->acked_version, (unsigned long long)lag,
-		   r->healthy < 0 ? "null" : r->healthy ? "true" : "false");
+	uint64_t target = target_of(n, r, plane_version);
+	uint64_t lag = target > r->acked_version ? target - r->acked_version : 0;
+	buf_printf(out, ",\"target_version\":%llu,\"acked_version\":%llu,\"lag\":%llu,\"lagging\":%s",
+		   (unsigned long long)target, (unsigned long long)r->acked_version, (unsigned long long)lag,
+		   lagging(n, r, mono) ? "true" : "false");
+	if (r->behind_since_ms && lag)
+		buf_printf(out, ",\"behind_seconds\":%lld", (long long)((mono - r->behind_since_ms) / 1000));
+	buf_printf(out, ",\"healthy\":%s", r->healthy < 0 ? "null" : r->healthy ? "true" : "false");
 	if (r->has_nack) {
 		buf_printf(out, ",\"last_nack\":{\"version\":%llu,\"nonce\":", (unsigned long long)r->nack_version);
 		buf_json_string(out, r->nack_nonce);
@@ -388,6 +482,9 @@ void nodes_stats(struct nodes *n, struct nodes_stats *st)
 	st->connected = 0;
 	for (size_t i = 0; i < n->len; i++)
 		st->connected += connected(n, n->all[i], mono);
+	st->lagging = 0;
+	for (size_t i = 0; i < n->len; i++)
+		st->lagging += lagging(n, n->all[i], mono);
 	st->acks = n->acks;
 	st->nacks = n->nacks;
 	st->stale = n->stale;
@@ -396,14 +493,30 @@ void nodes_stats(struct nodes *n, struct nodes_stats *st)
 
 void nodes_metrics(struct nodes *n, uint64_t plane_version, struct buf *out)
 {
+	int64_t mono = now_ms();
 	pthread_mutex_lock(&n->lock);
-	buf_puts(out, "# HELP tether_node_lag Versions between the plane and the node's acked version.\n"
+	buf_puts(out, "# HELP tether_node_lag Versions between the node's target and its acked version.\n"
 		      "# TYPE tether_node_lag gauge\n");
 	for (size_t i = 0; i < n->len; i++) {
 		const struct node_rec *r = n->all[i];
+		uint64_t t = target_of(n, r, plane_version);
 		buf_printf(out, "tether_node_lag{node=\"%s\"} %llu\n", r->id,
-			   (unsigned long long)(plane_version > r->acked_version ? plane_version - r->acked_version : 0));
+			   (unsigned long long)(t > r->acked_version ? t - r->acked_version : 0));
 	}
+	buf_puts(out, "# HELP tether_node_target_version The version each node should run.\n"
+		      "# TYPE tether_node_target_version gauge\n");
+	for (size_t i = 0; i < n->len; i++)
+		buf_printf(out, "tether_node_target_version{node=\"%s\"} %llu\n", n->all[i]->id,
+			   (unsigned long long)target_of(n, n->all[i], plane_version));
+	buf_puts(out, "# HELP tether_node_lagging 1 when the node has trailed its target longer than --lag-alert.\n"
+		      "# TYPE tether_node_lagging gauge\n");
+	for (size_t i = 0; i < n->len; i++)
+		buf_printf(out, "tether_node_lagging{node=\"%s\"} %d\n", n->all[i]->id, lagging(n, n->all[i], mono) ? 1 : 0);
+	buf_puts(out, "# HELP tether_node_stale_acks_total ACKs and NACKs each node sent with a nonce that was not the latest.\n"
+		      "# TYPE tether_node_stale_acks_total counter\n");
+	for (size_t i = 0; i < n->len; i++)
+		buf_printf(out, "tether_node_stale_acks_total{node=\"%s\"} %llu\n", n->all[i]->id,
+			   (unsigned long long)n->all[i]->stale);
 	buf_puts(out, "# HELP tether_node_acked_version The version each node last acked.\n"
 		      "# TYPE tether_node_acked_version gauge\n");
 	for (size_t i = 0; i < n->len; i++)

@@ -31,12 +31,30 @@ struct ack_msg {
 };
 
 struct nodes_stats {
-	size_t nodes, connected;
+	size_t nodes, connected, lagging;
 	uint64_t acks, nacks, stale;
 };
 
+/* A node's target version (what it should run), or UINT64_MAX for the
+ * plane's newest. Called with the nodes lock held: it must not call back. */
+typedef uint64_t (*nodes_target_fn)(void *ctx, const char *node);
+
 struct nodes *nodes_open(struct db *db, size_t max_nodes, int64_t poll_window_ms, char *err, size_t errlen);
 void nodes_free(struct nodes *n);
+
+/* Per-node targets for lag (none: every node's target is the newest), and
+ * the seconds a node may trail its target before it is flagged lagging. */
+void nodes_set_target(struct nodes *n, nodes_target_fn fn, void *ctx, double lag_alert_s);
+/* Notes which nodes trail their target, and since when. Call every second
+ * or so; returns how many are lagging (behind for lag_alert_s or more). */
+size_t nodes_check_lag(struct nodes *n, uint64_t plane_version);
+
+/* The connected nodes (ids and canonical labels, copies the caller frees
+ * with nodes_list_free): the members of a rollout that starts now. */
+size_t nodes_connected_list(struct nodes *n, char ***ids, char ***labels);
+void nodes_list_free(char **ids, char **labels, size_t count);
+/* One node's sent and acked versions and health; false when unknown. */
+bool nodes_versions(struct nodes *n, const char *id, uint64_t *sent, uint64_t *acked, int *healthy);
 
 /* Checks a node id: [A-Za-z0-9._-]{1,200}. */
 bool nodes_id_valid(const char *id);

@@ -7,6 +7,7 @@
 #include "log.h"
 #include "nodes.h"
 #include "pushcache.h"
+#include "rollout.h"
 #include "store.h"
 #include "util.h"
 #include "xmalloc.h"
@@ -51,6 +52,24 @@ int plane_load_token(struct plane *p, char *err, size_t errlen)
 	return 0;
 }
 
+uint64_t plane_target(struct plane *p, const char *node)
+{
+	uint64_t t = rollout_target(p->rollout, node);
+	uint64_t newest = hub_version(p->hub);
+	return t == VERSION_LATEST || t > newest ? newest : t;
+}
+
+static uint64_t target_cb(void *ctx, const char *node)
+{
+	return rollout_target(ctx, node);
+}
+
+void plane_sent(struct plane *p, const char *node, uint64_t version, const char *nonce, bool has_content)
+{
+	nodes_sent(p->nodes, node, version, nonce);
+	rollout_sent(p->rollout, node, version, has_content);
+}
+
 void plane_nonce(struct plane *p, char *out, size_t cap)
 {
 	uint64_t seq = atomic_fetch_add(&p->nonce_seq, 1) + 1;
@@ -88,7 +107,12 @@ int plane_start(struct plane *p, char *err, size_t errlen)
 	p->nodes = nodes_open(p->db, p->cfg.max_nodes, poll_window, err, errlen);
 	if (!p->nodes)
 		return -1;
+	p->rollout = rollout_open(p, err, errlen);
+	if (!p->rollout)
+		return -1;
+	nodes_set_target(p->nodes, target_cb, p->rollout, p->cfg.lag_alert);
 	p->pushes = pushcache_new(p->store, PUSH_CACHE_ENTRIES, PUSH_CACHE_BYTES);
+	pushcache_set_target(p->pushes, target_cb, p->rollout);
 	p->hub = hub_new(p, store_version(p->store));
 	if (hub_start(p->hub, err, errlen) < 0)
 		return -1;
@@ -114,6 +138,8 @@ void plane_stop(struct plane *p)
 	p->hub = NULL;
 	pushcache_free(p->pushes);
 	p->pushes = NULL;
+	rollout_free(p->rollout);
+	p->rollout = NULL;
 	nodes_free(p->nodes);
 	p->nodes = NULL;
 	store_free(p->store);

@@ -21,6 +21,8 @@ struct plane_config {
 	char *log_level;
 	double heartbeat;
 	double bake;
+	double ack_timeout;
+	double lag_alert;
 	double send_timeout;
 	double tombstone_max_age;
 	uint64_t max_body;
@@ -53,6 +55,7 @@ struct plane {
 	struct store *store;
 	struct nodes *nodes;
 	struct pushcache *pushes;
+	struct rollout *rollout;
 	struct hub *hub;
 	struct MHD_Daemon *mhd;
 	int listen_fd;
@@ -75,5 +78,9 @@ void plane_stop(struct plane *p);
 int plane_load_token(struct plane *p, char *err, size_t errlen);
 /* Writes a fresh push nonce: "<boot id>.<sequence>". */
 void plane_nonce(struct plane *p, char *out, size_t cap);
+/* The version node should hold now: the newest, or its rollout target. */
+uint64_t plane_target(struct plane *p, const char *node);
+/* Records a push sent to node (node record and rollout counters). */
+void plane_sent(struct plane *p, const char *node, uint64_t version, const char *nonce, bool has_content);
 
 #endif

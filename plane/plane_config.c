@@ -1,5 +1,6 @@
 /* plane_config.c: tether-plane's options, their defaults and checks. */
 #include "plane.h"
+#include "rollout.h"
 #include "xmalloc.h"
 
 #include <stddef.h>
@@ -27,6 +28,10 @@ const struct opt_def plane_options[] = {
 	  "staged rollout percentages (default 1,10,100)" },
 	{ "bake", 0, OPT_SECONDS, OFF(bake), 0, 86400, NULL, "SECONDS",
 	  "time each rollout stage bakes (default 60)" },
+	{ "ack-timeout", 0, OPT_SECONDS, OFF(ack_timeout), 1, 86400, NULL, "SECONDS",
+	  "a stage's node that has not ACKed its version in this long fails the rollout (default 60)" },
+	{ "lag-alert", 0, OPT_SECONDS, OFF(lag_alert), 0, 31536000, NULL, "SECONDS",
+	  "flag a node lagging when its acked version trails its target this long (default 60)" },
 	{ "send-timeout", 0, OPT_SECONDS, OFF(send_timeout), 1, 3600, NULL, "SECONDS",
 	  "close a connection that makes no progress for this long (default 3 heartbeats, at least 30)" },
 	{ "max-body", 0, OPT_UINT, OFF(max_body), 64, 64 << 20, NULL, "BYTES",
@@ -62,6 +67,8 @@ void plane_config_defaults(struct plane_config *c)
 	c->log_level = xstrdup("info");
 	c->heartbeat = 10;
 	c->bake = 60;
+	c->ack_timeout = 60;
+	c->lag_alert = 60;
 	c->send_timeout = 0;
 	c->tombstone_max_age = 7 * 86400;
 	c->max_body = 1 << 20;
@@ -76,10 +83,10 @@ void plane_config_defaults(struct plane_config *c)
 
 int plane_config_check(struct plane_config *c, char *err, size_t errlen)
 {
-	if (strcmp(c->rollout, "staged") == 0) {
-		snprintf(err, errlen, "rollout: staged rollouts are not available in this version yet; use immediate");
+	unsigned stages[ROLLOUT_MAX_STAGES];
+	size_t nstages;
+	if (rollout_parse_stages(c->stages, stages, &nstages, err, errlen) < 0)
 		return -1;
-	}
 	if (c->max_body > c->max_request) {
 		snprintf(err, errlen, "max-body (%llu) must not exceed max-request (%llu)",
 			 (unsigned long long)c->max_body, (unsigned long long)c->max_request);

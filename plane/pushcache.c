@@ -18,6 +18,8 @@ struct pc_entry {
 
 struct pushcache {
 	struct store *store;
+	target_fn target;
+	void *target_ctx;
 	pthread_mutex_t lock;
 	struct pc_entry *head, *tail;
 	size_t entries, bytes, max_entries, max_bytes;
@@ -32,6 +34,12 @@ struct pushcache *pushcache_new(struct store *s, size_t max_entries, size_t max_
 	pc->max_bytes = max_bytes;
 	pthread_mutex_init(&pc->lock, NULL);
 	return pc;
+}
+
+void pushcache_set_target(struct pushcache *pc, target_fn fn, void *ctx)
+{
+	pc->target = fn;
+	pc->target_ctx = ctx;
 }
 
 void push_blob_unref(struct push_blob *b)
@@ -97,11 +105,21 @@ static struct pc_entry *find(struct pushcache *pc, uint64_t have, uint64_t versi
 
 struct push_blob *pushcache_get(struct pushcache *pc, uint64_t have, const struct sub *sub)
 {
+	return pushcache_get_for(pc, have, NULL, sub);
+}
+
+struct push_blob *pushcache_get_for(struct pushcache *pc, uint64_t have, const char *node, const struct sub *sub)
+{
 	const char *subkey = sub && sub->canon ? sub->canon : "";
 	struct push_blob *blob;
 
 	store_rdlock(pc->store);
 	uint64_t version = store_version(pc->store);
+	if (node && pc->target) {
+		uint64_t t = pc->target(pc->target_ctx, node);
+		if (t < version)
+			version = t;
+	}
 	bool full = have == 0 || have < store_horizon(pc->store) || have > version;
 	uint64_t key = full ? 0 : have;
 
@@ -124,7 +142,7 @@ struct push_blob *pushcache_get(struct pushcache *pc, uint64_t have, const struc
 	 * entries alive and the version still */
 	struct delta d;
 	struct buf b = BUF_INIT;
-	delta_collect(pc->store, have, sub, &d);
+	delta_collect_at(pc->store, have, version, sub, &d);
 	delta_encode_tail(&d, &b);
 	blob = xcalloc(1, sizeof(*blob));
 	atomic_init(&blob->refs, 2);   /* the cache's and the caller's */

@@ -1,7 +1,7 @@
 /* pushcache.h: encoded pushes shared by every node that needs the same one.
  * After a write, all nodes at the previous version need the same delta:
  * it is computed and encoded once, then referenced by each stream (the
- * per-node nonce is written separately, in front). Keyed by (base,
+ * per-node nonce is written separately, in front). Keyed by (base, target
  * version, subscription); least recently used entries go first. */
 #ifndef TETHER_PUSHCACHE_H
 #define TETHER_PUSHCACHE_H
@@ -28,12 +28,22 @@ struct push_blob {
 	uint32_t gz_crc;      /* CRC-32 of raw + "\n\n" */
 };
 
+/* A node's target version, or VERSION_LATEST for the store's newest.
+ * Called with the store's read lock held, so a target and the history it
+ * needs cannot move apart. */
+#define VERSION_LATEST UINT64_MAX
+typedef uint64_t (*target_fn)(void *ctx, const char *node);
+
 struct pushcache *pushcache_new(struct store *s, size_t max_entries, size_t max_bytes);
 void pushcache_free(struct pushcache *pc);
+/* Sets how a node's target is found (none: every node gets the newest). */
+void pushcache_set_target(struct pushcache *pc, target_fn fn, void *ctx);
 
 /* Returns a referenced push bringing a node at `have` to the store's
  * current version. Release with push_blob_unref. */
 struct push_blob *pushcache_get(struct pushcache *pc, uint64_t have, const struct sub *sub);
+/* The same to node's target version. */
+struct push_blob *pushcache_get_for(struct pushcache *pc, uint64_t have, const char *node, const struct sub *sub);
 /* Makes sure blob->gz is there (computed once, under the cache's lock). */
 void pushcache_gzip(struct pushcache *pc, struct push_blob *blob);
 void push_blob_unref(struct push_blob *b);

@@ -30,6 +30,8 @@ struct store {
 	struct store_entry *head, *tail;     /* change order */
 	struct store_entry *thead, *ttail;   /* tombstone order */
 	struct pathindex paths;              /* live files' output paths */
+	bool keep;                           /* a rollout may need older states */
+	uint64_t pin;                        /* ... of versions >= pin */
 };
 
 /* ---- hash index ------------------------------------------------------ */
@@ -179,8 +181,54 @@ static void path_set(struct store *s, struct store_entry *e)
 	}
 }
 
+static void hist_free(struct store_hist *h)
+{
+	while (h) {
+		struct store_hist *next = h->next;
+		free(h->body);
+		free(h);
+		h = next;
+	}
+}
+
+/* Keeps e's current state in its history (the body moves there) before a
+ * change replaces it, when some pinned version may still need it. */
+static void keep_state(struct store *s, struct store_entry *e)
+{
+	if (!s->keep || e->version == 0)
+		return;
+	struct store_hist *h = xcalloc(1, sizeof(*h));
+	h->version = e->version;
+	h->body = e->body;
+	h->body_len = e->body_len;
+	h->next = e->hist;
+	e->hist = h;
+	e->body = NULL;
+	e->body_len = 0;
+}
+
+const char *store_body_at(const struct store_entry *e, uint64_t x, size_t *len, uint64_t *version)
+{
+	if (e->version <= x) {
+		*len = e->body_len;
+		*version = e->version;
+		return e->body;
+	}
+	for (const struct store_hist *h = e->hist; h; h = h->next) {
+		if (h->version <= x) {
+			*len = h->body_len;
+			*version = h->version;
+			return h->body;
+		}
+	}
+	*len = 0;
+	*version = 0;
+	return NULL;
+}
+
 static void entry_free(struct store_entry *e)
 {
+	hist_free(e->hist);
 	free(e->file_path);
 	refs_free(e);
 	free(e->name);
@@ -204,9 +252,12 @@ static void apply_upsert(struct store *s, const char *name, char *body, size_t l
 		hash_insert(s, e);
 		s->live++;
 	} else {
+		bool was_live = e->body != NULL;
 		list_unlink(s, e);
-		if (e->body) {
+		if (was_live)
 			refs_adjust(s, e, -1);
+		keep_state(s, e);   /* may move the body into the history */
+		if (was_live) {
 			free(e->body);
 		} else {
 			tomb_unlink(s, e);
@@ -231,6 +282,7 @@ static void apply_remove(struct store *s, const char *name, uint64_t version, in
 	list_unlink(s, e);
 	refs_adjust(s, e, -1);
 	refs_free(e);
+	keep_state(s, e);
 	free(e->body);
 	e->body = NULL;
 	e->body_len = 0;
@@ -299,7 +351,8 @@ struct store *store_open(struct db *db, const struct store_opts *opts, char *err
 	pthread_rwlock_init(&s->rw, NULL);
 	pthread_mutex_init(&s->writer, NULL);
 	pathindex_init(&s->paths);
-	if (store_sqlite_load(db, load_row, s, &s->version, &s->horizon, err, errlen) < 0) {
+	if (store_sqlite_load(db, load_row, s, &s->version, &s->horizon, err, errlen) < 0 ||
+	    store_sqlite_load_history(db, s, &s->keep, &s->pin, err, errlen) < 0) {
 		store_free(s);
 		return NULL;
 	}
@@ -342,6 +395,11 @@ const struct store_entry *store_get(struct store *s, const char *name) { return 
 const struct store_entry *store_newest(struct store *s) { return s->tail; }
 const struct store_entry *store_oldest(struct store *s) { return s->head; }
 const struct store_opts *store_options(struct store *s) { return &s->opts; }
+bool store_pinned(struct store *s, uint64_t *floor)
+{
+	*floor = s->pin;
+	return s->keep;
+}
 const char *store_file_at(struct store *s, const char *path) { return pathindex_file_at(&s->paths, path); }
 uint32_t store_files_under(struct store *s, const char *dir) { return pathindex_files_under(&s->paths, dir); }
 
@@ -393,20 +451,32 @@ int store_commit(struct store *s, struct store_change *changes, size_t n,
 		size_t excess = tombs_after - s->opts.tombstone_keep;
 		pruned = xmalloc(excess * sizeof(*pruned));
 		for (struct store_entry *t = s->thead; t && npruned < excess; t = t->tnext) {
-			if (strmap_get(&revive, t->name, NULL))
-				continue;   /* revived by this very commit */
+			if (strmap_get(&revive, t->name, NULL) || t->hist)
+				continue;   /* revived by this very commit, or a rollout needs it */
 			pruned[npruned++] = t->name;
 			if (t->version > horizon)
 				horizon = t->version;
 		}
 	}
 
+	/* states a pinned version may still need go to the history table in
+	 * the same transaction */
+	const struct store_entry **kept = xmalloc((neff ? neff : 1) * sizeof(*kept));
+	size_t nkept = 0;
+	for (size_t i = 0; s->keep && i < neff; i++) {
+		const struct store_entry *e = find(s, eff[i].name);
+		if (e && e->version)
+			kept[nkept++] = e;
+	}
 	struct store_txn txn = {
 		.version = s->version + 1, .horizon = horizon, .now = now,
 		.changes = eff, .nchanges = neff, .pruned = pruned, .npruned = npruned,
+		.kept = kept, .nkept = nkept,
 	};
 	strmap_release(&revive);
-	if (store_sqlite_commit(s->db, &txn, err, errlen) < 0) {
+	int rc = store_sqlite_commit(s->db, &txn, err, errlen);
+	free(kept);
+	if (rc < 0) {
 		free(pruned);
 		free(taken);
 		free(eff);
@@ -451,6 +521,8 @@ int store_prune_aged(struct store *s, int64_t now, char *err, size_t errlen)
 	for (struct store_entry *t = s->thead; t; t = t->tnext) {
 		if (now - t->deleted_at < s->opts.tombstone_max_age)
 			break;
+		if (t->hist)
+			continue;   /* a rollout still needs what it was */
 		if (npruned == cap) {
 			cap = cap ? cap * 2 : 64;
 			pruned = xrealloc(pruned, cap * sizeof(*pruned));
@@ -476,5 +548,54 @@ int store_prune_aged(struct store *s, int64_t now, char *err, size_t errlen)
 	log_info("store: dropped %zu tombstones older than %llds; horizon now %llu", npruned,
 		 (long long)s->opts.tombstone_max_age, (unsigned long long)horizon);
 	free(pruned);
+	return 0;
+}
+
+/* Drops the history of e that no version >= floor needs: it keeps every
+ * state newer than floor and the newest one at or below it. */
+static void trim_hist(struct store_entry *e, bool keep, uint64_t floor)
+{
+	if (!keep || e->version <= floor) {
+		hist_free(e->hist);
+		e->hist = NULL;
+		return;
+	}
+	struct store_hist **pp = &e->hist;
+	while (*pp && (*pp)->version > floor)
+		pp = &(*pp)->next;
+	if (*pp) {
+		hist_free((*pp)->next);
+		(*pp)->next = NULL;
+	}
+}
+
+int store_set_pin(struct store *s, bool keep, uint64_t floor, char *err, size_t errlen)
+{
+	if (store_sqlite_trim_history(s->db, keep, floor, err, errlen) < 0)
+		return -1;
+	pthread_rwlock_wrlock(&s->rw);
+	for (struct store_entry *e = s->head; e; e = e->next)
+		if (e->hist)
+			trim_hist(e, keep, floor);
+	s->keep = keep;
+	s->pin = floor;
+	pthread_rwlock_unlock(&s->rw);
+	return 0;
+}
+
+/* Loading: a history row of an entry (rows come newest first per name). */
+int store_attach_history(struct store *s, const char *name, uint64_t version, const char *body, size_t len)
+{
+	struct store_entry *e = find(s, name);
+	if (!e)
+		return -1;
+	struct store_hist *h = xcalloc(1, sizeof(*h));
+	h->version = version;
+	h->body = body ? xstrndup(body, len) : NULL;
+	h->body_len = body ? len : 0;
+	struct store_hist **pp = &e->hist;
+	while (*pp)
+		pp = &(*pp)->next;
+	*pp = h;
 	return 0;
 }

@@ -17,6 +17,15 @@
 
 struct db;
 
+/* An older state of an entry, kept while a staged rollout may still send
+ * nodes a version before its last change. */
+struct store_hist {
+	uint64_t version;           /* the version that made this state */
+	char *body;                 /* NULL: deleted at that version */
+	size_t body_len;
+	struct store_hist *next;    /* older */
+};
+
 struct store_entry {
 	char *name;
 	char *body;                 /* canonical JSON; NULL for a tombstone */
@@ -31,6 +40,7 @@ struct store_entry {
 	struct store_entry *prev, *next;    /* change order, oldest first */
 	struct store_entry *tprev, *tnext;  /* tombstones, oldest first */
 	struct store_entry *hnext;          /* hash chain */
+	struct store_hist *hist;            /* older states, newest first */
 };
 
 struct store_opts {
@@ -79,6 +89,19 @@ uint32_t store_files_under(struct store *s, const char *dir);
  * disk). Bodies of dropped or failed changes stay with the caller. */
 int store_commit(struct store *s, struct store_change *changes, size_t n,
 		 uint64_t *version, bool *changed, char *err, size_t errlen);
+
+/* keep: keeps the states every version >= floor needs (a rollout's
+ * baseline): from now on a commit keeps what it replaces, and history that
+ * no version >= floor needs is dropped. !keep drops all history and keeps
+ * none. Durable. Hold the write lock. Returns 0, or -1 with err. */
+int store_set_pin(struct store *s, bool keep, uint64_t floor, char *err, size_t errlen);
+/* Whether history is kept, and from which version (*floor). Hold a lock. */
+bool store_pinned(struct store *s, uint64_t *floor);
+/* For loading only: appends an older state to name's history. */
+int store_attach_history(struct store *s, const char *name, uint64_t version, const char *body, size_t len);
+/* The body of e as of version x (NULL: absent then); *version gets the
+ * version of that state (0: it did not exist). Hold the read lock. */
+const char *store_body_at(const struct store_entry *e, uint64_t x, size_t *len, uint64_t *version);
 
 /* Drops tombstones past their age. Hold the write lock. */
 int store_prune_aged(struct store *s, int64_t now, char *err, size_t errlen);

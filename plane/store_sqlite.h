@@ -4,6 +4,7 @@
 #ifndef TETHER_STORE_SQLITE_H
 #define TETHER_STORE_SQLITE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -28,8 +29,16 @@ struct store_txn {
 	size_t nchanges;
 	const char *const *pruned;         /* tombstones dropped by this commit */
 	size_t npruned;
+	const struct store_entry *const *kept;  /* states moving to the history */
+	size_t nkept;
 };
 
 int store_sqlite_commit(struct db *db, const struct store_txn *txn, char *err, size_t errlen);
+
+/* Loads the history rows into s and the pin from meta. */
+int store_sqlite_load_history(struct db *db, struct store *s, bool *keep, uint64_t *pin, char *err, size_t errlen);
+/* Drops history rows no version >= floor needs (all of them when !keep),
+ * and records the pin. */
+int store_sqlite_trim_history(struct db *db, bool keep, uint64_t floor, char *err, size_t errlen);
 
 #endif

@@ -140,10 +140,10 @@ static char *describe(const struct delta *d)
 	struct buf b = BUF_INIT;
 	buf_puts(&b, "up:");
 	for (size_t i = 0; i < d->nup; i++)
-		buf_printf(&b, "%s%s@%llu", i ? "," : "", d->up[i]->name, (unsigned long long)d->up[i]->version);
+		buf_printf(&b, "%s%s@%llu", i ? "," : "", d->up[i].name, (unsigned long long)d->up[i].version);
 	buf_puts(&b, " rm:");
 	for (size_t i = 0; i < d->nrm; i++)
-		buf_printf(&b, "%s%s", i ? "," : "", d->rm[i]->name);
+		buf_printf(&b, "%s%s", i ? "," : "", d->rm[i].name);
 	return buf_detach(&b, NULL);
 }
 
@@ -253,9 +253,9 @@ static void test_delta_is_exactly_the_gap(void **state)
 	delta_collect(f->s, 1, NULL, &d);
 	assert_int_equal(d.nup, 3);
 	assert_int_equal(d.nrm, 0);
-	assert_string_equal(d.up[0]->name, "cluster/a");
-	assert_int_equal(d.up[0]->version, 3);
-	assert_string_equal(d.up[0]->body, "{\"endpoints\":[{\"address\":\"10.0.0.1\",\"port\":82}]}");
+	assert_string_equal(d.up[0].name, "cluster/a");
+	assert_int_equal(d.up[0].version, 3);
+	assert_string_equal(d.up[0].body, "{\"endpoints\":[{\"address\":\"10.0.0.1\",\"port\":82}]}");
 	store_rdunlock(f->s);
 	delta_release(&d);
 
@@ -535,8 +535,8 @@ static void test_thousand_clusters_one_changed(void **state)
 	assert_int_equal(d.version, 2);
 	assert_int_equal(d.nup, 1);
 	assert_int_equal(d.nrm, 0);
-	assert_string_equal(d.up[0]->name, "cluster/c0500");
-	assert_string_equal(d.up[0]->body, "{\"endpoints\":[{\"address\":\"10.0.0.1\",\"port\":9}]}");
+	assert_string_equal(d.up[0].name, "cluster/c0500");
+	assert_string_equal(d.up[0].body, "{\"endpoints\":[{\"address\":\"10.0.0.1\",\"port\":9}]}");
 	delta_release(&d);
 
 	delta_collect(f->s, 0, NULL, &d);
@@ -544,9 +544,9 @@ static void test_thousand_clusters_one_changed(void **state)
 	assert_int_equal(d.nup, 1000);
 	assert_int_equal(d.nrm, 0);
 	for (size_t i = 1; i < d.nup; i++)
-		assert_true(strcmp(d.up[i - 1]->name, d.up[i]->name) < 0);
-	assert_string_equal(d.up[0]->name, "cluster/c0000");
-	assert_string_equal(d.up[999]->name, "cluster/c0999");
+		assert_true(strcmp(d.up[i - 1].name, d.up[i].name) < 0);
+	assert_string_equal(d.up[0].name, "cluster/c0000");
+	assert_string_equal(d.up[999].name, "cluster/c0999");
 	delta_release(&d);
 	store_rdunlock(f->s);
 	free(c);

@@ -1,0 +1,51 @@
+/* api_rollouts.c: the rollout endpoints: GET /v1/rollouts (history),
+ * GET /v1/rollouts/current and POST /v1/rollouts/current/abort. */
+#include "http.h"
+#include "plane.h"
+#include "rollout.h"
+#include "util.h"
+
+#include <stdio.h>
+
+#define HISTORY_DEFAULT 20
+#define HISTORY_MAX 1000
+
+enum MHD_Result api_rollouts(struct plane *p, struct MHD_Connection *c)
+{
+	uint64_t limit = HISTORY_DEFAULT;
+	const char *l = http_query(c, "limit");
+	if (l && parse_uint_range(l, 1, HISTORY_MAX, &limit) < 0)
+		return http_send_error(c, MHD_HTTP_BAD_REQUEST, "limit: '%.32s' is not 1..%d", l, HISTORY_MAX);
+	char err[512];
+	struct buf b = BUF_INIT;
+	if (rollout_history_json(p->rollout, (size_t)limit, &b, err, sizeof(err)) < 0) {
+		buf_release(&b);
+		return http_send_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "%s", err);
+	}
+	return http_send_json(c, MHD_HTTP_OK, &b);
+}
+
+enum MHD_Result api_rollout_current(struct plane *p, struct MHD_Connection *c)
+{
+	struct buf b = BUF_INIT;
+	if (rollout_current_json(p->rollout, &b) < 0) {
+		buf_release(&b);
+		if (!rollout_staged(p->rollout))
+			return http_send_error(c, MHD_HTTP_NOT_FOUND, "no rollout: the plane runs with --rollout %s",
+					       p->cfg.rollout);
+		return http_send_error(c, MHD_HTTP_NOT_FOUND, "no rollout yet");
+	}
+	return http_send_json(c, MHD_HTTP_OK, &b);
+}
+
+enum MHD_Result api_rollout_abort(struct plane *p, struct MHD_Connection *c)
+{
+	enum MHD_Result ret;
+	if (!http_authorized(p, c, &ret))
+		return ret;
+	char err[512];
+	int status;
+	if (rollout_abort(p->rollout, &status, err, sizeof(err)) < 0)
+		return http_send_error(c, (unsigned)status, "%s", err);
+	return api_rollout_current(p, c);
+}

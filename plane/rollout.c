@@ -1,0 +1,790 @@
+/* rollout.c: the rollout controller (see rollout.h).
+ *
+ * Locks: `ctl` serializes transitions (start, advance, complete, revert);
+ * `lock` guards the fields targets are read from and is a leaf: nothing
+ * else is locked while it is held, so rollout_target may be called under
+ * the store's, the hub's or the nodes' locks. A transition that moves
+ * targets changes them first and moves the store's history floor after,
+ * so a push computed for an old target still finds its history. */
+#include "rollout.h"
+#include "hub.h"
+#include "log.h"
+#include "plane.h"
+#include "pushcache.h"
+#include "rollout_db.h"
+#include "rollout_order.h"
+#include "store.h"
+#include "strmap.h"
+#include "util.h"
+#include "validate.h"
+#include "xmalloc.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define REASON_MAX 1024
+
+struct member {
+	bool sent, acked;
+};
+
+struct rollout {
+	struct plane *p;
+	pthread_mutex_t ctl;
+	pthread_mutex_t lock;
+	bool staged;
+	unsigned stages[ROLLOUT_MAX_STAGES];
+	size_t nstages;
+	int64_t bake_ms, ack_timeout_ms;
+	uint64_t floor;              /* the store keeps history back to here (under ctl) */
+	/* under lock */
+	uint64_t released;           /* every node outside a rollout gets this */
+	bool have_run;
+	struct ro_run run;           /* the current or last rollout */
+	struct strmap idx;           /* member id -> index (keys: run.members) */
+	struct member *m;
+	size_t acked_reached;        /* acked among members[0..reached) */
+	int64_t wait_from;           /* ack timeouts count from here (ms) */
+	char *failure;               /* set by an ACK, acted on by the next step */
+	uint64_t started, completed, rolled_back, aborted;
+};
+
+int rollout_parse_stages(const char *s, unsigned *out, size_t *n, char *err, size_t errlen)
+{
+	*n = 0;
+	const char *p = s ? s : "";
+	unsigned last = 0;
+	while (*p) {
+		char *end;
+		if (*p < '0' || *p > '9')
+			goto bad;
+		unsigned long v = strtoul(p, &end, 10);
+		if (v < 1 || v > 100 || v <= last || *n == ROLLOUT_MAX_STAGES)
+			goto bad;
+		out[(*n)++] = (unsigned)v;
+		last = (unsigned)v;
+		p = end;
+		if (*p == ',')
+			p++;
+		else if (*p)
+			goto bad;
+	}
+	if (*n == 0 || last != 100)
+		goto bad;
+	return 0;
+bad:
+	snprintf(err, errlen, "stages: '%.64s' must be increasing percentages 1..100 ending at 100, "
+		 "at most %d (like 1,10,100)", s ? s : "", ROLLOUT_MAX_STAGES);
+	return -1;
+}
+
+bool rollout_staged(const struct rollout *r)
+{
+	return r->staged;
+}
+
+/* ---- targets and records (under lock) ------------------------------------ */
+
+static bool in_progress(const struct rollout *r)
+{
+	return r->have_run && r->run.state == RO_IN_PROGRESS;
+}
+
+static long member_of(const struct rollout *r, const char *node)
+{
+	intptr_t i;
+	return strmap_get(&r->idx, node, &i) ? (long)i : -1;
+}
+
+uint64_t rollout_target(struct rollout *r, const char *node)
+{
+	if (!r || !r->staged)
+		return VERSION_LATEST;
+	pthread_mutex_lock(&r->lock);
+	uint64_t t = r->released;
+	if (in_progress(r)) {
+		long i = member_of(r, node);
+		t = i >= 0 && (size_t)i < r->run.reached ? r->run.to : r->run.from;
+	}
+	pthread_mutex_unlock(&r->lock);
+	return t;
+}
+
+void rollout_sent(struct rollout *r, const char *node, uint64_t version, bool has_content)
+{
+	if (!r || !r->staged)
+		return;
+	pthread_mutex_lock(&r->lock);
+	if (r->have_run) {
+		struct ro_run *run = &r->run;
+		long i = member_of(r, node);
+		if (run->state == RO_IN_PROGRESS) {
+			if (version == run->to)
+				run->msgs++;
+			if (i >= 0 && version >= run->to && !r->m[i].sent) {
+				r->m[i].sent = true;
+				run->touched++;
+			}
+		} else if (run->revert && version == run->revert) {
+			if (has_content)
+				run->revert_msgs++;
+			else
+				run->bump_msgs++;
+		}
+	}
+	pthread_mutex_unlock(&r->lock);
+}
+
+void rollout_acked(struct rollout *r, const struct ack_msg *a)
+{
+	if (!r || !r->staged)
+		return;
+	bool step = false;
+	pthread_mutex_lock(&r->lock);
+	long i = in_progress(r) ? member_of(r, a->node) : -1;
+	if (i >= 0 && a->version >= r->run.to) {
+		if (a->nack || a->healthy == 0) {
+			if (!r->failure) {
+				char buf[REASON_MAX];
+				if (a->nack)
+					snprintf(buf, sizeof(buf), "node %s: NACK of version %llu: %s", a->node,
+						 (unsigned long long)a->version, a->error ? a->error : "");
+				else
+					snprintf(buf, sizeof(buf), "node %s: unhealthy after version %llu", a->node,
+						 (unsigned long long)a->version);
+				r->failure = xstrdup(buf);
+			}
+			step = true;
+		} else if (!r->m[i].acked) {
+			r->m[i].acked = true;
+			if ((size_t)i < r->run.reached) {
+				r->acked_reached++;
+				step = r->acked_reached == r->run.reached;
+			}
+		}
+	}
+	pthread_mutex_unlock(&r->lock);
+	if (step)
+		rollout_step(r);
+}
+
+/* ---- transitions (under ctl) ---------------------------------------------- */
+
+static void persist(struct rollout *r)
+{
+	char err[512];
+	pthread_mutex_lock(&r->lock);
+	/* a copy of the scalars; members are stable while ctl is held */
+	struct ro_run copy = r->run;
+	uint64_t released = r->released;
+	pthread_mutex_unlock(&r->lock);
+	if (rollout_db_save(r->p->db, &copy, released, err, sizeof(err)) < 0)
+		log_error("rollout %llu: cannot record its state: %s (it goes on; a restart may resume an older state)",
+			  (unsigned long long)copy.id, err);
+}
+
+static void set_floor(struct rollout *r, uint64_t floor)
+{
+	char err[512];
+	if (floor == r->floor)
+		return;
+	store_write_lock(r->p->store);
+	if (store_set_pin(r->p->store, true, floor, err, sizeof(err)) < 0)
+		log_warn("store: cannot trim rollout history: %s (will retry)", err);
+	else
+		r->floor = floor;
+	store_write_unlock(r->p->store);
+}
+
+static void wake_nodes(struct rollout *r)
+{
+	store_rdlock(r->p->store);
+	uint64_t newest = store_version(r->p->store);
+	store_rdunlock(r->p->store);
+	if (r->p->hub)
+		hub_notify(r->p->hub, newest);
+}
+
+/* Under lock: frees the run's members and index. */
+static void drop_members(struct rollout *r)
+{
+	strmap_release(&r->idx);
+	strmap_init(&r->idx);
+	free(r->m);
+	r->m = NULL;
+	r->acked_reached = 0;
+}
+
+/* Under lock: indexes run.members and fills the flags from the node
+ * records (a resumed rollout, or one carrying on after a revert). */
+static void index_members(struct rollout *r, bool from_records)
+{
+	struct ro_run *run = &r->run;
+	r->m = xcalloc(run->nmembers ? run->nmembers : 1, sizeof(*r->m));
+	r->acked_reached = 0;
+	for (size_t i = 0; i < run->nmembers; i++)
+		strmap_put(&r->idx, run->members[i], (intptr_t)i);
+	if (!from_records)
+		return;
+	run->touched = 0;
+	for (size_t i = 0; i < run->nmembers; i++) {
+		uint64_t sent = 0, acked = 0;
+		int healthy = -1;
+		if (!nodes_versions(r->p->nodes, run->members[i], &sent, &acked, &healthy))
+			continue;
+		r->m[i].sent = sent >= run->to;
+		r->m[i].acked = acked >= run->to && healthy != 0;
+		run->touched += r->m[i].sent;
+		if (i < run->reached && r->m[i].acked)
+			r->acked_reached++;
+	}
+}
+
+static void start(struct rollout *r, uint64_t from, uint64_t to)
+{
+	char **ids, **labels;
+	size_t n = nodes_connected_list(r->p->nodes, &ids, &labels);
+	struct ro_node *rn = xcalloc(n ? n : 1, sizeof(*rn));
+	size_t *order = xcalloc(n ? n : 1, sizeof(*order));
+	for (size_t i = 0; i < n; i++)
+		rn[i] = (struct ro_node){ ids[i], labels[i] };
+	rollout_order(rn, n, order);
+
+	struct ro_run run = { 0 };
+	run.state = RO_IN_PROGRESS;
+	run.from = from;
+	run.to = to;
+	run.reason = xstrdup("");
+	run.members = xcalloc(n ? n : 1, sizeof(char *));
+	for (size_t i = 0; i < n; i++) {
+		run.members[i] = ids[order[i]];
+		ids[order[i]] = NULL;
+	}
+	run.nmembers = n;
+	run.started_at = run.stage_at = wall_ms();
+	run.reached = rollout_stage_size(n, r->stages[0]);
+	free(rn);
+	free(order);
+	nodes_list_free(ids, labels, n);
+
+	pthread_mutex_lock(&r->lock);
+	uint64_t id = r->have_run ? r->run.id + 1 : 1;
+	drop_members(r);
+	ro_run_release(&r->run);
+	r->run = run;
+	r->run.id = id;
+	r->have_run = true;
+	r->wait_from = now_ms();
+	free(r->failure);
+	r->failure = NULL;
+	r->started++;
+	index_members(r, false);
+	pthread_mutex_unlock(&r->lock);
+
+	log_info("rollout %llu: version %llu -> %llu to %zu nodes, stages %u%% (%zu nodes) first", (unsigned long long)id,
+		 (unsigned long long)from, (unsigned long long)to, n, r->stages[0], run.reached);
+	persist(r);
+	wake_nodes(r);
+}
+
+static void complete(struct rollout *r)
+{
+	pthread_mutex_lock(&r->lock);
+	r->run.state = RO_COMPLETED;
+	r->run.finished_at = wall_ms();
+	r->released = r->run.to;
+	r->completed++;
+	uint64_t id = r->run.id, to = r->run.to;
+	pthread_mutex_unlock(&r->lock);
+	log_info("rollout %llu: version %llu reached every node", (unsigned long long)id, (unsigned long long)to);
+	persist(r);
+	wake_nodes(r);
+}
+
+/* Under lock: the next stage that holds more nodes than reached now. */
+static bool advance_locked(struct rollout *r)
+{
+	struct ro_run *run = &r->run;
+	while (run->stage + 1 < r->nstages) {
+		run->stage++;
+		size_t k = rollout_stage_size(run->nmembers, r->stages[run->stage]);
+		if (k > run->reached) {
+			for (size_t i = run->reached; i < k; i++)
+				r->acked_reached += r->m[i].acked;
+			run->reached = k;
+			run->stage_at = wall_ms();
+			r->wait_from = now_ms();
+			return true;
+		}
+	}
+	return false;
+}
+
+/* The changes that put every name changed in (from, to] back to its state
+ * at from -- or, with everything, every name changed after from. Bodies
+ * are copies. Hold the store's write lock. */
+static size_t revert_changes(struct store *s, uint64_t from, uint64_t to, bool everything, struct store_change **out)
+{
+	size_t n = 0, cap = 0;
+	struct store_change *ch = NULL;
+	store_rdlock(s);
+	for (const struct store_entry *e = store_newest(s); e && e->version > from; e = e->prev) {
+		if (!everything && e->version > to)
+			continue;   /* written after the rollout's version: the next rollout's */
+		size_t len;
+		uint64_t v;
+		const char *body = store_body_at(e, from, &len, &v);
+		if (!body && !e->body)
+			continue;   /* absent then and now */
+		if (n == cap) {
+			cap = cap ? cap * 2 : 16;
+			ch = xrealloc(ch, cap * sizeof(*ch));
+		}
+		ch[n] = (struct store_change){ .name = e->name, .body = body ? xstrndup(body, len) : NULL,
+					       .body_len = body ? len : 0 };
+		n++;
+	}
+	store_rdunlock(s);
+	*out = ch;
+	return n;
+}
+
+/* Commits the revert of the run in progress; returns the new version (or
+ * the current one when nothing needed changing), 0 on a store failure. */
+static uint64_t commit_revert(struct rollout *r, uint64_t from, uint64_t to, bool *pending, char *note, size_t notelen,
+			      char *err, size_t errlen)
+{
+	struct plane *p = r->p;
+	struct store_change *ch;
+	uint64_t version = 0;
+	bool changed = false;
+	note[0] = '\0';
+	store_write_lock(p->store);
+	uint64_t before = store_version(p->store);
+	*pending = before > to;
+	size_t n = revert_changes(p->store, from, to, false, &ch);
+	char verr[512];
+	if (validate_candidate(p->store, ch, n, p->cfg.max_resources, verr, sizeof(verr)) < 0) {
+		/* a later write leans on the reverted content: revert it too */
+		for (size_t i = 0; i < n; i++)
+			free(ch[i].body);
+		free(ch);
+		n = revert_changes(p->store, from, to, true, &ch);
+		snprintf(note, notelen, "; writes after version %llu were reverted too (%s)", (unsigned long long)to, verr);
+		*pending = false;
+	}
+	int rc = n ? store_commit(p->store, ch, n, &version, &changed, err, errlen) : 0;
+	if (!changed)
+		version = store_version(p->store);
+	store_write_unlock(p->store);
+	for (size_t i = 0; i < n; i++)
+		free(ch[i].body);
+	free(ch);
+	if (rc < 0)
+		return 0;
+	if (changed) {
+		atomic_fetch_add(&p->ctr.writes, 1);
+		log_info("store: version %llu (revert of %zu changes)", (unsigned long long)version, n);
+	}
+	return version;
+}
+
+static int revert(struct rollout *r, enum ro_state final, const char *reason, char *err, size_t errlen)
+{
+	pthread_mutex_lock(&r->lock);
+	uint64_t id = r->run.id, from = r->run.from, to = r->run.to;
+	pthread_mutex_unlock(&r->lock);
+
+	bool pending;
+	char note[700];
+	uint64_t rv = commit_revert(r, from, to, &pending, note, sizeof(note), err, errlen);
+	if (!rv) {
+		log_error("rollout %llu: cannot commit the revert: %s (will retry)", (unsigned long long)id, err);
+		return -1;
+	}
+	struct ro_run next = { 0 };
+	pthread_mutex_lock(&r->lock);
+	struct ro_run *run = &r->run;
+	run->state = final;
+	run->finished_at = wall_ms();
+	run->revert = rv;
+	free(run->reason);
+	run->reason = xasprintf("%s%s", reason, note);
+	if (final == RO_ROLLED_BACK)
+		r->rolled_back++;
+	else
+		r->aborted++;
+	if (pending) {
+		/* versions written after the rollout's are in the revert: the
+		 * nodes that had the bad change hold it now, the rest follow in
+		 * stages as a rollout of its own */
+		next.id = run->id + 1;
+		next.state = RO_IN_PROGRESS;
+		next.stage = run->stage;
+		next.reached = run->reached;
+		next.from = run->from;
+		next.to = rv;
+		next.parent = run->id;
+		next.reason = xstrdup("");
+		next.members = run->members;
+		next.nmembers = run->nmembers;
+		next.started_at = next.stage_at = wall_ms();
+		run->members = xcalloc(run->nmembers ? run->nmembers : 1, sizeof(char *));
+		for (size_t i = 0; i < run->nmembers; i++)
+			run->members[i] = xstrdup(next.members[i]);
+	} else {
+		r->released = rv;
+	}
+	uint64_t touched = run->touched;
+	pthread_mutex_unlock(&r->lock);
+
+	log_warn("rollout %llu: %s: version %llu reverted as version %llu (%llu nodes had it)", (unsigned long long)id,
+		 ro_state_name(final), (unsigned long long)to, (unsigned long long)rv, (unsigned long long)touched);
+	log_warn("rollout %llu: reason: %s", (unsigned long long)id, reason);
+	persist(r);
+	if (pending) {
+		pthread_mutex_lock(&r->lock);
+		drop_members(r);
+		ro_run_release(&r->run);
+		r->run = next;
+		r->wait_from = now_ms();
+		r->started++;
+		index_members(r, false);
+		pthread_mutex_unlock(&r->lock);
+		log_info("rollout %llu: version %llu (the revert with later writes) goes on from stage %u%%",
+			 (unsigned long long)next.id, (unsigned long long)rv, r->stages[next.stage]);
+		persist(r);
+	}
+	wake_nodes(r);
+	return 0;
+}
+
+enum action { ACT_NONE, ACT_START, ACT_ADVANCE, ACT_COMPLETE, ACT_REVERT };
+
+void rollout_step(struct rollout *r)
+{
+	if (!r || !r->staged)
+		return;
+	char err[512];
+	pthread_mutex_lock(&r->ctl);
+	for (int rounds = 0; rounds < 4; rounds++) {
+		enum action act = ACT_NONE;
+		char *reason = NULL;
+		uint64_t from = 0, to = 0;
+
+		store_rdlock(r->p->store);
+		uint64_t newest = store_version(r->p->store);
+		store_rdunlock(r->p->store);
+
+		pthread_mutex_lock(&r->lock);
+		if (in_progress(r)) {
+			struct ro_run *run = &r->run;
+			int64_t now = now_ms();
+			if (r->failure) {
+				act = ACT_REVERT;
+				reason = r->failure;
+				r->failure = NULL;
+			} else if (run->nmembers == 0) {
+				act = ACT_COMPLETE;   /* no node to wait for */
+			} else if (r->acked_reached == run->reached) {
+				if (wall_ms() - run->stage_at >= r->bake_ms)
+					act = run->reached == run->nmembers ? ACT_COMPLETE : ACT_ADVANCE;
+			} else if (now - r->wait_from > r->ack_timeout_ms) {
+				for (size_t i = 0; i < run->reached; i++) {
+					if (!r->m[i].acked) {
+						reason = xasprintf("node %s: no ACK of version %llu within %llds", run->members[i],
+								   (unsigned long long)run->to,
+								   (long long)(r->ack_timeout_ms / 1000));
+						break;
+					}
+				}
+				act = ACT_REVERT;
+			}
+			if (act == ACT_ADVANCE) {
+				if (advance_locked(r)) {
+					log_info("rollout %llu: stage %u%% (%zu of %zu nodes)", (unsigned long long)run->id,
+						 r->stages[run->stage], run->reached, run->nmembers);
+				} else {
+					act = ACT_COMPLETE;
+				}
+			}
+		} else if (newest > r->released) {
+			act = ACT_START;
+			from = r->released;
+			to = newest;
+		}
+		pthread_mutex_unlock(&r->lock);
+
+		if (act == ACT_NONE)
+			break;
+		if (act == ACT_ADVANCE) {
+			persist(r);
+			wake_nodes(r);
+		} else if (act == ACT_COMPLETE) {
+			complete(r);
+		} else if (act == ACT_START) {
+			set_floor(r, from);
+			start(r, from, to);
+		} else if (act == ACT_REVERT) {
+			int rc = revert(r, RO_ROLLED_BACK, reason ? reason : "failed", err, sizeof(err));
+			if (rc < 0) {
+				/* keep the reason for the next try */
+				pthread_mutex_lock(&r->lock);
+				if (!r->failure) {
+					r->failure = reason;
+					reason = NULL;
+				}
+				pthread_mutex_unlock(&r->lock);
+			}
+			free(reason);
+			if (rc < 0)
+				break;
+		}
+	}
+	/* nothing in flight: keep no history older than what nodes get */
+	pthread_mutex_lock(&r->lock);
+	bool idle = !in_progress(r);
+	uint64_t released = r->released;
+	pthread_mutex_unlock(&r->lock);
+	if (idle)
+		set_floor(r, released);
+	pthread_mutex_unlock(&r->ctl);
+}
+
+int rollout_abort(struct rollout *r, int *status, char *err, size_t errlen)
+{
+	if (!r || !r->staged) {
+		*status = 409;
+		snprintf(err, errlen, "no rollout: the plane runs with --rollout immediate");
+		return -1;
+	}
+	pthread_mutex_lock(&r->ctl);
+	pthread_mutex_lock(&r->lock);
+	bool running = in_progress(r);
+	pthread_mutex_unlock(&r->lock);
+	int rc = -1;
+	if (!running) {
+		*status = 409;
+		snprintf(err, errlen, "no rollout in progress");
+	} else if (revert(r, RO_ABORTED, "aborted by the operator", err, errlen) < 0) {
+		*status = 500;
+	} else {
+		rc = 0;
+	}
+	pthread_mutex_unlock(&r->ctl);
+	return rc;
+}
+
+/* ---- reporting ------------------------------------------------------------ */
+
+static void run_json(const struct rollout *r, const struct ro_run *run, bool live, struct buf *out)
+{
+	unsigned pct = run->stage < r->nstages ? r->stages[run->stage] : 100;
+	buf_printf(out, "{\"id\":%llu,\"state\":\"%s\",\"stage\":%u,\"stage_index\":%zu,\"stages\":[",
+		   (unsigned long long)run->id, ro_state_name(run->state), pct, run->stage + 1);
+	for (size_t i = 0; i < r->nstages; i++)
+		buf_printf(out, "%s%u", i ? "," : "", r->stages[i]);
+	buf_printf(out, "],\"from_version\":%llu,\"to_version\":%llu,\"revert_version\":%llu,\"parent\":%llu,"
+		   "\"touched\":%zu,\"members\":%zu,\"reached\":%zu",
+		   (unsigned long long)run->from, (unsigned long long)run->to, (unsigned long long)run->revert,
+		   (unsigned long long)run->parent, run->touched, run->nmembers, run->reached);
+	if (live)
+		buf_printf(out, ",\"acked\":%zu", r->acked_reached);
+	buf_puts(out, ",\"reason\":");
+	if (run->reason && *run->reason)
+		buf_json_string(out, run->reason);
+	else
+		buf_puts(out, "null");
+	buf_printf(out, ",\"started_at\":%.3f,\"stage_started_at\":%.3f,\"finished_at\":", run->started_at / 1000.0,
+		   run->stage_at / 1000.0);
+	if (run->finished_at)
+		buf_printf(out, "%.3f", run->finished_at / 1000.0);
+	else
+		buf_puts(out, "null");
+	buf_printf(out, ",\"bake\":%g,\"messages\":%llu,\"revert_messages\":%llu,\"version_only_messages\":%llu}",
+		   r->bake_ms / 1000.0, (unsigned long long)run->msgs, (unsigned long long)run->revert_msgs,
+		   (unsigned long long)run->bump_msgs);
+}
+
+int rollout_current_json(struct rollout *r, struct buf *out)
+{
+	if (!r)
+		return -1;
+	pthread_mutex_lock(&r->lock);
+	int rc = -1;
+	if (r->have_run) {
+		run_json(r, &r->run, true, out);
+		rc = 0;
+	}
+	pthread_mutex_unlock(&r->lock);
+	return rc;
+}
+
+int rollout_history_json(struct rollout *r, size_t limit, struct buf *out, char *err, size_t errlen)
+{
+	struct ro_run *runs;
+	size_t n;
+	if (rollout_db_load(r->p->db, limit, false, &runs, &n, err, errlen) < 0)
+		return -1;
+	pthread_mutex_lock(&r->lock);
+	buf_putc(out, '[');
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			buf_putc(out, ',');
+		bool live = r->have_run && runs[i].id == r->run.id;
+		/* the live record counts messages the database has not yet */
+		run_json(r, live ? &r->run : &runs[i], live, out);
+	}
+	buf_putc(out, ']');
+	pthread_mutex_unlock(&r->lock);
+	for (size_t i = 0; i < n; i++)
+		ro_run_release(&runs[i]);
+	free(runs);
+	return 0;
+}
+
+void rollout_metrics(struct rollout *r, struct buf *out)
+{
+	pthread_mutex_lock(&r->lock);
+	const struct ro_run *run = &r->run;
+	buf_puts(out, "# HELP tether_rollout_state The current or last rollout: 0 none, 1 in progress, 2 completed, "
+		      "3 rolled back, 4 aborted.\n# TYPE tether_rollout_state gauge\n");
+	buf_printf(out, "tether_rollout_state %d\n", r->have_run ? (int)run->state : 0);
+	buf_puts(out, "# HELP tether_rollout_stage_percent The stage the current or last rollout reached.\n"
+		      "# TYPE tether_rollout_stage_percent gauge\n");
+	buf_printf(out, "tether_rollout_stage_percent %u\n", r->have_run ? r->stages[run->stage] : 0);
+	buf_puts(out, "# HELP tether_rollout_id The id of the current or last rollout.\n# TYPE tether_rollout_id gauge\n");
+	buf_printf(out, "tether_rollout_id %llu\n", r->have_run ? (unsigned long long)run->id : 0ULL);
+	buf_puts(out, "# HELP tether_rollout_touched Nodes the current or last rollout sent its version.\n"
+		      "# TYPE tether_rollout_touched gauge\n");
+	buf_printf(out, "tether_rollout_touched %zu\n", r->have_run ? run->touched : 0);
+	buf_puts(out, "# HELP tether_released_version The version every node outside a rollout gets.\n"
+		      "# TYPE tether_released_version gauge\n");
+	buf_printf(out, "tether_released_version %llu\n", (unsigned long long)r->released);
+	buf_puts(out, "# HELP tether_rollouts_total Rollouts since the plane started, by how they ended.\n"
+		      "# TYPE tether_rollouts_total counter\n");
+	buf_printf(out, "tether_rollouts_total{result=\"started\"} %llu\n", (unsigned long long)r->started);
+	buf_printf(out, "tether_rollouts_total{result=\"completed\"} %llu\n", (unsigned long long)r->completed);
+	buf_printf(out, "tether_rollouts_total{result=\"rolled_back\"} %llu\n", (unsigned long long)r->rolled_back);
+	buf_printf(out, "tether_rollouts_total{result=\"aborted\"} %llu\n", (unsigned long long)r->aborted);
+	pthread_mutex_unlock(&r->lock);
+}
+
+/* ---- start-up ------------------------------------------------------------- */
+
+struct rollout *rollout_open(struct plane *p, char *err, size_t errlen)
+{
+	struct rollout *r = xcalloc(1, sizeof(*r));
+	r->p = p;
+	pthread_mutex_init(&r->ctl, NULL);
+	pthread_mutex_init(&r->lock, NULL);
+	strmap_init(&r->idx);
+	r->staged = strcmp(p->cfg.rollout, "staged") == 0;
+	r->bake_ms = (int64_t)(p->cfg.bake * 1000);
+	r->ack_timeout_ms = (int64_t)(p->cfg.ack_timeout * 1000);
+	if (rollout_parse_stages(p->cfg.stages, r->stages, &r->nstages, err, errlen) < 0)
+		goto fail;
+
+	struct ro_run *runs;
+	size_t n;
+	if (rollout_db_load(p->db, 1, true, &runs, &n, err, errlen) < 0)
+		goto fail;
+	if (n) {
+		r->run = runs[0];
+		r->have_run = true;
+	}
+	free(runs);
+
+	store_rdlock(p->store);
+	uint64_t newest = store_version(p->store);
+	store_rdunlock(p->store);
+	uint64_t released;
+	int have = rollout_db_released(p->db, &released);
+	if (have < 0) {
+		snprintf(err, errlen, "database: cannot read the released version");
+		goto fail;
+	}
+	/* first start under staged (or the store went back): all of it is out */
+	if (!have || released > newest)
+		released = newest;
+	r->released = released;
+
+	if (!r->staged) {
+		if (in_progress(r)) {
+			r->run.state = RO_ABORTED;
+			r->run.finished_at = wall_ms();
+			free(r->run.reason);
+			r->run.reason = xstrdup("ended when the plane restarted with --rollout immediate: every node "
+						"gets the newest version");
+			r->released = newest;
+			persist(r);
+		}
+		store_write_lock(p->store);
+		int rc = store_set_pin(p->store, false, 0, err, errlen);
+		store_write_unlock(p->store);
+		if (rc < 0)
+			goto fail;
+		return r;
+	}
+
+	/* the store keeps history back to the released version only while
+	 * staged: after a spell of --rollout immediate it has none, and all
+	 * that is stored counts as released */
+	uint64_t floor = 0;
+	store_write_lock(p->store);
+	bool keep = store_pinned(p->store, &floor);
+	store_write_unlock(p->store);
+	bool history = keep && floor <= r->released;
+	if (in_progress(r) && (!history || r->run.from < floor || r->run.to > newest || r->run.from > r->run.to ||
+			       r->run.stage >= r->nstages)) {
+		log_warn("rollout %llu: cannot resume (versions %llu..%llu, store at %llu, history from %llu, "
+			 "%zu stages): ended; every node gets version %llu", (unsigned long long)r->run.id,
+			 (unsigned long long)r->run.from, (unsigned long long)r->run.to, (unsigned long long)newest,
+			 (unsigned long long)floor, r->nstages, (unsigned long long)newest);
+		r->run.state = RO_ABORTED;
+		r->run.finished_at = wall_ms();
+		free(r->run.reason);
+		r->run.reason = xstrdup("ended at a restart: the store or --stages no longer fit it");
+		history = false;
+	}
+	if (!history)
+		r->released = newest;
+	if (in_progress(r)) {
+		r->released = r->run.from;
+		index_members(r, true);
+		r->wait_from = now_ms();
+		log_info("rollout %llu: resumed at stage %u%% (%zu of %zu nodes), version %llu -> %llu",
+			 (unsigned long long)r->run.id, r->stages[r->run.stage], r->run.reached, r->run.nmembers,
+			 (unsigned long long)r->run.from, (unsigned long long)r->run.to);
+	}
+	/* history must reach back to the baseline before anything commits */
+	store_write_lock(p->store);
+	int rc = store_set_pin(p->store, true, r->released, err, errlen);
+	store_write_unlock(p->store);
+	if (rc < 0)
+		goto fail;
+	r->floor = r->released;
+	if (r->have_run)
+		persist(r);
+	else if (rollout_db_set_released(p->db, r->released, err, errlen) < 0)
+		goto fail;
+	return r;
+fail:
+	rollout_free(r);
+	return NULL;
+}
+
+void rollout_free(struct rollout *r)
+{
+	if (!r)
+		return;
+	drop_members(r);
+	strmap_release(&r->idx);
+	ro_run_release(&r->run);
+	free(r->failure);
+	pthread_mutex_destroy(&r->ctl);
+	pthread_mutex_destroy(&r->lock);
+	free(r);
+}

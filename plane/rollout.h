@@ -1,0 +1,61 @@
+/* rollout.h: the rollout controller. With --rollout immediate every node's
+ * target is the newest version. With --rollout staged each new version
+ * becomes a rollout: the nodes connected at its start, in a label-
+ * stratified order, move from the released version to the new one stage by
+ * stage (--stages percentages); a stage advances when every node in it has
+ * ACKed the new version, healthy where it reports health, and --bake
+ * seconds have passed. A NACK, an unhealthy ACK or a node silent past
+ * --ack-timeout stops the rollout and reverts: the baseline content is
+ * committed as a new, higher version that every node gets. One rollout at
+ * a time; versions committed meanwhile go out in the next one. State and
+ * history live in the store's database; a restarted plane resumes. */
+#ifndef TETHER_ROLLOUT_H
+#define TETHER_ROLLOUT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "nodes.h"
+
+#define ROLLOUT_MAX_STAGES 16
+
+struct plane;
+struct rollout;
+
+/* Parses "1,10,100": increasing percentages 1..100 ending at 100. */
+int rollout_parse_stages(const char *s, unsigned *out, size_t *n, char *err, size_t errlen);
+
+/* Loads the last rollout and the released version; resumes a rollout in
+ * progress (or, under --rollout immediate, ends it). Needs p->db, p->store
+ * and p->nodes. NULL with err on failure. */
+struct rollout *rollout_open(struct plane *p, char *err, size_t errlen);
+void rollout_free(struct rollout *r);
+bool rollout_staged(const struct rollout *r);
+
+/* The version node should hold now, or UINT64_MAX for the newest. Safe
+ * from any thread and under the store, hub or nodes locks. */
+uint64_t rollout_target(struct rollout *r, const char *node);
+
+/* Moves the controller on: starts a rollout for new versions, advances a
+ * stage whose gate is met, reverts after a failure or a timeout. Call
+ * without holding any lock: after a commit, after an ACK, and from the
+ * ticker. */
+void rollout_step(struct rollout *r);
+/* A push of version (carrying resources or not) went to node. */
+void rollout_sent(struct rollout *r, const char *node, uint64_t version, bool has_content);
+/* An accepted ACK or NACK (nonce-matched). */
+void rollout_acked(struct rollout *r, const struct ack_msg *m);
+/* Stops the rollout in progress and reverts it. Returns 0, or -1 with err
+ * (nothing in progress: 1 in *status 409; a store failure: 500). */
+int rollout_abort(struct rollout *r, int *status, char *err, size_t errlen);
+
+/* The current or last rollout as JSON; -1 when there has been none. */
+int rollout_current_json(struct rollout *r, struct buf *out);
+/* The last `limit` rollouts, newest first, as a JSON array. */
+int rollout_history_json(struct rollout *r, size_t limit, struct buf *out, char *err, size_t errlen);
+/* Prometheus lines: state, stage, counters. */
+void rollout_metrics(struct rollout *r, struct buf *out);
+
+#endif

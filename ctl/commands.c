@@ -608,10 +608,25 @@ static char *nack_cell(const cJSON *nack)
 	return cell;
 }
 
+/* "3", or "3 LAGGING(75s)" when the plane flags the node: behind its
+ * target for longer than the plane's --lag-alert. */
+static char *lag_cell(const cJSON *node)
+{
+	char *lag = value_cell(cJSON_GetObjectItemCaseSensitive(node, "lag"));
+	if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(node, "lagging")))
+		return lag;
+	uint64_t secs;
+	char *cell = json_get_u64(cJSON_GetObjectItemCaseSensitive(node, "behind_seconds"), &secs)
+			     ? xasprintf("%s LAGGING(%" PRIu64 "s)", lag, secs)
+			     : xasprintf("%s LAGGING", lag);
+	free(lag);
+	return cell;
+}
+
 int cmd_nodes(const struct ctl_ctx *cx, int argc, char **argv)
 {
 	struct client_answer ans = { 0, BUF_INIT };
-	struct table t = { 6, 0, NULL };
+	struct table t = { 7, 0, NULL };
 	cJSON *doc = NULL;
 	int rc = 1;
 	(void)argc;
@@ -630,15 +645,16 @@ int cmd_nodes(const struct ctl_ctx *cx, int argc, char **argv)
 		ctl_error("unexpected answer from the plane: nodes are not a list");
 		goto fail;
 	}
-	char *head[] = { xstrdup("NODE"), xstrdup("ACKED"), xstrdup("LAG"), xstrdup("CONNECTED"),
+	char *head[] = { xstrdup("NODE"), xstrdup("TARGET"), xstrdup("ACKED"), xstrdup("LAG"), xstrdup("CONNECTED"),
 			 xstrdup("LAST NACK"), xstrdup("LABELS") };
 	table_row(&t, head);
 	for (const cJSON *n = doc->child; n; n = n->next) {
 		const char *id = json_get_string(n, "node");
 		char *row[] = {
 			cell_text(id ? id : "?", 200),
+			value_cell(cJSON_GetObjectItemCaseSensitive(n, "target_version")),
 			value_cell(cJSON_GetObjectItemCaseSensitive(n, "acked_version")),
-			value_cell(cJSON_GetObjectItemCaseSensitive(n, "lag")),
+			lag_cell(n),
 			value_cell(cJSON_GetObjectItemCaseSensitive(n, "connected")),
 			nack_cell(cJSON_GetObjectItemCaseSensitive(n, "last_nack")),
 			labels_cell(cJSON_GetObjectItemCaseSensitive(n, "labels")),
@@ -655,9 +671,12 @@ fail:
 }
 
 static const struct known_field rollout_fields[] = {
-	{ "id", "rollout" }, { "state", "state" }, { "stage", "stage" },
-	{ "from_version", "from version" }, { "to_version", "to version" },
-	{ "touched", "touched" }, { "reason", "reason" },
+	{ "id", "rollout" }, { "state", "state" }, { "stage", "stage %" },
+	{ "stages", "stages %" }, { "from_version", "from version" }, { "to_version", "to version" },
+	{ "members", "nodes" }, { "reached", "nodes in stage" }, { "acked", "acked in stage" },
+	{ "touched", "touched" }, { "revert_version", "revert version" }, { "reason", "reason" },
+	{ "messages", "messages" }, { "revert_messages", "revert messages" },
+	{ "version_only_messages", "version-only messages" },
 };
 
 /* Prints a rollout answer as "label: value" lines (or raw with --json). */

@@ -8,6 +8,7 @@
  * so a push computed for an old target still finds its history. */
 #include "rollout.h"
 #include "hub.h"
+#include "resource.h"
 #include "log.h"
 #include "plane.h"
 #include "pushcache.h"
@@ -19,6 +20,7 @@
 #include "validate.h"
 #include "xmalloc.h"
 
+#include <cjson/cJSON.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -322,6 +324,18 @@ static bool advance_locked(struct rollout *r)
 	return false;
 }
 
+/* The references of an old body, which the store tracks per resource.
+ * The body passed these checks when it was written. */
+static void old_refs(struct store_change *c)
+{
+	char err[256];
+	cJSON *doc = cJSON_ParseWithLength(c->body, c->body_len);
+	if (!doc || resource_validate(c->name, doc, 0, &c->refs, err, sizeof(err)) < 0)
+		log_warn("rollout: the reverted body of %s no longer passes the checks (%s); restored as it was",
+			 c->name, doc ? err : "not JSON");
+	cJSON_Delete(doc);
+}
+
 /* The changes that put every name changed in (from, to] back to its state
  * at from -- or, with everything, every name changed after from. Bodies
  * are copies. Hold the store's write lock. */
@@ -342,13 +356,25 @@ static size_t revert_changes(struct store *s, uint64_t from, uint64_t to, bool e
 			cap = cap ? cap * 2 : 16;
 			ch = xrealloc(ch, cap * sizeof(*ch));
 		}
-		ch[n] = (struct store_change){ .name = e->name, .body = body ? xstrndup(body, len) : NULL,
+		/* the name is copied too: the commit may drop entries */
+		ch[n] = (struct store_change){ .name = xstrdup(e->name), .body = body ? xstrndup(body, len) : NULL,
 					       .body_len = body ? len : 0 };
+		if (body)
+			old_refs(&ch[n]);
 		n++;
 	}
 	store_rdunlock(s);
 	*out = ch;
 	return n;
+}
+
+static void free_changes(struct store_change *ch, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free((char *)ch[i].name);
+		free(ch[i].body);
+	}
+	free(ch);
 }
 
 /* Commits the revert of the run in progress; returns the new version (or
@@ -368,9 +394,7 @@ static uint64_t commit_revert(struct rollout *r, uint64_t from, uint64_t to, boo
 	char verr[512];
 	if (validate_candidate(p->store, ch, n, p->cfg.max_resources, verr, sizeof(verr)) < 0) {
 		/* a later write leans on the reverted content: revert it too */
-		for (size_t i = 0; i < n; i++)
-			free(ch[i].body);
-		free(ch);
+		free_changes(ch, n);
 		n = revert_changes(p->store, from, to, true, &ch);
 		snprintf(note, notelen, "; writes after version %llu were reverted too (%s)", (unsigned long long)to, verr);
 		*pending = false;
@@ -379,9 +403,7 @@ static uint64_t commit_revert(struct rollout *r, uint64_t from, uint64_t to, boo
 	if (!changed)
 		version = store_version(p->store);
 	store_write_unlock(p->store);
-	for (size_t i = 0; i < n; i++)
-		free(ch[i].body);
-	free(ch);
+	free_changes(ch, n);
 	if (rc < 0)
 		return 0;
 	if (changed) {

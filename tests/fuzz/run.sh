@@ -16,7 +16,7 @@ fi
 SRCDIR=$(cd "$1" && pwd)
 BUILDDIR=$(cd "$2" && pwd)
 shift 2
-TARGETS=${*:-json resource labels sub numbers sse push lastgood render}
+TARGETS=${*:-json resource labels sub numbers sse push lastgood render stages}
 CLANG=${CLANG:-clang}
 SECONDS_PER_TARGET=${FUZZ_SECONDS:-30}
 OUT=$BUILDDIR/fuzz

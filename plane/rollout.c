@@ -68,10 +68,12 @@ int rollout_parse_stages(const char *s, unsigned *out, size_t *n, char *err, siz
 		out[(*n)++] = (unsigned)v;
 		last = (unsigned)v;
 		p = end;
-		if (*p == ',')
-			p++;
-		else if (*p)
+		if (*p == ',') {
+			if (!*++p)
+				goto bad;   /* "1,10,100,": a trailing comma */
+		} else if (*p) {
 			goto bad;
+		}
 	}
 	if (*n == 0 || last != 100)
 		goto bad;

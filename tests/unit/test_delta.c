@@ -1,5 +1,7 @@
 /* test_delta.c: unit tests of plane/delta.c over a store in a temporary
- * directory: the gap, snapshots, make-before-break order, subscriptions. */
+ * directory: the gap, snapshots, make-before-break order, subscriptions,
+ * and deltas to an older target version over the store's history
+ * (delta_collect_at). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -553,6 +555,264 @@ static void test_thousand_clusters_one_changed(void **state)
 	free(names);
 }
 
+/* ---- deltas to an older version (staged rollouts) --------------------- */
+
+static void set_pin(struct fixture *f, bool keep, uint64_t floor)
+{
+	char err[256] = "";
+	store_write_lock(f->s);
+	int rc = store_set_pin(f->s, keep, floor, err, sizeof(err));
+	store_write_unlock(f->s);
+	if (rc < 0)
+		fail_msg("store_set_pin: %s", err);
+}
+
+static uint64_t putp(struct fixture *f, const char *name, int port)
+{
+	char body[128];
+	cluster_port(body, sizeof(body), port);
+	return put1(f, name, body);
+}
+
+/* "up:a@2=81,b@3=82 rm:c": each upsert's version and the port in its body. */
+static char *describe_bodies(const struct delta *d)
+{
+	struct buf b = BUF_INIT;
+	buf_puts(&b, "up:");
+	for (size_t i = 0; i < d->nup; i++) {
+		const struct delta_item *u = &d->up[i];
+		assert_non_null(u->body);
+		assert_int_equal(u->body_len, strlen(u->body));
+		const char *p = strstr(u->body, "\"port\":");
+		buf_printf(&b, "%s%s@%llu=%d", i ? "," : "", u->name, (unsigned long long)u->version,
+			   p ? atoi(p + 7) : -1);
+	}
+	buf_puts(&b, " rm:");
+	for (size_t i = 0; i < d->nrm; i++) {
+		assert_null(d->rm[i].body);
+		buf_printf(&b, "%s%s", i ? "," : "", d->rm[i].name);
+	}
+	return buf_detach(&b, NULL);
+}
+
+static void expect_at(struct fixture *f, uint64_t have, uint64_t x, const struct sub *sub, bool full,
+		      const char *want)
+{
+	struct delta d;
+	store_rdlock(f->s);
+	delta_collect_at(f->s, have, x, sub, &d);
+	char *got = describe_bodies(&d);
+	store_rdunlock(f->s);
+	if (strcmp(got, want) != 0)
+		fail_msg("have %llu to %llu: got '%s', want '%s'", (unsigned long long)have, (unsigned long long)x,
+			 got, want);
+	assert_int_equal(d.version, x);
+	if (d.full != full)
+		fail_msg("have %llu to %llu: full is %d, want %d", (unsigned long long)have, (unsigned long long)x,
+			 d.full, full);
+	assert_int_equal(d.base, full ? 0 : have);
+	free(got);
+	delta_release(&d);
+}
+
+/* Versions 1..5, pinned at 1:
+ *   1: a=80 b=80 c=80 r=80
+ *   2: a=81 c=90
+ *   3: b=82, c removed, e=83 created, r removed
+ *   4: a=84
+ *   5: e=85, r re-created =95 */
+static void older_scenario(struct fixture *f)
+{
+	struct store_change c[4];
+	up(&c[0], "cluster/a", CLUSTER);
+	up(&c[1], "cluster/b", CLUSTER);
+	up(&c[2], "cluster/c", CLUSTER);
+	up(&c[3], "cluster/r", CLUSTER);
+	assert_int_equal(commit(f, c, 4), 1);
+	set_pin(f, true, 1);
+	char b1[128], b2[128];
+	cluster_port(b1, sizeof(b1), 81);
+	cluster_port(b2, sizeof(b2), 90);
+	up(&c[0], "cluster/a", b1);
+	up(&c[1], "cluster/c", b2);
+	assert_int_equal(commit(f, c, 2), 2);
+	cluster_port(b1, sizeof(b1), 82);
+	cluster_port(b2, sizeof(b2), 83);
+	up(&c[0], "cluster/b", b1);
+	rm(&c[1], "cluster/c");
+	up(&c[2], "cluster/e", b2);
+	rm(&c[3], "cluster/r");
+	assert_int_equal(commit(f, c, 4), 3);
+	assert_int_equal(putp(f, "cluster/a", 84), 4);
+	cluster_port(b1, sizeof(b1), 85);
+	cluster_port(b2, sizeof(b2), 95);
+	up(&c[0], "cluster/e", b1);
+	up(&c[1], "cluster/r", b2);
+	assert_int_equal(commit(f, c, 2), 5);
+}
+
+static void test_collect_at_older_target(void **state)
+{
+	struct fixture *f = *state;
+	older_scenario(f);
+	/* to 2: a at its body of 2; c (removed at 3) still upserted with its
+	 * body of 2; b changed only after 2, e created after 2: absent */
+	expect_at(f, 1, 2, NULL, false, "up:cluster/a@2=81,cluster/c@2=90 rm:");
+	/* to 3 */
+	expect_at(f, 1, 3, NULL, false, "up:cluster/a@2=81,cluster/b@3=82,cluster/e@3=83 rm:cluster/c,cluster/r");
+	expect_at(f, 2, 3, NULL, false, "up:cluster/b@3=82,cluster/e@3=83 rm:cluster/c,cluster/r");
+	/* to 4 */
+	expect_at(f, 3, 4, NULL, false, "up:cluster/a@4=84 rm:");
+	expect_at(f, 2, 4, NULL, false, "up:cluster/a@4=84,cluster/b@3=82,cluster/e@3=83 rm:cluster/c,cluster/r");
+	/* at the target already: nothing */
+	expect_at(f, 2, 2, NULL, false, "up: rm:");
+	expect_at(f, 1, 1, NULL, false, "up: rm:");
+	/* to the newest: the same as delta_collect */
+	expect_at(f, 1, 5, NULL, false,
+		  "up:cluster/a@4=84,cluster/b@3=82,cluster/e@5=85,cluster/r@5=95 rm:cluster/c");
+	expect_at(f, 4, 5, NULL, false, "up:cluster/e@5=85,cluster/r@5=95 rm:");
+	expect_delta(f, 4, NULL, false, 4, "up:cluster/e@5,cluster/r@5 rm:");
+	/* with a subscription */
+	struct sub s;
+	char err[128];
+	assert_int_equal(sub_parse("cluster/c,cluster/e", &s, err, sizeof(err)), 0);
+	expect_at(f, 1, 2, &s, false, "up:cluster/c@2=90 rm:");
+	expect_at(f, 1, 3, &s, false, "up:cluster/e@3=83 rm:cluster/c");
+	sub_release(&s);
+}
+
+static void test_collect_at_snapshot(void **state)
+{
+	struct fixture *f = *state;
+	older_scenario(f);
+	/* exactly the resources live at x, with their bodies at x */
+	expect_at(f, 0, 1, NULL, true, "up:cluster/a@1=80,cluster/b@1=80,cluster/c@1=80,cluster/r@1=80 rm:");
+	expect_at(f, 0, 2, NULL, true, "up:cluster/a@2=81,cluster/b@1=80,cluster/c@2=90,cluster/r@1=80 rm:");
+	expect_at(f, 0, 3, NULL, true, "up:cluster/a@2=81,cluster/b@3=82,cluster/e@3=83 rm:");
+	expect_at(f, 0, 4, NULL, true, "up:cluster/a@4=84,cluster/b@3=82,cluster/e@3=83 rm:");
+	expect_at(f, 0, 5, NULL, true, "up:cluster/a@4=84,cluster/b@3=82,cluster/e@5=85,cluster/r@5=95 rm:");
+	/* a node ahead of its target gets the snapshot at the target */
+	expect_at(f, 4, 2, NULL, true, "up:cluster/a@2=81,cluster/b@1=80,cluster/c@2=90,cluster/r@1=80 rm:");
+	expect_at(f, 99, 3, NULL, true, "up:cluster/a@2=81,cluster/b@3=82,cluster/e@3=83 rm:");
+	/* encoded: version is the target */
+	struct delta d;
+	struct buf b = BUF_INIT;
+	buf_puts(&b, "{");
+	store_rdlock(f->s);
+	delta_collect_at(f->s, 0, 3, NULL, &d);
+	delta_encode_tail(&d, &b);
+	store_rdunlock(f->s);
+	delta_release(&d);
+	cJSON *v = cJSON_Parse(b.data);
+	if (!v)
+		fail_msg("push does not parse: %s", b.data);
+	assert_int_equal(cJSON_GetObjectItemCaseSensitive(v, "version")->valuedouble, 3);
+	assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(v, "upserts")), 3);
+	cJSON_Delete(v);
+	buf_release(&b);
+}
+
+static void test_collect_at_revert_sends_only_the_version(void **state)
+{
+	struct fixture *f = *state;
+	struct store_change c[3];
+	up(&c[0], "cluster/a", CLUSTER);
+	up(&c[1], "cluster/b", CLUSTER);
+	up(&c[2], "cluster/k", CLUSTER);
+	assert_int_equal(commit(f, c, 3), 1);
+	set_pin(f, true, 1);
+	/* 2: the rollout's version: a changed, b removed, z created */
+	char body[128];
+	cluster_port(body, sizeof(body), 81);
+	up(&c[0], "cluster/a", body);
+	rm(&c[1], "cluster/b");
+	up(&c[2], "cluster/z", CLUSTER);
+	assert_int_equal(commit(f, c, 3), 2);
+	/* 3: the revert: the content of 1 as a new version */
+	up(&c[0], "cluster/a", CLUSTER);
+	up(&c[1], "cluster/b", CLUSTER);
+	rm(&c[2], "cluster/z");
+	assert_int_equal(commit(f, c, 3), 3);
+
+	/* a node still at 1 gets nothing but the version */
+	expect_at(f, 1, 3, NULL, false, "up: rm:");
+	struct delta d;
+	struct buf b = BUF_INIT;
+	store_rdlock(f->s);
+	delta_collect_at(f->s, 1, 3, NULL, &d);
+	delta_encode_tail(&d, &b);
+	store_rdunlock(f->s);
+	delta_release(&d);
+	assert_string_equal(b.data, "\"version\":3,\"base\":1,\"full\":false,\"upserts\":[],\"removed\":[]}");
+	buf_release(&b);
+	/* a node that applied 2 gets the restoring content */
+	expect_at(f, 2, 3, NULL, false, "up:cluster/a@3=80,cluster/b@3=80 rm:cluster/z");
+	/* to the newest (delta_collect) the same holds */
+	expect_delta(f, 1, NULL, false, 1, "up: rm:");
+	expect_delta(f, 2, NULL, false, 2, "up:cluster/a@3,cluster/b@3 rm:cluster/z");
+
+	/* one resource reverted, another really changed: only the change */
+	putp(f, "cluster/k", 44);   /* 4 */
+	expect_at(f, 1, 4, NULL, false, "up:cluster/k@4=44 rm:");
+	expect_at(f, 1, 3, NULL, false, "up: rm:");
+
+	/* once the history no longer reaches back to the node's version,
+	 * the gap is sent whole */
+	set_pin(f, true, 2);
+	expect_at(f, 1, 3, NULL, false, "up:cluster/a@3=80,cluster/b@3=80 rm:cluster/z");
+	expect_at(f, 2, 3, NULL, false, "up:cluster/a@3=80,cluster/b@3=80 rm:cluster/z");
+	/* unpinned: to the newest, the whole gap as before */
+	set_pin(f, false, 0);
+	expect_at(f, 1, 4, NULL, false, "up:cluster/a@3=80,cluster/b@3=80,cluster/k@4=44 rm:cluster/z");
+	expect_delta(f, 1, NULL, false, 1, "up:cluster/a@3,cluster/b@3,cluster/k@4 rm:cluster/z");
+}
+
+static void test_collect_at_without_history_is_collect(void **state)
+{
+	struct fixture *f = *state;
+	struct store_change c[3];
+	up(&c[0], "cluster/a", CLUSTER);
+	up(&c[1], "cluster/b", CLUSTER);
+	up(&c[2], "route/r", ROUTE);
+	commit(f, c, 3);                 /* 1 */
+	putp(f, "cluster/a", 81);        /* 2 */
+	putp(f, "cluster/a", 80);        /* 3: back to its body of 1 */
+	del1(f, "cluster/b");            /* 4 */
+	put1(f, "cluster/t", CLUSTER);   /* 5 */
+	del1(f, "cluster/t");            /* 6 */
+	put1(f, "cluster/b", CLUSTER);   /* 7: re-created */
+	put1(f, "secret/s", SECRET);     /* 8 */
+	uint64_t floor = 7;
+	store_rdlock(f->s);
+	assert_false(store_pinned(f->s, &floor));
+	store_rdunlock(f->s);
+	/* the existing behaviour: a revert is resent, a created-and-removed
+	 * name is a removal */
+	expect_delta(f, 1, NULL, false, 1, "up:secret/s@8,cluster/a@3,cluster/b@7 rm:cluster/t");
+	expect_delta(f, 5, NULL, false, 5, "up:secret/s@8,cluster/b@7 rm:cluster/t");
+	for (uint64_t have = 0; have <= 9; have++) {
+		struct delta d1, d2;
+		store_rdlock(f->s);
+		delta_collect(f->s, have, NULL, &d1);
+		delta_collect_at(f->s, have, store_version(f->s), NULL, &d2);
+		char *a = describe(&d1);
+		char *b = describe(&d2);
+		store_rdunlock(f->s);
+		assert_string_equal(a, b);
+		assert_int_equal(d1.version, d2.version);
+		assert_int_equal(d1.base, d2.base);
+		assert_int_equal(d1.full, d2.full);
+		for (size_t i = 0; i < d1.nup; i++) {
+			assert_ptr_equal(d1.up[i].body, d2.up[i].body);
+			assert_int_equal(d1.up[i].body_len, d2.up[i].body_len);
+		}
+		free(a);
+		free(b);
+		delta_release(&d1);
+		delta_release(&d2);
+	}
+}
+
 int main(void)
 {
 	log_init("test_delta", LOG_LVL_WARN);
@@ -570,6 +830,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_delta_with_subscription, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_encode_tail_is_json, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_thousand_clusters_one_changed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_collect_at_older_target, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_collect_at_snapshot, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_collect_at_revert_sends_only_the_version, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_collect_at_without_history_is_collect, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,5 +1,6 @@
 /* test_store.c: unit tests of plane/store.c, store_sqlite.c and db.c in a
- * temporary data directory: versions, tombstones, the horizon, reopening. */
+ * temporary data directory: versions, tombstones, the horizon, reopening,
+ * and the history a staged rollout pins (store_set_pin, store_body_at). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -650,6 +651,405 @@ static void test_referrers_after_reopen(void **state)
 	assert_int_equal(e->nrefs, 2);
 }
 
+/* ---- history (staged rollouts) ---------------------------------------- */
+
+static void set_pin(struct fixture *f, bool keep, uint64_t floor)
+{
+	char err[256] = "";
+	store_write_lock(f->s);
+	int rc = store_set_pin(f->s, keep, floor, err, sizeof(err));
+	store_write_unlock(f->s);
+	if (rc < 0)
+		fail_msg("store_set_pin: %s", err);
+}
+
+/* A cluster body told apart by its port. */
+static const char *cport(char *out, size_t cap, int port)
+{
+	snprintf(out, cap, "{\"endpoints\":[{\"address\":\"10.0.0.1\",\"port\":%d}]}", port);
+	return out;
+}
+
+static uint64_t putp(struct fixture *f, const char *name, int port)
+{
+	char b[96];
+	return put1(f, name, cport(b, sizeof(b), port));
+}
+
+/* name's state at x: "P<port>@<version>", "-@<version>" absent (removed),
+ * "none" when there is no entry. */
+static char *state_at(struct fixture *f, const char *name, uint64_t x)
+{
+	struct buf b = BUF_INIT;
+	store_rdlock(f->s);
+	const struct store_entry *e = store_get(f->s, name);
+	if (!e) {
+		buf_puts(&b, "none");
+	} else {
+		size_t len = 12345;
+		uint64_t v = 12345;
+		const char *body = store_body_at(e, x, &len, &v);
+		if (body) {
+			assert_int_equal(len, strlen(body));
+			const char *p = strstr(body, "\"port\":");
+			assert_non_null(p);
+			buf_printf(&b, "P%d@%llu", atoi(p + 7), (unsigned long long)v);
+		} else {
+			assert_int_equal(len, 0);
+			buf_printf(&b, "-@%llu", (unsigned long long)v);
+		}
+	}
+	store_rdunlock(f->s);
+	return buf_detach(&b, NULL);
+}
+
+static void expect_at(struct fixture *f, const char *name, uint64_t x, const char *want)
+{
+	char *got = state_at(f, name, x);
+	if (strcmp(got, want) != 0)
+		fail_msg("%s at %llu: got %s, want %s", name, (unsigned long long)x, got, want);
+	free(got);
+}
+
+/* name's kept states, newest first: "3,2-,1" ('-': deleted at that version). */
+static char *hist_of(struct fixture *f, const char *name)
+{
+	struct buf b = BUF_INIT;
+	buf_puts(&b, "");
+	store_rdlock(f->s);
+	const struct store_entry *e = store_get(f->s, name);
+	assert_non_null(e);
+	uint64_t last = UINT64_MAX;
+	for (const struct store_hist *h = e->hist; h; h = h->next) {
+		assert_true(h->version < last);   /* newest first, strictly */
+		assert_true(h->version < e->version);
+		last = h->version;
+		buf_printf(&b, "%s%llu%s", b.len ? "," : "", (unsigned long long)h->version, h->body ? "" : "-");
+		if (h->body)
+			assert_int_equal(h->body_len, strlen(h->body));
+	}
+	store_rdunlock(f->s);
+	return buf_detach(&b, NULL);
+}
+
+static void expect_hist(struct fixture *f, const char *name, const char *want)
+{
+	char *got = hist_of(f, name);
+	if (strcmp(got, want) != 0)
+		fail_msg("history of %s: got '%s', want '%s'", name, got, want);
+	free(got);
+}
+
+static void expect_pin(struct fixture *f, bool keep, uint64_t floor)
+{
+	uint64_t fl = 12345;
+	store_rdlock(f->s);
+	bool k = store_pinned(f->s, &fl);
+	store_rdunlock(f->s);
+	assert_int_equal(k, keep);
+	assert_int_equal(fl, floor);
+}
+
+/* a: upserts, removal, re-creation; b: removed; c: created after the pin;
+ * d: untouched. Versions 1..7, pinned at 1. */
+static void history_scenario(struct fixture *f)
+{
+	struct store_change c[2];
+	char b1[96], b2[96];
+	up(&c[0], "cluster/a", cport(b1, sizeof(b1), 1));
+	up(&c[1], "cluster/b", cport(b2, sizeof(b2), 1));
+	assert_int_equal(commit(f, c, 2, NULL), 1);
+	assert_int_equal(putp(f, "cluster/d", 1), 2);
+	set_pin(f, true, 1);
+	assert_int_equal(putp(f, "cluster/a", 3), 3);
+	assert_int_equal(putp(f, "cluster/a", 4), 4);
+	assert_int_equal(del1(f, "cluster/a"), 5);
+	assert_int_equal(putp(f, "cluster/a", 6), 6);
+	assert_int_equal(del1(f, "cluster/b"), 7);
+	assert_int_equal(putp(f, "cluster/c", 8), 8);
+}
+
+static const struct {
+	const char *name;
+	const char *at[10];   /* state at x = 0..9 */
+} history_want[] = {
+	{ "cluster/a", { "-@0", "P1@1", "P1@1", "P3@3", "P4@4", "-@5", "P6@6", "P6@6", "P6@6", "P6@6" } },
+	{ "cluster/b", { "-@0", "P1@1", "P1@1", "P1@1", "P1@1", "P1@1", "P1@1", "-@7", "-@7", "-@7" } },
+	{ "cluster/c", { "-@0", "-@0", "-@0", "-@0", "-@0", "-@0", "-@0", "-@0", "P8@8", "P8@8" } },
+	{ "cluster/d", { "-@0", "-@0", "P1@2", "P1@2", "P1@2", "P1@2", "P1@2", "P1@2", "P1@2", "P1@2" } },
+};
+
+static void expect_history_scenario(struct fixture *f)
+{
+	for (size_t i = 0; i < sizeof(history_want) / sizeof(history_want[0]); i++) {
+		for (uint64_t x = 1; x < 10; x++)   /* every x >= the floor */
+			expect_at(f, history_want[i].name, x, history_want[i].at[x]);
+		expect_at(f, history_want[i].name, UINT64_MAX, history_want[i].at[9]);
+	}
+	expect_hist(f, "cluster/a", "5-,4,3,1");
+	expect_hist(f, "cluster/b", "1");
+	expect_hist(f, "cluster/c", "");
+	expect_hist(f, "cluster/d", "");
+}
+
+static void test_history_kept_when_pinned(void **state)
+{
+	struct fixture *f = *state;
+	expect_pin(f, false, 0);
+	history_scenario(f);
+	expect_pin(f, true, 1);
+	expect_history_scenario(f);
+	/* the current state is unchanged by the history */
+	const struct store_entry *e = store_get(f->s, "cluster/a");
+	assert_int_equal(e->version, 6);
+	assert_non_null(e->body);
+	assert_null(store_get(f->s, "cluster/b")->body);
+	assert_int_equal(store_count(f->s), 3);
+	assert_int_equal(store_tombstone_count(f->s), 1);
+	expect_order(f->s, "cluster/d@2,cluster/a@6,-cluster/b@7,cluster/c@8");
+	/* an identical write keeps nothing and makes no version */
+	bool changed = true;
+	struct store_change c;
+	char b[96];
+	up(&c, "cluster/a", cport(b, sizeof(b), 6));
+	assert_int_equal(commit(f, &c, 1, &changed), 8);
+	assert_false(changed);
+	expect_hist(f, "cluster/a", "5-,4,3,1");
+}
+
+static void test_history_floor_above_last_change(void **state)
+{
+	struct fixture *f = *state;
+	/* pinned at 3 while a was last changed at 1: the state at 3 is the
+	 * one made at 1 */
+	putp(f, "cluster/a", 1);    /* 1 */
+	putp(f, "cluster/x", 2);    /* 2 */
+	putp(f, "cluster/x", 3);    /* 3 */
+	set_pin(f, true, 3);
+	putp(f, "cluster/a", 4);    /* 4 */
+	del1(f, "cluster/x");       /* 5 */
+	expect_at(f, "cluster/a", 3, "P1@1");
+	expect_at(f, "cluster/a", 4, "P4@4");
+	expect_at(f, "cluster/x", 3, "P3@3");
+	expect_at(f, "cluster/x", 4, "P3@3");
+	expect_at(f, "cluster/x", 5, "-@5");
+	/* x's state at 2 was not needed and never kept */
+	expect_hist(f, "cluster/x", "3");
+}
+
+static void test_history_not_kept_when_unpinned(void **state)
+{
+	struct fixture *f = *state;
+	history_scenario(f);
+	/* the scenario pins; start over unpinned */
+	set_pin(f, false, 0);
+	expect_pin(f, false, 0);
+	expect_hist(f, "cluster/a", "");
+	expect_hist(f, "cluster/b", "");
+	putp(f, "cluster/a", 9);    /* 9 */
+	del1(f, "cluster/d");       /* 10 */
+	putp(f, "cluster/b", 11);   /* 11: re-created */
+	expect_hist(f, "cluster/a", "");
+	expect_hist(f, "cluster/b", "");
+	expect_hist(f, "cluster/d", "");
+	/* without history only the current state is known */
+	expect_at(f, "cluster/a", 8, "-@0");
+	expect_at(f, "cluster/a", 9, "P9@9");
+	expect_at(f, "cluster/d", 9, "-@0");
+	expect_at(f, "cluster/d", 10, "-@10");
+	expect_at(f, "cluster/b", 10, "-@0");
+	reopen(f);
+	expect_pin(f, false, 0);
+	expect_hist(f, "cluster/a", "");
+	expect_hist(f, "cluster/b", "");
+	expect_hist(f, "cluster/d", "");
+	expect_hist(f, "cluster/c", "");
+
+	/* a store never pinned keeps nothing either */
+	put1(f, "cluster/n", CLUSTER);  /* 12 */
+	put1(f, "cluster/n", CLUSTER2); /* 13 */
+	del1(f, "cluster/n");           /* 14 */
+	expect_hist(f, "cluster/n", "");
+	expect_at(f, "cluster/n", 12, "-@0");
+}
+
+static void test_history_set_pin_trims(void **state)
+{
+	struct fixture *f = *state;
+	history_scenario(f);
+	putp(f, "cluster/b", 9);    /* 9: b re-created */
+	expect_hist(f, "cluster/b", "7-,1");
+	/* floor 4: a keeps 5- (newer) and 4 (the newest at or below);
+	 * b keeps 7- and 1 (its state at 4) */
+	set_pin(f, true, 4);
+	expect_pin(f, true, 4);
+	expect_hist(f, "cluster/a", "5-,4");
+	expect_hist(f, "cluster/b", "7-,1");
+	for (uint64_t x = 4; x < 10; x++) {
+		expect_at(f, "cluster/a", x, history_want[0].at[x]);
+		expect_at(f, "cluster/c", x, history_want[2].at[x]);
+		expect_at(f, "cluster/d", x, history_want[3].at[x]);
+	}
+	expect_at(f, "cluster/b", 4, "P1@1");
+	expect_at(f, "cluster/b", 8, "-@7");
+	expect_at(f, "cluster/b", 9, "P9@9");
+	/* the same after a reopen: trimmed on disk too */
+	reopen(f);
+	expect_pin(f, true, 4);
+	expect_hist(f, "cluster/a", "5-,4");
+	expect_hist(f, "cluster/b", "7-,1");
+	expect_hist(f, "cluster/c", "");
+
+	/* floor 5: a keeps only 5- (its state at 5 and 6 is the current one
+	 * from 6 on, 5- before) */
+	set_pin(f, true, 5);
+	expect_hist(f, "cluster/a", "5-");
+	expect_at(f, "cluster/a", 5, "-@5");
+	expect_at(f, "cluster/a", 6, "P6@6");
+	/* floor 7: a's last change (6) is at or below it: no history;
+	 * b's state at 7 is its removal */
+	set_pin(f, true, 7);
+	expect_hist(f, "cluster/a", "");
+	expect_hist(f, "cluster/b", "7-");
+	expect_at(f, "cluster/a", 7, "P6@6");
+	expect_at(f, "cluster/b", 7, "-@7");
+	expect_at(f, "cluster/b", 8, "-@7");
+	reopen(f);
+	expect_pin(f, true, 7);
+	expect_hist(f, "cluster/a", "");
+	expect_hist(f, "cluster/b", "7-");
+	/* floor at the newest: nothing left */
+	set_pin(f, true, 9);
+	expect_hist(f, "cluster/b", "");
+	reopen(f);
+	expect_hist(f, "cluster/b", "");
+	expect_pin(f, true, 9);
+	/* and keeping goes on from there */
+	putp(f, "cluster/b", 10);   /* 10 */
+	expect_hist(f, "cluster/b", "9");
+	expect_at(f, "cluster/b", 9, "P9@9");
+}
+
+static void test_history_survives_reopen(void **state)
+{
+	struct fixture *f = *state;
+	history_scenario(f);
+	reopen(f);
+	expect_pin(f, true, 1);
+	expect_history_scenario(f);
+	expect_order(f->s, "cluster/d@2,cluster/a@6,-cluster/b@7,cluster/c@8");
+	/* still keeping after the reopen */
+	putp(f, "cluster/c", 9);    /* 9 */
+	putp(f, "cluster/d", 10);   /* 10 */
+	expect_hist(f, "cluster/c", "8");
+	expect_hist(f, "cluster/d", "2");
+	reopen(f);
+	expect_at(f, "cluster/c", 8, "P8@8");
+	expect_at(f, "cluster/c", 7, "-@0");
+	expect_at(f, "cluster/c", 9, "P9@9");
+	expect_at(f, "cluster/d", 9, "P1@2");
+	expect_at(f, "cluster/d", 10, "P10@10");
+	expect_at(f, "cluster/a", 4, "P4@4");
+	expect_hist(f, "cluster/a", "5-,4,3,1");
+	/* unpinning is durable too */
+	set_pin(f, false, 0);
+	reopen(f);
+	expect_pin(f, false, 0);
+	expect_hist(f, "cluster/a", "");
+	expect_hist(f, "cluster/c", "");
+	expect_at(f, "cluster/a", 4, "-@0");
+}
+
+static void test_history_tombstone_not_pruned(void **state)
+{
+	struct fixture *f = *state;
+	f->opts.tombstone_keep = 1;
+	f->opts.tombstone_max_age = 100;
+	reopen(f);
+	struct store_change c[4];
+	up(&c[0], "cluster/a", CLUSTER);
+	up(&c[1], "cluster/b", CLUSTER);
+	up(&c[2], "cluster/c", CLUSTER);
+	up(&c[3], "cluster/z", CLUSTER);
+	commit(f, c, 4, NULL);          /* 1 */
+	del1(f, "cluster/c");           /* 2: a tombstone with no history */
+	set_pin(f, true, 2);
+	del1(f, "cluster/a");           /* 3: c's tombstone goes (keep 1), a has history */
+	assert_null(store_get(f->s, "cluster/c"));
+	assert_int_equal(store_horizon(f->s), 2);
+	del1(f, "cluster/b");           /* 4: over the limit, but a's tombstone stays */
+	assert_int_equal(store_tombstone_count(f->s), 2);
+	assert_int_equal(store_horizon(f->s), 2);
+	assert_non_null(store_get(f->s, "cluster/a"));
+	expect_hist(f, "cluster/a", "1");
+	expect_at(f, "cluster/a", 2, "P80@1");
+	expect_at(f, "cluster/a", 3, "-@3");
+	del1(f, "cluster/z");           /* 5 */
+	assert_int_equal(store_tombstone_count(f->s), 3);
+	char *t = tombstone_order(f->s);
+	assert_string_equal(t, "cluster/a@3,cluster/b@4,cluster/z@5");
+	free(t);
+	/* nor by age */
+	int64_t deleted = store_get(f->s, "cluster/z")->deleted_at;
+	char err[256];
+	store_write_lock(f->s);
+	assert_int_equal(store_prune_aged(f->s, deleted + 1000, err, sizeof(err)), 0);
+	store_write_unlock(f->s);
+	assert_int_equal(store_tombstone_count(f->s), 3);
+	assert_int_equal(store_horizon(f->s), 2);
+	expect_at(f, "cluster/b", 3, "P80@1");
+	/* nor after a reopen (the history comes back from disk) */
+	reopen(f);
+	assert_int_equal(store_tombstone_count(f->s), 3);
+	expect_hist(f, "cluster/a", "1");
+	put1(f, "cluster/y", CLUSTER);  /* 6 */
+	del1(f, "cluster/y");           /* 7 */
+	assert_int_equal(store_tombstone_count(f->s), 4);
+	expect_at(f, "cluster/y", 6, "P80@6");
+	expect_at(f, "cluster/z", 4, "P80@1");
+	/* once unpinned the history goes and the limit applies again */
+	set_pin(f, false, 0);
+	put1(f, "cluster/w", CLUSTER);  /* 8 */
+	del1(f, "cluster/w");           /* 9 */
+	assert_int_equal(store_tombstone_count(f->s), 1);
+	assert_int_equal(store_horizon(f->s), 7);
+	t = tombstone_order(f->s);
+	assert_string_equal(t, "cluster/w@9");
+	free(t);
+	reopen(f);
+	assert_int_equal(store_tombstone_count(f->s), 1);
+	assert_null(store_get(f->s, "cluster/a"));
+}
+
+static void test_attach_history(void **state)
+{
+	struct fixture *f = *state;
+	putp(f, "cluster/a", 1);    /* 1 */
+	putp(f, "cluster/b", 2);    /* 2 */
+	putp(f, "cluster/a", 3);    /* 3 */
+	putp(f, "cluster/a", 7);    /* 4 */
+	char b[96];
+	const char *p3 = cport(b, sizeof(b), 3);
+	store_write_lock(f->s);
+	assert_int_equal(store_attach_history(f->s, "cluster/nope", 1, p3, strlen(p3)), -1);
+	/* appended in order, newest first: the loader gives them so */
+	assert_int_equal(store_attach_history(f->s, "cluster/a", 3, p3, strlen(p3)), 0);
+	assert_int_equal(store_attach_history(f->s, "cluster/a", 2, NULL, 0), 0);
+	const char *p1 = cport(b, sizeof(b), 1);
+	assert_int_equal(store_attach_history(f->s, "cluster/a", 1, p1, strlen(p1)), 0);
+	store_write_unlock(f->s);
+	expect_hist(f, "cluster/a", "3,2-,1");
+	expect_at(f, "cluster/a", 0, "-@0");
+	expect_at(f, "cluster/a", 1, "P1@1");
+	expect_at(f, "cluster/a", 2, "-@2");
+	expect_at(f, "cluster/a", 3, "P3@3");
+	expect_at(f, "cluster/a", 4, "P7@4");
+	/* the body is a copy: the caller's buffer may change */
+	memset(b, 'x', sizeof(b) - 1);
+	expect_at(f, "cluster/a", 1, "P1@1");
+	expect_hist(f, "cluster/b", "");
+}
+
 int main(void)
 {
 	log_init("test_store", LOG_LVL_WARN);
@@ -670,6 +1070,13 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_referrers_counts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_referrers_route_before_cluster_in_one_write, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_referrers_after_reopen, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_history_kept_when_pinned, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_history_floor_above_last_change, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_history_not_kept_when_unpinned, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_history_set_pin_trims, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_history_survives_reopen, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_history_tombstone_not_pruned, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_attach_history, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -271,7 +271,7 @@ static bool make_push(struct stream *st, const char *pre, uint64_t from)
 		st->trail_len = 2;
 	}
 	log_debug("stream %s: push %llu -> %llu (%s, %zu upserts, %zu removed)", st->node,
-		  (unsigned long long)st->sent, (unsigned long long)b->version, b->full ? "snapshot" : "delta",
+		  (unsigned long long)from, (unsigned long long)b->version, b->full ? "snapshot" : "delta",
 		  b->nup, b->nrm);
 	st->sent = b->version;
 	plane_sent(p, st->node, b->version, nonce, b->nup + b->nrm > 0);

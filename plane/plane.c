@@ -134,6 +134,7 @@ void plane_stop(struct plane *p)
 	http_stop(p);
 	if (p->nodes && nodes_flush(p->nodes, err, sizeof(err)) < 0)
 		log_error("nodes: cannot save node records at exit: %s", err);
+	rollout_save(p->rollout);
 	hub_free(p->hub);
 	p->hub = NULL;
 	pushcache_free(p->pushes);

@@ -189,6 +189,18 @@ static void persist(struct rollout *r)
 			  (unsigned long long)copy.id, err);
 }
 
+/* Under lock: the oldest version the store must keep history from while
+ * no rollout is in progress: the released one, or the baseline of the
+ * last rollout when that was reverted. */
+static uint64_t floor_to_keep(const struct rollout *r)
+{
+	uint64_t keep = r->released;
+	if (r->have_run && (r->run.state == RO_ROLLED_BACK || r->run.state == RO_ABORTED) &&
+	    r->run.revert == r->released && r->run.from < keep)
+		keep = r->run.from;
+	return keep;
+}
+
 static void set_floor(struct rollout *r, uint64_t floor)
 {
 	char err[512];
@@ -244,6 +256,10 @@ static void index_members(struct rollout *r, bool from_records)
 		if (i < run->reached && r->m[i].acked)
 			r->acked_reached++;
 	}
+	/* each touched node had at least one push of `to` (a kill -9 may
+	 * have lost the counts since the last save) */
+	if (run->msgs < run->touched)
+		run->msgs = run->touched;
 }
 
 static void start(struct rollout *r, uint64_t from, uint64_t to)
@@ -567,13 +583,28 @@ void rollout_step(struct rollout *r)
 				break;
 		}
 	}
-	/* nothing in flight: keep no history older than what nodes get */
+	/* nothing in flight: keep no history older than what nodes get (and,
+	 * after a revert, the rollout's baseline: the nodes still there get
+	 * the revert as a version-only push) */
 	pthread_mutex_lock(&r->lock);
 	bool idle = !in_progress(r);
-	uint64_t released = r->released;
+	uint64_t keep = floor_to_keep(r);
 	pthread_mutex_unlock(&r->lock);
 	if (idle)
-		set_floor(r, released);
+		set_floor(r, keep);
+	pthread_mutex_unlock(&r->ctl);
+}
+
+void rollout_save(struct rollout *r)
+{
+	if (!r || !r->staged)
+		return;
+	pthread_mutex_lock(&r->ctl);
+	pthread_mutex_lock(&r->lock);
+	bool have = r->have_run;
+	pthread_mutex_unlock(&r->lock);
+	if (have)
+		persist(r);   /* the message counters move without a transition */
 	pthread_mutex_unlock(&r->ctl);
 }
 
@@ -784,12 +815,15 @@ struct rollout *rollout_open(struct plane *p, char *err, size_t errlen)
 			 (unsigned long long)r->run.from, (unsigned long long)r->run.to);
 	}
 	/* history must reach back to the baseline before anything commits */
+	uint64_t pin = in_progress(r) ? r->released : floor_to_keep(r);
+	if (pin < floor || !history)
+		pin = r->released;   /* trimmed already: what is left */
 	store_write_lock(p->store);
-	int rc = store_set_pin(p->store, true, r->released, err, errlen);
+	int rc = store_set_pin(p->store, true, pin, err, errlen);
 	store_write_unlock(p->store);
 	if (rc < 0)
 		goto fail;
-	r->floor = r->released;
+	r->floor = pin;
 	if (r->have_run)
 		persist(r);
 	else if (rollout_db_set_released(p->db, r->released, err, errlen) < 0)

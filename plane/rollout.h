@@ -51,6 +51,10 @@ void rollout_acked(struct rollout *r, const struct ack_msg *m);
  * (nothing in progress: 1 in *status 409; a store failure: 500). */
 int rollout_abort(struct rollout *r, int *status, char *err, size_t errlen);
 
+/* Records the current rollout's counters (at exit: they move between
+ * transitions without being saved). */
+void rollout_save(struct rollout *r);
+
 /* The current or last rollout as JSON; -1 when there has been none. */
 int rollout_current_json(struct rollout *r, struct buf *out);
 /* The last `limit` rollouts, newest first, as a JSON array. */

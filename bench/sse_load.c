@@ -12,7 +12,15 @@
  * arrival relative to a start time given with --start or read, one line per
  * round, from --start-file (a regular file or a FIFO). Every figure counts
  * raw bytes as read from the socket: HTTP headers, chunk-size lines and
- * CRLFs, gzip framing and SSE text. Results are key=value lines on stdout. */
+ * CRLFs, gzip framing and SSE text. Results are key=value lines on stdout.
+ *
+ * With --ack each stream is a simulated node (the staged-rollout benchmark,
+ * bench/rollout.sh): it ACKs every push it receives (POST /v1/ack echoing
+ * the push's version and nonce) over a small pool of keep-alive connections
+ * driven by the same epoll loop, NACKs instead a push whose data contains
+ * --nack-marker (saying it still runs the version it held), and a round
+ * then waits until every stream's ACK of a version >= the target was
+ * accepted. --zones K gives stream i the label zone=z(i mod K). */
 #include "buf.h"
 #include "util.h"
 #include "xmalloc.h"
@@ -42,11 +50,16 @@
 #define IP_BIND_ADDRESS_NO_PORT 24
 #endif
 
-#define LINE_KEEP 64          /* bytes of a line kept for parsing */
+#define LINE_KEEP 128         /* bytes of a line kept for parsing (a push's data: {"nonce":...) */
 #define MAX_PENDING 4         /* events completed inside one chunk */
 #define READ_BUF (64 * 1024)
 #define INFLATE_BUF (64 * 1024)
 #define MAX_CONNECT_TRIES 5
+#define NONCE_KEEP 48          /* the plane's NONCE_MAX */
+#define ACK_REQ_MAX 768
+#define ACK_RESP_MAX 2048
+#define ACK_MAX_TRIES 5
+#define ACK_TAG (1ULL << 63)   /* epoll data of an ACK connection */
 
 enum st_state { ST_IDLE, ST_CONNECTING, ST_HEADERS, ST_BODY, ST_ENDED, ST_FAILED };
 enum body_mode { B_RAW, B_SIZE, B_DATA, B_DATA_CR, B_DATA_LF, B_TRAILER, B_END };
@@ -70,8 +83,10 @@ struct stream {
 	char sline[LINE_KEEP];
 	uint32_t slen;
 	char ev_type;
-	bool ev_data;
+	bool ev_data, ev_marked;
+	uint8_t mk;           /* --nack-marker: bytes of the marker matched so far */
 	uint64_t ev_id;
+	char ev_nonce[NONCE_KEEP];
 	uint64_t chunk_left;
 	z_stream *z;
 	/* byte accounting */
@@ -91,6 +106,37 @@ struct stream {
 	bool have_push;
 	uint64_t arr_id, arr_wire, arr_sse;
 	int64_t arr_ns;
+	/* --ack: the version this node holds (what it last ACKed), and its
+	 * newest accepted ACK: version, when the push came, when the ACK
+	 * was answered */
+	uint64_t held, acked_id;
+	int64_t acked_push_ns, acked_ns;
+	int64_t arr_ack_ns;
+	uint32_t pushes, acks, nacks;
+};
+
+/* --ack: one ACK or NACK waiting to go out, or in flight */
+struct ack_item {
+	uint32_t stream;
+	uint8_t tries;
+	bool nack;
+	uint64_t version, holds;
+	int64_t push_ns;
+	char nonce[NONCE_KEEP];
+};
+
+enum ackc_state { AC_CLOSED, AC_CONNECTING, AC_READY, AC_SENDING, AC_READING };
+
+/* --ack: a keep-alive connection that carries ACKs one at a time */
+struct ackc {
+	int fd;
+	uint8_t state;
+	bool has_item;
+	struct ack_item item;
+	char out[ACK_REQ_MAX];
+	size_t out_len, out_off;
+	char in[ACK_RESP_MAX];
+	size_t in_len;
 };
 
 struct config {
@@ -98,8 +144,9 @@ struct config {
 	char host[64];
 	unsigned port;
 	uint64_t n, version, wait_push, rounds, concurrency, sources, timeout_s, linger_s;
-	const char *prefix, *start_file, *start_arg;
-	bool gzip, per_stream;
+	uint64_t zones, ack_conns;
+	const char *prefix, *start_file, *start_arg, *nack_marker;
+	bool gzip, per_stream, ack;
 };
 
 static struct config cfg;
@@ -112,6 +159,13 @@ static uint64_t n_live, n_waiting;
 static uint64_t target;           /* 0: not waiting for a push */
 static char rbuf[READ_BUF];
 static unsigned char zbuf[INFLATE_BUF];
+/* --ack */
+static struct ackc *ackcs;
+static struct ack_item *aq;       /* ring of ACKs waiting for a connection */
+static size_t aq_cap, aq_head, aq_len;
+static uint64_t ack_sent, nack_sent, ack_accepted, ack_stale, ack_errors, ack_retries, pushes_total;
+static size_t marker_len;
+static uint8_t marker_fail[256];  /* KMP failure function of the marker */
 
 /* ---- small helpers ------------------------------------------------------- */
 
@@ -325,14 +379,17 @@ static void start_connects(void)
 
 static void send_request(struct stream *st, size_t i)
 {
-	char req[512];
+	char req[512], labels[64] = "";
+	if (cfg.zones)
+		snprintf(labels, sizeof(labels), "&labels=zone%%3Dz%" PRIu64, (uint64_t)i % cfg.zones);
 	int n = snprintf(req, sizeof(req),
-			 "GET /v1/stream?node=%s%zu&version=%" PRIu64 " HTTP/1.1\r\n"
+			 "GET /v1/stream?node=%s%zu&version=%" PRIu64 "%s HTTP/1.1\r\n"
 			 "Host: %s:%u\r\n"
 			 "Accept: text/event-stream\r\n"
 			 "%s"
 			 "\r\n",
-			 cfg.prefix, i, cfg.version, cfg.host, cfg.port, cfg.gzip ? "Accept-Encoding: gzip\r\n" : "");
+			 cfg.prefix, i, cfg.version, labels, cfg.host, cfg.port,
+			 cfg.gzip ? "Accept-Encoding: gzip\r\n" : "");
 	if (n < 0 || (size_t)n >= sizeof(req)) {
 		stream_fail(st, "request too long");
 		return;
@@ -346,6 +403,310 @@ static void send_request(struct stream *st, size_t i)
 	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = i };
 	epoll_ctl(ep, EPOLL_CTL_MOD, st->fd, &ev);
 	st->state = ST_HEADERS;
+}
+
+/* ---- ACKs (--ack) ------------------------------------------------------------ */
+
+static void aq_push(const struct ack_item *it, bool front)
+{
+	if (aq_len == aq_cap) {
+		size_t ncap = aq_cap ? aq_cap * 2 : 1024;
+		struct ack_item *n = xcalloc(ncap, sizeof(*n));
+		for (size_t i = 0; i < aq_len; i++)
+			n[i] = aq[(aq_head + i) % aq_cap];
+		free(aq);
+		aq = n;
+		aq_cap = ncap;
+		aq_head = 0;
+	}
+	if (front) {
+		aq_head = (aq_head + aq_cap - 1) % aq_cap;
+		aq[aq_head] = *it;
+	} else {
+		aq[(aq_head + aq_len) % aq_cap] = *it;
+	}
+	aq_len++;
+}
+
+static bool aq_pop(struct ack_item *out)
+{
+	if (!aq_len)
+		return false;
+	*out = aq[aq_head];
+	aq_head = (aq_head + 1) % aq_cap;
+	aq_len--;
+	return true;
+}
+
+/* A push was dispatched on st: ACK it, or NACK it when it carries the
+ * marker (the node then still runs the version it held). */
+static void ack_enqueue(struct stream *st, uint64_t version, const char *nonce, bool nack, int64_t push_ns)
+{
+	struct ack_item it = { .stream = (uint32_t)(st - streams), .nack = nack, .version = version,
+			       .holds = st->held, .push_ns = push_ns };
+	snprintf(it.nonce, sizeof(it.nonce), "%s", nonce);
+	st->pushes++;
+	pushes_total++;
+	if (nack) {
+		st->nacks++;
+		nack_sent++;
+	} else {
+		st->acks++;
+		ack_sent++;
+		st->held = version;
+	}
+	aq_push(&it, false);
+}
+
+static void ackc_close(struct ackc *a)
+{
+	if (a->fd >= 0) {
+		epoll_ctl(ep, EPOLL_CTL_DEL, a->fd, NULL);
+		close(a->fd);
+		a->fd = -1;
+	}
+	a->state = AC_CLOSED;
+	a->in_len = 0;
+}
+
+/* The connection broke: its ACK goes back to the front of the queue. */
+static void ackc_drop(struct ackc *a, const char *why)
+{
+	ackc_close(a);
+	if (!a->has_item)
+		return;
+	a->has_item = false;
+	if (++a->item.tries < ACK_MAX_TRIES) {
+		ack_retries++;
+		aq_push(&a->item, true);
+		return;
+	}
+	ack_errors++;
+	warn("ack of version %" PRIu64 " for %s%u: %s; giving up", a->item.version, cfg.prefix, a->item.stream, why);
+}
+
+static void ackc_watch(struct ackc *a, uint32_t events)
+{
+	struct epoll_event ev = { .events = events, .data.u64 = ACK_TAG | (uint64_t)(a - ackcs) };
+	epoll_ctl(ep, EPOLL_CTL_MOD, a->fd, &ev);
+}
+
+static void ackc_send(struct ackc *a)
+{
+	while (a->out_off < a->out_len) {
+		ssize_t w = send(a->fd, a->out + a->out_off, a->out_len - a->out_off, MSG_NOSIGNAL);
+		if (w > 0) {
+			a->out_off += (size_t)w;
+			continue;
+		}
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			if (a->state != AC_SENDING)
+				ackc_watch(a, EPOLLIN | EPOLLOUT);
+			a->state = AC_SENDING;
+			return;
+		}
+		ackc_drop(a, w < 0 ? strerror(errno) : "send returned 0");
+		return;
+	}
+	if (a->state == AC_SENDING)
+		ackc_watch(a, EPOLLIN);
+	a->state = AC_READING;
+}
+
+static int ackc_connect(struct ackc *a)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	if (connect(fd, (struct sockaddr *)&cfg.dst, sizeof(cfg.dst)) < 0 && errno != EINPROGRESS) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	struct epoll_event ev = { .events = EPOLLOUT | EPOLLIN, .data.u64 = ACK_TAG | (uint64_t)(a - ackcs) };
+	if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
+		close(fd);
+		return -1;
+	}
+	a->fd = fd;
+	a->state = AC_CONNECTING;
+	return 0;
+}
+
+static void ackc_request(struct ackc *a)
+{
+	const struct ack_item *it = &a->item;
+	char body[512];
+	int bl;
+	if (it->nack)
+		bl = snprintf(body, sizeof(body),
+			      "{\"node\":\"%s%u\",\"version\":%" PRIu64 ",\"nonce\":\"%s\",\"status\":\"nack\","
+			      "\"error\":\"sse_load: the push carries the marker\",\"current_version\":%" PRIu64 "}",
+			      cfg.prefix, it->stream, it->version, it->nonce, it->holds);
+	else
+		bl = snprintf(body, sizeof(body),
+			      "{\"node\":\"%s%u\",\"version\":%" PRIu64 ",\"nonce\":\"%s\",\"status\":\"ack\"}",
+			      cfg.prefix, it->stream, it->version, it->nonce);
+	int n = snprintf(a->out, sizeof(a->out),
+			 "POST /v1/ack HTTP/1.1\r\nHost: %s:%u\r\nContent-Type: application/json\r\n"
+			 "Content-Length: %d\r\n\r\n%s",
+			 cfg.host, cfg.port, bl, body);
+	if (bl < 0 || (size_t)bl >= sizeof(body) || n < 0 || (size_t)n >= sizeof(a->out))
+		die("ack request too long");
+	a->out_len = (size_t)n;
+	a->out_off = 0;
+	a->in_len = 0;
+}
+
+/* The plane answered an ACK. */
+static void ack_answered(const struct ack_item *it, unsigned status, const char *body, size_t blen)
+{
+	struct stream *st = &streams[it->stream];
+	if (status != 200) {
+		if (ack_errors < 10)
+			warn("ack of version %" PRIu64 " for %s%u: HTTP %u: %.*s", it->version, cfg.prefix, it->stream,
+			     status, (int)(blen > 200 ? 200 : blen), body);
+		ack_errors++;
+		return;
+	}
+	if (!memmem(body, blen, "accepted", 8)) {
+		ack_stale++;
+		return;
+	}
+	ack_accepted++;
+	if (it->nack || it->version < st->acked_id)
+		return;
+	int64_t now = wall_ns();
+	st->acked_id = it->version;
+	st->acked_push_ns = it->push_ns;
+	st->acked_ns = now;
+	if (target && !st->got_target && it->version >= target && st->state == ST_BODY && st->got_first) {
+		st->got_target = true;
+		st->arr_id = it->version;
+		st->arr_ns = it->push_ns;
+		st->arr_ack_ns = now;
+		n_target++;
+		n_waiting--;
+	}
+}
+
+/* Parses a complete response in a->in; returns 1 when one was handled,
+ * 0 when more bytes are needed, -1 on garbage. */
+static int ackc_response(struct ackc *a)
+{
+	const char *h = a->in;
+	const char *end = memmem(h, a->in_len, "\r\n\r\n", 4);
+	if (!end)
+		return a->in_len >= sizeof(a->in) - 1 ? -1 : 0;
+	size_t hl = (size_t)(end - h) + 4;
+	if (hl < 12 || strncmp(h, "HTTP/1.", 7) != 0)
+		return -1;
+	unsigned status = (unsigned)((h[9] - '0') * 100 + (h[10] - '0') * 10 + (h[11] - '0'));
+	size_t clen = 0;
+	bool close_after = false;
+	for (const char *l = h; l < end;) {
+		const char *e = memmem(l, (size_t)(end - l) + 2, "\r\n", 2);
+		size_t ll = (size_t)(e - l);
+		if (ll > 15 && strncasecmp(l, "content-length:", 15) == 0)
+			clen = strtoul(l + 15, NULL, 10);
+		else if (ll > 11 && strncasecmp(l, "connection:", 11) == 0 && memmem(l, ll, "close", 5))
+			close_after = true;
+		l = e + 2;
+	}
+	if (hl + clen > sizeof(a->in) - 1)
+		return -1;
+	if (a->in_len < hl + clen)
+		return 0;
+	a->has_item = false;
+	ack_answered(&a->item, status, h + hl, clen);
+	a->in_len = 0;
+	if (close_after) {
+		ackc_close(a);
+	} else {
+		if (a->state == AC_SENDING)
+			ackc_watch(a, EPOLLIN);   /* answered before the request was out: stop EPOLLOUT */
+		a->state = AC_READY;
+	}
+	return 1;
+}
+
+static void ackc_readable(struct ackc *a)
+{
+	for (;;) {
+		ssize_t r = recv(a->fd, a->in + a->in_len, sizeof(a->in) - 1 - a->in_len, 0);
+		if (r > 0) {
+			if (a->state != AC_READING && a->state != AC_SENDING) {
+				ackc_drop(a, "bytes nobody asked for");
+				return;
+			}
+			a->in_len += (size_t)r;
+			int rc = ackc_response(a);
+			if (rc < 0) {
+				ackc_drop(a, "a response that does not parse");
+				return;
+			}
+			if (rc > 0 || a->state != AC_READING)
+				return;
+			continue;
+		}
+		if (r == 0) {
+			/* the plane closed it: an idle one is just gone */
+			ackc_drop(a, "connection closed before the answer");
+			return;
+		}
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN && errno != EWOULDBLOCK)
+			ackc_drop(a, strerror(errno));
+		return;
+	}
+}
+
+static void ackc_event(struct ackc *a, uint32_t events)
+{
+	if (a->state == AC_CONNECTING) {
+		int err = 0;
+		socklen_t len = sizeof(err);
+		getsockopt(a->fd, SOL_SOCKET, SO_ERROR, &err, &len);
+		if (err) {
+			ackc_drop(a, strerror(err));
+			return;
+		}
+		if (!(events & EPOLLOUT))
+			return;
+		a->state = AC_SENDING;   /* EPOLLOUT is watched already */
+		ackc_send(a);
+		return;
+	}
+	if (a->state == AC_SENDING && (events & EPOLLOUT))
+		ackc_send(a);
+	if (a->fd >= 0 && (events & (EPOLLIN | EPOLLERR | EPOLLHUP)))
+		ackc_readable(a);
+}
+
+/* Hands queued ACKs to idle connections, opening them as needed. */
+static void ack_pump(void)
+{
+	if (!cfg.ack)
+		return;
+	for (size_t k = 0; k < cfg.ack_conns && aq_len; k++) {
+		struct ackc *a = &ackcs[k];
+		if (a->has_item || (a->state != AC_CLOSED && a->state != AC_READY))
+			continue;
+		aq_pop(&a->item);
+		a->has_item = true;
+		ackc_request(a);
+		if (a->state == AC_CLOSED) {
+			if (ackc_connect(a) < 0)
+				ackc_drop(a, strerror(errno));
+			continue;
+		}
+		a->state = AC_READING;
+		ackc_send(a);
+	}
 }
 
 /* ---- events ------------------------------------------------------------------ */
@@ -372,6 +733,15 @@ static void event_complete(struct stream *st, const struct event *e, uint64_t wi
 	st->last_wire = wire;
 	st->last_sse = sse;
 	st->last_ns = e->t_ns;
+	if (cfg.ack) {
+		/* the round waits for the ACK (ack_answered); keep the bytes of
+		 * the newest push that meets the target */
+		if (target && !st->got_target && e->id >= target) {
+			st->arr_wire = wire;
+			st->arr_sse = sse;
+		}
+		return;
+	}
 	if (target && !st->got_target && e->id >= target) {
 		st->got_target = true;
 		st->arr_id = e->id;
@@ -399,6 +769,25 @@ static void finalize(struct stream *st, uint64_t pos)
 	st->npend = 0;
 }
 
+static void ack_enqueue(struct stream *st, uint64_t version, const char *nonce, bool nack, int64_t push_ns);
+
+/* The nonce of a push's data, {"nonce":"...",...}, from the kept prefix
+ * of the line. */
+static void take_nonce(struct stream *st, const char *val, size_t vl)
+{
+	static const char key[] = "{\"nonce\":\"";
+	size_t kl = sizeof(key) - 1;
+	st->ev_nonce[0] = '\0';
+	if (vl <= kl || memcmp(val, key, kl) != 0)
+		return;
+	const char *q = memchr(val + kl, '"', vl - kl);
+	size_t nl = q ? (size_t)(q - (val + kl)) : 0;
+	if (!q || nl == 0 || nl >= NONCE_KEEP)
+		return;
+	memcpy(st->ev_nonce, val + kl, nl);
+	st->ev_nonce[nl] = '\0';
+}
+
 static void sse_line(struct stream *st, int64_t t)
 {
 	const char *l = st->sline;
@@ -413,9 +802,17 @@ static void sse_line(struct stream *st, int64_t t)
 				e->t_ns = t;
 				e->sse_end = st->sse_pos;
 			}
+			if (cfg.ack && st->ev_type == 'p') {
+				if (st->ev_nonce[0])
+					ack_enqueue(st, st->ev_id, st->ev_nonce, st->ev_marked, t);
+				else
+					warn("stream %zu: a push without a nonce", (size_t)(st - streams));
+			}
 		}
 		st->ev_type = 0;
 		st->ev_data = false;
+		st->ev_marked = false;
+		st->ev_nonce[0] = '\0';
 		return;
 	}
 	if (l[0] == ':')
@@ -444,7 +841,28 @@ static void sse_line(struct stream *st, int64_t t)
 		}
 	} else if (nl == 4 && memcmp(l, "data", 4) == 0) {
 		st->ev_data = true;
+		if (cfg.ack)
+			take_nonce(st, val, vl);
 	}
+}
+
+/* --nack-marker: Knuth-Morris-Pratt over every byte of an event's lines */
+static void marker_scan(struct stream *st, const char *p, size_t n)
+{
+	const unsigned char *m = (const unsigned char *)cfg.nack_marker;
+	unsigned k = st->mk;
+	for (size_t i = 0; i < n && !st->ev_marked; i++) {
+		unsigned char c = (unsigned char)p[i];
+		while (k && m[k] != c)
+			k = marker_fail[k - 1];
+		if (m[k] == c)
+			k++;
+		if (k == marker_len) {
+			st->ev_marked = true;
+			k = 0;
+		}
+	}
+	st->mk = (uint8_t)k;
 }
 
 /* Decoded body bytes: SSE lines, of which only a prefix is kept. */
@@ -457,6 +875,8 @@ static void sse_feed(struct stream *st, const char *p, size_t n, int64_t t)
 			size_t room = LINE_KEEP - 1 - st->slen, c = k < room ? k : room;
 			memcpy(st->sline + st->slen, p, c);
 		}
+		if (marker_len)
+			marker_scan(st, p, k);
 		st->slen += (uint32_t)k;
 		st->sse_pos += k;
 		p += k;
@@ -470,6 +890,7 @@ static void sse_feed(struct stream *st, const char *p, size_t n, int64_t t)
 			st->slen--;
 		sse_line(st, t);
 		st->slen = 0;
+		st->mk = 0;
 	}
 }
 
@@ -700,6 +1121,10 @@ static void on_readable(struct stream *st)
 
 static void on_event(const struct epoll_event *ev)
 {
+	if (ev->data.u64 & ACK_TAG) {
+		ackc_event(&ackcs[ev->data.u64 & ~ACK_TAG], ev->events);
+		return;
+	}
 	size_t i = (size_t)ev->data.u64;
 	struct stream *st = &streams[i];
 	if (st->state == ST_CONNECTING) {
@@ -736,6 +1161,7 @@ static bool run_until(bool (*done)(void), int64_t deadline)
 	struct epoll_event evs[256];
 	for (;;) {
 		start_connects();
+		ack_pump();
 		if (done())
 			return true;
 		int64_t left = deadline - mono_ms();
@@ -916,13 +1342,31 @@ static void report_connect(int64_t began_ns, bool complete)
 	free(lat);
 }
 
+/* The ACK counters so far, as PREFIX.acks.* (round.R.acks.* or acks.*). */
+static void print_acks(char *prefix, size_t cap, uint64_t r)
+{
+	if (r)
+		snprintf(prefix, cap, "round.%" PRIu64 ".acks", r);
+	else
+		snprintf(prefix, cap, "acks");
+	printf("%s.pushes=%" PRIu64 "\n", prefix, pushes_total);
+	printf("%s.sent=%" PRIu64 "\n", prefix, ack_sent);
+	printf("%s.nacks_sent=%" PRIu64 "\n", prefix, nack_sent);
+	printf("%s.accepted=%" PRIu64 "\n", prefix, ack_accepted);
+	printf("%s.stale=%" PRIu64 "\n", prefix, ack_stale);
+	printf("%s.errors=%" PRIu64 "\n", prefix, ack_errors);
+	printf("%s.retries=%" PRIu64 "\n", prefix, ack_retries);
+	printf("%s.queued=%zu\n", prefix, aq_len);
+}
+
 static void report_round(uint64_t r, int64_t start_ns, int64_t began_ns, bool complete)
 {
 	int64_t base = start_ns >= 0 ? start_ns : began_ns;
 	int64_t *lat = xcalloc(cfg.n + 1, sizeof(int64_t)), *wire = xcalloc(cfg.n + 1, sizeof(int64_t));
-	int64_t *sse = xcalloc(cfg.n + 1, sizeof(int64_t));
+	int64_t *sse = xcalloc(cfg.n + 1, sizeof(int64_t)), *ack = xcalloc(cfg.n + 1, sizeof(int64_t));
 	size_t k = 0;
-	uint64_t wire_sum = 0;
+	uint64_t wire_sum = 0, id_min = UINT64_MAX, id_max = 0;
+	int64_t last_push = 0, last_ack = 0;
 	for (size_t i = 0; i < cfg.n; i++) {
 		struct stream *st = &streams[i];
 		if (!st->got_target)
@@ -930,8 +1374,22 @@ static void report_round(uint64_t r, int64_t start_ns, int64_t began_ns, bool co
 		lat[k] = st->arr_ns - base;
 		wire[k] = (int64_t)st->arr_wire;
 		sse[k] = (int64_t)st->arr_sse;
+		ack[k] = st->arr_ack_ns - base;
 		wire_sum += st->arr_wire;
-		if (cfg.per_stream)
+		if (st->arr_id < id_min)
+			id_min = st->arr_id;
+		if (st->arr_id > id_max)
+			id_max = st->arr_id;
+		if (st->arr_ns > last_push)
+			last_push = st->arr_ns;
+		if (st->arr_ack_ns > last_ack)
+			last_ack = st->arr_ack_ns;
+		if (cfg.per_stream && cfg.ack)
+			printf("stream=%zu node=%s%zu round=%" PRIu64 " id=%" PRIu64 " latency_ms=%.3f wire_bytes=%" PRIu64
+			       " sse_bytes=%" PRIu64 " ack_ms=%.3f pushes=%u acks=%u nacks=%u\n",
+			       i, cfg.prefix, i, r, st->arr_id, (double)lat[k] / 1e6, st->arr_wire, st->arr_sse,
+			       (double)ack[k] / 1e6, st->pushes, st->acks, st->nacks);
+		else if (cfg.per_stream)
 			printf("stream=%zu node=%s%zu round=%" PRIu64 " id=%" PRIu64 " latency_ms=%.3f wire_bytes=%" PRIu64
 			       " sse_bytes=%" PRIu64 "\n",
 			       i, cfg.prefix, i, r, st->arr_id, (double)lat[k] / 1e6, st->arr_wire, st->arr_sse);
@@ -955,10 +1413,28 @@ static void report_round(uint64_t r, int64_t start_ns, int64_t began_ns, bool co
 	print_stats(prefix, wire, k, 1, 1);
 	snprintf(prefix, sizeof(prefix), "round.%" PRIu64 ".sse_bytes", r);
 	print_stats(prefix, sse, k, 1, 1);
+	if (cfg.ack) {
+		/* latency_ms is the arrival of the push the stream ACKed; ack_*
+		 * when the plane answered that ACK */
+		qsort(ack, k, sizeof(*ack), cmp_i64);
+		printf("round.%" PRIu64 ".ack_p50_ms=%.3f\n", r, (double)pct(ack, k, 50) / 1e6);
+		printf("round.%" PRIu64 ".ack_p99_ms=%.3f\n", r, (double)pct(ack, k, 99) / 1e6);
+		printf("round.%" PRIu64 ".ack_max_ms=%.3f\n", r, k ? (double)ack[k - 1] / 1e6 : 0.0);
+		if (k) {
+			printf("round.%" PRIu64 ".acked_id_min=%" PRIu64 "\n", r, id_min);
+			printf("round.%" PRIu64 ".acked_id_max=%" PRIu64 "\n", r, id_max);
+			printf("round.%" PRIu64 ".last_push_at=%" PRId64 ".%06" PRId64 "\n", r, last_push / 1000000000,
+			       last_push % 1000000000 / 1000);
+			printf("round.%" PRIu64 ".last_ack_at=%" PRId64 ".%06" PRId64 "\n", r, last_ack / 1000000000,
+			       last_ack % 1000000000 / 1000);
+		}
+		print_acks(prefix, sizeof(prefix), r);
+	}
 	printf("round.%" PRIu64 ".done=1\n", r);
 	free(lat);
 	free(wire);
 	free(sse);
+	free(ack);
 }
 
 /* ---- main ---------------------------------------------------------------------- */
@@ -978,7 +1454,11 @@ static void usage(void)
 	      "  --start T          start time of the rounds: SECONDS.FRACTION or ns since the epoch\n"
 	      "  --start-file PATH  line r holds round r's start time (regular file or FIFO)\n"
 	      "  --per-stream       print one line per stream and round\n"
-	      "  --linger S         keep the streams open S seconds after the last round\n",
+	      "  --linger S         keep the streams open S seconds after the last round\n"
+	      "  --zones K          stream i connects with labels=zone=z(i mod K)\n"
+	      "  --ack              ACK every push (POST /v1/ack); rounds wait for accepted ACKs\n"
+	      "  --nack-marker STR  with --ack: NACK a push whose data contains STR\n"
+	      "  --ack-conns C      keep-alive connections carrying the ACKs (default 16)\n",
 	      stderr);
 	exit(2);
 }
@@ -1000,6 +1480,7 @@ static void parse_args(int argc, char **argv)
 	cfg.concurrency = 256;
 	cfg.timeout_s = 120;
 	cfg.rounds = 1;
+	cfg.ack_conns = 16;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (strcmp(a, "-n") == 0) {
@@ -1046,6 +1527,19 @@ static void parse_args(int argc, char **argv)
 		} else if (strcmp(a, "--linger") == 0) {
 			cfg.linger_s = num_arg(a, v, 0, 86400);
 			i++;
+		} else if (strcmp(a, "--zones") == 0) {
+			cfg.zones = num_arg(a, v, 1, 1000000);
+			i++;
+		} else if (strcmp(a, "--ack") == 0) {
+			cfg.ack = true;
+		} else if (strcmp(a, "--nack-marker") == 0) {
+			if (!v || !*v || strlen(v) > 64)
+				die("--nack-marker: expected 1..64 bytes");
+			cfg.nack_marker = v;
+			i++;
+		} else if (strcmp(a, "--ack-conns") == 0) {
+			cfg.ack_conns = num_arg(a, v, 1, 1024);
+			i++;
 		} else if (a[0] == '-') {
 			usage();
 		} else if (!target_arg) {
@@ -1073,12 +1567,14 @@ static void parse_args(int argc, char **argv)
 		die("--sources needs a 127.x.x.x destination");
 	if (cfg.start_arg && cfg.start_file)
 		die("give --start or --start-file, not both");
+	if (cfg.nack_marker && !cfg.ack)
+		die("--nack-marker needs --ack");
 }
 
 static void raise_nofile(void)
 {
 	struct rlimit rl;
-	rlim_t want = (rlim_t)cfg.n + 64;
+	rlim_t want = (rlim_t)cfg.n + (cfg.ack ? (rlim_t)cfg.ack_conns : 0) + 64;
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
 		return;
 	if (rl.rlim_cur >= want)
@@ -1105,8 +1601,27 @@ int main(int argc, char **argv)
 	if (ep < 0)
 		die("epoll_create1: %s", strerror(errno));
 	streams = xcalloc(cfg.n, sizeof(*streams));
-	for (size_t i = 0; i < cfg.n; i++)
+	for (size_t i = 0; i < cfg.n; i++) {
 		streams[i].fd = -1;
+		streams[i].held = cfg.version;
+	}
+	if (cfg.ack) {
+		ackcs = xcalloc(cfg.ack_conns, sizeof(*ackcs));
+		for (size_t k = 0; k < cfg.ack_conns; k++)
+			ackcs[k].fd = -1;
+	}
+	if (cfg.nack_marker) {
+		const unsigned char *m = (const unsigned char *)cfg.nack_marker;
+		marker_len = strlen(cfg.nack_marker);
+		marker_fail[0] = 0;
+		for (size_t i = 1, k = 0; i < marker_len; i++) {
+			while (k && m[i] != m[k])
+				k = marker_fail[k - 1];
+			if (m[i] == m[k])
+				k++;
+			marker_fail[i] = (uint8_t)k;
+		}
+	}
 
 	int64_t began = wall_ns();
 	bool ok = run_until(all_first, mono_ms() + (int64_t)cfg.timeout_s * 1000);
@@ -1122,6 +1637,17 @@ int main(int argc, char **argv)
 		for (size_t i = 0; i < cfg.n; i++) {
 			struct stream *st = &streams[i];
 			st->got_target = false;
+			if (cfg.ack) {
+				/* an ACK accepted before the round counts with its own times */
+				if (st->acked_id >= target) {
+					st->got_target = true;
+					st->arr_id = st->acked_id;
+					st->arr_ns = st->acked_push_ns;
+					st->arr_ack_ns = st->acked_ns;
+					n_target++;
+				}
+				continue;
+			}
 			/* a push that came before the round counts with its own time */
 			if (st->have_push && st->last_id >= target) {
 				st->got_target = true;
@@ -1149,11 +1675,21 @@ int main(int argc, char **argv)
 		fflush(stdout);
 		run_until(never, mono_ms() + (int64_t)cfg.linger_s * 1000);
 	}
+	if (cfg.ack) {
+		char prefix[64];
+		print_acks(prefix, sizeof(prefix), 0);
+		if (ack_errors)
+			rc = 1;
+	}
 	printf("finished=1\n");
 	fflush(stdout);
 	for (size_t i = 0; i < cfg.n; i++)
 		stream_close(&streams[i]);
 	free(streams);
+	for (size_t k = 0; cfg.ack && k < cfg.ack_conns; k++)
+		ackc_close(&ackcs[k]);
+	free(ackcs);
+	free(aq);
 	buf_release(&start_buf);
 	close(ep);
 	if (start_fd >= 0)

@@ -58,7 +58,7 @@ check_eq "every status.json says synced" "synced=20" "$states"
 check "the plane sees all 20 ACKed at $V1 with lag 0" wait_until 10 acked_all "$V1" "${NODES[@]}"
 table=$(ctl nodes)
 check_eq "tetherctl nodes lists 20 nodes with lag 0" 20 \
-	"$(echo "$table" | awk 'NR > 1 && $1 ~ /^n[0-9][0-9]$/ && $2 == '"$V1"' && $3 == 0 && $4 == "yes"' | wc -l)"
+	"$(echo "$table" | awk 'NR > 1 && $1 ~ /^n[0-9][0-9]$/ && $2 == '"$V1"' && $3 == '"$V1"' && $4 == 0 && $5 == "yes"' | wc -l)"
 bad=""
 for n in "${NODES[@]}"; do
 	[ "$(cat "$WORK/$n.out/motd.txt" 2>/dev/null)" = "hello, fleet" ] || bad="$bad $n:motd"

@@ -115,8 +115,8 @@ enum MHD_Result api_ack(struct plane *p, struct MHD_Connection *c, struct reques
 	}
 	if (res == ACK_ACCEPTED && m.nack && has_holds && holds < m.version)
 		hub_stream_holds(p->hub, m.node, holds);
-	if (res == ACK_ACCEPTED)
-		rollout_acked(p->rollout, &m);
+	if (res == ACK_ACCEPTED && rollout_acked(p->rollout, &m) && nodes_flush(p->nodes, err, sizeof(err)) < 0)
+		log_warn("nodes: cannot save node records: %s (will retry)", err);
 	if (m.nack && res == ACK_ACCEPTED)
 		log_warn("node %s: NACK of version %llu: %s", m.node, (unsigned long long)m.version, m.error);
 	else if (res == ACK_STALE)

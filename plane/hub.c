@@ -115,7 +115,10 @@ static void wake_waiter(struct hub *h, struct waiter *w)
 
 void hub_notify(struct hub *h, uint64_t version)
 {
-	atomic_store(&h->version, version);
+	/* only forward: two notifiers may race with versions out of order */
+	uint_fast64_t cur = atomic_load(&h->version);
+	while (cur < version && !atomic_compare_exchange_weak(&h->version, &cur, version))
+		;
 	pthread_mutex_lock(&h->lock);
 	for (struct stream *st = h->streams; st; st = st->next)
 		wake_stream(st);
@@ -309,9 +312,8 @@ ssize_t hub_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 		st->hb_due = false;
 		/* the delta starts where the node is: what it was sent, or what
 		 * it said it still runs after refusing that */
-		uint64_t from = st->holds ? st->holds - 1 : st->sent;
-		if (need_push)
-			st->holds = 0;
+		uint64_t holds = st->holds;
+		uint64_t from = holds && holds - 1 < st->sent ? holds - 1 : st->sent;
 		pthread_mutex_unlock(&h->lock);
 
 		if (closing) {
@@ -338,16 +340,24 @@ ssize_t hub_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 				pthread_mutex_unlock(&h->lock);
 			}
 		}
-		if (!need_push || !make_push(st, pre, from))
+		if (need_push && make_push(st, pre, from)) {
+			pthread_mutex_lock(&h->lock);
+			if (st->holds == holds)
+				st->holds = 0;   /* used */
+			pthread_mutex_unlock(&h->lock);
+		} else {
 			make_heartbeat(st, pre);
+		}
 	}
 }
 
 void hub_stream_holds(struct hub *h, const char *node, uint64_t version)
 {
 	pthread_mutex_lock(&h->lock);
+	/* the reader uses it when it is below what it sent (st->sent is the
+	 * reader's own) */
 	for (struct stream *st = h->streams; st; st = st->next)
-		if (!st->closing && strcmp(st->node, node) == 0 && version < st->sent)
+		if (!st->closing && strcmp(st->node, node) == 0)
 			st->holds = version + 1;
 	pthread_mutex_unlock(&h->lock);
 }

@@ -49,6 +49,7 @@ struct rollout {
 	struct member *m;
 	size_t acked_reached;        /* acked among members[0..reached) */
 	int64_t wait_from;           /* ack timeouts count from here (ms) */
+	int64_t start_after;         /* no new rollout before (ms): nodes reconnect */
 	char *failure;               /* set by an ACK, acted on by the next step */
 	uint64_t started, completed, rolled_back, aborted;
 };
@@ -141,14 +142,15 @@ void rollout_sent(struct rollout *r, const char *node, uint64_t version, bool ha
 	pthread_mutex_unlock(&r->lock);
 }
 
-void rollout_acked(struct rollout *r, const struct ack_msg *a)
+bool rollout_acked(struct rollout *r, const struct ack_msg *a)
 {
 	if (!r || !r->staged)
-		return;
-	bool step = false;
+		return false;
+	bool step = false, member = false;
 	pthread_mutex_lock(&r->lock);
 	long i = in_progress(r) ? member_of(r, a->node) : -1;
 	if (i >= 0 && a->version >= r->run.to) {
+		member = true;
 		if (a->nack || a->healthy == 0) {
 			if (!r->failure) {
 				char buf[REASON_MAX];
@@ -172,21 +174,29 @@ void rollout_acked(struct rollout *r, const struct ack_msg *a)
 	pthread_mutex_unlock(&r->lock);
 	if (step)
 		rollout_step(r);
+	return member;
 }
 
 /* ---- transitions (under ctl) ---------------------------------------------- */
 
-static void persist(struct rollout *r)
+/* Records run (and released). Transitions record their new state before
+ * they make it live, so a restart never resumes behind what nodes got. */
+static void persist_run(struct rollout *r, const struct ro_run *run, uint64_t released)
 {
 	char err[512];
+	if (rollout_db_save(r->p->db, run, released, err, sizeof(err)) < 0)
+		log_error("rollout %llu: cannot record its state: %s (it goes on; a restart may resume an older state)",
+			  (unsigned long long)run->id, err);
+}
+
+static void persist(struct rollout *r)
+{
 	pthread_mutex_lock(&r->lock);
 	/* a copy of the scalars; members are stable while ctl is held */
 	struct ro_run copy = r->run;
 	uint64_t released = r->released;
 	pthread_mutex_unlock(&r->lock);
-	if (rollout_db_save(r->p->db, &copy, released, err, sizeof(err)) < 0)
-		log_error("rollout %llu: cannot record its state: %s (it goes on; a restart may resume an older state)",
-			  (unsigned long long)copy.id, err);
+	persist_run(r, &copy, released);
 }
 
 /* Under lock: the oldest version the store must keep history from while
@@ -291,10 +301,14 @@ static void start(struct rollout *r, uint64_t from, uint64_t to)
 
 	pthread_mutex_lock(&r->lock);
 	uint64_t id = r->have_run ? r->run.id + 1 : 1;
+	pthread_mutex_unlock(&r->lock);
+	run.id = id;
+	persist_run(r, &run, from);
+
+	pthread_mutex_lock(&r->lock);
 	drop_members(r);
 	ro_run_release(&r->run);
 	r->run = run;
-	r->run.id = id;
 	r->have_run = true;
 	r->wait_from = now_ms();
 	free(r->failure);
@@ -305,41 +319,69 @@ static void start(struct rollout *r, uint64_t from, uint64_t to)
 
 	log_info("rollout %llu: version %llu -> %llu to %zu nodes, stages %u%% (%zu nodes) first", (unsigned long long)id,
 		 (unsigned long long)from, (unsigned long long)to, n, r->stages[0], run.reached);
-	persist(r);
 	wake_nodes(r);
 }
 
 static void complete(struct rollout *r)
 {
 	pthread_mutex_lock(&r->lock);
+	struct ro_run copy = r->run;
+	pthread_mutex_unlock(&r->lock);
+	copy.state = RO_COMPLETED;
+	copy.finished_at = wall_ms();
+	persist_run(r, &copy, copy.to);
+
+	pthread_mutex_lock(&r->lock);
 	r->run.state = RO_COMPLETED;
-	r->run.finished_at = wall_ms();
+	r->run.finished_at = copy.finished_at;
 	r->released = r->run.to;
 	r->completed++;
-	uint64_t id = r->run.id, to = r->run.to;
 	pthread_mutex_unlock(&r->lock);
-	log_info("rollout %llu: version %llu reached every node", (unsigned long long)id, (unsigned long long)to);
-	persist(r);
+	log_info("rollout %llu: version %llu reached every node", (unsigned long long)copy.id,
+		 (unsigned long long)copy.to);
 	wake_nodes(r);
 }
 
-/* Under lock: the next stage that holds more nodes than reached now. */
-static bool advance_locked(struct rollout *r)
+/* Under lock: the next stage that holds more nodes than reached now;
+ * false when the last one is reached. */
+static bool next_stage(const struct rollout *r, size_t *stage, size_t *reached)
 {
-	struct ro_run *run = &r->run;
-	while (run->stage + 1 < r->nstages) {
-		run->stage++;
-		size_t k = rollout_stage_size(run->nmembers, r->stages[run->stage]);
+	const struct ro_run *run = &r->run;
+	for (size_t st = run->stage + 1; st < r->nstages; st++) {
+		size_t k = rollout_stage_size(run->nmembers, r->stages[st]);
 		if (k > run->reached) {
-			for (size_t i = run->reached; i < k; i++)
-				r->acked_reached += r->m[i].acked;
-			run->reached = k;
-			run->stage_at = wall_ms();
-			r->wait_from = now_ms();
+			*stage = st;
+			*reached = k;
 			return true;
 		}
 	}
 	return false;
+}
+
+/* Moves the run to the next stage: recorded first, then live. */
+static void advance(struct rollout *r, size_t stage, size_t reached)
+{
+	pthread_mutex_lock(&r->lock);
+	struct ro_run copy = r->run;
+	uint64_t released = r->released;
+	pthread_mutex_unlock(&r->lock);
+	copy.stage = stage;
+	copy.reached = reached;
+	copy.stage_at = wall_ms();
+	persist_run(r, &copy, released);
+
+	pthread_mutex_lock(&r->lock);
+	struct ro_run *run = &r->run;
+	for (size_t i = run->reached; i < reached; i++)
+		r->acked_reached += r->m[i].acked;
+	run->stage = stage;
+	run->reached = reached;
+	run->stage_at = copy.stage_at;
+	r->wait_from = now_ms();
+	pthread_mutex_unlock(&r->lock);
+	log_info("rollout %llu: stage %u%% (%zu of %zu nodes)", (unsigned long long)copy.id, r->stages[stage], reached,
+		 copy.nmembers);
+	wake_nodes(r);
 }
 
 /* The references of an old body, which the store tracks per resource.
@@ -395,97 +437,125 @@ static void free_changes(struct store_change *ch, size_t n)
 	free(ch);
 }
 
-/* Commits the revert of the run in progress; returns the new version (or
- * the current one when nothing needed changing), 0 on a store failure. */
-static uint64_t commit_revert(struct rollout *r, uint64_t from, uint64_t to, bool *pending, char *note, size_t notelen,
-			      char *err, size_t errlen)
+/* The rows a revert writes in its own commit's transaction, so a crash
+ * leaves either both the revert and its record or neither. */
+struct revert_rows {
+	struct ro_run *done;      /* the reverted run, its final state */
+	struct ro_run *next;      /* the run carrying on with later writes, or NULL */
+};
+
+static int write_rows(void *ctx, struct db *db, uint64_t version, char *err, size_t errlen)
 {
-	struct plane *p = r->p;
-	struct store_change *ch;
-	uint64_t version = 0;
-	bool changed = false;
-	note[0] = '\0';
-	store_write_lock(p->store);
-	uint64_t before = store_version(p->store);
-	*pending = before > to;
-	size_t n = revert_changes(p->store, from, to, false, &ch);
-	char verr[512];
-	if (validate_candidate(p->store, ch, n, p->cfg.max_resources, verr, sizeof(verr)) < 0) {
-		/* a later write leans on the reverted content: revert it too */
-		free_changes(ch, n);
-		n = revert_changes(p->store, from, to, true, &ch);
-		snprintf(note, notelen, "; writes after version %llu were reverted too (%s)", (unsigned long long)to, verr);
-		*pending = false;
-	}
-	int rc = n ? store_commit(p->store, ch, n, &version, &changed, err, errlen) : 0;
-	if (!changed)
-		version = store_version(p->store);
-	store_write_unlock(p->store);
-	free_changes(ch, n);
-	if (rc < 0)
-		return 0;
-	if (changed) {
-		atomic_fetch_add(&p->ctr.writes, 1);
-		log_info("store: version %llu (revert of %zu changes)", (unsigned long long)version, n);
-	}
-	return version;
+	struct revert_rows *rr = ctx;
+	rr->done->revert = version;
+	if (rr->next)
+		rr->next->to = version;
+	/* released: the revert itself, or (later writes ride along) still
+	 * the baseline, which the next run moves on from */
+	uint64_t released = rr->next ? rr->done->from : version;
+	if (rollout_db_write(db, rr->done, released, err, errlen) < 0)
+		return -1;
+	return rr->next ? rollout_db_write(db, rr->next, released, err, errlen) : 0;
 }
 
 static int revert(struct rollout *r, enum ro_state final, const char *reason, char *err, size_t errlen)
 {
+	struct plane *p = r->p;
+	/* the run's members and scalars are stable while ctl is held */
 	pthread_mutex_lock(&r->lock);
-	uint64_t id = r->run.id, from = r->run.from, to = r->run.to;
+	struct ro_run done = r->run;
 	pthread_mutex_unlock(&r->lock);
+	struct ro_run next = { 0 };
+	char note[700] = "";
 
-	bool pending;
-	char note[700];
-	uint64_t rv = commit_revert(r, from, to, &pending, note, sizeof(note), err, errlen);
-	if (!rv) {
-		log_error("rollout %llu: cannot commit the revert: %s (will retry)", (unsigned long long)id, err);
+	store_write_lock(p->store);
+	uint64_t before = store_version(p->store);
+	bool pending = before > done.to;
+	struct store_change *ch;
+	size_t n = revert_changes(p->store, done.from, done.to, false, &ch);
+	char verr[512];
+	if (validate_candidate(p->store, ch, n, p->cfg.max_resources, verr, sizeof(verr)) < 0) {
+		/* a later write leans on the reverted content: revert it too */
+		free_changes(ch, n);
+		n = revert_changes(p->store, done.from, done.to, true, &ch);
+		snprintf(note, sizeof(note), "; writes after version %llu were reverted too (%s)",
+			 (unsigned long long)done.to, verr);
+		pending = false;
+	}
+	done.state = final;
+	done.finished_at = wall_ms();
+	done.reason = xasprintf("%s%s", reason, note);
+	if (pending) {
+		/* versions written after the rollout's are in the revert: the
+		 * nodes that had the bad change get it at once, the rest follow
+		 * in stages as a rollout of its own */
+		next.id = done.id + 1;
+		next.state = RO_IN_PROGRESS;
+		next.stage = done.stage;
+		next.reached = done.reached;
+		next.from = done.from;
+		next.parent = done.id;
+		next.reason = xstrdup("");
+		next.members = done.members;   /* shared until it is installed */
+		next.nmembers = done.nmembers;
+		next.started_at = next.stage_at = wall_ms();
+	}
+	struct revert_rows rows = { &done, pending ? &next : NULL };
+	uint64_t rv = 0;
+	bool changed = false;
+	int rc = n ? store_commit_hooked(p->store, ch, n, write_rows, &rows, &rv, &changed, err, errlen) : 0;
+	if (!changed) {
+		/* nothing to put back (the content is the baseline's already) */
+		rv = store_version(p->store);
+		done.revert = rv;
+		next.to = rv;
+	}
+	store_write_unlock(p->store);
+	free_changes(ch, n);
+	if (rc < 0) {
+		log_error("rollout %llu: cannot commit the revert: %s (will retry)", (unsigned long long)done.id, err);
+		free(done.reason);
+		free(next.reason);
 		return -1;
 	}
-	struct ro_run next = { 0 };
+	if (changed) {
+		atomic_fetch_add(&p->ctr.writes, 1);
+		log_info("store: version %llu (revert of %zu changes)", (unsigned long long)rv, n);
+	}
+
 	pthread_mutex_lock(&r->lock);
 	struct ro_run *run = &r->run;
 	run->state = final;
-	run->finished_at = wall_ms();
+	run->finished_at = done.finished_at;
 	run->revert = rv;
 	free(run->reason);
-	run->reason = xasprintf("%s%s", reason, note);
+	run->reason = done.reason;
+	/* NACKs of this run that came in while it was being reverted must
+	 * not stop the next one */
+	free(r->failure);
+	r->failure = NULL;
 	if (final == RO_ROLLED_BACK)
 		r->rolled_back++;
 	else
 		r->aborted++;
-	if (pending) {
-		/* versions written after the rollout's are in the revert: the
-		 * nodes that had the bad change hold it now, the rest follow in
-		 * stages as a rollout of its own */
-		next.id = run->id + 1;
-		next.state = RO_IN_PROGRESS;
-		next.stage = run->stage;
-		next.reached = run->reached;
-		next.from = run->from;
-		next.to = rv;
-		next.parent = run->id;
-		next.reason = xstrdup("");
-		next.members = run->members;
-		next.nmembers = run->nmembers;
-		next.started_at = next.stage_at = wall_ms();
-		run->members = xcalloc(run->nmembers ? run->nmembers : 1, sizeof(char *));
-		for (size_t i = 0; i < run->nmembers; i++)
-			run->members[i] = xstrdup(next.members[i]);
-	} else {
+	if (!pending)
 		r->released = rv;
-	}
 	uint64_t touched = run->touched;
 	pthread_mutex_unlock(&r->lock);
 
-	log_warn("rollout %llu: %s: version %llu reverted as version %llu (%llu nodes had it)", (unsigned long long)id,
-		 ro_state_name(final), (unsigned long long)to, (unsigned long long)rv, (unsigned long long)touched);
-	log_warn("rollout %llu: reason: %s", (unsigned long long)id, reason);
-	persist(r);
+	log_warn("rollout %llu: %s: version %llu reverted as version %llu (%llu nodes had it)",
+		 (unsigned long long)done.id, ro_state_name(final), (unsigned long long)done.to,
+		 (unsigned long long)rv, (unsigned long long)touched);
+	log_warn("rollout %llu: reason: %s", (unsigned long long)done.id, reason);
+	if (!changed)
+		persist(r);
 	if (pending) {
 		pthread_mutex_lock(&r->lock);
+		/* the new run takes the members; the old record keeps copies */
+		char **copy = xcalloc(run->nmembers ? run->nmembers : 1, sizeof(char *));
+		for (size_t i = 0; i < run->nmembers; i++)
+			copy[i] = xstrdup(run->members[i]);
+		run->members = copy;
 		drop_members(r);
 		ro_run_release(&r->run);
 		r->run = next;
@@ -495,7 +565,8 @@ static int revert(struct rollout *r, enum ro_state final, const char *reason, ch
 		pthread_mutex_unlock(&r->lock);
 		log_info("rollout %llu: version %llu (the revert with later writes) goes on from stage %u%%",
 			 (unsigned long long)next.id, (unsigned long long)rv, r->stages[next.stage]);
-		persist(r);
+		if (!changed)
+			persist(r);
 	}
 	wake_nodes(r);
 	return 0;
@@ -513,6 +584,7 @@ void rollout_step(struct rollout *r)
 		enum action act = ACT_NONE;
 		char *reason = NULL;
 		uint64_t from = 0, to = 0;
+		size_t next_st = 0, next_reached = 0;
 
 		store_rdlock(r->p->store);
 		uint64_t newest = store_version(r->p->store);
@@ -542,15 +614,10 @@ void rollout_step(struct rollout *r)
 				}
 				act = ACT_REVERT;
 			}
-			if (act == ACT_ADVANCE) {
-				if (advance_locked(r)) {
-					log_info("rollout %llu: stage %u%% (%zu of %zu nodes)", (unsigned long long)run->id,
-						 r->stages[run->stage], run->reached, run->nmembers);
-				} else {
-					act = ACT_COMPLETE;
-				}
-			}
-		} else if (newest > r->released) {
+			if (act == ACT_ADVANCE && !next_stage(r, &next_st, &next_reached))
+				act = ACT_COMPLETE;
+		} else if (newest > r->released && now_ms() >= r->start_after) {
+			/* (not right after a start: the nodes reconnect first) */
 			act = ACT_START;
 			from = r->released;
 			to = newest;
@@ -560,8 +627,7 @@ void rollout_step(struct rollout *r)
 		if (act == ACT_NONE)
 			break;
 		if (act == ACT_ADVANCE) {
-			persist(r);
-			wake_nodes(r);
+			advance(r, next_st, next_reached);
 		} else if (act == ACT_COMPLETE) {
 			complete(r);
 		} else if (act == ACT_START) {
@@ -644,7 +710,8 @@ static void run_json(const struct rollout *r, const struct ro_run *run, bool liv
 	buf_printf(out, "],\"from_version\":%llu,\"to_version\":%llu,\"revert_version\":%llu,\"parent\":%llu,"
 		   "\"touched\":%zu,\"members\":%zu,\"reached\":%zu",
 		   (unsigned long long)run->from, (unsigned long long)run->to, (unsigned long long)run->revert,
-		   (unsigned long long)run->parent, run->touched, run->nmembers, run->reached);
+		   (unsigned long long)run->parent, run->touched, run->nmembers ? run->nmembers : run->member_count,
+		   run->reached);
 	if (live)
 		buf_printf(out, ",\"acked\":%zu", r->acked_reached);
 	buf_puts(out, ",\"reason\":");
@@ -709,7 +776,8 @@ void rollout_metrics(struct rollout *r, struct buf *out)
 	buf_printf(out, "tether_rollout_state %d\n", r->have_run ? (int)run->state : 0);
 	buf_puts(out, "# HELP tether_rollout_stage_percent The stage the current or last rollout reached.\n"
 		      "# TYPE tether_rollout_stage_percent gauge\n");
-	buf_printf(out, "tether_rollout_stage_percent %u\n", r->have_run ? r->stages[run->stage] : 0);
+	buf_printf(out, "tether_rollout_stage_percent %u\n",
+		   r->have_run && run->stage < r->nstages ? r->stages[run->stage] : 0);
 	buf_puts(out, "# HELP tether_rollout_id The id of the current or last rollout.\n# TYPE tether_rollout_id gauge\n");
 	buf_printf(out, "tether_rollout_id %llu\n", r->have_run ? (unsigned long long)run->id : 0ULL);
 	buf_puts(out, "# HELP tether_rollout_touched Nodes the current or last rollout sent its version.\n"
@@ -738,6 +806,13 @@ struct rollout *rollout_open(struct plane *p, char *err, size_t errlen)
 	strmap_init(&r->idx);
 	r->staged = strcmp(p->cfg.rollout, "staged") == 0;
 	r->bake_ms = (int64_t)(p->cfg.bake * 1000);
+	/* a rollout started before the known nodes are back would have no
+	 * members and reach them all at once: give them three heartbeats (a
+	 * poller's window) to reconnect */
+	struct nodes_stats ns;
+	nodes_stats(p->nodes, &ns);
+	if (ns.nodes > 0)
+		r->start_after = now_ms() + (int64_t)(p->cfg.heartbeat * 3000);
 	r->ack_timeout_ms = (int64_t)(p->cfg.ack_timeout * 1000);
 	if (rollout_parse_stages(p->cfg.stages, r->stages, &r->nstages, err, errlen) < 0)
 		goto fail;

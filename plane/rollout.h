@@ -45,8 +45,10 @@ uint64_t rollout_target(struct rollout *r, const char *node);
 void rollout_step(struct rollout *r);
 /* A push of version (carrying resources or not) went to node. */
 void rollout_sent(struct rollout *r, const char *node, uint64_t version, bool has_content);
-/* An accepted ACK or NACK (nonce-matched). */
-void rollout_acked(struct rollout *r, const struct ack_msg *m);
+/* An accepted ACK or NACK (nonce-matched). Returns true when it was a
+ * member's answer to the rollout in progress: the caller makes the node
+ * record durable before answering, so a restart still counts it. */
+bool rollout_acked(struct rollout *r, const struct ack_msg *m);
 /* Stops the rollout in progress and reverts it. Returns 0, or -1 with err
  * (nothing in progress: 1 in *status 409; a store failure: 500). */
 int rollout_abort(struct rollout *r, int *status, char *err, size_t errlen);

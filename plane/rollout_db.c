@@ -33,7 +33,7 @@ static int fail(struct db *db, char *err, size_t errlen)
 	return -1;
 }
 
-int rollout_db_save(struct db *db, const struct ro_run *run, uint64_t released, char *err, size_t errlen)
+int rollout_db_write(struct db *db, const struct ro_run *run, uint64_t released, char *err, size_t errlen)
 {
 	static const char sql[] =
 		"INSERT OR REPLACE INTO rollouts(id,state,stage,reached,from_version,to_version,revert_version,"
@@ -47,12 +47,9 @@ int rollout_db_save(struct db *db, const struct ro_run *run, uint64_t released, 
 	}
 	sqlite3_stmt *st = NULL;
 	int rc = -1;
-	pthread_mutex_lock(&db->lock);
-	if (db_set_sync(db, 1, err, errlen) < 0 || db_exec(db, "BEGIN IMMEDIATE", err, errlen) < 0)
-		goto out;
 	if (sqlite3_prepare_v2(db->conn, sql, -1, &st, NULL) != SQLITE_OK) {
 		fail(db, err, errlen);
-		goto rollback;
+		goto out;
 	}
 	int k = 1;
 	sqlite3_bind_int64(st, k++, (sqlite3_int64)run->id);
@@ -74,22 +71,29 @@ int rollout_db_save(struct db *db, const struct ro_run *run, uint64_t released, 
 	sqlite3_bind_int64(st, k++, (sqlite3_int64)run->bump_msgs);
 	if (sqlite3_step(st) != SQLITE_DONE) {
 		fail(db, err, errlen);
-		goto rollback;
+		goto out;
 	}
-	if (db_meta_set(db, "released", (long long)released + 1, err, errlen) < 0 ||
-	    db_exec(db, "COMMIT", err, errlen) < 0)
-		goto rollback;
-	rc = 0;
-	goto out;
-rollback:
-	{
-		char ignored[128];
-		db_exec(db, "ROLLBACK", ignored, sizeof(ignored));
-	}
+	rc = db_meta_set(db, "released", (long long)released + 1, err, errlen);
 out:
 	sqlite3_finalize(st);
-	pthread_mutex_unlock(&db->lock);
 	buf_release(&m);
+	return rc;
+}
+
+int rollout_db_save(struct db *db, const struct ro_run *run, uint64_t released, char *err, size_t errlen)
+{
+	int rc = -1;
+	pthread_mutex_lock(&db->lock);
+	if (db_set_sync(db, 1, err, errlen) < 0 || db_exec(db, "BEGIN IMMEDIATE", err, errlen) < 0)
+		goto out;
+	if (rollout_db_write(db, run, released, err, errlen) < 0 || db_exec(db, "COMMIT", err, errlen) < 0) {
+		char ignored[128];
+		db_exec(db, "ROLLBACK", ignored, sizeof(ignored));
+		goto out;
+	}
+	rc = 0;
+out:
+	pthread_mutex_unlock(&db->lock);
 	return rc;
 }
 
@@ -147,6 +151,9 @@ int rollout_db_load(struct db *db, size_t max, bool with_members, struct ro_run 
 		const char *members = (const char *)sqlite3_column_text(st, k++);
 		if (with_members && len == 1)
 			split_members(members, r);
+		else
+			for (const char *c = members; c && *c; c++)
+				r->member_count += *c == '\n';
 		r->started_at = sqlite3_column_int64(st, k++);
 		r->stage_at = sqlite3_column_int64(st, k++);
 		r->finished_at = sqlite3_column_int64(st, k++);

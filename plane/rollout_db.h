@@ -30,6 +30,7 @@ struct ro_run {
 	char *reason;              /* why it stopped ("" while it runs) */
 	char **members;            /* node ids in rollout order */
 	size_t nmembers;
+	size_t member_count;       /* loaded without members: how many */
 	int64_t started_at, stage_at, finished_at;   /* wall clock, ms */
 	uint64_t msgs;             /* pushes of to_version */
 	uint64_t revert_msgs;      /* pushes of the revert to nodes that had it */
@@ -42,6 +43,8 @@ void ro_run_release(struct ro_run *r);
 /* Writes the run (insert or replace) and the released version, durably,
  * in one transaction. */
 int rollout_db_save(struct db *db, const struct ro_run *run, uint64_t released, char *err, size_t errlen);
+/* The same inside a transaction the caller holds (with db->lock). */
+int rollout_db_write(struct db *db, const struct ro_run *run, uint64_t released, char *err, size_t errlen);
 /* Loads up to max runs, newest first, into runs (caller frees each with
  * ro_run_release and the array with free); members only for the newest
  * when with_members. */

@@ -408,6 +408,12 @@ uint32_t store_files_under(struct store *s, const char *dir) { return pathindex_
 int store_commit(struct store *s, struct store_change *changes, size_t n,
 		 uint64_t *version, bool *changed, char *err, size_t errlen)
 {
+	return store_commit_hooked(s, changes, n, NULL, NULL, version, changed, err, errlen);
+}
+
+int store_commit_hooked(struct store *s, struct store_change *changes, size_t n, store_hook hook, void *ctx,
+			uint64_t *version, bool *changed, char *err, size_t errlen)
+{
 	struct store_change *eff = xmalloc((n ? n : 1) * sizeof(*eff));
 	bool *taken = xcalloc(n ? n : 1, sizeof(*taken));
 	struct strmap revive;    /* tombstones this commit brings back */
@@ -471,7 +477,7 @@ int store_commit(struct store *s, struct store_change *changes, size_t n,
 	struct store_txn txn = {
 		.version = s->version + 1, .horizon = horizon, .now = now,
 		.changes = eff, .nchanges = neff, .pruned = pruned, .npruned = npruned,
-		.kept = kept, .nkept = nkept,
+		.kept = kept, .nkept = nkept, .hook = hook, .hook_ctx = ctx,
 	};
 	strmap_release(&revive);
 	int rc = store_sqlite_commit(s->db, &txn, err, errlen);

@@ -89,6 +89,13 @@ uint32_t store_files_under(struct store *s, const char *dir);
  * disk). Bodies of dropped or failed changes stay with the caller. */
 int store_commit(struct store *s, struct store_change *changes, size_t n,
 		 uint64_t *version, bool *changed, char *err, size_t errlen);
+/* Runs inside a commit's database transaction, before it commits, with
+ * the new version: what it writes lands with the change or not at all. */
+typedef int (*store_hook)(void *ctx, struct db *db, uint64_t version, char *err, size_t errlen);
+/* store_commit, with hook run in the same transaction when there is a
+ * change to commit. */
+int store_commit_hooked(struct store *s, struct store_change *changes, size_t n, store_hook hook, void *ctx,
+			uint64_t *version, bool *changed, char *err, size_t errlen);
 
 /* keep: keeps the states every version >= floor needs (a rollout's
  * baseline): from now on a commit keeps what it replaces, and history that

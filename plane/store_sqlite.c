@@ -124,6 +124,8 @@ int store_sqlite_commit(struct db *db, const struct store_txn *txn, char *err, s
 	if (db_meta_set(db, "version", (long long)txn->version, err, errlen) < 0 ||
 	    db_meta_set(db, "horizon", (long long)txn->horizon, err, errlen) < 0)
 		goto rollback;
+	if (txn->hook && txn->hook(txn->hook_ctx, db, txn->version, err, errlen) < 0)
+		goto rollback;
 	if (db_exec(db, "COMMIT", err, errlen) < 0)
 		goto rollback;
 	rc = 0;

@@ -31,6 +31,8 @@ struct store_txn {
 	size_t npruned;
 	const struct store_entry *const *kept;  /* states moving to the history */
 	size_t nkept;
+	store_hook hook;                   /* more writes in the transaction */
+	void *hook_ctx;
 };
 
 int store_sqlite_commit(struct db *db, const struct store_txn *txn, char *err, size_t errlen);

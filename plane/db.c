@@ -55,6 +55,12 @@ int db_exec(struct db *db, const char *sql, char *err, size_t errlen)
 	return 0;
 }
 
+void db_rollback(struct db *db)
+{
+	char ignored[128];
+	db_exec(db, "ROLLBACK", ignored, sizeof(ignored));
+}
+
 int db_set_sync(struct db *db, int full, char *err, size_t errlen)
 {
 	if (db->sync_full == full)

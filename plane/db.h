@@ -21,6 +21,8 @@ void db_close(struct db *db);
 
 /* Runs sql (no results) on the connection; the caller holds db->lock. */
 int db_exec(struct db *db, const char *sql, char *err, size_t errlen);
+/* Rolls back the open transaction (after an error, already reported). */
+void db_rollback(struct db *db);
 /* Sets the durability of the next transactions: full (fsync per commit)
  * for resource writes, normal (survives a process crash) for node records. */
 int db_set_sync(struct db *db, int full, char *err, size_t errlen);

@@ -609,10 +609,7 @@ int nodes_flush(struct nodes *n, char *err, size_t errlen)
 	rc = 0;
 	goto out;
 rollback:
-	{
-		char ignored[128];
-		db_exec(n->db, "ROLLBACK", ignored, sizeof(ignored));
-	}
+	db_rollback(n->db);
 out:
 	sqlite3_finalize(st);
 	pthread_mutex_unlock(&n->db->lock);

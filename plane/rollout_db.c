@@ -87,8 +87,7 @@ int rollout_db_save(struct db *db, const struct ro_run *run, uint64_t released, 
 	if (db_set_sync(db, 1, err, errlen) < 0 || db_exec(db, "BEGIN IMMEDIATE", err, errlen) < 0)
 		goto out;
 	if (rollout_db_write(db, run, released, err, errlen) < 0 || db_exec(db, "COMMIT", err, errlen) < 0) {
-		char ignored[128];
-		db_exec(db, "ROLLBACK", ignored, sizeof(ignored));
+		db_rollback(db);
 		goto out;
 	}
 	rc = 0;

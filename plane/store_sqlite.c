@@ -131,10 +131,7 @@ int store_sqlite_commit(struct db *db, const struct store_txn *txn, char *err, s
 	rc = 0;
 	goto out;
 rollback:
-	{
-		char ignored[128];
-		db_exec(db, "ROLLBACK", ignored, sizeof(ignored));
-	}
+	db_rollback(db);
 out:
 	sqlite3_finalize(put);
 	sqlite3_finalize(unput);
@@ -219,10 +216,7 @@ int store_sqlite_trim_history(struct db *db, bool keep, uint64_t floor, char *er
 	rc = 0;
 	goto out;
 rollback:
-	{
-		char ignored[128];
-		db_exec(db, "ROLLBACK", ignored, sizeof(ignored));
-	}
+	db_rollback(db);
 out:
 	sqlite3_finalize(st);
 	pthread_mutex_unlock(&db->lock);

@@ -122,7 +122,3 @@ gens() {
 }
 
 
-ctl() {
-	"$CTL_BIN" --plane "$PLANE_URL" "$@"
-}
-

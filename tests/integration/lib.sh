@@ -208,6 +208,27 @@ need_cmd() {
 	done
 }
 
+# metric NAME: the value of an unlabelled metric (or a labelled one given
+# whole, like 'tether_node_lag{node="n1"}') from /metrics.
+metric() {
+	curl -sS "$PLANE_URL/metrics" | awk -v m="$1" '$1 == m {print $2}'
+}
+
+# ctl ARGS...: tetherctl against the test's plane.
+ctl() {
+	"$CTL_BIN" --plane "$PLANE_URL" "$@"
+}
+
+# ro FILTER: a jq filter over GET /v1/rollouts/current.
+ro() {
+	curl -sS "$PLANE_URL/v1/rollouts/current" | jq -r "$1"
+}
+
+# ro_is JQ-CONDITION: the current rollout satisfies it.
+ro_is() {
+	curl -sS "$PLANE_URL/v1/rollouts/current" | jq -e "$1" >/dev/null
+}
+
 # ---- agents and test tools ---------------------------------------------------
 
 TOOLS=$TOP_SRCDIR/tests/tools

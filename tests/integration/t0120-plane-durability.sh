@@ -32,10 +32,6 @@ version() {
 	curl -sS "$PLANE_URL/healthz" | jq -r .version
 }
 
-metric() {
-	curl -sS "$PLANE_URL/metrics" | awk -v m="$1" '$1 == m {print $2}'
-}
-
 # poll NODE VERSION: the poll answer for a node at VERSION.
 poll() {
 	curl -sS "$PLANE_URL/v1/config?node=$1&version=$2"

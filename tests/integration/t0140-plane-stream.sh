@@ -70,10 +70,6 @@ exit_code() {
 	untrack_pid "$1"
 }
 
-metric() {
-	curl -sS "$PLANE_URL/metrics" | awk -v m="$1" '$1 == m { print $2 }'
-}
-
 version() {
 	curl -sS "$PLANE_URL/healthz" | json .version
 }

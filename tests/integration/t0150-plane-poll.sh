@@ -23,10 +23,6 @@ body() {
 	cat "$WORK/$1.body"
 }
 
-metric() {
-	curl -sS "$PLANE_URL/metrics" | awk -v m="$1" '$1 == m { print $2 }'
-}
-
 metric_above() {
 	[ "$(metric "$1")" -gt "$2" ]
 }

@@ -43,10 +43,6 @@ nodef() {
 	curl -sS "$PLANE_URL/v1/nodes" | jq -r --arg n "$1" ".[] | select(.node == \$n) | $2"
 }
 
-metric() {
-	curl -sS "$PLANE_URL/metrics" | awk -v m="$1" '$1 == m {print $2}'
-}
-
 start_plane p
 
 put cluster/web '{"endpoints":[{"address":"127.0.0.1","port":9001}]}' >/dev/null

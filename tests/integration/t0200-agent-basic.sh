@@ -22,10 +22,6 @@ acked_all() {
 		| length == ($names | length)' >/dev/null
 }
 
-ctl() {
-	"$CTL_BIN" --plane "$PLANE_URL" "$@"
-}
-
 # ---- a plane with some configuration ------------------------------------------
 start_plane p --heartbeat 1
 

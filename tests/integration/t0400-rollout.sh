@@ -14,28 +14,10 @@
 
 # ---- helpers of this test ---------------------------------------------------
 
-ctl() {
-	"$CTL_BIN" --plane "$PLANE_URL" "$@"
-}
-
-# ro FILTER: a jq filter over GET /v1/rollouts/current.
-ro() {
-	curl -sS "$PLANE_URL/v1/rollouts/current" | jq -r "$1"
-}
-
-# ro_is JQ-CONDITION: the current rollout satisfies it.
-ro_is() {
-	curl -sS "$PLANE_URL/v1/rollouts/current" | jq -e "$1" >/dev/null
-}
-
 # ro_ended ID: rollout ID is the current one and is no longer in progress.
 ro_ended() {
 	curl -sS "$PLANE_URL/v1/rollouts/current" |
 		jq -e --argjson id "$1" '.id == $id and .state != "in_progress"' >/dev/null
-}
-
-metric() {
-	curl -sS "$PLANE_URL/metrics" | awk -v m="$1" '$1 == m {print $2}'
 }
 
 # connected_is N: the plane sees N nodes connected.

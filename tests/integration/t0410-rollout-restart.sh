@@ -14,24 +14,6 @@
 
 # ---- helpers of this test ---------------------------------------------------
 
-ctl() {
-	"$CTL_BIN" --plane "$PLANE_URL" "$@"
-}
-
-# ro FILTER: a jq filter over GET /v1/rollouts/current.
-ro() {
-	curl -sS "$PLANE_URL/v1/rollouts/current" | jq -r "$1"
-}
-
-# ro_is JQ-CONDITION: the current rollout satisfies it.
-ro_is() {
-	curl -sS "$PLANE_URL/v1/rollouts/current" | jq -e "$1" >/dev/null
-}
-
-metric() {
-	curl -sS "$PLANE_URL/metrics" | awk -v m="$1" '$1 == m {print $2}'
-}
-
 # settled: the plane sees every node connected, at its target (lag 0).
 settled() {
 	curl -sS "$PLANE_URL/v1/nodes" | jq -e --argjson n "${#NODES[@]}" '

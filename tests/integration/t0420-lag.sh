@@ -11,10 +11,6 @@
 
 # ---- helpers of this test ---------------------------------------------------
 
-ctl() {
-	"$CTL_BIN" --plane "$PLANE_URL" "$@"
-}
-
 # nodef NODE FILTER: a jq filter over the plane's record of NODE.
 nodef() {
 	curl -sS "$PLANE_URL/v1/nodes/$1" | jq -r "$2"
@@ -23,10 +19,6 @@ nodef() {
 # node_is NODE JQ-CONDITION
 node_is() {
 	curl -sS "$PLANE_URL/v1/nodes/$1" | jq -e "$2" >/dev/null
-}
-
-metric() {
-	curl -sS "$PLANE_URL/metrics" | awk -v m="$1" '$1 == m {print $2}'
 }
 
 metric_is() {

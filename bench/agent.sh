@@ -8,6 +8,11 @@
 # then BENCH_PUSHES one-resource writes are pushed one at a time and the CPU
 # time of each apply (decode, validate, apply, persist: the agent logs it)
 # is collected: median and p90. Results go to BUILDDIR/bench-agent.txt.
+
+# $EPOCHREALTIME (bench/lib.sh) is bash's
+if [ -z "${BASH_VERSION:-}" ]; then
+	exec bash "$0" "$@"
+fi
 set -u
 SRCDIR=${1:?usage: agent.sh SRCDIR BUILDDIR}
 BUILDDIR=${2:?usage: agent.sh SRCDIR BUILDDIR}
@@ -17,33 +22,13 @@ PLANE=$BUILDDIR/tether-plane
 AGENT=$BUILDDIR/tetherd
 OUT=$BUILDDIR/bench-out/agent
 RESULTS=$BUILDDIR/bench-agent.txt
-for f in "$PLANE" "$AGENT"; do
-	[ -x "$f" ] || { echo "agent.sh: $f is missing; run 'make'" >&2; exit 2; }
-done
+BENCH_NAME=agent.sh
+. "$(dirname "$0")/lib.sh"
+need "$PLANE" "$AGENT"
 rm -rf "$OUT"
 mkdir -p "$OUT"
-PIDS=""
-cleanup() {
-	local p
-	for p in $PIDS; do kill -TERM "$p" 2>/dev/null; done
-	for p in $PIDS; do wait "$p" 2>/dev/null; done
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-
-wait_for() { # SECONDS COMMAND...
-	local n=$(($1 * 20))
-	shift
-	while ! "$@" >/dev/null 2>&1; do
-		n=$((n - 1))
-		[ $n -gt 0 ] || return 1
-		sleep 0.05
-	done
-}
-
 status_version() { sed -n 's/.*"version":\([0-9]*\),"state".*/\1/p' "$1/status.json" 2>/dev/null; }
 rss() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"; }
-percentile() { sort -n | awk -v p="$1" '{ v[NR] = $1 } END { i = int((NR - 1) * p + 0.5) + 1; print v[i] }'; }
 
 : >"$RESULTS"
 printf '%-8s %-12s %10s %10s %10s %10s %12s %12s\n' resources phase "RSS KiB" "anon KiB" "state KiB" "goal KiB" "cpu p50 ms" "cpu p90 ms" |
@@ -53,8 +38,8 @@ for n in $SIZES; do
 	mkdir -p "$dir"
 	"$PLANE" --listen 127.0.0.1:0 --data "$dir/plane" --heartbeat 3600 >"$dir/plane.log" 2>&1 &
 	ppid=$!
-	PIDS="$PIDS $ppid"
-	wait_for 10 grep -q 'listening on' "$dir/plane.log" || { echo "plane did not start" >&2; exit 1; }
+	track "$ppid"
+	wait_until 10 grep -q 'listening on' "$dir/plane.log" || { echo "plane did not start" >&2; exit 1; }
 	port=$(grep -o 'listening on [^ ]*' "$dir/plane.log" | sed 's/.*://')
 	url=http://127.0.0.1:$port
 	awk -v n="$n" 'BEGIN {
@@ -68,9 +53,9 @@ for n in $SIZES; do
 
 	"$AGENT" --plane "$url" --node bench --state-dir "$dir/state" --output-dir "$dir/out" >"$dir/agent.log" 2>&1 &
 	apid=$!
-	PIDS="$PIDS $apid"
+	track "$apid"
 	synced() { [ "$(status_version "$dir/state")" = "$want" ]; }
-	wait_for 120 synced || { echo "agent did not sync" >&2; exit 1; }
+	wait_until 120 synced || { echo "agent did not sync" >&2; exit 1; }
 	sleep 5   # the idle period being measured
 	state_kib=$(( $(sed -n 's/.*"state_bytes":\([0-9]*\).*/\1/p' "$dir/state/status.json") / 1024 ))
 	goal=$((4096 + 2 * state_kib))
@@ -82,8 +67,8 @@ for n in $SIZES; do
 	: >"$dir/agent2.log"
 	"$AGENT" --plane "$url" --node bench --state-dir "$dir/state" --output-dir "$dir/out" >"$dir/agent2.log" 2>&1 &
 	apid=$!
-	PIDS="$PIDS $apid"
-	wait_for 120 grep -q 'node bench at version' "$dir/agent2.log" || { echo "agent did not boot" >&2; exit 1; }
+	track "$apid"
+	wait_until 120 grep -q 'node bench at version' "$dir/agent2.log" || { echo "agent did not boot" >&2; exit 1; }
 	sleep 5   # the idle period being measured
 	boot_rss=$(rss $apid VmRSS)
 	boot_anon=$(rss $apid RssAnon)
@@ -93,7 +78,7 @@ for n in $SIZES; do
 			--data "{\"endpoints\":[{\"address\":\"10.200.$((i / 256 % 256)).$((i % 256))\",\"port\":80}]}" |
 			sed -n 's/.*"version":\([0-9]*\).*/\1/p')
 		want=$v
-		wait_for 30 synced || { echo "push $v not applied" >&2; exit 1; }
+		wait_until 30 synced || { echo "push $v not applied" >&2; exit 1; }
 	done
 	grep 'applied version' "$dir/agent2.log" | grep '(delta, 1 changes' |
 		sed -n 's/.*, \([0-9.]*\) ms cpu.*/\1/p' >"$dir/cpu.txt"

@@ -8,6 +8,11 @@
 # one-cluster change: render (stage), check (nginx -t / haproxy -c),
 # reload (signal + the marker showing the new generation), persist.
 # Results go to BUILDDIR/bench-consumer.txt.
+
+# $EPOCHREALTIME (bench/lib.sh) is bash's
+if [ -z "${BASH_VERSION:-}" ]; then
+	exec bash "$0" "$@"
+fi
 set -u
 SRCDIR=${1:?usage: consumer.sh SRCDIR BUILDDIR}
 BUILDDIR=${2:?usage: consumer.sh SRCDIR BUILDDIR}
@@ -19,26 +24,12 @@ RESULTS=$BUILDDIR/bench-consumer.txt
 rm -rf "$OUT"
 mkdir -p "$OUT"
 chmod 755 "$OUT" "$BUILDDIR/bench-out"
-PIDS=""
 PROXY_STOP=""
-cleanup() {
-	local p
-	eval "$PROXY_STOP"
-	for p in $PIDS; do kill -TERM "$p" 2>/dev/null; done
-	for p in $PIDS; do wait "$p" 2>/dev/null; done
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-
-wait_for() { # SECONDS COMMAND...
-	local n=$(($1 * 200))
-	shift
-	while ! "$@" >/dev/null 2>&1; do
-		n=$((n - 1))
-		[ $n -gt 0 ] || return 1
-		sleep 0.005
-	done
-}
+BENCH_NAME=consumer.sh
+BENCH_ON_EXIT='eval "$PROXY_STOP"'
+BENCH_POLL=0.005   # the latencies are measured by polling: poll often
+. "$(dirname "$0")/lib.sh"
+need "$BUILDDIR/tether-plane" "$BUILDDIR/tetherd"
 free_port() {
 	local p
 	while :; do
@@ -47,7 +38,6 @@ free_port() {
 	done
 }
 ms() { echo $(($(date +%s%N) / 1000000)); }
-percentile() { sort -n | awk -v p="$1" '{ v[NR] = $1 } END { i = int((NR - 1) * p + 0.5) + 1; print v[i] }'; }
 median_of() { percentile 0.5; }
 
 : >"$RESULTS"
@@ -56,13 +46,13 @@ for consumer in $CONSUMERS; do
 	mkdir -p "$dir"
 	chmod 755 "$dir"
 	"$BUILDDIR/tether-plane" --listen 127.0.0.1:0 --data "$dir/plane" --heartbeat 3600 >"$dir/plane.log" 2>&1 &
-	PIDS="$PIDS $!"
-	wait_for 10 grep -q 'listening on' "$dir/plane.log" || { echo "plane did not start" >&2; exit 1; }
+	track "$!"
+	wait_until 10 grep -q 'listening on' "$dir/plane.log" || { echo "plane did not start" >&2; exit 1; }
 	url=http://127.0.0.1:$(grep -o 'listening on [^ ]*' "$dir/plane.log" | sed 's/.*://')
 	for name in blue green; do
 		node "$SRCDIR/tests/tools/backend.mjs" 0 "$name" >"$dir/$name.port" 2>&1 &
-		PIDS="$PIDS $!"
-		wait_for 10 grep -q listening "$dir/$name.port" || exit 1
+		track "$!"
+		wait_until 10 grep -q listening "$dir/$name.port" || exit 1
 	done
 	blue=$(awk '{print $2}' "$dir/blue.port")
 	green=$(awk '{print $2}' "$dir/green.port")
@@ -97,9 +87,9 @@ HAPROXY
 	"$BUILDDIR/tetherd" --plane "$url" --node bench --consumer "$consumer" --state-dir "$dir/state" \
 		--output-dir "$dir/out" --pidfile "$dir/proxy.pid" --marker "127.0.0.1:$marker" "${extra[@]}" \
 		>"$dir/agent.log" 2>&1 &
-	PIDS="$PIDS $!"
-	wait_for 20 test -L "$dir/out/current" || { echo "agent did not render" >&2; exit 1; }
-	wait_for 20 grep -q 'applied version 1 ' "$dir/agent.log" || { echo "agent did not apply" >&2; exit 1; }
+	track "$!"
+	wait_until 20 test -L "$dir/out/current" || { echo "agent did not render" >&2; exit 1; }
+	wait_until 20 grep -q 'applied version 1 ' "$dir/agent.log" || { echo "agent did not apply" >&2; exit 1; }
 	if [ "$consumer" = nginx ]; then
 		nginx -p "$dir" -c "$dir/proxy.conf" || exit 1
 		PROXY_STOP="nginx -p '$dir' -c '$dir/proxy.conf' -s quit 2>/dev/null; $PROXY_STOP"
@@ -108,7 +98,7 @@ HAPROXY
 		PROXY_STOP="kill \$(cat '$dir/proxy.pid') 2>/dev/null; $PROXY_STOP"
 	fi
 	serves() { [ "$(curl -s "http://127.0.0.1:$http/x")" = "$1 /x" ]; }
-	wait_for 10 serves blue || { echo "$consumer does not serve" >&2; exit 1; }
+	wait_until 10 serves blue || { echo "$consumer does not serve" >&2; exit 1; }
 
 	# (a) write -> served
 	: >"$dir/latency.txt"
@@ -118,7 +108,7 @@ HAPROXY
 		t0=$(ms)
 		curl -sS -X PUT "$url/v1/resources/cluster/web" \
 			--data "{\"endpoints\":[{\"address\":\"127.0.0.1\",\"port\":$port}]}" >/dev/null
-		wait_for 30 serves $next || { echo "change $i not served" >&2; exit 1; }
+		wait_until 30 serves $next || { echo "change $i not served" >&2; exit 1; }
 		echo $(($(ms) - t0)) >>"$dir/latency.txt"
 		now_on=$next
 	done
@@ -139,13 +129,13 @@ HAPROXY
 		printf "]}"
 	}' >"$dir/big.json"
 	v=$(curl -sS -X POST --data-binary @"$dir/big.json" "$url/v1/batch" | sed -n 's/.*"version":\([0-9]*\).*/\1/p')
-	wait_for 60 grep -q "applied version $v " "$dir/agent.log" || { echo "big batch not applied" >&2; exit 1; }
+	wait_until 60 grep -q "applied version $v " "$dir/agent.log" || { echo "big batch not applied" >&2; exit 1; }
 	: >"$dir/big-changes.log"
 	for i in $(seq 1 10); do
 		v=$(curl -sS -X PUT "$url/v1/resources/cluster/c$((i * 7))" \
 			--data "{\"endpoints\":[{\"address\":\"127.0.0.1\",\"port\":$green,\"weight\":$((1 + i % 3))}]}" |
 			sed -n 's/.*"version":\([0-9]*\).*/\1/p')
-		wait_for 60 grep -q "applied version $v " "$dir/agent.log" || { echo "change $v not applied" >&2; exit 1; }
+		wait_until 60 grep -q "applied version $v " "$dir/agent.log" || { echo "change $v not applied" >&2; exit 1; }
 		grep "applied version $v " "$dir/agent.log" >>"$dir/big-changes.log"
 	done
 	field() { sed -n "s/.* $1 \\([0-9]*\\)[^0-9].*/\\1/p" "$dir/big-changes.log" | median_of; }

@@ -49,78 +49,24 @@ NSTAGES=$(echo "$STAGES" | tr ',' '\n' | grep -c .)
 # refused (a NACK)
 CHECK='! grep -rq BAD "$TETHER_STAGING"'
 
-for f in "$PLANE_BIN" "$AGENT_BIN" "$LOAD_BIN"; do
-	[ -x "$f" ] || { echo "rollout.sh: $f is missing; run 'make bench'" >&2; exit 2; }
-done
+BENCH_NAME=rollout
+. "$(dirname "$0")/lib.sh"
+need "$PLANE_BIN" "$AGENT_BIN" "$LOAD_BIN"
 command -v curl >/dev/null || { echo "rollout.sh: needs curl" >&2; exit 2; }
 
 rm -rf "$OUT"
 mkdir -p "$OUT"
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/tether-rollout-bench.XXXXXX")
-PIDS=""
-
-cleanup() {
-	local p
-	for p in $PIDS; do
-		kill -TERM "$p" 2>/dev/null
-	done
-	for p in $PIDS; do
-		wait "$p" 2>/dev/null
-	done
-	if [ "${BENCH_KEEP:-0}" = 1 ]; then
-		echo "rollout.sh: work directory kept: $WORK" >&2
-	else
-		rm -rf "$WORK"
-	fi
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-
-# 1,000 streams in the plane and in the client, plus 100 agents
-ulimit -n 1048576 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null
-
-log() {
-	echo "rollout: $*" >&2
-}
-
-die() {
-	log "$*"
-	exit 1
-}
-
-untrack() {
-	local out="" p
-	for p in $PIDS; do
-		[ "$p" = "$1" ] || out="$out $p"
-	done
-	PIDS=$out
-}
-
-stop_pid() {
-	kill -TERM "$1" 2>/dev/null
-	wait "$1" 2>/dev/null
-	untrack "$1"
-}
-
-# wait_until SECONDS COMMAND...: polls every 20 ms until the command succeeds
-wait_until() {
-	local deadline=$((${EPOCHREALTIME/./} / 1000 + $1 * 1000))
-	shift
-	while ! "$@" >/dev/null 2>&1; do
-		[ $((${EPOCHREALTIME/./} / 1000)) -ge $deadline ] && return 1
-		sleep 0.02
-	done
-	return 0
-}
+# after the processes stopped: the work directory
+if [ "${BENCH_KEEP:-0}" = 1 ]; then
+	BENCH_AFTER_EXIT='echo "rollout.sh: work directory kept: $WORK" >&2'
+else
+	BENCH_AFTER_EXIT='rm -rf "$WORK"'
+fi
 
 # jfield JSON KEY: a scalar of a flat JSON object (numbers and simple strings)
 jfield() {
 	printf '%s' "$1" | sed -n "s/.*\"$2\":\"\{0,1\}\([^\",}]*\).*/\1/p"
-}
-
-# kv FILE KEY: the value of KEY=... in the load client's output
-kv() {
-	sed -n "s/^$2=//p" "$1" | tail -n 1
 }
 
 # sub A B: A - B in seconds, 3 decimals
@@ -132,15 +78,6 @@ max() {
 	awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", (a > b ? a : b) }'
 }
 
-median() {
-	sort -g | awk '{ v[NR] = $1 }
-		END {
-			if (NR == 0) print "-"
-			else if (NR % 2) print v[(NR + 1) / 2]
-			else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2
-		}'
-}
-
 # start_plane DIR BAKE: sets PLANE_PID, URL
 start_plane() {
 	local dir=$1
@@ -149,7 +86,7 @@ start_plane() {
 	"$PLANE_BIN" --listen 127.0.0.1:0 --data "$dir/data" --heartbeat 3600 \
 		--rollout staged --stages "$STAGES" --bake "$2" >"$dir/plane.log" 2>&1 &
 	PLANE_PID=$!
-	PIDS="$PIDS $PLANE_PID"
+	track "$PLANE_PID"
 	wait_until 10 grep -q 'listening on ' "$dir/plane.log" || { cat "$dir/plane.log" >&2; die "the plane did not start"; }
 	URL=http://127.0.0.1:$(grep -o 'listening on [^ ]*' "$dir/plane.log" | tail -n 1 | sed 's/.*://')
 	wait_until 10 curl -fsS "$URL/healthz" || die "the plane is not healthy"
@@ -251,7 +188,7 @@ agents_run() {
 			--check "$CHECK" --stream-timeout 7200 >"$dir/a$i/agent.log" 2>&1 &
 		pids="$pids $!"
 	done
-	PIDS="$PIDS $pids"
+	track "$pids"
 	wait_until 120 all_agents_at "$v0" || die "agents: not every agent synced version $v0 ($(agent_versions | sort | uniq -c | tr '\n' ' '))"
 	wait_until 30 all_connected "$AGENTS" || die "agents: $(connected_nodes) of $AGENTS connected"
 
@@ -336,7 +273,7 @@ sim_run() {
 		--wait-push $((v0 + 1)) --rounds 2 --start-file "$dir/start" --per-stream \
 		--timeout $((120 + 4 * NSTAGES * bake)) "127.0.0.1:${URL##*:}" >"$out" 2>"$OUT/sim.$bake.$run.load.err" &
 	lp=$!
-	PIDS="$PIDS $lp"
+	track "$lp"
 	wait_until 120 grep -q '^ready=1' "$out" || die "sim: the streams did not open"
 	[ "$(kv "$out" connect.ok)" = "$SIM" ] || die "sim: $(kv "$out" connect.ok) of $SIM streams opened"
 	wait_until 30 all_connected "$SIM" || die "sim: $(connected_nodes) of $SIM connected"
@@ -401,8 +338,6 @@ runs() {
 # ---- run ------------------------------------------------------------------------
 
 BEGAN=$EPOCHREALTIME
-LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
-MACHINE="$(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), kernel $(uname -r)"
 log "machine: $MACHINE"
 for run in $(seq 1 "$RUNS"); do
 	for b in $BAKES; do
@@ -416,15 +351,7 @@ for run in $(seq 1 "$RUNS"); do
 done
 
 {
-	echo "tether rollout bench results ($(date -u +%Y-%m-%dT%H:%MZ))"
-	echo "machine: $MACHINE"
-	if rev=$(git -C "$SRCDIR" rev-parse --short HEAD 2>/dev/null); then
-		git -C "$SRCDIR" diff --quiet HEAD 2>/dev/null || rev="$rev (with local changes)"
-	else
-		rev="unknown (not a git checkout)"
-	fi
-	echo "commit: $rev"
-	echo "load average at start: $LOAD_START; at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+	bench_header "tether rollout bench results"
 	echo "plane: $PLANE_BIN --rollout staged --stages $STAGES --bake B --heartbeat 3600"
 	echo "agents: tetherd --consumer files --labels zone=zK --check '$CHECK'"
 	echo "simulated: $LOAD_BIN -n $SIM --zones $ZONES --ack --nack-marker BAD"

@@ -37,57 +37,18 @@ GOAL_RATIO=500
 GOAL_RSS=16384
 GOAL_P99_MS=1000
 
-for f in "$PLANE_BIN" "$LOAD_BIN"; do
-	[ -x "$f" ] || { echo "run.sh: $f is missing; run 'make bench'" >&2; exit 2; }
-done
+BENCH_NAME=bench
+. "$(dirname "$0")/lib.sh"
+need "$PLANE_BIN" "$LOAD_BIN"
 command -v curl >/dev/null || { echo "run.sh: needs curl" >&2; exit 2; }
 
 rm -rf "$OUT"
 mkdir -p "$OUT"
-PIDS=""
-
-cleanup() {
-	local p
-	for p in $PIDS; do
-		kill -TERM "$p" 2>/dev/null
-	done
-	for p in $PIDS; do
-		wait "$p" 2>/dev/null
-	done
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-
-# every stream is a descriptor in the plane and in the client
-ulimit -n 1048576 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null
 NOFILE=$(ulimit -n)
-
-log() {
-	echo "bench: $*" >&2
-}
-
-untrack() {
-	local out="" p
-	for p in $PIDS; do
-		[ "$p" = "$1" ] || out="$out $p"
-	done
-	PIDS=$out
-}
 
 # wait_for FILE REGEX SECONDS
 wait_for() {
-	local i=0 limit=$(($3 * 20))
-	while ! grep -q -- "$2" "$1" 2>/dev/null; do
-		i=$((i + 1))
-		[ $i -ge $limit ] && return 1
-		sleep 0.05
-	done
-	return 0
-}
-
-# kv FILE KEY: the value of KEY=... in a load client's output
-kv() {
-	sed -n "s/^$2=//p" "$1" | tail -n 1
+	wait_until "$3" grep -q -- "$2" "$1"
 }
 
 rss_kb() {
@@ -97,16 +58,6 @@ rss_kb() {
 # cpu_ticks PID: user + system time in clock ticks
 cpu_ticks() {
 	awk '{ print $14 + $15 }' "/proc/$1/stat"
-}
-
-# median: of the numbers on stdin
-median() {
-	sort -g | awk '{ v[NR] = $1 }
-		END {
-			if (NR == 0) print "-"
-			else if (NR % 2) print v[(NR + 1) / 2]
-			else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2
-		}'
 }
 
 # ratio A B: A / B, rounded
@@ -123,19 +74,13 @@ start_plane() {
 	"$PLANE_BIN" --listen 127.0.0.1:0 --data "$dir/data" --heartbeat 3600 --threads "$THREADS" \
 		>"$dir/plane.log" 2>&1 &
 	PLANE_PID=$!
-	PIDS="$PIDS $PLANE_PID"
+	track "$PLANE_PID"
 	if ! wait_for "$dir/plane.log" 'listening on ' 10; then
 		log "the plane did not start"
 		cat "$dir/plane.log" >&2
 		exit 1
 	fi
 	PORT=$(grep -o 'listening on [^ ]*' "$dir/plane.log" | tail -n 1 | sed 's/.*://')
-}
-
-stop_pid() {
-	kill -TERM "$1" 2>/dev/null
-	wait "$1" 2>/dev/null
-	untrack "$1"
 }
 
 # stop_plane DIR: stops the plane and drops its data (10,000 node records
@@ -203,7 +148,8 @@ wire() {
 	"$LOAD_BIN" -n "$NODES" --version 0 --prefix gzip- --gzip --wait-push $((v1 + 1)) \
 		--start-file "$dir/start" --timeout 120 "127.0.0.1:$PORT" >"$dir/gzip.out" 2>"$dir/gzip.err" &
 	local lg=$!
-	PIDS="$PIDS $lp $lg"
+	track "$lp"
+	track "$lg"
 	wait_for "$dir/plain.out" '^ready=1' 120 && wait_for "$dir/gzip.out" '^ready=1' 120 ||
 		{ log "wire: streams did not open"; exit 1; }
 	timed_put cluster/c7 "$(cluster_body 7)" "$dir/start" >/dev/null || exit 1
@@ -250,7 +196,7 @@ fanout() {
 		--start-file "$dir/start" --per-stream --linger 4 --timeout 300 "127.0.0.1:$PORT" \
 		>"$dir/load.out" 2>"$dir/load.err" &
 	local lp=$!
-	PIDS="$PIDS $lp"
+	track "$lp"
 	wait_for "$dir/load.out" '^ready=1' 300 || { log "fan-out $n: streams did not open"; exit 1; }
 	sleep 1   # node records written behind, connections settled
 	rss1=$(rss_kb "$PLANE_PID")
@@ -302,8 +248,6 @@ med() {
 
 # ---- run ------------------------------------------------------------------------
 
-LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
-MACHINE="$(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), kernel $(uname -r)"
 log "machine: $MACHINE; open files $NOFILE"
 for run in $(seq 1 "$RUNS"); do
 	log "run $run/$RUNS: wire bytes ($CLUSTERS clusters, $NODES nodes)"
@@ -315,15 +259,7 @@ for run in $(seq 1 "$RUNS"); do
 done
 
 {
-	echo "tether bench results ($(date -u +%Y-%m-%dT%H:%MZ))"
-	echo "machine: $MACHINE"
-	if rev=$(git -C "$SRCDIR" rev-parse --short HEAD 2>/dev/null); then
-		git -C "$SRCDIR" diff --quiet HEAD 2>/dev/null || rev="$rev (with local changes)"
-	else
-		rev="unknown (not a git checkout)"
-	fi
-	echo "commit: $rev"
-	echo "load average at start: $LOAD_START; at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+	bench_header "tether bench results"
 	echo "plane: $PLANE_BIN --threads $THREADS --heartbeat 3600; medians of $RUNS runs"
 	echo
 	echo "(a) bytes per node on the wire: $CLUSTERS clusters, one changed, $NODES nodes"

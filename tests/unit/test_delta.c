@@ -7,7 +7,6 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +16,7 @@
 #include "delta.h"
 #include "log.h"
 #include "store.h"
+#include "tmpdir.h"
 #include "validate.h"
 
 #define CLUSTER "{\"endpoints\":[{\"address\":\"10.0.0.1\",\"port\":80}]}"
@@ -31,14 +31,6 @@ struct fixture {
 	struct store *s;
 	struct store_opts opts;
 };
-
-static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void)sb;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
 
 static int open_store(struct fixture *f)
 {
@@ -62,8 +54,7 @@ static int setup(void **state)
 	struct fixture *f = calloc(1, sizeof(*f));
 	if (!f)
 		return -1;
-	snprintf(f->dir, sizeof(f->dir), "/tmp/tether-delta-XXXXXX");
-	if (!mkdtemp(f->dir)) {
+	if (test_tmpdir_make(f->dir, sizeof(f->dir), "delta") < 0) {
 		free(f);
 		return -1;
 	}
@@ -77,7 +68,7 @@ static int teardown(void **state)
 	struct fixture *f = *state;
 	store_free(f->s);
 	db_close(f->db);
-	int rc = nftw(f->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	int rc = test_tmpdir_remove(f->dir);
 	free(f);
 	return rc;
 }

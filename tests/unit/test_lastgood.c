@@ -8,7 +8,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +21,7 @@
 #include "log.h"
 #include "push.h"
 #include "state.h"
+#include "tmpdir.h"
 
 struct fx {
 	char root[64];
@@ -30,22 +30,15 @@ struct fx {
 	struct state s;
 };
 
-static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void)sb;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
 static int setup(void **state)
 {
 	struct fx *f = calloc(1, sizeof(*f));
 	if (!f)
 		return -1;
-	snprintf(f->root, sizeof(f->root), "/tmp/tether-lastgood-XXXXXX");
-	if (!mkdtemp(f->root))
+	if (test_tmpdir_make(f->root, sizeof(f->root), "lastgood") < 0) {
+		free(f);
 		return -1;
+	}
 	snprintf(f->dir, sizeof(f->dir), "%s/state", f->root);
 	char err[512];
 	f->lg = lastgood_open(f->dir, err, sizeof(err));
@@ -63,7 +56,7 @@ static int teardown(void **state)
 	struct fx *f = *state;
 	lastgood_close(f->lg);
 	state_release(&f->s);
-	nftw(f->root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	test_tmpdir_remove(f->root);
 	free(f);
 	return 0;
 }

@@ -5,8 +5,6 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
-#include <ftw.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cjson/cJSON.h>
@@ -15,6 +13,7 @@
 #include "db.h"
 #include "log.h"
 #include "nodes.h"
+#include "tmpdir.h"
 #include "util.h"
 
 struct fixture {
@@ -22,14 +21,6 @@ struct fixture {
 	struct db *db;
 	struct nodes *n;
 };
-
-static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void)sb;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
 
 static int open_nodes(struct fixture *f)
 {
@@ -46,8 +37,7 @@ static int setup(void **state)
 	struct fixture *f = calloc(1, sizeof(*f));
 	if (!f)
 		return -1;
-	snprintf(f->dir, sizeof(f->dir), "/tmp/tether-nodes-XXXXXX");
-	if (!mkdtemp(f->dir)) {
+	if (test_tmpdir_make(f->dir, sizeof(f->dir), "nodes") < 0) {
 		free(f);
 		return -1;
 	}
@@ -60,7 +50,7 @@ static int teardown(void **state)
 	struct fixture *f = *state;
 	nodes_free(f->n);
 	db_close(f->db);
-	int rc = nftw(f->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	int rc = test_tmpdir_remove(f->dir);
 	free(f);
 	return rc;
 }

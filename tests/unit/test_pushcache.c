@@ -5,8 +5,6 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
-#include <ftw.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
@@ -18,6 +16,7 @@
 #include "log.h"
 #include "pushcache.h"
 #include "store.h"
+#include "tmpdir.h"
 #include "validate.h"
 
 #define CLUSTER "{\"endpoints\":[{\"address\":\"10.0.0.1\",\"port\":80}]}"
@@ -30,21 +29,12 @@ struct fixture {
 	struct pushcache *pc;
 };
 
-static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void)sb;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
 static int setup(void **state)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
 	if (!f)
 		return -1;
-	snprintf(f->dir, sizeof(f->dir), "/tmp/tether-pushcache-XXXXXX");
-	if (!mkdtemp(f->dir)) {
+	if (test_tmpdir_make(f->dir, sizeof(f->dir), "pushcache") < 0) {
 		free(f);
 		return -1;
 	}
@@ -67,7 +57,7 @@ static int teardown(void **state)
 	pushcache_free(f->pc);
 	store_free(f->s);
 	db_close(f->db);
-	int rc = nftw(f->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	int rc = test_tmpdir_remove(f->dir);
 	free(f);
 	return rc;
 }

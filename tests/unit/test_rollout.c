@@ -8,7 +8,6 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
-#include <ftw.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +19,7 @@
 #include "rollout.h"
 #include "rollout_db.h"
 #include "rollout_order.h"
+#include "tmpdir.h"
 
 /* ---- rollout_parse_stages ----------------------------------------------- */
 
@@ -438,21 +438,12 @@ struct fixture {
 	struct db *db;
 };
 
-static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void)sb;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
 static int setup(void **state)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
 	if (!f)
 		return -1;
-	snprintf(f->dir, sizeof(f->dir), "/tmp/tether-rollout-XXXXXX");
-	if (!mkdtemp(f->dir)) {
+	if (test_tmpdir_make(f->dir, sizeof(f->dir), "rollout") < 0) {
 		free(f);
 		return -1;
 	}
@@ -471,7 +462,7 @@ static int teardown(void **state)
 {
 	struct fixture *f = *state;
 	db_close(f->db);
-	int rc = nftw(f->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	int rc = test_tmpdir_remove(f->dir);
 	free(f);
 	return rc;
 }

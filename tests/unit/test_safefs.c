@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "safefs.h"
+#include "tmpdir.h"
 
 struct fx {
 	char base[64];         /* the mkdtemp directory */
@@ -27,22 +28,15 @@ struct fx {
 	int rootfd;
 };
 
-static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void)sb;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
 static int setup(void **state)
 {
 	struct fx *f = calloc(1, sizeof(*f));
 	if (!f)
 		return -1;
-	snprintf(f->base, sizeof(f->base), "/tmp/tether-safefs-XXXXXX");
-	if (!mkdtemp(f->base))
+	if (test_tmpdir_make(f->base, sizeof(f->base), "safefs") < 0) {
+		free(f);
 		return -1;
+	}
 	snprintf(f->root, sizeof(f->root), "%s/root", f->base);
 	snprintf(f->out, sizeof(f->out), "%s/outside", f->base);
 	if (mkdir(f->root, 0755) < 0 || mkdir(f->out, 0755) < 0)
@@ -58,8 +52,8 @@ static int teardown(void **state)
 {
 	struct fx *f = *state;
 	close(f->rootfd);
-	/* FTW_PHYS: never follow the symlinks the tests plant */
-	nftw(f->base, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	/* never follows the symlinks the tests plant */
+	test_tmpdir_remove(f->base);
 	free(f);
 	return 0;
 }

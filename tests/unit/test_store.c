@@ -6,7 +6,6 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +15,7 @@
 #include "db.h"
 #include "log.h"
 #include "store.h"
+#include "tmpdir.h"
 #include "util.h"
 #include "validate.h"
 
@@ -29,14 +29,6 @@ struct fixture {
 	struct store *s;
 	struct store_opts opts;
 };
-
-static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void)sb;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
 
 static int open_store(struct fixture *f)
 {
@@ -73,8 +65,7 @@ static int setup(void **state)
 	struct fixture *f = calloc(1, sizeof(*f));
 	if (!f)
 		return -1;
-	snprintf(f->dir, sizeof(f->dir), "/tmp/tether-store-XXXXXX");
-	if (!mkdtemp(f->dir)) {
+	if (test_tmpdir_make(f->dir, sizeof(f->dir), "store") < 0) {
 		free(f);
 		return -1;
 	}
@@ -89,7 +80,7 @@ static int teardown(void **state)
 {
 	struct fixture *f = *state;
 	close_store(f);
-	int rc = nftw(f->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	int rc = test_tmpdir_remove(f->dir);
 	free(f);
 	return rc;
 }

@@ -5,14 +5,13 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
-#include <ftw.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "db.h"
 #include "log.h"
 #include "store.h"
+#include "tmpdir.h"
 #include "validate.h"
 
 #define CLUSTER "{\"endpoints\":[{\"address\":\"10.0.0.1\",\"port\":80}]}"
@@ -25,21 +24,12 @@ struct fixture {
 	struct store *s;
 };
 
-static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void)sb;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
 static int setup(void **state)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
 	if (!f)
 		return -1;
-	snprintf(f->dir, sizeof(f->dir), "/tmp/tether-validate-XXXXXX");
-	if (!mkdtemp(f->dir)) {
+	if (test_tmpdir_make(f->dir, sizeof(f->dir), "validate") < 0) {
 		free(f);
 		return -1;
 	}
@@ -58,7 +48,7 @@ static int teardown(void **state)
 	struct fixture *f = *state;
 	store_free(f->s);
 	db_close(f->db);
-	int rc = nftw(f->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	int rc = test_tmpdir_remove(f->dir);
 	free(f);
 	return rc;
 }

@@ -184,7 +184,17 @@ static enum apply_result apply_candidate(struct agent *a, struct candidate *c, i
 			goto fail;
 		}
 		ph->check = now_ms() - t - ph->stage;
-		why = APPLY_FAILED;
+	}
+	/* the last-good write readied (and its room taken) before anything
+	 * goes live: a full state directory refuses the push here, with the
+	 * consumer untouched */
+	why = APPLY_FAILED;
+	int64_t tp = now_ms();
+	if (lastgood_prepare(a->lg, &a->state, c, err, errlen) < 0)
+		goto fail;
+	ph->persist = now_ms() - tp;
+	if (staged == 0) {
+		const char *dir = ops->staging_dir(a->cons);
 		if (ops->swap(a->cons, err, errlen) < 0)
 			goto revert;
 		why = APPLY_REFUSED;
@@ -207,15 +217,15 @@ static enum apply_result apply_candidate(struct agent *a, struct candidate *c, i
 			*healthy = 1;
 		}
 		why = APPLY_FAILED;
-		ph->reload = now_ms() - t - ph->stage - ph->check;
+		ph->reload = now_ms() - t - ph->stage - ph->check - ph->persist;
 	}
-	int64_t tp = now_ms();
-	if (lastgood_save(a->lg, &a->state, c, err, errlen) < 0) {
+	tp = now_ms();
+	if (lastgood_commit(a->lg, err, errlen) < 0) {
 		if (staged == 0)
 			goto revert;
 		goto fail;
 	}
-	ph->persist = now_ms() - tp;
+	ph->persist += now_ms() - tp;
 	state_commit(&a->state, c);
 	ops->finish(a->cons);
 	return APPLY_OK;
@@ -226,6 +236,7 @@ revert:;
 	else
 		reload_back(a);
 fail:
+	lastgood_abandon(a->lg);
 	ops->finish(a->cons);
 	return why;
 }

@@ -33,6 +33,13 @@ struct lastgood {
 	unsigned long long max_gen;    /* highest generation seen on disk */
 	size_t snap_bytes, journal_bytes, journal_records;
 	bool journal_broken;           /* an append could not be undone */
+	/* what lastgood_prepare readied for lastgood_commit */
+	enum { PEND_NONE, PEND_RECORD, PEND_GENERATION } pend;
+	struct buf pend_rec;           /* PEND_RECORD: the journal record */
+	bool pend_reserved;            /*   its space is allocated past the end */
+	unsigned long long pend_gen;   /* PEND_GENERATION: the new generation, */
+	int pend_jfd;                  /*   its empty journal */
+	size_t pend_snap_bytes;        /*   and its snapshot's size */
 };
 
 /* ---- encoding helpers ---------------------------------------------------- */
@@ -168,6 +175,7 @@ struct lastgood *lastgood_open(const char *dir, char *err, size_t errlen)
 	lg->dir = xstrdup(dir);
 	lg->dirfd = fd;
 	lg->jfd = -1;
+	lg->pend_jfd = -1;
 	return lg;
 }
 
@@ -175,6 +183,8 @@ void lastgood_close(struct lastgood *lg)
 {
 	if (!lg)
 		return;
+	lastgood_abandon(lg);
+	buf_release(&lg->pend_rec);
 	if (lg->jfd >= 0)
 		close(lg->jfd);
 	close(lg->dirfd);
@@ -494,10 +504,12 @@ static void snap_one(void *ctx, const struct res *r)
 	sc->count++;
 }
 
-/* Writes generation lg->max_gen + 1 holding s with c applied (c may be
- * NULL), and makes it current. */
-static int write_generation(struct lastgood *lg, const struct state *s, const struct candidate *c,
-			    char *err, size_t errlen)
+/* Readies generation lg->max_gen + 1 holding s with c applied (c may be
+ * NULL): the snapshot written to a temp file and fsync'd, its empty journal
+ * created and fsync'd. Nothing of it counts until gen_commit renames the
+ * snapshot into place. */
+static int gen_prepare(struct lastgood *lg, const struct state *s, const struct candidate *c, char *err,
+		       size_t errlen)
 {
 	struct buf raw = BUF_INIT, file = BUF_INIT;
 	struct strmap changed;
@@ -521,9 +533,9 @@ static int write_generation(struct lastgood *lg, const struct state *s, const st
 	}
 	strmap_release(&changed);
 
-	int rc = -1, fd = -1;
+	int rc = -1, fd = -1, jfd = -1;
 	unsigned long long gen = lg->max_gen + 1;
-	char *tmp = gen_name(gen, "snap.tmp"), *snap = gen_name(gen, "snap"), *jname = gen_name(gen, "journal");
+	char *tmp = gen_name(gen, "snap.tmp"), *jname = gen_name(gen, "journal");
 	uLongf comp_cap = compressBound((uLong)raw.len);
 	buf_reserve(&file, SNAP_HDR + comp_cap);
 	buf_append(&file, SNAP_MAGIC, 8);
@@ -552,65 +564,77 @@ static int write_generation(struct lastgood *lg, const struct state *s, const st
 		snprintf(err, errlen, "cannot write '%s/%s': %s", lg->dir, tmp, strerror(errno));
 		goto out;
 	}
-	close(fd);
-	fd = -1;
 	/* the journal first, so the snapshot never appears without it */
-	int jfd = openat(lg->dirfd, jname, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
+	jfd = openat(lg->dirfd, jname, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (jfd < 0 || fsync(jfd) < 0) {
 		snprintf(err, errlen, "cannot create '%s/%s': %s", lg->dir, jname, strerror(errno));
-		if (jfd >= 0)
-			close(jfd);
 		goto out;
 	}
-	if (renameat(lg->dirfd, tmp, lg->dirfd, snap) < 0) {
-		snprintf(err, errlen, "cannot rename '%s' to '%s': %s", tmp, snap, strerror(errno));
-		close(jfd);
-		unlinkat(lg->dirfd, jname, 0);
-		goto out;
-	}
-	if (fsync_dir(lg, err, errlen) < 0) {
-		/* the rename may or may not be durable: the older generation
-		 * stays on disk either way, and the caller NACKs */
-		close(jfd);
-		goto out;
-	}
-	/* keep the new generation and the previous one, drop every other */
-	drop_generations(lg, gen, lg->gen);
-	if (lg->jfd >= 0)
-		close(lg->jfd);
-	lg->jfd = jfd;
-	lg->gen = gen;
-	lg->max_gen = gen;
-	lg->snap_bytes = file.len;
-	lg->journal_bytes = 0;
-	lg->journal_records = 0;
-	lg->journal_broken = false;
+	lg->pend = PEND_GENERATION;
+	lg->pend_gen = gen;
+	lg->pend_jfd = jfd;
+	lg->pend_snap_bytes = file.len;
+	jfd = -1;
 	rc = 0;
 out:
 	if (fd >= 0)
 		close(fd);
-	if (rc < 0)
+	if (jfd >= 0)
+		close(jfd);
+	if (rc < 0) {
 		unlinkat(lg->dirfd, tmp, 0);
+		unlinkat(lg->dirfd, jname, 0);
+	}
 	free(tmp);
-	free(snap);
 	free(jname);
 	buf_release(&raw);
 	buf_release(&file);
 	return rc;
 }
 
-int lastgood_compact(struct lastgood *lg, const struct state *s, char *err, size_t errlen)
+/* Makes the generation gen_prepare readied current: rename, fsync(dir). */
+static int gen_commit(struct lastgood *lg, char *err, size_t errlen)
 {
-	return write_generation(lg, s, NULL, err, errlen);
+	unsigned long long gen = lg->pend_gen;
+	char *tmp = gen_name(gen, "snap.tmp"), *snap = gen_name(gen, "snap");
+	int rc = -1;
+	if (renameat(lg->dirfd, tmp, lg->dirfd, snap) < 0) {
+		snprintf(err, errlen, "cannot rename '%s' to '%s': %s", tmp, snap, strerror(errno));
+		goto out;
+	}
+	if (fsync_dir(lg, err, errlen) < 0) {
+		/* the rename may or may not be durable: take it back (the
+		 * caller NACKs), and let the next save start a generation above
+		 * this one, so whichever is on disk is superseded */
+		unlinkat(lg->dirfd, snap, 0);
+		lg->max_gen = gen;
+		lg->journal_broken = true;
+		goto out;
+	}
+	/* keep the new generation and the previous one, drop every other */
+	drop_generations(lg, gen, lg->gen);
+	if (lg->jfd >= 0)
+		close(lg->jfd);
+	lg->jfd = lg->pend_jfd;
+	lg->pend_jfd = -1;
+	lg->gen = gen;
+	lg->max_gen = gen;
+	lg->snap_bytes = lg->pend_snap_bytes;
+	lg->journal_bytes = 0;
+	lg->journal_records = 0;
+	lg->journal_broken = false;
+	rc = 0;
+out:
+	free(tmp);
+	free(snap);
+	return rc;
 }
 
-int lastgood_save(struct lastgood *lg, const struct state *s, const struct candidate *c, char *err, size_t errlen)
+/* Readies one journal record of c, and reserves its space past the
+ * journal's end, so the append after the swap cannot run out of room. */
+static int rec_prepare(struct lastgood *lg, const struct candidate *c, char *err, size_t errlen)
 {
-	size_t limit = lg->snap_bytes > COMPACT_MIN ? lg->snap_bytes : COMPACT_MIN;
-	if (lg->gen == 0 || lg->jfd < 0 || lg->journal_broken || lg->journal_bytes > limit)
-		return write_generation(lg, s, c, err, errlen);
-
-	struct buf raw = BUF_INIT, rec = BUF_INIT;
+	struct buf raw = BUF_INIT, *rec = &lg->pend_rec;
 	uint32_t nup = 0, nrm = 0;
 	for (size_t i = 0; i < c->n; i++)
 		c->items[i].new_res ? nup++ : nrm++;
@@ -626,8 +650,9 @@ int lastgood_save(struct lastgood *lg, const struct state *s, const struct candi
 
 	int rc = -1;
 	uLongf comp = compressBound((uLong)raw.len);
-	buf_reserve(&rec, JREC_HDR + comp);
-	unsigned char *hdr = (unsigned char *)rec.data, *payload = hdr + JREC_HDR;
+	rec->len = 0;
+	buf_reserve(rec, JREC_HDR + comp);
+	unsigned char *hdr = (unsigned char *)rec->data, *payload = hdr + JREC_HDR;
 	if (compress2(payload, &comp, (const Bytef *)raw.data, (uLong)raw.len, 6) != Z_OK) {
 		snprintf(err, errlen, "cannot compress the journal record");
 		goto out;
@@ -640,8 +665,32 @@ int lastgood_save(struct lastgood *lg, const struct state *s, const struct candi
 	uLong crc = crc32(0, hdr, 12);
 	crc = crc32(crc, payload, (uInt)comp);
 	set_u32(hdr + 12, (uint32_t)crc);
-	rec.len = JREC_HDR + comp;
-	if (write_full(lg->jfd, rec.data, rec.len) < 0 || fsync(lg->jfd) < 0) {
+	rec->len = JREC_HDR + comp;
+	/* KEEP_SIZE: the blocks are allocated, the file's size (and so what
+	 * a load replays) is unchanged; a file system without fallocate
+	 * just does not reserve */
+	if (fallocate(lg->jfd, FALLOC_FL_KEEP_SIZE, (off_t)lg->journal_bytes, (off_t)rec->len) < 0) {
+		if (errno != EOPNOTSUPP && errno != ENOSYS) {
+			snprintf(err, errlen, "cannot persist last-good in '%s': %s", lg->dir, strerror(errno));
+			goto out;
+		}
+	} else {
+		lg->pend_reserved = true;
+	}
+	lg->pend = PEND_RECORD;
+	rc = 0;
+out:
+	if (rc < 0)
+		rec->len = 0;
+	buf_release(&raw);
+	return rc;
+}
+
+/* Appends and fsyncs the record rec_prepare readied. */
+static int rec_commit(struct lastgood *lg, char *err, size_t errlen)
+{
+	struct buf *rec = &lg->pend_rec;
+	if (write_full(lg->jfd, rec->data, rec->len) < 0 || fsync(lg->jfd) < 0) {
 		int e = errno;
 		snprintf(err, errlen, "cannot persist last-good in '%s': %s", lg->dir, strerror(e));
 		/* take the record back, and never trust this file again after a
@@ -651,13 +700,81 @@ int lastgood_save(struct lastgood *lg, const struct state *s, const struct candi
 			/* nothing more to do: the tail fails its checksum */
 		}
 		lg->journal_broken = true;
-		goto out;
+		return -1;
 	}
-	lg->journal_bytes += rec.len;
+	lg->pend_reserved = false;   /* the reservation is the record now */
+	lg->journal_bytes += rec->len;
 	lg->journal_records++;
-	rc = 0;
-out:
-	buf_release(&raw);
-	buf_release(&rec);
+	return 0;
+}
+
+int lastgood_prepare(struct lastgood *lg, const struct state *s, const struct candidate *c, char *err,
+		     size_t errlen)
+{
+	lastgood_abandon(lg);
+	size_t limit = lg->snap_bytes > COMPACT_MIN ? lg->snap_bytes : COMPACT_MIN;
+	if (lg->gen == 0 || lg->jfd < 0 || lg->journal_broken || lg->journal_bytes > limit)
+		return gen_prepare(lg, s, c, err, errlen);
+	return rec_prepare(lg, c, err, errlen);
+}
+
+int lastgood_commit(struct lastgood *lg, char *err, size_t errlen)
+{
+	int rc;
+	switch (lg->pend) {
+	case PEND_GENERATION:
+		rc = gen_commit(lg, err, errlen);
+		break;
+	case PEND_RECORD:
+		rc = rec_commit(lg, err, errlen);
+		break;
+	default:
+		snprintf(err, errlen, "last-good: nothing prepared to commit");
+		return -1;
+	}
+	lastgood_abandon(lg);
 	return rc;
+}
+
+void lastgood_abandon(struct lastgood *lg)
+{
+	if (lg->pend == PEND_GENERATION) {
+		/* a generation that did not become current: its files go
+		 * (gen_commit hands the journal over when it succeeds) */
+		char *tmp = gen_name(lg->pend_gen, "snap.tmp");
+		unlinkat(lg->dirfd, tmp, 0);
+		free(tmp);
+		if (lg->pend_jfd >= 0) {
+			char *jname = gen_name(lg->pend_gen, "journal");
+			close(lg->pend_jfd);
+			unlinkat(lg->dirfd, jname, 0);
+			free(jname);
+		}
+	}
+	if (lg->pend == PEND_RECORD && lg->pend_reserved && lg->jfd >= 0) {
+		/* give the reserved blocks back */
+		if (fallocate(lg->jfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)lg->journal_bytes,
+			      (off_t)lg->pend_rec.len) < 0) {
+			/* they stay allocated past the end: the next record uses them */
+		}
+	}
+	lg->pend = PEND_NONE;
+	lg->pend_jfd = -1;
+	lg->pend_reserved = false;
+	lg->pend_rec.len = 0;
+}
+
+int lastgood_compact(struct lastgood *lg, const struct state *s, char *err, size_t errlen)
+{
+	lastgood_abandon(lg);
+	if (gen_prepare(lg, s, NULL, err, errlen) < 0)
+		return -1;
+	return lastgood_commit(lg, err, errlen);
+}
+
+int lastgood_save(struct lastgood *lg, const struct state *s, const struct candidate *c, char *err, size_t errlen)
+{
+	if (lastgood_prepare(lg, s, c, err, errlen) < 0)
+		return -1;
+	return lastgood_commit(lg, err, errlen);
 }

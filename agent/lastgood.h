@@ -26,9 +26,22 @@ void lastgood_close(struct lastgood *lg);
  * -1 with err when no generation could be read. */
 int lastgood_load(struct lastgood *lg, struct state *s, char *err, size_t errlen);
 
-/* Persists the result of applying c to s (call before state_commit: s is
- * the old state, c the changes). Durable when it returns 0; -1 with err on
- * any I/O error, and then nothing was recorded. */
+/* Persisting in two steps, so that a full disk is found before anything
+ * goes live. lastgood_prepare readies the result of applying c to s (call
+ * before state_commit: s is the old state, c the changes): the journal
+ * record compressed and its space reserved past the journal's end, or a new
+ * generation's snapshot written to a temp file and fsync'd. -1 with err
+ * (ENOSPC among others), and then nothing is pending. lastgood_commit makes
+ * it durable (append + fsync, or rename + fsync(dir)): 0, or -1 with err on
+ * any I/O error, and then nothing was recorded. lastgood_abandon drops what
+ * is pending (after a failed swap, reload or health probe). One pending
+ * save at a time; prepare abandons an earlier one. */
+int lastgood_prepare(struct lastgood *lg, const struct state *s, const struct candidate *c, char *err,
+		     size_t errlen);
+int lastgood_commit(struct lastgood *lg, char *err, size_t errlen);
+void lastgood_abandon(struct lastgood *lg);
+
+/* Prepare and commit in one go. */
 int lastgood_save(struct lastgood *lg, const struct state *s, const struct candidate *c, char *err, size_t errlen);
 
 /* Writes a new generation holding exactly s. */

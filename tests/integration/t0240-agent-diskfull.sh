@@ -56,8 +56,10 @@ start_plane p --heartbeat 1
 put file/s1 '{"path":"s1.txt","content":"small\n"}' >/dev/null
 put file/s2 '{"path":"conf/s2.conf","content":"also small\n","mode":"0600"}' >/dev/null
 V1=$(plane_version)
-start_agent ds1 --backoff-min 0.1 --backoff-max 0.5
+# every reload leaves the version it made live in ds1.reloads
+start_agent ds1 --backoff-min 0.1 --backoff-max 0.5 --reload "echo \$TETHER_VERSION >>'$WORK/ds1.reloads'"
 check "an agent whose state directory is a 256k tmpfs syncs" wait_until 10 agent_at ds1 "$V1"
+check "its reload hook ran for version $V1" wait_until 5 grep -qx "$V1" "$WORK/ds1.reloads"
 S1=$(ident "$WORK/ds1.out/s1.txt")
 big_body big.bin 300000
 curl -sS -X PUT --data-binary "@$WORK/big.json" "$PLANE_URL/v1/resources/file/big" >/dev/null
@@ -70,13 +72,12 @@ check "the NACK says No space left on device" grep -q "No space left on device" 
 check_eq "the agent keeps its version" "$V1" "$(st ds1 version)"
 check_eq "status.json says degraded" degraded "$(st ds1 state)"
 check "status.json's last_error says No space left on device" grep -q "No space left on device" <<<"$(st ds1 last_error)"
-# the agent retries an I/O failure (it is not the push's fault), and each
-# retry swaps the big file in for as long as the persist takes before it
-# swaps it back out: look between two retries
-old_output() {
-	[ "$(files_of "$1")" = "./conf/s2.conf ./s1.txt" ]
-}
-check "the output is the old version's (the big file was swapped back out)" wait_until 10 old_output "$WORK/ds1.out"
+# the last-good write is readied (its room reserved) before the swap: the
+# big file never went live, not even while the agent retries the push
+check_eq "the output is the old version's (the big file never went live)" "./conf/s2.conf ./s1.txt" "$(files_of "$WORK/ds1.out")"
+check "the agent retried the push" wait_until 10 count_ge 2 "push $V2 failed on I/O" "$WORK/ds1.log"
+check "the big file was never reloaded, through every retry" sh -c "! grep -qx '$V2' '$WORK/ds1.reloads'"
+check_eq "and is still not there" "./conf/s2.conf ./s1.txt" "$(files_of "$WORK/ds1.out")"
 check_eq "the old files are unchanged" "small" "$(cat "$WORK/ds1.out/s1.txt" 2>/dev/null)"
 check_eq "and were not rewritten" "$S1" "$(ident "$WORK/ds1.out/s1.txt")"
 check "the agent keeps running" kill -0 "${APID[ds1]}"
@@ -88,7 +89,7 @@ put file/s1 '{"path":"s1.txt","content":"small v2\n"}' >/dev/null
 V4=$(plane_version)
 check "a later small push applies" wait_until 15 agent_at ds1 "$V4"
 check_eq "with its content" "small v2" "$(cat "$WORK/ds1.out/s1.txt" 2>/dev/null)"
-check_eq "the big file is gone" "./conf/s2.conf ./s1.txt" "$(files_of "$WORK/ds1.out")"
+check_eq "the big file never appears" "./conf/s2.conf ./s1.txt" "$(files_of "$WORK/ds1.out")"
 check "the agent says synced again" wait_until 5 sh -c "[ \"\$(jq -r .state '$WORK/ds1.state/status.json')\" = synced ]"
 check "the plane has its ACK" wait_until 5 sh -c "[ \"\$(curl -s '$PLANE_URL/v1/nodes/ds1' | jq -r .acked_version)\" = $V4 ]"
 stop_pid "${APID[ds1]}" TERM

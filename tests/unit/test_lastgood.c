@@ -1,5 +1,6 @@
 /* test_lastgood.c: unit tests of agent/lastgood.c: round trips, generations,
- * torn or damaged journals and snapshots, I/O errors, O(changed) saves. */
+ * torn or damaged journals and snapshots, I/O errors, prepare / abandon /
+ * commit, O(changed) saves. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -783,6 +784,87 @@ static void test_io_error_in_snapshot_write(void **state)
 	expect_reload_equal(f);
 }
 
+/* Prepare readies, abandon leaves everything as it was, commit makes it
+ * durable: the journal path (a delta on a current generation). */
+static void test_prepare_abandon_commit_record(void **state)
+{
+	struct fx *f = *state;
+	char err[512];
+	int tmps;
+	must_save(f, BASE_PUSH);
+	save_series(f, 0, 2);
+	long long before = fsize(f, "lastgood-1.journal");
+	struct push p;
+	struct candidate c;
+	char *text = series_push(2);
+	decode_build(&f->s, text, &p, &c);
+
+	assert_int_equal(lastgood_prepare(f->lg, &f->s, &c, err, sizeof(err)), 0);
+	/* readied, not written: the journal's size and what loads are the old */
+	assert_int_equal(fsize(f, "lastgood-1.journal"), before);
+	expect_reload_equal(f);
+	lastgood_abandon(f->lg);
+	lastgood_abandon(f->lg);   /* twice is harmless */
+	assert_int_equal(fsize(f, "lastgood-1.journal"), before);
+	expect_reload_equal(f);
+	assert_int_equal(count_files(f, &tmps), 2);
+	/* nothing pending: commit refuses */
+	assert_int_equal(lastgood_commit(f->lg, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "nothing prepared"));
+
+	/* a second prepare replaces the first; the commit writes it once */
+	assert_int_equal(lastgood_prepare(f->lg, &f->s, &c, err, sizeof(err)), 0);
+	assert_int_equal(lastgood_prepare(f->lg, &f->s, &c, err, sizeof(err)), 0);
+	assert_int_equal(lastgood_commit(f->lg, err, sizeof(err)), 0);
+	state_commit(&f->s, &c);
+	candidate_release(&c);
+	push_release(&p);
+	free(text);
+	assert_true(fsize(f, "lastgood-1.journal") > before);
+	struct lastgood_info info;
+	lastgood_info(f->lg, &info);
+	assert_int_equal(info.journal_records, 3);
+	assert_int_equal((long long)info.journal_bytes, fsize(f, "lastgood-1.journal"));
+	expect_reload_equal(f);
+	assert_int_equal(f->s.version, 4);
+	save_series(f, 3, 5);
+	expect_reload_equal(f);
+}
+
+/* The generation path: prepare writes the snapshot to a temp file, abandon
+ * removes every file of the generation that never became current. */
+static void test_prepare_abandon_commit_generation(void **state)
+{
+	struct fx *f = *state;
+	char err[512];
+	int tmps;
+	struct push p;
+	struct candidate c;
+	decode_build(&f->s, BASE_PUSH, &p, &c);
+	assert_int_equal(lastgood_prepare(f->lg, &f->s, &c, err, sizeof(err)), 0);
+	assert_true(exists(f, "lastgood-1.snap.tmp"));
+	assert_false(exists(f, "lastgood-1.snap"));
+	/* what is readied does not load */
+	struct state got;
+	assert_int_equal(reload(f->dir, &got, err, sizeof(err)), 0);
+	state_release(&got);
+	lastgood_abandon(f->lg);
+	assert_int_equal(count_files(f, &tmps), 0);
+
+	assert_int_equal(lastgood_prepare(f->lg, &f->s, &c, err, sizeof(err)), 0);
+	assert_int_equal(lastgood_commit(f->lg, err, sizeof(err)), 0);
+	state_commit(&f->s, &c);
+	candidate_release(&c);
+	push_release(&p);
+	assert_int_equal(count_files(f, &tmps), 2);   /* the snapshot and its journal */
+	assert_int_equal(tmps, 0);
+	expect_reload_equal(f);
+	/* and a delta on it goes to its journal */
+	save_series(f, 0, 2);
+	expect_reload_equal(f);
+	assert_true(fsize(f, "lastgood-1.journal") > 0);
+}
+
 static void test_save_cost_is_o_changed(void **state)
 {
 	struct fx *f = *state;
@@ -840,6 +922,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_every_generation_damaged, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_io_error_in_journal_append, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_io_error_in_snapshot_write, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_prepare_abandon_commit_record, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_prepare_abandon_commit_generation, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_save_cost_is_o_changed, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -247,6 +247,8 @@ int agent_run(struct agent_config *cfg, int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	/* a write past RLIMIT_FSIZE fails with EFBIG (a NACK), not a kill */
+	signal(SIGXFSZ, SIG_IGN);
 
 	curl_global_init(strncmp(a.cfg.plane, "https:", 6) == 0 ? CURL_GLOBAL_DEFAULT : CURL_GLOBAL_NOTHING);
 	a.multi = curl_multi_init();

@@ -395,6 +395,31 @@ static DIR *list_dir(struct lastgood *lg)
 	return d;
 }
 
+/* Unlinks what a save that never completed left (a crash between prepare
+ * and commit): every temp snapshot, and every journal whose generation has
+ * no snapshot (gens, n). */
+static void drop_orphans(struct lastgood *lg, const unsigned long long *gens, size_t n)
+{
+	DIR *d = list_dir(lg);
+	if (!d)
+		return;
+	struct dirent *de;
+	while ((de = readdir(d)) != NULL) {
+		unsigned long long g;
+		char tail[16];
+		if (sscanf(de->d_name, "lastgood-%llu.%15s", &g, tail) != 2)
+			continue;
+		bool has_snap = false;
+		for (size_t i = 0; i < n && !has_snap; i++)
+			has_snap = gens[i] == g;
+		if (strcmp(tail, "snap.tmp") == 0 || (strcmp(tail, "journal") == 0 && !has_snap)) {
+			log_info("last-good: removing %s, left by a save that did not complete", de->d_name);
+			unlinkat(lg->dirfd, de->d_name, 0);
+		}
+	}
+	closedir(d);
+}
+
 int lastgood_load(struct lastgood *lg, struct state *s, char *err, size_t errlen)
 {
 	DIR *d = list_dir(lg);
@@ -419,6 +444,7 @@ int lastgood_load(struct lastgood *lg, struct state *s, char *err, size_t errlen
 			lg->max_gen = g;
 	}
 	closedir(d);
+	drop_orphans(lg, gens, n);
 	if (n)   /* qsort(NULL, 0, ...) is undefined */
 		qsort(gens, n, sizeof(*gens), cmp_gen_desc);
 
@@ -607,6 +633,9 @@ static int gen_commit(struct lastgood *lg, char *err, size_t errlen)
 		 * caller NACKs), and let the next save start a generation above
 		 * this one, so whichever is on disk is superseded */
 		unlinkat(lg->dirfd, snap, 0);
+		if (fsync(lg->dirfd) < 0) {
+			/* best effort: a load may still find the snapshot */
+		}
 		lg->max_gen = gen;
 		lg->journal_broken = true;
 		goto out;
@@ -631,7 +660,9 @@ out:
 }
 
 /* Readies one journal record of c, and reserves its space past the
- * journal's end, so the append after the swap cannot run out of room. */
+ * journal's end, so that on an ordinary file system the append after the
+ * swap does not run out of room (copy-on-write ones may still refuse it:
+ * rec_commit's failure path handles that). */
 static int rec_prepare(struct lastgood *lg, const struct candidate *c, char *err, size_t errlen)
 {
 	struct buf raw = BUF_INIT, *rec = &lg->pend_rec;
@@ -669,9 +700,17 @@ static int rec_prepare(struct lastgood *lg, const struct candidate *c, char *err
 	/* KEEP_SIZE: the blocks are allocated, the file's size (and so what
 	 * a load replays) is unchanged; a file system without fallocate
 	 * just does not reserve */
-	if (fallocate(lg->jfd, FALLOC_FL_KEEP_SIZE, (off_t)lg->journal_bytes, (off_t)rec->len) < 0) {
+	int fr;
+	do
+		fr = fallocate(lg->jfd, FALLOC_FL_KEEP_SIZE, (off_t)lg->journal_bytes, (off_t)rec->len);
+	while (fr < 0 && errno == EINTR);
+	if (fr < 0) {
 		if (errno != EOPNOTSUPP && errno != ENOSYS) {
 			snprintf(err, errlen, "cannot persist last-good in '%s': %s", lg->dir, strerror(errno));
+			/* give back what a partial allocation took */
+			if (ftruncate(lg->jfd, (off_t)lg->journal_bytes) < 0) {
+				/* blocks past the end: never replayed */
+			}
 			goto out;
 		}
 	} else {
@@ -697,7 +736,8 @@ static int rec_commit(struct lastgood *lg, char *err, size_t errlen)
 		 * failed write or fsync: the next save starts a new generation
 		 * (and a torn tail is cut at load anyway) */
 		if (ftruncate(lg->jfd, (off_t)lg->journal_bytes) < 0) {
-			/* nothing more to do: the tail fails its checksum */
+			/* lastgood_abandon tries again; journal_broken keeps
+			 * any further record out of this file */
 		}
 		lg->journal_broken = true;
 		return -1;
@@ -751,16 +791,19 @@ void lastgood_abandon(struct lastgood *lg)
 			free(jname);
 		}
 	}
-	if (lg->pend == PEND_RECORD && lg->pend_reserved && lg->jfd >= 0) {
-		/* give the reserved blocks back */
-		if (fallocate(lg->jfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)lg->journal_bytes,
-			      (off_t)lg->pend_rec.len) < 0) {
-			/* they stay allocated past the end: the next record uses them */
+	if (lg->pend == PEND_RECORD && lg->jfd >= 0 &&
+	    (lg->pend_reserved || lg->journal_broken)) {
+		/* give the reserved blocks back (truncating to the size frees
+		 * what lies past it; a hole punched there is ignored by ext4),
+		 * and cut a record whose write or fsync failed */
+		if (ftruncate(lg->jfd, (off_t)lg->journal_bytes) < 0) {
+			/* blocks past the end are never replayed */
 		}
 	}
 	lg->pend = PEND_NONE;
 	lg->pend_jfd = -1;
 	lg->pend_reserved = false;
+	buf_shrink(&lg->pend_rec, 64u << 10);   /* a big push's record is not kept */
 	lg->pend_rec.len = 0;
 }
 

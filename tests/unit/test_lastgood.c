@@ -843,13 +843,20 @@ static void test_prepare_abandon_commit_generation(void **state)
 	decode_build(&f->s, BASE_PUSH, &p, &c);
 	assert_int_equal(lastgood_prepare(f->lg, &f->s, &c, err, sizeof(err)), 0);
 	assert_true(exists(f, "lastgood-1.snap.tmp"));
+	assert_true(exists(f, "lastgood-1.journal"));
 	assert_false(exists(f, "lastgood-1.snap"));
-	/* what is readied does not load */
+	lastgood_abandon(f->lg);
+	assert_int_equal(count_files(f, &tmps), 0);
+
+	/* a crash between prepare and commit: what is readied does not load,
+	 * and the next load removes it */
+	assert_int_equal(lastgood_prepare(f->lg, &f->s, &c, err, sizeof(err)), 0);
+	assert_int_equal(count_files(f, &tmps), 2);
 	struct state got;
 	assert_int_equal(reload(f->dir, &got, err, sizeof(err)), 0);
 	state_release(&got);
-	lastgood_abandon(f->lg);
 	assert_int_equal(count_files(f, &tmps), 0);
+	lastgood_abandon(f->lg);
 
 	assert_int_equal(lastgood_prepare(f->lg, &f->s, &c, err, sizeof(err)), 0);
 	assert_int_equal(lastgood_commit(f->lg, err, sizeof(err)), 0);

@@ -38,6 +38,10 @@ struct node_rec {
 struct nodes {
 	struct db *db;
 	pthread_mutex_t lock;
+	/* one flush at a time (taken before lock): a flush that finds
+	 * nothing dirty because another took the records waits until
+	 * they are written, so its caller may say "on disk" */
+	pthread_mutex_t flush_lock;
 	struct strmap by_id;
 	struct node_rec **all;
 	size_t len, cap, max;
@@ -243,6 +247,7 @@ struct nodes *nodes_open(struct db *db, size_t max_nodes, int64_t poll_window_ms
 	n->poll_window_ms = poll_window_ms;
 	n->lag_alert_ms = 60000;
 	pthread_mutex_init(&n->lock, NULL);
+	pthread_mutex_init(&n->flush_lock, NULL);
 	strmap_init(&n->by_id);
 	if (load(n, err, errlen) < 0) {
 		nodes_free(n);
@@ -266,6 +271,7 @@ void nodes_free(struct nodes *n)
 	free(n->dirty);
 	strmap_release(&n->by_id);
 	pthread_mutex_destroy(&n->lock);
+	pthread_mutex_destroy(&n->flush_lock);
 	free(n);
 }
 
@@ -543,10 +549,12 @@ int nodes_flush(struct nodes *n, char *err, size_t errlen)
 		" sent_version, sent_nonce, sent_at, acked_version, acked_at, healthy,"
 		" nack_version, nack_nonce, nack_error, nack_at, acks, nacks, stale_acks)"
 		" VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+	pthread_mutex_lock(&n->flush_lock);
 	pthread_mutex_lock(&n->lock);
 	size_t cnt = n->ndirty;
 	if (!cnt) {
 		pthread_mutex_unlock(&n->lock);
+		pthread_mutex_unlock(&n->flush_lock);
 		return 0;
 	}
 	struct rec_copy *copies = xmalloc(cnt * sizeof(*copies));
@@ -629,5 +637,6 @@ out:
 		free(copies[i].nack_error);
 	}
 	free(copies);
+	pthread_mutex_unlock(&n->flush_lock);
 	return rc;
 }

@@ -343,11 +343,12 @@ static void complete(struct rollout *r)
 }
 
 /* Under lock: the next stage that holds more nodes than reached now;
- * false when the last one is reached. */
+ * false when the last one is reached. (From the current stage on: after
+ * --stages changed across a restart, the current one may hold more.) */
 static bool next_stage(const struct rollout *r, size_t *stage, size_t *reached)
 {
 	const struct ro_run *run = &r->run;
-	for (size_t st = run->stage + 1; st < r->nstages; st++) {
+	for (size_t st = run->stage; st < r->nstages; st++) {
 		size_t k = rollout_stage_size(run->nmembers, r->stages[st]);
 		if (k > run->reached) {
 			*stage = st;
@@ -867,8 +868,20 @@ struct rollout *rollout_open(struct plane *p, char *err, size_t errlen)
 	bool keep = store_pinned(p->store, &floor);
 	store_write_unlock(p->store);
 	bool history = keep && floor <= r->released;
-	if (in_progress(r) && (!history || r->run.from < floor || r->run.to > newest || r->run.from > r->run.to ||
-			       r->run.stage >= r->nstages)) {
+	if (in_progress(r) && (r->run.stage >= r->nstages ||
+			       rollout_stage_size(r->run.nmembers, r->stages[r->run.stage]) != r->run.reached)) {
+		/* --stages changed across the restart: the nodes reached keep
+		 * the new version, and the run goes on from the last stage of
+		 * the new list that they fill (never all at once) */
+		size_t st = 0;
+		for (size_t i = 0; i < r->nstages; i++)
+			if (rollout_stage_size(r->run.nmembers, r->stages[i]) <= r->run.reached)
+				st = i;
+		log_warn("rollout %llu: --stages changed: %zu of %zu nodes reached, resuming at stage %u%%",
+			 (unsigned long long)r->run.id, r->run.reached, r->run.nmembers, r->stages[st]);
+		r->run.stage = st;
+	}
+	if (in_progress(r) && (!history || r->run.from < floor || r->run.to > newest || r->run.from > r->run.to)) {
 		log_warn("rollout %llu: cannot resume (versions %llu..%llu, store at %llu, history from %llu, "
 			 "%zu stages): ended; every node gets version %llu", (unsigned long long)r->run.id,
 			 (unsigned long long)r->run.from, (unsigned long long)r->run.to, (unsigned long long)newest,
@@ -876,7 +889,7 @@ struct rollout *rollout_open(struct plane *p, char *err, size_t errlen)
 		r->run.state = RO_ABORTED;
 		r->run.finished_at = wall_ms();
 		free(r->run.reason);
-		r->run.reason = xstrdup("ended at a restart: the store or --stages no longer fit it");
+		r->run.reason = xstrdup("ended at a restart: the store no longer fits it");
 		history = false;
 	}
 	if (!history)

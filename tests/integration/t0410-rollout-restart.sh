@@ -6,8 +6,9 @@
 # abort (tetherctl rollout abort, and the HTTP endpoint) reverts it as a
 # new, higher version every node converges to with the old content; an
 # abort with nothing in progress is 409; a rollout resumed by a plane
-# restarted with a short --bake goes on to completion; GET /v1/rollouts is
-# the history, newest first.
+# restarted with a short --bake goes on to completion; one restarted with
+# other --stages goes on from the nodes it reached, through the new stages;
+# GET /v1/rollouts is the history, newest first.
 . "$(dirname "$0")/lib.sh"
 
 [ -x "$AGENT_BIN" ] || bail "no $AGENT_BIN: build first"
@@ -54,10 +55,11 @@ motds() {
 
 # restart_plane SIGNAL NAME [BAKE]: stops the plane with SIGNAL and starts
 # it again as NAME (log $WORK/NAME.log) on the same port and data
-# directory, with --bake BAKE (default 600).
+# directory, with --bake BAKE (default 600) and --stages $STAGES.
+STAGES=1,10,100
 restart_plane() {
 	stop_pid "$PLANE_PID" "$1"
-	start_plane "$2" --rollout staged --stages 1,10,100 --bake "${3:-600}" --heartbeat 1 --ack-timeout 60 \
+	start_plane "$2" --rollout staged --stages "$STAGES" --bake "${3:-600}" --heartbeat 1 --ack-timeout 60 \
 		--listen "127.0.0.1:$PORT" --data "$DATA"
 	[ "$PLANE_PORT" = "$PORT" ] || bail "the plane came back on port $PLANE_PORT, not $PORT"
 }
@@ -198,14 +200,37 @@ check_eq "with its content" "motd-4" "$(motds)"
 check "the plane logged the later stages" grep -q "rollout 4: stage 100% (10 of 10 nodes)" "$PLANE_LOG"
 check_eq "tether_released_version is $V4" "$V4" "$(metric tether_released_version)"
 
+# ---- --stages changed across a restart: the run goes on, never all at once ---------------------------
+
+put file/motd '{"path":"motd.txt","content":"motd-5\n"}' >/dev/null
+V5=$(plane_version)
+check "rollout 5 starts for version $V5 and its stage-1 member ACKs" \
+	wait_until 20 ro_is ".id == 5 and .state == \"in_progress\" and .to_version == $V5 and .stage == 1 and .acked == 1"
+STAGES=50,100
+restart_plane KILL p-stages
+check "restarted with --stages 50,100: the plane says the stages changed and keeps the one node reached" \
+	grep -q "rollout 5: --stages changed: 1 of 10 nodes reached, resuming at stage 50%" "$PLANE_LOG"
+check "every agent reconnects" wait_until 30 settled
+check_eq "rollout 5 is still in progress with 1 node reached (not ended, not sent to all)" "in_progress 1 1" \
+	"$(ro '"\(.state) \(.reached) \(.acked)"')"
+check_eq "one node targets $V5, nine stay at $V4" "1 9" \
+	"$(curl -sS "$PLANE_URL/v1/nodes" | jq -r --argjson v "$V5" --argjson o "$V4" \
+		'"\([.[] | select(.target_version == $v)] | length) \([.[] | select(.target_version == $o)] | length)"')"
+check_eq "the agents run what they ran" "motd-4 motd-5" "$(motds)"
+restart_plane TERM p-stages2 1
+check "restarted with --bake 1, rollout 5 completes" wait_until 30 ro_is '.id == 5 and .state == "completed" and .stage == 100'
+check "through the new 50% stage first" grep -q "rollout 5: stage 50% (5 of 10 nodes)" "$PLANE_LOG"
+check "and then 100%" grep -q "rollout 5: stage 100% (10 of 10 nodes)" "$PLANE_LOG"
+check "every agent reaches version $V5" wait_until 30 all_at "$V5" "${NODES[@]}"
+
 # ---- the history --------------------------------------------------------------------------------------
 
 hist=$(curl -sS "$PLANE_URL/v1/rollouts")
-check_eq "GET /v1/rollouts lists the history, newest first" "4:completed 3:aborted 2:aborted 1:completed" \
+check_eq "GET /v1/rollouts lists the history, newest first" "5:completed 4:completed 3:aborted 2:aborted 1:completed" \
 	"$(echo "$hist" | jq -r '[.[] | "\(.id):\(.state)"] | join(" ")')"
-check_eq "each with its versions" "$V4/0 $V3/$RV3 $V2/$RV $V1/0" \
+check_eq "each with its versions" "$V5/0 $V4/0 $V3/$RV3 $V2/$RV $V1/0" \
 	"$(echo "$hist" | jq -r '[.[] | "\(.to_version)/\(.revert_version)"] | join(" ")')"
-check_eq "?limit=1 gives the newest only" "4" "$(curl -sS "$PLANE_URL/v1/rollouts?limit=1" | jq -r '[.[].id] | join(" ")')"
+check_eq "?limit=1 gives the newest only" "5" "$(curl -sS "$PLANE_URL/v1/rollouts?limit=1" | jq -r '[.[].id] | join(" ")')"
 check_eq "?limit=0 is 400" 400 "$(api_status GET '/v1/rollouts?limit=0')"
 check "no sanitizer report in any log" sh -c "! grep -l -E 'AddressSanitizer|LeakSanitizer|runtime error:' '$WORK'/*.log"
 

@@ -34,6 +34,10 @@ struct stream {
 	uint64_t holds;              /* + 1: what the node said it runs after a NACK */
 	/* reader thread only */
 	bool started, finished, gzip, gz_started;
+	/* the node holds its target but the plane has no record of sending
+	 * it nor an ACK (a crash lost them): one version-only push at the
+	 * start gives it a nonce to ACK */
+	bool reack;
 	uint32_t crc, isize;
 	char own[OWN_MAX];
 	size_t own_len;
@@ -144,6 +148,13 @@ struct stream *hub_stream_new(struct hub *h, struct MHD_Connection *c, const cha
 	memset(sub, 0, sizeof(*sub));
 	st->sent = have;
 	st->gzip = gzip;
+	uint64_t sent, acked;
+	int healthy;
+	/* an ACKing node whose record has neither the sending nor an ACK of
+	 * the version it holds (a client that never ACKs, or one whose ACK
+	 * or push is merely in flight, gets nothing extra) */
+	st->reack = have > 0 && nodes_versions(h->p->nodes, node, &sent, &acked, &healthy) && acked > 0 &&
+		    acked < have && sent < have;
 
 	pthread_mutex_lock(&h->lock);
 	/* one stream per node: a reconnect replaces a stream that may be dead */
@@ -251,7 +262,9 @@ static bool make_push(struct stream *st, const char *pre, uint64_t from)
 {
 	struct plane *p = st->hub->p;
 	struct push_blob *b = pushcache_get_for(p->pushes, from, st->node, &st->sub);
-	if (st->started && b->version == st->sent) {
+	bool reack = st->reack;
+	st->reack = false;
+	if (st->started && b->version == st->sent && !(reack && b->version == from)) {
 		push_blob_unref(b);
 		return false;
 	}
@@ -301,7 +314,7 @@ ssize_t hub_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 		uint64_t v = plane_target(h->p, st->node);
 		/* at the start any difference needs a push (a node ahead of the
 		 * plane gets a snapshot and decides); later only newer versions */
-		bool need_push = st->started ? v > st->sent : v != st->sent;
+		bool need_push = st->started ? v > st->sent : v != st->sent || st->reack;
 		if (!closing && !need_push && !(hb || !st->started)) {
 			/* nothing to say: park the connection until a commit or a tick */
 			st->suspended = true;

@@ -150,11 +150,12 @@ struct stream *hub_stream_new(struct hub *h, struct MHD_Connection *c, const cha
 	st->gzip = gzip;
 	uint64_t sent, acked;
 	int healthy;
-	/* an ACKing node whose record has neither the sending nor an ACK of
-	 * the version it holds (a client that never ACKs, or one whose ACK
-	 * or push is merely in flight, gets nothing extra) */
-	st->reack = have > 0 && nodes_versions(h->p->nodes, node, &sent, &acked, &healthy) && acked > 0 &&
-		    acked < have && sent < have;
+	/* a node the plane sent pushes before, whose record has neither the
+	 * sending nor an ACK of the version it holds (a new node that claims
+	 * a version, or one whose ACK or push is merely in flight, gets
+	 * nothing extra) */
+	st->reack = have > 0 && nodes_versions(h->p->nodes, node, &sent, &acked, &healthy) && sent > 0 &&
+		    sent < have && acked < have;
 
 	pthread_mutex_lock(&h->lock);
 	/* one stream per node: a reconnect replaces a stream that may be dead */

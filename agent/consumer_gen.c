@@ -217,22 +217,11 @@ static int cmp_newest(const void *a, const void *b)
 	return strcmp(x->name, y->name);
 }
 
-static DIR *open_dir(int rootfd, const char *name)
-{
-	int fd = openat(rootfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return NULL;
-	DIR *d = fdopendir(fd);
-	if (!d)
-		close(fd);
-	return d;
-}
-
 /* Keeps the live generation and the newest others up to g->keep in all;
  * drops every secret no kept generation's configuration names. */
 static void prune(struct gen *g)
 {
-	DIR *d = open_dir(g->rootfd, ".");
+	DIR *d = opendir_at(g->rootfd, ".");
 	if (!d)
 		return;
 	struct genent *v = NULL;
@@ -271,7 +260,7 @@ static void prune(struct gen *g)
 		safefs_remove_tree(g->rootfd, v[i].name);
 	}
 	free(v);
-	d = open_dir(g->rootfd, "secrets");
+	d = opendir_at(g->rootfd, "secrets");
 	if (d) {
 		while ((de = readdir(d)) != NULL) {
 			if (de->d_name[0] == '.' || (kept.data && strstr(kept.data, de->d_name)))

@@ -381,70 +381,70 @@ static size_t replay_journal(struct lastgood *lg, unsigned long long gen, struct
 	return off;
 }
 
-/* A new listing of the state directory. Not fdopendir(dup(dirfd)): a dup
- * shares its read position with dirfd, so every listing after the first
- * would come back empty. */
-static DIR *list_dir(struct lastgood *lg)
+/* Calls fn for every file named lastgood-<gen>.<tail> in the state
+ * directory (fn may unlink it). -1 with errno when it cannot be listed. */
+typedef void (*each_fn)(struct lastgood *lg, const char *name, unsigned long long gen, const char *tail, void *ctx);
+static int each_file(struct lastgood *lg, each_fn fn, void *ctx)
 {
-	int fd = openat(lg->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return NULL;
-	DIR *d = fdopendir(fd);
+	DIR *d = opendir_at(lg->dirfd, ".");
 	if (!d)
-		close(fd);
-	return d;
-}
-
-/* Unlinks what a save that never completed left (a crash between prepare
- * and commit): every temp snapshot, and every journal whose generation has
- * no snapshot (gens, n). */
-static void drop_orphans(struct lastgood *lg, const unsigned long long *gens, size_t n)
-{
-	DIR *d = list_dir(lg);
-	if (!d)
-		return;
+		return -1;
 	struct dirent *de;
 	while ((de = readdir(d)) != NULL) {
 		unsigned long long g;
 		char tail[16];
-		if (sscanf(de->d_name, "lastgood-%llu.%15s", &g, tail) != 2)
-			continue;
-		bool has_snap = false;
-		for (size_t i = 0; i < n && !has_snap; i++)
-			has_snap = gens[i] == g;
-		if (strcmp(tail, "snap.tmp") == 0 || (strcmp(tail, "journal") == 0 && !has_snap)) {
-			log_info("last-good: removing %s, left by a save that did not complete", de->d_name);
-			unlinkat(lg->dirfd, de->d_name, 0);
-		}
+		if (sscanf(de->d_name, "lastgood-%llu.%15s", &g, tail) == 2)
+			fn(lg, de->d_name, g, tail, ctx);
 	}
 	closedir(d);
+	return 0;
+}
+
+struct gen_list {
+	unsigned long long *gens;   /* generations with a snapshot */
+	size_t n, cap;
+};
+
+static void collect_one(struct lastgood *lg, const char *name, unsigned long long g, const char *tail, void *ctx)
+{
+	struct gen_list *gl = ctx;
+	(void)name;
+	if (g > lg->max_gen)
+		lg->max_gen = g;
+	if (strcmp(tail, "snap") != 0)
+		return;
+	if (gl->n == gl->cap) {
+		gl->cap = gl->cap ? gl->cap * 2 : 8;
+		gl->gens = xrealloc(gl->gens, gl->cap * sizeof(*gl->gens));
+	}
+	gl->gens[gl->n++] = g;
+}
+
+/* What a save that never completed left (a crash between prepare and
+ * commit): every temp snapshot, and every journal whose generation has no
+ * snapshot. */
+static void drop_orphan(struct lastgood *lg, const char *name, unsigned long long g, const char *tail, void *ctx)
+{
+	const struct gen_list *gl = ctx;
+	bool has_snap = false;
+	for (size_t i = 0; i < gl->n && !has_snap; i++)
+		has_snap = gl->gens[i] == g;
+	if (strcmp(tail, "snap.tmp") == 0 || (strcmp(tail, "journal") == 0 && !has_snap)) {
+		log_info("last-good: removing %s, left by a save that did not complete", name);
+		unlinkat(lg->dirfd, name, 0);
+	}
 }
 
 int lastgood_load(struct lastgood *lg, struct state *s, char *err, size_t errlen)
 {
-	DIR *d = list_dir(lg);
-	if (!d) {
+	struct gen_list gl = { NULL, 0, 0 };
+	if (each_file(lg, collect_one, &gl) < 0) {
 		snprintf(err, errlen, "cannot list '%s': %s", lg->dir, strerror(errno));
 		return -1;
 	}
-	unsigned long long *gens = NULL;
-	size_t n = 0, cap = 0;
-	struct dirent *de;
-	while ((de = readdir(d)) != NULL) {
-		unsigned long long g;
-		char tail[16];
-		if (sscanf(de->d_name, "lastgood-%llu.%15s", &g, tail) == 2 && strcmp(tail, "snap") == 0) {
-			if (n == cap) {
-				cap = cap ? cap * 2 : 8;
-				gens = xrealloc(gens, cap * sizeof(*gens));
-			}
-			gens[n++] = g;
-		}
-		if (sscanf(de->d_name, "lastgood-%llu.", &g) == 1 && g > lg->max_gen)
-			lg->max_gen = g;
-	}
-	closedir(d);
-	drop_orphans(lg, gens, n);
+	each_file(lg, drop_orphan, &gl);
+	unsigned long long *gens = gl.gens;
+	size_t n = gl.n;
 	if (n)   /* qsort(NULL, 0, ...) is undefined */
 		qsort(gens, n, sizeof(*gens), cmp_gen_desc);
 
@@ -491,19 +491,23 @@ int lastgood_load(struct lastgood *lg, struct state *s, char *err, size_t errlen
 
 /* ---- saving ----------------------------------------------------------------- */
 
+struct keep2 {
+	unsigned long long a, b;
+};
+
+static void drop_unkept(struct lastgood *lg, const char *name, unsigned long long g, const char *tail, void *ctx)
+{
+	const struct keep2 *k = ctx;
+	(void)tail;
+	if (g != k->a && g != k->b)
+		unlinkat(lg->dirfd, name, 0);
+}
+
 /* Unlinks every last-good file that is neither generation keep1 nor keep2. */
 static void drop_generations(struct lastgood *lg, unsigned long long keep1, unsigned long long keep2)
 {
-	DIR *d = list_dir(lg);
-	if (!d)
-		return;
-	struct dirent *de;
-	while ((de = readdir(d)) != NULL) {
-		unsigned long long g;
-		if (sscanf(de->d_name, "lastgood-%llu.", &g) == 1 && g != keep1 && g != keep2)
-			unlinkat(lg->dirfd, de->d_name, 0);
-	}
-	closedir(d);
+	struct keep2 k = { keep1, keep2 };
+	each_file(lg, drop_unkept, &k);
 }
 
 static int fsync_dir(struct lastgood *lg, char *err, size_t errlen)

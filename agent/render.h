@@ -104,6 +104,15 @@ bool render_same_host(const char *a, const char *b);
 /* Refuses two listeners (or a listener and the marker) on one address. */
 int render_check_listeners(const struct rstate *rs, const char *marker, char *err, size_t errlen);
 
+/* What a renderer writes into its main file after the shared frame. */
+typedef int (*render_body_fn)(const struct rstate *rs, const struct render_opts *o, struct render_out *out,
+			      struct buf *main, char *err, size_t errlen);
+/* The frame every renderer shares: parses s with c applied, makes the main
+ * file (out->files[0], named main_name), writes the "generated" header,
+ * refuses two listeners on one address, then lets body write the rest. */
+int render_main(const struct state *s, const struct candidate *c, const struct render_opts *o,
+		struct render_out *out, const char *main_name, render_body_fn body, char *err, size_t errlen);
+
 /* True when s holds only characters safe to print unquoted in any of our
  * configuration languages: [A-Za-z0-9._:/%@+,=!*~-] and '[' ']'. */
 bool render_safe(const char *s);

@@ -3,6 +3,7 @@
 #ifndef TETHER_UTIL_H
 #define TETHER_UTIL_H
 
+#include <dirent.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -39,5 +40,10 @@ char *read_file_limited(const char *path, size_t max, size_t *len);
 char *read_fd_limited(int fd, size_t max, size_t *len, mode_t *mode);
 /* Writes all of data, retrying short writes and EINTR. Returns 0 or -1. */
 int write_full(int fd, const void *data, size_t len);
+/* A new listing of the directory name below dirfd ("." for dirfd itself),
+ * never through a symlink. Not fdopendir(dup(dirfd)): a dup shares its read
+ * position with dirfd, so every listing after the first would come back
+ * empty. NULL with errno on failure. */
+DIR *opendir_at(int dirfd, const char *name);
 
 #endif

@@ -293,6 +293,11 @@ node_field() {
 	curl -s "$PLANE_URL/v1/nodes/$1" | jq -r "$2"
 }
 
+# node_acked NODE VERSION: the plane's record says NODE acked VERSION.
+node_acked() {
+	[ "$(node_field "$1" .acked_version)" = "$2" ]
+}
+
 # has_nack NODE VERSION: the plane's last NACK of NODE is of VERSION.
 has_nack() {
 	[ "$(node_field "$1" '.last_nack.version // empty')" = "$2" ]

@@ -24,7 +24,7 @@ restart() {
 
 # acked NODE VERSION: the plane's record says NODE acked VERSION, lag 0
 acked() {
-	[ "$(node_field "$1" '"\(.acked_version) \(.lag)"')" = "$2 0" ]
+	node_acked "$1" "$2" && [ "$(node_field "$1" .lag)" = 0 ]
 }
 
 # wait_mark: spins (no sleep: the plane must die within its 200 ms

@@ -17,10 +17,6 @@ need_cmd nginx node openssl ss
 
 trap t_cleanup EXIT
 
-acked() {
-	[ "$(node_field ng .acked_version)" = "$1" ]
-}
-
 # ---- backends, ports, plane, nginx ------------------------------------------------
 start_tool ba backend.mjs 0 A
 PA=$TOOL_PORT
@@ -149,7 +145,7 @@ check_eq "the key's text appears in no log (agent, plane, nginx), generation or 
 check "the logs were there to look in" test -s "$WORK/ng.log" -a -s "$WORK/p.log" -a -s "$WORK/nginx-error.log"
 
 # ---- an unchanged render: no generation, no reload ------------------------------------------
-wait_until 10 acked "$V7"
+wait_until 10 node_acked ng "$V7"
 H0=$(hups)
 c7=$(current)
 g7=$(gens)
@@ -160,7 +156,7 @@ out=$(put cluster/a "{\"lb\":\"round_robin\",\"endpoints\":[{\"address\":\"127.0
 V8=$(echo "$out" | json .version)
 check_eq "a body with only a new unknown field is a new version" "$((V7 + 1))" "$V8"
 check "the agent applies version $V8" wait_until 10 agent_at ng "$V8"
-check "and ACKs it" wait_until 10 acked "$V8"
+check "and ACKs it" wait_until 10 node_acked ng "$V8"
 check_eq "current still points at the same generation" "$c7" "$(current)"
 check_eq "no generation was made" "$g7" "$(gens)"
 check "the agent counted it as applied" grep -q "applied version $V8 " "$WORK/ng.log"

@@ -20,10 +20,6 @@ need_cmd nginx node openssl ss
 
 trap t_cleanup EXIT
 
-acked() {
-	[ "$(node_field ng .acked_version)" = "$1" ]
-}
-
 # the client loop: one request through nginx every ~20 ms; each answer's
 # body and status code (000: no answer) go to $WORK/loop.codes
 client_loop() {
@@ -253,7 +249,7 @@ V=$(plane_version)
 check "(5) after (4) a good push applies (version $V, with the route to A)" wait_until 15 agent_at ng "$V"
 check "(5) traffic follows: the client loop sees A" wait_until 10 loop_sees A
 check "(5) the marker answers the live generation" marker_is_current
-check "(5) the ACK is recorded" wait_until 10 acked "$V"
+check "(5) the ACK is recorded" wait_until 10 node_acked ng "$V"
 
 # ---- (2b) the reload fails after the switch ----------------------------------------------------
 # The agent refuses a listener on an address another process holds before

@@ -94,21 +94,8 @@ free_port LP
 free_port MARK
 diag "ports: backends $B1 $B2, listener $LP, marker $MARK"
 
-cat >"$WORK/nginx.conf" <<EOF
-# the operator's nginx.conf (written by $T_NAME)
-pid $WORK/nginx.pid;
-error_log $WORK/nginx-error.log notice;
-worker_processes 1;
-events { worker_connections 512; }
-http {
-    access_log off;
-    include $OUT/current/*.conf;
-}
-EOF
-nginx -p "$WORK" -c "$WORK/nginx.conf" -e "$WORK/nginx-error.log" -g 'daemon off;' >>"$WORK/nginx-run.log" 2>&1 &
-NGINX_PID=$!
-track_pid "$NGINX_PID"
-wait_until 10 sh -c "[ \"\$(cat '$WORK/nginx.pid' 2>/dev/null)\" = $NGINX_PID ]" || bail "nginx did not start"
+write_nginx_conf "$OUT"
+start_nginx
 
 start_plane p --heartbeat 1
 ctl apply - >/dev/null <<EOF || bail "cannot load the initial configuration"

@@ -2,6 +2,7 @@
  * nonce would be stale at the plane), it is posted after persisting, and
  * retried with backoff until the plane takes it or refuses it for good. */
 #include "agent_int.h"
+#include "credentials.h"
 #include "log.h"
 #include "util.h"
 #include "xmalloc.h"
@@ -12,7 +13,7 @@
 
 #define ACK_ERROR_MAX 4000
 
-void ack_queue(struct agent *a, uint64_t version, const char *nonce, const char *error, int healthy)
+void ack_queue(struct agent *a, uint64_t version, const char *nonce, const char *error, int healthy, bool verify)
 {
 	struct buf *b = &a->ack.pending;
 	buf_reset(b);
@@ -27,6 +28,8 @@ void ack_queue(struct agent *a, uint64_t version, const char *nonce, const char 
 		buf_json_string(b, cut);
 		/* the plane's next push starts from what we still run */
 		buf_printf(b, ",\"current_version\":%llu", (unsigned long long)a->state.version);
+		if (verify)
+			buf_puts(b, ",\"verify\":true");
 	} else {
 		buf_puts(b, ",\"status\":\"ack\"");
 	}
@@ -58,6 +61,7 @@ void ack_start(struct agent *a)
 	buf_reset(&a->ack.resp);
 	char *url = xasprintf("%s/v1/ack", a->cfg.plane);
 	a->ack.headers = curl_slist_append(NULL, "Content-Type: application/json");
+	a->ack.headers = agent_credentials(a, h, a->ack.headers);
 	curl_easy_setopt(h, CURLOPT_URL, url);
 	curl_easy_setopt(h, CURLOPT_POSTFIELDS, a->ack.sent.data);
 	curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)a->ack.sent.len);

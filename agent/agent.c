@@ -44,17 +44,26 @@ void agent_set_state(struct agent *a, enum agent_state st)
 
 void agent_write_status(struct agent *a)
 {
+	/* stale says more than synced, syncing or offline: what runs is no
+	 * longer vouched for; a refusal (degraded) says more still */
+	enum agent_state shown = a->astate;
+	if (a->trust.on && a->trust.stale && (shown == ST_SYNCED || shown == ST_SYNCING || shown == ST_OFFLINE))
+		shown = ST_STALE;
 	struct status s = {
-		.node = a->cfg.node, .version = a->state.version, .state = a->astate,
+		.node = a->cfg.node, .version = a->state.version, .state = shown,
 		.last_error = a->last_error, .last_sync = a->last_sync, .plane = a->cfg.plane,
 		.transport = a->cfg.transport, .consumer = a->cfg.consumer, .plane_version = a->plane_version,
 		.resources = a->state.count, .state_bytes = a->state.raw_bytes, .applied = a->applied,
 		.rejected = a->rejected, .started = a->started,
+		.trusted = a->trust.on, .verified_version = a->trust.hwm, .fresh_until = a->trust.fresh_until,
+		.key_id = a->trust.kid,
 	};
 	/* only real changes are written: heartbeats alone do not touch disk */
 	if (a->status_valid && a->written.version == s.version && a->written.state == s.state &&
 	    a->written.last_sync == s.last_sync && a->written.applied == s.applied &&
-	    a->written.rejected == s.rejected && strcmp(a->written.last_error, s.last_error) == 0)
+	    a->written.rejected == s.rejected && strcmp(a->written.last_error, s.last_error) == 0 &&
+	    a->written.verified_version == s.verified_version && a->written.fresh_until == s.fresh_until &&
+	    strcmp(a->written.key_id ? a->written.key_id : "", s.key_id) == 0)
 		return;
 	char err[512];
 	if (status_write(a->cfg.state_dir, &s, err, sizeof(err)) < 0) {
@@ -62,9 +71,12 @@ void agent_write_status(struct agent *a)
 		return;
 	}
 	free((char *)a->written.last_error);
+	free((char *)a->written.key_id);
 	a->written = s;
 	a->written.last_error = xstrdup(s.last_error);
+	a->written.key_id = xstrdup(s.key_id);
 	a->status_valid = true;
+	metrics_write(a);
 }
 
 double agent_rand01(void)
@@ -83,17 +95,32 @@ static int agent_boot(struct agent *a, char *err, size_t errlen)
 	a->lg = lastgood_open(a->cfg.state_dir, err, errlen);
 	if (!a->lg)
 		return -1;
+	if (trust_init(a, err, errlen) < 0)
+		return -1;
+	/* with --trust a generation is loaded only when its statement
+	 * verifies and its state is what the statement signs */
+	if (a->trust.on)
+		lastgood_set_verify(a->lg, trust_boot_verify, a);
 	agent_write_status(a);
 	a->cons = consumer_new(&a->cfg, err, errlen);
 	if (!a->cons)
 		return -1;
 	char lerr[1024];
 	int loaded = lastgood_load(a->lg, &a->state, lerr, sizeof(lerr));
+	bool refused = loaded < 0 && a->trust.on && strstr(lerr, "passes verification");
 	if (loaded < 0) {
 		log_error("last-good: %s; starting empty (the plane will send a snapshot)", lerr);
 		snprintf(a->last_error, sizeof(a->last_error), "last-good unusable: %s", lerr);
 	} else if (loaded == 0) {
 		log_info("last-good: none yet in %s", a->cfg.state_dir);
+	}
+	if (refused) {
+		/* nothing that verifies: what serves now is left alone (an
+		 * empty render would take the consumer's configuration away) and
+		 * the plane's signed snapshot replaces it */
+		log_error("last-good: refused; the live output is left as it is until a verified push");
+		agent_set_state(a, ST_OFFLINE);
+		return 0;
 	}
 	/* render last-good before dialling: the consumer runs on it offline */
 	int changed = a->cons->ops->boot(a->cons, &a->state, err, errlen);
@@ -104,6 +131,11 @@ static int agent_boot(struct agent *a, char *err, size_t errlen)
 	agent_set_state(a, ST_OFFLINE);
 	malloc_trim(0);   /* loading last-good used twice its size for a moment */
 	return 0;
+}
+
+static bool same_str(const char *x, const char *y)
+{
+	return (!x && !y) || (x && y && strcmp(x, y) == 0);
 }
 
 static void reload_config(struct agent *a)
@@ -118,13 +150,15 @@ static void reload_config(struct agent *a)
 		agent_config_release(&nc);
 		return;
 	}
+	bool redial_creds = !same_str(nc.ca_file, a->cfg.ca_file) || !same_str(nc.cert, a->cfg.cert) ||
+			    !same_str(nc.key, a->cfg.key);
 	if (strcmp(nc.state_dir, a->cfg.state_dir) || strcmp(nc.output_dir, a->cfg.output_dir) ||
 	    strcmp(nc.consumer, a->cfg.consumer))
 		log_warn("SIGHUP: state-dir, output-dir and consumer change only on restart");
 	bool redial = strcmp(nc.plane, a->cfg.plane) || strcmp(nc.node, a->cfg.node) ||
 		      strcmp(nc.transport, a->cfg.transport) || (nc.labels == NULL) != (a->cfg.labels == NULL) ||
 		      (nc.labels && strcmp(nc.labels, a->cfg.labels)) || (nc.sub == NULL) != (a->cfg.sub == NULL) ||
-		      (nc.sub && strcmp(nc.sub, a->cfg.sub));
+		      (nc.sub && strcmp(nc.sub, a->cfg.sub)) || redial_creds;
 	/* keep the parts that only a restart changes */
 	char *keep[3] = { nc.state_dir, nc.output_dir, nc.consumer };
 	nc.state_dir = a->cfg.state_dir;
@@ -138,6 +172,15 @@ static void reload_config(struct agent *a)
 	enum log_level lvl;
 	if (log_parse_level(a->cfg.log_level, &lvl) == 0)
 		log_set_level(lvl);
+	/* the trusted keys are read again (a rotation); a new --sub is the
+	 * subscription statements must name */
+	char serr[256];
+	struct sub ns;
+	if (sub_parse(a->cfg.sub, &ns, serr, sizeof(serr)) == 0) {
+		sub_release(&a->trust.sub);
+		a->trust.sub = ns;
+	}
+	trust_reload(a);
 	log_info("SIGHUP: configuration reloaded%s", redial ? "; reconnecting" : "");
 	if (redial) {
 		sync_stop(a);
@@ -160,7 +203,11 @@ static void agent_free(struct agent *a)
 	state_release(&a->state);
 	sse_parser_release(&a->sse);
 	buf_release(&a->body);
+	buf_release(&a->resp_statement);
+	trust_release(a);
+	metrics_release();
 	free((char *)a->written.last_error);
+	free((char *)a->written.key_id);
 }
 
 /* Runs the one transfer in flight to its end; returns its result. */
@@ -298,6 +345,7 @@ int agent_run(struct agent_config *cfg, int argc, char **argv)
 
 		int64_t wake = now + 1000;
 		apply_pending(&a, &wake);
+		trust_tick(&a, &wake);
 		if (a.retry_at_ms && a.retry_at_ms < wake)
 			wake = a.retry_at_ms;
 		if (!a.sync && a.next_sync_ms < wake)

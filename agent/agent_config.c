@@ -59,6 +59,18 @@ const struct opt_def agent_options[] = {
 	{ "base-config", 0, OPT_STRING, OFF(base_config), 0, 0, NULL, "FILE",
 	  "haproxy: the operator's base configuration, checked together with ours" },
 	{ "strict", 0, OPT_FLAG, OFF(strict), 0, 0, NULL, NULL, "refuse resources with unknown fields" },
+	{ "ca-file", 0, OPT_STRING, OFF(ca_file), 0, 0, NULL, "FILE",
+	  "CA certificates that sign the plane's certificate (default: the system's store)" },
+	{ "cert", 0, OPT_STRING, OFF(cert), 0, 0, NULL, "FILE", "this node's client certificate (mutual TLS)" },
+	{ "key", 0, OPT_STRING, OFF(key), 0, 0, NULL, "FILE", "the client certificate's private key" },
+	{ "token-file", 0, OPT_STRING, OFF(token_file), 0, 0, NULL, "FILE",
+	  "this node's token (tetherctl token create --node ID), read at every connection" },
+	{ "trust", 0, OPT_STRING, OFF(trust), 0, 0, NULL, "FILE",
+	  "public keys whose signed statements this node trusts; every push must verify" },
+	{ "max-staleness", 0, OPT_SECONDS, OFF(max_staleness), 0, 31536000, NULL, "SECONDS",
+	  "with --trust: report 'stale' when the newest statement is older than this (default 0: at its expiry)" },
+	{ "metrics-file", 0, OPT_STRING, OFF(metrics_file), 0, 0, NULL, "FILE",
+	  "write Prometheus text here (node_exporter's textfile collector) after every change" },
 	{ "stream-timeout", 0, OPT_SECONDS, OFF(stream_timeout), 0.1, 86400, NULL, "SECONDS",
 	  "a stream silent this long is dead (default: three heartbeats)" },
 	{ "backoff-max", 0, OPT_SECONDS, OFF(backoff_max), 0.1, 3600, NULL, "SECONDS",
@@ -188,6 +200,14 @@ int agent_config_check(struct agent_config *c, char *err, size_t errlen)
 	}
 	if (c->backoff_min > c->backoff_max) {
 		snprintf(err, errlen, "backoff-min (%g) must not exceed backoff-max (%g)", c->backoff_min, c->backoff_max);
+		return -1;
+	}
+	if ((c->cert == NULL) != (c->key == NULL)) {
+		snprintf(err, errlen, "--cert and --key go together (a client certificate and its key)");
+		return -1;
+	}
+	if (c->max_staleness > 0 && !c->trust) {
+		snprintf(err, errlen, "--max-staleness needs --trust (staleness is judged on signed statements)");
 		return -1;
 	}
 	if (!c->state_dir[0] || !c->output_dir[0]) {

@@ -28,6 +28,12 @@ struct agent_config {
 	char *nginx;               /* binaries for the default checks */
 	char *haproxy;
 	char *base_config;         /* haproxy: the operator's base, checked with ours */
+	char *ca_file;             /* the CA of the plane's certificate (default: the system's) */
+	char *cert, *key;          /* mutual TLS: this node's certificate and key */
+	char *token_file;          /* this node's bearer token */
+	char *trust;               /* trusted statement keys: verify every push */
+	char *metrics_file;        /* Prometheus text for node_exporter's textfile collector */
+	double max_staleness;      /* newest statement older than this: stale (0: its expiry only) */
 	bool strict;
 	bool once;
 	bool check_config;

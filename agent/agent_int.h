@@ -1,7 +1,9 @@
 /* agent_int.h: tetherd's internal state, shared by its parts -- agent.c
  * (life: boot, loop, signals, status), sync.c (the stream or poll to the
  * plane), apply.c (pushes: queue, merge, validate, stage, check, swap,
- * reload, confirm, persist) and ack.c (ACKs and NACKs). Not a public API. */
+ * reload, confirm, persist), ack.c (ACKs and NACKs), trust.c (signed
+ * statements: verification, rollback, freshness) and metrics.c. Not a
+ * public API. */
 #ifndef TETHER_AGENT_INT_H
 #define TETHER_AGENT_INT_H
 
@@ -11,14 +13,23 @@
 
 #include "agent_config.h"
 #include "buf.h"
+#include "keys.h"
+#include "lthash.h"
 #include "push.h"
 #include "sse_parser.h"
 #include "state.h"
 #include "status.h"
+#include "sub.h"
 
 #define ERRLEN 4096
 
 enum sync_kind { SYNC_NONE, SYNC_STREAM, SYNC_POLL };
+
+/* Why trust.c refused something, for the counters. */
+enum trust_fail {
+	TF_UNSIGNED, TF_MALFORMED, TF_UNKNOWN_KEY, TF_BAD_SIGNATURE, TF_EXPIRED, TF_ROLLBACK, TF_MISMATCH,
+	TF_DIGEST, TF_N
+};
 
 struct agent {
 	struct agent_config cfg;
@@ -44,6 +55,7 @@ struct agent {
 	struct sse_parser sse;
 	struct buf body;                 /* a poll answer, or an error body */
 	char etag[160], resp_etag[160];
+	struct buf resp_statement;       /* a poll answer's Tether-Statement header */
 	int64_t last_byte_ms;
 	double heartbeat_s;              /* advertised by the plane */
 	bool resync;                     /* close the stream and start over */
@@ -59,6 +71,23 @@ struct agent {
 	int live_healthy;                /* the live generation's last probe: -1 unknown */
 	int64_t retry_at_ms;             /* resync to retry a push that failed on I/O */
 	unsigned io_failures;
+
+	/* trust.c (with --trust) */
+	struct {
+		bool on;
+		struct trust keys;
+		struct sub sub;              /* ours, canonical: what statements must name */
+		uint64_t hwm;                /* the highest version verified: lower is a rollback */
+		struct lthash digest;        /* of the applied state */
+		char *statement;             /* the applied state's statement (kept in last-good) */
+		char kid[KEY_ID_LEN + 1];    /* ... and the key that signed it */
+		int64_t fresh_until;         /* wall seconds the newest statement vouches until */
+		int64_t newest_issued;
+		bool stale;
+		bool want_snapshot;          /* after a digest mismatch: ask for a snapshot */
+		unsigned mismatches;         /* in a row, for the backoff */
+		uint64_t failures[TF_N];
+	} trust;
 
 	/* ack.c */
 	struct {
@@ -78,6 +107,10 @@ void agent_write_status(struct agent *a);
 double agent_rand01(void);
 
 /* sync.c */
+/* Sets the plane's CA, our client certificate and our token (read from
+ * --token-file now, so a new one is used at the next connection) on h;
+ * returns headers with the Authorization line added. */
+struct curl_slist *agent_credentials(struct agent *a, CURL *h, struct curl_slist *headers);
 void sync_start(struct agent *a);
 void sync_stop(struct agent *a);
 void sync_done(struct agent *a, CURLcode code);
@@ -99,10 +132,42 @@ void apply_drop_queue(struct agent *a);
 void apply_boot_reload(struct agent *a);
 
 /* ack.c */
-/* Queues the ACK (error NULL) or NACK of a push; healthy: -1 unknown. */
-void ack_queue(struct agent *a, uint64_t version, const char *nonce, const char *error, int healthy);
+/* Queues the ACK (error NULL) or NACK of a push; healthy: -1 unknown;
+ * verify: the NACK is a failed verification (the plane counts those even
+ * when their nonce is stale: a replay shows). */
+void ack_queue(struct agent *a, uint64_t version, const char *nonce, const char *error, int healthy, bool verify);
 void ack_start(struct agent *a);
 void ack_done(struct agent *a, CURLcode code);
 void ack_release(struct agent *a);
 
+/* metrics.c: writes --metrics-file when what it says changed. */
+void metrics_write(struct agent *a);
+void metrics_release(void);
+
+/* trust.c */
+/* Loads --trust (and our subscription's canonical form). 0, or -1 with err. */
+int trust_init(struct agent *a, char *err, size_t errlen);
+void trust_release(struct agent *a);
+/* SIGHUP: reads --trust again (keys rotate); on failure the old keys stay. */
+void trust_reload(struct agent *a);
+/* Checks a decoded push's statement: present, signed by a trusted key, for
+ * this push's version and our subscription, not expired, not below the
+ * high-water mark. 0, or -1 with err (the NACK's reason). */
+int trust_check_push(struct agent *a, const struct push *p, char *err, size_t errlen);
+/* Checks that the candidate's state (the applied state with c applied,
+ * digested in O(changed)) is what statement signs; *out gets its digest.
+ * 0, or -1 with err ("state digest mismatch"). */
+int trust_check_candidate(struct agent *a, const char *statement, const struct candidate *c, struct lthash *out,
+			  char *err, size_t errlen);
+/* After a verified candidate was applied. */
+void trust_applied(struct agent *a, const char *statement, const struct lthash *digest);
+/* A heartbeat's (or a 304's) statement: freshness, and a new key's
+ * statement of our state is persisted (a key rotation). */
+void trust_heartbeat(struct agent *a, const char *token, size_t len);
+/* Notices staleness; *wake gets when to look again. */
+void trust_tick(struct agent *a, int64_t *wake);
+/* lastgood_load's check of a loaded generation (ctx: the agent). */
+int trust_boot_verify(void *ctx, const struct state *s, const char *statement, char *err, size_t errlen);
+/* The refusal counters' names, for metrics. */
+const char *trust_fail_name(enum trust_fail f);
 #endif

@@ -24,16 +24,23 @@
 #include <time.h>
 
 /* healthy: the health probe's verdict on the refused version (1, 0), or -1
- * when it was not probed; the plane shows it with the NACK. */
-static void reject(struct agent *a, uint64_t version, const char *nonce, const char *why, int healthy)
+ * when it was not probed; the plane shows it with the NACK. verify: it
+ * failed --trust's checks. */
+static void reject_as(struct agent *a, uint64_t version, const char *nonce, const char *why, int healthy,
+		      bool verify)
 {
 	log_error("push %llu refused: %s", (unsigned long long)version, why);
 	snprintf(a->last_error, sizeof(a->last_error), "version %llu refused: %s", (unsigned long long)version, why);
 	a->rejected++;
 	agent_set_state(a, ST_DEGRADED);
 	if (nonce && *nonce)
-		ack_queue(a, version, nonce, why, healthy);
+		ack_queue(a, version, nonce, why, healthy, verify);
 	agent_write_status(a);
+}
+
+static void reject(struct agent *a, uint64_t version, const char *nonce, const char *why, int healthy)
+{
+	reject_as(a, version, nonce, why, healthy, false);
 }
 
 void apply_drop_queue(struct agent *a)
@@ -56,6 +63,13 @@ enum push_result apply_enqueue(struct agent *a, const char *text, size_t len)
 	struct json_limits lim = { (size_t)a->cfg.max_push_bytes, (int)a->cfg.max_depth };
 	if (push_decode(text, len, &lim, &p, err, sizeof(err)) < 0) {
 		reject(a, p.version, p.nonce, err, -1);
+		return PUSH_QUEUED;
+	}
+	/* --trust: signed, by a trusted key, fresh, for this version and our
+	 * subscription, not a rollback -- or it goes no further */
+	if (trust_check_push(a, &p, err, sizeof(err)) < 0) {
+		reject_as(a, p.version, p.nonce, err, -1, true);
+		push_release(&p);
 		return PUSH_QUEUED;
 	}
 	if (p.version > a->plane_version)
@@ -96,6 +110,7 @@ static void merge(struct agent *a, struct push *m)
 	m->base = a->queue[first].full ? 0 : a->queue[first].base;
 	m->full = a->queue[first].full;
 	snprintf(m->nonce, sizeof(m->nonce), "%s", last->nonce);
+	m->statement = last->statement;   /* it signs the state after them all */
 	size_t cap = 0;
 	for (size_t i = first; i < a->nqueue; i++)
 		cap += a->queue[i].nup + a->queue[i].nrm;
@@ -273,6 +288,22 @@ void apply_pending(struct agent *a, int64_t *wake)
 		reject(a, m.version, m.nonce, err, -1);
 		goto out;
 	}
+	/* --trust: the candidate must be exactly the state the statement
+	 * signs, before it goes near the consumer */
+	struct lthash digest;
+	if (trust_check_candidate(a, m.statement, &c, &digest, err, sizeof(err)) < 0) {
+		candidate_release(&c);
+		reject_as(a, m.version, m.nonce, err, -1, true);
+		/* ask for a snapshot, a little later each time it fails again */
+		a->trust.want_snapshot = true;
+		a->trust.mismatches++;
+		double cap = a->cfg.backoff_min * pow(2.0, a->trust.mismatches > 20 ? 20 : a->trust.mismatches);
+		if (cap > a->cfg.backoff_max)
+			cap = a->cfg.backoff_max;
+		a->retry_at_ms = now_ms() + (int64_t)((0.5 + 0.5 * agent_rand01()) * cap * 1000.0);
+		goto out;
+	}
+	c.statement = m.statement;
 	size_t changes = c.n;
 	int healthy;
 	struct phases ph;
@@ -295,6 +326,7 @@ void apply_pending(struct agent *a, int64_t *wake)
 	}
 	a->io_failures = 0;
 	a->retry_at_ms = 0;
+	trust_applied(a, m.statement, &digest);
 	/* an apply that did not probe (nothing to reload) reports the health
 	 * of what still serves */
 	if (healthy >= 0)
@@ -314,7 +346,7 @@ void apply_pending(struct agent *a, int64_t *wake)
 	a->last_error[0] = '\0';
 	a->last_sync = wall_seconds();
 	agent_set_state(a, a->state.version >= a->plane_version ? ST_SYNCED : ST_SYNCING);
-	ack_queue(a, m.version, m.nonce, NULL, healthy);
+	ack_queue(a, m.version, m.nonce, NULL, healthy, false);
 	agent_write_status(a);
 	trim_after(changes);
 out:

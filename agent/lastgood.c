@@ -1,6 +1,8 @@
 /* lastgood.c: snapshot + journal persistence of the applied state (see
  * lastgood.h). Little-endian records; zlib; BLAKE2b for snapshots, CRC-32
- * for journal records. */
+ * for journal records. Format 2 (TTHRSNP2, TJR2) adds the signed
+ * statement of the state after each snapshot and record; format 1 is
+ * still read. */
 #include "lastgood.h"
 #include "buf.h"
 #include "log.h"
@@ -18,8 +20,11 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#define SNAP_MAGIC "TTHRSNP1"
-#define JOURNAL_MAGIC "TJR1"
+#define SNAP_MAGIC "TTHRSNP2"
+#define SNAP_MAGIC_V1 "TTHRSNP1"
+#define JOURNAL_MAGIC "TJR2"
+#define JOURNAL_MAGIC_V1 "TJR1"
+#define STATEMENT_KEEP_MAX 65536
 #define SNAP_HDR 72
 #define JREC_HDR 16
 #define MAX_RAW (1u << 30)
@@ -33,10 +38,14 @@ struct lastgood {
 	unsigned long long max_gen;    /* highest generation seen on disk */
 	size_t snap_bytes, journal_bytes, journal_records;
 	bool journal_broken;           /* an append could not be undone */
+	char *statement;               /* the signed statement of what it holds, or NULL */
+	lastgood_verify_fn verify;     /* judges a loaded generation */
+	void *verify_ctx;
 	/* what lastgood_prepare readied for lastgood_commit */
 	enum { PEND_NONE, PEND_RECORD, PEND_GENERATION } pend;
 	struct buf pend_rec;           /* PEND_RECORD: the journal record */
 	bool pend_reserved;            /*   its space is allocated past the end */
+	char *pend_statement;          /* the statement of what is pending */
 	unsigned long long pend_gen;   /* PEND_GENERATION: the new generation, */
 	int pend_jfd;                  /*   its empty journal */
 	size_t pend_snap_bytes;        /*   and its snapshot's size */
@@ -83,6 +92,12 @@ static void put_str(struct buf *b, const char *s, size_t len)
 {
 	put_u32(b, (uint32_t)len);
 	buf_append(b, s, len);
+}
+
+/* A statement, or its absence (length 0). */
+static void put_statement(struct buf *b, const char *st)
+{
+	put_str(b, st ? st : "", st ? strlen(st) : 0);
 }
 
 static void put_res(struct buf *b, const struct res *r)
@@ -188,8 +203,35 @@ void lastgood_close(struct lastgood *lg)
 	if (lg->jfd >= 0)
 		close(lg->jfd);
 	close(lg->dirfd);
+	free(lg->statement);
 	free(lg->dir);
 	free(lg);
+}
+
+void lastgood_set_verify(struct lastgood *lg, lastgood_verify_fn fn, void *ctx)
+{
+	lg->verify = fn;
+	lg->verify_ctx = ctx;
+}
+
+const char *lastgood_statement(const struct lastgood *lg)
+{
+	return lg->statement;
+}
+
+/* Reads a statement after the records (format 2): a new allocated string,
+ * or NULL for none. */
+static char *cur_statement(struct cur *c)
+{
+	size_t len = 0;
+	char *st = cur_str(c, &len);
+	if (st && (len == 0 || len > STATEMENT_KEEP_MAX || strlen(st) != len)) {
+		if (len > STATEMENT_KEEP_MAX || strlen(st) != len)
+			c->bad = true;
+		free(st);
+		return NULL;
+	}
+	return st;
 }
 
 void lastgood_info(const struct lastgood *lg, struct lastgood_info *info)
@@ -228,7 +270,8 @@ static int add_item(struct candidate *c, size_t *cap, struct res *r, const struc
 	return 0;
 }
 
-static int load_snapshot(struct lastgood *lg, unsigned long long gen, struct state *s, char *err, size_t errlen)
+static int load_snapshot(struct lastgood *lg, unsigned long long gen, struct state *s, char **statement, char *err,
+			 size_t errlen)
 {
 	char *name = gen_name(gen, "snap");
 	size_t len = 0;
@@ -241,7 +284,8 @@ static int load_snapshot(struct lastgood *lg, unsigned long long gen, struct sta
 		snprintf(err, errlen, "cannot read: %s", strerror(errno));
 		return -1;
 	}
-	if (len < SNAP_HDR || memcmp(data, SNAP_MAGIC, 8) != 0) {
+	bool v2 = len >= SNAP_HDR && memcmp(data, SNAP_MAGIC, 8) == 0;
+	if (len < SNAP_HDR || (!v2 && memcmp(data, SNAP_MAGIC_V1, 8) != 0)) {
 		snprintf(err, errlen, "not a snapshot (bad header)");
 		goto fail;
 	}
@@ -287,6 +331,13 @@ static int load_snapshot(struct lastgood *lg, unsigned long long gen, struct sta
 			goto fail;
 		add_item(&c, &cap, r, NULL);
 	}
+	if (v2) {
+		*statement = cur_statement(&cu);
+		if (cu.bad) {
+			snprintf(err, errlen, "its statement is cut short");
+			goto fail;
+		}
+	}
 	load_commit(s, &c, version);
 	free(raw);
 	free(data);
@@ -301,7 +352,8 @@ fail:
 
 /* Replays the journal of gen into s; stops at the first damaged record and
  * returns the length of the good part. */
-static size_t replay_journal(struct lastgood *lg, unsigned long long gen, struct state *s, size_t *records)
+static size_t replay_journal(struct lastgood *lg, unsigned long long gen, struct state *s, size_t *records,
+			     char **statement)
 {
 	char *name = gen_name(gen, "journal");
 	size_t len = 0, off = 0;
@@ -312,7 +364,8 @@ static size_t replay_journal(struct lastgood *lg, unsigned long long gen, struct
 		return 0;
 	char err[512] = "";
 	while (off < len) {
-		if (len - off < JREC_HDR || memcmp(data + off, JOURNAL_MAGIC, 4) != 0) {
+		bool v2 = len - off >= JREC_HDR && memcmp(data + off, JOURNAL_MAGIC, 4) == 0;
+		if (len - off < JREC_HDR || (!v2 && memcmp(data + off, JOURNAL_MAGIC_V1, 4) != 0)) {
 			snprintf(err, sizeof(err), "bad record header");
 			break;
 		}
@@ -363,14 +416,23 @@ static size_t replay_journal(struct lastgood *lg, unsigned long long gen, struct
 			free(rname);
 			ok = !cu.bad;
 		}
+		char *st = NULL;
+		if (ok && v2) {
+			st = cur_statement(&cu);
+			ok = !cu.bad;
+		}
 		free(raw);
 		if (!ok) {
+			free(st);
 			candidate_release(&c);
 			if (!*err)
 				snprintf(err, sizeof(err), "record does not parse");
 			break;
 		}
 		load_commit(s, &c, version);
+		/* each record says what signs the state after it */
+		free(*statement);
+		*statement = st;
 		off += JREC_HDR + comp_len;
 		(*records)++;
 	}
@@ -451,9 +513,11 @@ int lastgood_load(struct lastgood *lg, struct state *s, char *err, size_t errlen
 	int rc = n ? -1 : 0;
 	for (size_t i = 0; i < n; i++) {
 		char why[512];
+		char *statement = NULL;
 		struct state tmp;
 		state_init(&tmp);
-		if (load_snapshot(lg, gens[i], &tmp, why, sizeof(why)) < 0) {
+		if (load_snapshot(lg, gens[i], &tmp, &statement, why, sizeof(why)) < 0) {
+			free(statement);
 			state_release(&tmp);
 			if (i + 1 < n)
 				log_error("last-good: generation %llu is unusable (%s); falling back to generation %llu",
@@ -465,7 +529,22 @@ int lastgood_load(struct lastgood *lg, struct state *s, char *err, size_t errlen
 			continue;
 		}
 		size_t records;
-		size_t good = replay_journal(lg, gens[i], &tmp, &records);
+		size_t good = replay_journal(lg, gens[i], &tmp, &records, &statement);
+		if (lg->verify && lg->verify(lg->verify_ctx, &tmp, statement, why, sizeof(why)) < 0) {
+			/* signed, and not what its statement signs: refused */
+			free(statement);
+			state_release(&tmp);
+			if (i + 1 < n)
+				log_error("last-good: generation %llu is refused (%s); trying generation %llu", gens[i],
+					  why, gens[i + 1]);
+			else
+				log_error("last-good: generation %llu is refused (%s); no older generation is left",
+					  gens[i], why);
+			snprintf(err, errlen, "no last-good in '%s' passes verification (newest: %s)", lg->dir, why);
+			continue;
+		}
+		free(lg->statement);
+		lg->statement = statement;
 		state_release(s);
 		*s = tmp;
 		/* strmap keys point into the resources, not at tmp: moving is safe */
@@ -546,6 +625,7 @@ static int gen_prepare(struct lastgood *lg, const struct state *s, const struct 
 	strmap_init(&changed);
 	struct snap_ctx sc = { &raw, NULL, 0 };
 	uint64_t version = s->version;
+	const char *statement = c ? c->statement : lg->statement;
 	if (c) {
 		for (size_t i = 0; i < c->n; i++) {
 			const char *nm = c->items[i].new_res ? c->items[i].new_res->name : c->items[i].old->name;
@@ -561,6 +641,7 @@ static int gen_prepare(struct lastgood *lg, const struct state *s, const struct 
 			sc.count++;
 		}
 	}
+	put_statement(&raw, statement);
 	strmap_release(&changed);
 
 	int rc = -1, fd = -1, jfd = -1;
@@ -601,6 +682,7 @@ static int gen_prepare(struct lastgood *lg, const struct state *s, const struct 
 		goto out;
 	}
 	lg->pend = PEND_GENERATION;
+	lg->pend_statement = statement ? xstrdup(statement) : NULL;
 	lg->pend_gen = gen;
 	lg->pend_jfd = jfd;
 	lg->pend_snap_bytes = file.len;
@@ -682,6 +764,7 @@ static int rec_prepare(struct lastgood *lg, const struct candidate *c, char *err
 	for (size_t i = 0; i < c->n; i++)
 		if (!c->items[i].new_res)
 			put_str(&raw, c->items[i].old->name, strlen(c->items[i].old->name));
+	put_statement(&raw, c->statement);
 
 	int rc = -1;
 	uLongf comp = compressBound((uLong)raw.len);
@@ -721,6 +804,7 @@ static int rec_prepare(struct lastgood *lg, const struct candidate *c, char *err
 		lg->pend_reserved = true;
 	}
 	lg->pend = PEND_RECORD;
+	lg->pend_statement = c->statement ? xstrdup(c->statement) : NULL;
 	rc = 0;
 out:
 	if (rc < 0)
@@ -776,6 +860,11 @@ int lastgood_commit(struct lastgood *lg, char *err, size_t errlen)
 		snprintf(err, errlen, "last-good: nothing prepared to commit");
 		return -1;
 	}
+	if (rc == 0) {
+		free(lg->statement);
+		lg->statement = lg->pend_statement;
+		lg->pend_statement = NULL;
+	}
 	lastgood_abandon(lg);
 	return rc;
 }
@@ -807,6 +896,8 @@ void lastgood_abandon(struct lastgood *lg)
 	lg->pend = PEND_NONE;
 	lg->pend_jfd = -1;
 	lg->pend_reserved = false;
+	free(lg->pend_statement);
+	lg->pend_statement = NULL;
 	buf_shrink(&lg->pend_rec, 64u << 10);   /* a big push's record is not kept */
 	lg->pend_rec.len = 0;
 }

@@ -5,7 +5,9 @@
  * when the journal outgrows the snapshot a new generation is written
  * (temp file, fsync, rename, fsync dir) and the previous one is kept. A
  * damaged snapshot falls back to the previous generation; a torn journal
- * tail ends the replay at the last whole record. */
+ * tail ends the replay at the last whole record. Each snapshot and record
+ * keeps the signed statement of the state it leaves (with --trust), and a
+ * generation whose state does not verify against it is refused. */
 #ifndef TETHER_LASTGOOD_H
 #define TETHER_LASTGOOD_H
 
@@ -20,6 +22,16 @@ struct lastgood;
 /* Opens dir (creating it 0700). Returns NULL with err. */
 struct lastgood *lastgood_open(const char *dir, char *err, size_t errlen);
 void lastgood_close(struct lastgood *lg);
+
+/* Judges a loaded generation (state s and the statement kept with it,
+ * NULL when none): 0 takes it, -1 with err refuses it and the previous
+ * generation is tried. */
+typedef int (*lastgood_verify_fn)(void *ctx, const struct state *s, const char *statement, char *err,
+				  size_t errlen);
+void lastgood_set_verify(struct lastgood *lg, lastgood_verify_fn fn, void *ctx);
+/* The signed statement of what last-good holds now (NULL: none). A
+ * candidate's statement is kept with it; lastgood_compact keeps this one. */
+const char *lastgood_statement(const struct lastgood *lg);
 
 /* Loads the newest good generation into s (an empty, initialised state).
  * Returns 1 when something was loaded, 0 when there is no last-good yet,

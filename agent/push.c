@@ -43,6 +43,12 @@ int push_decode(const char *text, size_t len, const struct json_limits *lim, str
 		goto fail;
 	}
 	p->full = cJSON_IsTrue(full);
+	const cJSON *stmt = cJSON_GetObjectItemCaseSensitive(d, "statement");
+	if (stmt && !cJSON_IsString(stmt)) {
+		snprintf(err, errlen, "push: statement must be a string");
+		goto fail;
+	}
+	p->statement = stmt ? stmt->valuestring : NULL;
 	if (!nonce_ok) {
 		snprintf(err, errlen, "push: nonce must be a string of 1..%d bytes", PUSH_NONCE_MAX - 1);
 		goto fail;

@@ -1,7 +1,7 @@
 /* push.h: decoding of a push message (docs/protocol.md) with bounds:
  * size, nesting, duplicate keys (json_decode), then the shape: version,
- * base, full, nonce, upserts [{name, version, body}], removed [name].
- * Unknown top-level fields are ignored (room for a signature and digest). */
+ * base, full, nonce, statement, upserts [{name, version, body}], removed
+ * [name]. Unknown top-level fields are ignored. */
 #ifndef TETHER_PUSH_H
 #define TETHER_PUSH_H
 
@@ -24,6 +24,7 @@ struct push {
 	uint64_t version, base;
 	bool full;
 	char nonce[PUSH_NONCE_MAX];
+	const char *statement;   /* the plane's signed statement (borrowed from doc), or NULL */
 	struct push_upsert *up;
 	size_t nup;
 	const char **removed;

@@ -44,6 +44,7 @@ struct candidate {
 	uint64_t version, base;
 	bool full;
 	char nonce[PUSH_NONCE_MAX];
+	const char *statement;   /* the signed statement of its state (borrowed), or NULL */
 	struct cand_item *items; /* effective changes only */
 	size_t n;
 };

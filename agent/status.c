@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char *const names[] = { "booting", "offline", "syncing", "synced", "degraded" };
+static const char *const names[] = { "booting", "offline", "syncing", "synced", "degraded", "stale" };
 
 const char *status_state_name(enum agent_state s)
 {
@@ -33,9 +33,17 @@ int status_write(const char *dir, const struct status *st, char *err, size_t err
 	buf_puts(&b, ",\"consumer\":");
 	buf_json_string(&b, st->consumer);
 	buf_printf(&b, ",\"plane_version\":%llu,\"resources\":%zu,\"state_bytes\":%zu,\"pushes_applied\":%llu,"
-		   "\"pushes_rejected\":%llu,\"started\":%lld,\"pid\":%ld}\n",
+		   "\"pushes_rejected\":%llu,\"started\":%lld,\"pid\":%ld",
 		   (unsigned long long)st->plane_version, st->resources, st->state_bytes, (unsigned long long)st->applied,
 		   (unsigned long long)st->rejected, (long long)st->started, (long)getpid());
+	if (st->trusted) {
+		buf_printf(&b, ",\"trust\":{\"verified_version\":%llu,\"fresh_until\":%lld,\"stale\":%s,\"key_id\":",
+			   (unsigned long long)st->verified_version, (long long)st->fresh_until,
+			   st->state == ST_STALE ? "true" : "false");
+		buf_json_string(&b, st->key_id ? st->key_id : "");
+		buf_putc(&b, '}');
+	}
+	buf_puts(&b, "}\n");
 
 	char *tmp = xasprintf("%s/.status.json.tmp", dir), *path = xasprintf("%s/status.json", dir);
 	int rc = -1;

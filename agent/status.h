@@ -4,10 +4,13 @@
 #ifndef TETHER_STATUS_H
 #define TETHER_STATUS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-enum agent_state { ST_BOOTING, ST_OFFLINE, ST_SYNCING, ST_SYNCED, ST_DEGRADED };
+/* stale: with --trust, no valid signed statement vouches for what runs
+ * any more (expired, or older than --max-staleness); it keeps serving. */
+enum agent_state { ST_BOOTING, ST_OFFLINE, ST_SYNCING, ST_SYNCED, ST_DEGRADED, ST_STALE };
 
 struct status {
 	const char *node;
@@ -23,6 +26,11 @@ struct status {
 	size_t state_bytes;          /* names and bodies of the applied state */
 	uint64_t applied, rejected;  /* pushes */
 	int64_t started;
+	/* with --trust: the statement of what runs (0/NULL without) */
+	bool trusted;
+	uint64_t verified_version;   /* the high-water mark: lower is a rollback */
+	int64_t fresh_until;         /* wall seconds the newest statement vouches until */
+	const char *key_id;          /* the key that signed what runs */
 };
 
 const char *status_state_name(enum agent_state s);

@@ -4,8 +4,10 @@
  * the dead-stream timeout) and never move the resume point, which is the
  * applied version. Reconnects back off with full jitter. */
 #include "agent_int.h"
+#include "credentials.h"
 #include "json.h"
 #include "log.h"
+#include "statement.h"
 #include "util.h"
 #include "xmalloc.h"
 
@@ -49,18 +51,34 @@ double sync_stream_timeout_s(const struct agent *a)
 	return 3 * (a->heartbeat_s > 0 ? a->heartbeat_s : DEFAULT_HEARTBEAT_S);
 }
 
+struct curl_slist *agent_credentials(struct agent *a, CURL *h, struct curl_slist *headers)
+{
+	char err[512];
+	char *token = NULL;
+	if (a->cfg.token_file && !(token = credentials_read_token(a->cfg.token_file, err, sizeof(err))))
+		log_warn("plane %s: %s; connecting without a token", a->cfg.plane, err);
+	struct credentials cr = { a->cfg.ca_file, a->cfg.cert, a->cfg.key, token };
+	headers = credentials_apply(h, &cr, headers);
+	credentials_forget(token);
+	return headers;
+}
+
 static void on_heartbeat(struct agent *a, const char *data, size_t len)
 {
 	char err[256];
-	struct json_limits lim = { 4096, 4 };
+	struct json_limits lim = { 16384, 4 };
 	cJSON *v = json_decode(data, len, &lim, err, sizeof(err));
 	if (!v) {
 		log_warn("stream: heartbeat ignored: %s", err);
 		return;
 	}
 	uint64_t version;
-	if (json_get_u64(cJSON_GetObjectItemCaseSensitive(v, "version"), &version))
+	/* with --trust only a signed statement says where the plane is */
+	if (!a->trust.on && json_get_u64(cJSON_GetObjectItemCaseSensitive(v, "version"), &version))
 		a->plane_version = version;
+	const char *stmt = json_get_string(v, "statement");
+	if (a->trust.on && stmt)
+		trust_heartbeat(a, stmt, strlen(stmt));
 	const cJSON *iv = cJSON_GetObjectItemCaseSensitive(v, "interval");
 	if (cJSON_IsNumber(iv) && iv->valuedouble >= 0.05 && iv->valuedouble <= 3600)
 		a->heartbeat_s = iv->valuedouble;
@@ -115,11 +133,34 @@ static size_t on_data(char *ptr, size_t size, size_t n, void *ud)
 	return rc ? 0 : len;
 }
 
+/* The value of header name in the line ptr[0..len), trimmed; NULL when the
+ * line is another header. */
+static const char *header_value(const char *ptr, size_t len, const char *name, size_t *vlen)
+{
+	size_t nl = strlen(name);
+	if (len <= nl || strncasecmp(ptr, name, nl) != 0 || ptr[nl] != ':')
+		return NULL;
+	size_t s = nl + 1;
+	while (s < len && (ptr[s] == ' ' || ptr[s] == '\t'))
+		s++;
+	size_t e = len;
+	while (e > s && (ptr[e - 1] == '\r' || ptr[e - 1] == '\n' || ptr[e - 1] == ' '))
+		e--;
+	*vlen = e - s;
+	return ptr + s;
+}
+
 static size_t on_header(char *ptr, size_t size, size_t n, void *ud)
 {
 	struct agent *a = ud;
 	size_t len = size * n;
+	size_t vl;
+	const char *v;
 	a->last_byte_ms = now_ms();
+	if ((v = header_value(ptr, len, "Tether-Statement", &vl)) && vl <= STATEMENT_MAX) {
+		buf_reset(&a->resp_statement);
+		buf_append(&a->resp_statement, v, vl);
+	}
 	if (len > 5 && strncasecmp(ptr, "ETag:", 5) == 0) {
 		size_t s = 5;
 		while (s < len && (ptr[s] == ' ' || ptr[s] == '\t'))
@@ -153,7 +194,9 @@ void sync_start(struct agent *a)
 	char *node = curl_easy_escape(h, a->cfg.node, 0);
 	buf_puts(&url, node ? node : "");
 	curl_free(node);
-	buf_printf(&url, "&version=%llu", (unsigned long long)a->state.version);
+	/* after a digest mismatch, version 0 asks for a snapshot (the
+	 * rollback check still holds: it is against what we verified) */
+	buf_printf(&url, "&version=%llu", a->trust.want_snapshot ? 0ULL : (unsigned long long)a->state.version);
 	if (a->cfg.labels)
 		append_param(&url, h, "labels", a->cfg.labels);
 	if (a->cfg.sub)
@@ -161,7 +204,7 @@ void sync_start(struct agent *a)
 	if (poll && a->cfg.poll_wait > 0)
 		buf_printf(&url, "&wait=%u", (unsigned)a->cfg.poll_wait);
 
-	a->sync_headers = NULL;
+	a->sync_headers = agent_credentials(a, h, NULL);
 	if (poll) {
 		if (a->etag[0]) {
 			char *inm = xasprintf("If-None-Match: %s", a->etag);
@@ -192,6 +235,7 @@ void sync_start(struct agent *a)
 	a->resync = false;
 	a->got_event = false;
 	a->resp_etag[0] = '\0';
+	buf_reset(&a->resp_statement);
 	buf_shrink(&a->body, 64u << 10);
 	sse_parser_reset(&a->sse);
 	a->last_byte_ms = now_ms();
@@ -236,6 +280,10 @@ void sync_done(struct agent *a, CURLcode code)
 	}
 	if (kind == SYNC_POLL && code == CURLE_OK && (status == 200 || status == 304)) {
 		a->attempt = 0;
+		/* a 304's statement says the plane still stands by its
+		 * target: freshness for a node that polls */
+		if (status == 304 && a->resp_statement.len)
+			trust_heartbeat(a, a->resp_statement.data, a->resp_statement.len);
 		if (status == 200) {
 			/* If-None-Match names the last answer taken, applied or
 			 * refused: a refused version is not fetched again, the poll

@@ -2,6 +2,7 @@
  * that turns a failed request into the message tetherctl prints (see
  * client.h). */
 #include "client.h"
+#include "credentials.h"
 #include "json.h"
 #include "log.h"
 #include "util.h"
@@ -16,7 +17,8 @@
 struct client {
 	CURL *curl;
 	char *base;             /* without trailing slashes */
-	char *auth;             /* "Authorization: Bearer ...", or NULL */
+	char *ca_file, *cert, *key;
+	char *token;            /* bearer token, or NULL */
 	struct buf error;       /* message of the last failure */
 	struct buf *sink;       /* the body of the answer being received */
 	bool too_big;           /* the last answer passed CLIENT_ANSWER_MAX */
@@ -33,7 +35,12 @@ void client_global_cleanup(void)
 	curl_global_cleanup();
 }
 
-struct client *client_new(const char *base_url, const char *token)
+static char *dup_or_null(const char *s)
+{
+	return s ? xstrdup(s) : NULL;
+}
+
+struct client *client_new(const char *base_url, const struct credentials *cr)
 {
 	CURL *curl = curl_easy_init();
 	if (!curl)
@@ -44,7 +51,10 @@ struct client *client_new(const char *base_url, const char *token)
 		n--;
 	c->curl = curl;
 	c->base = xstrndup(base_url, n);
-	c->auth = token ? xasprintf("Authorization: Bearer %s", token) : NULL;
+	c->ca_file = dup_or_null(cr ? cr->ca_file : NULL);
+	c->cert = dup_or_null(cr ? cr->cert : NULL);
+	c->key = dup_or_null(cr ? cr->key : NULL);
+	c->token = dup_or_null(cr ? cr->token : NULL);
 	buf_init(&c->error);
 	buf_puts(&c->error, "no request made");
 	return c;
@@ -56,11 +66,10 @@ void client_free(struct client *c)
 		return;
 	curl_easy_cleanup(c->curl);
 	free(c->base);
-	if (c->auth) {
-		/* the token is a secret: do not leave it in freed memory */
-		memset(c->auth, 0, strlen(c->auth));
-		free(c->auth);
-	}
+	free(c->ca_file);
+	free(c->cert);
+	free(c->key);
+	credentials_forget(c->token);   /* a secret: not left in freed memory */
 	buf_release(&c->error);
 	free(c);
 }
@@ -141,8 +150,8 @@ int client_request(struct client *c, const char *method, const char *path, const
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, c);
 
 	headers = curl_slist_append(headers, "Accept: application/json");
-	if (c->auth)
-		headers = curl_slist_append(headers, c->auth);
+	struct credentials cr = { c->ca_file, c->cert, c->key, c->token };
+	headers = credentials_apply(h, &cr, headers);
 	if (strcmp(method, "GET") == 0) {
 		curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
 	} else {
@@ -203,39 +212,4 @@ void client_escape(struct buf *out, const char *s, bool keep_slash)
 			buf_putc(out, hex[*p & 15]);
 		}
 	}
-}
-
-char *client_read_token(const char *path, char *err, size_t errlen)
-{
-	size_t len;
-	char *tok = read_file_limited(path, CLIENT_TOKEN_MAX, &len);
-	if (!tok) {
-		if (errno == EFBIG)
-			snprintf(err, errlen, "token file '%s' is larger than %d bytes", path,
-				 CLIENT_TOKEN_MAX);
-		else
-			snprintf(err, errlen, "cannot read token file '%s': %s", path, strerror(errno));
-		return NULL;
-	}
-	if (strlen(tok) != len) {
-		snprintf(err, errlen, "token file '%s' holds a NUL byte", path);
-		goto fail;
-	}
-	str_trim(tok);
-	if (!*tok) {
-		snprintf(err, errlen, "token file '%s' is empty", path);
-		goto fail;
-	}
-	for (const unsigned char *p = (const unsigned char *)tok; *p; p++) {
-		/* a header line cannot carry control characters */
-		if (*p < 0x20 || *p == 0x7f) {
-			snprintf(err, errlen, "token file '%s' holds a control character", path);
-			goto fail;
-		}
-	}
-	return tok;
-fail:
-	memset(tok, 0, len);
-	free(tok);
-	return NULL;
 }

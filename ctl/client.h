@@ -10,7 +10,6 @@
 
 #define CLIENT_CONNECT_TIMEOUT_MS 5000L
 #define CLIENT_TIMEOUT_MS 60000L
-#define CLIENT_TOKEN_MAX 4096
 /* The largest answer kept; anything bigger is a broken or hostile plane. */
 #define CLIENT_ANSWER_MAX ((size_t)1 << 30)
 
@@ -28,11 +27,12 @@ struct client_answer {
 int client_global_init(void);
 void client_global_cleanup(void);
 
-/* Returns a new client for the plane at base_url ("http://host:port",
- * trailing slashes ignored), sending "Authorization: Bearer token" on
- * every request when token is not NULL. Both are copied. NULL when libcurl
- * cannot make a handle. */
-struct client *client_new(const char *base_url, const char *token);
+/* Returns a new client for the plane at base_url ("http://host:port" or
+ * "https://...", trailing slashes ignored), with the credentials of cr
+ * (may be NULL): CA, client certificate and key, bearer token. Everything
+ * is copied. NULL when libcurl cannot make a handle. */
+struct credentials;
+struct client *client_new(const char *base_url, const struct credentials *cr);
 void client_free(struct client *c);
 
 /* Sends one request (body may be NULL) to base_url + path. Returns 0 when
@@ -47,9 +47,5 @@ const char *client_error(const struct client *c);
 /* Appends s percent-encoded for a URL: everything but [A-Za-z0-9._~-],
  * and '/' when keep_slash. */
 void client_escape(struct buf *out, const char *s, bool keep_slash);
-
-/* Reads a bearer token from path: trimmed, not empty, printable ASCII.
- * Returns a new allocated string, or NULL with a message in err. */
-char *client_read_token(const char *path, char *err, size_t errlen);
 
 #endif

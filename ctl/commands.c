@@ -1,10 +1,13 @@
-/* commands.c: tetherctl's commands, one function each (see commands.h):
- * build the request, send it through client.c, print the answer for
- * people (aligned tables, pretty JSON) or as the plane's raw JSON. */
+/* commands.c: tetherctl's commands over resources, nodes, rollouts and
+ * the local agent's status, one function each (see commands.h): build the
+ * request, send it (request.c), print the answer for people (output.c) or
+ * as the plane's raw JSON. The trust commands are in cmd_trust.c. */
 #include "commands.h"
 #include "buf.h"
 #include "client.h"
 #include "ctl.h"
+#include "output.h"
+#include "request.h"
 #include "json.h"
 #include "util.h"
 #include "xmalloc.h"
@@ -20,9 +23,6 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Depth accepted when reading JSON: the plane allows up to 512 levels in
- * a body (--max-depth), and its answers wrap bodies in a few more. */
-#define CTL_JSON_DEPTH 520
 #define STATUS_FILE_MAX ((size_t)16 << 20)
 #define NACK_CELL_CHARS 48
 #define LABELS_CELL_CHARS 60
@@ -112,325 +112,10 @@ fail:
 	return NULL;
 }
 
-/* ---- requests ---------------------------------------------------------- */
-
-/* One request to the plane. Returns 0 with the answer (release its body),
- * or 1 after printing why it failed. */
-static int call(const struct ctl_ctx *cx, const char *method, const char *path, const char *body,
-		size_t body_len, struct client_answer *ans)
-{
-	char err[1024];
-	char *token = NULL;
-	struct client *c = NULL;
-	int rc = 1;
-
-	buf_init(&ans->body);
-	ans->status = 0;
-	if (cx->token_file && !(token = client_read_token(cx->token_file, err, sizeof(err)))) {
-		ctl_error("%s", err);
-		goto fail;
-	}
-	c = client_new(cx->plane, token);
-	if (!c) {
-		ctl_error("cannot set up an HTTP client (libcurl)");
-		goto fail;
-	}
-	if (client_request(c, method, path, body, body_len, ans) < 0) {
-		ctl_error("%s", client_error(c));
-		buf_release(&ans->body);
-		goto fail;
-	}
-	rc = 0;
-fail:
-	client_free(c);
-	if (token) {
-		memset(token, 0, strlen(token));
-		free(token);
-	}
-	return rc;
-}
-
-/* Parses an answer of the plane; NULL after printing why. */
-static cJSON *answer_json(const struct client_answer *ans)
-{
-	char err[512];
-	struct json_limits lim = { 0, CTL_JSON_DEPTH };
-	cJSON *doc = json_decode(ans->body.data, ans->body.len, &lim, err, sizeof(err));
-	if (!doc)
-		ctl_error("unexpected answer from the plane: %s", err);
-	return doc;
-}
-
 static void resource_path(struct buf *path, const char *name)
 {
 	buf_puts(path, "/v1/resources/");
 	client_escape(path, name, true);
-}
-
-/* Prints "version N" from {"version": N, "changed": bool}. */
-static int print_version(const struct client_answer *ans)
-{
-	cJSON *doc = answer_json(ans);
-	uint64_t v;
-	if (!doc)
-		return 1;
-	if (!json_get_u64(cJSON_GetObjectItemCaseSensitive(doc, "version"), &v)) {
-		ctl_error("unexpected answer from the plane: no version");
-		cJSON_Delete(doc);
-		return 1;
-	}
-	const cJSON *changed = cJSON_GetObjectItemCaseSensitive(doc, "changed");
-	printf("version %" PRIu64 "%s\n", v, cJSON_IsFalse(changed) ? " (no change)" : "");
-	cJSON_Delete(doc);
-	return 0;
-}
-
-/* Prints the plane's JSON as it came, ending with a newline. */
-static void print_raw(const struct client_answer *ans)
-{
-	fwrite(ans->body.data, 1, ans->body.len, stdout);
-	if (!ans->body.len || ans->body.data[ans->body.len - 1] != '\n')
-		putchar('\n');
-}
-
-/* ---- output helpers ---------------------------------------------------- */
-
-static void indent(struct buf *out, int depth)
-{
-	buf_putc(out, '\n');
-	for (int i = 0; i < depth; i++)
-		buf_puts(out, "  ");
-}
-
-/* Re-indents a valid JSON text, two spaces a level. Works on the text, so
- * numbers and strings keep their exact bytes. */
-static void json_pretty(struct buf *out, const char *s)
-{
-	int depth = 0;
-	bool in_str = false, esc = false;
-	for (const char *p = s; *p; p++) {
-		char c = *p;
-		if (in_str) {
-			buf_putc(out, c);
-			if (esc)
-				esc = false;
-			else if (c == '\\')
-				esc = true;
-			else if (c == '"')
-				in_str = false;
-			continue;
-		}
-		switch (c) {
-		case ' ':
-		case '\t':
-		case '\n':
-		case '\r':
-			break;
-		case '"':
-			in_str = true;
-			buf_putc(out, c);
-			break;
-		case '{':
-		case '[': {
-			const char *q = p + 1;
-			q += strspn(q, " \t\r\n");
-			buf_putc(out, c);
-			if (*q == '}' || *q == ']') {
-				buf_putc(out, *q);
-				p = q;
-			} else {
-				indent(out, ++depth);
-			}
-			break;
-		}
-		case '}':
-		case ']':
-			indent(out, --depth);
-			buf_putc(out, c);
-			break;
-		case ',':
-			buf_putc(out, c);
-			indent(out, depth);
-			break;
-		case ':':
-			buf_puts(out, ": ");
-			break;
-		default:
-			buf_putc(out, c);
-		}
-	}
-	buf_putc(out, '\n');
-}
-
-/* Returns a new allocated text of a scalar or small value for a table or
- * a "label: value" line: strings as they are, null as "-", arrays of
- * scalars joined by ", ", anything else as compact JSON. */
-static char *value_text(const cJSON *v)
-{
-	if (!v || cJSON_IsNull(v))
-		return xstrdup("-");
-	if (cJSON_IsString(v))
-		return xstrdup(v->valuestring);
-	if (cJSON_IsBool(v))
-		return xstrdup(cJSON_IsTrue(v) ? "yes" : "no");
-	uint64_t u;
-	if (json_get_u64(v, &u))
-		return xasprintf("%" PRIu64, u);
-	if (cJSON_IsArray(v)) {
-		bool scalars = true;
-		for (const cJSON *e = v->child; e && scalars; e = e->next)
-			scalars = !cJSON_IsArray(e) && !cJSON_IsObject(e);
-		if (scalars) {
-			struct buf b = BUF_INIT;
-			for (const cJSON *e = v->child; e; e = e->next) {
-				char *t = value_text(e);
-				buf_printf(&b, "%s%s", b.len ? ", " : "", t);
-				free(t);
-			}
-			if (!b.len)
-				buf_puts(&b, "-");
-			return buf_detach(&b, NULL);
-		}
-	}
-	char *t = cJSON_PrintUnformatted(v);
-	return t ? t : xstrdup("?");
-}
-
-/* Display width of UTF-8 text: one column a code point. */
-static size_t text_width(const char *s)
-{
-	size_t w = 0;
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-		w += (*p & 0xc0) != 0x80;
-	return w;
-}
-
-/* Returns a new allocated one-line copy of s for a table cell: control
- * characters become spaces, and past max columns it ends in "...". */
-static char *cell_text(const char *s, size_t max)
-{
-	struct buf b = BUF_INIT;
-	size_t cols = 0, total = text_width(s);
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		bool start = (*p & 0xc0) != 0x80;
-		if (start && total > max && cols + 3 >= max) {
-			buf_puts(&b, "...");
-			break;
-		}
-		cols += start;
-		buf_putc(&b, *p < 0x20 || *p == 0x7f ? ' ' : (char)*p);
-	}
-	if (!b.len)
-		buf_puts(&b, "");
-	return buf_detach(&b, NULL);
-}
-
-/* A table of text cells printed with aligned columns. */
-struct table {
-	size_t ncols, nrows;
-	char **cells;   /* row-major, owned */
-};
-
-static void table_row(struct table *t, char **row)
-{
-	t->cells = xrealloc(t->cells, (t->nrows + 1) * t->ncols * sizeof(*t->cells));
-	for (size_t i = 0; i < t->ncols; i++)
-		t->cells[t->nrows * t->ncols + i] = row[i];
-	t->nrows++;
-}
-
-static void table_print(const struct table *t)
-{
-	size_t *width = xcalloc(t->ncols, sizeof(*width));
-	for (size_t r = 0; r < t->nrows; r++)
-		for (size_t i = 0; i < t->ncols; i++) {
-			size_t w = text_width(t->cells[r * t->ncols + i]);
-			if (w > width[i])
-				width[i] = w;
-		}
-	for (size_t r = 0; r < t->nrows; r++) {
-		for (size_t i = 0; i < t->ncols; i++) {
-			const char *cell = t->cells[r * t->ncols + i];
-			fputs(cell, stdout);
-			if (i + 1 < t->ncols)
-				printf("%*s", (int)(width[i] - text_width(cell) + 2), "");
-		}
-		putchar('\n');
-	}
-	free(width);
-}
-
-static void table_release(struct table *t)
-{
-	for (size_t i = 0; i < t->nrows * t->ncols; i++)
-		free(t->cells[i]);
-	free(t->cells);
-	t->cells = NULL;
-	t->nrows = 0;
-}
-
-/* "label: value" lines, values aligned; a value of several lines keeps
- * its later lines under the first. */
-struct fields {
-	size_t n;
-	char **label, **value;   /* owned */
-};
-
-static void fields_add(struct fields *f, const char *label, char *value)
-{
-	f->label = xrealloc(f->label, (f->n + 1) * sizeof(*f->label));
-	f->value = xrealloc(f->value, (f->n + 1) * sizeof(*f->value));
-	f->label[f->n] = xstrdup(label);
-	f->value[f->n] = value;
-	f->n++;
-}
-
-static void fields_print_release(struct fields *f)
-{
-	size_t width = 0;
-	for (size_t i = 0; i < f->n; i++)
-		if (strlen(f->label[i]) > width)
-			width = strlen(f->label[i]);
-	for (size_t i = 0; i < f->n; i++) {
-		printf("%s:%*s", f->label[i], (int)(width - strlen(f->label[i]) + 1), "");
-		for (const char *p = f->value[i]; *p; p++) {
-			if (*p == '\n') {
-				if (p[1])
-					printf("\n%*s", (int)width + 2, "");
-			} else {
-				/* no terminal escapes from a file or the network */
-				putchar((unsigned char)*p < 0x20 || *p == 0x7f ? ' ' : *p);
-			}
-		}
-		putchar('\n');
-		free(f->label[i]);
-		free(f->value[i]);
-	}
-	free(f->label);
-	free(f->value);
-	f->n = 0;
-}
-
-struct known_field {
-	const char *key, *label;
-};
-
-/* Adds the known fields of obj in their order, then every other member
- * under its own key. */
-static void fields_from(struct fields *f, const cJSON *obj, const struct known_field *known, size_t nknown)
-{
-	for (size_t i = 0; i < nknown; i++) {
-		const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, known[i].key);
-		if (v)
-			fields_add(f, known[i].label, value_text(v));
-	}
-	for (const cJSON *m = obj->child; m; m = m->next) {
-		bool seen = false;
-		for (size_t i = 0; i < nknown && !seen; i++)
-			seen = strcmp(m->string, known[i].key) == 0;
-		if (!seen)
-			fields_add(f, m->string, value_text(m));
-	}
 }
 
 /* ---- resources --------------------------------------------------------- */
@@ -445,9 +130,9 @@ int cmd_put(const struct ctl_ctx *cx, int argc, char **argv)
 	if (!body)
 		goto fail;
 	resource_path(&path, argv[0]);
-	if (call(cx, "PUT", path.data, body, len, &ans) != 0)
+	if (ctl_call(cx, "PUT", path.data, body, len, &ans) != 0)
 		goto fail;
-	rc = print_version(&ans);
+	rc = ctl_print_version(&ans);
 fail:
 	buf_release(&ans.body);
 	buf_release(&path);
@@ -465,9 +150,9 @@ int cmd_get(const struct ctl_ctx *cx, int argc, char **argv)
 	(void)argc;
 
 	resource_path(&path, argv[0]);
-	if (call(cx, "GET", path.data, NULL, 0, &ans) != 0)
+	if (ctl_call(cx, "GET", path.data, NULL, 0, &ans) != 0)
 		goto fail;
-	if (!(doc = answer_json(&ans)))
+	if (!(doc = ctl_answer_json(&ans)))
 		goto fail;
 	const cJSON *body = cJSON_GetObjectItemCaseSensitive(doc, "body");
 	if (!cJSON_IsObject(body)) {
@@ -499,9 +184,9 @@ int cmd_rm(const struct ctl_ctx *cx, int argc, char **argv)
 	(void)argc;
 
 	resource_path(&path, argv[0]);
-	if (call(cx, "DELETE", path.data, NULL, 0, &ans) != 0)
+	if (ctl_call(cx, "DELETE", path.data, NULL, 0, &ans) != 0)
 		goto fail;
-	rc = print_version(&ans);
+	rc = ctl_print_version(&ans);
 fail:
 	buf_release(&ans.body);
 	buf_release(&path);
@@ -520,9 +205,9 @@ int cmd_ls(const struct ctl_ctx *cx, int argc, char **argv)
 		buf_puts(&path, "&prefix=");
 		client_escape(&path, argv[0], true);
 	}
-	if (call(cx, "GET", path.data, NULL, 0, &ans) != 0)
+	if (ctl_call(cx, "GET", path.data, NULL, 0, &ans) != 0)
 		goto fail;
-	if (!(doc = answer_json(&ans)))
+	if (!(doc = ctl_answer_json(&ans)))
 		goto fail;
 	const cJSON *list = cJSON_GetObjectItemCaseSensitive(doc, "resources");
 	if (!cJSON_IsArray(list)) {
@@ -561,9 +246,9 @@ int cmd_apply(const struct ctl_ctx *cx, int argc, char **argv)
 	char *body = read_json_object(argv[0], "a batch", &len);
 	if (!body)
 		goto fail;
-	if (call(cx, "POST", "/v1/batch", body, len, &ans) != 0)
+	if (ctl_call(cx, "POST", "/v1/batch", body, len, &ans) != 0)
 		goto fail;
-	rc = print_version(&ans);
+	rc = ctl_print_version(&ans);
 fail:
 	buf_release(&ans.body);
 	free(body);
@@ -632,14 +317,14 @@ int cmd_nodes(const struct ctl_ctx *cx, int argc, char **argv)
 	(void)argc;
 	(void)argv;
 
-	if (call(cx, "GET", "/v1/nodes", NULL, 0, &ans) != 0)
+	if (ctl_call(cx, "GET", "/v1/nodes", NULL, 0, &ans) != 0)
 		goto fail;
 	if (cx->json) {
 		print_raw(&ans);
 		rc = 0;
 		goto fail;
 	}
-	if (!(doc = answer_json(&ans)))
+	if (!(doc = ctl_answer_json(&ans)))
 		goto fail;
 	if (!cJSON_IsArray(doc)) {
 		ctl_error("unexpected answer from the plane: nodes are not a list");
@@ -687,7 +372,7 @@ static int print_rollout(const struct ctl_ctx *cx, const struct client_answer *a
 		print_raw(ans);
 		return 0;
 	}
-	cJSON *doc = answer_json(ans);
+	cJSON *doc = ctl_answer_json(ans);
 	if (!doc)
 		return 1;
 	if (cJSON_IsObject(doc))
@@ -705,7 +390,7 @@ int cmd_rollout_status(const struct ctl_ctx *cx, int argc, char **argv)
 	int rc = 1;
 	(void)argc;
 	(void)argv;
-	if (call(cx, "GET", "/v1/rollouts/current", NULL, 0, &ans) == 0)
+	if (ctl_call(cx, "GET", "/v1/rollouts/current", NULL, 0, &ans) == 0)
 		rc = print_rollout(cx, &ans);
 	buf_release(&ans.body);
 	return rc;
@@ -717,7 +402,7 @@ int cmd_rollout_abort(const struct ctl_ctx *cx, int argc, char **argv)
 	int rc = 1;
 	(void)argc;
 	(void)argv;
-	if (call(cx, "POST", "/v1/rollouts/current/abort", NULL, 0, &ans) == 0)
+	if (ctl_call(cx, "POST", "/v1/rollouts/current/abort", NULL, 0, &ans) == 0)
 		rc = print_rollout(cx, &ans);
 	buf_release(&ans.body);
 	return rc;

@@ -14,8 +14,11 @@
 struct ctl_ctx {
 	const char *plane;        /* base URL of the plane */
 	const char *token_file;   /* NULL: no Authorization header */
+	const char *ca_file;      /* NULL: the system's trust store */
+	const char *cert, *key;   /* a client certificate (mutual TLS) */
 	bool json;                /* --json: print the raw JSON */
 	const char *state_dir;    /* status: the agent's state directory */
+	const char *node, *role, *name;   /* token create: whose token */
 };
 
 int cmd_put(const struct ctl_ctx *cx, int argc, char **argv);
@@ -27,5 +30,10 @@ int cmd_nodes(const struct ctl_ctx *cx, int argc, char **argv);
 int cmd_rollout_status(const struct ctl_ctx *cx, int argc, char **argv);
 int cmd_rollout_abort(const struct ctl_ctx *cx, int argc, char **argv);
 int cmd_status(const struct ctl_ctx *cx, int argc, char **argv);
+/* cmd_trust.c */
+int cmd_keygen(const struct ctl_ctx *cx, int argc, char **argv);
+int cmd_token_create(const struct ctl_ctx *cx, int argc, char **argv);
+int cmd_token_ls(const struct ctl_ctx *cx, int argc, char **argv);
+int cmd_token_revoke(const struct ctl_ctx *cx, int argc, char **argv);
 
 #endif

@@ -12,11 +12,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define USAGE_LINE "usage: tetherctl [--plane URL] [--token-file FILE] COMMAND ..."
+#define USAGE_LINE "usage: tetherctl [--plane URL] [--token-file FILE] [--ca-file FILE] [--cert FILE --key FILE] COMMAND ..."
 
 /* Options a command accepts besides the global ones. */
 #define OPT_JSON 1u
 #define OPT_STATE_DIR 2u
+#define OPT_NODE 4u
+#define OPT_ROLE 8u
+#define OPT_NAME 16u
 
 struct command {
 	const char *name, *sub;   /* "rollout" "status"; sub NULL for one word */
@@ -43,6 +46,14 @@ static const struct command commands[] = {
 	{ "rollout", "abort", "", "stop the current rollout and revert", 0, 0, 0, false, cmd_rollout_abort },
 	{ "status", NULL, "[--state-dir DIR] [--json]", "the local agent's status (" CTL_DEFAULT_STATE_DIR
 	  "/status.json)", 0, 0, OPT_JSON | OPT_STATE_DIR, true, cmd_status },
+	{ "keygen", NULL, "FILE", "a new Ed25519 signing key: FILE (secret, 0600) and FILE.pub", 1, 1, 0, true,
+	  cmd_keygen },
+	{ "token", "create", "--node ID | --role admin|operator|reader [--name TEXT] [--json]",
+	  "a new token, printed once on stdout", 0, 0, OPT_NODE | OPT_ROLE | OPT_NAME | OPT_JSON, false,
+	  cmd_token_create },
+	{ "token", "ls", "[--json]", "the tokens (never their secret part)", 0, 0, OPT_JSON, false, cmd_token_ls },
+	{ "token", "revoke", "ID", "revoke a token at once (its open streams close)", 1, 1, 0, false,
+	  cmd_token_revoke },
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -67,7 +78,7 @@ static void command_usage(FILE *f, const struct command *c)
 {
 	char words[128];
 	command_words(words, sizeof(words), c);
-	fprintf(f, "usage: tetherctl [--plane URL] [--token-file FILE] %s\n", words);
+	fprintf(f, "usage: tetherctl [global options] %s\n", words);
 }
 
 static void help(FILE *f)
@@ -85,6 +96,10 @@ static void help(FILE *f)
 		   "  --plane URL                        the plane (default $TETHER_PLANE, else %s)\n"
 		   "  --token-file FILE                  send 'Authorization: Bearer TOKEN', the token\n"
 		   "                                     read from FILE (default $TETHER_TOKEN_FILE)\n"
+		   "  --ca-file FILE                     CA certificates that sign the plane's (default\n"
+		   "                                     $TETHER_CA_FILE, else the system's store)\n"
+		   "  --cert FILE, --key FILE            a client certificate and its key, for mutual TLS\n"
+		   "                                     (default $TETHER_CERT, $TETHER_KEY)\n"
 		   "  -v, --verbose                      log each request on stderr\n"
 		   "  -h, --help                         show this help\n"
 		   "  -V, --version                      show the version\n"
@@ -175,6 +190,33 @@ static int parse(int argc, char **argv, struct parsed *p)
 			if (missing)
 				return usage_error(NULL, "option '--token-file' needs a file");
 			p->cx.token_file = v;
+		} else if ((v = option_value(argc, argv, &i, "--ca-file", &missing))) {
+			if (missing)
+				return usage_error(NULL, "option '--ca-file' needs a file");
+			p->cx.ca_file = v;
+		} else if ((v = option_value(argc, argv, &i, "--cert", &missing))) {
+			if (missing)
+				return usage_error(NULL, "option '--cert' needs a file");
+			p->cx.cert = v;
+		} else if ((v = option_value(argc, argv, &i, "--key", &missing))) {
+			if (missing)
+				return usage_error(NULL, "option '--key' needs a file");
+			p->cx.key = v;
+		} else if ((v = option_value(argc, argv, &i, "--node", &missing))) {
+			if (missing)
+				return usage_error(NULL, "option '--node' needs a node id");
+			p->cx.node = v;
+			p->opts_seen |= OPT_NODE;
+		} else if ((v = option_value(argc, argv, &i, "--role", &missing))) {
+			if (missing)
+				return usage_error(NULL, "option '--role' needs admin, operator or reader");
+			p->cx.role = v;
+			p->opts_seen |= OPT_ROLE;
+		} else if ((v = option_value(argc, argv, &i, "--name", &missing))) {
+			if (missing)
+				return usage_error(NULL, "option '--name' needs a text");
+			p->cx.name = v;
+			p->opts_seen |= OPT_NAME;
 		} else if ((v = option_value(argc, argv, &i, "--state-dir", &missing))) {
 			if (missing)
 				return usage_error(NULL, "option '--state-dir' needs a directory");
@@ -233,8 +275,10 @@ static int run(int argc, char **argv)
 	}
 	if (!c) {
 		if (name_known && nwords > 1)
-			rc = usage_error(NULL, "unknown command '%s %s' (%s status, %s abort)", words[0],
-					 words[1], words[0], words[0]);
+			rc = usage_error(NULL, "unknown command '%s %s' (see 'tetherctl --help')", words[0],
+					 words[1]);
+		else if (name_known && strcmp(words[0], "token") == 0)
+			rc = usage_error(NULL, "'token' needs a command: create, ls or revoke");
 		else if (name_known)
 			rc = usage_error(NULL, "'%s' needs a command: status or abort", words[0]);
 		else
@@ -251,8 +295,10 @@ static int run(int argc, char **argv)
 	char cname[64];
 	snprintf(cname, sizeof(cname), "%s%s%s", c->name, c->sub ? " " : "", c->sub ? c->sub : "");
 	if (p.opts_seen & ~c->opts) {
+		unsigned bad = p.opts_seen & ~c->opts;
 		rc = usage_error(c, "%s: unknown option '%s'", cname,
-				 (p.opts_seen & ~c->opts & OPT_JSON) ? "--json" : "--state-dir");
+				 bad & OPT_JSON ? "--json" : bad & OPT_STATE_DIR ? "--state-dir" :
+				 bad & OPT_NODE ? "--node" : bad & OPT_ROLE ? "--role" : "--name");
 		goto out;
 	}
 	if (nargs < c->min_args) {
@@ -272,9 +318,16 @@ static int run(int argc, char **argv)
 		const char *env = getenv("TETHER_PLANE");
 		p.cx.plane = env && *env ? env : CTL_DEFAULT_PLANE;
 	}
-	if (!p.cx.token_file) {
-		const char *env = getenv("TETHER_TOKEN_FILE");
-		p.cx.token_file = env && *env ? env : NULL;
+	const struct {
+		const char **field, *env;
+	} envs[] = {
+		{ &p.cx.token_file, "TETHER_TOKEN_FILE" }, { &p.cx.ca_file, "TETHER_CA_FILE" },
+		{ &p.cx.cert, "TETHER_CERT" }, { &p.cx.key, "TETHER_KEY" },
+	};
+	for (size_t k = 0; k < sizeof(envs) / sizeof(envs[0]); k++) {
+		const char *env = getenv(envs[k].env);
+		if (!*envs[k].field && env && *env)
+			*envs[k].field = env;
 	}
 	log_init("tetherctl", p.verbose ? LOG_LVL_DEBUG : LOG_LVL_WARN);
 	if (!c->local && client_global_init() < 0) {

@@ -1,5 +1,6 @@
 /* api_nodes.c: node-facing records: the ACK/NACK endpoint and the node
  * listing operators read (acked version, lag, last NACK, connection). */
+#include "auth.h"
 #include "http.h"
 #include "hub.h"
 #include "json.h"
@@ -15,8 +16,12 @@
 
 enum MHD_Result api_nodes(struct plane *p, struct MHD_Connection *c, const char *method, const char *id)
 {
-	struct buf b = BUF_INIT;
+	struct principal who;
+	enum MHD_Result ret;
 	(void)method;
+	if (!auth_allow(p, c, ROLE_READER, &who, &ret))
+		return ret;
+	struct buf b = BUF_INIT;
 	uint64_t version = hub_version(p->hub);
 	if (!id) {
 		nodes_to_json(p->nodes, version, &b);
@@ -54,6 +59,9 @@ enum MHD_Result api_ack(struct plane *p, struct MHD_Connection *c, struct reques
 		ret = http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT, "ack: node must be a string matching [A-Za-z0-9._-]{1,200}");
 		goto out;
 	}
+	struct principal who;
+	if (!auth_allow_node(p, c, m.node, &who, &ret))
+		goto out;
 	if (!json_get_u64(cJSON_GetObjectItemCaseSensitive(doc, "version"), &m.version)) {
 		ret = http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT, "ack: version must be a non-negative integer");
 		goto out;

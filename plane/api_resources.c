@@ -1,6 +1,8 @@
 /* api_resources.c: the admin API over resources: get, put, delete, list
- * and batch. Writes are validated on the candidate state and committed as
- * one version, durable before the answer. */
+ * and batch. Writes (admins) are validated on the candidate state and
+ * committed as one version, durable before the answer. Reads need a
+ * reader; only admins see a secret's key material. */
+#include "auth.h"
 #include "http.h"
 #include "hub.h"
 #include "json.h"
@@ -71,7 +73,42 @@ static enum MHD_Result commit_and_answer(struct plane *p, struct MHD_Connection 
 	return http_send_json(c, MHD_HTTP_OK, &b);
 }
 
-static enum MHD_Result get_one(struct plane *p, struct MHD_Connection *c, const char *name)
+#define REDACTED "[redacted]"
+
+/* Appends a body as who may see it: a secret's members other than its
+ * certificate (the key, and whatever a newer plane may add) are replaced
+ * by "[redacted]" for everybody but admins. */
+static void append_body(struct buf *b, const struct principal *who, const char *name, const char *body, size_t len)
+{
+	if (auth_sees_secrets(who) || resource_type_of(name) != RES_SECRET) {
+		buf_append(b, body, len);
+		return;
+	}
+	char err[128];
+	cJSON *v = json_decode(body, len, NULL, err, sizeof(err));
+	if (!v || !cJSON_IsObject(v)) {
+		cJSON_Delete(v);
+		buf_puts(b, "{}");
+		return;
+	}
+	/* in place: each member's value becomes a string (keys are unique) */
+	for (cJSON *m = v->child; m; m = m->next) {
+		if (strcmp(m->string, "cert") == 0)
+			continue;
+		cJSON *val = cJSON_CreateString(REDACTED);
+		val->string = m->string;   /* the key moves to the new item */
+		m->string = NULL;
+		cJSON_ReplaceItemViaPointer(v, m, val);
+		m = val;
+	}
+	char *out = json_encode_canonical(v);
+	buf_puts(b, out);
+	cJSON_free(out);
+	cJSON_Delete(v);
+}
+
+static enum MHD_Result get_one(struct plane *p, struct MHD_Connection *c, const struct principal *who,
+			       const char *name)
 {
 	struct buf b = BUF_INIT;
 	store_rdlock(p->store);
@@ -80,7 +117,7 @@ static enum MHD_Result get_one(struct plane *p, struct MHD_Connection *c, const 
 		buf_puts(&b, "{\"name\":");
 		buf_json_string(&b, e->name);
 		buf_printf(&b, ",\"version\":%llu,\"body\":", (unsigned long long)e->version);
-		buf_append(&b, e->body, e->body_len);
+		append_body(&b, who, e->name, e->body, e->body_len);
 		buf_putc(&b, '}');
 	}
 	store_rdunlock(p->store);
@@ -94,13 +131,15 @@ enum MHD_Result api_resource(struct plane *p, struct MHD_Connection *c, struct r
 {
 	char err[ERRLEN];
 	enum MHD_Result ret;
+	struct principal who;
+	bool read = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
 
+	if (!auth_allow(p, c, read ? ROLE_READER : ROLE_ADMIN, &who, &ret))
+		return ret;
 	if (resource_fullname_check(name, err, sizeof(err)) < 0)
 		return http_send_error(c, MHD_HTTP_BAD_REQUEST, "%s", err);
-	if (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)
-		return get_one(p, c, name);
-	if (!http_authorized(p, c, &ret))
-		return ret;
+	if (read)
+		return get_one(p, c, &who, name);
 
 	if (strcmp(method, "DELETE") == 0) {
 		struct store_change ch = { .name = name };
@@ -132,6 +171,10 @@ static int cmp_entry(const void *a, const void *b)
 
 enum MHD_Result api_resources_list(struct plane *p, struct MHD_Connection *c)
 {
+	struct principal who;
+	enum MHD_Result ret;
+	if (!auth_allow(p, c, ROLE_READER, &who, &ret))
+		return ret;
 	const char *prefix = http_query(c, "prefix");
 	const char *bodies = http_query(c, "bodies");
 	bool with_body = !bodies || strcmp(bodies, "0") != 0;
@@ -156,7 +199,7 @@ enum MHD_Result api_resources_list(struct plane *p, struct MHD_Connection *c)
 		buf_printf(&b, ",\"version\":%llu", (unsigned long long)all[i]->version);
 		if (with_body) {
 			buf_puts(&b, ",\"body\":");
-			buf_append(&b, all[i]->body, all[i]->body_len);
+			append_body(&b, &who, all[i]->name, all[i]->body, all[i]->body_len);
 		}
 		buf_putc(&b, '}');
 	}
@@ -171,7 +214,8 @@ enum MHD_Result api_batch(struct plane *p, struct MHD_Connection *c, struct requ
 {
 	char err[ERRLEN];
 	enum MHD_Result ret;
-	if (!http_authorized(p, c, &ret))
+	struct principal who;
+	if (!auth_allow(p, c, ROLE_ADMIN, &who, &ret))
 		return ret;
 
 	struct json_limits lim = limits(p, p->cfg.max_request);

@@ -1,9 +1,12 @@
 /* api_rollouts.c: the rollout endpoints: GET /v1/rollouts (history),
  * GET /v1/rollouts/current and POST /v1/rollouts/current/abort. */
+#include "auth.h"
 #include "http.h"
 #include "plane.h"
 #include "rollout.h"
 #include "util.h"
+
+#include "log.h"
 
 #include <stdio.h>
 
@@ -12,6 +15,10 @@
 
 enum MHD_Result api_rollouts(struct plane *p, struct MHD_Connection *c)
 {
+	struct principal who;
+	enum MHD_Result ret;
+	if (!auth_allow(p, c, ROLE_READER, &who, &ret))
+		return ret;
 	uint64_t limit = HISTORY_DEFAULT;
 	const char *l = http_query(c, "limit");
 	if (l && parse_uint_range(l, 1, HISTORY_MAX, &limit) < 0)
@@ -25,7 +32,8 @@ enum MHD_Result api_rollouts(struct plane *p, struct MHD_Connection *c)
 	return http_send_json(c, MHD_HTTP_OK, &b);
 }
 
-enum MHD_Result api_rollout_current(struct plane *p, struct MHD_Connection *c)
+/* The current rollout's JSON (after the caller's check). */
+static enum MHD_Result current(struct plane *p, struct MHD_Connection *c)
 {
 	struct buf b = BUF_INIT;
 	if (rollout_current_json(p->rollout, &b) < 0) {
@@ -38,14 +46,25 @@ enum MHD_Result api_rollout_current(struct plane *p, struct MHD_Connection *c)
 	return http_send_json(c, MHD_HTTP_OK, &b);
 }
 
+enum MHD_Result api_rollout_current(struct plane *p, struct MHD_Connection *c)
+{
+	struct principal who;
+	enum MHD_Result ret;
+	if (!auth_allow(p, c, ROLE_READER, &who, &ret))
+		return ret;
+	return current(p, c);
+}
+
 enum MHD_Result api_rollout_abort(struct plane *p, struct MHD_Connection *c)
 {
+	struct principal who;
 	enum MHD_Result ret;
-	if (!http_authorized(p, c, &ret))
+	if (!auth_allow(p, c, ROLE_OPERATOR, &who, &ret))
 		return ret;
+	log_info("rollout: abort asked by %s", who.who);
 	char err[512];
 	int status;
 	if (rollout_abort(p->rollout, &status, err, sizeof(err)) < 0)
 		return http_send_error(c, (unsigned)status, "%s", err);
-	return api_rollout_current(p, c);
+	return current(p, c);
 }

@@ -1,10 +1,14 @@
-/* api_status.c: /healthz and /metrics (Prometheus text). */
+/* api_status.c: /healthz (open: a supervisor's readiness probe) and
+ * /metrics (Prometheus text, for readers). */
+#include "auth.h"
+#include "digests.h"
 #include "http.h"
 #include "hub.h"
 #include "nodes.h"
 #include "plane.h"
 #include "pushcache.h"
 #include "rollout.h"
+#include "statements.h"
 #include "store.h"
 #include "util.h"
 
@@ -25,6 +29,10 @@ static void metric(struct buf *b, const char *name, const char *type, const char
 
 enum MHD_Result api_metrics(struct plane *p, struct MHD_Connection *c)
 {
+	struct principal who;
+	enum MHD_Result ret;
+	if (!auth_allow(p, c, ROLE_READER, &who, &ret))
+		return ret;
 	struct buf b = BUF_INIT;
 	struct nodes_stats ns;
 	struct pushcache_stats ps;
@@ -64,6 +72,20 @@ enum MHD_Result api_metrics(struct plane *p, struct MHD_Connection *c)
 	metric(&b, "tether_push_cache_hits_total", "counter", "Pushes served from the shared cache.", ps.hits);
 	metric(&b, "tether_push_cache_misses_total", "counter", "Pushes computed.", ps.misses);
 	metric(&b, "tether_requests_total", "counter", "HTTP requests.", atomic_load(&p->ctr.requests));
+	if (p->statements) {
+		struct statements_stats ss;
+		struct digests_stats ds;
+		statements_stats(p->statements, &ss);
+		digests_stats(p->digests, &ds);
+		metric(&b, "tether_statements_signed_total", "counter",
+		       "Statements signed (once per version and subscription, again to stay fresh).", ss.signed_total);
+		metric(&b, "tether_statements_cached", "gauge", "Signed statements kept for reuse.", ss.cached);
+		metric(&b, "tether_digest_subscriptions", "gauge", "Subscriptions whose state digest is kept current.",
+		       ds.trackers);
+		metric(&b, "tether_digest_walks_total", "counter", "Whole-store walks to start a subscription's digest.",
+		       ds.walks);
+	}
+	auth_metrics(p, &b);
 	rollout_metrics(p->rollout, &b);
 	nodes_metrics(p->nodes, version, &b);
 	return http_send(c, MHD_HTTP_OK, "text/plain; version=0.0.4", &b, true);

@@ -2,6 +2,7 @@
  * Events) and GET /v1/config (ETag polling with long-poll). Both take
  * node, version, sub and labels; both send a delta from the node's version
  * (a snapshot at 0), with a nonce the node echoes in its ACK. */
+#include "auth.h"
 #include "http.h"
 #include "hub.h"
 #include "json.h"
@@ -10,6 +11,7 @@
 #include "nodes.h"
 #include "plane.h"
 #include "pushcache.h"
+#include "statements.h"
 #include "strmap.h"
 #include "util.h"
 #include "xmalloc.h"
@@ -76,15 +78,20 @@ static int params_parse(struct MHD_Connection *c, struct sync_params *sp, bool u
 enum MHD_Result api_stream(struct plane *p, struct MHD_Connection *c)
 {
 	struct sync_params sp;
+	struct principal who;
 	enum MHD_Result ret;
 	if (params_parse(c, &sp, true, &ret) < 0)
 		return ret;
+	if (!auth_allow_node(p, c, sp.node, &who, &ret)) {
+		params_release(&sp);
+		return ret;
+	}
 	if (nodes_seen(p->nodes, sp.node, sp.labels, "sse") < 0) {
 		params_release(&sp);
 		return http_send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "node registry is full (max-nodes)");
 	}
 	bool gzip = http_accepts_gzip(c);
-	struct stream *st = hub_stream_new(p->hub, c, sp.node, sp.version, &sp.sub, gzip);
+	struct stream *st = hub_stream_new(p->hub, c, sp.node, sp.version, &sp.sub, gzip, who.token_id);
 	log_info("stream: node %s connected at version %llu%s", sp.node, (unsigned long long)sp.version,
 		 gzip ? " (gzip)" : "");
 	params_release(&sp);
@@ -143,6 +150,7 @@ static bool etag_matches(const char *inm, const char *etag)
 enum MHD_Result api_config(struct plane *p, struct MHD_Connection *c, struct request *r)
 {
 	struct sync_params sp;
+	struct principal who;
 	enum MHD_Result ret;
 	char etag[64];
 
@@ -153,6 +161,11 @@ enum MHD_Result api_config(struct plane *p, struct MHD_Connection *c, struct req
 	}
 	if (params_parse(c, &sp, false, &ret) < 0)
 		return ret;
+	/* checked again when a long-poll resumes: its token may be revoked */
+	if (!auth_allow_node(p, c, sp.node, &who, &ret)) {
+		params_release(&sp);
+		return ret;
+	}
 	uint64_t wait_s = 0;
 	const char *w = http_query(c, "wait");
 	if (w && parse_uint_range(w, 0, MAX_WAIT_S, &wait_s) < 0) {
@@ -174,7 +187,8 @@ enum MHD_Result api_config(struct plane *p, struct MHD_Connection *c, struct req
 	bool up_to_date = etag_matches(inm, etag) || (!inm && sp.version == current && current > 0);
 
 	if (up_to_date && wait_s > 0 && !resumed && !atomic_load(&p->stopping)) {
-		r->waiter = hub_waiter_add(p->hub, c, sp.node, current, now_ms() + (int64_t)wait_s * 1000);
+		r->waiter = hub_waiter_add(p->hub, c, sp.node, current, now_ms() + (int64_t)wait_s * 1000,
+					   who.token_id);
 		if (r->waiter) {
 			params_release(&sp);
 			return MHD_YES;   /* suspended: answered when resumed */
@@ -184,9 +198,15 @@ enum MHD_Result api_config(struct plane *p, struct MHD_Connection *c, struct req
 		up_to_date = etag_matches(inm, etag);
 	}
 	if (up_to_date && inm) {
+		/* nothing new, but a fresh statement of the target: a polling
+		 * node stays fresh on 304s (and an HTTP cache refreshes it) */
+		char *stmt = p->statements ? statements_get(p->statements, current, &sp.sub, NULL) : NULL;
 		params_release(&sp);
 		atomic_fetch_add(&p->ctr.polls_not_modified, 1);
 		struct MHD_Response *resp = MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
+		if (stmt)
+			MHD_add_response_header(resp, STATEMENT_HEADER, stmt);
+		free(stmt);
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_ETAG, etag);
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, CACHE_CONTROL);
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_VARY, "Accept-Encoding");
@@ -199,9 +219,13 @@ enum MHD_Result api_config(struct plane *p, struct MHD_Connection *c, struct req
 	char nonce[NONCE_MAX];
 	nodes_poll_nonce(nonce, sizeof(nonce), blob->version, blob->base);
 	make_etag(etag, sizeof(etag), blob->version, &sp.sub);
+	char *stmt = p->statements ? statements_get(p->statements, blob->version, &sp.sub,
+						    blob->has_digest ? blob->digest : NULL) : NULL;
 	struct buf b = BUF_INIT;
-	buf_reserve(&b, blob->raw_len + 64);
+	buf_reserve(&b, blob->raw_len + 64 + (stmt ? strlen(stmt) : 0));
 	buf_printf(&b, "{\"nonce\":\"%s\",", nonce);
+	if (stmt)
+		buf_printf(&b, "\"statement\":\"%s\",", stmt);
 	buf_append(&b, blob->raw, blob->raw_len);
 	buf_putc(&b, '\n');
 	plane_sent(p, sp.node, blob->version, nonce, blob->nup + blob->nrm > 0);
@@ -209,8 +233,10 @@ enum MHD_Result api_config(struct plane *p, struct MHD_Connection *c, struct req
 	params_release(&sp);
 
 	const char *const headers[] = {
-		MHD_HTTP_HEADER_ETAG, etag, MHD_HTTP_HEADER_CACHE_CONTROL, CACHE_CONTROL, NULL,
+		MHD_HTTP_HEADER_ETAG, etag, MHD_HTTP_HEADER_CACHE_CONTROL, CACHE_CONTROL,
+		stmt ? STATEMENT_HEADER : NULL, stmt, NULL,
 	};
 	ret = http_send_headers(c, MHD_HTTP_OK, "application/json", &b, true, headers);
+	free(stmt);
 	return ret;
 }

@@ -16,19 +16,8 @@
 
 #include "buf.h"
 #include "store.h"
+#include "sub.h"
 
-/* A subscription: name prefixes; none means everything. */
-struct sub {
-	size_t n;
-	char **prefix;
-	char *canon;     /* the prefixes sorted and comma-joined: a cache key */
-};
-
-/* Parses "cluster/,route/web-" (commas; empty parts ignored). Returns 0, or
- * -1 with err for a prefix with characters no name can hold. */
-int sub_parse(const char *s, struct sub *out, char *err, size_t errlen);
-void sub_release(struct sub *s);
-bool sub_match(const struct sub *s, const char *name);
 
 /* One resource in a push: its state as of the push's version. */
 struct delta_item {

@@ -5,6 +5,7 @@
 #include "hub.h"
 #include "log.h"
 #include "plane.h"
+#include "tls.h"
 #include "util.h"
 #include "xmalloc.h"
 
@@ -17,6 +18,8 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/resource.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -116,29 +119,6 @@ enum MHD_Result http_send_error(struct MHD_Connection *c, unsigned status, const
 	return http_send(c, status, "application/json", &b, false);
 }
 
-bool http_authorized(struct plane *p, struct MHD_Connection *c, enum MHD_Result *ret)
-{
-	bool ok = true;
-	pthread_mutex_lock(&p->token_lock);
-	if (p->admin_token) {
-		const char *h = http_header(c, MHD_HTTP_HEADER_AUTHORIZATION);
-		ok = h && strncasecmp(h, "Bearer ", 7) == 0 && str_secret_equal(h + 7, p->admin_token);
-	}
-	pthread_mutex_unlock(&p->token_lock);
-	if (!ok) {
-		struct buf b = BUF_INIT;
-		buf_puts(&b, "{\"error\":\"this write needs 'Authorization: Bearer TOKEN' with the admin token\"}\n");
-		size_t len;
-		char *data = buf_detach(&b, &len);
-		struct MHD_Response *resp = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"tether\"");
-		*ret = MHD_queue_response(c, MHD_HTTP_UNAUTHORIZED, resp);
-		MHD_destroy_response(resp);
-	}
-	return ok;
-}
-
 /* ---- routing ------------------------------------------------------------ */
 
 static enum MHD_Result method_not_allowed(struct MHD_Connection *c, const char *method, const char *allow)
@@ -197,6 +177,14 @@ static enum MHD_Result route(struct plane *p, struct MHD_Connection *c, struct r
 		return is(method, "GET") ? api_rollout_current(p, c) : method_not_allowed(c, method, "GET");
 	if (strcmp(url, "/v1/rollouts/current/abort") == 0)
 		return is(method, "POST") ? api_rollout_abort(p, c) : method_not_allowed(c, method, "POST");
+	if (strcmp(url, "/v1/tokens") == 0) {
+		if (!is(method, "GET") && !is(method, "POST"))
+			return method_not_allowed(c, method, "GET, POST");
+		return api_tokens(p, c, r, method, NULL);
+	}
+	if (str_starts_with(url, "/v1/tokens/"))
+		return is(method, "DELETE") ? api_tokens(p, c, r, method, url + strlen("/v1/tokens/"))
+					    : method_not_allowed(c, method, "DELETE");
 	return http_send_error(c, MHD_HTTP_NOT_FOUND, "no such endpoint: %.200s", url);
 }
 
@@ -373,7 +361,23 @@ int http_start(struct plane *p, char *err, size_t errlen)
 	 * 4 KiB does not. */
 	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC |
 			 MHD_USE_ERROR_LOG;
+	/* TLS: the certificate comes from tls.c's callback at each handshake
+	 * (SIGHUP swaps it for new connections); with a client CA the
+	 * handshake asks for a client certificate, checked per request */
+	struct MHD_OptionItem tls_opts[4];
+	size_t nt = 0;
+	if (p->tls) {
+		flags |= MHD_USE_TLS;
+		tls_opts[nt++] = (struct MHD_OptionItem){ MHD_OPTION_HTTPS_CERT_CALLBACK, 0, tls_cert_callback() };
+		tls_opts[nt++] = (struct MHD_OptionItem){ MHD_OPTION_HTTPS_PRIORITIES, 0,
+							   (void *)"NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2" };
+		if (tls_client_ca_pem(p->tls))
+			tls_opts[nt++] = (struct MHD_OptionItem){ MHD_OPTION_HTTPS_MEM_TRUST, 0,
+								   (void *)tls_client_ca_pem(p->tls) };
+	}
+	tls_opts[nt] = (struct MHD_OptionItem){ MHD_OPTION_END, 0, NULL };
 	p->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, p,
+				  MHD_OPTION_ARRAY, tls_opts,
 				  MHD_OPTION_LISTEN_SOCKET, p->listen_fd,
 				  MHD_OPTION_THREAD_POOL_SIZE, (unsigned)p->cfg.threads,
 				  MHD_OPTION_CONNECTION_LIMIT, limit,
@@ -390,9 +394,27 @@ int http_start(struct plane *p, char *err, size_t errlen)
 		p->listen_fd = -1;
 		return -1;
 	}
-	log_info("listening on %s (%llu threads, up to %u connections)", p->listen_addr,
+	log_info("listening on %s (%s, %llu threads, up to %u connections)", p->listen_addr,
+		 !p->tls ? "plain HTTP" : tls_client_ca_pem(p->tls) ? "HTTPS, client certificates" : "HTTPS",
 		 (unsigned long long)p->cfg.threads, limit);
 	return 0;
+}
+
+bool http_listens_on_loopback(struct plane *p)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	if (p->listen_fd < 0 || getsockname(p->listen_fd, (struct sockaddr *)&ss, &sl) < 0)
+		return false;
+	if (ss.ss_family == AF_INET) {
+		const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
+		return (ntohl(a->sin_addr.s_addr) >> 24) == 127;
+	}
+	if (ss.ss_family == AF_INET6) {
+		const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&ss;
+		return IN6_IS_ADDR_LOOPBACK(&a->sin6_addr);
+	}
+	return false;
 }
 
 void http_quiesce(struct plane *p)

@@ -13,6 +13,9 @@
 struct plane;
 struct waiter;
 
+/* A poll answer's statement, also on a 304 (docs/protocol.md). */
+#define STATEMENT_HEADER "Tether-Statement"
+
 /* Per-request state, from the first header to the completion callback. */
 struct request {
 	struct buf body;
@@ -38,9 +41,8 @@ enum MHD_Result http_send_error(struct MHD_Connection *c, unsigned status, const
 const char *http_query(struct MHD_Connection *c, const char *key);
 const char *http_header(struct MHD_Connection *c, const char *key);
 bool http_accepts_gzip(struct MHD_Connection *c);
-/* Checks the bearer token for writes; sends 401 and returns false when it
- * is missing or wrong. */
-bool http_authorized(struct plane *p, struct MHD_Connection *c, enum MHD_Result *ret);
+/* Whether the plane listens on a loopback address only. */
+bool http_listens_on_loopback(struct plane *p);
 
 /* Handlers (api_*.c). rest is the path after the route's prefix. */
 enum MHD_Result api_healthz(struct plane *p, struct MHD_Connection *c);
@@ -56,5 +58,7 @@ enum MHD_Result api_config(struct plane *p, struct MHD_Connection *c, struct req
 enum MHD_Result api_rollouts(struct plane *p, struct MHD_Connection *c);
 enum MHD_Result api_rollout_current(struct plane *p, struct MHD_Connection *c);
 enum MHD_Result api_rollout_abort(struct plane *p, struct MHD_Connection *c);
+enum MHD_Result api_tokens(struct plane *p, struct MHD_Connection *c, struct request *r, const char *method,
+			   const char *id);
 
 #endif

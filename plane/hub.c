@@ -7,7 +7,9 @@
 #include "pushcache.h"
 #include "resource.h"
 #include "rollout.h"
+#include "statements.h"
 #include "store.h"
+#include "tokens.h"
 #include "util.h"
 #include "xmalloc.h"
 
@@ -17,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define OWN_MAX 512
 #define RETRY_MS 2000
 #define FLUSH_EVERY_MS 200
 #define PRUNE_EVERY_MS 60000
@@ -27,6 +28,7 @@ struct stream {
 	struct hub *hub;
 	struct MHD_Connection *conn;
 	char node[RES_NAME_MAX + 1];
+	char token_id[TOKEN_ID_LEN + 1];   /* the token it came with, or "" */
 	struct sub sub;
 	uint64_t sent;               /* the node holds (or was sent) this version */
 	/* under hub->lock */
@@ -39,7 +41,7 @@ struct stream {
 	 * start gives it a nonce to ACK */
 	bool reack;
 	uint32_t crc, isize;
-	char own[OWN_MAX];
+	char *own;                   /* this event's own bytes (malloc'd while it is sent) */
 	size_t own_len;
 	struct push_blob *blob;
 	const char *blob_data;
@@ -53,6 +55,7 @@ struct stream {
 struct waiter {
 	struct MHD_Connection *conn;
 	char node[RES_NAME_MAX + 1];
+	char token_id[TOKEN_ID_LEN + 1];
 	uint64_t have;                /* the node's target when it began waiting */
 	int64_t deadline_ms;
 	bool registered;
@@ -138,12 +141,13 @@ void hub_notify(struct hub *h, uint64_t version)
 /* ---- streams -------------------------------------------------------------- */
 
 struct stream *hub_stream_new(struct hub *h, struct MHD_Connection *c, const char *node, uint64_t have,
-			      struct sub *sub, bool gzip)
+			      struct sub *sub, bool gzip, const char *token_id)
 {
 	struct stream *st = xcalloc(1, sizeof(*st));
 	st->hub = h;
 	st->conn = c;
 	snprintf(st->node, sizeof(st->node), "%s", node);
+	snprintf(st->token_id, sizeof(st->token_id), "%s", token_id ? token_id : "");
 	st->sub = *sub;
 	memset(sub, 0, sizeof(*sub));
 	st->sent = have;
@@ -194,16 +198,17 @@ void hub_stream_free(void *cls)
 	nodes_stream_close(h->p->nodes, st->node);
 	push_blob_unref(st->blob);
 	sub_release(&st->sub);
+	free(st->own);
 	free(st);
 }
 
-/* Puts text into the stream's own bytes: as is, or as a stored gzip block
- * (after the gzip header on the first event). */
-static void set_own(struct stream *st, const char *text, size_t len)
+/* Puts text into the stream's own bytes (taking text's memory): as is, or
+ * as a stored gzip block (after the gzip header on the first event). */
+static void set_own(struct stream *st, struct buf *text)
 {
+	free(st->own);
 	if (!st->gzip) {
-		memcpy(st->own, text, len);
-		st->own_len = len;
+		st->own = buf_detach(text, &st->own_len);
 		return;
 	}
 	struct buf b = BUF_INIT;
@@ -211,12 +216,11 @@ static void set_own(struct stream *st, const char *text, size_t len)
 		gz_stream_header(&b);
 		st->gz_started = true;
 	}
-	gz_stream_stored(text, len, &b);
-	memcpy(st->own, b.data, b.len);
-	st->own_len = b.len;
-	buf_release(&b);
-	st->crc = gz_crc32(st->crc, text, len);
-	st->isize += (uint32_t)len;
+	gz_stream_stored(text->data, text->len, &b);
+	st->crc = gz_crc32(st->crc, text->data, text->len);
+	st->isize += (uint32_t)text->len;
+	buf_release(text);
+	st->own = buf_detach(&b, &st->own_len);
 }
 
 static size_t out_copy(struct stream *st, char *buf, size_t max)
@@ -240,6 +244,8 @@ static size_t out_copy(struct stream *st, char *buf, size_t max)
 		push_blob_unref(st->blob);
 		st->blob = NULL;
 		st->blob_data = NULL;
+		free(st->own);
+		st->own = NULL;
 		st->own_len = st->blob_len = st->trail_len = st->off = 0;
 	}
 	return done;
@@ -248,12 +254,20 @@ static size_t out_copy(struct stream *st, char *buf, size_t max)
 static void make_heartbeat(struct stream *st, const char *pre)
 {
 	struct hub *h = st->hub;
-	char text[OWN_MAX];
+	struct buf text = BUF_INIT;
 	/* the version this node should hold: the newest, or its rollout target */
-	int n = snprintf(text, sizeof(text), "%sevent: heartbeat\ndata: {\"version\":%llu,\"time\":%lld,\"interval\":%g}\n\n",
-			 pre, (unsigned long long)plane_target(h->p, st->node), (long long)wall_seconds(),
-			 h->p->cfg.heartbeat);
-	set_own(st, text, (size_t)n);
+	uint64_t target = plane_target(h->p, st->node);
+	buf_printf(&text, "%sevent: heartbeat\ndata: {\"version\":%llu,\"time\":%lld,\"interval\":%g", pre,
+		   (unsigned long long)target, (long long)wall_seconds(), h->p->cfg.heartbeat);
+	/* the signed word that the target is current: a node that hears no
+	 * fresh one (a frozen or replayed feed) knows it is stale */
+	char *stmt = h->p->statements ? statements_get(h->p->statements, target, &st->sub, NULL) : NULL;
+	if (stmt) {
+		buf_printf(&text, ",\"statement\":\"%s\"", stmt);
+		free(stmt);
+	}
+	buf_puts(&text, "}\n\n");
+	set_own(st, &text);
 	atomic_fetch_add(&h->p->ctr.heartbeats, 1);
 }
 
@@ -269,11 +283,20 @@ static bool make_push(struct stream *st, const char *pre, uint64_t from)
 		push_blob_unref(b);
 		return false;
 	}
-	char nonce[NONCE_MAX], text[OWN_MAX];
+	char nonce[NONCE_MAX];
+	struct buf text = BUF_INIT;
 	plane_nonce(p, nonce, sizeof(nonce));
-	int n = snprintf(text, sizeof(text), "%sevent: push\nid: %llu\ndata: {\"nonce\":\"%s\",", pre,
-			 (unsigned long long)b->version, nonce);
-	set_own(st, text, (size_t)n);
+	buf_printf(&text, "%sevent: push\nid: %llu\ndata: {\"nonce\":\"%s\",", pre,
+		   (unsigned long long)b->version, nonce);
+	/* the statement of the state this push brings the node to: one per
+	 * (version, subscription), whatever the node's base */
+	char *stmt = p->statements ? statements_get(p->statements, b->version, &st->sub,
+						    b->has_digest ? b->digest : NULL) : NULL;
+	if (stmt) {
+		buf_printf(&text, "\"statement\":\"%s\",", stmt);
+		free(stmt);
+	}
+	set_own(st, &text);
 	st->blob = b;
 	if (st->gzip) {
 		pushcache_gzip(p->pushes, b);
@@ -335,9 +358,8 @@ ssize_t hub_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 			if (st->gzip && st->gz_started) {
 				struct buf b = BUF_INIT;
 				gz_stream_trailer(st->crc, st->isize, &b);
-				memcpy(st->own, b.data, b.len);
-				st->own_len = b.len;
-				buf_release(&b);
+				free(st->own);
+				st->own = buf_detach(&b, &st->own_len);
 				continue;
 			}
 			return MHD_CONTENT_READER_END_OF_STREAM;
@@ -365,6 +387,29 @@ ssize_t hub_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 	}
 }
 
+size_t hub_close_token(struct hub *h, const char *token_id)
+{
+	size_t n = 0;
+	pthread_mutex_lock(&h->lock);
+	for (struct stream *st = h->streams; st; st = st->next) {
+		if (!st->closing && strcmp(st->token_id, token_id) == 0) {
+			st->closing = true;
+			wake_stream(st);
+			n++;
+		}
+	}
+	/* a long-poll answers again, and is refused then */
+	for (struct waiter *w = h->waiters, *next; w; w = next) {
+		next = w->next;
+		if (strcmp(w->token_id, token_id) == 0) {
+			wake_waiter(h, w);
+			n++;
+		}
+	}
+	pthread_mutex_unlock(&h->lock);
+	return n;
+}
+
 void hub_stream_holds(struct hub *h, const char *node, uint64_t version)
 {
 	pthread_mutex_lock(&h->lock);
@@ -379,7 +424,7 @@ void hub_stream_holds(struct hub *h, const char *node, uint64_t version)
 /* ---- long-poll waiters ---------------------------------------------------- */
 
 struct waiter *hub_waiter_add(struct hub *h, struct MHD_Connection *c, const char *node, uint64_t have,
-			      int64_t deadline_ms)
+			      int64_t deadline_ms, const char *token_id)
 {
 	pthread_mutex_lock(&h->lock);
 	if (plane_target(h->p, node) != have || h->stop) {
@@ -389,6 +434,7 @@ struct waiter *hub_waiter_add(struct hub *h, struct MHD_Connection *c, const cha
 	struct waiter *w = xcalloc(1, sizeof(*w));
 	w->conn = c;
 	snprintf(w->node, sizeof(w->node), "%s", node);
+	snprintf(w->token_id, sizeof(w->token_id), "%s", token_id ? token_id : "");
 	w->have = have;
 	w->deadline_ms = deadline_ms;
 	w->registered = true;

@@ -33,9 +33,14 @@ uint64_t hub_version(struct hub *h);
 size_t hub_stream_count(struct hub *h);
 
 /* A stream for node, starting from the node's version `have`; sub is
- * moved into the stream. Older streams of the same node are closed. */
+ * moved into the stream. Older streams of the same node are closed.
+ * token_id names the token it was opened with ("" or NULL: none). */
 struct stream *hub_stream_new(struct hub *h, struct MHD_Connection *c, const char *node, uint64_t have,
-			      struct sub *sub, bool gzip);
+			      struct sub *sub, bool gzip, const char *token_id);
+/* A token was revoked: closes the streams opened with it and wakes the
+ * long-polls made with it (they are refused when they answer). Returns
+ * how many. */
+size_t hub_close_token(struct hub *h, const char *token_id);
 /* A node refused its last push and still runs version: its stream's next
  * push starts from there (no resync round trip). */
 void hub_stream_holds(struct hub *h, const char *node, uint64_t version);
@@ -47,7 +52,7 @@ void hub_stream_free(void *cls);
  * (monotonic) passes. Returns NULL (and does not suspend) when it already
  * moved. */
 struct waiter *hub_waiter_add(struct hub *h, struct MHD_Connection *c, const char *node, uint64_t have,
-			      int64_t deadline_ms);
+			      int64_t deadline_ms, const char *token_id);
 /* Unregisters (if still waiting) and frees a waiter: after the connection
  * resumed, or from the completion callback. */
 void hub_waiter_release(struct hub *h, struct waiter *w);

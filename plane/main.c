@@ -59,10 +59,7 @@ int main(int argc, char **argv)
 		if (sigwait(&set, &sig) != 0)
 			continue;
 		if (sig == SIGHUP) {
-			if (plane_load_token(&p, err, sizeof(err)) < 0)
-				log_error("SIGHUP: %s (keeping the old token)", err);
-			else
-				log_info("SIGHUP: admin token reloaded");
+			plane_reload(&p);
 			continue;
 		}
 		log_info("%s: shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");

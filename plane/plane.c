@@ -2,17 +2,22 @@
  * plane.h). */
 #include "plane.h"
 #include "db.h"
+#include "digests.h"
 #include "http.h"
 #include "hub.h"
 #include "log.h"
 #include "nodes.h"
 #include "pushcache.h"
 #include "rollout.h"
+#include "statements.h"
 #include "store.h"
+#include "tls.h"
+#include "tokens.h"
 #include "util.h"
 #include "xmalloc.h"
 
 #include <errno.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +69,25 @@ static uint64_t target_cb(void *ctx, const char *node)
 	return rollout_target(ctx, node);
 }
 
+void plane_reload(struct plane *p)
+{
+	char err[1024];
+	if (plane_load_token(p, err, sizeof(err)) < 0)
+		log_error("SIGHUP: %s (keeping the old admin token)", err);
+	else if (p->cfg.admin_token_file)
+		log_info("SIGHUP: admin token reloaded");
+	if (p->tls) {
+		if (tls_reload(p->tls, err, sizeof(err)) < 0)
+			log_error("SIGHUP: %s (new connections keep the old certificate)", err);
+		else
+			log_info("SIGHUP: TLS certificate and key reloaded for new connections");
+	}
+	if (p->statements && p->cfg.signing_key) {
+		if (statements_load_key(p->statements, p->cfg.signing_key, err, sizeof(err)) < 0)
+			log_error("SIGHUP: %s (still signing with the old key)", err);
+	}
+}
+
 void plane_sent(struct plane *p, const char *node, uint64_t version, const char *nonce, bool has_content)
 {
 	nodes_sent(p->nodes, node, version, nonce);
@@ -90,11 +114,28 @@ int plane_start(struct plane *p, char *err, size_t errlen)
 	p->listen_fd = -1;
 	p->started_ms = now_ms();
 
+	if (sodium_init() < 0) {
+		snprintf(err, errlen, "libsodium failed to initialise");
+		return -1;
+	}
 	if (plane_load_token(p, err, errlen) < 0)
 		return -1;
+	if (p->cfg.tls_cert) {
+		p->tls = tls_open(p->cfg.tls_cert, p->cfg.tls_key, p->cfg.client_ca, err, errlen);
+		if (!p->tls)
+			return -1;
+	}
 	p->db = db_open(p->cfg.data, err, errlen);
 	if (!p->db)
 		return -1;
+	p->tokens = tokens_open(p->db, err, errlen);
+	if (!p->tokens)
+		return -1;
+	if (!p->cfg.insecure && !p->admin_token && tokens_count(p->tokens, ROLE_ADMIN) == 0) {
+		snprintf(err, errlen, "no admin credential: give --admin-token-file FILE (its token makes the other "
+			 "tokens), or --insecure for a lab on loopback");
+		return -1;
+	}
 	struct store_opts so = {
 		.tombstone_keep = p->cfg.tombstone_keep,
 		.tombstone_max_age = (int64_t)p->cfg.tombstone_max_age,
@@ -113,13 +154,36 @@ int plane_start(struct plane *p, char *err, size_t errlen)
 	nodes_set_target(p->nodes, target_cb, p->rollout, p->cfg.lag_alert);
 	p->pushes = pushcache_new(p->store, PUSH_CACHE_ENTRIES, PUSH_CACHE_BYTES);
 	pushcache_set_target(p->pushes, target_cb, p->rollout);
+	if (p->cfg.signing_key) {
+		int64_t ttl = (int64_t)p->cfg.statement_ttl;
+		int64_t refresh = (int64_t)p->cfg.heartbeat;
+		if (refresh > ttl / 4)
+			refresh = ttl / 4;
+		p->digests = digests_new(p->store);
+		p->statements = statements_new(p->store, p->digests, ttl, refresh);
+		if (statements_load_key(p->statements, p->cfg.signing_key, err, errlen) < 0)
+			return -1;
+		pushcache_set_digests(p->pushes, p->digests);
+	}
 	p->hub = hub_new(p, store_version(p->store));
 	if (hub_start(p->hub, err, errlen) < 0)
 		return -1;
 	if (http_start(p, err, errlen) < 0)
 		return -1;
-	if (!p->admin_token)
-		log_warn("no --admin-token-file: anyone who can reach %s can write", p->listen_addr);
+	if (p->cfg.insecure) {
+		log_warn("--insecure: reads are open and any client may sync as any node; for a lab on loopback only");
+		if (!p->admin_token)
+			log_warn("--insecure without --admin-token-file: anyone who can reach %s can write",
+				 p->listen_addr);
+	}
+	if (!p->tls && !http_listens_on_loopback(p)) {
+		log_warn("**************************************************************************");
+		log_warn("WARNING: %s is not a loopback address and TLS is off (no --tls-cert):", p->listen_addr);
+		log_warn("WARNING: tokens, secrets and every push cross the network in clear text");
+		log_warn("**************************************************************************");
+	}
+	if (!p->cfg.signing_key)
+		log_info("no --signing-key: pushes carry no signed statement (agents with --trust refuse them)");
 	return 0;
 }
 
@@ -139,15 +203,23 @@ void plane_stop(struct plane *p)
 	p->hub = NULL;
 	pushcache_free(p->pushes);
 	p->pushes = NULL;
+	statements_free(p->statements);
+	p->statements = NULL;
+	digests_free(p->digests);
+	p->digests = NULL;
 	rollout_free(p->rollout);
 	p->rollout = NULL;
 	nodes_free(p->nodes);
 	p->nodes = NULL;
+	tokens_free(p->tokens);
+	p->tokens = NULL;
 	store_free(p->store);
 	p->store = NULL;
 	db_close(p->db);
 	p->db = NULL;
 	free(p->admin_token);
 	p->admin_token = NULL;
+	tls_free(p->tls);
+	p->tls = NULL;
 	pthread_mutex_destroy(&p->token_lock);
 }

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "auth.h"
 #include "options.h"
 
 struct plane_config {
@@ -19,6 +20,11 @@ struct plane_config {
 	char *rollout;
 	char *stages;
 	char *log_level;
+	char *tls_cert, *tls_key;      /* HTTPS */
+	char *client_ca;               /* mutual TLS: nodes by certificate */
+	char *signing_key;             /* statements signed with it */
+	bool insecure;                 /* open reads and anonymous nodes (a lab) */
+	double statement_ttl;
 	double heartbeat;
 	double bake;
 	double ack_timeout;
@@ -47,6 +53,7 @@ struct plane_counters {
 	atomic_uint_fast64_t polls, polls_not_modified;
 	atomic_uint_fast64_t streams_opened, streams_replaced;
 	atomic_uint_fast64_t requests;
+	atomic_uint_fast64_t auth_refused[REFUSED_N];
 };
 
 struct plane {
@@ -57,6 +64,10 @@ struct plane {
 	struct pushcache *pushes;
 	struct rollout *rollout;
 	struct hub *hub;
+	struct tokens *tokens;
+	struct plane_tls *tls;         /* NULL: plain HTTP */
+	struct digests *digests;       /* NULL: no signing */
+	struct statements *statements;
 	struct MHD_Daemon *mhd;
 	int listen_fd;
 	char listen_addr[80];          /* "127.0.0.1:7070", the real port */
@@ -76,6 +87,10 @@ int plane_start(struct plane *p, char *err, size_t errlen);
 void plane_stop(struct plane *p);
 /* (Re)reads --admin-token-file. Returns 0, or -1 with err. */
 int plane_load_token(struct plane *p, char *err, size_t errlen);
+/* SIGHUP: the admin token, the TLS certificate and key (new connections
+ * take them; open streams keep theirs) and the signing key, each kept as
+ * it was when its file fails to load. */
+void plane_reload(struct plane *p);
 /* Writes a fresh push nonce: "<boot id>.<sequence>". */
 void plane_nonce(struct plane *p, char *out, size_t cap);
 /* The version node should hold now: the newest, or its rollout target. */

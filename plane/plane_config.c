@@ -22,6 +22,17 @@ const struct opt_def plane_options[] = {
 	  "heartbeat interval on streams (default 10)" },
 	{ "admin-token-file", 0, OPT_STRING, OFF(admin_token_file), 0, 0, NULL, "FILE",
 	  "require 'Authorization: Bearer TOKEN' on every write" },
+	{ "tls-cert", 0, OPT_STRING, OFF(tls_cert), 0, 0, NULL, "FILE",
+	  "serve HTTPS with this certificate (PEM, chain after it); needs --tls-key" },
+	{ "tls-key", 0, OPT_STRING, OFF(tls_key), 0, 0, NULL, "FILE", "the certificate's private key (PEM)" },
+	{ "client-ca", 0, OPT_STRING, OFF(client_ca), 0, 0, NULL, "FILE",
+	  "mutual TLS: a client certificate this CA signs identifies a node (its CN)" },
+	{ "signing-key", 0, OPT_STRING, OFF(signing_key), 0, 0, NULL, "FILE",
+	  "sign every push's and heartbeat's statement with this Ed25519 key (tetherctl keygen)" },
+	{ "statement-ttl", 0, OPT_SECONDS, OFF(statement_ttl), 10, 31536000, NULL, "SECONDS",
+	  "how long a signed statement stays valid (default 3600)" },
+	{ "insecure", 0, OPT_FLAG, OFF(insecure), 0, 0, NULL, NULL,
+	  "a lab on loopback: open reads and anonymous nodes (writes still need --admin-token-file's token)" },
 	{ "rollout", 0, OPT_CHOICE, OFF(rollout), 0, 0, rollout_choices, "POLICY",
 	  "immediate (default) or staged" },
 	{ "stages", 0, OPT_STRING, OFF(stages), 0, 0, NULL, "LIST",
@@ -66,6 +77,7 @@ void plane_config_defaults(struct plane_config *c)
 	c->stages = xstrdup("1,10,100");
 	c->log_level = xstrdup("info");
 	c->heartbeat = 10;
+	c->statement_ttl = 3600;
 	c->bake = 60;
 	c->ack_timeout = 60;
 	c->lag_alert = 60;
@@ -90,6 +102,19 @@ int plane_config_check(struct plane_config *c, char *err, size_t errlen)
 	if (c->max_body > c->max_request) {
 		snprintf(err, errlen, "max-body (%llu) must not exceed max-request (%llu)",
 			 (unsigned long long)c->max_body, (unsigned long long)c->max_request);
+		return -1;
+	}
+	if ((c->tls_cert == NULL) != (c->tls_key == NULL)) {
+		snprintf(err, errlen, "--tls-cert and --tls-key go together");
+		return -1;
+	}
+	if (c->client_ca && !c->tls_cert) {
+		snprintf(err, errlen, "--client-ca needs --tls-cert and --tls-key (client certificates travel in TLS)");
+		return -1;
+	}
+	if (c->statement_ttl < 3 * c->heartbeat) {
+		snprintf(err, errlen, "statement-ttl (%g) must be at least three heartbeats (%g)", c->statement_ttl,
+			 3 * c->heartbeat);
 		return -1;
 	}
 	if (c->send_timeout == 0)

@@ -1,6 +1,7 @@
 /* pushcache.c: shared encoded pushes, least recently used eviction (see
  * pushcache.h). */
 #include "pushcache.h"
+#include "digests.h"
 #include "gz.h"
 #include "log.h"
 #include "xmalloc.h"
@@ -20,6 +21,7 @@ struct pushcache {
 	struct store *store;
 	target_fn target;
 	void *target_ctx;
+	struct digests *digests;
 	pthread_mutex_t lock;
 	struct pc_entry *head, *tail;
 	size_t entries, bytes, max_entries, max_bytes;
@@ -40,6 +42,11 @@ void pushcache_set_target(struct pushcache *pc, target_fn fn, void *ctx)
 {
 	pc->target = fn;
 	pc->target_ctx = ctx;
+}
+
+void pushcache_set_digests(struct pushcache *pc, struct digests *d)
+{
+	pc->digests = d;
 }
 
 void push_blob_unref(struct push_blob *b)
@@ -153,6 +160,8 @@ struct push_blob *pushcache_get_for(struct pushcache *pc, uint64_t have, const c
 	blob->nrm = d.nrm;
 	blob->raw = buf_detach(&b, &blob->raw_len);
 	delta_release(&d);
+	if (pc->digests)
+		blob->has_digest = digests_at(pc->digests, version, sub, blob->digest) == 0;
 	store_rdunlock(pc->store);
 
 	pthread_mutex_lock(&pc->lock);

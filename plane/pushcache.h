@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "delta.h"
+#include "lthash.h"
 #include "store.h"
 
 struct push_blob {
@@ -26,6 +27,10 @@ struct push_blob {
 	char *gz;
 	size_t gz_len;
 	uint32_t gz_crc;      /* CRC-32 of raw + "\n\n" */
+	/* the digest of the state at version through the subscription (what
+	 * the push's statement signs), when digests are on */
+	bool has_digest;
+	unsigned char digest[LTHASH_DIGEST_BYTES];
 };
 
 /* A node's target version, or VERSION_LATEST for the store's newest.
@@ -38,6 +43,10 @@ struct pushcache *pushcache_new(struct store *s, size_t max_entries, size_t max_
 void pushcache_free(struct pushcache *pc);
 /* Sets how a node's target is found (none: every node gets the newest). */
 void pushcache_set_target(struct pushcache *pc, target_fn fn, void *ctx);
+/* Makes every new push carry the digest of the state it brings a node to
+ * (computed under the same read lock as the push). */
+struct digests;
+void pushcache_set_digests(struct pushcache *pc, struct digests *d);
 
 /* Returns a referenced push bringing a node at `have` to the store's
  * current version. Release with push_blob_unref. */

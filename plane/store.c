@@ -32,6 +32,8 @@ struct store {
 	struct pathindex paths;              /* live files' output paths */
 	bool keep;                           /* a rollout may need older states */
 	uint64_t pin;                        /* ... of versions >= pin */
+	store_observer observer;             /* told of every commit's elements */
+	void *observer_ctx;
 };
 
 /* ---- hash index ------------------------------------------------------ */
@@ -201,10 +203,21 @@ static void keep_state(struct store *s, struct store_entry *e)
 	h->version = e->version;
 	h->body = e->body;
 	h->body_len = e->body_len;
+	memcpy(h->elem, e->elem, sizeof(h->elem));
 	h->next = e->hist;
 	e->hist = h;
 	e->body = NULL;
 	e->body_len = 0;
+}
+
+const unsigned char *store_elem_at(const struct store_entry *e, uint64_t x)
+{
+	if (e->version <= x)
+		return e->body ? e->elem : NULL;
+	for (const struct store_hist *h = e->hist; h; h = h->next)
+		if (h->version <= x)
+			return h->body ? h->elem : NULL;
+	return NULL;
 }
 
 const char *store_body_at(const struct store_entry *e, uint64_t x, size_t *len, uint64_t *version)
@@ -238,11 +251,12 @@ static void entry_free(struct store_entry *e)
 
 /* ---- in-memory apply --------------------------------------------------- */
 
-/* Makes e live with body (taken) at version. The new references are not
- * counted here: the caller counts them (refs_adjust +1) once every entry of
- * the write exists, since a referrer may come before what it references. */
+/* Makes e live with body (taken) at version; elem is its digest element
+ * (NULL: computed here). The new references are not counted here: the
+ * caller counts them (refs_adjust +1) once every entry of the write exists,
+ * since a referrer may come before what it references. */
 static void apply_upsert(struct store *s, const char *name, char *body, size_t len,
-			 const struct res_refs *refs, uint64_t version)
+			 const struct res_refs *refs, uint64_t version, const unsigned char *elem)
 {
 	struct store_entry *e = find(s, name);
 	if (!e) {
@@ -267,6 +281,10 @@ static void apply_upsert(struct store *s, const char *name, char *body, size_t l
 	}
 	e->body = body;
 	e->body_len = len;
+	if (elem)
+		memcpy(e->elem, elem, sizeof(e->elem));
+	else
+		lthash_seed(name, body, len, e->elem);
 	e->version = version;
 	e->deleted_at = 0;
 	path_set(s, e);
@@ -328,7 +346,7 @@ static int load_row(void *ctx, const char *name, const char *body, size_t len,
 			log_warn("store: stored '%s' no longer validates: %s", name, err);
 		}
 		cJSON_Delete(v);
-		apply_upsert(s, name, xstrndup(body, len), len, &refs, version);
+		apply_upsert(s, name, xstrndup(body, len), len, &refs, version, NULL);
 	} else {
 		struct store_entry *e = xcalloc(1, sizeof(*e));
 		e->name = xstrdup(name);
@@ -395,6 +413,13 @@ const struct store_entry *store_get(struct store *s, const char *name) { return 
 const struct store_entry *store_newest(struct store *s) { return s->tail; }
 const struct store_entry *store_oldest(struct store *s) { return s->head; }
 const struct store_opts *store_options(struct store *s) { return &s->opts; }
+void store_set_observer(struct store *s, store_observer fn, void *ctx)
+{
+	pthread_rwlock_wrlock(&s->rw);
+	s->observer = fn;
+	s->observer_ctx = ctx;
+	pthread_rwlock_unlock(&s->rw);
+}
 bool store_pinned(struct store *s, uint64_t *floor)
 {
 	*floor = s->pin;
@@ -474,6 +499,22 @@ int store_commit_hooked(struct store *s, struct store_change *changes, size_t n,
 		if (e && e->version)
 			kept[nkept++] = e;
 	}
+	/* the digest elements: the new ones hashed outside the index lock,
+	 * the old ones copied before the swap overwrites them */
+	struct store_delta *deltas = xcalloc(neff, sizeof(*deltas));
+	unsigned char (*olds)[LTHASH_SEED_BYTES] = xmalloc(neff * LTHASH_SEED_BYTES);
+	for (size_t i = 0; i < neff; i++) {
+		const struct store_entry *e = find(s, eff[i].name);
+		deltas[i].name = eff[i].name;
+		if (e && e->body) {
+			memcpy(olds[i], e->elem, LTHASH_SEED_BYTES);
+			deltas[i].old_elem = olds[i];
+		}
+		if (eff[i].body) {
+			lthash_seed(eff[i].name, eff[i].body, eff[i].body_len, eff[i].elem);
+			deltas[i].new_elem = eff[i].elem;
+		}
+	}
 	struct store_txn txn = {
 		.version = s->version + 1, .horizon = horizon, .now = now,
 		.changes = eff, .nchanges = neff, .pruned = pruned, .npruned = npruned,
@@ -483,6 +524,8 @@ int store_commit_hooked(struct store *s, struct store_change *changes, size_t n,
 	int rc = store_sqlite_commit(s->db, &txn, err, errlen);
 	free(kept);
 	if (rc < 0) {
+		free(deltas);
+		free(olds);
 		free(pruned);
 		free(taken);
 		free(eff);
@@ -494,7 +537,8 @@ int store_commit_hooked(struct store *s, struct store_change *changes, size_t n,
 		drop_tombstone(s, find(s, pruned[i]));
 	for (size_t i = 0; i < neff; i++) {
 		if (eff[i].body)
-			apply_upsert(s, eff[i].name, eff[i].body, eff[i].body_len, &eff[i].refs, txn.version);
+			apply_upsert(s, eff[i].name, eff[i].body, eff[i].body_len, &eff[i].refs, txn.version,
+				     eff[i].elem);
 		else
 			apply_remove(s, eff[i].name, txn.version, now);
 	}
@@ -504,7 +548,11 @@ int store_commit_hooked(struct store *s, struct store_change *changes, size_t n,
 			refs_adjust(s, find(s, eff[i].name), +1);
 	s->version = txn.version;
 	s->horizon = horizon;
+	if (s->observer)
+		s->observer(s->observer_ctx, deltas, neff, txn.version);
 	pthread_rwlock_unlock(&s->rw);
+	free(deltas);
+	free(olds);
 
 	/* the store owns the committed bodies now */
 	for (size_t i = 0; i < n; i++)
@@ -599,6 +647,8 @@ int store_attach_history(struct store *s, const char *name, uint64_t version, co
 	h->version = version;
 	h->body = body ? xstrndup(body, len) : NULL;
 	h->body_len = body ? len : 0;
+	if (body)
+		lthash_seed(name, body, len, h->elem);
 	struct store_hist **pp = &e->hist;
 	while (*pp)
 		pp = &(*pp)->next;

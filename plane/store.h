@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lthash.h"
 #include "resource.h"
 
 struct db;
@@ -23,6 +24,7 @@ struct store_hist {
 	uint64_t version;           /* the version that made this state */
 	char *body;                 /* NULL: deleted at that version */
 	size_t body_len;
+	unsigned char elem[LTHASH_SEED_BYTES];   /* its digest element (bodies only) */
 	struct store_hist *next;    /* older */
 };
 
@@ -31,6 +33,7 @@ struct store_entry {
 	char *body;                 /* canonical JSON; NULL for a tombstone */
 	size_t body_len;
 	uint64_t version;           /* version of the last change (upsert or delete) */
+	unsigned char elem[LTHASH_SEED_BYTES];   /* digest element of (name, body); live only */
 	int64_t deleted_at;         /* wall seconds; tombstones only */
 	int rank;                   /* make-before-break order of its type */
 	int nrefs;
@@ -56,6 +59,7 @@ struct store_change {
 	char *body;
 	size_t body_len;
 	struct res_refs refs;
+	unsigned char elem[LTHASH_SEED_BYTES];   /* filled by the commit */
 };
 
 struct store *store_open(struct db *db, const struct store_opts *opts, char *err, size_t errlen);
@@ -109,6 +113,21 @@ int store_attach_history(struct store *s, const char *name, uint64_t version, co
 /* The body of e as of version x (NULL: absent then); *version gets the
  * version of that state (0: it did not exist). Hold the read lock. */
 const char *store_body_at(const struct store_entry *e, uint64_t x, size_t *len, uint64_t *version);
+
+/* What one committed change did to the digest elements: the element the
+ * name had (NULL: absent) and the one it has now (NULL: removed). */
+struct store_delta {
+	const char *name;
+	const unsigned char *old_elem, *new_elem;
+};
+/* Called by every commit that makes a version, with the store's index
+ * write-locked (readers see the version and what the observer keeps
+ * change together), after the in-memory swap. */
+typedef void (*store_observer)(void *ctx, const struct store_delta *d, size_t n, uint64_t version);
+void store_set_observer(struct store *s, store_observer fn, void *ctx);
+/* The element of e as of version x (NULL: absent then). Same rules as
+ * store_body_at. */
+const unsigned char *store_elem_at(const struct store_entry *e, uint64_t x);
 
 /* Drops tombstones past their age. Hold the write lock. */
 int store_prune_aged(struct store *s, int64_t now, char *err, size_t errlen);

@@ -140,17 +140,24 @@ untrack_pid() {
 
 # start_plane NAME [ARGS...]: starts tether-plane with a private data
 # directory $WORK/NAME.data (unless ARGS give --data), log $WORK/NAME.log,
-# on a free port (unless ARGS give --listen). Waits for /healthz. Sets
-# PLANE_PID, PLANE_URL, PLANE_PORT, PLANE_LOG.
+# on a free port (unless ARGS give --listen). The tests that are not about
+# credentials run it --insecure (a lab on loopback); SECURE=1 leaves that
+# out. Waits for /healthz. Sets PLANE_PID, PLANE_URL, PLANE_PORT,
+# PLANE_LOG (PLANE_URL is https:// when ARGS give --tls-cert).
 start_plane() {
 	local name=$1
 	shift
-	local args=("$@") has_listen=0 has_data=0 a
+	local args=("$@") has_listen=0 has_data=0 has_tls=0 a
 	for a in "${args[@]}"; do
-		case $a in --listen|--listen=*) has_listen=1 ;; --data|--data=*) has_data=1 ;; esac
+		case $a in
+		--listen|--listen=*) has_listen=1 ;;
+		--data|--data=*) has_data=1 ;;
+		--tls-cert|--tls-cert=*) has_tls=1 ;;
+		esac
 	done
 	[ $has_listen = 1 ] || args+=(--listen 127.0.0.1:0)
 	[ $has_data = 1 ] || args+=(--data "$WORK/$name.data")
+	[ "${SECURE:-0}" = 1 ] || args+=(--insecure)
 	PLANE_LOG=$WORK/$name.log
 	"$PLANE_BIN" "${args[@]}" >>"$PLANE_LOG" 2>&1 &
 	PLANE_PID=$!
@@ -159,9 +166,17 @@ start_plane() {
 		bail "plane $name did not start"
 	fi
 	PLANE_PORT=$(grep -o 'listening on [^ ]*' "$PLANE_LOG" | tail -n 1 | sed 's/.*://')
-	PLANE_URL=http://127.0.0.1:$PLANE_PORT
-	if ! wait_until 10 curl -fsS "$PLANE_URL/healthz"; then
-		bail "plane $name is not healthy"
+	if [ $has_tls = 1 ]; then
+		PLANE_URL=https://127.0.0.1:$PLANE_PORT
+		# -k only to see it is up: the tests check the certificate
+		if ! wait_until 10 curl -kfsS "$PLANE_URL/healthz"; then
+			bail "plane $name is not healthy"
+		fi
+	else
+		PLANE_URL=http://127.0.0.1:$PLANE_PORT
+		if ! wait_until 10 curl -fsS "$PLANE_URL/healthz"; then
+			bail "plane $name is not healthy"
+		fi
 	fi
 }
 

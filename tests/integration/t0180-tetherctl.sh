@@ -62,7 +62,7 @@ check_eq "--version exits 0" 0 "$RC"
 check_has "--version names the program" "$OUT" "tetherctl "
 ctl --help
 check_eq "--help exits 0" 0 "$RC"
-check_has "--help prints the usage on stdout" "$OUT" "usage: tetherctl [--plane URL] [--token-file FILE] COMMAND"
+check_has "--help prints the usage on stdout" "$OUT" "usage: tetherctl [--plane URL] [--token-file FILE] [--ca-file FILE] [--cert FILE --key FILE] COMMAND"
 check_has "--help lists the commands" "$OUT" "rollout status"
 ctl help
 check_eq "help exits 0" 0 "$RC"
@@ -80,7 +80,7 @@ check_eq "an unknown option exits 2" 2 "$RC"
 check_has "an unknown option is named" "$ERR" "unknown option '--frob'"
 ctl get
 check_eq "get without NAME exits 2" 2 "$RC"
-check_has "get without NAME shows the command's usage" "$ERR" "usage: tetherctl [--plane URL] [--token-file FILE] get NAME"
+check_has "get without NAME shows the command's usage" "$ERR" "usage: tetherctl [global options] get NAME"
 ctl rm a/b c/d
 check_eq "rm with two names exits 2" 2 "$RC"
 ctl ls a b

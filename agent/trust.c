@@ -1,0 +1,355 @@
+/* trust.c: what tetherd checks when it runs with --trust (docs/protocol.md,
+ * "Signed state"; docs/security.md):
+ *
+ *   1. every push carries a statement signed by a trusted key, not expired,
+ *      for the push's version and this node's subscription;
+ *   2. its version is not below the highest version verified (persisted
+ *      with last-good): lower is a rollback, refused;
+ *   3. the candidate state's digest, updated from the applied state's in
+ *      O(changed), equals the signed digest: a delta that adds, drops,
+ *      changes or mixes anything fails, and the node asks for a snapshot.
+ *
+ * Heartbeats (and a poll's 304) carry fresh statements too. When the
+ * newest valid one has expired (or is older than --max-staleness) the node
+ * is stale: it says so and keeps serving what it has. */
+#include "agent_int.h"
+#include "lastgood.h"
+#include "log.h"
+#include "statement.h"
+#include "util.h"
+#include "xmalloc.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const fail_names[TF_N] = {
+	"unsigned", "malformed", "unknown_key", "bad_signature", "expired", "rollback", "mismatch", "digest",
+};
+
+const char *trust_fail_name(enum trust_fail f)
+{
+	return fail_names[f];
+}
+
+static void seed_of(const struct res *r, unsigned char seed[LTHASH_SEED_BYTES])
+{
+	lthash_seed(r->name, r->body, r->body_len, seed);
+}
+
+/* The digest of a whole state: O(resources), at boot and when trust
+ * starts. */
+static void state_digest(const struct state *s, struct lthash *h)
+{
+	unsigned char seed[LTHASH_SEED_BYTES];
+	lthash_init(h);
+	for (size_t i = 0; i < s->cap; i++) {
+		if (s->slots[i]) {
+			seed_of(s->slots[i], seed);
+			lthash_add(h, seed);
+		}
+	}
+}
+
+int trust_init(struct agent *a, char *err, size_t errlen)
+{
+	char inner[512];
+	lthash_init(&a->trust.digest);
+	if (sub_parse(a->cfg.sub, &a->trust.sub, inner, sizeof(inner)) < 0) {
+		snprintf(err, errlen, "%s", inner);
+		return -1;
+	}
+	if (!a->cfg.trust)
+		return 0;
+	if (keys_load_trust(a->cfg.trust, &a->trust.keys, err, errlen) < 0)
+		return -1;
+	a->trust.on = true;
+	char kids[TRUST_MAX * (KEY_ID_LEN + 1) + 1] = "";
+	for (size_t i = 0; i < a->trust.keys.n; i++) {
+		strncat(kids, a->trust.keys.key[i].kid, sizeof(kids) - strlen(kids) - 1);
+		if (i + 1 < a->trust.keys.n)
+			strncat(kids, ",", sizeof(kids) - strlen(kids) - 1);
+	}
+	log_info("trust: pushes must carry statements signed by %s (%s)", kids, a->cfg.trust);
+	return 0;
+}
+
+void trust_release(struct agent *a)
+{
+	sub_release(&a->trust.sub);
+	free(a->trust.statement);
+	a->trust.statement = NULL;
+}
+
+void trust_reload(struct agent *a)
+{
+	char err[512];
+	struct trust t;
+	if (!a->cfg.trust) {
+		if (a->trust.on)
+			log_warn("SIGHUP: --trust is gone: pushes are no longer verified");
+		a->trust.on = false;
+		return;
+	}
+	if (keys_load_trust(a->cfg.trust, &t, err, sizeof(err)) < 0) {
+		log_error("SIGHUP: %s (keeping the trusted keys)", err);
+		return;
+	}
+	a->trust.keys = t;
+	if (!a->trust.on) {
+		/* not kept while trust was off: from the whole state, once */
+		state_digest(&a->state, &a->trust.digest);
+		log_info("SIGHUP: pushes are now verified");
+	}
+	a->trust.on = true;
+	log_info("SIGHUP: %zu trusted keys loaded from %s", t.n, a->cfg.trust);
+}
+
+static void count(struct agent *a, enum trust_fail f)
+{
+	a->trust.failures[f]++;
+}
+
+/* The statement's word on freshness: until it expires, or --max-staleness
+ * after it was issued, whichever comes first. */
+static void freshen(struct agent *a, const struct statement *st)
+{
+	int64_t until = st->expires;
+	if (a->cfg.max_staleness > 0 && st->issued + (int64_t)a->cfg.max_staleness < until)
+		until = st->issued + (int64_t)a->cfg.max_staleness;
+	if (until > a->trust.fresh_until)
+		a->trust.fresh_until = until;
+	if (st->issued > a->trust.newest_issued)
+		a->trust.newest_issued = st->issued;
+}
+
+/* Verifies a token's signature; counts and describes a failure. */
+static int verify(struct agent *a, const char *token, size_t len, struct statement *st, char *err, size_t errlen)
+{
+	int rc = statement_verify(token, len, &a->trust.keys, st, err, errlen);
+	if (rc == 0)
+		return 0;
+	count(a, rc == STATEMENT_UNKNOWN_KEY ? TF_UNKNOWN_KEY : rc == STATEMENT_BAD_SIGNATURE ? TF_BAD_SIGNATURE
+											   : TF_MALFORMED);
+	return -1;
+}
+
+int trust_check_push(struct agent *a, const struct push *p, char *err, size_t errlen)
+{
+	if (!a->trust.on)
+		return 0;
+	if (!p->statement) {
+		count(a, TF_UNSIGNED);
+		snprintf(err, errlen, "unsigned push refused (this node runs with --trust)");
+		return -1;
+	}
+	struct statement st;
+	char inner[512];
+	if (verify(a, p->statement, strlen(p->statement), &st, inner, sizeof(inner)) < 0) {
+		snprintf(err, errlen, "push %llu refused: %s", (unsigned long long)p->version, inner);
+		return -1;
+	}
+	int rc = -1;
+	int64_t now = wall_seconds();
+	if (st.version != p->version) {
+		count(a, TF_MISMATCH);
+		snprintf(err, errlen, "the statement is for version %llu, the push brings version %llu",
+			 (unsigned long long)st.version, (unsigned long long)p->version);
+	} else if (strcmp(st.sub, a->trust.sub.canon) != 0) {
+		count(a, TF_MISMATCH);
+		snprintf(err, errlen, "the statement is for subscription '%.200s', this node's is '%.200s'", st.sub,
+			 a->trust.sub.canon);
+	} else if (now >= st.expires) {
+		count(a, TF_EXPIRED);
+		snprintf(err, errlen, "the statement of version %llu expired %llds ago (a replay, or a stalled plane)",
+			 (unsigned long long)st.version, (long long)(now - st.expires));
+	} else if (st.version < a->trust.hwm) {
+		count(a, TF_ROLLBACK);
+		snprintf(err, errlen, "rollback refused: version %llu is below the highest version verified (%llu)",
+			 (unsigned long long)st.version, (unsigned long long)a->trust.hwm);
+	} else {
+		rc = 0;
+	}
+	statement_release(&st);
+	return rc;
+}
+
+int trust_check_candidate(struct agent *a, const char *statement, const struct candidate *c, struct lthash *out,
+			  char *err, size_t errlen)
+{
+	if (!a->trust.on)
+		return 0;
+	struct statement st;
+	if (!statement || statement_peek(statement, strlen(statement), &st) < 0) {
+		count(a, TF_UNSIGNED);
+		snprintf(err, errlen, "no statement to check the candidate against");
+		return -1;
+	}
+	/* O(changed): what the candidate replaces out, what it brings in */
+	*out = a->trust.digest;
+	unsigned char seed[LTHASH_SEED_BYTES], d[LTHASH_DIGEST_BYTES];
+	for (size_t i = 0; i < c->n; i++) {
+		if (c->items[i].old) {
+			seed_of(c->items[i].old, seed);
+			lthash_sub(out, seed);
+		}
+		if (c->items[i].new_res) {
+			seed_of(c->items[i].new_res, seed);
+			lthash_add(out, seed);
+		}
+	}
+	lthash_digest(out, d);
+	int rc = 0;
+	if (!lthash_digest_equal(d, st.digest)) {
+		count(a, TF_DIGEST);
+		snprintf(err, errlen, "state digest mismatch: version %llu as pushed is not the state its statement "
+			 "signs (a resource changed, dropped, added or mixed in); asking for a snapshot",
+			 (unsigned long long)st.version);
+		rc = -1;
+	}
+	statement_release(&st);
+	return rc;
+}
+
+void trust_applied(struct agent *a, const char *statement, const struct lthash *digest)
+{
+	if (!a->trust.on || !statement)
+		return;
+	struct statement st;
+	a->trust.digest = *digest;
+	free(a->trust.statement);
+	a->trust.statement = xstrdup(statement);
+	if (statement_peek(statement, strlen(statement), &st) == 0) {
+		memcpy(a->trust.kid, st.kid, sizeof(a->trust.kid));
+		if (st.version > a->trust.hwm)
+			a->trust.hwm = st.version;
+		freshen(a, &st);
+		statement_release(&st);
+	}
+	a->trust.want_snapshot = false;
+	a->trust.mismatches = 0;
+}
+
+/* A new key signed the state we hold (a rotation): keep its statement in
+ * last-good, so the old key can leave --trust without orphaning it. */
+static void persist_statement(struct agent *a, const char *token, const struct statement *st)
+{
+	char err[1024];
+	struct candidate c;
+	memset(&c, 0, sizeof(c));
+	c.version = a->state.version;
+	c.statement = token;
+	if (lastgood_save(a->lg, &a->state, &c, err, sizeof(err)) < 0) {
+		log_warn("trust: cannot keep key %s's statement of version %llu in last-good: %s", st->kid,
+			 (unsigned long long)st->version, err);
+		return;
+	}
+	free(a->trust.statement);
+	a->trust.statement = xstrdup(token);
+	memcpy(a->trust.kid, st->kid, sizeof(a->trust.kid));
+	log_info("trust: version %llu is now vouched for by key %s (kept in last-good)",
+		 (unsigned long long)st->version, st->kid);
+}
+
+void trust_heartbeat(struct agent *a, const char *token, size_t len)
+{
+	if (!a->trust.on)
+		return;
+	struct statement st;
+	char err[512];
+	if (verify(a, token, len, &st, err, sizeof(err)) < 0) {
+		log_warn("trust: a heartbeat's statement is refused: %s", err);
+		return;
+	}
+	if (strcmp(st.sub, a->trust.sub.canon) != 0) {
+		count(a, TF_MISMATCH);
+		log_warn("trust: a heartbeat's statement is for subscription '%.200s', not ours", st.sub);
+	} else if (st.version < a->state.version) {
+		/* it vouches for an older state: a replay says nothing new */
+		log_debug("trust: a heartbeat's statement is of version %llu, below ours (%llu): ignored",
+			  (unsigned long long)st.version, (unsigned long long)a->state.version);
+	} else if (wall_seconds() >= st.expires) {
+		count(a, TF_EXPIRED);
+		log_debug("trust: a heartbeat's statement of version %llu has expired", (unsigned long long)st.version);
+	} else {
+		freshen(a, &st);
+		a->plane_version = st.version;
+		unsigned char ours[LTHASH_DIGEST_BYTES];
+		lthash_digest(&a->trust.digest, ours);
+		if (st.version == a->state.version && a->state.version > 0) {
+			if (!lthash_digest_equal(ours, st.digest)) {
+				count(a, TF_DIGEST);
+				log_warn("trust: the signed state of version %llu is not ours: asking for a snapshot",
+					 (unsigned long long)st.version);
+				a->trust.want_snapshot = true;
+				a->retry_at_ms = now_ms();
+			} else if (strcmp(st.kid, a->trust.kid) != 0) {
+				persist_statement(a, token, &st);
+			}
+		}
+	}
+	statement_release(&st);
+}
+
+void trust_tick(struct agent *a, int64_t *wake)
+{
+	if (!a->trust.on || a->state.version == 0)
+		return;
+	int64_t now = wall_seconds();
+	bool stale = now >= a->trust.fresh_until;
+	if (stale != a->trust.stale) {
+		a->trust.stale = stale;
+		if (stale)
+			log_warn("trust: stale: no valid statement newer than %llds ago (the newest expired at %lld); "
+				 "serving version %llu as it is", (long long)(now - a->trust.newest_issued),
+				 (long long)a->trust.fresh_until, (unsigned long long)a->state.version);
+		else
+			log_info("trust: fresh again (a valid statement until %lld)", (long long)a->trust.fresh_until);
+		agent_write_status(a);
+	}
+	if (!stale && wake) {
+		int64_t at = now_ms() + (a->trust.fresh_until - now) * 1000 + 1;
+		if (at < *wake)
+			*wake = at;
+	}
+}
+
+int trust_boot_verify(void *ctx, const struct state *s, const char *statement, char *err, size_t errlen)
+{
+	struct agent *a = ctx;
+	if (!a->trust.on)
+		return 0;
+	if (!statement || !*statement) {
+		snprintf(err, errlen, "it holds no signed statement (written without --trust)");
+		return -1;
+	}
+	struct statement st;
+	char inner[512];
+	if (verify(a, statement, strlen(statement), &st, inner, sizeof(inner)) < 0) {
+		snprintf(err, errlen, "%s", inner);
+		return -1;
+	}
+	int rc = -1;
+	struct lthash h;
+	unsigned char d[LTHASH_DIGEST_BYTES];
+	state_digest(s, &h);
+	lthash_digest(&h, d);
+	if (st.version != s->version) {
+		snprintf(err, errlen, "its statement is of version %llu, its state of version %llu",
+			 (unsigned long long)st.version, (unsigned long long)s->version);
+	} else if (!lthash_digest_equal(d, st.digest)) {
+		count(a, TF_DIGEST);
+		snprintf(err, errlen, "state digest mismatch: its state is not what version %llu's statement signs "
+			 "(tampered with, or damaged)", (unsigned long long)s->version);
+	} else {
+		a->trust.digest = h;
+		free(a->trust.statement);
+		a->trust.statement = xstrdup(statement);
+		memcpy(a->trust.kid, st.kid, sizeof(a->trust.kid));
+		a->trust.hwm = st.version;
+		freshen(a, &st);
+		rc = 0;
+	}
+	statement_release(&st);
+	return rc;
+}

@@ -1,0 +1,23 @@
+/* sub.h: a subscription: the name prefixes a node asks for (none: every
+ * name). Its canonical text -- the prefixes sorted and comma-joined -- is
+ * what the plane keys pushes by and what a signed statement names, so the
+ * plane and the agent derive it with this one function. */
+#ifndef TETHER_SUB_H
+#define TETHER_SUB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct sub {
+	size_t n;
+	char **prefix;
+	char *canon;     /* the prefixes sorted and comma-joined */
+};
+
+/* Parses "cluster/,route/web-" (commas; empty parts ignored). Returns 0, or
+ * -1 with err for a prefix with characters no name can hold. */
+int sub_parse(const char *s, struct sub *out, char *err, size_t errlen);
+void sub_release(struct sub *s);
+bool sub_match(const struct sub *s, const char *name);
+
+#endif

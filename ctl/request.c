@@ -1,0 +1,79 @@
+/* request.c: one request of tetherctl to the plane, with the credentials
+ * the command line and the environment give, and the parsing of its JSON
+ * answers (see request.h). */
+#include "request.h"
+#include "credentials.h"
+#include "ctl.h"
+#include "json.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One request to the plane. Returns 0 with the answer (release its body),
+ * or 1 after printing why it failed. */
+int ctl_call(const struct ctl_ctx *cx, const char *method, const char *path, const char *body,
+	     size_t body_len, struct client_answer *ans)
+{
+	char err[1024];
+	char *token = NULL;
+	struct client *c = NULL;
+	int rc = 1;
+
+	buf_init(&ans->body);
+	ans->status = 0;
+	if (cx->token_file && !(token = credentials_read_token(cx->token_file, err, sizeof(err)))) {
+		ctl_error("%s", err);
+		goto fail;
+	}
+	if ((cx->cert == NULL) != (cx->key == NULL)) {
+		ctl_error("--cert and --key go together (a client certificate and its key)");
+		goto fail;
+	}
+	struct credentials cr = { cx->ca_file, cx->cert, cx->key, token };
+	c = client_new(cx->plane, &cr);
+	if (!c) {
+		ctl_error("cannot set up an HTTP client (libcurl)");
+		goto fail;
+	}
+	if (client_request(c, method, path, body, body_len, ans) < 0) {
+		ctl_error("%s", client_error(c));
+		buf_release(&ans->body);
+		goto fail;
+	}
+	rc = 0;
+fail:
+	client_free(c);
+	credentials_forget(token);
+	return rc;
+}
+
+/* Parses an answer of the plane; NULL after printing why. */
+cJSON *ctl_answer_json(const struct client_answer *ans)
+{
+	char err[512];
+	struct json_limits lim = { 0, CTL_JSON_DEPTH };
+	cJSON *doc = json_decode(ans->body.data, ans->body.len, &lim, err, sizeof(err));
+	if (!doc)
+		ctl_error("unexpected answer from the plane: %s", err);
+	return doc;
+}
+
+/* Prints "version N" from {"version": N, "changed": bool}. */
+int ctl_print_version(const struct client_answer *ans)
+{
+	cJSON *doc = ctl_answer_json(ans);
+	uint64_t v;
+	if (!doc)
+		return 1;
+	if (!json_get_u64(cJSON_GetObjectItemCaseSensitive(doc, "version"), &v)) {
+		ctl_error("unexpected answer from the plane: no version");
+		cJSON_Delete(doc);
+		return 1;
+	}
+	const cJSON *changed = cJSON_GetObjectItemCaseSensitive(doc, "changed");
+	printf("version %" PRIu64 "%s\n", v, cJSON_IsFalse(changed) ? " (no change)" : "");
+	cJSON_Delete(doc);
+	return 0;
+}

@@ -1,0 +1,26 @@
+/* request.h: one request of tetherctl to the plane (credentials from the
+ * options and the environment) and its JSON answer, shared by every
+ * command file. */
+#ifndef TETHER_CTL_REQUEST_H
+#define TETHER_CTL_REQUEST_H
+
+#include <stddef.h>
+#include <cjson/cJSON.h>
+
+#include "client.h"
+#include "commands.h"
+
+/* Depth accepted when reading JSON: the plane allows up to 512 levels in
+ * a body (--max-depth), and its answers wrap bodies in a few more. */
+#define CTL_JSON_DEPTH 520
+
+/* One request to the plane. Returns 0 with the answer (release its body),
+ * or 1 after printing why it failed. */
+int ctl_call(const struct ctl_ctx *cx, const char *method, const char *path, const char *body, size_t body_len,
+	     struct client_answer *ans);
+/* Parses an answer of the plane; NULL after printing why. */
+cJSON *ctl_answer_json(const struct client_answer *ans);
+/* Prints "version N" from {"version": N, "changed": bool}; 0 or 1. */
+int ctl_print_version(const struct client_answer *ans);
+
+#endif

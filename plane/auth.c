@@ -1,0 +1,176 @@
+/* auth.c: identifying callers and allowing or refusing them (see auth.h). */
+#include "auth.h"
+#include "http.h"
+#include "log.h"
+#include "plane.h"
+#include "tls.h"
+#include "util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static const char *const refusal_names[REFUSED_N] = {
+	"no_credential", "bad_token", "revoked", "bad_certificate", "wrong_node", "role",
+};
+
+static enum MHD_Result refuse(struct plane *p, struct MHD_Connection *c, unsigned status, enum auth_refusal why,
+			      const char *who, const char *msg)
+{
+	atomic_fetch_add(&p->ctr.auth_refused[why], 1);
+	log_info("auth: %u refused (%s) %s: %s", status, refusal_names[why], who, msg);
+	struct buf b = BUF_INIT;
+	buf_puts(&b, "{\"error\":");
+	buf_json_string(&b, msg);
+	buf_puts(&b, "}\n");
+	size_t len;
+	char *data = buf_detach(&b, &len);
+	struct MHD_Response *resp = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
+	if (!resp) {
+		free(data);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+	if (status == MHD_HTTP_UNAUTHORIZED)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"tether\"");
+	enum MHD_Result ret = MHD_queue_response(c, status, resp);
+	MHD_destroy_response(resp);
+	return ret;
+}
+
+/* Works out who is asking. Returns 0, or -1 after sending 401 for a
+ * credential that does not verify (an unknown or revoked token, a bad
+ * certificate): a bad credential never falls back to anonymous. */
+static int identify(struct plane *p, struct MHD_Connection *c, struct principal *who, enum MHD_Result *ret)
+{
+	memset(who, 0, sizeof(*who));
+	const char *h = http_header(c, MHD_HTTP_HEADER_AUTHORIZATION);
+	if (h) {
+		if (strncasecmp(h, "Bearer ", 7) != 0 || !h[7]) {
+			*ret = refuse(p, c, MHD_HTTP_UNAUTHORIZED, REFUSED_BAD_TOKEN, "a caller",
+				      "Authorization must be 'Bearer TOKEN' (the admin token, or a token the plane issued)");
+			return -1;
+		}
+		const char *tok = h + 7;
+		bool admin = false;
+		pthread_mutex_lock(&p->token_lock);
+		admin = p->admin_token && str_secret_equal(tok, p->admin_token);
+		pthread_mutex_unlock(&p->token_lock);
+		if (admin) {
+			who->role = ROLE_ADMIN;
+			snprintf(who->who, sizeof(who->who), "the admin token (--admin-token-file)");
+			return 0;
+		}
+		struct token_info ti;
+		if (!tokens_lookup(p->tokens, tok, &ti)) {
+			*ret = refuse(p, c, MHD_HTTP_UNAUTHORIZED, REFUSED_BAD_TOKEN, "a caller",
+				      "unknown token (neither the admin token nor one the plane issued)");
+			return -1;
+		}
+		if (ti.revoked) {
+			char msg[64];
+			snprintf(msg, sizeof(msg), "token %s is revoked", ti.id);
+			*ret = refuse(p, c, MHD_HTTP_UNAUTHORIZED, REFUSED_REVOKED, ti.id, msg);
+			return -1;
+		}
+		who->role = ti.role;
+		snprintf(who->token_id, sizeof(who->token_id), "%s", ti.id);
+		snprintf(who->node, sizeof(who->node), "%s", ti.node);
+		if (ti.role == ROLE_NODE)
+			snprintf(who->who, sizeof(who->who), "token %s (node %s)", ti.id, ti.node);
+		else
+			snprintf(who->who, sizeof(who->who), "token %s (%s%s%.200s)", ti.id, role_name(ti.role),
+				 ti.name[0] ? ", " : "", ti.name);
+		return 0;
+	}
+	char cn[201], err[512];
+	int r = tls_peer_node(p->tls, c, cn, sizeof(cn), err, sizeof(err));
+	if (r < 0) {
+		*ret = refuse(p, c, MHD_HTTP_UNAUTHORIZED, REFUSED_BAD_CERT, "a caller", err);
+		return -1;
+	}
+	if (r == 1) {
+		who->role = ROLE_NODE;
+		snprintf(who->node, sizeof(who->node), "%s", cn);
+		snprintf(who->who, sizeof(who->who), "certificate CN=%s", cn);
+		return 0;
+	}
+	who->anonymous = true;
+	snprintf(who->who, sizeof(who->who), "anonymous");
+	return 0;
+}
+
+bool auth_allow(struct plane *p, struct MHD_Connection *c, enum role need, struct principal *who,
+		enum MHD_Result *ret)
+{
+	if (identify(p, c, who, ret) < 0)
+		return false;
+	if (who->anonymous) {
+		if (p->cfg.insecure) {
+			bool has_admin;
+			pthread_mutex_lock(&p->token_lock);
+			has_admin = p->admin_token != NULL;
+			pthread_mutex_unlock(&p->token_lock);
+			/* a lab: reads are open, and so are writes unless an admin
+			 * token is set */
+			if (need <= ROLE_READER || !has_admin)
+				return true;
+			*ret = refuse(p, c, MHD_HTTP_UNAUTHORIZED, REFUSED_NO_CREDENTIAL, who->who,
+				      "this needs 'Authorization: Bearer TOKEN' with an admin token");
+			return false;
+		}
+		*ret = refuse(p, c, MHD_HTTP_UNAUTHORIZED, REFUSED_NO_CREDENTIAL, who->who,
+			      "this needs a credential: 'Authorization: Bearer TOKEN' (see docs/security.md)");
+		return false;
+	}
+	if (who->role == ROLE_NODE || who->role < need) {
+		char msg[128];
+		snprintf(msg, sizeof(msg), "this needs the %s role; %s does not have it", role_name(need),
+			 who->role == ROLE_NODE ? "a node's credential" : role_name(who->role));
+		*ret = refuse(p, c, MHD_HTTP_FORBIDDEN, REFUSED_ROLE, who->who, msg);
+		return false;
+	}
+	return true;
+}
+
+bool auth_allow_node(struct plane *p, struct MHD_Connection *c, const char *node, struct principal *who,
+		     enum MHD_Result *ret)
+{
+	if (identify(p, c, who, ret) < 0)
+		return false;
+	if (who->anonymous) {
+		if (p->cfg.insecure)
+			return true;
+		*ret = refuse(p, c, MHD_HTTP_UNAUTHORIZED, REFUSED_NO_CREDENTIAL, who->who,
+			      "a node needs its credential: its token or its client certificate");
+		return false;
+	}
+	if (who->role != ROLE_NODE) {
+		*ret = refuse(p, c, MHD_HTTP_FORBIDDEN, REFUSED_ROLE, who->who,
+			      "only a node's own credential may sync or acknowledge as that node");
+		return false;
+	}
+	if (strcmp(who->node, node) != 0) {
+		char msg[512];
+		snprintf(msg, sizeof(msg), "this credential is node %.200s's, not %.200s's", who->node, node);
+		*ret = refuse(p, c, MHD_HTTP_FORBIDDEN, REFUSED_WRONG_NODE, who->who, msg);
+		return false;
+	}
+	return true;
+}
+
+bool auth_sees_secrets(const struct principal *who)
+{
+	return who->role == ROLE_ADMIN || who->anonymous;
+}
+
+void auth_metrics(struct plane *p, struct buf *out)
+{
+	buf_puts(out, "# HELP tether_auth_refused_total Requests refused: 401 (no or a bad credential) and 403 "
+		      "(a credential that does not grant it), by reason.\n"
+		      "# TYPE tether_auth_refused_total counter\n");
+	for (int i = 0; i < REFUSED_N; i++)
+		buf_printf(out, "tether_auth_refused_total{reason=\"%s\"} %llu\n", refusal_names[i],
+			   (unsigned long long)atomic_load(&p->ctr.auth_refused[i]));
+}

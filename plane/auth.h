@@ -1,0 +1,58 @@
+/* auth.h: who is asking, and may they. A caller is identified by a bearer
+ * token (the bootstrap admin token of --admin-token-file, or a token the
+ * store issued: a node's or a person's role) or, without one, by a client
+ * certificate under --client-ca (a node: the subject's CN). Without any,
+ * it is anonymous.
+ *
+ * What each needs (docs/security.md):
+ *   node endpoints (stream, config, ack) for node X: X's own credential;
+ *   reads (resources, nodes, rollouts, metrics): reader or above;
+ *   rollout abort: operator or above; writes and tokens: admin.
+ * Refusals: 401 without a credential (or with one that does not verify),
+ * 403 with one that does not grant this; each is counted by reason. Under
+ * --insecure an anonymous caller keeps the open access of a lab: reads,
+ * any node's sync, and writes unless --admin-token-file is set. */
+#ifndef TETHER_AUTH_H
+#define TETHER_AUTH_H
+
+#include <stdbool.h>
+#include <microhttpd.h>
+
+#include "buf.h"
+#include "tokens.h"
+
+struct plane;
+
+struct principal {
+	enum role role;                     /* ROLE_NONE: anonymous */
+	bool anonymous;
+	char node[201];                     /* ROLE_NODE: the node it is */
+	char token_id[TOKEN_ID_LEN + 1];    /* a store token's id, else "" */
+	char who[320];                      /* for logs: never a secret */
+};
+
+enum auth_refusal {
+	REFUSED_NO_CREDENTIAL,
+	REFUSED_BAD_TOKEN,
+	REFUSED_REVOKED,
+	REFUSED_BAD_CERT,
+	REFUSED_WRONG_NODE,
+	REFUSED_ROLE,
+	REFUSED_N
+};
+
+/* Requires role need (ROLE_READER, ROLE_OPERATOR or ROLE_ADMIN). Fills
+ * who; on refusal sends 401 or 403 (*ret) and returns false. */
+bool auth_allow(struct plane *p, struct MHD_Connection *c, enum role need, struct principal *who,
+		enum MHD_Result *ret);
+/* Requires the credential of node (stream, poll, ack). */
+bool auth_allow_node(struct plane *p, struct MHD_Connection *c, const char *node, struct principal *who,
+		     enum MHD_Result *ret);
+/* Whether who may see a secret's key material (admins, and anonymous
+ * callers of an --insecure plane, as before roles existed). */
+bool auth_sees_secrets(const struct principal *who);
+
+/* Appends tether_auth_refused_total{reason} to /metrics. */
+void auth_metrics(struct plane *p, struct buf *out);
+
+#endif

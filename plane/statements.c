@@ -1,0 +1,223 @@
+/* statements.c: signed statements, once per (version, subscription),
+ * re-signed to stay fresh (see statements.h). */
+#include "statements.h"
+#include "digests.h"
+#include "keys.h"
+#include "log.h"
+#include "statement.h"
+#include "store.h"
+#include "util.h"
+#include "xmalloc.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CACHE_MAX 1024
+
+struct entry {
+	uint64_t version;
+	char *canon;
+	unsigned char digest[LTHASH_DIGEST_BYTES];
+	char *token;                 /* NULL until signed */
+	int64_t issued;
+	char kid[KEY_ID_LEN + 1];
+	struct entry *prev, *next;   /* most recent first */
+};
+
+struct statements {
+	struct store *store;
+	struct digests *digests;
+	int64_t ttl, refresh;
+	pthread_mutex_t lock;
+	bool enabled;
+	struct signing_key key;
+	struct entry *head, *tail;
+	size_t n;
+	uint64_t signed_total;
+};
+
+struct statements *statements_new(struct store *s, struct digests *d, int64_t ttl_s, int64_t refresh_s)
+{
+	struct statements *st = xcalloc(1, sizeof(*st));
+	st->store = s;
+	st->digests = d;
+	st->ttl = ttl_s;
+	st->refresh = refresh_s < 1 ? 1 : refresh_s;
+	pthread_mutex_init(&st->lock, NULL);
+	return st;
+}
+
+static void entry_free(struct entry *e)
+{
+	free(e->canon);
+	free(e->token);
+	free(e);
+}
+
+void statements_free(struct statements *st)
+{
+	if (!st)
+		return;
+	while (st->head) {
+		struct entry *e = st->head;
+		st->head = e->next;
+		entry_free(e);
+	}
+	keys_forget(&st->key);
+	pthread_mutex_destroy(&st->lock);
+	free(st);
+}
+
+int statements_load_key(struct statements *st, const char *path, char *err, size_t errlen)
+{
+	struct signing_key k;
+	if (!path) {
+		pthread_mutex_lock(&st->lock);
+		st->enabled = false;
+		keys_forget(&st->key);
+		pthread_mutex_unlock(&st->lock);
+		return 0;
+	}
+	if (keys_load_secret(path, &k, err, errlen) < 0)
+		return -1;
+	pthread_mutex_lock(&st->lock);
+	bool changed = !st->enabled || strcmp(st->key.kid, k.kid) != 0;
+	st->key = k;
+	st->enabled = true;
+	pthread_mutex_unlock(&st->lock);
+	keys_forget(&k);
+	if (changed)
+		log_info("signing: statements are signed with key %s", st->key.kid);
+	return 0;
+}
+
+bool statements_enabled(struct statements *st)
+{
+	pthread_mutex_lock(&st->lock);
+	bool on = st->enabled;
+	pthread_mutex_unlock(&st->lock);
+	return on;
+}
+
+void statements_kid(struct statements *st, char *out, size_t cap)
+{
+	pthread_mutex_lock(&st->lock);
+	snprintf(out, cap, "%s", st->enabled ? st->key.kid : "");
+	pthread_mutex_unlock(&st->lock);
+}
+
+static void unlink_entry(struct statements *st, struct entry *e)
+{
+	if (e->prev)
+		e->prev->next = e->next;
+	else
+		st->head = e->next;
+	if (e->next)
+		e->next->prev = e->prev;
+	else
+		st->tail = e->prev;
+	e->prev = e->next = NULL;
+}
+
+static void push_front(struct statements *st, struct entry *e)
+{
+	e->next = st->head;
+	if (st->head)
+		st->head->prev = e;
+	else
+		st->tail = e;
+	st->head = e;
+}
+
+char *statements_get(struct statements *st, uint64_t version, const struct sub *sub,
+		     const unsigned char *digest)
+{
+	const char *canon = sub && sub->canon ? sub->canon : "";
+	int64_t now = wall_seconds();
+	char *out = NULL;
+
+	pthread_mutex_lock(&st->lock);
+	if (!st->enabled) {
+		pthread_mutex_unlock(&st->lock);
+		return NULL;
+	}
+	struct entry *e = st->head;
+	while (e && (e->version != version || strcmp(e->canon, canon) != 0))
+		e = e->next;
+	if (e && e->token && now - e->issued < st->refresh && now >= e->issued &&
+	    strcmp(e->kid, st->key.kid) == 0) {
+		unlink_entry(st, e);
+		push_front(st, e);
+		out = xstrdup(e->token);
+		pthread_mutex_unlock(&st->lock);
+		return out;
+	}
+	unsigned char d[LTHASH_DIGEST_BYTES];
+	bool have = false;
+	if (e) {
+		memcpy(d, e->digest, sizeof(d));   /* a version's state never changes */
+		have = true;
+	} else if (digest) {
+		memcpy(d, digest, sizeof(d));
+		have = true;
+	}
+	pthread_mutex_unlock(&st->lock);
+
+	if (!have) {
+		store_rdlock(st->store);
+		int rc = digests_at(st->digests, version, sub, d);
+		store_rdunlock(st->store);
+		if (rc < 0)
+			return NULL;
+	}
+
+	pthread_mutex_lock(&st->lock);
+	if (!st->enabled) {
+		pthread_mutex_unlock(&st->lock);
+		return NULL;
+	}
+	/* look again: another thread may have signed it meanwhile */
+	e = st->head;
+	while (e && (e->version != version || strcmp(e->canon, canon) != 0))
+		e = e->next;
+	if (!e) {
+		e = xcalloc(1, sizeof(*e));
+		e->version = version;
+		e->canon = xstrdup(canon);
+		memcpy(e->digest, d, sizeof(d));
+		push_front(st, e);
+		if (++st->n > CACHE_MAX) {
+			struct entry *last = st->tail;
+			unlink_entry(st, last);
+			entry_free(last);
+			st->n--;
+		}
+	} else {
+		unlink_entry(st, e);
+		push_front(st, e);
+	}
+	if (!e->token || now - e->issued >= st->refresh || now < e->issued || strcmp(e->kid, st->key.kid) != 0) {
+		struct statement s = {
+			.version = version, .sub = (char *)canon, .issued = now, .expires = now + st->ttl,
+		};
+		memcpy(s.digest, e->digest, sizeof(s.digest));
+		free(e->token);
+		e->token = statement_sign(&s, &st->key);
+		e->issued = now;
+		memcpy(e->kid, st->key.kid, sizeof(e->kid));
+		st->signed_total++;
+	}
+	out = xstrdup(e->token);
+	pthread_mutex_unlock(&st->lock);
+	return out;
+}
+
+void statements_stats(struct statements *st, struct statements_stats *out)
+{
+	pthread_mutex_lock(&st->lock);
+	out->signed_total = st->signed_total;
+	out->cached = st->n;
+	pthread_mutex_unlock(&st->lock);
+}

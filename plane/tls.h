@@ -1,0 +1,33 @@
+/* tls.h: the plane's TLS (GnuTLS under libmicrohttpd): its certificate
+ * and key (--tls-cert, --tls-key), handed to each new handshake by a
+ * callback so SIGHUP can load new ones while open streams keep theirs;
+ * and client certificates (--client-ca): requested at the handshake,
+ * verified per request against the CA (chain, validity, TLS client
+ * purpose), and turned into a node identity, the subject's CN. */
+#ifndef TETHER_TLS_H
+#define TETHER_TLS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <microhttpd.h>
+
+struct plane_tls;
+
+/* Loads cert and key (and client_ca when not NULL). NULL with err. */
+struct plane_tls *tls_open(const char *cert, const char *key, const char *client_ca, char *err, size_t errlen);
+void tls_free(struct plane_tls *t);
+/* Loads the files again; on failure the old ones stay. 0, or -1 with err. */
+int tls_reload(struct plane_tls *t, char *err, size_t errlen);
+
+/* What libmicrohttpd needs: MHD_OPTION_HTTPS_CERT_CALLBACK's function,
+ * and the client CA's PEM text for MHD_OPTION_HTTPS_MEM_TRUST (NULL when
+ * client certificates are not asked for). */
+void *tls_cert_callback(void);
+const char *tls_client_ca_pem(struct plane_tls *t);
+
+/* The node id of the client certificate presented on c: 1 with the CN in
+ * cn, 0 when none was presented (or mutual TLS is off), -1 when one was
+ * presented but does not verify (err says why). */
+int tls_peer_node(struct plane_tls *t, struct MHD_Connection *c, char *cn, size_t cap, char *err, size_t errlen);
+
+#endif

@@ -98,6 +98,15 @@ enum MHD_Result api_ack(struct plane *p, struct MHD_Connection *c, struct reques
 		m.healthy = cJSON_IsTrue(f);
 	}
 
+	f = cJSON_GetObjectItemCaseSensitive(doc, "verify");
+	if (f && !cJSON_IsNull(f)) {
+		if (!cJSON_IsBool(f)) {
+			ret = http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT, "ack: verify must be true or false");
+			goto out;
+		}
+		m.verify = cJSON_IsTrue(f);
+	}
+
 	/* a NACK may say which version the node still runs */
 	uint64_t holds = 0;
 	bool has_holds = false;
@@ -125,7 +134,10 @@ enum MHD_Result api_ack(struct plane *p, struct MHD_Connection *c, struct reques
 		hub_stream_holds(p->hub, m.node, holds);
 	if (res == ACK_ACCEPTED && rollout_acked(p->rollout, &m) && nodes_flush(p->nodes, err, sizeof(err)) < 0)
 		log_warn("nodes: cannot save node records: %s (will retry)", err);
-	if (m.nack && res == ACK_ACCEPTED)
+	if (m.nack && m.verify)
+		log_warn("node %s: refused version %llu, which failed its verification: %s", m.node,
+			 (unsigned long long)m.version, m.error);
+	else if (m.nack && res == ACK_ACCEPTED)
 		log_warn("node %s: NACK of version %llu: %s", m.node, (unsigned long long)m.version, m.error);
 	else if (res == ACK_STALE)
 		log_info("node %s: stale %s of version %llu (nonce '%s' is not the latest)", m.node, status,

@@ -69,6 +69,9 @@ enum MHD_Result api_metrics(struct plane *p, struct MHD_Connection *c)
 	metric(&b, "tether_acks_total", "counter", "ACKs accepted.", ns.acks);
 	metric(&b, "tether_nacks_total", "counter", "NACKs accepted.", ns.nacks);
 	metric(&b, "tether_stale_acks_total", "counter", "ACKs and NACKs whose nonce was not the latest sent.", ns.stale);
+	metric(&b, "tether_verify_failures_total", "counter",
+	       "Pushes nodes refused because they failed verification (a tampering middle box, a replay).",
+	       ns.verify_failures);
 	metric(&b, "tether_push_cache_hits_total", "counter", "Pushes served from the shared cache.", ps.hits);
 	metric(&b, "tether_push_cache_misses_total", "counter", "Pushes computed.", ps.misses);
 	metric(&b, "tether_requests_total", "counter", "HTTP requests.", atomic_load(&p->ctr.requests));

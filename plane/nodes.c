@@ -29,6 +29,10 @@ struct node_rec {
 	char *nack_error;
 	int64_t nack_at;
 	uint64_t acks, nacks, stale;
+	/* NACKs of pushes that failed the node's verification (since start) */
+	uint64_t verify_failures, vf_version;
+	char *vf_error;
+	int64_t vf_at;
 	int streams;                 /* open streams now */
 	int64_t poll_seen_ms;        /* monotonic time of the last poll */
 	int64_t behind_since_ms;     /* monotonic; 0 while at its target */
@@ -48,7 +52,7 @@ struct nodes {
 	struct node_rec **dirty;
 	size_t ndirty, dirtycap;
 	int64_t poll_window_ms;
-	uint64_t acks, nacks, stale;
+	uint64_t acks, nacks, stale, verify_failures;
 	nodes_target_fn target;
 	void *target_ctx;
 	int64_t lag_alert_ms;
@@ -265,6 +269,7 @@ void nodes_free(struct nodes *n)
 		free(n->all[i]->id);
 		free(n->all[i]->labels);
 		free(n->all[i]->nack_error);
+		free(n->all[i]->vf_error);
 		free(n->all[i]);
 	}
 	free(n->all);
@@ -366,6 +371,14 @@ int nodes_ack(struct nodes *n, const struct ack_msg *m, uint64_t plane_version, 
 	int64_t now = wall_seconds();
 	r->last_seen = now;
 	mark_dirty(n, r);
+	if (m->nack && m->verify) {
+		r->verify_failures++;
+		n->verify_failures++;
+		r->vf_version = m->version;
+		free(r->vf_error);
+		r->vf_error = xstrndup(m->error ? m->error : "", m->error ? strnlen(m->error, NODE_ERROR_MAX) : 0);
+		r->vf_at = now;
+	}
 	bool latest = r->sent_nonce[0] && strcmp(m->nonce, r->sent_nonce) == 0;
 	if (!latest && poll_nonce_newer(r, m->nonce, m->version, plane_version)) {
 		r->sent_version = m->version;
@@ -438,6 +451,14 @@ static void rec_json(const struct nodes *n, const struct node_rec *r, uint64_t p
 	} else {
 		buf_puts(out, ",\"last_nack\":null");
 	}
+	buf_printf(out, ",\"verify_failures\":%llu", (unsigned long long)r->verify_failures);
+	if (r->vf_error) {
+		buf_printf(out, ",\"last_verify_failure\":{\"version\":%llu,\"error\":", (unsigned long long)r->vf_version);
+		buf_json_string(out, r->vf_error);
+		buf_printf(out, ",\"time\":%lld}", (long long)r->vf_at);
+	} else {
+		buf_puts(out, ",\"last_verify_failure\":null");
+	}
 	buf_printf(out, ",\"first_seen\":%lld,\"last_seen\":%lld,\"acked_at\":%lld,\"acks\":%llu,"
 		   "\"nacks\":%llu,\"stale_acks\":%llu}",
 		   (long long)r->first_seen, (long long)r->last_seen, (long long)r->acked_at,
@@ -494,6 +515,7 @@ void nodes_stats(struct nodes *n, struct nodes_stats *st)
 	st->acks = n->acks;
 	st->nacks = n->nacks;
 	st->stale = n->stale;
+	st->verify_failures = n->verify_failures;
 	pthread_mutex_unlock(&n->lock);
 }
 
@@ -528,6 +550,12 @@ void nodes_metrics(struct nodes *n, uint64_t plane_version, struct buf *out)
 	for (size_t i = 0; i < n->len; i++)
 		buf_printf(out, "tether_node_acked_version{node=\"%s\"} %llu\n", n->all[i]->id,
 			   (unsigned long long)n->all[i]->acked_version);
+	buf_puts(out, "# HELP tether_node_verify_failures_total Pushes each node refused because they failed its "
+		      "verification (signature, rollback, digest), since the plane started.\n"
+		      "# TYPE tether_node_verify_failures_total counter\n");
+	for (size_t i = 0; i < n->len; i++)
+		buf_printf(out, "tether_node_verify_failures_total{node=\"%s\"} %llu\n", n->all[i]->id,
+			   (unsigned long long)n->all[i]->verify_failures);
 	buf_puts(out, "# HELP tether_node_nacks_total NACKs each node sent.\n"
 		      "# TYPE tether_node_nacks_total counter\n");
 	for (size_t i = 0; i < n->len; i++)

@@ -28,11 +28,12 @@ struct ack_msg {
 	bool nack;
 	const char *error;   /* NACK reason, may be NULL */
 	int healthy;         /* -1 unknown, 0 unhealthy, 1 healthy */
+	bool verify;         /* a NACK of a push that failed the node's --trust checks */
 };
 
 struct nodes_stats {
 	size_t nodes, connected, lagging;
-	uint64_t acks, nacks, stale;
+	uint64_t acks, nacks, stale, verify_failures;
 };
 
 /* A node's target version (what it should run), or UINT64_MAX for the
@@ -68,7 +69,9 @@ void nodes_stream_close(struct nodes *n, const char *id);
 /* Records the push sent to a node. */
 void nodes_sent(struct nodes *n, const char *id, uint64_t version, const char *nonce);
 /* Applies an ACK or NACK. plane_version bounds what a poll nonce may
- * claim. Returns 0 with *res set, or -1 for an unknown node. */
+ * claim. A NACK of a failed verification is recorded as such whatever
+ * its nonce (a replayed push carries an old one): it moves nothing, but
+ * shows. Returns 0 with *res set, or -1 for an unknown node. */
 int nodes_ack(struct nodes *n, const struct ack_msg *m, uint64_t plane_version, enum ack_result *res);
 
 /* Appends the JSON array of every node (sorted by id). */

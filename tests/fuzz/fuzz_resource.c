@@ -32,7 +32,9 @@ static char *copy_z(const uint8_t *p, size_t n)
 }
 
 /* A reference implementation of the file-path rules, written from the
- * header's words, to cross-check resource_file_path_valid. */
+ * header's words, to cross-check resource_file_path_valid: relative, at most
+ * 4096 bytes, no empty, ".", ".." or ".tether*" component (case-sensitive;
+ * components are at most 255 bytes), no control characters or '\\'. */
 static bool ref_file_path_valid(const char *path)
 {
 	size_t n = strlen(path);
@@ -47,6 +49,11 @@ static bool ref_file_path_valid(const char *path)
 			if (len == 1 && path[start] == '.')
 				return false;
 			if (len == 2 && path[start] == '.' && path[start + 1] == '.')
+				return false;
+			/* reserved at any depth: the agent's work directory
+			 * (".tether-work") and its temp files beside each target
+			 * (".tether-tmp-NAME") */
+			if (len >= 7 && strncmp(path + start, ".tether", 7) == 0)
 				return false;
 			start = i + 1;
 		} else {

@@ -52,6 +52,7 @@ struct agent {
 	CURL *sync;
 	enum sync_kind kind;
 	struct curl_slist *sync_headers;
+	char sync_err[CURL_ERROR_SIZE];  /* libcurl's detail of a failure (TLS: why) */
 	struct sse_parser sse;
 	struct buf body;                 /* a poll answer, or an error body */
 	char etag[160], resp_etag[160];

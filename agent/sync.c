@@ -218,6 +218,8 @@ void sync_start(struct agent *a)
 	}
 	curl_easy_setopt(h, CURLOPT_URL, url.data);
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, a->sync_headers);
+	a->sync_err[0] = '\0';
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, a->sync_err);
 	curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "");
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, a);
@@ -305,7 +307,7 @@ void sync_done(struct agent *a, CURLcode code)
 	}
 	char why[512];
 	if (code != CURLE_OK)
-		snprintf(why, sizeof(why), "%s", curl_easy_strerror(code));
+		snprintf(why, sizeof(why), "%s", a->sync_err[0] ? a->sync_err : curl_easy_strerror(code));
 	else if (status != 200)
 		snprintf(why, sizeof(why), "HTTP %ld: %.300s", status, a->body.data ? a->body.data : "");
 	else

@@ -255,6 +255,9 @@ int tls_peer_node(struct plane_tls *t, struct MHD_Connection *c, char *cn, size_
 		if (vr >= 0 && gnutls_certificate_verification_status_print(status, GNUTLS_CRT_X509, &msg, 0) >= 0) {
 			snprintf(err, errlen, "client certificate: %s", (const char *)msg.data);
 			gnutls_free(msg.data);
+			size_t el = strlen(err);
+			while (el && (err[el - 1] == ' ' || err[el - 1] == '.'))
+				err[--el] = '\0';
 		} else {
 			snprintf(err, errlen, "client certificate: %s", vr < 0 ? gnutls_strerror(vr) : "not trusted");
 		}

@@ -192,24 +192,28 @@ stop_pid() {
 
 # ---- HTTP -------------------------------------------------------------------
 
+# CURL_OPTS: what every helper below adds to curl against a secure plane,
+# e.g. CURL_OPTS=(-H "Authorization: Bearer $ADMIN" --cacert "$PKI/ca.pem").
+CURL_OPTS=()
+
 # api METHOD PATH [CURL ARGS...]: prints the body, then a line with the
 # status code; use api_status / api_body to split them.
 api() {
 	local method=$1 path=$2
 	shift 2
-	curl -sS -X "$method" -w '\n%{http_code}' "$@" "$PLANE_URL$path"
+	curl -sS -X "$method" -w '\n%{http_code}' "${CURL_OPTS[@]}" "$@" "$PLANE_URL$path"
 }
 
 # api_status METHOD PATH [ARGS...]: prints only the status code.
 api_status() {
 	local method=$1 path=$2
 	shift 2
-	curl -sS -o /dev/null -X "$method" -w '%{http_code}' "$@" "$PLANE_URL$path"
+	curl -sS -o /dev/null -X "$method" -w '%{http_code}' "${CURL_OPTS[@]}" "$@" "$PLANE_URL$path"
 }
 
 # put NAME JSON: PUT a resource; prints the body.
 put() {
-	curl -sS -X PUT --data-binary "$2" "$PLANE_URL/v1/resources/$1"
+	curl -sS -X PUT "${CURL_OPTS[@]}" --data-binary "$2" "$PLANE_URL/v1/resources/$1"
 }
 
 json() {
@@ -226,7 +230,7 @@ need_cmd() {
 # metric NAME: the value of an unlabelled metric (or a labelled one given
 # whole, like 'tether_node_lag{node="n1"}') from /metrics.
 metric() {
-	curl -sS "$PLANE_URL/metrics" | awk -v m="$1" '$1 == m {print $2}'
+	curl -sS "${CURL_OPTS[@]}" "$PLANE_URL/metrics" | awk -v m="$1" '$1 == m {print $2}'
 }
 
 # ctl ARGS...: tetherctl against the test's plane.
@@ -236,12 +240,12 @@ ctl() {
 
 # ro FILTER: a jq filter over GET /v1/rollouts/current.
 ro() {
-	curl -sS "$PLANE_URL/v1/rollouts/current" | jq -r "$1"
+	curl -sS "${CURL_OPTS[@]}" "$PLANE_URL/v1/rollouts/current" | jq -r "$1"
 }
 
 # ro_is JQ-CONDITION: the current rollout satisfies it.
 ro_is() {
-	curl -sS "$PLANE_URL/v1/rollouts/current" | jq -e "$1" >/dev/null
+	curl -sS "${CURL_OPTS[@]}" "$PLANE_URL/v1/rollouts/current" | jq -e "$1" >/dev/null
 }
 
 # ---- agents and test tools ---------------------------------------------------
@@ -300,12 +304,12 @@ all_at() {
 }
 
 plane_version() {
-	curl -s "$PLANE_URL/healthz" | jq -r .version
+	curl -s "${CURL_OPTS[@]}" "$PLANE_URL/healthz" | jq -r .version
 }
 
 # node_field NODE JQ: a field of the plane's record of NODE.
 node_field() {
-	curl -s "$PLANE_URL/v1/nodes/$1" | jq -r "$2"
+	curl -s "${CURL_OPTS[@]}" "$PLANE_URL/v1/nodes/$1" | jq -r "$2"
 }
 
 # node_acked NODE VERSION: the plane's record says NODE acked VERSION.

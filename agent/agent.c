@@ -55,14 +55,14 @@ void agent_write_status(struct agent *a)
 		.transport = a->cfg.transport, .consumer = a->cfg.consumer, .plane_version = a->plane_version,
 		.resources = a->state.count, .state_bytes = a->state.raw_bytes, .applied = a->applied,
 		.rejected = a->rejected, .started = a->started,
-		.trusted = a->trust.on, .verified_version = a->trust.hwm, .fresh_until = a->trust.fresh_until,
+		.trusted = a->trust.on, .stale = a->trust.on && a->trust.stale, .verified_version = a->trust.hwm,
 		.key_id = a->trust.kid,
 	};
 	/* only real changes are written: heartbeats alone do not touch disk */
 	if (a->status_valid && a->written.version == s.version && a->written.state == s.state &&
 	    a->written.last_sync == s.last_sync && a->written.applied == s.applied &&
 	    a->written.rejected == s.rejected && strcmp(a->written.last_error, s.last_error) == 0 &&
-	    a->written.verified_version == s.verified_version && a->written.fresh_until == s.fresh_until &&
+	    a->written.verified_version == s.verified_version && a->written.stale == s.stale &&
 	    strcmp(a->written.key_id ? a->written.key_id : "", s.key_id) == 0)
 		return;
 	char err[512];

@@ -1,5 +1,7 @@
 /* main.c: tetherd's entry point: options, --check-config, run. */
 #include "agent.h"
+#include "credentials.h"
+#include "keys.h"
 #include "log.h"
 
 #include <stdio.h>
@@ -31,6 +33,17 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (cfg.check_config) {
+		/* the files the options name must load: a typo in --trust would
+		 * refuse every push */
+		struct trust t;
+		char *tok = NULL;
+		if ((cfg.trust && keys_load_trust(cfg.trust, &t, err, sizeof(err)) < 0) ||
+		    (cfg.token_file && !(tok = credentials_read_token(cfg.token_file, err, sizeof(err))))) {
+			fprintf(stderr, "tetherd: %s\n", err);
+			agent_config_release(&cfg);
+			return 2;
+		}
+		credentials_forget(tok);
 		printf("configuration OK\n");
 		agent_config_release(&cfg);
 		return 0;

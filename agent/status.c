@@ -37,9 +37,8 @@ int status_write(const char *dir, const struct status *st, char *err, size_t err
 		   (unsigned long long)st->plane_version, st->resources, st->state_bytes, (unsigned long long)st->applied,
 		   (unsigned long long)st->rejected, (long long)st->started, (long)getpid());
 	if (st->trusted) {
-		buf_printf(&b, ",\"trust\":{\"verified_version\":%llu,\"fresh_until\":%lld,\"stale\":%s,\"key_id\":",
-			   (unsigned long long)st->verified_version, (long long)st->fresh_until,
-			   st->state == ST_STALE ? "true" : "false");
+		buf_printf(&b, ",\"trust\":{\"verified_version\":%llu,\"stale\":%s,\"key_id\":",
+			   (unsigned long long)st->verified_version, st->stale ? "true" : "false");
 		buf_json_string(&b, st->key_id ? st->key_id : "");
 		buf_putc(&b, '}');
 	}

@@ -28,8 +28,8 @@ struct status {
 	int64_t started;
 	/* with --trust: the statement of what runs (0/NULL without) */
 	bool trusted;
+	bool stale;                  /* no valid statement vouches for what runs */
 	uint64_t verified_version;   /* the high-water mark: lower is a rollback */
-	int64_t fresh_until;         /* wall seconds the newest statement vouches until */
 	const char *key_id;          /* the key that signed what runs */
 };
 

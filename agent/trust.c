@@ -259,6 +259,7 @@ void trust_heartbeat(struct agent *a, const char *token, size_t len)
 	char err[512];
 	if (verify(a, token, len, &st, err, sizeof(err)) < 0) {
 		log_warn("trust: a heartbeat's statement is refused: %s", err);
+		metrics_write(a);
 		return;
 	}
 	if (strcmp(st.sub, a->trust.sub.canon) != 0) {
@@ -274,6 +275,7 @@ void trust_heartbeat(struct agent *a, const char *token, size_t len)
 	} else {
 		freshen(a, &st);
 		a->plane_version = st.version;
+		metrics_write(a);   /* how long it vouches: the status file is not rewritten for that */
 		unsigned char ours[LTHASH_DIGEST_BYTES];
 		lthash_digest(&a->trust.digest, ours);
 		if (st.version == a->state.version && a->state.version > 0) {
@@ -300,7 +302,7 @@ void trust_tick(struct agent *a, int64_t *wake)
 	if (stale != a->trust.stale) {
 		a->trust.stale = stale;
 		if (stale)
-			log_warn("trust: stale: no valid statement newer than %llds ago (the newest expired at %lld); "
+			log_warn("trust: stale: the newest valid statement (issued %llds ago) vouched until %lld; "
 				 "serving version %llu as it is", (long long)(now - a->trust.newest_issued),
 				 (long long)a->trust.fresh_until, (unsigned long long)a->state.version);
 		else

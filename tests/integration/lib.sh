@@ -95,8 +95,41 @@ bail() {
 	exit 99
 }
 
+# sanitizer_check: stops every tracked process (so leaks are reported at
+# their exit) and fails a test point when a log of this test holds an
+# AddressSanitizer, LeakSanitizer or UBSan report (the sanitizer build).
+sanitizer_check() {
+	local pid f found=""
+	for pid in $T_PIDS; do
+		kill -TERM "$pid" 2>/dev/null
+	done
+	for pid in $T_PIDS; do
+		local i=0
+		while kill -0 "$pid" 2>/dev/null && [ $i -lt 200 ]; do
+			sleep 0.05
+			i=$((i + 1))
+		done
+	done
+	for f in "$WORK"/*.log "$WORK"/*/*.log; do
+		[ -f "$f" ] || continue
+		if grep -qE 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error: ' "$f"; then
+			found="$found $f"
+		fi
+	done
+	if [ -n "$found" ]; then
+		not_ok "no sanitizer report in the logs"
+		for f in $found; do
+			diag "$f:"
+			diag "$(grep -E -A12 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error: ' "$f" | head -n 40)"
+		done
+	elif grep -q -- '-fsanitize' "$TOP_BUILDDIR/Makefile" 2>/dev/null; then
+		ok "no sanitizer report in the logs"
+	fi
+}
+
 # done_testing: print the plan; exit non-zero when anything failed.
 done_testing() {
+	sanitizer_check
 	echo "1..$T_COUNT"
 	[ "$T_FAILED" -eq 0 ] || {
 		for f in "$WORK"/*.log; do

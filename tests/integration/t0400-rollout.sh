@@ -85,7 +85,11 @@ in_list() {
 
 # ---- a staged plane and 100 agents -----------------------------------------
 
-start_plane p --rollout staged --stages 1,10,100 --bake 1 --heartbeat 1 --ack-timeout 20
+# signed: every push and heartbeat of the rollout -- to a stage's new
+# version, to the released one, a revert, a version-only move -- carries a
+# statement the agents verify (--trust), digests of older versions included
+"$CTL_BIN" keygen "$WORK/sign" >/dev/null || bail "keygen failed"
+start_plane p --rollout staged --stages 1,10,100 --bake 1 --heartbeat 1 --ack-timeout 20 --signing-key "$WORK/sign"
 
 ctl apply - >/dev/null <<'EOF' || bail "cannot load the initial configuration"
 {"upserts":[
@@ -132,9 +136,11 @@ for i in $(seq -w 1 100); do
 	if [ $((10#$i % 10)) = 3 ]; then
 		STRICT+=("$n")
 		ALOG=agents/$n start_agent "$n" --strict --labels "profile=strict,zone=$zone" --backoff-max 1 --stream-timeout 30 \
+			--trust "$WORK/sign.pub" \
 			--check "sh $WORK/check.sh" --reload "sh $WORK/reload.sh"
 	else
 		ALOG=agents/$n start_agent "$n" --labels "profile=default,zone=$zone" --backoff-max 1 --stream-timeout 30 \
+			--trust "$WORK/sign.pub" \
 			--check "sh $WORK/check.sh" --reload "sh $WORK/reload.sh"
 	fi
 done

@@ -1,6 +1,8 @@
 /* ack.c: the agent's ACKs and NACKs: only the newest matters (an older
  * nonce would be stale at the plane), it is posted after persisting, and
- * retried with backoff until the plane takes it or refuses it for good. */
+ * retried with backoff until the plane takes it or refuses it for good.
+ * NACKs of failed verifications are the exception: each goes out (a few
+ * at most are kept), so the plane sees every attack, not just the last. */
 #include "agent_int.h"
 #include "credentials.h"
 #include "log.h"
@@ -10,12 +12,28 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define ACK_ERROR_MAX 4000
+
+bool ack_waiting(const struct agent *a)
+{
+	return a->ack.has_pending || a->ack.nvq > 0;
+}
 
 void ack_queue(struct agent *a, uint64_t version, const char *nonce, const char *error, int healthy, bool verify)
 {
 	struct buf *b = &a->ack.pending;
+	if (verify && error) {
+		if (a->ack.nvq == ACK_VERIFY_MAX) {
+			/* keep the newest: drop the oldest */
+			buf_release(&a->ack.vq[0]);
+			memmove(&a->ack.vq[0], &a->ack.vq[1], (ACK_VERIFY_MAX - 1) * sizeof(a->ack.vq[0]));
+			a->ack.nvq--;
+		}
+		b = &a->ack.vq[a->ack.nvq++];
+		buf_init(b);
+	}
 	buf_reset(b);
 	buf_puts(b, "{\"node\":");
 	buf_json_string(b, a->cfg.node);
@@ -36,7 +54,8 @@ void ack_queue(struct agent *a, uint64_t version, const char *nonce, const char 
 	if (healthy >= 0)
 		buf_printf(b, ",\"healthy\":%s", healthy ? "true" : "false");
 	buf_putc(b, '}');
-	a->ack.has_pending = true;
+	if (b == &a->ack.pending)
+		a->ack.has_pending = true;
 	a->ack.attempt = 0;
 	a->ack.next_ms = now_ms();
 }
@@ -56,8 +75,16 @@ void ack_start(struct agent *a)
 	if (!h)
 		return;
 	buf_reset(&a->ack.sent);
-	buf_append(&a->ack.sent, a->ack.pending.data, a->ack.pending.len);
-	a->ack.has_pending = false;
+	a->ack.sent_verify = a->ack.nvq > 0;
+	if (a->ack.sent_verify) {
+		buf_append(&a->ack.sent, a->ack.vq[0].data, a->ack.vq[0].len);
+		buf_release(&a->ack.vq[0]);
+		memmove(&a->ack.vq[0], &a->ack.vq[1], (a->ack.nvq - 1) * sizeof(a->ack.vq[0]));
+		a->ack.nvq--;
+	} else {
+		buf_append(&a->ack.sent, a->ack.pending.data, a->ack.pending.len);
+		a->ack.has_pending = false;
+	}
 	buf_reset(&a->ack.resp);
 	char *url = xasprintf("%s/v1/ack", a->cfg.plane);
 	a->ack.headers = curl_slist_append(NULL, "Content-Type: application/json");
@@ -96,11 +123,22 @@ void ack_done(struct agent *a, CURLcode code)
 		log_warn("ack: the plane refused it (%ld): %s", status, a->ack.resp.data ? a->ack.resp.data : "");
 		return;
 	}
-	/* retry this one unless a newer one is waiting */
-	if (!a->ack.has_pending) {
+	/* a verification NACK goes back to the front of its queue; another
+	 * is retried unless a newer one is waiting */
+	bool retry = false;
+	if (a->ack.sent_verify && a->ack.nvq < ACK_VERIFY_MAX) {
+		memmove(&a->ack.vq[1], &a->ack.vq[0], a->ack.nvq * sizeof(a->ack.vq[0]));
+		buf_init(&a->ack.vq[0]);
+		buf_append(&a->ack.vq[0], a->ack.sent.data, a->ack.sent.len);
+		a->ack.nvq++;
+		retry = true;
+	} else if (!a->ack.sent_verify && !a->ack.has_pending) {
 		buf_reset(&a->ack.pending);
 		buf_append(&a->ack.pending, a->ack.sent.data, a->ack.sent.len);
 		a->ack.has_pending = true;
+		retry = true;
+	}
+	if (retry) {
 		a->ack.attempt++;
 		double cap = a->cfg.backoff_min * pow(2.0, a->ack.attempt > 20 ? 20 : a->ack.attempt);
 		if (cap > a->cfg.backoff_max)
@@ -119,6 +157,9 @@ void ack_release(struct agent *a)
 		a->ack.h = NULL;
 	}
 	buf_release(&a->ack.pending);
+	for (size_t i = 0; i < a->ack.nvq; i++)
+		buf_release(&a->ack.vq[i]);
+	a->ack.nvq = 0;
 	buf_release(&a->ack.sent);
 	buf_release(&a->ack.resp);
 }

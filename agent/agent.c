@@ -258,7 +258,7 @@ static int run_once(struct agent *a)
 				  code != CURLE_OK ? curl_easy_strerror(code) : "HTTP error");
 	}
 	/* deliver the ACK or NACK before leaving */
-	for (int tries = 0; tries < 5 && a->ack.has_pending; tries++) {
+	for (int tries = 0; tries < 5 && ack_waiting(a); tries++) {
 		ack_start(a);
 		ack_done(a, run_until_done(a));
 	}
@@ -318,12 +318,17 @@ int agent_run(struct agent_config *cfg, int argc, char **argv)
 		int64_t now = now_ms();
 		if (!a.sync && now >= a.next_sync_ms)
 			sync_start(&a);
-		if (a.sync && a.kind == SYNC_STREAM &&
-		    now - a.last_byte_ms > (int64_t)(sync_stream_timeout_s(&a) * 1000)) {
-			/* silence is not progress: resume from what we applied */
-			log_warn("stream: silent for %.1fs (timeout %.1fs): reconnecting from version %llu",
-				 (double)(now - a.last_byte_ms) / 1000.0, sync_stream_timeout_s(&a),
-				 (unsigned long long)a.state.version);
+		if (a.sync && a.kind == SYNC_STREAM && now > sync_stream_deadline(&a)) {
+			/* silence is not progress, nor is a trickle: resume from
+			 * what we applied */
+			if (now - a.last_byte_ms > (int64_t)(sync_stream_timeout_s(&a) * 1000))
+				log_warn("stream: silent for %.1fs (timeout %.1fs): reconnecting from version %llu",
+					 (double)(now - a.last_byte_ms) / 1000.0, sync_stream_timeout_s(&a),
+					 (unsigned long long)a.state.version);
+			else
+				log_warn("stream: no complete event for %.1fs (%llu bytes of one so far): "
+					 "reconnecting from version %llu", (double)(now - a.last_event_ms) / 1000.0,
+					 (unsigned long long)a.event_bytes, (unsigned long long)a.state.version);
 			bool worked = a.got_event;
 			sync_stop(&a);
 			apply_drop_queue(&a);
@@ -331,7 +336,7 @@ int agent_run(struct agent_config *cfg, int argc, char **argv)
 				sync_went_offline(&a, "no answer");
 			sync_schedule(&a, !worked);
 		}
-		if (a.ack.has_pending && !a.ack.h && now >= a.ack.next_ms)
+		if (ack_waiting(&a) && !a.ack.h && now >= a.ack.next_ms)
 			ack_start(&a);
 		if (a.retry_at_ms && now >= a.retry_at_ms) {
 			/* resync: the plane sends the gap from our version again */
@@ -351,11 +356,11 @@ int agent_run(struct agent_config *cfg, int argc, char **argv)
 		if (!a.sync && a.next_sync_ms < wake)
 			wake = a.next_sync_ms;
 		if (a.sync && a.kind == SYNC_STREAM) {
-			int64_t dead = a.last_byte_ms + (int64_t)(sync_stream_timeout_s(&a) * 1000) + 1;
+			int64_t dead = sync_stream_deadline(&a) + 1;
 			if (dead < wake)
 				wake = dead;
 		}
-		if (a.ack.has_pending && !a.ack.h && a.ack.next_ms < wake)
+		if (ack_waiting(&a) && !a.ack.h && a.ack.next_ms < wake)
 			wake = a.ack.next_ms;
 		now = now_ms();
 		int timeout = (int)(wake > now ? wake - now : 0);

@@ -22,6 +22,7 @@
 #include "sub.h"
 
 #define ERRLEN 4096
+#define ACK_VERIFY_MAX 16
 
 enum sync_kind { SYNC_NONE, SYNC_STREAM, SYNC_POLL };
 
@@ -58,6 +59,8 @@ struct agent {
 	char etag[160], resp_etag[160];
 	struct buf resp_statement;       /* a poll answer's Tether-Statement header */
 	int64_t last_byte_ms;
+	int64_t last_event_ms;           /* the last complete event (or the connection) */
+	uint64_t event_bytes;            /* bytes read since that event */
 	double heartbeat_s;              /* advertised by the plane */
 	bool resync;                     /* close the stream and start over */
 	bool got_event;
@@ -94,6 +97,11 @@ struct agent {
 	struct {
 		struct buf pending;          /* the newest ACK not yet taken */
 		bool has_pending;
+		/* NACKs of failed verifications: each is delivered (the plane
+		 * counts every one), not replaced by a newer ACK */
+		struct buf vq[ACK_VERIFY_MAX];
+		size_t nvq;
+		bool sent_verify;            /* what is in flight came from vq */
 		CURL *h;
 		struct curl_slist *headers;
 		struct buf sent, resp;
@@ -118,6 +126,10 @@ void sync_done(struct agent *a, CURLcode code);
 /* Schedules the next connection: at once, or after a backoff. */
 void sync_schedule(struct agent *a, bool failed);
 double sync_stream_timeout_s(const struct agent *a);
+/* When (monotonic ms) the open stream counts as dead: silent for the
+ * timeout, or an event arriving slower than MIN_EVENT_RATE for longer than
+ * the timeout (a trickled event is no progress either). */
+int64_t sync_stream_deadline(const struct agent *a);
 void sync_went_offline(struct agent *a, const char *why);
 
 /* apply.c */
@@ -138,6 +150,8 @@ void apply_boot_reload(struct agent *a);
  * when their nonce is stale: a replay shows). */
 void ack_queue(struct agent *a, uint64_t version, const char *nonce, const char *error, int healthy, bool verify);
 void ack_start(struct agent *a);
+/* Whether an ACK or NACK waits to be sent. */
+bool ack_waiting(const struct agent *a);
 void ack_done(struct agent *a, CURLcode code);
 void ack_release(struct agent *a);
 

@@ -18,6 +18,7 @@
 #include <strings.h>
 
 #define DEFAULT_HEARTBEAT_S 10.0
+#define MIN_EVENT_RATE 16384     /* bytes a second an event must at least arrive at */
 
 /* Full jitter: uniform in [0, min(cap, base * 2^attempt)]. */
 static int64_t backoff_ms(struct agent *a)
@@ -49,6 +50,16 @@ double sync_stream_timeout_s(const struct agent *a)
 	if (a->cfg.stream_timeout > 0)
 		return a->cfg.stream_timeout;
 	return 3 * (a->heartbeat_s > 0 ? a->heartbeat_s : DEFAULT_HEARTBEAT_S);
+}
+
+int64_t sync_stream_deadline(const struct agent *a)
+{
+	int64_t timeout = (int64_t)(sync_stream_timeout_s(a) * 1000);
+	int64_t silent = a->last_byte_ms + timeout;
+	/* a big push over a slow link gets the time its bytes need at the
+	 * minimum rate; a line that never ends does not */
+	int64_t stalled = a->last_event_ms + timeout + (int64_t)(a->event_bytes * 1000 / MIN_EVENT_RATE);
+	return silent < stalled ? silent : stalled;
 }
 
 struct curl_slist *agent_credentials(struct agent *a, CURL *h, struct curl_slist *headers)
@@ -94,6 +105,8 @@ static void on_heartbeat(struct agent *a, const char *data, size_t len)
 static int on_event(void *ctx, const struct sse_event *ev)
 {
 	struct agent *a = ctx;
+	a->last_event_ms = now_ms();
+	a->event_bytes = 0;
 	if (!a->got_event) {
 		a->got_event = true;
 		a->attempt = 0;
@@ -125,6 +138,7 @@ static size_t on_data(char *ptr, size_t size, size_t n, void *ud)
 		buf_append(&a->body, ptr, len);
 		return len;
 	}
+	a->event_bytes += len;
 	int rc = sse_parser_feed(&a->sse, ptr, len, on_event, a);
 	if (rc < 0) {
 		log_error("stream: an event exceeds %llu bytes: closing", (unsigned long long)a->cfg.max_push_bytes);
@@ -241,6 +255,8 @@ void sync_start(struct agent *a)
 	buf_shrink(&a->body, 64u << 10);
 	sse_parser_reset(&a->sse);
 	a->last_byte_ms = now_ms();
+	a->last_event_ms = a->last_byte_ms;
+	a->event_bytes = 0;
 	curl_multi_add_handle(a->multi, h);
 }
 

@@ -146,7 +146,7 @@ int trust_check_push(struct agent *a, const struct push *p, char *err, size_t er
 	struct statement st;
 	char inner[512];
 	if (verify(a, p->statement, strlen(p->statement), &st, inner, sizeof(inner)) < 0) {
-		snprintf(err, errlen, "push %llu refused: %s", (unsigned long long)p->version, inner);
+		snprintf(err, errlen, "%s", inner);
 		return -1;
 	}
 	int rc = -1;
@@ -275,7 +275,6 @@ void trust_heartbeat(struct agent *a, const char *token, size_t len)
 	} else {
 		freshen(a, &st);
 		a->plane_version = st.version;
-		metrics_write(a);   /* how long it vouches: the status file is not rewritten for that */
 		unsigned char ours[LTHASH_DIGEST_BYTES];
 		lthash_digest(&a->trust.digest, ours);
 		if (st.version == a->state.version && a->state.version > 0) {
@@ -291,6 +290,7 @@ void trust_heartbeat(struct agent *a, const char *token, size_t len)
 		}
 	}
 	statement_release(&st);
+	metrics_write(a);   /* counters and how long it vouches (status.json is not rewritten for those) */
 }
 
 void trust_tick(struct agent *a, int64_t *wake)

@@ -31,6 +31,11 @@
 //                                       "injected","rewritten","dropped","endless_bytes"}
 // Modes (what happens to every stream from the switch on):
 //   pass               forward every event as it is (the start)
+//   tamper-body [NAME [PATH=VALUE]]
+//                      as below, or with PATH=VALUE: the dotted PATH (keys,
+//                      array indexes, e.g. endpoints.0.port) of NAME's body
+//                      set to VALUE (JSON, else a string): a valid change
+//                      only the digest catches
 //   tamper-body [NAME] every push with upserts: one string field of the
 //                      upsert NAME's body (default: the first upsert;
 //                      "content" when it has one) reads "tampered by
@@ -251,6 +256,28 @@ function rewrite(obj, m) {
 		if (i < 0)
 			return null;
 		const b = ups[i].body;
+		const set = args.slice(1).find((x) => x.includes('='));
+		if (set) {
+			/* PATH=VALUE: a dotted path (keys, array indexes) set to VALUE
+			 * (JSON when it parses, else a string): a change that stays
+			 * valid, so only the digest can catch it */
+			const [path, raw] = [set.slice(0, set.indexOf('=')), set.slice(set.indexOf('=') + 1)];
+			let value = raw;
+			try {
+				value = JSON.parse(raw);
+			} catch {
+				/* a plain string */
+			}
+			const keys = path.split('.');
+			let o = b;
+			for (const k of keys.slice(0, -1)) {
+				if (o === null || typeof o !== 'object' || !(k in o))
+					return null;
+				o = o[k];
+			}
+			o[keys[keys.length - 1]] = value;
+			return `${ups[i].name}.${path} set to ${raw}`;
+		}
 		const field = typeof b.content === 'string' ? 'content' :
 			Object.keys(b).find((k) => typeof b[k] === 'string');
 		if (!field)

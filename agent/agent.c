@@ -107,7 +107,7 @@ static int agent_boot(struct agent *a, char *err, size_t errlen)
 		return -1;
 	char lerr[1024];
 	int loaded = lastgood_load(a->lg, &a->state, lerr, sizeof(lerr));
-	bool refused = loaded < 0 && a->trust.on && strstr(lerr, "passes verification");
+	bool refused = loaded < 0 && lastgood_refused(a->lg);
 	if (loaded < 0) {
 		log_error("last-good: %s; starting empty (the plane will send a snapshot)", lerr);
 		snprintf(a->last_error, sizeof(a->last_error), "last-good unusable: %s", lerr);

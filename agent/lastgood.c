@@ -40,6 +40,7 @@ struct lastgood {
 	bool journal_broken;           /* an append could not be undone */
 	char *statement;               /* the signed statement of what it holds, or NULL */
 	lastgood_verify_fn verify;     /* judges a loaded generation */
+	bool refused;                  /* the last load refused a generation */
 	void *verify_ctx;
 	/* what lastgood_prepare readied for lastgood_commit */
 	enum { PEND_NONE, PEND_RECORD, PEND_GENERATION } pend;
@@ -217,6 +218,11 @@ void lastgood_set_verify(struct lastgood *lg, lastgood_verify_fn fn, void *ctx)
 const char *lastgood_statement(const struct lastgood *lg)
 {
 	return lg->statement;
+}
+
+bool lastgood_refused(const struct lastgood *lg)
+{
+	return lg->refused;
 }
 
 /* Reads a statement after the records (format 2): a new allocated string,
@@ -500,6 +506,7 @@ static void drop_orphan(struct lastgood *lg, const char *name, unsigned long lon
 int lastgood_load(struct lastgood *lg, struct state *s, char *err, size_t errlen)
 {
 	struct gen_list gl = { NULL, 0, 0 };
+	lg->refused = false;
 	if (each_file(lg, collect_one, &gl) < 0) {
 		snprintf(err, errlen, "cannot list '%s': %s", lg->dir, strerror(errno));
 		return -1;
@@ -525,7 +532,8 @@ int lastgood_load(struct lastgood *lg, struct state *s, char *err, size_t errlen
 			else
 				log_error("last-good: generation %llu is unusable (%s); no older generation is left",
 					  gens[i], why);
-			snprintf(err, errlen, "no usable last-good in '%s' (newest: %s)", lg->dir, why);
+			if (i == 0)   /* the newest generation's reason */
+				snprintf(err, errlen, "no usable last-good in '%s' (newest: %s)", lg->dir, why);
 			continue;
 		}
 		size_t records;
@@ -540,7 +548,10 @@ int lastgood_load(struct lastgood *lg, struct state *s, char *err, size_t errlen
 			else
 				log_error("last-good: generation %llu is refused (%s); no older generation is left",
 					  gens[i], why);
-			snprintf(err, errlen, "no last-good in '%s' passes verification (newest: %s)", lg->dir, why);
+			lg->refused = true;
+			if (i == 0)   /* the newest generation's reason */
+				snprintf(err, errlen, "no last-good in '%s' passes verification (newest: %s)", lg->dir,
+					 why);
 			continue;
 		}
 		free(lg->statement);

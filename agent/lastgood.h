@@ -32,6 +32,8 @@ void lastgood_set_verify(struct lastgood *lg, lastgood_verify_fn fn, void *ctx);
 /* The signed statement of what last-good holds now (NULL: none). A
  * candidate's statement is kept with it; lastgood_compact keeps this one. */
 const char *lastgood_statement(const struct lastgood *lg);
+/* Whether the last lastgood_load refused a generation that did not verify. */
+bool lastgood_refused(const struct lastgood *lg);
 
 /* Loads the newest good generation into s (an empty, initialised state).
  * Returns 1 when something was loaded, 0 when there is no last-good yet,

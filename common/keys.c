@@ -34,11 +34,17 @@ void keys_forget(struct signing_key *k)
 	sodium_memzero(k, sizeof(*k));
 }
 
-/* Decodes exactly n bytes of standard base64 from s[0..len). */
+#define B64_ALPHABET "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/="
+
+/* Decodes exactly n bytes of standard base64 from s[0..len): its alphabet
+ * only (libsodium 1.0.18 reads bytes >= 0x80 as '/'). */
 static int b64_exact(const char *s, size_t len, unsigned char *out, size_t n)
 {
 	size_t got = 0;
 	const char *end = NULL;
+	for (size_t i = 0; i < len; i++)
+		if (!s[i] || !strchr(B64_ALPHABET, s[i]))
+			return -1;
 	if (sodium_base642bin(out, n, s, len, NULL, &got, &end, sodium_base64_VARIANT_ORIGINAL) != 0)
 		return -1;
 	return got == n && end == s + len ? 0 : -1;

@@ -54,10 +54,17 @@ char *statement_sign(struct statement *st, const struct signing_key *k)
 	return buf_detach(&out, NULL);
 }
 
-/* Decodes base64url (no padding) of s[0..len) into out (cap bytes). */
+#define B64URL_ALPHABET "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+
+/* Decodes base64url (no padding) of s[0..len) into out (cap bytes). Only
+ * the alphabet's characters: libsodium 1.0.18 reads bytes >= 0x80 as '_',
+ * and a token must have one text. */
 static int b64url(const char *s, size_t len, unsigned char *out, size_t cap, size_t *got)
 {
 	const char *end = NULL;
+	for (size_t i = 0; i < len; i++)
+		if (!s[i] || !strchr(B64URL_ALPHABET, s[i]))
+			return -1;
 	if (sodium_base642bin(out, cap, s, len, NULL, got, &end, B64URL) != 0)
 		return -1;
 	return end == s + len ? 0 : -1;
@@ -81,6 +88,10 @@ static int decode(const char *token, size_t len, struct statement *st, unsigned 
 	memset(st, 0, sizeof(*st));
 	if (len > STATEMENT_MAX) {
 		snprintf(err, errlen, "statement: longer than %d bytes", STATEMENT_MAX);
+		return -1;
+	}
+	if (memchr(token, '\0', len)) {
+		snprintf(err, errlen, "statement: holds a NUL byte");
 		return -1;
 	}
 	const char *dot = memchr(token, '.', len);

@@ -40,9 +40,8 @@ void delta_collect(struct store *s, uint64_t have, const struct sub *sub, struct
 void delta_collect_at(struct store *s, uint64_t have, uint64_t x, const struct sub *sub, struct delta *d)
 {
 	size_t upcap = 0, rmcap = 0;
-	uint64_t floor = 0;
 	/* the state at `have` is known when the history reaches back to it */
-	bool have_known = store_pinned(s, &floor) && have >= floor;
+	bool have_known = have >= store_history_floor(s);
 	memset(d, 0, sizeof(*d));
 	d->version = x;
 	d->full = have == 0 || have < store_horizon(s) || have > x;

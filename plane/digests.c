@@ -157,7 +157,7 @@ static int newest(struct digests *d, const char *canon, struct lthash *h)
 int digests_at(struct digests *d, uint64_t x, const struct sub *sub, unsigned char out[LTHASH_DIGEST_BYTES])
 {
 	const char *canon = sub && sub->canon ? sub->canon : "";
-	uint64_t v = store_version(d->store), floor = 0;
+	uint64_t v = store_version(d->store);
 	if (x > v)
 		return -1;
 	if (x < v) {
@@ -171,7 +171,7 @@ int digests_at(struct digests *d, uint64_t x, const struct sub *sub, unsigned ch
 		}
 		pthread_mutex_unlock(&d->lock);
 		/* the states at x are known only down to the history floor */
-		if (!store_pinned(d->store, &floor) || x < floor)
+		if (x < store_history_floor(d->store))
 			return -1;
 	}
 	struct lthash h;

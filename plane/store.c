@@ -32,6 +32,7 @@ struct store {
 	struct pathindex paths;              /* live files' output paths */
 	bool keep;                           /* a rollout may need older states */
 	uint64_t pin;                        /* ... of versions >= pin */
+	uint64_t keep_since;                 /* the version keeping began at (nothing older was kept) */
 	store_observer observer;             /* told of every commit's elements */
 	void *observer_ctx;
 };
@@ -374,6 +375,7 @@ struct store *store_open(struct db *db, const struct store_opts *opts, char *err
 		store_free(s);
 		return NULL;
 	}
+	s->keep_since = s->pin;   /* what was kept before the restart is on disk */
 	/* rows come in version order: a referrer may load before a newer
 	 * version of what it references, so count references at the end */
 	for (struct store_entry *e = s->head; e; e = e->next)
@@ -424,6 +426,12 @@ bool store_pinned(struct store *s, uint64_t *floor)
 {
 	*floor = s->pin;
 	return s->keep;
+}
+uint64_t store_history_floor(struct store *s)
+{
+	if (!s->keep)
+		return s->version;
+	return s->pin > s->keep_since ? s->pin : s->keep_since;
 }
 const char *store_file_at(struct store *s, const char *path) { return pathindex_file_at(&s->paths, path); }
 uint32_t store_files_under(struct store *s, const char *dir) { return pathindex_files_under(&s->paths, dir); }
@@ -631,6 +639,10 @@ int store_set_pin(struct store *s, bool keep, uint64_t floor, char *err, size_t 
 	for (struct store_entry *e = s->head; e; e = e->next)
 		if (e->hist)
 			trim_hist(e, keep, floor);
+	/* a floor below the version keeping starts at does not bring back
+	 * what was not kept: the states are known from here on */
+	if (keep && !s->keep)
+		s->keep_since = s->version;
 	s->keep = keep;
 	s->pin = floor;
 	pthread_rwlock_unlock(&s->rw);

@@ -108,6 +108,10 @@ int store_commit_hooked(struct store *s, struct store_change *changes, size_t n,
 int store_set_pin(struct store *s, bool keep, uint64_t floor, char *err, size_t errlen);
 /* Whether history is kept, and from which version (*floor). Hold a lock. */
 bool store_pinned(struct store *s, uint64_t *floor);
+/* The oldest version whose states the store knows in full: the newest
+ * when no history is kept, else the pin's floor -- or the version keeping
+ * began at, when the floor was set below it. Hold a lock. */
+uint64_t store_history_floor(struct store *s);
 /* For loading only: appends an older state to name's history. */
 int store_attach_history(struct store *s, const char *name, uint64_t version, const char *body, size_t len);
 /* The body of e as of version x (NULL: absent then); *version gets the

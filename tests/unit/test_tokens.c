@@ -1,0 +1,574 @@
+/* test_tokens.c: unit tests of plane/tokens.c over a database in a
+ * temporary directory: tokens for a node and for each role, lookups (and
+ * near misses), revocation, the listing (which never shows a secret or a
+ * hash), what the database keeps, and reopening it. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <cjson/cJSON.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+#include "db.h"
+#include "log.h"
+#include "tmpdir.h"
+#include "tokens.h"
+#include "util.h"
+
+#define TOKEN_LEN 60
+#define B64URL_ALPHABET "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+
+struct fixture {
+	char dir[64];
+	struct db *db;
+	struct tokens *t;
+};
+
+static int open_all(struct fixture *f)
+{
+	char err[256];
+	f->db = db_open(f->dir, err, sizeof(err));
+	if (!f->db) {
+		fprintf(stderr, "db_open: %s\n", err);
+		return -1;
+	}
+	f->t = tokens_open(f->db, err, sizeof(err));
+	if (!f->t) {
+		fprintf(stderr, "tokens_open: %s\n", err);
+		return -1;
+	}
+	return 0;
+}
+
+static void close_all(struct fixture *f)
+{
+	tokens_free(f->t);
+	db_close(f->db);
+	f->t = NULL;
+	f->db = NULL;
+}
+
+static void reopen(struct fixture *f)
+{
+	close_all(f);
+	assert_int_equal(open_all(f), 0);
+}
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+	if (!f)
+		return -1;
+	if (test_tmpdir_make(f->dir, sizeof(f->dir), "tokens") < 0) {
+		free(f);
+		return -1;
+	}
+	*state = f;
+	return open_all(f);
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+	close_all(f);
+	int rc = test_tmpdir_remove(f->dir);
+	free(f);
+	return rc;
+}
+
+/* ---- helpers ------------------------------------------------------------------ */
+
+static char *create(struct fixture *f, enum role role, const char *node, const char *name, struct token_info *info)
+{
+	char *tok = NULL;
+	char err[256] = "";
+	if (tokens_create(f->t, role, node, name, &tok, info, err, sizeof(err)) < 0)
+		fail_msg("tokens_create: %s", err);
+	assert_non_null(tok);
+	return tok;
+}
+
+static void assert_info_equal(const struct token_info *a, const struct token_info *b)
+{
+	assert_string_equal(a->id, b->id);
+	assert_int_equal(a->role, b->role);
+	assert_string_equal(a->node, b->node);
+	assert_string_equal(a->name, b->name);
+	assert_int_equal(a->revoked, b->revoked);
+}
+
+static int lookup(struct fixture *f, const char *tok, struct token_info *info)
+{
+	memset(info, 0x5a, sizeof(*info));
+	return tokens_lookup(f->t, tok, info);
+}
+
+static void hash_hex(const char *tok, char out[65])
+{
+	unsigned char h[32];
+	crypto_generichash(h, sizeof(h), (const unsigned char *)tok, strlen(tok), NULL, 0);
+	sodium_bin2hex(out, 65, h, sizeof(h));
+}
+
+static char *list_json(struct fixture *f)
+{
+	struct buf b = BUF_INIT;
+	tokens_to_json(f->t, &b);
+	buf_puts(&b, "");
+	return buf_detach(&b, NULL);
+}
+
+static int cmp_by_id(const void *a, const void *b)
+{
+	const cJSON *x = *(const cJSON *const *)a, *y = *(const cJSON *const *)b;
+	return strcmp(cJSON_GetObjectItemCaseSensitive(x, "id")->valuestring,
+		      cJSON_GetObjectItemCaseSensitive(y, "id")->valuestring);
+}
+
+/* The listing's entries sorted by id, printed: the listing promises no
+ * order (in memory it is the order of creation; after a reopen, by the
+ * creation second and then the id). */
+static char *list_sorted(struct fixture *f)
+{
+	char *json = list_json(f);
+	cJSON *arr = cJSON_Parse(json);
+	assert_non_null(arr);
+	int n = cJSON_GetArraySize(arr);
+	cJSON **v = calloc((size_t)n + 1, sizeof(*v));
+	assert_non_null(v);
+	for (int i = 0; i < n; i++)
+		v[i] = cJSON_GetArrayItem(arr, i);
+	qsort(v, (size_t)n, sizeof(*v), cmp_by_id);
+	struct buf b = BUF_INIT;
+	for (int i = 0; i < n; i++) {
+		char *one = cJSON_PrintUnformatted(v[i]);
+		buf_printf(&b, "%s\n", one);
+		free(one);
+	}
+	buf_puts(&b, "");
+	free(v);
+	cJSON_Delete(arr);
+	free(json);
+	return buf_detach(&b, NULL);
+}
+
+/* Every text column of the tokens table, concatenated. */
+static char *dump_table(struct fixture *f)
+{
+	struct buf b = BUF_INIT;
+	sqlite3_stmt *st = NULL;
+	pthread_mutex_lock(&f->db->lock);
+	static const char sql[] = "SELECT id, hash, role, node, name, created, revoked FROM tokens";
+	assert_int_equal(sqlite3_prepare_v2(f->db->conn, sql, -1, &st, NULL), SQLITE_OK);
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		for (int i = 0; i < 7; i++) {
+			const unsigned char *v = sqlite3_column_text(st, i);
+			buf_printf(&b, "%s|", v ? (const char *)v : "NULL");
+		}
+		buf_putc(&b, '\n');
+	}
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&f->db->lock);
+	buf_puts(&b, "");
+	return buf_detach(&b, NULL);
+}
+
+/* ---- tests --------------------------------------------------------------------- */
+
+static void test_roles(void **state)
+{
+	(void)state;
+	assert_string_equal(role_name(ROLE_NODE), "node");
+	assert_string_equal(role_name(ROLE_READER), "reader");
+	assert_string_equal(role_name(ROLE_OPERATOR), "operator");
+	assert_string_equal(role_name(ROLE_ADMIN), "admin");
+	assert_string_equal(role_name(ROLE_NONE), "none");
+	assert_int_equal(role_parse("admin"), ROLE_ADMIN);
+	assert_int_equal(role_parse("operator"), ROLE_OPERATOR);
+	assert_int_equal(role_parse("reader"), ROLE_READER);
+	/* a node token is made for a node, never asked for by role name */
+	assert_int_equal(role_parse("node"), ROLE_NONE);
+	assert_int_equal(role_parse("Admin"), ROLE_NONE);
+	assert_int_equal(role_parse(""), ROLE_NONE);
+	assert_int_equal(role_parse(NULL), ROLE_NONE);
+}
+
+static void test_create_and_lookup(void **state)
+{
+	struct fixture *f = *state;
+	static const enum role roles[] = { ROLE_NODE, ROLE_READER, ROLE_OPERATOR, ROLE_ADMIN };
+	static const char *const names[] = { "web-1 agent", "dashboards", "on-call", "alice \"root\" <a@b>" };
+	char *toks[4];
+	struct token_info infos[4];
+	int64_t before = wall_seconds();
+	for (int i = 0; i < 4; i++) {
+		toks[i] = create(f, roles[i], "web-1", names[i], &infos[i]);
+		/* "tt1_" + 12 hex id + "_" + 43 base64url */
+		assert_int_equal(strlen(toks[i]), TOKEN_LEN);
+		assert_true(strncmp(toks[i], "tt1_", 4) == 0);
+		assert_int_equal(strspn(toks[i] + 4, "0123456789abcdef"), TOKEN_ID_LEN);
+		assert_int_equal(toks[i][4 + TOKEN_ID_LEN], '_');
+		const char *sec = toks[i] + 5 + TOKEN_ID_LEN;
+		assert_int_equal(strlen(sec), 43);
+		assert_int_equal(strspn(sec, B64URL_ALPHABET), 43);
+		/* the id in the token is the public id */
+		assert_int_equal(strlen(infos[i].id), TOKEN_ID_LEN);
+		assert_true(strncmp(toks[i] + 4, infos[i].id, TOKEN_ID_LEN) == 0);
+		assert_int_equal(infos[i].role, roles[i]);
+		assert_string_equal(infos[i].name, names[i]);
+		assert_false(infos[i].revoked);
+		/* only a node token names a node */
+		assert_string_equal(infos[i].node, roles[i] == ROLE_NODE ? "web-1" : "");
+	}
+	/* all different */
+	for (int i = 0; i < 4; i++) {
+		for (int j = i + 1; j < 4; j++) {
+			assert_string_not_equal(toks[i], toks[j]);
+			assert_string_not_equal(infos[i].id, infos[j].id);
+			assert_memory_not_equal(toks[i] + 17, toks[j] + 17, 43);
+		}
+	}
+	for (int i = 0; i < 4; i++) {
+		struct token_info got;
+		assert_int_equal(lookup(f, toks[i], &got), 1);
+		assert_info_equal(&got, &infos[i]);
+	}
+	/* a node token with no node, and a name left out */
+	struct token_info ni;
+	char *t = create(f, ROLE_NODE, NULL, NULL, &ni);
+	assert_string_equal(ni.node, "");
+	assert_string_equal(ni.name, "");
+	struct token_info got;
+	assert_int_equal(lookup(f, t, &got), 1);
+	assert_int_equal(got.role, ROLE_NODE);
+	free(t);
+
+	/* created is now, in the listing */
+	char *json = list_json(f);
+	cJSON *arr = cJSON_Parse(json);
+	assert_non_null(arr);
+	assert_int_equal(cJSON_GetArraySize(arr), 5);
+	const cJSON *e = cJSON_GetArrayItem(arr, 0);
+	double created = cJSON_GetObjectItemCaseSensitive(e, "created")->valuedouble;
+	assert_true(created >= (double)before && created <= (double)wall_seconds());
+	cJSON_Delete(arr);
+	free(json);
+	for (int i = 0; i < 4; i++) {
+		sodium_memzero(toks[i], strlen(toks[i]));
+		free(toks[i]);
+	}
+}
+
+static void test_near_misses(void **state)
+{
+	struct fixture *f = *state;
+	struct token_info info, got;
+	char *tok = create(f, ROLE_ADMIN, NULL, "admin", &info);
+	char *other = create(f, ROLE_READER, NULL, "reader", &info);
+	char m[TOKEN_LEN + 8];
+	static const char alpha[] = B64URL_ALPHABET;
+
+	/* any one character changed */
+	for (size_t i = 0; i < TOKEN_LEN; i++) {
+		memcpy(m, tok, TOKEN_LEN + 1);
+		const char *at = strchr(alpha, m[i]);
+		m[i] = at ? alpha[(size_t)(at - alpha + 1) % 64] : 'x';
+		if (lookup(f, m, &got) != 0)
+			fail_msg("token with character %zu changed is found", i);
+	}
+	/* shorter, longer, blanks, case */
+	memcpy(m, tok, TOKEN_LEN + 1);
+	m[TOKEN_LEN - 1] = '\0';
+	assert_int_equal(lookup(f, m, &got), 0);
+	snprintf(m, sizeof(m), "%sA", tok);
+	assert_int_equal(lookup(f, m, &got), 0);
+	snprintf(m, sizeof(m), "%s ", tok);
+	assert_int_equal(lookup(f, m, &got), 0);
+	snprintf(m, sizeof(m), " %s", tok);
+	assert_int_equal(lookup(f, m, &got), 0);
+	snprintf(m, sizeof(m), "TT1_%s", tok + 4);
+	assert_int_equal(lookup(f, m, &got), 0);
+	/* the id alone, the secret alone, another token's id with this secret */
+	snprintf(m, sizeof(m), "%.*s", 4 + TOKEN_ID_LEN, tok);
+	assert_int_equal(lookup(f, m, &got), 0);
+	assert_int_equal(lookup(f, tok + 5 + TOKEN_ID_LEN, &got), 0);
+	snprintf(m, sizeof(m), "%.*s%s", 5 + TOKEN_ID_LEN, other, tok + 5 + TOKEN_ID_LEN);
+	assert_int_equal(lookup(f, m, &got), 0);
+	assert_int_equal(lookup(f, "", &got), 0);
+	/* the stored hash is not a token */
+	char h[65];
+	hash_hex(tok, h);
+	assert_int_equal(lookup(f, h, &got), 0);
+	/* the real ones still work */
+	assert_int_equal(lookup(f, tok, &got), 1);
+	assert_int_equal(got.role, ROLE_ADMIN);
+	assert_int_equal(lookup(f, other, &got), 1);
+	assert_int_equal(got.role, ROLE_READER);
+	free(tok);
+	free(other);
+}
+
+static void test_revoke(void **state)
+{
+	struct fixture *f = *state;
+	struct token_info a, b, got;
+	char *ta = create(f, ROLE_NODE, "db-7", "db-7", &a);
+	char *tb = create(f, ROLE_NODE, "db-8", "db-8", &b);
+	char err[256] = "";
+	assert_int_equal(tokens_count(f->t, ROLE_NODE), 2);
+
+	assert_int_equal(tokens_revoke(f->t, a.id, err, sizeof(err)), 1);
+	/* still found, marked revoked: the caller answers 401 */
+	assert_int_equal(lookup(f, ta, &got), 1);
+	assert_true(got.revoked);
+	assert_string_equal(got.id, a.id);
+	assert_string_equal(got.node, "db-7");
+	/* the other is untouched */
+	assert_int_equal(lookup(f, tb, &got), 1);
+	assert_false(got.revoked);
+	assert_int_equal(tokens_count(f->t, ROLE_NODE), 1);
+
+	/* twice is not an error */
+	assert_int_equal(tokens_revoke(f->t, a.id, err, sizeof(err)), 1);
+	assert_int_equal(lookup(f, ta, &got), 1);
+	assert_true(got.revoked);
+	assert_int_equal(tokens_count(f->t, ROLE_NODE), 1);
+
+	/* unknown ids */
+	assert_int_equal(tokens_revoke(f->t, "000000000000", err, sizeof(err)), 0);
+	assert_int_equal(tokens_revoke(f->t, "", err, sizeof(err)), 0);
+	assert_int_equal(tokens_revoke(f->t, ta, err, sizeof(err)), 0);   /* the token is not its id */
+	char upper[TOKEN_ID_LEN + 1];
+	for (int i = 0; i <= TOKEN_ID_LEN; i++)
+		upper[i] = (char)(b.id[i] >= 'a' && b.id[i] <= 'f' ? b.id[i] - 32 : b.id[i]);
+	if (strcmp(upper, b.id) != 0)
+		assert_int_equal(tokens_revoke(f->t, upper, err, sizeof(err)), 0);
+	assert_int_equal(lookup(f, tb, &got), 1);
+	assert_false(got.revoked);
+
+	/* revoked shows in the listing with its time */
+	char *json = list_json(f);
+	cJSON *arr = cJSON_Parse(json);
+	assert_non_null(arr);
+	const cJSON *e;
+	int seen = 0;
+	cJSON_ArrayForEach(e, arr) {
+		const char *id = cJSON_GetObjectItemCaseSensitive(e, "id")->valuestring;
+		double rv = cJSON_GetObjectItemCaseSensitive(e, "revoked")->valuedouble;
+		if (strcmp(id, a.id) == 0) {
+			assert_true(rv > 0);
+			seen++;
+		} else {
+			assert_true(rv == 0);
+		}
+	}
+	assert_int_equal(seen, 1);
+	cJSON_Delete(arr);
+	free(json);
+	free(ta);
+	free(tb);
+}
+
+static void test_count(void **state)
+{
+	struct fixture *f = *state;
+	struct token_info i1, i2;
+	assert_int_equal(tokens_count(f->t, ROLE_ADMIN), 0);
+	assert_int_equal(tokens_count(f->t, ROLE_NODE), 0);
+	char *t1 = create(f, ROLE_ADMIN, NULL, "a1", &i1);
+	char *t2 = create(f, ROLE_ADMIN, NULL, "a2", &i2);
+	char *t3 = create(f, ROLE_READER, NULL, "r", &i2);
+	char *t4 = create(f, ROLE_NODE, "n", "n", &i2);
+	assert_int_equal(tokens_count(f->t, ROLE_ADMIN), 2);
+	assert_int_equal(tokens_count(f->t, ROLE_READER), 1);
+	assert_int_equal(tokens_count(f->t, ROLE_OPERATOR), 0);
+	assert_int_equal(tokens_count(f->t, ROLE_NODE), 1);
+	assert_int_equal(tokens_count(f->t, ROLE_NONE), 0);
+	char err[128];
+	assert_int_equal(tokens_revoke(f->t, i1.id, err, sizeof(err)), 1);
+	assert_int_equal(tokens_count(f->t, ROLE_ADMIN), 1);
+	assert_int_equal(tokens_count(f->t, ROLE_READER), 1);
+	free(t1);
+	free(t2);
+	free(t3);
+	free(t4);
+}
+
+static void test_listing_has_no_secret(void **state)
+{
+	struct fixture *f = *state;
+	enum { N = 6 };
+	char *toks[N];
+	struct token_info infos[N];
+	for (int i = 0; i < N; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "t%d", i);
+		toks[i] = i % 3 == 0 ? create(f, ROLE_NODE, "web-2", name, &infos[i])
+				     : create(f, i % 3 == 1 ? ROLE_OPERATOR : ROLE_ADMIN, NULL, name, &infos[i]);
+	}
+	char err[128];
+	assert_int_equal(tokens_revoke(f->t, infos[1].id, err, sizeof(err)), 1);
+	char *json = list_json(f);
+	char *table = dump_table(f);
+	for (int i = 0; i < N; i++) {
+		char h[65];
+		hash_hex(toks[i], h);
+		const char *sec = toks[i] + 5 + TOKEN_ID_LEN;
+		/* the listing: no token, no secret part (even a slice), no hash */
+		assert_null(strstr(json, toks[i]));
+		char slice[12];
+		snprintf(slice, sizeof(slice), "%.10s", sec);
+		assert_null(strstr(json, slice));
+		snprintf(slice, sizeof(slice), "%.10s", sec + 30);
+		assert_null(strstr(json, slice));
+		assert_null(strstr(json, h));
+		snprintf(slice, sizeof(slice), "%.10s", h + 20);
+		assert_null(strstr(json, slice));
+		/* the database: the hash, never the token or its secret */
+		assert_non_null(strstr(table, h));
+		assert_null(strstr(table, toks[i]));
+		snprintf(slice, sizeof(slice), "%.10s", sec);
+		assert_null(strstr(table, slice));
+	}
+	/* what the listing does say, per token */
+	cJSON *arr = cJSON_Parse(json);
+	assert_non_null(arr);
+	assert_true(cJSON_IsArray(arr));
+	assert_int_equal(cJSON_GetArraySize(arr), N);
+	for (int i = 0; i < N; i++) {
+		const cJSON *e = NULL, *x;
+		cJSON_ArrayForEach(x, arr)
+			if (strcmp(cJSON_GetObjectItemCaseSensitive(x, "id")->valuestring, infos[i].id) == 0)
+				e = x;
+		assert_non_null(e);
+		int fields = 0;
+		const cJSON *m;
+		cJSON_ArrayForEach(m, e) {
+			fields++;
+			static const char *const allowed[] = { "id", "role", "node", "name", "created",
+								"revoked" };
+			bool ok = false;
+			for (size_t k = 0; k < 6; k++)
+				ok = ok || strcmp(m->string, allowed[k]) == 0;
+			if (!ok)
+				fail_msg("the listing has a field '%s'", m->string);
+		}
+		assert_string_equal(cJSON_GetObjectItemCaseSensitive(e, "id")->valuestring, infos[i].id);
+		assert_string_equal(cJSON_GetObjectItemCaseSensitive(e, "role")->valuestring,
+				    role_name(infos[i].role));
+		assert_string_equal(cJSON_GetObjectItemCaseSensitive(e, "name")->valuestring, infos[i].name);
+		const cJSON *node = cJSON_GetObjectItemCaseSensitive(e, "node");
+		if (infos[i].role == ROLE_NODE) {
+			assert_non_null(node);
+			assert_string_equal(node->valuestring, "web-2");
+			assert_int_equal(fields, 6);
+		} else {
+			assert_null(node);
+			assert_int_equal(fields, 5);
+		}
+	}
+	cJSON_Delete(arr);
+	free(json);
+	free(table);
+	for (int i = 0; i < N; i++)
+		free(toks[i]);
+}
+
+static void test_reopen(void **state)
+{
+	struct fixture *f = *state;
+	struct token_info a, b, c, got;
+	char *ta = create(f, ROLE_NODE, "edge-3", "edge-3 agent", &a);
+	char *tb = create(f, ROLE_OPERATOR, NULL, "bob \"ops\"", &b);
+	char *tc = create(f, ROLE_ADMIN, NULL, "ci", &c);
+	char err[128];
+	assert_int_equal(tokens_revoke(f->t, b.id, err, sizeof(err)), 1);
+	b.revoked = true;
+	char *before = list_sorted(f);
+
+	reopen(f);
+	assert_int_equal(lookup(f, ta, &got), 1);
+	assert_info_equal(&got, &a);
+	assert_int_equal(lookup(f, tb, &got), 1);
+	assert_info_equal(&got, &b);
+	assert_true(got.revoked);
+	assert_int_equal(lookup(f, tc, &got), 1);
+	assert_info_equal(&got, &c);
+	assert_int_equal(tokens_count(f->t, ROLE_NODE), 1);
+	assert_int_equal(tokens_count(f->t, ROLE_OPERATOR), 0);
+	assert_int_equal(tokens_count(f->t, ROLE_ADMIN), 1);
+	/* the same listing, revocation time included */
+	char *after = list_sorted(f);
+	assert_string_equal(after, before);
+	/* a near miss still misses */
+	ta[TOKEN_LEN - 1] = ta[TOKEN_LEN - 1] == 'A' ? 'B' : 'A';
+	assert_int_equal(lookup(f, ta, &got), 0);
+
+	/* revoking after the reopen is durable too, and twice is fine */
+	assert_int_equal(tokens_revoke(f->t, c.id, err, sizeof(err)), 1);
+	reopen(f);
+	assert_int_equal(tokens_revoke(f->t, b.id, err, sizeof(err)), 1);
+	assert_int_equal(lookup(f, tc, &got), 1);
+	assert_true(got.revoked);
+	assert_int_equal(tokens_count(f->t, ROLE_ADMIN), 0);
+	/* new tokens after a reopen go alongside */
+	struct token_info d;
+	char *td = create(f, ROLE_READER, NULL, "late", &d);
+	reopen(f);
+	assert_int_equal(lookup(f, td, &got), 1);
+	assert_info_equal(&got, &d);
+	char *json = list_json(f);
+	cJSON *arr = cJSON_Parse(json);
+	assert_int_equal(cJSON_GetArraySize(arr), 4);
+	cJSON_Delete(arr);
+	free(json);
+	free(before);
+	free(after);
+	free(ta);
+	free(tb);
+	free(tc);
+	free(td);
+}
+
+static void test_unknown_role_in_db_admits_nothing(void **state)
+{
+	struct fixture *f = *state;
+	struct token_info a, got;
+	char *ta = create(f, ROLE_READER, NULL, "r", &a);
+	/* a newer plane wrote a role this one does not know */
+	char err[256];
+	pthread_mutex_lock(&f->db->lock);
+	assert_int_equal(db_exec(f->db, "UPDATE tokens SET role='superuser'", err, sizeof(err)), 0);
+	pthread_mutex_unlock(&f->db->lock);
+	log_set_level(LOG_LVL_ERROR);
+	reopen(f);
+	log_set_level(LOG_LVL_WARN);
+	assert_int_equal(lookup(f, ta, &got), 1);
+	assert_int_equal(got.role, ROLE_NONE);
+	assert_true(got.revoked);
+	assert_int_equal(tokens_count(f->t, ROLE_READER), 0);
+	free(ta);
+}
+
+int main(void)
+{
+	if (sodium_init() < 0)
+		return 1;
+	log_set_level(LOG_LVL_WARN);
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_roles),
+		cmocka_unit_test_setup_teardown(test_create_and_lookup, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_near_misses, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_revoke, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_count, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_listing_has_no_secret, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reopen, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unknown_role_in_db_admits_nothing, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -144,8 +144,10 @@ static bool etag_matches(const char *inm, const char *etag)
 }
 
 /* a shared cache may serve a poll answer for a second, and while the
- * plane is down */
+ * plane is down -- unless it answered a credential: an answer carries
+ * secrets, and a shared cache would hand it to anyone who asks */
 #define CACHE_CONTROL "public, max-age=1, stale-if-error=86400"
+#define CACHE_CONTROL_PRIVATE "private, max-age=1, stale-if-error=86400"
 
 enum MHD_Result api_config(struct plane *p, struct MHD_Connection *c, struct request *r)
 {
@@ -208,7 +210,8 @@ enum MHD_Result api_config(struct plane *p, struct MHD_Connection *c, struct req
 			MHD_add_response_header(resp, STATEMENT_HEADER, stmt);
 		free(stmt);
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_ETAG, etag);
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, CACHE_CONTROL);
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL,
+					who.anonymous ? CACHE_CONTROL : CACHE_CONTROL_PRIVATE);
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_VARY, "Accept-Encoding");
 		ret = MHD_queue_response(c, MHD_HTTP_NOT_MODIFIED, resp);
 		MHD_destroy_response(resp);
@@ -233,7 +236,8 @@ enum MHD_Result api_config(struct plane *p, struct MHD_Connection *c, struct req
 	params_release(&sp);
 
 	const char *const headers[] = {
-		MHD_HTTP_HEADER_ETAG, etag, MHD_HTTP_HEADER_CACHE_CONTROL, CACHE_CONTROL,
+		MHD_HTTP_HEADER_ETAG, etag, MHD_HTTP_HEADER_CACHE_CONTROL,
+		who.anonymous ? CACHE_CONTROL : CACHE_CONTROL_PRIVATE,
 		stmt ? STATEMENT_HEADER : NULL, stmt, NULL,
 	};
 	ret = http_send_headers(c, MHD_HTTP_OK, "application/json", &b, true, headers);

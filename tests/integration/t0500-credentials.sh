@@ -119,6 +119,10 @@ check_eq "n2's token cannot ACK as n1" 403 \
 check_eq "an admin token is no node credential" 403 "$(code -H "$(bearer "$ADMIN")" '/v1/config?node=n2&version=0')"
 poll=$(curl -sS "${CA[@]}" -H "$(bearer "$N2")" "$PLANE_URL/v1/config?node=n2&version=0")
 check "a node gets the secret's key in its push" grep -q "$KEY_MATERIAL" <<<"$poll"
+cc=$(curl -sS -o /dev/null -D - "${CA[@]}" -H "$(bearer "$N2")" "$PLANE_URL/v1/config?node=n2&version=0" | tr -d '\r' |
+	sed -n 's/^Cache-Control: //p')
+check_eq "an answer to a credential is private to it (no shared cache keeps secrets)" \
+	"private, max-age=1, stale-if-error=86400" "$cc"
 
 # ---- node credentials: certificates --------------------------------------------------
 C1=(--cert "$PKI/n1.pem" --key "$PKI/n1.key")

@@ -133,7 +133,9 @@ int64_t sync_stream_deadline(const struct agent *a);
 void sync_went_offline(struct agent *a, const char *why);
 
 /* apply.c */
-enum push_result { PUSH_QUEUED, PUSH_RESYNC };
+/* PUSH_DISTRUSTED: refused by --trust's checks -- the same version, signed
+ * right, may come again (an ETag names the content, not its signature). */
+enum push_result { PUSH_QUEUED, PUSH_RESYNC, PUSH_DISTRUSTED };
 /* Decodes a push and queues it (pushes that cannot apply are NACKed or
  * make a resync at once). */
 enum push_result apply_enqueue(struct agent *a, const char *text, size_t len);
@@ -168,14 +170,14 @@ void trust_reload(struct agent *a);
 /* Checks a decoded push's statement: present, signed by a trusted key, for
  * this push's version and our subscription, not expired, not below the
  * high-water mark. 0, or -1 with err (the NACK's reason). */
-int trust_check_push(struct agent *a, const struct push *p, char *err, size_t errlen);
+int trust_check_push(struct agent *a, struct push *p, char *err, size_t errlen);
 /* Checks that the candidate's state (the applied state with c applied,
  * digested in O(changed)) is what statement signs; *out gets its digest.
  * 0, or -1 with err ("state digest mismatch"). */
-int trust_check_candidate(struct agent *a, const char *statement, const struct candidate *c, struct lthash *out,
+int trust_check_candidate(struct agent *a, const struct push *m, const struct candidate *c, struct lthash *out,
 			  char *err, size_t errlen);
 /* After a verified candidate was applied. */
-void trust_applied(struct agent *a, const char *statement, const struct lthash *digest);
+void trust_applied(struct agent *a, const struct push *m, const struct lthash *digest);
 /* A heartbeat's (or a 304's) statement: freshness, and a new key's
  * statement of our state is persisted (a key rotation). */
 void trust_heartbeat(struct agent *a, const char *token, size_t len);

@@ -70,7 +70,7 @@ enum push_result apply_enqueue(struct agent *a, const char *text, size_t len)
 	if (trust_check_push(a, &p, err, sizeof(err)) < 0) {
 		reject_as(a, p.version, p.nonce, err, -1, true);
 		push_release(&p);
-		return PUSH_QUEUED;
+		return PUSH_DISTRUSTED;
 	}
 	if (p.version > a->plane_version)
 		a->plane_version = p.version;
@@ -111,6 +111,7 @@ static void merge(struct agent *a, struct push *m)
 	m->full = a->queue[first].full;
 	snprintf(m->nonce, sizeof(m->nonce), "%s", last->nonce);
 	m->statement = last->statement;   /* it signs the state after them all */
+	m->verified = last->verified;
 	size_t cap = 0;
 	for (size_t i = first; i < a->nqueue; i++)
 		cap += a->queue[i].nup + a->queue[i].nrm;
@@ -291,7 +292,7 @@ void apply_pending(struct agent *a, int64_t *wake)
 	/* --trust: the candidate must be exactly the state the statement
 	 * signs, before it goes near the consumer */
 	struct lthash digest;
-	if (trust_check_candidate(a, m.statement, &c, &digest, err, sizeof(err)) < 0) {
+	if (trust_check_candidate(a, &m, &c, &digest, err, sizeof(err)) < 0) {
 		candidate_release(&c);
 		reject_as(a, m.version, m.nonce, err, -1, true);
 		/* ask for a snapshot, a little later each time it fails again */
@@ -326,7 +327,7 @@ void apply_pending(struct agent *a, int64_t *wake)
 	}
 	a->io_failures = 0;
 	a->retry_at_ms = 0;
-	trust_applied(a, m.statement, &digest);
+	trust_applied(a, &m, &digest);
 	/* an apply that did not probe (nothing to reload) reports the health
 	 * of what still serves */
 	if (healthy >= 0)

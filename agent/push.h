@@ -11,6 +11,8 @@
 #include <cjson/cJSON.h>
 
 #include "json.h"
+#include "keys.h"
+#include "lthash.h"
 
 #define PUSH_NONCE_MAX 48
 
@@ -20,11 +22,22 @@ struct push_upsert {
 	cJSON *body;          /* borrowed from doc */
 };
 
+/* What --trust learned from a push's statement when it verified it, so
+ * that nothing parses it twice. */
+struct push_verified {
+	bool ok;
+	uint64_t version;
+	unsigned char digest[LTHASH_DIGEST_BYTES];
+	char kid[KEY_ID_LEN + 1];
+	int64_t issued, expires;
+};
+
 struct push {
 	uint64_t version, base;
 	bool full;
 	char nonce[PUSH_NONCE_MAX];
 	const char *statement;   /* the plane's signed statement (borrowed from doc), or NULL */
+	struct push_verified verified;   /* filled by trust_check_push */
 	struct push_upsert *up;
 	size_t nup;
 	const char **removed;

@@ -56,6 +56,8 @@ int64_t sync_stream_deadline(const struct agent *a)
 {
 	int64_t timeout = (int64_t)(sync_stream_timeout_s(a) * 1000);
 	int64_t silent = a->last_byte_ms + timeout;
+	if (!a->event_bytes)
+		return silent;   /* nothing of an event pending: only silence counts */
 	/* a big push over a slow link gets the time its bytes need at the
 	 * minimum rate; a line that never ends does not */
 	int64_t stalled = a->last_event_ms + timeout + (int64_t)(a->event_bytes * 1000 / MIN_EVENT_RATE);
@@ -308,10 +310,18 @@ void sync_done(struct agent *a, CURLcode code)
 			 * waits for a newer one (a retry after an I/O failure clears
 			 * it) */
 			snprintf(a->etag, sizeof(a->etag), "%s", a->resp_etag);
-			if (apply_enqueue(a, a->body.data ? a->body.data : "", a->body.len) == PUSH_QUEUED)
+			enum push_result pr = apply_enqueue(a, a->body.data ? a->body.data : "", a->body.len);
+			if (pr == PUSH_QUEUED) {
 				apply_pending(a, NULL);
-			else
+			} else {
 				a->etag[0] = '\0';
+				/* distrusted: the same version may come again signed
+				 * right (a key rotation); ask again, not at once */
+				if (pr == PUSH_DISTRUSTED) {
+					sync_schedule(a, true);
+					return;
+				}
+			}
 		} else if (a->astate != ST_DEGRADED) {
 			agent_set_state(a, ST_SYNCED);
 			if (!a->last_sync)

@@ -112,15 +112,20 @@ static void count(struct agent *a, enum trust_fail f)
 
 /* The statement's word on freshness: until it expires, or --max-staleness
  * after it was issued, whichever comes first. */
-static void freshen(struct agent *a, const struct statement *st)
+static void freshen_at(struct agent *a, int64_t issued, int64_t expires)
 {
-	int64_t until = st->expires;
-	if (a->cfg.max_staleness > 0 && st->issued + (int64_t)a->cfg.max_staleness < until)
-		until = st->issued + (int64_t)a->cfg.max_staleness;
+	int64_t until = expires;
+	if (a->cfg.max_staleness > 0 && issued + (int64_t)a->cfg.max_staleness < until)
+		until = issued + (int64_t)a->cfg.max_staleness;
 	if (until > a->trust.fresh_until)
 		a->trust.fresh_until = until;
-	if (st->issued > a->trust.newest_issued)
-		a->trust.newest_issued = st->issued;
+	if (issued > a->trust.newest_issued)
+		a->trust.newest_issued = issued;
+}
+
+static void freshen(struct agent *a, const struct statement *st)
+{
+	freshen_at(a, st->issued, st->expires);
 }
 
 /* Verifies a token's signature; counts and describes a failure. */
@@ -134,7 +139,7 @@ static int verify(struct agent *a, const char *token, size_t len, struct stateme
 	return -1;
 }
 
-int trust_check_push(struct agent *a, const struct push *p, char *err, size_t errlen)
+int trust_check_push(struct agent *a, struct push *p, char *err, size_t errlen)
 {
 	if (!a->trust.on)
 		return 0;
@@ -169,20 +174,25 @@ int trust_check_push(struct agent *a, const struct push *p, char *err, size_t er
 			 (unsigned long long)st.version, (unsigned long long)a->trust.hwm);
 	} else {
 		rc = 0;
+		p->verified.ok = true;
+		p->verified.version = st.version;
+		memcpy(p->verified.digest, st.digest, sizeof(p->verified.digest));
+		memcpy(p->verified.kid, st.kid, sizeof(p->verified.kid));
+		p->verified.issued = st.issued;
+		p->verified.expires = st.expires;
 	}
 	statement_release(&st);
 	return rc;
 }
 
-int trust_check_candidate(struct agent *a, const char *statement, const struct candidate *c, struct lthash *out,
+int trust_check_candidate(struct agent *a, const struct push *m, const struct candidate *c, struct lthash *out,
 			  char *err, size_t errlen)
 {
 	if (!a->trust.on)
 		return 0;
-	struct statement st;
-	if (!statement || statement_peek(statement, strlen(statement), &st) < 0) {
+	if (!m->verified.ok) {
 		count(a, TF_UNSIGNED);
-		snprintf(err, errlen, "no statement to check the candidate against");
+		snprintf(err, errlen, "no verified statement to check the candidate against");
 		return -1;
 	}
 	/* O(changed): what the candidate replaces out, what it brings in */
@@ -199,33 +209,27 @@ int trust_check_candidate(struct agent *a, const char *statement, const struct c
 		}
 	}
 	lthash_digest(out, d);
-	int rc = 0;
-	if (!lthash_digest_equal(d, st.digest)) {
+	if (!lthash_digest_equal(d, m->verified.digest)) {
 		count(a, TF_DIGEST);
 		snprintf(err, errlen, "state digest mismatch: version %llu as pushed is not the state its statement "
 			 "signs (a resource changed, dropped, added or mixed in); asking for a snapshot",
-			 (unsigned long long)st.version);
-		rc = -1;
+			 (unsigned long long)m->verified.version);
+		return -1;
 	}
-	statement_release(&st);
-	return rc;
+	return 0;
 }
 
-void trust_applied(struct agent *a, const char *statement, const struct lthash *digest)
+void trust_applied(struct agent *a, const struct push *m, const struct lthash *digest)
 {
-	if (!a->trust.on || !statement)
+	if (!a->trust.on || !m->statement || !m->verified.ok)
 		return;
-	struct statement st;
 	a->trust.digest = *digest;
 	free(a->trust.statement);
-	a->trust.statement = xstrdup(statement);
-	if (statement_peek(statement, strlen(statement), &st) == 0) {
-		memcpy(a->trust.kid, st.kid, sizeof(a->trust.kid));
-		if (st.version > a->trust.hwm)
-			a->trust.hwm = st.version;
-		freshen(a, &st);
-		statement_release(&st);
-	}
+	a->trust.statement = xstrdup(m->statement);
+	memcpy(a->trust.kid, m->verified.kid, sizeof(a->trust.kid));
+	if (m->verified.version > a->trust.hwm)
+		a->trust.hwm = m->verified.version;
+	freshen_at(a, m->verified.issued, m->verified.expires);
 	a->trust.want_snapshot = false;
 	a->trust.mismatches = 0;
 }

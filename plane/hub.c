@@ -9,6 +9,7 @@
 #include "rollout.h"
 #include "statements.h"
 #include "store.h"
+#include "strmap.h"
 #include "tokens.h"
 #include "util.h"
 #include "xmalloc.h"
@@ -71,6 +72,7 @@ struct hub {
 	atomic_uint_fast64_t version;
 	struct stream *streams;
 	size_t nstreams;
+	struct strmap by_node;       /* node -> its newest stream (keys: the stream's node) */
 	struct waiter *waiters;
 };
 
@@ -78,6 +80,7 @@ struct hub *hub_new(struct plane *p, uint64_t version)
 {
 	struct hub *h = xcalloc(1, sizeof(*h));
 	h->p = p;
+	strmap_init(&h->by_node);
 	pthread_mutex_init(&h->lock, NULL);
 	pthread_cond_init(&h->cond, NULL);
 	atomic_init(&h->version, version);
@@ -162,14 +165,18 @@ struct stream *hub_stream_new(struct hub *h, struct MHD_Connection *c, const cha
 		    sent < have && acked < have;
 
 	pthread_mutex_lock(&h->lock);
-	/* one stream per node: a reconnect replaces a stream that may be dead */
-	for (struct stream *o = h->streams; o; o = o->next) {
-		if (!o->closing && strcmp(o->node, node) == 0) {
+	/* one stream per node: a reconnect replaces a stream that may be dead
+	 * (found by the index: a reconnect storm must not scan every stream) */
+	intptr_t old = 0;
+	if (strmap_get(&h->by_node, node, &old) && old) {
+		struct stream *o = (struct stream *)old;
+		if (!o->closing) {
 			o->closing = true;
 			wake_stream(o);
 			atomic_fetch_add(&h->p->ctr.streams_replaced, 1);
 		}
 	}
+	strmap_put(&h->by_node, st->node, (intptr_t)st);
 	st->next = h->streams;
 	if (h->streams)
 		h->streams->prev = st;
@@ -193,6 +200,9 @@ void hub_stream_free(void *cls)
 	if (st->next)
 		st->next->prev = st->prev;
 	h->nstreams--;
+	intptr_t cur = 0;
+	if (strmap_get(&h->by_node, st->node, &cur) && cur == (intptr_t)st)
+		strmap_del(&h->by_node, st->node);
 	pthread_cond_broadcast(&h->cond);
 	pthread_mutex_unlock(&h->lock);
 	nodes_stream_close(h->p->nodes, st->node);
@@ -263,7 +273,10 @@ static void make_heartbeat(struct stream *st, const char *pre)
 	 * fresh one (a frozen or replayed feed) knows it is stale */
 	char *stmt = h->p->statements ? statements_get(h->p->statements, target, &st->sub, NULL) : NULL;
 	if (stmt) {
-		buf_printf(&text, ",\"statement\":\"%s\"", stmt);
+		/* puts, not printf: a token is long and every stream writes it */
+		buf_puts(&text, ",\"statement\":\"");
+		buf_puts(&text, stmt);
+		buf_putc(&text, '"');
 		free(stmt);
 	}
 	buf_puts(&text, "}\n\n");
@@ -293,7 +306,9 @@ static bool make_push(struct stream *st, const char *pre, uint64_t from)
 	char *stmt = p->statements ? statements_get(p->statements, b->version, &st->sub,
 						    b->has_digest ? b->digest : NULL) : NULL;
 	if (stmt) {
-		buf_printf(&text, "\"statement\":\"%s\",", stmt);
+		buf_puts(&text, "\"statement\":\"");
+		buf_puts(&text, stmt);
+		buf_puts(&text, "\",");
 		free(stmt);
 	}
 	set_own(st, &text);
@@ -415,9 +430,12 @@ void hub_stream_holds(struct hub *h, const char *node, uint64_t version)
 	pthread_mutex_lock(&h->lock);
 	/* the reader uses it when it is below what it sent (st->sent is the
 	 * reader's own) */
-	for (struct stream *st = h->streams; st; st = st->next)
-		if (!st->closing && strcmp(st->node, node) == 0)
+	intptr_t v = 0;
+	if (strmap_get(&h->by_node, node, &v) && v) {
+		struct stream *st = (struct stream *)v;
+		if (!st->closing)
 			st->holds = version + 1;
+	}
 	pthread_mutex_unlock(&h->lock);
 }
 
@@ -577,6 +595,7 @@ void hub_free(struct hub *h)
 {
 	if (!h)
 		return;
+	strmap_release(&h->by_node);
 	pthread_mutex_destroy(&h->lock);
 	pthread_cond_destroy(&h->cond);
 	free(h);

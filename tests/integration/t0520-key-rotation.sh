@@ -69,6 +69,7 @@ check "n1 refuses the unknown key's push" wait_until 10 grep -q "signed by an un
 check_eq "n1 stays at version 3" 3 "$(st n1 version)"
 check_eq "its output is untouched" "three" "$(cat "$WORK/n1.out/a.txt")"
 check "the plane records the refusal" wait_until 10 bash -c "[ \"\$(curl -s '$PLANE_URL/v1/nodes/n1' | jq .verify_failures)\" -ge 1 ]"
+check "the polling n2 refuses it too" wait_until 10 grep -q "signed by an unknown key" "$WORK/n2.log"
 
 # ---- the freshness of a poll: the plane is back with the new key -------------------------------
 stop_pid "$PLANE_PID"
@@ -76,6 +77,8 @@ cp "$WORK/new" "$WORK/signing"
 start_plane p3 --listen "127.0.0.1:$PORT" --data "$WORK/p.data" --signing-key "$WORK/signing" --heartbeat 0.5
 check "n2 is fresh again once 304s carry statements" wait_until 15 bash -c \
 	"[ \"\$(jq -r .state '$WORK/n2.state/status.json')\" = synced ]"
+# the same version 4 again, signed right: a poll refetches what it
+# distrusted (its ETag names the content, not the signature)
 check "n2 applies the newest version" wait_until 10 agent_at n2 4
 check "n1 applies it too" wait_until 10 agent_at n1 4
 check_eq "n1's output has it" "rogue" "$(cat "$WORK/n1.out/a.txt")"

@@ -36,19 +36,13 @@ printf '%-8s %-12s %10s %10s %10s %10s %12s %12s\n' resources phase "RSS KiB" "a
 for n in $SIZES; do
 	dir=$OUT/n$n
 	mkdir -p "$dir"
-	"$PLANE" --listen 127.0.0.1:0 --data "$dir/plane" --heartbeat 3600 >"$dir/plane.log" 2>&1 &
+	"$PLANE" --listen 127.0.0.1:0 --data "$dir/plane" --heartbeat 3600 $PLANE_LAB_FLAGS >"$dir/plane.log" 2>&1 &
 	ppid=$!
 	track "$ppid"
 	wait_until 10 grep -q 'listening on' "$dir/plane.log" || { echo "plane did not start" >&2; exit 1; }
 	port=$(grep -o 'listening on [^ ]*' "$dir/plane.log" | sed 's/.*://')
 	url=http://127.0.0.1:$port
-	awk -v n="$n" 'BEGIN {
-		printf "{\"upserts\":["
-		for (i = 0; i < n; i++)
-			printf "%s{\"name\":\"cluster/c%d\",\"body\":{\"endpoints\":[{\"address\":\"10.%d.%d.%d\",\"port\":80,\"weight\":1}],\"lb\":\"round_robin\"}}",
-				(i ? "," : ""), i, int(i / 65536) % 256, int(i / 256) % 256, i % 256
-		printf "]}"
-	}' >"$dir/batch.json"
+	clusters_batch "$n" >"$dir/batch.json"
 	want=$(curl -sS -X POST --data-binary @"$dir/batch.json" "$url/v1/batch" | sed -n 's/.*"version":\([0-9]*\).*/\1/p')
 
 	"$AGENT" --plane "$url" --node bench --state-dir "$dir/state" --output-dir "$dir/out" >"$dir/agent.log" 2>&1 &

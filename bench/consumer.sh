@@ -45,7 +45,7 @@ for consumer in $CONSUMERS; do
 	dir=$OUT/$consumer
 	mkdir -p "$dir"
 	chmod 755 "$dir"
-	"$BUILDDIR/tether-plane" --listen 127.0.0.1:0 --data "$dir/plane" --heartbeat 3600 >"$dir/plane.log" 2>&1 &
+	"$BUILDDIR/tether-plane" --listen 127.0.0.1:0 --data "$dir/plane" --heartbeat 3600 $PLANE_LAB_FLAGS >"$dir/plane.log" 2>&1 &
 	track "$!"
 	wait_until 10 grep -q 'listening on' "$dir/plane.log" || { echo "plane did not start" >&2; exit 1; }
 	url=http://127.0.0.1:$(grep -o 'listening on [^ ]*' "$dir/plane.log" | sed 's/.*://')

@@ -1,6 +1,7 @@
 # bench/lib.sh: what every benchmark script shares (sourced by run.sh,
-# agent.sh, consumer.sh and rollout.sh): process tracking and the exit
-# trap, logging, polling waits, the small statistics and the results header.
+# agent.sh, consumer.sh, rollout.sh and trust.sh): process tracking and the
+# exit trap, logging, the flags of a lab plane, processes' memory and CPU,
+# polling waits, the small statistics and the results header.
 #
 # Needs bash ($EPOCHREALTIME): each script re-executes itself under bash
 # first. A script sets BENCH_NAME (the log prefix) before sourcing, may set
@@ -65,6 +66,82 @@ trap 'exit 1' INT TERM
 
 # every stream is a descriptor in the plane and in the client
 ulimit -n 1048576 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null
+
+# Every plane a benchmark starts is a lab on loopback: --insecure, since the
+# plane refuses to start without a credential otherwise (the scripts send
+# none), and --statement-ttl 10800, since they run it with --heartbeat 3600
+# and the plane wants a statement's TTL to cover three heartbeats (a check
+# it makes with or without --signing-key).
+PLANE_LAB_FLAGS="--insecure --statement-ttl 10800"
+
+# ---- processes' costs -----------------------------------------------------------
+
+# rss_kb PID: VmRSS in KiB
+rss_kb() {
+	awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"
+}
+
+# cpu_ticks PID: user + system time in clock ticks (getconf CLK_TCK)
+cpu_ticks() {
+	awk '{ print $14 + $15 }' "/proc/$1/stat"
+}
+
+# cpu_ns PID: nanoseconds on a CPU of every live thread of PID
+# (/proc/PID/task/*/schedstat): finer than cpu_ticks, for costs of a
+# fraction of a millisecond; threads that have exited are not counted
+cpu_ns() {
+	cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%.0f\n", s }'
+}
+
+# log_epoch FILE REGEX: the time of the last line of a tether log matching
+# REGEX, in epoch seconds (the log's UTC timestamp, millisecond precision)
+log_epoch() {
+	local ts
+	ts=$(grep -- "$2" "$1" | tail -n 1 | cut -d' ' -f1)
+	[ -n "$ts" ] && date -u -d "$ts" +%s.%N | cut -c1-14
+}
+
+# clusters_batch N: a POST /v1/batch body of N clusters, cluster/c0..,
+# one endpoint each (10.a.b.c, distinct up to 16M)
+clusters_batch() {
+	awk -v n="$1" 'BEGIN {
+		printf "{\"upserts\":["
+		for (i = 0; i < n; i++)
+			printf "%s{\"name\":\"cluster/c%d\",\"body\":{\"endpoints\":[{\"address\":\"10.%d.%d.%d\",\"port\":80,\"weight\":1}],\"lb\":\"round_robin\"}}",
+				(i ? "," : ""), i, int(i / 65536) % 256, int(i / 256) % 256, i % 256
+		printf "]}"
+	}'
+}
+
+# ---- timed writes ---------------------------------------------------------------
+
+# timed_put NAME BODY STARTFILE: one PUT to the plane on 127.0.0.1:$PORT
+# (plain HTTP) on a connection opened first; the start time, taken just
+# before the request goes out, is appended to STARTFILE. Prints the new
+# version.
+timed_put() {
+	local name=$1 body=$2 startfile=$3 reply
+	exec 3<>"/dev/tcp/127.0.0.1/$PORT" || return 1
+	local nl=$'\r\n'
+	local req="PUT /v1/resources/$name HTTP/1.1${nl}Host: 127.0.0.1:$PORT${nl}"
+	req+="Content-Type: application/json${nl}Content-Length: ${#body}${nl}Connection: close${nl}${nl}$body"
+	local t0=$EPOCHREALTIME
+	printf '%s' "$req" >&3
+	printf '%s\n' "$t0" >>"$startfile"
+	reply=$(cat <&3)
+	exec 3>&-
+	case $reply in
+	"HTTP/1.1 200"*) ;;
+	*) log "PUT $name failed: $(printf '%s' "$reply" | head -n 1)"; return 1 ;;
+	esac
+	printf '%s' "$reply" | sed -n 's/.*"version":\([0-9]*\).*/\1/p'
+}
+
+# cluster_body I: the body of a one-resource write, different for each I
+cluster_body() {
+	printf '{"endpoints":[{"address":"10.9.%d.%d","port":8080,"weight":2}],"lb":"least_conn"}' \
+		$(($1 / 250)) $(($1 % 250))
+}
 
 # ---- waiting --------------------------------------------------------------------
 

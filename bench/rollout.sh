@@ -83,7 +83,7 @@ start_plane() {
 	local dir=$1
 	mkdir -p "$dir"
 	# heartbeats once an hour: nothing but the rollout moves on the streams
-	"$PLANE_BIN" --listen 127.0.0.1:0 --data "$dir/data" --heartbeat 3600 \
+	"$PLANE_BIN" --listen 127.0.0.1:0 --data "$dir/data" --heartbeat 3600 $PLANE_LAB_FLAGS \
 		--rollout staged --stages "$STAGES" --bake "$2" >"$dir/plane.log" 2>&1 &
 	PLANE_PID=$!
 	track "$PLANE_PID"
@@ -352,7 +352,7 @@ done
 
 {
 	bench_header "tether rollout bench results"
-	echo "plane: $PLANE_BIN --rollout staged --stages $STAGES --bake B --heartbeat 3600"
+	echo "plane: $PLANE_BIN --rollout staged --stages $STAGES --bake B --heartbeat 3600 $PLANE_LAB_FLAGS"
 	echo "agents: tetherd --consumer files --labels zone=zK --check '$CHECK'"
 	echo "simulated: $LOAD_BIN -n $SIM --zones $ZONES --ack --nack-marker BAD"
 	echo "command: sh $SRCDIR/bench/rollout.sh $SRCDIR $BUILDDIR"

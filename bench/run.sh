@@ -51,15 +51,6 @@ wait_for() {
 	wait_until "$3" grep -q -- "$2" "$1"
 }
 
-rss_kb() {
-	awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"
-}
-
-# cpu_ticks PID: user + system time in clock ticks
-cpu_ticks() {
-	awk '{ print $14 + $15 }' "/proc/$1/stat"
-}
-
 # ratio A B: A / B, rounded
 ratio() {
 	awk -v a="$1" -v b="$2" 'BEGIN { printf "%.0f", a / b }'
@@ -72,7 +63,7 @@ start_plane() {
 	# heartbeats off for the measurement (one per hour), so every byte
 	# and wake-up on a stream belongs to a push
 	"$PLANE_BIN" --listen 127.0.0.1:0 --data "$dir/data" --heartbeat 3600 --threads "$THREADS" \
-		>"$dir/plane.log" 2>&1 &
+		$PLANE_LAB_FLAGS >"$dir/plane.log" 2>&1 &
 	PLANE_PID=$!
 	track "$PLANE_PID"
 	if ! wait_for "$dir/plane.log" 'listening on ' 10; then
@@ -104,32 +95,6 @@ load_clusters() {
 	}' >"$1/batch.json"
 	curl -sS -f -X POST --data-binary "@$1/batch.json" "http://127.0.0.1:$PORT/v1/batch" |
 		sed -n 's/.*"version":\([0-9]*\).*/\1/p'
-}
-
-# timed_put NAME BODY STARTFILE: one PUT on a connection opened first; the
-# start time, taken just before the request goes out, is appended to
-# STARTFILE. Prints the new version.
-timed_put() {
-	local name=$1 body=$2 startfile=$3 reply
-	exec 3<>"/dev/tcp/127.0.0.1/$PORT" || return 1
-	local nl=$'\r\n'
-	local req="PUT /v1/resources/$name HTTP/1.1${nl}Host: 127.0.0.1:$PORT${nl}"
-	req+="Content-Type: application/json${nl}Content-Length: ${#body}${nl}Connection: close${nl}${nl}$body"
-	local t0=$EPOCHREALTIME
-	printf '%s' "$req" >&3
-	printf '%s\n' "$t0" >>"$startfile"
-	reply=$(cat <&3)
-	exec 3>&-
-	case $reply in
-	"HTTP/1.1 200"*) ;;
-	*) log "PUT $name failed: $(printf '%s' "$reply" | head -n 1)"; return 1 ;;
-	esac
-	printf '%s' "$reply" | sed -n 's/.*"version":\([0-9]*\).*/\1/p'
-}
-
-cluster_body() {
-	printf '{"endpoints":[{"address":"10.9.%d.%d","port":8080,"weight":2}],"lb":"least_conn"}' \
-		$(($1 / 250)) $(($1 % 250))
 }
 
 # ---- (a) wire bytes ------------------------------------------------------------
@@ -260,7 +225,7 @@ done
 
 {
 	bench_header "tether bench results"
-	echo "plane: $PLANE_BIN --threads $THREADS --heartbeat 3600; medians of $RUNS runs"
+	echo "plane: $PLANE_BIN --threads $THREADS --heartbeat 3600 $PLANE_LAB_FLAGS; medians of $RUNS runs"
 	echo
 	echo "(a) bytes per node on the wire: $CLUSTERS clusters, one changed, $NODES nodes"
 	echo "    (HTTP chunk framing, SSE fields, gzip framing included; response headers"

@@ -20,7 +20,21 @@
  * driven by the same epoll loop, NACKs instead a push whose data contains
  * --nack-marker (saying it still runs the version it held), and a round
  * then waits until every stream's ACK of a version >= the target was
- * accepted. --zones K gives stream i the label zone=z(i mod K). */
+ * accepted. --zones K gives stream i the label zone=z(i mod K).
+ *
+ * With --tls (or --ca-file) every stream is a TLS session of its own
+ * (GnuTLS, non-blocking handshake driven by the same loop; the plane's
+ * certificate is verified against --ca-file or the system's store, for
+ * --tls-name or HOST; --cert/--key present a client certificate). The byte
+ * figures then count the HTTP bytes inside TLS, not the records.
+ *
+ * With --reconnect (bench/trust.sh) a stream that ends or fails after its
+ * first event reconnects after a delay drawn uniformly from
+ * 0..--reconnect-jitter ms (again after every failed attempt), claiming the
+ * version of the newest push it got. After the rounds a last phase waits
+ * until every stream was lost and is back with the first event of a new
+ * connection, and reports when that was (epoch seconds) and how many
+ * attempts it took. */
 #include "buf.h"
 #include "util.h"
 #include "xmalloc.h"
@@ -44,6 +58,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <gnutls/gnutls.h>
 #include <zlib.h>
 
 #ifndef IP_BIND_ADDRESS_NO_PORT
@@ -61,7 +76,8 @@
 #define ACK_MAX_TRIES 5
 #define ACK_TAG (1ULL << 63)   /* epoll data of an ACK connection */
 
-enum st_state { ST_IDLE, ST_CONNECTING, ST_HEADERS, ST_BODY, ST_ENDED, ST_FAILED };
+enum st_state { ST_IDLE, ST_CONNECTING, ST_HANDSHAKE, ST_SENDREQ, ST_HEADERS, ST_BODY, ST_ENDED, ST_FAILED,
+		ST_WAIT /* --reconnect: closed, waiting for its retry time */ };
 enum body_mode { B_RAW, B_SIZE, B_DATA, B_DATA_CR, B_DATA_LF, B_TRAILER, B_END };
 
 struct event {
@@ -75,7 +91,18 @@ struct stream {
 	int fd;
 	uint8_t state, bmode, tries;
 	bool chunked, gzip, got_first, got_target, counted_inflight;
+	bool live;            /* had the first event on its current connection */
+	bool back;            /* --reconnect: lost, and live again (counted in n_back) */
 	uint16_t status;
+	uint32_t watching;    /* the epoll events asked for */
+	gnutls_session_t tls; /* --tls: this connection's session */
+	/* --reconnect: re-establishments (a first event on a new connection),
+	 * attempts to reconnect, first loss and newest return (wall ns) */
+	uint32_t est, attempts;
+	int64_t lost_ns, back_ns;
+	/* the current connection: TCP connected, TLS handshake done, response
+	 * head read (wall ns; 0: not yet) */
+	int64_t conn_ns, hs_ns, resp_ns;
 	/* header and chunk-size lines */
 	char hline[LINE_KEEP];
 	uint32_t hlen;
@@ -144,9 +171,10 @@ struct config {
 	char host[64];
 	unsigned port;
 	uint64_t n, version, wait_push, rounds, concurrency, sources, timeout_s, linger_s;
-	uint64_t zones, ack_conns;
+	uint64_t zones, ack_conns, reconnect_jitter_ms;
 	const char *prefix, *start_file, *start_arg, *nack_marker;
-	bool gzip, per_stream, ack;
+	const char *ca_file, *cert_file, *key_file, *tls_name, *tls_priority;
+	bool gzip, per_stream, ack, tls, reconnect;
 };
 
 static struct config cfg;
@@ -166,6 +194,20 @@ static size_t aq_cap, aq_head, aq_len;
 static uint64_t ack_sent, nack_sent, ack_accepted, ack_stale, ack_errors, ack_retries, pushes_total;
 static size_t marker_len;
 static uint8_t marker_fail[256];  /* KMP failure function of the marker */
+/* --tls */
+static gnutls_certificate_credentials_t tls_cred;
+static gnutls_priority_t tls_prio;
+/* like OpenSSL's clients (tetherd's libcurl): X25519 first, one key share */
+#define TLS_PRIORITY_DEFAULT "NORMAL:-GROUP-ALL:+GROUP-X25519:+GROUP-SECP256R1"
+/* --reconnect: streams waiting to reconnect, a binary min-heap on their
+ * retry time (monotonic ms); the counters of the last phase */
+static int64_t *heap_at;
+static uint32_t *heap_idx;
+static size_t heap_len;
+static uint64_t n_back, n_reest, n_lost, n_attempts, n_tls_streams;
+static uint64_t f_connect, f_tls, f_http, f_closed;
+static int64_t lost_first_ns, lost_last_ns, back_last_ns;
+static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
 
 /* ---- small helpers ------------------------------------------------------- */
 
@@ -297,11 +339,16 @@ static void release_inflight(struct stream *st)
 
 static void stream_close(struct stream *st)
 {
+	if (st->tls) {
+		gnutls_deinit(st->tls);
+		st->tls = NULL;
+	}
 	if (st->fd >= 0) {
 		epoll_ctl(ep, EPOLL_CTL_DEL, st->fd, NULL);
 		close(st->fd);
 		st->fd = -1;
 	}
+	st->watching = 0;
 	if (st->z) {
 		inflateEnd(st->z);
 		free(st->z);
@@ -309,14 +356,123 @@ static void stream_close(struct stream *st)
 	}
 }
 
+/* ---- --reconnect: the retry heap ---------------------------------------------- */
+
+static uint64_t rng_next(void)
+{
+	/* xorshift64*: jitter, not secrets */
+	rng_state ^= rng_state >> 12;
+	rng_state ^= rng_state << 25;
+	rng_state ^= rng_state >> 27;
+	return rng_state * 0x2545f4914f6cdd1dULL;
+}
+
+static void heap_swap(size_t a, size_t b)
+{
+	int64_t t = heap_at[a];
+	uint32_t x = heap_idx[a];
+	heap_at[a] = heap_at[b];
+	heap_idx[a] = heap_idx[b];
+	heap_at[b] = t;
+	heap_idx[b] = x;
+}
+
+static void heap_push(int64_t at, uint32_t idx)
+{
+	size_t k = heap_len++;
+	heap_at[k] = at;
+	heap_idx[k] = idx;
+	while (k && heap_at[(k - 1) / 2] > heap_at[k]) {
+		heap_swap(k, (k - 1) / 2);
+		k = (k - 1) / 2;
+	}
+}
+
+static uint32_t heap_pop(void)
+{
+	uint32_t top = heap_idx[0];
+	heap_len--;
+	if (heap_len) {
+		heap_at[0] = heap_at[heap_len];
+		heap_idx[0] = heap_idx[heap_len];
+		for (size_t k = 0;;) {
+			size_t l = 2 * k + 1, r = l + 1, m = k;
+			if (l < heap_len && heap_at[l] < heap_at[m])
+				m = l;
+			if (r < heap_len && heap_at[r] < heap_at[m])
+				m = r;
+			if (m == k)
+				break;
+			heap_swap(k, m);
+			k = m;
+		}
+	}
+	return top;
+}
+
+/* The stream's connection is gone: back to a fresh parser, and a retry
+ * 0..--reconnect-jitter ms from now. */
+static void schedule_reconnect(struct stream *st)
+{
+	stream_close(st);
+	st->state = ST_WAIT;
+	st->status = 0;
+	st->hlen = st->slen = 0;
+	st->chunked = st->gzip = false;
+	st->bmode = B_RAW;
+	st->chunk_left = 0;
+	st->npend = 0;
+	st->pos = st->sse_pos = st->mark_rx = st->mark_sse = 0;
+	st->ev_type = 0;
+	st->ev_data = st->ev_marked = false;
+	st->mk = 0;
+	uint64_t j = cfg.reconnect_jitter_ms ? rng_next() % (cfg.reconnect_jitter_ms + 1) : 0;
+	heap_push(mono_ms() + (int64_t)j, (uint32_t)(st - streams));
+}
+
 static void stream_fail(struct stream *st, const char *why)
 {
 	size_t i = (size_t)(st - streams);
-	if (st->state == ST_FAILED || st->state == ST_ENDED)
+	if (st->state == ST_FAILED || st->state == ST_ENDED || st->state == ST_WAIT)
 		return;
+	if (cfg.reconnect && st->got_first) {
+		if (st->live) {
+			/* an established stream lost */
+			int64_t now = wall_ns();
+			n_lost++;
+			if (!lost_first_ns)
+				lost_first_ns = now;
+			lost_last_ns = now;
+			if (!st->lost_ns)
+				st->lost_ns = now;
+			st->live = false;
+			n_live--;
+			if (target && !st->got_target)
+				n_waiting--;
+			if (st->back) {
+				st->back = false;
+				n_back--;
+			}
+		} else {
+			/* an attempt to reconnect that failed: where */
+			if (st->state == ST_CONNECTING || st->state == ST_IDLE)
+				f_connect++;
+			else if (st->state == ST_HANDSHAKE || st->state == ST_SENDREQ)
+				f_tls++;
+			else if (st->status && st->status != 200)
+				f_http++;
+			else
+				f_closed++;
+			if (st->state == ST_HANDSHAKE && f_tls <= 5)
+				warn("stream %zu (%s%zu): reconnect: %s", i, cfg.prefix, i, why);
+		}
+		schedule_reconnect(st);
+		return;
+	}
 	if (n_failed < 10)
 		warn("stream %zu (%s%zu): %s", i, cfg.prefix, i, why);
-	if (st->got_first) {
+	if (st->live) {
+		st->live = false;
 		n_live--;
 		if (target && !st->got_target)
 			n_waiting--;
@@ -355,8 +511,36 @@ static int stream_connect(struct stream *st, size_t i)
 		return -1;
 	}
 	st->fd = fd;
+	st->watching = EPOLLOUT | EPOLLIN;
 	st->state = ST_CONNECTING;
 	return 0;
+}
+
+static void stream_watch(struct stream *st, uint32_t events)
+{
+	if (st->watching == events)
+		return;
+	struct epoll_event ev = { .events = events, .data.u64 = (uint64_t)(st - streams) };
+	epoll_ctl(ep, EPOLL_CTL_MOD, st->fd, &ev);
+	st->watching = events;
+}
+
+/* --reconnect: the streams whose retry time came try again. */
+static void reconnect_due(void)
+{
+	if (!heap_len)
+		return;
+	int64_t now = mono_ms();
+	while (heap_len && heap_at[0] <= now) {
+		size_t i = heap_pop();
+		struct stream *st = &streams[i];
+		st->attempts++;
+		n_attempts++;
+		if (stream_connect(st, i) < 0) {
+			st->state = ST_IDLE;
+			stream_fail(st, strerror(errno));
+		}
+	}
 }
 
 static void start_connects(void)
@@ -382,16 +566,34 @@ static void send_request(struct stream *st, size_t i)
 	char req[512], labels[64] = "";
 	if (cfg.zones)
 		snprintf(labels, sizeof(labels), "&labels=zone%%3Dz%" PRIu64, (uint64_t)i % cfg.zones);
+	/* a reconnecting stream claims the newest version it was pushed */
+	uint64_t version = st->have_push ? st->last_id : cfg.version;
 	int n = snprintf(req, sizeof(req),
 			 "GET /v1/stream?node=%s%zu&version=%" PRIu64 "%s HTTP/1.1\r\n"
 			 "Host: %s:%u\r\n"
 			 "Accept: text/event-stream\r\n"
 			 "%s"
 			 "\r\n",
-			 cfg.prefix, i, cfg.version, labels, cfg.host, cfg.port,
+			 cfg.prefix, i, version, labels, cfg.host, cfg.port,
 			 cfg.gzip ? "Accept-Encoding: gzip\r\n" : "");
 	if (n < 0 || (size_t)n >= sizeof(req)) {
 		stream_fail(st, "request too long");
+		return;
+	}
+	if (st->tls) {
+		ssize_t r = gnutls_record_send(st->tls, req, (size_t)n);
+		if (r == GNUTLS_E_AGAIN || r == GNUTLS_E_INTERRUPTED) {
+			/* the rest goes out when the socket takes it (same data: NULL, 0) */
+			st->state = ST_SENDREQ;
+			stream_watch(st, EPOLLOUT);
+			return;
+		}
+		if (r != n) {
+			stream_fail(st, r < 0 ? gnutls_strerror((int)r) : "short write of the request");
+			return;
+		}
+		stream_watch(st, EPOLLIN);
+		st->state = ST_HEADERS;
 		return;
 	}
 	ssize_t w = send(st->fd, req, (size_t)n, MSG_NOSIGNAL);
@@ -400,9 +602,99 @@ static void send_request(struct stream *st, size_t i)
 		stream_fail(st, w < 0 ? strerror(errno) : "short write of the request");
 		return;
 	}
-	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = i };
-	epoll_ctl(ep, EPOLL_CTL_MOD, st->fd, &ev);
+	stream_watch(st, EPOLLIN);
 	st->state = ST_HEADERS;
+}
+
+/* ---- TLS (--tls) ---------------------------------------------------------- */
+
+static void tls_global_init(void)
+{
+	int rc = gnutls_certificate_allocate_credentials(&tls_cred);
+	if (rc < 0)
+		die("gnutls: %s", gnutls_strerror(rc));
+	if (cfg.ca_file)
+		rc = gnutls_certificate_set_x509_trust_file(tls_cred, cfg.ca_file, GNUTLS_X509_FMT_PEM);
+	else
+		rc = gnutls_certificate_set_x509_system_trust(tls_cred);
+	if (rc <= 0)
+		die("no CA certificate loaded from %s%s%s", cfg.ca_file ? cfg.ca_file : "the system's store",
+		    rc < 0 ? ": " : "", rc < 0 ? gnutls_strerror(rc) : "");
+	if (cfg.cert_file) {
+		rc = gnutls_certificate_set_x509_key_file(tls_cred, cfg.cert_file, cfg.key_file,
+							  GNUTLS_X509_FMT_PEM);
+		if (rc < 0)
+			die("cannot load %s / %s: %s", cfg.cert_file, cfg.key_file, gnutls_strerror(rc));
+	}
+	const char *where = NULL;
+	const char *prio = cfg.tls_priority ? cfg.tls_priority : TLS_PRIORITY_DEFAULT;
+	rc = gnutls_priority_init(&tls_prio, prio, &where);
+	if (rc < 0)
+		die("--tls-priority: %s at '%s'", gnutls_strerror(rc), where ? where : "");
+}
+
+/* Drives the handshake as far as the socket allows; sends the request
+ * when it is done. */
+static void tls_step(struct stream *st, size_t i)
+{
+	for (;;) {
+		int rc = gnutls_handshake(st->tls);
+		if (rc == GNUTLS_E_SUCCESS) {
+			st->hs_ns = wall_ns();
+			send_request(st, i);
+			return;
+		}
+		if (rc == GNUTLS_E_AGAIN || rc == GNUTLS_E_INTERRUPTED) {
+			stream_watch(st, gnutls_record_get_direction(st->tls) ? EPOLLOUT : EPOLLIN);
+			return;
+		}
+		if (gnutls_error_is_fatal(rc)) {
+			char why[256];
+			snprintf(why, sizeof(why), "TLS handshake: %s", gnutls_strerror(rc));
+			if (rc == GNUTLS_E_CERTIFICATE_VERIFICATION_ERROR) {
+				gnutls_datum_t out;
+				unsigned status = gnutls_session_get_verify_cert_status(st->tls);
+				int pr = gnutls_certificate_verification_status_print(status, GNUTLS_CRT_X509, &out, 0);
+				if (pr == 0) {
+					snprintf(why, sizeof(why), "TLS handshake: %s", out.data);
+					gnutls_free(out.data);
+				}
+			}
+			stream_fail(st, why);
+			return;
+		}
+		/* a warning alert: go on */
+	}
+}
+
+/* The TCP connection is up: a TLS session, or the request at once. */
+static void stream_connected(struct stream *st, size_t i)
+{
+	st->conn_ns = wall_ns();
+	st->hs_ns = st->resp_ns = 0;
+	if (!cfg.tls) {
+		send_request(st, i);
+		return;
+	}
+	int rc = gnutls_init(&st->tls, GNUTLS_CLIENT | GNUTLS_NONBLOCK);
+	if (rc == 0)
+		rc = gnutls_priority_set(st->tls, tls_prio);
+	if (rc == 0)
+		rc = gnutls_credentials_set(st->tls, GNUTLS_CRD_CERTIFICATE, tls_cred);
+	if (rc < 0) {
+		stream_fail(st, gnutls_strerror(rc));
+		return;
+	}
+	const char *name = cfg.tls_name ? cfg.tls_name : cfg.host;
+	struct in_addr a4;
+	if (inet_pton(AF_INET, name, &a4) != 1)
+		gnutls_server_name_set(st->tls, GNUTLS_NAME_DNS, name, strlen(name));
+	gnutls_session_set_verify_cert(st->tls, name, 0);
+	gnutls_handshake_set_timeout(st->tls, GNUTLS_INDEFINITE_TIMEOUT);
+	gnutls_transport_set_int(st->tls, st->fd);
+	n_tls_streams++;
+	st->state = ST_HANDSHAKE;
+	tls_step(st, i);
 }
 
 /* ---- ACKs (--ack) ------------------------------------------------------------ */
@@ -713,6 +1005,24 @@ static void ack_pump(void)
 
 static void event_complete(struct stream *st, const struct event *e, uint64_t wire, uint64_t sse)
 {
+	if (!st->live) {
+		st->live = true;
+		n_live++;
+		if (target && !st->got_target)
+			n_waiting++;   /* not expected: a stream that opened during a round */
+		if (st->got_first) {
+			/* --reconnect: back, with the first event of a new connection */
+			st->est++;
+			n_reest++;
+			st->back_ns = e->t_ns;
+			if (e->t_ns > back_last_ns)
+				back_last_ns = e->t_ns;
+			if (st->lost_ns && !st->back) {
+				st->back = true;
+				n_back++;
+			}
+		}
+	}
 	if (!st->got_first) {
 		st->got_first = true;
 		st->first_type = e->type;
@@ -721,9 +1031,6 @@ static void event_complete(struct stream *st, const struct event *e, uint64_t wi
 		st->first_sse = sse;
 		st->first_ns = e->t_ns;
 		n_first++;
-		n_live++;
-		if (target)
-			n_waiting++;   /* not expected: a stream that opened during a round */
 		release_inflight(st);
 	}
 	if (e->type != 'p')
@@ -949,6 +1256,7 @@ static void header_line(struct stream *st)
 			return;
 		}
 		st->state = ST_BODY;
+		st->resp_ns = wall_ns();
 		st->hdr_bytes = st->pos;
 		st->mark_rx = st->pos;
 		st->bmode = st->chunked ? B_SIZE : B_RAW;
@@ -1094,8 +1402,41 @@ static void stream_feed(struct stream *st, const char *p, size_t n, int64_t t)
 	}
 }
 
+static void on_readable_tls(struct stream *st)
+{
+	for (;;) {
+		ssize_t r = gnutls_record_recv(st->tls, rbuf, sizeof(rbuf));
+		if (r > 0) {
+			stream_feed(st, rbuf, (size_t)r, wall_ns());
+			if (st->state != ST_HEADERS && st->state != ST_BODY)
+				return;
+			continue;
+		}
+		if (r == 0 || r == GNUTLS_E_PREMATURE_TERMINATION) {
+			stream_fail(st, "connection closed by the plane");
+			return;
+		}
+		if (r == GNUTLS_E_AGAIN) {
+			/* a post-handshake message may leave a record buffered */
+			if (gnutls_record_check_pending(st->tls) > 0)
+				continue;
+			return;
+		}
+		if (r == GNUTLS_E_INTERRUPTED || !gnutls_error_is_fatal((int)r))
+			continue;
+		char why[128];
+		snprintf(why, sizeof(why), "TLS: %s", gnutls_strerror((int)r));
+		stream_fail(st, why);
+		return;
+	}
+}
+
 static void on_readable(struct stream *st)
 {
+	if (st->tls) {
+		on_readable_tls(st);
+		return;
+	}
 	for (;;) {
 		ssize_t r = recv(st->fd, rbuf, sizeof(rbuf), 0);
 		if (r > 0) {
@@ -1132,7 +1473,7 @@ static void on_event(const struct epoll_event *ev)
 		socklen_t len = sizeof(err);
 		getsockopt(st->fd, SOL_SOCKET, SO_ERROR, &err, &len);
 		if (err) {
-			if (st->tries < MAX_CONNECT_TRIES) {
+			if (st->tries < MAX_CONNECT_TRIES && !st->got_first) {
 				/* refused or reset while the plane's backlog overflowed: retry */
 				stream_close(st);
 				st->tries++;
@@ -1147,7 +1488,23 @@ static void on_event(const struct epoll_event *ev)
 		}
 		if (!(ev->events & EPOLLOUT))
 			return;
-		send_request(st, i);
+		stream_connected(st, i);
+		return;
+	}
+	if (st->state == ST_HANDSHAKE) {
+		tls_step(st, i);
+		return;
+	}
+	if (st->state == ST_SENDREQ) {
+		ssize_t r = gnutls_record_send(st->tls, NULL, 0);
+		if (r == GNUTLS_E_AGAIN || r == GNUTLS_E_INTERRUPTED)
+			return;
+		if (r < 0) {
+			stream_fail(st, gnutls_strerror((int)r));
+			return;
+		}
+		stream_watch(st, EPOLLIN);
+		st->state = ST_HEADERS;
 		return;
 	}
 	if (st->state == ST_HEADERS || st->state == ST_BODY)
@@ -1161,13 +1518,17 @@ static bool run_until(bool (*done)(void), int64_t deadline)
 	struct epoll_event evs[256];
 	for (;;) {
 		start_connects();
+		reconnect_due();
 		ack_pump();
 		if (done())
 			return true;
-		int64_t left = deadline - mono_ms();
+		int64_t now = mono_ms(), left = deadline - now;
 		if (left <= 0)
 			return false;
-		int n = epoll_wait(ep, evs, 256, left > 100 ? 100 : (int)left);
+		int wait = left > 100 ? 100 : (int)left;
+		if (heap_len && heap_at[0] - now < wait)
+			wait = heap_at[0] > now ? (int)(heap_at[0] - now) : 0;
+		int n = epoll_wait(ep, evs, 256, wait);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -1191,6 +1552,12 @@ static bool all_target(void)
 static bool never(void)
 {
 	return false;
+}
+
+/* --reconnect: every stream that ever opened was lost and is live again */
+static bool all_back(void)
+{
+	return n_first && n_back == n_first;
 }
 
 /* ---- start times ------------------------------------------------------------ */
@@ -1283,6 +1650,23 @@ static int64_t round_start(uint64_t r, int64_t deadline)
 
 /* ---- reports ------------------------------------------------------------------ */
 
+/* The client's own CPU so far (it shares the machine with the plane). */
+static void print_cpu(const char *prefix)
+{
+	struct rusage ru;
+	if (getrusage(RUSAGE_SELF, &ru) < 0)
+		return;
+	printf("%s.cpu_user_ms=%.0f\n", prefix,
+	       (double)ru.ru_utime.tv_sec * 1e3 + (double)ru.ru_utime.tv_usec / 1e3);
+	printf("%s.cpu_sys_ms=%.0f\n", prefix,
+	       (double)ru.ru_stime.tv_sec * 1e3 + (double)ru.ru_stime.tv_usec / 1e3);
+}
+
+static void print_epoch(const char *key, int64_t ns)
+{
+	printf("%s=%" PRId64 ".%06" PRId64 "\n", key, ns / 1000000000, ns % 1000000000 / 1000);
+}
+
 static void report_connect(int64_t began_ns, bool complete)
 {
 	int64_t *hdr = xcalloc(cfg.n + 1, sizeof(int64_t)), *wire = xcalloc(cfg.n + 1, sizeof(int64_t));
@@ -1335,6 +1719,8 @@ static void report_connect(int64_t began_ns, bool complete)
 	print_stats("first.wire_bytes_with_headers", withh, k, 1, 1);
 	print_stats("first.sse_bytes", sse, k, 1, 1);
 	print_stats("first.ms", lat, k, 1e6, 1);
+	printf("connect.tls=%d\n", cfg.tls ? 1 : 0);
+	print_cpu("connect");
 	free(hdr);
 	free(wire);
 	free(withh);
@@ -1413,6 +1799,8 @@ static void report_round(uint64_t r, int64_t start_ns, int64_t began_ns, bool co
 	print_stats(prefix, wire, k, 1, 1);
 	snprintf(prefix, sizeof(prefix), "round.%" PRIu64 ".sse_bytes", r);
 	print_stats(prefix, sse, k, 1, 1);
+	snprintf(prefix, sizeof(prefix), "round.%" PRIu64, r);
+	print_cpu(prefix);
 	if (cfg.ack) {
 		/* latency_ms is the arrival of the push the stream ACKed; ack_*
 		 * when the plane answered that ACK */
@@ -1437,6 +1825,55 @@ static void report_round(uint64_t r, int64_t start_ns, int64_t began_ns, bool co
 	free(ack);
 }
 
+/* --reconnect: the last phase. Times are epoch seconds; back_ms are from
+ * the first loss. */
+static void report_reconnect(bool complete)
+{
+	int64_t *back = xcalloc(cfg.n + 1, sizeof(int64_t));
+	size_t k = 0, lost = 0;
+	uint64_t attempts_max = 0;
+	for (size_t i = 0; i < cfg.n; i++) {
+		struct stream *st = &streams[i];
+		if (st->lost_ns)
+			lost++;
+		if (st->attempts > attempts_max)
+			attempts_max = st->attempts;
+		if (st->back)
+			back[k++] = st->back_ns - lost_first_ns;
+		if (cfg.per_stream)
+			printf("rstream=%zu node=%s%zu est=%u attempts=%u lost_at=%.6f connected_at=%.6f tls_at=%.6f "
+			       "response_at=%.6f back_at=%.6f live=%d\n",
+			       i, cfg.prefix, i, st->est, st->attempts, (double)st->lost_ns / 1e9,
+			       (double)st->conn_ns / 1e9, (double)st->hs_ns / 1e9, (double)st->resp_ns / 1e9,
+			       (double)st->back_ns / 1e9, st->live ? 1 : 0);
+	}
+	printf("reconnect.streams=%" PRIu64 "\n", n_first);
+	printf("reconnect.lost_streams=%zu\n", lost);
+	printf("reconnect.back=%" PRIu64 "\n", n_back);
+	printf("reconnect.complete=%d\n", complete ? 1 : 0);
+	printf("reconnect.losses=%" PRIu64 "\n", n_lost);
+	printf("reconnect.reestablished=%" PRIu64 "\n", n_reest);
+	printf("reconnect.attempts=%" PRIu64 "\n", n_attempts);
+	printf("reconnect.attempts_max=%" PRIu64 "\n", attempts_max);
+	printf("reconnect.failed_connect=%" PRIu64 "\n", f_connect);
+	printf("reconnect.failed_tls=%" PRIu64 "\n", f_tls);
+	printf("reconnect.failed_http=%" PRIu64 "\n", f_http);
+	printf("reconnect.failed_closed=%" PRIu64 "\n", f_closed);
+	printf("reconnect.tls_sessions=%" PRIu64 "\n", n_tls_streams);
+	print_epoch("reconnect.lost_first_at", lost_first_ns);
+	print_epoch("reconnect.lost_last_at", lost_last_ns);
+	print_epoch("reconnect.back_last_at", back_last_ns);
+	if (complete)
+		printf("reconnect.all_back_ms=%.1f\n", (double)(back_last_ns - lost_first_ns) / 1e6);
+	qsort(back, k, sizeof(*back), cmp_i64);
+	printf("reconnect.back_ms.p50=%.1f\n", (double)pct(back, k, 50) / 1e6);
+	printf("reconnect.back_ms.p99=%.1f\n", (double)pct(back, k, 99) / 1e6);
+	printf("reconnect.back_ms.max=%.1f\n", k ? (double)back[k - 1] / 1e6 : 0.0);
+	print_cpu("reconnect");
+	printf("reconnect.done=1\n");
+	free(back);
+}
+
 /* ---- main ---------------------------------------------------------------------- */
 
 static void usage(void)
@@ -1458,7 +1895,14 @@ static void usage(void)
 	      "  --zones K          stream i connects with labels=zone=z(i mod K)\n"
 	      "  --ack              ACK every push (POST /v1/ack); rounds wait for accepted ACKs\n"
 	      "  --nack-marker STR  with --ack: NACK a push whose data contains STR\n"
-	      "  --ack-conns C      keep-alive connections carrying the ACKs (default 16)\n",
+	      "  --ack-conns C      keep-alive connections carrying the ACKs (default 16)\n"
+	      "  --tls              HTTPS (one TLS session per stream)\n"
+	      "  --ca-file FILE     implies --tls: the CAs that sign the plane's certificate (default: the system's)\n"
+	      "  --tls-name NAME    the name the plane's certificate must carry (default HOST)\n"
+	      "  --tls-priority P   GnuTLS priority string (default " TLS_PRIORITY_DEFAULT ")\n"
+	      "  --cert FILE --key FILE  a client certificate for every stream\n"
+	      "  --reconnect        a stream that ends or fails reconnects; a last phase waits until all are back\n"
+	      "  --reconnect-jitter MS  wait before each reconnect attempt: uniform in 0..MS (default 1000)\n",
 	      stderr);
 	exit(2);
 }
@@ -1481,6 +1925,7 @@ static void parse_args(int argc, char **argv)
 	cfg.timeout_s = 120;
 	cfg.rounds = 1;
 	cfg.ack_conns = 16;
+	cfg.reconnect_jitter_ms = 1000;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (strcmp(a, "-n") == 0) {
@@ -1540,6 +1985,29 @@ static void parse_args(int argc, char **argv)
 		} else if (strcmp(a, "--ack-conns") == 0) {
 			cfg.ack_conns = num_arg(a, v, 1, 1024);
 			i++;
+		} else if (strcmp(a, "--tls") == 0) {
+			cfg.tls = true;
+		} else if (strcmp(a, "--ca-file") == 0 || strcmp(a, "--cert") == 0 || strcmp(a, "--key") == 0 ||
+			   strcmp(a, "--tls-name") == 0 || strcmp(a, "--tls-priority") == 0) {
+			if (!v)
+				usage();
+			if (strcmp(a, "--ca-file") == 0)
+				cfg.ca_file = v;
+			else if (strcmp(a, "--cert") == 0)
+				cfg.cert_file = v;
+			else if (strcmp(a, "--key") == 0)
+				cfg.key_file = v;
+			else if (strcmp(a, "--tls-name") == 0)
+				cfg.tls_name = v;
+			else
+				cfg.tls_priority = v;
+			cfg.tls = true;
+			i++;
+		} else if (strcmp(a, "--reconnect") == 0) {
+			cfg.reconnect = true;
+		} else if (strcmp(a, "--reconnect-jitter") == 0) {
+			cfg.reconnect_jitter_ms = num_arg(a, v, 0, 3600000);
+			i++;
 		} else if (a[0] == '-') {
 			usage();
 		} else if (!target_arg) {
@@ -1569,6 +2037,8 @@ static void parse_args(int argc, char **argv)
 		die("give --start or --start-file, not both");
 	if (cfg.nack_marker && !cfg.ack)
 		die("--nack-marker needs --ack");
+	if (!cfg.cert_file != !cfg.key_file)
+		die("--cert and --key go together");
 }
 
 static void raise_nofile(void)
@@ -1600,10 +2070,17 @@ int main(int argc, char **argv)
 	ep = epoll_create1(EPOLL_CLOEXEC);
 	if (ep < 0)
 		die("epoll_create1: %s", strerror(errno));
+	if (cfg.tls)
+		tls_global_init();
 	streams = xcalloc(cfg.n, sizeof(*streams));
 	for (size_t i = 0; i < cfg.n; i++) {
 		streams[i].fd = -1;
 		streams[i].held = cfg.version;
+	}
+	if (cfg.reconnect) {
+		heap_at = xcalloc(cfg.n, sizeof(*heap_at));
+		heap_idx = xcalloc(cfg.n, sizeof(*heap_idx));
+		rng_state ^= (uint64_t)wall_ns() ^ ((uint64_t)getpid() << 32);
 	}
 	if (cfg.ack) {
 		ackcs = xcalloc(cfg.ack_conns, sizeof(*ackcs));
@@ -1660,7 +2137,7 @@ int main(int argc, char **argv)
 		}
 		n_waiting = 0;
 		for (size_t i = 0; i < cfg.n; i++)
-			if (streams[i].state == ST_BODY && streams[i].got_first && !streams[i].got_target)
+			if (streams[i].state == ST_BODY && streams[i].live && !streams[i].got_target)
 				n_waiting++;
 		int64_t round_began = wall_ns();
 		bool done = run_until(all_target, deadline);
@@ -1668,6 +2145,16 @@ int main(int argc, char **argv)
 		report_round(r, start, round_began, done);
 		fflush(stdout);
 		if (!done)
+			rc = 1;
+	}
+	if (cfg.reconnect) {
+		/* the streams are lost (the plane restarts) and come back */
+		printf("reconnect.waiting=1\n");
+		fflush(stdout);
+		bool back = run_until(all_back, mono_ms() + (int64_t)cfg.timeout_s * 1000);
+		report_reconnect(back);
+		fflush(stdout);
+		if (!back)
 			rc = 1;
 	}
 	if (cfg.linger_s) {
@@ -1686,6 +2173,12 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < cfg.n; i++)
 		stream_close(&streams[i]);
 	free(streams);
+	free(heap_at);
+	free(heap_idx);
+	if (tls_cred)
+		gnutls_certificate_free_credentials(tls_cred);
+	if (tls_prio)
+		gnutls_priority_deinit(tls_prio);
 	for (size_t k = 0; cfg.ack && k < cfg.ack_conns; k++)
 		ackc_close(&ackcs[k]);
 	free(ackcs);

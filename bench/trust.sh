@@ -413,7 +413,7 @@ agent_report() {
 	echo "    flat in N: process CPU per push with --trust at$(echo " $SIZES" | sed 's/ /, /g; s/^,//'):$flat ms"
 	local m=$OUT/micro.txt
 	echo "    the checks one by one (bench/trust_micro, us per operation): verify $(kv "$m" verify_us)" \
-		"(base64url, Ed25519, JSON), peek $(kv "$m" peek_us) (the agent peeks twice more per push),"
+		"(base64url, Ed25519, JSON), peek $(kv "$m" peek_us) (decoding alone, for comparison),"
 	echo "    one-resource candidate digest $(kv "$m" candidate_us) (seed $(kv "$m" seed_us), add/sub" \
 		"$(kv "$m" add_us), digest $(kv "$m" digest_us)); the plane's sign $(kv "$m" sign_us);" \
 		"statement $(kv "$m" token_bytes) B"

@@ -7,9 +7,9 @@
  *                subscription, whatever the number of nodes)
  *   verify       a node checks a push's statement: base64url, Ed25519,
  *                the payload's JSON (trust_check_push)
- *   peek         decoding a statement without the signature check (the
- *                agent does it twice more per push: the candidate check
- *                and the bookkeeping after the apply)
+ *   peek         decoding a statement without the signature check (for
+ *                comparison: the agent keeps what verify decoded and
+ *                does not decode a push's statement again)
  *   seed         one resource's LtHash seed: BLAKE2b of the body, then of
  *                the name and that hash
  *   add          adding (or subtracting) one element: the ChaCha20 expansion

@@ -85,6 +85,10 @@ struct agent {
 		struct lthash digest;        /* of the applied state */
 		char *statement;             /* the applied state's statement (kept in last-good) */
 		char kid[KEY_ID_LEN + 1];    /* ... and the key that signed it */
+		int64_t issued;              /* ... and when */
+		uint64_t held;               /* the highest version a verified push brought */
+		int64_t behind_since_ms;     /* a verified target above ours and no push for it */
+		unsigned resyncs;            /* in a row, for the backoff */
 		int64_t fresh_until;         /* wall seconds the newest statement vouches until */
 		int64_t newest_issued;
 		bool stale;

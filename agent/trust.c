@@ -96,6 +96,9 @@ void trust_reload(struct agent *a)
 		return;
 	}
 	a->trust.keys = t;
+	/* a push refused for an untrusted key may verify now: ask again */
+	a->trust.behind_since_ms = 0;
+	a->retry_at_ms = now_ms();
 	if (!a->trust.on) {
 		/* not kept while trust was off: from the whole state, once */
 		state_digest(&a->state, &a->trust.digest);
@@ -180,6 +183,8 @@ int trust_check_push(struct agent *a, struct push *p, char *err, size_t errlen)
 		memcpy(p->verified.kid, st.kid, sizeof(p->verified.kid));
 		p->verified.issued = st.issued;
 		p->verified.expires = st.expires;
+		if (st.version > a->trust.held)
+			a->trust.held = st.version;
 	}
 	statement_release(&st);
 	return rc;
@@ -227,11 +232,14 @@ void trust_applied(struct agent *a, const struct push *m, const struct lthash *d
 	free(a->trust.statement);
 	a->trust.statement = xstrdup(m->statement);
 	memcpy(a->trust.kid, m->verified.kid, sizeof(a->trust.kid));
+	a->trust.issued = m->verified.issued;
 	if (m->verified.version > a->trust.hwm)
 		a->trust.hwm = m->verified.version;
 	freshen_at(a, m->verified.issued, m->verified.expires);
 	a->trust.want_snapshot = false;
 	a->trust.mismatches = 0;
+	a->trust.behind_since_ms = 0;
+	a->trust.resyncs = 0;
 }
 
 /* A new key signed the state we hold (a rotation): keep its statement in
@@ -251,6 +259,7 @@ static void persist_statement(struct agent *a, const char *token, const struct s
 	free(a->trust.statement);
 	a->trust.statement = xstrdup(token);
 	memcpy(a->trust.kid, st->kid, sizeof(a->trust.kid));
+	a->trust.issued = st->issued;
 	log_info("trust: version %llu is now vouched for by key %s (kept in last-good)",
 		 (unsigned long long)st->version, st->kid);
 }
@@ -276,19 +285,49 @@ void trust_heartbeat(struct agent *a, const char *token, size_t len)
 	} else if (wall_seconds() >= st.expires) {
 		count(a, TF_EXPIRED);
 		log_debug("trust: a heartbeat's statement of version %llu has expired", (unsigned long long)st.version);
+	} else if (st.version > a->state.version) {
+		/* the plane stands by a newer version: we are behind, and only
+		 * a statement of what we run keeps us fresh. A push of it that
+		 * never came, or that our trust refused (a key not trusted yet,
+		 * a tampered one), is asked for again, a little later each time;
+		 * one our consumer refused (held) is not. */
+		a->plane_version = st.version;
+		if (st.version > a->trust.held && !a->nqueue) {
+			int64_t now = now_ms();
+			double hb = a->heartbeat_s > 0 ? a->heartbeat_s : 10;
+			int64_t grace = (int64_t)(3 * hb * 1000);
+			if (grace < 2000)
+				grace = 2000;
+			if (!a->trust.behind_since_ms) {
+				a->trust.behind_since_ms = now;
+			} else if (now - a->trust.behind_since_ms > grace && !a->retry_at_ms) {
+				unsigned n = a->trust.resyncs < 10 ? a->trust.resyncs : 10;
+				double cap = a->cfg.backoff_min * (double)(1u << n);
+				if (cap > a->cfg.backoff_max)
+					cap = a->cfg.backoff_max;
+				a->trust.resyncs++;
+				a->trust.behind_since_ms = 0;
+				a->retry_at_ms = now + (int64_t)(agent_rand01() * cap * 1000.0);
+				log_warn("trust: the plane stands by version %llu, no verified push of it came: asking again",
+					 (unsigned long long)st.version);
+			}
+		}
 	} else {
 		freshen(a, &st);
 		a->plane_version = st.version;
+		a->trust.behind_since_ms = 0;
 		unsigned char ours[LTHASH_DIGEST_BYTES];
 		lthash_digest(&a->trust.digest, ours);
-		if (st.version == a->state.version && a->state.version > 0) {
+		if (a->state.version > 0) {
 			if (!lthash_digest_equal(ours, st.digest)) {
 				count(a, TF_DIGEST);
 				log_warn("trust: the signed state of version %llu is not ours: asking for a snapshot",
 					 (unsigned long long)st.version);
 				a->trust.want_snapshot = true;
 				a->retry_at_ms = now_ms();
-			} else if (strcmp(st.kid, a->trust.kid) != 0) {
+			} else if (strcmp(st.kid, a->trust.kid) != 0 && st.issued > a->trust.issued) {
+				/* a newer statement by another trusted key (a rotation;
+				 * an older one replayed does not flip it back) */
 				persist_statement(a, token, &st);
 			}
 		}
@@ -338,6 +377,10 @@ int trust_boot_verify(void *ctx, const struct state *s, const char *statement, c
 	int rc = -1;
 	struct lthash h;
 	unsigned char d[LTHASH_DIGEST_BYTES];
+	/* the plane did sign this version: whatever the state beside it, no
+	 * lower one may come back (the rollback mark survives a refusal) */
+	if (st.version > a->trust.hwm)
+		a->trust.hwm = st.version;
 	state_digest(s, &h);
 	lthash_digest(&h, d);
 	if (st.version != s->version) {
@@ -352,7 +395,9 @@ int trust_boot_verify(void *ctx, const struct state *s, const char *statement, c
 		free(a->trust.statement);
 		a->trust.statement = xstrdup(statement);
 		memcpy(a->trust.kid, st.kid, sizeof(a->trust.kid));
-		a->trust.hwm = st.version;
+		a->trust.issued = st.issued;
+		if (st.version > a->trust.hwm)
+			a->trust.hwm = st.version;
 		freshen(a, &st);
 		rc = 0;
 	}

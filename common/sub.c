@@ -2,6 +2,7 @@
 #include "sub.h"
 #include "buf.h"
 #include "resource.h"
+#include "util.h"
 #include "xmalloc.h"
 
 #include <stdio.h>
@@ -47,6 +48,22 @@ int sub_parse(const char *s, struct sub *out, char *err, size_t errlen)
 		p += len + (end ? 1 : 0);
 	}
 	qsort(out->prefix, out->n, sizeof(char *), cmp_str);
+	/* one canonical form per set of names: a prefix covered by another
+	 * (or repeated) adds nothing. Sorted, a covering prefix comes just
+	 * before everything it covers, so the last one kept decides. */
+	size_t kept = 0;
+	for (size_t i = 0; i < out->n; i++) {
+		if (kept && str_starts_with(out->prefix[i], out->prefix[kept - 1])) {
+			free(out->prefix[i]);
+			continue;
+		}
+		out->prefix[kept++] = out->prefix[i];
+	}
+	out->n = kept;
+	if (out->n > SUB_MAX_PREFIXES) {
+		snprintf(err, errlen, "sub: more than %d distinct prefixes", SUB_MAX_PREFIXES);
+		goto fail;
+	}
 	struct buf b = BUF_INIT;
 	for (size_t i = 0; i < out->n; i++) {
 		if (i)

@@ -8,14 +8,18 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#define SUB_MAX_PREFIXES 64
+
 struct sub {
 	size_t n;
 	char **prefix;
 	char *canon;     /* the prefixes sorted and comma-joined */
 };
 
-/* Parses "cluster/,route/web-" (commas; empty parts ignored). Returns 0, or
- * -1 with err for a prefix with characters no name can hold. */
+/* Parses "cluster/,route/web-" (commas; empty parts ignored; a prefix that
+ * another covers, or a repeated one, dropped: "c,cluster/,c" is "c").
+ * Returns 0, or -1 with err for a prefix with characters no name can hold,
+ * or more than SUB_MAX_PREFIXES distinct ones. */
 int sub_parse(const char *s, struct sub *out, char *err, size_t errlen);
 void sub_release(struct sub *s);
 bool sub_match(const struct sub *s, const char *name);

@@ -87,6 +87,9 @@ enum MHD_Result api_metrics(struct plane *p, struct MHD_Connection *c)
 		       ds.trackers);
 		metric(&b, "tether_digest_walks_total", "counter", "Whole-store walks to start a subscription's digest.",
 		       ds.walks);
+		metric(&b, "tether_digest_walks_refused_total", "counter",
+		       "Walks put off: more new subscriptions at once than the plane walks (8 a second, 64 at once).",
+		       ds.walks_refused);
 	}
 	auth_metrics(p, &b);
 	rollout_metrics(p->rollout, &b);

@@ -160,6 +160,18 @@ bool auth_allow_node(struct plane *p, struct MHD_Connection *c, const char *node
 	return true;
 }
 
+bool auth_precheck(struct plane *p, struct MHD_Connection *c, enum MHD_Result *ret)
+{
+	if (p->cfg.insecure || http_header(c, MHD_HTTP_HEADER_AUTHORIZATION))
+		return true;
+	char cn[201], err[512];
+	if (tls_peer_node(p->tls, c, cn, sizeof(cn), err, sizeof(err)) != 0)
+		return true;   /* a certificate: judged (and refused if bad) with the request */
+	*ret = refuse(p, c, MHD_HTTP_UNAUTHORIZED, REFUSED_NO_CREDENTIAL, "anonymous",
+		      "this needs a credential: 'Authorization: Bearer TOKEN' (see docs/security.md)");
+	return false;
+}
+
 bool auth_sees_secrets(const struct principal *who)
 {
 	return who->role == ROLE_ADMIN || who->anonymous;

@@ -48,6 +48,9 @@ bool auth_allow(struct plane *p, struct MHD_Connection *c, enum role need, struc
 /* Requires the credential of node (stream, poll, ack). */
 bool auth_allow_node(struct plane *p, struct MHD_Connection *c, const char *node, struct principal *who,
 		     enum MHD_Result *ret);
+/* Before any body is read: refuses (401, *ret) a caller with no credential
+ * at all when the plane is not --insecure. Returns false when refused. */
+bool auth_precheck(struct plane *p, struct MHD_Connection *c, enum MHD_Result *ret);
 /* Whether who may see a secret's key material (admins, and anonymous
  * callers of an --insecure plane, as before roles existed). */
 bool auth_sees_secrets(const struct principal *who);

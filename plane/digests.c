@@ -11,6 +11,10 @@
 
 #define TRACKERS_MAX 64
 #define OLD_MAX 64
+/* new subscriptions walked at most this often (a token bucket): each is a
+ * walk of the whole store under its read lock, and any node may name one */
+#define WALKS_BURST 64.0
+#define WALKS_PER_SECOND 8.0
 
 struct tracker {
 	struct sub sub;              /* its own copy; sub.canon is the key */
@@ -32,7 +36,9 @@ struct digests {
 	size_t ntrackers;
 	struct old_digest old[OLD_MAX];
 	size_t next_old;
-	uint64_t walks, derived;
+	uint64_t walks, derived, walks_refused;
+	double walk_tokens, walk_burst, walk_rate;
+	int64_t walk_refill_ms;
 };
 
 static void tracker_free(struct tracker *t)
@@ -64,6 +70,9 @@ struct digests *digests_new(struct store *s)
 {
 	struct digests *d = xcalloc(1, sizeof(*d));
 	d->store = s;
+	d->walk_tokens = d->walk_burst = WALKS_BURST;
+	d->walk_rate = WALKS_PER_SECOND;
+	d->walk_refill_ms = now_ms();
 	pthread_mutex_init(&d->lock, NULL);
 	store_set_observer(s, observe, d);
 	return d;
@@ -122,6 +131,19 @@ static int newest(struct digests *d, const char *canon, struct lthash *h)
 		pthread_mutex_unlock(&d->lock);
 		return 0;
 	}
+	int64_t now = now_ms();
+	d->walk_tokens += (double)(now - d->walk_refill_ms) * d->walk_rate / 1000.0;
+	if (d->walk_tokens > d->walk_burst)
+		d->walk_tokens = d->walk_burst;
+	d->walk_refill_ms = now;
+	if (d->walk_tokens < 1.0) {
+		/* a flood of new subscriptions: no digest now (the statement is
+		 * left out; the node asks again) */
+		d->walks_refused++;
+		pthread_mutex_unlock(&d->lock);
+		return -1;
+	}
+	d->walk_tokens -= 1.0;
 	d->walks++;
 	pthread_mutex_unlock(&d->lock);
 
@@ -205,11 +227,20 @@ int digests_at(struct digests *d, uint64_t x, const struct sub *sub, unsigned ch
 	return 0;
 }
 
+void digests_set_walk_limit(struct digests *d, double burst, double per_second)
+{
+	pthread_mutex_lock(&d->lock);
+	d->walk_tokens = d->walk_burst = burst;
+	d->walk_rate = per_second;
+	pthread_mutex_unlock(&d->lock);
+}
+
 void digests_stats(struct digests *d, struct digests_stats *st)
 {
 	pthread_mutex_lock(&d->lock);
 	st->trackers = d->ntrackers;
 	st->walks = d->walks;
 	st->derived = d->derived;
+	st->walks_refused = d->walks_refused;
 	pthread_mutex_unlock(&d->lock);
 }

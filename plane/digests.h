@@ -26,8 +26,13 @@ void digests_free(struct digests *d);
  * (older than the history kept, or newer than the store). */
 int digests_at(struct digests *d, uint64_t x, const struct sub *sub, unsigned char out[LTHASH_DIGEST_BYTES]);
 
+/* How many new subscriptions may be walked at once (burst) and then a
+ * second (default 64 and 8); past that digests_at answers -1. */
+void digests_set_walk_limit(struct digests *d, double burst, double per_second);
+
 struct digests_stats {
 	uint64_t trackers, walks, derived;   /* in use; full walks; older versions derived */
+	uint64_t walks_refused;              /* walks put off: too many new subscriptions at once */
 };
 void digests_stats(struct digests *d, struct digests_stats *st);
 

@@ -1,6 +1,7 @@
 /* http.c: the plane's HTTP server, routing and response helpers (see
  * http.h). */
 #include "http.h"
+#include "auth.h"
 #include "gz.h"
 #include "hub.h"
 #include "log.h"
@@ -188,6 +189,18 @@ static enum MHD_Result route(struct plane *p, struct MHD_Connection *c, struct r
 	return http_send_error(c, MHD_HTTP_NOT_FOUND, "no such endpoint: %.200s", url);
 }
 
+/* The most a request to url may upload: a batch or a resource is the
+ * operator's own limit, an ACK or a token request small, anything else
+ * (GETs, an abort) next to nothing. Bounded before anything is buffered. */
+static uint64_t body_cap(struct plane *p, const char *url)
+{
+	if (strcmp(url, "/v1/batch") == 0 || str_starts_with(url, "/v1/resources/"))
+		return p->cfg.max_request;   /* a PUT's body is held to max-body after */
+	if (strcmp(url, "/v1/ack") == 0)
+		return 64 * 1024;
+	return 4096;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
 				  const char *version, const char *upload_data, size_t *upload_size,
 				  void **con_cls)
@@ -201,14 +214,20 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		buf_init(&r->body);
 		*con_cls = r;
 		atomic_fetch_add(&p->ctr.requests, 1);
+		r->cap = body_cap(p, url);
 		const char *cl = http_header(c, MHD_HTTP_HEADER_CONTENT_LENGTH);
 		uint64_t len;
-		if (cl && parse_u64(cl, &len) == 0 && len > p->cfg.max_request)
+		if (cl && parse_u64(cl, &len) == 0 && len > r->cap)
 			r->too_big = true;
+		/* nobody uploads anything before showing a credential: an
+		 * anonymous caller of a secure plane is refused on its headers */
+		enum MHD_Result ret;
+		if (strcmp(url, "/healthz") != 0 && !auth_precheck(p, c, &ret))
+			return ret;
 		return MHD_YES;
 	}
 	if (*upload_size) {
-		if (!r->too_big && r->body.len + *upload_size > p->cfg.max_request) {
+		if (!r->too_big && r->body.len + *upload_size > r->cap) {
 			r->too_big = true;
 			buf_release(&r->body);
 		}
@@ -218,8 +237,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		return MHD_YES;
 	}
 	if (r->too_big)
-		return http_send_error(c, MHD_HTTP_CONTENT_TOO_LARGE, "request body exceeds %llu bytes (max-request)",
-				       (unsigned long long)p->cfg.max_request);
+		return http_send_error(c, MHD_HTTP_CONTENT_TOO_LARGE, "request body exceeds %llu bytes%s",
+				       (unsigned long long)r->cap,
+				       r->cap == p->cfg.max_request ? " (max-request)" : "");
 	if (atomic_load(&p->stopping) && !r->waiter)
 		return http_send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "the plane is shutting down");
 	return route(p, c, r, url, method);

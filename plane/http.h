@@ -19,6 +19,7 @@ struct waiter;
 /* Per-request state, from the first header to the completion callback. */
 struct request {
 	struct buf body;
+	uint64_t cap;               /* the most this request may upload */
 	bool too_big;
 	struct waiter *waiter;      /* a suspended long-poll */
 };

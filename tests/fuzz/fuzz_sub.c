@@ -66,8 +66,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			die("prefix length out of range", s, p);
 		if (strchr(p, ','))
 			die("prefix holds a comma", s, p);
-		if (i > 0 && strcmp(sub.prefix[i - 1], p) > 0)
-			die("prefixes not sorted", s, p);
+		if (i > 0 && strcmp(sub.prefix[i - 1], p) >= 0)
+			die("prefixes not strictly sorted", s, p);
+		if (i > 0 && strncmp(p, sub.prefix[i - 1], strlen(sub.prefix[i - 1])) == 0)
+			die("a prefix covered by another was kept", s, p);
 		/* sub_match is O(prefixes): test a few, or the harness goes quadratic */
 		bool probe = i < 8 || i + 8 >= sub.n;
 		if (probe && !sub_match(&sub, p))

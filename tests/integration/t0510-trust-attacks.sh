@@ -408,6 +408,18 @@ check "trickle: nothing of the trickled event went live" \
 	sh -c "! grep -rq xxxx '$WORK/n1.out' --exclude-dir=.tether-work && ! test -e '$WORK/n1.out/endless.txt'"
 ALOG=n1-restarted converge n1 "$ATK" trickle
 
+# ---- pushes withheld, heartbeats passed: behind, not fresh, asking again ---------------------
+ALOG=n1-restarted before n1
+mode "$ATK" withhold
+wfile a "withheld"
+check "withhold: the proxy swallows the push" wait_until 10 grep -q "withhold: push $(plane_version) swallowed" "$WORK/atk.log"
+check "withhold: n1 asks again for the version the plane stands by" wait_until 20 grep -q \
+	"the plane stands by version $(plane_version), no verified push of it came: asking again" "$WORK/n1-restarted.log"
+check "withhold: heartbeats of a newer version do not keep n1 fresh: it turns stale" wait_until 20 state_is n1 "stale true"
+ALOG=n1-restarted intact n1 withhold
+ALOG=n1-restarted converge n1 "$ATK" withhold
+check "withhold: fresh again once the push arrives" wait_until 10 state_is n1 "synced false"
+
 # ---- refusals while an ACK is in flight: each one reaches the plane --------------------------
 ALOG=n1-restarted before n1
 VF0=$(vf n1)

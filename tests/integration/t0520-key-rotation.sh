@@ -25,6 +25,9 @@ check "the plane signs with the old key" grep -q "signed with key $OLD" "$PLANE_
 PORT=$PLANE_PORT   # restarts come back on it
 start_agent n1 --trust "$WORK/trust"
 start_agent n2 --trust "$WORK/trust" --transport poll --poll-wait 1 --max-staleness 4
+# n3 missed the first step of the rotation: it trusts the old key only
+cp "$WORK/old.pub" "$WORK/trust3"
+start_agent n3 --trust "$WORK/trust3"
 put file/a '{"path":"a.txt","content":"one\n"}' >/dev/null
 check "both agents apply the old key's version" wait_until 10 all_at 1 n1 n2
 check_eq "n1 runs what the old key signed" "$OLD" "$(st n1 trust.key_id)"
@@ -38,6 +41,13 @@ check_eq "n1 says so" "$NEW" "$(st n1 trust.key_id)"
 put file/a '{"path":"a.txt","content":"two\n"}' >/dev/null
 check "both agents apply the new key's version" wait_until 10 all_at 2 n1 n2
 check_eq "n1's output has it" "two" "$(cat "$WORK/n1.out/a.txt")"
+check "n3, which does not trust the new key yet, refuses it" wait_until 10 grep -q "signed by an unknown key '$NEW'" "$WORK/n3.log"
+check_eq "n3 stays at version 1" 1 "$(st n3 version)"
+cat "$WORK/old.pub" "$WORK/new.pub" >"$WORK/trust3"
+kill -HUP "${APID[n3]}"
+check "n3, told to trust the new key, catches up without another write" wait_until 15 agent_at n3 2
+check_eq "n3's output has it" "two" "$(cat "$WORK/n3.out/a.txt")"
+stop_pid "${APID[n3]}"
 
 # ---- the old key leaves trust ------------------------------------------------------
 cp "$WORK/new.pub" "$WORK/trust"

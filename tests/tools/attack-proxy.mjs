@@ -67,6 +67,9 @@
 //                      reads (with "slow": one 'x' every 100 ms, under any
 //                      size cap); the plane's later events on that stream
 //                      are dropped
+//   withhold           every push of the plane is swallowed; its heartbeats
+//                      (with their fresh statements of the newer version)
+//                      pass
 //   unknown-key        every push's statement is re-signed by the proxy's
 //                      own key: the same payload but for its "kid", which
 //                      names the proxy's key
@@ -172,7 +175,7 @@ const counters = { heartbeats: 0, injected: 0, rewritten: 0, dropped: 0, endless
 const nodes = new Map();   // node -> { pushes: [{version, obj, raw}], history: Map name -> [{version, body}], heartbeat }
 const streams = new Set();
 const MODES = ['pass', 'tamper-body', 'drop-upsert', 'add-removal', 'mix', 'replay', 'freeze', 'fast-forward',
-	'endless', 'unknown-key', 'forged-sig'];
+	'endless', 'unknown-key', 'forged-sig', 'withhold'];
 const INJECTING = ['replay', 'fast-forward', 'endless'];
 
 function memoryOf(node) {
@@ -479,6 +482,11 @@ function handleStream(req, res, up, node) {
 					startFreeze();
 				counters.dropped++;
 				log(`${tag}: freeze: push ${obj.version} swallowed`);
+				return;
+			}
+			if (mode === 'withhold') {
+				counters.dropped++;
+				log(`${tag}: withhold: push ${obj.version} swallowed (heartbeats pass)`);
 				return;
 			}
 			if (mode === 'fast-forward' && args.includes('next'))

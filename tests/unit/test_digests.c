@@ -99,6 +99,9 @@ static int open_all(struct fixture *f)
 	if (!f->s)
 		return -1;
 	f->d = digests_new(f->s);
+	/* the tests below walk as often as they like; test_walk_limit checks
+	 * the limit itself */
+	digests_set_walk_limit(f->d, 1e9, 1e9);
 	return 0;
 }
 
@@ -677,6 +680,33 @@ static void test_floor_in_the_past(void **state)
 	}
 }
 
+/* A flood of new subscriptions is walked at the limit's pace: past the
+ * burst, a new one answers -1 (no statement) until the bucket refills;
+ * subscriptions already tracked keep answering. */
+static void test_walk_limit(void **state)
+{
+	struct fixture *f = *state;
+	put1(f, 0, 1);
+	digests_set_walk_limit(f->d, 2, 0);
+	struct sub subs[3];
+	char err[64];
+	const char *texts[3] = { "cluster/", "route/", "file/" };
+	unsigned char d[32];
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(sub_parse(texts[i], &subs[i], err, sizeof(err)), 0);
+	assert_int_equal(at(f, store_version(f->s), &subs[0], d), 0);
+	assert_int_equal(at(f, store_version(f->s), &subs[1], d), 0);
+	assert_int_equal(at(f, store_version(f->s), &subs[2], d), -1);
+	assert_int_equal(at(f, store_version(f->s), &subs[0], d), 0);
+	struct digests_stats st;
+	digests_stats(f->d, &st);
+	assert_int_equal(st.walks_refused, 1);
+	digests_set_walk_limit(f->d, 1, 0);
+	assert_int_equal(at(f, store_version(f->s), &subs[2], d), 0);
+	for (int i = 0; i < 3; i++)
+		sub_release(&subs[i]);
+}
+
 int main(void)
 {
 	log_set_level(LOG_LVL_WARN);
@@ -690,6 +720,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_tombstones_pruned_while_pinned, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_many_subscriptions, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_floor_in_the_past, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_walk_limit, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -110,7 +110,7 @@ void ack_done(struct agent *a, CURLcode code)
 	curl_easy_getinfo(a->ack.h, CURLINFO_RESPONSE_CODE, &status);
 	curl_multi_remove_handle(a->multi, a->ack.h);
 	curl_easy_cleanup(a->ack.h);
-	curl_slist_free_all(a->ack.headers);
+	credentials_free_headers(a->ack.headers);
 	a->ack.h = NULL;
 	a->ack.headers = NULL;
 	if (code == CURLE_OK && status == 200) {
@@ -153,7 +153,7 @@ void ack_release(struct agent *a)
 	if (a->ack.h) {
 		curl_multi_remove_handle(a->multi, a->ack.h);
 		curl_easy_cleanup(a->ack.h);
-		curl_slist_free_all(a->ack.headers);
+		credentials_free_headers(a->ack.headers);
 		a->ack.h = NULL;
 	}
 	buf_release(&a->ack.pending);

@@ -180,6 +180,10 @@ int trust_check_push(struct agent *a, struct push *p, char *err, size_t errlen);
  * 0, or -1 with err ("state digest mismatch"). */
 int trust_check_candidate(struct agent *a, const struct push *m, const struct candidate *c, struct lthash *out,
 			  char *err, size_t errlen);
+/* After a push failed validation: whether, applied as sent, it is the
+ * state its statement signs. 0 (it is: a signed change the node refuses),
+ * or -1 with err (it is not: it was changed in transit). */
+int trust_check_unvalidated(struct agent *a, struct push *m, char *err, size_t errlen);
 /* After a verified candidate was applied. */
 void trust_applied(struct agent *a, const struct push *m, const struct lthash *digest);
 /* A heartbeat's (or a 304's) statement: freshness, and a new key's

@@ -285,15 +285,20 @@ void apply_pending(struct agent *a, int64_t *wake)
 	int64_t t0 = now_ms();
 	struct timespec cpu0, cpu1;
 	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu0);
-	if (candidate_build(&a->state, &m, a->cfg.strict ? STATE_STRICT : 0, &c, err, sizeof(err)) < 0) {
+	struct lthash digest;
+	bool built = candidate_build(&a->state, &m, a->cfg.strict ? STATE_STRICT : 0, &c, err, sizeof(err)) == 0;
+	/* a push that does not validate is a refusal -- unless, with --trust,
+	 * it is not what the plane signed either: then it was changed on the
+	 * way, and is treated as such */
+	if (!built && trust_check_unvalidated(a, &m, err, sizeof(err)) == 0) {
 		reject(a, m.version, m.nonce, err, -1);
 		goto out;
 	}
 	/* --trust: the candidate must be exactly the state the statement
 	 * signs, before it goes near the consumer */
-	struct lthash digest;
-	if (trust_check_candidate(a, &m, &c, &digest, err, sizeof(err)) < 0) {
-		candidate_release(&c);
+	if (!built || trust_check_candidate(a, &m, &c, &digest, err, sizeof(err)) < 0) {
+		if (built)
+			candidate_release(&c);
 		reject_as(a, m.version, m.nonce, err, -1, true);
 		/* ask for a snapshot, a little later each time it fails again */
 		a->trust.want_snapshot = true;

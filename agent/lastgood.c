@@ -6,6 +6,7 @@
 #include "lastgood.h"
 #include "buf.h"
 #include "log.h"
+#include "strmap.h"
 #include "util.h"
 #include "xmalloc.h"
 
@@ -285,7 +286,9 @@ static int load_snapshot(struct lastgood *lg, unsigned long long gen, struct sta
 	free(name);
 	unsigned char *raw = NULL;
 	struct candidate c;
+	struct strmap names;   /* the records' names (borrowed from them) */
 	memset(&c, 0, sizeof(c));
+	strmap_init(&names);
 	if (!data) {
 		snprintf(err, errlen, "cannot read: %s", strerror(errno));
 		return -1;
@@ -320,6 +323,7 @@ static int load_snapshot(struct lastgood *lg, unsigned long long gen, struct sta
 	}
 	struct cur cu = { raw, raw + raw_len, false };
 	size_t cap = 0;
+	strmap_init(&names);
 	for (uint64_t i = 0; i < count; i++) {
 		size_t blen;
 		char *rname = cur_str(&cu, NULL);
@@ -335,6 +339,13 @@ static int load_snapshot(struct lastgood *lg, unsigned long long gen, struct sta
 		free(rname);
 		if (!r)
 			goto fail;
+		/* a name twice would be two resources in one slot: damaged */
+		if (strmap_get(&names, r->name, NULL)) {
+			snprintf(err, errlen, "record %llu names '%.200s' a second time", (unsigned long long)i, r->name);
+			res_free(r);
+			goto fail;
+		}
+		*strmap_ref(&names, r->name) = 1;
 		add_item(&c, &cap, r, NULL);
 	}
 	if (v2) {
@@ -344,12 +355,14 @@ static int load_snapshot(struct lastgood *lg, unsigned long long gen, struct sta
 			goto fail;
 		}
 	}
+	strmap_release(&names);
 	load_commit(s, &c, version);
 	free(raw);
 	free(data);
 	lg->snap_bytes = len;
 	return 0;
 fail:
+	strmap_release(&names);
 	candidate_release(&c);
 	free(raw);
 	free(data);
@@ -401,6 +414,8 @@ static size_t replay_journal(struct lastgood *lg, unsigned long long gen, struct
 		memset(&c, 0, sizeof(c));
 		size_t cap = 0;
 		bool ok = !cu.bad;
+		struct strmap names;   /* a name once per record (borrowed keys) */
+		strmap_init(&names);
 		for (uint32_t i = 0; ok && i < nup; i++) {
 			size_t blen;
 			char *rname = cur_str(&cu, NULL);
@@ -409,19 +424,33 @@ static size_t replay_journal(struct lastgood *lg, unsigned long long gen, struct
 			struct res *r = cu.bad ? NULL : res_new(rname, body, blen, rver, err, sizeof(err));
 			if (cu.bad)
 				free(body);
-			if (r)
+			if (r && strmap_get(&names, r->name, NULL)) {
+				snprintf(err, sizeof(err), "record names '%.200s' twice", r->name);
+				res_free(r);
+				r = NULL;
+			}
+			if (r) {
+				*strmap_ref(&names, r->name) = 1;
 				add_item(&c, &cap, r, state_get(s, rname));
+			}
 			free(rname);
 			ok = r != NULL;
 		}
 		for (uint32_t i = 0; ok && i < nrm; i++) {
 			char *rname = cur_str(&cu, NULL);
 			const struct res *old = rname ? state_get(s, rname) : NULL;
-			if (old)
+			if (old && strmap_get(&names, old->name, NULL)) {
+				snprintf(err, sizeof(err), "record names '%.200s' twice", old->name);
+				ok = false;
+			} else if (old) {
+				*strmap_ref(&names, old->name) = 1;
 				add_item(&c, &cap, NULL, old);
+			}
 			free(rname);
-			ok = !cu.bad;
+			if (ok)
+				ok = !cu.bad;
 		}
+		strmap_release(&names);
 		char *st = NULL;
 		if (ok && v2) {
 			st = cur_statement(&cu);

@@ -268,7 +268,7 @@ void sync_stop(struct agent *a)
 		return;
 	curl_multi_remove_handle(a->multi, a->sync);
 	curl_easy_cleanup(a->sync);
-	curl_slist_free_all(a->sync_headers);
+	credentials_free_headers(a->sync_headers);
 	a->sync = NULL;
 	a->sync_headers = NULL;
 	a->kind = SYNC_NONE;

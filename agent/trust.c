@@ -13,6 +13,7 @@
  * newest valid one has expired (or is older than --max-staleness) the node
  * is stale: it says so and keeps serving what it has. */
 #include "agent_int.h"
+#include "json.h"
 #include "lastgood.h"
 #include "log.h"
 #include "statement.h"
@@ -222,6 +223,47 @@ int trust_check_candidate(struct agent *a, const struct push *m, const struct ca
 		return -1;
 	}
 	return 0;
+}
+
+int trust_check_unvalidated(struct agent *a, struct push *m, char *err, size_t errlen)
+{
+	if (!a->trust.on || !m->verified.ok)
+		return 0;
+	/* the push as sent, applied without judging it: is that the signed
+	 * state? (A snapshot starts from nothing.) */
+	struct lthash h;
+	struct buf canon = BUF_INIT;
+	unsigned char seed[LTHASH_SEED_BYTES], d[LTHASH_DIGEST_BYTES];
+	if (m->full)
+		lthash_init(&h);
+	else
+		h = a->trust.digest;
+	for (size_t i = 0; i < m->nup; i++) {
+		const struct res *old = m->full ? NULL : state_get(&a->state, m->up[i].name);
+		if (old) {
+			seed_of(old, seed);
+			lthash_sub(&h, seed);
+		}
+		size_t len = json_encode_canonical_buf(m->up[i].body, &canon);
+		lthash_seed(m->up[i].name, canon.data, len, seed);
+		lthash_add(&h, seed);
+	}
+	for (size_t i = 0; !m->full && i < m->nrm; i++) {
+		const struct res *old = state_get(&a->state, m->removed[i]);
+		if (old) {
+			seed_of(old, seed);
+			lthash_sub(&h, seed);
+		}
+	}
+	buf_release(&canon);
+	lthash_digest(&h, d);
+	if (lthash_digest_equal(d, m->verified.digest))
+		return 0;
+	count(a, TF_DIGEST);
+	snprintf(err, errlen, "state digest mismatch: version %llu as pushed is not the state its statement signs "
+		 "(and it does not validate either: changed in transit); asking for a snapshot",
+		 (unsigned long long)m->verified.version);
+	return -1;
 }
 
 void trust_applied(struct agent *a, const struct push *m, const struct lthash *digest)

@@ -28,6 +28,14 @@ struct curl_slist *credentials_apply(CURL *h, const struct credentials *cr, stru
 	return headers;
 }
 
+void credentials_free_headers(struct curl_slist *headers)
+{
+	for (struct curl_slist *h = headers; h; h = h->next)
+		if (h->data)
+			explicit_bzero(h->data, strlen(h->data));
+	curl_slist_free_all(headers);
+}
+
 void credentials_forget(char *token)
 {
 	if (!token)
@@ -39,7 +47,7 @@ void credentials_forget(char *token)
 char *credentials_read_token(const char *path, char *err, size_t errlen)
 {
 	size_t len;
-	char *tok = read_file_limited(path, TOKEN_MAX, &len);
+	char *tok = read_secret_file(path, TOKEN_MAX, &len);
 	if (!tok) {
 		if (errno == EFBIG)
 			snprintf(err, errlen, "token file '%s' is larger than %d bytes", path, TOKEN_MAX);

@@ -23,6 +23,9 @@ struct credentials {
  * verification stay on: there is no option to turn them off. */
 struct curl_slist *credentials_apply(CURL *h, const struct credentials *cr, struct curl_slist *headers);
 
+/* Frees a header list that may hold the Authorization line, wiped first. */
+void credentials_free_headers(struct curl_slist *headers);
+
 /* Reads a bearer token from path: trimmed, not empty, printable ASCII, at
  * most TOKEN_MAX bytes. Returns a new allocated string (free it with
  * credentials_forget), or NULL with a message in err. The token itself

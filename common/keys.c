@@ -116,7 +116,7 @@ int keys_load_secret(const char *path, struct signing_key *k, char *err, size_t 
 	}
 	size_t len = 0;
 	mode_t mode = 0;
-	char *text = read_fd_limited(fd, KEY_FILE_MAX, &len, &mode);
+	char *text = read_secret_fd(fd, KEY_FILE_MAX, &len, &mode);
 	int e = errno;
 	close(fd);
 	if (!text) {

@@ -145,7 +145,27 @@ int write_full(int fd, const void *data, size_t len)
 	return 0;
 }
 
-char *read_fd_limited(int fd, size_t max, size_t *len, mode_t *mode)
+/* Frees a buffer that may hold a secret: wiped first. */
+static void drop(char *data, size_t cap, bool secret)
+{
+	if (data && secret)
+		explicit_bzero(data, cap);
+	free(data);
+}
+
+/* Grows data from cap to ncap bytes; a secret's old copy is wiped (realloc
+ * would leave it in freed memory). */
+static char *grow(char *data, size_t cap, size_t ncap, bool secret)
+{
+	if (!secret)
+		return xrealloc(data, ncap);
+	char *nd = xmalloc(ncap);
+	memcpy(nd, data, cap);
+	drop(data, cap, true);
+	return nd;
+}
+
+static char *read_fd(int fd, size_t max, size_t *len, mode_t *mode, bool secret)
 {
 	struct stat st;
 	if (fstat(fd, &st) < 0)
@@ -158,8 +178,12 @@ char *read_fd_limited(int fd, size_t max, size_t *len, mode_t *mode)
 		errno = EFBIG;
 		return NULL;
 	}
-	/* the size is a hint: the file may grow or shrink while we read */
-	size_t cap = (size_t)st.st_size + 1, n = 0;
+	/* the size is a hint: the file may grow or shrink while we read (one
+	 * byte more than it says, so a file that stays as it is needs no
+	 * second buffer) */
+	size_t cap = (size_t)st.st_size + 2, n = 0;
+	if (cap > max + 1)
+		cap = max + 1;
 	char *data = xmalloc(cap);
 	for (;;) {
 		if (n + 1 >= cap) {
@@ -172,19 +196,20 @@ char *read_fd_limited(int fd, size_t max, size_t *len, mode_t *mode)
 				if (r == 0)
 					break;
 				int e = r > 0 ? EFBIG : errno;
-				free(data);
+				drop(data, cap, secret);
 				errno = e;
 				return NULL;
 			}
-			cap = cap * 2 > max + 1 ? max + 1 : cap * 2;
-			data = xrealloc(data, cap);
+			size_t ncap = cap * 2 > max + 1 ? max + 1 : cap * 2;
+			data = grow(data, cap, ncap, secret);
+			cap = ncap;
 		}
 		ssize_t r = read(fd, data + n, cap - n - 1);
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;
 			int e = errno;
-			free(data);
+			drop(data, cap, secret);
 			errno = e;
 			return NULL;
 		}
@@ -193,7 +218,7 @@ char *read_fd_limited(int fd, size_t max, size_t *len, mode_t *mode)
 		n += (size_t)r;
 	}
 	if (n > max) {
-		free(data);
+		drop(data, cap, secret);
 		errno = EFBIG;
 		return NULL;
 	}
@@ -205,16 +230,43 @@ char *read_fd_limited(int fd, size_t max, size_t *len, mode_t *mode)
 	return data;
 }
 
-char *read_file_limited(const char *path, size_t max, size_t *len)
+char *read_fd_limited(int fd, size_t max, size_t *len, mode_t *mode)
+{
+	return read_fd(fd, max, len, mode, false);
+}
+
+char *read_secret_fd(int fd, size_t max, size_t *len, mode_t *mode)
+{
+	return read_fd(fd, max, len, mode, true);
+}
+
+static char *read_path(const char *path, size_t max, size_t *len, bool secret)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return NULL;
-	char *data = read_fd_limited(fd, max, len, NULL);
+	char *data = read_fd(fd, max, len, NULL, secret);
 	int e = errno;
 	close(fd);
 	errno = e;
 	return data;
+}
+
+char *read_file_limited(const char *path, size_t max, size_t *len)
+{
+	return read_path(path, max, len, false);
+}
+
+char *read_secret_file(const char *path, size_t max, size_t *len)
+{
+	return read_path(path, max, len, true);
+}
+
+void free_secret(char *s, size_t len)
+{
+	if (s)
+		explicit_bzero(s, len);
+	free(s);
 }
 
 DIR *opendir_at(int dirfd, const char *name)

@@ -38,6 +38,12 @@ char *read_file_limited(const char *path, size_t max, size_t *len);
 /* The same from an open regular file; *mode (may be NULL) gets its
  * permission bits. */
 char *read_fd_limited(int fd, size_t max, size_t *len, mode_t *mode);
+/* The same for files that hold a secret (a key, a token): no copy of it is
+ * left in freed memory on the way. Free the result with free_secret. */
+char *read_secret_file(const char *path, size_t max, size_t *len);
+char *read_secret_fd(int fd, size_t max, size_t *len, mode_t *mode);
+/* Wipes len bytes of s, then frees it (NULL is fine). */
+void free_secret(char *s, size_t len);
 /* Writes all of data, retrying short writes and EINTR. Returns 0 or -1. */
 int write_full(int fd, const void *data, size_t len);
 /* A new listing of the directory name below dirfd ("." for dirfd itself),

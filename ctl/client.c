@@ -194,7 +194,7 @@ int client_request(struct client *c, const char *method, const char *path, const
 	rc = 0;
 fail:
 	c->sink = NULL;
-	curl_slist_free_all(headers);
+	credentials_free_headers(headers);
 	free(url);
 	return rc;
 }

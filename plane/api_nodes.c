@@ -36,6 +36,15 @@ enum MHD_Result api_nodes(struct plane *p, struct MHD_Connection *c, const char 
 	return http_send_json(c, MHD_HTTP_OK, &b);
 }
 
+/* A node's text for a log line: one line, no control characters, cut. */
+static void printable(char *out, size_t cap, const char *s)
+{
+	size_t n = 0;
+	for (; s && *s && n + 1 < cap; s++)
+		out[n++] = (unsigned char)*s < 0x20 || *s == 0x7f ? ' ' : *s;
+	out[n] = '\0';
+}
+
 /* {"node","version","nonce","status":"ack"|"nack","error","healthy"} */
 enum MHD_Result api_ack(struct plane *p, struct MHD_Connection *c, struct request *r)
 {
@@ -134,14 +143,19 @@ enum MHD_Result api_ack(struct plane *p, struct MHD_Connection *c, struct reques
 		hub_stream_holds(p->hub, m.node, holds);
 	if (res == ACK_ACCEPTED && rollout_acked(p->rollout, &m) && nodes_flush(p->nodes, err, sizeof(err)) < 0)
 		log_warn("nodes: cannot save node records: %s (will retry)", err);
+	char shown[512];
+	printable(shown, sizeof(shown), m.error);
 	if (m.nack && m.verify)
 		log_warn("node %s: refused version %llu, which failed its verification: %s", m.node,
-			 (unsigned long long)m.version, m.error);
+			 (unsigned long long)m.version, shown);
 	else if (m.nack && res == ACK_ACCEPTED)
-		log_warn("node %s: NACK of version %llu: %s", m.node, (unsigned long long)m.version, m.error);
-	else if (res == ACK_STALE)
+		log_warn("node %s: NACK of version %llu: %s", m.node, (unsigned long long)m.version, shown);
+	else if (res == ACK_STALE) {
+		char nonce[NONCE_MAX];
+		printable(nonce, sizeof(nonce), m.nonce);
 		log_info("node %s: stale %s of version %llu (nonce '%s' is not the latest)", m.node, status,
-			 (unsigned long long)m.version, m.nonce);
+			 (unsigned long long)m.version, nonce);
+	}
 	struct buf b = BUF_INIT;
 	buf_printf(&b, "{\"result\":\"%s\"}", res == ACK_ACCEPTED ? "accepted" : "stale");
 	ret = http_send_json(c, MHD_HTTP_OK, &b);

@@ -13,6 +13,7 @@
 #include "pushcache.h"
 #include "statements.h"
 #include "strmap.h"
+#include "tokens.h"
 #include "util.h"
 #include "xmalloc.h"
 
@@ -92,6 +93,10 @@ enum MHD_Result api_stream(struct plane *p, struct MHD_Connection *c)
 	}
 	bool gzip = http_accepts_gzip(c);
 	struct stream *st = hub_stream_new(p->hub, c, sp.node, sp.version, &sp.sub, gzip, who.token_id);
+	/* a revocation between the check above and now would have missed
+	 * this stream: look once more, now that it is registered */
+	if (who.token_id[0] && tokens_revoked(p->tokens, who.token_id))
+		hub_close_token(p->hub, who.token_id);
 	log_info("stream: node %s connected at version %llu%s", sp.node, (unsigned long long)sp.version,
 		 gzip ? " (gzip)" : "");
 	params_release(&sp);

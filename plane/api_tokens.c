@@ -17,6 +17,14 @@
 
 #define TOKEN_REQUEST_MAX 4096
 
+/* Frees an answer that held a token, wiped first (a NUL-terminated text). */
+static void wipe_free(void *p)
+{
+	if (p)
+		sodium_memzero(p, strlen(p));
+	free(p);
+}
+
 static enum MHD_Result create(struct plane *p, struct MHD_Connection *c, struct request *r,
 			      const struct principal *who)
 {
@@ -102,10 +110,21 @@ static enum MHD_Result create(struct plane *p, struct MHD_Connection *c, struct 
 	buf_printf(&b, ",\"token\":\"%s\"}", token);
 	sodium_memzero(token, strlen(token));
 	free(token);
-	/* the body goes out once; never cached by anything in between */
-	const char *const headers[] = { MHD_HTTP_HEADER_CACHE_CONTROL, "no-store", NULL };
 	buf_putc(&b, '\n');
-	ret = http_send_headers(c, MHD_HTTP_CREATED, "application/json", &b, false, headers);
+	/* the body goes out once, never cached by anything in between, and
+	 * is wiped when libmicrohttpd is done with it */
+	size_t len;
+	char *data = buf_detach(&b, &len);
+	struct MHD_Response *resp = MHD_create_response_from_buffer_with_free_callback(len, data, wipe_free);
+	if (!resp) {
+		wipe_free(data);
+		ret = MHD_NO;
+		goto out;
+	}
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+	ret = MHD_queue_response(c, MHD_HTTP_CREATED, resp);
+	MHD_destroy_response(resp);
 out:
 	cJSON_Delete(doc);
 	return ret;

@@ -32,10 +32,10 @@ int plane_load_token(struct plane *p, char *err, size_t errlen)
 	char *tok = NULL;
 	if (p->cfg.admin_token_file) {
 		size_t len;
-		tok = read_file_limited(p->cfg.admin_token_file, TOKEN_MAX, &len);
+		tok = read_secret_file(p->cfg.admin_token_file, TOKEN_MAX, &len);
 		if (tok && strlen(tok) != len) {
 			snprintf(err, errlen, "admin token file '%s' holds a NUL byte", p->cfg.admin_token_file);
-			free(tok);
+			free_secret(tok, len);
 			return -1;
 		}
 		if (!tok) {
@@ -46,12 +46,13 @@ int plane_load_token(struct plane *p, char *err, size_t errlen)
 		str_trim(tok);
 		if (strlen(tok) < 16) {
 			snprintf(err, errlen, "admin token in '%s' is shorter than 16 characters", p->cfg.admin_token_file);
-			free(tok);
+			free_secret(tok, len);
 			return -1;
 		}
 	}
 	pthread_mutex_lock(&p->token_lock);
-	free(p->admin_token);
+	if (p->admin_token)
+		free_secret(p->admin_token, strlen(p->admin_token));
 	p->admin_token = tok;
 	pthread_mutex_unlock(&p->token_lock);
 	return 0;
@@ -217,7 +218,8 @@ void plane_stop(struct plane *p)
 	p->store = NULL;
 	db_close(p->db);
 	p->db = NULL;
-	free(p->admin_token);
+	if (p->admin_token)
+		free_secret(p->admin_token, strlen(p->admin_token));
 	p->admin_token = NULL;
 	tls_free(p->tls);
 	p->tls = NULL;

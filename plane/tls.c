@@ -2,6 +2,7 @@
  * (see tls.h). */
 #include "tls.h"
 #include "log.h"
+#include "nodes.h"
 #include "util.h"
 #include "xmalloc.h"
 
@@ -53,7 +54,8 @@ static void creds_free(struct creds *c)
 static int load_pem(const char *path, const char *what, gnutls_datum_t *d, char *err, size_t errlen)
 {
 	size_t len;
-	char *text = read_file_limited(path, PEM_MAX, &len);
+	/* read as a secret (a key file is one): no copy left behind */
+	char *text = read_secret_file(path, PEM_MAX, &len);
 	if (!text) {
 		snprintf(err, errlen, "cannot read %s '%s': %s", what, path, strerror(errno));
 		return -1;
@@ -263,9 +265,19 @@ int tls_peer_node(struct plane_tls *t, struct MHD_Connection *c, char *cn, size_
 		}
 		goto out;
 	}
-	size_t len = cap;
+	size_t len = cap, more = 0;
+	char extra[8];
 	if (gnutls_x509_crt_get_dn_by_oid(chain[0], GNUTLS_OID_X520_COMMON_NAME, 0, 0, cn, &len) < 0 || !len) {
 		snprintf(err, errlen, "client certificate: its subject has no CN (the node id)");
+		goto out;
+	}
+	/* one CN, a whole node id: no NUL inside, no second CN to choose from */
+	more = sizeof(extra);
+	if (strlen(cn) != len || !nodes_id_valid(cn) ||
+	    gnutls_x509_crt_get_dn_by_oid(chain[0], GNUTLS_OID_X520_COMMON_NAME, 1, 0, extra, &more) !=
+		    GNUTLS_E_REQUESTED_DATA_NOT_AVAILABLE) {
+		snprintf(err, errlen, "client certificate: its subject must hold exactly one CN, a node id "
+			 "([A-Za-z0-9._-]{1,200})");
 		goto out;
 	}
 	rc = 1;

@@ -268,6 +268,17 @@ out:
 	return rc;
 }
 
+bool tokens_revoked(struct tokens *t, const char *id)
+{
+	bool revoked = false;
+	pthread_mutex_lock(&t->lock);
+	for (size_t i = 0; i < t->n; i++)
+		if (strcmp(t->rec[i]->info.id, id) == 0)
+			revoked = t->rec[i]->info.revoked;
+	pthread_mutex_unlock(&t->lock);
+	return revoked;
+}
+
 void tokens_to_json(struct tokens *t, struct buf *out)
 {
 	pthread_mutex_lock(&t->lock);

@@ -47,6 +47,9 @@ hdr=$(curl -sS "${CA[@]}" -o /dev/null -D - "$PLANE_URL/v1/resources" | tr -d '\
 check "a 401 carries WWW-Authenticate: Bearer" grep -q '^WWW-Authenticate: Bearer' <<<"$hdr"
 check_eq "an unknown token is 401" 401 "$(code -H "$(bearer tt1_000000000000_nope)" /v1/resources)"
 check_eq "a Basic credential is 401" 401 "$(code -H "Authorization: Basic $ADMIN" /v1/resources)"
+head -c 8000000 /dev/zero | tr '\0' 'x' >"$WORK/big.body"
+check_eq "an anonymous upload is refused on its headers (401, not read)" 401 \
+	"$(code -X POST --data-binary "@$WORK/big.body" /v1/batch)"
 check_eq "plain HTTP to the TLS port gets no answer" 000 \
 	"$(curl -s -o /dev/null -w '%{http_code}' --max-time 3 "http://127.0.0.1:$PLANE_PORT/healthz")"
 check "a client that does not trust the plane's CA refuses it" bash -c \
@@ -75,6 +78,11 @@ check_eq "a token request with an unknown field is 422" 422 \
 	"$(code -X POST -H "$(bearer "$ADMIN")" --data '{"role":"reader","x":1}' /v1/tokens)"
 check_eq "a token for a bad node id is 422" 422 \
 	"$(code -X POST -H "$(bearer "$ADMIN")" --data '{"node":"a b"}' /v1/tokens)"
+head -c 5000 /dev/zero | tr '\0' 'x' >"$WORK/5k.body"
+check_eq "a token request has its own small body cap (413)" 413 \
+	"$(code -X POST -H "$(bearer "$ADMIN")" --data-binary "@$WORK/5k.body" /v1/tokens)"
+check_eq "so has an ACK (64 KiB)" 413 \
+	"$(code -X POST -H "$(bearer "$ADMIN")" --data-binary "@$WORK/big.body" /v1/ack)"
 check_eq "revoking an unknown id is 404" 404 "$(code -X DELETE -H "$(bearer "$ADMIN")" /v1/tokens/000000000000)"
 check_eq "a malformed id is 400" 400 "$(code -X DELETE -H "$(bearer "$ADMIN")" /v1/tokens/NOT-AN-ID)"
 
@@ -131,6 +139,9 @@ check_eq "n1's certificate cannot poll as n2" 403 "$(code "${C1[@]}" '/v1/config
 check_eq "a certificate another CA signed is 401" 401 \
 	"$(code --cert "$PKI/rogue.pem" --key "$PKI/rogue.key" '/v1/config?node=n1&version=0')"
 check_eq "a node certificate cannot read resources" 403 "$(code "${C1[@]}" /v1/resources)"
+( cd "$PKI" && pki_cert badcn "bad node" "extendedKeyUsage=clientAuth" ca ) >>"$PKI/pki.log" 2>&1
+check_eq "a certificate whose CN is no node id is 401" 401 \
+	"$(code --cert "$PKI/badcn.pem" --key "$PKI/badcn.key" '/v1/config?node=bad&version=0')"
 
 # ---- refusals are counted -------------------------------------------------------------
 M=(-H "$(bearer "$READER")")

@@ -236,6 +236,20 @@ intact n1 tamper
 converge n1 "$ATK" tamper
 check_eq "tamper: a.txt holds the plane's a2" a2 "$(cat "$WORK/n1.out/a.txt")"
 
+# ---- a body changed so that it does not validate: still tampering, not a bad change -------
+before n1
+D0=$(reason n1 digest)
+mode "$ATK" tamper-body file/e path=../escape.txt
+wfile e e1
+V=$(plane_version)
+check "invalid: the proxy made file/e's path escape in push $V" wait_until 5 grep -q "push $V .*file/e.path set to" "$WORK/atk.log"
+check "invalid: n1 refuses it as a digest mismatch, not as a bad change" wait_until 10 reason_above n1 digest "$D0"
+check "invalid: n1 logged that it was changed in transit" grep -q "push $V refused: state digest mismatch.*changed in transit" "$WORK/n1.log"
+check "invalid: the plane records a verification failure" wait_until 10 vf_above n1 "$VF0"
+check "invalid: n1 asks for a snapshot" wait_until 5 count_ge 2 "opened (/v1/stream?node=n1&version=0)" "$WORK/atk.log"
+intact n1 invalid
+converge n1 "$ATK" invalid
+
 # ---- an upsert dropped from a delta -----------------------------------------------------
 before n1
 D0=$(reason n1 digest)

@@ -693,6 +693,60 @@ static void write_format1(const struct fx *f)
 	buf_release(&raw);
 }
 
+/* A name twice in a record or a snapshot is damage (a CRC does not stop a
+ * hand that rewrites the file): the record ends the replay there, the
+ * snapshot is unusable; never two resources in one slot (a double free
+ * before any signature is checked). */
+static void test_duplicate_names_refused(void **state)
+{
+	struct fx *f = *state;
+	char err[512];
+	struct buf raw = BUF_INIT;
+	put_res(&raw, "cluster/a", 1, CL(80));
+	write_snapshot(f, "lastgood-1.snap", "TTHRSNP1", 1, 1, &raw);
+	buf_reset(&raw);
+	spit(f, "lastgood-1.journal", "", 0, false);
+	/* a record that upserts cluster/b twice */
+	put_u64(&raw, 2);
+	put_u32(&raw, 2);
+	put_u32(&raw, 0);
+	put_res(&raw, "cluster/b", 2, CL(81));
+	put_res(&raw, "cluster/b", 2, CL(82));
+	append_record(f, "lastgood-1.journal", "TJR1", &raw);
+	buf_reset(&raw);
+	/* and one that upserts and removes cluster/a */
+	put_u64(&raw, 3);
+	put_u32(&raw, 1);
+	put_u32(&raw, 1);
+	put_res(&raw, "cluster/a", 3, CL(83));
+	put_str(&raw, "cluster/a");
+	append_record(f, "lastgood-1.journal", "TJR1", &raw);
+	log_set_level(LOG_LVL_ERROR + 1);
+	assert_int_equal(lastgood_load(f->lg, &f->s, err, sizeof(err)), 1);
+	log_set_level(LOG_LVL_WARN);
+	/* the replay stopped before the first bad record */
+	assert_int_equal(f->s.version, 1);
+	assert_int_equal(f->s.count, 1);
+	assert_string_equal(body_of(&f->s, "cluster/a"), CL(80));
+
+	/* a snapshot naming one resource twice: unusable */
+	buf_reset(&raw);
+	put_res(&raw, "cluster/x", 1, CL(80));
+	put_res(&raw, "cluster/x", 1, CL(81));
+	write_snapshot(f, "lastgood-2.snap", "TTHRSNP1", 1, 2, &raw);
+	spit(f, "lastgood-2.journal", "", 0, false);
+	buf_release(&raw);
+	struct state got;
+	char *st = NULL;
+	log_set_level(LOG_LVL_ERROR + 1);
+	int rc = reload(f, NULL, &got, &st, NULL, err, sizeof(err));
+	log_set_level(LOG_LVL_WARN);
+	assert_int_equal(rc, 1);   /* generation 1 again */
+	assert_null(state_get(&got, "cluster/x"));
+	free(st);
+	state_release(&got);
+}
+
 static void expect_format1_state(const struct state *s)
 {
 	assert_int_equal(s->version, 6);
@@ -846,6 +900,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_format1_loads, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_format1_then_format2, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_format1_has_no_statement, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_duplicate_names_refused, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

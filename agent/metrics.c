@@ -8,11 +8,9 @@
 #include "xmalloc.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 static struct buf last;   /* what the file says now */
 
@@ -56,22 +54,15 @@ void metrics_write(struct agent *a)
 		buf_release(&b);
 		return;
 	}
-	char *tmp = xasprintf("%s.tmp", a->cfg.metrics_file);
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-	bool ok = fd >= 0 && write_full(fd, b.data, b.len) == 0;
-	if (fd >= 0 && close(fd) < 0)
-		ok = false;
-	if (ok && rename(tmp, a->cfg.metrics_file) < 0)
-		ok = false;
-	if (!ok) {
+	/* a collector reads it while we write: whole or not at all (no
+	 * fsync: after a crash the next change writes it again) */
+	if (write_file_replace(a->cfg.metrics_file, b.data, b.len, 0644, false) < 0) {
 		log_warn("metrics: cannot write '%s': %s", a->cfg.metrics_file, strerror(errno));
-		unlink(tmp);
 		buf_release(&b);
 	} else {
 		buf_release(&last);
 		last = b;
 	}
-	free(tmp);
 }
 
 void metrics_release(void)

@@ -44,27 +44,10 @@ int status_write(const char *dir, const struct status *st, char *err, size_t err
 	}
 	buf_puts(&b, "}\n");
 
-	char *tmp = xasprintf("%s/.status.json.tmp", dir), *path = xasprintf("%s/status.json", dir);
-	int rc = -1;
-	unlink(tmp);
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-	if (fd < 0)
-		goto fail;
-	if (write_full(fd, b.data, b.len) < 0 || fsync(fd) < 0)
-		goto fail;
-	close(fd);
-	fd = -1;
-	if (rename(tmp, path) < 0)
-		goto fail;
-	rc = 0;
-	goto out;
-fail:
-	snprintf(err, errlen, "cannot write '%s': %s", path, strerror(errno));
-	if (fd >= 0)
-		close(fd);
-	unlink(tmp);
-out:
-	free(tmp);
+	char *path = xasprintf("%s/status.json", dir);
+	int rc = write_file_replace(path, b.data, b.len, 0644, true);
+	if (rc < 0)
+		snprintf(err, errlen, "cannot write '%s': %s", path, strerror(errno));
 	free(path);
 	buf_release(&b);
 	return rc;

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -260,6 +261,34 @@ char *read_file_limited(const char *path, size_t max, size_t *len)
 char *read_secret_file(const char *path, size_t max, size_t *len)
 {
 	return read_path(path, max, len, true);
+}
+
+int write_file_replace(const char *path, const void *data, size_t len, mode_t mode, bool durable)
+{
+	char *tmp = xasprintf("%s.tmp", path);
+	int rc = -1, e = 0;
+	unlink(tmp);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+	if (fd < 0) {
+		e = errno;
+		goto out;
+	}
+	if (write_full(fd, data, len) < 0 || (durable && fsync(fd) < 0)) {
+		e = errno;
+		close(fd);
+		unlink(tmp);
+		goto out;
+	}
+	if (close(fd) < 0 || rename(tmp, path) < 0) {
+		e = errno;
+		unlink(tmp);
+		goto out;
+	}
+	rc = 0;
+out:
+	free(tmp);
+	errno = e;
+	return rc;
 }
 
 void free_secret(char *s, size_t len)

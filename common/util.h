@@ -44,6 +44,10 @@ char *read_secret_file(const char *path, size_t max, size_t *len);
 char *read_secret_fd(int fd, size_t max, size_t *len, mode_t *mode);
 /* Wipes len bytes of s, then frees it (NULL is fine). */
 void free_secret(char *s, size_t len);
+/* Replaces path with data, whole or not at all: a temp file beside it
+ * (path.tmp, created anew, never through a link), written, fsync'd when
+ * durable, then renamed over path. Returns 0, or -1 with errno. */
+int write_file_replace(const char *path, const void *data, size_t len, mode_t mode, bool durable);
 /* Writes all of data, retrying short writes and EINTR. Returns 0 or -1. */
 int write_full(int fd, const void *data, size_t len);
 /* A new listing of the directory name below dirfd ("." for dirfd itself),

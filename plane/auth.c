@@ -24,19 +24,9 @@ static enum MHD_Result refuse(struct plane *p, struct MHD_Connection *c, unsigne
 	buf_puts(&b, "{\"error\":");
 	buf_json_string(&b, msg);
 	buf_puts(&b, "}\n");
-	size_t len;
-	char *data = buf_detach(&b, &len);
-	struct MHD_Response *resp = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
-	if (!resp) {
-		free(data);
-		return MHD_NO;
-	}
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-	if (status == MHD_HTTP_UNAUTHORIZED)
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"tether\"");
-	enum MHD_Result ret = MHD_queue_response(c, status, resp);
-	MHD_destroy_response(resp);
-	return ret;
+	const char *const challenge[] = { MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"tether\"", NULL };
+	return http_send_headers(c, status, "application/json", &b, false,
+				 status == MHD_HTTP_UNAUTHORIZED ? challenge : NULL);
 }
 
 /* Works out who is asking. Returns 0, or -1 after sending 401 for a

@@ -7,6 +7,8 @@
 #include "consumer.h"
 #include "lastgood.h"
 #include "log.h"
+#include "metrics_http.h"
+#include "sdnotify.h"
 #include "util.h"
 #include "xmalloc.h"
 
@@ -42,6 +44,15 @@ void agent_set_state(struct agent *a, enum agent_state st)
 	a->astate = st;
 }
 
+/* systemd's STATUS= line: what `systemctl status tetherd` shows. */
+static void notify_status(const struct agent *a, enum agent_state shown)
+{
+	char line[256];
+	snprintf(line, sizeof(line), "version %llu, %s%s%.180s", (unsigned long long)a->state.version,
+		 status_state_name(shown), a->last_error[0] ? ": " : "", a->last_error);
+	sdnotify_status(line);
+}
+
 void agent_write_status(struct agent *a)
 {
 	/* stale says more than synced, syncing or offline: what runs is no
@@ -63,8 +74,10 @@ void agent_write_status(struct agent *a)
 	    a->written.last_sync == s.last_sync && a->written.applied == s.applied &&
 	    a->written.rejected == s.rejected && strcmp(a->written.last_error, s.last_error) == 0 &&
 	    a->written.verified_version == s.verified_version && a->written.stale == s.stale &&
-	    strcmp(a->written.key_id ? a->written.key_id : "", s.key_id) == 0)
+	    strcmp(a->written.key_id ? a->written.key_id : "", s.key_id) == 0) {
+		metrics_write(a);   /* counters move without a new status */
 		return;
+	}
 	char err[512];
 	if (status_write(a->cfg.state_dir, &s, err, sizeof(err)) < 0) {
 		log_warn("status: %s", err);
@@ -77,6 +90,7 @@ void agent_write_status(struct agent *a)
 	a->written.key_id = xstrdup(s.key_id);
 	a->status_valid = true;
 	metrics_write(a);
+	notify_status(a, shown);
 }
 
 double agent_rand01(void)
@@ -297,6 +311,8 @@ int agent_run(struct agent_config *cfg, int argc, char **argv)
 	/* a write past RLIMIT_FSIZE fails with EFBIG (a NACK), not a kill */
 	signal(SIGXFSZ, SIG_IGN);
 
+	/* before any child: `nginx -t` must not inherit NOTIFY_SOCKET */
+	sdnotify_init();
 	curl_global_init(strncmp(a.cfg.plane, "https:", 6) == 0 ? CURL_GLOBAL_DEFAULT : CURL_GLOBAL_NOTHING);
 	a.multi = curl_multi_init();
 
@@ -306,15 +322,29 @@ int agent_run(struct agent_config *cfg, int argc, char **argv)
 		goto out;
 	}
 	agent_write_status(&a);
+	if (a.cfg.metrics_listen && !a.cfg.once && metrics_http_open(&a, err, sizeof(err)) < 0) {
+		log_error("%s", err);
+		code = 1;
+		goto out;
+	}
 	log_info("node %s at version %llu (%zu resources); plane %s over %s", a.cfg.node,
 		 (unsigned long long)a.state.version, a.state.count, a.cfg.plane, a.cfg.transport);
+	/* booted from last-good, the output in place: ready (the unit's
+	 * dependents may start the consumer now) */
+	char ready[256];
+	snprintf(ready, sizeof(ready), "version %llu, %s (booted from last-good; dialling %s)",
+		 (unsigned long long)a.state.version, status_state_name(a.written.state), a.cfg.plane);
+	sdnotify_ready(ready);
 	if (a.cfg.once) {
 		code = run_once(&a);
 		goto out;
 	}
 
 	sync_schedule(&a, false);
+	int64_t wd = sdnotify_watchdog_ms();
 	while (!got_term) {
+		/* the watchdog is fed only by a loop that turns */
+		sdnotify_watchdog_tick();
 		int64_t now = now_ms();
 		if (!a.sync && now >= a.next_sync_ms)
 			sync_start(&a);
@@ -362,13 +392,18 @@ int agent_run(struct agent_config *cfg, int argc, char **argv)
 		}
 		if (ack_waiting(&a) && !a.ack.h && a.ack.next_ms < wake)
 			wake = a.ack.next_ms;
+		if (wd > 0 && now + wd / 2 < wake)
+			wake = now + wd / 2;
+		metrics_http_service(&a, &wake);
 		now = now_ms();
 		int timeout = (int)(wake > now ? wake - now : 0);
-		struct curl_waitfd wfd = { sig_pipe[0], CURL_WAIT_POLLIN, 0 };
-		curl_multi_poll(a.multi, &wfd, 1, timeout, NULL);
+		struct curl_waitfd wfd[1 + 1 + 8] = { { sig_pipe[0], CURL_WAIT_POLLIN, 0 } };
+		unsigned nfd = 1 + metrics_http_fds(wfd + 1, 9);
+		curl_multi_poll(a.multi, wfd, nfd, timeout, NULL);
 		char drain[64];
 		while (read(sig_pipe[0], drain, sizeof(drain)) > 0)
 			;
+		metrics_http_service(&a, NULL);
 		if (got_hup) {
 			got_hup = 0;
 			reload_config(&a);
@@ -387,10 +422,13 @@ int agent_run(struct agent_config *cfg, int argc, char **argv)
 		}
 	}
 	log_info("stopping at version %llu", (unsigned long long)a.state.version);
+	sdnotify_stopping();
 out:
 	agent_free(&a);
 	agent_config_release(&a.cfg);
 	curl_global_cleanup();
+	metrics_http_close();
+	sdnotify_close();
 	close(sig_pipe[0]);
 	close(sig_pipe[1]);
 	sig_pipe[0] = sig_pipe[1] = -1;

@@ -2,6 +2,7 @@
  * agent_config.h). */
 #include "agent_config.h"
 #include "labels.h"
+#include "metrics_http.h"
 #include "resource.h"
 #include "util.h"
 #include "xmalloc.h"
@@ -20,7 +21,7 @@ static const char *const signals[] = { "HUP", "USR1", "USR2", NULL };
 
 const struct opt_def agent_options[] = {
 	{ "plane", 'p', OPT_STRING, OFF(plane), 0, 0, NULL, "URL",
-	  "the plane's URL (default http://127.0.0.1:7070)" },
+	  "the plane's URL (required: http:// or https://)" },
 	{ "node", 'n', OPT_STRING, OFF(node), 0, 0, NULL, "ID", "this node's id (default: the host name)" },
 	{ "state-dir", 's', OPT_STRING, OFF(state_dir), 0, 0, NULL, "DIR",
 	  "last-good state and status.json (default /var/lib/tetherd)" },
@@ -71,6 +72,8 @@ const struct opt_def agent_options[] = {
 	  "with --trust: report 'stale' when the newest statement is older than this (default 0: at its expiry)" },
 	{ "metrics-file", 0, OPT_STRING, OFF(metrics_file), 0, 0, NULL, "FILE",
 	  "write Prometheus text here (node_exporter's textfile collector) after every change" },
+	{ "metrics-listen", 0, OPT_STRING, OFF(metrics_listen), 0, 0, NULL, "HOST:PORT",
+	  "serve the metrics over HTTP at /metrics (port 0 picks a free one)" },
 	{ "stream-timeout", 0, OPT_SECONDS, OFF(stream_timeout), 0.1, 86400, NULL, "SECONDS",
 	  "a stream silent this long is dead (default: three heartbeats)" },
 	{ "backoff-max", 0, OPT_SECONDS, OFF(backoff_max), 0.1, 3600, NULL, "SECONDS",
@@ -97,7 +100,6 @@ const struct opt_def agent_options[] = {
 void agent_config_defaults(struct agent_config *c)
 {
 	memset(c, 0, sizeof(*c));
-	c->plane = xstrdup("http://127.0.0.1:7070");
 	c->state_dir = xstrdup("/var/lib/tetherd");
 	c->output_dir = xstrdup("/etc/tether");
 	c->transport = xstrdup("sse");
@@ -142,6 +144,12 @@ int agent_config_check(struct agent_config *c, char *err, size_t errlen)
 	}
 	if (!resource_name_valid(c->node)) {
 		snprintf(err, errlen, "node: '%s' must match [A-Za-z0-9._-]{1,200}", c->node);
+		return -1;
+	}
+	if (!c->plane) {
+		/* no default: an agent that dials a plane nobody named would
+		 * only fail, again and again */
+		snprintf(err, errlen, "plane: not set (give --plane URL, or plane = URL in the configuration file)");
 		return -1;
 	}
 	if (strncmp(c->plane, "http://", 7) != 0 && strncmp(c->plane, "https://", 8) != 0) {
@@ -193,6 +201,10 @@ int agent_config_check(struct agent_config *c, char *err, size_t errlen)
 			snprintf(err, errlen, "marker: '%s' is not HOST:PORT (or off)", c->marker);
 			return -1;
 		}
+	}
+	if (c->metrics_listen && metrics_http_parse(c->metrics_listen, NULL, 0, NULL) < 0) {
+		snprintf(err, errlen, "metrics-listen: '%s' is not HOST:PORT ([ADDR]:PORT for IPv6)", c->metrics_listen);
+		return -1;
 	}
 	if (c->health && strncmp(c->health, "http://", 7) != 0 && strncmp(c->health, "https://", 8) != 0) {
 		snprintf(err, errlen, "health: '%s' must be an http:// or https:// URL", c->health);

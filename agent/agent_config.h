@@ -33,6 +33,7 @@ struct agent_config {
 	char *token_file;          /* this node's bearer token */
 	char *trust;               /* trusted statement keys: verify every push */
 	char *metrics_file;        /* Prometheus text for node_exporter's textfile collector */
+	char *metrics_listen;      /* HOST:PORT serving the same text over HTTP */
 	double max_staleness;      /* newest statement older than this: stale (0: its expiry only) */
 	bool strict;
 	bool once;

@@ -32,6 +32,15 @@ enum trust_fail {
 	TF_DIGEST, TF_N
 };
 
+/* An apply's phases, for the duration histogram (metrics.c). */
+enum apply_phase { PHASE_STAGE, PHASE_CHECK, PHASE_RELOAD, PHASE_PERSIST, APPLY_PHASES };
+#define APPLY_HIST_BUCKETS 14
+struct apply_hist {
+	uint64_t bucket[APPLY_HIST_BUCKETS];   /* cumulative when written, not here */
+	uint64_t count;
+	double sum;                            /* seconds */
+};
+
 struct agent {
 	struct agent_config cfg;
 	int argc;
@@ -112,6 +121,14 @@ struct agent {
 		unsigned attempt;
 		int64_t next_ms;
 	} ack;
+
+	/* metrics.c: what --metrics-file and --metrics-listen report */
+	struct {
+		uint64_t merged;             /* pushes folded into a later one's apply */
+		uint64_t stream_opens;       /* streams opened: all but the first are reconnects */
+		int64_t last_contact;        /* wall seconds the plane last confirmed what runs */
+		struct apply_hist phase[APPLY_PHASES];
+	} m;
 };
 
 /* agent.c */
@@ -164,6 +181,14 @@ void ack_release(struct agent *a);
 /* metrics.c: writes --metrics-file when what it says changed. */
 void metrics_write(struct agent *a);
 void metrics_release(void);
+/* The Prometheus text into b; live adds what only a scrape can say (the
+ * age of the last sync, which a file would freeze). */
+void metrics_text(const struct agent *a, struct buf *b, bool live);
+/* One successful apply's phases, in microseconds (stage, check, reload,
+ * persist: enum apply_phase order). */
+void metrics_observe_apply(struct agent *a, const int64_t us[APPLY_PHASES]);
+/* The plane confirmed what runs (an apply, a heartbeat, a 304). */
+void metrics_contact(struct agent *a);
 
 /* trust.c */
 /* Loads --trust (and our subscription's canonical form). 0, or -1 with err. */

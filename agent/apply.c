@@ -166,7 +166,8 @@ static void reload_back(struct agent *a)
 		log_error("apply: reload after putting the old output back failed: %s", e2);
 }
 
-/* Where an apply spent its time, for the log and the benchmarks (ms). */
+/* Where an apply spent its time, for the log, the metrics and the
+ * benchmarks (microseconds). */
 struct phases {
 	int64_t stage, check, reload, persist;
 };
@@ -179,7 +180,7 @@ static enum apply_result apply_candidate(struct agent *a, struct candidate *c, i
 	const struct consumer_ops *ops = a->cons->ops;
 	enum apply_result why = APPLY_FAILED;
 	int staged = 1;
-	int64_t t = now_ms();
+	int64_t t = now_us();
 	*healthy = -1;
 	memset(ph, 0, sizeof(*ph));
 	if (c->n) {
@@ -189,7 +190,7 @@ static enum apply_result apply_candidate(struct agent *a, struct candidate *c, i
 		if (staged < 0)
 			goto fail;
 	}
-	ph->stage = now_ms() - t;
+	ph->stage = now_us() - t;
 	if (staged == 0) {
 		const char *dir = ops->staging_dir(a->cons);
 		why = APPLY_REFUSED;
@@ -199,16 +200,16 @@ static enum apply_result apply_candidate(struct agent *a, struct candidate *c, i
 		} else if (ops->check && ops->check(a->cons, a->cfg.command_timeout, err, errlen) < 0) {
 			goto fail;
 		}
-		ph->check = now_ms() - t - ph->stage;
+		ph->check = now_us() - t - ph->stage;
 	}
 	/* the last-good write readied (and its room taken) before anything
 	 * goes live: a full state directory refuses the push here, with the
 	 * consumer untouched */
 	why = APPLY_FAILED;
-	int64_t tp = now_ms();
+	int64_t tp = now_us();
 	if (lastgood_prepare(a->lg, &a->state, c, err, errlen) < 0)
 		goto fail;
-	ph->persist = now_ms() - tp;
+	ph->persist = now_us() - tp;
 	if (staged == 0) {
 		const char *dir = ops->staging_dir(a->cons);
 		if (ops->swap(a->cons, err, errlen) < 0)
@@ -233,15 +234,15 @@ static enum apply_result apply_candidate(struct agent *a, struct candidate *c, i
 			*healthy = 1;
 		}
 		why = APPLY_FAILED;
-		ph->reload = now_ms() - t - ph->stage - ph->check - ph->persist;
+		ph->reload = now_us() - t - ph->stage - ph->check - ph->persist;
 	}
-	tp = now_ms();
+	tp = now_us();
 	if (lastgood_commit(a->lg, err, errlen) < 0) {
 		if (staged == 0)
 			goto revert;
 		goto fail;
 	}
-	ph->persist += now_ms() - tp;
+	ph->persist += now_us() - tp;
 	state_commit(&a->state, c);
 	ops->finish(a->cons);
 	return APPLY_OK;
@@ -346,8 +347,13 @@ void apply_pending(struct agent *a, int64_t *wake)
 		snprintf(merged, sizeof(merged), "%zu pushes merged, ", npushes);
 	log_info("applied version %llu (%s, %s%zu changes, %lld ms, %.3f ms cpu; stage %lld, check %lld, "
 		 "reload %lld, persist %lld ms)", (unsigned long long)a->state.version, m.full ? "snapshot" : "delta",
-		 merged, changes, (long long)(now_ms() - t0), cpu_ms, (long long)ph.stage, (long long)ph.check,
-		 (long long)ph.reload, (long long)ph.persist);
+		 merged, changes, (long long)(now_ms() - t0), cpu_ms, (long long)ph.stage / 1000,
+		 (long long)ph.check / 1000, (long long)ph.reload / 1000, (long long)ph.persist / 1000);
+	const int64_t us[APPLY_PHASES] = { ph.stage, ph.check, ph.reload, ph.persist };
+	metrics_observe_apply(a, us);
+	if (npushes > 1)
+		a->m.merged += npushes - 1;
+	metrics_contact(a);
 	a->applied++;
 	a->last_error[0] = '\0';
 	a->last_sync = wall_seconds();

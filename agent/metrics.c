@@ -1,8 +1,12 @@
-/* metrics.c: --metrics-file, Prometheus text for node_exporter's textfile
- * collector, written atomically (temp file, rename) whenever what it says
- * changed: the versions, the state, pushes applied and refused, and with
- * --trust the verification figures (staleness, refusals by reason). */
+/* metrics.c: the agent's Prometheus text: --metrics-file for
+ * node_exporter's textfile collector, written atomically (temp file,
+ * rename) whenever what it says changed, and the same text for
+ * --metrics-listen (metrics_http.c). The versions, the state, pushes
+ * applied, refused and merged, apply time by phase, the last sync,
+ * reconnects, last-good's size, and with --trust the verification
+ * figures (staleness, refusals by reason). */
 #include "agent_int.h"
+#include "lastgood.h"
 #include "log.h"
 #include "util.h"
 #include "xmalloc.h"
@@ -14,6 +18,11 @@
 
 static struct buf last;   /* what the file says now */
 
+/* upper bounds in seconds; the last bucket, +Inf, is the count */
+static const double bounds[APPLY_HIST_BUCKETS] = { 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+						     0.1, 0.25, 0.5, 1, 2.5, 5, 10 };
+static const char *const phase_names[APPLY_PHASES] = { "stage", "check", "reload", "persist" };
+
 static void gauge(struct buf *b, const char *name, const char *help, long long v)
 {
 	buf_printf(b, "# HELP %s %s\n# TYPE %s gauge\n%s %lld\n", name, help, name, name, v);
@@ -24,32 +33,93 @@ static void counter(struct buf *b, const char *name, const char *help, unsigned 
 	buf_printf(b, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", name, help, name, name, v);
 }
 
+void metrics_observe_apply(struct agent *a, const int64_t us[APPLY_PHASES])
+{
+	for (int p = 0; p < APPLY_PHASES; p++) {
+		struct apply_hist *h = &a->m.phase[p];
+		double s = (double)(us[p] > 0 ? us[p] : 0) / 1e6;
+		for (int i = 0; i < APPLY_HIST_BUCKETS; i++)
+			if (s <= bounds[i]) {
+				h->bucket[i]++;
+				break;
+			}
+		h->count++;
+		h->sum += s;
+	}
+}
+
+void metrics_contact(struct agent *a)
+{
+	a->m.last_contact = wall_seconds();
+}
+
+static void histogram(struct buf *b, const struct agent *a)
+{
+	const char *n = "tetherd_apply_duration_seconds";
+	buf_printf(b, "# HELP %s Time a successful apply spent in each phase.\n# TYPE %s histogram\n", n, n);
+	for (int p = 0; p < APPLY_PHASES; p++) {
+		const struct apply_hist *h = &a->m.phase[p];
+		uint64_t cum = 0;
+		for (int i = 0; i < APPLY_HIST_BUCKETS; i++) {
+			cum += h->bucket[i];
+			buf_printf(b, "%s_bucket{phase=\"%s\",le=\"%g\"} %llu\n", n, phase_names[p], bounds[i],
+				   (unsigned long long)cum);
+		}
+		buf_printf(b, "%s_bucket{phase=\"%s\",le=\"+Inf\"} %llu\n", n, phase_names[p],
+			   (unsigned long long)h->count);
+		buf_printf(b, "%s_sum{phase=\"%s\"} %.6f\n%s_count{phase=\"%s\"} %llu\n", n, phase_names[p], h->sum, n,
+			   phase_names[p], (unsigned long long)h->count);
+	}
+}
+
+void metrics_text(const struct agent *a, struct buf *b, bool live)
+{
+	gauge(b, "tetherd_version", "The version this node runs.", (long long)a->state.version);
+	gauge(b, "tetherd_plane_version", "The newest version the plane announced.", (long long)a->plane_version);
+	gauge(b, "tetherd_resources", "Resources in the applied state.", (long long)a->state.count);
+	counter(b, "tetherd_pushes_applied_total", "Pushes applied.", a->applied);
+	counter(b, "tetherd_pushes_rejected_total", "Pushes refused (NACKed).", a->rejected);
+	counter(b, "tetherd_pushes_merged_total",
+		"Pushes that arrived while another waited and were applied with it, as one change.", a->m.merged);
+	histogram(b, a);
+	gauge(b, "tetherd_last_sync_timestamp_seconds",
+	      "When the plane last confirmed what this node runs (seconds since the epoch; 0: never).",
+	      (long long)a->m.last_contact);
+	if (live)
+		gauge(b, "tetherd_last_sync_age_seconds",
+		      "Seconds since the plane last confirmed what this node runs (-1: never).",
+		      a->m.last_contact ? (long long)(wall_seconds() - a->m.last_contact) : -1LL);
+	counter(b, "tetherd_stream_reconnects_total", "Streams opened again after the first.",
+		a->m.stream_opens > 1 ? a->m.stream_opens - 1 : 0);
+	struct lastgood_info li = { 0 };
+	if (a->lg)
+		lastgood_info(a->lg, &li);
+	gauge(b, "tetherd_lastgood_bytes", "Bytes of last-good on disk (snapshot and journal).",
+	      (long long)(li.snapshot_bytes + li.journal_bytes));
+	buf_puts(b, "# HELP tetherd_state The agent's state (1 for the current one).\n# TYPE tetherd_state gauge\n");
+	enum agent_state shown = a->written.state;
+	for (int s = ST_BOOTING; s <= ST_STALE; s++)
+		buf_printf(b, "tetherd_state{state=\"%s\"} %d\n", status_state_name((enum agent_state)s), s == (int)shown);
+	if (a->trust.on) {
+		gauge(b, "tetherd_stale", "1 when no valid signed statement vouches for what runs.", a->trust.stale);
+		gauge(b, "tetherd_statement_fresh_until_seconds",
+		      "Until when the newest valid statement vouches (seconds since the epoch).", a->trust.fresh_until);
+		gauge(b, "tetherd_verified_version", "The highest version verified (lower is a rollback).",
+		      (long long)a->trust.hwm);
+		buf_puts(b, "# HELP tetherd_verify_failures_total Statements and pushes refused, by reason.\n"
+			    "# TYPE tetherd_verify_failures_total counter\n");
+		for (int f = 0; f < TF_N; f++)
+			buf_printf(b, "tetherd_verify_failures_total{reason=\"%s\"} %llu\n",
+				   trust_fail_name((enum trust_fail)f), (unsigned long long)a->trust.failures[f]);
+	}
+}
+
 void metrics_write(struct agent *a)
 {
 	if (!a->cfg.metrics_file)
 		return;
 	struct buf b = BUF_INIT;
-	gauge(&b, "tetherd_version", "The version this node runs.", (long long)a->state.version);
-	gauge(&b, "tetherd_plane_version", "The newest version the plane announced.", (long long)a->plane_version);
-	gauge(&b, "tetherd_resources", "Resources in the applied state.", (long long)a->state.count);
-	counter(&b, "tetherd_pushes_applied_total", "Pushes applied.", a->applied);
-	counter(&b, "tetherd_pushes_rejected_total", "Pushes refused (NACKed).", a->rejected);
-	buf_puts(&b, "# HELP tetherd_state The agent's state (1 for the current one).\n# TYPE tetherd_state gauge\n");
-	enum agent_state shown = a->written.state;
-	for (int s = ST_BOOTING; s <= ST_STALE; s++)
-		buf_printf(&b, "tetherd_state{state=\"%s\"} %d\n", status_state_name((enum agent_state)s), s == (int)shown);
-	if (a->trust.on) {
-		gauge(&b, "tetherd_stale", "1 when no valid signed statement vouches for what runs.", a->trust.stale);
-		gauge(&b, "tetherd_statement_fresh_until_seconds",
-		      "Until when the newest valid statement vouches (seconds since the epoch).", a->trust.fresh_until);
-		gauge(&b, "tetherd_verified_version", "The highest version verified (lower is a rollback).",
-		      (long long)a->trust.hwm);
-		buf_puts(&b, "# HELP tetherd_verify_failures_total Statements and pushes refused, by reason.\n"
-			     "# TYPE tetherd_verify_failures_total counter\n");
-		for (int f = 0; f < TF_N; f++)
-			buf_printf(&b, "tetherd_verify_failures_total{reason=\"%s\"} %llu\n",
-				   trust_fail_name((enum trust_fail)f), (unsigned long long)a->trust.failures[f]);
-	}
+	metrics_text(a, &b, false);
 	if (last.data && last.len == b.len && memcmp(last.data, b.data, b.len) == 0) {
 		buf_release(&b);
 		return;

@@ -4,6 +4,7 @@
 #include "buf.h"
 #include "log.h"
 #include "runcmd.h"
+#include "sdnotify.h"
 #include "util.h"
 #include "xmalloc.h"
 
@@ -107,8 +108,10 @@ static long get(const char *url, double timeout_s, struct buf *b, char *cerr, si
 	return status;
 }
 
+/* The probes' waits are bounded by their timeouts: the watchdog is fed. */
 static void pause_ms(int ms)
 {
+	sdnotify_watchdog_tick();
 	poll(NULL, 0, ms);
 }
 

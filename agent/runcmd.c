@@ -1,6 +1,7 @@
 /* runcmd.c: operator commands with a timeout and captured output (see
  * runcmd.h). */
 #include "runcmd.h"
+#include "sdnotify.h"
 #include "util.h"
 #include "xmalloc.h"
 
@@ -109,6 +110,8 @@ int runcmd(const char *cmd, const char *const *env, double timeout_s, struct run
 				;
 			break;
 		}
+		/* a wait bounded by the timeout: the event loop is still alive */
+		sdnotify_watchdog_tick();
 		/* after EOF the pipe polls readable forever: just wait a little */
 		struct pollfd p = { eof ? -1 : pfd[0], POLLIN, 0 };
 		poll(&p, 1, (int)(left > 50 ? 50 : left));

@@ -101,6 +101,8 @@ static void on_heartbeat(struct agent *a, const char *data, size_t len)
 		agent_set_state(a, a->state.version >= a->plane_version ? ST_SYNCED : ST_SYNCING);
 	if (a->astate == ST_SYNCED && !a->last_sync)
 		a->last_sync = wall_seconds();
+	if (a->astate == ST_SYNCED)
+		metrics_contact(a);
 	agent_write_status(a);
 }
 
@@ -229,6 +231,7 @@ void sync_start(struct agent *a)
 		}
 		curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)((a->cfg.poll_wait + 30) * 1000));
 	} else {
+		a->m.stream_opens++;
 		a->sync_headers = curl_slist_append(a->sync_headers, "Accept: text/event-stream");
 		a->sync_headers = curl_slist_append(a->sync_headers, "Cache-Control: no-cache");
 	}
@@ -326,6 +329,7 @@ void sync_done(struct agent *a, CURLcode code)
 			agent_set_state(a, ST_SYNCED);
 			if (!a->last_sync)
 				a->last_sync = wall_seconds();
+			metrics_contact(a);
 			agent_write_status(a);
 		}
 		sync_schedule(a, false);

@@ -1,21 +1,52 @@
-/* log.c: levelled logging to stderr (see log.h). */
+/* log.c: levelled logging to stderr (see log.h). When stderr is the
+ * journal ($JOURNAL_STREAM names it), each line starts with its syslog
+ * priority (<3>, <4>, <6>, <7>) and leaves the time and pid to journald. */
 #include "log.h"
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 static const char *log_prog = "tether";
 static enum log_level log_level = LOG_LVL_INFO;
 static const char *const level_names[] = { "debug", "info", "warn", "error" };
+static bool to_journal;
+
+/* True when stderr is the stream $JOURNAL_STREAM ("DEV:INODE") names:
+ * a redirection to a file keeps the plain format (systemd.exec(5)). */
+static bool stderr_is_journal(void)
+{
+	const char *js = getenv("JOURNAL_STREAM");
+	unsigned long long dev, ino;
+	struct stat st;
+	char tail;
+	if (!js || sscanf(js, "%llu:%llu%c", &dev, &ino, &tail) != 2 || fstat(STDERR_FILENO, &st) < 0)
+		return false;
+	return (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
+}
 
 void log_init(const char *progname, enum log_level level)
 {
 	log_prog = progname;
 	log_level = level;
+	to_journal = stderr_is_journal();
+}
+
+/* syslog(3) priorities: debug, info, warning, err; fatal is crit */
+static int priority_of(const char *lvl)
+{
+	switch (lvl[0]) {
+	case 'd': return 7;
+	case 'i': return 6;
+	case 'w': return 4;
+	case 'e': return 3;
+	default: return 2;
+	}
 }
 
 void log_set_level(enum log_level level)
@@ -44,11 +75,16 @@ static void log_vmsg(const char *lvl, const char *fmt, va_list ap)
 	char line[4096];
 	struct timespec ts;
 	struct tm tm;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	gmtime_r(&ts.tv_sec, &tm);
-	int n = snprintf(line, sizeof(line), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s[%ld] %s: ",
-			 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-			 tm.tm_sec, ts.tv_nsec / 1000000, log_prog, (long)getpid(), lvl);
+	int n;
+	if (to_journal) {
+		n = snprintf(line, sizeof(line), "<%d>%s: ", priority_of(lvl), lvl);
+	} else {
+		clock_gettime(CLOCK_REALTIME, &ts);
+		gmtime_r(&ts.tv_sec, &tm);
+		n = snprintf(line, sizeof(line), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s[%ld] %s: ",
+			     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+			     ts.tv_nsec / 1000000, log_prog, (long)getpid(), lvl);
+	}
 	if (n < 0 || (size_t)n >= sizeof(line))
 		n = 0;
 	int m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);

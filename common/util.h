@@ -21,6 +21,8 @@ int parse_bool(const char *s, bool *out);
 
 /* Monotonic milliseconds, for timeouts. */
 int64_t now_ms(void);
+/* Monotonic microseconds, for measuring. */
+int64_t now_us(void);
 /* Wall-clock seconds since the epoch, for records people read. */
 int64_t wall_seconds(void);
 /* Wall-clock milliseconds since the epoch. */

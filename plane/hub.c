@@ -2,6 +2,7 @@
 #include "hub.h"
 #include "gz.h"
 #include "log.h"
+#include "sdnotify.h"
 #include "nodes.h"
 #include "plane.h"
 #include "pushcache.h"
@@ -498,6 +499,17 @@ static void wait_for(struct hub *h, int64_t ms)
 	pthread_cond_timedwait(&h->cond, &h->lock, &ts);
 }
 
+/* systemd's STATUS= line: what `systemctl status tether-plane` shows. */
+static void notify_status(struct hub *h)
+{
+	struct nodes_stats st;
+	char line[160];
+	nodes_stats(h->p->nodes, &st);
+	snprintf(line, sizeof(line), "version %llu, %zu nodes (%zu connected, %zu lagging), %zu streams",
+		 (unsigned long long)atomic_load(&h->version), st.nodes, st.connected, st.lagging, hub_stream_count(h));
+	sdnotify_status(line);
+}
+
 static void *ticker_main(void *arg)
 {
 	struct hub *h = arg;
@@ -533,8 +545,12 @@ static void *ticker_main(void *arg)
 		}
 		if (now >= next_lag) {
 			nodes_check_lag(p->nodes, atomic_load(&h->version));
+			notify_status(h);
 			next_lag = now + LAG_EVERY_MS;
 		}
+		/* the ticker takes the hub's and the store's locks: while it
+		 * turns, the plane is not wedged */
+		sdnotify_watchdog_tick();
 		if (now >= next_prune) {
 			store_write_lock(p->store);
 			if (store_prune_aged(p->store, wall_seconds(), err, sizeof(err)) < 0)

@@ -1,7 +1,9 @@
 /* main.c: tether-plane's entry point: options, signals, start, wait, stop. */
 #include "config.h"
+#include "hub.h"
 #include "log.h"
 #include "plane.h"
+#include "sdnotify.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -46,6 +48,7 @@ int main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
+	sdnotify_init();
 	if (plane_start(&p, err, sizeof(err)) < 0) {
 		log_error("%s", err);
 		plane_stop(&p);
@@ -53,6 +56,11 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	log_info("ready: version %s, data %s, heartbeat %gs", PACKAGE_VERSION, p.cfg.data, p.cfg.heartbeat);
+	/* the store is open and it listens */
+	char ready[200];
+	snprintf(ready, sizeof(ready), "tether-plane %s listening on %s, store at version %llu", PACKAGE_VERSION,
+		 p.listen_addr, (unsigned long long)hub_version(p.hub));
+	sdnotify_ready(ready);
 
 	for (;;) {
 		int sig = 0;
@@ -63,6 +71,7 @@ int main(int argc, char **argv)
 			continue;
 		}
 		log_info("%s: shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+		sdnotify_stopping();
 		break;
 	}
 	plane_stop(&p);

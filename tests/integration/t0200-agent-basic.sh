@@ -163,13 +163,19 @@ check_eq "--check-config prints 'configuration OK'" "configuration OK" "$out"
 for bad in "--transport carrier-pigeon" "--stream-timeout soon" "--stream-timeout 0" "--backoff-min 5 --backoff-max 1" \
 	"--plane ftp://x" "--node bad/name" "--labels =x" "--no-such-option"; do
 	# shellcheck disable=SC2086
-	"$AGENT_BIN" --check-config --node cc --state-dir "$WORK/cc.state" --output-dir "$WORK/cc.out" $bad \
-		>"$WORK/cc.out.txt" 2>"$WORK/cc.err.txt"
+	"$AGENT_BIN" --check-config --plane "$PLANE_URL" --node cc --state-dir "$WORK/cc.state" \
+		--output-dir "$WORK/cc.out" $bad >"$WORK/cc.out.txt" 2>"$WORK/cc.err.txt"
 	rc=$?
 	check_eq "--check-config $bad exits 2" 2 "$rc"
 	check "--check-config $bad explains itself on stderr" test -s "$WORK/cc.err.txt"
 done
 check "--check-config touched no state directory" test ! -e "$WORK/cc.state"
+# no plane named anywhere: nothing to dial, so not configured (the unit's
+# ExecCondition skips the start on this)
+printf '[agent]\n; plane = https://plane.example:7070\nnode = cc\n' >"$WORK/noplane.conf"
+"$AGENT_BIN" -c "$WORK/noplane.conf" --check-config >"$WORK/np.out" 2>"$WORK/np.err"
+check_eq "--check-config with no plane exits 2" 2 "$?"
+check "... and says the plane is not set" grep -q "plane: not set" "$WORK/np.err"
 
 # ---- a config file ([agent]); the command line wins --------------------------------------
 cat >"$WORK/cf.conf" <<EOF

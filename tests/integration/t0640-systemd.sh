@@ -97,6 +97,12 @@ check "a JOURNAL_STREAM that is not stderr keeps the plain format" \
 check_eq "an agent with no plane exits 2" 2 "$?"
 check "... saying the plane is not set" grep -q "plane: not set" "$WORK/j3.log"
 
+# ---- --version: the version configure gave ---------------------------------------------
+want=$(sed -n 's/^#define PACKAGE_VERSION "\(.*\)"$/\1/p' "$TOP_BUILDDIR/config.h")
+check_eq "tetherd --version" "tetherd $want" "$("$AGENT_BIN" --version)"
+check_eq "tether-plane --version" "tether-plane $want" "$("$PLANE_BIN" --version)"
+check_eq "tetherctl --version" "tetherctl $want" "$("$TOP_BUILDDIR/tetherctl" --version)"
+
 # ---- the agent's metrics ------------------------------------------------------------------
 start_plane p2 --heartbeat 1
 ctl apply - >/dev/null <<'J' || bail "cannot load the configuration"
@@ -145,14 +151,23 @@ check "only a scrape has the age of the last sync" \
 check "the buckets never decrease" awk -F'[ ]' '/^tetherd_apply_duration_seconds_bucket/ {
 	split($1, a, "le="); ph = a[1]; if (ph == last && $2 < prev) bad = 1; last = ph; prev = $2 } END {exit bad}' "$WORK/scrape.prom"
 
+# pushes that wait out --min-reload-interval are applied as one: merged
+start_agent mm --consumer files --min-reload-interval 3 --metrics-file "$WORK/mm.prom"
+check "an agent with --min-reload-interval 3 syncs" wait_until 10 agent_at mm 3
+for f in x y z; do put "file/$f" "{\"path\":\"$f.txt\",\"content\":\"$f\\n\"}" >/dev/null; done
+check "it applies the three changes" wait_until 15 agent_at mm 6
+check_eq "... as one apply" 2 "$(mv tetherd_pushes_applied_total "$WORK/mm.prom")"
+check_eq "... of which two pushes were merged" 2 "$(mv tetherd_pushes_merged_total "$WORK/mm.prom")"
+stop_pid "${APID[mm]}"
+
 # the HTTP side: other paths and methods, junk, a client that sends nothing
 check_eq "GET /other is 404" 404 "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$MPORT/other")"
 check_eq "POST /metrics is 405" 405 "$(curl -s -o /dev/null -w '%{http_code}' -X POST "http://127.0.0.1:$MPORT/metrics")"
 check_eq "an oversized request is 431" 431 "$(curl -s -o /dev/null -w '%{http_code}' -H "X-Big: $(head -c 5000 /dev/zero | tr '\0' a)" "http://127.0.0.1:$MPORT/metrics")"
 exec 7<>/dev/tcp/127.0.0.1/"$MPORT"   # says nothing: must not hold the loop
 put file/e '{"path":"e.txt","content":"e\n"}' >/dev/null
-check "a silent client does not stop the agent applying" wait_until 10 agent_at m 4
-check "... nor other scrapes" sh -c "curl -fsS -m 2 http://127.0.0.1:$MPORT/metrics | grep -q '^tetherd_version 4'"
+check "a silent client does not stop the agent applying" wait_until 10 agent_at m 7
+check "... nor other scrapes" sh -c "curl -fsS -m 2 http://127.0.0.1:$MPORT/metrics | grep -q '^tetherd_version 7'"
 exec 7>&-
 
 # reconnects are counted: the plane restarts

@@ -37,15 +37,14 @@ need_mods() {
 	done
 	return 1
 }
-MODS="typescript @grafana/schema @prometheus-io/lezer-promql @lezer/lr @lezer/highlight"
-if ! need_mods $MODS >/dev/null; then
+MODS=(typescript @grafana/schema @prometheus-io/lezer-promql @lezer/lr @lezer/highlight)
+if ! need_mods "${MODS[@]}" >/dev/null; then
 	"$TOP_SRCDIR/scripts/npm-deps" "$WORK" >"$WORK/npm.log" 2>&1 || diag "scripts/npm-deps failed: $(tail -n 3 "$WORK/npm.log")"
 fi
 
 # ---- (1) the dashboard --------------------------------------------------------------
 
-out=$(node "$CHECK" structure "$DASH" 2>&1)
-if [ $? = 0 ]; then
+if out=$(node "$CHECK" structure "$DASH" 2>&1); then
 	ok "its structure is what Grafana's loader needs (${out#ok })"
 else
 	not_ok "its structure is what Grafana's loader needs"
@@ -82,8 +81,7 @@ mod_check "it type-checks against @grafana/schema's Dashboard and its panels' op
 mod_check "every expression parses under Prometheus's PromQL grammar, naming the metrics the tokenizer finds" promql \
 	@prometheus-io/lezer-promql @lezer/lr @lezer/highlight
 
-exprs=$(node "$CHECK" exprs "$DASH" 2>&1)
-if [ $? = 0 ]; then
+if exprs=$(node "$CHECK" exprs "$DASH" 2>&1); then
 	ok "every expression tokenizes"
 else
 	not_ok "every expression tokenizes"

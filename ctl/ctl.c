@@ -48,7 +48,7 @@ static const struct command commands[] = {
 	  "/status.json)", 0, 0, OPT_JSON | OPT_STATE_DIR, true, cmd_status },
 	{ "keygen", NULL, "FILE", "a new Ed25519 signing key: FILE (secret, 0600) and FILE.pub", 1, 1, 0, true,
 	  cmd_keygen },
-	{ "token", "create", "--node ID | --role ROLE [--name TEXT]",
+	{ "token", "create", "--node ID | --role ROLE [--name TEXT] [--json]",
 	  "a new token (ROLE: admin, operator, reader), printed once", 0, 0, OPT_NODE | OPT_ROLE | OPT_NAME | OPT_JSON, false,
 	  cmd_token_create },
 	{ "token", "ls", "[--json]", "the tokens (never their secret part)", 0, 0, OPT_JSON, false, cmd_token_ls },

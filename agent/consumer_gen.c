@@ -5,7 +5,12 @@
  * consumer never reads a mix of two generations; swapping back is the same
  * rename. Key material goes to OUTPUT_DIR/secrets (0700), one file per
  * content (0600), shared by the generations that use it. Old generations
- * and unused secrets are pruned. */
+ * and unused secrets are pruned. A generation on disk is checked before it
+ * is used again (at boot: the live one), file by file against the render,
+ * since its name says what it should hold, not what it holds; one that
+ * differs is written again and exchanged whole (renameat2 RENAME_EXCHANGE)
+ * and the proxy reloads. New files are made durable in batches
+ * (safefs_batch) before anything points at them. */
 #include "agent_config.h"
 #include "json.h"
 #include "consumer.h"
@@ -45,7 +50,10 @@ struct gen {
 	char staged[NAME_MAX_LEN];  /* the staged generation ("gen-<id>") */
 	char staged_id[ID_LEN + 1];
 	char *staged_path;          /* absolute, for TETHER_STAGING */
-	bool created;               /* the staged directory is new */
+	bool created;               /* the staged directory is new (or was
+	                             * written again: it did not hold what
+	                             * its name says) */
+	bool secrets_written;       /* prepare wrote a secret file */
 	char prev[NAME_MAX_LEN];    /* what current pointed at before swap */
 	bool swapped;
 };
@@ -101,25 +109,35 @@ static void make_id(const struct render_out *out, char id[ID_LEN + 1])
 		snprintf(id + 2 * i, 3, "%02x", h[i]);
 }
 
+/* Makes every secret of out present with its content and mode 0600 (named
+ * by content: a file that matches is right); writes what is missing or
+ * differs as one batch. Returns how many were written, or -1. */
 static int write_secrets(struct gen *g, const struct render_out *out, char *err, size_t errlen)
 {
+	struct safefs_dirs dirs;
+	struct safefs_batch *batch = safefs_batch_new(g->rootfd);
+	int rc = -1;
+	safefs_dirs_init(&dirs, g->rootfd);
 	for (size_t i = 0; i < out->n; i++) {
 		const struct render_file *f = &out->files[i];
 		if (!f->secret)
 			continue;
 		char *path = xasprintf("secrets/%s", f->path);
-		/* named by content: present means right */
-		size_t len;
-		char *have = safefs_read(g->rootfd, path, (size_t)f->data.len + 1, &len, NULL);
-		int rc = 0;
-		if (!have || len != f->data.len || memcmp(have, f->data.data, len) != 0)
-			rc = safefs_write(g->rootfd, path, f->data.data, f->data.len, 0600, err, errlen);
-		free(have);
+		int wrc = 0;
+		if (!safefs_same(&dirs, path, f->data.data, f->data.len, 0600))
+			wrc = safefs_batch_write(batch, path, f->data.data, f->data.len, 0600, err, errlen);
 		free(path);
-		if (rc < 0)
-			return -1;
+		if (wrc < 0)
+			goto out;
 	}
-	return 0;
+	safefs_dirs_release(&dirs);
+	if (safefs_batch_commit(batch, err, errlen) < 0)
+		goto out;
+	rc = (int)safefs_batch_count(batch);
+out:
+	safefs_dirs_release(&dirs);
+	safefs_batch_free(batch);
+	return rc;
 }
 
 /* The check configuration: nginx needs a main file around ours. */
@@ -132,26 +150,39 @@ static void check_file(struct gen *g, const char *dir, struct render_out *out)
 		      "error_log stderr;\nevents {}\nhttp {\n    include %s/*.conf;\n}\n", dir);
 }
 
-/* Writes the files of out (the main one with its marker) as gen-<id>. */
-static int write_generation(struct gen *g, struct render_out *out, const char *name, char *err, size_t errlen)
+/* Writes the files of out (the main one with its marker, not the secrets)
+ * into a new directory tmp, durable (one batch). */
+static int write_files(struct gen *g, const struct render_out *out, const char *tmp, char *err, size_t errlen)
 {
-	char tmp[NAME_MAX_LEN + 8];
-	snprintf(tmp, sizeof(tmp), "%s.tmp", name);
 	safefs_remove_tree(g->rootfd, tmp);
 	if (mkdirat(g->rootfd, tmp, 0755) < 0) {
 		snprintf(err, errlen, "cannot create %s/%s: %s", g->base.output_dir, tmp, strerror(errno));
 		return -1;
 	}
-	for (size_t i = 0; i < out->n; i++) {
+	struct safefs_batch *batch = safefs_batch_new(g->rootfd);
+	int rc = 0;
+	for (size_t i = 0; rc == 0 && i < out->n; i++) {
 		const struct render_file *f = &out->files[i];
 		if (f->secret)
 			continue;
 		char *path = xasprintf("%s/%s", tmp, f->path);
-		int rc = safefs_write(g->rootfd, path, f->data.data, f->data.len, f->mode, err, errlen);
+		rc = safefs_batch_write(batch, path, f->data.data, f->data.len, f->mode, err, errlen);
 		free(path);
-		if (rc < 0)
-			goto fail;
 	}
+	if (rc == 0)
+		rc = safefs_batch_commit(batch, err, errlen);
+	safefs_batch_free(batch);
+	return rc;
+}
+
+/* Writes the files of out as gen-<id> (name): into name.tmp, then one
+ * rename puts the whole directory in place. */
+static int write_generation(struct gen *g, struct render_out *out, const char *name, char *err, size_t errlen)
+{
+	char tmp[NAME_MAX_LEN + 8];
+	snprintf(tmp, sizeof(tmp), "%s.tmp", name);
+	if (write_files(g, out, tmp, err, errlen) < 0)
+		goto fail;
 	if (renameat(g->rootfd, tmp, g->rootfd, name) < 0 || fsync(g->rootfd) < 0) {
 		snprintf(err, errlen, "cannot put %s/%s in place: %s", g->base.output_dir, name, strerror(errno));
 		goto fail;
@@ -160,6 +191,142 @@ static int write_generation(struct gen *g, struct render_out *out, const char *n
 fail:
 	safefs_remove_tree(g->rootfd, tmp);
 	return -1;
+}
+
+/* ---- checking a generation that is already on disk ------------------------------ */
+
+/* Entries under dfd that are not directories, counted down the tree
+ * (symlinks not followed); -1 when it cannot be read. Closes dfd. */
+static long count_files(int dfd)
+{
+	DIR *d = fdopendir(dfd);
+	if (!d) {
+		close(dfd);
+		return -1;
+	}
+	long n = 0;
+	struct dirent *de;
+	while (n >= 0 && (de = readdir(d)) != NULL) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		int sub = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (sub < 0) {
+			n++;
+			continue;
+		}
+		long k = count_files(sub);
+		n = k < 0 ? -1 : n + k;
+	}
+	closedir(d);
+	return n;
+}
+
+/* Whether the generation directory name holds the files of out, each with
+ * its bytes and mode, and nothing else. A generation is named by a hash of
+ * what it should hold, so a name present says nothing about a file lost or
+ * changed under it since; this looks. */
+static bool generation_intact(struct gen *g, const char *name, const struct render_out *out)
+{
+	struct safefs_dirs dirs;
+	long want = 0;
+	bool ok = true;
+	safefs_dirs_init(&dirs, g->rootfd);
+	for (size_t i = 0; ok && i < out->n; i++) {
+		const struct render_file *f = &out->files[i];
+		if (f->secret)
+			continue;
+		want++;
+		char *path = xasprintf("%s/%s", name, f->path);
+		ok = safefs_same(&dirs, path, f->data.data, f->data.len, f->mode);
+		free(path);
+	}
+	safefs_dirs_release(&dirs);
+	if (!ok)
+		return false;
+	int fd = openat(g->rootfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	return fd >= 0 && count_files(fd) == want;
+}
+
+/* replace_generation's fallback: each file of out that differs rewritten
+ * (temp, fsync, rename), then every other entry of the directory removed.
+ * Renderers write flat generations (file names, no directories). */
+static int repair_in_place(struct gen *g, const struct render_out *out, const char *name, char *err, size_t errlen)
+{
+	struct safefs_dirs dirs;
+	int rc = 0;
+	safefs_dirs_init(&dirs, g->rootfd);
+	for (size_t i = 0; rc == 0 && i < out->n; i++) {
+		const struct render_file *f = &out->files[i];
+		if (f->secret)
+			continue;
+		char *path = xasprintf("%s/%s", name, f->path);
+		if (!safefs_same(&dirs, path, f->data.data, f->data.len, f->mode))
+			rc = safefs_write(g->rootfd, path, f->data.data, f->data.len, f->mode, err, errlen);
+		free(path);
+	}
+	safefs_dirs_release(&dirs);
+	if (rc < 0)
+		return -1;
+	DIR *d = opendir_at(g->rootfd, name);
+	if (!d) {
+		snprintf(err, errlen, "cannot read %s/%s: %s", g->base.output_dir, name, strerror(errno));
+		return -1;
+	}
+	struct dirent *de;
+	while ((de = readdir(d)) != NULL) {
+		bool ours = strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0;
+		for (size_t i = 0; !ours && i < out->n; i++)
+			ours = !out->files[i].secret && strcmp(out->files[i].path, de->d_name) == 0;
+		if (ours)
+			continue;
+		char *path = xasprintf("%s/%s", name, de->d_name);
+		safefs_remove_tree(g->rootfd, path);
+		free(path);
+	}
+	closedir(d);
+	int fd = openat(g->rootfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || fsync(fd) < 0) {
+		snprintf(err, errlen, "cannot fsync %s/%s: %s", g->base.output_dir, name, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	close(fd);
+	return 0;
+}
+
+/* Puts a fresh copy of out in place of the generation name, which is on
+ * disk but does not hold what it should (and may be live). The copy is
+ * written as name.tmp and exchanged with name in one renameat2
+ * (RENAME_EXCHANGE): whoever follows current sees the old directory or the
+ * new one, never a mix and never nothing. Where the file system cannot
+ * exchange, each file that differs is replaced in place (each atomically)
+ * and what does not belong is removed. */
+static int replace_generation(struct gen *g, struct render_out *out, const char *name, char *err, size_t errlen)
+{
+	char tmp[NAME_MAX_LEN + 8];
+	snprintf(tmp, sizeof(tmp), "%s.tmp", name);
+	if (write_files(g, out, tmp, err, errlen) < 0) {
+		safefs_remove_tree(g->rootfd, tmp);
+		return -1;
+	}
+	if (renameat2(g->rootfd, tmp, g->rootfd, name, RENAME_EXCHANGE) == 0) {
+		int rc = fsync(g->rootfd);
+		int e = errno;
+		safefs_remove_tree(g->rootfd, tmp);   /* the old copy, now */
+		if (rc < 0) {
+			snprintf(err, errlen, "cannot put %s/%s in place: %s", g->base.output_dir, name, strerror(e));
+			return -1;
+		}
+		return 0;
+	}
+	if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP) {
+		snprintf(err, errlen, "cannot put %s/%s in place: %s", g->base.output_dir, name, strerror(errno));
+		safefs_remove_tree(g->rootfd, tmp);
+		return -1;
+	}
+	safefs_remove_tree(g->rootfd, tmp);
+	return repair_in_place(g, out, name, err, errlen);
 }
 
 static bool dir_exists(int rootfd, const char *name)
@@ -187,12 +354,21 @@ static int prepare(struct gen *g, const struct state *s, const struct candidate 
 	g->staged_path = xasprintf("%s/%s", g->base.output_dir, g->staged);
 	check_file(g, g->staged_path, &out);
 	g->created = false;
+	int secrets = write_secrets(g, &out, err, errlen);
+	if (secrets < 0)
+		goto out;
+	g->secrets_written = secrets > 0;
 	if (!dir_exists(g->rootfd, g->staged)) {
-		if (write_secrets(g, &out, err, errlen) < 0 || write_generation(g, &out, g->staged, err, errlen) < 0)
+		if (write_generation(g, &out, g->staged, err, errlen) < 0)
 			goto out;
 		g->created = true;
-	} else if (write_secrets(g, &out, err, errlen) < 0) {
-		goto out;
+	} else if (!generation_intact(g, g->staged, &out)) {
+		/* a file of it was lost or changed since it was written */
+		log_warn("%s: %s/%s does not hold what it should; writing it again", g->rnd->name,
+			 g->base.output_dir, g->staged);
+		if (replace_generation(g, &out, g->staged, err, errlen) < 0)
+			goto out;
+		g->created = true;
 	}
 	rc = 0;
 out:
@@ -281,11 +457,14 @@ static int gen_boot(struct consumer *c, const struct state *s, char *err, size_t
 	read_current(g, g->live, sizeof(g->live));
 	if (prepare(g, s, NULL, err, errlen) < 0)
 		return -1;
-	if (strcmp(g->staged, g->live) == 0 && !g->created) {
-		log_info("%s: %s/current already serves version %llu (%s)", g->rnd->name, c->output_dir,
-			 (unsigned long long)s->version, g->live);
+	if (strcmp(g->staged, g->live) == 0) {
+		/* the live generation, checked file by file (prepare): rewritten
+		 * when it was not intact, and then the proxy reloads */
+		bool repaired = g->created || g->secrets_written;
+		log_info("%s: %s/current %s version %llu (%s)", g->rnd->name, c->output_dir,
+			 repaired ? "repaired: serves" : "already serves", (unsigned long long)s->version, g->live);
 		prune(g);
-		return 0;
+		return repaired;
 	}
 	if (set_current(g, g->staged, err, errlen) < 0)
 		return -1;
@@ -385,8 +564,9 @@ static int gen_stage(struct consumer *c, const struct state *s, const struct can
 	int rc = prepare(g, s, cand, err, errlen);
 	if (rc < 0)
 		return rc;
-	/* an equal render is the same generation: nothing to check or reload */
-	return strcmp(g->staged, g->live) == 0 ? 1 : 0;
+	/* an equal render is the same generation: nothing to check or reload
+	 * (unless prepare found it damaged and wrote it again) */
+	return strcmp(g->staged, g->live) == 0 && !g->created && !g->secrets_written ? 1 : 0;
 }
 
 static const char *gen_staging_dir(struct consumer *c)

@@ -1,5 +1,8 @@
 /* test_safefs.c: unit tests of agent/safefs.c under a mkdtemp root: path and
- * symlink confinement, atomic writes, modes under any umask, tree removal. */
+ * symlink confinement, atomic writes, modes under any umask, tree removal;
+ * and what a boot uses for many files: the comparison (safefs_same), the
+ * directory order, and batches (temp names until commit, both ways of
+ * making them durable, nothing left behind by one not committed). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -601,6 +604,272 @@ static void test_remove_tree_confined(void **state)
 	assert_true(lexists(at(f->root, "evil")));
 }
 
+/* ---- many files at once: safefs_same, safefs_cmp_path, safefs_batch ---------------- */
+
+/* Open descriptors of this process. */
+static int open_fds(void)
+{
+	int n = 0;
+	DIR *d = opendir("/proc/self/fd");
+	assert_non_null(d);
+	while (readdir(d) != NULL)
+		n++;
+	closedir(d);
+	return n;
+}
+
+static mode_t mode_of(const char *path)
+{
+	struct stat st;
+	assert_int_equal(lstat(path, &st), 0);
+	return st.st_mode & 07777;
+}
+
+static void test_same(void **state)
+{
+	struct fx *f = *state;
+	char err[256];
+	struct safefs_dirs d;
+	safefs_dirs_init(&d, f->rootfd);
+	int fds = open_fds();
+	assert_int_equal(write_str(f->rootfd, "d/a.conf", "hello", 0640, err, sizeof(err)), 0);
+	assert_true(safefs_same(&d, "d/a.conf", "hello", 5, 0640));
+	assert_false(safefs_same(&d, "d/a.conf", "hellO", 5, 0640));    /* same size, other bytes */
+	assert_false(safefs_same(&d, "d/a.conf", "hello", 5, 0644));    /* other mode */
+	assert_false(safefs_same(&d, "d/a.conf", "hell", 4, 0640));     /* the file is longer */
+	assert_false(safefs_same(&d, "d/a.conf", "hello!", 6, 0640));   /* shorter */
+	assert_false(safefs_same(&d, "d/absent", "hello", 5, 0640));
+	assert_false(safefs_same(&d, "nodir/a.conf", "hello", 5, 0640));
+	/* an empty file */
+	assert_int_equal(safefs_write(f->rootfd, "d/empty", "", 0, 0644, err, sizeof(err)), 0);
+	assert_true(safefs_same(&d, "d/empty", "", 0, 0644));
+	assert_false(safefs_same(&d, "d/empty", "x", 1, 0644));
+	/* a symlink to a file with the right bytes and mode is not the file */
+	put(at(f->out, "right"), "hello");
+	assert_int_equal(chmod(at(f->out, "right"), 0640), 0);
+	assert_int_equal(symlink(at(f->out, "right"), at(f->root, "d/link.conf")), 0);
+	assert_false(safefs_same(&d, "d/link.conf", "hello", 5, 0640));
+	/* nor is a file behind a symlinked directory */
+	assert_int_equal(symlink(f->out, at(f->root, "evil")), 0);
+	assert_false(safefs_same(&d, "evil/right", "hello", 5, 0640));
+	/* a directory, and a FIFO (not opened for long: no writer, no wait) */
+	assert_int_equal(mkdir(at(f->root, "d/dir"), 0640), 0);
+	assert_false(safefs_same(&d, "d/dir", "", 0, 0640));
+	assert_int_equal(mkfifo(at(f->root, "d/fifo"), 0640), 0);
+	assert_false(safefs_same(&d, "d/fifo", "", 0, 0640));
+	/* bad paths */
+	assert_false(safefs_same(&d, "d/../d/a.conf", "hello", 5, 0640));
+	assert_false(safefs_same(&d, "/etc/passwd", "", 0, 0644));
+	assert_false(safefs_same(&d, "d/", "", 0, 0644));
+	/* and back to a good one after all that */
+	assert_true(safefs_same(&d, "d/a.conf", "hello", 5, 0640));
+	safefs_dirs_release(&d);
+	assert_int_equal(open_fds(), fds);
+}
+
+static void test_dirs_walk_once(void **state)
+{
+	struct fx *f = *state;
+	char err[256];
+	struct safefs_dirs d;
+	const char *base;
+	safefs_dirs_init(&d, f->rootfd);
+	int a = safefs_dirs_parent(&d, "x/y/one", true, &base, err, sizeof(err));
+	assert_true(a >= 0);
+	assert_string_equal(base, "one");
+	assert_int_equal(d.opened, 1);
+	assert_int_equal(d.made, 2);
+	int b = safefs_dirs_parent(&d, "x/y/two", true, &base, err, sizeof(err));
+	assert_int_equal(b, a);
+	assert_string_equal(base, "two");
+	assert_int_equal(d.opened, 1);
+	/* the cached directory does not let a bad last component through */
+	assert_int_equal(safefs_dirs_parent(&d, "x/y/..", true, &base, err, sizeof(err)), -1);
+	assert_int_equal(errno, EINVAL);
+	assert_int_equal(safefs_dirs_parent(&d, "x/y/", true, &base, err, sizeof(err)), -1);
+	/* another directory is another walk */
+	assert_true(safefs_dirs_parent(&d, "x/three", true, &base, err, sizeof(err)) >= 0);
+	assert_int_equal(d.opened, 2);
+	assert_int_equal(d.made, 2);
+	/* the root */
+	assert_true(safefs_dirs_parent(&d, "top", false, &base, err, sizeof(err)) >= 0);
+	assert_string_equal(base, "top");
+	assert_int_equal(safefs_dirs_parent(&d, "/top", false, &base, err, sizeof(err)), -1);
+	safefs_dirs_release(&d);
+}
+
+static void test_cmp_path_groups_directories(void **state)
+{
+	(void)state;
+	const char *v[] = { "a/z", "a/b/c", "b", "a/y", "a", "ab/x", "a/b/a" };
+	qsort(v, sizeof(v) / sizeof(v[0]), sizeof(v[0]), safefs_cmp_path);
+	const char *want[] = { "a", "b", "a/y", "a/z", "a/b/a", "a/b/c", "ab/x" };
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+		assert_string_equal(v[i], want[i]);
+}
+
+/* Writes n files "dN/fI" (i % dirs) through a batch, content "file I
+ * (tag)", mode 0600 or 0644; returns the batch, not committed. */
+static struct safefs_batch *batch_of(struct fx *f, int n, int dirs, const char *tag)
+{
+	char err[256];
+	struct safefs_batch *b = safefs_batch_new(f->rootfd);
+	for (int i = 0; i < n; i++) {
+		char path[64], text[64];
+		snprintf(path, sizeof(path), "d%d/f%d", i % dirs, i);
+		snprintf(text, sizeof(text), "file %d (%s)\n", i, tag);
+		if (safefs_batch_write(b, path, text, strlen(text), i % 2 ? 0600 : 0644, err, sizeof(err)) < 0)
+			fail_msg("batch write of '%s': %s", path, err);
+	}
+	assert_int_equal(safefs_batch_count(b), (size_t)n);
+	return b;
+}
+
+static void expect_batch(struct fx *f, int n, int dirs, const char *tag)
+{
+	for (int i = 0; i < n; i++) {
+		char path[64], text[64];
+		snprintf(path, sizeof(path), "d%d/f%d", i % dirs, i);
+		snprintf(text, sizeof(text), "file %d (%s)\n", i, tag);
+		expect_content(at(f->root, path), text);
+		assert_int_equal(mode_of(at(f->root, path)), i % 2 ? 0600 : 0644);
+	}
+	int tmps;
+	for (int k = 0; k < dirs; k++) {
+		char dir[16];
+		snprintf(dir, sizeof(dir), "d%d", k);
+		entries(at(f->root, dir), &tmps);
+		assert_int_equal(tmps, 0);
+	}
+}
+
+static void batch_case(struct fx *f, int n, int dirs)
+{
+	char err[256];
+	int fds = open_fds();
+	/* a first batch makes the directories (syncfs), a second replaces
+	 * every file in them */
+	struct safefs_batch *b = batch_of(f, n, dirs, "one");
+	/* until commit, only temp names exist: nothing is live */
+	assert_false(lexists(at(f->root, "d0/f0")));
+	assert_true(lexists(at(f->root, "d0/.tether-tmp-f0")));
+	if (safefs_batch_commit(b, err, sizeof(err)) < 0)
+		fail_msg("commit: %s", err);
+	safefs_batch_free(b);
+	expect_batch(f, n, dirs, "one");
+	b = batch_of(f, n, dirs, "two");
+	/* the live files are the old ones until commit */
+	expect_content(at(f->root, "d0/f0"), "file 0 (one)\n");
+	if (safefs_batch_commit(b, err, sizeof(err)) < 0)
+		fail_msg("commit: %s", err);
+	safefs_batch_free(b);
+	expect_batch(f, n, dirs, "two");
+	assert_int_equal(files_below(f->root), n);
+	assert_int_equal(open_fds(), fds);
+}
+
+static void test_batch_few(void **state)
+{
+	/* 10 files in 3 directories: fsync each file, then each directory */
+	batch_case(*state, 10, 3);
+}
+
+static void test_batch_sixteen(void **state)
+{
+	batch_case(*state, 16, 2);
+}
+
+static void test_batch_many(void **state)
+{
+	/* past 16 files: syncfs */
+	batch_case(*state, 300, 7);
+}
+
+static void test_batch_not_committed_leaves_nothing(void **state)
+{
+	struct fx *f = *state;
+	char err[256];
+	int fds = open_fds();
+	struct safefs_batch *b = batch_of(f, 20, 2, "old");
+	assert_int_equal(safefs_batch_commit(b, err, sizeof(err)), 0);
+	safefs_batch_free(b);
+	int sizes[] = { 3, 40 };
+	for (size_t k = 0; k < 2; k++) {
+		b = batch_of(f, sizes[k], 2, "new");
+		safefs_batch_free(b);
+		expect_batch(f, 20, 2, "old");
+		/* the files only the dropped batch had are not there either */
+		assert_int_equal(files_below(f->root), 20);
+	}
+	safefs_batch_free(NULL);
+	assert_int_equal(open_fds(), fds);
+}
+
+static void test_batch_confined(void **state)
+{
+	struct fx *f = *state;
+	char err[256];
+	put(at(f->out, "victim"), "ORIGINAL");
+	assert_int_equal(symlink(f->out, at(f->root, "evil")), 0);
+	assert_int_equal(mkdir(at(f->root, "d"), 0755), 0);
+	assert_int_equal(symlink(at(f->out, "victim"), at(f->root, "d/.tether-tmp-a")), 0);
+	assert_int_equal(symlink(at(f->out, "victim"), at(f->root, "d/b")), 0);
+	struct safefs_batch *b = safefs_batch_new(f->rootfd);
+	assert_int_equal(safefs_batch_write(b, "evil/x", "E", 1, 0644, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "symlink"));
+	assert_int_equal(safefs_batch_write(b, "../outside/x", "E", 1, 0644, err, sizeof(err)), -1);
+	assert_int_equal(safefs_batch_write(b, "d/a", "A", 1, 0644, err, sizeof(err)), 0);
+	assert_int_equal(safefs_batch_write(b, "d/b", "B", 1, 0644, err, sizeof(err)), 0);
+	assert_int_equal(safefs_batch_commit(b, err, sizeof(err)), 0);
+	safefs_batch_free(b);
+	expect_content(at(f->root, "d/a"), "A");
+	expect_content(at(f->root, "d/b"), "B");
+	assert_int_equal(mode_of(at(f->root, "d/b")), 0644);   /* a file now, not the link */
+	expect_content(at(f->out, "victim"), "ORIGINAL");
+	int tmps;
+	assert_int_equal(entries(f->out, &tmps), 1);
+	assert_false(lexists(at(f->out, "x")));
+}
+
+static void test_batch_failed_commit(void **state)
+{
+	struct fx *f = *state;
+	char err[256];
+	/* a directory where a file should go: its rename fails; the commit
+	 * says which, and no temp file is left once the batch is freed */
+	assert_int_equal(mkdir(at(f->root, "d"), 0755), 0);
+	assert_int_equal(mkdir(at(f->root, "d/m"), 0755), 0);
+	put(at(f->root, "d/m/inside"), "i");
+	struct safefs_batch *b = safefs_batch_new(f->rootfd);
+	assert_int_equal(safefs_batch_write(b, "d/m", "M", 1, 0644, err, sizeof(err)), 0);
+	assert_int_equal(safefs_batch_write(b, "d/z", "Z", 1, 0644, err, sizeof(err)), 0);
+	assert_int_equal(safefs_batch_commit(b, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "cannot put 'd/m' in place"));
+	safefs_batch_free(b);
+	expect_content(at(f->root, "d/m/inside"), "i");
+	int tmps;
+	entries(at(f->root, "d"), &tmps);
+	assert_int_equal(tmps, 0);
+	/* a write that cannot be made (RLIMIT_FSIZE) fails at once */
+	char big[4096];
+	memset(big, 'n', sizeof(big));
+	struct rlimit old, now;
+	assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+	now = old;
+	now.rlim_cur = 100;
+	b = safefs_batch_new(f->rootfd);
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &now), 0);
+	int rc = safefs_batch_write(b, "d/big", big, sizeof(big), 0644, err, sizeof(err));
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+	assert_int_equal(rc, -1);
+	assert_non_null(strstr(err, "d/big"));
+	assert_int_equal(safefs_batch_count(b), 0);
+	safefs_batch_free(b);
+	entries(at(f->root, "d"), &tmps);
+	assert_int_equal(tmps, 0);
+	assert_false(lexists(at(f->root, "d/big")));
+}
+
 int main(void)
 {
 	signal(SIGXFSZ, SIG_IGN);
@@ -618,6 +887,15 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_mode_regardless_of_umask, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_remove_tree_does_not_follow_symlinks, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_remove_tree_confined, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_same, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_dirs_walk_once, setup, teardown),
+		cmocka_unit_test(test_cmp_path_groups_directories),
+		cmocka_unit_test_setup_teardown(test_batch_few, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_batch_sixteen, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_batch_many, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_batch_not_committed_leaves_nothing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_batch_confined, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_batch_failed_commit, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

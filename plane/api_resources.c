@@ -36,26 +36,46 @@ static enum MHD_Result commit_and_answer(struct plane *p, struct MHD_Connection 
 	bool changed;
 	int rc;
 
-	store_write_lock(p->store);
-	if (must_exist) {
-		const struct store_entry *e = store_get(p->store, ch[0].name);
-		if (!e || !e->body) {
-			store_write_unlock(p->store);
-			for (size_t i = 0; i < n; i++)
-				free(ch[i].body);
-			return http_send_error(c, MHD_HTTP_NOT_FOUND, "no resource '%s'", ch[0].name);
+	/* with replicas, another may commit first: validate again against
+	 * its newer state and retry, a few times */
+	for (int attempt = 0;; attempt++) {
+		store_write_lock(p->store);
+		if (must_exist) {
+			const struct store_entry *e = store_get(p->store, ch[0].name);
+			if (!e || !e->body) {
+				store_write_unlock(p->store);
+				for (size_t i = 0; i < n; i++)
+					free(ch[i].body);
+				return http_send_error(c, MHD_HTTP_NOT_FOUND, "no resource '%s'", ch[0].name);
+			}
 		}
+		uint64_t seen = store_version(p->store);
+		rc = validate_candidate(p->store, ch, n, p->cfg.max_resources, err, sizeof(err));
+		int cr = rc == 0 ? store_commit(p->store, ch, n, &version, &changed, err, sizeof(err)) : 0;
+		store_write_unlock(p->store);
+		if (cr == PERSIST_CONFLICT && attempt < 20) {
+			store_wait_version(p->store, seen + 1, 2000);
+			continue;
+		}
+		if (cr == PERSIST_UNAVAILABLE)
+			rc = -3;
+		else if (cr < 0)
+			rc = -2;
+		break;
 	}
-	rc = validate_candidate(p->store, ch, n, p->cfg.max_resources, err, sizeof(err));
-	if (rc == 0 && store_commit(p->store, ch, n, &version, &changed, err, sizeof(err)) < 0)
-		rc = -2;
-	store_write_unlock(p->store);
 	for (size_t i = 0; i < n; i++)
 		free(ch[i].body);
 
 	if (rc == -1) {
 		atomic_fetch_add(&p->ctr.refused_writes, 1);
 		return http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT, "%s", err);
+	}
+	if (rc == -3) {
+		atomic_fetch_add(&p->ctr.write_errors, 1);
+		log_warn("store: write refused, the store is read-only: %s", err);
+		return http_send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE,
+				       "the store is read-only now (etcd has no quorum or cannot be reached); nothing was "
+				       "stored, try again: %s", err);
 	}
 	if (rc == -2) {
 		atomic_fetch_add(&p->ctr.write_errors, 1);

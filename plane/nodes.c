@@ -40,7 +40,7 @@ struct node_rec {
 };
 
 struct nodes {
-	struct db *db;
+	struct persist *p;           /* borrowed: the backend */
 	pthread_mutex_t lock;
 	/* one flush at a time (taken before lock): a flush that finds
 	 * nothing dirty because another took the records waits until
@@ -191,69 +191,47 @@ static void copy_str(char *dst, size_t cap, const char *src)
 	snprintf(dst, cap, "%s", src ? src : "");
 }
 
-static int load(struct nodes *n, char *err, size_t errlen)
+static int load_one(void *ctx, const struct persist_node *pn)
 {
-	static const char sql[] =
-		"SELECT node, labels, first_seen, last_seen, transport, sent_version, sent_nonce,"
-		" sent_at, acked_version, acked_at, healthy, nack_version, nack_nonce, nack_error,"
-		" nack_at, acks, nacks, stale_acks FROM nodes";
-	sqlite3_stmt *st;
-	int rc = 0;
-	pthread_mutex_lock(&n->db->lock);
-	if (sqlite3_prepare_v2(n->db->conn, sql, -1, &st, NULL) != SQLITE_OK) {
-		snprintf(err, errlen, "database: %s", sqlite3_errmsg(n->db->conn));
-		pthread_mutex_unlock(&n->db->lock);
-		return -1;
+	struct nodes *n = ctx;
+	if (lookup(n, pn->id))
+		return 0;
+	struct node_rec *r = add(n, pn->id);
+	free(r->labels);
+	r->labels = xstrdup(pn->labels);
+	r->first_seen = pn->first_seen;
+	r->last_seen = pn->last_seen;
+	copy_str(r->transport, sizeof(r->transport), pn->transport);
+	r->sent_version = pn->sent_version;
+	copy_str(r->sent_nonce, sizeof(r->sent_nonce), pn->sent_nonce);
+	r->sent_at = pn->sent_at;
+	r->acked_version = pn->acked_version;
+	r->acked_at = pn->acked_at;
+	r->healthy = pn->healthy;
+	if (pn->has_nack) {
+		r->has_nack = true;
+		r->nack_version = pn->nack_version;
+		copy_str(r->nack_nonce, sizeof(r->nack_nonce), pn->nack_nonce);
+		r->nack_error = xstrdup(pn->nack_error ? pn->nack_error : "");
+		r->nack_at = pn->nack_at;
 	}
-	int step;
-	while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-		const char *id = (const char *)sqlite3_column_text(st, 0);
-		if (!id || lookup(n, id))
-			continue;
-		struct node_rec *r = add(n, id);
-		free(r->labels);
-		r->labels = xstrdup(sqlite3_column_text(st, 1) ? (const char *)sqlite3_column_text(st, 1) : "{}");
-		r->first_seen = sqlite3_column_int64(st, 2);
-		r->last_seen = sqlite3_column_int64(st, 3);
-		copy_str(r->transport, sizeof(r->transport), (const char *)sqlite3_column_text(st, 4));
-		r->sent_version = (uint64_t)sqlite3_column_int64(st, 5);
-		copy_str(r->sent_nonce, sizeof(r->sent_nonce), (const char *)sqlite3_column_text(st, 6));
-		r->sent_at = sqlite3_column_int64(st, 7);
-		r->acked_version = (uint64_t)sqlite3_column_int64(st, 8);
-		r->acked_at = sqlite3_column_int64(st, 9);
-		r->healthy = sqlite3_column_type(st, 10) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 10);
-		if (sqlite3_column_type(st, 11) != SQLITE_NULL) {
-			r->has_nack = true;
-			r->nack_version = (uint64_t)sqlite3_column_int64(st, 11);
-			copy_str(r->nack_nonce, sizeof(r->nack_nonce), (const char *)sqlite3_column_text(st, 12));
-			const char *e = (const char *)sqlite3_column_text(st, 13);
-			r->nack_error = xstrdup(e ? e : "");
-			r->nack_at = sqlite3_column_int64(st, 14);
-		}
-		r->acks = (uint64_t)sqlite3_column_int64(st, 15);
-		r->nacks = (uint64_t)sqlite3_column_int64(st, 16);
-		r->stale = (uint64_t)sqlite3_column_int64(st, 17);
-	}
-	if (step != SQLITE_DONE) {
-		snprintf(err, errlen, "database: %s", sqlite3_errmsg(n->db->conn));
-		rc = -1;
-	}
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&n->db->lock);
-	return rc;
+	r->acks = pn->acks;
+	r->nacks = pn->nacks;
+	r->stale = pn->stale;
+	return 0;
 }
 
-struct nodes *nodes_open(struct db *db, size_t max_nodes, int64_t poll_window_ms, char *err, size_t errlen)
+struct nodes *nodes_open(struct persist *p, size_t max_nodes, int64_t poll_window_ms, char *err, size_t errlen)
 {
 	struct nodes *n = xcalloc(1, sizeof(*n));
-	n->db = db;
+	n->p = p;
 	n->max = max_nodes;
 	n->poll_window_ms = poll_window_ms;
 	n->lag_alert_ms = 60000;
 	pthread_mutex_init(&n->lock, NULL);
 	pthread_mutex_init(&n->flush_lock, NULL);
 	strmap_init(&n->by_id);
-	if (load(n, err, errlen) < 0) {
+	if (p->ops->nodes_load(p, load_one, n, err, errlen) < 0) {
 		nodes_free(n);
 		return NULL;
 	}
@@ -572,11 +550,6 @@ struct rec_copy {
 
 int nodes_flush(struct nodes *n, char *err, size_t errlen)
 {
-	static const char sql[] =
-		"INSERT OR REPLACE INTO nodes(node, labels, first_seen, last_seen, transport,"
-		" sent_version, sent_nonce, sent_at, acked_version, acked_at, healthy,"
-		" nack_version, nack_nonce, nack_error, nack_at, acks, nacks, stale_acks)"
-		" VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
 	pthread_mutex_lock(&n->flush_lock);
 	pthread_mutex_lock(&n->lock);
 	size_t cnt = n->ndirty;
@@ -597,58 +570,20 @@ int nodes_flush(struct nodes *n, char *err, size_t errlen)
 	n->ndirty = 0;
 	pthread_mutex_unlock(&n->lock);
 
-	int rc = -1;
-	sqlite3_stmt *st = NULL;
-	pthread_mutex_lock(&n->db->lock);
-	if (db_set_sync(n->db, 0, err, errlen) < 0 || db_exec(n->db, "BEGIN IMMEDIATE", err, errlen) < 0)
-		goto out;
-	if (sqlite3_prepare_v2(n->db->conn, sql, -1, &st, NULL) != SQLITE_OK) {
-		snprintf(err, errlen, "database: %s", sqlite3_errmsg(n->db->conn));
-		goto rollback;
-	}
+	struct persist_node *recs = xcalloc(cnt, sizeof(*recs));
 	for (size_t i = 0; i < cnt; i++) {
 		const struct node_rec *r = &copies[i].r;
-		sqlite3_bind_text(st, 1, r->id, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 2, copies[i].labels, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 3, r->first_seen);
-		sqlite3_bind_int64(st, 4, r->last_seen);
-		sqlite3_bind_text(st, 5, r->transport, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 6, (sqlite3_int64)r->sent_version);
-		sqlite3_bind_text(st, 7, r->sent_nonce, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 8, r->sent_at);
-		sqlite3_bind_int64(st, 9, (sqlite3_int64)r->acked_version);
-		sqlite3_bind_int64(st, 10, r->acked_at);
-		if (r->healthy < 0)
-			sqlite3_bind_null(st, 11);
-		else
-			sqlite3_bind_int(st, 11, r->healthy);
-		if (r->has_nack) {
-			sqlite3_bind_int64(st, 12, (sqlite3_int64)r->nack_version);
-			sqlite3_bind_text(st, 13, r->nack_nonce, -1, SQLITE_STATIC);
-			sqlite3_bind_text(st, 14, copies[i].nack_error ? copies[i].nack_error : "", -1, SQLITE_STATIC);
-			sqlite3_bind_int64(st, 15, r->nack_at);
-		} else {
-			for (int c = 12; c <= 15; c++)
-				sqlite3_bind_null(st, c);
-		}
-		sqlite3_bind_int64(st, 16, (sqlite3_int64)r->acks);
-		sqlite3_bind_int64(st, 17, (sqlite3_int64)r->nacks);
-		sqlite3_bind_int64(st, 18, (sqlite3_int64)r->stale);
-		if (sqlite3_step(st) != SQLITE_DONE) {
-			snprintf(err, errlen, "database: %s", sqlite3_errmsg(n->db->conn));
-			goto rollback;
-		}
-		sqlite3_reset(st);
+		recs[i] = (struct persist_node){
+			.id = r->id, .labels = copies[i].labels, .transport = r->transport,
+			.first_seen = r->first_seen, .last_seen = r->last_seen, .sent_version = r->sent_version,
+			.sent_nonce = r->sent_nonce, .sent_at = r->sent_at, .acked_version = r->acked_version,
+			.acked_at = r->acked_at, .healthy = r->healthy, .has_nack = r->has_nack,
+			.nack_version = r->nack_version, .nack_nonce = r->nack_nonce, .nack_error = copies[i].nack_error,
+			.nack_at = r->nack_at, .acks = r->acks, .nacks = r->nacks, .stale = r->stale,
+		};
 	}
-	if (db_exec(n->db, "COMMIT", err, errlen) < 0)
-		goto rollback;
-	rc = 0;
-	goto out;
-rollback:
-	db_rollback(n->db);
-out:
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&n->db->lock);
+	int rc = n->p->ops->nodes_save(n->p, recs, cnt, err, errlen);
+	free(recs);
 	if (rc < 0) {
 		/* keep them dirty so the next flush tries again */
 		pthread_mutex_lock(&n->lock);

@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "buf.h"
-#include "db.h"
+#include "persist.h"
 
 #define NONCE_MAX 48
 #define NODE_ERROR_MAX 4096
@@ -40,7 +40,7 @@ struct nodes_stats {
  * plane's newest. Called with the nodes lock held: it must not call back. */
 typedef uint64_t (*nodes_target_fn)(void *ctx, const char *node);
 
-struct nodes *nodes_open(struct db *db, size_t max_nodes, int64_t poll_window_ms, char *err, size_t errlen);
+struct nodes *nodes_open(struct persist *p, size_t max_nodes, int64_t poll_window_ms, char *err, size_t errlen);
 void nodes_free(struct nodes *n);
 
 /* Per-node targets for lag (none: every node's target is the newest), and

@@ -1,7 +1,7 @@
 /* plane.c: start-up and shutdown of the plane's parts, in order (see
  * plane.h). */
 #include "plane.h"
-#include "db.h"
+#include "persist.h"
 #include "digests.h"
 #include "http.h"
 #include "hub.h"
@@ -65,6 +65,25 @@ uint64_t plane_target(struct plane *p, const char *node)
 	return t == VERSION_LATEST || t > newest ? newest : t;
 }
 
+/* A version another replica committed (the backend's follower thread):
+ * into the store, then to the streams, as a local write would. */
+static int follow_cb(void *ctx, struct persist_remote *ch, size_t n, char **pruned, size_t npruned,
+		     uint64_t version, uint64_t horizon)
+{
+	struct plane *p = ctx;
+	uint64_t before, after;
+	store_write_lock(p->store);
+	before = store_version(p->store);
+	int rc = store_apply_remote(p->store, ch, n, pruned, npruned, version, horizon, &after);
+	store_write_unlock(p->store);
+	if (after > before) {
+		log_info("store: version %llu from another replica (%zu changes)", (unsigned long long)after, n);
+		hub_notify(p->hub, after);
+		rollout_step(p->rollout);
+	}
+	return rc;
+}
+
 static uint64_t target_cb(void *ctx, const char *node)
 {
 	return rollout_target(ctx, node);
@@ -126,10 +145,10 @@ int plane_start(struct plane *p, char *err, size_t errlen)
 		if (!p->tls)
 			return -1;
 	}
-	p->db = db_open(p->cfg.data, err, errlen);
-	if (!p->db)
+	p->persist = persist_open(&p->cfg, err, errlen);
+	if (!p->persist)
 		return -1;
-	p->tokens = tokens_open(p->db, err, errlen);
+	p->tokens = tokens_open(p->persist, err, errlen);
 	if (!p->tokens)
 		return -1;
 	if (!p->cfg.insecure && !p->admin_token && tokens_count(p->tokens, ROLE_ADMIN) == 0) {
@@ -142,11 +161,11 @@ int plane_start(struct plane *p, char *err, size_t errlen)
 		.tombstone_max_age = (int64_t)p->cfg.tombstone_max_age,
 		.max_resources = p->cfg.max_resources,
 	};
-	p->store = store_open(p->db, &so, err, errlen);
+	p->store = store_open(p->persist, &so, err, errlen);
 	if (!p->store)
 		return -1;
 	int64_t poll_window = (int64_t)(p->cfg.heartbeat * 3000);
-	p->nodes = nodes_open(p->db, p->cfg.max_nodes, poll_window, err, errlen);
+	p->nodes = nodes_open(p->persist, p->cfg.max_nodes, poll_window, err, errlen);
 	if (!p->nodes)
 		return -1;
 	p->rollout = rollout_open(p, err, errlen);
@@ -168,6 +187,9 @@ int plane_start(struct plane *p, char *err, size_t errlen)
 	}
 	p->hub = hub_new(p, store_version(p->store));
 	if (hub_start(p->hub, err, errlen) < 0)
+		return -1;
+	/* a shared store: what other replicas commit reaches our nodes too */
+	if (p->persist->ops->follow && p->persist->ops->follow(p->persist, follow_cb, p, err, errlen) < 0)
 		return -1;
 	if (http_start(p, err, errlen) < 0)
 		return -1;
@@ -216,8 +238,8 @@ void plane_stop(struct plane *p)
 	p->tokens = NULL;
 	store_free(p->store);
 	p->store = NULL;
-	db_close(p->db);
-	p->db = NULL;
+	persist_close(p->persist);
+	p->persist = NULL;
 	if (p->admin_token)
 		free_secret(p->admin_token, strlen(p->admin_token));
 	p->admin_token = NULL;

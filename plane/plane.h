@@ -16,6 +16,10 @@
 struct plane_config {
 	char *listen;
 	char *data;
+	char *store;                   /* the persistence backend: sqlite or etcd */
+	char *etcd;                    /* etcd endpoints, comma-separated */
+	char *etcd_prefix;
+	char *etcd_ca, *etcd_cert, *etcd_key, *etcd_token_file;
 	char *admin_token_file;
 	char *rollout;
 	char *stages;
@@ -58,7 +62,7 @@ struct plane_counters {
 
 struct plane {
 	struct plane_config cfg;
-	struct db *db;
+	struct persist *persist;       /* the store's backend (--store) */
 	struct store *store;
 	struct nodes *nodes;
 	struct pushcache *pushes;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 static const char *const rollout_choices[] = { "immediate", "staged", NULL };
+static const char *const store_choices[] = { "sqlite", "etcd", NULL };
 static const char *const level_choices[] = { "debug", "info", "warn", "error", NULL };
 
 #define OFF(f) offsetof(struct plane_config, f)
@@ -18,6 +19,16 @@ const struct opt_def plane_options[] = {
 	  "address to serve on (default 127.0.0.1:7070; port 0 picks a free one)" },
 	{ "data", 'd', OPT_STRING, OFF(data), 0, 0, NULL, "DIR",
 	  "directory of the embedded SQLite store (default /var/lib/tether)" },
+	{ "store", 0, OPT_CHOICE, OFF(store), 0, 0, store_choices, "sqlite|etcd",
+	  "where the state lives: sqlite (embedded, in --data; the default) or etcd (shared by replicas)" },
+	{ "etcd", 0, OPT_STRING, OFF(etcd), 0, 0, NULL, "URL[,URL...]", "etcd's client endpoints (--store etcd)" },
+	{ "etcd-prefix", 0, OPT_STRING, OFF(etcd_prefix), 0, 0, NULL, "PREFIX",
+	  "the keys' prefix in etcd, ending in / (default /tether/)" },
+	{ "etcd-ca", 0, OPT_STRING, OFF(etcd_ca), 0, 0, NULL, "FILE", "the CA of etcd's certificates" },
+	{ "etcd-cert", 0, OPT_STRING, OFF(etcd_cert), 0, 0, NULL, "FILE", "a client certificate for etcd" },
+	{ "etcd-key", 0, OPT_STRING, OFF(etcd_key), 0, 0, NULL, "FILE", "its key" },
+	{ "etcd-token-file", 0, OPT_STRING, OFF(etcd_token_file), 0, 0, NULL, "FILE",
+	  "USER:PASSWORD for etcd's own authentication" },
 	{ "heartbeat", 0, OPT_SECONDS, OFF(heartbeat), 0.1, 3600, NULL, "SECONDS",
 	  "heartbeat interval on streams (default 10)" },
 	{ "admin-token-file", 0, OPT_STRING, OFF(admin_token_file), 0, 0, NULL, "FILE",
@@ -73,6 +84,7 @@ void plane_config_defaults(struct plane_config *c)
 	memset(c, 0, sizeof(*c));
 	c->listen = xstrdup("127.0.0.1:7070");
 	c->data = xstrdup("/var/lib/tether");
+	c->store = xstrdup("sqlite");
 	c->rollout = xstrdup("immediate");
 	c->stages = xstrdup("1,10,100");
 	c->log_level = xstrdup("info");
@@ -106,6 +118,23 @@ int plane_config_check(struct plane_config *c, char *err, size_t errlen)
 	}
 	if ((c->tls_cert == NULL) != (c->tls_key == NULL)) {
 		snprintf(err, errlen, "--tls-cert and --tls-key go together");
+		return -1;
+	}
+	bool etcd = strcmp(c->store, "etcd") == 0;
+	if (etcd && !c->etcd) {
+		snprintf(err, errlen, "--store etcd needs --etcd URL[,URL...]");
+		return -1;
+	}
+	if (!etcd && (c->etcd || c->etcd_prefix || c->etcd_ca || c->etcd_cert || c->etcd_key || c->etcd_token_file)) {
+		snprintf(err, errlen, "the --etcd options need --store etcd");
+		return -1;
+	}
+	if ((c->etcd_cert == NULL) != (c->etcd_key == NULL)) {
+		snprintf(err, errlen, "--etcd-cert and --etcd-key go together");
+		return -1;
+	}
+	if (c->etcd_prefix && (!c->etcd_prefix[0] || c->etcd_prefix[strlen(c->etcd_prefix) - 1] != '/')) {
+		snprintf(err, errlen, "etcd-prefix: '%s' must end with '/'", c->etcd_prefix);
 		return -1;
 	}
 	if (c->client_ca && !c->tls_cert) {

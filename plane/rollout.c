@@ -12,7 +12,8 @@
 #include "log.h"
 #include "plane.h"
 #include "pushcache.h"
-#include "rollout_db.h"
+#include "persist.h"
+#include "rollout_rec.h"
 #include "rollout_order.h"
 #include "store.h"
 #include "strmap.h"
@@ -184,7 +185,7 @@ bool rollout_acked(struct rollout *r, const struct ack_msg *a)
 static void persist_run(struct rollout *r, const struct ro_run *run, uint64_t released)
 {
 	char err[512];
-	if (rollout_db_save(r->p->db, run, released, err, sizeof(err)) < 0)
+	if (r->p->persist->ops->rollout_save(r->p->persist, run, released, err, sizeof(err)) < 0)
 		log_error("rollout %llu: cannot record its state: %s (it goes on; a restart may resume an older state)",
 			  (unsigned long long)run->id, err);
 }
@@ -445,7 +446,7 @@ struct revert_rows {
 	struct ro_run *next;      /* the run carrying on with later writes, or NULL */
 };
 
-static int write_rows(void *ctx, struct db *db, uint64_t version, char *err, size_t errlen)
+static int write_rows(void *ctx, struct persist_txn *tx, uint64_t version, char *err, size_t errlen)
 {
 	struct revert_rows *rr = ctx;
 	rr->done->revert = version;
@@ -454,9 +455,9 @@ static int write_rows(void *ctx, struct db *db, uint64_t version, char *err, siz
 	/* released: the revert itself, or (later writes ride along) still
 	 * the baseline, which the next run moves on from */
 	uint64_t released = rr->next ? rr->done->from : version;
-	if (rollout_db_write(db, rr->done, released, err, errlen) < 0)
+	if (persist_txn_rollout(tx, rr->done, released, err, errlen) < 0)
 		return -1;
-	return rr->next ? rollout_db_write(db, rr->next, released, err, errlen) : 0;
+	return rr->next ? persist_txn_rollout(tx, rr->next, released, err, errlen) : 0;
 }
 
 static int revert(struct rollout *r, enum ro_state final, const char *reason, char *err, size_t errlen)
@@ -749,7 +750,7 @@ int rollout_history_json(struct rollout *r, size_t limit, struct buf *out, char 
 {
 	struct ro_run *runs;
 	size_t n;
-	if (rollout_db_load(r->p->db, limit, false, &runs, &n, err, errlen) < 0)
+	if (r->p->persist->ops->rollout_load(r->p->persist, limit, false, &runs, &n, err, errlen) < 0)
 		return -1;
 	pthread_mutex_lock(&r->lock);
 	buf_putc(out, '[');
@@ -820,7 +821,7 @@ struct rollout *rollout_open(struct plane *p, char *err, size_t errlen)
 
 	struct ro_run *runs;
 	size_t n;
-	if (rollout_db_load(p->db, 1, true, &runs, &n, err, errlen) < 0)
+	if (p->persist->ops->rollout_load(p->persist, 1, true, &runs, &n, err, errlen) < 0)
 		goto fail;
 	if (n) {
 		r->run = runs[0];
@@ -832,7 +833,7 @@ struct rollout *rollout_open(struct plane *p, char *err, size_t errlen)
 	uint64_t newest = store_version(p->store);
 	store_rdunlock(p->store);
 	uint64_t released;
-	int have = rollout_db_released(p->db, &released);
+	int have = p->persist->ops->released(p->persist, &released);
 	if (have < 0) {
 		snprintf(err, errlen, "database: cannot read the released version");
 		goto fail;
@@ -914,7 +915,7 @@ struct rollout *rollout_open(struct plane *p, char *err, size_t errlen)
 	r->floor = pin;
 	if (r->have_run)
 		persist(r);
-	else if (rollout_db_set_released(p->db, r->released, err, errlen) < 0)
+	else if (p->persist->ops->set_released(p->persist, r->released, err, errlen) < 0)
 		goto fail;
 	return r;
 fail:

@@ -28,7 +28,7 @@ struct rollout;
 int rollout_parse_stages(const char *s, unsigned *out, size_t *n, char *err, size_t errlen);
 
 /* Loads the last rollout and the released version; resumes a rollout in
- * progress (or, under --rollout immediate, ends it). Needs p->db, p->store
+ * progress (or, under --rollout immediate, ends it). Needs p->persist, p->store
  * and p->nodes. NULL with err on failure. */
 struct rollout *rollout_open(struct plane *p, char *err, size_t errlen);
 void rollout_free(struct rollout *r);

@@ -5,7 +5,7 @@
 #include "json.h"
 #include "pathindex.h"
 #include "log.h"
-#include "store_sqlite.h"
+#include "persist.h"
 #include "strmap.h"
 #include "util.h"
 #include "xmalloc.h"
@@ -14,9 +14,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct store {
-	struct db *db;
+	struct persist *p;           /* borrowed: the backend */
 	struct store_opts opts;
 	pthread_rwlock_t rw;         /* the index */
 	pthread_mutex_t writer;      /* one writer at a time, validation included */
@@ -362,16 +363,16 @@ static int load_row(void *ctx, const char *name, const char *body, size_t len,
 	return 0;
 }
 
-struct store *store_open(struct db *db, const struct store_opts *opts, char *err, size_t errlen)
+struct store *store_open(struct persist *p, const struct store_opts *opts, char *err, size_t errlen)
 {
 	struct store *s = xcalloc(1, sizeof(*s));
-	s->db = db;
+	s->p = p;
 	s->opts = *opts;
 	pthread_rwlock_init(&s->rw, NULL);
 	pthread_mutex_init(&s->writer, NULL);
 	pathindex_init(&s->paths);
-	if (store_sqlite_load(db, load_row, s, &s->version, &s->horizon, err, errlen) < 0 ||
-	    store_sqlite_load_history(db, s, &s->keep, &s->pin, err, errlen) < 0) {
+	if (p->ops->load(p, load_row, s, &s->version, &s->horizon, err, errlen) < 0 ||
+	    p->ops->load_history(p, s, &s->keep, &s->pin, err, errlen) < 0) {
 		store_free(s);
 		return NULL;
 	}
@@ -444,7 +445,7 @@ int store_commit(struct store *s, struct store_change *changes, size_t n,
 	return store_commit_hooked(s, changes, n, NULL, NULL, version, changed, err, errlen);
 }
 
-int store_commit_hooked(struct store *s, struct store_change *changes, size_t n, store_hook hook, void *ctx,
+int store_commit_hooked(struct store *s, struct store_change *changes, size_t n, persist_hook hook, void *ctx,
 			uint64_t *version, bool *changed, char *err, size_t errlen)
 {
 	struct store_change *eff = xmalloc((n ? n : 1) * sizeof(*eff));
@@ -523,13 +524,13 @@ int store_commit_hooked(struct store *s, struct store_change *changes, size_t n,
 			deltas[i].new_elem = eff[i].elem;
 		}
 	}
-	struct store_txn txn = {
+	struct persist_commit txn = {
 		.version = s->version + 1, .horizon = horizon, .now = now,
 		.changes = eff, .nchanges = neff, .pruned = pruned, .npruned = npruned,
 		.kept = kept, .nkept = nkept, .hook = hook, .hook_ctx = ctx,
 	};
 	strmap_release(&revive);
-	int rc = store_sqlite_commit(s->db, &txn, err, errlen);
+	int rc = s->p->ops->commit(s->p, &txn, err, errlen);
 	free(kept);
 	if (rc < 0) {
 		free(deltas);
@@ -537,7 +538,7 @@ int store_commit_hooked(struct store *s, struct store_change *changes, size_t n,
 		free(pruned);
 		free(taken);
 		free(eff);
-		return -1;
+		return rc;   /* -1, PERSIST_UNAVAILABLE or PERSIST_CONFLICT */
 	}
 
 	pthread_rwlock_wrlock(&s->rw);
@@ -573,6 +574,90 @@ int store_commit_hooked(struct store *s, struct store_change *changes, size_t n,
 	return 0;
 }
 
+int store_apply_remote(struct store *s, struct persist_remote *ch, size_t n, char **pruned, size_t npruned,
+		       uint64_t version, uint64_t horizon, uint64_t *applied)
+{
+	*applied = s->version;
+	/* our own commits come back through the watch too: already here */
+	size_t first = 0;
+	while (first < n && ch[first].version <= s->version)
+		first++;
+	bool newer = version > s->version;
+	if (first == n && !npruned && !newer && horizon <= s->horizon)
+		return 0;
+	size_t m = n - first;
+	struct store_delta *deltas = xcalloc(m ? m : 1, sizeof(*deltas));
+	unsigned char (*olds)[LTHASH_SEED_BYTES] = xmalloc((m ? m : 1) * LTHASH_SEED_BYTES);
+	unsigned char (*news)[LTHASH_SEED_BYTES] = xmalloc((m ? m : 1) * LTHASH_SEED_BYTES);
+	struct res_refs *refs = xcalloc(m ? m : 1, sizeof(*refs));
+	for (size_t i = 0; i < m; i++) {
+		struct persist_remote *c = &ch[first + i];
+		const struct store_entry *e = find(s, c->name);
+		deltas[i].name = c->name;
+		if (e && e->body) {
+			memcpy(olds[i], e->elem, LTHASH_SEED_BYTES);
+			deltas[i].old_elem = olds[i];
+		}
+		if (c->body) {
+			char verr[256];
+			cJSON *v = json_decode(c->body, c->body_len, NULL, verr, sizeof(verr));
+			/* another replica validated it: a body that does not
+			 * parse here is a newer plane's or a damaged key; its
+			 * references are unknown, and it is served as it is */
+			if (!v || resource_validate(c->name, v, 0, &refs[i], verr, sizeof(verr)) < 0)
+				log_warn("store: '%s' from another replica does not validate here: %s", c->name, verr);
+			cJSON_Delete(v);
+			lthash_seed(c->name, c->body, c->body_len, news[i]);
+			deltas[i].new_elem = news[i];
+		}
+	}
+	pthread_rwlock_wrlock(&s->rw);
+	for (size_t i = 0; i < npruned; i++) {
+		struct store_entry *e = find(s, pruned[i]);
+		if (e && !e->body)
+			drop_tombstone(s, e);
+	}
+	for (size_t i = 0; i < m; i++) {
+		struct persist_remote *c = &ch[first + i];
+		if (c->body) {
+			apply_upsert(s, c->name, c->body, c->body_len, &refs[i], c->version, news[i]);
+			c->body = NULL;   /* the store's now */
+		} else {
+			apply_remove(s, c->name, c->version, c->deleted_at);
+		}
+	}
+	for (size_t i = 0; i < m; i++)
+		if (ch[first + i].name && deltas[i].new_elem)
+			refs_adjust(s, find(s, ch[first + i].name), +1);
+	if (newer)
+		s->version = version;
+	if (horizon > s->horizon)
+		s->horizon = horizon;
+	if (s->observer && m)
+		s->observer(s->observer_ctx, deltas, m, s->version);
+	pthread_rwlock_unlock(&s->rw);
+	*applied = s->version;
+	free(deltas);
+	free(olds);
+	free(news);
+	free(refs);
+	return 0;
+}
+
+void store_wait_version(struct store *s, uint64_t v, int timeout_ms)
+{
+	int64_t deadline = now_ms() + timeout_ms;
+	for (;;) {
+		store_rdlock(s);
+		uint64_t have = s->version;
+		store_rdunlock(s);
+		if (have >= v || now_ms() >= deadline)
+			return;
+		struct timespec ts = { 0, 5000000 };
+		nanosleep(&ts, NULL);
+	}
+}
+
 int store_prune_aged(struct store *s, int64_t now, char *err, size_t errlen)
 {
 	if (s->opts.tombstone_max_age <= 0)
@@ -595,11 +680,11 @@ int store_prune_aged(struct store *s, int64_t now, char *err, size_t errlen)
 	}
 	if (!npruned)
 		return 0;
-	struct store_txn txn = {
+	struct persist_commit txn = {
 		.version = s->version, .horizon = horizon, .now = now,
 		.pruned = pruned, .npruned = npruned,
 	};
-	if (store_sqlite_commit(s->db, &txn, err, errlen) < 0) {
+	if (s->p->ops->commit(s->p, &txn, err, errlen) < 0) {
 		free(pruned);
 		return -1;
 	}
@@ -633,7 +718,7 @@ static void trim_hist(struct store_entry *e, bool keep, uint64_t floor)
 
 int store_set_pin(struct store *s, bool keep, uint64_t floor, char *err, size_t errlen)
 {
-	if (store_sqlite_trim_history(s->db, keep, floor, err, errlen) < 0)
+	if (s->p->ops->trim_history(s->p, keep, floor, err, errlen) < 0)
 		return -1;
 	pthread_rwlock_wrlock(&s->rw);
 	for (struct store_entry *e = s->head; e; e = e->next)

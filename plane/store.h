@@ -1,6 +1,7 @@
 /* store.h: the plane's resource store: live resources and tombstones, one
  * global monotonic version, an in-memory index ordered by change version
- * (so "everything since v" costs O(changed)), persisted by store_sqlite.
+ * (so "everything since v" costs O(changed)), persisted through the
+ * backend (persist.h) it was opened on.
  *
  * Locking: writers call store_write_lock() around validation and
  * store_commit(), so what was validated is what commits. Readers hold
@@ -14,9 +15,8 @@
 #include <stdint.h>
 
 #include "lthash.h"
+#include "persist.h"
 #include "resource.h"
-
-struct db;
 
 /* An older state of an entry, kept while a staged rollout may still send
  * nodes a version before its last change. */
@@ -62,7 +62,7 @@ struct store_change {
 	unsigned char elem[LTHASH_SEED_BYTES];   /* filled by the commit */
 };
 
-struct store *store_open(struct db *db, const struct store_opts *opts, char *err, size_t errlen);
+struct store *store_open(struct persist *p, const struct store_opts *opts, char *err, size_t errlen);
 void store_free(struct store *s);
 
 void store_rdlock(struct store *s);
@@ -89,16 +89,17 @@ uint32_t store_files_under(struct store *s, const char *dir);
  * equals the current one and removals of absent names are dropped; when
  * nothing is left no version is made and *changed is false. On success
  * *version is the store's version after the call. Returns 0, or -1 with
- * err set when the disk write failed (nothing changed, in memory or on
- * disk). Bodies of dropped or failed changes stay with the caller. */
+ * err set when the write failed (nothing changed, in memory or on disk),
+ * PERSIST_UNAVAILABLE when the backend cannot take writes now, or
+ * PERSIST_CONFLICT when another replica wrote first (wait for its version,
+ * validate again, retry). Bodies of dropped or failed changes stay with
+ * the caller. */
 int store_commit(struct store *s, struct store_change *changes, size_t n,
 		 uint64_t *version, bool *changed, char *err, size_t errlen);
-/* Runs inside a commit's database transaction, before it commits, with
- * the new version: what it writes lands with the change or not at all. */
-typedef int (*store_hook)(void *ctx, struct db *db, uint64_t version, char *err, size_t errlen);
-/* store_commit, with hook run in the same transaction when there is a
- * change to commit. */
-int store_commit_hooked(struct store *s, struct store_change *changes, size_t n, store_hook hook, void *ctx,
+/* store_commit, with hook (persist.h) run inside the same backend commit
+ * when there is a change to commit, with the new version: what it adds
+ * lands with the change or not at all. */
+int store_commit_hooked(struct store *s, struct store_change *changes, size_t n, persist_hook hook, void *ctx,
 			uint64_t *version, bool *changed, char *err, size_t errlen);
 
 /* keep: keeps the states every version >= floor needs (a rollout's
@@ -132,6 +133,16 @@ void store_set_observer(struct store *s, store_observer fn, void *ctx);
 /* The element of e as of version x (NULL: absent then). Same rules as
  * store_body_at. */
 const unsigned char *store_elem_at(const struct store_entry *e, uint64_t x);
+
+/* Applies what another replica committed (a shared backend's follower):
+ * memory only. Changes at or below the store's version (our own, coming
+ * back) are skipped; the others go in ascending version order, bodies
+ * taken. *applied gets the store's version after. Hold the write lock. */
+int store_apply_remote(struct store *s, struct persist_remote *ch, size_t n, char **pruned, size_t npruned,
+		       uint64_t version, uint64_t horizon, uint64_t *applied);
+/* Waits up to timeout_ms for the store to reach version v (after a
+ * conflict: the winner's version arrives through the follower). */
+void store_wait_version(struct store *s, uint64_t v, int timeout_ms);
 
 /* Drops tombstones past their age. Hold the write lock. */
 int store_prune_aged(struct store *s, int64_t now, char *err, size_t errlen);

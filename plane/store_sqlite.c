@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-int store_sqlite_load(struct db *db, store_load_cb cb, void *ctx, uint64_t *version,
+int store_sqlite_load(struct db *db, persist_resource_cb cb, void *ctx, uint64_t *version,
 		      uint64_t *horizon, char *err, size_t errlen)
 {
 	static const char sql[] =
@@ -70,7 +70,8 @@ static int step_done(struct db *db, sqlite3_stmt *st, char *err, size_t errlen)
 	return 0;
 }
 
-int store_sqlite_commit(struct db *db, const struct store_txn *txn, char *err, size_t errlen)
+int store_sqlite_commit(struct db *db, const struct persist_commit *txn, struct persist_txn *tx, char *err,
+			size_t errlen)
 {
 	sqlite3_stmt *put = NULL, *unput = NULL, *tomb = NULL, *untomb = NULL, *hist = NULL;
 	int rc = -1;
@@ -124,7 +125,7 @@ int store_sqlite_commit(struct db *db, const struct store_txn *txn, char *err, s
 	if (db_meta_set(db, "version", (long long)txn->version, err, errlen) < 0 ||
 	    db_meta_set(db, "horizon", (long long)txn->horizon, err, errlen) < 0)
 		goto rollback;
-	if (txn->hook && txn->hook(txn->hook_ctx, db, txn->version, err, errlen) < 0)
+	if (txn->hook && txn->hook(txn->hook_ctx, tx, txn->version, err, errlen) < 0)
 		goto rollback;
 	if (db_exec(db, "COMMIT", err, errlen) < 0)
 		goto rollback;

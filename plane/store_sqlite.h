@@ -1,4 +1,5 @@
-/* store_sqlite.h: persistence of the store in the plane's SQLite database.
+/* store_sqlite.h: the SQLite backend's resources, tombstones and history
+ * (persist_sqlite.c wires it into struct persist_ops).
  * Each commit is one transaction with PRAGMA synchronous=FULL: durable
  * before the caller answers. */
 #ifndef TETHER_STORE_SQLITE_H
@@ -9,33 +10,18 @@
 #include <stdint.h>
 
 #include "db.h"
+#include "persist.h"
 #include "store.h"
-
-typedef int (*store_load_cb)(void *ctx, const char *name, const char *body, size_t body_len,
-			     uint64_t version, int64_t deleted_at);
 
 /* Calls cb for every resource (body != NULL) and tombstone (body NULL) in
  * ascending version order; reads the global version and the tombstone
  * horizon. Returns 0, or -1 with err. */
-int store_sqlite_load(struct db *db, store_load_cb cb, void *ctx, uint64_t *version,
+int store_sqlite_load(struct db *db, persist_resource_cb cb, void *ctx, uint64_t *version,
 		      uint64_t *horizon, char *err, size_t errlen);
 
-/* What one commit writes. */
-struct store_txn {
-	uint64_t version;                  /* the new global version */
-	uint64_t horizon;                  /* the tombstone horizon after this commit */
-	int64_t now;                       /* deletion time for new tombstones */
-	const struct store_change *changes;
-	size_t nchanges;
-	const char *const *pruned;         /* tombstones dropped by this commit */
-	size_t npruned;
-	const struct store_entry *const *kept;  /* states moving to the history */
-	size_t nkept;
-	store_hook hook;                   /* more writes in the transaction */
-	void *hook_ctx;
-};
-
-int store_sqlite_commit(struct db *db, const struct store_txn *txn, char *err, size_t errlen);
+/* One commit in one transaction; c->hook runs inside it with tx. */
+int store_sqlite_commit(struct db *db, const struct persist_commit *c, struct persist_txn *tx, char *err,
+			size_t errlen);
 
 /* Loads the history rows into s and the pin from meta. */
 int store_sqlite_load_history(struct db *db, struct store *s, bool *keep, uint64_t *pin, char *err, size_t errlen);

@@ -24,18 +24,13 @@ struct record {
 };
 
 struct tokens {
-	struct db *db;
+	struct persist *p;           /* borrowed: the backend */
 	pthread_mutex_t lock;
 	struct record **rec;         /* each its own block: the map borrows its hash */
 	size_t n, cap;
 	struct strmap by_hash;       /* hash hex -> index + 1 */
 };
 
-static const char schema[] =
-	"CREATE TABLE IF NOT EXISTS tokens("
-	"  id TEXT PRIMARY KEY, hash TEXT NOT NULL UNIQUE, role TEXT NOT NULL,"
-	"  node TEXT NOT NULL DEFAULT '', name TEXT NOT NULL DEFAULT '',"
-	"  created INTEGER NOT NULL, revoked INTEGER NOT NULL DEFAULT 0);";
 
 const char *role_name(enum role r)
 {
@@ -84,54 +79,33 @@ static void index_record(struct tokens *t, size_t i)
 	*strmap_ref(&t->by_hash, t->rec[i]->hash) = (intptr_t)i + 1;
 }
 
-static void copy_text(char *dst, size_t cap, const unsigned char *src)
+static int load_one(void *ctx, const struct persist_token *pt)
 {
-	snprintf(dst, cap, "%s", src ? (const char *)src : "");
+	struct tokens *t = ctx;
+	struct record *r = add(t);
+	snprintf(r->info.id, sizeof(r->info.id), "%s", pt->id);
+	snprintf(r->hash, sizeof(r->hash), "%s", pt->hash);
+	r->info.role = strcmp(pt->role, "node") == 0 ? ROLE_NODE : role_parse(pt->role);
+	snprintf(r->info.node, sizeof(r->info.node), "%s", pt->node);
+	snprintf(r->info.name, sizeof(r->info.name), "%s", pt->name);
+	r->created = pt->created;
+	r->revoked_at = pt->revoked;
+	r->info.revoked = r->revoked_at != 0;
+	if (r->info.role == ROLE_NONE) {
+		log_warn("tokens: token %s has an unknown role; it admits nothing", r->info.id);
+		r->info.revoked = true;
+	}
+	index_record(t, t->n - 1);
+	return 0;
 }
 
-struct tokens *tokens_open(struct db *db, char *err, size_t errlen)
+struct tokens *tokens_open(struct persist *p, char *err, size_t errlen)
 {
 	struct tokens *t = xcalloc(1, sizeof(*t));
-	t->db = db;
+	t->p = p;
 	pthread_mutex_init(&t->lock, NULL);
 	strmap_init(&t->by_hash);
-	pthread_mutex_lock(&db->lock);
-	sqlite3_stmt *st = NULL;
-	int rc = -1;
-	if (db_exec(db, schema, err, errlen) < 0)
-		goto out;
-	if (sqlite3_prepare_v2(db->conn, "SELECT id, hash, role, node, name, created, revoked FROM tokens ORDER BY created, id",
-			       -1, &st, NULL) != SQLITE_OK) {
-		snprintf(err, errlen, "database: %s", sqlite3_errmsg(db->conn));
-		goto out;
-	}
-	int step;
-	while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-		struct record *r = add(t);
-		copy_text(r->info.id, sizeof(r->info.id), sqlite3_column_text(st, 0));
-		copy_text(r->hash, sizeof(r->hash), sqlite3_column_text(st, 1));
-		const char *role = (const char *)sqlite3_column_text(st, 2);
-		r->info.role = role && strcmp(role, "node") == 0 ? ROLE_NODE : role_parse(role);
-		copy_text(r->info.node, sizeof(r->info.node), sqlite3_column_text(st, 3));
-		copy_text(r->info.name, sizeof(r->info.name), sqlite3_column_text(st, 4));
-		r->created = sqlite3_column_int64(st, 5);
-		r->revoked_at = sqlite3_column_int64(st, 6);
-		r->info.revoked = r->revoked_at != 0;
-		if (r->info.role == ROLE_NONE) {
-			log_warn("tokens: token %s has an unknown role; it admits nothing", r->info.id);
-			r->info.revoked = true;
-		}
-		index_record(t, t->n - 1);
-	}
-	if (step != SQLITE_DONE) {
-		snprintf(err, errlen, "database: %s", sqlite3_errmsg(db->conn));
-		goto out;
-	}
-	rc = 0;
-out:
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&db->lock);
-	if (rc < 0) {
+	if (p->ops->tokens_load(p, load_one, t, err, errlen) < 0) {
 		tokens_free(t);
 		return NULL;
 	}
@@ -174,30 +148,11 @@ int tokens_create(struct tokens *t, enum role role, const char *node, const char
 	hash_token(tok, r.hash);
 	r.created = wall_seconds();
 
-	pthread_mutex_lock(&t->db->lock);
-	sqlite3_stmt *st = NULL;
-	int rc = -1;
-	if (db_set_sync(t->db, 1, err, errlen) < 0)
-		goto out;
-	if (sqlite3_prepare_v2(t->db->conn, "INSERT INTO tokens(id, hash, role, node, name, created) VALUES(?,?,?,?,?,?)",
-			       -1, &st, NULL) != SQLITE_OK) {
-		snprintf(err, errlen, "database: %s", sqlite3_errmsg(t->db->conn));
-		goto out;
-	}
-	sqlite3_bind_text(st, 1, r.info.id, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, r.hash, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 3, role_name(role), -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 4, r.info.node, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 5, r.info.name, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 6, r.created);
-	if (sqlite3_step(st) != SQLITE_DONE) {
-		snprintf(err, errlen, "database: %s", sqlite3_errmsg(t->db->conn));
-		goto out;
-	}
-	rc = 0;
-out:
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&t->db->lock);
+	struct persist_token pt = {
+		.id = r.info.id, .hash = r.hash, .role = role_name(role), .node = r.info.node, .name = r.info.name,
+		.created = r.created,
+	};
+	int rc = t->p->ops->token_add(t->p, &pt, err, errlen);
 	if (rc < 0) {
 		sodium_memzero(tok, strlen(tok));
 		free(tok);
@@ -243,27 +198,12 @@ int tokens_revoke(struct tokens *t, const char *id, char *err, size_t errlen)
 		return 1;
 	}
 	int64_t now = wall_seconds();
-	pthread_mutex_lock(&t->db->lock);
-	sqlite3_stmt *st = NULL;
 	int rc = -1;
-	if (db_set_sync(t->db, 1, err, errlen) < 0)
-		goto out;
-	if (sqlite3_prepare_v2(t->db->conn, "UPDATE tokens SET revoked=? WHERE id=?", -1, &st, NULL) != SQLITE_OK) {
-		snprintf(err, errlen, "database: %s", sqlite3_errmsg(t->db->conn));
-		goto out;
+	if (t->p->ops->token_revoke(t->p, id, now, err, errlen) == 0) {
+		r->info.revoked = true;
+		r->revoked_at = now;
+		rc = 1;
 	}
-	sqlite3_bind_int64(st, 1, now);
-	sqlite3_bind_text(st, 2, id, -1, SQLITE_STATIC);
-	if (sqlite3_step(st) != SQLITE_DONE) {
-		snprintf(err, errlen, "database: %s", sqlite3_errmsg(t->db->conn));
-		goto out;
-	}
-	r->info.revoked = true;
-	r->revoked_at = now;
-	rc = 1;
-out:
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&t->db->lock);
 	pthread_mutex_unlock(&t->lock);
 	return rc;
 }

@@ -3,7 +3,7 @@
  * role (admin, operator, reader). A token is shown once, when it is made;
  * the store keeps its BLAKE2b-256 hash, its id, what it is for, a name,
  * and when it was made and revoked. Lookups are by hash, in memory;
- * records are durable (SQLite, synchronous) before the answer. */
+ * records are durable (through the backend, persist.h) before the answer. */
 #ifndef TETHER_TOKENS_H
 #define TETHER_TOKENS_H
 
@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "buf.h"
-#include "db.h"
+#include "persist.h"
 
 enum role {
 	ROLE_NONE = 0,
@@ -38,7 +38,7 @@ const char *role_name(enum role r);
 /* "admin", "operator", "reader" (not "node"); ROLE_NONE otherwise. */
 enum role role_parse(const char *s);
 
-struct tokens *tokens_open(struct db *db, char *err, size_t errlen);
+struct tokens *tokens_open(struct persist *p, char *err, size_t errlen);
 void tokens_free(struct tokens *t);
 
 /* Makes a token for a role, or for node (role ROLE_NODE). *token gets the

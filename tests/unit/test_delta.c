@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "buf.h"
-#include "db.h"
+#include "persist.h"
 #include "delta.h"
 #include "log.h"
 #include "store.h"
@@ -27,7 +27,7 @@
 
 struct fixture {
 	char dir[64];
-	struct db *db;
+	struct persist *db;
 	struct store *s;
 	struct store_opts opts;
 };
@@ -35,7 +35,7 @@ struct fixture {
 static int open_store(struct fixture *f)
 {
 	char err[256];
-	f->db = db_open(f->dir, err, sizeof(err));
+	f->db = persist_sqlite_open(f->dir, err, sizeof(err));
 	if (!f->db)
 		return -1;
 	f->s = store_open(f->db, &f->opts, err, sizeof(err));
@@ -45,7 +45,7 @@ static int open_store(struct fixture *f)
 static void reopen(struct fixture *f)
 {
 	store_free(f->s);
-	db_close(f->db);
+	persist_close(f->db);
 	assert_int_equal(open_store(f), 0);
 }
 
@@ -67,7 +67,7 @@ static int teardown(void **state)
 {
 	struct fixture *f = *state;
 	store_free(f->s);
-	db_close(f->db);
+	persist_close(f->db);
 	int rc = test_tmpdir_remove(f->dir);
 	free(f);
 	return rc;

@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "buf.h"
-#include "db.h"
+#include "persist.h"
 #include "digests.h"
 #include "log.h"
 #include "lthash.h"
@@ -80,7 +80,7 @@ static const char *const SUBS[NSUBS] = {
 
 struct fixture {
 	char dir[64];
-	struct db *db;
+	struct persist *db;
 	struct store *s;
 	struct digests *d;
 	struct store_opts opts;
@@ -92,7 +92,7 @@ struct fixture {
 static int open_all(struct fixture *f)
 {
 	char err[256];
-	f->db = db_open(f->dir, err, sizeof(err));
+	f->db = persist_sqlite_open(f->dir, err, sizeof(err));
 	if (!f->db)
 		return -1;
 	f->s = store_open(f->db, &f->opts, err, sizeof(err));
@@ -109,7 +109,7 @@ static void close_all(struct fixture *f)
 {
 	digests_free(f->d);
 	store_free(f->s);
-	db_close(f->db);
+	persist_close(f->db);
 	f->d = NULL;
 	f->s = NULL;
 	f->db = NULL;

@@ -10,7 +10,7 @@
 #include <cjson/cJSON.h>
 
 #include "buf.h"
-#include "db.h"
+#include "persist.h"
 #include "log.h"
 #include "nodes.h"
 #include "tmpdir.h"
@@ -18,14 +18,14 @@
 
 struct fixture {
 	char dir[64];
-	struct db *db;
+	struct persist *db;
 	struct nodes *n;
 };
 
 static int open_nodes(struct fixture *f)
 {
 	char err[256];
-	f->db = db_open(f->dir, err, sizeof(err));
+	f->db = persist_sqlite_open(f->dir, err, sizeof(err));
 	if (!f->db)
 		return -1;
 	f->n = nodes_open(f->db, 3, 60000, err, sizeof(err));
@@ -49,7 +49,7 @@ static int teardown(void **state)
 {
 	struct fixture *f = *state;
 	nodes_free(f->n);
-	db_close(f->db);
+	persist_close(f->db);
 	int rc = test_tmpdir_remove(f->dir);
 	free(f);
 	return rc;
@@ -440,7 +440,7 @@ static void test_flush_and_reopen(void **state)
 
 	cJSON *b1 = record(f, "n1", 5), *b2 = record(f, "n2", 5);
 	nodes_free(f->n);
-	db_close(f->db);
+	persist_close(f->db);
 	f->n = NULL;
 	f->db = NULL;
 	assert_int_equal(open_nodes(f), 0);
@@ -478,7 +478,7 @@ static void test_unflushed_changes_are_lost_not_torn(void **state)
 	assert_int_equal(ack(f, "n1", 1, "b.1", false, NULL, 1), ACK_ACCEPTED);
 	/* no flush: the ACK is not on disk, the earlier state is */
 	nodes_free(f->n);
-	db_close(f->db);
+	persist_close(f->db);
 	assert_int_equal(open_nodes(f), 0);
 	cJSON *r = record(f, "n1", 1);
 	assert_int_equal(num(r, "acked_version"), 0);

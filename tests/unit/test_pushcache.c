@@ -10,7 +10,7 @@
 #include <zlib.h>
 
 #include "buf.h"
-#include "db.h"
+#include "persist.h"
 #include "delta.h"
 #include "gz.h"
 #include "log.h"
@@ -24,7 +24,7 @@
 
 struct fixture {
 	char dir[64];
-	struct db *db;
+	struct persist *db;
 	struct store *s;
 	struct pushcache *pc;
 };
@@ -41,7 +41,7 @@ static int setup(void **state)
 	*state = f;
 	char err[256];
 	struct store_opts opts = { .tombstone_keep = 1 };
-	f->db = db_open(f->dir, err, sizeof(err));
+	f->db = persist_sqlite_open(f->dir, err, sizeof(err));
 	if (!f->db)
 		return -1;
 	f->s = store_open(f->db, &opts, err, sizeof(err));
@@ -56,7 +56,7 @@ static int teardown(void **state)
 	struct fixture *f = *state;
 	pushcache_free(f->pc);
 	store_free(f->s);
-	db_close(f->db);
+	persist_close(f->db);
 	int rc = test_tmpdir_remove(f->dir);
 	free(f);
 	return rc;

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "buf.h"
-#include "db.h"
+#include "persist_sqlite.h"
 #include "log.h"
 #include "store.h"
 #include "tmpdir.h"
@@ -25,7 +25,7 @@
 
 struct fixture {
 	char dir[64];
-	struct db *db;
+	struct persist *db;
 	struct store *s;
 	struct store_opts opts;
 };
@@ -33,7 +33,7 @@ struct fixture {
 static int open_store(struct fixture *f)
 {
 	char err[256];
-	f->db = db_open(f->dir, err, sizeof(err));
+	f->db = persist_sqlite_open(f->dir, err, sizeof(err));
 	if (!f->db) {
 		fprintf(stderr, "db_open: %s\n", err);
 		return -1;
@@ -49,7 +49,7 @@ static int open_store(struct fixture *f)
 static void close_store(struct fixture *f)
 {
 	store_free(f->s);
-	db_close(f->db);
+	persist_close(f->db);
 	f->s = NULL;
 	f->db = NULL;
 }
@@ -542,7 +542,7 @@ static void test_db_open_in_use(void **state)
 {
 	struct fixture *f = *state;
 	char err[256] = "";
-	struct db *second = db_open(f->dir, err, sizeof(err));
+	struct persist *second = persist_sqlite_open(f->dir, err, sizeof(err));
 	assert_null(second);
 	assert_non_null(strstr(err, "in use"));
 	assert_non_null(strstr(err, f->dir));
@@ -558,15 +558,15 @@ static void test_db_open_creates_dir_and_refuses_bad_path(void **state)
 	struct fixture *f = *state;
 	char sub[128], err[256] = "";
 	snprintf(sub, sizeof(sub), "%s/sub", f->dir);
-	struct db *db = db_open(sub, err, sizeof(err));
-	assert_non_null(db);
+	struct persist *p = persist_sqlite_open(sub, err, sizeof(err));
+	assert_non_null(p);
 	long long v = 0;
-	assert_int_equal(db_meta_get(db, "schema", &v), 1);
+	assert_int_equal(db_meta_get(persist_sqlite_db(p), "schema", &v), 1);
 	assert_int_equal(v, 1);
-	assert_int_equal(db_meta_get(db, "nothing", &v), 0);
-	db_close(db);
+	assert_int_equal(db_meta_get(persist_sqlite_db(p), "nothing", &v), 0);
+	persist_close(p);
 	snprintf(sub, sizeof(sub), "%s/sub/tether.db/x", f->dir);   /* under a file */
-	assert_null(db_open(sub, err, sizeof(err)));
+	assert_null(persist_sqlite_open(sub, err, sizeof(err)));
 	assert_non_null(strstr(err, "cannot create data directory"));
 }
 

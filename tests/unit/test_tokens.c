@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "buf.h"
-#include "db.h"
+#include "persist_sqlite.h"
 #include "log.h"
 #include "tmpdir.h"
 #include "tokens.h"
@@ -25,14 +25,14 @@
 
 struct fixture {
 	char dir[64];
-	struct db *db;
+	struct persist *db;
 	struct tokens *t;
 };
 
 static int open_all(struct fixture *f)
 {
 	char err[256];
-	f->db = db_open(f->dir, err, sizeof(err));
+	f->db = persist_sqlite_open(f->dir, err, sizeof(err));
 	if (!f->db) {
 		fprintf(stderr, "db_open: %s\n", err);
 		return -1;
@@ -48,7 +48,7 @@ static int open_all(struct fixture *f)
 static void close_all(struct fixture *f)
 {
 	tokens_free(f->t);
-	db_close(f->db);
+	persist_close(f->db);
 	f->t = NULL;
 	f->db = NULL;
 }
@@ -162,9 +162,9 @@ static char *dump_table(struct fixture *f)
 {
 	struct buf b = BUF_INIT;
 	sqlite3_stmt *st = NULL;
-	pthread_mutex_lock(&f->db->lock);
+	pthread_mutex_lock(&persist_sqlite_db(f->db)->lock);
 	static const char sql[] = "SELECT id, hash, role, node, name, created, revoked FROM tokens";
-	assert_int_equal(sqlite3_prepare_v2(f->db->conn, sql, -1, &st, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_prepare_v2(persist_sqlite_db(f->db)->conn, sql, -1, &st, NULL), SQLITE_OK);
 	while (sqlite3_step(st) == SQLITE_ROW) {
 		for (int i = 0; i < 7; i++) {
 			const unsigned char *v = sqlite3_column_text(st, i);
@@ -173,7 +173,7 @@ static char *dump_table(struct fixture *f)
 		buf_putc(&b, '\n');
 	}
 	sqlite3_finalize(st);
-	pthread_mutex_unlock(&f->db->lock);
+	pthread_mutex_unlock(&persist_sqlite_db(f->db)->lock);
 	buf_puts(&b, "");
 	return buf_detach(&b, NULL);
 }
@@ -542,9 +542,9 @@ static void test_unknown_role_in_db_admits_nothing(void **state)
 	char *ta = create(f, ROLE_READER, NULL, "r", &a);
 	/* a newer plane wrote a role this one does not know */
 	char err[256];
-	pthread_mutex_lock(&f->db->lock);
-	assert_int_equal(db_exec(f->db, "UPDATE tokens SET role='superuser'", err, sizeof(err)), 0);
-	pthread_mutex_unlock(&f->db->lock);
+	pthread_mutex_lock(&persist_sqlite_db(f->db)->lock);
+	assert_int_equal(db_exec(persist_sqlite_db(f->db), "UPDATE tokens SET role='superuser'", err, sizeof(err)), 0);
+	pthread_mutex_unlock(&persist_sqlite_db(f->db)->lock);
 	log_set_level(LOG_LVL_ERROR);
 	reopen(f);
 	log_set_level(LOG_LVL_WARN);

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "db.h"
+#include "persist.h"
 #include "log.h"
 #include "store.h"
 #include "tmpdir.h"
@@ -20,7 +20,7 @@
 
 struct fixture {
 	char dir[64];
-	struct db *db;
+	struct persist *db;
 	struct store *s;
 };
 
@@ -36,7 +36,7 @@ static int setup(void **state)
 	*state = f;
 	char err[256];
 	struct store_opts opts = { .tombstone_keep = 1000 };
-	f->db = db_open(f->dir, err, sizeof(err));
+	f->db = persist_sqlite_open(f->dir, err, sizeof(err));
 	if (!f->db)
 		return -1;
 	f->s = store_open(f->db, &opts, err, sizeof(err));
@@ -47,7 +47,7 @@ static int teardown(void **state)
 {
 	struct fixture *f = *state;
 	store_free(f->s);
-	db_close(f->db);
+	persist_close(f->db);
 	int rc = test_tmpdir_remove(f->dir);
 	free(f);
 	return rc;

@@ -1,0 +1,445 @@
+/* etcd_client.c: etcd's JSON gateway over libcurl (see etcd_client.h).
+ * Requests go to the endpoint that answered last and move on when it
+ * cannot be reached. The watch thread reads the gateway's stream of JSON
+ * messages, one per line, and checks every check_s that a silent watch is
+ * not a dead one: when the newest revision under the prefix is past what
+ * it delivered, it reopens from the last revision delivered plus one
+ * (seed 002: never from a newer one). */
+#include "etcd_client.h"
+#include "buf.h"
+#include "log.h"
+#include "util.h"
+#include "xmalloc.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <pthread.h>
+#include <sodium.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_ENDPOINTS 16
+#define MAX_ANSWER (64u << 20)
+#define RANGE_PAGE 1000
+
+struct etcd {
+	char *endpoints[MAX_ENDPOINTS];
+	size_t n;
+	_Atomic size_t current;
+	char *ca, *cert, *key;
+	char *user, *password;
+	pthread_mutex_t auth_lock;
+	char *auth_token;            /* etcd's, after /v3/auth/authenticate */
+	double timeout_s;
+};
+
+static void free_secret_str(char *s)
+{
+	if (s) {
+		sodium_memzero(s, strlen(s));
+		free(s);
+	}
+}
+
+char *etcd_b64(const void *p, size_t n)
+{
+	size_t cap = sodium_base64_ENCODED_LEN(n, sodium_base64_VARIANT_ORIGINAL);
+	char *out = xmalloc(cap);
+	sodium_bin2base64(out, cap, p, n, sodium_base64_VARIANT_ORIGINAL);
+	return out;
+}
+
+char *etcd_unb64(const char *s, size_t *n)
+{
+	size_t len = strlen(s), cap = len / 4 * 3 + 3;
+	char *out = xmalloc(cap + 1);
+	size_t got = 0;
+	if (sodium_base642bin((unsigned char *)out, cap, s, len, NULL, &got, NULL, sodium_base64_VARIANT_ORIGINAL) != 0) {
+		free(out);
+		return NULL;
+	}
+	out[got] = '\0';
+	if (n)
+		*n = got;
+	return out;
+}
+
+char *etcd_prefix_end_b64(const char *prefix)
+{
+	size_t n = strlen(prefix);
+	char *end = xstrdup(prefix);
+	/* the first key past every key with this prefix: the last byte + 1 */
+	while (n > 0 && (unsigned char)end[n - 1] == 0xff)
+		n--;
+	if (n == 0) {
+		free(end);
+		return etcd_b64("\0", 1);   /* everything */
+	}
+	end[n - 1] = (char)((unsigned char)end[n - 1] + 1);
+	char *b = etcd_b64(end, n);
+	free(end);
+	return b;
+}
+
+uint64_t etcd_u64(const cJSON *obj, const char *field)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, field);
+	uint64_t x = 0;
+	if (cJSON_IsString(v) && parse_u64(v->valuestring, &x) == 0)
+		return x;
+	if (cJSON_IsNumber(v) && v->valuedouble >= 0)
+		return (uint64_t)v->valuedouble;
+	return 0;
+}
+
+void etcd_kv_release(struct etcd_kv *kv)
+{
+	free(kv->key);
+	free(kv->value);
+	memset(kv, 0, sizeof(*kv));
+}
+
+int etcd_kv_decode(const cJSON *kv, bool deleted, struct etcd_kv *out)
+{
+	memset(out, 0, sizeof(*out));
+	const cJSON *k = cJSON_GetObjectItemCaseSensitive(kv, "key");
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(kv, "value");
+	if (!cJSON_IsString(k) || !(out->key = etcd_unb64(k->valuestring, &out->key_len)))
+		return -1;
+	if (!deleted) {
+		/* an empty value is absent from the JSON */
+		out->value = cJSON_IsString(v) ? etcd_unb64(v->valuestring, &out->value_len) : xstrdup("");
+		if (!out->value) {
+			etcd_kv_release(out);
+			return -1;
+		}
+	}
+	out->mod_revision = etcd_u64(kv, "mod_revision");
+	out->create_revision = etcd_u64(kv, "create_revision");
+	return 0;
+}
+
+static void split_endpoints(struct etcd *e, const char *list)
+{
+	char *copy = xstrdup(list), *save = NULL;
+	for (char *t = strtok_r(copy, ",", &save); t && e->n < MAX_ENDPOINTS; t = strtok_r(NULL, ",", &save)) {
+		size_t l = strlen(t);
+		while (l && t[l - 1] == '/')
+			t[--l] = '\0';
+		if (l)
+			e->endpoints[e->n++] = xstrdup(t);
+	}
+	free(copy);
+}
+
+struct etcd *etcd_open(const struct etcd_opts *o, char *err, size_t errlen)
+{
+	struct etcd *e = xcalloc(1, sizeof(*e));
+	pthread_mutex_init(&e->auth_lock, NULL);
+	split_endpoints(e, o->endpoints ? o->endpoints : "");
+	e->timeout_s = o->timeout_s > 0 ? o->timeout_s : 5;
+	if (e->n == 0) {
+		snprintf(err, errlen, "etcd: no endpoint (give --etcd URL[,URL...])");
+		goto fail;
+	}
+	for (size_t i = 0; i < e->n; i++)
+		if (strncmp(e->endpoints[i], "http://", 7) != 0 && strncmp(e->endpoints[i], "https://", 8) != 0) {
+			snprintf(err, errlen, "etcd: '%s' is not an http:// or https:// URL", e->endpoints[i]);
+			goto fail;
+		}
+	e->ca = o->ca ? xstrdup(o->ca) : NULL;
+	e->cert = o->cert ? xstrdup(o->cert) : NULL;
+	e->key = o->key ? xstrdup(o->key) : NULL;
+	if (o->token_file) {
+		size_t len;
+		char *s = read_file_limited(o->token_file, 4096, &len);
+		if (!s) {
+			snprintf(err, errlen, "etcd: cannot read '%s': %s", o->token_file, strerror(errno));
+			goto fail;
+		}
+		str_trim(s);
+		char *colon = strchr(s, ':');
+		if (!colon || colon == s) {
+			sodium_memzero(s, len);
+			free(s);
+			snprintf(err, errlen, "etcd: '%s' must hold USER:PASSWORD", o->token_file);
+			goto fail;
+		}
+		*colon = '\0';
+		e->user = xstrdup(s);
+		e->password = xstrdup(colon + 1);
+		sodium_memzero(s, len);
+		free(s);
+	}
+	return e;
+fail:
+	etcd_close(e);
+	return NULL;
+}
+
+void etcd_close(struct etcd *e)
+{
+	if (!e)
+		return;
+	for (size_t i = 0; i < e->n; i++)
+		free(e->endpoints[i]);
+	free(e->ca);
+	free(e->cert);
+	free(e->key);
+	free(e->user);
+	free_secret_str(e->password);
+	free_secret_str(e->auth_token);
+	pthread_mutex_destroy(&e->auth_lock);
+	free(e);
+}
+
+static size_t collect(char *ptr, size_t size, size_t n, void *ud)
+{
+	struct buf *b = ud;
+	if (b->len + size * n > MAX_ANSWER)
+		return 0;   /* a lying peer: refuse, do not grow */
+	buf_append(b, ptr, size * n);
+	return size * n;
+}
+
+const char *etcd_endpoint(struct etcd *e, unsigned attempt)
+{
+	return e->endpoints[(atomic_load(&e->current) + attempt) % e->n];
+}
+
+void etcd_setup_tls(struct etcd *e, CURL *h)
+{
+	curl_easy_setopt(h, CURLOPT_USERAGENT, "tether-plane/" PACKAGE_VERSION);
+	if (e->ca)
+		curl_easy_setopt(h, CURLOPT_CAINFO, e->ca);
+	if (e->cert) {
+		curl_easy_setopt(h, CURLOPT_SSLCERT, e->cert);
+		curl_easy_setopt(h, CURLOPT_SSLKEY, e->key);
+	}
+}
+
+void etcd_add_auth(struct etcd *e, struct curl_slist **hdr)
+{
+	pthread_mutex_lock(&e->auth_lock);
+	if (e->auth_token) {
+		char *a = xasprintf("Authorization: %s", e->auth_token);
+		*hdr = curl_slist_append(*hdr, a);
+		free_secret_str(a);
+	}
+	pthread_mutex_unlock(&e->auth_lock);
+}
+
+static void setup(struct etcd *e, CURL *h, const char *url, struct curl_slist *hdr)
+{
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)(e->timeout_s * 1000));
+	etcd_setup_tls(e, h);
+}
+
+static struct curl_slist *headers(struct etcd *e)
+{
+	struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+	etcd_add_auth(e, &h);
+	return h;
+}
+
+/* One POST to one endpoint: 1 answered (*status, body in out), 0 could
+ * not reach it. */
+static int post_one(struct etcd *e, size_t ep, const char *path, const char *body, struct buf *out, long *status,
+		    char *cerr, size_t cerrlen)
+{
+	CURL *h = curl_easy_init();
+	if (!h)
+		return 0;
+	char *url = xasprintf("%s%s", e->endpoints[ep], path);
+	struct curl_slist *hdr = headers(e);
+	setup(e, h, url, hdr);
+	curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(e->timeout_s * 1000));
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, out);
+	buf_reset(out);
+	CURLcode rc = curl_easy_perform(h);
+	*status = 0;
+	if (rc == CURLE_OK)
+		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
+	else
+		snprintf(cerr, cerrlen, "%s: %s", e->endpoints[ep], curl_easy_strerror(rc));
+	curl_easy_cleanup(h);
+	curl_slist_free_all(hdr);
+	free(url);
+	return rc == CURLE_OK;
+}
+
+static int authenticate(struct etcd *e, char *err, size_t errlen);
+
+/* etcd's gRPC codes that mean "not now" rather than "no" */
+static bool unavailable_code(int code)
+{
+	return code == 14 /* Unavailable */ || code == 4 /* DeadlineExceeded */ || code == 10 /* Aborted */;
+}
+
+static int call_text(struct etcd *e, const char *path, const char *body, cJSON **resp, bool retry_auth, char *err,
+		     size_t errlen)
+{
+	struct buf out = BUF_INIT;
+	char cerr[300] = "";
+	long status = 0;
+	size_t start = atomic_load(&e->current), ep = start;
+	bool answered = false;
+	for (size_t i = 0; i < e->n && !answered; i++) {
+		ep = (start + i) % e->n;
+		answered = post_one(e, ep, path, body, &out, &status, cerr, sizeof(cerr));
+	}
+	if (!answered) {
+		snprintf(err, errlen, "etcd unavailable (%s)", cerr);
+		buf_release(&out);
+		return ETCD_UNAVAILABLE;
+	}
+	atomic_store(&e->current, ep);
+	cJSON *j = out.len ? cJSON_ParseWithLength(out.data, out.len) : NULL;
+	if (status != 200) {
+		const cJSON *m = cJSON_GetObjectItemCaseSensitive(j, "message");
+		if (!cJSON_IsString(m))
+			m = cJSON_GetObjectItemCaseSensitive(j, "error");
+		const cJSON *c = cJSON_GetObjectItemCaseSensitive(j, "code");
+		int code = cJSON_IsNumber(c) ? c->valueint : 0;
+		snprintf(err, errlen, "etcd %s: HTTP %ld: %.200s", path, status,
+			 cJSON_IsString(m) ? m->valuestring : "no message");
+		cJSON_Delete(j);
+		buf_release(&out);
+		if (code == 16 && retry_auth && e->user) {
+			/* the auth token expired: once more with a new one */
+			if (authenticate(e, err, errlen) < 0)
+				return -1;
+			return call_text(e, path, body, resp, false, err, errlen);
+		}
+		return unavailable_code(code) || status == 503 ? ETCD_UNAVAILABLE : -1;
+	}
+	buf_release(&out);
+	if (!j) {
+		snprintf(err, errlen, "etcd %s: the answer is not JSON", path);
+		return -1;
+	}
+	*resp = j;
+	return 0;
+}
+
+static int authenticate(struct etcd *e, char *err, size_t errlen)
+{
+	cJSON *b = cJSON_CreateObject();
+	cJSON_AddStringToObject(b, "name", e->user);
+	cJSON_AddStringToObject(b, "password", e->password);
+	char *body = cJSON_PrintUnformatted(b);
+	cJSON_Delete(b);
+	cJSON *resp = NULL;
+	int rc = call_text(e, "/v3/auth/authenticate", body, &resp, false, err, errlen);
+	free_secret_str(body);
+	if (rc < 0)
+		return rc;
+	const cJSON *t = cJSON_GetObjectItemCaseSensitive(resp, "token");
+	if (!cJSON_IsString(t)) {
+		snprintf(err, errlen, "etcd: authentication answered no token");
+		cJSON_Delete(resp);
+		return -1;
+	}
+	pthread_mutex_lock(&e->auth_lock);
+	free_secret_str(e->auth_token);
+	e->auth_token = xstrdup(t->valuestring);
+	pthread_mutex_unlock(&e->auth_lock);
+	cJSON_Delete(resp);
+	return 0;
+}
+
+int etcd_call(struct etcd *e, const char *path, cJSON *body, cJSON **resp, char *err, size_t errlen)
+{
+	*resp = NULL;
+	if (e->user) {
+		pthread_mutex_lock(&e->auth_lock);
+		bool have = e->auth_token != NULL;
+		pthread_mutex_unlock(&e->auth_lock);
+		if (!have) {
+			int rc = authenticate(e, err, errlen);
+			if (rc < 0) {
+				cJSON_Delete(body);
+				return rc;
+			}
+		}
+	}
+	char *text = cJSON_PrintUnformatted(body);
+	cJSON_Delete(body);
+	int rc = call_text(e, path, text, resp, true, err, errlen);
+	free(text);
+	return rc;
+}
+
+int etcd_range_prefix(struct etcd *e, const char *prefix, bool keys_only, uint64_t rev, etcd_kv_cb cb, void *ctx,
+		      uint64_t *revision, char *err, size_t errlen)
+{
+	char *from = etcd_b64(prefix, strlen(prefix)), *end = etcd_prefix_end_b64(prefix);
+	uint64_t at = rev;
+	int rc = 0;
+	for (;;) {
+		cJSON *b = cJSON_CreateObject(), *resp = NULL;
+		cJSON_AddStringToObject(b, "key", from);
+		cJSON_AddStringToObject(b, "range_end", end);
+		cJSON_AddNumberToObject(b, "limit", RANGE_PAGE);
+		if (keys_only)
+			cJSON_AddTrueToObject(b, "keys_only");
+		if (at) {
+			char r[24];
+			snprintf(r, sizeof(r), "%llu", (unsigned long long)at);
+			cJSON_AddStringToObject(b, "revision", r);   /* every page at one revision */
+		}
+		rc = etcd_call(e, "/v3/kv/range", b, &resp, err, errlen);
+		if (rc < 0)
+			break;
+		if (!at)
+			at = etcd_u64(cJSON_GetObjectItemCaseSensitive(resp, "header"), "revision");
+		const cJSON *kvs = cJSON_GetObjectItemCaseSensitive(resp, "kvs"), *kv;
+		struct etcd_kv last = { 0 };
+		cJSON_ArrayForEach(kv, kvs) {
+			struct etcd_kv d;
+			if (etcd_kv_decode(kv, false, &d) < 0) {
+				snprintf(err, errlen, "etcd: a malformed key in a range answer");
+				rc = -1;
+				break;
+			}
+			if (keys_only) {
+				free(d.value);
+				d.value = NULL;
+			}
+			if (cb(ctx, &d) < 0) {
+				snprintf(err, errlen, "etcd: a key could not be taken (%.100s)", d.key);
+				etcd_kv_release(&d);
+				rc = -1;
+				break;
+			}
+			etcd_kv_release(&last);
+			last = d;
+		}
+		bool more = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(resp, "more"));
+		cJSON_Delete(resp);
+		if (rc < 0 || !more || !last.key) {
+			etcd_kv_release(&last);
+			break;
+		}
+		/* the next page starts just past the last key */
+		char *next = xmalloc(last.key_len + 1);
+		memcpy(next, last.key, last.key_len);
+		next[last.key_len] = '\0';
+		free(from);
+		from = etcd_b64(next, last.key_len + 1);   /* key + "\0" */
+		free(next);
+		etcd_kv_release(&last);
+	}
+	free(from);
+	free(end);
+	if (revision)
+		*revision = at;
+	return rc;
+}

@@ -1,0 +1,161 @@
+/* persist.h: the plane's persistence as one interface (OpenSMTPD's table
+ * backends are the model): resources, tombstones and history; rollout
+ * records and the released version; node records; token records. One
+ * backend runs (--store); persist_sqlite.c is the embedded one. Nothing
+ * outside the persist_* and *_sqlite files knows which. Each backend owns
+ * its locking: every op may be called from any thread. */
+#ifndef TETHER_PERSIST_H
+#define TETHER_PERSIST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct plane_config;
+struct store;
+struct store_change;
+struct store_entry;
+struct ro_run;
+
+/* Errors beyond -1: the backend cannot be reached or has no quorum (a
+ * write gets 503), or another replica committed first (validate again
+ * against the newer state and retry). */
+#define PERSIST_UNAVAILABLE (-2)
+#define PERSIST_CONFLICT (-3)
+
+/* A backend instance: the backend's own struct begins with this. */
+struct persist {
+	const struct persist_ops *ops;
+};
+
+/* One commit in progress: what a hook adds lands with the commit or not
+ * at all. The backend's own struct begins with this. */
+struct persist_txn {
+	struct persist *p;
+};
+typedef int (*persist_hook)(void *ctx, struct persist_txn *tx, uint64_t version, char *err, size_t errlen);
+
+/* What one store commit writes. */
+struct persist_commit {
+	uint64_t version;                  /* the new global version */
+	uint64_t horizon;                  /* the tombstone horizon after this commit */
+	int64_t now;                       /* deletion time for new tombstones */
+	const struct store_change *changes;
+	size_t nchanges;
+	const char *const *pruned;         /* tombstones dropped by this commit */
+	size_t npruned;
+	const struct store_entry *const *kept;  /* states moving to the history */
+	size_t nkept;
+	persist_hook hook;                 /* more writes in the same commit */
+	void *hook_ctx;
+};
+
+/* A resource (body != NULL) or tombstone (body NULL), as loaded. */
+typedef int (*persist_resource_cb)(void *ctx, const char *name, const char *body, size_t body_len,
+				   uint64_t version, int64_t deleted_at);
+
+/* A node's durable record. Strings are borrowed for the call. */
+struct persist_node {
+	const char *id, *labels, *transport;
+	int64_t first_seen, last_seen;
+	uint64_t sent_version;
+	const char *sent_nonce;
+	int64_t sent_at;
+	uint64_t acked_version;
+	int64_t acked_at;
+	int healthy;                       /* -1 unknown */
+	bool has_nack;
+	uint64_t nack_version;
+	const char *nack_nonce, *nack_error;
+	int64_t nack_at;
+	uint64_t acks, nacks, stale;
+};
+typedef int (*persist_node_cb)(void *ctx, const struct persist_node *n);
+
+/* A token's record: its hash, never the token. */
+struct persist_token {
+	const char *id, *hash, *role, *node, *name;
+	int64_t created, revoked;          /* wall seconds; revoked 0: live */
+};
+typedef int (*persist_token_cb)(void *ctx, const struct persist_token *t);
+
+/* A change another replica committed, as the follower delivers it: body
+ * (taken) NULL is a tombstone. */
+struct persist_remote {
+	char *name;
+	char *body;
+	size_t body_len;
+	uint64_t version;                  /* the version of this entry's change */
+	int64_t deleted_at;
+};
+/* One version (or, after a compaction, the jump to one) from elsewhere:
+ * changes ascending by version, tombstones dropped (pruned), the global
+ * version and horizon after it. 0, or -1 (the follower reloads). */
+typedef int (*persist_follow_fn)(void *ctx, struct persist_remote *ch, size_t n, char **pruned, size_t npruned,
+				 uint64_t version, uint64_t horizon);
+
+/* What a shared backend says about itself (for /metrics and heartbeats). */
+struct persist_stats {
+	bool shared;                       /* other replicas write too */
+	bool writable;                     /* false: no quorum, writes get 503 */
+	uint64_t watch_opens, revisions, reloads, reload_listed, reload_fetched, reload_deleted, conflicts;
+};
+
+struct persist_ops {
+	const char *name;
+	void (*close)(struct persist *p);
+
+	/* resources: every live resource and tombstone in ascending version
+	 * order, the global version and the tombstone horizon */
+	int (*load)(struct persist *p, persist_resource_cb cb, void *ctx, uint64_t *version, uint64_t *horizon,
+		    char *err, size_t errlen);
+	/* the history rows into s, whether history is kept, and its pin */
+	int (*load_history)(struct persist *p, struct store *s, bool *keep, uint64_t *pin, char *err,
+			    size_t errlen);
+	/* one version, durable before it returns; the hook runs inside */
+	int (*commit)(struct persist *p, const struct persist_commit *c, char *err, size_t errlen);
+	/* drops history no version >= floor needs (all when !keep); records the pin */
+	int (*trim_history)(struct persist *p, bool keep, uint64_t floor, char *err, size_t errlen);
+
+	/* rollouts: a record (insert or replace) with the released version,
+	 * durably; the same inside a commit; the newest max records; the
+	 * released version (1 found, 0 never recorded, -1 error) */
+	int (*rollout_save)(struct persist *p, const struct ro_run *run, uint64_t released, char *err,
+			    size_t errlen);
+	int (*txn_rollout)(struct persist_txn *tx, const struct ro_run *run, uint64_t released, char *err,
+			   size_t errlen);
+	int (*rollout_load)(struct persist *p, size_t max, bool with_members, struct ro_run **runs, size_t *n,
+			    char *err, size_t errlen);
+	int (*released)(struct persist *p, uint64_t *v);
+	int (*set_released)(struct persist *p, uint64_t v, char *err, size_t errlen);
+
+	/* node records: all of them; a batch written at once (not fsync'd:
+	 * they survive a process crash, and the nodes report again) */
+	int (*nodes_load)(struct persist *p, persist_node_cb cb, void *ctx, char *err, size_t errlen);
+	int (*nodes_save)(struct persist *p, const struct persist_node *recs, size_t n, char *err, size_t errlen);
+
+	/* token records: all of them; a new one and a revocation, durably */
+	int (*tokens_load)(struct persist *p, persist_token_cb cb, void *ctx, char *err, size_t errlen);
+	int (*token_add)(struct persist *p, const struct persist_token *t, char *err, size_t errlen);
+	int (*token_revoke)(struct persist *p, const char *id, int64_t when, char *err, size_t errlen);
+
+	/* shared backends (NULL otherwise): follow what other replicas
+	 * commit, from just after what load read; and the figures */
+	int (*follow)(struct persist *p, persist_follow_fn fn, void *ctx, char *err, size_t errlen);
+	void (*stats)(struct persist *p, struct persist_stats *st);
+};
+
+/* Opens the backend cfg->store names ("sqlite", "etcd"). NULL with err. */
+struct persist *persist_open(const struct plane_config *cfg, char *err, size_t errlen);
+void persist_close(struct persist *p);
+
+/* Opens the embedded SQLite backend in dir (tests call it directly). */
+struct persist *persist_sqlite_open(const char *dir, char *err, size_t errlen);
+/* Opens the etcd backend. */
+struct persist *persist_etcd_open(const struct plane_config *cfg, char *err, size_t errlen);
+
+/* Inside a commit's hook: adds a rollout record to the commit. */
+int persist_txn_rollout(struct persist_txn *tx, const struct ro_run *run, uint64_t released, char *err,
+			size_t errlen);
+
+#endif

@@ -1,0 +1,889 @@
+/* persist_etcd.c: the etcd backend (--store etcd): struct persist_ops over
+ * etcd's JSON gateway (persist_etcd.h lists the keys). A commit is one
+ * etcd transaction that compares the version key's mod_revision with the
+ * one this replica's state was read at, so two replicas writing at once
+ * both land, one after the other, or one is told to retry: nothing is
+ * lost. A watch (etcd_watch.c) follows what the other replicas commit
+ * and hands it to the plane revision by revision; after a compaction it
+ * reloads cheaply: the keys with their mod_revision, then only the bodies
+ * that changed, and the names that went away. */
+#include "persist_etcd.h"
+#include "log.h"
+#include "plane.h"
+#include "rollout_rec.h"
+#include "store.h"
+#include "strmap.h"
+#include "util.h"
+#include "xmalloc.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A resource key's mod_revision, for the compaction reload. */
+struct modrev {
+	char *name;
+	uint64_t rev;
+	size_t slot;                 /* index in all */
+};
+
+struct persist_etcd {
+	struct persist base;
+	struct etcd *e;
+	char *prefix;
+	pthread_mutex_t lock;        /* the fields below */
+	uint64_t version_modrev;     /* the version key's mod_revision in our state */
+	uint64_t loaded_rev;         /* the revision load read */
+	uint64_t version, horizon;   /* the newest the follower handed over */
+	struct strmap by_name;       /* name -> struct modrev * */
+	struct modrev **all;
+	size_t nall, capall;
+	struct etcd_watch *w;
+	persist_follow_fn fn;
+	void *fn_ctx;
+	_Atomic bool writable;
+	_Atomic uint64_t revisions, reloads, listed, fetched, deleted, conflicts;
+};
+
+static struct persist_etcd *pe(struct persist *p)
+{
+	return (struct persist_etcd *)p;
+}
+
+struct etcd *persist_etcd_client(struct persist *p)
+{
+	return pe(p)->e;
+}
+
+const char *persist_etcd_prefix(struct persist *p)
+{
+	return pe(p)->prefix;
+}
+
+char *persist_etcd_key(struct persist *p, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	char *tail = NULL;
+	if (vasprintf(&tail, fmt, ap) < 0)
+		fatal("out of memory");
+	va_end(ap);
+	char *k = xasprintf("%s%s", pe(p)->prefix, tail);
+	free(tail);
+	return k;
+}
+
+/* ---- the modrev map (hold lock) ------------------------------------------- */
+
+static void modrev_set(struct persist_etcd *x, const char *name, uint64_t rev)
+{
+	intptr_t v;
+	if (strmap_get(&x->by_name, name, &v)) {
+		((struct modrev *)v)->rev = rev;
+		return;
+	}
+	struct modrev *m = xcalloc(1, sizeof(*m));
+	m->name = xstrdup(name);
+	m->rev = rev;
+	if (x->nall == x->capall) {
+		x->capall = x->capall ? x->capall * 2 : 256;
+		x->all = xrealloc(x->all, x->capall * sizeof(*x->all));
+	}
+	m->slot = x->nall;
+	x->all[x->nall++] = m;
+	strmap_put(&x->by_name, m->name, (intptr_t)m);
+}
+
+static void modrev_del(struct persist_etcd *x, const char *name)
+{
+	intptr_t v;
+	if (!strmap_get(&x->by_name, name, &v))
+		return;
+	struct modrev *m = (struct modrev *)v;
+	strmap_del(&x->by_name, name);
+	x->all[m->slot] = x->all[--x->nall];
+	x->all[m->slot]->slot = m->slot;
+	free(m->name);
+	free(m);
+}
+
+/* ---- values ----------------------------------------------------------------- */
+
+/* "L VERSION\nBODY" or "T VERSION DELETED_AT\n": 0, or -1 when malformed.
+ * *body points into value (NULL for a tombstone). */
+static int parse_value(const char *value, size_t len, uint64_t *version, int64_t *deleted_at, const char **body,
+		       size_t *body_len)
+{
+	const char *nl = memchr(value, '\n', len);
+	if (!nl || len < 3 || (value[0] != 'L' && value[0] != 'T') || value[1] != ' ')
+		return -1;
+	char head[64];
+	size_t hl = (size_t)(nl - value);
+	if (hl >= sizeof(head))
+		return -1;
+	memcpy(head, value, hl);
+	head[hl] = '\0';
+	unsigned long long v = 0;
+	long long d = 0;
+	char extra;
+	if (value[0] == 'L') {
+		if (sscanf(head + 2, "%llu%c", &v, &extra) != 1 || v == 0)
+			return -1;
+		*body = nl + 1;
+		*body_len = len - hl - 1;
+		*deleted_at = 0;
+	} else {
+		if (sscanf(head + 2, "%llu %lld%c", &v, &d, &extra) != 2 || v == 0 || nl + 1 != value + len)
+			return -1;
+		*body = NULL;
+		*body_len = 0;
+		*deleted_at = d;
+	}
+	*version = v;
+	return 0;
+}
+
+static char *format_value(const char *body, size_t body_len, uint64_t version, int64_t deleted_at, size_t *len)
+{
+	struct buf b = BUF_INIT;
+	if (body) {
+		buf_printf(&b, "L %llu\n", (unsigned long long)version);
+		buf_append(&b, body, body_len);
+	} else {
+		buf_printf(&b, "T %llu %lld\n", (unsigned long long)version, (long long)deleted_at);
+	}
+	return buf_detach(&b, len);
+}
+
+static bool parse_dec(const char *s, size_t len, uint64_t *out)
+{
+	char tmp[32];
+	if (len == 0 || len >= sizeof(tmp))
+		return false;
+	memcpy(tmp, s, len);
+	tmp[len] = '\0';
+	return parse_u64(tmp, out) == 0;
+}
+
+/* ---- small requests ------------------------------------------------------------- */
+
+void persist_etcd_txn_put(cJSON *ops, const char *key, const char *value, size_t len)
+{
+	cJSON *op = cJSON_CreateObject(), *put = cJSON_CreateObject();
+	char *k = etcd_b64(key, strlen(key)), *v = etcd_b64(value, len);
+	cJSON_AddStringToObject(put, "key", k);
+	cJSON_AddStringToObject(put, "value", v);
+	free(k);
+	free(v);
+	cJSON_AddItemToObject(op, "request_put", put);
+	cJSON_AddItemToArray(ops, op);
+}
+
+static void txn_delete(cJSON *ops, const char *key, const char *range_end_b64)
+{
+	cJSON *op = cJSON_CreateObject(), *del = cJSON_CreateObject();
+	char *k = etcd_b64(key, strlen(key));
+	cJSON_AddStringToObject(del, "key", k);
+	free(k);
+	if (range_end_b64)
+		cJSON_AddStringToObject(del, "range_end", range_end_b64);
+	cJSON_AddItemToObject(op, "request_delete_range", del);
+	cJSON_AddItemToArray(ops, op);
+}
+
+int persist_etcd_put(struct persist *p, const char *key, const char *value, size_t len, char *err, size_t errlen)
+{
+	cJSON *b = cJSON_CreateObject(), *resp = NULL;
+	char *k = etcd_b64(key, strlen(key)), *v = etcd_b64(value, len);
+	cJSON_AddStringToObject(b, "key", k);
+	cJSON_AddStringToObject(b, "value", v);
+	free(k);
+	free(v);
+	int rc = etcd_call(pe(p)->e, "/v3/kv/put", b, &resp, err, errlen);
+	cJSON_Delete(resp);
+	return rc;
+}
+
+/* One key at revision rev (0: newest): 1 found, 0 absent. */
+static int get_at(struct persist *p, const char *key, uint64_t rev, char **value, size_t *len, uint64_t *modrev,
+		  char *err, size_t errlen)
+{
+	cJSON *b = cJSON_CreateObject(), *resp = NULL;
+	char *k = etcd_b64(key, strlen(key));
+	cJSON_AddStringToObject(b, "key", k);
+	free(k);
+	if (rev) {
+		char r[24];
+		snprintf(r, sizeof(r), "%llu", (unsigned long long)rev);
+		cJSON_AddStringToObject(b, "revision", r);
+	}
+	int rc = etcd_call(pe(p)->e, "/v3/kv/range", b, &resp, err, errlen);
+	if (rc < 0)
+		return rc;
+	const cJSON *kv = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(resp, "kvs"), 0);
+	struct etcd_kv d;
+	rc = 0;
+	if (kv) {
+		if (etcd_kv_decode(kv, false, &d) < 0) {
+			snprintf(err, errlen, "etcd: a malformed answer for '%s'", key);
+			rc = -1;
+		} else {
+			*value = d.value;
+			*len = d.value_len;
+			if (modrev)
+				*modrev = d.mod_revision;
+			d.value = NULL;
+			etcd_kv_release(&d);
+			rc = 1;
+		}
+	}
+	cJSON_Delete(resp);
+	return rc;
+}
+
+int persist_etcd_get(struct persist *p, const char *key, char **value, size_t *len, char *err, size_t errlen)
+{
+	return get_at(p, key, 0, value, len, NULL, err, errlen);
+}
+
+/* A decimal key at rev: its value (0 when absent) and mod_revision. */
+static int get_dec(struct persist *p, const char *tail, uint64_t rev, uint64_t *out, uint64_t *modrev, char *err,
+		   size_t errlen)
+{
+	char *key = persist_etcd_key(p, "%s", tail), *v = NULL;
+	size_t len = 0;
+	*out = 0;
+	if (modrev)
+		*modrev = 0;
+	int rc = get_at(p, key, rev, &v, &len, modrev, err, errlen);
+	if (rc == 1 && !parse_dec(v, len, out)) {
+		snprintf(err, errlen, "etcd: '%s' is not a number", key);
+		rc = -1;
+	}
+	free(key);
+	free(v);
+	return rc < 0 ? rc : 0;
+}
+
+/* ---- loading --------------------------------------------------------------------- */
+
+struct loaded {
+	char *name, *value;
+	size_t len;
+	uint64_t version, modrev;
+};
+
+struct load_ctx {
+	struct persist_etcd *x;
+	struct loaded *rows;
+	size_t n, cap;
+	size_t plen;                 /* strlen of prefix + "res/" */
+};
+
+static int collect_row(void *ctx, const struct etcd_kv *kv)
+{
+	struct load_ctx *lc = ctx;
+	if (kv->key_len <= lc->plen || memchr(kv->key, '\0', kv->key_len))
+		return 0;
+	if (lc->n == lc->cap) {
+		lc->cap = lc->cap ? lc->cap * 2 : 256;
+		lc->rows = xrealloc(lc->rows, lc->cap * sizeof(*lc->rows));
+	}
+	struct loaded *r = &lc->rows[lc->n++];
+	r->name = xstrdup(kv->key + lc->plen);
+	r->value = NULL;
+	if (kv->value) {
+		r->value = xmalloc(kv->value_len + 1);
+		memcpy(r->value, kv->value, kv->value_len);
+		r->value[kv->value_len] = '\0';
+	}
+	r->len = kv->value_len;
+	r->modrev = kv->mod_revision;
+	r->version = 0;
+	return 0;
+}
+
+static int by_version(const void *a, const void *b)
+{
+	const struct loaded *x = a, *y = b;
+	return x->version < y->version ? -1 : x->version > y->version;
+}
+
+static void rows_free(struct load_ctx *lc)
+{
+	for (size_t i = 0; i < lc->n; i++) {
+		free(lc->rows[i].name);
+		free(lc->rows[i].value);
+	}
+	free(lc->rows);
+}
+
+static int et_load(struct persist *p, persist_resource_cb cb, void *ctx, uint64_t *version, uint64_t *horizon,
+		   char *err, size_t errlen)
+{
+	struct persist_etcd *x = pe(p);
+	char *prefix = persist_etcd_key(p, "res/");
+	struct load_ctx lc = { .x = x, .plen = strlen(prefix) };
+	uint64_t rev = 0, vmod = 0;
+	int rc = etcd_range_prefix(x->e, prefix, false, 0, collect_row, &lc, &rev, err, errlen);
+	free(prefix);
+	if (rc == 0)
+		rc = get_dec(p, "version", rev, version, &vmod, err, errlen);
+	if (rc == 0)
+		rc = get_dec(p, "horizon", rev, horizon, NULL, err, errlen);
+	for (size_t i = 0; rc == 0 && i < lc.n; i++) {
+		const char *body;
+		size_t blen;
+		int64_t del;
+		if (parse_value(lc.rows[i].value, lc.rows[i].len, &lc.rows[i].version, &del, &body, &blen) < 0 ||
+		    lc.rows[i].version > *version) {
+			snprintf(err, errlen, "etcd: the value of '%s' is malformed or past the store's version",
+				 lc.rows[i].name);
+			rc = -1;
+		}
+	}
+	if (rc == 0) {
+		qsort(lc.rows, lc.n, sizeof(*lc.rows), by_version);
+		pthread_mutex_lock(&x->lock);
+		for (size_t i = 0; rc == 0 && i < lc.n; i++) {
+			const char *body;
+			size_t blen;
+			int64_t del;
+			uint64_t v;
+			parse_value(lc.rows[i].value, lc.rows[i].len, &v, &del, &body, &blen);
+			modrev_set(x, lc.rows[i].name, lc.rows[i].modrev);
+			if (cb(ctx, lc.rows[i].name, body, blen, v, del) < 0) {
+				snprintf(err, errlen, "etcd: cannot load '%s'", lc.rows[i].name);
+				rc = -1;
+			}
+		}
+		x->loaded_rev = rev;
+		x->version_modrev = vmod;
+		x->version = *version;
+		x->horizon = *horizon;
+		pthread_mutex_unlock(&x->lock);
+		log_info("etcd: loaded %zu resources and tombstones at revision %llu (version %llu)", lc.n,
+			 (unsigned long long)rev, (unsigned long long)*version);
+	}
+	rows_free(&lc);
+	return rc;
+}
+
+static int et_load_history(struct persist *p, struct store *s, bool *keep, uint64_t *pin, char *err, size_t errlen)
+{
+	struct persist_etcd *x = pe(p);
+	char *pk = persist_etcd_key(p, "pin"), *pv = NULL;
+	size_t plen = 0;
+	int rc = persist_etcd_get(p, pk, &pv, &plen, err, errlen);
+	free(pk);
+	*keep = false;
+	*pin = 0;
+	if (rc < 0)
+		return rc;
+	if (rc == 1) {
+		unsigned k = 0;
+		unsigned long long f = 0;
+		if (sscanf(pv, "%u %llu", &k, &f) != 2) {
+			free(pv);
+			snprintf(err, errlen, "etcd: the pin is malformed");
+			return -1;
+		}
+		*keep = k != 0;
+		*pin = f;
+	}
+	free(pv);
+	char *prefix = persist_etcd_key(p, "hist/");
+	struct load_ctx lc = { .x = x, .plen = strlen(prefix) };
+	rc = etcd_range_prefix(x->e, prefix, false, 0, collect_row, &lc, NULL, err, errlen);
+	free(prefix);
+	/* hist/VERSION/NAME: the version is the state's own */
+	for (size_t i = 0; rc == 0 && i < lc.n; i++) {
+		const char *slash = strchr(lc.rows[i].name, '/'), *body;
+		size_t blen;
+		int64_t del;
+		uint64_t v;
+		if (!slash || parse_value(lc.rows[i].value, lc.rows[i].len, &v, &del, &body, &blen) < 0 ||
+		    store_attach_history(s, slash + 1, v, body, blen) < 0) {
+			snprintf(err, errlen, "etcd: a malformed history entry '%s'", lc.rows[i].name);
+			rc = -1;
+		}
+	}
+	rows_free(&lc);
+	return rc;
+}
+
+/* ---- commits ----------------------------------------------------------------------- */
+
+struct etcd_txn {
+	struct persist_txn base;
+	cJSON *ops;
+};
+
+static int et_txn_rollout(struct persist_txn *tx, const struct ro_run *run, uint64_t released, char *err,
+			  size_t errlen)
+{
+	(void)err, (void)errlen;
+	etcd_rollout_ops(tx->p, ((struct etcd_txn *)tx)->ops, run, released);
+	return 0;
+}
+
+static int et_commit(struct persist *p, const struct persist_commit *c, char *err, size_t errlen)
+{
+	struct persist_etcd *x = pe(p);
+	cJSON *body = cJSON_CreateObject(), *cmp = cJSON_AddArrayToObject(body, "compare");
+	cJSON *ops = cJSON_AddArrayToObject(body, "success"), *fail = cJSON_AddArrayToObject(body, "failure");
+	char *vkey = persist_etcd_key(p, "version"), *vk64 = etcd_b64(vkey, strlen(vkey)), num[32];
+	pthread_mutex_lock(&x->lock);
+	uint64_t expect = x->version_modrev;
+	pthread_mutex_unlock(&x->lock);
+	/* the state this commit was validated against is still the newest */
+	cJSON *cc = cJSON_CreateObject();
+	cJSON_AddStringToObject(cc, "key", vk64);
+	cJSON_AddStringToObject(cc, "target", "MOD");
+	cJSON_AddStringToObject(cc, "result", "EQUAL");
+	snprintf(num, sizeof(num), "%llu", (unsigned long long)expect);
+	cJSON_AddStringToObject(cc, "mod_revision", num);
+	cJSON_AddItemToArray(cmp, cc);
+	cJSON *fr = cJSON_CreateObject(), *frr = cJSON_CreateObject();
+	cJSON_AddStringToObject(frr, "key", vk64);
+	cJSON_AddItemToObject(fr, "request_range", frr);
+	cJSON_AddItemToArray(fail, fr);
+	free(vk64);
+
+	snprintf(num, sizeof(num), "%llu", (unsigned long long)c->version);
+	persist_etcd_txn_put(ops, vkey, num, strlen(num));
+	free(vkey);
+	for (size_t i = 0; i < c->nchanges; i++) {
+		size_t len;
+		char *v = format_value(c->changes[i].body, c->changes[i].body_len, c->version, c->now, &len);
+		char *k = persist_etcd_key(p, "res/%s", c->changes[i].name);
+		persist_etcd_txn_put(ops, k, v, len);
+		free(k);
+		free(v);
+	}
+	for (size_t i = 0; i < c->npruned; i++) {
+		char *k = persist_etcd_key(p, "res/%s", c->pruned[i]);
+		txn_delete(ops, k, NULL);
+		free(k);
+	}
+	if (c->npruned) {
+		char *k = persist_etcd_key(p, "horizon");
+		snprintf(num, sizeof(num), "%llu", (unsigned long long)c->horizon);
+		persist_etcd_txn_put(ops, k, num, strlen(num));
+		free(k);
+	}
+	for (size_t i = 0; i < c->nkept; i++) {
+		const struct store_entry *e = c->kept[i];
+		size_t len;
+		char *v = format_value(e->body, e->body_len, e->version, e->deleted_at, &len);
+		char *k = persist_etcd_key(p, "hist/%020llu/%s", (unsigned long long)e->version, e->name);
+		persist_etcd_txn_put(ops, k, v, len);
+		free(k);
+		free(v);
+	}
+	struct etcd_txn tx = { { p }, ops };
+	if (c->hook && c->hook(c->hook_ctx, &tx.base, c->version, err, errlen) < 0) {
+		cJSON_Delete(body);
+		return -1;
+	}
+	cJSON *resp = NULL;
+	int rc = etcd_call(x->e, "/v3/kv/txn", body, &resp, err, errlen);
+	if (rc < 0) {
+		if (rc == ETCD_UNAVAILABLE)
+			atomic_store(&x->writable, false);
+		return rc == ETCD_UNAVAILABLE ? PERSIST_UNAVAILABLE : -1;
+	}
+	atomic_store(&x->writable, true);
+	uint64_t rev = etcd_u64(cJSON_GetObjectItemCaseSensitive(resp, "header"), "revision");
+	if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(resp, "succeeded"))) {
+		cJSON_Delete(resp);
+		atomic_fetch_add(&x->conflicts, 1);
+		snprintf(err, errlen, "another replica wrote first (etcd revision %llu); retrying on the newer state",
+			 (unsigned long long)rev);
+		return PERSIST_CONFLICT;
+	}
+	cJSON_Delete(resp);
+	pthread_mutex_lock(&x->lock);
+	x->version_modrev = rev;
+	if (c->version > x->version)
+		x->version = c->version;
+	if (c->horizon > x->horizon)
+		x->horizon = c->horizon;
+	for (size_t i = 0; i < c->nchanges; i++)
+		modrev_set(x, c->changes[i].name, rev);
+	for (size_t i = 0; i < c->npruned; i++)
+		modrev_del(x, c->pruned[i]);
+	pthread_mutex_unlock(&x->lock);
+	return 0;
+}
+
+static int et_trim_history(struct persist *p, bool keep, uint64_t floor, char *err, size_t errlen)
+{
+	/* the history keys below the floor go (all of them when !keep) and
+	 * the pin is written, in one transaction. Keeping, per name, the
+	 * newest state at or below the floor is left to the in-memory trim:
+	 * a reload after a restart keeps them all (more, never less). */
+	struct persist_etcd *x = pe(p);
+	cJSON *body = cJSON_CreateObject(), *ops = cJSON_AddArrayToObject(body, "success"), *resp = NULL;
+	char *from = persist_etcd_key(p, "hist/");
+	if (!keep) {
+		char *end = etcd_prefix_end_b64(from);
+		txn_delete(ops, from, end);
+		free(end);
+	}
+	free(from);
+	char *pk = persist_etcd_key(p, "pin"), pv[48];
+	snprintf(pv, sizeof(pv), "%u %llu", keep ? 1u : 0u, (unsigned long long)floor);
+	persist_etcd_txn_put(ops, pk, pv, strlen(pv));
+	free(pk);
+	int rc = etcd_call(x->e, "/v3/kv/txn", body, &resp, err, errlen);
+	cJSON_Delete(resp);
+	return rc == ETCD_UNAVAILABLE ? PERSIST_UNAVAILABLE : rc;
+}
+
+/* ---- following ------------------------------------------------------------------------ */
+
+static int by_remote_version(const void *a, const void *b)
+{
+	const struct persist_remote *x = a, *y = b;
+	return x->version < y->version ? -1 : x->version > y->version;
+}
+
+/* Hands a set of changes to the plane; frees them. */
+static int hand_over(struct persist_etcd *x, struct persist_remote *ch, size_t n, char **pruned, size_t np,
+		     uint64_t version, uint64_t horizon)
+{
+	qsort(ch, n, sizeof(*ch), by_remote_version);
+	int rc = x->fn ? x->fn(x->fn_ctx, ch, n, pruned, np, version, horizon) : 0;
+	for (size_t i = 0; i < n; i++) {
+		free(ch[i].name);
+		free(ch[i].body);
+	}
+	for (size_t i = 0; i < np; i++)
+		free(pruned[i]);
+	free(ch);
+	free(pruned);
+	return rc;
+}
+
+static int on_revision(void *ctx, uint64_t rev, const struct etcd_kv *kvs, size_t n)
+{
+	struct persist_etcd *x = ctx;
+	size_t plen = strlen(x->prefix);
+	struct persist_remote *ch = xcalloc(n ? n : 1, sizeof(*ch));
+	char **pruned = xcalloc(n ? n : 1, sizeof(*pruned));
+	size_t nch = 0, np = 0;
+	uint64_t version = 0, horizon = 0;
+	bool got_version = false, got_horizon = false;
+	atomic_fetch_add(&x->revisions, 1);
+	for (size_t i = 0; i < n; i++) {
+		const struct etcd_kv *kv = &kvs[i];
+		if (kv->key_len < plen || memcmp(kv->key, x->prefix, plen) != 0)
+			continue;
+		const char *k = kv->key + plen;
+		if (strcmp(k, "version") == 0 && kv->value) {
+			got_version = parse_dec(kv->value, kv->value_len, &version);
+		} else if (strcmp(k, "horizon") == 0 && kv->value) {
+			got_horizon = parse_dec(kv->value, kv->value_len, &horizon);
+		} else if (strncmp(k, "res/", 4) == 0 && k[4]) {
+			if (!kv->value) {
+				pruned[np++] = xstrdup(k + 4);
+				continue;
+			}
+			const char *body;
+			size_t blen;
+			int64_t del;
+			uint64_t v;
+			if (parse_value(kv->value, kv->value_len, &v, &del, &body, &blen) < 0) {
+				log_error("etcd: '%s' at revision %llu is malformed; ignored", kv->key,
+					  (unsigned long long)rev);
+				continue;
+			}
+			ch[nch].name = xstrdup(k + 4);
+			ch[nch].body = body ? xstrndup(body, blen) : NULL;
+			ch[nch].body_len = blen;
+			ch[nch].version = v;
+			ch[nch].deleted_at = del;
+			nch++;
+		}
+	}
+	pthread_mutex_lock(&x->lock);
+	if (got_version) {
+		x->version_modrev = rev > x->version_modrev ? rev : x->version_modrev;
+		if (version > x->version)
+			x->version = version;
+	}
+	if (!got_version)
+		version = x->version;
+	if (got_horizon && horizon > x->horizon)
+		x->horizon = horizon;
+	horizon = x->horizon;
+	for (size_t i = 0; i < nch; i++)
+		modrev_set(x, ch[i].name, rev);
+	for (size_t i = 0; i < np; i++)
+		modrev_del(x, pruned[i]);
+	pthread_mutex_unlock(&x->lock);
+	if (!nch && !np && !got_version) {
+		free(ch);
+		free(pruned);
+		return 0;   /* not the store's: a node record, a rollout, a token */
+	}
+	return hand_over(x, ch, nch, pruned, np, version, horizon) < 0 ? -1 : 0;
+}
+
+struct reload_ctx {
+	struct persist_etcd *x;
+	size_t plen;
+	struct strmap seen;          /* names listed, borrowed from names */
+	char **names;
+	uint64_t *revs;
+	size_t n, cap;
+};
+
+static int list_key(void *ctx, const struct etcd_kv *kv)
+{
+	struct reload_ctx *rc = ctx;
+	if (kv->key_len <= rc->plen)
+		return 0;
+	if (rc->n == rc->cap) {
+		rc->cap = rc->cap ? rc->cap * 2 : 256;
+		rc->names = xrealloc(rc->names, rc->cap * sizeof(*rc->names));
+		rc->revs = xrealloc(rc->revs, rc->cap * sizeof(*rc->revs));
+	}
+	rc->names[rc->n] = xstrdup(kv->key + rc->plen);
+	rc->revs[rc->n] = kv->mod_revision;
+	rc->n++;
+	return 0;
+}
+
+/* After a compaction: the keys with their mod_revision, the bodies that
+ * changed, the names that went away; then the watch goes on from there. */
+static void reload(struct persist_etcd *x)
+{
+	struct persist *p = &x->base;
+	char err[512];
+	for (unsigned attempt = 0;; attempt++) {
+		char *prefix = persist_etcd_key(p, "res/");
+		struct reload_ctx rc = { .x = x, .plen = strlen(prefix) };
+		strmap_init(&rc.seen);
+		uint64_t rev = 0, version = 0, horizon = 0;
+		int r = etcd_range_prefix(x->e, prefix, true, 0, list_key, &rc, &rev, err, sizeof(err));
+		free(prefix);
+		if (r == 0)
+			r = get_dec(p, "version", rev, &version, NULL, err, sizeof(err));
+		if (r == 0)
+			r = get_dec(p, "horizon", rev, &horizon, NULL, err, sizeof(err));
+		struct persist_remote *ch = NULL;
+		char **pruned = NULL;
+		size_t nch = 0, np = 0;
+		if (r == 0) {
+			ch = xcalloc(rc.n ? rc.n : 1, sizeof(*ch));
+			pthread_mutex_lock(&x->lock);
+			size_t nknown = x->nall;
+			pthread_mutex_unlock(&x->lock);
+			for (size_t i = 0; i < rc.n; i++)
+				strmap_put(&rc.seen, rc.names[i], 1);
+			for (size_t i = 0; r == 0 && i < rc.n; i++) {
+				intptr_t m;
+				pthread_mutex_lock(&x->lock);
+				bool same = strmap_get(&x->by_name, rc.names[i], &m) && ((struct modrev *)m)->rev == rc.revs[i];
+				pthread_mutex_unlock(&x->lock);
+				if (same)
+					continue;
+				/* changed while we did not watch: fetch this body only */
+				char *k = persist_etcd_key(p, "res/%s", rc.names[i]), *v = NULL;
+				size_t len = 0;
+				r = get_at(p, k, rev, &v, &len, NULL, err, sizeof(err));
+				free(k);
+				atomic_fetch_add(&x->fetched, 1);
+				const char *body;
+				size_t blen;
+				int64_t del;
+				uint64_t ver;
+				if (r == 1 && parse_value(v, len, &ver, &del, &body, &blen) == 0) {
+					ch[nch].name = xstrdup(rc.names[i]);
+					ch[nch].body = body ? xstrndup(body, blen) : NULL;
+					ch[nch].body_len = blen;
+					ch[nch].version = ver;
+					ch[nch].deleted_at = del;
+					nch++;
+					r = 0;
+				} else if (r >= 0) {
+					r = 0;   /* gone or malformed since the listing: the next revision says */
+				}
+				free(v);
+			}
+			/* what we knew and the listing does not hold was deleted */
+			pthread_mutex_lock(&x->lock);
+			pruned = xcalloc(nknown + 1, sizeof(*pruned));
+			for (size_t i = 0; i < x->nall; i++)
+				if (!strmap_get(&rc.seen, x->all[i]->name, NULL))
+					pruned[np++] = xstrdup(x->all[i]->name);
+			for (size_t i = 0; i < np; i++)
+				modrev_del(x, pruned[i]);
+			for (size_t i = 0; i < rc.n; i++)
+				modrev_set(x, rc.names[i], rc.revs[i]);
+			x->version_modrev = 0;   /* read again below */
+			if (version > x->version)
+				x->version = version;
+			/* tombstones dropped while we did not watch: a node older than
+			 * this version may have missed a removal, so it gets a snapshot */
+			if (np && version > horizon)
+				horizon = version;
+			if (horizon > x->horizon)
+				x->horizon = horizon;
+			pthread_mutex_unlock(&x->lock);
+			uint64_t vm = 0, dummy;
+			if (get_dec(p, "version", rev, &dummy, &vm, err, sizeof(err)) == 0) {
+				pthread_mutex_lock(&x->lock);
+				x->version_modrev = vm;
+				pthread_mutex_unlock(&x->lock);
+			}
+		}
+		atomic_fetch_add(&x->listed, rc.n);
+		atomic_fetch_add(&x->deleted, np);
+		for (size_t i = 0; i < rc.n; i++)
+			free(rc.names[i]);
+		free(rc.names);
+		free(rc.revs);
+		strmap_release(&rc.seen);
+		if (r == 0) {
+			size_t fetched = nch;
+			log_warn("etcd: compaction reload at revision %llu: %zu keys listed, %zu bodies fetched, %zu "
+				 "deleted", (unsigned long long)rev, rc.n, fetched, np);
+			atomic_fetch_add(&x->reloads, 1);
+			hand_over(x, ch, nch, pruned, np, version, horizon);
+			etcd_watch_restart(x->w, rev);
+			return;
+		}
+		for (size_t i = 0; i < nch; i++) {
+			free(ch[i].name);
+			free(ch[i].body);
+		}
+		free(ch);
+		for (size_t i = 0; i < np; i++)
+			free(pruned[i]);
+		free(pruned);
+		log_warn("etcd: compaction reload failed: %s; trying again", err);
+		struct timespec ts = { 0, (long)(200000000L * (attempt < 10 ? attempt + 1 : 10)) };
+		nanosleep(&ts, NULL);
+	}
+}
+
+static void on_compacted(void *ctx, uint64_t compact_rev)
+{
+	struct persist_etcd *x = ctx;
+	log_warn("etcd: the watch's revision was compacted (etcd keeps from %llu): reloading what changed",
+		 (unsigned long long)compact_rev);
+	reload(x);
+}
+
+static void on_health(void *ctx, bool up, const char *why)
+{
+	struct persist_etcd *x = ctx;
+	if (up)
+		log_info("etcd: reachable again");
+	else
+		log_warn("etcd: unreachable (%s): serving what we have, writes are refused", why ? why : "?");
+	atomic_store(&x->writable, up);
+}
+
+static int et_follow(struct persist *p, persist_follow_fn fn, void *ctx, char *err, size_t errlen)
+{
+	struct persist_etcd *x = pe(p);
+	x->fn = fn;
+	x->fn_ctx = ctx;
+	struct etcd_watch_cbs cbs = { .ctx = x, .revision = on_revision, .compacted = on_compacted, .health = on_health };
+	pthread_mutex_lock(&x->lock);
+	uint64_t from = x->loaded_rev + 1;
+	pthread_mutex_unlock(&x->lock);
+	x->w = etcd_watch_start(x->e, x->prefix, from, 2.0, &cbs, err, errlen);
+	return x->w ? 0 : -1;
+}
+
+static void et_stats(struct persist *p, struct persist_stats *st)
+{
+	struct persist_etcd *x = pe(p);
+	memset(st, 0, sizeof(*st));
+	st->shared = true;
+	st->writable = atomic_load(&x->writable);
+	st->watch_opens = x->w ? etcd_watch_opens(x->w) : 0;
+	st->revisions = atomic_load(&x->revisions);
+	st->reloads = atomic_load(&x->reloads);
+	st->reload_listed = atomic_load(&x->listed);
+	st->reload_fetched = atomic_load(&x->fetched);
+	st->reload_deleted = atomic_load(&x->deleted);
+	st->conflicts = atomic_load(&x->conflicts);
+}
+
+static void et_close(struct persist *p)
+{
+	struct persist_etcd *x = pe(p);
+	etcd_watch_stop(x->w);
+	etcd_close(x->e);
+	for (size_t i = 0; i < x->nall; i++) {
+		free(x->all[i]->name);
+		free(x->all[i]);
+	}
+	free(x->all);
+	strmap_release(&x->by_name);
+	pthread_mutex_destroy(&x->lock);
+	free(x->prefix);
+	free(x);
+}
+
+static const struct persist_ops persist_etcd_ops = {
+	.name = "etcd",
+	.close = et_close,
+	.load = et_load,
+	.load_history = et_load_history,
+	.commit = et_commit,
+	.trim_history = et_trim_history,
+	.rollout_save = etcd_rollout_save,
+	.txn_rollout = et_txn_rollout,
+	.rollout_load = etcd_rollout_load,
+	.released = etcd_released,
+	.set_released = etcd_set_released,
+	.nodes_load = etcd_nodes_load,
+	.nodes_save = etcd_nodes_save,
+	.tokens_load = etcd_tokens_load,
+	.token_add = etcd_token_add,
+	.token_revoke = etcd_token_revoke,
+	.follow = et_follow,
+	.stats = et_stats,
+};
+
+struct persist *persist_etcd_open(const struct plane_config *cfg, char *err, size_t errlen)
+{
+	struct etcd_opts o = {
+		.endpoints = cfg->etcd, .ca = cfg->etcd_ca, .cert = cfg->etcd_cert, .key = cfg->etcd_key,
+		.token_file = cfg->etcd_token_file, .timeout_s = 5,
+	};
+	const char *prefix = cfg->etcd_prefix ? cfg->etcd_prefix : "/tether/";
+	if (!prefix[0] || prefix[strlen(prefix) - 1] != '/') {
+		snprintf(err, errlen, "etcd-prefix: '%s' must end with '/'", prefix);
+		return NULL;
+	}
+	struct etcd *e = etcd_open(&o, err, errlen);
+	if (!e)
+		return NULL;
+	struct persist_etcd *x = xcalloc(1, sizeof(*x));
+	x->base.ops = &persist_etcd_ops;
+	x->e = e;
+	x->prefix = xstrdup(prefix);
+	pthread_mutex_init(&x->lock, NULL);
+	strmap_init(&x->by_name);
+	atomic_store(&x->writable, true);
+	/* reachable now, or say so at start */
+	uint64_t v = 0;
+	if (get_dec(&x->base, "version", 0, &v, NULL, err, errlen) < 0) {
+		et_close(&x->base);
+		return NULL;
+	}
+	return &x->base;
+}

@@ -1,0 +1,353 @@
+/* persist_etcd_records.c: the etcd backend's records (persist_etcd.h):
+ * rollouts under rollout/ID (zero-padded, so keys sort by id) with the
+ * released version beside them, node records under nodes/ID and token
+ * records under tokens/ID, each a small JSON object. A batch of node
+ * records is a few transactions of up to TXN_OPS puts, not one write per
+ * node. */
+#include "persist_etcd.h"
+#include "json.h"
+#include "rollout_rec.h"
+#include "util.h"
+#include "xmalloc.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* etcd refuses a transaction of more than --max-txn-ops (default 128) */
+#define TXN_OPS 100
+
+static void put_json(cJSON *ops, struct persist *p, const char *key, cJSON *obj)
+{
+	char *text = cJSON_PrintUnformatted(obj);
+	persist_etcd_txn_put(ops, key, text, strlen(text));
+	free(text);
+	cJSON_Delete(obj);
+}
+
+static int run_txn(struct persist *p, cJSON *body, char *err, size_t errlen)
+{
+	cJSON *resp = NULL;
+	int rc = etcd_call(persist_etcd_client(p), "/v3/kv/txn", body, &resp, err, errlen);
+	cJSON_Delete(resp);
+	return rc == ETCD_UNAVAILABLE ? PERSIST_UNAVAILABLE : rc;
+}
+
+static void num(cJSON *o, const char *k, uint64_t v)
+{
+	char s[24];
+	snprintf(s, sizeof(s), "%llu", (unsigned long long)v);
+	cJSON_AddStringToObject(o, k, s);   /* strings: a double cannot hold every uint64 */
+}
+
+static uint64_t get_num(const cJSON *o, const char *k)
+{
+	return etcd_u64(o, k);
+}
+
+static const char *get_str(const cJSON *o, const char *k)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+	return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+/* ---- rollouts ---------------------------------------------------------------- */
+
+void etcd_rollout_ops(struct persist *p, cJSON *ops, const struct ro_run *run, uint64_t released)
+{
+	cJSON *o = cJSON_CreateObject();
+	num(o, "id", run->id);
+	num(o, "state", (uint64_t)run->state);
+	num(o, "stage", run->stage);
+	num(o, "reached", run->reached);
+	num(o, "from", run->from);
+	num(o, "to", run->to);
+	num(o, "revert", run->revert);
+	num(o, "parent", run->parent);
+	num(o, "touched", run->touched);
+	cJSON_AddStringToObject(o, "reason", run->reason ? run->reason : "");
+	cJSON *m = cJSON_AddArrayToObject(o, "members");
+	for (size_t i = 0; i < run->nmembers; i++)
+		cJSON_AddItemToArray(m, cJSON_CreateString(run->members[i]));
+	num(o, "started_at", (uint64_t)run->started_at);
+	num(o, "stage_at", (uint64_t)run->stage_at);
+	num(o, "finished_at", (uint64_t)run->finished_at);
+	num(o, "msgs", run->msgs);
+	num(o, "revert_msgs", run->revert_msgs);
+	num(o, "bump_msgs", run->bump_msgs);
+	char *k = persist_etcd_key(p, "rollout/%020llu", (unsigned long long)run->id);
+	put_json(ops, p, k, o);
+	free(k);
+	k = persist_etcd_key(p, "released");
+	char r[24];
+	snprintf(r, sizeof(r), "%llu", (unsigned long long)released);
+	persist_etcd_txn_put(ops, k, r, strlen(r));
+	free(k);
+}
+
+int etcd_rollout_save(struct persist *p, const struct ro_run *run, uint64_t released, char *err, size_t errlen)
+{
+	cJSON *body = cJSON_CreateObject();
+	etcd_rollout_ops(p, cJSON_AddArrayToObject(body, "success"), run, released);
+	return run_txn(p, body, err, errlen);
+}
+
+struct runs_ctx {
+	cJSON **objs;
+	size_t n, cap;
+	bool bad;
+};
+
+static int collect_json(void *ctx, const struct etcd_kv *kv)
+{
+	struct runs_ctx *rc = ctx;
+	cJSON *o = cJSON_ParseWithLength(kv->value, kv->value_len);
+	if (!cJSON_IsObject(o)) {
+		cJSON_Delete(o);
+		rc->bad = true;
+		return -1;
+	}
+	if (rc->n == rc->cap) {
+		rc->cap = rc->cap ? rc->cap * 2 : 16;
+		rc->objs = xrealloc(rc->objs, rc->cap * sizeof(*rc->objs));
+	}
+	rc->objs[rc->n++] = o;
+	return 0;
+}
+
+static void objs_free(struct runs_ctx *rc)
+{
+	for (size_t i = 0; i < rc->n; i++)
+		cJSON_Delete(rc->objs[i]);
+	free(rc->objs);
+}
+
+int etcd_rollout_load(struct persist *p, size_t max, bool with_members, struct ro_run **runs, size_t *n, char *err,
+		      size_t errlen)
+{
+	struct runs_ctx rc = { 0 };
+	char *prefix = persist_etcd_key(p, "rollout/");
+	int r = etcd_range_prefix(persist_etcd_client(p), prefix, false, 0, collect_json, &rc, NULL, err, errlen);
+	free(prefix);
+	*runs = NULL;
+	*n = 0;
+	if (r < 0) {
+		objs_free(&rc);
+		return r == ETCD_UNAVAILABLE ? PERSIST_UNAVAILABLE : -1;
+	}
+	/* keys sort by id ascending: the newest are last */
+	size_t take = rc.n < max ? rc.n : max;
+	struct ro_run *out = xcalloc(take ? take : 1, sizeof(*out));
+	for (size_t i = 0; i < take; i++) {
+		const cJSON *o = rc.objs[rc.n - 1 - i];
+		struct ro_run *x = &out[i];
+		x->id = get_num(o, "id");
+		x->state = (enum ro_state)get_num(o, "state");
+		x->stage = (size_t)get_num(o, "stage");
+		x->reached = (size_t)get_num(o, "reached");
+		x->from = get_num(o, "from");
+		x->to = get_num(o, "to");
+		x->revert = get_num(o, "revert");
+		x->parent = get_num(o, "parent");
+		x->touched = (size_t)get_num(o, "touched");
+		x->reason = xstrdup(get_str(o, "reason"));
+		const cJSON *m = cJSON_GetObjectItemCaseSensitive(o, "members"), *it;
+		if (with_members && i == 0) {
+			x->members = xcalloc((size_t)cJSON_GetArraySize(m) + 1, sizeof(char *));
+			cJSON_ArrayForEach(it, m)
+				if (cJSON_IsString(it))
+					x->members[x->nmembers++] = xstrdup(it->valuestring);
+		} else {
+			x->member_count = (size_t)cJSON_GetArraySize(m);
+		}
+		x->started_at = (int64_t)get_num(o, "started_at");
+		x->stage_at = (int64_t)get_num(o, "stage_at");
+		x->finished_at = (int64_t)get_num(o, "finished_at");
+		x->msgs = get_num(o, "msgs");
+		x->revert_msgs = get_num(o, "revert_msgs");
+		x->bump_msgs = get_num(o, "bump_msgs");
+		if (x->state < RO_IN_PROGRESS || x->state > RO_ABORTED ||
+		    (with_members && i == 0 && x->reached > x->nmembers)) {
+			snprintf(err, errlen, "etcd: rollout %llu has a bad state or stage", (unsigned long long)x->id);
+			for (size_t j = 0; j <= i; j++)
+				ro_run_release(&out[j]);
+			free(out);
+			objs_free(&rc);
+			return -1;
+		}
+	}
+	objs_free(&rc);
+	*runs = out;
+	*n = take;
+	return 0;
+}
+
+int etcd_released(struct persist *p, uint64_t *v)
+{
+	char *k = persist_etcd_key(p, "released"), *val = NULL, e[256];
+	size_t len = 0;
+	int rc = persist_etcd_get(p, k, &val, &len, e, sizeof(e));
+	free(k);
+	if (rc <= 0)
+		return rc < 0 ? -1 : 0;
+	int out = parse_u64(val, v) == 0 ? 1 : -1;
+	free(val);
+	return out;
+}
+
+int etcd_set_released(struct persist *p, uint64_t v, char *err, size_t errlen)
+{
+	char *k = persist_etcd_key(p, "released"), r[24];
+	snprintf(r, sizeof(r), "%llu", (unsigned long long)v);
+	int rc = persist_etcd_put(p, k, r, strlen(r), err, errlen);
+	free(k);
+	return rc == ETCD_UNAVAILABLE ? PERSIST_UNAVAILABLE : rc;
+}
+
+/* ---- nodes ------------------------------------------------------------------- */
+
+int etcd_nodes_load(struct persist *p, persist_node_cb cb, void *ctx, char *err, size_t errlen)
+{
+	struct runs_ctx rc = { 0 };
+	char *prefix = persist_etcd_key(p, "nodes/");
+	int r = etcd_range_prefix(persist_etcd_client(p), prefix, false, 0, collect_json, &rc, NULL, err, errlen);
+	free(prefix);
+	for (size_t i = 0; r == 0 && i < rc.n; i++) {
+		const cJSON *o = rc.objs[i];
+		const cJSON *h = cJSON_GetObjectItemCaseSensitive(o, "healthy");
+		struct persist_node n = {
+			.id = get_str(o, "id"), .labels = get_str(o, "labels"), .transport = get_str(o, "transport"),
+			.first_seen = (int64_t)get_num(o, "first_seen"), .last_seen = (int64_t)get_num(o, "last_seen"),
+			.sent_version = get_num(o, "sent_version"), .sent_nonce = get_str(o, "sent_nonce"),
+			.sent_at = (int64_t)get_num(o, "sent_at"), .acked_version = get_num(o, "acked_version"),
+			.acked_at = (int64_t)get_num(o, "acked_at"), .healthy = cJSON_IsNumber(h) ? h->valueint : -1,
+			.has_nack = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "has_nack")),
+			.nack_version = get_num(o, "nack_version"), .nack_nonce = get_str(o, "nack_nonce"),
+			.nack_error = get_str(o, "nack_error"), .nack_at = (int64_t)get_num(o, "nack_at"),
+			.acks = get_num(o, "acks"), .nacks = get_num(o, "nacks"), .stale = get_num(o, "stale"),
+		};
+		if (!n.id[0] || !n.labels[0])
+			continue;
+		if (cb(ctx, &n) < 0) {
+			snprintf(err, errlen, "etcd: node record '%s' could not be loaded", n.id);
+			r = -1;
+		}
+	}
+	objs_free(&rc);
+	return r == ETCD_UNAVAILABLE ? PERSIST_UNAVAILABLE : r;
+}
+
+int etcd_nodes_save(struct persist *p, const struct persist_node *recs, size_t cnt, char *err, size_t errlen)
+{
+	for (size_t i = 0; i < cnt;) {
+		cJSON *body = cJSON_CreateObject(), *ops = cJSON_AddArrayToObject(body, "success");
+		for (size_t k = 0; k < TXN_OPS && i < cnt; k++, i++) {
+			const struct persist_node *r = &recs[i];
+			cJSON *o = cJSON_CreateObject();
+			cJSON_AddStringToObject(o, "id", r->id);
+			cJSON_AddStringToObject(o, "labels", r->labels);
+			cJSON_AddStringToObject(o, "transport", r->transport);
+			num(o, "first_seen", (uint64_t)r->first_seen);
+			num(o, "last_seen", (uint64_t)r->last_seen);
+			num(o, "sent_version", r->sent_version);
+			cJSON_AddStringToObject(o, "sent_nonce", r->sent_nonce ? r->sent_nonce : "");
+			num(o, "sent_at", (uint64_t)r->sent_at);
+			num(o, "acked_version", r->acked_version);
+			num(o, "acked_at", (uint64_t)r->acked_at);
+			if (r->healthy >= 0)
+				cJSON_AddNumberToObject(o, "healthy", r->healthy);
+			if (r->has_nack) {
+				cJSON_AddTrueToObject(o, "has_nack");
+				num(o, "nack_version", r->nack_version);
+				cJSON_AddStringToObject(o, "nack_nonce", r->nack_nonce ? r->nack_nonce : "");
+				cJSON_AddStringToObject(o, "nack_error", r->nack_error ? r->nack_error : "");
+				num(o, "nack_at", (uint64_t)r->nack_at);
+			}
+			num(o, "acks", r->acks);
+			num(o, "nacks", r->nacks);
+			num(o, "stale", r->stale);
+			char *key = persist_etcd_key(p, "nodes/%s", r->id);
+			put_json(ops, p, key, o);
+			free(key);
+		}
+		int rc = run_txn(p, body, err, errlen);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* ---- tokens ------------------------------------------------------------------ */
+
+int etcd_tokens_load(struct persist *p, persist_token_cb cb, void *ctx, char *err, size_t errlen)
+{
+	struct runs_ctx rc = { 0 };
+	char *prefix = persist_etcd_key(p, "tokens/");
+	int r = etcd_range_prefix(persist_etcd_client(p), prefix, false, 0, collect_json, &rc, NULL, err, errlen);
+	free(prefix);
+	for (size_t i = 0; r == 0 && i < rc.n; i++) {
+		const cJSON *o = rc.objs[i];
+		struct persist_token t = {
+			.id = get_str(o, "id"), .hash = get_str(o, "hash"), .role = get_str(o, "role"),
+			.node = get_str(o, "node"), .name = get_str(o, "name"),
+			.created = (int64_t)get_num(o, "created"), .revoked = (int64_t)get_num(o, "revoked"),
+		};
+		if (cb(ctx, &t) < 0) {
+			snprintf(err, errlen, "etcd: token record '%s' could not be loaded", t.id);
+			r = -1;
+		}
+	}
+	objs_free(&rc);
+	return r == ETCD_UNAVAILABLE ? PERSIST_UNAVAILABLE : r;
+}
+
+static int token_write(struct persist *p, const struct persist_token *t, char *err, size_t errlen)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "id", t->id);
+	cJSON_AddStringToObject(o, "hash", t->hash);
+	cJSON_AddStringToObject(o, "role", t->role);
+	cJSON_AddStringToObject(o, "node", t->node);
+	cJSON_AddStringToObject(o, "name", t->name);
+	num(o, "created", (uint64_t)t->created);
+	num(o, "revoked", (uint64_t)t->revoked);
+	char *text = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	char *k = persist_etcd_key(p, "tokens/%s", t->id);
+	int rc = persist_etcd_put(p, k, text, strlen(text), err, errlen);
+	free(k);
+	free(text);
+	return rc == ETCD_UNAVAILABLE ? PERSIST_UNAVAILABLE : rc;
+}
+
+int etcd_token_add(struct persist *p, const struct persist_token *t, char *err, size_t errlen)
+{
+	return token_write(p, t, err, errlen);
+}
+
+int etcd_token_revoke(struct persist *p, const char *id, int64_t when, char *err, size_t errlen)
+{
+	char *k = persist_etcd_key(p, "tokens/%s", id), *v = NULL;
+	size_t len = 0;
+	int rc = persist_etcd_get(p, k, &v, &len, err, errlen);
+	free(k);
+	if (rc <= 0) {
+		if (rc == 0)
+			snprintf(err, errlen, "etcd: no token record '%s'", id);
+		return rc == 0 ? -1 : (rc == ETCD_UNAVAILABLE ? PERSIST_UNAVAILABLE : rc);
+	}
+	cJSON *o = cJSON_ParseWithLength(v, len);
+	free(v);
+	if (!cJSON_IsObject(o)) {
+		cJSON_Delete(o);
+		snprintf(err, errlen, "etcd: token record '%s' is malformed", id);
+		return -1;
+	}
+	struct persist_token t = {
+		.id = get_str(o, "id"), .hash = get_str(o, "hash"), .role = get_str(o, "role"), .node = get_str(o, "node"),
+		.name = get_str(o, "name"), .created = (int64_t)get_num(o, "created"), .revoked = when,
+	};
+	rc = token_write(p, &t, err, errlen);
+	cJSON_Delete(o);
+	return rc;
+}

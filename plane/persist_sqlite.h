@@ -1,0 +1,22 @@
+/* persist_sqlite.h: the embedded backend's parts (persist_sqlite.c wires
+ * them into struct persist_ops): one SQLite database in --data DIR, its
+ * connection shared by the store (store_sqlite.c), the rollout records
+ * (rollout_db.c), the node records (nodes_sqlite.c) and the token records
+ * (tokens_sqlite.c). Internal to the backend. */
+#ifndef TETHER_PERSIST_SQLITE_H
+#define TETHER_PERSIST_SQLITE_H
+
+#include "db.h"
+#include "persist.h"
+
+struct db *persist_sqlite_db(struct persist *p);
+
+int nodes_sqlite_load(struct persist *p, persist_node_cb cb, void *ctx, char *err, size_t errlen);
+int nodes_sqlite_save(struct persist *p, const struct persist_node *recs, size_t n, char *err, size_t errlen);
+
+int tokens_sqlite_schema(struct db *db, char *err, size_t errlen);
+int tokens_sqlite_load(struct persist *p, persist_token_cb cb, void *ctx, char *err, size_t errlen);
+int tokens_sqlite_add(struct persist *p, const struct persist_token *t, char *err, size_t errlen);
+int tokens_sqlite_revoke(struct persist *p, const char *id, int64_t when, char *err, size_t errlen);
+
+#endif

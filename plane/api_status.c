@@ -5,6 +5,7 @@
 #include "http.h"
 #include "hub.h"
 #include "nodes.h"
+#include "persist.h"
 #include "plane.h"
 #include "pushcache.h"
 #include "rollout.h"
@@ -48,6 +49,23 @@ enum MHD_Result api_metrics(struct plane *p, struct MHD_Connection *c)
 	metric(&b, "tether_tombstones", "gauge", "Tombstones kept.", tombs);
 	metric(&b, "tether_tombstone_horizon", "gauge", "Nodes older than this version get a snapshot.", horizon);
 	metric(&b, "tether_streams", "gauge", "Open SSE streams.", hub_stream_count(p->hub));
+	if (p->persist->ops->stats) {
+		struct persist_stats st;
+		p->persist->ops->stats(p->persist, &st);
+		metric(&b, "tether_store_writable", "gauge", "1 while the shared store takes writes (etcd has quorum).",
+		       st.writable);
+		metric(&b, "tether_etcd_watch_opens_total", "counter", "Watches on etcd opened (the first and every resume).",
+		       st.watch_opens);
+		metric(&b, "tether_etcd_revisions_total", "counter", "etcd revisions the watch delivered.", st.revisions);
+		metric(&b, "tether_etcd_reloads_total", "counter", "Reloads after a compaction.", st.reloads);
+		metric(&b, "tether_etcd_reload_listed_total", "counter", "Keys listed by those reloads.", st.reload_listed);
+		metric(&b, "tether_etcd_reload_fetched_total", "counter",
+		       "Bodies those reloads fetched (only the changed ones).", st.reload_fetched);
+		metric(&b, "tether_etcd_reload_deleted_total", "counter", "Names those reloads found deleted.",
+		       st.reload_deleted);
+		metric(&b, "tether_store_conflicts_total", "counter",
+		       "Commits another replica beat (validated again and retried).", st.conflicts);
+	}
 	metric(&b, "tether_nodes", "gauge", "Known nodes.", ns.nodes);
 	metric(&b, "tether_nodes_connected", "gauge", "Nodes with an open stream or a recent poll.", ns.connected);
 	metric(&b, "tether_nodes_lagging", "gauge", "Nodes trailing their target longer than --lag-alert.", ns.lagging);

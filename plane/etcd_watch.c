@@ -121,7 +121,8 @@ static void message(struct etcd_watch *w, const char *text, size_t len)
 			snprintf(w->why, sizeof(w->why), "an event could not be applied");
 			w->broken = true;
 		}
-		set_health(w, true, NULL);
+		/* health comes from the liveness check only: a member without
+		 * quorum still opens watches */
 	}
 	cJSON_Delete(j);
 }

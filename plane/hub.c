@@ -4,6 +4,7 @@
 #include "log.h"
 #include "sdnotify.h"
 #include "nodes.h"
+#include "persist.h"
 #include "plane.h"
 #include "pushcache.h"
 #include "resource.h"
@@ -279,6 +280,13 @@ static void make_heartbeat(struct stream *st, const char *pre)
 		buf_puts(&text, stmt);
 		buf_putc(&text, '"');
 		free(stmt);
+	}
+	/* a shared store without quorum: we serve what we have, and say so */
+	if (h->p->persist->ops->stats) {
+		struct persist_stats ps;
+		h->p->persist->ops->stats(h->p->persist, &ps);
+		if (!ps.writable)
+			buf_puts(&text, ",\"read_only\":true");
 	}
 	buf_puts(&text, "}\n\n");
 	set_own(st, &text);

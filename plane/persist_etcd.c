@@ -1,9 +1,9 @@
 /* persist_etcd.c: the etcd backend (--store etcd): struct persist_ops over
  * etcd's JSON gateway (persist_etcd.h lists the keys). A commit is one
- * etcd transaction that compares the version key's mod_revision with the
- * one this replica's state was read at, so two replicas writing at once
- * both land, one after the other, or one is told to retry: nothing is
- * lost. A watch (etcd_watch.c) follows what the other replicas commit
+ * etcd transaction that compares the version key's value with the version
+ * the write was validated against, so two replicas writing at once both
+ * land, one after the other, or one is told to retry: nothing is lost and
+ * no version is made twice. A watch (etcd_watch.c) follows what the other replicas commit
  * and hands it to the plane revision by revision; after a compaction it
  * reloads cheaply: the keys with their mod_revision, then only the bodies
  * that changed, and the names that went away. */
@@ -37,7 +37,6 @@ struct persist_etcd {
 	struct etcd *e;
 	char *prefix;
 	pthread_mutex_t lock;        /* the fields below */
-	uint64_t version_modrev;     /* the version key's mod_revision in our state */
 	uint64_t loaded_rev;         /* the revision load read */
 	uint64_t version, horizon;   /* the newest the follower handed over */
 	struct strmap by_name;       /* name -> struct modrev * */
@@ -329,11 +328,11 @@ static int et_load(struct persist *p, persist_resource_cb cb, void *ctx, uint64_
 	struct persist_etcd *x = pe(p);
 	char *prefix = persist_etcd_key(p, "res/");
 	struct load_ctx lc = { .x = x, .plen = strlen(prefix) };
-	uint64_t rev = 0, vmod = 0;
+	uint64_t rev = 0;
 	int rc = etcd_range_prefix(x->e, prefix, false, 0, collect_row, &lc, &rev, err, errlen);
 	free(prefix);
 	if (rc == 0)
-		rc = get_dec(p, "version", rev, version, &vmod, err, errlen);
+		rc = get_dec(p, "version", rev, version, NULL, err, errlen);
 	if (rc == 0)
 		rc = get_dec(p, "horizon", rev, horizon, NULL, err, errlen);
 	for (size_t i = 0; rc == 0 && i < lc.n; i++) {
@@ -363,7 +362,6 @@ static int et_load(struct persist *p, persist_resource_cb cb, void *ctx, uint64_
 			}
 		}
 		x->loaded_rev = rev;
-		x->version_modrev = vmod;
 		x->version = *version;
 		x->horizon = *horizon;
 		pthread_mutex_unlock(&x->lock);
@@ -438,16 +436,24 @@ static int et_commit(struct persist *p, const struct persist_commit *c, char *er
 	cJSON *body = cJSON_CreateObject(), *cmp = cJSON_AddArrayToObject(body, "compare");
 	cJSON *ops = cJSON_AddArrayToObject(body, "success"), *fail = cJSON_AddArrayToObject(body, "failure");
 	char *vkey = persist_etcd_key(p, "version"), *vk64 = etcd_b64(vkey, strlen(vkey)), num[32];
-	pthread_mutex_lock(&x->lock);
-	uint64_t expect = x->version_modrev;
-	pthread_mutex_unlock(&x->lock);
-	/* the state this commit was validated against is still the newest */
+	/* the version this commit was validated against is still the newest
+	 * in etcd: compared on the version key's value, which moves only with
+	 * the store's own version (a mod_revision the follower learnt before
+	 * the store applied it would let a stale writer through) */
+	uint64_t expect = c->nchanges ? c->version - 1 : c->version;
 	cJSON *cc = cJSON_CreateObject();
 	cJSON_AddStringToObject(cc, "key", vk64);
-	cJSON_AddStringToObject(cc, "target", "MOD");
 	cJSON_AddStringToObject(cc, "result", "EQUAL");
-	snprintf(num, sizeof(num), "%llu", (unsigned long long)expect);
-	cJSON_AddStringToObject(cc, "mod_revision", num);
+	if (expect == 0) {
+		cJSON_AddStringToObject(cc, "target", "CREATE");
+		cJSON_AddStringToObject(cc, "create_revision", "0");   /* no version yet */
+	} else {
+		snprintf(num, sizeof(num), "%llu", (unsigned long long)expect);
+		char *v64 = etcd_b64(num, strlen(num));
+		cJSON_AddStringToObject(cc, "target", "VALUE");
+		cJSON_AddStringToObject(cc, "value", v64);
+		free(v64);
+	}
 	cJSON_AddItemToArray(cmp, cc);
 	cJSON *fr = cJSON_CreateObject(), *frr = cJSON_CreateObject();
 	cJSON_AddStringToObject(frr, "key", vk64);
@@ -509,7 +515,6 @@ static int et_commit(struct persist *p, const struct persist_commit *c, char *er
 	}
 	cJSON_Delete(resp);
 	pthread_mutex_lock(&x->lock);
-	x->version_modrev = rev;
 	if (c->version > x->version)
 		x->version = c->version;
 	if (c->horizon > x->horizon)
@@ -614,7 +619,6 @@ static int on_revision(void *ctx, uint64_t rev, const struct etcd_kv *kvs, size_
 	}
 	pthread_mutex_lock(&x->lock);
 	if (got_version) {
-		x->version_modrev = rev > x->version_modrev ? rev : x->version_modrev;
 		if (version > x->version)
 			x->version = version;
 	}
@@ -728,7 +732,6 @@ static void reload(struct persist_etcd *x)
 				modrev_del(x, pruned[i]);
 			for (size_t i = 0; i < rc.n; i++)
 				modrev_set(x, rc.names[i], rc.revs[i]);
-			x->version_modrev = 0;   /* read again below */
 			if (version > x->version)
 				x->version = version;
 			/* tombstones dropped while we did not watch: a node older than
@@ -738,12 +741,6 @@ static void reload(struct persist_etcd *x)
 			if (horizon > x->horizon)
 				x->horizon = horizon;
 			pthread_mutex_unlock(&x->lock);
-			uint64_t vm = 0, dummy;
-			if (get_dec(p, "version", rev, &dummy, &vm, err, sizeof(err)) == 0) {
-				pthread_mutex_lock(&x->lock);
-				x->version_modrev = vm;
-				pthread_mutex_unlock(&x->lock);
-			}
 		}
 		atomic_fetch_add(&x->listed, rc.n);
 		atomic_fetch_add(&x->deleted, np);

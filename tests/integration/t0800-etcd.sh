@@ -113,6 +113,24 @@ check "member 1 comes back" wait_until 30 etcd_healthy 1
 check "b (through member 1's proxy) catches up to 48" wait_until 20 sh -c "[ \"\$(curl -fsS '$B_URL/v1/resources' | jq -r .version)\" = 48 ]"
 check "the node on b reaches 48" wait_until 15 agent_at n2 48
 
+# ---- quorum lost, and back -------------------------------------------------------------------
+kill -KILL "${ETCD_PID[2]}" "${ETCD_PID[3]}"
+untrack_pid "${ETCD_PID[2]}"
+untrack_pid "${ETCD_PID[3]}"
+code=$(curl -s -o "$WORK/noquorum.json" -w '%{http_code}' -m 60 -X PUT -d '{"path":"q.txt","content":"q"}' \
+	"$A_URL/v1/resources/file/q")
+check_eq "without quorum a write gets 503" 503 "$code"
+check "... saying the store is read-only" grep -q "read-only" "$WORK/noquorum.json"
+check_eq "... and nothing was stored" 48 "$(version_on "$A_URL")"
+check "a replica's heartbeats say read-only" wait_until 20 sh -c "curl -sN -m 4 '$B_URL/v1/stream?node=probe&version=48' | grep -q '\"read_only\":true'"
+check "/metrics says the store takes no writes" wait_until 10 sh -c "curl -fsS '$A_URL/metrics' | grep -q '^tether_store_writable 0'"
+check_eq "the node on b still holds 48" 48 "$(st n2 version)"
+etcd_member_start 2 existing
+etcd_member_start 3 existing
+check "quorum comes back" wait_until 30 etcd_healthy 2
+check "writes resume" wait_until 30 sh -c "curl -fsS -m 10 -X PUT -d '{\"path\":\"q.txt\",\"content\":\"q\"}' '$A_URL/v1/resources/file/q' | grep -q '\"version\":49'"
+check "the node on b gets version 49" wait_until 20 agent_at n2 49
+
 # ---- bad flags ---------------------------------------------------------------------------------
 "$PLANE_BIN" --store etcd --insecure --listen 127.0.0.1:0 --data "$WORK/x" >"$WORK/x.log" 2>&1
 check_eq "--store etcd without --etcd exits 2" 2 "$?"

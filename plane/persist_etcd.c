@@ -8,6 +8,7 @@
  * reloads cheaply: the keys with their mod_revision, then only the bodies
  * that changed, and the names that went away. */
 #include "persist_etcd.h"
+#include "etcd_value.h"
 #include "log.h"
 #include "plane.h"
 #include "rollout_rec.h"
@@ -111,64 +112,6 @@ static void modrev_del(struct persist_etcd *x, const char *name)
 	free(m);
 }
 
-/* ---- values ----------------------------------------------------------------- */
-
-/* "L VERSION\nBODY" or "T VERSION DELETED_AT\n": 0, or -1 when malformed.
- * *body points into value (NULL for a tombstone). */
-static int parse_value(const char *value, size_t len, uint64_t *version, int64_t *deleted_at, const char **body,
-		       size_t *body_len)
-{
-	const char *nl = memchr(value, '\n', len);
-	if (!nl || len < 3 || (value[0] != 'L' && value[0] != 'T') || value[1] != ' ')
-		return -1;
-	char head[64];
-	size_t hl = (size_t)(nl - value);
-	if (hl >= sizeof(head))
-		return -1;
-	memcpy(head, value, hl);
-	head[hl] = '\0';
-	unsigned long long v = 0;
-	long long d = 0;
-	char extra;
-	if (value[0] == 'L') {
-		if (sscanf(head + 2, "%llu%c", &v, &extra) != 1 || v == 0)
-			return -1;
-		*body = nl + 1;
-		*body_len = len - hl - 1;
-		*deleted_at = 0;
-	} else {
-		if (sscanf(head + 2, "%llu %lld%c", &v, &d, &extra) != 2 || v == 0 || nl + 1 != value + len)
-			return -1;
-		*body = NULL;
-		*body_len = 0;
-		*deleted_at = d;
-	}
-	*version = v;
-	return 0;
-}
-
-static char *format_value(const char *body, size_t body_len, uint64_t version, int64_t deleted_at, size_t *len)
-{
-	struct buf b = BUF_INIT;
-	if (body) {
-		buf_printf(&b, "L %llu\n", (unsigned long long)version);
-		buf_append(&b, body, body_len);
-	} else {
-		buf_printf(&b, "T %llu %lld\n", (unsigned long long)version, (long long)deleted_at);
-	}
-	return buf_detach(&b, len);
-}
-
-static bool parse_dec(const char *s, size_t len, uint64_t *out)
-{
-	char tmp[32];
-	if (len == 0 || len >= sizeof(tmp))
-		return false;
-	memcpy(tmp, s, len);
-	tmp[len] = '\0';
-	return parse_u64(tmp, out) == 0;
-}
-
 /* ---- small requests ------------------------------------------------------------- */
 
 void persist_etcd_txn_put(cJSON *ops, const char *key, const char *value, size_t len)
@@ -260,7 +203,7 @@ static int get_dec(struct persist *p, const char *tail, uint64_t rev, uint64_t *
 	if (modrev)
 		*modrev = 0;
 	int rc = get_at(p, key, rev, &v, &len, modrev, err, errlen);
-	if (rc == 1 && !parse_dec(v, len, out)) {
+	if (rc == 1 && !etcd_value_dec(v, len, out)) {
 		snprintf(err, errlen, "etcd: '%s' is not a number", key);
 		rc = -1;
 	}
@@ -339,7 +282,7 @@ static int et_load(struct persist *p, persist_resource_cb cb, void *ctx, uint64_
 		const char *body;
 		size_t blen;
 		int64_t del;
-		if (parse_value(lc.rows[i].value, lc.rows[i].len, &lc.rows[i].version, &del, &body, &blen) < 0 ||
+		if (etcd_value_parse(lc.rows[i].value, lc.rows[i].len, &lc.rows[i].version, &del, &body, &blen) < 0 ||
 		    lc.rows[i].version > *version) {
 			snprintf(err, errlen, "etcd: the value of '%s' is malformed or past the store's version",
 				 lc.rows[i].name);
@@ -354,7 +297,7 @@ static int et_load(struct persist *p, persist_resource_cb cb, void *ctx, uint64_
 			size_t blen;
 			int64_t del;
 			uint64_t v;
-			parse_value(lc.rows[i].value, lc.rows[i].len, &v, &del, &body, &blen);
+			etcd_value_parse(lc.rows[i].value, lc.rows[i].len, &v, &del, &body, &blen);
 			modrev_set(x, lc.rows[i].name, lc.rows[i].modrev);
 			if (cb(ctx, lc.rows[i].name, body, blen, v, del) < 0) {
 				snprintf(err, errlen, "etcd: cannot load '%s'", lc.rows[i].name);
@@ -405,7 +348,7 @@ static int et_load_history(struct persist *p, struct store *s, bool *keep, uint6
 		size_t blen;
 		int64_t del;
 		uint64_t v;
-		if (!slash || parse_value(lc.rows[i].value, lc.rows[i].len, &v, &del, &body, &blen) < 0 ||
+		if (!slash || etcd_value_parse(lc.rows[i].value, lc.rows[i].len, &v, &del, &body, &blen) < 0 ||
 		    store_attach_history(s, slash + 1, v, body, blen) < 0) {
 			snprintf(err, errlen, "etcd: a malformed history entry '%s'", lc.rows[i].name);
 			rc = -1;
@@ -466,7 +409,7 @@ static int et_commit(struct persist *p, const struct persist_commit *c, char *er
 	free(vkey);
 	for (size_t i = 0; i < c->nchanges; i++) {
 		size_t len;
-		char *v = format_value(c->changes[i].body, c->changes[i].body_len, c->version, c->now, &len);
+		char *v = etcd_value_format(c->changes[i].body, c->changes[i].body_len, c->version, c->now, &len);
 		char *k = persist_etcd_key(p, "res/%s", c->changes[i].name);
 		persist_etcd_txn_put(ops, k, v, len);
 		free(k);
@@ -486,7 +429,7 @@ static int et_commit(struct persist *p, const struct persist_commit *c, char *er
 	for (size_t i = 0; i < c->nkept; i++) {
 		const struct store_entry *e = c->kept[i];
 		size_t len;
-		char *v = format_value(e->body, e->body_len, e->version, e->deleted_at, &len);
+		char *v = etcd_value_format(e->body, e->body_len, e->version, e->deleted_at, &len);
 		char *k = persist_etcd_key(p, "hist/%020llu/%s", (unsigned long long)e->version, e->name);
 		persist_etcd_txn_put(ops, k, v, len);
 		free(k);
@@ -592,9 +535,9 @@ static int on_revision(void *ctx, uint64_t rev, const struct etcd_kv *kvs, size_
 			continue;
 		const char *k = kv->key + plen;
 		if (strcmp(k, "version") == 0 && kv->value) {
-			got_version = parse_dec(kv->value, kv->value_len, &version);
+			got_version = etcd_value_dec(kv->value, kv->value_len, &version);
 		} else if (strcmp(k, "horizon") == 0 && kv->value) {
-			got_horizon = parse_dec(kv->value, kv->value_len, &horizon);
+			got_horizon = etcd_value_dec(kv->value, kv->value_len, &horizon);
 		} else if (strncmp(k, "res/", 4) == 0 && k[4]) {
 			if (!kv->value) {
 				pruned[np++] = xstrdup(k + 4);
@@ -604,7 +547,7 @@ static int on_revision(void *ctx, uint64_t rev, const struct etcd_kv *kvs, size_
 			size_t blen;
 			int64_t del;
 			uint64_t v;
-			if (parse_value(kv->value, kv->value_len, &v, &del, &body, &blen) < 0) {
+			if (etcd_value_parse(kv->value, kv->value_len, &v, &del, &body, &blen) < 0) {
 				log_error("etcd: '%s' at revision %llu is malformed; ignored", kv->key,
 					  (unsigned long long)rev);
 				continue;
@@ -709,7 +652,7 @@ static void reload(struct persist_etcd *x)
 				size_t blen;
 				int64_t del;
 				uint64_t ver;
-				if (r == 1 && parse_value(v, len, &ver, &del, &body, &blen) == 0) {
+				if (r == 1 && etcd_value_parse(v, len, &ver, &del, &body, &blen) == 0) {
 					ch[nch].name = xstrdup(rc.names[i]);
 					ch[nch].body = body ? xstrndup(body, blen) : NULL;
 					ch[nch].body_len = blen;

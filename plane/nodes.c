@@ -221,6 +221,59 @@ static int load_one(void *ctx, const struct persist_node *pn)
 	return 0;
 }
 
+int nodes_merge(struct nodes *n, const struct persist_node *pn)
+{
+	pthread_mutex_lock(&n->lock);
+	struct node_rec *r = lookup(n, pn->id);
+	if (!r) {
+		if (n->len >= n->max) {
+			pthread_mutex_unlock(&n->lock);
+			return -1;
+		}
+		load_one(n, pn);
+		pthread_mutex_unlock(&n->lock);
+		return 0;
+	}
+	/* each part from whichever replica saw it last; nothing is marked
+	 * dirty, so a merge never writes back (no ping-pong between replicas) */
+	if (pn->last_seen > r->last_seen) {
+		r->last_seen = pn->last_seen;
+		if (strcmp(pn->labels, r->labels) != 0) {
+			free(r->labels);
+			r->labels = xstrdup(pn->labels);
+		}
+		copy_str(r->transport, sizeof(r->transport), pn->transport);
+	}
+	if (pn->first_seen && (!r->first_seen || pn->first_seen < r->first_seen))
+		r->first_seen = pn->first_seen;
+	if (pn->sent_at > r->sent_at) {
+		r->sent_version = pn->sent_version;
+		copy_str(r->sent_nonce, sizeof(r->sent_nonce), pn->sent_nonce);
+		r->sent_at = pn->sent_at;
+	}
+	if (pn->acked_at > r->acked_at) {
+		r->acked_version = pn->acked_version;
+		r->acked_at = pn->acked_at;
+		r->healthy = pn->healthy;
+	}
+	if (pn->has_nack && (!r->has_nack || pn->nack_at > r->nack_at)) {
+		r->has_nack = true;
+		r->nack_version = pn->nack_version;
+		copy_str(r->nack_nonce, sizeof(r->nack_nonce), pn->nack_nonce);
+		free(r->nack_error);
+		r->nack_error = xstrdup(pn->nack_error ? pn->nack_error : "");
+		r->nack_at = pn->nack_at;
+	}
+	if (pn->acks > r->acks)
+		r->acks = pn->acks;
+	if (pn->nacks > r->nacks)
+		r->nacks = pn->nacks;
+	if (pn->stale > r->stale)
+		r->stale = pn->stale;
+	pthread_mutex_unlock(&n->lock);
+	return 0;
+}
+
 struct nodes *nodes_open(struct persist *p, size_t max_nodes, int64_t poll_window_ms, char *err, size_t errlen)
 {
 	struct nodes *n = xcalloc(1, sizeof(*n));

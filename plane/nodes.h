@@ -42,6 +42,10 @@ typedef uint64_t (*nodes_target_fn)(void *ctx, const char *node);
 
 struct nodes *nodes_open(struct persist *p, size_t max_nodes, int64_t poll_window_ms, char *err, size_t errlen);
 void nodes_free(struct nodes *n);
+/* Takes in a record another replica wrote (a shared store): each part
+ * from whichever replica saw it last. Not written back. -1 when the node
+ * is new and the table is full. */
+int nodes_merge(struct nodes *n, const struct persist_node *pn);
 
 /* Per-node targets for lag (none: every node's target is the newest), and
  * the seconds a node may trail its target before it is flagged lagging. */

@@ -94,6 +94,15 @@ struct persist_remote {
 typedef int (*persist_follow_fn)(void *ctx, struct persist_remote *ch, size_t n, char **pruned, size_t npruned,
 				 uint64_t version, uint64_t horizon);
 
+/* What a follower hands over: store versions, and the node and token
+ * records other replicas wrote (node or token may be NULL). */
+struct persist_follow {
+	void *ctx;
+	persist_follow_fn store;
+	int (*node)(void *ctx, const struct persist_node *n);
+	int (*token)(void *ctx, const struct persist_token *t);
+};
+
 /* What a shared backend says about itself (for /metrics and heartbeats). */
 struct persist_stats {
 	bool shared;                       /* other replicas write too */
@@ -141,7 +150,7 @@ struct persist_ops {
 
 	/* shared backends (NULL otherwise): follow what other replicas
 	 * commit, from just after what load read; and the figures */
-	int (*follow)(struct persist *p, persist_follow_fn fn, void *ctx, char *err, size_t errlen);
+	int (*follow)(struct persist *p, const struct persist_follow *f, char *err, size_t errlen);
 	void (*stats)(struct persist *p, struct persist_stats *st);
 };
 

@@ -44,8 +44,7 @@ struct persist_etcd {
 	struct modrev **all;
 	size_t nall, capall;
 	struct etcd_watch *w;
-	persist_follow_fn fn;
-	void *fn_ctx;
+	struct persist_follow follow;
 	_Atomic bool writable;
 	_Atomic uint64_t revisions, reloads, listed, fetched, deleted, conflicts;
 };
@@ -507,7 +506,7 @@ static int hand_over(struct persist_etcd *x, struct persist_remote *ch, size_t n
 		     uint64_t version, uint64_t horizon)
 {
 	qsort(ch, n, sizeof(*ch), by_remote_version);
-	int rc = x->fn ? x->fn(x->fn_ctx, ch, n, pruned, np, version, horizon) : 0;
+	int rc = x->follow.store ? x->follow.store(x->follow.ctx, ch, n, pruned, np, version, horizon) : 0;
 	for (size_t i = 0; i < n; i++) {
 		free(ch[i].name);
 		free(ch[i].body);
@@ -517,6 +516,23 @@ static int hand_over(struct persist_etcd *x, struct persist_remote *ch, size_t n
 	free(ch);
 	free(pruned);
 	return rc;
+}
+
+/* A node or token record another replica (or we) wrote: merged, never
+ * written back. */
+static void record(struct persist_etcd *x, bool node, const char *value, size_t len)
+{
+	cJSON *o = cJSON_ParseWithLength(value, len);
+	if (node) {
+		struct persist_node pn;
+		if (o && x->follow.node && etcd_node_from_json(o, &pn) == 0)
+			x->follow.node(x->follow.ctx, &pn);
+	} else {
+		struct persist_token pt;
+		if (o && x->follow.token && etcd_token_from_json(o, &pt) == 0)
+			x->follow.token(x->follow.ctx, &pt);
+	}
+	cJSON_Delete(o);
 }
 
 static int on_revision(void *ctx, uint64_t rev, const struct etcd_kv *kvs, size_t n)
@@ -538,6 +554,8 @@ static int on_revision(void *ctx, uint64_t rev, const struct etcd_kv *kvs, size_
 			got_version = etcd_value_dec(kv->value, kv->value_len, &version);
 		} else if (strcmp(k, "horizon") == 0 && kv->value) {
 			got_horizon = etcd_value_dec(kv->value, kv->value_len, &horizon);
+		} else if ((strncmp(k, "nodes/", 6) == 0 || strncmp(k, "tokens/", 7) == 0) && kv->value) {
+			record(x, k[0] == 'n', kv->value, kv->value_len);
 		} else if (strncmp(k, "res/", 4) == 0 && k[4]) {
 			if (!kv->value) {
 				pruned[np++] = xstrdup(k + 4);
@@ -733,11 +751,10 @@ static void on_health(void *ctx, bool up, const char *why)
 	atomic_store(&x->writable, up);
 }
 
-static int et_follow(struct persist *p, persist_follow_fn fn, void *ctx, char *err, size_t errlen)
+static int et_follow(struct persist *p, const struct persist_follow *f, char *err, size_t errlen)
 {
 	struct persist_etcd *x = pe(p);
-	x->fn = fn;
-	x->fn_ctx = ctx;
+	x->follow = *f;
 	struct etcd_watch_cbs cbs = { .ctx = x, .revision = on_revision, .compacted = on_compacted, .health = on_health };
 	pthread_mutex_lock(&x->lock);
 	uint64_t from = x->loaded_rev + 1;

@@ -204,6 +204,33 @@ int etcd_set_released(struct persist *p, uint64_t v, char *err, size_t errlen)
 	return rc == ETCD_UNAVAILABLE ? PERSIST_UNAVAILABLE : rc;
 }
 
+int etcd_node_from_json(const cJSON *o, struct persist_node *n)
+{
+	const cJSON *h = cJSON_GetObjectItemCaseSensitive(o, "healthy");
+	*n = (struct persist_node){
+		.id = get_str(o, "id"), .labels = get_str(o, "labels"), .transport = get_str(o, "transport"),
+		.first_seen = (int64_t)get_num(o, "first_seen"), .last_seen = (int64_t)get_num(o, "last_seen"),
+		.sent_version = get_num(o, "sent_version"), .sent_nonce = get_str(o, "sent_nonce"),
+		.sent_at = (int64_t)get_num(o, "sent_at"), .acked_version = get_num(o, "acked_version"),
+		.acked_at = (int64_t)get_num(o, "acked_at"), .healthy = cJSON_IsNumber(h) ? h->valueint : -1,
+		.has_nack = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "has_nack")),
+		.nack_version = get_num(o, "nack_version"), .nack_nonce = get_str(o, "nack_nonce"),
+		.nack_error = get_str(o, "nack_error"), .nack_at = (int64_t)get_num(o, "nack_at"),
+		.acks = get_num(o, "acks"), .nacks = get_num(o, "nacks"), .stale = get_num(o, "stale"),
+	};
+	return n->id[0] && n->labels[0] ? 0 : -1;
+}
+
+int etcd_token_from_json(const cJSON *o, struct persist_token *t)
+{
+	*t = (struct persist_token){
+		.id = get_str(o, "id"), .hash = get_str(o, "hash"), .role = get_str(o, "role"),
+		.node = get_str(o, "node"), .name = get_str(o, "name"),
+		.created = (int64_t)get_num(o, "created"), .revoked = (int64_t)get_num(o, "revoked"),
+	};
+	return t->id[0] && t->hash[0] ? 0 : -1;
+}
+
 /* ---- nodes ------------------------------------------------------------------- */
 
 int etcd_nodes_load(struct persist *p, persist_node_cb cb, void *ctx, char *err, size_t errlen)
@@ -213,20 +240,8 @@ int etcd_nodes_load(struct persist *p, persist_node_cb cb, void *ctx, char *err,
 	int r = etcd_range_prefix(persist_etcd_client(p), prefix, false, 0, collect_json, &rc, NULL, err, errlen);
 	free(prefix);
 	for (size_t i = 0; r == 0 && i < rc.n; i++) {
-		const cJSON *o = rc.objs[i];
-		const cJSON *h = cJSON_GetObjectItemCaseSensitive(o, "healthy");
-		struct persist_node n = {
-			.id = get_str(o, "id"), .labels = get_str(o, "labels"), .transport = get_str(o, "transport"),
-			.first_seen = (int64_t)get_num(o, "first_seen"), .last_seen = (int64_t)get_num(o, "last_seen"),
-			.sent_version = get_num(o, "sent_version"), .sent_nonce = get_str(o, "sent_nonce"),
-			.sent_at = (int64_t)get_num(o, "sent_at"), .acked_version = get_num(o, "acked_version"),
-			.acked_at = (int64_t)get_num(o, "acked_at"), .healthy = cJSON_IsNumber(h) ? h->valueint : -1,
-			.has_nack = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "has_nack")),
-			.nack_version = get_num(o, "nack_version"), .nack_nonce = get_str(o, "nack_nonce"),
-			.nack_error = get_str(o, "nack_error"), .nack_at = (int64_t)get_num(o, "nack_at"),
-			.acks = get_num(o, "acks"), .nacks = get_num(o, "nacks"), .stale = get_num(o, "stale"),
-		};
-		if (!n.id[0] || !n.labels[0])
+		struct persist_node n;
+		if (etcd_node_from_json(rc.objs[i], &n) < 0)
 			continue;
 		if (cb(ctx, &n) < 0) {
 			snprintf(err, errlen, "etcd: node record '%s' could not be loaded", n.id);
@@ -286,12 +301,9 @@ int etcd_tokens_load(struct persist *p, persist_token_cb cb, void *ctx, char *er
 	int r = etcd_range_prefix(persist_etcd_client(p), prefix, false, 0, collect_json, &rc, NULL, err, errlen);
 	free(prefix);
 	for (size_t i = 0; r == 0 && i < rc.n; i++) {
-		const cJSON *o = rc.objs[i];
-		struct persist_token t = {
-			.id = get_str(o, "id"), .hash = get_str(o, "hash"), .role = get_str(o, "role"),
-			.node = get_str(o, "node"), .name = get_str(o, "name"),
-			.created = (int64_t)get_num(o, "created"), .revoked = (int64_t)get_num(o, "revoked"),
-		};
+		struct persist_token t;
+		if (etcd_token_from_json(rc.objs[i], &t) < 0)
+			continue;
 		if (cb(ctx, &t) < 0) {
 			snprintf(err, errlen, "etcd: token record '%s' could not be loaded", t.id);
 			r = -1;

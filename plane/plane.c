@@ -84,6 +84,25 @@ static int follow_cb(void *ctx, struct persist_remote *ch, size_t n, char **prun
 	return rc;
 }
 
+/* A node record another replica wrote: one fleet view everywhere. */
+static int follow_node(void *ctx, const struct persist_node *n)
+{
+	struct plane *p = ctx;
+	return nodes_merge(p->nodes, n);
+}
+
+/* A token another replica made or revoked: a revocation closes what the
+ * token opened here too. */
+static int follow_token(void *ctx, const struct persist_token *t)
+{
+	struct plane *p = ctx;
+	if (tokens_merge(p->tokens, t) == 1) {
+		size_t closed = hub_close_token(p->hub, t->id);
+		log_info("tokens: token %s revoked on another replica; %zu streams closed here", t->id, closed);
+	}
+	return 0;
+}
+
 static uint64_t target_cb(void *ctx, const char *node)
 {
 	return rollout_target(ctx, node);
@@ -189,7 +208,8 @@ int plane_start(struct plane *p, char *err, size_t errlen)
 	if (hub_start(p->hub, err, errlen) < 0)
 		return -1;
 	/* a shared store: what other replicas commit reaches our nodes too */
-	if (p->persist->ops->follow && p->persist->ops->follow(p->persist, follow_cb, p, err, errlen) < 0)
+	struct persist_follow f = { .ctx = p, .store = follow_cb, .node = follow_node, .token = follow_token };
+	if (p->persist->ops->follow && p->persist->ops->follow(p->persist, &f, err, errlen) < 0)
 		return -1;
 	if (http_start(p, err, errlen) < 0)
 		return -1;

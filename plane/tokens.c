@@ -126,6 +126,25 @@ void tokens_free(struct tokens *t)
 	free(t);
 }
 
+int tokens_merge(struct tokens *t, const struct persist_token *pt)
+{
+	pthread_mutex_lock(&t->lock);
+	struct record *r = NULL;
+	for (size_t i = 0; i < t->n && !r; i++)
+		if (strcmp(t->rec[i]->info.id, pt->id) == 0)
+			r = t->rec[i];
+	int rc = 0;
+	if (!r) {
+		load_one(t, pt);
+	} else if (pt->revoked && !r->info.revoked) {
+		r->info.revoked = true;
+		r->revoked_at = pt->revoked;
+		rc = 1;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return rc;
+}
+
 int tokens_create(struct tokens *t, enum role role, const char *node, const char *name, char **token,
 		  struct token_info *info, char *err, size_t errlen)
 {

@@ -46,6 +46,9 @@ void tokens_free(struct tokens *t);
  * grants. Returns 0, or -1 with err (the store could not persist it). */
 int tokens_create(struct tokens *t, enum role role, const char *node, const char *name, char **token,
 		  struct token_info *info, char *err, size_t errlen);
+/* Takes in a record another replica wrote: a new token, or a revocation.
+ * 1 when it revoked one here (close what it opened), 0 otherwise. */
+int tokens_merge(struct tokens *t, const struct persist_token *pt);
 /* Looks a presented token up. 1 found (info filled; check info->revoked),
  * 0 unknown. Constant time in the token's content. */
 int tokens_lookup(struct tokens *t, const char *token, struct token_info *info);

@@ -45,6 +45,22 @@ on "$A_URL" put file/two '{"path":"two.txt","content":"2\n"}' >/dev/null
 check "a write on a reaches the node on b" wait_until 10 agent_at n1 2
 check_eq "... with its content" "2" "$(cat "$WORK/n1.out/two.txt" 2>/dev/null)"
 
+# one fleet view: the node on b is in a's /v1/nodes, with its ACK
+node_on() { curl -fsS "$1/v1/nodes" | jq -r --arg n "$2" ".[] | select(.node == \$n) | .$3"; }
+check "a's /v1/nodes shows the node that is on b, ACKed at 2" wait_until 10 sh -c "[ \"\$(curl -fsS '$A_URL/v1/nodes' | jq -r '.[] | select(.node == \"n1\") | .acked_version')\" = 2 ]"
+
+# a token made on a admits on b; revoked on a, its stream on b closes
+tok=$(PLANE_URL=$A_URL ctl token create --node tk) || bail "cannot make a token on a"
+tid=$(echo "$tok" | cut -d_ -f2)
+check "the token's record reaches b" wait_until 10 sh -c "curl -fsS '$B_URL/v1/tokens' | jq -e --arg i '$tid' 'map(select(.id == \$i)) | length == 1' >/dev/null"
+curl -sN -H "Authorization: Bearer $tok" "$B_URL/v1/stream?node=tk&version=0" >"$WORK/tk.stream" 2>/dev/null &
+TK=$!
+track_pid "$TK"
+check "a stream on b opened with it" wait_until 10 grep -q 'event:' "$WORK/tk.stream"
+PLANE_URL=$A_URL ctl token revoke "$tid" >/dev/null
+check "revoked on a, its stream on b is closed" wait_until 10 sh -c "! kill -0 $TK 2>/dev/null"
+check "... and b says why" wait_until 5 grep -q "token $tid revoked on another replica" "$B_LOG"
+
 # identical content: no version; a delete: one
 out=$(on "$B_URL" put file/two '{"path":"two.txt","content":"2\n"}')
 check_eq "the same body again (on b) makes no version" '{"version":2,"changed":false}' "$out"

@@ -324,7 +324,8 @@ static int boot_files(struct files *f, const struct state *s, size_t *written, s
 	safefs_dirs_init(&dirs, f->rootfd);
 	state_each(s, collect_file, &l);
 	/* by directory: each is walked once */
-	qsort(l.v, l.n, sizeof(*l.v), safefs_cmp_path);
+	if (l.n)   /* qsort(NULL, 0, ...) is undefined */
+		qsort(l.v, l.n, sizeof(*l.v), safefs_cmp_path);
 	prefetch(f, &l);
 	*kept = 0;
 	for (size_t i = 0; i < l.n; i++) {

@@ -32,7 +32,7 @@
 # powers the container off.
 # Scripts for the container are single-quoted on purpose (they expand
 # there), and package lists are split on purpose.
-# shellcheck disable=SC2016,SC2086
+# shellcheck disable=SC2016,SC2046,SC2086
 set -u
 
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -102,6 +102,7 @@ run=""
 NSPAWN=""
 CT_PID=""
 cleanup() {
+	rm -f "$sys"/rootfs-*.tmp.tar
 	if [ -n "$NSPAWN" ] && kill -0 "$NSPAWN" 2>/dev/null; then
 		# SIGTERM makes systemd-nspawn power the container off
 		kill -TERM "$NSPAWN" 2>/dev/null
@@ -130,10 +131,6 @@ $1"
 }
 
 # ---- 1. the packages ------------------------------------------------------------------
-# The previous commit: HEAD's parent, or HEAD itself when the working tree
-# has changes (scripts/package versions that build .dirty, newer than HEAD).
-# Its packages are cached by commit id; a commit whose packages do not
-# build is remembered (.failed) and the one before it tried.
 pkgs=$sys/pkgs
 rm -rf "$pkgs"
 say "scripts/package $pkgs"
@@ -147,6 +144,27 @@ t_package=$(($(date +%s) - phase_start))
 phase_start=$(date +%s)
 cur_debs=$(ls "$pkgs"/*.deb)
 
+# ---- 2. the root file system's package list ----------------------------------------------
+# systemd as init, dbus, nginx, the tools the checks use, and the packages'
+# run-time dependencies (the first of each alternative, from the .debs).
+depends_of() {
+	for f in "$@"; do dpkg-deb -f "$f" Depends; done |
+		tr ',' '\n' | sed -e 's/|.*//' -e 's/(.*)//' -e 's/:any//' -e 's/[[:space:]]//g' | grep -v '^$' | sort -u
+}
+list=$(printf '%s\n' systemd systemd-sysv dbus nginx curl ca-certificates jq procps iproute2 $(depends_of $cur_debs) |
+	sort -u | xargs)
+sources=""
+for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
+	[ -f "$f" ] && grep -q '^[^#]' "$f" && sources="$sources $f"
+done
+key=$( (echo "bookworm minbase $list"; cat $sources /dev/null) | sha256sum | cut -c1-16)
+rootfs=$sys/rootfs-$key.tar
+
+# ---- 3. the previous packages ----------------------------------------------------------
+# The previous commit: HEAD's parent, or HEAD itself when the working tree
+# has changes (scripts/package versions that build .dirty, newer than HEAD).
+# Its packages are cached by commit id; a commit whose packages do not
+# build is remembered (.failed) and the one before it tried.
 prev=""
 prev_why="no earlier commit builds packages"
 if git -C "$top" rev-parse -q --verify HEAD >/dev/null; then
@@ -187,22 +205,24 @@ if git -C "$top" rev-parse -q --verify HEAD >/dev/null; then
 fi
 t_prev=$(($(date +%s) - phase_start))
 phase_start=$(date +%s)
+# the previous packages must install in the root file system made for the
+# current ones
+if [ -n "$prev" ]; then
+	missing=$(depends_of "$sys/prev/$prev"/*.deb | while read -r d; do
+		case " $list " in *" $d "*) ;; *) echo "$d" ;; esac
+	done | xargs)
+	if [ -n "$missing" ]; then
+		prev_why="the previous packages (${prev:0:7}) need $missing, which the current ones do not"
+		prev=""
+	fi
+fi
 
-# ---- 2. the root file system ------------------------------------------------------------
-# systemd as init, dbus, nginx, the tools the checks use, and the packages'
-# run-time dependencies (the first of each alternative, from the .debs).
-deps=$(for f in $cur_debs ${prev:+"$sys/prev/$prev"/*.deb}; do dpkg-deb -f "$f" Depends; done |
-	tr ',' '\n' | sed -e 's/|.*//' -e 's/(.*)//' -e 's/:any//' -e 's/[[:space:]]//g' | grep -v '^$')
-list=$(printf '%s\n' systemd systemd-sysv dbus nginx curl ca-certificates jq procps iproute2 $deps | sort -u | xargs)
-sources=""
-for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
-	[ -f "$f" ] && grep -q '^[^#]' "$f" && sources="$sources $f"
-done
-key=$( (echo "bookworm minbase $list"; cat $sources /dev/null) | sha256sum | cut -c1-16)
-rootfs=$sys/rootfs-$key.tar
+# ---- 4. the root file system ---------------------------------------------------------------
+# (made after the previous packages, not beside them: both want the CPU)
+rootfs_how="cached"
 if [ ! -f "$rootfs" ]; then
+	rootfs_how="made"
 	say "mmdebstrap: $list"
-	# shellcheck disable=SC2086
 	if ! mmdebstrap --variant=minbase --include="$(echo "$list" | tr ' ' ',')" \
 		--aptopt='Acquire::Retries "3"' bookworm "$rootfs.tmp.tar" ${sources:-http://deb.debian.org/debian} \
 		>"$sys/mmdebstrap.log" 2>&1; then
@@ -217,13 +237,10 @@ if [ ! -f "$rootfs" ]; then
 		exit 1
 	fi
 	mv "$rootfs.tmp.tar" "$rootfs"
-	rootfs_how="made"
 	# one root file system is enough: the others' package lists are gone
 	for f in "$sys"/rootfs-*.tar; do
 		[ "$f" = "$rootfs" ] || rm -f "$f"
 	done
-else
-	rootfs_how="cached"
 fi
 t_rootfs=$(($(date +%s) - phase_start))
 phase_start=$(date +%s)
@@ -313,13 +330,15 @@ ns() { local p=$1; shift; nsenter -t "$p" -m "$@"; }
 field() { awk -v k="$2:" '$1 == k {print $2}' /proc/"$1"/status; }
 EOF
 
-# ---- 3. boot ------------------------------------------------------------------------------
+# ---- 5. boot ------------------------------------------------------------------------------
 say "systemd-nspawn --boot -D $root"
 systemd-nspawn --boot --register=no --keep-unit --private-network --machine=tether-boot \
 	--console=read-only -D "$root" </dev/null >"$run/console.log" 2>&1 &
 NSPAWN=$!
 for _ in $(seq 1 100); do
-	CT_PID=$(pgrep -P "$NSPAWN" | head -n 1)
+	# the container's init: nspawn's child running systemd (not the helper
+	# process nspawn forks first)
+	CT_PID=$(pgrep -P "$NSPAWN" -x systemd | head -n 1)
 	[ -n "$CT_PID" ] && break
 	kill -0 "$NSPAWN" 2>/dev/null || break
 	sleep 0.1
@@ -344,7 +363,7 @@ check "nginx runs, started by its own unit (nginx.service's main pid is /run/ngi
 	cts '[ "$(systemctl is-active nginx)" = active ] && [ "$(mainpid nginx)" = "$(cat /run/nginx.pid)" ]'
 timing boot
 
-# ---- 4. install (the previous packages first, when there are some) ---------------------------
+# ---- 6. install (the previous packages first, when there are some) ---------------------------
 if [ -n "$prev" ]; then
 	first=prev
 	prev_ver=$(dpkg-deb -f "$(ls "$sys/prev/$prev"/tetherd_*.deb)" Version)
@@ -371,7 +390,7 @@ check "unconfigured, tetherd.service is skipped by ExecCondition (inactive, resu
 	     [ "$(systemctl is-active tetherd)" = inactive ] && [ "$(restarts tetherd)" = 0 ] &&
 	     [ "$(systemctl is-active tetherd.path)" = active ]'
 
-# ---- 5. configure, as an operator would ---------------------------------------------------------
+# ---- 7. configure, as an operator would ---------------------------------------------------------
 # two backends (nginx servers on other ports), nginx including the agent's
 # generation, a node token, the nginx drop-in, then agent.conf (the edit
 # tetherd.path reacts to)
@@ -420,7 +439,7 @@ check "the agent applies version ${V1:-?} and the plane records its ACK" \
 check "nginx routes / to backend-a, as the plane says" \
 	cts 'wait_until 10 answers backend-a'
 
-# ---- 6. upgrade to the current packages -------------------------------------------------------------
+# ---- 8. upgrade to the current packages -------------------------------------------------------------
 if [ "$first" = prev ]; then
 	old_pid=$(cts 'mainpid tetherd')
 	tok=$(cts 'sha256sum /etc/tether/admin.token')
@@ -446,7 +465,7 @@ else
 fi
 timing "install, configure, upgrade"
 
-# ---- 7. the units: verify, exposure, sandbox -------------------------------------------------------------
+# ---- 9. the units: verify, exposure, sandbox -------------------------------------------------------------
 check "systemd-analyze verify: tether-plane.service, tetherd.service (with the nginx drop-in), tetherd.path" \
 	cts 'out=$(systemd-analyze verify --man=no tether-plane.service tetherd.service tetherd.path 2>&1); echo "$out"; [ -z "$out" ]'
 check "systemd-analyze verify: tetherd.service with the haproxy drop-in" \
@@ -473,7 +492,7 @@ check "the plane's sandbox holds: the user tether, no capabilities, a seccomp fi
 	     ! ns $p touch /etc/tether/x 2>/dev/null'
 timing units
 
-# ---- 8. traffic follows the plane ------------------------------------------------------------------------
+# ---- 10. traffic follows the plane ------------------------------------------------------------------------
 V2=$(cts "put_version route/root '{\"listener\":\"main\",\"host\":\"*\",\"path\":\"/\",\"cluster\":\"b\"}'")
 check "a change through tetherctl (route/root -> cluster b, version $V2) reaches nginx: / answers backend-b" \
 	cts "wait_until 15 answers backend-b && wait_until 10 agent_at $V2 && wait_until 10 acked $V2"
@@ -499,7 +518,7 @@ check "removing the refused change (version $V4) brings the agent back to synced
 	cts "wait_until 20 agent_at $V4 && answers backend-b"
 timing traffic
 
-# ---- 9. restarts and the watchdog ---------------------------------------------------------------------------
+# ---- 11. restarts and the watchdog ---------------------------------------------------------------------------
 check "plane stopped, tetherd restarted: the agent boots from last-good (version $V4), says offline, nginx serves backend-b" \
 	cts "systemctl stop tether-plane && systemctl restart tetherd && is_active tetherd &&
 	     journalctl -u tetherd -o cat -n 20 --no-pager | grep -q 'last-good: loaded' &&
@@ -529,7 +548,7 @@ check "after the watchdog's restart the agent is synced at version $V4 and nginx
 	cts "systemctl restart tetherd && wait_until 20 agent_at $V4 && answers backend-b"
 timing "restarts and watchdog"
 
-# ---- 10. remove and purge ------------------------------------------------------------------------------------------
+# ---- 12. remove and purge ------------------------------------------------------------------------------------------
 check "dpkg --remove: services stopped, units and binaries gone, state, conffiles, token and user kept" \
 	cts 'dpkg --remove tetherd tether-plane tetherctl >/dev/null &&
 	     ! is_active tetherd && ! is_active tether-plane &&

@@ -260,6 +260,37 @@ else
 	not_ok "rpmlint: no errors"
 	diag "$(sed -n '/^rpmlint:/,$p' "$sys/package.log")"
 fi
+# the RPMs cannot be installed here: their contents, as Fedora would install them
+rpm_files() {
+	rpm -qp --qf '[%{FILENAMES} %{FILEFLAGS:fflags} %{FILEMODES:perms} %{FILEUSERNAME}:%{FILEGROUPNAME}\n]' \
+		"$pkgs"/*.rpm 2>/dev/null
+}
+want_rpm="/etc/tether/plane.conf cn -rw-r--r-- root:root
+/etc/tether/agent.conf cn -rw-r--r-- root:root
+/usr/sbin/tether-plane  -rwxr-xr-x root:root
+/usr/sbin/tetherd  -rwxr-xr-x root:root
+/usr/bin/tetherctl  -rwxr-xr-x root:root
+/usr/lib/systemd/system/tether-plane.service  -rw-r--r-- root:root
+/usr/lib/systemd/system/tetherd.service  -rw-r--r-- root:root
+/usr/lib/systemd/system/tetherd.path  -rw-r--r-- root:root
+/usr/lib/sysusers.d/tether-plane.conf  -rw-r--r-- root:root
+/usr/share/tether/systemd/tetherd.service.d/nginx.conf  -rw-r--r-- root:root
+/var/lib/tether  drwx------ tether:tether
+/var/lib/tetherd  drwx------ root:root"
+if command -v rpm >/dev/null 2>&1 && ls "$pkgs"/*.rpm >/dev/null 2>&1; then
+	have_rpm=$(rpm_files)
+	missing_rpm=$(printf '%s\n' "$want_rpm" | while IFS= read -r l; do
+		printf '%s\n' "$have_rpm" | grep -qxF -- "$l" || echo "$l"
+	done)
+	check_eq "the RPMs hold the programs, units, sysusers file, drop-ins, state directories and %config(noreplace) conffiles" \
+		"" "$missing_rpm"
+	check "the tether-plane RPM makes the user in %pre and the admin token in %post" \
+		sh -c "rpm -qp --scripts '$(ls "$pkgs"/tether-plane-*.rpm)' | grep -q 'useradd -r -g tether' &&
+		       rpm -qp --scripts '$(ls "$pkgs"/tether-plane-*.rpm)' | grep -q 'admin.token'"
+else
+	skip "the RPMs' contents: no rpm here"
+	skip "the RPM's scriptlets: no rpm here"
+fi
 diag "timing: packages $t_package s, previous packages $t_prev s, root file system $t_rootfs s ($rootfs_how)"
 
 run=$(mktemp -d "$sys/run.XXXXXX")

@@ -2,7 +2,10 @@
  * nonce would be stale at the plane), it is posted after persisting, and
  * retried with backoff until the plane takes it or refuses it for good.
  * NACKs of failed verifications are the exception: each goes out (a few
- * at most are kept), so the plane sees every attack, not just the last. */
+ * at most are kept), so the plane sees every attack, not just the last.
+ * They go to the plane the agent is on now: after a move to another plane
+ * (--plane A,B) what was in flight is taken back, and what waits is sent
+ * there once it answered (it knows the node then). */
 #include "agent_int.h"
 #include "credentials.h"
 #include "log.h"
@@ -18,7 +21,7 @@
 
 bool ack_waiting(const struct agent *a)
 {
-	return a->ack.has_pending || a->ack.nvq > 0;
+	return !a->ack.hold && (a->ack.has_pending || a->ack.nvq > 0);
 }
 
 void ack_queue(struct agent *a, uint64_t version, const char *nonce, const char *error, int healthy, bool verify)
@@ -86,7 +89,7 @@ void ack_start(struct agent *a)
 		a->ack.has_pending = false;
 	}
 	buf_reset(&a->ack.resp);
-	char *url = xasprintf("%s/v1/ack", a->cfg.plane);
+	char *url = xasprintf("%s/v1/ack", sync_plane(a));
 	a->ack.headers = curl_slist_append(NULL, "Content-Type: application/json");
 	a->ack.headers = agent_credentials(a, h, a->ack.headers);
 	curl_easy_setopt(h, CURLOPT_URL, url);
@@ -104,15 +107,61 @@ void ack_start(struct agent *a)
 	curl_multi_add_handle(a->multi, h);
 }
 
-void ack_done(struct agent *a, CURLcode code)
+static void ack_close(struct agent *a)
 {
-	long status = 0;
-	curl_easy_getinfo(a->ack.h, CURLINFO_RESPONSE_CODE, &status);
 	curl_multi_remove_handle(a->multi, a->ack.h);
 	curl_easy_cleanup(a->ack.h);
 	credentials_free_headers(a->ack.headers);
 	a->ack.h = NULL;
 	a->ack.headers = NULL;
+}
+
+/* Puts what was sent back: a verification NACK at the front of its
+ * queue; another unless a newer one is waiting. Whether it was. */
+static bool requeue_sent(struct agent *a)
+{
+	if (a->ack.sent_verify && a->ack.nvq < ACK_VERIFY_MAX) {
+		memmove(&a->ack.vq[1], &a->ack.vq[0], a->ack.nvq * sizeof(a->ack.vq[0]));
+		buf_init(&a->ack.vq[0]);
+		buf_append(&a->ack.vq[0], a->ack.sent.data, a->ack.sent.len);
+		a->ack.nvq++;
+		return true;
+	}
+	if (!a->ack.sent_verify && !a->ack.has_pending) {
+		buf_reset(&a->ack.pending);
+		buf_append(&a->ack.pending, a->ack.sent.data, a->ack.sent.len);
+		a->ack.has_pending = true;
+		return true;
+	}
+	return false;
+}
+
+void ack_plane_moved(struct agent *a)
+{
+	/* the old plane may have taken it already: an ACK sent twice (the
+	 * same nonce, the same version) moves nothing the first did not */
+	if (a->ack.h) {
+		ack_close(a);
+		requeue_sent(a);
+	}
+	a->ack.hold = true;
+	a->ack.attempt = 0;
+}
+
+void ack_plane_answered(struct agent *a)
+{
+	if (!a->ack.hold)
+		return;
+	a->ack.hold = false;
+	a->ack.attempt = 0;
+	a->ack.next_ms = now_ms();
+}
+
+void ack_done(struct agent *a, CURLcode code)
+{
+	long status = 0;
+	curl_easy_getinfo(a->ack.h, CURLINFO_RESPONSE_CODE, &status);
+	ack_close(a);
 	if (code == CURLE_OK && status == 200) {
 		log_debug("ack: %s", a->ack.resp.data ? a->ack.resp.data : "");
 		a->ack.attempt = 0;
@@ -125,20 +174,7 @@ void ack_done(struct agent *a, CURLcode code)
 	}
 	/* a verification NACK goes back to the front of its queue; another
 	 * is retried unless a newer one is waiting */
-	bool retry = false;
-	if (a->ack.sent_verify && a->ack.nvq < ACK_VERIFY_MAX) {
-		memmove(&a->ack.vq[1], &a->ack.vq[0], a->ack.nvq * sizeof(a->ack.vq[0]));
-		buf_init(&a->ack.vq[0]);
-		buf_append(&a->ack.vq[0], a->ack.sent.data, a->ack.sent.len);
-		a->ack.nvq++;
-		retry = true;
-	} else if (!a->ack.sent_verify && !a->ack.has_pending) {
-		buf_reset(&a->ack.pending);
-		buf_append(&a->ack.pending, a->ack.sent.data, a->ack.sent.len);
-		a->ack.has_pending = true;
-		retry = true;
-	}
-	if (retry) {
+	if (requeue_sent(a)) {
 		a->ack.attempt++;
 		double cap = a->cfg.backoff_min * pow(2.0, a->ack.attempt > 20 ? 20 : a->ack.attempt);
 		if (cap > a->cfg.backoff_max)
@@ -150,12 +186,8 @@ void ack_done(struct agent *a, CURLcode code)
 
 void ack_release(struct agent *a)
 {
-	if (a->ack.h) {
-		curl_multi_remove_handle(a->multi, a->ack.h);
-		curl_easy_cleanup(a->ack.h);
-		credentials_free_headers(a->ack.headers);
-		a->ack.h = NULL;
-	}
+	if (a->ack.h)
+		ack_close(a);
 	buf_release(&a->ack.pending);
 	for (size_t i = 0; i < a->ack.nvq; i++)
 		buf_release(&a->ack.vq[i]);

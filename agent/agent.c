@@ -62,7 +62,8 @@ void agent_write_status(struct agent *a)
 		shown = ST_STALE;
 	struct status s = {
 		.node = a->cfg.node, .version = a->state.version, .state = shown,
-		.last_error = a->last_error, .last_sync = a->last_sync, .plane = a->cfg.plane,
+		.last_error = a->last_error, .last_sync = a->last_sync, .plane = sync_plane(a),
+		.planes = (const char *const *)a->cfg.planes, .nplanes = a->cfg.nplanes,
 		.transport = a->cfg.transport, .consumer = a->cfg.consumer, .plane_version = a->plane_version,
 		.resources = a->state.count, .state_bytes = a->state.raw_bytes, .applied = a->applied,
 		.rejected = a->rejected, .started = a->started,
@@ -74,6 +75,7 @@ void agent_write_status(struct agent *a)
 	    a->written.last_sync == s.last_sync && a->written.applied == s.applied &&
 	    a->written.rejected == s.rejected && strcmp(a->written.last_error, s.last_error) == 0 &&
 	    a->written.verified_version == s.verified_version && a->written.stale == s.stale &&
+	    strcmp(a->written.plane ? a->written.plane : "", s.plane) == 0 &&
 	    strcmp(a->written.key_id ? a->written.key_id : "", s.key_id) == 0) {
 		metrics_write(a);   /* counters move without a new status */
 		return;
@@ -85,9 +87,12 @@ void agent_write_status(struct agent *a)
 	}
 	free((char *)a->written.last_error);
 	free((char *)a->written.key_id);
+	free((char *)a->written.plane);
 	a->written = s;
 	a->written.last_error = xstrdup(s.last_error);
 	a->written.key_id = xstrdup(s.key_id);
+	a->written.plane = xstrdup(s.plane);
+	a->written.planes = NULL;   /* cfg's: gone after a SIGHUP */
 	a->status_valid = true;
 	metrics_write(a);
 	notify_status(a, shown);
@@ -181,6 +186,7 @@ static void reload_config(struct agent *a)
 	a->cfg.state_dir = keep[0];
 	a->cfg.output_dir = keep[1];
 	a->cfg.consumer = keep[2];
+	sync_carry_plane(a, &nc);
 	agent_config_release(&a->cfg);
 	a->cfg = nc;
 	enum log_level lvl;
@@ -201,6 +207,8 @@ static void reload_config(struct agent *a)
 		apply_drop_queue(a);
 		a->etag[0] = '\0';
 		sync_schedule(a, false);
+		a->status_valid = false;   /* the list of planes may have changed */
+		agent_write_status(a);
 	}
 }
 
@@ -222,6 +230,7 @@ static void agent_free(struct agent *a)
 	metrics_release();
 	free((char *)a->written.last_error);
 	free((char *)a->written.key_id);
+	free((char *)a->written.plane);
 }
 
 /* Runs the one transfer in flight to its end; returns its result. */
@@ -241,7 +250,8 @@ static CURLcode run_until_done(struct agent *a)
 	return code;
 }
 
-/* --once: one poll, apply, ACK (a few tries), exit status. */
+/* --once: one poll, apply, ACK (a few tries, each plane in turn), exit
+ * status. */
 static int run_once(struct agent *a)
 {
 	char *saved = a->cfg.transport;
@@ -249,27 +259,30 @@ static int run_once(struct agent *a)
 	a->cfg.transport = xstrdup("poll");
 	a->cfg.poll_wait = 0;
 	int rc = 1;
-	for (int tries = 0; tries < 3 && rc != 0; tries++) {
+	for (size_t tries = 0; tries < 3 * a->cfg.nplanes && rc != 0; tries++) {
 		uint64_t rejected = a->rejected;
 		if (tries) {
 			int64_t wait = a->next_sync_ms - now_ms();
 			if (wait > 0)
 				curl_multi_poll(a->multi, NULL, 0, (int)wait, NULL);
 		}
+		char *plane = xstrdup(sync_plane(a));   /* sync_done may move on */
 		sync_start(a);
 		CURLcode code = run_until_done(a);
 		long status = 0;
 		curl_easy_getinfo(a->sync, CURLINFO_RESPONSE_CODE, &status);
 		sync_done(a, code);
 		if (a->rejected > rejected) {
+			free(plane);
 			rc = 1;
 			break;
 		}
 		if (code == CURLE_OK && (status == 200 || status == 304))
 			rc = 0;
 		else
-			log_error("once: cannot sync with %s (%s)", a->cfg.plane,
+			log_error("once: cannot sync with %s (%s)", plane,
 				  code != CURLE_OK ? curl_easy_strerror(code) : "HTTP error");
+		free(plane);
 	}
 	/* deliver the ACK or NACK before leaving */
 	for (int tries = 0; tries < 5 && ack_waiting(a); tries++) {
@@ -313,7 +326,7 @@ int agent_run(struct agent_config *cfg, int argc, char **argv)
 
 	/* before any child: `nginx -t` must not inherit NOTIFY_SOCKET */
 	sdnotify_init();
-	curl_global_init(strncmp(a.cfg.plane, "https:", 6) == 0 ? CURL_GLOBAL_DEFAULT : CURL_GLOBAL_NOTHING);
+	curl_global_init(strstr(a.cfg.plane, "https:") ? CURL_GLOBAL_DEFAULT : CURL_GLOBAL_NOTHING);
 	a.multi = curl_multi_init();
 
 	if (agent_boot(&a, err, sizeof(err)) < 0) {
@@ -359,12 +372,7 @@ int agent_run(struct agent_config *cfg, int argc, char **argv)
 				log_warn("stream: no complete event for %.1fs (%llu bytes of one so far): "
 					 "reconnecting from version %llu", (double)(now - a.last_event_ms) / 1000.0,
 					 (unsigned long long)a.event_bytes, (unsigned long long)a.state.version);
-			bool worked = a.got_event;
-			sync_stop(&a);
-			apply_drop_queue(&a);
-			if (!worked)
-				sync_went_offline(&a, "no answer");
-			sync_schedule(&a, !worked);
+			sync_dead(&a, a.got_event ? "a dead stream" : "no answer");
 		}
 		if (ack_waiting(&a) && !a.ack.h && now >= a.ack.next_ms)
 			ack_start(&a);

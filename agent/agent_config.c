@@ -1,6 +1,7 @@
 /* agent_config.c: tetherd's options, defaults and checks (see
  * agent_config.h). */
 #include "agent_config.h"
+#include "buf.h"
 #include "labels.h"
 #include "metrics_http.h"
 #include "resource.h"
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 static const char *const transports[] = { "sse", "poll", NULL };
@@ -20,8 +22,8 @@ static const char *const signals[] = { "HUP", "USR1", "USR2", NULL };
 #define OFF(f) offsetof(struct agent_config, f)
 
 const struct opt_def agent_options[] = {
-	{ "plane", 'p', OPT_STRING, OFF(plane), 0, 0, NULL, "URL",
-	  "the plane's URL (required: http:// or https://)" },
+	{ "plane", 'p', OPT_STRING, OFF(plane), 0, 0, NULL, "URL[,URL...]",
+	  "the plane's URL (required: http:// or https://); several: replicas or relays, tried in turn" },
 	{ "node", 'n', OPT_STRING, OFF(node), 0, 0, NULL, "ID", "this node's id (default: the host name)" },
 	{ "state-dir", 's', OPT_STRING, OFF(state_dir), 0, 0, NULL, "DIR",
 	  "last-good state and status.json (default /var/lib/tetherd)" },
@@ -121,9 +123,69 @@ void agent_config_defaults(struct agent_config *c)
 	c->generations = 3;
 }
 
+static void planes_free(struct agent_config *c)
+{
+	for (size_t i = 0; i < c->nplanes; i++)
+		free(c->planes[i]);
+	free(c->planes);
+	c->planes = NULL;
+	c->nplanes = 0;
+}
+
 void agent_config_release(struct agent_config *c)
 {
+	planes_free(c);
 	options_release(agent_options, c);
+}
+
+/* Splits c->plane ("URL[,URL...]") into c->planes: each http:// or
+ * https:// with a host, trailing slashes dropped, blanks around commas
+ * ignored; an empty entry, a duplicate (compared without case) or more
+ * than AGENT_MAX_PLANES is an error. c->plane becomes the checked list
+ * joined again, so a SIGHUP compares like with like. */
+static int planes_parse(struct agent_config *c, char *err, size_t errlen)
+{
+	planes_free(c);
+	c->planes = xcalloc(AGENT_MAX_PLANES, sizeof(*c->planes));
+	const char *p = c->plane;
+	for (;;) {
+		const char *end = p + strcspn(p, ",");
+		const char *s = p, *e = end;
+		while (s < e && (*s == ' ' || *s == '\t'))
+			s++;
+		while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '/'))
+			e--;
+		if (s == e) {
+			snprintf(err, errlen, "plane: an empty URL in '%s'", c->plane);
+			return -1;
+		}
+		size_t n = (size_t)(e - s);
+		size_t scheme = strncmp(s, "http://", 7) == 0 ? 7 : strncmp(s, "https://", 8) == 0 ? 8 : 0;
+		if (!scheme || n <= scheme) {
+			snprintf(err, errlen, "plane: '%.*s' must be an http:// or https:// URL", (int)n, s);
+			return -1;
+		}
+		if (c->nplanes == AGENT_MAX_PLANES) {
+			snprintf(err, errlen, "plane: more than %d URLs", AGENT_MAX_PLANES);
+			return -1;
+		}
+		for (size_t i = 0; i < c->nplanes; i++) {
+			if (strlen(c->planes[i]) == n && strncasecmp(c->planes[i], s, n) == 0) {
+				snprintf(err, errlen, "plane: '%.*s' is listed twice", (int)n, s);
+				return -1;
+			}
+		}
+		c->planes[c->nplanes++] = xstrndup(s, n);
+		if (!*end)
+			break;
+		p = end + 1;
+	}
+	struct buf joined = BUF_INIT;
+	for (size_t i = 0; i < c->nplanes; i++)
+		buf_printf(&joined, "%s%s", i ? "," : "", c->planes[i]);
+	free(c->plane);
+	c->plane = buf_detach(&joined, NULL);
+	return 0;
 }
 
 int agent_config_check(struct agent_config *c, char *err, size_t errlen)
@@ -152,13 +214,8 @@ int agent_config_check(struct agent_config *c, char *err, size_t errlen)
 		snprintf(err, errlen, "plane: not set (give --plane URL, or plane = URL in the configuration file)");
 		return -1;
 	}
-	if (strncmp(c->plane, "http://", 7) != 0 && strncmp(c->plane, "https://", 8) != 0) {
-		snprintf(err, errlen, "plane: '%s' must be an http:// or https:// URL", c->plane);
+	if (planes_parse(c, err, errlen) < 0)
 		return -1;
-	}
-	size_t pl = strlen(c->plane);
-	while (pl > 0 && c->plane[pl - 1] == '/')
-		c->plane[--pl] = '\0';
 	if (c->labels) {
 		char inner[256];
 		cJSON *l = labels_parse(c->labels, inner, sizeof(inner));

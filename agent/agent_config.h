@@ -9,8 +9,13 @@
 
 #include "options.h"
 
+/* The most planes --plane lists (replicas or relays of one plane). */
+#define AGENT_MAX_PLANES 16
+
 struct agent_config {
-	char *plane;
+	char *plane;               /* as given; checked: the URLs joined by commas */
+	char **planes;             /* plane split: nplanes base URLs, no trailing slash */
+	size_t nplanes;
 	char *node;
 	char *state_dir;
 	char *output_dir;
@@ -56,8 +61,8 @@ struct agent_config {
 extern const struct opt_def agent_options[];
 
 void agent_config_defaults(struct agent_config *c);
-/* Fills derived defaults (node from the host name) and checks the whole
- * configuration. Returns 0, or -1 with err. */
+/* Fills derived defaults (node from the host name, planes from plane) and
+ * checks the whole configuration. Returns 0, or -1 with err. */
 int agent_config_check(struct agent_config *c, char *err, size_t errlen);
 void agent_config_release(struct agent_config *c);
 

@@ -76,6 +76,8 @@ struct agent {
 	bool offline_logged;             /* said once per outage */
 	unsigned attempt;
 	int64_t next_sync_ms;
+	size_t plane_idx;                /* cfg.planes[plane_idx]: the plane dialled now */
+	unsigned plane_failures;         /* failed attempts in a row, over the planes */
 
 	/* apply.c */
 	struct push *queue;              /* decoded pushes not applied yet */
@@ -120,6 +122,7 @@ struct agent {
 		struct buf sent, resp;
 		unsigned attempt;
 		int64_t next_ms;
+		bool hold;                   /* moved to another plane: wait until it answered */
 	} ack;
 
 	/* metrics.c: what --metrics-file and --metrics-listen report */
@@ -152,6 +155,14 @@ double sync_stream_timeout_s(const struct agent *a);
  * the timeout (a trickled event is no progress either). */
 int64_t sync_stream_deadline(const struct agent *a);
 void sync_went_offline(struct agent *a, const char *why);
+/* The plane dialled now (and the one ACKs go to): one of cfg.planes. */
+const char *sync_plane(const struct agent *a);
+/* The open stream is dead (silent, or stalled): closes it and moves on
+ * as after any failure (why: for the log). */
+void sync_dead(struct agent *a, const char *why);
+/* SIGHUP, before nc replaces a->cfg: the plane dialled now stays when nc
+ * lists it; otherwise nc's first is next. */
+void sync_carry_plane(struct agent *a, const struct agent_config *nc);
 
 /* apply.c */
 /* PUSH_DISTRUSTED: refused by --trust's checks -- the same version, signed
@@ -173,8 +184,14 @@ void apply_boot_reload(struct agent *a);
  * when their nonce is stale: a replay shows). */
 void ack_queue(struct agent *a, uint64_t version, const char *nonce, const char *error, int healthy, bool verify);
 void ack_start(struct agent *a);
-/* Whether an ACK or NACK waits to be sent. */
+/* Whether an ACK or NACK waits to be sent (and may go: after a move to
+ * another plane they wait until it answered). */
 bool ack_waiting(const struct agent *a);
+/* The agent moved to another plane: what is in flight is taken back, and
+ * everything waiting goes to the new plane once it answered. */
+void ack_plane_moved(struct agent *a);
+/* The plane dialled now answered (a stream's first event, a poll). */
+void ack_plane_answered(struct agent *a);
 void ack_done(struct agent *a, CURLcode code);
 void ack_release(struct agent *a);
 

@@ -28,7 +28,10 @@ int main(int argc, char **argv)
 	}
 	if (rc < 0 || first < argc || agent_config_check(&cfg, err, sizeof(err)) < 0) {
 		fprintf(stderr, "tetherd: %s\n", rc < 0 || first >= argc ? err : "unexpected argument");
-		fprintf(stderr, "usage: tetherd %s\n", SYNOPSIS);
+		/* the usage helps a command line, not a configuration file's
+		 * value (each skipped start would print it to the journal) */
+		if (rc < 0 || first < argc)
+			fprintf(stderr, "usage: tetherd %s\n", SYNOPSIS);
 		agent_config_release(&cfg);
 		return 2;
 	}

@@ -28,7 +28,13 @@ int status_write(const char *dir, const struct status *st, char *err, size_t err
 	buf_json_string(&b, st->last_error ? st->last_error : "");
 	buf_printf(&b, ",\"last_sync\":%lld,\"plane\":", (long long)st->last_sync);
 	buf_json_string(&b, st->plane);
-	buf_puts(&b, ",\"transport\":");
+	buf_puts(&b, ",\"planes\":[");
+	for (size_t i = 0; i < st->nplanes; i++) {
+		if (i)
+			buf_putc(&b, ',');
+		buf_json_string(&b, st->planes[i]);
+	}
+	buf_puts(&b, "],\"transport\":");
 	buf_json_string(&b, st->transport);
 	buf_puts(&b, ",\"consumer\":");
 	buf_json_string(&b, st->consumer);

@@ -18,7 +18,9 @@ struct status {
 	enum agent_state state;
 	const char *last_error;      /* "" when none */
 	int64_t last_sync;           /* wall seconds of the last apply or confirmed sync; 0 never */
-	const char *plane;
+	const char *plane;           /* the plane dialled now */
+	const char *const *planes;   /* every plane --plane lists, in order */
+	size_t nplanes;
 	const char *transport;
 	const char *consumer;
 	uint64_t plane_version;      /* the newest version the plane announced */

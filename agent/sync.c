@@ -2,7 +2,10 @@
  * an ETag long-poll) on libcurl's multi handle. Pushes go to apply.c's
  * queue; heartbeats only tell (the plane's version, the interval that sets
  * the dead-stream timeout) and never move the resume point, which is the
- * applied version. Reconnects back off with full jitter. */
+ * applied version. Reconnects back off with full jitter. With several
+ * planes (--plane A,B,...) a failed attempt moves to the next one, which
+ * is dialled from the same applied version: a move is a reconnect, never
+ * a reason for a snapshot. */
 #include "agent_int.h"
 #include "credentials.h"
 #include "json.h"
@@ -45,6 +48,89 @@ void sync_schedule(struct agent *a, bool failed)
 	}
 }
 
+const char *sync_plane(const struct agent *a)
+{
+	return a->cfg.planes[a->plane_idx < a->cfg.nplanes ? a->plane_idx : 0];
+}
+
+/* Moves to the next plane of the list (after the last, the first); the
+ * ACKs waiting follow. Nothing with a single plane. */
+static void move_on(struct agent *a, const char *why)
+{
+	if (a->cfg.nplanes < 2)
+		return;
+	const char *from = sync_plane(a);
+	a->plane_idx = (a->plane_idx + 1) % a->cfg.nplanes;
+	/* the first move of an outage is news; later rounds over planes
+	 * that are all down are not */
+	if (a->plane_failures <= 1)
+		log_warn("plane: moving from %s to %s after %s", from, sync_plane(a), why);
+	else
+		log_info("plane: moving from %s to %s after %s", from, sync_plane(a), why);
+	ack_plane_moved(a);
+	agent_write_status(a);
+}
+
+/* The plane dialled now answered: the outage, if any, is over. */
+static void answered(struct agent *a)
+{
+	a->attempt = 0;
+	a->plane_failures = 0;
+	ack_plane_answered(a);
+}
+
+/* An attempt that did not work (a connection that failed, an error
+ * answer, a stream that gave nothing): the next plane is tried -- at once
+ * while this round of the list has planes not tried yet, after the backoff
+ * once every plane failed in a row. So a dead replica costs one attempt,
+ * not a backoff cycle, and a fleet whose planes are all down still backs
+ * off. A single plane backs off after every failure, as always. */
+static void attempt_failed(struct agent *a, const char *why)
+{
+	sync_went_offline(a, why);
+	a->plane_failures++;
+	move_on(a, why);
+	size_t n = a->cfg.nplanes;
+	sync_schedule(a, n < 2 || a->plane_failures % n == 0);
+}
+
+/* A stream that worked (it brought events) and then ended or died: the
+ * plane that served us until now failed; the next one is dialled. */
+static void stream_lost(struct agent *a, const char *why)
+{
+	a->plane_failures = 1;
+	move_on(a, why);
+}
+
+void sync_dead(struct agent *a, const char *why)
+{
+	bool worked = a->got_event;
+	sync_stop(a);
+	apply_drop_queue(a);
+	if (worked) {
+		/* it served until it went silent: reconnect at once */
+		stream_lost(a, why);
+		sync_schedule(a, false);
+	} else {
+		attempt_failed(a, why);
+	}
+}
+
+void sync_carry_plane(struct agent *a, const struct agent_config *nc)
+{
+	const char *now = sync_plane(a);
+	for (size_t i = 0; i < nc->nplanes; i++) {
+		if (strcmp(nc->planes[i], now) == 0) {
+			a->plane_idx = i;
+			return;
+		}
+	}
+	log_info("SIGHUP: %s is no longer listed: moving to %s", now, nc->planes[0]);
+	a->plane_idx = 0;
+	a->plane_failures = 0;
+	ack_plane_moved(a);
+}
+
 double sync_stream_timeout_s(const struct agent *a)
 {
 	if (a->cfg.stream_timeout > 0)
@@ -69,7 +155,7 @@ struct curl_slist *agent_credentials(struct agent *a, CURL *h, struct curl_slist
 	char err[512];
 	char *token = NULL;
 	if (a->cfg.token_file && !(token = credentials_read_token(a->cfg.token_file, err, sizeof(err))))
-		log_warn("plane %s: %s; connecting without a token", a->cfg.plane, err);
+		log_warn("plane %s: %s; connecting without a token", sync_plane(a), err);
 	struct credentials cr = { a->cfg.ca_file, a->cfg.cert, a->cfg.key, token };
 	headers = credentials_apply(h, &cr, headers);
 	credentials_forget(token);
@@ -113,9 +199,9 @@ static int on_event(void *ctx, const struct sse_event *ev)
 	a->event_bytes = 0;
 	if (!a->got_event) {
 		a->got_event = true;
-		a->attempt = 0;
+		answered(a);
 		if (a->offline_logged)
-			log_info("plane %s: connected again", a->cfg.plane);
+			log_info("plane %s: connected again", sync_plane(a));
 		a->offline_logged = false;
 	}
 	if (strcmp(ev->type, "push") == 0) {
@@ -208,7 +294,7 @@ void sync_start(struct agent *a)
 	}
 	bool poll = strcmp(a->cfg.transport, "poll") == 0;
 	struct buf url = BUF_INIT;
-	buf_printf(&url, "%s/v1/%s?node=", a->cfg.plane, poll ? "config" : "stream");
+	buf_printf(&url, "%s/v1/%s?node=", sync_plane(a), poll ? "config" : "stream");
 	char *node = curl_easy_escape(h, a->cfg.node, 0);
 	buf_puts(&url, node ? node : "");
 	curl_free(node);
@@ -280,10 +366,10 @@ void sync_stop(struct agent *a)
 void sync_went_offline(struct agent *a, const char *why)
 {
 	if (!a->offline_logged)
-		log_warn("plane %s: %s; serving version %llu, retrying", a->cfg.plane, why,
+		log_warn("plane %s: %s; serving version %llu, retrying", sync_plane(a), why,
 			 (unsigned long long)a->state.version);
 	else
-		log_debug("plane %s: %s", a->cfg.plane, why);
+		log_debug("plane %s: %s", sync_plane(a), why);
 	a->offline_logged = true;
 	if (a->astate != ST_DEGRADED)
 		agent_set_state(a, ST_OFFLINE);
@@ -302,7 +388,7 @@ void sync_done(struct agent *a, CURLcode code)
 		return;
 	}
 	if (kind == SYNC_POLL && code == CURLE_OK && (status == 200 || status == 304)) {
-		a->attempt = 0;
+		answered(a);
 		/* a 304's statement says the plane still stands by its
 		 * target: freshness for a node that polls */
 		if (status == 304 && a->resp_statement.len)
@@ -342,13 +428,23 @@ void sync_done(struct agent *a, CURLcode code)
 		snprintf(why, sizeof(why), "HTTP %ld: %.300s", status, a->body.data ? a->body.data : "");
 	else
 		snprintf(why, sizeof(why), "the stream ended");
+	if (code == CURLE_OK && (status == 401 || status == 403)) {
+		/* not an outage but a configuration problem: said at every
+		 * refusal, and in status.json, even when another plane takes us
+		 * (a replica whose credentials differ must not go unnoticed) */
+		log_error("plane %s refused this node's credentials (%s): check --token-file, --cert and --key",
+			  sync_plane(a), why);
+		snprintf(a->last_error, sizeof(a->last_error), "plane %s: %s", sync_plane(a), why);
+	}
 	if (a->got_event) {
-		/* a stream that worked and ended: come back soon, from our version */
+		/* a stream that worked and ended: come back soon (not at once:
+		 * planes that drop every stream must not make a busy loop),
+		 * from our version */
 		log_info("stream: %s; reconnecting from version %llu", why, (unsigned long long)a->state.version);
 		a->attempt = 0;
+		stream_lost(a, why);
 		sync_schedule(a, true);
 	} else {
-		sync_went_offline(a, why);
-		sync_schedule(a, true);
+		attempt_failed(a, why);
 	}
 }

@@ -1,6 +1,6 @@
-/* client.c: libcurl requests to the plane's admin API, and the one place
- * that turns a failed request into the message tetherctl prints (see
- * client.h). */
+/* client.c: libcurl requests to the plane's admin API, the one place
+ * that turns a failed request into the message tetherctl prints, and when
+ * a failed one may go to the next plane of --plane A,B (see client.h). */
 #include "client.h"
 #include "credentials.h"
 #include "json.h"
@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 struct client {
 	CURL *curl;
@@ -22,6 +23,9 @@ struct client {
 	struct buf error;       /* message of the last failure */
 	struct buf *sink;       /* the body of the answer being received */
 	bool too_big;           /* the last answer passed CLIENT_ANSWER_MAX */
+	CURLcode code;          /* the last request's transfer result */
+	long status;            /* ... its HTTP status (0: no answer) */
+	bool sent;              /* ... whether any of it went out */
 	char curl_err[CURL_ERROR_SIZE];
 };
 
@@ -129,6 +133,9 @@ int client_request(struct client *c, const char *method, const char *path, const
 	buf_init(&ans->body);
 	c->sink = &ans->body;
 	c->too_big = false;
+	c->code = CURLE_OK;
+	c->status = 0;
+	c->sent = false;
 	c->curl_err[0] = '\0';
 
 	curl_easy_reset(h);   /* keeps the connection for the next request */
@@ -172,6 +179,10 @@ int client_request(struct client *c, const char *method, const char *path, const
 
 	log_debug("%s %s (%zu bytes)", method, url, body ? body_len : (size_t)0);
 	CURLcode cc = curl_easy_perform(h);
+	long request_size = 0;
+	curl_easy_getinfo(h, CURLINFO_REQUEST_SIZE, &request_size);
+	c->code = cc;
+	c->sent = request_size > 0;
 	if (cc != CURLE_OK) {
 		buf_reset(&c->error);
 		if (c->too_big)
@@ -184,6 +195,7 @@ int client_request(struct client *c, const char *method, const char *path, const
 		goto fail;
 	}
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &ans->status);
+	c->status = ans->status;
 	log_debug("HTTP %ld (%zu bytes)", ans->status, ans->body.len);
 	if (!ans->body.data)
 		buf_puts(&ans->body, "");   /* callers may read data as a string */
@@ -197,6 +209,86 @@ fail:
 	credentials_free_headers(headers);
 	free(url);
 	return rc;
+}
+
+bool client_try_next(const struct client *c, const char *method, bool *unsure)
+{
+	bool safe = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+	*unsure = false;
+	if (c->code == CURLE_OK) {
+		/* an answer: 4xx and most 5xx are the plane's word, the same
+		 * from every replica. 503 is a replica that cannot serve (read
+		 * only without quorum, shutting down): it did nothing, so even
+		 * a write may go on. 502 and 504 come from a gateway that may
+		 * have passed the request on before it gave up: a read may go
+		 * on, a write may have been done */
+		if (c->status == 503)
+			return true;
+		if (c->status == 502 || c->status == 504) {
+			*unsure = !safe;
+			return safe;
+		}
+		return false;
+	}
+	if (c->too_big)
+		return false;
+	/* no connection (refused, no such host, a connect timeout, a TLS
+	 * handshake that failed): nothing was sent, anything may go to the
+	 * next plane. Once the request went out without an answer (a
+	 * timeout, a reset) the plane may have acted on it: a read is asked
+	 * again elsewhere, a write (POST, PUT, DELETE) is not -- sent twice
+	 * it could make two versions, or a 404 for a delete that was done */
+	if (!c->sent)
+		return true;
+	*unsure = !safe;
+	return safe;
+}
+
+int client_planes(const char *list, char **urls, char *err, size_t errlen)
+{
+	int n = 0;
+	const char *p = list;
+	for (;;) {
+		const char *end = p + strcspn(p, ",");
+		const char *s = p, *e = end;
+		while (s < e && (*s == ' ' || *s == '\t'))
+			s++;
+		while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '/'))
+			e--;
+		size_t len = (size_t)(e - s);
+		size_t scheme = strncmp(s, "http://", 7) == 0 ? 7 : strncmp(s, "https://", 8) == 0 ? 8 : 0;
+		if (!len) {
+			snprintf(err, errlen, "an empty URL in '%s'", list);
+			goto fail;
+		}
+		if (!scheme || len <= scheme) {
+			snprintf(err, errlen, "'%.*s' must be an http:// or https:// URL", (int)len, s);
+			goto fail;
+		}
+		if (n == CLIENT_MAX_PLANES) {
+			snprintf(err, errlen, "more than %d URLs", CLIENT_MAX_PLANES);
+			goto fail;
+		}
+		for (int i = 0; i < n; i++) {
+			if (strlen(urls[i]) == len && strncasecmp(urls[i], s, len) == 0) {
+				snprintf(err, errlen, "'%.*s' is listed twice", (int)len, s);
+				goto fail;
+			}
+		}
+		urls[n++] = xstrndup(s, len);
+		if (!*end)
+			return n;
+		p = end + 1;
+	}
+fail:
+	client_planes_free(urls, n);
+	return -1;
+}
+
+void client_planes_free(char **urls, int n)
+{
+	for (int i = 0; i < n; i++)
+		free(urls[i]);
 }
 
 void client_escape(struct buf *out, const char *s, bool keep_slash)

@@ -12,6 +12,8 @@
 #define CLIENT_TIMEOUT_MS 60000L
 /* The largest answer kept; anything bigger is a broken or hostile plane. */
 #define CLIENT_ANSWER_MAX ((size_t)1 << 30)
+/* The most planes one --plane lists (replicas or relays of one plane). */
+#define CLIENT_MAX_PLANES 16
 
 struct client;
 
@@ -43,6 +45,18 @@ int client_request(struct client *c, const char *method, const char *path, const
 		   size_t body_len, struct client_answer *ans);
 /* The message of the last failed request (never NULL). */
 const char *client_error(const struct client *c);
+/* After a failed request: whether it may go to the next plane of a list.
+ * *unsure is set when it may not because the plane may have acted on it
+ * (a write sent without an answer). */
+bool client_try_next(const struct client *c, const char *method, bool *unsure);
+
+/* Splits "URL[,URL...]" into at most CLIENT_MAX_PLANES base URLs into
+ * urls (malloc'd; free them with client_planes_free): each http:// or
+ * https:// with a host, trailing slashes dropped, blanks around commas
+ * ignored; an empty entry or a duplicate (compared without case) is an
+ * error. Returns how many, or -1 with err. */
+int client_planes(const char *list, char **urls, char *err, size_t errlen);
+void client_planes_free(char **urls, int n);
 
 /* Appends s percent-encoded for a URL: everything but [A-Za-z0-9._~-],
  * and '/' when keep_slash. */

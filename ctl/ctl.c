@@ -93,7 +93,10 @@ static void help(FILE *f)
 	}
 	fprintf(f, "  %-34s %s\n", "help [COMMAND]", "show this help, or a command's usage");
 	fprintf(f, "\noptions:\n"
-		   "  --plane URL                        the plane (default $TETHER_PLANE, else %s)\n"
+		   "  --plane URL[,URL...]               the plane (default $TETHER_PLANE, else\n"
+		   "                                     %s); several: replicas, the next\n"
+		   "                                     tried when one is unreachable or answers 503\n"
+		   "                                     (a read: also 502, 504)\n"
 		   "  --token-file FILE                  send 'Authorization: Bearer TOKEN', the token\n"
 		   "                                     read from FILE (default $TETHER_TOKEN_FILE)\n"
 		   "  --ca-file FILE                     CA certificates that sign the plane's (default\n"
@@ -314,9 +317,11 @@ static int run(int argc, char **argv)
 		goto out;
 	}
 
+	const char *plane_from = "--plane";
 	if (!p.cx.plane) {
 		const char *env = getenv("TETHER_PLANE");
 		p.cx.plane = env && *env ? env : CTL_DEFAULT_PLANE;
+		plane_from = "TETHER_PLANE";
 	}
 	const struct {
 		const char **field, *env;
@@ -328,6 +333,16 @@ static int run(int argc, char **argv)
 		const char *env = getenv(envs[k].env);
 		if (!*envs[k].field && env && *env)
 			*envs[k].field = env;
+	}
+	if (!c->local) {
+		/* a bad list is a usage error, found before anything is sent */
+		char perr[512], *urls[CLIENT_MAX_PLANES];
+		int n = client_planes(p.cx.plane, urls, perr, sizeof(perr));
+		if (n < 0) {
+			rc = usage_error(NULL, "%s: %s", plane_from, perr);
+			goto out;
+		}
+		client_planes_free(urls, n);
 	}
 	log_init("tetherctl", p.verbose ? LOG_LVL_DEBUG : LOG_LVL_WARN);
 	if (!c->local && client_global_init() < 0) {

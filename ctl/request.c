@@ -1,10 +1,12 @@
 /* request.c: one request of tetherctl to the plane, with the credentials
- * the command line and the environment give, and the parsing of its JSON
- * answers (see request.h). */
+ * the command line and the environment give, tried on each plane of
+ * --plane A,B in turn while client_try_next allows, and the parsing of its
+ * JSON answers (see request.h). */
 #include "request.h"
 #include "credentials.h"
 #include "ctl.h"
 #include "json.h"
+#include "log.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -12,39 +14,70 @@
 #include <string.h>
 
 /* One request to the plane. Returns 0 with the answer (release its body),
- * or 1 after printing why it failed. */
+ * or 1 after printing why it failed: with several planes, why each one
+ * tried failed. */
 int ctl_call(const struct ctl_ctx *cx, const char *method, const char *path, const char *body,
 	     size_t body_len, struct client_answer *ans)
 {
 	char err[1024];
 	char *token = NULL;
-	struct client *c = NULL;
-	int rc = 1;
+	char *urls[CLIENT_MAX_PLANES];
+	int n = 0, rc = 1;
+	struct buf failures = BUF_INIT;   /* of the planes passed over */
 
 	buf_init(&ans->body);
 	ans->status = 0;
+	if ((n = client_planes(cx->plane, urls, err, sizeof(err))) < 0) {
+		n = 0;
+		ctl_error("--plane: %s", err);
+		goto out;
+	}
 	if (cx->token_file && !(token = credentials_read_token(cx->token_file, err, sizeof(err)))) {
 		ctl_error("%s", err);
-		goto fail;
+		goto out;
 	}
 	if ((cx->cert == NULL) != (cx->key == NULL)) {
 		ctl_error("--cert and --key go together (a client certificate and its key)");
-		goto fail;
+		goto out;
 	}
 	struct credentials cr = { cx->ca_file, cx->cert, cx->key, token };
-	c = client_new(cx->plane, &cr);
-	if (!c) {
-		ctl_error("cannot set up an HTTP client (libcurl)");
-		goto fail;
-	}
-	if (client_request(c, method, path, body, body_len, ans) < 0) {
+	for (int i = 0; i < n; i++) {
+		struct client *c = client_new(urls[i], &cr);
+		if (!c) {
+			ctl_error("cannot set up an HTTP client (libcurl)");
+			break;
+		}
+		if (client_request(c, method, path, body, body_len, ans) == 0) {
+			client_free(c);
+			rc = 0;
+			break;
+		}
+		bool unsure;
+		bool next = client_try_next(c, method, &unsure);
+		if (next && i + 1 < n) {
+			log_info("%s; trying %s", client_error(c), urls[i + 1]);
+			buf_printf(&failures, "%s\n", client_error(c));
+			buf_release(&ans->body);
+			client_free(c);
+			continue;
+		}
+		/* every plane tried has its say, in order */
+		for (const char *l = failures.data; l && *l;) {
+			size_t len = strcspn(l, "\n");
+			ctl_error("%.*s", (int)len, l);
+			l += len + (l[len] == '\n');
+		}
 		ctl_error("%s", client_error(c));
+		if (unsure && i + 1 < n)
+			ctl_error("not sent to %s: the plane at %s may have done it already (look before you retry)",
+				  urls[i + 1], urls[i]);
 		buf_release(&ans->body);
-		goto fail;
+		client_free(c);
+		break;
 	}
-	rc = 0;
-fail:
-	client_free(c);
+out:
+	buf_release(&failures);
+	client_planes_free(urls, n);
 	credentials_forget(token);
 	return rc;
 }

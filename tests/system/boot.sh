@@ -30,6 +30,9 @@
 # mmdebstrap, no Debian archive for mmdebstrap) gets "1..0 # SKIP reason".
 # Everything runs in a scratch copy that the exit trap removes, after it
 # powers the container off.
+# Scripts for the container are single-quoted on purpose (they expand
+# there), and package lists are split on purpose.
+# shellcheck disable=SC2016,SC2046,SC2086
 set -u
 
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -99,6 +102,7 @@ run=""
 NSPAWN=""
 CT_PID=""
 cleanup() {
+	rm -f "$sys"/rootfs-*.tmp.tar
 	if [ -n "$NSPAWN" ] && kill -0 "$NSPAWN" 2>/dev/null; then
 		# SIGTERM makes systemd-nspawn power the container off
 		kill -TERM "$NSPAWN" 2>/dev/null
@@ -127,10 +131,6 @@ $1"
 }
 
 # ---- 1. the packages ------------------------------------------------------------------
-# The previous commit: HEAD's parent, or HEAD itself when the working tree
-# has changes (scripts/package versions that build .dirty, newer than HEAD).
-# Its packages are cached by commit id; a commit whose packages do not
-# build is remembered (.failed) and the one before it tried.
 pkgs=$sys/pkgs
 rm -rf "$pkgs"
 say "scripts/package $pkgs"
@@ -144,6 +144,27 @@ t_package=$(($(date +%s) - phase_start))
 phase_start=$(date +%s)
 cur_debs=$(ls "$pkgs"/*.deb)
 
+# ---- 2. the root file system's package list ----------------------------------------------
+# systemd as init, dbus, nginx, the tools the checks use, and the packages'
+# run-time dependencies (the first of each alternative, from the .debs).
+depends_of() {
+	for f in "$@"; do dpkg-deb -f "$f" Depends; done |
+		tr ',' '\n' | sed -e 's/|.*//' -e 's/(.*)//' -e 's/:any//' -e 's/[[:space:]]//g' | grep -v '^$' | sort -u
+}
+list=$(printf '%s\n' systemd systemd-sysv dbus nginx curl ca-certificates jq procps iproute2 $(depends_of $cur_debs) |
+	sort -u | xargs)
+sources=""
+for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
+	[ -f "$f" ] && grep -q '^[^#]' "$f" && sources="$sources $f"
+done
+key=$( (echo "bookworm minbase $list"; cat $sources /dev/null) | sha256sum | cut -c1-16)
+rootfs=$sys/rootfs-$key.tar
+
+# ---- 3. the previous packages ----------------------------------------------------------
+# The previous commit: HEAD's parent, or HEAD itself when the working tree
+# has changes (scripts/package versions that build .dirty, newer than HEAD).
+# Its packages are cached by commit id; a commit whose packages do not
+# build is remembered (.failed) and the one before it tried.
 prev=""
 prev_why="no earlier commit builds packages"
 if git -C "$top" rev-parse -q --verify HEAD >/dev/null; then
@@ -177,25 +198,31 @@ if git -C "$top" rev-parse -q --verify HEAD >/dev/null; then
 		prev=$c
 		break
 	done
+	# the previous packages of other commits are not needed any more
+	for d in "$sys"/prev/*/; do
+		[ -d "$d" ] && [ "${d%/}" != "$sys/prev/$prev" ] && rm -rf "$d"
+	done
 fi
 t_prev=$(($(date +%s) - phase_start))
 phase_start=$(date +%s)
+# the previous packages must install in the root file system made for the
+# current ones
+if [ -n "$prev" ]; then
+	missing=$(depends_of "$sys/prev/$prev"/*.deb | while read -r d; do
+		case " $list " in *" $d "*) ;; *) echo "$d" ;; esac
+	done | xargs)
+	if [ -n "$missing" ]; then
+		prev_why="the previous packages (${prev:0:7}) need $missing, which the current ones do not"
+		prev=""
+	fi
+fi
 
-# ---- 2. the root file system ------------------------------------------------------------
-# systemd as init, dbus, nginx, the tools the checks use, and the packages'
-# run-time dependencies (the first of each alternative, from the .debs).
-deps=$(for f in $cur_debs ${prev:+"$sys/prev/$prev"/*.deb}; do dpkg-deb -f "$f" Depends; done |
-	tr ',' '\n' | sed -e 's/|.*//' -e 's/(.*)//' -e 's/:any//' -e 's/[[:space:]]//g' | grep -v '^$')
-list=$(printf '%s\n' systemd systemd-sysv dbus nginx curl ca-certificates jq procps iproute2 $deps | sort -u | xargs)
-sources=""
-for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
-	[ -f "$f" ] && grep -q '^[^#]' "$f" && sources="$sources $f"
-done
-key=$( (echo "bookworm minbase $list"; cat $sources /dev/null) | sha256sum | cut -c1-16)
-rootfs=$sys/rootfs-$key.tar
+# ---- 4. the root file system ---------------------------------------------------------------
+# (made after the previous packages, not beside them: both want the CPU)
+rootfs_how="cached"
 if [ ! -f "$rootfs" ]; then
+	rootfs_how="made"
 	say "mmdebstrap: $list"
-	# shellcheck disable=SC2086
 	if ! mmdebstrap --variant=minbase --include="$(echo "$list" | tr ' ' ',')" \
 		--aptopt='Acquire::Retries "3"' bookworm "$rootfs.tmp.tar" ${sources:-http://deb.debian.org/debian} \
 		>"$sys/mmdebstrap.log" 2>&1; then
@@ -210,9 +237,10 @@ if [ ! -f "$rootfs" ]; then
 		exit 1
 	fi
 	mv "$rootfs.tmp.tar" "$rootfs"
-	rootfs_how="made"
-else
-	rootfs_how="cached"
+	# one root file system is enough: the others' package lists are gone
+	for f in "$sys"/rootfs-*.tar; do
+		[ "$f" = "$rootfs" ] || rm -f "$f"
+	done
 fi
 t_rootfs=$(($(date +%s) - phase_start))
 phase_start=$(date +%s)
@@ -231,6 +259,37 @@ if grep -q '^rpmlint: no errors' "$sys/package.log"; then
 else
 	not_ok "rpmlint: no errors"
 	diag "$(sed -n '/^rpmlint:/,$p' "$sys/package.log")"
+fi
+# the RPMs cannot be installed here: their contents, as Fedora would install them
+rpm_files() {
+	rpm -qp --qf '[%{FILENAMES} %{FILEFLAGS:fflags} %{FILEMODES:perms} %{FILEUSERNAME}:%{FILEGROUPNAME}\n]' \
+		"$pkgs"/*.rpm 2>/dev/null
+}
+want_rpm="/etc/tether/plane.conf cn -rw-r--r-- root:root
+/etc/tether/agent.conf cn -rw-r--r-- root:root
+/usr/sbin/tether-plane  -rwxr-xr-x root:root
+/usr/sbin/tetherd  -rwxr-xr-x root:root
+/usr/bin/tetherctl  -rwxr-xr-x root:root
+/usr/lib/systemd/system/tether-plane.service  -rw-r--r-- root:root
+/usr/lib/systemd/system/tetherd.service  -rw-r--r-- root:root
+/usr/lib/systemd/system/tetherd.path  -rw-r--r-- root:root
+/usr/lib/sysusers.d/tether-plane.conf  -rw-r--r-- root:root
+/usr/share/tether/systemd/tetherd.service.d/nginx.conf  -rw-r--r-- root:root
+/var/lib/tether  drwx------ tether:tether
+/var/lib/tetherd  drwx------ root:root"
+if command -v rpm >/dev/null 2>&1 && ls "$pkgs"/*.rpm >/dev/null 2>&1; then
+	have_rpm=$(rpm_files)
+	missing_rpm=$(printf '%s\n' "$want_rpm" | while IFS= read -r l; do
+		printf '%s\n' "$have_rpm" | grep -qxF -- "$l" || echo "$l"
+	done)
+	check_eq "the RPMs hold the programs, units, sysusers file, drop-ins, state directories and %config(noreplace) conffiles" \
+		"" "$missing_rpm"
+	check "the tether-plane RPM makes the user in %pre and the admin token in %post" \
+		sh -c "rpm -qp --scripts '$(ls "$pkgs"/tether-plane-*.rpm)' | grep -q 'useradd -r -g tether' &&
+		       rpm -qp --scripts '$(ls "$pkgs"/tether-plane-*.rpm)' | grep -q 'admin.token'"
+else
+	skip "the RPMs' contents: no rpm here"
+	skip "the RPM's scriptlets: no rpm here"
 fi
 diag "timing: packages $t_package s, previous packages $t_prev s, root file system $t_rootfs s ($rootfs_how)"
 
@@ -289,12 +348,12 @@ exposure() {
 with_dropin() {
 	local d=/etc/systemd/system/tetherd.service.d want=$1 rc
 	shift
-	mv $d/nginx.conf /root/nginx.conf.saved
-	[ "$want" = none ] || cp /usr/share/tether/systemd/tetherd.service.d/$want.conf $d/
+	rm $d/nginx.conf
+	[ "$want" = none ] || ln -s /usr/share/tether/systemd/tetherd.service.d/$want.conf $d/
 	"$@"
 	rc=$?
 	rm -f $d/haproxy.conf $d/nginx.conf
-	mv /root/nginx.conf.saved $d/nginx.conf
+	ln -s /usr/share/tether/systemd/tetherd.service.d/nginx.conf $d/nginx.conf
 	return $rc
 }
 # ns PID COMMAND...: COMMAND in PID's mount namespace
@@ -302,19 +361,28 @@ ns() { local p=$1; shift; nsenter -t "$p" -m "$@"; }
 field() { awk -v k="$2:" '$1 == k {print $2}' /proc/"$1"/status; }
 EOF
 
-# ---- 3. boot ------------------------------------------------------------------------------
+# ---- 5. boot ------------------------------------------------------------------------------
 say "systemd-nspawn --boot -D $root"
 systemd-nspawn --boot --register=no --keep-unit --private-network --machine=tether-boot \
 	--console=read-only -D "$root" </dev/null >"$run/console.log" 2>&1 &
 NSPAWN=$!
 for _ in $(seq 1 100); do
-	CT_PID=$(pgrep -P "$NSPAWN" | head -n 1)
+	# the container's init: nspawn's child running systemd (not the helper
+	# process nspawn forks first)
+	CT_PID=$(pgrep -P "$NSPAWN" -x systemd | head -n 1)
 	[ -n "$CT_PID" ] && break
 	kill -0 "$NSPAWN" 2>/dev/null || break
 	sleep 0.1
 done
 [ -n "$CT_PID" ] || { cp "$run/console.log" "$sys/console.log"; bail "systemd-nspawn did not start a container (see $sys/console.log)"; }
-state=$(timeout 60 nsenter -t "$CT_PID" -a systemctl is-system-running --wait 2>&1)
+# (until systemd listens, systemctl cannot connect: ask again)
+end=$(($(date +%s) + 90))
+while :; do
+	state=$(timeout 60 nsenter -t "$CT_PID" -a systemctl is-system-running --wait 2>&1)
+	case $state in *"connect to bus"* | *"No such file"*) ;; *) break ;; esac
+	[ "$(date +%s)" -lt "$end" ] || break
+	sleep 0.2
+done
 if [ "$state" = running ]; then
 	ok "the container boots to 'running' under systemd (in $(($(date +%s) - phase_start)) s)"
 else
@@ -326,7 +394,7 @@ check "nginx runs, started by its own unit (nginx.service's main pid is /run/ngi
 	cts '[ "$(systemctl is-active nginx)" = active ] && [ "$(mainpid nginx)" = "$(cat /run/nginx.pid)" ]'
 timing boot
 
-# ---- 4. install (the previous packages first, when there are some) ---------------------------
+# ---- 6. install (the previous packages first, when there are some) ---------------------------
 if [ -n "$prev" ]; then
 	first=prev
 	prev_ver=$(dpkg-deb -f "$(ls "$sys/prev/$prev"/tetherd_*.deb)" Version)
@@ -353,7 +421,7 @@ check "unconfigured, tetherd.service is skipped by ExecCondition (inactive, resu
 	     [ "$(systemctl is-active tetherd)" = inactive ] && [ "$(restarts tetherd)" = 0 ] &&
 	     [ "$(systemctl is-active tetherd.path)" = active ]'
 
-# ---- 5. configure, as an operator would ---------------------------------------------------------
+# ---- 7. configure, as an operator would ---------------------------------------------------------
 # two backends (nginx servers on other ports), nginx including the agent's
 # generation, a node token, the nginx drop-in, then agent.conf (the edit
 # tetherd.path reacts to)
@@ -369,8 +437,9 @@ N
 echo 'include /etc/nginx/tether/current/*.conf;' >/etc/nginx/conf.d/tether.conf
 nginx -t -q
 systemctl reload nginx
-install -D -m 0644 /usr/share/tether/systemd/tetherd.service.d/nginx.conf \
-	/etc/systemd/system/tetherd.service.d/nginx.conf
+# a link, as docs/packaging.md says: an upgrade brings the drop-in's changes
+mkdir -p /etc/systemd/system/tetherd.service.d
+ln -s /usr/share/tether/systemd/tetherd.service.d/nginx.conf /etc/systemd/system/tetherd.service.d/nginx.conf
 systemctl daemon-reload
 tetherctl apply - <<'J' | version_of >/root/v1
 {"upserts":[
@@ -391,7 +460,7 @@ output_dir = /etc/nginx/tether
 pidfile = /run/nginx.pid
 A
 EOF
-check "configuring: a node token, nginx including the generation, the nginx drop-in, resources at the plane, agent.conf edited" \
+check "configuring: a node token, nginx including the generation, the nginx drop-in (linked), resources at the plane, agent.conf edited" \
 	cts '. /root/configure.sh'
 V1=$(cat "$root/root/v1" 2>/dev/null)
 check "tetherd.path starts tetherd.service once agent.conf names a plane" \
@@ -401,10 +470,11 @@ check "the agent applies version ${V1:-?} and the plane records its ACK" \
 check "nginx routes / to backend-a, as the plane says" \
 	cts 'wait_until 10 answers backend-a'
 
-# ---- 6. upgrade to the current packages -------------------------------------------------------------
+# ---- 8. upgrade to the current packages -------------------------------------------------------------
 if [ "$first" = prev ]; then
 	old_pid=$(cts 'mainpid tetherd')
 	tok=$(cts 'sha256sum /etc/tether/admin.token')
+	since=$(cts 'date "+%Y-%m-%d %H:%M:%S"')
 	check "upgrade: dpkg -i (--force-confold) from $prev_ver to $cur_ver" \
 		ct sh -c 'dpkg --force-confold -i /root/pkgs/cur/*.deb'
 	check_eq "upgrade: every package is at $cur_ver" "$cur_ver $cur_ver $cur_ver" \
@@ -414,7 +484,7 @@ if [ "$first" = prev ]; then
 		     grep -qx "consumer = nginx" /etc/tether/agent.conf && grep -qx "node = web-1" /etc/tether/agent.conf'
 	check "upgrade keeps last-good: tetherd restarted (pid $old_pid -> another), loaded last-good, at version $V1, nginx serves backend-a" \
 		cts "wait_until 20 active_again tetherd $old_pid &&
-		     journalctl -u tetherd -o cat --no-pager | grep -q 'last-good: loaded' &&
+		     journalctl -u tetherd --since '$since' -o cat --no-pager | grep -q 'last-good: loaded' &&
 		     wait_until 20 agent_at $V1 && answers backend-a"
 	check_eq "upgrade keeps the admin token" "$tok" "$(cts 'sha256sum /etc/tether/admin.token')"
 	check "upgrade keeps the plane's store (route/root still there) and the plane runs" \
@@ -426,7 +496,7 @@ else
 fi
 timing "install, configure, upgrade"
 
-# ---- 7. the units: verify, exposure, sandbox -------------------------------------------------------------
+# ---- 9. the units: verify, exposure, sandbox -------------------------------------------------------------
 check "systemd-analyze verify: tether-plane.service, tetherd.service (with the nginx drop-in), tetherd.path" \
 	cts 'out=$(systemd-analyze verify --man=no tether-plane.service tetherd.service tetherd.path 2>&1); echo "$out"; [ -z "$out" ]'
 check "systemd-analyze verify: tetherd.service with the haproxy drop-in" \
@@ -438,8 +508,8 @@ e_base=$(cts 'with_dropin none exposure tetherd.service')
 e_haproxy=$(cts 'with_dropin haproxy exposure tetherd.service')
 check "systemd-analyze security --offline=yes tether-plane.service: $e_plane (at most 2.0)" le "$e_plane" 2.0
 # the agent's figures as docs/packaging.md gives them: a rise is a regression
-check "systemd-analyze security --offline=yes tetherd.service: $e_base alone (at most 1.7), $e_nginx with the nginx drop-in (at most 2.2), $e_haproxy with the haproxy drop-in (at most 2.3)" \
-	sh -c "$(declare -f le); le '$e_base' 1.7 && le '$e_nginx' 2.2 && le '$e_haproxy' 2.3"
+check "systemd-analyze security --offline=yes tetherd.service: $e_base alone (at most 1.6), $e_nginx with the nginx drop-in (at most 2.2), $e_haproxy with the haproxy drop-in (at most 1.9)" \
+	sh -c "$(declare -f le); le '$e_base' 1.6 && le '$e_nginx' 2.2 && le '$e_haproxy' 1.9"
 check "the agent's sandbox holds: /etc, /usr, /var/lib read-only, /home empty, /etc/nginx/tether and /var/lib/tetherd writable, capabilities CAP_CHOWN CAP_DAC_OVERRIDE CAP_NET_BIND_SERVICE only, no new privileges, a seccomp filter" \
 	cts 'p=$(mainpid tetherd)
 	     ! ns $p touch /etc/tether/x 2>/dev/null && ! ns $p touch /usr/x 2>/dev/null && ! ns $p touch /var/lib/x 2>/dev/null &&
@@ -453,7 +523,7 @@ check "the plane's sandbox holds: the user tether, no capabilities, a seccomp fi
 	     ! ns $p touch /etc/tether/x 2>/dev/null'
 timing units
 
-# ---- 8. traffic follows the plane ------------------------------------------------------------------------
+# ---- 10. traffic follows the plane ------------------------------------------------------------------------
 V2=$(cts "put_version route/root '{\"listener\":\"main\",\"host\":\"*\",\"path\":\"/\",\"cluster\":\"b\"}'")
 check "a change through tetherctl (route/root -> cluster b, version $V2) reaches nginx: / answers backend-b" \
 	cts "wait_until 15 answers backend-b && wait_until 10 agent_at $V2 && wait_until 10 acked $V2"
@@ -479,7 +549,7 @@ check "removing the refused change (version $V4) brings the agent back to synced
 	cts "wait_until 20 agent_at $V4 && answers backend-b"
 timing traffic
 
-# ---- 9. restarts and the watchdog ---------------------------------------------------------------------------
+# ---- 11. restarts and the watchdog ---------------------------------------------------------------------------
 check "plane stopped, tetherd restarted: the agent boots from last-good (version $V4), says offline, nginx serves backend-b" \
 	cts "systemctl stop tether-plane && systemctl restart tetherd && is_active tetherd &&
 	     journalctl -u tetherd -o cat -n 20 --no-pager | grep -q 'last-good: loaded' &&
@@ -509,7 +579,7 @@ check "after the watchdog's restart the agent is synced at version $V4 and nginx
 	cts "systemctl restart tetherd && wait_until 20 agent_at $V4 && answers backend-b"
 timing "restarts and watchdog"
 
-# ---- 10. remove and purge ------------------------------------------------------------------------------------------
+# ---- 12. remove and purge ------------------------------------------------------------------------------------------
 check "dpkg --remove: services stopped, units and binaries gone, state, conffiles, token and user kept" \
 	cts 'dpkg --remove tetherd tether-plane tetherctl >/dev/null &&
 	     ! is_active tetherd && ! is_active tether-plane &&

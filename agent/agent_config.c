@@ -3,6 +3,7 @@
 #include "agent_config.h"
 #include "buf.h"
 #include "labels.h"
+#include "urllist.h"
 #include "metrics_http.h"
 #include "resource.h"
 #include "util.h"
@@ -11,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <unistd.h>
 
 static const char *const transports[] = { "sse", "poll", NULL };
@@ -147,39 +147,13 @@ static int planes_parse(struct agent_config *c, char *err, size_t errlen)
 {
 	planes_free(c);
 	c->planes = xcalloc(AGENT_MAX_PLANES, sizeof(*c->planes));
-	const char *p = c->plane;
-	for (;;) {
-		const char *end = p + strcspn(p, ",");
-		const char *s = p, *e = end;
-		while (s < e && (*s == ' ' || *s == '\t'))
-			s++;
-		while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '/'))
-			e--;
-		if (s == e) {
-			snprintf(err, errlen, "plane: an empty URL in '%s'", c->plane);
-			return -1;
-		}
-		size_t n = (size_t)(e - s);
-		size_t scheme = strncmp(s, "http://", 7) == 0 ? 7 : strncmp(s, "https://", 8) == 0 ? 8 : 0;
-		if (!scheme || n <= scheme) {
-			snprintf(err, errlen, "plane: '%.*s' must be an http:// or https:// URL", (int)n, s);
-			return -1;
-		}
-		if (c->nplanes == AGENT_MAX_PLANES) {
-			snprintf(err, errlen, "plane: more than %d URLs", AGENT_MAX_PLANES);
-			return -1;
-		}
-		for (size_t i = 0; i < c->nplanes; i++) {
-			if (strlen(c->planes[i]) == n && strncasecmp(c->planes[i], s, n) == 0) {
-				snprintf(err, errlen, "plane: '%.*s' is listed twice", (int)n, s);
-				return -1;
-			}
-		}
-		c->planes[c->nplanes++] = xstrndup(s, n);
-		if (!*end)
-			break;
-		p = end + 1;
+	char inner[512];
+	int n = urllist_parse(c->plane, c->planes, AGENT_MAX_PLANES, inner, sizeof(inner));
+	if (n < 0) {
+		snprintf(err, errlen, "plane: %s", inner);
+		return -1;
 	}
+	c->nplanes = (size_t)n;
 	struct buf joined = BUF_INIT;
 	for (size_t i = 0; i < c->nplanes; i++)
 		buf_printf(&joined, "%s%s", i ? "," : "", c->planes[i]);

@@ -2,6 +2,7 @@
  * that turns a failed request into the message tetherctl prints, and when
  * a failed one may go to the next plane of --plane A,B (see client.h). */
 #include "client.h"
+#include "urllist.h"
 #include "credentials.h"
 #include "json.h"
 #include "log.h"
@@ -13,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 struct client {
 	CURL *curl;
@@ -246,49 +246,12 @@ bool client_try_next(const struct client *c, const char *method, bool *unsure)
 
 int client_planes(const char *list, char **urls, char *err, size_t errlen)
 {
-	int n = 0;
-	const char *p = list;
-	for (;;) {
-		const char *end = p + strcspn(p, ",");
-		const char *s = p, *e = end;
-		while (s < e && (*s == ' ' || *s == '\t'))
-			s++;
-		while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '/'))
-			e--;
-		size_t len = (size_t)(e - s);
-		size_t scheme = strncmp(s, "http://", 7) == 0 ? 7 : strncmp(s, "https://", 8) == 0 ? 8 : 0;
-		if (!len) {
-			snprintf(err, errlen, "an empty URL in '%s'", list);
-			goto fail;
-		}
-		if (!scheme || len <= scheme) {
-			snprintf(err, errlen, "'%.*s' must be an http:// or https:// URL", (int)len, s);
-			goto fail;
-		}
-		if (n == CLIENT_MAX_PLANES) {
-			snprintf(err, errlen, "more than %d URLs", CLIENT_MAX_PLANES);
-			goto fail;
-		}
-		for (int i = 0; i < n; i++) {
-			if (strlen(urls[i]) == len && strncasecmp(urls[i], s, len) == 0) {
-				snprintf(err, errlen, "'%.*s' is listed twice", (int)len, s);
-				goto fail;
-			}
-		}
-		urls[n++] = xstrndup(s, len);
-		if (!*end)
-			return n;
-		p = end + 1;
-	}
-fail:
-	client_planes_free(urls, n);
-	return -1;
+	return urllist_parse(list, urls, CLIENT_MAX_PLANES, err, errlen);
 }
 
 void client_planes_free(char **urls, int n)
 {
-	for (int i = 0; i < n; i++)
-		free(urls[i]);
+	urllist_free(urls, n);
 }
 
 void client_escape(struct buf *out, const char *s, bool keep_slash)

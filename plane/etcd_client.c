@@ -8,6 +8,7 @@
 #include "etcd_client.h"
 #include "buf.h"
 #include "log.h"
+#include "urllist.h"
 #include "util.h"
 #include "xmalloc.h"
 
@@ -121,34 +122,18 @@ int etcd_kv_decode(const cJSON *kv, bool deleted, struct etcd_kv *out)
 	return 0;
 }
 
-static void split_endpoints(struct etcd *e, const char *list)
-{
-	char *copy = xstrdup(list), *save = NULL;
-	for (char *t = strtok_r(copy, ",", &save); t && e->n < MAX_ENDPOINTS; t = strtok_r(NULL, ",", &save)) {
-		size_t l = strlen(t);
-		while (l && t[l - 1] == '/')
-			t[--l] = '\0';
-		if (l)
-			e->endpoints[e->n++] = xstrdup(t);
-	}
-	free(copy);
-}
-
 struct etcd *etcd_open(const struct etcd_opts *o, char *err, size_t errlen)
 {
 	struct etcd *e = xcalloc(1, sizeof(*e));
 	pthread_mutex_init(&e->auth_lock, NULL);
-	split_endpoints(e, o->endpoints ? o->endpoints : "");
 	e->timeout_s = o->timeout_s > 0 ? o->timeout_s : 5;
-	if (e->n == 0) {
-		snprintf(err, errlen, "etcd: no endpoint (give --etcd URL[,URL...])");
+	char inner[512];
+	int n = urllist_parse(o->endpoints ? o->endpoints : "", e->endpoints, MAX_ENDPOINTS, inner, sizeof(inner));
+	if (n < 0) {
+		snprintf(err, errlen, "etcd: %s", inner);
 		goto fail;
 	}
-	for (size_t i = 0; i < e->n; i++)
-		if (strncmp(e->endpoints[i], "http://", 7) != 0 && strncmp(e->endpoints[i], "https://", 8) != 0) {
-			snprintf(err, errlen, "etcd: '%s' is not an http:// or https:// URL", e->endpoints[i]);
-			goto fail;
-		}
+	e->n = (size_t)n;
 	e->ca = o->ca ? xstrdup(o->ca) : NULL;
 	e->cert = o->cert ? xstrdup(o->cert) : NULL;
 	e->key = o->key ? xstrdup(o->key) : NULL;

@@ -129,6 +129,7 @@ struct agent {
 	struct {
 		uint64_t merged;             /* pushes folded into a later one's apply */
 		uint64_t stream_opens;       /* streams opened: all but the first are reconnects */
+		uint64_t plane_moves;        /* moves to the next plane of --plane's list */
 		int64_t last_contact;        /* wall seconds the plane last confirmed what runs */
 		struct apply_hist phase[APPLY_PHASES];
 	} m;

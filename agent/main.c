@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#define SYNOPSIS "[-c FILE] [--plane URL] [--node ID] [--state-dir DIR] [--output-dir DIR]\n" \
+#define SYNOPSIS "[-c FILE] [--plane URL[,URL...]] [--node ID] [--state-dir DIR] [--output-dir DIR]\n" \
 		 "               [--transport sse|poll] [--labels k=v,...] [--consumer files|nginx|haproxy]\n" \
 		 "               [--check CMD] [--reload CMD] [--strict] [--stream-timeout SECONDS]\n" \
 		 "               [--once] [--check-config] [options]"

@@ -91,6 +91,8 @@ void metrics_text(const struct agent *a, struct buf *b, bool live)
 		      a->m.last_contact ? (long long)(wall_seconds() - a->m.last_contact) : -1LL);
 	counter(b, "tetherd_stream_reconnects_total", "Streams opened again after the first.",
 		a->m.stream_opens > 1 ? a->m.stream_opens - 1 : 0);
+	counter(b, "tetherd_plane_moves_total", "Moves to the next plane of the list after a failure.",
+		a->m.plane_moves);
 	struct lastgood_info li = { 0 };
 	if (a->lg)
 		lastgood_info(a->lg, &li);

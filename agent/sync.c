@@ -61,6 +61,7 @@ static void move_on(struct agent *a, const char *why)
 		return;
 	const char *from = sync_plane(a);
 	a->plane_idx = (a->plane_idx + 1) % a->cfg.nplanes;
+	a->m.plane_moves++;
 	/* the first move of an outage is news; later rounds over planes
 	 * that are all down are not */
 	if (a->plane_failures <= 1)

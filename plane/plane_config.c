@@ -129,6 +129,13 @@ int plane_config_check(struct plane_config *c, char *err, size_t errlen)
 		snprintf(err, errlen, "the --etcd options need --store etcd");
 		return -1;
 	}
+	if (etcd && strcmp(c->rollout, "staged") == 0) {
+		/* each replica would run its own controller over the same
+		 * versions: refused until one controller is elected */
+		snprintf(err, errlen, "--rollout staged does not run over --store etcd yet (one rollout controller "
+			 "for all replicas is not built); use --rollout immediate, or the embedded store");
+		return -1;
+	}
 	if ((c->etcd_cert == NULL) != (c->etcd_key == NULL)) {
 		snprintf(err, errlen, "--etcd-cert and --etcd-key go together");
 		return -1;

@@ -24,7 +24,7 @@ start_plane p --signing-key "$WORK/signing" --heartbeat 0.5
 check "the plane signs with the old key" grep -q "signed with key $OLD" "$PLANE_LOG"
 PORT=$PLANE_PORT   # restarts come back on it
 start_agent n1 --trust "$WORK/trust"
-start_agent n2 --trust "$WORK/trust" --transport poll --poll-wait 1 --max-staleness 4
+start_agent n2 --trust "$WORK/trust" --transport poll --poll-wait 1 --max-staleness 4 --backoff-max 2
 # n3 missed the first step of the rotation: it trusts the old key only
 cp "$WORK/old.pub" "$WORK/trust3"
 start_agent n3 --trust "$WORK/trust3"
@@ -59,7 +59,7 @@ check "n1 keeps applying with the new key alone" wait_until 10 agent_at n1 3
 # ---- an offline boot verifies last-good with the new key alone ------------------------
 stop_pid "${APID[n1]}"
 stop_pid "$PLANE_PID"
-ALOG=n1-boot start_agent n1 --trust "$WORK/trust"
+ALOG=n1-boot start_agent n1 --trust "$WORK/trust" --backoff-max 2
 check "n1 boots from last-good with the plane down" wait_until 10 grep -q "loaded generation" "$WORK/n1-boot.log"
 check_eq "it serves version 3" 3 "$(st n1 version)"
 check "no generation was refused" bash -c "! grep -q refused '$WORK/n1-boot.log'"

@@ -11,6 +11,7 @@
 #include "rollout.h"
 #include "store.h"
 #include "validate.h"
+#include "writer.h"
 #include "xmalloc.h"
 
 #include <stdio.h>
@@ -27,70 +28,18 @@ static struct json_limits limits(struct plane *p, size_t max_bytes)
 
 /* Validates and commits changes; answers the request. Frees the bodies.
  * must_exist: a single DELETE, 404 when the name is not live (checked under
- * the write lock, so two concurrent deletes cannot both succeed). */
-static enum MHD_Result commit_and_answer(struct plane *p, struct MHD_Connection *c,
+ * the write lock, so two concurrent deletes cannot both succeed). With a
+ * writer thread (a shared backend) the request waits suspended and is
+ * answered when it is resumed (http.c). */
+static enum MHD_Result commit_and_answer(struct plane *p, struct MHD_Connection *c, struct request *r,
 					 struct store_change *ch, size_t n, bool must_exist)
 {
-	char err[ERRLEN];
-	uint64_t version;
-	bool changed;
-	int rc;
-
-	/* with replicas, another may commit first: validate again against
-	 * its newer state and retry, a few times */
-	for (int attempt = 0;; attempt++) {
-		store_write_lock(p->store);
-		if (must_exist) {
-			const struct store_entry *e = store_get(p->store, ch[0].name);
-			if (!e || !e->body) {
-				store_write_unlock(p->store);
-				for (size_t i = 0; i < n; i++)
-					free(ch[i].body);
-				return http_send_error(c, MHD_HTTP_NOT_FOUND, "no resource '%s'", ch[0].name);
-			}
-		}
-		uint64_t seen = store_version(p->store);
-		rc = validate_candidate(p->store, ch, n, p->cfg.max_resources, err, sizeof(err));
-		int cr = rc == 0 ? store_commit(p->store, ch, n, &version, &changed, err, sizeof(err)) : 0;
-		store_write_unlock(p->store);
-		if (cr == PERSIST_CONFLICT && attempt < 20) {
-			store_wait_version(p->store, seen + 1, 2000);
-			continue;
-		}
-		if (cr == PERSIST_UNAVAILABLE)
-			rc = -3;
-		else if (cr < 0)
-			rc = -2;
-		break;
-	}
-	for (size_t i = 0; i < n; i++)
-		free(ch[i].body);
-
-	if (rc == -1) {
-		atomic_fetch_add(&p->ctr.refused_writes, 1);
-		return http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT, "%s", err);
-	}
-	if (rc == -3) {
-		atomic_fetch_add(&p->ctr.write_errors, 1);
-		log_warn("store: write refused, the store is read-only: %s", err);
-		return http_send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE,
-				       "the store is read-only now (etcd has no quorum or cannot be reached); nothing was "
-				       "stored, try again: %s", err);
-	}
-	if (rc == -2) {
-		atomic_fetch_add(&p->ctr.write_errors, 1);
-		log_error("store: write failed, nothing stored: %s", err);
-		return http_send_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "store write failed, nothing was stored: %s", err);
-	}
-	if (changed) {
-		atomic_fetch_add(&p->ctr.writes, 1);
-		log_info("store: version %llu (%zu changes)", (unsigned long long)version, n);
-		hub_notify(p->hub, version);
-		rollout_step(p->rollout);   /* staged: the version becomes a rollout */
-	}
-	struct buf b = BUF_INIT;
-	buf_printf(&b, "{\"version\":%llu,\"changed\":%s}", (unsigned long long)version, changed ? "true" : "false");
-	return http_send_json(c, MHD_HTTP_OK, &b);
+	r->job = writer_submit(p->writer, c, ch, n, must_exist);
+	if (r->job)
+		return MHD_YES;
+	struct write_result res;
+	writer_commit(p, ch, n, must_exist, &res);
+	return http_send(c, res.status, "application/json", &res.body, false);
 }
 
 #define REDACTED "[redacted]"
@@ -163,7 +112,7 @@ enum MHD_Result api_resource(struct plane *p, struct MHD_Connection *c, struct r
 
 	if (strcmp(method, "DELETE") == 0) {
 		struct store_change ch = { .name = name };
-		return commit_and_answer(p, c, &ch, 1, true);
+		return commit_and_answer(p, c, r, &ch, 1, true);
 	}
 
 	/* PUT */
@@ -181,7 +130,7 @@ enum MHD_Result api_resource(struct plane *p, struct MHD_Connection *c, struct r
 		return http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT, "%s", err);
 	}
 	cJSON_Delete(body);
-	return commit_and_answer(p, c, &ch, 1, false);
+	return commit_and_answer(p, c, r, &ch, 1, false);
 }
 
 static int cmp_entry(const void *a, const void *b)
@@ -318,7 +267,7 @@ enum MHD_Result api_batch(struct plane *p, struct MHD_Connection *c, struct requ
 		ch[n].name = rm->valuestring;
 		n++;
 	}
-	ret = commit_and_answer(p, c, ch, n, false);
+	ret = commit_and_answer(p, c, r, ch, n, false);
 	free(ch);
 	cJSON_Delete(doc);
 	return ret;

@@ -4,6 +4,7 @@
 #include "auth.h"
 #include "gz.h"
 #include "hub.h"
+#include "writer.h"
 #include "log.h"
 #include "plane.h"
 #include "tls.h"
@@ -226,6 +227,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 			return ret;
 		return MHD_YES;
 	}
+	if (r->job) {
+		/* resumed: the writer thread has the answer */
+		struct write_result res;
+		if (!writer_take(r->job, &res))
+			return MHD_YES;
+		r->job = NULL;
+		return http_send(c, res.status, "application/json", &res.body, false);
+	}
 	if (*upload_size) {
 		if (!r->too_big && r->body.len + *upload_size > r->cap) {
 			r->too_big = true;
@@ -255,6 +264,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
 		return;
 	if (r->waiter)
 		hub_waiter_release(p->hub, r->waiter);
+	if (r->job)
+		writer_forget(p->writer, r->job);
 	buf_release(&r->body);
 	free(r);
 	*con_cls = NULL;

@@ -22,6 +22,7 @@ struct request {
 	uint64_t cap;               /* the most this request may upload */
 	bool too_big;
 	struct waiter *waiter;      /* a suspended long-poll */
+	struct write_job *job;      /* a suspended write (writer.c) */
 };
 
 int http_start(struct plane *p, char *err, size_t errlen);

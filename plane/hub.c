@@ -1,4 +1,5 @@
-/* hub.c: streams, long-poll waiters and the ticker (see hub.h). */
+/* hub.c: streams, long-poll waiters, the ticker (heartbeats, deadlines)
+ * and the keeper (what writes to the backend) (see hub.h). */
 #include "hub.h"
 #include "gz.h"
 #include "log.h"
@@ -69,8 +70,9 @@ struct hub {
 	struct plane *p;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	pthread_t ticker;
-	bool ticker_running, stop;
+	pthread_cond_t keeper_cond;     /* wakes the keeper to stop */
+	pthread_t ticker, keeper;
+	bool ticker_running, keeper_running, stop;
 	atomic_uint_fast64_t version;
 	struct stream *streams;
 	size_t nstreams;
@@ -85,6 +87,7 @@ struct hub *hub_new(struct plane *p, uint64_t version)
 	strmap_init(&h->by_node);
 	pthread_mutex_init(&h->lock, NULL);
 	pthread_cond_init(&h->cond, NULL);
+	pthread_cond_init(&h->keeper_cond, NULL);
 	atomic_init(&h->version, version);
 	return h;
 }
@@ -523,9 +526,7 @@ static void *ticker_main(void *arg)
 	struct hub *h = arg;
 	struct plane *p = h->p;
 	int64_t interval = (int64_t)(p->cfg.heartbeat * 1000);
-	int64_t next_hb = now_ms() + interval, next_flush = now_ms() + FLUSH_EVERY_MS;
-	int64_t next_prune = now_ms() + PRUNE_EVERY_MS, next_lag = now_ms() + LAG_EVERY_MS;
-	char err[512];
+	int64_t next_hb = now_ms() + interval, next_lag = now_ms() + LAG_EVERY_MS;
 
 	pthread_mutex_lock(&h->lock);
 	while (!h->stop) {
@@ -544,40 +545,65 @@ static void *ticker_main(void *arg)
 		}
 		pthread_mutex_unlock(&h->lock);
 
-		if (now >= next_flush) {
-			/* the rollout's gates: bake time, ACK timeouts, next rollout */
-			rollout_step(p->rollout);
-			if (nodes_flush(p->nodes, err, sizeof(err)) < 0)
-				log_warn("nodes: cannot save node records: %s (will retry)", err);
-			next_flush = now + FLUSH_EVERY_MS;
-		}
 		if (now >= next_lag) {
 			nodes_check_lag(p->nodes, atomic_load(&h->version));
 			notify_status(h);
 			next_lag = now + LAG_EVERY_MS;
 		}
-		/* the ticker takes the hub's and the store's locks: while it
-		 * turns, the plane is not wedged */
+		/* the ticker takes the hub's lock and sends the heartbeats:
+		 * while it turns, the plane is not wedged */
 		sdnotify_watchdog_tick();
-		if (now >= next_prune) {
-			store_write_lock(p->store);
-			if (store_prune_aged(p->store, wall_seconds(), err, sizeof(err)) < 0)
-				log_warn("store: cannot drop old tombstones: %s", err);
-			store_write_unlock(p->store);
-			next_prune = now + PRUNE_EVERY_MS;
-		}
 
 		pthread_mutex_lock(&h->lock);
 		if (h->stop)
 			break;
-		/* wake at the next heartbeat, flush or waiter deadline */
-		int64_t wake = next_hb < next_flush ? next_hb : next_flush;
+		/* wake at the next heartbeat, lag check or waiter deadline */
+		int64_t wake = next_hb < next_lag ? next_hb : next_lag;
 		for (struct waiter *w = h->waiters; w; w = w->next)
 			if (w->deadline_ms < wake)
 				wake = w->deadline_ms;
 		int64_t wait_ms = wake - now_ms();
 		if (wait_ms > 0)
 			wait_for(h, wait_ms);
+	}
+	pthread_mutex_unlock(&h->lock);
+	return NULL;
+}
+
+/* The keeper: what writes to the store's backend -- the rollout's gates,
+ * node records, old tombstones. Apart from the ticker, so a backend that
+ * stalls (etcd electing a leader) never holds up heartbeats. */
+static void *keeper_main(void *arg)
+{
+	struct hub *h = arg;
+	struct plane *p = h->p;
+	int64_t next_prune = now_ms() + PRUNE_EVERY_MS;
+	char err[512];
+	pthread_mutex_lock(&h->lock);
+	while (!h->stop) {
+		pthread_mutex_unlock(&h->lock);
+		/* the rollout's gates: bake time, ACK timeouts, next rollout */
+		rollout_step(p->rollout);
+		if (nodes_flush(p->nodes, err, sizeof(err)) < 0)
+			log_warn("nodes: cannot save node records: %s (will retry)", err);
+		if (now_ms() >= next_prune) {
+			store_write_lock(p->store);
+			if (store_prune_aged(p->store, wall_seconds(), err, sizeof(err)) < 0)
+				log_warn("store: cannot drop old tombstones: %s", err);
+			store_write_unlock(p->store);
+			next_prune = now_ms() + PRUNE_EVERY_MS;
+		}
+		pthread_mutex_lock(&h->lock);
+		if (!h->stop) {
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += FLUSH_EVERY_MS * 1000000L;
+			while (ts.tv_nsec >= 1000000000) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000;
+			}
+			pthread_cond_timedwait(&h->keeper_cond, &h->lock, &ts);
+		}
 	}
 	pthread_mutex_unlock(&h->lock);
 	return NULL;
@@ -590,6 +616,11 @@ int hub_start(struct hub *h, char *err, size_t errlen)
 		return -1;
 	}
 	h->ticker_running = true;
+	if (pthread_create(&h->keeper, NULL, keeper_main, h) != 0) {
+		snprintf(err, errlen, "cannot start the keeper thread");
+		return -1;
+	}
+	h->keeper_running = true;
 	return 0;
 }
 
@@ -608,10 +639,15 @@ void hub_stop(struct hub *h)
 	while (h->nstreams > 0 && now_ms() < until)
 		wait_for(h, 50);
 	pthread_cond_broadcast(&h->cond);
+	pthread_cond_broadcast(&h->keeper_cond);
 	pthread_mutex_unlock(&h->lock);
 	if (h->ticker_running) {
 		pthread_join(h->ticker, NULL);
 		h->ticker_running = false;
+	}
+	if (h->keeper_running) {
+		pthread_join(h->keeper, NULL);
+		h->keeper_running = false;
 	}
 }
 
@@ -622,5 +658,6 @@ void hub_free(struct hub *h)
 	strmap_release(&h->by_node);
 	pthread_mutex_destroy(&h->lock);
 	pthread_cond_destroy(&h->cond);
+	pthread_cond_destroy(&h->keeper_cond);
 	free(h);
 }

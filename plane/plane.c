@@ -2,6 +2,7 @@
  * plane.h). */
 #include "plane.h"
 #include "persist.h"
+#include "writer.h"
 #include "digests.h"
 #include "http.h"
 #include "hub.h"
@@ -211,6 +212,10 @@ int plane_start(struct plane *p, char *err, size_t errlen)
 	struct persist_follow f = { .ctx = p, .store = follow_cb, .node = follow_node, .token = follow_token };
 	if (p->persist->ops->follow && p->persist->ops->follow(p->persist, &f, err, errlen) < 0)
 		return -1;
+	/* a commit to etcd may wait seconds: never on the threads that
+	 * serve the streams */
+	if (p->persist->ops->follow && !(p->writer = writer_start(p, err, errlen)))
+		return -1;
 	if (http_start(p, err, errlen) < 0)
 		return -1;
 	if (p->cfg.insecure) {
@@ -238,6 +243,8 @@ void plane_stop(struct plane *p)
 		http_quiesce(p);
 	if (p->hub)
 		hub_stop(p->hub);
+	writer_stop(p->writer);   /* answers what waits; the requests resume */
+	p->writer = NULL;
 	http_stop(p);
 	if (p->nodes && nodes_flush(p->nodes, err, sizeof(err)) < 0)
 		log_error("nodes: cannot save node records at exit: %s", err);

@@ -63,6 +63,7 @@ struct plane_counters {
 struct plane {
 	struct plane_config cfg;
 	struct persist *persist;       /* the store's backend (--store) */
+	struct writer *writer;         /* writes off MHD's threads (a shared backend) */
 	struct store *store;
 	struct nodes *nodes;
 	struct pushcache *pushes;

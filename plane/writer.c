@@ -1,0 +1,260 @@
+/* writer.c: resource writes (see writer.h): the commit with its retries
+ * and answer, and the writer thread that runs them for suspended
+ * requests, in arrival order. */
+#include "writer.h"
+#include "hub.h"
+#include "log.h"
+#include "plane.h"
+#include "rollout.h"
+#include "validate.h"
+#include "xmalloc.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct write_job {
+	struct MHD_Connection *c;
+	struct store_change *ch;
+	char **names;
+	size_t n;
+	bool must_exist;
+	bool done;                   /* res is ready (the writer resumed c) */
+	bool forgotten;              /* the request went away: free when done */
+	struct write_result res;
+	struct write_job *next;
+};
+
+struct writer {
+	struct plane *p;
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct write_job *head, *tail;
+	bool stop;
+};
+
+static void error_result(struct write_result *res, unsigned status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void error_result(struct write_result *res, unsigned status, const char *fmt, ...)
+{
+	char msg[2048];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	res->status = status;
+	buf_init(&res->body);
+	buf_puts(&res->body, "{\"error\":");
+	buf_json_string(&res->body, msg);
+	buf_puts(&res->body, "}\n");
+}
+
+void writer_commit(struct plane *p, struct store_change *ch, size_t n, bool must_exist, struct write_result *res)
+{
+	char err[1024];
+	uint64_t version = 0;
+	bool changed = false;
+	int rc;
+
+	/* with replicas, another may commit first: validate again against
+	 * its newer state and retry, a few times */
+	for (int attempt = 0;; attempt++) {
+		store_write_lock(p->store);
+		if (must_exist) {
+			const struct store_entry *e = store_get(p->store, ch[0].name);
+			if (!e || !e->body) {
+				store_write_unlock(p->store);
+				for (size_t i = 0; i < n; i++)
+					free(ch[i].body);
+				error_result(res, MHD_HTTP_NOT_FOUND, "no resource '%s'", ch[0].name);
+				return;
+			}
+		}
+		uint64_t seen = store_version(p->store);
+		rc = validate_candidate(p->store, ch, n, p->cfg.max_resources, err, sizeof(err));
+		int cr = rc == 0 ? store_commit(p->store, ch, n, &version, &changed, err, sizeof(err)) : 0;
+		store_write_unlock(p->store);
+		if (cr == PERSIST_CONFLICT && attempt < 20) {
+			store_wait_version(p->store, seen + 1, 2000);
+			continue;
+		}
+		if (cr == PERSIST_UNAVAILABLE)
+			rc = -3;
+		else if (cr < 0)
+			rc = -2;
+		break;
+	}
+	for (size_t i = 0; i < n; i++)
+		free(ch[i].body);
+
+	if (rc == -1) {
+		atomic_fetch_add(&p->ctr.refused_writes, 1);
+		error_result(res, MHD_HTTP_UNPROCESSABLE_CONTENT, "%s", err);
+		return;
+	}
+	if (rc == -3) {
+		atomic_fetch_add(&p->ctr.write_errors, 1);
+		log_warn("store: write refused, the store is read-only: %s", err);
+		error_result(res, MHD_HTTP_SERVICE_UNAVAILABLE,
+			     "the store is read-only now (etcd has no quorum or cannot be reached); nothing was stored, "
+			     "try again: %s", err);
+		return;
+	}
+	if (rc == -2) {
+		atomic_fetch_add(&p->ctr.write_errors, 1);
+		log_error("store: write failed, nothing stored: %s", err);
+		error_result(res, MHD_HTTP_INTERNAL_SERVER_ERROR, "store write failed, nothing was stored: %s", err);
+		return;
+	}
+	if (changed) {
+		atomic_fetch_add(&p->ctr.writes, 1);
+		log_info("store: version %llu (%zu changes)", (unsigned long long)version, n);
+		hub_notify(p->hub, version);
+		rollout_step(p->rollout);   /* staged: the version becomes a rollout */
+	}
+	res->status = MHD_HTTP_OK;
+	buf_init(&res->body);
+	buf_printf(&res->body, "{\"version\":%llu,\"changed\":%s}", (unsigned long long)version,
+		   changed ? "true" : "false");
+}
+
+static void job_free(struct write_job *j)
+{
+	for (size_t i = 0; i < j->n; i++) {
+		free(j->names[i]);
+		free(j->ch[i].body);
+	}
+	free(j->names);
+	free(j->ch);
+	buf_release(&j->res.body);
+	free(j);
+}
+
+/* Hands the answer over and wakes the request (or frees a forgotten job). */
+static void finish(struct writer *w, struct write_job *j)
+{
+	pthread_mutex_lock(&w->lock);
+	j->done = true;
+	bool gone = j->forgotten;
+	if (!gone)
+		MHD_resume_connection(j->c);
+	pthread_mutex_unlock(&w->lock);
+	if (gone)
+		job_free(j);
+}
+
+static void *writer_main(void *arg)
+{
+	struct writer *w = arg;
+	pthread_mutex_lock(&w->lock);
+	for (;;) {
+		while (!w->stop && !w->head)
+			pthread_cond_wait(&w->cond, &w->lock);
+		struct write_job *j = w->head;
+		if (!j)
+			break;   /* stopping, nothing queued */
+		w->head = j->next;
+		if (!w->head)
+			w->tail = NULL;
+		bool stopping = w->stop;
+		pthread_mutex_unlock(&w->lock);
+		if (stopping) {
+			for (size_t i = 0; i < j->n; i++) {
+				free(j->ch[i].body);
+				j->ch[i].body = NULL;
+			}
+			error_result(&j->res, MHD_HTTP_SERVICE_UNAVAILABLE, "the plane is shutting down; nothing was stored");
+		} else {
+			writer_commit(w->p, j->ch, j->n, j->must_exist, &j->res);
+			for (size_t i = 0; i < j->n; i++)
+				j->ch[i].body = NULL;   /* writer_commit freed them */
+		}
+		finish(w, j);
+		pthread_mutex_lock(&w->lock);
+	}
+	pthread_mutex_unlock(&w->lock);
+	return NULL;
+}
+
+struct writer *writer_start(struct plane *p, char *err, size_t errlen)
+{
+	struct writer *w = xcalloc(1, sizeof(*w));
+	w->p = p;
+	pthread_mutex_init(&w->lock, NULL);
+	pthread_cond_init(&w->cond, NULL);
+	if (pthread_create(&w->thread, NULL, writer_main, w) != 0) {
+		snprintf(err, errlen, "cannot start the writer thread");
+		pthread_mutex_destroy(&w->lock);
+		pthread_cond_destroy(&w->cond);
+		free(w);
+		return NULL;
+	}
+	return w;
+}
+
+void writer_stop(struct writer *w)
+{
+	if (!w)
+		return;
+	pthread_mutex_lock(&w->lock);
+	w->stop = true;
+	pthread_cond_broadcast(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+	pthread_join(w->thread, NULL);
+	pthread_mutex_destroy(&w->lock);
+	pthread_cond_destroy(&w->cond);
+	free(w);
+}
+
+struct write_job *writer_submit(struct writer *w, struct MHD_Connection *c, struct store_change *ch, size_t n,
+				bool must_exist)
+{
+	if (!w)
+		return NULL;
+	struct write_job *j = xcalloc(1, sizeof(*j));
+	j->c = c;
+	j->n = n;
+	j->must_exist = must_exist;
+	j->ch = xcalloc(n ? n : 1, sizeof(*j->ch));
+	j->names = xcalloc(n ? n : 1, sizeof(*j->names));
+	for (size_t i = 0; i < n; i++) {
+		j->ch[i] = ch[i];                       /* the body is the job's now */
+		j->names[i] = xstrdup(ch[i].name);      /* the request's memory goes with it */
+		j->ch[i].name = j->names[i];
+		ch[i].body = NULL;
+	}
+	MHD_suspend_connection(c);
+	pthread_mutex_lock(&w->lock);
+	if (w->tail)
+		w->tail->next = j;
+	else
+		w->head = j;
+	w->tail = j;
+	pthread_cond_signal(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+	return j;
+}
+
+bool writer_take(struct write_job *j, struct write_result *res)
+{
+	if (!j->done)
+		return false;
+	*res = j->res;
+	buf_init(&j->res.body);
+	job_free(j);
+	return true;
+}
+
+void writer_forget(struct writer *w, struct write_job *j)
+{
+	pthread_mutex_lock(&w->lock);
+	bool done = j->done;
+	j->forgotten = true;
+	pthread_mutex_unlock(&w->lock);
+	if (done)
+		job_free(j);
+}

@@ -1,0 +1,46 @@
+/* writer.h: resource writes off libmicrohttpd's threads, for a backend
+ * whose commit may wait seconds (etcd electing a leader): the request is
+ * suspended, one writer thread validates and commits, and the request is
+ * resumed with the answer. With the embedded store writes stay on the
+ * request's thread (a commit is one fsync). */
+#ifndef TETHER_WRITER_H
+#define TETHER_WRITER_H
+
+#include <microhttpd.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "buf.h"
+#include "store.h"
+
+struct plane;
+
+/* One write's answer. */
+struct write_result {
+	unsigned status;
+	struct buf body;             /* JSON */
+};
+
+/* Validates and commits changes (bodies taken, names borrowed), retrying
+ * when another replica wrote first; fills res. must_exist: a single
+ * DELETE, 404 when the name is not live. Any thread. */
+void writer_commit(struct plane *p, struct store_change *ch, size_t n, bool must_exist, struct write_result *res);
+
+struct writer;
+struct writer *writer_start(struct plane *p, char *err, size_t errlen);
+/* Finishes the write in hand; those still queued are answered 503. */
+void writer_stop(struct writer *w);
+
+/* A suspended write: changes copied (names too), the connection suspended
+ * until the answer is ready; NULL when there is no writer (answer at once
+ * with writer_commit). */
+struct write_job;
+struct write_job *writer_submit(struct writer *w, struct MHD_Connection *c, struct store_change *ch, size_t n,
+				bool must_exist);
+/* After the resume: the answer, if the job is done (true), and the job
+ * freed. */
+bool writer_take(struct write_job *j, struct write_result *res);
+/* A request completed while its job was queued (the client left). */
+void writer_forget(struct writer *w, struct write_job *j);
+
+#endif

@@ -28,6 +28,9 @@
  * --tls-name or HOST; --cert/--key present a client certificate). The byte
  * figures then count the HTTP bytes inside TLS, not the records.
  *
+ * With --failover HOST:PORT (bench/etcd.sh, t0820) the reconnects go to
+ * that other plane (a replica), as tetherd's --plane A,B does.
+ *
  * With --reconnect (bench/trust.sh) a stream that ends or fails after its
  * first event reconnects after a delay drawn uniformly from
  * 0..--reconnect-jitter ms (again after every failed attempt), claiming the
@@ -93,6 +96,7 @@ struct stream {
 	bool chunked, gzip, got_first, got_target, counted_inflight;
 	bool live;            /* had the first event on its current connection */
 	bool back;            /* --reconnect: lost, and live again (counted in n_back) */
+	bool lost;            /* --reconnect: lost once (--failover: reconnects go to the other plane) */
 	uint16_t status;
 	uint32_t watching;    /* the epoll events asked for */
 	gnutls_session_t tls; /* --tls: this connection's session */
@@ -168,13 +172,14 @@ struct ackc {
 
 struct config {
 	struct sockaddr_in dst;
+	struct sockaddr_in alt;      /* --failover: where lost streams come back */
 	char host[64];
 	unsigned port;
 	uint64_t n, version, wait_push, rounds, concurrency, sources, timeout_s, linger_s;
 	uint64_t zones, ack_conns, reconnect_jitter_ms;
 	const char *prefix, *start_file, *start_arg, *nack_marker;
 	const char *ca_file, *cert_file, *key_file, *tls_name, *tls_priority;
-	bool gzip, per_stream, ack, tls, reconnect;
+	bool gzip, per_stream, ack, tls, reconnect, failover;
 };
 
 static struct config cfg;
@@ -415,6 +420,7 @@ static uint32_t heap_pop(void)
 static void schedule_reconnect(struct stream *st)
 {
 	stream_close(st);
+	st->lost = true;
 	st->state = ST_WAIT;
 	st->status = 0;
 	st->hlen = st->slen = 0;
@@ -499,7 +505,9 @@ static int stream_connect(struct stream *st, size_t i)
 			return -1;
 		}
 	}
-	if (connect(fd, (struct sockaddr *)&cfg.dst, sizeof(cfg.dst)) < 0 && errno != EINPROGRESS) {
+	/* --failover: once a stream was lost, it comes back on the other plane */
+	const struct sockaddr_in *to = st->lost && cfg.failover ? &cfg.alt : &cfg.dst;
+	if (connect(fd, (const struct sockaddr *)to, sizeof(*to)) < 0 && errno != EINPROGRESS) {
 		int e = errno;
 		close(fd);
 		errno = e;
@@ -1902,6 +1910,7 @@ static void usage(void)
 	      "  --tls-priority P   GnuTLS priority string (default " TLS_PRIORITY_DEFAULT ")\n"
 	      "  --cert FILE --key FILE  a client certificate for every stream\n"
 	      "  --reconnect        a stream that ends or fails reconnects; a last phase waits until all are back\n"
+	      "  --failover H:P     implies --reconnect: a lost stream comes back on this other plane\n"
 	      "  --reconnect-jitter MS  wait before each reconnect attempt: uniform in 0..MS (default 1000)\n",
 	      stderr);
 	exit(2);
@@ -2005,6 +2014,22 @@ static void parse_args(int argc, char **argv)
 			i++;
 		} else if (strcmp(a, "--reconnect") == 0) {
 			cfg.reconnect = true;
+		} else if (strcmp(a, "--failover") == 0) {
+			const char *c2 = strrchr(v, ':');
+			if (!c2)
+				die("--failover: '%s' is not HOST:PORT", v);
+			char h2[64];
+			if ((size_t)(c2 - v) >= sizeof(h2))
+				die("--failover: '%s' is not HOST:PORT", v);
+			memcpy(h2, v, (size_t)(c2 - v));
+			h2[c2 - v] = '\0';
+			cfg.alt.sin_family = AF_INET;
+			cfg.alt.sin_port = htons((uint16_t)num_arg(a, c2 + 1, 1, 65535));
+			if (inet_pton(AF_INET, h2, &cfg.alt.sin_addr) != 1)
+				die("--failover: '%s' is not an IPv4 address", h2);
+			cfg.failover = true;
+			cfg.reconnect = true;
+			i++;
 		} else if (strcmp(a, "--reconnect-jitter") == 0) {
 			cfg.reconnect_jitter_ms = num_arg(a, v, 0, 3600000);
 			i++;

@@ -75,6 +75,8 @@ enum MHD_Result api_metrics(struct plane *p, struct MHD_Connection *c)
 	metric(&b, "tether_write_errors_total", "counter", "Writes the store failed to persist.",
 	       atomic_load(&p->ctr.write_errors));
 	metric(&b, "tether_pushes_total", "counter", "Pushes sent on streams.", atomic_load(&p->ctr.pushes));
+	metric(&b, "tether_snapshots_total", "counter", "Pushes on streams that were snapshots (the whole state).",
+	       atomic_load(&p->ctr.snapshots));
 	metric(&b, "tether_push_bytes_total", "counter", "Bytes of pushes sent on streams.",
 	       atomic_load(&p->ctr.push_bytes));
 	metric(&b, "tether_heartbeats_total", "counter", "Heartbeats sent.", atomic_load(&p->ctr.heartbeats));

@@ -343,6 +343,8 @@ static bool make_push(struct stream *st, const char *pre, uint64_t from)
 	st->sent = b->version;
 	plane_sent(p, st->node, b->version, nonce, b->nup + b->nrm > 0);
 	atomic_fetch_add(&p->ctr.pushes, 1);
+	if (b->full)
+		atomic_fetch_add(&p->ctr.snapshots, 1);
 	atomic_fetch_add(&p->ctr.push_bytes, st->own_len + st->blob_len + st->trail_len);
 	return true;
 }

@@ -53,7 +53,7 @@ int plane_config_check(struct plane_config *c, char *err, size_t errlen);
 
 struct plane_counters {
 	atomic_uint_fast64_t writes, write_errors, refused_writes;
-	atomic_uint_fast64_t pushes, push_bytes, heartbeats;
+	atomic_uint_fast64_t pushes, snapshots, push_bytes, heartbeats;
 	atomic_uint_fast64_t polls, polls_not_modified;
 	atomic_uint_fast64_t streams_opened, streams_replaced;
 	atomic_uint_fast64_t requests;

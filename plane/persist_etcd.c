@@ -289,7 +289,8 @@ static int et_load(struct persist *p, persist_resource_cb cb, void *ctx, uint64_
 		}
 	}
 	if (rc == 0) {
-		qsort(lc.rows, lc.n, sizeof(*lc.rows), by_version);
+		if (lc.n)   /* qsort(NULL, 0) is undefined */
+			qsort(lc.rows, lc.n, sizeof(*lc.rows), by_version);
 		pthread_mutex_lock(&x->lock);
 		for (size_t i = 0; rc == 0 && i < lc.n; i++) {
 			const char *body;

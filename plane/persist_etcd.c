@@ -649,9 +649,6 @@ static void reload(struct persist_etcd *x)
 		size_t nch = 0, np = 0;
 		if (r == 0) {
 			ch = xcalloc(rc.n ? rc.n : 1, sizeof(*ch));
-			pthread_mutex_lock(&x->lock);
-			size_t nknown = x->nall;
-			pthread_mutex_unlock(&x->lock);
 			for (size_t i = 0; i < rc.n; i++)
 				strmap_put(&rc.seen, rc.names[i], 1);
 			for (size_t i = 0; r == 0 && i < rc.n; i++) {
@@ -684,16 +681,21 @@ static void reload(struct persist_etcd *x)
 				}
 				free(v);
 			}
-			/* what we knew and the listing does not hold was deleted */
+			/* what we knew and the listing does not hold was deleted --
+			 * unless this replica wrote it after the listing was read */
 			pthread_mutex_lock(&x->lock);
-			pruned = xcalloc(nknown + 1, sizeof(*pruned));
+			pruned = xcalloc(x->nall + 1, sizeof(*pruned));
 			for (size_t i = 0; i < x->nall; i++)
-				if (!strmap_get(&rc.seen, x->all[i]->name, NULL))
+				if (!strmap_get(&rc.seen, x->all[i]->name, NULL) && x->all[i]->rev <= rev)
 					pruned[np++] = xstrdup(x->all[i]->name);
 			for (size_t i = 0; i < np; i++)
 				modrev_del(x, pruned[i]);
-			for (size_t i = 0; i < rc.n; i++)
-				modrev_set(x, rc.names[i], rc.revs[i]);
+			for (size_t i = 0; i < rc.n; i++) {
+				intptr_t m;
+				/* a newer write of ours keeps its own revision */
+				if (!strmap_get(&x->by_name, rc.names[i], &m) || ((struct modrev *)m)->rev <= rc.revs[i])
+					modrev_set(x, rc.names[i], rc.revs[i]);
+			}
 			if (version > x->version)
 				x->version = version;
 			/* tombstones dropped while we did not watch: a node older than

@@ -151,6 +151,9 @@ struct persist_ops {
 	/* shared backends (NULL otherwise): follow what other replicas
 	 * commit, from just after what load read; and the figures */
 	int (*follow)(struct persist *p, const struct persist_follow *f, char *err, size_t errlen);
+	/* stops following: no callback runs once it returns (at shutdown,
+	 * before what the callbacks touch is freed) */
+	void (*unfollow)(struct persist *p);
 	void (*stats)(struct persist *p, struct persist_stats *st);
 };
 

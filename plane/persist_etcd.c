@@ -634,6 +634,11 @@ static void reload(struct persist_etcd *x)
 	struct persist *p = &x->base;
 	char err[512];
 	for (unsigned attempt = 0;; attempt++) {
+		pthread_mutex_lock(&x->lock);
+		bool following = x->w != NULL;
+		pthread_mutex_unlock(&x->lock);
+		if (!following)
+			return;   /* unfollow: shutting down */
 		char *prefix = persist_etcd_key(p, "res/");
 		struct reload_ctx rc = { .x = x, .plen = strlen(prefix) };
 		strmap_init(&rc.seen);
@@ -719,7 +724,13 @@ static void reload(struct persist_etcd *x)
 				 "deleted", (unsigned long long)rev, rc.n, fetched, np);
 			atomic_fetch_add(&x->reloads, 1);
 			hand_over(x, ch, nch, pruned, np, version, horizon);
-			etcd_watch_restart(x->w, rev);
+			pthread_mutex_lock(&x->lock);
+			struct etcd_watch *w = x->w;
+			pthread_mutex_unlock(&x->lock);
+			/* this runs on the watch's own thread: w is not freed under it
+			 * (unfollow joins this thread before it frees w) */
+			if (w)
+				etcd_watch_restart(w, rev);
 			return;
 		}
 		for (size_t i = 0; i < nch; i++) {
@@ -766,13 +777,28 @@ static int et_follow(struct persist *p, const struct persist_follow *f, char *er
 	return x->w ? 0 : -1;
 }
 
+static void et_unfollow(struct persist *p)
+{
+	struct persist_etcd *x = pe(p);
+	/* out of stats' sight first (it reads w under the lock), then
+	 * stopped outside the lock (the callbacks take it) */
+	pthread_mutex_lock(&x->lock);
+	struct etcd_watch *w = x->w;
+	x->w = NULL;
+	pthread_mutex_unlock(&x->lock);
+	etcd_watch_stop(w);   /* joins the thread: no callback after this */
+	memset(&x->follow, 0, sizeof(x->follow));
+}
+
 static void et_stats(struct persist *p, struct persist_stats *st)
 {
 	struct persist_etcd *x = pe(p);
 	memset(st, 0, sizeof(*st));
 	st->shared = true;
 	st->writable = atomic_load(&x->writable);
+	pthread_mutex_lock(&x->lock);
 	st->watch_opens = x->w ? etcd_watch_opens(x->w) : 0;
+	pthread_mutex_unlock(&x->lock);
 	st->revisions = atomic_load(&x->revisions);
 	st->reloads = atomic_load(&x->reloads);
 	st->reload_listed = atomic_load(&x->listed);
@@ -815,6 +841,7 @@ static const struct persist_ops persist_etcd_ops = {
 	.token_add = etcd_token_add,
 	.token_revoke = etcd_token_revoke,
 	.follow = et_follow,
+	.unfollow = et_unfollow,
 	.stats = et_stats,
 };
 

@@ -239,6 +239,10 @@ void plane_stop(struct plane *p)
 {
 	char err[512];
 	atomic_store(&p->stopping, true);
+	/* other replicas' changes stop here: what the follower touches (the
+	 * store, the nodes, the tokens, the hub) is freed below */
+	if (p->persist && p->persist->ops->unfollow)
+		p->persist->ops->unfollow(p->persist);
 	if (p->mhd)
 		http_quiesce(p);
 	if (p->hub)

@@ -10,7 +10,11 @@
 #       (BENCH_WRITES, 5), from just before the PUT until every stream has
 #       the push: one SQLite plane holding them all, and two etcd replicas
 #       holding half each (the write goes to the first; the second learns
-#       it through its watch). p99 over every stream, median over writes.
+#       it through its watch). p99 over every stream, median over writes;
+#   (d) the reconnect storm: BENCH_ETCD_FANOUT streams on one replica, which
+#       is killed (kill -9); every stream comes back on the other replica
+#       (sse_load --failover, as tetherd --plane A,B): time from the first
+#       loss until all are back, and the snapshots the survivor sent.
 # Results in BUILDDIR/bench-etcd.txt, raw output in BUILDDIR/bench-out/etcd/.
 if [ -z "${BASH_VERSION:-}" ]; then
 	exec bash "$0" "$@"
@@ -173,6 +177,26 @@ fs=$(fanout sq "$PORT_sqlite")
 log "fan-out: $FAN streams over two etcd replicas"
 fe=$(fanout et "$PORT_ea,$PORT_eb")
 
+log "reconnect storm: $FAN streams on a replica that is killed"
+start_plane sa --store etcd --etcd "$ETCD" --etcd-prefix /bench/
+start_plane sb --store etcd --etcd "$ETCD" --etcd-prefix /bench/
+vs=$(curl -fsS "http://127.0.0.1:$PORT_sa/v1/resources" | jq -r .version)
+"$LOAD_BIN" -n "$FAN" --version "$vs" --prefix storm- --failover "127.0.0.1:$PORT_sb" --timeout 300 \
+	"127.0.0.1:$PORT_sa" >"$OUT/storm.out" 2>"$OUT/storm.err" &
+sp=$!
+track "$sp"
+wait_for "$OUT/storm.out" '^ready=1' 300 || die "storm: streams did not open"
+sleep 2
+snap0=$(curl -fsS "http://127.0.0.1:$PORT_sb/metrics" | awk '$1 == "tether_snapshots_total" {print $2}')
+kill -KILL "$PID_sa"
+untrack "$PID_sa"
+wait_for "$OUT/storm.out" '^reconnect\.done=1' 300 || die "storm: not every stream came back"
+wait "$sp"
+untrack "$sp"
+snap1=$(curl -fsS "http://127.0.0.1:$PORT_sb/metrics" | awk '$1 == "tether_snapshots_total" {print $2}')
+storm_ms=$(kv "$OUT/storm.out" reconnect.all_back_ms)
+storm_back=$(kv "$OUT/storm.out" reconnect.back)
+
 {
 	bench_header "tether etcd store benchmark"
 	echo
@@ -184,4 +208,7 @@ fe=$(fanout et "$PORT_ea,$PORT_eb")
 	echo "(c) fan-out, $FAN streams, one write at a time, p99 over every stream (median of $WRITES writes):"
 	echo "    one SQLite plane:                        ${fs} ms"
 	echo "    two etcd replicas, $((FAN / 2)) streams each:   ${fe} ms (goal < 1000 ms)"
+	echo "(d) reconnect storm: $FAN streams on a replica killed with kill -9:"
+	echo "    $storm_back back on the other replica, all within ${storm_ms} ms of the first loss (goal < 10 s);"
+	echo "    snapshots the survivor sent: $((snap1 - snap0)) (goal 0)"
 } | tee "$RESULTS"

@@ -4,7 +4,7 @@
 #include "buf.h"
 #include "labels.h"
 #include "urllist.h"
-#include "metrics_http.h"
+#include "listen.h"
 #include "resource.h"
 #include "util.h"
 #include "xmalloc.h"
@@ -233,7 +233,7 @@ int agent_config_check(struct agent_config *c, char *err, size_t errlen)
 			return -1;
 		}
 	}
-	if (c->metrics_listen && metrics_http_parse(c->metrics_listen, NULL, 0, NULL) < 0) {
+	if (c->metrics_listen && listen_spec_check(c->metrics_listen) < 0) {
 		snprintf(err, errlen, "metrics-listen: '%s' is not HOST:PORT ([ADDR]:PORT for IPv6)", c->metrics_listen);
 		return -1;
 	}

@@ -4,6 +4,7 @@
  * answer or is dropped, and never holds the loop. */
 #include "metrics_http.h"
 #include "agent_int.h"
+#include "listen.h"
 #include "log.h"
 #include "util.h"
 
@@ -32,75 +33,20 @@ static int listen_fd = -1;
 static struct client clients[CLIENTS_MAX];
 static bool clients_ready;
 
-int metrics_http_parse(const char *spec, char *host, size_t hostlen, char *port)
-{
-	const char *colon, *h = spec, *hend;
-	if (spec[0] == '[') {
-		const char *close = strchr(spec, ']');
-		if (!close || close[1] != ':')
-			return -1;
-		h = spec + 1;
-		hend = close;
-		colon = close + 1;
-	} else {
-		colon = strrchr(spec, ':');
-		if (!colon || memchr(spec, ':', (size_t)(colon - spec)))
-			return -1;
-		hend = colon;
-	}
-	uint64_t p;
-	if (hend == h || parse_uint_range(colon + 1, 0, 65535, &p) < 0)
-		return -1;
-	if (host) {
-		if ((size_t)(hend - h) >= hostlen)
-			return -1;
-		memcpy(host, h, (size_t)(hend - h));
-		host[hend - h] = '\0';
-	}
-	if (port)
-		snprintf(port, 8, "%u", (unsigned)p);
-	return 0;
-}
-
 int metrics_http_open(struct agent *a, char *err, size_t errlen)
 {
-	char host[256], port[8];
 	if (!clients_ready) {
 		for (int i = 0; i < CLIENTS_MAX; i++)
 			clients[i].fd = -1;
 		clients_ready = true;
 	}
-	if (metrics_http_parse(a->cfg.metrics_listen, host, sizeof(host), port) < 0) {
-		snprintf(err, errlen, "metrics-listen: '%s' is not HOST:PORT", a->cfg.metrics_listen);
+	char real[300], lerr[512];
+	int fd = listen_tcp(a->cfg.metrics_listen, 16, real, sizeof(real), lerr, sizeof(lerr));
+	if (fd < 0) {
+		snprintf(err, errlen, "metrics-listen: %s", lerr);
 		return -1;
 	}
-	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE };
-	struct addrinfo *res = NULL;
-	int gai = getaddrinfo(host, port, &hints, &res);
-	if (gai != 0) {
-		snprintf(err, errlen, "metrics-listen: cannot resolve '%s': %s", host, gai_strerror(gai));
-		return -1;
-	}
-	int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	int one = 1;
-	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
-	    bind(fd, res->ai_addr, res->ai_addrlen) < 0 || listen(fd, 16) < 0) {
-		snprintf(err, errlen, "metrics-listen: cannot listen on '%s': %s", a->cfg.metrics_listen,
-			 strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		freeaddrinfo(res);
-		return -1;
-	}
-	freeaddrinfo(res);
-	struct sockaddr_storage ss;
-	socklen_t sl = sizeof(ss);
-	char shost[NI_MAXHOST] = "?", sport[NI_MAXSERV] = "?";
-	if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
-		getnameinfo((struct sockaddr *)&ss, sl, shost, sizeof(shost), sport, sizeof(sport),
-			    NI_NUMERICHOST | NI_NUMERICSERV);
-	log_info("metrics: serving http://%s%s%s:%s/metrics", strchr(shost, ':') ? "[" : "", shost,
-		 strchr(shost, ':') ? "]" : "", sport);
+	log_info("metrics: serving http://%s/metrics", real);
 	listen_fd = fd;
 	return 0;
 }

@@ -9,10 +9,6 @@
 
 struct agent;
 
-/* Splits "HOST:PORT" or "[ADDR]:PORT" into host (hostlen bytes) and port
- * (8 bytes); either may be NULL to only check. 0, or -1 when malformed. */
-int metrics_http_parse(const char *spec, char *host, size_t hostlen, char *port);
-
 /* Binds and listens on a->cfg.metrics_listen. 0, or -1 with err. */
 int metrics_http_open(struct agent *a, char *err, size_t errlen);
 /* Adds the descriptors to wait on to fds (room for max); returns how many. */

@@ -4,6 +4,7 @@
 #define TETHER_UTIL_H
 
 #include <dirent.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -23,6 +24,8 @@ int parse_bool(const char *s, bool *out);
 int64_t now_ms(void);
 /* Monotonic microseconds, for measuring. */
 int64_t now_us(void);
+/* pthread_cond_timedwait for at most ms milliseconds from now (m held). */
+void cond_wait_ms(pthread_cond_t *c, pthread_mutex_t *m, int64_t ms);
 /* Wall-clock seconds since the epoch, for records people read. */
 int64_t wall_seconds(void);
 /* Wall-clock milliseconds since the epoch. */

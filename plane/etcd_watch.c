@@ -285,17 +285,8 @@ static void *watch_main(void *arg)
 			attempt++;
 		int64_t wait = attempt ? (int64_t)(100 << (attempt > 5 ? 5 : attempt)) : 50;
 		pthread_mutex_lock(&w->lock);
-		if (!w->stop) {
-			struct timespec ts;
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_sec += wait / 1000;
-			ts.tv_nsec += (wait % 1000) * 1000000;
-			if (ts.tv_nsec >= 1000000000) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000;
-			}
-			pthread_cond_timedwait(&w->cond, &w->lock, &ts);
-		}
+		if (!w->stop)
+			cond_wait_ms(&w->cond, &w->lock, wait);
 		pthread_mutex_unlock(&w->lock);
 	}
 	return NULL;

@@ -4,6 +4,7 @@
 #include "auth.h"
 #include "gz.h"
 #include "hub.h"
+#include "listen.h"
 #include "writer.h"
 #include "log.h"
 #include "plane.h"
@@ -106,6 +107,13 @@ enum MHD_Result http_send_json(struct MHD_Connection *c, unsigned status, struct
 	return http_send(c, status, "application/json", body, true);
 }
 
+void http_error_body(struct buf *b, const char *msg)
+{
+	buf_puts(b, "{\"error\":");
+	buf_json_string(b, msg);
+	buf_puts(b, "}\n");
+}
+
 enum MHD_Result http_send_error(struct MHD_Connection *c, unsigned status, const char *fmt, ...)
 {
 	char msg[2048];
@@ -114,9 +122,7 @@ enum MHD_Result http_send_error(struct MHD_Connection *c, unsigned status, const
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	struct buf b = BUF_INIT;
-	buf_puts(&b, "{\"error\":");
-	buf_json_string(&b, msg);
-	buf_puts(&b, "}\n");
+	http_error_body(&b, msg);
 	log_debug("http: %u %s", status, msg);
 	return http_send(c, status, "application/json", &b, false);
 }
@@ -315,67 +321,14 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 	log_debug("http: %s", msg);
 }
 
-/* ---- listening socket --------------------------------------------------- */
-
-static int listen_on(const char *addr, char *real, size_t reallen, char *err, size_t errlen)
-{
-	char host[256];
-	const char *port;
-	if (addr[0] == '[') {
-		const char *end = strchr(addr, ']');
-		if (!end || end[1] != ':' || (size_t)(end - addr - 1) >= sizeof(host))
-			goto bad;
-		memcpy(host, addr + 1, (size_t)(end - addr - 1));
-		host[end - addr - 1] = '\0';
-		port = end + 2;
-	} else {
-		const char *colon = strrchr(addr, ':');
-		if (!colon || (size_t)(colon - addr) >= sizeof(host))
-			goto bad;
-		memcpy(host, addr, (size_t)(colon - addr));
-		host[colon - addr] = '\0';
-		port = colon + 1;
-	}
-	uint64_t pnum;
-	if (parse_uint_range(port, 0, 65535, &pnum) < 0)
-		goto bad;
-	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-				  .ai_flags = AI_PASSIVE | AI_NUMERICSERV }, *res;
-	int gai = getaddrinfo(host[0] ? host : NULL, port, &hints, &res);
-	if (gai) {
-		snprintf(err, errlen, "listen: cannot resolve '%s': %s", host, gai_strerror(gai));
-		return -1;
-	}
-	int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	int one = 1;
-	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
-	    bind(fd, res->ai_addr, res->ai_addrlen) < 0 || listen(fd, 4096) < 0) {
-		snprintf(err, errlen, "listen: cannot listen on %s: %s", addr, strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		freeaddrinfo(res);
-		return -1;
-	}
-	freeaddrinfo(res);
-	struct sockaddr_storage ss;
-	socklen_t sl = sizeof(ss);
-	char h[NI_MAXHOST], s[NI_MAXSERV];
-	if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0 &&
-	    getnameinfo((struct sockaddr *)&ss, sl, h, sizeof(h), s, sizeof(s), NI_NUMERICHOST | NI_NUMERICSERV) == 0)
-		snprintf(real, reallen, ss.ss_family == AF_INET6 ? "[%s]:%s" : "%s:%s", h, s);
-	else
-		snprintf(real, reallen, "%s", addr);
-	return fd;
-bad:
-	snprintf(err, errlen, "listen: '%s' is not HOST:PORT", addr);
-	return -1;
-}
-
 int http_start(struct plane *p, char *err, size_t errlen)
 {
-	p->listen_fd = listen_on(p->cfg.listen, p->listen_addr, sizeof(p->listen_addr), err, errlen);
-	if (p->listen_fd < 0)
+	char lerr[512];
+	p->listen_fd = listen_tcp(p->cfg.listen, 4096, p->listen_addr, sizeof(p->listen_addr), lerr, sizeof(lerr));
+	if (p->listen_fd < 0) {
+		snprintf(err, errlen, "listen: %s", lerr);
 		return -1;
+	}
 
 	unsigned limit = (unsigned)p->cfg.max_connections;
 	if (!limit) {

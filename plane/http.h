@@ -37,6 +37,8 @@ enum MHD_Result http_send(struct MHD_Connection *c, unsigned status, const char 
 enum MHD_Result http_send_headers(struct MHD_Connection *c, unsigned status, const char *type,
 				  struct buf *body, bool gzip_ok, const char *const *headers);
 enum MHD_Result http_send_json(struct MHD_Connection *c, unsigned status, struct buf *body);
+/* {"error": msg} and a newline, the body of every error answer. */
+void http_error_body(struct buf *b, const char *msg);
 enum MHD_Result http_send_error(struct MHD_Connection *c, unsigned status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 

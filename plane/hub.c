@@ -501,15 +501,7 @@ void hub_waiter_release(struct hub *h, struct waiter *w)
 /* Waits on h->cond (h->lock held) for at most ms milliseconds. */
 static void wait_for(struct hub *h, int64_t ms)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (ms % 1000) * 1000000;
-	if (ts.tv_nsec >= 1000000000) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000;
-	}
-	pthread_cond_timedwait(&h->cond, &h->lock, &ts);
+	cond_wait_ms(&h->cond, &h->lock, ms);
 }
 
 /* systemd's STATUS= line: what `systemctl status tether-plane` shows. */
@@ -596,16 +588,8 @@ static void *keeper_main(void *arg)
 			next_prune = now_ms() + PRUNE_EVERY_MS;
 		}
 		pthread_mutex_lock(&h->lock);
-		if (!h->stop) {
-			struct timespec ts;
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_nsec += FLUSH_EVERY_MS * 1000000L;
-			while (ts.tv_nsec >= 1000000000) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000;
-			}
-			pthread_cond_timedwait(&h->keeper_cond, &h->lock, &ts);
-		}
+		if (!h->stop)
+			cond_wait_ms(&h->keeper_cond, &h->lock, FLUSH_EVERY_MS);
 	}
 	pthread_mutex_unlock(&h->lock);
 	return NULL;

@@ -2,6 +2,7 @@
  * and answer, and the writer thread that runs them for suspended
  * requests, in arrival order. */
 #include "writer.h"
+#include "http.h"
 #include "hub.h"
 #include "log.h"
 #include "plane.h"
@@ -48,9 +49,7 @@ static void error_result(struct write_result *res, unsigned status, const char *
 	va_end(ap);
 	res->status = status;
 	buf_init(&res->body);
-	buf_puts(&res->body, "{\"error\":");
-	buf_json_string(&res->body, msg);
-	buf_puts(&res->body, "}\n");
+	http_error_body(&res->body, msg);
 }
 
 void writer_commit(struct plane *p, struct store_change *ch, size_t n, bool must_exist, struct write_result *res)

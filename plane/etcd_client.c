@@ -90,7 +90,9 @@ uint64_t etcd_u64(const cJSON *obj, const char *field)
 	uint64_t x = 0;
 	if (cJSON_IsString(v) && parse_u64(v->valuestring, &x) == 0)
 		return x;
-	if (cJSON_IsNumber(v) && v->valuedouble >= 0)
+	/* a number out of uint64's range (a lying peer) is not converted:
+	 * the cast would be undefined */
+	if (cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble < 18446744073709551616.0)
 		return (uint64_t)v->valuedouble;
 	return 0;
 }

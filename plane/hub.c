@@ -70,7 +70,7 @@ struct hub {
 	struct plane *p;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	pthread_cond_t keeper_cond;     /* wakes the keeper to stop */
+	pthread_cond_t keeper_cond;     /* wakes the keeper (to stop, or to step a rollout) */
 	pthread_t ticker, keeper;
 	bool ticker_running, keeper_running, stop;
 	atomic_uint_fast64_t version;
@@ -126,6 +126,13 @@ static void wake_waiter(struct hub *h, struct waiter *w)
 		w->next->prev = w->prev;
 	w->registered = false;
 	MHD_resume_connection(w->conn);
+}
+
+void hub_wake_keeper(struct hub *h)
+{
+	pthread_mutex_lock(&h->lock);
+	pthread_cond_broadcast(&h->keeper_cond);
+	pthread_mutex_unlock(&h->lock);
 }
 
 void hub_notify(struct hub *h, uint64_t version)

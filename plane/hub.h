@@ -29,6 +29,8 @@ void hub_free(struct hub *h);
 /* A new version committed, or rollout targets moved: wake streams and the
  * long-polls whose node's target moved. */
 void hub_notify(struct hub *h, uint64_t version);
+/* Runs the keeper (rollout gates, node records) now, not at its next tick. */
+void hub_wake_keeper(struct hub *h);
 uint64_t hub_version(struct hub *h);
 size_t hub_stream_count(struct hub *h);
 

@@ -33,7 +33,8 @@ struct node_rec {
 	uint64_t verify_failures, vf_version;
 	char *vf_error;
 	int64_t vf_at;
-	int streams;                 /* open streams now */
+	int streams;                 /* open streams now, here */
+	char holder[128];            /* another replica that says it streams to it */
 	int64_t poll_seen_ms;        /* monotonic time of the last poll */
 	int64_t behind_since_ms;     /* monotonic; 0 while at its target */
 	bool dirty;
@@ -191,6 +192,36 @@ static void copy_str(char *dst, size_t cap, const char *src)
 	snprintf(dst, cap, "%s", src ? src : "");
 }
 
+bool nodes_nacked(struct nodes *n, const char *id, uint64_t min, char *err, size_t errlen)
+{
+	pthread_mutex_lock(&n->lock);
+	intptr_t v;
+	const struct node_rec *r = strmap_get(&n->by_id, id, &v) ? (const struct node_rec *)v : NULL;
+	bool nacked = r && r->has_nack && r->nack_version >= min;
+	if (nacked)
+		snprintf(err, errlen, "%s", r->nack_error ? r->nack_error : "");
+	pthread_mutex_unlock(&n->lock);
+	return nacked;
+}
+
+static const char *self_replica(const struct nodes *n)
+{
+	return n->p->ops->replica ? n->p->ops->replica(n->p) : NULL;
+}
+
+/* Where another replica says the node streams: each replica speaks for
+ * itself only, so its "not any more" clears only its own claim. */
+static void take_holder(struct nodes *n, struct node_rec *r, const struct persist_node *pn)
+{
+	const char *self = self_replica(n);
+	if (!self || !pn->replica || !pn->replica[0] || strcmp(pn->replica, self) == 0)
+		return;
+	if (pn->streaming)
+		copy_str(r->holder, sizeof(r->holder), pn->replica);
+	else if (strcmp(r->holder, pn->replica) == 0)
+		r->holder[0] = 0;
+}
+
 static int load_one(void *ctx, const struct persist_node *pn)
 {
 	struct nodes *n = ctx;
@@ -218,6 +249,7 @@ static int load_one(void *ctx, const struct persist_node *pn)
 	r->acks = pn->acks;
 	r->nacks = pn->nacks;
 	r->stale = pn->stale;
+	take_holder(n, r, pn);
 	return 0;
 }
 
@@ -270,6 +302,15 @@ int nodes_merge(struct nodes *n, const struct persist_node *pn)
 		r->nacks = pn->nacks;
 	if (pn->stale > r->stale)
 		r->stale = pn->stale;
+	take_holder(n, r, pn);
+	/* a node polling another replica: its window counts here too */
+	int64_t ago = wall_seconds() - pn->last_seen;
+	if (strcmp(pn->transport, "poll") == 0 && pn->replica && pn->replica[0] && ago >= 0 &&
+	    ago * 1000 < n->poll_window_ms) {
+		int64_t seen = now_ms() - ago * 1000;
+		if (seen > r->poll_seen_ms)
+			r->poll_seen_ms = seen;
+	}
 	pthread_mutex_unlock(&n->lock);
 	return 0;
 }
@@ -344,8 +385,11 @@ void nodes_stream_open(struct nodes *n, const char *id)
 {
 	pthread_mutex_lock(&n->lock);
 	struct node_rec *r = lookup(n, id);
-	if (r)
+	if (r) {
 		r->streams++;
+		if (self_replica(n))
+			mark_dirty(n, r);   /* the other replicas learn it streams here */
+	}
 	pthread_mutex_unlock(&n->lock);
 }
 
@@ -451,7 +495,8 @@ int nodes_ack(struct nodes *n, const struct ack_msg *m, uint64_t plane_version, 
 static bool connected(const struct nodes *n, const struct node_rec *r, int64_t mono)
 {
 	return r->streams > 0 ||
-	       (strcmp(r->transport, "poll") == 0 && r->poll_seen_ms && mono - r->poll_seen_ms <= n->poll_window_ms);
+	       (strcmp(r->transport, "poll") == 0 && r->poll_seen_ms && mono - r->poll_seen_ms <= n->poll_window_ms) ||
+	       (r->holder[0] && n->p->ops->replica_up && n->p->ops->replica_up(n->p, r->holder));
 }
 
 static void rec_json(const struct nodes *n, const struct node_rec *r, uint64_t plane_version,
@@ -624,6 +669,7 @@ int nodes_flush(struct nodes *n, char *err, size_t errlen)
 	pthread_mutex_unlock(&n->lock);
 
 	struct persist_node *recs = xcalloc(cnt, sizeof(*recs));
+	const char *self = self_replica(n);
 	for (size_t i = 0; i < cnt; i++) {
 		const struct node_rec *r = &copies[i].r;
 		recs[i] = (struct persist_node){
@@ -633,6 +679,7 @@ int nodes_flush(struct nodes *n, char *err, size_t errlen)
 			.acked_at = r->acked_at, .healthy = r->healthy, .has_nack = r->has_nack,
 			.nack_version = r->nack_version, .nack_nonce = r->nack_nonce, .nack_error = copies[i].nack_error,
 			.nack_at = r->nack_at, .acks = r->acks, .nacks = r->nacks, .stale = r->stale,
+			.replica = self, .streaming = r->streams > 0,
 		};
 	}
 	int rc = n->p->ops->nodes_save(n->p, recs, cnt, err, errlen);

@@ -60,6 +60,9 @@ size_t nodes_connected_list(struct nodes *n, char ***ids, char ***labels);
 void nodes_list_free(char **ids, char **labels, size_t count);
 /* One node's sent and acked versions and health; false when unknown. */
 bool nodes_versions(struct nodes *n, const char *id, uint64_t *sent, uint64_t *acked, int *healthy);
+/* Whether id's record holds a NACK of a version >= min (its error into
+ * err): what a rollout controller taking over finds. */
+bool nodes_nacked(struct nodes *n, const char *id, uint64_t min, char *err, size_t errlen);
 
 /* Checks a node id: [A-Za-z0-9._-]{1,200}. */
 bool nodes_id_valid(const char *id);

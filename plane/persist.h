@@ -22,6 +22,9 @@ struct ro_run;
  * against the newer state and retry). */
 #define PERSIST_UNAVAILABLE (-2)
 #define PERSIST_CONFLICT (-3)
+/* A rollout transition from a replica that is not the elected controller
+ * (any more): it is not recorded, and the replica follows the records. */
+#define PERSIST_FENCED (-4)
 
 /* A backend instance: the backend's own struct begins with this. */
 struct persist {
@@ -69,6 +72,8 @@ struct persist_node {
 	const char *nack_nonce, *nack_error;
 	int64_t nack_at;
 	uint64_t acks, nacks, stale;
+	const char *replica;               /* the replica that wrote it ("" or NULL: unknown) */
+	bool streaming;                    /* it holds a stream of the node there */
 };
 typedef int (*persist_node_cb)(void *ctx, const struct persist_node *n);
 
@@ -101,6 +106,9 @@ struct persist_follow {
 	persist_follow_fn store;
 	int (*node)(void *ctx, const struct persist_node *n);
 	int (*token)(void *ctx, const struct persist_token *t);
+	/* a rollout record the controller wrote (run taken, or NULL), and
+	 * the released version beside it when has_released */
+	void (*rollout)(void *ctx, struct ro_run *run, bool has_released, uint64_t released);
 };
 
 /* What a shared backend says about itself (for /metrics and heartbeats). */
@@ -155,6 +163,16 @@ struct persist_ops {
 	 * before what the callbacks touch is freed) */
 	void (*unfollow)(struct persist *p);
 	void (*stats)(struct persist *p, struct persist_stats *st);
+
+	/* replicas (NULL when there is only one): this replica's name;
+	 * whether replica id is up; the rollout controller's election: lead
+	 * campaigns from its first call on and says whether this replica is
+	 * the controller now (the records a controller writes are fenced:
+	 * PERSIST_FENCED once it is not); and what the election looks like */
+	const char *(*replica)(struct persist *p);
+	bool (*replica_up)(struct persist *p, const char *id);
+	bool (*lead)(struct persist *p);
+	void (*controller)(struct persist *p, char *holder, size_t cap, uint64_t *terms, size_t *replicas);
 };
 
 /* Opens the backend cfg->store names ("sqlite", "etcd"). NULL with err. */

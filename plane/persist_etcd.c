@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* A resource key's mod_revision, for the compaction reload. */
 struct modrev {
@@ -44,6 +45,9 @@ struct persist_etcd {
 	struct modrev **all;
 	size_t nall, capall;
 	struct etcd_watch *w;
+	struct etcd_lease *lease;    /* set by follow, before the watch */
+	char *replica;               /* this replica's name among the replicas */
+	double lease_ttl;
 	struct persist_follow follow;
 	_Atomic bool writable;
 	_Atomic uint64_t revisions, reloads, listed, fetched, deleted, conflicts;
@@ -57,6 +61,11 @@ static struct persist_etcd *pe(struct persist *p)
 struct etcd *persist_etcd_client(struct persist *p)
 {
 	return pe(p)->e;
+}
+
+struct etcd_lease *persist_etcd_lease(struct persist *p)
+{
+	return pe(p)->lease;
 }
 
 const char *persist_etcd_prefix(struct persist *p)
@@ -362,15 +371,51 @@ static int et_load_history(struct persist *p, struct store *s, bool *keep, uint6
 
 struct etcd_txn {
 	struct persist_txn base;
-	cJSON *ops;
+	cJSON *ops, *cmp;
+	bool fenced;                 /* the controller key is compared */
 };
 
 static int et_txn_rollout(struct persist_txn *tx, const struct ro_run *run, uint64_t released, char *err,
 			  size_t errlen)
 {
-	(void)err, (void)errlen;
-	etcd_rollout_ops(tx->p, ((struct etcd_txn *)tx)->ops, run, released);
+	struct etcd_txn *t = (struct etcd_txn *)tx;
+	if (!t->fenced && persist_etcd_fence(tx->p, t->cmp, err, errlen) < 0)
+		return PERSIST_FENCED;
+	t->fenced = true;
+	etcd_rollout_ops(tx->p, t->ops, run, released);
 	return 0;
+}
+
+int persist_etcd_fence(struct persist *p, cJSON *cmp, char *err, size_t errlen)
+{
+	struct persist_etcd *x = pe(p);
+	if (!x->lease || etcd_lease_fence(x->lease, cmp))
+		return 0;
+	snprintf(err, errlen, "this replica is not the rollout controller");
+	return PERSIST_FENCED;
+}
+
+void persist_etcd_fenced_out(struct persist *p)
+{
+	struct persist_etcd *x = pe(p);
+	if (x->lease)
+		etcd_lease_deposed(x->lease);
+}
+
+/* Whether a failed txn's range of the version key (its only failure
+ * op) read expect. */
+static bool version_is(const cJSON *resp, uint64_t expect)
+{
+	const cJSON *rs = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(resp, "responses"), 0);
+	const cJSON *kvs = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(rs, "response_range"),
+							     "kvs");
+	struct etcd_kv kv;
+	if (cJSON_GetArraySize(kvs) < 1 || etcd_kv_decode(cJSON_GetArrayItem(kvs, 0), false, &kv) < 0)
+		return expect == 0;
+	uint64_t v = 0;
+	bool same = kv.value && etcd_value_dec(kv.value, kv.value_len, &v) && v == expect;
+	etcd_kv_release(&kv);
+	return same;
 }
 
 static int et_commit(struct persist *p, const struct persist_commit *c, char *err, size_t errlen)
@@ -435,10 +480,13 @@ static int et_commit(struct persist *p, const struct persist_commit *c, char *er
 		free(k);
 		free(v);
 	}
-	struct etcd_txn tx = { { p }, ops };
-	if (c->hook && c->hook(c->hook_ctx, &tx.base, c->version, err, errlen) < 0) {
-		cJSON_Delete(body);
-		return -1;
+	struct etcd_txn tx = { { p }, ops, cmp, false };
+	if (c->hook) {
+		int hr = c->hook(c->hook_ctx, &tx.base, c->version, err, errlen);
+		if (hr < 0) {
+			cJSON_Delete(body);
+			return hr == PERSIST_FENCED ? hr : -1;
+		}
 	}
 	cJSON *resp = NULL;
 	int rc = etcd_call(x->e, "/v3/kv/txn", body, &resp, err, errlen);
@@ -450,6 +498,13 @@ static int et_commit(struct persist *p, const struct persist_commit *c, char *er
 	atomic_store(&x->writable, true);
 	uint64_t rev = etcd_u64(cJSON_GetObjectItemCaseSensitive(resp, "header"), "revision");
 	if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(resp, "succeeded"))) {
+		if (tx.fenced && version_is(resp, expect)) {
+			/* the version held: the controller key moved */
+			cJSON_Delete(resp);
+			persist_etcd_fenced_out(p);
+			snprintf(err, errlen, "this replica is not the rollout controller any more");
+			return PERSIST_FENCED;
+		}
 		cJSON_Delete(resp);
 		atomic_fetch_add(&x->conflicts, 1);
 		snprintf(err, errlen, "another replica wrote first (etcd revision %llu); retrying on the newer state",
@@ -536,6 +591,26 @@ static void record(struct persist_etcd *x, bool node, const char *value, size_t 
 	cJSON_Delete(o);
 }
 
+/* Hands rollout records (taken) to the plane, the released version with
+ * the last. */
+static void deliver_rollouts(struct persist_etcd *x, struct ro_run *runs, size_t n, bool has_released,
+			     uint64_t released)
+{
+	for (size_t i = 0; i < n; i++) {
+		bool last = i + 1 == n;
+		if (x->follow.rollout) {
+			struct ro_run *run = xmalloc(sizeof(*run));
+			*run = runs[i];
+			x->follow.rollout(x->follow.ctx, run, last && has_released, released);
+		} else {
+			ro_run_release(&runs[i]);
+		}
+	}
+	if (!n && has_released && x->follow.rollout)
+		x->follow.rollout(x->follow.ctx, NULL, true, released);
+	free(runs);
+}
+
 static int on_revision(void *ctx, uint64_t rev, const struct etcd_kv *kvs, size_t n)
 {
 	struct persist_etcd *x = ctx;
@@ -543,8 +618,10 @@ static int on_revision(void *ctx, uint64_t rev, const struct etcd_kv *kvs, size_
 	struct persist_remote *ch = xcalloc(n ? n : 1, sizeof(*ch));
 	char **pruned = xcalloc(n ? n : 1, sizeof(*pruned));
 	size_t nch = 0, np = 0;
-	uint64_t version = 0, horizon = 0;
-	bool got_version = false, got_horizon = false;
+	uint64_t version = 0, horizon = 0, released = 0;
+	bool got_version = false, got_horizon = false, has_released = false;
+	struct ro_run *runs = NULL;
+	size_t nruns = 0;
 	atomic_fetch_add(&x->revisions, 1);
 	for (size_t i = 0; i < n; i++) {
 		const struct etcd_kv *kv = &kvs[i];
@@ -557,6 +634,20 @@ static int on_revision(void *ctx, uint64_t rev, const struct etcd_kv *kvs, size_
 			got_horizon = etcd_value_dec(kv->value, kv->value_len, &horizon);
 		} else if ((strncmp(k, "nodes/", 6) == 0 || strncmp(k, "tokens/", 7) == 0) && kv->value) {
 			record(x, k[0] == 'n', kv->value, kv->value_len);
+		} else if (strncmp(k, "replicas/", 9) == 0 && k[9]) {
+			if (x->lease)
+				etcd_lease_replica_event(x->lease, k + 9, kv->value != NULL);
+		} else if (strncmp(k, "rollout/", 8) == 0 && kv->value) {
+			cJSON *o = cJSON_ParseWithLength(kv->value, kv->value_len);
+			runs = xrealloc(runs, (nruns + 1) * sizeof(*runs));
+			if (o && etcd_rollout_from_json(o, true, &runs[nruns]) == 0)
+				nruns++;
+			else
+				log_error("etcd: rollout record '%s' at revision %llu is malformed; ignored", kv->key,
+					  (unsigned long long)rev);
+			cJSON_Delete(o);
+		} else if (strcmp(k, "released") == 0 && kv->value) {
+			has_released = etcd_value_dec(kv->value, kv->value_len, &released);
 		} else if (strncmp(k, "res/", 4) == 0 && k[4]) {
 			if (!kv->value) {
 				pruned[np++] = xstrdup(k + 4);
@@ -594,12 +685,17 @@ static int on_revision(void *ctx, uint64_t rev, const struct etcd_kv *kvs, size_
 	for (size_t i = 0; i < np; i++)
 		modrev_del(x, pruned[i]);
 	pthread_mutex_unlock(&x->lock);
+	int rc = 0;
 	if (!nch && !np && !got_version) {
-		free(ch);
+		free(ch);   /* not the store's: a node record, a rollout, a token */
 		free(pruned);
-		return 0;   /* not the store's: a node record, a rollout, a token */
+	} else {
+		rc = hand_over(x, ch, nch, pruned, np, version, horizon) < 0 ? -1 : 0;
 	}
-	return hand_over(x, ch, nch, pruned, np, version, horizon) < 0 ? -1 : 0;
+	/* a rollout record after the versions of its revision (a revert
+	 * commits both in one) */
+	deliver_rollouts(x, runs, nruns, has_released, released);
+	return rc;
 }
 
 struct reload_ctx {
@@ -629,6 +725,8 @@ static int list_key(void *ctx, const struct etcd_kv *kv)
 
 /* After a compaction: the keys with their mod_revision, the bodies that
  * changed, the names that went away; then the watch goes on from there. */
+static void reload_rollout(struct persist_etcd *x);
+
 static void reload(struct persist_etcd *x)
 {
 	struct persist *p = &x->base;
@@ -724,6 +822,7 @@ static void reload(struct persist_etcd *x)
 				 "deleted", (unsigned long long)rev, rc.n, fetched, np);
 			atomic_fetch_add(&x->reloads, 1);
 			hand_over(x, ch, nch, pruned, np, version, horizon);
+			reload_rollout(x);
 			pthread_mutex_lock(&x->lock);
 			struct etcd_watch *w = x->w;
 			pthread_mutex_unlock(&x->lock);
@@ -745,6 +844,24 @@ static void reload(struct persist_etcd *x)
 		struct timespec ts = { 0, (long)(200000000L * (attempt < 10 ? attempt + 1 : 10)) };
 		nanosleep(&ts, NULL);
 	}
+}
+
+/* After a compaction: the newest rollout record and the released
+ * version, which may have moved while the watch was behind. (The set of
+ * replicas up is not reloaded: a replica missed meanwhile shows when its
+ * nodes' records next say where they are.) */
+static void reload_rollout(struct persist_etcd *x)
+{
+	char err[300];
+	struct ro_run *runs = NULL;
+	size_t n = 0;
+	uint64_t released = 0;
+	if (!x->follow.rollout || etcd_rollout_load(&x->base, 1, true, &runs, &n, err, sizeof(err)) < 0) {
+		free(runs);
+		return;
+	}
+	bool has = etcd_released(&x->base, &released) == 1;
+	deliver_rollouts(x, runs, n, has, released);
 }
 
 static void on_compacted(void *ctx, uint64_t compact_rev)
@@ -790,6 +907,33 @@ static void et_unfollow(struct persist *p)
 	memset(&x->follow, 0, sizeof(x->follow));
 }
 
+static const char *et_replica(struct persist *p)
+{
+	return pe(p)->replica;
+}
+
+static bool et_replica_up(struct persist *p, const char *id)
+{
+	struct persist_etcd *x = pe(p);
+	return x->lease && etcd_lease_up(x->lease, id);
+}
+
+static bool et_lead(struct persist *p)
+{
+	struct persist_etcd *x = pe(p);
+	return x->lease && etcd_lease_lead(x->lease);
+}
+
+static void et_controller(struct persist *p, char *holder, size_t cap, uint64_t *terms, size_t *replicas)
+{
+	struct persist_etcd *x = pe(p);
+	*holder = 0;
+	*terms = 0;
+	*replicas = 0;
+	if (x->lease)
+		etcd_lease_status(x->lease, holder, cap, terms, replicas);
+}
+
 static void et_stats(struct persist *p, struct persist_stats *st)
 {
 	struct persist_etcd *x = pe(p);
@@ -811,7 +955,9 @@ static void et_close(struct persist *p)
 {
 	struct persist_etcd *x = pe(p);
 	etcd_watch_stop(x->w);
+	etcd_lease_stop(x->lease);   /* revoked: another replica takes over at once */
 	etcd_close(x->e);
+	free(x->replica);
 	for (size_t i = 0; i < x->nall; i++) {
 		free(x->all[i]->name);
 		free(x->all[i]);
@@ -843,6 +989,10 @@ static const struct persist_ops persist_etcd_ops = {
 	.follow = et_follow,
 	.unfollow = et_unfollow,
 	.stats = et_stats,
+	.replica = et_replica,
+	.replica_up = et_replica_up,
+	.lead = et_lead,
+	.controller = et_controller,
 };
 
 struct persist *persist_etcd_open(const struct plane_config *cfg, char *err, size_t errlen)
@@ -866,11 +1016,26 @@ struct persist *persist_etcd_open(const struct plane_config *cfg, char *err, siz
 	pthread_mutex_init(&x->lock, NULL);
 	strmap_init(&x->by_name);
 	atomic_store(&x->writable, true);
+	x->lease_ttl = cfg->lease_ttl > 0 ? cfg->lease_ttl : 10;
+	/* its name among the replicas: host, listening address and process,
+	 * so a restarted replica is a new one (its old key ends with the
+	 * old lease) */
+	char host[128] = "localhost";
+	if (gethostname(host, sizeof(host) - 1) < 0)
+		snprintf(host, sizeof(host), "localhost");
+	x->replica = xasprintf("%s:%s:%ld", host, cfg->listen ? cfg->listen : "", (long)getpid());
 	/* reachable now, or say so at start */
 	uint64_t v = 0;
 	if (get_dec(&x->base, "version", 0, &v, NULL, err, errlen) < 0) {
 		et_close(&x->base);
 		return NULL;
 	}
+	/* the lease: the replica is up before its node records say it
+	 * streams to them */
+	if (!(x->lease = etcd_lease_start(x->e, x->prefix, x->replica, x->lease_ttl, err, errlen))) {
+		et_close(&x->base);
+		return NULL;
+	}
+	log_info("replicas: this replica is %s (lease TTL %gs)", x->replica, x->lease_ttl);
 	return &x->base;
 }

@@ -7,7 +7,9 @@
  *   pin                "KEEP FLOOR" (history kept from FLOOR)
  *   rollout/ID         a rollout record (JSON), released (decimal)
  *   nodes/ID           a node record (JSON)
- *   tokens/ID          a token record (JSON: the hash, never the token) */
+ *   tokens/ID          a token record (JSON: the hash, never the token)
+ *   replicas/ID        a replica that is up (on its lease)
+ *   controller         the rollout controller's replica id (on its lease) */
 #ifndef TETHER_PERSIST_ETCD_H
 #define TETHER_PERSIST_ETCD_H
 
@@ -28,6 +30,12 @@ int persist_etcd_get(struct persist *p, const char *key, char **value, size_t *l
 /* Appends a put of key=value to a txn's success list. */
 void persist_etcd_txn_put(cJSON *ops, const char *key, const char *value, size_t len);
 
+/* Adds to a txn's compares that this replica is the rollout controller
+ * (when an election runs); PERSIST_FENCED with err when it is not. And:
+ * a fenced txn failed on that compare (the replica steps down). */
+int persist_etcd_fence(struct persist *p, cJSON *cmp, char *err, size_t errlen);
+void persist_etcd_fenced_out(struct persist *p);
+
 /* The records: rollouts, nodes and tokens (persist_etcd_records.c). */
 int etcd_rollout_save(struct persist *p, const struct ro_run *run, uint64_t released, char *err, size_t errlen);
 void etcd_rollout_ops(struct persist *p, cJSON *ops, const struct ro_run *run, uint64_t released);
@@ -44,5 +52,32 @@ int etcd_token_from_json(const cJSON *o, struct persist_token *t);
 int etcd_tokens_load(struct persist *p, persist_token_cb cb, void *ctx, char *err, size_t errlen);
 int etcd_token_add(struct persist *p, const struct persist_token *t, char *err, size_t errlen);
 int etcd_token_revoke(struct persist *p, const char *id, int64_t when, char *err, size_t errlen);
+
+/* This replica's lease (etcd_lease.c): its key under replicas/, the
+ * rollout controller's election, and the set of replicas up. */
+struct etcd_lease;
+struct etcd_lease *etcd_lease_start(struct etcd *e, const char *prefix, const char *id, double ttl_s, char *err,
+				    size_t errlen);
+/* Revokes the lease (the replica's keys go at once) and frees. */
+void etcd_lease_stop(struct etcd_lease *l);
+/* Runs for controller from now on; true while this replica is it. */
+bool etcd_lease_lead(struct etcd_lease *l);
+/* A fenced write failed: this replica is not the controller. */
+void etcd_lease_deposed(struct etcd_lease *l);
+/* Adds to a txn's compares: the controller key is still this replica's.
+ * false: an election runs and this replica does not lead (nothing added). */
+bool etcd_lease_fence(struct etcd_lease *l, cJSON *cmp);
+const char *etcd_lease_id(const struct etcd_lease *l);
+/* Whether replica id is up (its key exists); the watch reports changes. */
+bool etcd_lease_up(struct etcd_lease *l, const char *id);
+void etcd_lease_replica_event(struct etcd_lease *l, const char *id, bool up);
+/* The controller as last seen, times this replica led, replicas up. */
+void etcd_lease_status(struct etcd_lease *l, char *holder, size_t cap, uint64_t *terms, size_t *replicas);
+/* The backend's lease (NULL before follow starts it). */
+struct etcd_lease *persist_etcd_lease(struct persist *p);
+
+/* A rollout record's JSON, decoded into run (members too when
+ * with_members, else their count). -1 when malformed. */
+int etcd_rollout_from_json(const cJSON *o, bool with_members, struct ro_run *run);
 
 #endif

@@ -85,11 +85,32 @@ void etcd_rollout_ops(struct persist *p, cJSON *ops, const struct ro_run *run, u
 	free(k);
 }
 
+/* A txn the rollout controller writes: fenced by the controller key when
+ * an election runs, so a deposed controller records nothing. */
+static int fenced_txn(struct persist *p, cJSON *body, char *err, size_t errlen)
+{
+	int rc = persist_etcd_fence(p, cJSON_AddArrayToObject(body, "compare"), err, errlen);
+	if (rc < 0) {
+		cJSON_Delete(body);
+		return rc;
+	}
+	cJSON *resp = NULL;
+	rc = etcd_call(persist_etcd_client(p), "/v3/kv/txn", body, &resp, err, errlen);
+	bool lost = rc == 0 && !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(resp, "succeeded"));
+	cJSON_Delete(resp);
+	if (lost) {
+		persist_etcd_fenced_out(p);
+		snprintf(err, errlen, "this replica is not the rollout controller any more");
+		return PERSIST_FENCED;
+	}
+	return rc == ETCD_UNAVAILABLE ? PERSIST_UNAVAILABLE : rc;
+}
+
 int etcd_rollout_save(struct persist *p, const struct ro_run *run, uint64_t released, char *err, size_t errlen)
 {
 	cJSON *body = cJSON_CreateObject();
 	etcd_rollout_ops(p, cJSON_AddArrayToObject(body, "success"), run, released);
-	return run_txn(p, body, err, errlen);
+	return fenced_txn(p, body, err, errlen);
 }
 
 struct runs_ctx {
@@ -122,6 +143,42 @@ static void objs_free(struct runs_ctx *rc)
 	free(rc->objs);
 }
 
+int etcd_rollout_from_json(const cJSON *o, bool with_members, struct ro_run *x)
+{
+	memset(x, 0, sizeof(*x));
+	x->id = get_num(o, "id");
+	x->state = (enum ro_state)get_num(o, "state");
+	x->stage = (size_t)get_num(o, "stage");
+	x->reached = (size_t)get_num(o, "reached");
+	x->from = get_num(o, "from");
+	x->to = get_num(o, "to");
+	x->revert = get_num(o, "revert");
+	x->parent = get_num(o, "parent");
+	x->touched = (size_t)get_num(o, "touched");
+	const cJSON *m = cJSON_GetObjectItemCaseSensitive(o, "members"), *it;
+	if (with_members) {
+		x->members = xcalloc((size_t)cJSON_GetArraySize(m) + 1, sizeof(char *));
+		cJSON_ArrayForEach(it, m)
+			if (cJSON_IsString(it))
+				x->members[x->nmembers++] = xstrdup(it->valuestring);
+	} else {
+		x->member_count = (size_t)cJSON_GetArraySize(m);
+	}
+	x->reason = xstrdup(get_str(o, "reason"));
+	x->started_at = (int64_t)get_num(o, "started_at");
+	x->stage_at = (int64_t)get_num(o, "stage_at");
+	x->finished_at = (int64_t)get_num(o, "finished_at");
+	x->msgs = get_num(o, "msgs");
+	x->revert_msgs = get_num(o, "revert_msgs");
+	x->bump_msgs = get_num(o, "bump_msgs");
+	if (x->id == 0 || x->state < RO_IN_PROGRESS || x->state > RO_ABORTED ||
+	    (with_members && x->reached > x->nmembers)) {
+		ro_run_release(x);
+		return -1;
+	}
+	return 0;
+}
+
 int etcd_rollout_load(struct persist *p, size_t max, bool with_members, struct ro_run **runs, size_t *n, char *err,
 		      size_t errlen)
 {
@@ -140,36 +197,10 @@ int etcd_rollout_load(struct persist *p, size_t max, bool with_members, struct r
 	struct ro_run *out = xcalloc(take ? take : 1, sizeof(*out));
 	for (size_t i = 0; i < take; i++) {
 		const cJSON *o = rc.objs[rc.n - 1 - i];
-		struct ro_run *x = &out[i];
-		x->id = get_num(o, "id");
-		x->state = (enum ro_state)get_num(o, "state");
-		x->stage = (size_t)get_num(o, "stage");
-		x->reached = (size_t)get_num(o, "reached");
-		x->from = get_num(o, "from");
-		x->to = get_num(o, "to");
-		x->revert = get_num(o, "revert");
-		x->parent = get_num(o, "parent");
-		x->touched = (size_t)get_num(o, "touched");
-		x->reason = xstrdup(get_str(o, "reason"));
-		const cJSON *m = cJSON_GetObjectItemCaseSensitive(o, "members"), *it;
-		if (with_members && i == 0) {
-			x->members = xcalloc((size_t)cJSON_GetArraySize(m) + 1, sizeof(char *));
-			cJSON_ArrayForEach(it, m)
-				if (cJSON_IsString(it))
-					x->members[x->nmembers++] = xstrdup(it->valuestring);
-		} else {
-			x->member_count = (size_t)cJSON_GetArraySize(m);
-		}
-		x->started_at = (int64_t)get_num(o, "started_at");
-		x->stage_at = (int64_t)get_num(o, "stage_at");
-		x->finished_at = (int64_t)get_num(o, "finished_at");
-		x->msgs = get_num(o, "msgs");
-		x->revert_msgs = get_num(o, "revert_msgs");
-		x->bump_msgs = get_num(o, "bump_msgs");
-		if (x->state < RO_IN_PROGRESS || x->state > RO_ABORTED ||
-		    (with_members && i == 0 && x->reached > x->nmembers)) {
-			snprintf(err, errlen, "etcd: rollout %llu has a bad state or stage", (unsigned long long)x->id);
-			for (size_t j = 0; j <= i; j++)
+		if (etcd_rollout_from_json(o, with_members && i == 0, &out[i]) < 0) {
+			snprintf(err, errlen, "etcd: rollout %llu has a bad state or stage",
+				 (unsigned long long)get_num(o, "id"));
+			for (size_t j = 0; j < i; j++)
 				ro_run_release(&out[j]);
 			free(out);
 			objs_free(&rc);
@@ -199,9 +230,10 @@ int etcd_set_released(struct persist *p, uint64_t v, char *err, size_t errlen)
 {
 	char *k = persist_etcd_key(p, "released"), r[24];
 	snprintf(r, sizeof(r), "%llu", (unsigned long long)v);
-	int rc = persist_etcd_put(p, k, r, strlen(r), err, errlen);
+	cJSON *body = cJSON_CreateObject();
+	persist_etcd_txn_put(cJSON_AddArrayToObject(body, "success"), k, r, strlen(r));
 	free(k);
-	return rc == ETCD_UNAVAILABLE ? PERSIST_UNAVAILABLE : rc;
+	return fenced_txn(p, body, err, errlen);
 }
 
 int etcd_node_from_json(const cJSON *o, struct persist_node *n)
@@ -217,6 +249,8 @@ int etcd_node_from_json(const cJSON *o, struct persist_node *n)
 		.nack_version = get_num(o, "nack_version"), .nack_nonce = get_str(o, "nack_nonce"),
 		.nack_error = get_str(o, "nack_error"), .nack_at = (int64_t)get_num(o, "nack_at"),
 		.acks = get_num(o, "acks"), .nacks = get_num(o, "nacks"), .stale = get_num(o, "stale"),
+		.replica = get_str(o, "replica"),
+		.streaming = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "streaming")),
 	};
 	return n->id[0] && n->labels[0] ? 0 : -1;
 }
@@ -281,6 +315,9 @@ int etcd_nodes_save(struct persist *p, const struct persist_node *recs, size_t c
 			num(o, "acks", r->acks);
 			num(o, "nacks", r->nacks);
 			num(o, "stale", r->stale);
+			cJSON_AddStringToObject(o, "replica", r->replica ? r->replica : "");
+			if (r->streaming)
+				cJSON_AddTrueToObject(o, "streaming");
 			char *key = persist_etcd_key(p, "nodes/%s", r->id);
 			put_json(ops, p, key, o);
 			free(key);

@@ -80,7 +80,9 @@ static int follow_cb(void *ctx, struct persist_remote *ch, size_t n, char **prun
 	if (after > before) {
 		log_info("store: version %llu from another replica (%zu changes)", (unsigned long long)after, n);
 		hub_notify(p->hub, after);
-		rollout_step(p->rollout);
+		/* a staged controller starts a rollout: on the keeper, not on
+		 * this thread (a step writes to the backend this thread reads) */
+		hub_wake_keeper(p->hub);
 	}
 	return rc;
 }
@@ -89,7 +91,16 @@ static int follow_cb(void *ctx, struct persist_remote *ch, size_t n, char **prun
 static int follow_node(void *ctx, const struct persist_node *n)
 {
 	struct plane *p = ctx;
-	return nodes_merge(p->nodes, n);
+	int rc = nodes_merge(p->nodes, n);
+	rollout_record(p->rollout, n);   /* an ACK from another replica's node */
+	return rc;
+}
+
+/* A rollout record the controller wrote: what the nodes here get. */
+static void follow_rollout(void *ctx, struct ro_run *run, bool has_released, uint64_t released)
+{
+	struct plane *p = ctx;
+	rollout_follow(p->rollout, run, has_released, released);
 }
 
 /* A token another replica made or revoked: a revocation closes what the
@@ -209,7 +220,8 @@ int plane_start(struct plane *p, char *err, size_t errlen)
 	if (hub_start(p->hub, err, errlen) < 0)
 		return -1;
 	/* a shared store: what other replicas commit reaches our nodes too */
-	struct persist_follow f = { .ctx = p, .store = follow_cb, .node = follow_node, .token = follow_token };
+	struct persist_follow f = { .ctx = p, .store = follow_cb, .node = follow_node, .token = follow_token,
+				    .rollout = follow_rollout };
 	if (p->persist->ops->follow && p->persist->ops->follow(p->persist, &f, err, errlen) < 0)
 		return -1;
 	/* a commit to etcd may wait seconds: never on the threads that

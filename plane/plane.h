@@ -20,6 +20,7 @@ struct plane_config {
 	char *etcd;                    /* etcd endpoints, comma-separated */
 	char *etcd_prefix;
 	char *etcd_ca, *etcd_cert, *etcd_key, *etcd_token_file;
+	double lease_ttl;              /* the replica's etcd lease */
 	char *admin_token_file;
 	char *rollout;
 	char *stages;

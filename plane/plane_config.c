@@ -29,6 +29,9 @@ const struct opt_def plane_options[] = {
 	{ "etcd-key", 0, OPT_STRING, OFF(etcd_key), 0, 0, NULL, "FILE", "its key" },
 	{ "etcd-token-file", 0, OPT_STRING, OFF(etcd_token_file), 0, 0, NULL, "FILE",
 	  "USER:PASSWORD for etcd's own authentication" },
+	{ "lease-ttl", 0, OPT_SECONDS, OFF(lease_ttl), 2, 300, NULL, "SECONDS",
+	  "--store etcd: the replica's etcd lease (default 10): a replica silent this long is gone, and "
+	  "another takes over as the rollout controller" },
 	{ "heartbeat", 0, OPT_SECONDS, OFF(heartbeat), 0.1, 3600, NULL, "SECONDS",
 	  "heartbeat interval on streams (default 10)" },
 	{ "admin-token-file", 0, OPT_STRING, OFF(admin_token_file), 0, 0, NULL, "FILE",
@@ -89,6 +92,7 @@ void plane_config_defaults(struct plane_config *c)
 	c->stages = xstrdup("1,10,100");
 	c->log_level = xstrdup("info");
 	c->heartbeat = 10;
+	c->lease_ttl = 10;
 	c->statement_ttl = 3600;
 	c->bake = 60;
 	c->ack_timeout = 60;
@@ -127,13 +131,6 @@ int plane_config_check(struct plane_config *c, char *err, size_t errlen)
 	}
 	if (!etcd && (c->etcd || c->etcd_prefix || c->etcd_ca || c->etcd_cert || c->etcd_key || c->etcd_token_file)) {
 		snprintf(err, errlen, "the --etcd options need --store etcd");
-		return -1;
-	}
-	if (etcd && strcmp(c->rollout, "staged") == 0) {
-		/* each replica would run its own controller over the same
-		 * versions: refused until one controller is elected */
-		snprintf(err, errlen, "--rollout staged does not run over --store etcd yet (one rollout controller "
-			 "for all replicas is not built); use --rollout immediate, or the embedded store");
 		return -1;
 	}
 	if ((c->etcd_cert == NULL) != (c->etcd_key == NULL)) {

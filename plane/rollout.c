@@ -23,6 +23,7 @@
 
 #include <cjson/cJSON.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,8 @@ struct rollout {
 	pthread_mutex_t ctl;
 	pthread_mutex_t lock;
 	bool staged;
+	bool shared;                 /* replicas: one controller, elected */
+	_Atomic bool leading;        /* this replica is the controller (set under ctl) */
 	unsigned stages[ROLLOUT_MAX_STAGES];
 	size_t nstages;
 	int64_t bake_ms, ack_timeout_ms;
@@ -90,6 +93,9 @@ bool rollout_staged(const struct rollout *r)
 {
 	return r->staged;
 }
+
+static void controller_name(struct rollout *r, char *out, size_t cap);
+static bool lead_now(struct rollout *r);
 
 /* ---- targets and records (under lock) ------------------------------------ */
 
@@ -182,12 +188,17 @@ bool rollout_acked(struct rollout *r, const struct ack_msg *a)
 
 /* Records run (and released). Transitions record their new state before
  * they make it live, so a restart never resumes behind what nodes got. */
-static void persist_run(struct rollout *r, const struct ro_run *run, uint64_t released)
+static int persist_run(struct rollout *r, const struct ro_run *run, uint64_t released)
 {
 	char err[512];
-	if (r->p->persist->ops->rollout_save(r->p->persist, run, released, err, sizeof(err)) < 0)
+	int rc = r->p->persist->ops->rollout_save(r->p->persist, run, released, err, sizeof(err));
+	if (rc == PERSIST_FENCED)
+		log_warn("rollout %llu: not recorded: %s; the elected controller goes on", (unsigned long long)run->id,
+			 err);
+	else if (rc < 0)
 		log_error("rollout %llu: cannot record its state: %s (it goes on; a restart may resume an older state)",
 			  (unsigned long long)run->id, err);
+	return rc;
 }
 
 static void persist(struct rollout *r)
@@ -244,33 +255,49 @@ static void drop_members(struct rollout *r)
 	r->acked_reached = 0;
 }
 
-/* Under lock: indexes run.members and fills the flags from the node
- * records (a resumed rollout, or one carrying on after a revert). */
-static void index_members(struct rollout *r, bool from_records)
+/* Under lock: indexes run.members; m (taken) holds their flags from the
+ * node records (member_flags), or NULL: none sent or ACKed yet. */
+static void index_members(struct rollout *r, struct member *m, size_t acked_reached)
 {
 	struct ro_run *run = &r->run;
-	r->m = xcalloc(run->nmembers ? run->nmembers : 1, sizeof(*r->m));
-	r->acked_reached = 0;
+	r->m = m ? m : xcalloc(run->nmembers ? run->nmembers : 1, sizeof(*r->m));
+	r->acked_reached = m ? acked_reached : 0;
 	for (size_t i = 0; i < run->nmembers; i++)
 		strmap_put(&r->idx, run->members[i], (intptr_t)i);
-	if (!from_records)
-		return;
+}
+
+/* The members' flags from the node records, for a resumed rollout or one
+ * a new controller takes over (without r->lock: the nodes' lock is
+ * taken). *failure (when not NULL) gets the first NACK or unhealthy ACK
+ * of run->to that the records hold. */
+static struct member *member_flags(struct rollout *r, struct ro_run *run, size_t *acked_reached, char **failure)
+{
+	struct member *m = xcalloc(run->nmembers ? run->nmembers : 1, sizeof(*m));
+	*acked_reached = 0;
 	run->touched = 0;
 	for (size_t i = 0; i < run->nmembers; i++) {
 		uint64_t sent = 0, acked = 0;
 		int healthy = -1;
+		char nerr[300];
+		if (failure && !*failure && nodes_nacked(r->p->nodes, run->members[i], run->to, nerr, sizeof(nerr)))
+			*failure = xasprintf("node %s: NACK of version %llu: %s", run->members[i],
+					     (unsigned long long)run->to, nerr);
 		if (!nodes_versions(r->p->nodes, run->members[i], &sent, &acked, &healthy))
 			continue;
-		r->m[i].sent = sent >= run->to;
-		r->m[i].acked = acked >= run->to && healthy != 0;
-		run->touched += r->m[i].sent;
-		if (i < run->reached && r->m[i].acked)
-			r->acked_reached++;
+		m[i].sent = sent >= run->to;
+		m[i].acked = acked >= run->to && healthy != 0;
+		if (failure && !*failure && acked >= run->to && healthy == 0)
+			*failure = xasprintf("node %s: unhealthy after version %llu", run->members[i],
+					     (unsigned long long)acked);
+		run->touched += m[i].sent;
+		if (i < run->reached && m[i].acked)
+			(*acked_reached)++;
 	}
 	/* each touched node had at least one push of `to` (a kill -9 may
 	 * have lost the counts since the last save) */
 	if (run->msgs < run->touched)
 		run->msgs = run->touched;
+	return m;
 }
 
 static void start(struct rollout *r, uint64_t from, uint64_t to)
@@ -304,7 +331,10 @@ static void start(struct rollout *r, uint64_t from, uint64_t to)
 	uint64_t id = r->have_run ? r->run.id + 1 : 1;
 	pthread_mutex_unlock(&r->lock);
 	run.id = id;
-	persist_run(r, &run, from);
+	if (persist_run(r, &run, from) == PERSIST_FENCED) {
+		ro_run_release(&run);
+		return;
+	}
 
 	pthread_mutex_lock(&r->lock);
 	drop_members(r);
@@ -315,7 +345,7 @@ static void start(struct rollout *r, uint64_t from, uint64_t to)
 	free(r->failure);
 	r->failure = NULL;
 	r->started++;
-	index_members(r, false);
+	index_members(r, NULL, 0);
 	pthread_mutex_unlock(&r->lock);
 
 	log_info("rollout %llu: version %llu -> %llu to %zu nodes, stages %u%% (%zu nodes) first", (unsigned long long)id,
@@ -330,7 +360,8 @@ static void complete(struct rollout *r)
 	pthread_mutex_unlock(&r->lock);
 	copy.state = RO_COMPLETED;
 	copy.finished_at = wall_ms();
-	persist_run(r, &copy, copy.to);
+	if (persist_run(r, &copy, copy.to) == PERSIST_FENCED)
+		return;
 
 	pthread_mutex_lock(&r->lock);
 	r->run.state = RO_COMPLETED;
@@ -370,7 +401,8 @@ static void advance(struct rollout *r, size_t stage, size_t reached)
 	copy.stage = stage;
 	copy.reached = reached;
 	copy.stage_at = wall_ms();
-	persist_run(r, &copy, released);
+	if (persist_run(r, &copy, released) == PERSIST_FENCED)
+		return;
 
 	pthread_mutex_lock(&r->lock);
 	struct ro_run *run = &r->run;
@@ -563,7 +595,7 @@ static int revert(struct rollout *r, enum ro_state final, const char *reason, ch
 		r->run = next;
 		r->wait_from = now_ms();
 		r->started++;
-		index_members(r, false);
+		index_members(r, NULL, 0);
 		pthread_mutex_unlock(&r->lock);
 		log_info("rollout %llu: version %llu (the revert with later writes) goes on from stage %u%%",
 			 (unsigned long long)next.id, (unsigned long long)rv, r->stages[next.stage]);
@@ -582,6 +614,10 @@ void rollout_step(struct rollout *r)
 		return;
 	char err[512];
 	pthread_mutex_lock(&r->ctl);
+	if (!lead_now(r)) {
+		pthread_mutex_unlock(&r->ctl);
+		return;   /* another replica is the controller: its records come */
+	}
 	for (int rounds = 0; rounds < 4; rounds++) {
 		enum action act = ACT_NONE;
 		char *reason = NULL;
@@ -671,7 +707,7 @@ void rollout_save(struct rollout *r)
 	pthread_mutex_lock(&r->lock);
 	bool have = r->have_run;
 	pthread_mutex_unlock(&r->lock);
-	if (have)
+	if (have && (!r->shared || atomic_load(&r->leading)))
 		persist(r);   /* the message counters move without a transition */
 	pthread_mutex_unlock(&r->ctl);
 }
@@ -688,7 +724,13 @@ int rollout_abort(struct rollout *r, int *status, char *err, size_t errlen)
 	bool running = in_progress(r);
 	pthread_mutex_unlock(&r->lock);
 	int rc = -1;
-	if (!running) {
+	if (running && !lead_now(r)) {
+		char holder[128];
+		controller_name(r, holder, sizeof(holder));
+		*status = 409;
+		snprintf(err, errlen, "this replica is not the rollout controller; abort on the controller (%s)",
+			 holder[0] ? holder : "being elected");
+	} else if (!running) {
 		*status = 409;
 		snprintf(err, errlen, "no rollout in progress");
 	} else if (revert(r, RO_ABORTED, "aborted by the operator", err, errlen) < 0) {
@@ -701,6 +743,17 @@ int rollout_abort(struct rollout *r, int *status, char *err, size_t errlen)
 }
 
 /* ---- reporting ------------------------------------------------------------ */
+
+/* The controller's replica as last seen ("" when unknown). */
+static void controller_name(struct rollout *r, char *out, size_t cap)
+{
+	struct persist *ps = r->p->persist;
+	uint64_t terms;
+	size_t replicas;
+	*out = 0;
+	if (ps->ops->controller)
+		ps->ops->controller(ps, out, cap, &terms, &replicas);
+}
 
 static void run_json(const struct rollout *r, const struct ro_run *run, bool live, struct buf *out)
 {
@@ -736,10 +789,20 @@ int rollout_current_json(struct rollout *r, struct buf *out)
 {
 	if (!r)
 		return -1;
+	char holder[128] = "";
+	if (r->shared)
+		controller_name(r, holder, sizeof(holder));
 	pthread_mutex_lock(&r->lock);
 	int rc = -1;
 	if (r->have_run) {
 		run_json(r, &r->run, true, out);
+		if (r->shared && out->len && out->data[out->len - 1] == '}') {
+			/* which replica runs the rollouts, and whether it is this one */
+			out->len--;
+			buf_puts(out, ",\"controller\":");
+			buf_json_string(out, holder);
+			buf_printf(out, ",\"controller_here\":%s}", atomic_load(&r->leading) ? "true" : "false");
+		}
 		rc = 0;
 	}
 	pthread_mutex_unlock(&r->lock);
@@ -795,9 +858,300 @@ void rollout_metrics(struct rollout *r, struct buf *out)
 	buf_printf(out, "tether_rollouts_total{result=\"rolled_back\"} %llu\n", (unsigned long long)r->rolled_back);
 	buf_printf(out, "tether_rollouts_total{result=\"aborted\"} %llu\n", (unsigned long long)r->aborted);
 	pthread_mutex_unlock(&r->lock);
+	if (r->shared && r->staged) {
+		char holder[128];
+		uint64_t terms = 0;
+		size_t replicas = 0;
+		struct persist *ps = r->p->persist;
+		ps->ops->controller(ps, holder, sizeof(holder), &terms, &replicas);
+		buf_puts(out, "# HELP tether_rollout_controller 1 when this replica is the elected rollout controller.\n"
+			      "# TYPE tether_rollout_controller gauge\n");
+		buf_printf(out, "tether_rollout_controller %d\n", atomic_load(&r->leading) ? 1 : 0);
+		buf_puts(out, "# HELP tether_rollout_controller_terms_total Times this replica became the controller.\n"
+			      "# TYPE tether_rollout_controller_terms_total counter\n");
+		buf_printf(out, "tether_rollout_controller_terms_total %llu\n", (unsigned long long)terms);
+		buf_puts(out, "# HELP tether_replicas_up Replicas whose etcd lease lives, as this one sees them.\n"
+			      "# TYPE tether_replicas_up gauge\n");
+		buf_printf(out, "tether_replicas_up %zu\n", replicas);
+	}
 }
 
-/* ---- start-up ------------------------------------------------------------- */
+/* ---- start-up, and replicas --------------------------------------------------- */
+
+/* The newest rollout record (members too) and the released version, as
+ * the store keeps them. */
+static int load_last(struct rollout *r, struct ro_run *run, bool *have, uint64_t *released, char *err, size_t errlen)
+{
+	struct persist *ps = r->p->persist;
+	struct ro_run *runs;
+	size_t n;
+	memset(run, 0, sizeof(*run));
+	*have = false;
+	if (ps->ops->rollout_load(ps, 1, true, &runs, &n, err, errlen) < 0)
+		return -1;
+	if (n) {
+		*run = runs[0];
+		*have = true;
+	}
+	free(runs);
+	store_rdlock(r->p->store);
+	uint64_t newest = store_version(r->p->store);
+	store_rdunlock(r->p->store);
+	int got = ps->ops->released(ps, released);
+	if (got < 0) {
+		snprintf(err, errlen, "the store: cannot read the released version");
+		ro_run_release(run);
+		*have = false;
+		return -1;
+	}
+	/* first start under staged (or the store went back): all of it is out */
+	if (!got || *released > newest)
+		*released = newest;
+	return 0;
+}
+
+/* Makes run (taken) the current one, with released and the members'
+ * flags m (taken; NULL: none yet). */
+static void install(struct rollout *r, struct ro_run *run, bool have, uint64_t released, struct member *m,
+		    size_t acked_reached)
+{
+	pthread_mutex_lock(&r->lock);
+	drop_members(r);
+	ro_run_release(&r->run);
+	r->run = *run;
+	r->have_run = have;
+	r->released = released;
+	free(r->failure);
+	r->failure = NULL;
+	if (have)
+		index_members(r, m, acked_reached);
+	else
+		free(m);
+	r->wait_from = now_ms();
+	pthread_mutex_unlock(&r->lock);
+}
+
+/* A replica that is not the controller keeps, in memory, the history the
+ * targets it serves need (the controller records the pin). */
+static void follow_floor(struct rollout *r)
+{
+	pthread_mutex_lock(&r->lock);
+	uint64_t keep = in_progress(r) ? r->released : floor_to_keep(r);
+	pthread_mutex_unlock(&r->lock);
+	store_write_lock(r->p->store);
+	store_set_pin_local(r->p->store, true, keep);
+	store_write_unlock(r->p->store);
+	r->floor = keep;
+}
+
+/* A replica that is not the controller: the state as the records say. */
+static int follow_records(struct rollout *r, char *err, size_t errlen)
+{
+	struct ro_run run;
+	bool have;
+	uint64_t released;
+	if (load_last(r, &run, &have, &released, err, errlen) < 0)
+		return -1;
+	install(r, &run, have, released, NULL, 0);
+	follow_floor(r);
+	return 0;
+}
+
+/* The controller's start: the last rollout from the store, checked
+ * against the store and the --stages in force, resumed where the store
+ * says it was (the node records tell which members have it), the history
+ * pinned back to its baseline. At start, or on becoming the controller. */
+static int resume(struct rollout *r, char *err, size_t errlen)
+{
+	struct plane *p = r->p;
+	struct ro_run run;
+	bool have;
+	uint64_t released;
+	if (load_last(r, &run, &have, &released, err, errlen) < 0)
+		return -1;
+	bool running = have && run.state == RO_IN_PROGRESS;
+	store_rdlock(p->store);
+	uint64_t newest = store_version(p->store);
+	store_rdunlock(p->store);
+	/* the store keeps history back to the released version only while
+	 * staged: after a spell of --rollout immediate it has none, and all
+	 * that is stored counts as released */
+	uint64_t floor = 0;
+	store_write_lock(p->store);
+	bool keep = store_pinned(p->store, &floor);
+	store_write_unlock(p->store);
+	bool history = keep && floor <= released;
+	if (running && (run.stage >= r->nstages ||
+			rollout_stage_size(run.nmembers, r->stages[run.stage]) != run.reached)) {
+		/* --stages changed across the restart: the nodes reached keep
+		 * the new version, and the run goes on from the last stage of
+		 * the new list that they fill (never all at once) */
+		size_t st = 0;
+		for (size_t i = 0; i < r->nstages; i++)
+			if (rollout_stage_size(run.nmembers, r->stages[i]) <= run.reached)
+				st = i;
+		log_warn("rollout %llu: --stages changed: %zu of %zu nodes reached, resuming at stage %u%%",
+			 (unsigned long long)run.id, run.reached, run.nmembers, r->stages[st]);
+		run.stage = st;
+	}
+	if (running && (!history || run.from < floor || run.to > newest || run.from > run.to)) {
+		log_warn("rollout %llu: cannot resume (versions %llu..%llu, store at %llu, history from %llu, "
+			 "%zu stages): ended; every node gets version %llu", (unsigned long long)run.id,
+			 (unsigned long long)run.from, (unsigned long long)run.to, (unsigned long long)newest,
+			 (unsigned long long)floor, r->nstages, (unsigned long long)newest);
+		run.state = RO_ABORTED;
+		run.finished_at = wall_ms();
+		free(run.reason);
+		run.reason = xstrdup("ended at a restart: the store no longer fits it");
+		history = false;
+		running = false;
+	}
+	if (!history)
+		released = newest;
+	struct member *m = NULL;
+	size_t acked_reached = 0;
+	char *failure = NULL;
+	if (running) {
+		released = run.from;
+		m = member_flags(r, &run, &acked_reached, &failure);
+	}
+	install(r, &run, have, released, m, acked_reached);
+	pthread_mutex_lock(&r->lock);
+	r->failure = failure;
+	pthread_mutex_unlock(&r->lock);
+	if (running)
+		log_info("rollout %llu: resumed at stage %u%% (%zu of %zu nodes), version %llu -> %llu; %zu ACKed",
+			 (unsigned long long)run.id, r->stages[run.stage], run.reached, run.nmembers,
+			 (unsigned long long)run.from, (unsigned long long)run.to, acked_reached);
+	/* history must reach back to the baseline before anything commits */
+	pthread_mutex_lock(&r->lock);
+	uint64_t pin = running ? r->released : floor_to_keep(r);
+	uint64_t rel = r->released;
+	pthread_mutex_unlock(&r->lock);
+	if (pin < floor || !history)
+		pin = rel;   /* trimmed already: what is left */
+	store_write_lock(p->store);
+	int rc = store_set_pin(p->store, true, pin, err, errlen);
+	store_write_unlock(p->store);
+	if (rc < 0)
+		return -1;
+	r->floor = pin;
+	if (have)
+		persist(r);
+	else if (p->persist->ops->set_released(p->persist, rel, err, errlen) < 0)
+		return -1;
+	return 0;
+}
+
+/* Under ctl: whether this replica is the rollout controller now. On
+ * becoming it, it resumes from the store; on losing it, it goes back to
+ * following the records. */
+static bool lead_now(struct rollout *r)
+{
+	if (!r->shared)
+		return true;
+	struct persist *ps = r->p->persist;
+	bool lead = ps->ops->lead(ps), was = atomic_load(&r->leading);
+	char err[512];
+	if (lead && !was) {
+		if (resume(r, err, sizeof(err)) < 0) {
+			log_warn("rollout controller: cannot take over yet: %s (will retry)", err);
+			return false;
+		}
+		pthread_mutex_lock(&r->lock);
+		/* idle: the nodes of a replica that just died reconnect first */
+		if (!in_progress(r))
+			r->start_after = now_ms() + (int64_t)(r->p->cfg.heartbeat * 3000);
+		pthread_mutex_unlock(&r->lock);
+		atomic_store(&r->leading, true);
+		log_info("rollout controller: this replica took over");
+	} else if (!lead && was) {
+		atomic_store(&r->leading, false);
+		if (follow_records(r, err, sizeof(err)) < 0)
+			log_warn("rollout: cannot reload the rollout records: %s", err);
+		wake_nodes(r);
+	}
+	return lead;
+}
+
+void rollout_follow(struct rollout *r, struct ro_run *run, bool has_released, uint64_t released)
+{
+	if (!r || !r->staged || atomic_load(&r->leading)) {
+		/* the controller wrote it: it is ours already */
+		if (run)
+			ro_run_release(run);
+		free(run);
+		return;
+	}
+	pthread_mutex_lock(&r->lock);
+	if (has_released)
+		r->released = released;
+	if (run && r->have_run && run->id == r->run.id && run->nmembers == r->run.nmembers) {
+		/* the same run moved on: its scalars; the members stay */
+		struct ro_run *cur = &r->run;
+		char **members = cur->members;
+		char *reason = cur->reason;
+		size_t touched = cur->touched;
+		*cur = *run;
+		cur->members = members;
+		cur->reason = run->reason;
+		cur->touched = touched > run->touched ? touched : run->touched;
+		run->reason = reason;
+		for (size_t i = 0; i < run->nmembers; i++)
+			free(run->members[i]);
+		free(run->members);
+		free(run->reason);
+	} else if (run && (!r->have_run || run->id > r->run.id)) {
+		drop_members(r);
+		ro_run_release(&r->run);
+		r->run = *run;
+		r->have_run = true;
+		index_members(r, NULL, 0);
+	} else if (run) {
+		ro_run_release(run);   /* older than what we have */
+	}
+	pthread_mutex_unlock(&r->lock);
+	free(run);
+	follow_floor(r);
+	wake_nodes(r);
+}
+
+void rollout_record(struct rollout *r, const struct persist_node *n)
+{
+	if (!r || !r->staged || !atomic_load(&r->leading))
+		return;
+	bool step = false;
+	pthread_mutex_lock(&r->lock);
+	long i = in_progress(r) ? member_of(r, n->id) : -1;
+	if (i >= 0) {
+		uint64_t to = r->run.to;
+		if (n->sent_version >= to && !r->m[i].sent) {
+			r->m[i].sent = true;
+			r->run.touched++;
+		}
+		if ((n->has_nack && n->nack_version >= to) || (n->acked_version >= to && n->healthy == 0)) {
+			if (!r->failure) {
+				if (n->has_nack && n->nack_version >= to)
+					r->failure = xasprintf("node %s: NACK of version %llu: %s", n->id,
+							       (unsigned long long)n->nack_version,
+							       n->nack_error ? n->nack_error : "");
+				else
+					r->failure = xasprintf("node %s: unhealthy after version %llu", n->id,
+							       (unsigned long long)n->acked_version);
+			}
+			step = true;
+		} else if (n->acked_version >= to && !r->m[i].acked) {
+			r->m[i].acked = true;
+			if ((size_t)i < r->run.reached) {
+				r->acked_reached++;
+				step = r->acked_reached == r->run.reached;
+			}
+		}
+	}
+	pthread_mutex_unlock(&r->lock);
+	if (step && r->p->hub)
+		hub_wake_keeper(r->p->hub);   /* not on the watch's thread: a revert commits */
+}
 
 struct rollout *rollout_open(struct plane *p, char *err, size_t errlen)
 {
@@ -807,6 +1161,7 @@ struct rollout *rollout_open(struct plane *p, char *err, size_t errlen)
 	pthread_mutex_init(&r->lock, NULL);
 	strmap_init(&r->idx);
 	r->staged = strcmp(p->cfg.rollout, "staged") == 0;
+	r->shared = p->persist->ops->lead != NULL;
 	r->bake_ms = (int64_t)(p->cfg.bake * 1000);
 	/* a rollout started before the known nodes are back would have no
 	 * members and reach them all at once: give them three heartbeats (a
@@ -819,40 +1174,26 @@ struct rollout *rollout_open(struct plane *p, char *err, size_t errlen)
 	if (rollout_parse_stages(p->cfg.stages, r->stages, &r->nstages, err, errlen) < 0)
 		goto fail;
 
-	struct ro_run *runs;
-	size_t n;
-	if (p->persist->ops->rollout_load(p->persist, 1, true, &runs, &n, err, errlen) < 0)
-		goto fail;
-	if (n) {
-		r->run = runs[0];
-		r->have_run = true;
-	}
-	free(runs);
-
-	store_rdlock(p->store);
-	uint64_t newest = store_version(p->store);
-	store_rdunlock(p->store);
-	uint64_t released;
-	int have = p->persist->ops->released(p->persist, &released);
-	if (have < 0) {
-		snprintf(err, errlen, "database: cannot read the released version");
-		goto fail;
-	}
-	/* first start under staged (or the store went back): all of it is out */
-	if (!have || released > newest)
-		released = newest;
-	r->released = released;
-
 	if (!r->staged) {
-		if (in_progress(r)) {
-			r->run.state = RO_ABORTED;
-			r->run.finished_at = wall_ms();
-			free(r->run.reason);
-			r->run.reason = xstrdup("ended when the plane restarted with --rollout immediate: every node "
-						"gets the newest version");
-			r->released = newest;
-			persist(r);
+		struct ro_run run;
+		bool have;
+		uint64_t released;
+		if (load_last(r, &run, &have, &released, err, errlen) < 0)
+			goto fail;
+		store_rdlock(p->store);
+		uint64_t newest = store_version(p->store);
+		store_rdunlock(p->store);
+		bool ended = have && run.state == RO_IN_PROGRESS;
+		if (ended) {
+			run.state = RO_ABORTED;
+			run.finished_at = wall_ms();
+			free(run.reason);
+			run.reason = xstrdup("ended when the plane restarted with --rollout immediate: every node "
+					     "gets the newest version");
 		}
+		install(r, &run, have, ended ? newest : released, NULL, 0);
+		if (ended)
+			persist(r);
 		store_write_lock(p->store);
 		int rc = store_set_pin(p->store, false, 0, err, errlen);
 		store_write_unlock(p->store);
@@ -860,62 +1201,9 @@ struct rollout *rollout_open(struct plane *p, char *err, size_t errlen)
 			goto fail;
 		return r;
 	}
-
-	/* the store keeps history back to the released version only while
-	 * staged: after a spell of --rollout immediate it has none, and all
-	 * that is stored counts as released */
-	uint64_t floor = 0;
-	store_write_lock(p->store);
-	bool keep = store_pinned(p->store, &floor);
-	store_write_unlock(p->store);
-	bool history = keep && floor <= r->released;
-	if (in_progress(r) && (r->run.stage >= r->nstages ||
-			       rollout_stage_size(r->run.nmembers, r->stages[r->run.stage]) != r->run.reached)) {
-		/* --stages changed across the restart: the nodes reached keep
-		 * the new version, and the run goes on from the last stage of
-		 * the new list that they fill (never all at once) */
-		size_t st = 0;
-		for (size_t i = 0; i < r->nstages; i++)
-			if (rollout_stage_size(r->run.nmembers, r->stages[i]) <= r->run.reached)
-				st = i;
-		log_warn("rollout %llu: --stages changed: %zu of %zu nodes reached, resuming at stage %u%%",
-			 (unsigned long long)r->run.id, r->run.reached, r->run.nmembers, r->stages[st]);
-		r->run.stage = st;
-	}
-	if (in_progress(r) && (!history || r->run.from < floor || r->run.to > newest || r->run.from > r->run.to)) {
-		log_warn("rollout %llu: cannot resume (versions %llu..%llu, store at %llu, history from %llu, "
-			 "%zu stages): ended; every node gets version %llu", (unsigned long long)r->run.id,
-			 (unsigned long long)r->run.from, (unsigned long long)r->run.to, (unsigned long long)newest,
-			 (unsigned long long)floor, r->nstages, (unsigned long long)newest);
-		r->run.state = RO_ABORTED;
-		r->run.finished_at = wall_ms();
-		free(r->run.reason);
-		r->run.reason = xstrdup("ended at a restart: the store no longer fits it");
-		history = false;
-	}
-	if (!history)
-		r->released = newest;
-	if (in_progress(r)) {
-		r->released = r->run.from;
-		index_members(r, true);
-		r->wait_from = now_ms();
-		log_info("rollout %llu: resumed at stage %u%% (%zu of %zu nodes), version %llu -> %llu",
-			 (unsigned long long)r->run.id, r->stages[r->run.stage], r->run.reached, r->run.nmembers,
-			 (unsigned long long)r->run.from, (unsigned long long)r->run.to);
-	}
-	/* history must reach back to the baseline before anything commits */
-	uint64_t pin = in_progress(r) ? r->released : floor_to_keep(r);
-	if (pin < floor || !history)
-		pin = r->released;   /* trimmed already: what is left */
-	store_write_lock(p->store);
-	int rc = store_set_pin(p->store, true, pin, err, errlen);
-	store_write_unlock(p->store);
-	if (rc < 0)
-		goto fail;
-	r->floor = pin;
-	if (r->have_run)
-		persist(r);
-	else if (p->persist->ops->set_released(p->persist, r->released, err, errlen) < 0)
+	/* replicas: each follows the records until the election makes it
+	 * the controller (rollout_step), which then resumes */
+	if (r->shared ? follow_records(r, err, errlen) : resume(r, err, errlen))
 		goto fail;
 	return r;
 fail:

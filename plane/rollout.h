@@ -53,6 +53,16 @@ bool rollout_acked(struct rollout *r, const struct ack_msg *m);
  * (nothing in progress: 1 in *status 409; a store failure: 500). */
 int rollout_abort(struct rollout *r, int *status, char *err, size_t errlen);
 
+/* Replicas (--store etcd): one elected controller makes the transitions;
+ * the others follow its records. A record the controller wrote (run
+ * taken, or NULL; the released version when has_released). */
+struct ro_run;
+struct persist_node;
+void rollout_follow(struct rollout *r, struct ro_run *run, bool has_released, uint64_t released);
+/* A node record another replica wrote: the controller counts its ACK or
+ * NACK toward the stage, as if the node had answered here. */
+void rollout_record(struct rollout *r, const struct persist_node *n);
+
 /* Records the current rollout's counters (at exit: they move between
  * transitions without being saved). */
 void rollout_save(struct rollout *r);

@@ -720,6 +720,12 @@ int store_set_pin(struct store *s, bool keep, uint64_t floor, char *err, size_t 
 {
 	if (s->p->ops->trim_history(s->p, keep, floor, err, errlen) < 0)
 		return -1;
+	store_set_pin_local(s, keep, floor);
+	return 0;
+}
+
+void store_set_pin_local(struct store *s, bool keep, uint64_t floor)
+{
 	pthread_rwlock_wrlock(&s->rw);
 	for (struct store_entry *e = s->head; e; e = e->next)
 		if (e->hist)
@@ -731,7 +737,6 @@ int store_set_pin(struct store *s, bool keep, uint64_t floor, char *err, size_t 
 	s->keep = keep;
 	s->pin = floor;
 	pthread_rwlock_unlock(&s->rw);
-	return 0;
 }
 
 /* Loading: a history row of an entry (rows come newest first per name). */

@@ -107,6 +107,9 @@ int store_commit_hooked(struct store *s, struct store_change *changes, size_t n,
  * no version >= floor needs is dropped. !keep drops all history and keeps
  * none. Durable. Hold the write lock. Returns 0, or -1 with err. */
 int store_set_pin(struct store *s, bool keep, uint64_t floor, char *err, size_t errlen);
+/* The same in memory only: a replica following the rollout controller
+ * keeps the history its targets need; the controller records the pin. */
+void store_set_pin_local(struct store *s, bool keep, uint64_t floor);
 /* Whether history is kept, and from which version (*floor). Hold a lock. */
 bool store_pinned(struct store *s, uint64_t *floor);
 /* The oldest version whose states the store knows in full: the newest

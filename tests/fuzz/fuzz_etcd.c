@@ -11,10 +11,14 @@
  *      accepts prints back to the same digits (one spelling per number).
  *   3. as JSON: every object in it is decoded as a kv (live and deleted);
  *      a decoded key is the base64 of some bytes, and encoding them again
- *      decodes to the same bytes. */
+ *      decodes to the same bytes. Every object is also decoded as a
+ *      rollout record (members or not), a node record and a token record
+ *      (persist_etcd_records.c): a record accepted is whole and in range. */
 #include "fuzz.h"
 #include "etcd_client.h"
 #include "etcd_value.h"
+#include "persist_etcd.h"
+#include "rollout_rec.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -59,10 +63,33 @@ static void as_decimal(const char *d, size_t n)
 	FUZZ_ASSERT(strlen(back) == n && memcmp(back, d, n) == 0);
 }
 
+static void as_records(const cJSON *c)
+{
+	for (int members = 0; members < 2; members++) {
+		struct ro_run run;
+		if (etcd_rollout_from_json(c, members, &run) == 0) {
+			FUZZ_ASSERT(run.id != 0);
+			FUZZ_ASSERT(run.state >= RO_IN_PROGRESS && run.state <= RO_ABORTED);
+			FUZZ_ASSERT(!members || run.reached <= run.nmembers);
+			FUZZ_ASSERT(run.reason != NULL);
+			for (size_t i = 0; i < run.nmembers; i++)
+				FUZZ_ASSERT(run.members[i] != NULL);
+			ro_run_release(&run);
+		}
+	}
+	struct persist_node pn;
+	if (etcd_node_from_json(c, &pn) == 0)
+		FUZZ_ASSERT(pn.id[0] && pn.labels[0] && pn.replica && pn.transport);
+	struct persist_token pt;
+	if (etcd_token_from_json(c, &pt) == 0)
+		FUZZ_ASSERT(pt.id[0] && pt.hash[0]);
+}
+
 static void walk(const cJSON *j)
 {
 	for (const cJSON *c = j; c; c = c->next) {
 		if (cJSON_IsObject(c)) {
+			as_records(c);
 			for (int deleted = 0; deleted < 2; deleted++) {
 				struct etcd_kv kv;
 				if (etcd_kv_decode(c, deleted, &kv) == 0) {

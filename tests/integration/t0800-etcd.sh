@@ -154,9 +154,9 @@ check_eq "--store etcd without --etcd exits 2" 2 "$?"
 check_eq "--etcd without --store etcd exits 2" 2 "$?"
 "$PLANE_BIN" --store etcd --etcd "$ETCD_ENDPOINTS" --etcd-prefix nope --insecure --listen 127.0.0.1:0 --data "$WORK/x" >"$WORK/x.log" 2>&1
 check_eq "--etcd-prefix without a trailing / exits 2" 2 "$?"
-"$PLANE_BIN" --store etcd --etcd "$ETCD_ENDPOINTS" --rollout staged --insecure --listen 127.0.0.1:0 --data "$WORK/x" >"$WORK/x.log" 2>&1
-check_eq "--rollout staged over etcd is refused (no elected controller yet)" 2 "$?"
-check "... saying so" grep -q "does not run over --store etcd yet" "$WORK/x.log"
+"$PLANE_BIN" --store etcd --etcd "$ETCD_ENDPOINTS" --lease-ttl 1 --insecure --listen 127.0.0.1:0 --data "$WORK/x" >"$WORK/x.log" 2>&1
+check_eq "a --lease-ttl below 2 s exits 2" 2 "$?"
+check "... naming the flag" grep -q "lease-ttl" "$WORK/x.log"
 timeout 20 "$PLANE_BIN" --store etcd --etcd http://127.0.0.1:9 --insecure --listen 127.0.0.1:0 --data "$WORK/x" >"$WORK/x.log" 2>&1
 check_eq "an etcd nobody answers at exits 1 at start" 1 "$?"
 check "... saying so" grep -q "etcd unavailable" "$WORK/x.log"

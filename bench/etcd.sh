@@ -14,8 +14,25 @@
 #   (d) the reconnect storm: BENCH_ETCD_FANOUT streams on one replica, which
 #       is killed (kill -9); every stream comes back on the other replica
 #       (sse_load --failover, as tetherd --plane A,B): time from the first
-#       loss until all are back, and the snapshots the survivor sent.
-# Results in BUILDDIR/bench-etcd.txt, raw output in BUILDDIR/bench-out/etcd/.
+#       loss until all are back, and the snapshots the survivor sent;
+#   (e) against nodes that watch etcd directly (as APISIX does), the same
+#       load client (sse_load) in the same run, the planes of (a)-(d)
+#       stopped first: BENCH_ETCD_FANOUT connections each side, one write at
+#       a time (BENCH_ETCD_DIRECT_WRITES, default BENCH_WRITES):
+#         plane: two fresh replicas, half the SSE streams on each, the write
+#           to the first (PUT /v1/resources/...);
+#         direct: as many watches of a prefix through etcd's v3 JSON
+#           gateway (sse_load --etcd-watch, POST /v3/watch), spread over the
+#           three members' client ports, the write a put under the prefix
+#           to the first member (/v3/kv/put, the same body);
+#       fan-out from just before the write until every connection has it,
+#       p50/p99/max over every connection (median over the writes), and
+#       memory per connection: the growth of the servers' VmRSS (both
+#       replicas; the three etcd members) from before the connections
+#       opened to 2 s after the last one did, divided by their number.
+# BENCH_ETCD_ONLY=direct runs (e) alone.
+# Results in BUILDDIR/bench-etcd.txt (the figures of (e) also as key=value
+# lines, direct.*), raw output in BUILDDIR/bench-out/etcd/.
 if [ -z "${BASH_VERSION:-}" ]; then
 	exec bash "$0" "$@"
 fi
@@ -30,6 +47,8 @@ WRITES_LAT=${BENCH_ETCD_WRITES:-200}
 FAN=${BENCH_ETCD_FANOUT:-10000}
 WRITES=${BENCH_WRITES:-5}
 ACKERS=${BENCH_ETCD_ACKERS:-1000}
+DWRITES=${BENCH_ETCD_DIRECT_WRITES:-$WRITES}
+ONLY=${BENCH_ETCD_ONLY:-}
 OUT=$BUILDDIR/bench-out/etcd
 RESULTS=$BUILDDIR/bench-etcd.txt
 BENCH_NAME=etcd
@@ -43,6 +62,7 @@ wait_for() { wait_until "$3" grep -q -- "$2" "$1"; }
 
 # ---- etcd ------------------------------------------------------------------------
 EPORTS=()
+EPIDS=()
 free_ports() {
 	python3 - "$1" <<'PY'
 import socket, sys
@@ -67,6 +87,7 @@ start_etcd() {
 			--initial-advertise-peer-urls "http://127.0.0.1:${EPORTS[$((i + 3))]}" \
 			--initial-cluster "$init" --max-txn-ops 10000 >"$OUT/etcd-$i.log" 2>&1 &
 		track $!
+		EPIDS+=($!)
 	done
 	ETCD=$ep
 	local ok=0
@@ -142,9 +163,186 @@ fanout() {
 	done | median
 }
 
+# ---- (e) against nodes that watch etcd directly --------------------------------------
+
+# etcd_timed_put KEY VALUE STARTFILE: one put to the first etcd member's
+# JSON gateway on a connection opened first; the start time, taken just
+# before the request goes out, is appended to STARTFILE (as timed_put).
+# Prints the revision it made.
+etcd_timed_put() {
+	local body reply
+	body="{\"key\":\"$(printf '%s' "$1" | base64 -w0)\",\"value\":\"$(printf '%s' "$2" | base64 -w0)\"}"
+	exec 3<>"/dev/tcp/127.0.0.1/${EPORTS[0]}" || return 1
+	local nl=$'\r\n'
+	local req="POST /v3/kv/put HTTP/1.1${nl}Host: 127.0.0.1:${EPORTS[0]}${nl}"
+	req+="Content-Type: application/json${nl}Content-Length: ${#body}${nl}Connection: close${nl}${nl}$body"
+	local t0=$EPOCHREALTIME
+	printf '%s' "$req" >&3
+	printf '%s\n' "$t0" >>"$3"
+	reply=$(cat <&3)
+	exec 3>&-
+	case $reply in
+	"HTTP/1.1 200"*) ;;
+	*) log "etcd put $1 failed: $(printf '%s' "$reply" | head -n 1)"; return 1 ;;
+	esac
+	printf '%s' "$reply" | sed -n 's/.*"revision":"\([0-9]*\)".*/\1/p'
+}
+
+# rss_sum PID...: the sum of their VmRSS, KiB
+rss_sum() {
+	local p t=0
+	for p in "$@"; do t=$((t + $(rss_kb "$p"))); done
+	echo "$t"
+}
+
+# etcd_go: the Go runtime's view of the three members, summed: heap and
+# stack in use (KiB), and goroutines (from /metrics)
+etcd_go() {
+	local i
+	for i in 0 1 2; do
+		curl -fsS "http://127.0.0.1:${EPORTS[$i]}/metrics"
+	done | awk '$1 == "go_memstats_heap_inuse_bytes" || $1 == "go_memstats_stack_inuse_bytes" { b += $2 }
+		$1 == "go_goroutines" { g += $2 }
+		END { printf "%.0f %.0f\n", b / 1024, g }'
+}
+
+# direct_round TAG W: p50 p99 max (ms) over every connection of round W
+# in the load files of TAG
+direct_round() {
+	local vals
+	vals=$(cat "$OUT"/direct."$1".[0-9] | awk -v w="$2" '$1 ~ /^stream=/ && $3 == "round=" w {
+		for (i = 1; i <= NF; i++) if ($i ~ /^latency_ms=/) { sub(/latency_ms=/, "", $i); print $i } }')
+	echo "$(percentile 0.5 <<<"$vals") $(percentile 0.99 <<<"$vals") $(percentile 1 <<<"$vals")"
+}
+
+# direct TAG TARGETS WRITE_CMD SERVER_PIDS LOAD_ARGS...: BENCH_ETCD_FANOUT
+# connections split over TARGETS (comma-separated HOST:PORT), one sse_load
+# each; the servers' RSS before and after they connect; DWRITES writes
+# (WRITE_CMD W, which appends the start time to $OUT/direct.start.TAG);
+# sets D_MEM (KiB per connection), D_MEM_AFTER (the same after the
+# writes), D_P50 / D_P99 / D_MAX (medians over the writes), D_EACH (the
+# p99 of each write)
+direct() {
+	local tag=$1 targets=$2 wcmd=$3 spids=$4 t k=0 n lp=() w r0 r1 r2
+	shift 4
+	IFS=, read -r -a tl <<<"$targets"
+	IFS=, read -r -a sp <<<"$spids"
+	: >"$OUT/direct.start.$tag"
+	r0=$(rss_sum "${sp[@]}")
+	[ "$tag" = etcd ] && read -r G0 R0 <<<"$(etcd_go)"
+	for t in "${tl[@]}"; do
+		n=$((FAN / ${#tl[@]}))
+		[ $k -eq 0 ] && n=$((n + FAN % ${#tl[@]}))
+		"$LOAD_BIN" -n "$n" "$@" --rounds "$DWRITES" --start-file "$OUT/direct.start.$tag" --per-stream \
+			--timeout 300 --prefix "d$tag$k-" "$t" >"$OUT/direct.$tag.$k" 2>"$OUT/direct.$tag.$k.err" &
+		lp+=($!)
+		track $!
+		k=$((k + 1))
+	done
+	for k in $(seq 0 $((${#tl[@]} - 1))); do
+		wait_for "$OUT/direct.$tag.$k" '^ready=1' 300 || die "direct $tag: connections did not open"
+		[ "$(kv "$OUT/direct.$tag.$k" connect.failed)" = 0 ] && [ "$(kv "$OUT/direct.$tag.$k" connect.complete)" = 1 ] ||
+			die "direct $tag: not every connection opened (see $OUT/direct.$tag.$k*)"
+	done
+	sleep 2
+	r1=$(rss_sum "${sp[@]}")
+	[ "$tag" = etcd ] && read -r G1 R1 <<<"$(etcd_go)"
+	for w in $(seq 1 "$DWRITES"); do
+		$wcmd "$w" || die "direct $tag: write $w failed"
+		for k in $(seq 0 $((${#tl[@]} - 1))); do
+			wait_for "$OUT/direct.$tag.$k" "^round\\.$w\\.done=1" 120 || die "direct $tag: write $w not seen by all"
+		done
+		sleep 1
+	done
+	r2=$(rss_sum "${sp[@]}")
+	for p in "${lp[@]}"; do wait "$p" || die "direct $tag: a load client failed (see $OUT/direct.$tag.*.err)"; untrack "$p"; done
+	echo "rss_before_kb=$r0 rss_connected_kb=$r1 rss_after_writes_kb=$r2" >"$OUT/direct.rss.$tag"
+	D_MEM=$(awk -v a="$r0" -v b="$r1" -v n="$FAN" 'BEGIN {printf "%.1f", (b - a) / n}')
+	D_MEM_AFTER=$(awk -v a="$r0" -v b="$r2" -v n="$FAN" 'BEGIN {printf "%.1f", (b - a) / n}')
+	for w in $(seq 1 "$DWRITES"); do direct_round "$tag" "$w"; done >"$OUT/direct.rounds.$tag"
+	D_P50=$(awk '{print $1}' "$OUT/direct.rounds.$tag" | median)
+	D_P99=$(awk '{print $2}' "$OUT/direct.rounds.$tag" | median)
+	D_MAX=$(awk '{print $3}' "$OUT/direct.rounds.$tag" | median)
+	D_EACH=$(awk '{print $2}' "$OUT/direct.rounds.$tag" | paste -sd,)
+}
+
+# the writes of (e): the plane's resource, and the same body under the
+# watched prefix, checked to be revision ETCD_R0 + W (nothing else wrote)
+direct_plane_write() {
+	timed_put cluster/direct "$(cluster_body $((2000 + $1)))" "$OUT/direct.start.plane" >/dev/null
+}
+direct_etcd_write() {
+	local rev
+	rev=$(etcd_timed_put /direct/routes/r1 "$(cluster_body $((2000 + $1)))" "$OUT/direct.start.etcd") || return 1
+	[ "$rev" = $((ETCD_R0 + $1)) ] || { log "etcd put $1 made revision $rev, not $((ETCD_R0 + $1))"; return 1; }
+}
+
+run_direct() {
+	local p
+	for p in ${PID_sqlite:-} ${PID_ea:-} ${PID_eb:-} ${PID_sb:-}; do stop_pid "$p"; done
+	log "direct: $FAN SSE streams over two fresh etcd replicas, $DWRITES writes"
+	start_plane da --store etcd --etcd "$ETCD" --etcd-prefix /direct-plane/
+	start_plane db --store etcd --etcd "$ETCD" --etcd-prefix /direct-plane/
+	PORT=$PORT_da
+	timed_put cluster/direct "$(cluster_body 2000)" "$OUT/direct.seed" >/dev/null || die "direct: seed write failed"
+	sleep 1   # the second replica follows the seed
+	local v
+	v=$(curl -fsS "http://127.0.0.1:$PORT_da/v1/resources" | jq -r .version)
+	direct plane "127.0.0.1:$PORT_da,127.0.0.1:$PORT_db" direct_plane_write "$PID_da,$PID_db" \
+		--version "$v" --wait-push $((v + 1))
+	DP_MEM=$D_MEM DP_MEM_AFTER=$D_MEM_AFTER DP_P50=$D_P50 DP_P99=$D_P99 DP_MAX=$D_MAX DP_EACH=$D_EACH
+	stop_pid "$PID_da"
+	stop_pid "$PID_db"
+	sleep 2
+
+	log "direct: $FAN etcd watches over the three members, $DWRITES puts"
+	etcd_timed_put /direct/routes/r1 "$(cluster_body 2000)" "$OUT/direct.seed" >/dev/null || die "direct: seed put failed"
+	ETCD_R0=$(etcd_rev)
+	direct etcd "127.0.0.1:${EPORTS[0]},127.0.0.1:${EPORTS[1]},127.0.0.1:${EPORTS[2]}" direct_etcd_write \
+		"${EPIDS[0]},${EPIDS[1]},${EPIDS[2]}" --etcd-watch /direct/ --version "$ETCD_R0" --wait-push $((ETCD_R0 + 1))
+	DE_MEM=$D_MEM DE_MEM_AFTER=$D_MEM_AFTER DE_P50=$D_P50 DE_P99=$D_P99 DE_MAX=$D_MAX DE_EACH=$D_EACH
+	echo "go_inuse_before_kb=$G0 go_inuse_connected_kb=$G1 goroutines_before=$R0 goroutines_connected=$R1" \
+		>>"$OUT/direct.rss.etcd"
+	DE_GO=$(awk -v a="$G0" -v b="$G1" -v n="$FAN" 'BEGIN {printf "%.1f", (b - a) / n}')
+	DE_GR=$(awk -v a="$R0" -v b="$R1" -v n="$FAN" 'BEGIN {printf "%.1f", (b - a) / n}')
+}
+
+direct_results() {
+	echo "(e) against nodes that watch etcd directly: $FAN connections each, the same load client,"
+	echo "    one write at a time, from just before it until every connection has it (median of $DWRITES writes);"
+	echo "    memory = servers' VmRSS growth from before the connections to 2 s after, per connection:"
+	echo "    two plane replicas, $((FAN / 2)) SSE streams each:   ${DP_MEM} KiB per stream, p50 ${DP_P50} / p99 ${DP_P99} / max ${DP_MAX} ms"
+	echo "    three etcd members, JSON-gateway watches:  ${DE_MEM} KiB per watch,  p50 ${DE_P50} / p99 ${DE_P99} / max ${DE_MAX} ms"
+	echo "direct.connections=$FAN"
+	echo "direct.writes=$DWRITES"
+	echo "direct.plane.mem_per_conn_kib=$DP_MEM"
+	echo "direct.plane.mem_per_conn_after_writes_kib=$DP_MEM_AFTER"
+	echo "direct.plane.p50_ms=$DP_P50"
+	echo "direct.plane.p99_ms=$DP_P99"
+	echo "direct.plane.max_ms=$DP_MAX"
+	echo "direct.plane.p99_ms.each=$DP_EACH"
+	echo "direct.etcd.mem_per_conn_kib=$DE_MEM"
+	echo "direct.etcd.mem_per_conn_after_writes_kib=$DE_MEM_AFTER"
+	echo "direct.etcd.go_heap_stack_inuse_per_conn_kib=$DE_GO"
+	echo "direct.etcd.goroutines_per_conn=$DE_GR"
+	echo "direct.etcd.p50_ms=$DE_P50"
+	echo "direct.etcd.p99_ms=$DE_P99"
+	echo "direct.etcd.max_ms=$DE_MAX"
+	echo "direct.etcd.p99_ms.each=$DE_EACH"
+}
+
 # ---- run ---------------------------------------------------------------------------
 log "machine: $MACHINE"
 start_etcd
+if [ "$ONLY" = direct ]; then
+	run_direct
+	{
+		bench_header "tether etcd store benchmark, (e) alone"
+		echo
+		direct_results
+	} | tee "$RESULTS"
+	exit 0
+fi
 start_plane sqlite
 start_plane ea --store etcd --etcd "$ETCD" --etcd-prefix /bench/
 start_plane eb --store etcd --etcd "$ETCD" --etcd-prefix /bench/
@@ -197,6 +395,8 @@ snap1=$(curl -fsS "http://127.0.0.1:$PORT_sb/metrics" | awk '$1 == "tether_snaps
 storm_ms=$(kv "$OUT/storm.out" reconnect.all_back_ms)
 storm_back=$(kv "$OUT/storm.out" reconnect.back)
 
+run_direct
+
 {
 	bench_header "tether etcd store benchmark"
 	echo
@@ -211,4 +411,5 @@ storm_back=$(kv "$OUT/storm.out" reconnect.back)
 	echo "(d) reconnect storm: $FAN streams on a replica killed with kill -9:"
 	echo "    $storm_back back on the other replica, all within ${storm_ms} ms of the first loss (goal < 10 s);"
 	echo "    snapshots the survivor sent: $((snap1 - snap0)) (goal 0)"
+	direct_results
 } | tee "$RESULTS"

@@ -1,5 +1,5 @@
 /* sse_load.c: the load client of the fan-out and wire-bytes benchmarks
- * (bench/run.sh). One thread, epoll, non-blocking sockets: it opens N
+ * (bench/run.sh, bench/etcd.sh). One thread, epoll, non-blocking sockets: it opens N
  * Server-Sent Events streams (GET /v1/stream, distinct node ids) to one
  * plane, spreading the source address over 127.0.0.x so that the ephemeral
  * ports of one address do not run out, and parses just enough of each
@@ -37,7 +37,23 @@
  * version of the newest push it got. After the rounds a last phase waits
  * until every stream was lost and is back with the first event of a new
  * connection, and reports when that was (epoch seconds) and how many
- * attempts it took. */
+ * attempts it took.
+ *
+ * With --etcd-watch PREFIX (bench/etcd.sh) each of the N connections is
+ * instead a node watching etcd directly through its v3 JSON gateway, as
+ * APISIX does: POST /v3/watch with {"create_request":{"key","range_end",
+ * "start_revision"}} for every key under PREFIX (start_revision --version
+ * + 1 when --version is given; from now otherwise), answered by a chunked
+ * stream of newline-delimited JSON messages ({"result":{...}}). Each
+ * message is one event of the same machinery: the first, "created":true,
+ * ends phase 1 (every watch created); a message with events is a push whose
+ * id is the largest mod_revision in it, so --wait-push REV waits, in round
+ * r, for revision >= REV + r - 1 (consecutive puts under PREFIX with no
+ * other write to the cluster between them: the caller checks the put's
+ * revisions); a canceled watch (a compaction) or an {"error":...} message
+ * fails the stream. Byte figures count the JSON lines as they count SSE
+ * text. --gzip, --ack and --zones do not apply; --reconnect and
+ * --failover resume from the newest revision seen + 1. */
 #include "buf.h"
 #include "util.h"
 #include "xmalloc.h"
@@ -81,6 +97,8 @@
 
 enum st_state { ST_IDLE, ST_CONNECTING, ST_HANDSHAKE, ST_SENDREQ, ST_HEADERS, ST_BODY, ST_ENDED, ST_FAILED,
 		ST_WAIT /* --reconnect: closed, waiting for its retry time */ };
+/* --etcd-watch: what a line of the watch is scanned for */
+enum { EP_MODREV, EP_CREATED, EP_CANCELED, EP_N };
 enum body_mode { B_RAW, B_SIZE, B_DATA, B_DATA_CR, B_DATA_LF, B_TRAILER, B_END };
 
 struct event {
@@ -118,6 +136,13 @@ struct stream {
 	uint8_t mk;           /* --nack-marker: bytes of the marker matched so far */
 	uint64_t ev_id;
 	char ev_nonce[NONCE_KEEP];
+	/* --etcd-watch: KMP states of the patterns in the current line, the
+	 * mod_revision being read (when e_num), the line's largest one and
+	 * its events, created / canceled seen */
+	uint8_t ek[EP_N];
+	bool e_num, e_created, e_canceled;
+	uint64_t e_acc, e_rev;
+	uint32_t e_events;
 	uint64_t chunk_left;
 	z_stream *z;
 	/* byte accounting */
@@ -177,7 +202,7 @@ struct config {
 	unsigned port;
 	uint64_t n, version, wait_push, rounds, concurrency, sources, timeout_s, linger_s;
 	uint64_t zones, ack_conns, reconnect_jitter_ms;
-	const char *prefix, *start_file, *start_arg, *nack_marker;
+	const char *prefix, *start_file, *start_arg, *nack_marker, *etcd_watch;
 	const char *ca_file, *cert_file, *key_file, *tls_name, *tls_priority;
 	bool gzip, per_stream, ack, tls, reconnect, failover;
 };
@@ -199,6 +224,19 @@ static size_t aq_cap, aq_head, aq_len;
 static uint64_t ack_sent, nack_sent, ack_accepted, ack_stale, ack_errors, ack_retries, pushes_total;
 static size_t marker_len;
 static uint8_t marker_fail[256];  /* KMP failure function of the marker */
+/* --etcd-watch: the watch's key and range_end in base64, and the patterns
+ * looked for in every line (KMP, like the marker) */
+#define ETCD_PREFIX_MAX 200
+static char etcd_key64[((ETCD_PREFIX_MAX + 2) / 3) * 4 + 1], etcd_end64[sizeof(etcd_key64)];
+static struct {
+	const char *s;
+	uint8_t len;
+	uint8_t fail[32];
+} epat[EP_N] = {
+	[EP_MODREV] = { "\"mod_revision\":\"", 0, { 0 } },
+	[EP_CREATED] = { "\"created\":true", 0, { 0 } },
+	[EP_CANCELED] = { "\"canceled\":true", 0, { 0 } },
+};
 /* --tls */
 static gnutls_certificate_credentials_t tls_cred;
 static gnutls_priority_t tls_prio;
@@ -432,6 +470,10 @@ static void schedule_reconnect(struct stream *st)
 	st->ev_type = 0;
 	st->ev_data = st->ev_marked = false;
 	st->mk = 0;
+	memset(st->ek, 0, sizeof(st->ek));
+	st->e_num = st->e_created = st->e_canceled = false;
+	st->e_acc = st->e_rev = 0;
+	st->e_events = 0;
 	uint64_t j = cfg.reconnect_jitter_ms ? rng_next() % (cfg.reconnect_jitter_ms + 1) : 0;
 	heap_push(mono_ms() + (int64_t)j, (uint32_t)(st - streams));
 }
@@ -569,9 +611,42 @@ static void start_connects(void)
 	}
 }
 
+/* --etcd-watch: the POST /v3/watch that creates the watch, resuming after
+ * the newest revision seen (or --version) */
+static int etcd_request(const struct stream *st, char *req, size_t cap)
+{
+	char body[512], from[64] = "";
+	uint64_t held = st->have_push ? st->last_id : cfg.version;
+	if (held)
+		snprintf(from, sizeof(from), ",\"start_revision\":\"%" PRIu64 "\"", held + 1);
+	int bl = snprintf(body, sizeof(body), "{\"create_request\":{\"key\":\"%s\",\"range_end\":\"%s\"%s}}",
+			  etcd_key64, etcd_end64, from);
+	if (bl < 0 || (size_t)bl >= sizeof(body))
+		return -1;
+	return snprintf(req, cap,
+			"POST /v3/watch HTTP/1.1\r\n"
+			"Host: %s:%u\r\n"
+			"Content-Type: application/json\r\n"
+			"Content-Length: %d\r\n"
+			"\r\n"
+			"%s",
+			cfg.host, cfg.port, bl, body);
+}
+
+static void send_raw(struct stream *st, const char *req, size_t n);
+
 static void send_request(struct stream *st, size_t i)
 {
-	char req[512], labels[64] = "";
+	char req[1024], labels[64] = "";
+	if (cfg.etcd_watch) {
+		int n = etcd_request(st, req, sizeof(req));
+		if (n < 0 || (size_t)n >= sizeof(req)) {
+			stream_fail(st, "request too long");
+			return;
+		}
+		send_raw(st, req, (size_t)n);
+		return;
+	}
 	if (cfg.zones)
 		snprintf(labels, sizeof(labels), "&labels=zone%%3Dz%" PRIu64, (uint64_t)i % cfg.zones);
 	/* a reconnecting stream claims the newest version it was pushed */
@@ -588,15 +663,22 @@ static void send_request(struct stream *st, size_t i)
 		stream_fail(st, "request too long");
 		return;
 	}
+	send_raw(st, req, (size_t)n);
+}
+
+/* The request goes out on a fresh connection: at once, or (TLS) when the
+ * socket takes it. */
+static void send_raw(struct stream *st, const char *req, size_t n)
+{
 	if (st->tls) {
-		ssize_t r = gnutls_record_send(st->tls, req, (size_t)n);
+		ssize_t r = gnutls_record_send(st->tls, req, n);
 		if (r == GNUTLS_E_AGAIN || r == GNUTLS_E_INTERRUPTED) {
 			/* the rest goes out when the socket takes it (same data: NULL, 0) */
 			st->state = ST_SENDREQ;
 			stream_watch(st, EPOLLOUT);
 			return;
 		}
-		if (r != n) {
+		if (r != (ssize_t)n) {
 			stream_fail(st, r < 0 ? gnutls_strerror((int)r) : "short write of the request");
 			return;
 		}
@@ -604,8 +686,8 @@ static void send_request(struct stream *st, size_t i)
 		st->state = ST_HEADERS;
 		return;
 	}
-	ssize_t w = send(st->fd, req, (size_t)n, MSG_NOSIGNAL);
-	if (w != n) {
+	ssize_t w = send(st->fd, req, n, MSG_NOSIGNAL);
+	if (w != (ssize_t)n) {
 		/* a fresh socket takes a few hundred bytes at once, or it is broken */
 		stream_fail(st, w < 0 ? strerror(errno) : "short write of the request");
 		return;
@@ -1180,6 +1262,90 @@ static void marker_scan(struct stream *st, const char *p, size_t n)
 	st->mk = (uint8_t)k;
 }
 
+/* ---- --etcd-watch: the JSON gateway's lines ---------------------------------- */
+
+/* The bytes of a line, as they come: KMP over the patterns, and the
+ * digits of each "mod_revision":"N" (int64s are strings in the gateway's
+ * JSON). */
+static void etcd_scan(struct stream *st, const char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		char c = p[i];
+		if (st->e_num) {
+			if (c >= '0' && c <= '9' && st->e_acc < UINT64_MAX / 10 - 10) {
+				st->e_acc = st->e_acc * 10 + (uint64_t)(c - '0');
+				continue;
+			}
+			st->e_num = false;
+			if (c == '"') {
+				st->e_events++;
+				if (st->e_acc > st->e_rev)
+					st->e_rev = st->e_acc;
+			}
+			continue;
+		}
+		for (unsigned j = 0; j < EP_N; j++) {
+			unsigned k = st->ek[j];
+			while (k && epat[j].s[k] != c)
+				k = epat[j].fail[k - 1];
+			if (epat[j].s[k] == c)
+				k++;
+			if (k == epat[j].len) {
+				k = 0;
+				if (j == EP_MODREV) {
+					st->e_num = true;
+					st->e_acc = 0;
+				} else if (j == EP_CREATED) {
+					st->e_created = true;
+				} else {
+					st->e_canceled = true;
+				}
+			}
+			st->ek[j] = (uint8_t)k;
+		}
+		if (st->e_num)
+			memset(st->ek, 0, sizeof(st->ek));
+	}
+}
+
+/* A complete line: one message of the watch ({"result":{...}}), an event
+ * of the machinery: 'c' created, 'p' events (id: the newest mod_revision),
+ * 'o' anything else (a progress notification). */
+static void etcd_line(struct stream *st, int64_t t)
+{
+	uint32_t kept = st->slen < LINE_KEEP - 1 ? st->slen : LINE_KEEP - 1;
+	char type = st->e_events ? 'p' : st->e_created ? 'c' : 'o';
+	bool canceled = st->e_canceled;
+	uint64_t rev = st->e_rev;
+	memset(st->ek, 0, sizeof(st->ek));
+	st->e_num = st->e_created = st->e_canceled = false;
+	st->e_acc = st->e_rev = 0;
+	st->e_events = 0;
+	if (st->slen == 0)
+		return;
+	if (kept >= 9 && memcmp(st->sline, "{\"error\":", 9) == 0) {
+		char why[LINE_KEEP + 16];
+		st->npend = 0;   /* the stream fails with this line */
+		snprintf(why, sizeof(why), "etcd: %.*s", (int)kept, st->sline);
+		stream_fail(st, why);
+		return;
+	}
+	if (canceled) {
+		char why[LINE_KEEP + 32];
+		st->npend = 0;
+		snprintf(why, sizeof(why), "etcd canceled the watch: %.*s", (int)kept, st->sline);
+		stream_fail(st, why);
+		return;
+	}
+	if (st->npend < MAX_PENDING) {
+		struct event *e = &st->pend[st->npend++];
+		e->type = type;
+		e->id = type == 'p' ? rev : 0;
+		e->t_ns = t;
+		e->sse_end = st->sse_pos;
+	}
+}
+
 /* Decoded body bytes: SSE lines, of which only a prefix is kept. */
 static void sse_feed(struct stream *st, const char *p, size_t n, int64_t t)
 {
@@ -1192,6 +1358,8 @@ static void sse_feed(struct stream *st, const char *p, size_t n, int64_t t)
 		}
 		if (marker_len)
 			marker_scan(st, p, k);
+		if (cfg.etcd_watch)
+			etcd_scan(st, p, k);
 		st->slen += (uint32_t)k;
 		st->sse_pos += k;
 		p += k;
@@ -1203,7 +1371,13 @@ static void sse_feed(struct stream *st, const char *p, size_t n, int64_t t)
 		n--;
 		if (st->slen && st->slen <= LINE_KEEP - 1 && st->sline[st->slen - 1] == '\r')
 			st->slen--;
-		sse_line(st, t);
+		if (cfg.etcd_watch) {
+			etcd_line(st, t);
+			if (st->state != ST_BODY)
+				return;   /* failed: the rest is not this stream's any more */
+		} else {
+			sse_line(st, t);
+		}
 		st->slen = 0;
 		st->mk = 0;
 	}
@@ -1680,7 +1854,7 @@ static void report_connect(int64_t began_ns, bool complete)
 	int64_t *hdr = xcalloc(cfg.n + 1, sizeof(int64_t)), *wire = xcalloc(cfg.n + 1, sizeof(int64_t));
 	int64_t *withh = xcalloc(cfg.n + 1, sizeof(int64_t)), *sse = xcalloc(cfg.n + 1, sizeof(int64_t));
 	int64_t *lat = xcalloc(cfg.n + 1, sizeof(int64_t));
-	size_t k = 0, pushes = 0, beats = 0;
+	size_t k = 0, pushes = 0, beats = 0, created = 0;
 	uint64_t idmin = UINT64_MAX, idmax = 0, wire_sum = 0, withh_sum = 0;
 	int64_t last = began_ns;
 	for (size_t i = 0; i < cfg.n; i++) {
@@ -1704,6 +1878,8 @@ static void report_connect(int64_t began_ns, bool complete)
 				idmax = st->first_id;
 		} else if (st->first_type == 'h') {
 			beats++;
+		} else if (st->first_type == 'c') {
+			created++;
 		}
 		k++;
 	}
@@ -1712,10 +1888,13 @@ static void report_connect(int64_t began_ns, bool complete)
 	printf("connect.failed=%" PRIu64 "\n", n_failed);
 	printf("connect.complete=%d\n", complete ? 1 : 0);
 	printf("connect.gzip=%d\n", cfg.gzip ? 1 : 0);
+	printf("connect.etcd_watch=%d\n", cfg.etcd_watch ? 1 : 0);
 	printf("connect.version=%" PRIu64 "\n", cfg.version);
 	printf("connect.ms=%.1f\n", (double)(last - began_ns) / 1e6);
 	printf("first.push=%zu\n", pushes);
 	printf("first.heartbeat=%zu\n", beats);
+	if (cfg.etcd_watch)
+		printf("first.created=%zu\n", created);
 	if (pushes) {
 		printf("first.id_min=%" PRIu64 "\n", idmin);
 		printf("first.id_max=%" PRIu64 "\n", idmax);
@@ -1911,7 +2090,9 @@ static void usage(void)
 	      "  --cert FILE --key FILE  a client certificate for every stream\n"
 	      "  --reconnect        a stream that ends or fails reconnects; a last phase waits until all are back\n"
 	      "  --failover H:P     implies --reconnect: a lost stream comes back on this other plane\n"
-	      "  --reconnect-jitter MS  wait before each reconnect attempt: uniform in 0..MS (default 1000)\n",
+	      "  --reconnect-jitter MS  wait before each reconnect attempt: uniform in 0..MS (default 1000)\n"
+	      "  --etcd-watch PREFIX  each connection is an etcd v3 JSON-gateway watch of the keys under PREFIX\n"
+	      "                     (POST /v3/watch); ids are revisions, --version the revision held\n",
 	      stderr);
 	exit(2);
 }
@@ -2030,6 +2211,11 @@ static void parse_args(int argc, char **argv)
 			cfg.failover = true;
 			cfg.reconnect = true;
 			i++;
+		} else if (strcmp(a, "--etcd-watch") == 0) {
+			if (!v || !*v || strlen(v) > ETCD_PREFIX_MAX)
+				die("--etcd-watch: expected a key prefix of 1..%d bytes", ETCD_PREFIX_MAX);
+			cfg.etcd_watch = v;
+			i++;
 		} else if (strcmp(a, "--reconnect-jitter") == 0) {
 			cfg.reconnect_jitter_ms = num_arg(a, v, 0, 3600000);
 			i++;
@@ -2064,6 +2250,61 @@ static void parse_args(int argc, char **argv)
 		die("--nack-marker needs --ack");
 	if (!cfg.cert_file != !cfg.key_file)
 		die("--cert and --key go together");
+	if (cfg.etcd_watch && (cfg.gzip || cfg.ack || cfg.zones))
+		die("--etcd-watch: --gzip, --ack and --zones do not apply");
+}
+
+/* Standard base64 with padding of n bytes into out (room for
+ * 4 * ceil(n / 3) + 1). */
+static void base64(const unsigned char *in, size_t n, char *out)
+{
+	static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	size_t o = 0;
+	for (size_t i = 0; i < n; i += 3) {
+		uint32_t v = (uint32_t)in[i] << 16;
+		if (i + 1 < n)
+			v |= (uint32_t)in[i + 1] << 8;
+		if (i + 2 < n)
+			v |= in[i + 2];
+		out[o++] = tab[(v >> 18) & 63];
+		out[o++] = tab[(v >> 12) & 63];
+		out[o++] = i + 1 < n ? tab[(v >> 6) & 63] : '=';
+		out[o++] = i + 2 < n ? tab[v & 63] : '=';
+	}
+	out[o] = '\0';
+}
+
+/* --etcd-watch: the key and range_end of "every key under PREFIX" (etcd's
+ * prefix rule: the last byte that is not 0xff, plus one, ends the range;
+ * "\0" when there is none), and the patterns' failure functions */
+static void etcd_init(void)
+{
+	unsigned char end[ETCD_PREFIX_MAX];
+	size_t n = strlen(cfg.etcd_watch), m = n;
+	memcpy(end, cfg.etcd_watch, n);
+	while (m && end[m - 1] == 0xff)
+		m--;
+	if (m) {
+		end[m - 1]++;
+	} else {
+		end[0] = 0;
+		m = 1;
+	}
+	base64((const unsigned char *)cfg.etcd_watch, n, etcd_key64);
+	base64(end, m, etcd_end64);
+	for (unsigned j = 0; j < EP_N; j++) {
+		const char *s = epat[j].s;
+		size_t len = strlen(s);
+		epat[j].len = (uint8_t)len;
+		epat[j].fail[0] = 0;
+		for (size_t i = 1, k = 0; i < len; i++) {
+			while (k && s[i] != s[k])
+				k = epat[j].fail[k - 1];
+			if (s[i] == s[k])
+				k++;
+			epat[j].fail[i] = (uint8_t)k;
+		}
+	}
 }
 
 static void raise_nofile(void)
@@ -2097,6 +2338,8 @@ int main(int argc, char **argv)
 		die("epoll_create1: %s", strerror(errno));
 	if (cfg.tls)
 		tls_global_init();
+	if (cfg.etcd_watch)
+		etcd_init();
 	streams = xcalloc(cfg.n, sizeof(*streams));
 	for (size_t i = 0; i < cfg.n; i++) {
 		streams[i].fd = -1;

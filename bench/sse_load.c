@@ -28,8 +28,10 @@
  * --tls-name or HOST; --cert/--key present a client certificate). The byte
  * figures then count the HTTP bytes inside TLS, not the records.
  *
- * With --failover HOST:PORT (bench/etcd.sh, t0820) the reconnects go to
- * that other plane (a replica), as tetherd's --plane A,B does.
+ * With --failover HOST:PORT (bench/etcd.sh, t0820, t0840) the reconnects
+ * go to that other plane (a replica), as tetherd's --plane A,B does, and so
+ * do the ACKs once a stream or an ACK connection failed (those in flight
+ * too).
  *
  * With --reconnect (bench/trust.sh) a stream that ends or fails after its
  * first event reconnects after a delay drawn uniformly from
@@ -455,10 +457,14 @@ static uint32_t heap_pop(void)
 
 /* The stream's connection is gone: back to a fresh parser, and a retry
  * 0..--reconnect-jitter ms from now. */
+static bool acks_to_alt;   /* --failover: the ACKs go to the other plane now */
+
 static void schedule_reconnect(struct stream *st)
 {
 	stream_close(st);
 	st->lost = true;
+	if (cfg.failover)
+		acks_to_alt = true;   /* as tetherd's ACKs follow it to the plane it is on */
 	st->state = ST_WAIT;
 	st->status = 0;
 	st->hlen = st->slen = 0;
@@ -855,6 +861,8 @@ static void ackc_close(struct ackc *a)
 static void ackc_drop(struct ackc *a, const char *why)
 {
 	ackc_close(a);
+	if (cfg.failover)
+		acks_to_alt = true;   /* the plane the ACKs went to fails: in-flight ones move too */
 	if (!a->has_item)
 		return;
 	a->has_item = false;
@@ -902,7 +910,8 @@ static int ackc_connect(struct ackc *a)
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -1;
-	if (connect(fd, (struct sockaddr *)&cfg.dst, sizeof(cfg.dst)) < 0 && errno != EINPROGRESS) {
+	const struct sockaddr_in *to = acks_to_alt ? &cfg.alt : &cfg.dst;
+	if (connect(fd, (const struct sockaddr *)to, sizeof(*to)) < 0 && errno != EINPROGRESS) {
 		int e = errno;
 		close(fd);
 		errno = e;

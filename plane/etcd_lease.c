@@ -140,6 +140,7 @@ static void run_for_controller(struct etcd_lease *l, uint64_t id)
 		return;
 	}
 	bool won = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(resp, "succeeded"));
+	uint64_t rev = etcd_u64(cJSON_GetObjectItemCaseSensitive(resp, "header"), "revision");
 	char *holder = NULL;
 	if (!won) {
 		/* responses[0].response_range.kvs[0].value */
@@ -149,10 +150,16 @@ static void run_for_controller(struct etcd_lease *l, uint64_t id)
 		struct etcd_kv kv;
 		if (cJSON_GetArraySize(kvs) > 0 && etcd_kv_decode(cJSON_GetArrayItem(kvs, 0), false, &kv) == 0) {
 			holder = xstrndup(kv.value ? kv.value : "", kv.value_len);
+			/* still ours from before this replica stepped down (etcd
+			 * was out of reach, and kept the lease): it leads again,
+			 * fenced on the key as it is */
+			if (strcmp(holder, l->id) == 0) {
+				won = true;
+				rev = kv.create_revision;
+			}
 			etcd_kv_release(&kv);
 		}
 	}
-	uint64_t rev = etcd_u64(cJSON_GetObjectItemCaseSensitive(resp, "header"), "revision");
 	cJSON_Delete(resp);
 	pthread_mutex_lock(&l->lock);
 	if (won && l->lease == id && !l->stop) {
@@ -291,6 +298,10 @@ bool etcd_lease_lead(struct etcd_lease *l)
 		l->campaign = true;
 		pthread_cond_broadcast(&l->cond);   /* run now, not in a TTL */
 	}
+	/* the keep-alive may be blocked in a request to an etcd without
+	 * quorum: the deadline holds anyway */
+	if (l->fence && now_ms() - l->last_ok > l->ttl_ms * 2 / 3)
+		step_down(l, "etcd has not answered for two thirds of the lease's TTL");
 	pthread_mutex_unlock(&l->lock);
 	return atomic_load(&l->leading);
 }

@@ -122,4 +122,23 @@ took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}')
 diag "took over $took s after the clean stop"
 check "... well within the TTL: the lease was revoked ($took s)" awk -v t="$took" -v l=$TTL 'BEGIN {exit !(t < l)}'
 
+# ---- etcd loses its quorum: the controller steps down, and leads again after ---------------------
+PLANE_URL=$G_URL
+for i in 2 3; do
+	kill -KILL "${ETCD_PID[$i]}"
+	untrack_pid "${ETCD_PID[$i]}"
+done
+g_idle() { [ "$(ctl_of "$G_URL")" = 0 ]; }
+check "without quorum the controller steps down (within the TTL)" wait_until $((TTL + 3)) g_idle
+check_eq "... and a write gets 503" 503 "$(api_status PUT /v1/resources/file/four --data-binary '{"path":"four.txt","content":"4\n"}' -m 20)"
+for i in 2 3; do
+	etcd_member_start "$i"
+done
+check "with the quorum back it leads again" wait_until 30 g_leads
+check "... and a write goes out as a rollout that completes" wait_until 30 sh -c \
+	"curl -fsS -X PUT --data-binary '{\"path\":\"five.txt\",\"content\":\"5\\n\"}' '$G_URL/v1/resources/file/five' >/dev/null"
+v5=$(curl -fsS "$G_URL/v1/resources" | jq -r .version)
+check "... rollout to version $v5 completed" wait_until 30 sh -c \
+	"[ \"\$(curl -fsS '$G_URL/v1/rollouts/current' | jq -r '.to_version, .state' | tr '\n' ' ')\" = '$v5 completed ' ]"
+
 done_testing

@@ -222,12 +222,46 @@ static void *lease_main(void *arg)
 	return NULL;
 }
 
+struct up_ctx {
+	struct etcd_lease *l;
+	struct strmap ids;            /* keys owned */
+};
+
 static int add_up(void *ctx, const struct etcd_kv *kv)
 {
-	struct etcd_lease *l = ctx;
-	size_t plen = strlen(l->prefix) + strlen("replicas/");
-	if (kv->key_len > plen)
-		etcd_lease_replica_event(l, kv->key + plen, true);
+	struct up_ctx *u = ctx;
+	size_t plen = strlen(u->l->prefix) + strlen("replicas/");
+	intptr_t v;
+	if (kv->key_len > plen && !strmap_get(&u->ids, kv->key + plen, &v))
+		strmap_put(&u->ids, xstrdup(kv->key + plen), 1);
+	return 0;
+}
+
+static void free_keys(struct strmap *m)
+{
+	for (size_t i = 0; i < m->cap; i++)
+		free((char *)m->slots[i].key);
+	strmap_release(m);
+}
+
+int etcd_lease_refresh(struct etcd_lease *l, char *err, size_t errlen)
+{
+	struct up_ctx u = { .l = l };
+	strmap_init(&u.ids);
+	char *rp = key(l, "replicas/");
+	int rc = etcd_range_prefix(l->e, rp, true, 0, add_up, &u, NULL, err, errlen);
+	free(rp);
+	if (rc < 0) {
+		free_keys(&u.ids);
+		return rc;
+	}
+	pthread_mutex_lock(&l->lock);
+	struct strmap old = l->up;
+	l->up = u.ids;
+	size_t n = l->up.len;
+	pthread_mutex_unlock(&l->lock);
+	free_keys(&old);
+	log_debug("replicas: %zu up", n);
 	return 0;
 }
 
@@ -243,10 +277,9 @@ struct etcd_lease *etcd_lease_start(struct etcd *e, const char *prefix, const ch
 	pthread_mutex_init(&l->lock, NULL);
 	pthread_cond_init(&l->cond, NULL);
 	strmap_init(&l->up);
-	/* the replicas up now; the watch brings the changes */
-	char *rp = key(l, "replicas/");
-	int rc = etcd_range_prefix(e, rp, true, 0, add_up, l, NULL, err, errlen);
-	free(rp);
+	/* the replicas up now (again when the watch starts); the watch
+	 * brings the changes */
+	int rc = etcd_lease_refresh(l, err, errlen);
 	if (rc == 0)
 		rc = grant(l, err, errlen);
 	if (rc < 0 || pthread_create(&l->th, NULL, lease_main, l) != 0) {
@@ -280,9 +313,7 @@ void etcd_lease_stop(struct etcd_lease *l)
 			log_warn("etcd: cannot revoke this replica's lease (it expires by itself): %s", err);
 		cJSON_Delete(resp);
 	}
-	for (size_t i = 0; i < l->up.cap; i++)
-		free((char *)l->up.slots[i].key);
-	strmap_release(&l->up);
+	free_keys(&l->up);
 	pthread_cond_destroy(&l->cond);
 	pthread_mutex_destroy(&l->lock);
 	free(l->holder);

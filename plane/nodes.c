@@ -278,17 +278,20 @@ int nodes_merge(struct nodes *n, const struct persist_node *pn)
 	}
 	if (pn->first_seen && (!r->first_seen || pn->first_seen < r->first_seen))
 		r->first_seen = pn->first_seen;
-	if (pn->sent_at > r->sent_at) {
+	/* times are wall seconds: within one second the higher version is
+	 * the later (versions only go up) */
+	if (pn->sent_at > r->sent_at || (pn->sent_at == r->sent_at && pn->sent_version > r->sent_version)) {
 		r->sent_version = pn->sent_version;
 		copy_str(r->sent_nonce, sizeof(r->sent_nonce), pn->sent_nonce);
 		r->sent_at = pn->sent_at;
 	}
-	if (pn->acked_at > r->acked_at) {
+	if (pn->acked_at > r->acked_at || (pn->acked_at == r->acked_at && pn->acked_version > r->acked_version)) {
 		r->acked_version = pn->acked_version;
 		r->acked_at = pn->acked_at;
 		r->healthy = pn->healthy;
 	}
-	if (pn->has_nack && (!r->has_nack || pn->nack_at > r->nack_at)) {
+	if (pn->has_nack && (!r->has_nack || pn->nack_at > r->nack_at ||
+			     (pn->nack_at == r->nack_at && pn->nack_version > r->nack_version))) {
 		r->has_nack = true;
 		r->nack_version = pn->nack_version;
 		copy_str(r->nack_nonce, sizeof(r->nack_nonce), pn->nack_nonce);

@@ -846,13 +846,13 @@ static void reload(struct persist_etcd *x)
 	}
 }
 
-/* After a compaction: the newest rollout record and the released
- * version, which may have moved while the watch was behind. (The set of
- * replicas up is not reloaded: a replica missed meanwhile shows when its
- * nodes' records next say where they are.) */
+/* After a compaction: the replicas up, the newest rollout record and the
+ * released version, which may have moved while the watch was behind. */
 static void reload_rollout(struct persist_etcd *x)
 {
 	char err[300];
+	if (etcd_lease_refresh(x->lease, err, sizeof(err)) < 0)
+		log_warn("etcd: cannot read the replicas after a compaction: %s", err);
 	struct ro_run *runs = NULL;
 	size_t n = 0;
 	uint64_t released = 0;
@@ -886,6 +886,9 @@ static int et_follow(struct persist *p, const struct persist_follow *f, char *er
 {
 	struct persist_etcd *x = pe(p);
 	x->follow = *f;
+	/* replicas that came up between the lease's first look and load */
+	if (etcd_lease_refresh(x->lease, err, errlen) < 0)
+		return -1;
 	struct etcd_watch_cbs cbs = { .ctx = x, .revision = on_revision, .compacted = on_compacted, .health = on_health };
 	pthread_mutex_lock(&x->lock);
 	uint64_t from = x->loaded_rev + 1;

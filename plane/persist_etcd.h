@@ -71,6 +71,9 @@ const char *etcd_lease_id(const struct etcd_lease *l);
 /* Whether replica id is up (its key exists); the watch reports changes. */
 bool etcd_lease_up(struct etcd_lease *l, const char *id);
 void etcd_lease_replica_event(struct etcd_lease *l, const char *id, bool up);
+/* Reads the set of replicas up afresh (when the watch starts, and after a
+ * compaction, which may have hidden a replica's end). */
+int etcd_lease_refresh(struct etcd_lease *l, char *err, size_t errlen);
 /* The controller as last seen, times this replica led, replicas up. */
 void etcd_lease_status(struct etcd_lease *l, char *holder, size_t cap, uint64_t *terms, size_t *replicas);
 /* The backend's lease (NULL before follow starts it). */

@@ -4,7 +4,14 @@
  * messages, one per line, and checks every check_s that a silent watch is
  * not a dead one: when the newest revision under the prefix is past what
  * it delivered, it reopens from the last revision delivered plus one
- * (seed 002: never from a newer one). */
+ * (seed 002: never from a newer one).
+ * With --etcd-token-file, etcd's own auth: the token /v3/auth/authenticate
+ * gives goes in every request's Authorization header; a token etcd no
+ * longer knows (expired: --auth-token-ttl counts per member; a member
+ * restarted) is replaced and the request made once more. The password and
+ * the token never reach a log line or an error; refusals (TLS, auth,
+ * permission) are told in an operator's words, naming the option to look
+ * at. */
 #include "etcd_client.h"
 #include "buf.h"
 #include "log.h"
@@ -14,14 +21,20 @@
 
 #include <curl/curl.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sodium.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define MAX_ENDPOINTS 16
+#define TOKEN_FILE_MAX 4096
+#define AUTH_PATH "/v3/auth/authenticate"
 #define MAX_ANSWER (64u << 20)
 #define RANGE_PAGE 1000
 
@@ -31,8 +44,11 @@ struct etcd {
 	_Atomic size_t current;
 	char *ca, *cert, *key;
 	char *user, *password;
-	pthread_mutex_t auth_lock;
+	char *token_file;            /* named in errors */
+	pthread_mutex_t auth_lock;   /* the three below */
 	char *auth_token;            /* etcd's, after /v3/auth/authenticate */
+	bool auth_off;               /* etcd said its auth is not enabled */
+	bool authenticated;          /* once: logged */
 	double timeout_s;
 };
 
@@ -124,6 +140,57 @@ int etcd_kv_decode(const cJSON *kv, bool deleted, struct etcd_kv *out)
 	return 0;
 }
 
+/* --etcd-ca, --etcd-cert, --etcd-key: readable files, or say which is not */
+static int check_file(const char *opt, const char *path, char *err, size_t errlen)
+{
+	if (!path || access(path, R_OK) == 0)
+		return 0;
+	snprintf(err, errlen, "etcd: cannot read %s '%s': %s", opt, path, strerror(errno));
+	return -1;
+}
+
+/* The token file: one line USER:PASSWORD, that only its owner may read
+ * (like a signing key). Its content is never quoted in an error. */
+static int load_token_file(struct etcd *e, const char *path, char *err, size_t errlen)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		snprintf(err, errlen, "etcd: cannot open --etcd-token-file '%s': %s", path, strerror(errno));
+		return -1;
+	}
+	size_t len = 0;
+	mode_t mode = 0;
+	char *s = read_secret_fd(fd, TOKEN_FILE_MAX, &len, &mode);
+	int saved = errno;
+	close(fd);
+	if (!s) {
+		snprintf(err, errlen, "etcd: cannot read --etcd-token-file '%s': %s", path, strerror(saved));
+		return -1;
+	}
+	int rc = -1;
+	if (mode & 077) {
+		snprintf(err, errlen, "etcd: --etcd-token-file '%s' is accessible by group or others (mode %04o): "
+			 "chmod 600 it", path, (unsigned)(mode & 07777));
+		goto out;
+	}
+	bool nul = strlen(s) != len;
+	str_trim(s);
+	char *colon = strchr(s, ':');
+	if (nul || strpbrk(s, "\r\n") || !colon || colon == s || !colon[1]) {
+		snprintf(err, errlen, "etcd: --etcd-token-file '%s' must hold one line USER:PASSWORD (etcd's user "
+			 "and its password)", path);
+		goto out;
+	}
+	*colon = '\0';
+	e->user = xstrdup(s);
+	e->password = xstrdup(colon + 1);
+	e->token_file = xstrdup(path);
+	rc = 0;
+out:
+	free_secret(s, len);
+	return rc;
+}
+
 struct etcd *etcd_open(const struct etcd_opts *o, char *err, size_t errlen)
 {
 	struct etcd *e = xcalloc(1, sizeof(*e));
@@ -136,29 +203,19 @@ struct etcd *etcd_open(const struct etcd_opts *o, char *err, size_t errlen)
 		goto fail;
 	}
 	e->n = (size_t)n;
+	if (check_file("--etcd-ca", o->ca, err, errlen) < 0 ||
+	    check_file("--etcd-cert", o->cert, err, errlen) < 0 ||
+	    check_file("--etcd-key", o->key, err, errlen) < 0)
+		goto fail;
 	e->ca = o->ca ? xstrdup(o->ca) : NULL;
 	e->cert = o->cert ? xstrdup(o->cert) : NULL;
 	e->key = o->key ? xstrdup(o->key) : NULL;
-	if (o->token_file) {
-		size_t len;
-		char *s = read_file_limited(o->token_file, 4096, &len);
-		if (!s) {
-			snprintf(err, errlen, "etcd: cannot read '%s': %s", o->token_file, strerror(errno));
-			goto fail;
-		}
-		str_trim(s);
-		char *colon = strchr(s, ':');
-		if (!colon || colon == s) {
-			sodium_memzero(s, len);
-			free(s);
-			snprintf(err, errlen, "etcd: '%s' must hold USER:PASSWORD", o->token_file);
-			goto fail;
-		}
-		*colon = '\0';
-		e->user = xstrdup(s);
-		e->password = xstrdup(colon + 1);
-		sodium_memzero(s, len);
-		free(s);
+	if (o->token_file && load_token_file(e, o->token_file, err, errlen) < 0)
+		goto fail;
+	for (size_t i = 0; e->user && i < e->n; i++) {
+		if (strncasecmp(e->endpoints[i], "http://", 7) == 0)
+			log_warn("etcd: %s is http://: the password and token of etcd user '%s' cross the "
+				 "network in clear", e->endpoints[i], e->user);
 	}
 	return e;
 fail:
@@ -176,6 +233,7 @@ void etcd_close(struct etcd *e)
 	free(e->cert);
 	free(e->key);
 	free(e->user);
+	free(e->token_file);
 	free_secret_str(e->password);
 	free_secret_str(e->auth_token);
 	pthread_mutex_destroy(&e->auth_lock);
@@ -199,11 +257,60 @@ const char *etcd_endpoint(struct etcd *e, unsigned attempt)
 void etcd_setup_tls(struct etcd *e, CURL *h)
 {
 	curl_easy_setopt(h, CURLOPT_USERAGENT, "tether-plane/" PACKAGE_VERSION);
+	/* HTTP/1.1 over TLS too (as over http://): every request is a
+	 * connection of its own, and a TLS alert (a client certificate
+	 * refused) then reaches us as such, not as a reset HTTP/2 preface */
+	curl_easy_setopt(h, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
 	if (e->ca)
 		curl_easy_setopt(h, CURLOPT_CAINFO, e->ca);
 	if (e->cert) {
 		curl_easy_setopt(h, CURLOPT_SSLCERT, e->cert);
 		curl_easy_setopt(h, CURLOPT_SSLKEY, e->key);
+	}
+}
+
+/* A TLS alert about a certificate: etcd refused ours (or wanted one). */
+static bool cert_alert(const char *detail)
+{
+	const char *a = strstr(detail, "alert");
+	return a && (strstr(a, "certificate") || strstr(a, "unknown ca"));
+}
+
+/* The connection closed under us just after the handshake: how a refused
+ * client certificate looks when etcd's alert was not read in time */
+static bool closed_early(const char *detail)
+{
+	return strstr(detail, "getpeername") || strstr(detail, "reset by peer") || strstr(detail, "unexpected eof");
+}
+
+void etcd_transfer_error(struct etcd *e, CURLcode rc, const char *detail, char *out, size_t outlen)
+{
+	const char *d = detail && detail[0] ? detail : curl_easy_strerror(rc);
+	if (rc == CURLE_PEER_FAILED_VERIFICATION) {
+		if (e->ca)
+			snprintf(out, outlen, "TLS: etcd's certificate is not trusted (%s): is it signed by the CA "
+				 "in --etcd-ca '%s'?", d, e->ca);
+		else
+			snprintf(out, outlen, "TLS: etcd's certificate is not trusted (%s): give its CA with "
+				 "--etcd-ca", d);
+	} else if (rc == CURLE_SSL_CACERT_BADFILE) {
+		snprintf(out, outlen, "TLS: cannot use --etcd-ca '%s' (%s)", e->ca ? e->ca : "", d);
+	} else if (rc == CURLE_SSL_CERTPROBLEM) {
+		snprintf(out, outlen, "TLS: cannot use the client certificate --etcd-cert '%s' with "
+			 "--etcd-key '%s' (%s)", e->cert ? e->cert : "", e->key ? e->key : "", d);
+	} else if ((rc == CURLE_SSL_CONNECT_ERROR || rc == CURLE_RECV_ERROR || rc == CURLE_SEND_ERROR) &&
+		   cert_alert(d)) {
+		if (e->cert)
+			snprintf(out, outlen, "TLS: etcd refused the client certificate --etcd-cert '%s' (%s): "
+				 "is it signed by a CA in etcd's --trusted-ca-file?", e->cert, d);
+		else
+			snprintf(out, outlen, "TLS: etcd wants a client certificate (%s): give --etcd-cert and "
+				 "--etcd-key", d);
+	} else if (e->cert && closed_early(d)) {
+		snprintf(out, outlen, "TLS: etcd closed the connection (%s): did it refuse the client certificate "
+			 "--etcd-cert '%s'? (is it signed by a CA in etcd's --trusted-ca-file?)", d, e->cert);
+	} else {
+		snprintf(out, outlen, "%s", d);
 	}
 }
 
@@ -227,10 +334,13 @@ static void setup(struct etcd *e, CURL *h, const char *url, struct curl_slist *h
 	etcd_setup_tls(e, h);
 }
 
-static struct curl_slist *headers(struct etcd *e)
+/* The authentication itself goes without a token: etcd checks one that
+ * is sent, and refuses the call when it has expired. */
+static struct curl_slist *headers(struct etcd *e, const char *path)
 {
 	struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
-	etcd_add_auth(e, &h);
+	if (strcmp(path, AUTH_PATH) != 0)
+		etcd_add_auth(e, &h);
 	return h;
 }
 
@@ -243,8 +353,10 @@ static int post_one(struct etcd *e, size_t ep, const char *path, const char *bod
 	if (!h)
 		return 0;
 	char *url = xasprintf("%s%s", e->endpoints[ep], path);
-	struct curl_slist *hdr = headers(e);
+	char detail[CURL_ERROR_SIZE] = "";
+	struct curl_slist *hdr = headers(e, path);
 	setup(e, h, url, hdr);
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, detail);
 	curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
 	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(e->timeout_s * 1000));
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect);
@@ -252,10 +364,13 @@ static int post_one(struct etcd *e, size_t ep, const char *path, const char *bod
 	buf_reset(out);
 	CURLcode rc = curl_easy_perform(h);
 	*status = 0;
-	if (rc == CURLE_OK)
+	if (rc == CURLE_OK) {
 		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
-	else
-		snprintf(cerr, cerrlen, "%s: %s", e->endpoints[ep], curl_easy_strerror(rc));
+	} else {
+		char what[512];
+		etcd_transfer_error(e, rc, detail, what, sizeof(what));
+		snprintf(cerr, cerrlen, "%s: %s", e->endpoints[ep], what);
+	}
 	curl_easy_cleanup(h);
 	curl_slist_free_all(hdr);
 	free(url);
@@ -270,14 +385,65 @@ static bool unavailable_code(int code)
 	return code == 14 /* Unavailable */ || code == 4 /* DeadlineExceeded */ || code == 10 /* Aborted */;
 }
 
+/* etcd no longer takes our token (expired, a member restarted, the auth
+ * store moved on) or wants one: authenticating again may help */
+static bool token_refused(int code, const char *msg)
+{
+	return code == 16 /* Unauthenticated: "invalid auth token" */ || strstr(msg, "user name is empty") ||
+	       strstr(msg, "revision of auth store is old");
+}
+
+/* A refusal's text: the gateway's JSON message, or the first line of a
+ * body that is not JSON (printable bytes only, bounded). */
+static void refusal_text(const struct buf *out, const cJSON *j, char *msg, size_t msglen, int *code)
+{
+	const cJSON *m = cJSON_GetObjectItemCaseSensitive(j, "message");
+	if (!cJSON_IsString(m))
+		m = cJSON_GetObjectItemCaseSensitive(j, "error");
+	const cJSON *c = cJSON_GetObjectItemCaseSensitive(j, "code");
+	*code = cJSON_IsNumber(c) ? c->valueint : 0;
+	if (cJSON_IsString(m)) {
+		snprintf(msg, msglen, "%.200s", m->valuestring);
+		return;
+	}
+	size_t n = 0;
+	for (size_t i = 0; i < out->len && out->data[i] != '\n' && n + 1 < msglen && n < 200; i++)
+		msg[n++] = out->data[i] >= 0x20 && out->data[i] < 0x7f ? out->data[i] : '?';
+	msg[n] = '\0';
+	if (!n)
+		snprintf(msg, msglen, "no message");
+}
+
+/* err for a refusal, in an operator's words where etcd's are cryptic */
+static void refusal(struct etcd *e, const char *path, long status, int code, const char *msg, char *err,
+		    size_t errlen)
+{
+	if (strstr(msg, "CommonName of client sending a request against gateway"))
+		snprintf(err, errlen, "etcd refuses the client certificate --etcd-cert '%s' on its JSON "
+			 "gateway: it has a Common Name, which etcd will not take there while its auth is on; "
+			 "issue the certificate without a CN (e.g. -subj /O=tether): the user comes from "
+			 "--etcd-token-file (etcd: %s)", e->cert ? e->cert : "", msg);
+	else if (strcmp(path, AUTH_PATH) == 0)
+		snprintf(err, errlen, "etcd: authentication as etcd user '%s' failed (user and password from "
+			 "--etcd-token-file '%s'): %s", e->user, e->token_file, msg);
+	else if (strstr(msg, "user name is empty"))
+		snprintf(err, errlen, "etcd's authentication is on and no user was given: give --etcd-token-file "
+			 "with USER:PASSWORD (etcd: %s)", msg);
+	else if (code == 7 /* PermissionDenied */)
+		snprintf(err, errlen, "etcd user '%s' is not permitted to do this (%s on %s): its role needs "
+			 "readwrite on the range of --etcd-prefix", e->user ? e->user : "(none)", msg, path);
+	else
+		snprintf(err, errlen, "etcd %s: HTTP %ld: %s", path, status, msg);
+}
+
 static int call_text(struct etcd *e, const char *path, const char *body, cJSON **resp, bool retry_auth, char *err,
 		     size_t errlen)
 {
 	struct buf out = BUF_INIT;
-	char cerr[300] = "";
+	char cerr[700] = "";
 	long status = 0;
 	size_t start = atomic_load(&e->current), ep = start;
-	bool answered = false;
+	bool answered = false, auth = strcmp(path, AUTH_PATH) == 0;
 	for (size_t i = 0; i < e->n && !answered; i++) {
 		ep = (start + i) % e->n;
 		answered = post_one(e, ep, path, body, &out, &status, cerr, sizeof(cerr));
@@ -289,22 +455,24 @@ static int call_text(struct etcd *e, const char *path, const char *body, cJSON *
 	}
 	atomic_store(&e->current, ep);
 	cJSON *j = out.len ? cJSON_ParseWithLength(out.data, out.len) : NULL;
+	char msg[256] = "";
+	int code = 0;
+	if (status != 200)
+		refusal_text(&out, j, msg, sizeof(msg), &code);
+	if (auth && out.len)
+		sodium_memzero(out.data, out.len);   /* it held the token */
 	if (status != 200) {
-		const cJSON *m = cJSON_GetObjectItemCaseSensitive(j, "message");
-		if (!cJSON_IsString(m))
-			m = cJSON_GetObjectItemCaseSensitive(j, "error");
-		const cJSON *c = cJSON_GetObjectItemCaseSensitive(j, "code");
-		int code = cJSON_IsNumber(c) ? c->valueint : 0;
-		snprintf(err, errlen, "etcd %s: HTTP %ld: %.200s", path, status,
-			 cJSON_IsString(m) ? m->valuestring : "no message");
 		cJSON_Delete(j);
 		buf_release(&out);
-		if (code == 16 && retry_auth && e->user) {
-			/* the auth token expired: once more with a new one */
-			if (authenticate(e, err, errlen) < 0)
-				return -1;
+		if (retry_auth && e->user && token_refused(code, msg)) {
+			/* once more with a new token */
+			log_info("etcd: the auth token was refused (%s); authenticating again", msg);
+			int rc = authenticate(e, err, errlen);
+			if (rc < 0)
+				return rc;
 			return call_text(e, path, body, resp, false, err, errlen);
 		}
+		refusal(e, path, status, code, msg, err, errlen);
 		return unavailable_code(code) || status == 503 ? ETCD_UNAVAILABLE : -1;
 	}
 	buf_release(&out);
@@ -322,13 +490,26 @@ static int authenticate(struct etcd *e, char *err, size_t errlen)
 	cJSON_AddStringToObject(b, "name", e->user);
 	cJSON_AddStringToObject(b, "password", e->password);
 	char *body = cJSON_PrintUnformatted(b);
+	cJSON *pw = cJSON_GetObjectItemCaseSensitive(b, "password");
+	sodium_memzero(pw->valuestring, strlen(pw->valuestring));
 	cJSON_Delete(b);
 	cJSON *resp = NULL;
-	int rc = call_text(e, "/v3/auth/authenticate", body, &resp, false, err, errlen);
+	int rc = call_text(e, AUTH_PATH, body, &resp, false, err, errlen);
 	free_secret_str(body);
+	if (rc < 0 && strstr(err, "authentication is not enabled")) {
+		/* as etcd's own client does: on without a token (and with
+		 * one again should etcd ask for it) */
+		pthread_mutex_lock(&e->auth_lock);
+		if (!e->auth_off)
+			log_warn("etcd: its authentication is not enabled: going on without a token "
+				 "(--etcd-token-file is not used)");
+		e->auth_off = true;
+		pthread_mutex_unlock(&e->auth_lock);
+		return 0;
+	}
 	if (rc < 0)
 		return rc;
-	const cJSON *t = cJSON_GetObjectItemCaseSensitive(resp, "token");
+	cJSON *t = cJSON_GetObjectItemCaseSensitive(resp, "token");
 	if (!cJSON_IsString(t)) {
 		snprintf(err, errlen, "etcd: authentication answered no token");
 		cJSON_Delete(resp);
@@ -337,9 +518,20 @@ static int authenticate(struct etcd *e, char *err, size_t errlen)
 	pthread_mutex_lock(&e->auth_lock);
 	free_secret_str(e->auth_token);
 	e->auth_token = xstrdup(t->valuestring);
+	e->auth_off = false;
+	bool first = !e->authenticated;
+	e->authenticated = true;
 	pthread_mutex_unlock(&e->auth_lock);
+	if (first)
+		log_info("etcd: authenticated as etcd user '%s'", e->user);
+	sodium_memzero(t->valuestring, strlen(t->valuestring));
 	cJSON_Delete(resp);
 	return 0;
+}
+
+int etcd_reauthenticate(struct etcd *e, char *err, size_t errlen)
+{
+	return e->user ? authenticate(e, err, errlen) : 0;
 }
 
 int etcd_call(struct etcd *e, const char *path, cJSON *body, cJSON **resp, char *err, size_t errlen)
@@ -347,9 +539,9 @@ int etcd_call(struct etcd *e, const char *path, cJSON *body, cJSON **resp, char 
 	*resp = NULL;
 	if (e->user) {
 		pthread_mutex_lock(&e->auth_lock);
-		bool have = e->auth_token != NULL;
+		bool need = !e->auth_token && !e->auth_off;
 		pthread_mutex_unlock(&e->auth_lock);
-		if (!have) {
+		if (need) {
 			int rc = authenticate(e, err, errlen);
 			if (rc < 0) {
 				cJSON_Delete(body);

@@ -47,6 +47,13 @@ uint64_t etcd_u64(const cJSON *obj, const char *field);
 const char *etcd_endpoint(struct etcd *e, unsigned attempt);
 void etcd_setup_tls(struct etcd *e, CURL *h);
 void etcd_add_auth(struct etcd *e, struct curl_slist **hdr);
+/* What a failed transfer (rc, and curl's CURLOPT_ERRORBUFFER detail)
+ * means, in an operator's words: the TLS refusals name the option to
+ * check (--etcd-ca, --etcd-cert, --etcd-key). */
+void etcd_transfer_error(struct etcd *e, CURLcode rc, const char *detail, char *out, size_t outlen);
+/* etcd refused the token a watch was opened with: a new one. 0 (at once
+ * without --etcd-token-file), -1 or ETCD_UNAVAILABLE with err. */
+int etcd_reauthenticate(struct etcd *e, char *err, size_t errlen);
 
 /* One key-value as the range and watch answers carry it (decoded). */
 struct etcd_kv {

@@ -4,7 +4,9 @@
  * one (never a newer one), checks every check_s that a silent stream is
  * not a dead one (the newest revision under the prefix, read on another
  * connection, must not be past what it delivered), and reports a
- * compaction instead of skipping what was compacted. */
+ * compaction instead of skipping what was compacted. A watch etcd cancels
+ * for its token (expired, unknown to the member it reached) reopens with a
+ * new one. */
 #include "etcd_client.h"
 #include "buf.h"
 #include "log.h"
@@ -36,6 +38,7 @@ struct etcd_watch {
 	struct buf line;
 	int64_t last_byte_ms, next_check_ms;
 	bool broken;                 /* a reason to reopen was found */
+	bool reauth;                 /* etcd refused the token: a new one first */
 	bool up;
 	char why[256];
 };
@@ -113,7 +116,16 @@ static void message(struct etcd_watch *w, const char *text, size_t len)
 		if (w->cbs.compacted)
 			w->cbs.compacted(w->cbs.ctx, compact);
 	} else if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(res, "canceled"))) {
-		snprintf(w->why, sizeof(w->why), "etcd cancelled the watch");
+		const cJSON *r = cJSON_GetObjectItemCaseSensitive(res, "cancel_reason");
+		const char *reason = cJSON_IsString(r) ? r->valuestring : "";
+		snprintf(w->why, sizeof(w->why), "etcd cancelled the watch%s%.200s", reason[0] ? ": " : "", reason);
+		if (strstr(reason, "PermissionDenied") || strstr(reason, "permission denied"))
+			snprintf(w->why + strlen(w->why), sizeof(w->why) - strlen(w->why),
+				 " (the etcd user's role needs read on the range of --etcd-prefix)");
+		/* checked on the watch's creation only: an expired token (or
+		 * one this member never saw) is refused here */
+		w->reauth = strstr(reason, "Unauthenticated") || strstr(reason, "invalid auth token") ||
+			    strstr(reason, "user name is empty") || strstr(reason, "revision of auth store is old");
 		w->broken = true;
 	} else {
 		const cJSON *events = cJSON_GetObjectItemCaseSensitive(res, "events");
@@ -236,22 +248,38 @@ static void watch_once(struct etcd_watch *w, const char *endpoint)
 	curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
 	curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, progress);
 	curl_easy_setopt(h, CURLOPT_XFERINFODATA, w);
+	char detail[CURL_ERROR_SIZE] = "";
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, detail);
 	etcd_setup_tls(w->e, h);
 	etcd_add_auth(w->e, &hdr);
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
 	w->broken = false;
+	w->reauth = false;
 	w->why[0] = '\0';
 	buf_reset(&w->line);
 	w->last_byte_ms = now_ms();
 	w->next_check_ms = w->last_byte_ms + (int64_t)(w->check_s * 1000);
 	atomic_fetch_add(&w->opens, 1);
 	CURLcode rc = curl_easy_perform(h);
-	if (!w->why[0])
-		snprintf(w->why, sizeof(w->why), "%s", rc == CURLE_OK ? "the stream ended" : curl_easy_strerror(rc));
+	if (!w->why[0] && rc == CURLE_OK)
+		snprintf(w->why, sizeof(w->why), "the stream ended");
+	else if (!w->why[0])
+		etcd_transfer_error(w->e, rc, detail, w->why, sizeof(w->why));
 	curl_easy_cleanup(h);
 	curl_slist_free_all(hdr);
 	free(url);
 	free(body);
+}
+
+/* etcd cancelled the watch for its token: a new one before reopening
+ * (nothing else may call etcd meanwhile, and the liveness check runs
+ * only while a stream is open) */
+static void reauthenticate(struct etcd_watch *w)
+{
+	char err[512];
+	log_info("etcd watch: etcd refused the auth token; authenticating again");
+	if (etcd_reauthenticate(w->e, err, sizeof(err)) < 0)
+		log_warn("etcd watch: %s", err);
 }
 
 static void *watch_main(void *arg)
@@ -276,6 +304,8 @@ static void *watch_main(void *arg)
 			break;
 		log_warn("etcd watch: %s; reopening from revision %llu", w->why,
 			 (unsigned long long)atomic_load(&w->delivered) + 1);
+		if (w->reauth)
+			reauthenticate(w);
 		/* a stream that lived or delivered starts over at once; one that
 		 * failed at once waits a little longer each time, on the next
 		 * endpoint */

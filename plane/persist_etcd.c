@@ -134,7 +134,7 @@ void persist_etcd_txn_put(cJSON *ops, const char *key, const char *value, size_t
 	cJSON_AddItemToArray(ops, op);
 }
 
-static void txn_delete(cJSON *ops, const char *key, const char *range_end_b64)
+void persist_etcd_txn_delete(cJSON *ops, const char *key, const char *range_end_b64)
 {
 	cJSON *op = cJSON_CreateObject(), *del = cJSON_CreateObject();
 	char *k = etcd_b64(key, strlen(key));
@@ -462,7 +462,7 @@ static int et_commit(struct persist *p, const struct persist_commit *c, char *er
 	}
 	for (size_t i = 0; i < c->npruned; i++) {
 		char *k = persist_etcd_key(p, "res/%s", c->pruned[i]);
-		txn_delete(ops, k, NULL);
+		persist_etcd_txn_delete(ops, k, NULL);
 		free(k);
 	}
 	if (c->npruned) {
@@ -536,7 +536,7 @@ static int et_trim_history(struct persist *p, bool keep, uint64_t floor, char *e
 	char *from = persist_etcd_key(p, "hist/");
 	if (!keep) {
 		char *end = etcd_prefix_end_b64(from);
-		txn_delete(ops, from, end);
+		persist_etcd_txn_delete(ops, from, end);
 		free(end);
 	}
 	free(from);
@@ -546,6 +546,13 @@ static int et_trim_history(struct persist *p, bool keep, uint64_t floor, char *e
 	free(pk);
 	int rc = etcd_call(x->e, "/v3/kv/txn", body, &resp, err, errlen);
 	cJSON_Delete(resp);
+	if (rc == 0 && keep) {
+		/* the states no version >= floor needs: best effort (a trim
+		 * left undone keeps more, never less) */
+		char terr[300];
+		if (etcd_history_trim(p, floor, terr, sizeof(terr)) < 0)
+			log_warn("etcd: cannot drop old history keys: %s (next time)", terr);
+	}
 	return rc == ETCD_UNAVAILABLE ? PERSIST_UNAVAILABLE : rc;
 }
 

@@ -27,8 +27,13 @@ char *persist_etcd_key(struct persist *p, const char *fmt, ...) __attribute__((f
 int persist_etcd_put(struct persist *p, const char *key, const char *value, size_t len, char *err, size_t errlen);
 /* Reads one key: 1 found (*value new allocated, *len), 0 absent. */
 int persist_etcd_get(struct persist *p, const char *key, char **value, size_t *len, char *err, size_t errlen);
-/* Appends a put of key=value to a txn's success list. */
+/* Appends a put of key=value to a txn's success list; a delete of key (to
+ * range_end_b64, or the one key when NULL). */
 void persist_etcd_txn_put(cJSON *ops, const char *key, const char *value, size_t len);
+void persist_etcd_txn_delete(cJSON *ops, const char *key, const char *range_end_b64);
+/* Deletes the history keys no version >= floor needs: per name, every
+ * state older than its newest one at or below floor (persist_etcd_hist.c). */
+int etcd_history_trim(struct persist *p, uint64_t floor, char *err, size_t errlen);
 
 /* Adds to a txn's compares that this replica is the rollout controller
  * (when an election runs); PERSIST_FENCED with err when it is not. And:

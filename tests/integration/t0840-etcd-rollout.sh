@@ -141,4 +141,22 @@ v5=$(curl -fsS "$G_URL/v1/resources" | jq -r .version)
 check "... rollout to version $v5 completed" wait_until 30 sh -c \
 	"[ \"\$(curl -fsS '$G_URL/v1/rollouts/current' | jq -r '.to_version, .state' | tr '\n' ' ')\" = '$v5 completed ' ]"
 
+# ---- history keys in etcd stay bounded: once a rollout is released, each name keeps only its
+# newest state at or below the released version -------------------------------------------------
+hist_of_five() {
+	etcdv3 1 /v3/kv/range "{\"key\":\"$(printf /t0840/hist/ | base64)\",\"range_end\":\"$(printf /t0840/hist0 | base64)\",\"keys_only\":true}" |
+		jq '[.kvs // [] | .[] | .key | @base64d | select(endswith("/file/five"))] | length'
+}
+for i in 1 2 3 4; do
+	curl -fsS -X PUT --data-binary "{\"path\":\"five.txt\",\"content\":\"5.$i\\n\"}" "$G_URL/v1/resources/file/five" >/dev/null
+	vi=$(curl -fsS "$G_URL/v1/resources" | jq -r .version)
+	wait_until 20 sh -c "[ \"\$(curl -fsS '$G_URL/v1/rollouts/current' | jq -r '.to_version, .state' | tr '\n' ' ')\" = '$vi completed ' ]" ||
+		diag "rollout to $vi did not complete"
+done
+check "four more versions of file/five, each released" sh -c \
+	"[ \"\$(curl -fsS '$G_URL/v1/rollouts/current' | jq -r .state)\" = completed ]"
+n=$(hist_of_five)
+diag "history keys of file/five in etcd: $n"
+check "... leave at most one history key of it in etcd (the newest at or below the floor)" [ "$n" -le 1 ]
+
 done_testing

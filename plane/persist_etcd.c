@@ -527,10 +527,9 @@ static int et_commit(struct persist *p, const struct persist_commit *c, char *er
 
 static int et_trim_history(struct persist *p, bool keep, uint64_t floor, char *err, size_t errlen)
 {
-	/* the history keys below the floor go (all of them when !keep) and
-	 * the pin is written, in one transaction. Keeping, per name, the
-	 * newest state at or below the floor is left to the in-memory trim:
-	 * a reload after a restart keeps them all (more, never less). */
+	/* the pin is written (with !keep, every history key goes in the same
+	 * transaction); with keep, the states no version >= floor needs are
+	 * deleted after it (persist_etcd_hist.c) */
 	struct persist_etcd *x = pe(p);
 	cJSON *body = cJSON_CreateObject(), *ops = cJSON_AddArrayToObject(body, "success"), *resp = NULL;
 	char *from = persist_etcd_key(p, "hist/");

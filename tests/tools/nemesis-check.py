@@ -342,6 +342,10 @@ def same_body(stored, sent):
 
 
 def check_acked(commits, writes, states, rep):
+    deletes = collections.defaultdict(list)   # name -> the DELETE requests of it
+    for w in writes.values():
+        if not w['puts'] and len(w['dels']) == 1:
+            deletes[w['dels'][0]].append(w)
     attributed = {}            # version -> wid
     commits_of = collections.defaultdict(list)
     live = set()
@@ -381,7 +385,7 @@ def check_acked(commits, writes, states, rep):
                         rep.violation('acked', 'version %d (from %s) lacks its removal of %s' % (v, wid, n))
         elif sem:
             names = set(sem)
-            dels = [w for w in writes.values() if not w['puts'] and set(w['dels']) == names]
+            dels = deletes[next(iter(names))] if len(names) == 1 else []
             deleted_at = max(ch[2] for ch in sem.values())
             pick = [w for w in dels if w['result'] == 'ok' and w.get('version') == v]
             if not pick:

@@ -474,8 +474,14 @@ ETCDCTL_API=3 etcdctl --endpoints "$ETCD_ENDPOINTS" watch --rev=1 --prefix /teth
 	>"$WORK/history.jsonl" 2>"$WORK/history.err" &
 WPID=$!
 track_pid "$WPID"
-wait_until 120 sh -c "tail -n 1 '$WORK/history.jsonl' | jq -e '[.Events[].kv.mod_revision] | max >= $REV' >/dev/null"
-sleep 0.5
+# history_whole: the dump's last line is complete and reaches REV (an
+# empty file is not: jq -e on no input exits 0)
+history_whole() {
+	local f=$WORK/history.jsonl
+	[ -s "$f" ] && [ -z "$(tail -c 1 "$f")" ] &&
+		tail -n 1 "$f" | jq -e "[.Events[].kv.mod_revision] | max >= $REV" >/dev/null 2>&1
+}
+wait_until 300 history_whole || say "the history dump did not reach revision $REV in 300 s"
 kill -TERM "$WPID" 2>/dev/null
 wait "$WPID" 2>/dev/null
 untrack_pid "$WPID"

@@ -44,6 +44,10 @@ Checks (each violation is printed as "violation [CHECK] ..."):
             final state unless a later commit (an acknowledged or
             indeterminate request's) changed its name again; the final
             state itself is checked against each replica's (replicas).
+  once      a write takes effect once: a request committed twice (its first
+            attempt's answer lost, the replica retrying on the newer state)
+            is a violation when another write changed one of its names in
+            between (readers saw that change undone), a note otherwise
   replicas  every replica's final GET /v1/resources is the history's final
             state (names, bodies, each resource's version)
   monotonic 2. every node's versions only go up: what it committed (its boot
@@ -74,7 +78,7 @@ import sys
 import tempfile
 
 PREFIX = '/tether/'
-CHECKS = ('history', 'acked', 'replicas', 'monotonic', 'content', 'converge')
+CHECKS = ('history', 'acked', 'once', 'replicas', 'monotonic', 'content', 'converge')
 
 
 class Report:
@@ -349,6 +353,8 @@ def check_acked(commits, writes, states, rep):
     attributed = {}            # version -> wid
     commits_of = collections.defaultdict(list)
     live = set()
+    cur = {}                   # name -> body, before the commit at hand
+    touched = collections.defaultdict(list)   # name -> versions that changed it
     for c in commits:
         v = c['version']
         sem = {n: ch for n, ch in c['changes'].items() if ch[0] in 'LT'}
@@ -371,8 +377,11 @@ def check_acked(commits, writes, states, rep):
                 rep.violation('acked', 'version %d comes from %s, a request never sent (or not recorded)' % (v, wid))
                 wid = None
             else:
+                again = wid in commits_of   # a second commit of it (a retry)
                 for n, body in w['puts'].items():
                     ch = sem.get(n)
+                    if ch is None and again and same_body(cur.get(n), body):
+                        continue   # a retry changes only what differs since its first commit
                     if not ch or ch[0] != 'L' or not same_body(ch[1], body):
                         rep.violation('acked', 'version %d (from %s) lacks its upsert of %s' % (v, wid, n))
                 for n, ch in sem.items():
@@ -399,18 +408,42 @@ def check_acked(commits, writes, states, rep):
             else:
                 rep.violation('acked', 'version %d deletes %s, and no request sent asked it then' %
                               (v, ', '.join(sorted(names))))
-        for n, ch in sem.items():
+        for n, ch in c['changes'].items():
             if ch[0] == 'L':
                 live.add(n)
+                cur[n] = ch[1]
             else:
                 live.discard(n)
-        for n, ch in c['changes'].items():
-            if ch[0] == 'D':
-                live.discard(n)
+                cur.pop(n, None)
+            touched[n].append(v)
         if wid:
             attributed[v] = wid
             commits_of[wid].append(v)
 
+    # a write takes effect once: a retry that commits it again after another
+    # write changed one of its names undoes that write for every reader
+    for wid, vs in commits_of.items():
+        if len(vs) < 2:
+            continue
+        w = writes[wid]
+        names = set(w['puts']) | set(w['dels'])
+        bad = []
+        for v1, v2 in zip(vs, vs[1:]):
+            for n in sorted(names):
+                for x in touched.get(n, []):
+                    if v1 < x < v2 and attributed.get(x) != wid:
+                        other = writes.get(attributed.get(x), {})
+                        bad.append('%s at %d by %s (%s%s)' % (
+                            n, x, attributed.get(x), other.get('result', '?'),
+                            ', acknowledged at %s' % other.get('version') if other.get('result') == 'ok' else ''))
+        if bad:
+            rep.violation('once', '%s (%s, answered %s%s) took effect at versions %s; in between, %s: every reader '
+                          'saw that change undone by the retry' % (
+                              wid, w['op'], w.get('status') or w['result'],
+                              ' at %s' % w['version'] if w.get('version') else '', vs, '; '.join(bad[:4])))
+        else:
+            rep.note('duplicate-commit', '%s (%s) was committed %d times: versions %s (nothing in between '
+                     'touched its names)' % (wid, w['result'], len(vs), vs))
     versions = collections.defaultdict(list)
     for w in writes.values():
         got = commits_of.get(w['wid'], [])
@@ -432,9 +465,6 @@ def check_acked(commits, writes, states, rep):
             elif got and w.get('status'):
                 rep.note('5xx-but-stored', '%s was answered %d, yet it is in the history at version(s) %s: %s' %
                          (w['wid'], w['status'], got, w['why'][:120]))
-            if len(got) > 1:
-                rep.note('duplicate-commit', '%s (indeterminate) was committed %d times: versions %s' %
-                         (w['wid'], len(got), got))
             continue
         # acknowledged
         v = w.get('version')
@@ -469,9 +499,6 @@ def check_acked(commits, writes, states, rep):
                 w['wid'], w['op'], ', '.join(sorted(list(w['puts']) + w['dels'])), v,
                 'etcd\'s history has no version %d' % v if v > len(commits) or v < 1 and other is None
                 else 'version %d holds %s' % (v, ('the changes of %s' % other) if other else 'no change of it')))
-        if len(got) > 1:
-            rep.note('duplicate-commit', '%s (acknowledged at %d) was committed %d times: versions %s' %
-                     (w['wid'], v, len(got), got))
     for v, wids in versions.items():
         if len(wids) > 1:
             rep.violation('acked', 'version %d was acknowledged to several writes: %s' % (v, ', '.join(wids)))
@@ -875,6 +902,16 @@ def self_test():
     def claim(f):  # a 503 that says nothing was stored, for a write in the history
         f.writes[3].update(status=503, why='{"error":"etcd unavailable; nothing was stored, try again"}')
     case('a 5xx saying nothing was stored for a stored write', 'acked', claim)
+
+    def twice(f):  # w1-2 commits at 2 (answer lost), w2-2 changes k02 at 4, w1-2's retry puts it back at 5
+        f.commits.append((5, [('file/k02', 'L', f.writes[1]['puts']['file/k02'])]))
+        f.writes[1].update(version=5, t1=30000)
+        f.converge['final'] = 5
+        f.nodes['n1']['lives'][2] += [('apply', 5, [f.f2, f.f13]), ('commit', 5)]
+        f.nodes['n1']['final'] = (5, [f.f2, f.f13])
+        f.nodes['n4']['lives'][1].append(('commit', 5))
+        f.nodes['n4']['final'] = (5, [f.f13])
+    case('a write that takes effect twice around another', 'once', twice)
 
     def stuck(f):
         f.nodes['n4']['final'] = (2, [('d3/k13.txt', '644', 'w1-2 file/k13')])

@@ -99,8 +99,9 @@ void writer_commit(struct plane *p, struct store_change *ch, size_t n, bool must
 		atomic_fetch_add(&p->ctr.write_errors, 1);
 		log_warn("store: write refused, the store is read-only: %s", err);
 		error_result(res, MHD_HTTP_SERVICE_UNAVAILABLE,
-			     "the store is read-only now (etcd has no quorum or cannot be reached); nothing was stored, "
-			     "try again: %s", err);
+			     "the store is read-only now (etcd has no quorum or cannot be reached); the write is not "
+			     "confirmed (stored only if etcd took it before the link failed: read it back), try again: %s",
+			     err);
 		return;
 	}
 	if (rc == -2) {

@@ -34,6 +34,10 @@ struct modrev {
 	size_t slot;                 /* index in all */
 };
 
+/* commits keep their txn/VERSION marks for this many versions: a commit
+ * sent again finds its own well within that */
+#define TXN_MARKS_KEPT 1000
+
 struct persist_etcd {
 	struct persist base;
 	struct etcd *e;
@@ -48,6 +52,7 @@ struct persist_etcd {
 	struct etcd_lease *lease;    /* set by follow, before the watch */
 	char *replica;               /* this replica's name among the replicas */
 	double lease_ttl;
+	_Atomic uint64_t commit_seq; /* this replica's commits, for their marks */
 	struct persist_follow follow;
 	_Atomic bool writable;
 	_Atomic uint64_t revisions, reloads, listed, fetched, deleted, conflicts;
@@ -402,7 +407,23 @@ void persist_etcd_fenced_out(struct persist *p)
 		etcd_lease_deposed(x->lease);
 }
 
-/* Whether a failed txn's range of the version key (its only failure
+/* A failed commit's second range, of its txn/VERSION mark: the revision
+ * our own attempt landed at when the mark is token, else 0. */
+static uint64_t mark_is(const cJSON *resp, const char *token)
+{
+	const cJSON *rs = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(resp, "responses"), 1);
+	const cJSON *kvs = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(rs, "response_range"),
+							     "kvs");
+	struct etcd_kv kv;
+	if (cJSON_GetArraySize(kvs) < 1 || etcd_kv_decode(cJSON_GetArrayItem(kvs, 0), false, &kv) < 0)
+		return 0;
+	bool ours = kv.value && kv.value_len == strlen(token) && memcmp(kv.value, token, kv.value_len) == 0;
+	uint64_t rev = ours ? kv.mod_revision : 0;
+	etcd_kv_release(&kv);
+	return rev;
+}
+
+/* Whether a failed txn's range of the version key (its first failure
  * op) read expect. */
 static bool version_is(const cJSON *resp, uint64_t expect)
 {
@@ -480,24 +501,57 @@ static int et_commit(struct persist *p, const struct persist_commit *c, char *er
 		free(k);
 		free(v);
 	}
+	/* this attempt's mark: a txn whose answer was lost is sent again (to
+	 * the next endpoint); the second fails its compare on our own
+	 * version, and the mark says the first landed, so the write is not
+	 * made twice (bench/nemesis.sh found it undoing writes in between) */
+	char *token = NULL;
+	if (c->nchanges) {
+		token = xasprintf("%s/%llu", x->replica, (unsigned long long)atomic_fetch_add(&x->commit_seq, 1) + 1);
+		char *tk = persist_etcd_key(p, "txn/%020llu", (unsigned long long)c->version);
+		persist_etcd_txn_put(ops, tk, token, strlen(token));
+		char *tk64 = etcd_b64(tk, strlen(tk));
+		cJSON *tr = cJSON_CreateObject(), *trr = cJSON_CreateObject();
+		cJSON_AddStringToObject(trr, "key", tk64);
+		cJSON_AddItemToObject(tr, "request_range", trr);
+		cJSON_AddItemToArray(fail, tr);
+		free(tk64);
+		free(tk);
+		if (c->version > TXN_MARKS_KEPT) {
+			tk = persist_etcd_key(p, "txn/%020llu", (unsigned long long)(c->version - TXN_MARKS_KEPT));
+			persist_etcd_txn_delete(ops, tk, NULL);
+			free(tk);
+		}
+	}
 	struct etcd_txn tx = { { p }, ops, cmp, false };
 	if (c->hook) {
 		int hr = c->hook(c->hook_ctx, &tx.base, c->version, err, errlen);
 		if (hr < 0) {
 			cJSON_Delete(body);
+			free(token);
 			return hr == PERSIST_FENCED ? hr : -1;
 		}
 	}
 	cJSON *resp = NULL;
 	int rc = etcd_call(x->e, "/v3/kv/txn", body, &resp, err, errlen);
 	if (rc < 0) {
+		free(token);
 		if (rc == ETCD_UNAVAILABLE)
 			atomic_store(&x->writable, false);
 		return rc == ETCD_UNAVAILABLE ? PERSIST_UNAVAILABLE : -1;
 	}
 	atomic_store(&x->writable, true);
 	uint64_t rev = etcd_u64(cJSON_GetObjectItemCaseSensitive(resp, "header"), "revision");
-	if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(resp, "succeeded"))) {
+	bool ok = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(resp, "succeeded"));
+	uint64_t landed = 0;
+	if (!ok && token && (landed = mark_is(resp, token)) != 0) {
+		log_info("etcd: version %llu landed at revision %llu though its answer was lost (sent again, the "
+			 "compare saw it): stored once", (unsigned long long)c->version, (unsigned long long)landed);
+		ok = true;
+		rev = landed;
+	}
+	free(token);
+	if (!ok) {
 		if (tx.fenced && version_is(resp, expect)) {
 			/* the version held: the controller key moved */
 			cJSON_Delete(resp);

@@ -5,6 +5,8 @@
  *   res/NAME           "L VERSION\nBODY" (live) or "T VERSION DELETED_AT\n"
  *   hist/VERSION/NAME  an older state a rollout's baseline needs (same form)
  *   pin                "KEEP FLOOR" (history kept from FLOOR)
+ *   txn/VERSION        "REPLICA/SEQ": which attempt committed VERSION (the
+ *                      last 1,000), so a txn sent again is stored once
  *   rollout/ID         a rollout record (JSON), released (decimal)
  *   nodes/ID           a node record (JSON)
  *   tokens/ID          a token record (JSON: the hash, never the token)

@@ -94,31 +94,14 @@ python3 "$TOOLS/nemesis-check.py" --self-test >"$WORK/selftest.out" 2>&1
 SELFTEST_RC=$?
 : >"$WORK/faults.log"
 
-# ---- mounts (the full-disk faults; root only) ------------------------------------
-MOUNTS=""
+# ---- mounts (the full-disk faults; root only; lib.sh's trap stops the
+# processes, then unmounts MOUNTS) ------------------------------------------------------
 small_fs() {
 	mkdir -p "$1"
 	[ "$(id -u)" = 0 ] || return 1
 	mount -t tmpfs -o size=1m,mode=0755 tether-nemesis "$1" 2>>"$WORK/mount.err" || return 1
 	MOUNTS="$MOUNTS $1"
 }
-
-nemesis_exit() {
-	local pid m
-	for pid in $T_PIDS; do kill -TERM "$pid" 2>/dev/null; done
-	for pid in $T_PIDS; do
-		local i=0
-		while kill -0 "$pid" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
-		kill -KILL "$pid" 2>/dev/null
-		wait "$pid" 2>/dev/null
-	done
-	T_PIDS=""
-	for m in $MOUNTS; do
-		mountpoint -q "$m" && { umount "$m" 2>/dev/null || umount -l "$m"; }
-	done
-	cleanup
-}
-trap nemesis_exit EXIT
 
 # ---- etcd and the proxies between r1 and etcd ------------------------------------------
 etcd_cluster_start 3

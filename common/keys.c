@@ -109,26 +109,11 @@ out:
 
 int keys_load_secret(const char *path, struct signing_key *k, char *err, size_t errlen)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		snprintf(err, errlen, "cannot open signing key '%s': %s", path, strerror(errno));
-		return -1;
-	}
 	size_t len = 0;
-	mode_t mode = 0;
-	char *text = read_secret_fd(fd, KEY_FILE_MAX, &len, &mode);
-	int e = errno;
-	close(fd);
-	if (!text) {
-		snprintf(err, errlen, "cannot read signing key '%s': %s", path, strerror(e));
+	char *text = read_owner_secret(path, KEY_FILE_MAX, "signing key", &len, err, errlen);
+	if (!text)
 		return -1;
-	}
 	int rc = -1;
-	if (mode & 077) {
-		snprintf(err, errlen, "signing key '%s' is accessible by group or others (mode %04o): chmod 600 it",
-			 path, (unsigned)(mode & 07777));
-		goto out;
-	}
 	str_trim(text);
 	size_t tag = strlen(SECRET_TAG);
 	if (strncmp(text, SECRET_TAG, tag) != 0 || text[tag] != ' ') {

@@ -283,6 +283,30 @@ char *read_secret_file(const char *path, size_t max, size_t *len)
 	return read_path(path, max, len, true);
 }
 
+char *read_owner_secret(const char *path, size_t max, const char *what, size_t *len, char *err, size_t errlen)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		snprintf(err, errlen, "cannot open %s '%s': %s", what, path, strerror(errno));
+		return NULL;
+	}
+	mode_t mode = 0;
+	char *s = read_secret_fd(fd, max, len, &mode);
+	int e = errno;
+	close(fd);
+	if (!s) {
+		snprintf(err, errlen, "cannot read %s '%s': %s", what, path, strerror(e));
+		return NULL;
+	}
+	if (mode & 077) {
+		snprintf(err, errlen, "%s '%s' is accessible by group or others (mode %04o): chmod 600 it", what, path,
+			 (unsigned)(mode & 07777));
+		free_secret(s, *len);
+		return NULL;
+	}
+	return s;
+}
+
 int write_file_replace(const char *path, const void *data, size_t len, mode_t mode, bool durable)
 {
 	char *tmp = xasprintf("%s.tmp", path);

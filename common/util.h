@@ -47,6 +47,10 @@ char *read_fd_limited(int fd, size_t max, size_t *len, mode_t *mode);
  * left in freed memory on the way. Free the result with free_secret. */
 char *read_secret_file(const char *path, size_t max, size_t *len);
 char *read_secret_fd(int fd, size_t max, size_t *len, mode_t *mode);
+/* A secret file only its owner may read (a signing key, a password):
+ * read as above, or NULL with err naming it as what ("signing key") --
+ * unreadable, or open to group or others. Never quotes its content. */
+char *read_owner_secret(const char *path, size_t max, const char *what, size_t *len, char *err, size_t errlen);
 /* Wipes len bytes of s, then frees it (NULL is fine). */
 void free_secret(char *s, size_t len);
 /* Replaces path with data, whole or not at all: a temp file beside it

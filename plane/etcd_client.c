@@ -153,26 +153,14 @@ static int check_file(const char *opt, const char *path, char *err, size_t errle
  * (like a signing key). Its content is never quoted in an error. */
 static int load_token_file(struct etcd *e, const char *path, char *err, size_t errlen)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		snprintf(err, errlen, "etcd: cannot open --etcd-token-file '%s': %s", path, strerror(errno));
-		return -1;
-	}
 	size_t len = 0;
-	mode_t mode = 0;
-	char *s = read_secret_fd(fd, TOKEN_FILE_MAX, &len, &mode);
-	int saved = errno;
-	close(fd);
+	char inner[400];
+	char *s = read_owner_secret(path, TOKEN_FILE_MAX, "--etcd-token-file", &len, inner, sizeof(inner));
 	if (!s) {
-		snprintf(err, errlen, "etcd: cannot read --etcd-token-file '%s': %s", path, strerror(saved));
+		snprintf(err, errlen, "etcd: %s", inner);
 		return -1;
 	}
 	int rc = -1;
-	if (mode & 077) {
-		snprintf(err, errlen, "etcd: --etcd-token-file '%s' is accessible by group or others (mode %04o): "
-			 "chmod 600 it", path, (unsigned)(mode & 07777));
-		goto out;
-	}
 	bool nul = strlen(s) != len;
 	str_trim(s);
 	char *colon = strchr(s, ':');

@@ -16,7 +16,11 @@ T_COUNT=0
 T_FAILED=0
 T_PIDS=""
 
-cleanup() {
+MOUNTS=""   # tmpfs mounts a test made (root only), unmounted by the trap
+
+# stop_tracked: TERM every tracked process, KILL what is left after 5 s,
+# and reap them all.
+stop_tracked() {
 	local pid
 	for pid in $T_PIDS; do
 		kill -TERM "$pid" 2>/dev/null
@@ -31,6 +35,18 @@ cleanup() {
 		kill -KILL "$pid" 2>/dev/null
 		wait "$pid" 2>/dev/null
 	done
+	T_PIDS=""
+}
+
+# the trap: the processes first (they hold the mounts), then the mounts,
+# then the work directory
+cleanup() {
+	local m
+	stop_tracked
+	for m in $MOUNTS; do
+		mountpoint -q "$m" && { umount "$m" 2>/dev/null || umount -l "$m"; }
+	done
+	MOUNTS=""
 	if [ "${KEEP_WORK:-0}" = 1 ] || [ "$T_FAILED" -gt 0 ]; then
 		echo "# work directory kept: $WORK"
 	else

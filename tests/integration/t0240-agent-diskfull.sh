@@ -12,7 +12,6 @@
 command -v mount >/dev/null 2>&1 && command -v umount >/dev/null 2>&1 || skip_all "no mount/umount"
 
 # ---- helpers of this test ---------------------------------------------------
-MOUNTS=""
 
 # small_fs DIR: mounts a 256 KiB tmpfs on DIR (skips the test when it cannot)
 small_fs() {
@@ -22,23 +21,7 @@ small_fs() {
 	MOUNTS="$MOUNTS $1"
 }
 
-# the trap: every process started here first (they hold the mounts), then
-# the mounts, then lib.sh's cleanup
-unmount_all() {
-	local pid m
-	for pid in $T_PIDS; do kill -TERM "$pid" 2>/dev/null; done
-	for pid in $T_PIDS; do
-		local i=0
-		while kill -0 "$pid" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
-		kill -KILL "$pid" 2>/dev/null
-		wait "$pid" 2>/dev/null
-	done
-	for m in $MOUNTS; do
-		mountpoint -q "$m" && { umount "$m" 2>/dev/null || umount -l "$m"; }
-	done
-	cleanup
-}
-trap unmount_all EXIT
+# (lib.sh's trap stops the processes, then unmounts MOUNTS)
 
 # big_body PATH BYTES: a file resource body of BYTES random bytes in base64
 # (incompressible enough that zlib cannot save it)

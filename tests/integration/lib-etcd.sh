@@ -29,22 +29,29 @@ etcd_healthy() {
 	curl -fsS -m 2 "http://127.0.0.1:${ETCD_CLIENT[$1]}/health" 2>/dev/null | grep -q '"health":"true"'
 }
 
-# etcd_cluster_start N: N members; ETCD_ENDPOINTS lists their client URLs
-etcd_cluster_start() {
-	local n=$1 i
+# etcd_cluster_up N SCHEME START HEALTHY: N members on free ports, started
+# with START I and waited for with HEALTHY I; ETCD_ENDPOINTS lists their
+# SCHEME:// client URLs
+etcd_cluster_up() {
+	local n=$1 scheme=$2 start=$3 healthy=$4 i
 	ETCD_INITIAL=""
 	for i in $(seq 1 "$n"); do
 		free_port "ETCD_CLIENT[$i]"
 		free_port "ETCD_PEER[$i]"
-		ETCD_INITIAL="${ETCD_INITIAL:+$ETCD_INITIAL,}m$i=http://127.0.0.1:${ETCD_PEER[$i]}"
-		ETCD_ENDPOINTS="${ETCD_ENDPOINTS:+$ETCD_ENDPOINTS,}http://127.0.0.1:${ETCD_CLIENT[$i]}"
+		ETCD_INITIAL="${ETCD_INITIAL:+$ETCD_INITIAL,}m$i=$scheme://127.0.0.1:${ETCD_PEER[$i]}"
+		ETCD_ENDPOINTS="${ETCD_ENDPOINTS:+$ETCD_ENDPOINTS,}$scheme://127.0.0.1:${ETCD_CLIENT[$i]}"
 	done
 	for i in $(seq 1 "$n"); do
-		etcd_member_start "$i"
+		"$start" "$i"
 	done
 	for i in $(seq 1 "$n"); do
-		wait_until 30 etcd_healthy "$i" || bail "etcd member $i did not become healthy (see $WORK/etcd-$i.log)"
+		wait_until 30 "$healthy" "$i" || bail "etcd member $i did not become healthy (see $WORK/etcd-$i.log)"
 	done
+}
+
+# etcd_cluster_start N: N members; ETCD_ENDPOINTS lists their client URLs
+etcd_cluster_start() {
+	etcd_cluster_up "$1" http etcd_member_start etcd_healthy
 }
 
 # etcdv3 I PATH JSON: one call to member I's JSON gateway
@@ -130,20 +137,7 @@ etcd_secure_healthy() {
 # etcd_secure_cluster_start N: N secure members (after etcd_secure_pki);
 # ETCD_ENDPOINTS lists their https:// client URLs
 etcd_secure_cluster_start() {
-	local n=$1 i
-	ETCD_INITIAL=""
-	for i in $(seq 1 "$n"); do
-		free_port "ETCD_CLIENT[$i]"
-		free_port "ETCD_PEER[$i]"
-		ETCD_INITIAL="${ETCD_INITIAL:+$ETCD_INITIAL,}m$i=https://127.0.0.1:${ETCD_PEER[$i]}"
-		ETCD_ENDPOINTS="${ETCD_ENDPOINTS:+$ETCD_ENDPOINTS,}https://127.0.0.1:${ETCD_CLIENT[$i]}"
-	done
-	for i in $(seq 1 "$n"); do
-		etcd_secure_member_start "$i"
-	done
-	for i in $(seq 1 "$n"); do
-		wait_until 30 etcd_secure_healthy "$i" || bail "etcd member $i did not become healthy (see $WORK/etcd-$i.log)"
-	done
+	etcd_cluster_up "$1" https etcd_secure_member_start etcd_secure_healthy
 }
 
 # etcdctl_secure ARGS...: etcdctl (gRPC) against the secure cluster with the

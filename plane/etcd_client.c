@@ -21,7 +21,6 @@
 
 #include <curl/curl.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <sodium.h>
 #include <stdatomic.h>
@@ -29,7 +28,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #define MAX_ENDPOINTS 16
@@ -375,9 +373,10 @@ static bool unavailable_code(int code)
 
 /* etcd no longer takes our token (expired, a member restarted, the auth
  * store moved on) or wants one: authenticating again may help */
-static bool token_refused(int code, const char *msg)
+bool etcd_token_refused(int code, const char *msg)
 {
-	return code == 16 /* Unauthenticated: "invalid auth token" */ || strstr(msg, "user name is empty") ||
+	return code == 16 /* Unauthenticated: "invalid auth token" */ || strstr(msg, "Unauthenticated") ||
+	       strstr(msg, "invalid auth token") || strstr(msg, "user name is empty") ||
 	       strstr(msg, "revision of auth store is old");
 }
 
@@ -452,7 +451,7 @@ static int call_text(struct etcd *e, const char *path, const char *body, cJSON *
 	if (status != 200) {
 		cJSON_Delete(j);
 		buf_release(&out);
-		if (retry_auth && e->user && token_refused(code, msg)) {
+		if (retry_auth && e->user && etcd_token_refused(code, msg)) {
 			/* once more with a new token */
 			log_info("etcd: the auth token was refused (%s); authenticating again", msg);
 			int rc = authenticate(e, err, errlen);

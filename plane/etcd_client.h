@@ -47,6 +47,10 @@ uint64_t etcd_u64(const cJSON *obj, const char *field);
 const char *etcd_endpoint(struct etcd *e, unsigned attempt);
 void etcd_setup_tls(struct etcd *e, CURL *h);
 void etcd_add_auth(struct etcd *e, struct curl_slist **hdr);
+/* Whether a refusal (a gRPC code, etcd's message or a watch's cancel
+ * reason) means etcd no longer takes our token (expired, a member
+ * restarted, the auth store moved on): a new one may help. */
+bool etcd_token_refused(int code, const char *msg);
 /* What a failed transfer (rc, and curl's CURLOPT_ERRORBUFFER detail)
  * means, in an operator's words: the TLS refusals name the option to
  * check (--etcd-ca, --etcd-cert, --etcd-key). */

@@ -124,8 +124,7 @@ static void message(struct etcd_watch *w, const char *text, size_t len)
 				 " (the etcd user's role needs read on the range of --etcd-prefix)");
 		/* checked on the watch's creation only: an expired token (or
 		 * one this member never saw) is refused here */
-		w->reauth = strstr(reason, "Unauthenticated") || strstr(reason, "invalid auth token") ||
-			    strstr(reason, "user name is empty") || strstr(reason, "revision of auth store is old");
+		w->reauth = etcd_token_refused(0, reason);
 		w->broken = true;
 	} else {
 		const cJSON *events = cJSON_GetObjectItemCaseSensitive(res, "events");

@@ -36,13 +36,13 @@ int cmd_token_create(const struct ctl_ctx *cx, int argc, char **argv)
 	static const char usage[] = "usage: tetherctl [global options] token create --node ID | --role ROLE "
 				    "[--name TEXT]\n";
 	if ((cx->node != NULL) == (cx->role != NULL)) {
-		fprintf(stderr, "tetherctl: token create: give either --node ID or --role admin|operator|reader\n%s",
+		fprintf(stderr, "tetherctl: token create: give either --node ID or --role admin|operator|reader|relay\n%s",
 			usage);
 		return CTL_EXIT_USAGE;
 	}
 	if (cx->role && strcmp(cx->role, "admin") != 0 && strcmp(cx->role, "operator") != 0 &&
-	    strcmp(cx->role, "reader") != 0) {
-		fprintf(stderr, "tetherctl: token create: --role must be admin, operator or reader\n%s", usage);
+	    strcmp(cx->role, "reader") != 0 && strcmp(cx->role, "relay") != 0) {
+		fprintf(stderr, "tetherctl: token create: --role must be admin, operator, reader or relay\n%s", usage);
 		return CTL_EXIT_USAGE;
 	}
 	struct buf body = BUF_INIT;

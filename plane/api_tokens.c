@@ -52,7 +52,7 @@ static enum MHD_Result create(struct plane *p, struct MHD_Connection *c, struct 
 	const cJSON *mf = cJSON_GetObjectItemCaseSensitive(doc, "name");
 	if ((nf != NULL) == (rf != NULL)) {
 		ret = http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT,
-				      "tokens: give either node (a node's token) or role (admin, operator, reader)");
+				      "tokens: give either node (a node's token) or role (admin, operator, reader, relay)");
 		goto out;
 	}
 	const char *node = NULL, *name = "";
@@ -68,7 +68,7 @@ static enum MHD_Result create(struct plane *p, struct MHD_Connection *c, struct 
 		role = role_parse(cJSON_IsString(rf) ? rf->valuestring : NULL);
 		if (role == ROLE_NONE) {
 			ret = http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT,
-					      "tokens: role must be \"admin\", \"operator\" or \"reader\"");
+					      "tokens: role must be \"admin\", \"operator\", \"reader\" or \"relay\"");
 			goto out;
 		}
 	}
@@ -94,6 +94,7 @@ static enum MHD_Result create(struct plane *p, struct MHD_Connection *c, struct 
 		ret = http_send_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "tokens: cannot store the token: %s", err);
 		goto out;
 	}
+	hub_notify(p->hub, hub_version(p->hub));   /* relays take the new record */
 	if (role == ROLE_NODE)
 		log_info("tokens: %s made token %s for node %s", who->who, info.id, node);
 	else
@@ -155,6 +156,7 @@ enum MHD_Result api_tokens(struct plane *p, struct MHD_Connection *c, struct req
 	if (rc == 0)
 		return http_send_error(c, MHD_HTTP_NOT_FOUND, "no token '%s'", id);
 	size_t closed = hub_close_token(p->hub, id);
+	hub_notify(p->hub, hub_version(p->hub));   /* relays take the revocation */
 	log_info("tokens: %s revoked token %s (%zu open connections closed)", who.who, id, closed);
 	struct buf b = BUF_INIT;
 	buf_printf(&b, "{\"id\":\"%s\",\"revoked\":true,\"closed\":%zu}", id, closed);

@@ -114,7 +114,9 @@ bool auth_allow(struct plane *p, struct MHD_Connection *c, enum role need, struc
 			      "this needs a credential: 'Authorization: Bearer TOKEN' (see docs/security.md)");
 		return false;
 	}
-	if (who->role == ROLE_NODE || who->role < need) {
+	/* a relay reads as a reader does, and nothing more */
+	enum role has = who->role == ROLE_RELAY ? ROLE_READER : who->role;
+	if (who->role == ROLE_NODE || has < need) {
 		char msg[128];
 		snprintf(msg, sizeof(msg), "this needs the %s role; %s does not have it", role_name(need),
 			 who->role == ROLE_NODE ? "a node's credential" : role_name(who->role));
@@ -145,6 +147,25 @@ bool auth_allow_node(struct plane *p, struct MHD_Connection *c, const char *node
 		char msg[512];
 		snprintf(msg, sizeof(msg), "this credential is node %.200s's, not %.200s's", who->node, node);
 		*ret = refuse(p, c, MHD_HTTP_FORBIDDEN, REFUSED_WRONG_NODE, who->who, msg);
+		return false;
+	}
+	return true;
+}
+
+bool auth_allow_relay(struct plane *p, struct MHD_Connection *c, struct principal *who, enum MHD_Result *ret)
+{
+	if (identify(p, c, who, ret) < 0)
+		return false;
+	if (who->anonymous) {
+		if (p->cfg.insecure)
+			return true;
+		*ret = refuse(p, c, MHD_HTTP_UNAUTHORIZED, REFUSED_NO_CREDENTIAL, who->who,
+			      "a relay needs its credential: a relay token (tetherctl token create --role relay)");
+		return false;
+	}
+	if (who->role != ROLE_RELAY && who->role != ROLE_ADMIN) {
+		*ret = refuse(p, c, MHD_HTTP_FORBIDDEN, REFUSED_ROLE, who->who,
+			      "this needs the relay role (or admin)");
 		return false;
 	}
 	return true;

@@ -7,7 +7,9 @@
  * What each needs (docs/security.md):
  *   node endpoints (stream, config, ack) for node X: X's own credential;
  *   reads (resources, nodes, rollouts, metrics): reader or above;
- *   rollout abort: operator or above; writes and tokens: admin.
+ *   rollout abort: operator or above; writes and tokens: admin;
+ *   relay endpoints (a relay's stream, node records, statements): relay
+ *   or admin (a relay otherwise reads as a reader).
  * Refusals: 401 without a credential (or with one that does not verify),
  * 403 with one that does not grant this; each is counted by reason. Under
  * --insecure an anonymous caller keeps the open access of a lab: reads,
@@ -48,6 +50,9 @@ bool auth_allow(struct plane *p, struct MHD_Connection *c, enum role need, struc
 /* Requires the credential of node (stream, poll, ack). */
 bool auth_allow_node(struct plane *p, struct MHD_Connection *c, const char *node, struct principal *who,
 		     enum MHD_Result *ret);
+/* Requires a relay's credential (the relay role, or admin): the relay
+ * stream carries every secret in clear and the token records' hashes. */
+bool auth_allow_relay(struct plane *p, struct MHD_Connection *c, struct principal *who, enum MHD_Result *ret);
 /* Before any body is read: refuses (401, *ret) a caller with no credential
  * at all when the plane is not --insecure. Returns false when refused. */
 bool auth_precheck(struct plane *p, struct MHD_Connection *c, enum MHD_Result *ret);

@@ -1,6 +1,7 @@
 /* http.c: the plane's HTTP server, routing and response helpers (see
  * http.h). */
 #include "http.h"
+#include "persist.h"
 #include "auth.h"
 #include "gz.h"
 #include "hub.h"
@@ -152,9 +153,22 @@ static bool is(const char *method, const char *want)
 	return strcmp(method, want) == 0 || (strcmp(want, "GET") == 0 && strcmp(method, "HEAD") == 0);
 }
 
+/* A relay serves what its upstream holds: every change is the origin's
+ * to make. */
+static bool relay_refuses(struct plane *p, const char *url, const char *method)
+{
+	return p->persist->ops->upstream && !is(method, "GET") && strcmp(url, "/v1/ack") != 0 &&
+	       !str_starts_with(url, "/v1/relay/");
+}
+
 static enum MHD_Result route(struct plane *p, struct MHD_Connection *c, struct request *r,
 			     const char *url, const char *method)
 {
+	if (relay_refuses(p, url, method)) {
+		char up[512] = "";
+		p->persist->ops->upstream(p->persist, up, sizeof(up), NULL);
+		return http_send_error(c, 421, "this plane is a relay of %s: write to the origin", up);
+	}
 	if (strcmp(url, "/healthz") == 0)
 		return is(method, "GET") ? api_healthz(p, c) : method_not_allowed(c, method, "GET");
 	if (strcmp(url, "/metrics") == 0)
@@ -167,6 +181,12 @@ static enum MHD_Result route(struct plane *p, struct MHD_Connection *c, struct r
 		return is(method, "POST") ? api_ack(p, c, r) : method_not_allowed(c, method, "POST");
 	if (strcmp(url, "/v1/batch") == 0)
 		return is(method, "POST") ? api_batch(p, c, r) : method_not_allowed(c, method, "POST");
+	if (strcmp(url, "/v1/relay/stream") == 0)
+		return is(method, "GET") ? api_relay_stream(p, c) : method_not_allowed(c, method, "GET");
+	if (strcmp(url, "/v1/relay/nodes") == 0)
+		return is(method, "POST") ? api_relay_nodes(p, c, r) : method_not_allowed(c, method, "POST");
+	if (strcmp(url, "/v1/relay/statement") == 0)
+		return is(method, "GET") ? api_relay_statement(p, c) : method_not_allowed(c, method, "GET");
 	if (strcmp(url, "/v1/resources") == 0 || strcmp(url, "/v1/resources/") == 0)
 		return is(method, "GET") ? api_resources_list(p, c) : method_not_allowed(c, method, "GET");
 	if (str_starts_with(url, "/v1/resources/")) {
@@ -205,6 +225,8 @@ static uint64_t body_cap(struct plane *p, const char *url)
 		return p->cfg.max_request;   /* a PUT's body is held to max-body after */
 	if (strcmp(url, "/v1/ack") == 0)
 		return 64 * 1024;
+	if (strcmp(url, "/v1/relay/nodes") == 0)
+		return 16u << 20;   /* a batch of node records from a relay */
 	return 4096;
 }
 

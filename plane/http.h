@@ -58,6 +58,9 @@ enum MHD_Result api_batch(struct plane *p, struct MHD_Connection *c, struct requ
 enum MHD_Result api_nodes(struct plane *p, struct MHD_Connection *c, const char *method, const char *id);
 enum MHD_Result api_ack(struct plane *p, struct MHD_Connection *c, struct request *r);
 enum MHD_Result api_stream(struct plane *p, struct MHD_Connection *c);
+enum MHD_Result api_relay_stream(struct plane *p, struct MHD_Connection *c);
+enum MHD_Result api_relay_nodes(struct plane *p, struct MHD_Connection *c, struct request *r);
+enum MHD_Result api_relay_statement(struct plane *p, struct MHD_Connection *c);
 enum MHD_Result api_config(struct plane *p, struct MHD_Connection *c, struct request *r);
 enum MHD_Result api_rollouts(struct plane *p, struct MHD_Connection *c);
 enum MHD_Result api_rollout_current(struct plane *p, struct MHD_Connection *c);

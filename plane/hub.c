@@ -8,6 +8,7 @@
 #include "persist.h"
 #include "plane.h"
 #include "pushcache.h"
+#include "relay_state.h"
 #include "resource.h"
 #include "rollout.h"
 #include "statements.h"
@@ -45,6 +46,10 @@ struct stream {
 	 * start gives it a nonce to ACK */
 	bool reack;
 	uint32_t crc, isize;
+	/* a relay's stream (reader thread only, but relay): what it was
+	 * sent of the token records and the rollout */
+	bool relay, state_sent;
+	uint64_t tok_gen, ro_gen;
 	char *own;                   /* this event's own bytes (malloc'd while it is sent) */
 	size_t own_len;
 	struct push_blob *blob;
@@ -77,6 +82,7 @@ struct hub {
 	struct stream *streams;
 	size_t nstreams;
 	struct strmap by_node;       /* node -> its newest stream (keys: the stream's node) */
+	struct strmap by_relay;      /* relay -> its newest stream (keys: the stream's node field) */
 	struct waiter *waiters;
 };
 
@@ -85,6 +91,7 @@ struct hub *hub_new(struct plane *p, uint64_t version)
 	struct hub *h = xcalloc(1, sizeof(*h));
 	h->p = p;
 	strmap_init(&h->by_node);
+	strmap_init(&h->by_relay);
 	pthread_mutex_init(&h->lock, NULL);
 	pthread_cond_init(&h->cond, NULL);
 	pthread_cond_init(&h->keeper_cond, NULL);
@@ -200,10 +207,71 @@ struct stream *hub_stream_new(struct hub *h, struct MHD_Connection *c, const cha
 	return st;
 }
 
+struct stream *hub_relay_new(struct hub *h, struct MHD_Connection *c, const char *relay, uint64_t have,
+			     const char *token_id)
+{
+	struct stream *st = xcalloc(1, sizeof(*st));
+	st->hub = h;
+	st->conn = c;
+	st->relay = true;
+	st->tok_gen = st->ro_gen = UINT64_MAX;   /* both go out first */
+	snprintf(st->node, sizeof(st->node), "%s", relay);
+	snprintf(st->token_id, sizeof(st->token_id), "%s", token_id ? token_id : "");
+	st->sent = have;
+	pthread_mutex_lock(&h->lock);
+	intptr_t old = 0;
+	if (strmap_get(&h->by_relay, relay, &old) && old) {
+		struct stream *o = (struct stream *)old;
+		if (!o->closing) {
+			o->closing = true;
+			wake_stream(o);
+		}
+	}
+	strmap_put(&h->by_relay, st->node, (intptr_t)st);
+	st->next = h->streams;
+	if (h->streams)
+		h->streams->prev = st;
+	h->streams = st;
+	h->nstreams++;
+	pthread_mutex_unlock(&h->lock);
+	atomic_fetch_add(&h->p->ctr.streams_opened, 1);
+	log_info("relay %s: following from version %llu", relay, (unsigned long long)have);
+	return st;
+}
+
+bool hub_relay_up(struct hub *h, const char *relay)
+{
+	pthread_mutex_lock(&h->lock);
+	intptr_t v = 0;
+	bool up = strmap_get(&h->by_relay, relay, &v) && v && !((struct stream *)v)->closing;
+	pthread_mutex_unlock(&h->lock);
+	return up;
+}
+
 void hub_stream_free(void *cls)
 {
 	struct stream *st = cls;
 	struct hub *h = st->hub;
+	if (st->relay) {
+		pthread_mutex_lock(&h->lock);
+		if (st->prev)
+			st->prev->next = st->next;
+		else
+			h->streams = st->next;
+		if (st->next)
+			st->next->prev = st->prev;
+		h->nstreams--;
+		intptr_t cur = 0;
+		if (strmap_get(&h->by_relay, st->node, &cur) && cur == (intptr_t)st)
+			strmap_del(&h->by_relay, st->node);
+		pthread_cond_broadcast(&h->cond);
+		pthread_mutex_unlock(&h->lock);
+		log_info("relay %s: stream closed", st->node);
+		push_blob_unref(st->blob);
+		free(st->own);
+		free(st);
+		return;
+	}
 	pthread_mutex_lock(&h->lock);
 	if (st->prev)
 		st->prev->next = st->next;
@@ -297,6 +365,9 @@ static void make_heartbeat(struct stream *st, const char *pre)
 		h->p->persist->ops->stats(h->p->persist, &ps);
 		if (!ps.writable)
 			buf_puts(&text, ",\"read_only\":true");
+		/* a relay without its upstream: what we serve may be old */
+		if (ps.upstream_down)
+			buf_puts(&text, ",\"upstream_down\":true");
 	}
 	buf_puts(&text, "}\n\n");
 	set_own(st, &text);
@@ -356,11 +427,112 @@ static bool make_push(struct stream *st, const char *pre, uint64_t from)
 	return true;
 }
 
+/* One event of a relay stream into the stream's own bytes. */
+static void relay_event(struct stream *st, const char *pre, const char *type, struct buf *data)
+{
+	struct buf text = BUF_INIT;
+	buf_reserve(&text, data->len + 64);
+	buf_printf(&text, "%sevent: %s\ndata: ", pre, type);
+	buf_append(&text, data->data, data->len);
+	buf_puts(&text, "\n\n");
+	buf_release(data);
+	atomic_fetch_add(&st->hub->p->ctr.push_bytes, text.len);
+	set_own(st, &text);
+}
+
+/* A relay's stream: the token records, the rollout record, the state
+ * (every state after what the relay holds) and heartbeats, each when it
+ * moved (docs/protocol.md, "Relays"). */
+static ssize_t relay_read(struct stream *st, char *buf, size_t max)
+{
+	struct hub *h = st->hub;
+	struct plane *p = h->p;
+	for (;;) {
+		size_t n = out_copy(st, buf, max);
+		if (n)
+			return (ssize_t)n;
+		if (st->finished)
+			return MHD_CONTENT_READER_END_OF_STREAM;
+		pthread_mutex_lock(&h->lock);
+		bool closing = st->closing, hb = st->hb_due;
+		uint64_t v = hub_version(h);
+		bool need_tok = tokens_gen(p->tokens) != st->tok_gen;
+		bool need_ro = rollout_gen(p->rollout) != st->ro_gen;
+		/* a relay ahead of us (we follow a lagging upstream) waits */
+		bool need_state = (!st->state_sent && st->sent <= v) || v > st->sent;
+		if (!closing && !need_tok && !need_ro && !need_state && !hb) {
+			st->suspended = true;
+			MHD_suspend_connection(st->conn);
+			pthread_mutex_unlock(&h->lock);
+			return 0;
+		}
+		pthread_mutex_unlock(&h->lock);
+		if (closing) {
+			st->finished = true;
+			return MHD_CONTENT_READER_END_OF_STREAM;
+		}
+		char pre[32] = "";
+		if (!st->started) {
+			snprintf(pre, sizeof(pre), "retry: %d\n\n", RETRY_MS);
+			st->started = true;
+			pthread_mutex_lock(&h->lock);
+			st->hb_due = true;   /* after the state: the interval at once */
+			pthread_mutex_unlock(&h->lock);
+		}
+		struct buf data = BUF_INIT;
+		if (need_tok) {
+			st->tok_gen = tokens_gen(p->tokens);
+			tokens_records_json(p->tokens, &data);
+			relay_event(st, pre, "tokens", &data);
+		} else if (need_ro) {
+			st->ro_gen = rollout_gen(p->rollout);
+			rollout_relay_json(p->rollout, v, &data);
+			relay_event(st, pre, "rollout", &data);
+		} else if (need_state) {
+			uint64_t to;
+			relay_state_encode(p->store, st->sent, rollout_released_now(p->rollout, v),
+					   &data, &to);
+			char *stmt = p->statements ? statements_get(p->statements, to, NULL, NULL) : NULL;
+			if (stmt) {
+				buf_puts(&data, ",\"statement\":\"");
+				buf_puts(&data, stmt);
+				buf_putc(&data, '"');
+				free(stmt);
+			}
+			buf_putc(&data, '}');
+			log_debug("relay %s: state %llu -> %llu (%zu bytes)", st->node, (unsigned long long)st->sent,
+				  (unsigned long long)to, data.len);
+			st->sent = to;
+			st->state_sent = true;
+			atomic_fetch_add(&p->ctr.pushes, 1);
+			relay_event(st, pre, "state", &data);
+		} else {
+			pthread_mutex_lock(&h->lock);
+			st->hb_due = false;
+			pthread_mutex_unlock(&h->lock);
+			buf_printf(&data, "{\"version\":%llu,\"time\":%lld,\"interval\":%g", (unsigned long long)v,
+				   (long long)wall_seconds(), p->cfg.heartbeat);
+			char *stmt = p->statements ? statements_get(p->statements, v, NULL, NULL) : NULL;
+			if (stmt) {
+				buf_puts(&data, ",\"statement\":\"");
+				buf_puts(&data, stmt);
+				buf_putc(&data, '"');
+				free(stmt);
+			}
+			buf_putc(&data, '}');
+			atomic_fetch_add(&p->ctr.heartbeats, 1);
+			relay_event(st, pre, "heartbeat", &data);
+		}
+	}
+}
+
 ssize_t hub_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
 	struct stream *st = cls;
 	struct hub *h = st->hub;
 	(void)pos;
+	if (st->relay)
+		return relay_read(st, buf, max);
 	for (;;) {
 		size_t n = out_copy(st, buf, max);
 		if (n)

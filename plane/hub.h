@@ -39,6 +39,12 @@ size_t hub_stream_count(struct hub *h);
  * token_id names the token it was opened with ("" or NULL: none). */
 struct stream *hub_stream_new(struct hub *h, struct MHD_Connection *c, const char *node, uint64_t have,
 			      struct sub *sub, bool gzip, const char *token_id);
+/* A relay's stream (docs/protocol.md, "Relays"), from the relay's version
+ * have; an older stream of the same relay is closed. */
+struct stream *hub_relay_new(struct hub *h, struct MHD_Connection *c, const char *relay, uint64_t have,
+			     const char *token_id);
+/* Whether relay holds a stream here now. */
+bool hub_relay_up(struct hub *h, const char *relay);
 /* A token was revoked: closes the streams opened with it and wakes the
  * long-polls made with it (they are refused when they answer). Returns
  * how many. */

@@ -55,7 +55,8 @@ int main(int argc, char **argv)
 		options_release(plane_options, &p.cfg);
 		return 1;
 	}
-	log_info("ready: version %s, data %s, heartbeat %gs", PACKAGE_VERSION, p.cfg.data, p.cfg.heartbeat);
+	log_info("ready: version %s, %s %s, heartbeat %gs", PACKAGE_VERSION, p.cfg.upstream ? "upstream" : "data",
+		 p.cfg.upstream ? p.cfg.upstream : p.cfg.data, p.cfg.heartbeat);
 	/* the store is open and it listens */
 	char ready[200];
 	snprintf(ready, sizeof(ready), "tether-plane %s listening on %s, store at version %llu", PACKAGE_VERSION,

@@ -35,6 +35,8 @@ struct node_rec {
 	int64_t vf_at;
 	int streams;                 /* open streams now, here */
 	char holder[128];            /* another replica that says it streams to it */
+	char *via;                   /* behind relays: their names, nearest first, comma-joined; NULL: direct */
+	bool via_streaming;          /* the relay nearest it holds its stream */
 	int64_t poll_seen_ms;        /* monotonic time of the last poll */
 	int64_t behind_since_ms;     /* monotonic; 0 while at its target */
 	bool dirty;
@@ -56,6 +58,9 @@ struct nodes {
 	uint64_t acks, nacks, stale, verify_failures;
 	nodes_target_fn target;
 	void *target_ctx;
+	bool (*relay_up)(void *ctx, const char *relay);
+	void *relay_ctx;
+	bool own_only;               /* a relay: /v1/nodes lists the nodes it serves itself */
 	int64_t lag_alert_ms;
 };
 
@@ -253,19 +258,9 @@ static int load_one(void *ctx, const struct persist_node *pn)
 	return 0;
 }
 
-int nodes_merge(struct nodes *n, const struct persist_node *pn)
+/* Under lock: the parts of pn newer than what r holds. */
+static void merge_into(struct nodes *n, struct node_rec *r, const struct persist_node *pn)
 {
-	pthread_mutex_lock(&n->lock);
-	struct node_rec *r = lookup(n, pn->id);
-	if (!r) {
-		if (n->len >= n->max) {
-			pthread_mutex_unlock(&n->lock);
-			return -1;
-		}
-		load_one(n, pn);
-		pthread_mutex_unlock(&n->lock);
-		return 0;
-	}
 	/* each part from whichever replica saw it last; nothing is marked
 	 * dirty, so a merge never writes back (no ping-pong between replicas) */
 	if (pn->last_seen > r->last_seen) {
@@ -305,6 +300,30 @@ int nodes_merge(struct nodes *n, const struct persist_node *pn)
 		r->nacks = pn->nacks;
 	if (pn->stale > r->stale)
 		r->stale = pn->stale;
+	if (pn->verify_failures > r->verify_failures) {
+		n->verify_failures += pn->verify_failures - r->verify_failures;
+		r->verify_failures = pn->verify_failures;
+		r->vf_version = pn->vf_version;
+		free(r->vf_error);
+		r->vf_error = xstrdup(pn->vf_error ? pn->vf_error : "");
+		r->vf_at = pn->vf_at;
+	}
+}
+
+int nodes_merge(struct nodes *n, const struct persist_node *pn)
+{
+	pthread_mutex_lock(&n->lock);
+	struct node_rec *r = lookup(n, pn->id);
+	if (!r) {
+		if (n->len >= n->max) {
+			pthread_mutex_unlock(&n->lock);
+			return -1;
+		}
+		load_one(n, pn);
+		pthread_mutex_unlock(&n->lock);
+		return 0;
+	}
+	merge_into(n, r, pn);
 	take_holder(n, r, pn);
 	/* a node polling another replica: its window counts here too */
 	int64_t ago = wall_seconds() - pn->last_seen;
@@ -316,6 +335,46 @@ int nodes_merge(struct nodes *n, const struct persist_node *pn)
 	}
 	pthread_mutex_unlock(&n->lock);
 	return 0;
+}
+
+int nodes_relayed(struct nodes *n, const struct persist_node *pn, const char *relay)
+{
+	pthread_mutex_lock(&n->lock);
+	struct node_rec *r = lookup(n, pn->id);
+	if (!r) {
+		if (n->len >= n->max) {
+			pthread_mutex_unlock(&n->lock);
+			return -1;
+		}
+		r = add(n, pn->id);
+		log_info("nodes: new node '%s' behind relay %s", pn->id, relay);
+	}
+	merge_into(n, r, pn);
+	char *via = pn->via && pn->via[0] ? xasprintf("%s,%s", relay, pn->via) : xstrdup(relay);
+	free(r->via);
+	r->via = via;
+	r->via_streaming = pn->streaming;
+	/* on to the store (and, on a relay, further up) */
+	mark_dirty(n, r);
+	pthread_mutex_unlock(&n->lock);
+	return 0;
+}
+
+void nodes_set_relay_up(struct nodes *n, bool (*fn)(void *ctx, const char *relay), void *ctx, bool own_only)
+{
+	pthread_mutex_lock(&n->lock);
+	n->relay_up = fn;
+	n->relay_ctx = ctx;
+	n->own_only = own_only;
+	pthread_mutex_unlock(&n->lock);
+}
+
+void nodes_resync(struct nodes *n)
+{
+	pthread_mutex_lock(&n->lock);
+	for (size_t i = 0; i < n->len; i++)
+		mark_dirty(n, n->all[i]);
+	pthread_mutex_unlock(&n->lock);
 }
 
 struct nodes *nodes_open(struct persist *p, size_t max_nodes, int64_t poll_window_ms, char *err, size_t errlen)
@@ -345,6 +404,7 @@ void nodes_free(struct nodes *n)
 		free(n->all[i]->labels);
 		free(n->all[i]->nack_error);
 		free(n->all[i]->vf_error);
+		free(n->all[i]->via);
 		free(n->all[i]);
 	}
 	free(n->all);
@@ -495,11 +555,25 @@ int nodes_ack(struct nodes *n, const struct ack_msg *m, uint64_t plane_version, 
 	return 0;
 }
 
+/* Whether the relay nearest this plane on the node's path holds its stream
+ * here (it speaks for the relays behind it). */
+static bool relay_near_up(const struct nodes *n, const char *via)
+{
+	char first[RES_NAME_MAX + 1];
+	size_t k = strcspn(via, ",");
+	if (k >= sizeof(first))
+		return false;
+	memcpy(first, via, k);
+	first[k] = '\0';
+	return n->relay_up(n->relay_ctx, first);
+}
+
 static bool connected(const struct nodes *n, const struct node_rec *r, int64_t mono)
 {
 	return r->streams > 0 ||
 	       (strcmp(r->transport, "poll") == 0 && r->poll_seen_ms && mono - r->poll_seen_ms <= n->poll_window_ms) ||
-	       (r->holder[0] && n->p->ops->replica_up && n->p->ops->replica_up(n->p, r->holder));
+	       (r->holder[0] && n->p->ops->replica_up && n->p->ops->replica_up(n->p, r->holder)) ||
+	       (r->via && r->via_streaming && n->relay_up && relay_near_up(n, r->via));
 }
 
 static void rec_json(const struct nodes *n, const struct node_rec *r, uint64_t plane_version,
@@ -511,6 +585,18 @@ static void rec_json(const struct nodes *n, const struct node_rec *r, uint64_t p
 	buf_puts(out, r->labels);
 	buf_printf(out, ",\"connected\":%s,\"transport\":", connected(n, r, mono) ? "true" : "false");
 	buf_json_string(out, r->transport);
+	/* the relays between this plane and the node, nearest first */
+	buf_puts(out, ",\"via\":[");
+	for (const char *v = r->via; v && *v;) {
+		size_t k = strcspn(v, ",");
+		if (v != r->via)
+			buf_putc(out, ',');
+		char *one = xstrndup(v, k);
+		buf_json_string(out, one);
+		free(one);
+		v += k + (v[k] == ',');
+	}
+	buf_putc(out, ']');
 	buf_printf(out, ",\"sent_version\":%llu,\"sent_nonce\":", (unsigned long long)r->sent_version);
 	buf_json_string(out, r->sent_nonce);
 	uint64_t target = target_of(n, r, plane_version);
@@ -560,9 +646,13 @@ void nodes_to_json(struct nodes *n, uint64_t plane_version, struct buf *out)
 		qsort(sorted, n->len, sizeof(*sorted), cmp_rec);
 	}
 	buf_putc(out, '[');
+	bool first = true;
 	for (size_t i = 0; i < n->len; i++) {
-		if (i)
+		if (n->own_only && sorted[i]->via)
+			continue;   /* a relay lists the nodes it serves itself */
+		if (!first)
 			buf_putc(out, ',');
+		first = false;
 		rec_json(n, sorted[i], plane_version, mono, out);
 	}
 	buf_putc(out, ']');
@@ -646,7 +736,7 @@ void nodes_metrics(struct nodes *n, uint64_t plane_version, struct buf *out)
 /* Snapshot of one record for writing without the nodes lock. */
 struct rec_copy {
 	struct node_rec r;
-	char *labels, *nack_error;
+	char *labels, *nack_error, *via, *vf_error;
 };
 
 int nodes_flush(struct nodes *n, char *err, size_t errlen)
@@ -666,6 +756,8 @@ int nodes_flush(struct nodes *n, char *err, size_t errlen)
 		copies[i].r.id = xstrdup(r->id);
 		copies[i].labels = xstrdup(r->labels);
 		copies[i].nack_error = r->nack_error ? xstrdup(r->nack_error) : NULL;
+		copies[i].via = r->via ? xstrdup(r->via) : NULL;
+		copies[i].vf_error = r->vf_error ? xstrdup(r->vf_error) : NULL;
 		r->dirty = false;
 	}
 	n->ndirty = 0;
@@ -682,7 +774,9 @@ int nodes_flush(struct nodes *n, char *err, size_t errlen)
 			.acked_at = r->acked_at, .healthy = r->healthy, .has_nack = r->has_nack,
 			.nack_version = r->nack_version, .nack_nonce = r->nack_nonce, .nack_error = copies[i].nack_error,
 			.nack_at = r->nack_at, .acks = r->acks, .nacks = r->nacks, .stale = r->stale,
-			.replica = self, .streaming = r->streams > 0,
+			.replica = self, .streaming = r->streams > 0 || (copies[i].via && r->via_streaming),
+			.via = copies[i].via, .verify_failures = r->verify_failures, .vf_version = r->vf_version,
+			.vf_error = copies[i].vf_error, .vf_at = r->vf_at,
 		};
 	}
 	int rc = n->p->ops->nodes_save(n->p, recs, cnt, err, errlen);
@@ -701,6 +795,8 @@ int nodes_flush(struct nodes *n, char *err, size_t errlen)
 		free(copies[i].r.id);
 		free(copies[i].labels);
 		free(copies[i].nack_error);
+		free(copies[i].via);
+		free(copies[i].vf_error);
 	}
 	free(copies);
 	pthread_mutex_unlock(&n->flush_lock);

@@ -46,6 +46,18 @@ void nodes_free(struct nodes *n);
  * from whichever replica saw it last. Not written back. -1 when the node
  * is new and the table is full. */
 int nodes_merge(struct nodes *n, const struct persist_node *pn);
+/* Takes in a record a relay sent up (POST /v1/relay/nodes): the node is
+ * behind relay (and pn->via, the relays behind that one). Written on, to
+ * the store or, on a relay, further up. -1 when it is new and the table is
+ * full. */
+int nodes_relayed(struct nodes *n, const struct persist_node *pn, const char *relay);
+/* Relays below this plane: fn says whether a relay holds its stream here
+ * (a node behind it counts connected while it does). own_only: this plane
+ * is a relay itself, and lists only the nodes it serves. */
+void nodes_set_relay_up(struct nodes *n, bool (*fn)(void *ctx, const char *relay), void *ctx, bool own_only);
+/* Marks every record to be written again (a relay reached an upstream:
+ * it hears them all). */
+void nodes_resync(struct nodes *n);
 
 /* Per-node targets for lag (none: every node's target is the newest), and
  * the seconds a node may trail its target before it is flagged lagging. */

@@ -8,6 +8,8 @@
 
 struct persist *persist_open(const struct plane_config *cfg, char *err, size_t errlen)
 {
+	if (cfg->upstream)
+		return persist_relay_open(cfg, err, errlen);
 	const char *name = cfg->store ? cfg->store : "sqlite";
 	if (strcmp(name, "sqlite") == 0)
 		return persist_sqlite_open(cfg->data, err, errlen);

@@ -74,6 +74,14 @@ struct persist_node {
 	uint64_t acks, nacks, stale;
 	const char *replica;               /* the replica that wrote it ("" or NULL: unknown) */
 	bool streaming;                    /* it holds a stream of the node there */
+	/* behind relays: the relays between this plane and the node, nearest
+	 * first, comma-joined ("" or NULL: none); and the pushes the node
+	 * refused on verification since the relay nearest it started (kept
+	 * in memory only: no backend stores them) */
+	const char *via;
+	uint64_t verify_failures, vf_version;
+	const char *vf_error;              /* NULL: none */
+	int64_t vf_at;
 };
 typedef int (*persist_node_cb)(void *ctx, const struct persist_node *n);
 
@@ -109,12 +117,17 @@ struct persist_follow {
 	/* a rollout record the controller wrote (run taken, or NULL), and
 	 * the released version beside it when has_released */
 	void (*rollout)(void *ctx, struct ro_run *run, bool has_released, uint64_t released);
+	/* a relay's: a statement the upstream signed for (version, sub);
+	 * and "send every node record again" (it reached an upstream) */
+	void (*statement)(void *ctx, uint64_t version, const char *sub, const char *token);
+	void (*resync)(void *ctx);
 };
 
 /* What a shared backend says about itself (for /metrics and heartbeats). */
 struct persist_stats {
 	bool shared;                       /* other replicas write too */
 	bool writable;                     /* false: no quorum, writes get 503 */
+	bool upstream_down;                /* a relay that lost its upstream */
 	uint64_t watch_opens, revisions, reloads, reload_listed, reload_fetched, reload_deleted, conflicts;
 };
 
@@ -173,6 +186,13 @@ struct persist_ops {
 	bool (*replica_up)(struct persist *p, const char *id);
 	bool (*lead)(struct persist *p);
 	void (*controller)(struct persist *p, char *holder, size_t cap, uint64_t *terms, size_t *replicas);
+
+	/* relays (NULL otherwise): the upstream this plane follows (its URL
+	 * now; *up: whether the stream is open), the plane where writes go;
+	 * and a statement the upstream signed for (version, sub), fetched
+	 * (new allocated; NULL with err) */
+	const char *(*upstream)(struct persist *p, char *url, size_t cap, bool *up);
+	char *(*statement)(struct persist *p, uint64_t version, const char *sub, char *err, size_t errlen);
 };
 
 /* Opens the backend cfg->store names ("sqlite", "etcd"). NULL with err. */
@@ -183,6 +203,8 @@ void persist_close(struct persist *p);
 struct persist *persist_sqlite_open(const char *dir, char *err, size_t errlen);
 /* Opens the etcd backend. */
 struct persist *persist_etcd_open(const struct plane_config *cfg, char *err, size_t errlen);
+/* Opens a relay's backend: the state of --upstream, in memory. */
+struct persist *persist_relay_open(const struct plane_config *cfg, char *err, size_t errlen);
 
 /* Inside a commit's hook: adds a rollout record to the commit. */
 int persist_txn_rollout(struct persist_txn *tx, const struct ro_run *run, uint64_t released, char *err,

@@ -8,6 +8,7 @@
  * reloads cheaply: the keys with their mod_revision, then only the bodies
  * that changed, and the names that went away. */
 #include "persist_etcd.h"
+#include "records_json.h"
 #include "etcd_value.h"
 #include "log.h"
 #include "plane.h"
@@ -641,11 +642,11 @@ static void record(struct persist_etcd *x, bool node, const char *value, size_t 
 	cJSON *o = cJSON_ParseWithLength(value, len);
 	if (node) {
 		struct persist_node pn;
-		if (o && x->follow.node && etcd_node_from_json(o, &pn) == 0)
+		if (o && x->follow.node && record_node_from_json(o, &pn) == 0)
 			x->follow.node(x->follow.ctx, &pn);
 	} else {
 		struct persist_token pt;
-		if (o && x->follow.token && etcd_token_from_json(o, &pt) == 0)
+		if (o && x->follow.token && record_token_from_json(o, &pt) == 0)
 			x->follow.token(x->follow.ctx, &pt);
 	}
 	cJSON_Delete(o);
@@ -700,7 +701,7 @@ static int on_revision(void *ctx, uint64_t rev, const struct etcd_kv *kvs, size_
 		} else if (strncmp(k, "rollout/", 8) == 0 && kv->value) {
 			cJSON *o = cJSON_ParseWithLength(kv->value, kv->value_len);
 			runs = xrealloc(runs, (nruns + 1) * sizeof(*runs));
-			if (o && etcd_rollout_from_json(o, true, &runs[nruns]) == 0)
+			if (o && record_run_from_json(o, true, &runs[nruns]) == 0)
 				nruns++;
 			else
 				log_error("etcd: rollout record '%s' at revision %llu is malformed; ignored", kv->key,

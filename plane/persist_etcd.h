@@ -52,10 +52,6 @@ int etcd_released(struct persist *p, uint64_t *v);
 int etcd_set_released(struct persist *p, uint64_t v, char *err, size_t errlen);
 int etcd_nodes_load(struct persist *p, persist_node_cb cb, void *ctx, char *err, size_t errlen);
 int etcd_nodes_save(struct persist *p, const struct persist_node *recs, size_t n, char *err, size_t errlen);
-/* A node or token record's JSON, decoded (strings borrowed from o);
- * -1 when it lacks its id. */
-int etcd_node_from_json(const cJSON *o, struct persist_node *n);
-int etcd_token_from_json(const cJSON *o, struct persist_token *t);
 int etcd_tokens_load(struct persist *p, persist_token_cb cb, void *ctx, char *err, size_t errlen);
 int etcd_token_add(struct persist *p, const struct persist_token *t, char *err, size_t errlen);
 int etcd_token_revoke(struct persist *p, const char *id, int64_t when, char *err, size_t errlen);
@@ -85,9 +81,5 @@ int etcd_lease_refresh(struct etcd_lease *l, char *err, size_t errlen);
 void etcd_lease_status(struct etcd_lease *l, char *holder, size_t cap, uint64_t *terms, size_t *replicas);
 /* The backend's lease (NULL before follow starts it). */
 struct etcd_lease *persist_etcd_lease(struct persist *p);
-
-/* A rollout record's JSON, decoded into run (members too when
- * with_members, else their count). -1 when malformed. */
-int etcd_rollout_from_json(const cJSON *o, bool with_members, struct ro_run *run);
 
 #endif

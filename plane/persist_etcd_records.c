@@ -1,11 +1,12 @@
 /* persist_etcd_records.c: the etcd backend's records (persist_etcd.h):
  * rollouts under rollout/ID (zero-padded, so keys sort by id) with the
  * released version beside them, node records under nodes/ID and token
- * records under tokens/ID, each a small JSON object. A batch of node
+ * records under tokens/ID, each a small JSON object (records_json.h). A batch of node
  * records is a few transactions of up to TXN_OPS puts, not one write per
  * node. */
 #include "persist_etcd.h"
 #include "json.h"
+#include "records_json.h"
 #include "rollout_rec.h"
 #include "util.h"
 #include "xmalloc.h"
@@ -33,48 +34,11 @@ static int run_txn(struct persist *p, cJSON *body, char *err, size_t errlen)
 	return rc == ETCD_UNAVAILABLE ? PERSIST_UNAVAILABLE : rc;
 }
 
-static void num(cJSON *o, const char *k, uint64_t v)
-{
-	char s[24];
-	snprintf(s, sizeof(s), "%llu", (unsigned long long)v);
-	cJSON_AddStringToObject(o, k, s);   /* strings: a double cannot hold every uint64 */
-}
-
-static uint64_t get_num(const cJSON *o, const char *k)
-{
-	return etcd_u64(o, k);
-}
-
-static const char *get_str(const cJSON *o, const char *k)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-	return cJSON_IsString(v) ? v->valuestring : "";
-}
-
 /* ---- rollouts ---------------------------------------------------------------- */
 
 void etcd_rollout_ops(struct persist *p, cJSON *ops, const struct ro_run *run, uint64_t released)
 {
-	cJSON *o = cJSON_CreateObject();
-	num(o, "id", run->id);
-	num(o, "state", (uint64_t)run->state);
-	num(o, "stage", run->stage);
-	num(o, "reached", run->reached);
-	num(o, "from", run->from);
-	num(o, "to", run->to);
-	num(o, "revert", run->revert);
-	num(o, "parent", run->parent);
-	num(o, "touched", run->touched);
-	cJSON_AddStringToObject(o, "reason", run->reason ? run->reason : "");
-	cJSON *m = cJSON_AddArrayToObject(o, "members");
-	for (size_t i = 0; i < run->nmembers; i++)
-		cJSON_AddItemToArray(m, cJSON_CreateString(run->members[i]));
-	num(o, "started_at", (uint64_t)run->started_at);
-	num(o, "stage_at", (uint64_t)run->stage_at);
-	num(o, "finished_at", (uint64_t)run->finished_at);
-	num(o, "msgs", run->msgs);
-	num(o, "revert_msgs", run->revert_msgs);
-	num(o, "bump_msgs", run->bump_msgs);
+	cJSON *o = record_run_to_json(run);
 	char *k = persist_etcd_key(p, "rollout/%020llu", (unsigned long long)run->id);
 	put_json(ops, p, k, o);
 	free(k);
@@ -143,42 +107,6 @@ static void objs_free(struct runs_ctx *rc)
 	free(rc->objs);
 }
 
-int etcd_rollout_from_json(const cJSON *o, bool with_members, struct ro_run *x)
-{
-	memset(x, 0, sizeof(*x));
-	x->id = get_num(o, "id");
-	x->state = (enum ro_state)get_num(o, "state");
-	x->stage = (size_t)get_num(o, "stage");
-	x->reached = (size_t)get_num(o, "reached");
-	x->from = get_num(o, "from");
-	x->to = get_num(o, "to");
-	x->revert = get_num(o, "revert");
-	x->parent = get_num(o, "parent");
-	x->touched = (size_t)get_num(o, "touched");
-	const cJSON *m = cJSON_GetObjectItemCaseSensitive(o, "members"), *it;
-	if (with_members) {
-		x->members = xcalloc((size_t)cJSON_GetArraySize(m) + 1, sizeof(char *));
-		cJSON_ArrayForEach(it, m)
-			if (cJSON_IsString(it))
-				x->members[x->nmembers++] = xstrdup(it->valuestring);
-	} else {
-		x->member_count = (size_t)cJSON_GetArraySize(m);
-	}
-	x->reason = xstrdup(get_str(o, "reason"));
-	x->started_at = (int64_t)get_num(o, "started_at");
-	x->stage_at = (int64_t)get_num(o, "stage_at");
-	x->finished_at = (int64_t)get_num(o, "finished_at");
-	x->msgs = get_num(o, "msgs");
-	x->revert_msgs = get_num(o, "revert_msgs");
-	x->bump_msgs = get_num(o, "bump_msgs");
-	if (x->id == 0 || x->state < RO_IN_PROGRESS || x->state > RO_ABORTED ||
-	    (with_members && x->reached > x->nmembers)) {
-		ro_run_release(x);
-		return -1;
-	}
-	return 0;
-}
-
 int etcd_rollout_load(struct persist *p, size_t max, bool with_members, struct ro_run **runs, size_t *n, char *err,
 		      size_t errlen)
 {
@@ -197,9 +125,9 @@ int etcd_rollout_load(struct persist *p, size_t max, bool with_members, struct r
 	struct ro_run *out = xcalloc(take ? take : 1, sizeof(*out));
 	for (size_t i = 0; i < take; i++) {
 		const cJSON *o = rc.objs[rc.n - 1 - i];
-		if (etcd_rollout_from_json(o, with_members && i == 0, &out[i]) < 0) {
+		if (record_run_from_json(o, with_members && i == 0, &out[i]) < 0) {
 			snprintf(err, errlen, "etcd: rollout %llu has a bad state or stage",
-				 (unsigned long long)get_num(o, "id"));
+				 (unsigned long long)record_u64(o, "id"));
 			for (size_t j = 0; j < i; j++)
 				ro_run_release(&out[j]);
 			free(out);
@@ -236,35 +164,6 @@ int etcd_set_released(struct persist *p, uint64_t v, char *err, size_t errlen)
 	return fenced_txn(p, body, err, errlen);
 }
 
-int etcd_node_from_json(const cJSON *o, struct persist_node *n)
-{
-	const cJSON *h = cJSON_GetObjectItemCaseSensitive(o, "healthy");
-	*n = (struct persist_node){
-		.id = get_str(o, "id"), .labels = get_str(o, "labels"), .transport = get_str(o, "transport"),
-		.first_seen = (int64_t)get_num(o, "first_seen"), .last_seen = (int64_t)get_num(o, "last_seen"),
-		.sent_version = get_num(o, "sent_version"), .sent_nonce = get_str(o, "sent_nonce"),
-		.sent_at = (int64_t)get_num(o, "sent_at"), .acked_version = get_num(o, "acked_version"),
-		.acked_at = (int64_t)get_num(o, "acked_at"), .healthy = cJSON_IsNumber(h) ? h->valueint : -1,
-		.has_nack = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "has_nack")),
-		.nack_version = get_num(o, "nack_version"), .nack_nonce = get_str(o, "nack_nonce"),
-		.nack_error = get_str(o, "nack_error"), .nack_at = (int64_t)get_num(o, "nack_at"),
-		.acks = get_num(o, "acks"), .nacks = get_num(o, "nacks"), .stale = get_num(o, "stale"),
-		.replica = get_str(o, "replica"),
-		.streaming = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "streaming")),
-	};
-	return n->id[0] && n->labels[0] ? 0 : -1;
-}
-
-int etcd_token_from_json(const cJSON *o, struct persist_token *t)
-{
-	*t = (struct persist_token){
-		.id = get_str(o, "id"), .hash = get_str(o, "hash"), .role = get_str(o, "role"),
-		.node = get_str(o, "node"), .name = get_str(o, "name"),
-		.created = (int64_t)get_num(o, "created"), .revoked = (int64_t)get_num(o, "revoked"),
-	};
-	return t->id[0] && t->hash[0] ? 0 : -1;
-}
-
 /* ---- nodes ------------------------------------------------------------------- */
 
 int etcd_nodes_load(struct persist *p, persist_node_cb cb, void *ctx, char *err, size_t errlen)
@@ -275,7 +174,7 @@ int etcd_nodes_load(struct persist *p, persist_node_cb cb, void *ctx, char *err,
 	free(prefix);
 	for (size_t i = 0; r == 0 && i < rc.n; i++) {
 		struct persist_node n;
-		if (etcd_node_from_json(rc.objs[i], &n) < 0)
+		if (record_node_from_json(rc.objs[i], &n) < 0)
 			continue;
 		if (cb(ctx, &n) < 0) {
 			snprintf(err, errlen, "etcd: node record '%s' could not be loaded", n.id);
@@ -292,32 +191,7 @@ int etcd_nodes_save(struct persist *p, const struct persist_node *recs, size_t c
 		cJSON *body = cJSON_CreateObject(), *ops = cJSON_AddArrayToObject(body, "success");
 		for (size_t k = 0; k < TXN_OPS && i < cnt; k++, i++) {
 			const struct persist_node *r = &recs[i];
-			cJSON *o = cJSON_CreateObject();
-			cJSON_AddStringToObject(o, "id", r->id);
-			cJSON_AddStringToObject(o, "labels", r->labels);
-			cJSON_AddStringToObject(o, "transport", r->transport);
-			num(o, "first_seen", (uint64_t)r->first_seen);
-			num(o, "last_seen", (uint64_t)r->last_seen);
-			num(o, "sent_version", r->sent_version);
-			cJSON_AddStringToObject(o, "sent_nonce", r->sent_nonce ? r->sent_nonce : "");
-			num(o, "sent_at", (uint64_t)r->sent_at);
-			num(o, "acked_version", r->acked_version);
-			num(o, "acked_at", (uint64_t)r->acked_at);
-			if (r->healthy >= 0)
-				cJSON_AddNumberToObject(o, "healthy", r->healthy);
-			if (r->has_nack) {
-				cJSON_AddTrueToObject(o, "has_nack");
-				num(o, "nack_version", r->nack_version);
-				cJSON_AddStringToObject(o, "nack_nonce", r->nack_nonce ? r->nack_nonce : "");
-				cJSON_AddStringToObject(o, "nack_error", r->nack_error ? r->nack_error : "");
-				num(o, "nack_at", (uint64_t)r->nack_at);
-			}
-			num(o, "acks", r->acks);
-			num(o, "nacks", r->nacks);
-			num(o, "stale", r->stale);
-			cJSON_AddStringToObject(o, "replica", r->replica ? r->replica : "");
-			if (r->streaming)
-				cJSON_AddTrueToObject(o, "streaming");
+			cJSON *o = record_node_to_json(r);
 			char *key = persist_etcd_key(p, "nodes/%s", r->id);
 			put_json(ops, p, key, o);
 			free(key);
@@ -339,7 +213,7 @@ int etcd_tokens_load(struct persist *p, persist_token_cb cb, void *ctx, char *er
 	free(prefix);
 	for (size_t i = 0; r == 0 && i < rc.n; i++) {
 		struct persist_token t;
-		if (etcd_token_from_json(rc.objs[i], &t) < 0)
+		if (record_token_from_json(rc.objs[i], &t) < 0)
 			continue;
 		if (cb(ctx, &t) < 0) {
 			snprintf(err, errlen, "etcd: token record '%s' could not be loaded", t.id);
@@ -352,14 +226,7 @@ int etcd_tokens_load(struct persist *p, persist_token_cb cb, void *ctx, char *er
 
 static int token_write(struct persist *p, const struct persist_token *t, char *err, size_t errlen)
 {
-	cJSON *o = cJSON_CreateObject();
-	cJSON_AddStringToObject(o, "id", t->id);
-	cJSON_AddStringToObject(o, "hash", t->hash);
-	cJSON_AddStringToObject(o, "role", t->role);
-	cJSON_AddStringToObject(o, "node", t->node);
-	cJSON_AddStringToObject(o, "name", t->name);
-	num(o, "created", (uint64_t)t->created);
-	num(o, "revoked", (uint64_t)t->revoked);
+	cJSON *o = record_token_to_json(t);
 	char *text = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);
 	char *k = persist_etcd_key(p, "tokens/%s", t->id);
@@ -393,8 +260,8 @@ int etcd_token_revoke(struct persist *p, const char *id, int64_t when, char *err
 		return -1;
 	}
 	struct persist_token t = {
-		.id = get_str(o, "id"), .hash = get_str(o, "hash"), .role = get_str(o, "role"), .node = get_str(o, "node"),
-		.name = get_str(o, "name"), .created = (int64_t)get_num(o, "created"), .revoked = when,
+		.id = record_str(o, "id"), .hash = record_str(o, "hash"), .role = record_str(o, "role"), .node = record_str(o, "node"),
+		.name = record_str(o, "name"), .created = (int64_t)record_u64(o, "created"), .revoked = when,
 	};
 	rc = token_write(p, &t, err, errlen);
 	cJSON_Delete(o);

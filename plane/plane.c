@@ -108,11 +108,42 @@ static void follow_rollout(void *ctx, struct ro_run *run, bool has_released, uin
 static int follow_token(void *ctx, const struct persist_token *t)
 {
 	struct plane *p = ctx;
+	uint64_t before = tokens_gen(p->tokens);
 	if (tokens_merge(p->tokens, t) == 1) {
 		size_t closed = hub_close_token(p->hub, t->id);
 		log_info("tokens: token %s revoked on another replica; %zu streams closed here", t->id, closed);
 	}
+	if (tokens_gen(p->tokens) != before)
+		hub_notify(p->hub, hub_version(p->hub));   /* relays below us take it */
 	return 0;
+}
+
+/* A relay's: a statement the upstream signed. */
+static void follow_statement(void *ctx, uint64_t version, const char *sub, const char *token)
+{
+	struct plane *p = ctx;
+	if (p->statements)
+		statements_put(p->statements, version, sub, token);
+}
+
+/* A relay reached an upstream: it hears every node record again. */
+static void follow_resync(void *ctx)
+{
+	struct plane *p = ctx;
+	nodes_resync(p->nodes);
+	hub_wake_keeper(p->hub);
+}
+
+static char *fetch_statement(void *ctx, uint64_t version, const char *sub, char *err, size_t errlen)
+{
+	struct plane *p = ctx;
+	return p->persist->ops->statement(p->persist, version, sub, err, errlen);
+}
+
+static bool relay_up_cb(void *ctx, const char *relay)
+{
+	struct plane *p = ctx;
+	return p->hub && hub_relay_up(p->hub, relay);
 }
 
 static uint64_t target_cb(void *ctx, const char *node)
@@ -182,7 +213,8 @@ int plane_start(struct plane *p, char *err, size_t errlen)
 	p->tokens = tokens_open(p->persist, err, errlen);
 	if (!p->tokens)
 		return -1;
-	if (!p->cfg.insecure && !p->admin_token && tokens_count(p->tokens, ROLE_ADMIN) == 0) {
+	bool relay = p->persist->ops->upstream != NULL;
+	if (!relay && !p->cfg.insecure && !p->admin_token && tokens_count(p->tokens, ROLE_ADMIN) == 0) {
 		snprintf(err, errlen, "no admin credential: give --admin-token-file FILE (its token makes the other "
 			 "tokens), or --insecure for a lab on loopback");
 		return -1;
@@ -203,6 +235,7 @@ int plane_start(struct plane *p, char *err, size_t errlen)
 	if (!p->rollout)
 		return -1;
 	nodes_set_target(p->nodes, target_cb, p->rollout, p->cfg.lag_alert);
+	nodes_set_relay_up(p->nodes, relay_up_cb, p, relay);
 	p->pushes = pushcache_new(p->store, PUSH_CACHE_ENTRIES, PUSH_CACHE_BYTES);
 	pushcache_set_target(p->pushes, target_cb, p->rollout);
 	if (p->cfg.signing_key) {
@@ -215,13 +248,18 @@ int plane_start(struct plane *p, char *err, size_t errlen)
 		if (statements_load_key(p->statements, p->cfg.signing_key, err, errlen) < 0)
 			return -1;
 		pushcache_set_digests(p->pushes, p->digests);
+	} else if (relay) {
+		/* a relay passes the upstream's statements on, never signs */
+		int64_t refresh = (int64_t)p->cfg.heartbeat;
+		p->statements = statements_new(p->store, NULL, (int64_t)p->cfg.statement_ttl, refresh);
+		statements_set_source(p->statements, fetch_statement, p);
 	}
 	p->hub = hub_new(p, store_version(p->store));
 	if (hub_start(p->hub, err, errlen) < 0)
 		return -1;
 	/* a shared store: what other replicas commit reaches our nodes too */
 	struct persist_follow f = { .ctx = p, .store = follow_cb, .node = follow_node, .token = follow_token,
-				    .rollout = follow_rollout };
+				    .rollout = follow_rollout, .statement = follow_statement, .resync = follow_resync };
 	if (p->persist->ops->follow && p->persist->ops->follow(p->persist, &f, err, errlen) < 0)
 		return -1;
 	/* a commit to etcd may wait seconds: never on the threads that
@@ -232,7 +270,7 @@ int plane_start(struct plane *p, char *err, size_t errlen)
 		return -1;
 	if (p->cfg.insecure) {
 		log_warn("--insecure: reads are open and any client may sync as any node; for a lab on loopback only");
-		if (!p->admin_token)
+		if (!p->admin_token && !relay)
 			log_warn("--insecure without --admin-token-file: anyone who can reach %s can write",
 				 p->listen_addr);
 	}
@@ -242,7 +280,9 @@ int plane_start(struct plane *p, char *err, size_t errlen)
 		log_warn("WARNING: tokens, secrets and every push cross the network in clear text");
 		log_warn("**************************************************************************");
 	}
-	if (!p->cfg.signing_key)
+	if (relay)
+		log_info("relay: writes go to the origin; pushes carry the statements the upstream signed");
+	else if (!p->cfg.signing_key)
 		log_info("no --signing-key: pushes carry no signed statement (agents with --trust refuse them)");
 	return 0;
 }

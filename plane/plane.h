@@ -21,6 +21,9 @@ struct plane_config {
 	char *etcd_prefix;
 	char *etcd_ca, *etcd_cert, *etcd_key, *etcd_token_file;
 	double lease_ttl;              /* the replica's etcd lease */
+	char *upstream;                /* relay mode: the planes it follows, comma-separated */
+	char *upstream_token_file, *upstream_ca, *upstream_cert, *upstream_key;
+	char *relay_id;                /* its name upstream (default: the host name) */
 	char *admin_token_file;
 	char *rollout;
 	char *stages;

@@ -1,5 +1,6 @@
 /* plane_config.c: tether-plane's options, their defaults and checks. */
 #include "plane.h"
+#include "nodes.h"
 #include "rollout.h"
 #include "xmalloc.h"
 
@@ -32,6 +33,16 @@ const struct opt_def plane_options[] = {
 	{ "lease-ttl", 0, OPT_SECONDS, OFF(lease_ttl), 2, 300, NULL, "SECONDS",
 	  "--store etcd: the replica's etcd lease (default 10): a replica silent this long is gone, and "
 	  "another takes over as the rollout controller" },
+	{ "upstream", 0, OPT_STRING, OFF(upstream), 0, 0, NULL, "URL[,URL...]",
+	  "relay mode: follow this plane (the origin, or another relay) and serve its state to nodes" },
+	{ "upstream-token-file", 0, OPT_STRING, OFF(upstream_token_file), 0, 0, NULL, "FILE",
+	  "the relay's token for its upstream (tetherctl token create --role relay)" },
+	{ "upstream-ca", 0, OPT_STRING, OFF(upstream_ca), 0, 0, NULL, "FILE", "the CA of the upstream's certificate" },
+	{ "upstream-cert", 0, OPT_STRING, OFF(upstream_cert), 0, 0, NULL, "FILE",
+	  "a client certificate for the upstream (mutual TLS)" },
+	{ "upstream-key", 0, OPT_STRING, OFF(upstream_key), 0, 0, NULL, "FILE", "its key" },
+	{ "relay-id", 0, OPT_STRING, OFF(relay_id), 0, 0, NULL, "NAME",
+	  "the relay's name upstream, in the origin's via column (default: the host name)" },
 	{ "heartbeat", 0, OPT_SECONDS, OFF(heartbeat), 0.1, 3600, NULL, "SECONDS",
 	  "heartbeat interval on streams (default 10)" },
 	{ "admin-token-file", 0, OPT_STRING, OFF(admin_token_file), 0, 0, NULL, "FILE",
@@ -140,6 +151,31 @@ int plane_config_check(struct plane_config *c, char *err, size_t errlen)
 	if (c->etcd_prefix && (!c->etcd_prefix[0] || c->etcd_prefix[strlen(c->etcd_prefix) - 1] != '/')) {
 		snprintf(err, errlen, "etcd-prefix: '%s' must end with '/'", c->etcd_prefix);
 		return -1;
+	}
+	if (c->upstream && (etcd || c->signing_key)) {
+		snprintf(err, errlen, "--upstream makes a relay: it keeps no store (--store etcd) and signs nothing "
+			 "(--signing-key); the origin does both");
+		return -1;
+	}
+	if (!c->upstream && (c->upstream_token_file || c->upstream_ca || c->upstream_cert || c->upstream_key ||
+			     c->relay_id)) {
+		snprintf(err, errlen, "the --upstream-* and --relay-id options need --upstream");
+		return -1;
+	}
+	if ((c->upstream_cert == NULL) != (c->upstream_key == NULL)) {
+		snprintf(err, errlen, "--upstream-cert and --upstream-key go together");
+		return -1;
+	}
+	if (c->relay_id && !nodes_id_valid(c->relay_id)) {
+		snprintf(err, errlen, "relay-id: '%.64s' must match [A-Za-z0-9._-]{1,200}", c->relay_id);
+		return -1;
+	}
+	if (c->upstream) {
+		/* a relay serves the targets its upstream's rollouts say, and
+		 * drops tombstones when the upstream does */
+		free(c->rollout);
+		c->rollout = xstrdup("staged");
+		c->tombstone_max_age = 0;
 	}
 	if (c->client_ca && !c->tls_cert) {
 		snprintf(err, errlen, "--client-ca needs --tls-cert and --tls-key (client certificates travel in TLS)");

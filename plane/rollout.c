@@ -7,6 +7,7 @@
  * targets changes them first and moves the store's history floor after,
  * so a push computed for an old target still finds its history. */
 #include "rollout.h"
+#include "records_json.h"
 #include "hub.h"
 #include "resource.h"
 #include "log.h"
@@ -56,6 +57,7 @@ struct rollout {
 	int64_t start_after;         /* no new rollout before (ms): nodes reconnect */
 	char *failure;               /* set by an ACK, acted on by the next step */
 	uint64_t started, completed, rolled_back, aborted;
+	_Atomic uint64_t gen;        /* moves with every transition: relays follow */
 };
 
 int rollout_parse_stages(const char *s, unsigned *out, size_t *n, char *err, size_t errlen)
@@ -238,6 +240,7 @@ static void set_floor(struct rollout *r, uint64_t floor)
 
 static void wake_nodes(struct rollout *r)
 {
+	atomic_fetch_add(&r->gen, 1);
 	store_rdlock(r->p->store);
 	uint64_t newest = store_version(r->p->store);
 	store_rdunlock(r->p->store);
@@ -1118,7 +1121,7 @@ void rollout_follow(struct rollout *r, struct ro_run *run, bool has_released, ui
 
 void rollout_record(struct rollout *r, const struct persist_node *n)
 {
-	if (!r || !r->staged || !atomic_load(&r->leading))
+	if (!r || !r->staged || (r->shared && !atomic_load(&r->leading)))
 		return;
 	bool step = false;
 	pthread_mutex_lock(&r->lock);
@@ -1151,6 +1154,38 @@ void rollout_record(struct rollout *r, const struct persist_node *n)
 	pthread_mutex_unlock(&r->lock);
 	if (step && r->p->hub)
 		hub_wake_keeper(r->p->hub);   /* not on the watch's thread: a revert commits */
+}
+
+uint64_t rollout_gen(struct rollout *r)
+{
+	return r ? atomic_load(&r->gen) : 0;
+}
+
+void rollout_relay_json(struct rollout *r, uint64_t newest, struct buf *out)
+{
+	pthread_mutex_lock(&r->lock);
+	/* under --rollout immediate everything is released as it commits */
+	uint64_t released = r->staged ? r->released : newest;
+	cJSON *run = r->have_run ? record_run_to_json(&r->run) : NULL;
+	pthread_mutex_unlock(&r->lock);
+	buf_printf(out, "{\"released\":\"%llu\",\"run\":", (unsigned long long)released);
+	if (run) {
+		char *text = cJSON_PrintUnformatted(run);
+		buf_puts(out, text);
+		free(text);
+		cJSON_Delete(run);
+	} else {
+		buf_puts(out, "null");
+	}
+	buf_putc(out, '}');
+}
+
+uint64_t rollout_released_now(struct rollout *r, uint64_t newest)
+{
+	pthread_mutex_lock(&r->lock);
+	uint64_t released = r->staged ? r->released : newest;
+	pthread_mutex_unlock(&r->lock);
+	return released;
 }
 
 struct rollout *rollout_open(struct plane *p, char *err, size_t errlen)

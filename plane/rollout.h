@@ -63,6 +63,14 @@ void rollout_follow(struct rollout *r, struct ro_run *run, bool has_released, ui
  * NACK toward the stage, as if the node had answered here. */
 void rollout_record(struct rollout *r, const struct persist_node *n);
 
+/* Relays: a count that moves with every transition (a relay stream sends
+ * the record again when it moved); the record and the released version as
+ * {"released":"R","run":record|null} (newest: the store's version, which
+ * is what is released under --rollout immediate); the released version. */
+uint64_t rollout_gen(struct rollout *r);
+void rollout_relay_json(struct rollout *r, uint64_t newest, struct buf *out);
+uint64_t rollout_released_now(struct rollout *r, uint64_t newest);
+
 /* Records the current rollout's counters (at exit: they move between
  * transitions without being saved). */
 void rollout_save(struct rollout *r);

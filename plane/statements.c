@@ -22,6 +22,7 @@ struct entry {
 	unsigned char digest[LTHASH_DIGEST_BYTES];
 	char *token;                 /* NULL until signed */
 	int64_t issued;
+	bool fetching;               /* a relay: one thread asks upstream */
 	char kid[KEY_ID_LEN + 1];
 	struct entry *prev, *next;   /* most recent first */
 };
@@ -36,6 +37,12 @@ struct statements {
 	struct entry *head, *tail;
 	size_t n;
 	uint64_t signed_total;
+	/* a relay: statements come from upstream, never signed here */
+	statements_fetch_fn fetch;
+	void *fetch_ctx;
+	bool relay_seen;             /* the upstream signs: it sent one */
+	int64_t retry_after;         /* a fetch failed: not again before (wall s) */
+	uint64_t fetched;
 };
 
 struct statements *statements_new(struct store *s, struct digests *d, int64_t ttl_s, int64_t refresh_s)
@@ -131,8 +138,97 @@ static void push_front(struct statements *st, struct entry *e)
 	st->head = e;
 }
 
-char *statements_get(struct statements *st, uint64_t version, const struct sub *sub,
-		     const unsigned char *digest)
+static struct entry *find_entry(struct statements *st, uint64_t version, const char *canon)
+{
+	struct entry *e = st->head;
+	while (e && (e->version != version || strcmp(e->canon, canon) != 0))
+		e = e->next;
+	return e;
+}
+
+/* Under lock: the entry of (version, canon), made when absent. */
+static struct entry *get_entry(struct statements *st, uint64_t version, const char *canon)
+{
+	struct entry *e = find_entry(st, version, canon);
+	if (e) {
+		unlink_entry(st, e);
+		push_front(st, e);
+		return e;
+	}
+	e = xcalloc(1, sizeof(*e));
+	e->version = version;
+	e->canon = xstrdup(canon);
+	push_front(st, e);
+	if (++st->n > CACHE_MAX) {
+		struct entry *last = st->tail;
+		if (last != e) {
+			unlink_entry(st, last);
+			entry_free(last);
+			st->n--;
+		}
+	}
+	return e;
+}
+
+void statements_set_source(struct statements *st, statements_fetch_fn fetch, void *ctx)
+{
+	pthread_mutex_lock(&st->lock);
+	st->fetch = fetch;
+	st->fetch_ctx = ctx;
+	pthread_mutex_unlock(&st->lock);
+}
+
+void statements_put(struct statements *st, uint64_t version, const char *sub_canon, const char *token)
+{
+	pthread_mutex_lock(&st->lock);
+	struct entry *e = get_entry(st, version, sub_canon);
+	free(e->token);
+	e->token = xstrdup(token);
+	e->issued = wall_seconds();
+	st->relay_seen = true;
+	pthread_mutex_unlock(&st->lock);
+}
+
+/* A relay's statement: cached while fresh, else asked of the upstream by
+ * one thread at a time (the others take the cached one meanwhile). */
+static char *relay_get(struct statements *st, uint64_t version, const char *canon)
+{
+	int64_t now = wall_seconds();
+	char *out = NULL;
+	pthread_mutex_lock(&st->lock);
+	struct entry *e = get_entry(st, version, canon);
+	bool fresh = e->token && now - e->issued < st->refresh && now >= e->issued;
+	if (fresh || !st->relay_seen || e->fetching || now < st->retry_after) {
+		out = e->token ? xstrdup(e->token) : NULL;
+		pthread_mutex_unlock(&st->lock);
+		return out;
+	}
+	e->fetching = true;
+	statements_fetch_fn fetch = st->fetch;
+	void *ctx = st->fetch_ctx;
+	pthread_mutex_unlock(&st->lock);
+	char err[256];
+	char *tok = fetch(ctx, version, canon, err, sizeof(err));
+	pthread_mutex_lock(&st->lock);
+	e = get_entry(st, version, canon);
+	e->fetching = false;
+	if (tok) {
+		free(e->token);
+		e->token = tok;
+		e->issued = wall_seconds();
+		st->fetched++;
+	} else {
+		st->retry_after = wall_seconds() + 5;
+	}
+	out = e->token ? xstrdup(e->token) : NULL;
+	pthread_mutex_unlock(&st->lock);
+	if (!tok)
+		log_warn("relay: %s", err);
+	return out;
+}
+
+/* The signer's statement: cached while fresh, else signed here. */
+static char *sign_get(struct statements *st, uint64_t version, const struct sub *sub, const unsigned char *digest)
 {
 	const char *canon = sub && sub->canon ? sub->canon : "";
 	int64_t now = wall_seconds();
@@ -214,10 +310,19 @@ char *statements_get(struct statements *st, uint64_t version, const struct sub *
 	return out;
 }
 
+char *statements_get(struct statements *st, uint64_t version, const struct sub *sub,
+		     const unsigned char *digest)
+{
+	if (st->fetch)
+		return relay_get(st, version, sub && sub->canon ? sub->canon : "");
+	return sign_get(st, version, sub, digest);
+}
+
 void statements_stats(struct statements *st, struct statements_stats *out)
 {
 	pthread_mutex_lock(&st->lock);
 	out->signed_total = st->signed_total;
 	out->cached = st->n;
+	out->fetched = st->fetched;
 	pthread_mutex_unlock(&st->lock);
 }

@@ -37,8 +37,18 @@ char *statements_get(struct statements *st, uint64_t version, const struct sub *
 		     const unsigned char *digest);
 
 struct statements_stats {
-	uint64_t signed_total, cached;
+	uint64_t signed_total, cached, fetched;
 };
+
+/* Relays: statements are the upstream's, never signed here. fetch asks
+ * the upstream for (version, sub) (new allocated; NULL with err): called
+ * without the lock, by one thread per entry, only once the upstream was
+ * seen to sign, and not again for 5 s after it failed. */
+typedef char *(*statements_fetch_fn)(void *ctx, uint64_t version, const char *sub, char *err, size_t errlen);
+void statements_set_source(struct statements *st, statements_fetch_fn fetch, void *ctx);
+/* A statement the upstream sent (a state or a heartbeat): cached as
+ * fresh. */
+void statements_put(struct statements *st, uint64_t version, const char *sub_canon, const char *token);
 void statements_stats(struct statements *st, struct statements_stats *out);
 
 #endif

@@ -5,11 +5,13 @@
  * random part never leaves the answer that made it. */
 #include "tokens.h"
 #include "log.h"
+#include "records_json.h"
 #include "strmap.h"
 #include "util.h"
 #include "xmalloc.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +31,7 @@ struct tokens {
 	struct record **rec;         /* each its own block: the map borrows its hash */
 	size_t n, cap;
 	struct strmap by_hash;       /* hash hex -> index + 1 */
+	_Atomic uint64_t gen;        /* moves with every record */
 };
 
 
@@ -39,6 +42,7 @@ const char *role_name(enum role r)
 	case ROLE_READER: return "reader";
 	case ROLE_OPERATOR: return "operator";
 	case ROLE_ADMIN: return "admin";
+	case ROLE_RELAY: return "relay";
 	default: return "none";
 	}
 }
@@ -53,6 +57,8 @@ enum role role_parse(const char *s)
 		return ROLE_OPERATOR;
 	if (strcmp(s, "reader") == 0)
 		return ROLE_READER;
+	if (strcmp(s, "relay") == 0)
+		return ROLE_RELAY;
 	return ROLE_NONE;
 }
 
@@ -96,6 +102,7 @@ static int load_one(void *ctx, const struct persist_token *pt)
 		r->info.revoked = true;
 	}
 	index_record(t, t->n - 1);
+	atomic_fetch_add(&t->gen, 1);
 	return 0;
 }
 
@@ -139,6 +146,7 @@ int tokens_merge(struct tokens *t, const struct persist_token *pt)
 	} else if (pt->revoked && !r->info.revoked) {
 		r->info.revoked = true;
 		r->revoked_at = pt->revoked;
+		atomic_fetch_add(&t->gen, 1);
 		rc = 1;
 	}
 	pthread_mutex_unlock(&t->lock);
@@ -180,6 +188,7 @@ int tokens_create(struct tokens *t, enum role role, const char *node, const char
 	pthread_mutex_lock(&t->lock);
 	*add(t) = r;
 	index_record(t, t->n - 1);
+	atomic_fetch_add(&t->gen, 1);
 	pthread_mutex_unlock(&t->lock);
 	*info = r.info;
 	*token = tok;
@@ -221,6 +230,7 @@ int tokens_revoke(struct tokens *t, const char *id, char *err, size_t errlen)
 	if (t->p->ops->token_revoke(t->p, id, now, err, errlen) == 0) {
 		r->info.revoked = true;
 		r->revoked_at = now;
+		atomic_fetch_add(&t->gen, 1);
 		rc = 1;
 	}
 	pthread_mutex_unlock(&t->lock);
@@ -268,4 +278,29 @@ size_t tokens_count(struct tokens *t, enum role role)
 		n += t->rec[i]->info.role == role && !t->rec[i]->info.revoked;
 	pthread_mutex_unlock(&t->lock);
 	return n;
+}
+
+uint64_t tokens_gen(struct tokens *t)
+{
+	return atomic_load(&t->gen);
+}
+
+void tokens_records_json(struct tokens *t, struct buf *out)
+{
+	cJSON *o = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(o, "tokens");
+	pthread_mutex_lock(&t->lock);
+	for (size_t i = 0; i < t->n; i++) {
+		const struct record *r = t->rec[i];
+		struct persist_token pt = {
+			.id = r->info.id, .hash = r->hash, .role = role_name(r->info.role), .node = r->info.node,
+			.name = r->info.name, .created = r->created, .revoked = r->revoked_at,
+		};
+		cJSON_AddItemToArray(arr, record_token_to_json(&pt));
+	}
+	pthread_mutex_unlock(&t->lock);
+	char *text = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	buf_puts(out, text);
+	sodium_memzero(text, strlen(text));
+	free(text);
 }

@@ -20,6 +20,9 @@ enum role {
 	ROLE_READER,      /* read resources (secrets' key material redacted), nodes, rollouts, metrics */
 	ROLE_OPERATOR,    /* a reader who may also abort a rollout */
 	ROLE_ADMIN,       /* everything: writes, tokens */
+	ROLE_RELAY,       /* a relay: follows the state (secrets in clear) and the token records, sends
+			   * node records up; reads as a reader, writes nothing (not above ROLE_ADMIN:
+			   * auth.c ranks it as a reader) */
 };
 
 #define TOKEN_ID_LEN 12
@@ -35,7 +38,7 @@ struct token_info {
 };
 
 const char *role_name(enum role r);
-/* "admin", "operator", "reader" (not "node"); ROLE_NONE otherwise. */
+/* "admin", "operator", "reader", "relay" (not "node"); ROLE_NONE otherwise. */
 enum role role_parse(const char *s);
 
 struct tokens *tokens_open(struct persist *p, char *err, size_t errlen);
@@ -61,5 +64,10 @@ bool tokens_revoked(struct tokens *t, const char *id);
 void tokens_to_json(struct tokens *t, struct buf *out);
 /* How many tokens grant role (not revoked). */
 size_t tokens_count(struct tokens *t, enum role role);
+/* Moves on every new token and revocation: relays follow the records. */
+uint64_t tokens_gen(struct tokens *t);
+/* {"tokens":[record...]}: every record, hashes included (never a token),
+ * for a relay to admit the same credentials (records_json.h). */
+void tokens_records_json(struct tokens *t, struct buf *out);
 
 #endif

@@ -18,6 +18,7 @@
 #include "etcd_client.h"
 #include "etcd_value.h"
 #include "persist_etcd.h"
+#include "records_json.h"
 #include "rollout_rec.h"
 
 #include <cjson/cJSON.h>
@@ -67,7 +68,7 @@ static void as_records(const cJSON *c)
 {
 	for (int members = 0; members < 2; members++) {
 		struct ro_run run;
-		if (etcd_rollout_from_json(c, members, &run) == 0) {
+		if (record_run_from_json(c, members, &run) == 0) {
 			FUZZ_ASSERT(run.id != 0);
 			FUZZ_ASSERT(run.state >= RO_IN_PROGRESS && run.state <= RO_ABORTED);
 			FUZZ_ASSERT(!members || run.reached <= run.nmembers);
@@ -78,10 +79,10 @@ static void as_records(const cJSON *c)
 		}
 	}
 	struct persist_node pn;
-	if (etcd_node_from_json(c, &pn) == 0)
+	if (record_node_from_json(c, &pn) == 0)
 		FUZZ_ASSERT(pn.id[0] && pn.labels[0] && pn.replica && pn.transport);
 	struct persist_token pt;
-	if (etcd_token_from_json(c, &pt) == 0)
+	if (record_token_from_json(c, &pt) == 0)
 		FUZZ_ASSERT(pt.id[0] && pt.hash[0]);
 }
 

@@ -1,0 +1,24 @@
+/* relay_state.h: what a relay stream sends as state: every state of every
+ * name that changed after the relay's version (or, for a snapshot, every
+ * state the store holds), history included, so the relay can serve the
+ * per-node targets of a rollout exactly as this plane would. */
+#ifndef TETHER_RELAY_STATE_H
+#define TETHER_RELAY_STATE_H
+
+#include <stdint.h>
+
+#include "buf.h"
+
+struct store;
+
+/* Appends the state event's data to out, all but its end:
+ *   {"version","base","full","horizon","released",
+ *    "changes":[{"name","version","body"}|{"name","version","deleted_at"}]
+ * changes ascending by version; the caller adds ,"statement":"..." (of
+ * *version, known only now, and signed without the store's lock) and the
+ * closing brace. Takes the store's read lock. *version gets the version it
+ * brings the relay to. released: the released version (see
+ * rollout_released_now), or 0 to take the store's version. */
+void relay_state_encode(struct store *s, uint64_t have, uint64_t released, struct buf *out, uint64_t *version);
+
+#endif

@@ -21,6 +21,7 @@
 #include "records_json.h"
 #include "resource.h"
 #include "relay_link.h"
+#include "relay_state.h"
 #include "rollout_rec.h"
 #include "strmap.h"
 #include "util.h"
@@ -73,12 +74,6 @@ static struct persist_relay *X(struct persist *p)
 
 /* ---- applying what the upstream says ------------------------------------- */
 
-static int cmp_change(const void *a, const void *b)
-{
-	const struct persist_remote *x = a, *y = b;
-	return x->version < y->version ? -1 : x->version > y->version;
-}
-
 static void view_set(struct persist_relay *x, const char *name, uint64_t version, bool live)
 {
 	intptr_t v;
@@ -115,57 +110,28 @@ static size_t pruned_below(struct persist_relay *x, uint64_t horizon, char ***ou
 	return n;
 }
 
-static int apply_state(struct persist_relay *x, const cJSON *o)
+static int apply_state(struct persist_relay *x, const char *data, size_t len)
 {
-	uint64_t version = record_u64(o, "version"), horizon = record_u64(o, "horizon");
-	bool full = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "full"));
-	const cJSON *changes = cJSON_GetObjectItemCaseSensitive(o, "changes"), *c;
-	if (!cJSON_IsArray(changes) || (!version && cJSON_GetArraySize(changes) > 0)) {
-		log_warn("relay: a state without a version or changes from the upstream");
+	struct relay_state rs;
+	char err[512];
+	if (relay_state_decode(data, len, &rs, err, sizeof(err)) < 0) {
+		log_warn("relay: a state from the upstream is refused: %s", err);
 		return -1;
 	}
-	size_t n = (size_t)cJSON_GetArraySize(changes), k = 0;
-	struct persist_remote *ch = xcalloc(n ? n : 1, sizeof(*ch));
-	cJSON_ArrayForEach(c, changes) {
-		const char *name = record_str(c, "name");
-		uint64_t v = record_u64(c, "version");
-		const cJSON *body = cJSON_GetObjectItemCaseSensitive(c, "body");
-		char nerr[128];
-		if (resource_fullname_check(name, nerr, sizeof(nerr)) < 0 || v == 0 || v > version || (body && !cJSON_IsObject(body))) {
-			log_warn("relay: a malformed change from the upstream (name '%.200s', version %llu)", name,
-				 (unsigned long long)v);
-			remotes_free(ch, k);
-			return -1;
-		}
-		ch[k].name = xstrdup(name);
-		ch[k].version = v;
-		if (body) {
-			/* the upstream's canonical bytes, as it stores them */
-			ch[k].body = json_encode_canonical((cJSON *)body);
-			ch[k].body_len = strlen(ch[k].body);
-		} else {
-			ch[k].deleted_at = (int64_t)record_u64(c, "deleted_at");
-		}
-		k++;
-	}
-	/* qsort is not stable: equal versions are different names, so order
-	 * among them does not matter */
-	if (k > 1)
-		qsort(ch, k, sizeof(*ch), cmp_change);
 	/* a snapshot replaces: what it lacks is gone */
 	struct persist_remote *gone = NULL;
 	size_t ngone = 0;
-	if (full && x->applied_once) {
+	if (rs.full && x->applied_once) {
 		struct strmap in;
 		strmap_init(&in);
-		for (size_t i = 0; i < k; i++)
-			strmap_put(&in, ch[i].name, 1);
+		for (size_t i = 0; i < rs.n; i++)
+			strmap_put(&in, rs.ch[i].name, 1);
 		for (size_t i = 0; i < x->view.cap; i++) {
 			const struct strmap_slot *s = &x->view.slots[i];
 			intptr_t dummy;
 			if (s->key && (s->val & 1) && !strmap_get(&in, s->key, &dummy)) {
 				gone = xrealloc(gone, (ngone + 1) * sizeof(*gone));
-				gone[ngone++] = (struct persist_remote){ .name = xstrdup(s->key), .version = version,
+				gone[ngone++] = (struct persist_remote){ .name = xstrdup(s->key), .version = rs.version,
 									 .deleted_at = wall_seconds() };
 			}
 		}
@@ -174,50 +140,48 @@ static int apply_state(struct persist_relay *x, const cJSON *o)
 	/* one version at a time: the store takes each name once per call */
 	int rc = 0;
 	size_t i = 0;
-	while (i < k && rc == 0) {
+	while (i < rs.n && rc == 0) {
 		size_t j = i;
-		while (j < k && ch[j].version == ch[i].version)
+		while (j < rs.n && rs.ch[j].version == rs.ch[i].version)
 			j++;
 		for (size_t m = i; m < j; m++)
-			view_set(x, ch[m].name, ch[m].version, ch[m].body != NULL);
-		rc = x->f.store(x->f.ctx, ch + i, j - i, NULL, 0, ch[i].version, 0);
+			view_set(x, rs.ch[m].name, rs.ch[m].version, rs.ch[m].body != NULL);
+		rc = x->f.store(x->f.ctx, rs.ch + i, j - i, NULL, 0, rs.ch[i].version, 0);
 		i = j;
 	}
 	for (size_t m = 0; m < ngone; m++)
-		view_set(x, gone[m].name, version, false);
+		view_set(x, gone[m].name, rs.version, false);
 	char **pruned = NULL;
-	size_t npruned = horizon > x->horizon ? pruned_below(x, horizon, &pruned) : 0;
+	size_t npruned = rs.horizon > x->horizon ? pruned_below(x, rs.horizon, &pruned) : 0;
 	if (rc == 0)
-		rc = x->f.store(x->f.ctx, gone, ngone, pruned, npruned, version, horizon);
+		rc = x->f.store(x->f.ctx, gone, ngone, pruned, npruned, rs.version, rs.horizon);
 	for (size_t m = 0; m < npruned; m++) {
 		free((char *)strmap_del(&x->view, pruned[m]));
 		free(pruned[m]);
 	}
 	free(pruned);
-	if (horizon > x->horizon)
-		x->horizon = horizon;
-	remotes_free(ch, k);
+	if (rs.horizon > x->horizon)
+		x->horizon = rs.horizon;
 	remotes_free(gone, ngone);
 	if (rc == 0) {
 		x->applied_once = true;
 		pthread_mutex_lock(&x->lock);
-		x->version = version;
+		x->version = rs.version;
 		pthread_mutex_unlock(&x->lock);
 	}
 	/* under an immediate upstream the released version moves with it */
-	if (cJSON_GetObjectItemCaseSensitive(o, "released")) {
-		uint64_t rel = record_u64(o, "released");
+	if (rs.has_released) {
 		pthread_mutex_lock(&x->lock);
-		bool moved = !x->have_released || rel != x->released;
-		x->released = rel;
+		bool moved = !x->have_released || rs.released != x->released;
+		x->released = rs.released;
 		x->have_released = true;
 		pthread_mutex_unlock(&x->lock);
 		if (moved && x->f.rollout)
-			x->f.rollout(x->f.ctx, NULL, true, rel);
+			x->f.rollout(x->f.ctx, NULL, true, rs.released);
 	}
-	const char *stmt = record_str(o, "statement");
-	if (stmt[0] && x->f.statement)
-		x->f.statement(x->f.ctx, version, "", stmt);
+	if (rs.statement && x->f.statement)
+		x->f.statement(x->f.ctx, rs.version, "", rs.statement);
+	relay_state_release(&rs);
 	return rc;
 }
 
@@ -299,13 +263,13 @@ static int apply_heartbeat(struct persist_relay *x, const cJSON *o)
 /* One event, on the follower's side. */
 static int deliver(struct persist_relay *x, const char *type, const char *data, size_t len)
 {
+	if (strcmp(type, "state") == 0)
+		return apply_state(x, data, len);
 	cJSON *o = cJSON_ParseWithLength(data, len);
 	int rc = 0;
 	if (!cJSON_IsObject(o)) {
 		log_warn("relay: a '%s' event from the upstream is not a JSON object", type);
 		rc = -1;
-	} else if (strcmp(type, "state") == 0) {
-		rc = apply_state(x, o);
 	} else if (strcmp(type, "rollout") == 0) {
 		rc = apply_rollout(x, o);
 	} else if (strcmp(type, "tokens") == 0) {

@@ -5,9 +5,12 @@
 #ifndef TETHER_RELAY_STATE_H
 #define TETHER_RELAY_STATE_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "buf.h"
+#include "persist.h"
 
 struct store;
 
@@ -20,5 +23,21 @@ struct store;
  * brings the relay to. released: the released version (see
  * rollout_released_now), or 0 to take the store's version. */
 void relay_state_encode(struct store *s, uint64_t have, uint64_t released, struct buf *out, uint64_t *version);
+
+/* A state event as a relay reads it: changes ascending by version (a name
+ * at most once per version), each body canonical JSON of an object. */
+struct relay_state {
+	uint64_t version, horizon, released;
+	bool full, has_released;
+	char *statement;             /* NULL: none */
+	struct persist_remote *ch;
+	size_t n;
+};
+
+/* Parses and checks a state event's data (the upstream is authenticated,
+ * but a lying or broken one gets a clear error, not a half-applied
+ * state). Returns 0, or -1 with err and nothing allocated. */
+int relay_state_decode(const char *data, size_t len, struct relay_state *out, char *err, size_t errlen);
+void relay_state_release(struct relay_state *st);
 
 #endif

@@ -11,6 +11,7 @@
 #include "nodes.h"
 #include "plane.h"
 #include "pushcache.h"
+#include "rollout.h"
 #include "statements.h"
 #include "strmap.h"
 #include "tokens.h"
@@ -148,11 +149,29 @@ static bool etag_matches(const char *inm, const char *etag)
 	return false;
 }
 
-/* a shared cache may serve a poll answer for a second, and while the
- * plane is down -- unless it answered a credential: an answer carries
- * secrets, and a shared cache would hand it to anyone who asks */
+/* A shared cache may serve a poll answer for a second, and while the
+ * plane is down, to every node asking for the same (version, sub): only
+ * when that answer is the same for every one of them and holds nothing
+ * private (docs/caching.md). So "public" needs an anonymous request (an
+ * answer to a credential is that node's own), a target every node shares
+ * (none during a staged rollout in progress, where it is the node's), and
+ * no secret in the push (key material stays out of caches). */
 #define CACHE_CONTROL "public, max-age=1, stale-if-error=86400"
 #define CACHE_CONTROL_PRIVATE "private, max-age=1, stale-if-error=86400"
+
+static bool every_node_gets(struct plane *p, uint64_t version)
+{
+	uint64_t t, newest = hub_version(p->hub);
+	if (!rollout_common_target(p->rollout, &t))
+		return false;
+	return version == (t == VERSION_LATEST || t > newest ? newest : t);
+}
+
+static bool carries_secret(const struct push_blob *b)
+{
+	static const char upsert[] = "{\"name\":\"secret/";
+	return memmem(b->raw, b->raw_len, upsert, sizeof(upsert) - 1) != NULL;
+}
 
 enum MHD_Result api_config(struct plane *p, struct MHD_Connection *c, struct request *r)
 {
@@ -215,8 +234,11 @@ enum MHD_Result api_config(struct plane *p, struct MHD_Connection *c, struct req
 			MHD_add_response_header(resp, STATEMENT_HEADER, stmt);
 		free(stmt);
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_ETAG, etag);
+		/* it renews an answer a shared cache holds (a public one: no
+		 * secret): public only while that answer is everybody's */
+		bool shared = who.anonymous && every_node_gets(p, current);
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL,
-					who.anonymous ? CACHE_CONTROL : CACHE_CONTROL_PRIVATE);
+					shared ? CACHE_CONTROL : CACHE_CONTROL_PRIVATE);
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_VARY, "Accept-Encoding");
 		ret = MHD_queue_response(c, MHD_HTTP_NOT_MODIFIED, resp);
 		MHD_destroy_response(resp);
@@ -237,12 +259,14 @@ enum MHD_Result api_config(struct plane *p, struct MHD_Connection *c, struct req
 	buf_append(&b, blob->raw, blob->raw_len);
 	buf_putc(&b, '\n');
 	plane_sent(p, sp.node, blob->version, nonce, blob->nup + blob->nrm > 0);
+	/* asked after the push was made: true for the version it brings */
+	bool shared = who.anonymous && every_node_gets(p, blob->version) && !carries_secret(blob);
 	push_blob_unref(blob);
 	params_release(&sp);
 
 	const char *const headers[] = {
 		MHD_HTTP_HEADER_ETAG, etag, MHD_HTTP_HEADER_CACHE_CONTROL,
-		who.anonymous ? CACHE_CONTROL : CACHE_CONTROL_PRIVATE,
+		shared ? CACHE_CONTROL : CACHE_CONTROL_PRIVATE,
 		stmt ? STATEMENT_HEADER : NULL, stmt, NULL,
 	};
 	ret = http_send_headers(c, MHD_HTTP_OK, "application/json", &b, true, headers);

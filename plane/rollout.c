@@ -126,6 +126,18 @@ uint64_t rollout_target(struct rollout *r, const char *node)
 	return t;
 }
 
+bool rollout_common_target(struct rollout *r, uint64_t *target)
+{
+	*target = VERSION_LATEST;
+	if (!r || !r->staged)
+		return true;
+	pthread_mutex_lock(&r->lock);
+	bool common = !in_progress(r);
+	*target = r->released;
+	pthread_mutex_unlock(&r->lock);
+	return common;
+}
+
 void rollout_sent(struct rollout *r, const char *node, uint64_t version, bool has_content)
 {
 	if (!r || !r->staged)

@@ -37,6 +37,10 @@ bool rollout_staged(const struct rollout *r);
 /* The version node should hold now, or UINT64_MAX for the newest. Safe
  * from any thread and under the store, hub or nodes locks. */
 uint64_t rollout_target(struct rollout *r, const char *node);
+/* Whether every node's target is the same now (no staged rollout in
+ * progress), and then which (UINT64_MAX for the newest): an answer that
+ * depends on the node must not go into a shared HTTP cache. */
+bool rollout_common_target(struct rollout *r, uint64_t *target);
 
 /* Moves the controller on: starts a rollout for new versions, advances a
  * stage whose gate is met, reverts after a failure or a timeout. Call

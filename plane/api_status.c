@@ -19,7 +19,17 @@
 enum MHD_Result api_healthz(struct plane *p, struct MHD_Connection *c)
 {
 	struct buf b = BUF_INIT;
-	buf_printf(&b, "{\"status\":\"ok\",\"version\":%llu}", (unsigned long long)hub_version(p->hub));
+	buf_printf(&b, "{\"status\":\"ok\",\"version\":%llu", (unsigned long long)hub_version(p->hub));
+	if (p->persist->ops->upstream) {
+		/* a relay: whom it follows, and whether it hears it now */
+		char url[512] = "";
+		bool up = false;
+		p->persist->ops->upstream(p->persist, url, sizeof(url), &up);
+		buf_puts(&b, ",\"upstream\":");
+		buf_json_string(&b, url);
+		buf_printf(&b, ",\"upstream_up\":%s", up ? "true" : "false");
+	}
+	buf_putc(&b, '}');
 	return http_send_json(c, MHD_HTTP_OK, &b);
 }
 
@@ -49,7 +59,13 @@ enum MHD_Result api_metrics(struct plane *p, struct MHD_Connection *c)
 	metric(&b, "tether_tombstones", "gauge", "Tombstones kept.", tombs);
 	metric(&b, "tether_tombstone_horizon", "gauge", "Nodes older than this version get a snapshot.", horizon);
 	metric(&b, "tether_streams", "gauge", "Open SSE streams.", hub_stream_count(p->hub));
-	if (p->persist->ops->stats) {
+	if (p->persist->ops->upstream) {
+		bool up = false;
+		char url[512];
+		p->persist->ops->upstream(p->persist, url, sizeof(url), &up);
+		metric(&b, "tether_relay_upstream_up", "gauge", "1 while this relay's stream from its upstream is open.",
+		       up);
+	} else if (p->persist->ops->stats) {
 		struct persist_stats st;
 		p->persist->ops->stats(p->persist, &st);
 		metric(&b, "tether_store_writable", "gauge", "1 while the shared store takes writes (etcd has quorum).",
@@ -97,12 +113,18 @@ enum MHD_Result api_metrics(struct plane *p, struct MHD_Connection *c)
 	metric(&b, "tether_requests_total", "counter", "HTTP requests.", atomic_load(&p->ctr.requests));
 	if (p->statements) {
 		struct statements_stats ss;
-		struct digests_stats ds;
 		statements_stats(p->statements, &ss);
-		digests_stats(p->digests, &ds);
 		metric(&b, "tether_statements_signed_total", "counter",
 		       "Statements signed (once per version and subscription, again to stay fresh).", ss.signed_total);
 		metric(&b, "tether_statements_cached", "gauge", "Signed statements kept for reuse.", ss.cached);
+		if (p->persist->ops->upstream)
+			metric(&b, "tether_statements_fetched_total", "counter",
+			       "Statements a relay asked its upstream for (the upstream signs; a relay never does).",
+			       ss.fetched);
+	}
+	if (p->digests) {
+		struct digests_stats ds;
+		digests_stats(p->digests, &ds);
 		metric(&b, "tether_digest_subscriptions", "gauge", "Subscriptions whose state digest is kept current.",
 		       ds.trackers);
 		metric(&b, "tether_digest_walks_total", "counter", "Whole-store walks to start a subscription's digest.",

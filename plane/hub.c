@@ -41,6 +41,7 @@ struct stream {
 	uint64_t holds;              /* + 1: what the node said it runs after a NACK */
 	/* reader thread only */
 	bool started, finished, gzip, gz_started;
+	bool held;                   /* a push waits for its statement (a relay) */
 	/* the node holds its target but the plane has no record of sending
 	 * it nor an ACK (a crash lost them): one version-only push at the
 	 * start gives it a nonce to ACK */
@@ -395,6 +396,15 @@ static bool make_push(struct stream *st, const char *pre, uint64_t from)
 	 * (version, subscription), whatever the node's base */
 	char *stmt = p->statements ? statements_get(p->statements, b->version, &st->sub,
 						    b->has_digest ? b->digest : NULL) : NULL;
+	if (!stmt && p->statements && statements_expected(p->statements)) {
+		/* a relay that cannot get the upstream's statement now: a bare
+		 * push would only be refused; the next tick tries again */
+		log_debug("stream %s: push of version %llu held: no signed statement of it yet", st->node,
+			  (unsigned long long)b->version);
+		push_blob_unref(b);
+		buf_release(&text);
+		return false;
+	}
 	if (stmt) {
 		buf_puts(&text, "\"statement\":\"");
 		buf_puts(&text, stmt);
@@ -490,8 +500,8 @@ static ssize_t relay_read(struct stream *st, char *buf, size_t max)
 			relay_event(st, pre, "rollout", &data);
 		} else if (need_state) {
 			uint64_t to;
-			relay_state_encode(p->store, st->sent, rollout_released_now(p->rollout, v),
-					   &data, &to);
+			bool full;
+			relay_state_encode(p->store, st->sent, rollout_released_now(p->rollout, v), &data, &to, &full);
 			char *stmt = p->statements ? statements_get(p->statements, to, NULL, NULL) : NULL;
 			if (stmt) {
 				buf_puts(&data, ",\"statement\":\"");
@@ -505,6 +515,8 @@ static ssize_t relay_read(struct stream *st, char *buf, size_t max)
 			st->sent = to;
 			st->state_sent = true;
 			atomic_fetch_add(&p->ctr.pushes, 1);
+			if (full)
+				atomic_fetch_add(&p->ctr.snapshots, 1);
 			relay_event(st, pre, "state", &data);
 		} else {
 			pthread_mutex_lock(&h->lock);
@@ -547,6 +559,10 @@ ssize_t hub_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 		/* at the start any difference needs a push (a node ahead of the
 		 * plane gets a snapshot and decides); later only newer versions */
 		bool need_push = st->started ? v > st->sent : v != st->sent || st->reack;
+		/* a push held for want of its statement is tried again at the
+		 * next tick, not in a loop */
+		if (st->held && !hb)
+			need_push = false;
 		if (!closing && !need_push && !(hb || !st->started)) {
 			/* nothing to say: park the connection until a commit or a tick */
 			st->suspended = true;
@@ -584,12 +600,14 @@ ssize_t hub_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 				pthread_mutex_unlock(&h->lock);
 			}
 		}
+		st->held = false;
 		if (need_push && make_push(st, pre, from)) {
 			pthread_mutex_lock(&h->lock);
 			if (st->holds == holds)
 				st->holds = 0;   /* used */
 			pthread_mutex_unlock(&h->lock);
 		} else {
+			st->held = need_push && v > st->sent;
 			make_heartbeat(st, pre);
 		}
 	}
@@ -750,15 +768,23 @@ static void *keeper_main(void *arg)
 {
 	struct hub *h = arg;
 	struct plane *p = h->p;
-	int64_t next_prune = now_ms() + PRUNE_EVERY_MS;
+	int64_t next_prune = now_ms() + PRUNE_EVERY_MS, next_flush_warn = 0;
 	char err[512];
 	pthread_mutex_lock(&h->lock);
 	while (!h->stop) {
 		pthread_mutex_unlock(&h->lock);
 		/* the rollout's gates: bake time, ACK timeouts, next rollout */
 		rollout_step(p->rollout);
-		if (nodes_flush(p->nodes, err, sizeof(err)) < 0)
-			log_warn("nodes: cannot save node records: %s (will retry)", err);
+		if (nodes_flush(p->nodes, err, sizeof(err)) < 0) {
+			/* every 200 ms while the backend (or a relay's upstream)
+			 * is away: say it once in a while, not each time */
+			if (now_ms() >= next_flush_warn) {
+				log_warn("nodes: cannot save node records: %s (will retry)", err);
+				next_flush_warn = now_ms() + 10000;
+			}
+		} else {
+			next_flush_warn = 0;
+		}
 		if (now_ms() >= next_prune) {
 			store_write_lock(p->store);
 			if (store_prune_aged(p->store, wall_seconds(), err, sizeof(err)) < 0)

@@ -361,7 +361,7 @@ static void link_health(void *ctx, bool up, const char *url, const char *why)
 static void rl_close(struct persist *p)
 {
 	struct persist_relay *x = X(p);
-	relay_link_stop(x->link);
+	relay_link_free(x->link);
 	while (x->qhead) {
 		struct queued *q = x->qhead;
 		x->qhead = q->next;
@@ -589,9 +589,7 @@ static int rl_follow(struct persist *p, const struct persist_follow *f, char *er
 
 static void rl_unfollow(struct persist *p)
 {
-	struct persist_relay *x = X(p);
-	relay_link_stop(x->link);
-	x->link = NULL;
+	relay_link_stop(X(p)->link);
 }
 
 static void rl_stats(struct persist *p, struct persist_stats *st)
@@ -599,7 +597,7 @@ static void rl_stats(struct persist *p, struct persist_stats *st)
 	memset(st, 0, sizeof(*st));
 	st->shared = true;
 	st->writable = true;   /* writes are refused for what they are, not for quorum */
-	st->upstream_down = X(p)->link && !relay_link_up(X(p)->link, NULL, 0);
+	st->upstream_down = !relay_link_up(X(p)->link, NULL, 0);
 }
 
 static const char *rl_replica(struct persist *p)
@@ -616,8 +614,7 @@ static bool rl_lead(struct persist *p)
 static void rl_controller(struct persist *p, char *holder, size_t cap, uint64_t *terms, size_t *replicas)
 {
 	char url[512] = "";
-	if (X(p)->link)
-		relay_link_up(X(p)->link, url, sizeof(url));
+	relay_link_up(X(p)->link, url, sizeof(url));
 	snprintf(holder, cap, "upstream %s", url);
 	*terms = 0;
 	*replicas = 0;
@@ -626,7 +623,7 @@ static void rl_controller(struct persist *p, char *holder, size_t cap, uint64_t 
 static const char *rl_upstream(struct persist *p, char *url, size_t cap, bool *up)
 {
 	struct persist_relay *x = X(p);
-	bool u = x->link && relay_link_up(x->link, url, cap);
+	bool u = relay_link_up(x->link, url, cap);
 	if (up)
 		*up = u;
 	return url;
@@ -635,10 +632,6 @@ static const char *rl_upstream(struct persist *p, char *url, size_t cap, bool *u
 static char *rl_statement(struct persist *p, uint64_t version, const char *sub, char *err, size_t errlen)
 {
 	struct persist_relay *x = X(p);
-	if (!x->link) {
-		snprintf(err, errlen, "relay: stopping");
-		return NULL;
-	}
 	char *esc = curl_easy_escape(NULL, sub, 0);
 	char *path = xasprintf("/v1/relay/statement?version=%llu&sub=%s", (unsigned long long)version, esc);
 	curl_free(esc);

@@ -131,6 +131,8 @@ static void follow_resync(void *ctx)
 {
 	struct plane *p = ctx;
 	nodes_resync(p->nodes);
+	if (p->statements)
+		statements_retry_now(p->statements);
 	hub_wake_keeper(p->hub);
 }
 

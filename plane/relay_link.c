@@ -278,7 +278,7 @@ struct relay_link *relay_link_start(const struct relay_link_opts *o, const struc
 	if (pthread_create(&l->thread, NULL, link_main, l) != 0) {
 		snprintf(err, errlen, "relay: cannot start the upstream thread");
 		l->thread = 0;
-		relay_link_stop(l);
+		relay_link_free(l);
 		return NULL;
 	}
 	return l;
@@ -290,10 +290,19 @@ void relay_link_stop(struct relay_link *l)
 		return;
 	pthread_mutex_lock(&l->lock);
 	l->stop = true;
+	l->up = false;
 	pthread_cond_broadcast(&l->cond);
 	pthread_mutex_unlock(&l->lock);
 	if (l->thread)
 		pthread_join(l->thread, NULL);
+	l->thread = 0;
+}
+
+void relay_link_free(struct relay_link *l)
+{
+	if (!l)
+		return;
+	relay_link_stop(l);
 	pthread_mutex_destroy(&l->lock);
 	pthread_cond_destroy(&l->cond);
 	sse_parser_release(&l->parser);

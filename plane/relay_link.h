@@ -38,8 +38,10 @@ struct relay_link_cbs {
  * err. */
 struct relay_link *relay_link_start(const struct relay_link_opts *o, const struct relay_link_cbs *cbs, char *err,
 				    size_t errlen);
-/* Stops the thread: no callback runs once it returns. */
+/* Stops the thread: no callback runs once it returns; requests still
+ * go (the last node records, at shutdown). */
 void relay_link_stop(struct relay_link *l);
+void relay_link_free(struct relay_link *l);
 /* Reopens the stream (from the version the follower holds then). */
 void relay_link_reopen(struct relay_link *l);
 /* The heartbeat interval the upstream announced: three of them silent is

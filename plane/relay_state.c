@@ -51,13 +51,14 @@ static int cmp_item(const void *a, const void *b)
 	return strcmp(x->name, y->name);
 }
 
-void relay_state_encode(struct store *s, uint64_t have, uint64_t released, struct buf *out, uint64_t *version)
+void relay_state_encode(struct store *s, uint64_t have, uint64_t released, struct buf *out, uint64_t *version,
+			bool *full)
 {
 	struct items it = { 0 };
 	store_rdlock(s);
 	uint64_t newest = store_version(s), horizon = store_horizon(s);
-	bool full = have == 0 || have < horizon || have > newest;
-	if (full) {
+	*full = have == 0 || have < horizon || have > newest;
+	if (*full) {
 		for (const struct store_entry *e = store_oldest(s); e; e = e->next)
 			states(&it, e, 0);
 	} else {
@@ -71,7 +72,7 @@ void relay_state_encode(struct store *s, uint64_t have, uint64_t released, struc
 		est += it.v[i].len + strlen(it.v[i].name) + 64;
 	buf_reserve(out, out->len + est);
 	buf_printf(out, "{\"version\":\"%llu\",\"base\":\"%llu\",\"full\":%s,\"horizon\":\"%llu\",\"released\":\"%llu\"",
-		   (unsigned long long)newest, (unsigned long long)(full ? 0 : have), full ? "true" : "false",
+		   (unsigned long long)newest, (unsigned long long)(*full ? 0 : have), *full ? "true" : "false",
 		   (unsigned long long)horizon, (unsigned long long)(released ? released : newest));
 	buf_puts(out, ",\"changes\":[");
 	for (size_t i = 0; i < it.n; i++) {

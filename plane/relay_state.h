@@ -20,9 +20,11 @@ struct store;
  * changes ascending by version; the caller adds ,"statement":"..." (of
  * *version, known only now, and signed without the store's lock) and the
  * closing brace. Takes the store's read lock. *version gets the version it
- * brings the relay to. released: the released version (see
+ * brings the relay to, *full whether it is a snapshot (the relay replaces
+ * what it holds). released: the released version (see
  * rollout_released_now), or 0 to take the store's version. */
-void relay_state_encode(struct store *s, uint64_t have, uint64_t released, struct buf *out, uint64_t *version);
+void relay_state_encode(struct store *s, uint64_t have, uint64_t released, struct buf *out, uint64_t *version,
+			bool *full);
 
 /* A state event as a relay reads it: changes ascending by version (a name
  * at most once per version), each body canonical JSON of an object. */

@@ -178,6 +178,21 @@ void statements_set_source(struct statements *st, statements_fetch_fn fetch, voi
 	pthread_mutex_unlock(&st->lock);
 }
 
+bool statements_expected(struct statements *st)
+{
+	pthread_mutex_lock(&st->lock);
+	bool on = st->enabled || (st->fetch && st->relay_seen);
+	pthread_mutex_unlock(&st->lock);
+	return on;
+}
+
+void statements_retry_now(struct statements *st)
+{
+	pthread_mutex_lock(&st->lock);
+	st->retry_after = 0;
+	pthread_mutex_unlock(&st->lock);
+}
+
 void statements_put(struct statements *st, uint64_t version, const char *sub_canon, const char *token)
 {
 	pthread_mutex_lock(&st->lock);

@@ -46,6 +46,13 @@ struct statements_stats {
  * seen to sign, and not again for 5 s after it failed. */
 typedef char *(*statements_fetch_fn)(void *ctx, uint64_t version, const char *sub, char *err, size_t errlen);
 void statements_set_source(struct statements *st, statements_fetch_fn fetch, void *ctx);
+/* Whether pushes carry statements here: signing is on, or the upstream
+ * signs (a relay that saw one). A push that should carry one and cannot
+ * get it is held, not sent bare. */
+bool statements_expected(struct statements *st);
+/* A relay reached its upstream again: fetch at once, not after the wait
+ * a failure set. */
+void statements_retry_now(struct statements *st);
 /* A statement the upstream sent (a state or a heartbeat): cached as
  * fresh. */
 void statements_put(struct statements *st, uint64_t version, const char *sub_canon, const char *token);

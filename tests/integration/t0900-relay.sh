@@ -32,6 +32,16 @@ via_of() {
 via_is() {
 	[ "$(via_of "$1")" = "$2" ]
 }
+# via_in NODE VIA...: the origin's via column of NODE is one of these
+via_in() {
+	local v n=$1
+	shift
+	v=$(via_of "$n")
+	for want in "$@"; do
+		[ "$v" = "$want" ] && return 0
+	done
+	return 1
+}
 connected_on() {
 	[ "$(curl -sS "$1/v1/nodes/$2" | jq -r .connected)" = true ]
 }
@@ -72,8 +82,10 @@ R2=$PLANE_URL
 R2_LOG=$PLANE_LOG
 R2_PORT=$PLANE_PORT
 R2_PID=$PLANE_PID
-start_plane r3 --upstream "$R1" --relay-id r3 --heartbeat 1
+# r3 knows two upstreams: r1, then the origin itself
+start_plane r3 --upstream "$R1,$ORIGIN" --relay-id r3 --heartbeat 1
 R3=$PLANE_URL
+R3_LOG=$PLANE_LOG
 PLANE_URL=$ORIGIN
 check_eq "each relay starts at the origin's version" "$V $V $V" \
 	"$(for u in "$R1" "$R2" "$R3"; do curl -sS "$u/healthz" | jq -r .version; done | xargs)"
@@ -132,7 +144,9 @@ R1_LOG=$PLANE_LOG
 PLANE_URL=$ORIGIN
 check "the restarted r1 took the origin's state" grep -q "relay r1: following from version 0" "$WORK/origin.log"
 check "r2 follows it again from its own version ($V3)" wait_until 20 grep -q "relay r2: following from version $V3" "$R1_LOG"
-check "so does r3" wait_until 20 grep -q "relay r3: following from version $V3" "$R1_LOG"
+# r3 may have moved to its second upstream, the origin, meanwhile
+check "so does r3 (on r1 or on the origin)" wait_until 20 sh -c \
+	"grep -q 'relay r3: following from version $V3' '$R1_LOG' '$WORK/origin.log'"
 check "b1 is back on r1 at its version" wait_until 20 grep -q "stream: node b1 connected at version $V3" "$R1_LOG"
 V4=$(put_file c four)
 check "a change after the restart reaches every agent" wait_until 15 fleet_at "$V4" a1 a2 b1
@@ -171,6 +185,19 @@ check "r3 took them at their version ($V5)" wait_until 10 grep -q "stream: node 
 check_eq "r3 sent no snapshot" "$snap_before" "$(snapshots_on "$R3")"
 V6=$(put_file e six)
 check "a change reaches them on r3" wait_until 15 fleet_at "$V6" a1 a2
-check "the origin lists a1 behind r1 and r3 now" wait_until 10 via_is a1 r1,r3
+check "the origin lists a1 behind r3 now (and r1, unless r3 moved to the origin)" wait_until 10 via_in a1 r1,r3 r3
+diag "a1 via $(via_of a1)"
+
+# ---- r1 is killed: r3 moves to its second upstream, the origin, by delta ----------------
+
+stop_pid "$R1_PID" KILL
+check "r3 follows the origin now, from its own version ($V6)" wait_until 20 \
+	grep -q "relay r3: following from version $V6" "$WORK/origin2.log"
+check "r3 says where it is" wait_until 10 sh -c \
+	"curl -sS '$R3/healthz' | jq -e '.upstream == \"$ORIGIN\" and .upstream_up' >/dev/null"
+V7=$(put_file f seven)
+check "a change reaches a1 and a2 through r3 from the origin" wait_until 15 fleet_at "$V7" a1 a2
+check "the origin lists a1 behind r3 alone" wait_until 10 via_is a1 r3
+check_eq "r3 sent its nodes no snapshot through all of it" "$snap_before" "$(snapshots_on "$R3")"
 
 done_testing

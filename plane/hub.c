@@ -847,6 +847,7 @@ void hub_free(struct hub *h)
 	if (!h)
 		return;
 	strmap_release(&h->by_node);
+	strmap_release(&h->by_relay);
 	pthread_mutex_destroy(&h->lock);
 	pthread_cond_destroy(&h->cond);
 	pthread_cond_destroy(&h->keeper_cond);

@@ -76,10 +76,11 @@ static struct persist_relay *X(struct persist *p)
 
 static void view_set(struct persist_relay *x, const char *name, uint64_t version, bool live)
 {
-	intptr_t v;
-	if (!strmap_get(&x->view, name, &v))
-		strmap_put(&x->view, xstrdup(name), 0);
-	strmap_put(&x->view, name, (intptr_t)(version * 2 + (live ? 1 : 0)));
+	intptr_t v = (intptr_t)(version * 2 + (live ? 1 : 0)), cur;
+	if (strmap_get(&x->view, name, &cur))
+		*strmap_ref(&x->view, name) = v;   /* present: the map keeps its own key */
+	else
+		strmap_put(&x->view, xstrdup(name), v);
 }
 
 static void remotes_free(struct persist_remote *ch, size_t n)

@@ -13,6 +13,7 @@
  * permission) are told in an operator's words, naming the option to look
  * at. */
 #include "etcd_client.h"
+#include "records_json.h"
 #include "buf.h"
 #include "log.h"
 #include "urllist.h"
@@ -100,15 +101,7 @@ char *etcd_prefix_end_b64(const char *prefix)
 
 uint64_t etcd_u64(const cJSON *obj, const char *field)
 {
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, field);
-	uint64_t x = 0;
-	if (cJSON_IsString(v) && parse_u64(v->valuestring, &x) == 0)
-		return x;
-	/* a number out of uint64's range (a lying peer) is not converted:
-	 * the cast would be undefined */
-	if (cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble < 18446744073709551616.0)
-		return (uint64_t)v->valuedouble;
-	return 0;
+	return record_u64(obj, field);   /* etcd's JSON gateway writes int64s as strings too */
 }
 
 void etcd_kv_release(struct etcd_kv *kv)

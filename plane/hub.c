@@ -163,6 +163,46 @@ void hub_notify(struct hub *h, uint64_t version)
 
 /* ---- streams -------------------------------------------------------------- */
 
+/* Under h->lock: st joins the list and is the newest of its name in map
+ * (a node's or a relay's); an older stream of that name is closed. */
+static void list_add(struct hub *h, struct strmap *map, struct stream *st)
+{
+	intptr_t old = 0;
+	if (strmap_get(map, st->node, &old) && old) {
+		struct stream *o = (struct stream *)old;
+		if (!o->closing) {
+			o->closing = true;
+			wake_stream(o);
+			if (map == &h->by_node)
+				atomic_fetch_add(&h->p->ctr.streams_replaced, 1);
+		}
+	}
+	strmap_put(map, st->node, (intptr_t)st);
+	st->next = h->streams;
+	if (h->streams)
+		h->streams->prev = st;
+	h->streams = st;
+	h->nstreams++;
+}
+
+/* st leaves the list (and map, where it is the newest of its name). */
+static void list_remove(struct hub *h, struct strmap *map, struct stream *st)
+{
+	pthread_mutex_lock(&h->lock);
+	if (st->prev)
+		st->prev->next = st->next;
+	else
+		h->streams = st->next;
+	if (st->next)
+		st->next->prev = st->prev;
+	h->nstreams--;
+	intptr_t cur = 0;
+	if (strmap_get(map, st->node, &cur) && cur == (intptr_t)st)
+		strmap_del(map, st->node);
+	pthread_cond_broadcast(&h->cond);
+	pthread_mutex_unlock(&h->lock);
+}
+
 struct stream *hub_stream_new(struct hub *h, struct MHD_Connection *c, const char *node, uint64_t have,
 			      struct sub *sub, bool gzip, const char *token_id)
 {
@@ -187,21 +227,7 @@ struct stream *hub_stream_new(struct hub *h, struct MHD_Connection *c, const cha
 	pthread_mutex_lock(&h->lock);
 	/* one stream per node: a reconnect replaces a stream that may be dead
 	 * (found by the index: a reconnect storm must not scan every stream) */
-	intptr_t old = 0;
-	if (strmap_get(&h->by_node, node, &old) && old) {
-		struct stream *o = (struct stream *)old;
-		if (!o->closing) {
-			o->closing = true;
-			wake_stream(o);
-			atomic_fetch_add(&h->p->ctr.streams_replaced, 1);
-		}
-	}
-	strmap_put(&h->by_node, st->node, (intptr_t)st);
-	st->next = h->streams;
-	if (h->streams)
-		h->streams->prev = st;
-	h->streams = st;
-	h->nstreams++;
+	list_add(h, &h->by_node, st);
 	pthread_mutex_unlock(&h->lock);
 	nodes_stream_open(h->p->nodes, node);
 	atomic_fetch_add(&h->p->ctr.streams_opened, 1);
@@ -220,20 +246,7 @@ struct stream *hub_relay_new(struct hub *h, struct MHD_Connection *c, const char
 	snprintf(st->token_id, sizeof(st->token_id), "%s", token_id ? token_id : "");
 	st->sent = have;
 	pthread_mutex_lock(&h->lock);
-	intptr_t old = 0;
-	if (strmap_get(&h->by_relay, relay, &old) && old) {
-		struct stream *o = (struct stream *)old;
-		if (!o->closing) {
-			o->closing = true;
-			wake_stream(o);
-		}
-	}
-	strmap_put(&h->by_relay, st->node, (intptr_t)st);
-	st->next = h->streams;
-	if (h->streams)
-		h->streams->prev = st;
-	h->streams = st;
-	h->nstreams++;
+	list_add(h, &h->by_relay, st);   /* one stream per relay */
 	pthread_mutex_unlock(&h->lock);
 	atomic_fetch_add(&h->p->ctr.streams_opened, 1);
 	log_info("relay %s: following from version %llu", relay, (unsigned long long)have);
@@ -253,40 +266,11 @@ void hub_stream_free(void *cls)
 {
 	struct stream *st = cls;
 	struct hub *h = st->hub;
-	if (st->relay) {
-		pthread_mutex_lock(&h->lock);
-		if (st->prev)
-			st->prev->next = st->next;
-		else
-			h->streams = st->next;
-		if (st->next)
-			st->next->prev = st->prev;
-		h->nstreams--;
-		intptr_t cur = 0;
-		if (strmap_get(&h->by_relay, st->node, &cur) && cur == (intptr_t)st)
-			strmap_del(&h->by_relay, st->node);
-		pthread_cond_broadcast(&h->cond);
-		pthread_mutex_unlock(&h->lock);
+	list_remove(h, st->relay ? &h->by_relay : &h->by_node, st);
+	if (st->relay)
 		log_info("relay %s: stream closed", st->node);
-		push_blob_unref(st->blob);
-		free(st->own);
-		free(st);
-		return;
-	}
-	pthread_mutex_lock(&h->lock);
-	if (st->prev)
-		st->prev->next = st->next;
 	else
-		h->streams = st->next;
-	if (st->next)
-		st->next->prev = st->prev;
-	h->nstreams--;
-	intptr_t cur = 0;
-	if (strmap_get(&h->by_node, st->node, &cur) && cur == (intptr_t)st)
-		strmap_del(&h->by_node, st->node);
-	pthread_cond_broadcast(&h->cond);
-	pthread_mutex_unlock(&h->lock);
-	nodes_stream_close(h->p->nodes, st->node);
+		nodes_stream_close(h->p->nodes, st->node);
 	push_blob_unref(st->blob);
 	sub_release(&st->sub);
 	free(st->own);

@@ -227,12 +227,9 @@ static void take_holder(struct nodes *n, struct node_rec *r, const struct persis
 		r->holder[0] = 0;
 }
 
-static int load_one(void *ctx, const struct persist_node *pn)
+/* Under lock: a new record r takes pn whole. */
+static void load_into(struct nodes *n, struct node_rec *r, const struct persist_node *pn)
 {
-	struct nodes *n = ctx;
-	if (lookup(n, pn->id))
-		return 0;
-	struct node_rec *r = add(n, pn->id);
 	free(r->labels);
 	r->labels = xstrdup(pn->labels);
 	r->first_seen = pn->first_seen;
@@ -255,6 +252,13 @@ static int load_one(void *ctx, const struct persist_node *pn)
 	r->nacks = pn->nacks;
 	r->stale = pn->stale;
 	take_holder(n, r, pn);
+}
+
+static int load_one(void *ctx, const struct persist_node *pn)
+{
+	struct nodes *n = ctx;
+	if (!lookup(n, pn->id))
+		load_into(n, add(n, pn->id), pn);
 	return 0;
 }
 
@@ -310,18 +314,26 @@ static void merge_into(struct nodes *n, struct node_rec *r, const struct persist
 	}
 }
 
+/* Under lock: id's record, or a new one (NULL: the table is full). */
+static struct node_rec *lookup_or_add(struct nodes *n, const char *id, bool *added)
+{
+	struct node_rec *r = lookup(n, id);
+	*added = r == NULL;
+	if (r || n->len >= n->max)
+		return r;
+	return add(n, id);
+}
+
 int nodes_merge(struct nodes *n, const struct persist_node *pn)
 {
 	pthread_mutex_lock(&n->lock);
-	struct node_rec *r = lookup(n, pn->id);
-	if (!r) {
-		if (n->len >= n->max) {
-			pthread_mutex_unlock(&n->lock);
-			return -1;
-		}
-		load_one(n, pn);
+	bool added;
+	struct node_rec *r = lookup_or_add(n, pn->id, &added);
+	if (!r || added) {
+		if (r)
+			load_into(n, r, pn);
 		pthread_mutex_unlock(&n->lock);
-		return 0;
+		return r ? 0 : -1;
 	}
 	merge_into(n, r, pn);
 	take_holder(n, r, pn);
@@ -340,15 +352,14 @@ int nodes_merge(struct nodes *n, const struct persist_node *pn)
 int nodes_relayed(struct nodes *n, const struct persist_node *pn, const char *relay)
 {
 	pthread_mutex_lock(&n->lock);
-	struct node_rec *r = lookup(n, pn->id);
+	bool added;
+	struct node_rec *r = lookup_or_add(n, pn->id, &added);
 	if (!r) {
-		if (n->len >= n->max) {
-			pthread_mutex_unlock(&n->lock);
-			return -1;
-		}
-		r = add(n, pn->id);
-		log_info("nodes: new node '%s' behind relay %s", pn->id, relay);
+		pthread_mutex_unlock(&n->lock);
+		return -1;
 	}
+	if (added)
+		log_info("nodes: new node '%s' behind relay %s", pn->id, relay);
 	merge_into(n, r, pn);
 	char *via = pn->via && pn->via[0] ? xasprintf("%s,%s", relay, pn->via) : xstrdup(relay);
 	free(r->via);

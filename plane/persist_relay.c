@@ -19,7 +19,6 @@
 #include "log.h"
 #include "plane.h"
 #include "records_json.h"
-#include "resource.h"
 #include "relay_link.h"
 #include "relay_state.h"
 #include "rollout_rec.h"

@@ -78,7 +78,8 @@ static int follow_cb(void *ctx, struct persist_remote *ch, size_t n, char **prun
 	int rc = store_apply_remote(p->store, ch, n, pruned, npruned, version, horizon, &after);
 	store_write_unlock(p->store);
 	if (after > before) {
-		log_info("store: version %llu from another replica (%zu changes)", (unsigned long long)after, n);
+		log_info("store: version %llu from %s (%zu changes)", (unsigned long long)after,
+			 p->persist->ops->upstream ? "the upstream" : "another replica", n);
 		hub_notify(p->hub, after);
 		/* a staged controller starts a rollout: on the keeper, not on
 		 * this thread (a step writes to the backend this thread reads) */

@@ -297,6 +297,55 @@ ro_is() {
 	curl -sS "${CURL_OPTS[@]}" "$PLANE_URL/v1/rollouts/current" | jq -e "$1" >/dev/null
 }
 
+# ---- a fleet of agents, named in NODES ----------------------------------------
+
+# ro_ended ID: rollout ID is the current one and is no longer in progress.
+ro_ended() {
+	curl -sS "${CURL_OPTS[@]}" "$PLANE_URL/v1/rollouts/current" |
+		jq -e --argjson id "$1" '.id == $id and .state != "in_progress"' >/dev/null
+}
+
+# nodes_not_at VERSION: the agents whose status.json is not at VERSION
+# (one jq for the whole fleet), as node:version on one line.
+nodes_not_at() {
+	local n out="" f files=()
+	declare -A seen
+	for n in "${NODES[@]}"; do
+		files+=("$WORK/$n.state/status.json")
+	done
+	while read -r n f; do
+		seen[$n]=$f
+	done < <(jq -r '"\(.node) \(.version)"' "${files[@]}" 2>/dev/null)
+	for n in "${NODES[@]}"; do
+		[ "${seen[$n]:-}" = "$1" ] || out="$out $n:${seen[$n]:-none}"
+	done
+	echo $out
+}
+
+# fleet_at VERSION: every agent of the fleet is at VERSION.
+fleet_at() {
+	[ -z "$(nodes_not_at "$1")" ]
+}
+
+# wrong_content FILE EXPECTED: the nodes whose FILE (under the output
+# directory) does not hold EXPECTED, on one line.
+wrong_content() {
+	local n out=""
+	for n in "${NODES[@]}"; do
+		[ "$(cat "$WORK/$n.out/$1" 2>/dev/null)" = "$2" ] || out="$out $n"
+	done
+	echo $out
+}
+
+# versions: "node:version" from every agent's status.json, on one line.
+versions() {
+	local n out=""
+	for n in "${NODES[@]}"; do
+		out="$out $n:$(st "$n" version)"
+	done
+	echo $out
+}
+
 # ---- agents and test tools ---------------------------------------------------
 
 TOOLS=$TOP_SRCDIR/tests/tools

@@ -14,12 +14,6 @@
 
 # ---- helpers of this test ---------------------------------------------------
 
-# ro_ended ID: rollout ID is the current one and is no longer in progress.
-ro_ended() {
-	curl -sS "$PLANE_URL/v1/rollouts/current" |
-		jq -e --argjson id "$1" '.id == $id and .state != "in_progress"' >/dev/null
-}
-
 # connected_is N: the plane sees N nodes connected.
 connected_is() {
 	curl -sS "$PLANE_URL/v1/nodes" | jq -e --argjson n "$1" '[.[] | select(.connected)] | length == $n' >/dev/null
@@ -36,35 +30,6 @@ plane_acked_all() {
 # counters: "node acks nacks" for every node of the fleet, one per line.
 counters() {
 	curl -sS "$PLANE_URL/v1/nodes" | jq -r '.[] | select(.node | test("^n[0-9]{3}$")) | "\(.node) \(.acks) \(.nacks)"'
-}
-
-# wrong_content FILE EXPECTED: the nodes whose FILE (under the output
-# directory) does not hold EXPECTED, on one line.
-wrong_content() {
-	local n out=""
-	for n in "${NODES[@]}"; do
-		[ "$(cat "$WORK/$n.out/$1" 2>/dev/null)" = "$2" ] || out="$out $n"
-	done
-	echo $out
-}
-
-# nodes_not_at VERSION: the agents whose status.json is not at VERSION
-# (one jq for the whole fleet), as node:version on one line.
-nodes_not_at() {
-	local n out="" f
-	declare -A seen
-	while read -r n f; do
-		seen[$n]=$f
-	done < <(jq -r '"\(.node) \(.version)"' "$WORK"/n[0-9][0-9][0-9].state/status.json 2>/dev/null)
-	for n in "${NODES[@]}"; do
-		[ "${seen[$n]:-}" = "$1" ] || out="$out $n:${seen[$n]:-none}"
-	done
-	echo $out
-}
-
-# fleet_at VERSION: every agent of the fleet is at VERSION.
-fleet_at() {
-	[ -z "$(nodes_not_at "$1")" ]
 }
 
 # logs_mentioning VERSION: the agents whose log shows a push of VERSION

@@ -26,15 +26,6 @@ targets() {
 	curl -sS "$PLANE_URL/v1/nodes" | jq -r '[.[] | "\(.node):\(.target_version)"] | join(" ")'
 }
 
-# versions: "node:version" from every agent's status.json, on one line.
-versions() {
-	local n out=""
-	for n in "${NODES[@]}"; do
-		out="$out $n:$(st "$n" version)"
-	done
-	echo $out
-}
-
 # applies: how many versions each agent applied, on one line.
 applies() {
 	local n out=""

@@ -13,6 +13,7 @@
 # were), the plane's record of the node shows the refusal; and once the
 # proxy passes again, the node converges to the plane's newest version.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib-attack.sh"
 
 [ -x "$AGENT_BIN" ] || bail "no $AGENT_BIN: build first"
 command -v node >/dev/null 2>&1 || skip_all "node is not installed (tests/tools need it)"
@@ -48,30 +49,6 @@ vf_error_has() {
 	node_field "$1" .last_verify_failure.error | grep -qF -- "$2"
 }
 
-# vf NODE: the plane's count of NODE's verification failures
-vf() {
-	node_field "$1" .verify_failures
-}
-
-# vf_above NODE N: the plane has recorded more than N of them
-vf_above() {
-	[ "$(vf "$1")" -gt "$2" ]
-}
-
-# am NODE NAME: a value of NODE's --metrics-file, by its whole name
-am() {
-	awk -v m="$2" '$1 == m {print $2}' "$WORK/$1.prom" 2>/dev/null
-}
-
-# reason NODE REASON: NODE's count of verification failures for REASON
-reason() {
-	am "$1" "tetherd_verify_failures_total{reason=\"$2\"}"
-}
-
-reason_above() {
-	[ "$(reason "$1" "$2")" -gt "$3" ]
-}
-
 # fp NODE: what NODE serves and keeps: its output files and its last-good
 # files checksummed, its version and its verified version
 fp() {
@@ -80,25 +57,10 @@ fp() {
 	jq -r '"version \(.version), verified \(.trust.verified_version)"' "$WORK/$1.state/status.json"
 }
 
-# mode PROXYPORT MODE [ARG]: switches an attack proxy
-mode() {
-	local port=$1
-	shift
-	[ "$(curl -fsS -X POST --data "$*" "http://127.0.0.1:$port/__mode")" = "mode $*" ] ||
-		bail "attack proxy on $port refused mode '$*'"
-}
-
 count() {
 	local n
 	n=$(grep -c -- "$1" "$2" 2>/dev/null)
 	echo "${n:-0}"
-}
-
-# contents NODE: the output's text files, name=content, on one line
-contents() {
-	(cd "$WORK/$1.out" && for f in $(find . -path ./.tether-work -prune -o -type f -print | sort); do
-		printf '%s=%s ' "${f#./}" "$(cat "$f")"
-	done)
 }
 
 # state_is NODE "STATE STALE": status.json's state and .trust.stale

@@ -14,13 +14,6 @@
 
 # ---- helpers of this test ---------------------------------------------------
 
-fleet_at() {
-	local v=$1 n
-	shift
-	for n in "$@"; do
-		agent_at "$n" "$v" || return 1
-	done
-}
 # metric_of URL NAME: an unlabelled metric of the plane at URL.
 metric_of() {
 	curl -sS "$1/metrics" | awk -v m="$2" '$1 == m {print $2}'
@@ -93,7 +86,7 @@ check_eq "each relay starts at the origin's version" "$V $V $V" \
 start_agent a1 --plane "$R2,$R3" --trust "$WORK/sign.pub" --backoff-max 1 --stream-timeout 3
 start_agent a2 --plane "$R2,$R3" --trust "$WORK/sign.pub" --backoff-max 1 --stream-timeout 3 --sub file/
 start_agent b1 --plane "$R1" --trust "$WORK/sign.pub" --backoff-max 1 --stream-timeout 3
-check "the three agents verify and apply version $V through the relays" wait_until 20 fleet_at "$V" a1 a2 b1
+check "the three agents verify and apply version $V through the relays" wait_until 20 all_at "$V" a1 a2 b1
 check_eq "a1 holds the file" "one" "$(cat "$WORK/a1.out/a.txt")"
 check_eq "a2, subscribed to file/ only, holds the file" "one" "$(cat "$WORK/a2.out/a.txt")"
 check_eq "every agent is synced" "synced synced synced" "$(st a1 state) $(st a2 state) $(st b1 state)"
@@ -103,13 +96,13 @@ check "... a1 connected" wait_until 10 connected_on "$ORIGIN" a1
 check_eq "r1 lists its own node only" "b1" "$(curl -sS "$R1/v1/nodes" | jq -r '[.[].node] | join(" ")')"
 
 V2=$(put_file a two)
-check "a change at the origin reaches the agents behind two relays" wait_until 10 fleet_at "$V2" a1 a2 b1
+check "a change at the origin reaches the agents behind two relays" wait_until 10 all_at "$V2" a1 a2 b1
 check_eq "... content and all" "two two" "$(cat "$WORK/a1.out/a.txt") $(cat "$WORK/a2.out/a.txt")"
 check "their ACKs reach the origin" wait_until 10 sh -c \
 	"curl -sS '$ORIGIN/v1/nodes/a2' | jq -e '.acked_version == $V2' >/dev/null"
 curl -sS -X DELETE "$ORIGIN/v1/resources/file/a" >/dev/null
 V3=$(put_file b three)
-check "a removal and an upsert reach them" wait_until 10 fleet_at "$V3" a1 a2 b1
+check "a removal and an upsert reach them" wait_until 10 all_at "$V3" a1 a2 b1
 check "the removed file is gone behind the relays" test ! -e "$WORK/a1.out/a.txt"
 
 # ---- a relay's deltas are the origin's -------------------------------------------
@@ -149,7 +142,7 @@ check "so does r3 (on r1 or on the origin)" wait_until 20 sh -c \
 	"grep -q 'relay r3: following from version $V3' '$R1_LOG' '$WORK/origin.log'"
 check "b1 is back on r1 at its version" wait_until 20 grep -q "stream: node b1 connected at version $V3" "$R1_LOG"
 V4=$(put_file c four)
-check "a change after the restart reaches every agent" wait_until 15 fleet_at "$V4" a1 a2 b1
+check "a change after the restart reaches every agent" wait_until 15 all_at "$V4" a1 a2 b1
 check_eq "the restarted r1 sent no snapshot (to b1, or in a state to r2 or r3)" "0 $snaps" \
 	"$(snapshots_on "$R1") $(snapshots_on "$R2")"
 
@@ -162,7 +155,7 @@ check "r1's heartbeats say the upstream is down" jq -e '.upstream_down == true' 
 check_eq "r1's healthz still answers, saying the upstream is down" "$V4 false" \
 	"$(curl -sS "$R1/healthz" | jq -r '"\(.version) \(.upstream_up)"')"
 check_eq "... and so does its metric" 0 "$(metric_of "$R1" tether_relay_upstream_up)"
-check "the agents keep their files and version" fleet_at "$V4" a1 a2 b1
+check "the agents keep their files and version" all_at "$V4" a1 a2 b1
 check_eq "... b1's file is there" "four" "$(cat "$WORK/b1.out/c.txt")"
 check "a write to a relay is refused meanwhile" test "$(curl -sS -o /dev/null -w '%{http_code}' -X DELETE "$R1/v1/resources/file/c")" = 421
 
@@ -172,7 +165,7 @@ PLANE_URL=$ORIGIN
 check "r1 follows the origin again from its own version (a delta)" wait_until 20 \
 	grep -q "relay r1: following from version $V4" "$WORK/origin2.log"
 V5=$(put_file d five)
-check "a change after the outage reaches every agent" wait_until 15 fleet_at "$V5" a1 a2 b1
+check "a change after the outage reaches every agent" wait_until 15 all_at "$V5" a1 a2 b1
 check_eq "no relay took a snapshot: r1 followed from $V4" "0" "$(grep -c 'relay r1: following from version 0' "$WORK/origin2.log")"
 
 # ---- r2 is killed: its agents move to r3 by delta --------------------------------------
@@ -184,7 +177,7 @@ check "a2 moves to r3" wait_until 20 sh -c "[ \"\$(jq -r .plane '$WORK/a2.state/
 check "r3 took them at their version ($V5)" wait_until 10 grep -q "stream: node a1 connected at version $V5" "$WORK/r3.log"
 check_eq "r3 sent no snapshot" "$snap_before" "$(snapshots_on "$R3")"
 V6=$(put_file e six)
-check "a change reaches them on r3" wait_until 15 fleet_at "$V6" a1 a2
+check "a change reaches them on r3" wait_until 15 all_at "$V6" a1 a2
 check "the origin lists a1 behind r3 now (and r1, unless r3 moved to the origin)" wait_until 10 via_in a1 r1,r3 r3
 diag "a1 via $(via_of a1)"
 
@@ -196,7 +189,7 @@ check "r3 follows the origin now, from its own version ($V6)" wait_until 20 \
 check "r3 says where it is" wait_until 10 sh -c \
 	"curl -sS '$R3/healthz' | jq -e '.upstream == \"$ORIGIN\" and .upstream_up' >/dev/null"
 V7=$(put_file f seven)
-check "a change reaches a1 and a2 through r3 from the origin" wait_until 15 fleet_at "$V7" a1 a2
+check "a change reaches a1 and a2 through r3 from the origin" wait_until 15 all_at "$V7" a1 a2
 check "the origin lists a1 behind r3 alone" wait_until 10 via_is a1 r3
 check_eq "r3 sent its nodes no snapshot through all of it" "$snap_before" "$(snapshots_on "$R3")"
 

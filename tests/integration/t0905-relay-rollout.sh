@@ -16,25 +16,12 @@
 
 # ---- helpers of this test ---------------------------------------------------
 
-ro_ended() {
-	curl -sS "$ORIGIN/v1/rollouts/current" |
-		jq -e --argjson id "$1" '.id == $id and .state != "in_progress"' >/dev/null
-}
-ro_at() {
-	curl -sS "$ORIGIN/v1/rollouts/current" | jq -r "$1"
-}
 ro_started() {
 	curl -sS "$ORIGIN/v1/rollouts/current" | jq -e --argjson v "$1" '.to_version == $v' >/dev/null
 }
 ro_of_ended() {
 	curl -sS "$ORIGIN/v1/rollouts/current" |
 		jq -e --argjson v "$1" '.to_version == $v and .state != "in_progress"' >/dev/null
-}
-fleet_at() {
-	local n
-	for n in "${NODES[@]}"; do
-		agent_at "$n" "$1" || return 1
-	done
 }
 # origin_sees N: the origin counts N of the fleet connected.
 origin_sees() {
@@ -44,25 +31,10 @@ origin_acked_all() {
 	curl -sS "$ORIGIN/v1/nodes" | jq -e --argjson v "$1" --argjson n "${#NODES[@]}" \
 		'[.[] | select(.acked_version == $v and .lag == 0)] | length == $n' >/dev/null
 }
-wrong_content() {
-	local n out=""
-	for n in "${NODES[@]}"; do
-		[ "$(cat "$WORK/$n.out/$1" 2>/dev/null)" = "$2" ] || out="$out $n"
-	done
-	echo $out
-}
 # batch JSON: one batch on the origin; prints the version it made.
 batch() {
 	curl -sS -X POST --data-binary "$1" "$ORIGIN/v1/batch" | jq -r .version
 }
-versions() {
-	local n out=""
-	for n in "${NODES[@]}"; do
-		out="$out $n:$(st "$n" version)"
-	done
-	echo $out
-}
-
 # ---- an origin and two relays ---------------------------------------------------
 
 "$CTL_BIN" keygen "$WORK/sign" >/dev/null || bail "keygen failed"
@@ -114,7 +86,7 @@ check_eq "... with no via" "[]" "$(curl -sS "$RA/v1/nodes" | jq -c '[.[] | selec
 
 V2=$(batch '{"upserts":[{"name":"file/motd","body":{"path":"motd.txt","content":"motd-2 good\n"}}]}')
 check "the good change's rollout starts" wait_until 10 ro_started "$V2"
-check_eq "it is at stage 20 % with 2 of the 10 nodes" "20 2 10" "$(ro_at '"\(.stage) \(.reached) \(.members)"')"
+check_eq "it is at stage 20 % with 2 of the 10 nodes" "20 2 10" "$(ro '"\(.stage) \(.reached) \(.members)"')"
 # the members in the first stage: the origin's records that target V2 now
 canaries=$(curl -sS "$ORIGIN/v1/nodes" | jq -r --argjson v "$V2" '[.[] | select(.target_version == $v) | .node] | sort | join(" ")')
 diag "first-stage members: $canaries"
@@ -136,7 +108,7 @@ check_eq "relay ra serves its nodes the targets the origin says" \
 	"$(curl -sS "$RA/v1/nodes" | jq -c '[.[] | {node, target_version}] | sort_by(.node)')"
 check "the good change's rollout (2) ends" wait_until 60 ro_ended 2
 check_eq "rollout 2 completed at 100 %, 10 members, all touched" "completed 100 10 10" \
-	"$(ro_at '"\(.state) \(.stage) \(.members) \(.touched)"')"
+	"$(ro '"\(.state) \(.stage) \(.members) \(.touched)"')"
 check "every agent applies $V2" wait_until 20 fleet_at "$V2"
 check_eq "every node holds the new content" "" "$(wrong_content motd.txt "motd-2 good")"
 check "the origin sees all 10 acked at $V2" wait_until 20 origin_acked_all "$V2"
@@ -145,12 +117,12 @@ check "the origin sees all 10 acked at $V2" wait_until 20 origin_acked_all "$V2"
 
 V3=$(batch '{"upserts":[{"name":"file/motd","body":{"path":"motd.txt","content":"motd-3 BAD\n"}}]}')
 check "the bad change's rollout ends" wait_until 60 ro_of_ended "$V3"
-check_eq "it is rolled back at the first stage (20 %)" "rolled_back 20" "$(ro_at '"\(.state) \(.stage)"')"
-check "... touching at most the 2 first-stage nodes" test "$(ro_at .touched)" -le 2
-reason=$(ro_at .reason)
+check_eq "it is rolled back at the first stage (20 %)" "rolled_back 20" "$(ro '"\(.state) \(.stage)"')"
+check "... touching at most the 2 first-stage nodes" test "$(ro .touched)" -le 2
+reason=$(ro .reason)
 diag "reason: $reason"
 check "... its reason names a node and the check's error" grep -q "NACK of version $V3: .*BAD content refused" <<<"$reason"
-R3=$(ro_at .revert_version)
+R3=$(ro .revert_version)
 check "the revert is a new, higher version" test "$R3" -gt "$V3"
 check "every agent ends at the revert ($R3)" wait_until 30 fleet_at "$R3"
 check_eq "every node holds the good content" "" "$(wrong_content motd.txt "motd-2 good")"
@@ -164,11 +136,11 @@ check "the origin's record of $nacker holds the NACK, with its relay" wait_until
 
 V4=$(batch '{"upserts":[{"name":"file/motd","body":{"path":"motd.txt","content":"motd-4\n","owner":"ops"}}]}')
 check "the strict-only change's rollout ends" wait_until 60 ro_of_ended "$V4"
-check_eq "it is rolled back" "rolled_back" "$(ro_at .state)"
-reason=$(ro_at .reason)
+check_eq "it is rolled back" "rolled_back" "$(ro .state)"
+reason=$(ro .reason)
 diag "reason: $reason"
 check "its reason names a strict node and the unknown field" grep -Eq "node n0[34]: NACK of version $V4: .*owner" <<<"$reason"
-R4=$(ro_at .revert_version)
+R4=$(ro .revert_version)
 check "every agent ends at the revert ($R4)" wait_until 30 fleet_at "$R4"
 check_eq "every node holds the good content" "" "$(wrong_content motd.txt "motd-2 good")"
 diag "versions: $(versions)"

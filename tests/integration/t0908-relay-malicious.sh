@@ -10,6 +10,7 @@
 # relay. A token revoked at the origin closes the node's stream on the
 # relay. A relay without a credential, or with a node's, is refused.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib-attack.sh"
 
 [ -x "$AGENT_BIN" ] || bail "no $AGENT_BIN: build first"
 need_cmd node
@@ -24,36 +25,6 @@ wfile() {
 	printf '{"path":"%s.txt","content":"%s\\n"}' "$1" "$2" | actl put "file/$1" >/dev/null ||
 		bail "cannot write file/$1"
 	V=$(curl -sS "$ORIGIN/healthz" | jq -r .version)
-}
-# vf NODE: the origin's count of NODE's verification failures
-vf() {
-	node_field "$1" .verify_failures
-}
-vf_above() {
-	[ "$(vf "$1")" -gt "$2" ]
-}
-am() {
-	awk -v m="$2" '$1 == m {print $2}' "$WORK/$1.prom" 2>/dev/null
-}
-# reason NODE REASON: NODE's count of verification failures for REASON
-reason() {
-	local n
-	n=$(am "$1" "tetherd_verify_failures_total{reason=\"$2\"}")
-	echo "${n:-0}"
-}
-reason_above() {
-	[ "$(reason "$1" "$2")" -gt "$3" ]
-}
-mode() {
-	local port=$1
-	shift
-	[ "$(curl -fsS -X POST --data "$*" "http://127.0.0.1:$port/__mode")" = "mode $*" ] ||
-		bail "attack proxy on $port refused mode '$*'"
-}
-contents() {
-	(cd "$WORK/$1.out" && for f in $(find . -path ./.tether-work -prune -o -type f -print | sort); do
-		printf '%s=%s ' "${f#./}" "$(cat "$f")"
-	done)
 }
 # converge WHAT: the proxy passes again and a new write reaches n1
 converge() {

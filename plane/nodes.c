@@ -251,6 +251,8 @@ static void load_into(struct nodes *n, struct node_rec *r, const struct persist_
 	r->acks = pn->acks;
 	r->nacks = pn->nacks;
 	r->stale = pn->stale;
+	if (pn->via && pn->via[0])
+		r->via = xstrdup(pn->via);
 	take_holder(n, r, pn);
 }
 
@@ -304,6 +306,12 @@ static void merge_into(struct nodes *n, struct node_rec *r, const struct persist
 		r->nacks = pn->nacks;
 	if (pn->stale > r->stale)
 		r->stale = pn->stale;
+	/* behind relays, as the replica that heard them says (it also says
+	 * whether it holds the relay's stream: the holder, above) */
+	if (pn->via && pn->via[0] && (!r->via || strcmp(r->via, pn->via) != 0)) {
+		free(r->via);
+		r->via = xstrdup(pn->via);
+	}
 	if (pn->verify_failures > r->verify_failures) {
 		n->verify_failures += pn->verify_failures - r->verify_failures;
 		r->verify_failures = pn->verify_failures;

@@ -84,6 +84,9 @@ const struct opt_def agent_options[] = {
 	  "first reconnect wait (default 0.5)" },
 	{ "poll-wait", 0, OPT_SECONDS, OFF(poll_wait), 0, 300, NULL, "SECONDS",
 	  "long-poll wait with --transport poll (default 30)" },
+	{ "poll-interval", 0, OPT_SECONDS, OFF(poll_interval), 0.1, 3600, NULL, "SECONDS",
+	  "with --transport poll --poll-wait 0: the time between polls (default 5), as behind an HTTP "
+	  "cache, which a long-poll bypasses" },
 	{ "command-timeout", 0, OPT_SECONDS, OFF(command_timeout), 0.1, 3600, NULL, "SECONDS",
 	  "kill --check and --reload after this long (default 60)" },
 	{ "connect-timeout", 0, OPT_SECONDS, OFF(connect_timeout), 0.1, 600, NULL, "SECONDS",
@@ -110,6 +113,7 @@ void agent_config_defaults(struct agent_config *c)
 	c->backoff_max = 30;
 	c->backoff_min = 0.5;
 	c->poll_wait = 30;
+	c->poll_interval = 5;
 	c->command_timeout = 60;
 	c->connect_timeout = 10;
 	c->max_push_bytes = 64ULL << 20;

@@ -47,6 +47,7 @@ struct agent_config {
 	double backoff_max;
 	double backoff_min;
 	double poll_wait;
+	double poll_interval;        /* between plain polls (poll_wait 0) */
 	double command_timeout;
 	double connect_timeout;
 	double reload_timeout;     /* until the marker shows the new generation */

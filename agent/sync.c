@@ -419,7 +419,11 @@ void sync_done(struct agent *a, CURLcode code)
 			metrics_contact(a);
 			agent_write_status(a);
 		}
+		/* a long-poll paces itself; a plain poll (behind an HTTP cache)
+		 * waits its interval, never a busy loop */
 		sync_schedule(a, false);
+		if (a->cfg.poll_wait <= 0)
+			a->next_sync_ms += (int64_t)(a->cfg.poll_interval * 1000);
 		return;
 	}
 	char why[512];

@@ -166,9 +166,11 @@ check "a statement served from the cache is renewed (a newer one within 10 s)" w
 
 # ---- real tetherd pollers through the cache ----------------------------------------
 
-for g in g1 g2; do
-	start_agent "$g" --transport poll --plane "$CACHE_URL" --trust "$WORK/sign.pub" --backoff-max 1
-done
+# g1 long-polls (through to the plane); g2 polls every second, which the
+# cache answers (--poll-wait 0 --poll-interval 1)
+start_agent g1 --transport poll --plane "$CACHE_URL" --trust "$WORK/sign.pub" --backoff-max 1
+start_agent g2 --transport poll --poll-wait 0 --poll-interval 1 --plane "$CACHE_URL" --trust "$WORK/sign.pub" \
+	--backoff-max 1
 check "two tetherd pollers through the cache reach version $V3 (verified)" wait_until 20 all_at "$V3" g1 g2
 check "their ACKs reach the plane" wait_until 10 sh -c "curl -s '$PLANE_URL/v1/nodes/g1' | jq -e '.acked_version == $V3' &&
 	curl -s '$PLANE_URL/v1/nodes/g2' | jq -e '.acked_version == $V3'"
@@ -176,6 +178,11 @@ V4=$(cluster d 9004)
 check "a change reaches both through the cache" wait_until 20 all_at "$V4" g1 g2
 check "and their ACKs of it the plane" wait_until 10 sh -c "curl -s '$PLANE_URL/v1/nodes/g1' | jq -e '.acked_version == $V4' &&
 	curl -s '$PLANE_URL/v1/nodes/g2' | jq -e '.acked_version == $V4'"
+g2_polls=$(grep -c 'GET /v1/config?node=g2&' "$WORK/cache-a/access.log" 2>/dev/null || echo 0)
+sleep 3   # g2's next polls (the interval: no busy loop, and no long-poll)
+g2_more=$(( $(grep -c 'GET /v1/config?node=g2&' "$WORK/cache-a/access.log" 2>/dev/null || echo 0) - g2_polls ))
+check "g2 polls about once a second (between 2 and 5 polls in 3 s: $g2_more)" test "$g2_more" -ge 2 -a "$g2_more" -le 5
+check "the cache answers g2's polls itself (HIT)" grep -q 'GET /v1/config?node=g2&.* cache=HIT' "$WORK/cache-a/access.log"
 stop_pid "${APID[g1]}"
 stop_pid "${APID[g2]}"
 

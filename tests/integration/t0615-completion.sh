@@ -72,12 +72,12 @@ check_eq "'--' ends the options" "" "$(comp ls -- --j)"
 
 # ---- option values --------------------------------------------------------------------------
 
-check_eq "--role's values" "admin operator reader" "$(comp token create --role '')"
+check_eq "--role's values" "admin operator reader relay" "$(comp token create --role '')"
 check_eq "--role's values by their start" "operator" "$(comp token create --role op)"
-check_eq "--role=VALUE in one word" "reader" "$(comp token create --role=r)"
+check_eq "--role=VALUE in one word" "reader relay" "$(comp token create --role=r)"
 # readline splits at '=' and ':' (COMP_WORDBREAKS)
 check_eq "--role = VALUE, as readline splits it" "admin" "$(comp token create --role = ad)"
-check_eq "--role = (nothing yet)" "admin operator reader" "$(comp token create --role =)"
+check_eq "--role = (nothing yet)" "admin operator reader relay" "$(comp token create --role =)"
 check_eq "a URL split at ':' is one value" "--json" "$(comp --plane = http : //h : 7070 nodes --j)"
 check_eq "--plane's value is the user's" "" "$(comp --plane '')"
 

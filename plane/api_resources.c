@@ -203,9 +203,39 @@ enum MHD_Result api_batch(struct plane *p, struct MHD_Connection *c, struct requ
 		goto fail;
 	}
 	for (const cJSON *f = doc->child; f; f = f->next) {
-		if (strcmp(f->string, "upserts") != 0 && strcmp(f->string, "removes") != 0) {
-			snprintf(err, sizeof(err), "batch: unknown field '%.64s' (expected upserts, removes)", f->string);
+		if (strcmp(f->string, "upserts") != 0 && strcmp(f->string, "removes") != 0 &&
+		    strcmp(f->string, "base") != 0 && strcmp(f->string, "message") != 0) {
+			snprintf(err, sizeof(err), "batch: unknown field '%.64s' (expected upserts, removes, base, message)",
+				 f->string);
 			goto fail;
+		}
+	}
+	/* STUB (h-sync, for tetherctl sync until the history branch lands):
+	 * "message" is accepted and ignored; "base": N applies the batch only
+	 * when the store is at N, else 409. Checked here, outside the writer
+	 * lock, so a write racing this one can slip in between: the real check
+	 * belongs in writer_commit under the lock. */
+	const cJSON *base = cJSON_GetObjectItemCaseSensitive(doc, "base");
+	const cJSON *msg = cJSON_GetObjectItemCaseSensitive(doc, "message");
+	uint64_t base_v;
+	if (msg && !cJSON_IsString(msg)) {
+		snprintf(err, sizeof(err), "batch: message must be a string");
+		goto fail;
+	}
+	if (base && !json_get_u64(base, &base_v)) {
+		snprintf(err, sizeof(err), "batch: base must be a version (an integer >= 0)");
+		goto fail;
+	}
+	if (base) {
+		store_rdlock(p->store);
+		uint64_t now = store_version(p->store);
+		store_rdunlock(p->store);
+		if (now != base_v) {
+			cJSON_Delete(doc);
+			return http_send_error(c, MHD_HTTP_CONFLICT,
+					       "batch: the store is at version %llu, not the base %llu: someone wrote "
+					       "in between, nothing was applied",
+					       (unsigned long long)now, (unsigned long long)base_v);
 		}
 	}
 	const cJSON *ups = cJSON_GetObjectItemCaseSensitive(doc, "upserts");

@@ -92,6 +92,7 @@ enum MHD_Result api_stream(struct plane *p, struct MHD_Connection *c)
 		params_release(&sp);
 		return http_send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "node registry is full (max-nodes)");
 	}
+	nodes_set_sub(p->nodes, sp.node, sp.sub.canon);
 	bool gzip = http_accepts_gzip(c);
 	struct stream *st = hub_stream_new(p->hub, c, sp.node, sp.version, &sp.sub, gzip, who.token_id);
 	/* a revocation between the check above and now would have missed
@@ -203,6 +204,7 @@ enum MHD_Result api_config(struct plane *p, struct MHD_Connection *c, struct req
 			params_release(&sp);
 			return http_send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "node registry is full (max-nodes)");
 		}
+		nodes_set_sub(p->nodes, sp.node, sp.sub.canon);
 		atomic_fetch_add(&p->ctr.polls, 1);
 	}
 

@@ -36,6 +36,8 @@ struct node_rec {
 	int streams;                 /* open streams now, here */
 	char holder[128];            /* another replica that says it streams to it */
 	char *via;                   /* behind relays: their names, nearest first, comma-joined; NULL: direct */
+	char *sub;                   /* its subscription, canonical ("": every name), from its last stream or
+				      * poll here; NULL: not known since this plane started (not persisted) */
 	bool via_streaming;          /* the relay nearest it holds its stream */
 	int64_t poll_seen_ms;        /* monotonic time of the last poll */
 	int64_t behind_since_ms;     /* monotonic; 0 while at its target */
@@ -424,6 +426,7 @@ void nodes_free(struct nodes *n)
 		free(n->all[i]->nack_error);
 		free(n->all[i]->vf_error);
 		free(n->all[i]->via);
+		free(n->all[i]->sub);
 		free(n->all[i]);
 	}
 	free(n->all);
@@ -461,6 +464,17 @@ int nodes_seen(struct nodes *n, const char *id, const char *labels, const char *
 	mark_dirty(n, r);
 	pthread_mutex_unlock(&n->lock);
 	return 0;
+}
+
+void nodes_set_sub(struct nodes *n, const char *id, const char *canon)
+{
+	pthread_mutex_lock(&n->lock);
+	struct node_rec *r = lookup(n, id);
+	if (r && (!r->sub || strcmp(r->sub, canon) != 0)) {
+		free(r->sub);
+		r->sub = xstrdup(canon);
+	}
+	pthread_mutex_unlock(&n->lock);
 }
 
 void nodes_stream_open(struct nodes *n, const char *id)
@@ -616,6 +630,11 @@ static void rec_json(const struct nodes *n, const struct node_rec *r, uint64_t p
 		v += k + (v[k] == ',');
 	}
 	buf_putc(out, ']');
+	buf_puts(out, ",\"sub\":");
+	if (r->sub)
+		buf_json_string(out, r->sub);
+	else
+		buf_puts(out, "null");
 	buf_printf(out, ",\"sent_version\":%llu,\"sent_nonce\":", (unsigned long long)r->sent_version);
 	buf_json_string(out, r->sent_nonce);
 	uint64_t target = target_of(n, r, plane_version);

@@ -83,6 +83,10 @@ bool nodes_id_valid(const char *id);
  * an object or NULL to keep the old ones. Returns -1 when the registry is
  * full (max_nodes) and the node is new. */
 int nodes_seen(struct nodes *n, const char *id, const char *labels, const char *transport);
+/* Records the subscription (canonical, "" for every name) a node's stream
+ * or poll asked for: GET /v1/nodes shows it as "sub", so tetherctl sync
+ * counts the nodes a change reaches. Kept in memory only. */
+void nodes_set_sub(struct nodes *n, const char *id, const char *canon);
 void nodes_stream_open(struct nodes *n, const char *id);
 void nodes_stream_close(struct nodes *n, const char *id);
 /* Records the push sent to a node. */

@@ -19,6 +19,10 @@ struct ctl_ctx {
 	bool json;                /* --json: print the raw JSON */
 	const char *state_dir;    /* status: the agent's state directory */
 	const char *node, *role, *name;   /* token create: whose token */
+	bool prune, dry_run;      /* sync */
+	const char *message;      /* sync: recorded with the version */
+	const char *base;         /* sync: the version the batch must apply to (default: the one compared) */
+	bool force;               /* export: into a non-empty directory */
 };
 
 int cmd_put(const struct ctl_ctx *cx, int argc, char **argv);
@@ -30,6 +34,9 @@ int cmd_nodes(const struct ctl_ctx *cx, int argc, char **argv);
 int cmd_rollout_status(const struct ctl_ctx *cx, int argc, char **argv);
 int cmd_rollout_abort(const struct ctl_ctx *cx, int argc, char **argv);
 int cmd_status(const struct ctl_ctx *cx, int argc, char **argv);
+/* cmd_sync.c: sync exits 3 when --dry-run finds changes */
+int cmd_sync(const struct ctl_ctx *cx, int argc, char **argv);
+int cmd_export(const struct ctl_ctx *cx, int argc, char **argv);
 /* cmd_trust.c */
 int cmd_keygen(const struct ctl_ctx *cx, int argc, char **argv);
 int cmd_token_create(const struct ctl_ctx *cx, int argc, char **argv);

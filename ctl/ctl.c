@@ -4,6 +4,7 @@
 #include "client.h"
 #include "commands.h"
 #include "log.h"
+#include "util.h"
 #include "xmalloc.h"
 
 #include <stdarg.h>
@@ -20,6 +21,15 @@
 #define OPT_NODE 4u
 #define OPT_ROLE 8u
 #define OPT_NAME 16u
+#define OPT_PRUNE 32u
+#define OPT_DRY_RUN 64u
+#define OPT_MESSAGE 128u
+#define OPT_BASE 256u
+#define OPT_FORCE 512u
+
+/* The option of each OPT_ bit, for "unknown option" messages. */
+static const char *const opt_names[] = { "--json", "--state-dir", "--node", "--role", "--name",
+					  "--prune", "--dry-run", "--message", "--base", "--force" };
 
 struct command {
 	const char *name, *sub;   /* "rollout" "status"; sub NULL for one word */
@@ -39,6 +49,10 @@ static const struct command commands[] = {
 	{ "ls", NULL, "[PREFIX]", "list names with their versions", 0, 1, 0, false, cmd_ls },
 	{ "apply", NULL, "FILE", "one batch {\"upserts\":[...],\"removes\":[...]} as one version",
 	  1, 1, 0, false, cmd_apply },
+	{ "sync", NULL, "DIR [--prune] [--dry-run] [--message TEXT] [--base VERSION]",
+	  "make the plane match DIR/<type>/<name>.json, one version (--dry-run: diff, exit 3 on changes)", 1, 1, OPT_PRUNE | OPT_DRY_RUN | OPT_MESSAGE | OPT_BASE, false, cmd_sync },
+	{ "export", NULL, "DIR [--force]", "write the plane's resources as DIR/<type>/<name>.json", 1, 1, OPT_FORCE,
+	  false, cmd_export },
 	{ "nodes", NULL, "[--json]", "per node: acked version, lag, connection, last NACK, labels",
 	  0, 0, OPT_JSON, false, cmd_nodes },
 	{ "rollout", "status", "[--json]", "the current or last rollout", 0, 0, OPT_JSON, false,
@@ -107,7 +121,8 @@ static void help(FILE *f)
 		   "  -h, --help                         show this help\n"
 		   "  -V, --version                      show the version\n"
 		   "\nNAME is TYPE/NAME: cluster/web, listener/l1, route/r1, secret/s1, file/f1.\n"
-		   "Exit status: 0 success, 1 refused request or unreachable plane, 2 usage error.\n",
+		   "Exit status: 0 success, 1 refused request or unreachable plane, 2 usage error,\n"
+		   "3 sync --dry-run found changes.\n",
 		CTL_DEFAULT_PLANE);
 }
 
@@ -225,6 +240,28 @@ static int parse(int argc, char **argv, struct parsed *p)
 				return usage_error(NULL, "option '--state-dir' needs a directory");
 			p->cx.state_dir = v;
 			p->opts_seen |= OPT_STATE_DIR;
+		} else if ((v = option_value(argc, argv, &i, "--message", &missing))) {
+			if (missing)
+				return usage_error(NULL, "option '--message' needs a text");
+			p->cx.message = v;
+			p->opts_seen |= OPT_MESSAGE;
+		} else if ((v = option_value(argc, argv, &i, "--base", &missing))) {
+			if (missing)
+				return usage_error(NULL, "option '--base' needs a version");
+			uint64_t b;
+			if (parse_u64(v, &b) < 0)
+				return usage_error(NULL, "option '--base': '%s' is not a version", v);
+			p->cx.base = v;
+			p->opts_seen |= OPT_BASE;
+		} else if (strcmp(a, "--prune") == 0) {
+			p->cx.prune = true;
+			p->opts_seen |= OPT_PRUNE;
+		} else if (strcmp(a, "--dry-run") == 0) {
+			p->cx.dry_run = true;
+			p->opts_seen |= OPT_DRY_RUN;
+		} else if (strcmp(a, "--force") == 0) {
+			p->cx.force = true;
+			p->opts_seen |= OPT_FORCE;
 		} else if (strcmp(a, "--json") == 0) {
 			p->cx.json = true;
 			p->opts_seen |= OPT_JSON;
@@ -299,9 +336,10 @@ static int run(int argc, char **argv)
 	snprintf(cname, sizeof(cname), "%s%s%s", c->name, c->sub ? " " : "", c->sub ? c->sub : "");
 	if (p.opts_seen & ~c->opts) {
 		unsigned bad = p.opts_seen & ~c->opts;
-		rc = usage_error(c, "%s: unknown option '%s'", cname,
-				 bad & OPT_JSON ? "--json" : bad & OPT_STATE_DIR ? "--state-dir" :
-				 bad & OPT_NODE ? "--node" : bad & OPT_ROLE ? "--role" : "--name");
+		size_t bit = 0;
+		while (!(bad & (1u << bit)))
+			bit++;
+		rc = usage_error(c, "%s: unknown option '%s'", cname, opt_names[bit]);
 		goto out;
 	}
 	if (nargs < c->min_args) {

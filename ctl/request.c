@@ -16,8 +16,8 @@
 /* One request to the plane. Returns 0 with the answer (release its body),
  * or 1 after printing why it failed: with several planes, why each one
  * tried failed. */
-int ctl_call(const struct ctl_ctx *cx, const char *method, const char *path, const char *body,
-	     size_t body_len, struct client_answer *ans)
+static int call(const struct ctl_ctx *cx, const char *method, const char *path, const char *body,
+		size_t body_len, struct client_answer *ans, char *refusal, size_t refusal_len)
 {
 	char err[1024];
 	char *token = NULL;
@@ -61,6 +61,13 @@ int ctl_call(const struct ctl_ctx *cx, const char *method, const char *path, con
 			client_free(c);
 			continue;
 		}
+		if (refusal && ans->status) {
+			/* the plane refused: the caller words it */
+			snprintf(refusal, refusal_len, "%s", client_error(c));
+			client_free(c);
+			rc = -1;
+			break;
+		}
 		/* every plane tried has its say, in order */
 		for (const char *l = failures.data; l && *l;) {
 			size_t len = strcspn(l, "\n");
@@ -80,6 +87,18 @@ out:
 	client_planes_free(urls, n);
 	credentials_forget(token);
 	return rc;
+}
+
+int ctl_call(const struct ctl_ctx *cx, const char *method, const char *path, const char *body,
+	     size_t body_len, struct client_answer *ans)
+{
+	return call(cx, method, path, body, body_len, ans, NULL, 0);
+}
+
+int ctl_call_refusal(const struct ctl_ctx *cx, const char *method, const char *path, const char *body,
+		     size_t body_len, struct client_answer *ans, char *refusal, size_t refusal_len)
+{
+	return call(cx, method, path, body, body_len, ans, refusal, refusal_len);
 }
 
 /* Parses an answer of the plane; NULL after printing why. */

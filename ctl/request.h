@@ -18,6 +18,11 @@
  * or 1 after printing why it failed. */
 int ctl_call(const struct ctl_ctx *cx, const char *method, const char *path, const char *body, size_t body_len,
 	     struct client_answer *ans);
+/* The same, but a refusal of the plane (an HTTP answer other than 2xx)
+ * is not printed: returns -1 with ans->status set and the plane's message
+ * in refusal, for the caller to word (sync maps names back to files). */
+int ctl_call_refusal(const struct ctl_ctx *cx, const char *method, const char *path, const char *body,
+		     size_t body_len, struct client_answer *ans, char *refusal, size_t refusal_len);
 /* Parses an answer of the plane; NULL after printing why. */
 cJSON *ctl_answer_json(const struct client_answer *ans);
 /* Prints "version N" from {"version": N, "changed": bool}; 0 or 1. */

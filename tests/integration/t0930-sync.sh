@@ -1,0 +1,203 @@
+#!/usr/bin/env bash
+# t0930-sync.sh: tetherctl sync DIR and export DIR against the real plane:
+# create, change and prune as one version with --message; --dry-run's diff,
+# its node counts (subscriptions from polls) and exit codes 0/3; a batch
+# whose base moved is 409 and applies nothing; broken files (bad JSON,
+# duplicate keys, a bad name, an unknown type, a symlink out of DIR, a
+# field the plane refuses) abort with the file named; an export and sync
+# round trip; 1,000 files synced as one version.
+. "$(dirname "$0")/lib.sh"
+
+[ -x "$CTL_BIN" ] || bail "no $CTL_BIN: build first"
+need_cmd jq
+
+# sync ARGS...: runs tetherctl; sets RC, OUT and ERR.
+run() {
+	"$CTL_BIN" --plane "$PLANE_URL" "$@" >"$WORK/ctl.out" 2>"$WORK/ctl.err" </dev/null
+	RC=$?
+	OUT=$(cat "$WORK/ctl.out")
+	ERR=$(cat "$WORK/ctl.err")
+}
+
+# check_has DESCRIPTION TEXT PATTERN
+check_has() {
+	case $2 in
+	*"$3"*) ok "$1" ;;
+	*) not_ok "$1"; diag "expected to find: $3"; diag "in: $2" ;;
+	esac
+}
+
+body() {
+	curl -sS "$PLANE_URL/v1/resources/$1" | jq -c .body
+}
+
+names() {
+	curl -sS "$PLANE_URL/v1/resources?bodies=0" | jq -r '[.resources[].name] | join(" ")'
+}
+
+start_plane p
+D=$WORK/desired
+mkdir -p "$D/cluster" "$D/route" "$D/listener"
+cat >"$D/cluster/web.json" <<'J'
+{ "lb": "round_robin",
+  "endpoints": [ { "address": "10.0.0.1", "port": 80 } ] }
+J
+echo '{"address":"127.0.0.1","port":8080}' >"$D/listener/l1.json"
+echo '{"listener":"l1","cluster":"web","host":"*","path":"/"}' >"$D/route/r1.json"
+echo 'not part of the layout' >"$D/README"
+
+# ---- dry run on an empty plane: changes, exit 3, nothing applied -----------
+v0=$(plane_version)
+run sync "$D" --dry-run
+check_eq "dry-run with changes exits 3" 3 "$RC"
+check_has "dry-run shows a create" "$OUT" "+ create cluster/web ($D/cluster/web.json)"
+check_has "dry-run shows the body" "$OUT" '+  "lb": "round_robin"'
+check_has "dry-run sums up" "$OUT" "3 changes against version $v0: 3 to create, 0 to change, 0 to delete"
+check_has "README is skipped with a warning" "$ERR" "skipping '$D/README'"
+check_eq "dry-run applied nothing" "$v0" "$(plane_version)"
+case $OUT in *$'\033['*) not_ok "no colours when stdout is not a terminal" ;; *) ok "no colours when stdout is not a terminal" ;; esac
+
+# ---- create ---------------------------------------------------------------
+run sync "$D" --message "first sync"
+check_eq "sync exits 0" 0 "$RC"
+v1=$(plane_version)
+check_eq "one version for three creates" $((v0 + 1)) "$v1"
+check_has "sync says what it did" "$OUT" "version $v1: 3 created, 0 changed, 0 deleted"
+check_eq "the cluster is stored" '{"endpoints":[{"address":"10.0.0.1","port":80}],"lb":"round_robin"}' "$(body cluster/web)"
+run sync "$D" --dry-run
+check_eq "dry-run after a sync exits 0" 0 "$RC"
+check_has "and says nothing to do" "$OUT" "nothing to do"
+run sync "$D"
+check_eq "a sync with nothing to do exits 0" 0 "$RC"
+check_eq "and makes no version" "$v1" "$(plane_version)"
+
+# formatting is not a change
+printf '{\n\t"port": 8080,\n\t"address": "127.0.0.1"\n}\n' >"$D/listener/l1.json"
+run sync "$D" --dry-run
+check_eq "key order and white space are not changes" 0 "$RC"
+
+# ---- nodes reached: two nodes poll with subscriptions -----------------------
+curl -sS -o /dev/null "$PLANE_URL/v1/config?node=n-cluster&sub=cluster/"
+curl -sS -o /dev/null "$PLANE_URL/v1/config?node=n-route&sub=route/"
+curl -sS -o /dev/null "$PLANE_URL/v1/config?node=n-all"
+check_eq "/v1/nodes shows each node's sub (sorted by id)" '"" "cluster/" "route/"' \
+	"$(curl -sS "$PLANE_URL/v1/nodes" | jq -c '.[].sub' | paste -sd ' ')"
+
+# ---- change and prune --------------------------------------------------------
+sed -i 's/10.0.0.1/10.0.0.2/' "$D/cluster/web.json"
+put cluster/old '{"endpoints":[{"address":"10.9.9.9","port":1}]}' >/dev/null
+v2=$(plane_version)
+run sync "$D" --dry-run
+check_eq "dry-run: a change, exit 3" 3 "$RC"
+check_has "a change shows a line diff" "$OUT" "~ change cluster/web ($D/cluster/web.json): reaches 2 nodes"
+check_has "the removed line" "$OUT" '-      "address": "10.0.0.1",'
+check_has "the added line" "$OUT" '+      "address": "10.0.0.2",'
+check_has "without --prune, the extra is kept" "$OUT" "1 resource on the plane is not in '$D' (kept; --prune deletes them)"
+check_has "nodes reached in the sum" "$OUT" "1 change against version $v2: 0 to create, 1 to change, 0 to delete; reaching 2 of 3 nodes"
+run sync "$D" --dry-run --prune
+check_has "--prune: a delete" "$OUT" "- delete cluster/old: reaches 2 nodes"
+check_has "--prune: the sum" "$OUT" "2 changes against version $v2: 0 to create, 1 to change, 1 to delete; reaching 2 of 3 nodes"
+run sync "$D" --prune --message "change and prune"
+check_eq "sync --prune exits 0" 0 "$RC"
+check_eq "change and prune: one version" $((v2 + 1)) "$(plane_version)"
+check_eq "the change is stored" '"10.0.0.2"' "$(body cluster/web | jq -c '.endpoints[0].address')"
+check_eq "the extra is deleted" "cluster/web listener/l1 route/r1" "$(names)"
+
+# ---- a conflict: the plane moved since the version given ------------------------
+v3=$(plane_version)
+put cluster/other '{"endpoints":[{"address":"10.1.1.1","port":2}]}' >/dev/null
+sed -i 's/10.0.0.2/10.0.0.3/' "$D/cluster/web.json"
+run sync "$D" --base "$v3"
+check_eq "a batch on a moved base exits 1" 1 "$RC"
+check_has "it says someone wrote in between" "$ERR" "someone wrote in between"
+check_eq "nothing applied" '"10.0.0.2"' "$(body cluster/web | jq -c '.endpoints[0].address')"
+check_eq "the plane answers 409 to a stale base" 409 \
+	"$(api_status POST /v1/batch --data-binary "{\"base\":$v3,\"upserts\":[{\"name\":\"cluster/x\",\"body\":{\"endpoints\":[]}}]}")"
+check_eq "and applies nothing" "" "$(curl -sS "$PLANE_URL/v1/resources?bodies=0" | jq -r '.resources[] | select(.name == "cluster/x") | .name')"
+run sync "$D" --prune
+check_eq "run again, it applies" 0 "$RC"
+check_eq "cluster/other pruned" "cluster/web listener/l1 route/r1" "$(names)"
+
+# ---- broken files abort before anything is sent -------------------------------
+v4=$(plane_version)
+broken() {   # broken DESCRIPTION FILE CONTENT EXPECTED-IN-STDERR
+	local desc=$1 file=$2 content=$3 want=$4
+	printf '%s' "$content" >"$file"
+	run sync "$D" --prune
+	check_eq "$desc: exit 1" 1 "$RC"
+	check_has "$desc: the file is named" "$ERR" "$want"
+	check_eq "$desc: nothing applied" "$v4" "$(plane_version)"
+	rm -f "$file"
+}
+sed -i 's/10.0.0.3/10.0.0.4/' "$D/cluster/web.json"   # a change that must not go out
+broken "bad JSON" "$D/cluster/bad.json" '{"endpoints": [' "'$D/cluster/bad.json'"
+broken "duplicate keys" "$D/cluster/dup.json" '{"lb":"random","lb":"least_conn","endpoints":[]}' "'$D/cluster/dup.json'"
+broken "not an object" "$D/cluster/arr.json" '[1,2]' "'$D/cluster/arr.json': cluster/arr must be a JSON object"
+broken "a bad name" "$D/cluster/a b.json" '{}' "'$D/cluster/a b.json'"
+broken "a field the plane refuses" "$D/cluster/port.json" '{"endpoints":[{"address":"10.0.0.9","port":70000}]}' \
+	"'$D/cluster/port.json': cluster/port: endpoints[0].port"
+mkdir "$D/clusters"
+run sync "$D"
+check_eq "an unknown type directory: exit 1" 1 "$RC"
+check_has "an unknown type directory is named" "$ERR" "'$D/clusters': not a resource type"
+rmdir "$D/clusters"
+echo '{"endpoints":[]}' >"$WORK/outside.json"
+ln -s "$WORK/outside.json" "$D/cluster/link.json"
+run sync "$D"
+check_eq "a symlink out of DIR: exit 1" 1 "$RC"
+check_has "a symlink out of DIR is named" "$ERR" "'$D/cluster/link.json': a symlink that points out of the directory"
+rm "$D/cluster/link.json"
+check_eq "nothing applied by any broken sync" "$v4" "$(plane_version)"
+
+# ---- usage -------------------------------------------------------------------
+run sync
+check_eq "sync without DIR: exit 2" 2 "$RC"
+run sync "$D" --force
+check_eq "export's option on sync: exit 2" 2 "$RC"
+run sync "$D" --base x
+check_eq "a bad --base: exit 2" 2 "$RC"
+
+# ---- export and round trip -------------------------------------------------------
+put file/motd '{"path":"motd","content":"hello\n","mode":"0644"}' >/dev/null
+put .weird '{}' >/dev/null 2>&1   # (refused: not a name) nothing to export
+E=$WORK/exported
+run export "$E"
+check_eq "export exits 0" 0 "$RC"
+check_has "export says what it wrote" "$OUT" "exported 4 resources of version $(plane_version)"
+check_eq "export writes the layout" "cluster/web.json file/motd.json listener/l1.json route/r1.json" \
+	"$(cd "$E" && find . -type f | sed 's|^\./||' | LC_ALL=C sort | paste -sd ' ')"
+check_eq "pretty-printed, keys sorted, a trailing newline" \
+	"$(printf '{\n  "address": "127.0.0.1",\n  "port": 8080\n}')" "$(cat "$E/listener/l1.json")"
+check_eq "a trailing newline" "0a" "$(tail -c 1 "$E/listener/l1.json" | od -An -tx1 | tr -d ' ')"
+run sync "$E" --dry-run --prune
+check_eq "sync --dry-run --prune right after an export: nothing to do (exit 0)" 0 "$RC"
+check_has "it says so" "$OUT" "nothing to do"
+run export "$E"
+check_eq "export into a non-empty directory is refused" 1 "$RC"
+check_has "and says why" "$ERR" "is not empty"
+rm "$E/file/motd.json"
+echo '{"endpoints":[]}' >"$E/cluster/gone.json"
+run export "$E" --force
+check_eq "export --force exits 0" 0 "$RC"
+check_eq "--force rewrites and removes stale files" "cluster/web.json file/motd.json listener/l1.json route/r1.json" \
+	"$(cd "$E" && find . -type f | sed 's|^\./||' | LC_ALL=C sort | paste -sd ' ')"
+
+# ---- 1,000 files as one version ------------------------------------------------------
+B=$WORK/bulk
+mkdir -p "$B/cluster"
+for i in $(seq 1 1000); do
+	printf '{"endpoints":[{"address":"10.%d.%d.1","port":%d}]}\n' $((i / 256)) $((i % 256)) $((1000 + i)) \
+		>"$B/cluster/c$i.json"
+done
+v5=$(plane_version)
+start=$(date +%s%N)
+run sync "$B" --message "a thousand"
+ms=$((($(date +%s%N) - start) / 1000000))
+check_eq "1,000 files: sync exits 0" 0 "$RC"
+check_eq "1,000 files: one version" $((v5 + 1)) "$(plane_version)"
+check_eq "1,000 files: all stored" 1000 "$(curl -sS "$PLANE_URL/v1/resources?prefix=cluster/c&bodies=0" | jq '.resources | length')"
+diag "sync of 1,000 new files took ${ms} ms"
+run sync "$B" --dry-run
+check_eq "1,000 files: dry-run after it exits 0" 0 "$RC"
+
+done_testing

@@ -5,7 +5,8 @@
 # whose base moved is 409 and applies nothing; broken files (bad JSON,
 # duplicate keys, a bad name, an unknown type, a symlink out of DIR, a
 # field the plane refuses) abort with the file named; an export and sync
-# round trip; 1,000 files synced as one version.
+# round trip; 1,000 files synced as one version; secrets: an admin syncs and
+# exports them (0600), a reader's sync and export leave them out.
 . "$(dirname "$0")/lib.sh"
 
 [ -x "$CTL_BIN" ] || bail "no $CTL_BIN: build first"
@@ -199,5 +200,37 @@ check_eq "1,000 files: all stored" 1000 "$(curl -sS "$PLANE_URL/v1/resources?pre
 diag "sync of 1,000 new files took ${ms} ms"
 run sync "$B" --dry-run
 check_eq "1,000 files: dry-run after it exits 0" 0 "$RC"
+
+# ---- secrets: an admin syncs them, a reader's export and sync leave them out ----
+stop_pid "$PLANE_PID"
+head -c 32 /dev/urandom | base64 | tr -d '/+=' >"$WORK/admin.tok"
+SECURE=1 start_plane s --admin-token-file "$WORK/admin.tok"
+S=$WORK/secure
+mkdir -p "$S/secret" "$S/listener"
+printf '{"cert":"-----BEGIN CERTIFICATE-----\\nMIIB\\n-----END CERTIFICATE-----\\n","key":"-----BEGIN PRIVATE KEY-----\\nMIIE\\n-----END PRIVATE KEY-----\\n"}\n' \
+	>"$S/secret/tls.json"
+echo '{"address":"127.0.0.1","port":8443,"tls":{"secret":"tls"}}' >"$S/listener/l2.json"
+run --token-file "$WORK/admin.tok" sync "$S"
+check_eq "an admin syncs a secret" 0 "$RC"
+"$CTL_BIN" --plane "$PLANE_URL" --token-file "$WORK/admin.tok" token create --role reader >"$WORK/reader.tok"
+run --token-file "$WORK/admin.tok" sync "$S" --dry-run --prune
+check_eq "an admin's dry-run compares secrets in clear: nothing to do" 0 "$RC"
+run --token-file "$WORK/reader.tok" sync "$S" --dry-run --prune
+check_eq "a reader's dry-run: nothing to do (secrets left out)" 0 "$RC"
+check_has "a reader is warned that secrets are left out" "$ERR" "redacts secrets for this token"
+run --token-file "$WORK/reader.tok" export "$WORK/reader-export"
+check_eq "a reader's export exits 0" 0 "$RC"
+check_eq "a reader's export has no secret file" "listener/l2.json" \
+	"$(cd "$WORK/reader-export" && find . -type f | sed 's|^\./||' | paste -sd ' ')"
+run --token-file "$WORK/admin.tok" export "$WORK/admin-export"
+check_eq "an admin's export writes the secret, mode 0600" 600 "$(stat -c %a "$WORK/admin-export/secret/tls.json")"
+check_eq "the secret file holds the key in clear" "-----BEGIN PRIVATE KEY-----" \
+	"$(jq -r .key "$WORK/admin-export/secret/tls.json" | head -n 1)"
+run --token-file "$WORK/reader.tok" sync "$S" --message "not allowed"
+check_eq "a reader's sync with nothing to do exits 0 (no batch sent)" 0 "$RC"
+sed -i 's/8443/9443/' "$S/listener/l2.json"
+run --token-file "$WORK/reader.tok" sync "$S"
+check_eq "a reader's sync with a change is refused (403): exit 1" 1 "$RC"
+check_has "it says the plane refused" "$ERR" "nothing was applied"
 
 done_testing

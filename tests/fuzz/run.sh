@@ -102,10 +102,10 @@ fi
 
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 CFLAGS="-std=gnu11 -g -O1 -Wall -Wno-unused-parameter $SAN"
-CPPFLAGS="-include $BUILDDIR/config.h -I$SRCDIR/common -I$SRCDIR/plane -I$SRCDIR/agent -I$SRCDIR/tests/fuzz"
+CPPFLAGS="-include $BUILDDIR/config.h -I$SRCDIR/common -I$SRCDIR/plane -I$SRCDIR/agent -I$SRCDIR/ctl -I$SRCDIR/tests/fuzz"
 
 # The library sources are the ones Makefile.am lists for libcommon and
-# libplane and libagent (a file not yet listed stays out).
+# libplane, libagent and libctl (a file not yet listed stays out).
 lib_sources() {
 	awk -v var="$1" '
 		$1 == var && $2 == "=" { on = 1; $1 = ""; $2 = "" }
@@ -123,7 +123,7 @@ echo "run.sh: compiling the library sources with $CLANG ($JOBS at a time)"
 objs=""
 n=0
 for src in $(lib_sources libcommon_la_SOURCES) $(lib_sources libplane_la_SOURCES) \
-	$(lib_sources libagent_la_SOURCES); do
+	$(lib_sources libagent_la_SOURCES) $(lib_sources libctl_la_SOURCES); do
 	obj=$OUT/obj/$(echo "$src" | tr / _ | sed 's/\.c$/.o/')
 	rm -f "$obj" "$obj.failed"
 	(

@@ -388,6 +388,29 @@ static void test_labels_kept_when_null(void **state)
 	cJSON_Delete(r);
 }
 
+/* The subscription of a node's last stream or poll: null until one,
+ * then the canonical text ("" for every name), replaced by the next. */
+static void test_sub_recorded(void **state)
+{
+	struct fixture *f = *state;
+	nodes_seen(f->n, "a", NULL, "sse");
+	cJSON *r = record(f, "a", 0);
+	assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(r, "sub")));
+	cJSON_Delete(r);
+	nodes_set_sub(f->n, "a", "cluster/,route/");
+	r = record(f, "a", 0);
+	assert_string_equal(str(r, "sub"), "cluster/,route/");
+	cJSON_Delete(r);
+	nodes_set_sub(f->n, "a", "");
+	r = record(f, "a", 0);
+	assert_string_equal(str(r, "sub"), "");
+	cJSON_Delete(r);
+	nodes_set_sub(f->n, "unknown", "x");   /* no record: nothing happens */
+	struct buf b = BUF_INIT;
+	assert_int_equal(nodes_one_to_json(f->n, "unknown", 0, &b), -1);
+	buf_release(&b);
+}
+
 /* The fields that must survive a restart. */
 static void expect_same_record(const cJSON *a, const cJSON *b)
 {
@@ -503,6 +526,7 @@ int main(void)
 		cmocka_unit_test(test_id_valid),
 		cmocka_unit_test_setup_teardown(test_list_sorted_and_connected, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_labels_kept_when_null, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sub_recorded, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_flush_and_reopen, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unflushed_changes_are_lost_not_torn, setup, teardown),
 	};

@@ -2,7 +2,8 @@
 # t0930-sync.sh: tetherctl sync DIR and export DIR against the real plane:
 # create, change and prune as one version with --message; --dry-run's diff,
 # its node counts (subscriptions from polls) and exit codes 0/3; a batch
-# whose base moved is 409 and applies nothing; broken files (bad JSON,
+# whose base moved (--base, or a write landing between sync's read and its
+# batch, held by a proxy) is 409 and applies nothing; broken files (bad JSON,
 # duplicate keys, a bad name, an unknown type, a symlink out of DIR, a
 # field the plane refuses) abort with the file named; an export and sync
 # round trip; 1,000 files synced as one version; secrets: an admin syncs and
@@ -115,9 +116,65 @@ check_eq "nothing applied" '"10.0.0.2"' "$(body cluster/web | jq -c '.endpoints[
 check_eq "the plane answers 409 to a stale base" 409 \
 	"$(api_status POST /v1/batch --data-binary "{\"base\":$v3,\"upserts\":[{\"name\":\"cluster/x\",\"body\":{\"endpoints\":[]}}]}")"
 check_eq "and applies nothing" "" "$(curl -sS "$PLANE_URL/v1/resources?bodies=0" | jq -r '.resources[] | select(.name == "cluster/x") | .name')"
+
+# ---- a real race: a write lands between sync's read and its batch -----------------
+# A proxy holds sync's POST /v1/batch until the test has written directly.
+need_cmd python3
+cat >"$WORK/hold.py" <<'PY'
+import http.server, os, sys, time, urllib.error, urllib.request
+upstream, held, release = sys.argv[1:4]
+class H(http.server.BaseHTTPRequestHandler):
+    def fwd(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(n) if n else None
+        if self.command == "POST" and self.path == "/v1/batch":
+            open(held, "w").close()
+            while not os.path.exists(release):
+                time.sleep(0.02)
+        req = urllib.request.Request(upstream + self.path, data=body, method=self.command)
+        for k in ("Content-Type", "Authorization"):
+            if self.headers.get(k):
+                req.add_header(k, self.headers[k])
+        try:
+            r = urllib.request.urlopen(req)
+            code, data = r.status, r.read()
+        except urllib.error.HTTPError as e:
+            code, data = e.code, e.read()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+    do_GET = do_POST = do_PUT = do_DELETE = fwd
+    def log_message(self, *a):
+        pass
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+print("listening", s.server_address[1], flush=True)
+s.serve_forever()
+PY
+python3 "$WORK/hold.py" "$PLANE_URL" "$WORK/held" "$WORK/release" >"$WORK/hold.port" 2>"$WORK/hold.log" &
+HOLD_PID=$!
+track_pid "$HOLD_PID"
+wait_until 10 grep -q '^listening ' "$WORK/hold.port" || bail "the holding proxy did not start"
+HOLD_URL=http://127.0.0.1:$(awk '{print $2}' "$WORK/hold.port")
+sed -i 's/10.0.0.3/10.0.0.5/' "$D/cluster/web.json"
+vr=$(plane_version)
+"$CTL_BIN" --plane "$HOLD_URL" sync "$D" --prune --message "raced" >"$WORK/race.out" 2>"$WORK/race.err" &
+SYNC_PID=$!
+wait_until 10 test -e "$WORK/held" || bail "sync's batch never reached the proxy"
+put cluster/raced '{"endpoints":[{"address":"10.3.3.3","port":3}]}' >/dev/null
+touch "$WORK/release"
+wait "$SYNC_PID"
+check_eq "a write between sync's read and its batch: exit 1" 1 "$?"
+check_has "the plane's 409 is reported" "$(cat "$WORK/race.err")" "not the base $vr"
+check_has "someone wrote in between, it says" "$(cat "$WORK/race.err")" "(someone wrote in between): nothing was applied; run sync again"
+check_eq "nothing of the batch applied (the other write only)" $((vr + 1)) "$(plane_version)"
+check_eq "the cluster is as before" '"10.0.0.2"' "$(body cluster/web | jq -c '.endpoints[0].address')"
+stop_pid "$HOLD_PID"
+sed -i 's/10.0.0.5/10.0.0.3/' "$D/cluster/web.json"
 run sync "$D" --prune
 check_eq "run again, it applies" 0 "$RC"
-check_eq "cluster/other pruned" "cluster/web listener/l1 route/r1" "$(names)"
+check_eq "the raced write and cluster/other are pruned" "cluster/web listener/l1 route/r1" "$(names)"
 
 # ---- broken files abort before anything is sent -------------------------------
 v4=$(plane_version)

@@ -1,5 +1,5 @@
 # bench/lib.sh: what every benchmark script shares (sourced by run.sh,
-# agent.sh, consumer.sh, rollout.sh and trust.sh): process tracking and the
+# agent.sh, consumer.sh, rollout.sh, trust.sh and sync.sh): process tracking and the
 # exit trap, logging, the flags of a lab plane, processes' memory and CPU,
 # polling waits, the small statistics and the results header.
 #

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # t0930-sync.sh: tetherctl sync DIR and export DIR against the real plane:
 # create, change and prune as one version with --message; --dry-run's diff,
-# its node counts (subscriptions from polls) and exit codes 0/3; a batch
+# its node counts (subscriptions from polls), colours on a terminal (not
+# with NO_COLOR) and exit codes 0/3; a batch
 # whose base moved (--base, or a write landing between sync's read and its
 # batch, held by a proxy) is 409 and applies nothing; broken files (bad JSON,
 # duplicate keys, a bad name, an unknown type, a symlink out of DIR, a
@@ -99,6 +100,17 @@ check_has "nodes reached in the sum" "$OUT" "1 change against version $v2: 0 to 
 run sync "$D" --dry-run --prune
 check_has "--prune: a delete" "$OUT" "- delete cluster/old: reaches 2 nodes"
 check_has "--prune: the sum" "$OUT" "2 changes against version $v2: 0 to create, 1 to change, 1 to delete; reaching 2 of 3 nodes"
+# colours on a terminal (script(1) gives tetherctl a pty), none with NO_COLOR
+if command -v script >/dev/null 2>&1; then
+	tty_out=$(script -qc "'$CTL_BIN' --plane '$PLANE_URL' sync '$D' --dry-run" /dev/null </dev/null)
+	check_has "a terminal gets colours (a change in yellow)" "$tty_out" $'\033[33m~ change cluster/web\033[0m'
+	check_has "a terminal gets colours (a removed line in red)" "$tty_out" $'\033[31m-      "address": "10.0.0.1",\033[0m'
+	tty_out=$(NO_COLOR=1 script -qc "'$CTL_BIN' --plane '$PLANE_URL' sync '$D' --dry-run" /dev/null </dev/null)
+	case $tty_out in
+	*$'\033['*) not_ok "NO_COLOR: no colours on a terminal" ;;
+	*) ok "NO_COLOR: no colours on a terminal" ;;
+	esac
+fi
 run sync "$D" --prune --message "change and prune"
 check_eq "sync --prune exits 0" 0 "$RC"
 check_eq "change and prune: one version" $((v2 + 1)) "$(plane_version)"

@@ -1,0 +1,246 @@
+/* cmd_watch.c: tetherctl watch [--json]: follows GET /v1/events and prints
+ * each event as it comes: one readable line (coloured on a terminal), or
+ * with --json one JSON object a line ({"id","event","data"}). A stream
+ * that ends or goes silent is opened again (on the next plane of --plane
+ * A,B) with Last-Event-ID, so nothing is missed while the ring holds it. */
+#include "commands.h"
+#include "credentials.h"
+#include "ctl.h"
+#include "json.h"
+#include "output.h"
+#include "request.h"
+#include "xmalloc.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define WATCH_IDLE_S 35L       /* three heartbeats of the default 10 s, and some */
+#define WATCH_RETRY_S 2
+#define WATCH_LINE_MAX 65536   /* a longer line is not the plane's */
+
+struct watch {
+	bool json, color;
+	struct buf line;           /* the partial line */
+	char event[32];
+	char id[32];
+	struct buf data;
+	char last_id[32];          /* the last event id seen */
+	bool got;                  /* any byte since the (re)connect */
+};
+
+static const char *paint(const struct watch *w, const char *code)
+{
+	return w->color ? code : "";
+}
+
+/* s as one printable line (owned). */
+static char *text(const cJSON *obj, const char *key)
+{
+	const char *s = json_get_string(obj, key);
+	return cell_text(s ? s : "", 400);
+}
+
+static unsigned long long num(const cJSON *obj, const char *key)
+{
+	uint64_t v = 0;
+	json_get_u64(cJSON_GetObjectItemCaseSensitive(obj, key), &v);
+	return (unsigned long long)v;
+}
+
+static void print_event(struct watch *w)
+{
+	if (strcmp(w->event, "heartbeat") == 0)
+		return;
+	struct json_limits lim = { 1 << 24, 64 };
+	char err[256];
+	cJSON *d = json_decode(w->data.data ? w->data.data : "{}", w->data.len, &lim, err, sizeof(err));
+	if (!d)
+		return;
+	if (w->json) {
+		struct buf b = BUF_INIT;
+		buf_puts(&b, "{\"id\":");
+		buf_json_string(&b, w->id);
+		buf_puts(&b, ",\"event\":");
+		buf_json_string(&b, w->event);
+		buf_puts(&b, ",\"data\":");
+		buf_append(&b, w->data.data, w->data.len);
+		buf_puts(&b, "}\n");
+		fwrite(b.data, 1, b.len, stdout);
+		buf_release(&b);
+		fflush(stdout);
+		cJSON_Delete(d);
+		return;
+	}
+	char when[16];
+	time_t now = time(NULL);
+	struct tm tm;
+	strftime(when, sizeof(when), "%H:%M:%S", localtime_r(&now, &tm));
+	const char *red = paint(w, "\033[31m"), *green = paint(w, "\033[32m"), *yellow = paint(w, "\033[33m"),
+		   *bold = paint(w, "\033[1m"), *off = paint(w, "\033[0m");
+	char *node = text(d, "node");
+	if (strcmp(w->event, "version") == 0) {
+		struct buf names = BUF_INIT;
+		const cJSON *arr = cJSON_GetObjectItemCaseSensitive(d, "names"), *it;
+		cJSON_ArrayForEach(it, arr) {
+			if (cJSON_IsString(it))
+				buf_printf(&names, "%s%s", names.len ? ", " : "", it->valuestring);
+		}
+		char *shown = cell_text(names.data ? names.data : "", 200);
+		char *origin = text(d, "origin");
+		printf("%s %sversion %llu%s: %llu changes (%s)%s%s\n", when, bold, num(d, "version"), off,
+		       num(d, "changes"), origin, *shown ? ": " : "", shown);
+		free(shown);
+		free(origin);
+		buf_release(&names);
+	} else if (strcmp(w->event, "ack") == 0) {
+		const cJSON *h = cJSON_GetObjectItemCaseSensitive(d, "healthy");
+		printf("%s %sack%s  %s version %llu%s\n", when, green, off, node, num(d, "version"),
+		       cJSON_IsFalse(h) ? " (unhealthy)" : "");
+	} else if (strcmp(w->event, "nack") == 0) {
+		char *e = text(d, "error");
+		printf("%s %snack%s %s version %llu: %s\n", when, red, off, node, num(d, "version"), e);
+		free(e);
+	} else if (strcmp(w->event, "rollout") == 0) {
+		char *st = text(d, "state"), *reason = text(d, "reason");
+		printf("%s %srollout%s %llu: %s at stage %llu%% (version %llu -> %llu, %llu/%llu ACKed)%s%s\n", when,
+		       yellow, off, num(d, "id"), st, num(d, "stage"), num(d, "from_version"), num(d, "to_version"),
+		       num(d, "acked"), num(d, "reached"), *reason ? ": " : "", reason);
+		free(st);
+		free(reason);
+	} else if (strcmp(w->event, "node") == 0) {
+		printf("%s node %s %s\n", when, node,
+		       cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(d, "connected")) ? "connected" : "disconnected");
+	} else if (strcmp(w->event, "reset") == 0) {
+		printf("%s %sreset%s: events were missed (the plane restarted or the gap is too old)\n", when, yellow,
+		       off);
+	} else {
+		char *ev = cell_text(w->event, 32);
+		printf("%s %s\n", when, ev);
+		free(ev);
+	}
+	free(node);
+	fflush(stdout);
+	cJSON_Delete(d);
+}
+
+/* One line of the stream (without its end). */
+static void on_line(struct watch *w, const char *l, size_t n)
+{
+	if (n == 0) {
+		if (w->data.len || strcmp(w->event, "reset") == 0)
+			print_event(w);
+		if (w->id[0])
+			snprintf(w->last_id, sizeof(w->last_id), "%s", w->id);
+		w->event[0] = w->id[0] = '\0';
+		buf_reset(&w->data);
+		return;
+	}
+	if (l[0] == ':')
+		return;
+	size_t f = 0;
+	while (f < n && l[f] != ':')
+		f++;
+	const char *v = f < n ? l + f + 1 : l + n;
+	size_t vn = (size_t)(l + n - v);
+	if (vn && *v == ' ') {
+		v++;
+		vn--;
+	}
+	if (f == 5 && strncmp(l, "event", 5) == 0)
+		snprintf(w->event, sizeof(w->event), "%.*s", (int)vn, v);
+	else if (f == 2 && strncmp(l, "id", 2) == 0)
+		snprintf(w->id, sizeof(w->id), "%.*s", (int)vn, v);
+	else if (f == 4 && strncmp(l, "data", 4) == 0) {
+		if (w->data.len)
+			buf_putc(&w->data, '\n');
+		buf_append(&w->data, v, vn);
+	}
+}
+
+static int on_chunk(void *ctx, const char *data, size_t len)
+{
+	struct watch *w = ctx;
+	w->got = true;
+	for (size_t i = 0; i < len; i++) {
+		char ch = data[i];
+		if (ch == '\n') {
+			size_t n = w->line.len;
+			if (n && w->line.data[n - 1] == '\r')
+				n--;
+			on_line(w, w->line.data ? w->line.data : "", n);
+			buf_reset(&w->line);
+		} else if (w->line.len < WATCH_LINE_MAX) {
+			buf_putc(&w->line, ch);
+		} else {
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int cmd_watch(const struct ctl_ctx *cx, int argc, char **argv)
+{
+	(void)argc;
+	(void)argv;
+	char err[1024];
+	char *token = NULL, *urls[CLIENT_MAX_PLANES];
+	int n, rc = 1;
+	struct watch w = { .json = cx->json };
+	const char *nc = getenv("NO_COLOR");
+	w.color = !cx->json && isatty(STDOUT_FILENO) && !(nc && *nc);
+	buf_init(&w.line);
+	buf_init(&w.data);
+	if ((n = client_planes(cx->plane, urls, err, sizeof(err))) < 0) {
+		ctl_error("--plane: %s", err);
+		return 1;
+	}
+	if (cx->token_file && !(token = credentials_read_token(cx->token_file, err, sizeof(err)))) {
+		ctl_error("%s", err);
+		goto out;
+	}
+	if ((cx->cert == NULL) != (cx->key == NULL)) {
+		ctl_error("--cert and --key go together (a client certificate and its key)");
+		goto out;
+	}
+	struct credentials cr = { cx->ca_file, cx->cert, cx->key, token };
+	for (int i = 0;; i = (i + 1) % n) {
+		struct client *c = client_new(urls[i], &cr);
+		if (!c) {
+			ctl_error("cannot set up an HTTP client (libcurl)");
+			goto out;
+		}
+		char header[64] = "";
+		if (w.last_id[0])
+			snprintf(header, sizeof(header), "Last-Event-ID: %s", w.last_id);
+		struct client_answer ans;
+		w.got = false;
+		buf_reset(&w.line);
+		buf_reset(&w.data);
+		w.event[0] = w.id[0] = '\0';
+		int r = client_stream(c, "/v1/events", header[0] ? header : NULL, WATCH_IDLE_S, on_chunk, &w, &ans);
+		long status = ans.status;
+		buf_release(&ans.body);
+		if (r < 0 && status >= 400 && status < 500) {
+			/* refused (a token, a role, an old plane): asking again will not help */
+			ctl_error("%s", client_error(c));
+			client_free(c);
+			goto out;
+		}
+		if (r < 0)
+			fprintf(stderr, "tetherctl: %s; reconnecting\n", client_error(c));
+		else
+			fprintf(stderr, "tetherctl: the event stream ended; reconnecting\n");
+		client_free(c);
+		if (!w.got || n == 1)
+			sleep(WATCH_RETRY_S);
+	}
+out:
+	buf_release(&w.line);
+	buf_release(&w.data);
+	client_planes_free(urls, n);
+	credentials_forget(token);
+	return rc;
+}

@@ -142,10 +142,10 @@ enum MHD_Result api_ack(struct plane *p, struct MHD_Connection *c, struct reques
 	}
 	if (res == ACK_ACCEPTED && m.nack && has_holds && holds < m.version)
 		hub_stream_holds(p->hub, m.node, holds);
+	if (res == ACK_ACCEPTED)
+		events_ack(p->events, &m);   /* before the rollout's answer to it */
 	if (res == ACK_ACCEPTED && rollout_acked(p->rollout, &m) && nodes_flush(p->nodes, err, sizeof(err)) < 0)
 		log_warn("nodes: cannot save node records: %s (will retry)", err);
-	if (res == ACK_ACCEPTED)
-		events_ack(p->events, &m);
 	char shown[512];
 	printable(shown, sizeof(shown), m.error);
 	if (m.nack && m.verify)

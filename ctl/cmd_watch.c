@@ -105,9 +105,12 @@ static void print_event(struct watch *w)
 		free(e);
 	} else if (strcmp(w->event, "rollout") == 0) {
 		char *st = text(d, "state"), *reason = text(d, "reason");
-		printf("%s %srollout%s %llu: %s at stage %llu%% (version %llu -> %llu, %llu/%llu ACKed)%s%s\n", when,
+		char rv[48] = "";
+		if (num(d, "revert_version"))
+			snprintf(rv, sizeof(rv), ", reverted by %llu", num(d, "revert_version"));
+		printf("%s %srollout%s %llu: %s at stage %llu%% (version %llu -> %llu, %llu/%llu ACKed%s)%s%s\n", when,
 		       yellow, off, num(d, "id"), st, num(d, "stage"), num(d, "from_version"), num(d, "to_version"),
-		       num(d, "acked"), num(d, "reached"), *reason ? ": " : "", reason);
+		       num(d, "acked"), num(d, "reached"), rv, *reason ? ": " : "", reason);
 		free(st);
 		free(reason);
 	} else if (strcmp(w->event, "node") == 0) {

@@ -167,6 +167,7 @@ function renderRollout() {
 	const members = r.members || 0;
 	const unhealthy = [...state.nodes.values()].filter((n) => n.acked_version === r.to_version &&
 		n.healthy === false).length;
+	const refused = [...state.nodes.values()].filter((n) => n.last_nack && n.last_nack.version === r.to_version).length;
 	let prev = 0;
 	stages.forEach((pct, i) => {
 		const size = stageSize(members, pct);
@@ -177,9 +178,11 @@ function renderRollout() {
 			acked = Math.max(0, Math.min(inStage, (r.acked || 0) - prev));
 		if (r.state === 'completed')
 			acked = inStage;
-		const bad = reached && i + 1 === r.stage_index ? Math.min(unhealthy, acked) : 0;
+		const current = reached && i + 1 === r.stage_index;
+		const bad = current ? Math.min(unhealthy, acked) : 0;
 		const healthy = acked - bad;
-		const pending = reached ? inStage - acked : 0;
+		const nacked = current ? Math.min(inStage - acked, refused) : 0;
+		const pending = reached ? inStage - acked - nacked : 0;
 		const w = (x) => (inStage ? (100 * x) / inStage : 0) + '%';
 		const bar = el('div', { class: 'bar' });
 		const seg = (cls, x) => {
@@ -187,11 +190,13 @@ function renderRollout() {
 			s.style.width = w(x);   // CSSOM, not an inline style attribute
 			return s;
 		};
-		bar.append(seg('acked', healthy), seg('unhealthy', bad), seg('pending', pending));
+		bar.append(seg('acked', healthy), seg('unhealthy', bad), seg('nacked', nacked), seg('pending', pending));
 		parts.push(el('div', { class: 'stage' + (i + 1 === r.stage_index ? ' current' : ''),
-			'data-stage': String(pct), 'data-acked': String(acked), 'data-pending': String(pending) },
+			'data-stage': String(pct), 'data-acked': String(acked), 'data-nacked': String(nacked),
+			'data-pending': String(pending) },
 			el('div', { class: 'name' }, 'stage ' + (i + 1) + ': ' + pct + '% (' + inStage + ' nodes) \u2014 ' +
-				(reached ? acked + ' ACKed, ' + healthy + ' healthy, ' + pending + ' pending' : 'not reached')),
+				(reached ? acked + ' ACKed, ' + healthy + ' healthy, ' + (nacked ? nacked + ' NACKed, ' : '') +
+					pending + ' pending' : 'not reached')),
 			bar));
 		prev = size;
 	});
@@ -297,7 +302,10 @@ function refreshSoon() {
 	refreshTimer = setTimeout(async () => {
 		refreshTimer = null;
 		try {
-			await Promise.all([loadNodes(), loadRollout()]);
+			const [health] = await Promise.all([getJSON('/healthz'), loadNodes(), loadRollout()]);
+			if (health && health.version > state.version)
+				state.version = health.version;
+			renderVersion();
 			renderNodes();
 			renderNacks();
 			renderRollout();
@@ -357,6 +365,10 @@ function onEvent(type, id, raw) {
 	}
 	case 'rollout':
 		state.rollout = data;
+		if (data.revert_version > state.version) {   // a revert commits a version too
+			state.version = data.revert_version;
+			renderVersion();
+		}
 		renderRollout();
 		break;
 	case 'node': {

@@ -6,6 +6,7 @@
 #include "http.h"
 #include "log.h"
 #include "plane.h"
+#include "tokens.h"
 #include "util.h"
 
 #include <stdio.h>
@@ -23,7 +24,10 @@ enum MHD_Result api_events(struct plane *p, struct MHD_Connection *c)
 	bool resume = last && *last;
 	if (resume && parse_u64(last, &id) < 0)
 		return http_send_error(c, MHD_HTTP_BAD_REQUEST, "Last-Event-ID: '%.32s' is not an event id", last);
-	struct events_sub *s = events_sub_new(p->events, c, id, resume);
+	struct events_sub *s = events_sub_new(p->events, c, id, resume, who.token_id);
+	/* a revocation between the check above and now would have missed it */
+	if (who.token_id[0] && tokens_revoked(p->tokens, who.token_id))
+		events_close_token(p->events, who.token_id);
 	log_info("events: %s subscribed%s", who.who, resume ? " (resuming)" : "");
 	struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, events_sub_read, s,
 								      events_sub_free);

@@ -9,6 +9,7 @@
 #include "rollout.h"
 #include "sse_writer.h"
 #include "store.h"
+#include "tokens.h"
 #include "util.h"
 #include "xmalloc.h"
 
@@ -32,6 +33,7 @@ struct events_sub {
 	struct events *e;
 	struct MHD_Connection *conn;
 	uint64_t next;            /* the next sequence number to send */
+	char token_id[TOKEN_ID_LEN + 1];   /* the token it came with, or "" */
 	/* under e->lock */
 	bool suspended, closing, hb_due, registered;
 	/* reader thread only */
@@ -245,11 +247,13 @@ void events_node(struct events *e, const char *node, bool connected)
 
 /* ---- subscribers ------------------------------------------------------------ */
 
-struct events_sub *events_sub_new(struct events *e, struct MHD_Connection *c, uint64_t last_id, bool resume)
+struct events_sub *events_sub_new(struct events *e, struct MHD_Connection *c, uint64_t last_id, bool resume,
+				  const char *token_id)
 {
 	struct events_sub *s = xcalloc(1, sizeof(*s));
 	s->e = e;
 	s->conn = c;
+	snprintf(s->token_id, sizeof(s->token_id), "%s", token_id ? token_id : "");
 	buf_init(&s->out);
 	pthread_mutex_lock(&e->lock);
 	uint64_t oldest = e->seq >= e->first + EVENTS_RING ? e->seq - EVENTS_RING + 1 : e->first;
@@ -271,6 +275,23 @@ struct events_sub *events_sub_new(struct events *e, struct MHD_Connection *c, ui
 	pthread_mutex_unlock(&e->lock);
 	atomic_fetch_add(&e->opened, 1);
 	return s;
+}
+
+size_t events_close_token(struct events *e, const char *token_id)
+{
+	size_t n = 0;
+	if (!e || !token_id || !*token_id)
+		return 0;
+	pthread_mutex_lock(&e->lock);
+	for (struct events_sub *s = e->subs; s; s = s->next_sub) {
+		if (!s->closing && strcmp(s->token_id, token_id) == 0) {
+			s->closing = true;
+			wake(s);
+			n++;
+		}
+	}
+	pthread_mutex_unlock(&e->lock);
+	return n;
 }
 
 void events_sub_free(void *cls)

@@ -47,8 +47,13 @@ void events_ack(struct events *e, const struct ack_msg *m);
 void events_rollout(struct events *e, struct rollout *r);
 void events_node(struct events *e, const char *node, bool connected);
 
-/* A subscriber from last_id (0: only new events). */
-struct events_sub *events_sub_new(struct events *e, struct MHD_Connection *c, uint64_t last_id, bool resume);
+/* A subscriber: with resume, from the event after last_id (a reset when
+ * the ring no longer holds it); else from the next event. token_id names
+ * the token it came with ("" or NULL: none). */
+struct events_sub *events_sub_new(struct events *e, struct MHD_Connection *c, uint64_t last_id, bool resume,
+				  const char *token_id);
+/* A token was revoked: ends the streams opened with it. Returns how many. */
+size_t events_close_token(struct events *e, const char *token_id);
 ssize_t events_sub_read(void *cls, uint64_t pos, char *buf, size_t max);
 void events_sub_free(void *cls);
 

@@ -621,7 +621,7 @@ size_t hub_close_token(struct hub *h, const char *token_id)
 		}
 	}
 	pthread_mutex_unlock(&h->lock);
-	return n;
+	return n + events_close_token(h->p->events, token_id);   /* GET /v1/events too */
 }
 
 void hub_stream_holds(struct hub *h, const char *node, uint64_t version)

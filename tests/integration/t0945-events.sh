@@ -177,8 +177,22 @@ V3=$(put file/other '{"path":"o.txt","content":"x\n"}' | json .version)
 check "a write after the restart arrives" wait_until 10 has_where a version ".data.version == $V3"
 check "tetherctl watch reconnected and printed it too" wait_until 10 grep -q "version $V3: " "$WORK/watch.out"
 
+# ---- a revoked token closes its stream ----------------------------------------------
+
+R2=$(ctl token create --role reader --name gone) || bail "cannot make a second reader token"
+es d "$R2"
+D=$ES
+check "a client with a second reader token opens" wait_until 10 has d open 1
+aerr=$(lines a error | wc -l)
+closed=$(ctl token revoke "$(echo "$R2" | cut -d_ -f2)")
+diag "revoke: $closed"
+check "revoking the token ends its event stream at once" wait_until 5 has d error 1
+check "its reconnect is refused: 401" wait_until 10 has_where d response '.status == 401'
+check_eq "the stream of the other token stays" "$aerr" "$(lines a error | wc -l)"
+
 stop_pid $A
 stop_pid $B
+stop_pid $D
 stop_pid $C
 stop_pid $W
 stop_pid $WJ

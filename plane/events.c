@@ -372,8 +372,12 @@ ssize_t events_sub_read(void *cls, uint64_t pos, char *buf, size_t max)
 			return MHD_CONTENT_READER_END_WITH_ERROR;
 		}
 		if (s->next > e->seq && !s->hb_due) {
-			s->suspended = true;
-			MHD_suspend_connection(s->conn);
+			/* nothing to say: park until an event or a tick (a
+			 * subscriber without a connection, a unit test's, is not) */
+			if (s->conn) {
+				s->suspended = true;
+				MHD_suspend_connection(s->conn);
+			}
 			pthread_mutex_unlock(&e->lock);
 			return 0;
 		}

@@ -29,7 +29,9 @@ enum MHD_Result api_events(struct plane *p, struct MHD_Connection *c)
 	if (who.token_id[0] && tokens_revoked(p->tokens, who.token_id))
 		events_close_token(p->events, who.token_id);
 	log_info("events: %s subscribed%s", who.who, resume ? " (resuming)" : "");
-	struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, events_sub_read, s,
+	/* the block size is malloc'd with the response and kept as long as
+	 * the stream (as the nodes' streams, hub.c): small */
+	struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 256, events_sub_read, s,
 								      events_sub_free);
 	if (!resp) {
 		events_sub_free(s);

@@ -209,8 +209,8 @@ function renderHistory() {
 		list.replaceChildren(...state.history.slice(0, 20).map((h) =>
 			el('li', { 'data-version': String(h.version) }, el('strong', {}, 'version ' + h.version), ' ',
 				h.author ? el('span', { class: 'author' }, 'by ' + h.author) : '', ' ',
-				h.time || h.at ? fmtTime(h.time || h.at) : '', h.message ? ' \u2014 ' + h.message : '',
-				Array.isArray(h.names) && h.names.length ? ' (' + h.names.join(', ') + ')' : '')));
+				fmtTime(h.time || h.at || h.committed_at || h.created), h.message ? ' \u2014 ' + h.message : '',
+				historyNames(h).length ? ' (' + historyNames(h).slice(0, 10).join(', ') + ')' : '')));
 		return;
 	}
 	const seen = state.seen.slice(0, 20);
@@ -274,15 +274,20 @@ async function loadRollout() {
 	state.rollout = await getJSON('/v1/rollouts/current');
 }
 
+// /v1/history is optional: absent (404), refused or broken, the panel
+// lists the versions seen on the stream instead
 async function loadHistory() {
 	try {
 		const h = await getJSON('/v1/history?limit=20');
 		state.history = h === null ? null : Array.isArray(h) ? h : (h.versions || h.history || []);
 	} catch (e) {
-		if (e instanceof AuthError)
-			throw e;
 		state.history = null;
 	}
+}
+
+function historyNames(h) {
+	const list = Array.isArray(h.names) ? h.names : Array.isArray(h.changes) ? h.changes : [];
+	return list.map((c) => (typeof c === 'string' ? c : c && c.name)).filter(Boolean);
 }
 
 async function loadSnapshot() {

@@ -55,10 +55,12 @@ async function getJSON(path) {
 	return r.json();
 }
 
+// seconds since the epoch (the plane's times), milliseconds or ISO text
 function fmtTime(t) {
 	if (!t)
 		return '';
-	return new Date(t * 1000).toLocaleTimeString();
+	const d = typeof t === 'number' ? new Date(t > 1e11 ? t : t * 1000) : new Date(t);
+	return isNaN(d) ? '' : d.toLocaleString();
 }
 
 // ---- node states -----------------------------------------------------------

@@ -177,6 +177,21 @@ V3=$(put file/other '{"path":"o.txt","content":"x\n"}' | json .version)
 check "a write after the restart arrives" wait_until 10 has_where a version ".data.version == $V3"
 check "tetherctl watch reconnected and printed it too" wait_until 10 grep -q "version $V3: " "$WORK/watch.out"
 
+# on a terminal (script(1) gives it one), watch colours its lines
+if command -v script >/dev/null 2>&1; then
+	subs=$(grep -c 'events: .* subscribed' "$PLANE_LOG")
+	NO_COLOR= script -qec "'$CTL_BIN' --plane '$PLANE_URL' --token-file '$WORK/reader.token' watch" /dev/null \
+		>"$WORK/tty.out" 2>&1 </dev/null &
+	T=$!
+	track_pid $T
+	wait_until 10 count_ge $((subs + 1)) 'events: .* subscribed' "$PLANE_LOG" || diag "the watch on a terminal did not subscribe"
+	V4=$(put file/other '{"path":"o.txt","content":"y\n"}' | json .version)
+	check "on a terminal its lines have colour" wait_until 10 grep -q $'\033\\[1mversion '"$V4" "$WORK/tty.out"
+	stop_pid $T
+else
+	ok "# SKIP script(1) is not installed: no terminal for watch"
+fi
+
 # ---- a revoked token closes its stream ----------------------------------------------
 
 R2=$(ctl token create --role reader --name gone) || bail "cannot make a second reader token"

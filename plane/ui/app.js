@@ -60,7 +60,9 @@ function fmtTime(t) {
 	if (!t)
 		return '';
 	const d = typeof t === 'number' ? new Date(t > 1e11 ? t : t * 1000) : new Date(t);
-	return isNaN(d) ? '' : d.toLocaleString();
+	if (isNaN(d))
+		return '';
+	return d.toDateString() === new Date().toDateString() ? d.toLocaleTimeString() : d.toLocaleString();
 }
 
 // ---- node states -----------------------------------------------------------

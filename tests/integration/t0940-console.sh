@@ -7,7 +7,8 @@
 # three nodes synced, filters by labels; then a change written from the
 # page is NACKed by picky, and within 2 s of the write, with no reload,
 # the page shows picky's NACK with its error and the rollout of the new
-# version with its stages. Screenshot: $TOP_BUILDDIR/console.png.
+# version with its stages; an agent stopped shows offline soon after.
+# Screenshot: $TOP_BUILDDIR/console.png.
 # Skips (77) without chromium or when puppeteer-core cannot be installed.
 . "$(dirname "$0")/lib.sh"
 
@@ -86,7 +87,7 @@ check "the plane has their ACKs" wait_until 20 fleet_acked
 SHOT=$TOP_BUILDDIR/console.png
 rm -f "$SHOT"
 NODE_PATH=$PP_DIR timeout 120 node "$TOOLS/console-check.cjs" "$PLANE_URL" "$READER" "$(cat "$WORK/admin.token")" picky \
-	"$SHOT" >"$WORK/console.json" 2>"$WORK/console.err"
+	"$SHOT" "${APID[good2]}" good2 >"$WORK/console.json" 2>"$WORK/console.err"
 rc=$?
 R=$(tail -n 1 "$WORK/console.json")
 diag "console-check: $R"
@@ -125,4 +126,10 @@ check "the history panel lists version $V2 (no /v1/history here: from the stream
 check "a screenshot is saved" test -s "$SHOT"
 check_eq "... a PNG" "PNG" "$(head -c 4 "$SHOT" | tail -c 3)"
 diag "screenshot: $SHOT"
+diag "good2 stopped: shown offline after $(r .offline_ms) ms"
+# the plane sees a quiet stream's end when it next writes to it: at the
+# next heartbeat (1 s here)
+check "an agent stopped shows offline on the page within 5 s" awk -v t="$(r .offline_ms)" 'BEGIN { exit !(t != "null" && t + 0 < 5000) }'
+check_eq "the summary counts it" 1 "$(r .offline_count)"
+check_eq "and it stays offline once the records are read again" offline "$(r .offline_after_refresh)"
 done_testing

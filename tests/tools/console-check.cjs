@@ -1,4 +1,4 @@
-// console-check.cjs PLANE_URL READER_TOKEN ADMIN_TOKEN NACK_NODE SCREENSHOT:
+// console-check.cjs PLANE_URL READER_TOKEN ADMIN_TOKEN NACK_NODE SCREENSHOT [STOP_PID STOP_NODE]:
 // drives the plane's console (GET /ui/) in headless chromium through
 // puppeteer-core (NODE_PATH; the browser is $CHROMIUM, default
 // /usr/bin/chromium). It enters the reader token, waits for the fleet,
@@ -6,11 +6,13 @@
 // change NACK_NODE refuses (content "BAD") with the admin token and
 // measures how long the page takes, with no reload, to show that node's
 // NACK with its error and the rollout of the new version with its stage.
+// With STOP_PID, it then stops that agent (SIGTERM) and measures how long
+// the page takes to show STOP_NODE offline.
 // Prints one JSON object of what it saw; exits 1 on a failure to drive.
 'use strict';
 const puppeteer = require('puppeteer-core');
 
-const [base, reader, admin, nackNode, shot] = process.argv.slice(2);
+const [base, reader, admin, nackNode, shot, stopPid, stopNode] = process.argv.slice(2);
 const res = { csp_violations: [], page_errors: [], console_errors: [] };
 const out = () => process.stdout.write(JSON.stringify(res) + '\n');
 
@@ -119,6 +121,20 @@ const out = () => process.stdout.write(JSON.stringify(res) + '\n');
 		res.version_shown = await page.$eval('#version', (e) => e.textContent);
 		await page.screenshot({ path: shot, fullPage: true });
 		res.screenshot = shot;
+
+		if (stopPid) {
+			const t0 = Date.now();
+			process.kill(+stopPid, 'SIGTERM');
+			await page.waitForFunction((node) => {
+				const r = [...document.querySelectorAll('#nodes tbody tr')].find((x) => x.dataset.node === node);
+				return r && r.dataset.state === 'offline';
+			}, { timeout: 5000 }, stopNode).then(() => { res.offline_ms = Date.now() - t0; }, () => { res.offline_ms = null; });
+			res.offline_count = await page.$eval('#n-offline', (e) => e.textContent);
+			// still offline once the records are read again
+			await new Promise((ok) => setTimeout(ok, 800));
+			res.offline_after_refresh = await page.$$eval('#nodes tbody tr', (rows, node) =>
+				(rows.find((x) => x.dataset.node === node) || { dataset: {} }).dataset.state, stopNode);
+		}
 	} finally {
 		await browser.close();
 	}

@@ -9,6 +9,7 @@
 #include "json.h"
 #include "output.h"
 #include "request.h"
+#include "sse_parser.h"
 #include "xmalloc.h"
 
 #include <stdio.h>
@@ -20,14 +21,11 @@
 #define WATCH_IDLE_S 35L       /* three heartbeats of the default 10 s, and some */
 #define WATCH_RETRY_S 2
 #define WATCH_LINE_MAX 65536   /* a longer line is not the plane's */
+#define WATCH_EVENT_MAX (1u << 20)
 
 struct watch {
 	bool json, color;
-	struct buf line;           /* the partial line */
-	char event[32];
-	char id[32];
-	struct buf data;
-	char last_id[32];          /* the last event id seen */
+	struct sse_parser sse;     /* keeps the last id across reconnects */
 	bool got;                  /* any byte since the (re)connect */
 };
 
@@ -50,29 +48,30 @@ static unsigned long long num(const cJSON *obj, const char *key)
 	return (unsigned long long)v;
 }
 
-static void print_event(struct watch *w)
+static int print_event(void *ctx, const struct sse_event *ev)
 {
-	if (strcmp(w->event, "heartbeat") == 0)
-		return;
+	struct watch *w = ctx;
+	if (strcmp(ev->type, "heartbeat") == 0)
+		return 0;
 	struct json_limits lim = { 1 << 24, 64 };
 	char err[256];
-	cJSON *d = json_decode(w->data.data ? w->data.data : "{}", w->data.len, &lim, err, sizeof(err));
+	cJSON *d = json_decode(ev->data, ev->data_len, &lim, err, sizeof(err));
 	if (!d)
-		return;
+		return 0;
 	if (w->json) {
 		struct buf b = BUF_INIT;
 		buf_puts(&b, "{\"id\":");
-		buf_json_string(&b, w->id);
+		buf_json_string(&b, ev->last_id);
 		buf_puts(&b, ",\"event\":");
-		buf_json_string(&b, w->event);
+		buf_json_string(&b, ev->type);
 		buf_puts(&b, ",\"data\":");
-		buf_append(&b, w->data.data, w->data.len);
+		buf_append(&b, ev->data, ev->data_len);
 		buf_puts(&b, "}\n");
 		fwrite(b.data, 1, b.len, stdout);
 		buf_release(&b);
 		fflush(stdout);
 		cJSON_Delete(d);
-		return;
+		return 0;
 	}
 	char when[16];
 	time_t now = time(NULL);
@@ -81,7 +80,7 @@ static void print_event(struct watch *w)
 	const char *red = paint(w, "\033[31m"), *green = paint(w, "\033[32m"), *yellow = paint(w, "\033[33m"),
 		   *bold = paint(w, "\033[1m"), *off = paint(w, "\033[0m");
 	char *node = text(d, "node");
-	if (strcmp(w->event, "version") == 0) {
+	if (strcmp(ev->type, "version") == 0) {
 		struct buf names = BUF_INIT;
 		const cJSON *arr = cJSON_GetObjectItemCaseSensitive(d, "names"), *it;
 		cJSON_ArrayForEach(it, arr) {
@@ -95,15 +94,15 @@ static void print_event(struct watch *w)
 		free(shown);
 		free(origin);
 		buf_release(&names);
-	} else if (strcmp(w->event, "ack") == 0) {
+	} else if (strcmp(ev->type, "ack") == 0) {
 		const cJSON *h = cJSON_GetObjectItemCaseSensitive(d, "healthy");
 		printf("%s %sack%s  %s version %llu%s\n", when, green, off, node, num(d, "version"),
 		       cJSON_IsFalse(h) ? " (unhealthy)" : "");
-	} else if (strcmp(w->event, "nack") == 0) {
+	} else if (strcmp(ev->type, "nack") == 0) {
 		char *e = text(d, "error");
 		printf("%s %snack%s %s version %llu: %s\n", when, red, off, node, num(d, "version"), e);
 		free(e);
-	} else if (strcmp(w->event, "rollout") == 0) {
+	} else if (strcmp(ev->type, "rollout") == 0) {
 		char *st = text(d, "state"), *reason = text(d, "reason");
 		char rv[48] = "";
 		if (num(d, "revert_version"))
@@ -113,75 +112,28 @@ static void print_event(struct watch *w)
 		       num(d, "acked"), num(d, "reached"), rv, *reason ? ": " : "", reason);
 		free(st);
 		free(reason);
-	} else if (strcmp(w->event, "node") == 0) {
+	} else if (strcmp(ev->type, "node") == 0) {
 		printf("%s node %s %s\n", when, node,
 		       cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(d, "connected")) ? "connected" : "disconnected");
-	} else if (strcmp(w->event, "reset") == 0) {
+	} else if (strcmp(ev->type, "reset") == 0) {
 		printf("%s %sreset%s: events were missed (the plane restarted or the gap is too old)\n", when, yellow,
 		       off);
 	} else {
-		char *ev = cell_text(w->event, 32);
-		printf("%s %s\n", when, ev);
-		free(ev);
+		char *type = cell_text(ev->type, 32);
+		printf("%s %s\n", when, type);
+		free(type);
 	}
 	free(node);
 	fflush(stdout);
 	cJSON_Delete(d);
-}
-
-/* One line of the stream (without its end). */
-static void on_line(struct watch *w, const char *l, size_t n)
-{
-	if (n == 0) {
-		if (w->data.len || strcmp(w->event, "reset") == 0)
-			print_event(w);
-		if (w->id[0])
-			snprintf(w->last_id, sizeof(w->last_id), "%s", w->id);
-		w->event[0] = w->id[0] = '\0';
-		buf_reset(&w->data);
-		return;
-	}
-	if (l[0] == ':')
-		return;
-	size_t f = 0;
-	while (f < n && l[f] != ':')
-		f++;
-	const char *v = f < n ? l + f + 1 : l + n;
-	size_t vn = (size_t)(l + n - v);
-	if (vn && *v == ' ') {
-		v++;
-		vn--;
-	}
-	if (f == 5 && strncmp(l, "event", 5) == 0)
-		snprintf(w->event, sizeof(w->event), "%.*s", (int)vn, v);
-	else if (f == 2 && strncmp(l, "id", 2) == 0)
-		snprintf(w->id, sizeof(w->id), "%.*s", (int)vn, v);
-	else if (f == 4 && strncmp(l, "data", 4) == 0) {
-		if (w->data.len)
-			buf_putc(&w->data, '\n');
-		buf_append(&w->data, v, vn);
-	}
+	return 0;
 }
 
 static int on_chunk(void *ctx, const char *data, size_t len)
 {
 	struct watch *w = ctx;
 	w->got = true;
-	for (size_t i = 0; i < len; i++) {
-		char ch = data[i];
-		if (ch == '\n') {
-			size_t n = w->line.len;
-			if (n && w->line.data[n - 1] == '\r')
-				n--;
-			on_line(w, w->line.data ? w->line.data : "", n);
-			buf_reset(&w->line);
-		} else if (w->line.len < WATCH_LINE_MAX) {
-			buf_putc(&w->line, ch);
-		} else {
-			return -1;
-		}
-	}
-	return 0;
+	return sse_parser_feed(&w->sse, data, len, print_event, w) == 0 ? 0 : -1;
 }
 
 int cmd_watch(const struct ctl_ctx *cx, int argc, char **argv)
@@ -194,11 +146,11 @@ int cmd_watch(const struct ctl_ctx *cx, int argc, char **argv)
 	struct watch w = { .json = cx->json };
 	const char *nc = getenv("NO_COLOR");
 	w.color = !cx->json && isatty(STDOUT_FILENO) && !(nc && *nc);
-	buf_init(&w.line);
-	buf_init(&w.data);
+	sse_parser_init(&w.sse, WATCH_LINE_MAX, WATCH_EVENT_MAX);
 	if ((n = client_planes(cx->plane, urls, err, sizeof(err))) < 0) {
+		n = 0;
 		ctl_error("--plane: %s", err);
-		return 1;
+		goto out;
 	}
 	if (cx->token_file && !(token = credentials_read_token(cx->token_file, err, sizeof(err)))) {
 		ctl_error("%s", err);
@@ -216,13 +168,14 @@ int cmd_watch(const struct ctl_ctx *cx, int argc, char **argv)
 			goto out;
 		}
 		char header[64] = "";
-		if (w.last_id[0])
-			snprintf(header, sizeof(header), "Last-Event-ID: %s", w.last_id);
+		const char *last = w.sse.last_id.data;
+		/* the plane's ids are numbers: anything else is not sent back */
+		bool has_last = last && *last && strlen(last) < 32 && strspn(last, "0123456789") == strlen(last);
+		if (has_last)
+			snprintf(header, sizeof(header), "Last-Event-ID: %s", last);
 		struct client_answer ans;
 		w.got = false;
-		buf_reset(&w.line);
-		buf_reset(&w.data);
-		w.event[0] = w.id[0] = '\0';
+		sse_parser_reset(&w.sse);
 		int r = client_stream(c, "/v1/events", header[0] ? header : NULL, WATCH_IDLE_S, on_chunk, &w, &ans);
 		long status = ans.status;
 		buf_release(&ans.body);
@@ -241,8 +194,7 @@ int cmd_watch(const struct ctl_ctx *cx, int argc, char **argv)
 			sleep(WATCH_RETRY_S);
 	}
 out:
-	buf_release(&w.line);
-	buf_release(&w.data);
+	sse_parser_release(&w.sse);
 	client_planes_free(urls, n);
 	credentials_forget(token);
 	return rc;

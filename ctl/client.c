@@ -27,6 +27,11 @@ struct client {
 	long status;            /* ... its HTTP status (0: no answer) */
 	bool sent;              /* ... whether any of it went out */
 	char curl_err[CURL_ERROR_SIZE];
+	/* a stream (client_stream): a 2xx answer's bytes go to on_chunk */
+	client_chunk_fn *on_chunk;
+	void *chunk_ctx;
+	const char *extra_header;
+	long idle_s;
 };
 
 int client_global_init(void)
@@ -87,6 +92,10 @@ static size_t on_data(char *data, size_t size, size_t nmemb, void *userdata)
 {
 	struct client *c = userdata;
 	size_t n = size * nmemb;
+	long status = 0;
+	if (c->on_chunk && curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status) == CURLE_OK &&
+	    status >= 200 && status <= 299)
+		return c->on_chunk(c->chunk_ctx, data, n) == 0 ? n : 0;
 	if (c->sink->len + n > CLIENT_ANSWER_MAX) {
 		c->too_big = true;
 		return 0;   /* makes libcurl stop with CURLE_WRITE_ERROR */
@@ -142,7 +151,11 @@ int client_request(struct client *c, const char *method, const char *path, const
 	curl_easy_setopt(h, CURLOPT_URL, url);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, CLIENT_CONNECT_TIMEOUT_MS);
-	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, CLIENT_TIMEOUT_MS);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, c->on_chunk ? 0L : CLIENT_TIMEOUT_MS);
+	if (c->on_chunk) {   /* a stream: dead when silent for idle_s */
+		curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+		curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, c->idle_s);
+	}
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, c->curl_err);
 	/* names like "cluster/.." are the plane's to judge, not curl's to fold */
 	curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L);
@@ -156,7 +169,9 @@ int client_request(struct client *c, const char *method, const char *path, const
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, c);
 
-	headers = curl_slist_append(headers, "Accept: application/json");
+	headers = curl_slist_append(headers, c->on_chunk ? "Accept: text/event-stream" : "Accept: application/json");
+	if (c->extra_header)
+		headers = curl_slist_append(headers, c->extra_header);
 	struct credentials cr = { c->ca_file, c->cert, c->key, c->token };
 	headers = credentials_apply(h, &cr, headers);
 	if (strcmp(method, "GET") == 0) {
@@ -208,6 +223,19 @@ fail:
 	c->sink = NULL;
 	credentials_free_headers(headers);
 	free(url);
+	return rc;
+}
+
+int client_stream(struct client *c, const char *path, const char *header, long idle_s, client_chunk_fn *fn,
+		  void *ctx, struct client_answer *ans)
+{
+	c->on_chunk = fn;
+	c->chunk_ctx = ctx;
+	c->extra_header = header;
+	c->idle_s = idle_s;
+	int rc = client_request(c, "GET", path, NULL, 0, ans);
+	c->on_chunk = NULL;
+	c->extra_header = NULL;
 	return rc;
 }
 

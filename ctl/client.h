@@ -43,6 +43,13 @@ void client_free(struct client *c);
  * ...". ans is (re)initialised either way and its body must be released. */
 int client_request(struct client *c, const char *method, const char *path, const char *body,
 		   size_t body_len, struct client_answer *ans);
+/* A stream (GET path, header an extra "Name: value" or NULL): the bytes of
+ * a 2xx answer go to fn as they come (fn returns 0, or -1 to stop); no
+ * overall timeout, but dead after idle_s seconds without a byte. Returns
+ * as client_request when the stream ends (0: the plane ended it). */
+typedef int client_chunk_fn(void *ctx, const char *data, size_t len);
+int client_stream(struct client *c, const char *path, const char *header, long idle_s, client_chunk_fn *fn,
+		  void *ctx, struct client_answer *ans);
 /* The message of the last failed request (never NULL). */
 const char *client_error(const struct client *c);
 /* After a failed request: whether it may go to the next plane of a list.

@@ -33,6 +33,7 @@ int cmd_apply(const struct ctl_ctx *cx, int argc, char **argv);
 int cmd_nodes(const struct ctl_ctx *cx, int argc, char **argv);
 int cmd_rollout_status(const struct ctl_ctx *cx, int argc, char **argv);
 int cmd_rollout_abort(const struct ctl_ctx *cx, int argc, char **argv);
+int cmd_watch(const struct ctl_ctx *cx, int argc, char **argv);
 int cmd_status(const struct ctl_ctx *cx, int argc, char **argv);
 /* cmd_sync.c: sync exits 3 when --dry-run finds changes */
 int cmd_sync(const struct ctl_ctx *cx, int argc, char **argv);

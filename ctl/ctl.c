@@ -58,6 +58,8 @@ static const struct command commands[] = {
 	{ "rollout", "status", "[--json]", "the current or last rollout", 0, 0, OPT_JSON, false,
 	  cmd_rollout_status },
 	{ "rollout", "abort", "", "stop the current rollout and revert", 0, 0, 0, false, cmd_rollout_abort },
+	{ "watch", NULL, "[--json]", "print the plane's events as they come (versions, ACKs, NACKs, rollouts)",
+	  0, 0, OPT_JSON, false, cmd_watch },
 	{ "status", NULL, "[--state-dir DIR] [--json]", "the local agent's status (" CTL_DEFAULT_STATE_DIR
 	  "/status.json)", 0, 0, OPT_JSON | OPT_STATE_DIR, true, cmd_status },
 	{ "keygen", NULL, "FILE", "a new Ed25519 signing key: FILE (secret, 0600) and FILE.pub", 1, 1, 0, true,

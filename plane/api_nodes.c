@@ -2,6 +2,7 @@
  * listing operators read (acked version, lag, last NACK, connection). */
 #include "auth.h"
 #include "http.h"
+#include "events.h"
 #include "hub.h"
 #include "json.h"
 #include "log.h"
@@ -141,6 +142,8 @@ enum MHD_Result api_ack(struct plane *p, struct MHD_Connection *c, struct reques
 	}
 	if (res == ACK_ACCEPTED && m.nack && has_holds && holds < m.version)
 		hub_stream_holds(p->hub, m.node, holds);
+	if (res == ACK_ACCEPTED)
+		events_ack(p->events, &m);   /* before the rollout's answer to it */
 	if (res == ACK_ACCEPTED && rollout_acked(p->rollout, &m) && nodes_flush(p->nodes, err, sizeof(err)) < 0)
 		log_warn("nodes: cannot save node records: %s (will retry)", err);
 	char shown[512];

@@ -3,6 +3,7 @@
 #include "auth.h"
 #include "digests.h"
 #include "http.h"
+#include "events.h"
 #include "hub.h"
 #include "nodes.h"
 #include "persist.h"
@@ -135,6 +136,7 @@ enum MHD_Result api_metrics(struct plane *p, struct MHD_Connection *c)
 	}
 	auth_metrics(p, &b);
 	rollout_metrics(p->rollout, &b);
+	events_metrics(p->events, &b);
 	nodes_metrics(p->nodes, version, &b);
 	return http_send(c, MHD_HTTP_OK, "text/plain; version=0.0.4", &b, true);
 }

@@ -173,6 +173,10 @@ static enum MHD_Result route(struct plane *p, struct MHD_Connection *c, struct r
 		return is(method, "GET") ? api_healthz(p, c) : method_not_allowed(c, method, "GET");
 	if (strcmp(url, "/metrics") == 0)
 		return is(method, "GET") ? api_metrics(p, c) : method_not_allowed(c, method, "GET");
+	if (strcmp(url, "/v1/events") == 0)
+		return is(method, "GET") ? api_events(p, c) : method_not_allowed(c, method, "GET");
+	if (strcmp(url, "/ui") == 0 || str_starts_with(url, "/ui/"))
+		return is(method, "GET") ? api_ui(p, c, url[3] ? url + 4 : "") : method_not_allowed(c, method, "GET");
 	if (strcmp(url, "/v1/stream") == 0)
 		return is(method, "GET") ? api_stream(p, c) : method_not_allowed(c, method, "GET");
 	if (strcmp(url, "/v1/config") == 0)
@@ -251,7 +255,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		/* nobody uploads anything before showing a credential: an
 		 * anonymous caller of a secure plane is refused on its headers */
 		enum MHD_Result ret;
-		if (strcmp(url, "/healthz") != 0 && !auth_precheck(p, c, &ret))
+		if (strcmp(url, "/healthz") != 0 && !str_starts_with(url, "/ui") && !auth_precheck(p, c, &ret))
 			return ret;
 		return MHD_YES;
 	}

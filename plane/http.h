@@ -65,6 +65,8 @@ enum MHD_Result api_config(struct plane *p, struct MHD_Connection *c, struct req
 enum MHD_Result api_rollouts(struct plane *p, struct MHD_Connection *c);
 enum MHD_Result api_rollout_current(struct plane *p, struct MHD_Connection *c);
 enum MHD_Result api_rollout_abort(struct plane *p, struct MHD_Connection *c);
+enum MHD_Result api_events(struct plane *p, struct MHD_Connection *c);
+enum MHD_Result api_ui(struct plane *p, struct MHD_Connection *c, const char *rest);
 enum MHD_Result api_tokens(struct plane *p, struct MHD_Connection *c, struct request *r, const char *method,
 			   const char *id);
 

@@ -1,6 +1,7 @@
 /* hub.c: streams, long-poll waiters, the ticker (heartbeats, deadlines)
  * and the keeper (what writes to the backend) (see hub.h). */
 #include "hub.h"
+#include "events.h"
 #include "gz.h"
 #include "log.h"
 #include "sdnotify.h"
@@ -230,6 +231,7 @@ struct stream *hub_stream_new(struct hub *h, struct MHD_Connection *c, const cha
 	list_add(h, &h->by_node, st);
 	pthread_mutex_unlock(&h->lock);
 	nodes_stream_open(h->p->nodes, node);
+	events_node(h->p->events, node, true);
 	atomic_fetch_add(&h->p->ctr.streams_opened, 1);
 	return st;
 }
@@ -271,6 +273,8 @@ void hub_stream_free(void *cls)
 		log_info("relay %s: stream closed", st->node);
 	else
 		nodes_stream_close(h->p->nodes, st->node);
+	if (!st->relay)
+		events_node(h->p->events, st->node, false);
 	push_blob_unref(st->blob);
 	sub_release(&st->sub);
 	free(st->own);
@@ -617,7 +621,7 @@ size_t hub_close_token(struct hub *h, const char *token_id)
 		}
 	}
 	pthread_mutex_unlock(&h->lock);
-	return n;
+	return n + events_close_token(h->p->events, token_id);   /* GET /v1/events too */
 }
 
 void hub_stream_holds(struct hub *h, const char *node, uint64_t version)

@@ -5,6 +5,7 @@
 #include "writer.h"
 #include "digests.h"
 #include "http.h"
+#include "events.h"
 #include "hub.h"
 #include "log.h"
 #include "nodes.h"
@@ -81,6 +82,7 @@ static int follow_cb(void *ctx, struct persist_remote *ch, size_t n, char **prun
 		log_info("store: version %llu from %s (%zu changes)", (unsigned long long)after,
 			 p->persist->ops->upstream ? "the upstream" : "another replica", n);
 		hub_notify(p->hub, after);
+		events_version(p->events, after, NULL, n, p->persist->ops->upstream ? "upstream" : "replica");
 		/* a staged controller starts a rollout: on the keeper, not on
 		 * this thread (a step writes to the backend this thread reads) */
 		hub_wake_keeper(p->hub);
@@ -257,6 +259,9 @@ int plane_start(struct plane *p, char *err, size_t errlen)
 		p->statements = statements_new(p->store, NULL, (int64_t)p->cfg.statement_ttl, refresh);
 		statements_set_source(p->statements, fetch_statement, p);
 	}
+	p->events = events_new(p->cfg.heartbeat);
+	if (events_start(p->events, err, errlen) < 0)
+		return -1;
 	p->hub = hub_new(p, store_version(p->store));
 	if (hub_start(p->hub, err, errlen) < 0)
 		return -1;
@@ -300,6 +305,7 @@ void plane_stop(struct plane *p)
 		p->persist->ops->unfollow(p->persist);
 	if (p->mhd)
 		http_quiesce(p);
+	events_stop(p->events);
 	if (p->hub)
 		hub_stop(p->hub);
 	writer_stop(p->writer);   /* answers what waits; the requests resume */
@@ -310,6 +316,8 @@ void plane_stop(struct plane *p)
 	rollout_save(p->rollout);
 	hub_free(p->hub);
 	p->hub = NULL;
+	events_free(p->events);
+	p->events = NULL;
 	pushcache_free(p->pushes);
 	p->pushes = NULL;
 	statements_free(p->statements);

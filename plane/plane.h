@@ -73,6 +73,7 @@ struct plane {
 	struct pushcache *pushes;
 	struct rollout *rollout;
 	struct hub *hub;
+	struct events *events;         /* GET /v1/events */
 	struct tokens *tokens;
 	struct plane_tls *tls;         /* NULL: plain HTTP */
 	struct digests *digests;       /* NULL: no signing */

@@ -8,6 +8,7 @@
  * so a push computed for an old target still finds its history. */
 #include "rollout.h"
 #include "records_json.h"
+#include "events.h"
 #include "hub.h"
 #include "resource.h"
 #include "log.h"
@@ -258,6 +259,7 @@ static void wake_nodes(struct rollout *r)
 	store_rdunlock(r->p->store);
 	if (r->p->hub)
 		hub_notify(r->p->hub, newest);
+	events_rollout(r->p->events, r);
 }
 
 /* Under lock: frees the run's members and index. */

@@ -3,6 +3,7 @@
  * requests, in arrival order. */
 #include "writer.h"
 #include "http.h"
+#include "events.h"
 #include "hub.h"
 #include "log.h"
 #include "plane.h"
@@ -114,6 +115,7 @@ void writer_commit(struct plane *p, struct store_change *ch, size_t n, bool must
 		atomic_fetch_add(&p->ctr.writes, 1);
 		log_info("store: version %llu (%zu changes)", (unsigned long long)version, n);
 		hub_notify(p->hub, version);
+		events_version(p->events, version, ch, n, "write");
 		rollout_step(p->rollout);   /* staged: the version becomes a rollout */
 	}
 	res->status = MHD_HTTP_OK;

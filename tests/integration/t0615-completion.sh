@@ -47,7 +47,7 @@ has_all() {
 
 # ---- commands and sub-commands -----------------------------------------------------
 
-check_eq "the commands" "apply export get help keygen ls nodes put rm rollout status sync token" "$(comp '')"
+check_eq "the commands" "apply export get help keygen ls nodes put rm rollout status sync token watch" "$(comp '')"
 check_eq "a command by its start" "rm rollout" "$(comp r)"
 check_eq "rollout's sub-commands" "abort status" "$(comp rollout '')"
 check_eq "token's sub-commands" "create ls revoke" "$(comp token '')"

@@ -1,0 +1,509 @@
+// The tether fleet console (GET /ui/): reads /healthz, /v1/nodes,
+// /v1/rollouts/current and /v1/history (when the plane has it), then
+// follows GET /v1/events with fetch() streaming (an EventSource cannot send
+// an Authorization header) and updates the page in place. The reader token
+// is asked for once and kept in sessionStorage; no cookies. Everything a
+// node or a writer controls goes into the page as text, never as markup.
+'use strict';
+
+const KEY = 'tether.token';
+const state = {
+	token: sessionStorage.getItem(KEY) || '',
+	version: 0,
+	nodes: new Map(),      // node -> its /v1/nodes record
+	nacks: [],             // {node, version, error, time}, newest first
+	rollout: null,
+	history: null,         // null: the plane has no /v1/history
+	seen: [],              // versions seen on the stream (history's fallback)
+	lastId: '',
+	filter: [],
+	started: false,
+};
+window.tetherConsole = state;   // for tests and the curious
+
+const $ = (id) => document.getElementById(id);
+
+function el(tag, attrs, ...kids) {
+	const e = document.createElement(tag);
+	for (const [k, v] of Object.entries(attrs || {})) {
+		if (k === 'class')
+			e.className = v;
+		else
+			e.setAttribute(k, v);
+	}
+	for (const k of kids) {
+		if (k !== null && k !== undefined)
+			e.append(k instanceof Node ? k : String(k));
+	}
+	return e;
+}
+
+function headers() {
+	return state.token ? { Authorization: 'Bearer ' + state.token } : {};
+}
+
+class AuthError extends Error {}
+
+async function getJSON(path) {
+	const r = await fetch(path, { headers: headers(), cache: 'no-store', credentials: 'omit' });
+	if (r.status === 401 || r.status === 403)
+		throw new AuthError(r.status === 401 ? 'the plane wants a valid token' : 'this token may not read');
+	if (r.status === 404)
+		return null;
+	if (!r.ok)
+		throw new Error(path + ': HTTP ' + r.status);
+	return r.json();
+}
+
+// seconds since the epoch (the plane's times), milliseconds or ISO text
+function fmtTime(t) {
+	if (!t)
+		return '';
+	const d = typeof t === 'number' ? new Date(t > 1e11 ? t : t * 1000) : new Date(t);
+	if (isNaN(d))
+		return '';
+	return d.toDateString() === new Date().toDateString() ? d.toLocaleTimeString() : d.toLocaleString();
+}
+
+// ---- node states -----------------------------------------------------------
+// offline: not connected. NACKed: its last NACK is newer than what it ACKed.
+// stale: it refused a push that failed its --trust checks after its last
+// ACK (it runs older signed state it cannot refresh), or the plane says so.
+// lagging: behind its target (the plane's `lagging`, or a lag above 0).
+// synced: at its target.
+function nodeState(n) {
+	if (!n.connected)
+		return 'offline';
+	if (n.last_nack && n.last_nack.version > (n.acked_version || 0))
+		return 'nacked';
+	if (n.stale || (n.last_verify_failure && n.last_verify_failure.version > (n.acked_version || 0)))
+		return 'stale';
+	if (n.lagging || (n.lag || 0) > 0)
+		return 'lagging';
+	return 'synced';
+}
+
+const STATE_NAMES = { synced: 'synced', lagging: 'lagging', nacked: 'NACKed', offline: 'offline', stale: 'stale' };
+
+function parseFilter(text) {
+	return text.split(',').map((s) => s.trim()).filter(Boolean).map((s) => {
+		const i = s.indexOf('=');
+		return i < 0 ? { key: s, value: null } : { key: s.slice(0, i).trim(), value: s.slice(i + 1).trim() };
+	});
+}
+
+function matches(n) {
+	const labels = n.labels || {};
+	return state.filter.every((f) => (f.value === null ? f.key in labels : labels[f.key] === f.value));
+}
+
+// ---- rendering -------------------------------------------------------------
+
+function renderVersion() {
+	$('version').textContent = String(state.version);
+}
+
+function renderNodes() {
+	const counts = { synced: 0, lagging: 0, nacked: 0, offline: 0, stale: 0 };
+	const rows = [];
+	const nodes = [...state.nodes.values()].sort((a, b) => a.node.localeCompare(b.node));
+	for (const n of nodes) {
+		if (!matches(n))
+			continue;
+		const s = nodeState(n);
+		counts[s]++;
+		const labels = el('td');
+		for (const [k, v] of Object.entries(n.labels || {}))
+			labels.append(el('span', { class: 'label' }, k + '=' + v));
+		rows.push(el('tr', { 'data-node': n.node, 'data-state': s },
+			el('td', {}, n.node),
+			el('td', {}, el('span', { class: 'state ' + s }, STATE_NAMES[s])),
+			el('td', {}, n.acked_version ?? ''),
+			el('td', {}, n.target_version ?? ''),
+			labels,
+			el('td', { class: 'err' }, n.last_nack ? 'v' + n.last_nack.version + ': ' + n.last_nack.error : '')));
+	}
+	$('nodes').tBodies[0].replaceChildren(...rows);
+	for (const [k, v] of Object.entries(counts))
+		$('n-' + k).textContent = String(v);
+}
+
+function renderNacks() {
+	const list = $('nacks');
+	if (!state.nacks.length) {
+		list.replaceChildren(el('li', { class: 'none' }, 'none'));
+		return;
+	}
+	list.replaceChildren(...state.nacks.slice(0, 50).map((k) =>
+		el('li', { class: 'nack', 'data-node': k.node, 'data-version': String(k.version) },
+			el('strong', {}, k.node), ' refused version ', String(k.version),
+			k.time ? ' at ' + fmtTime(k.time) : '', ': ',
+			el('span', { class: 'nack-error' }, k.error || ''))));
+}
+
+// A stage's members: the first ceil(members * pct / 100), at least one.
+function stageSize(members, pct) {
+	return Math.min(members, Math.max(1, Math.ceil((members * pct) / 100)));
+}
+
+function renderRollout() {
+	const box = $('rollout');
+	const r = state.rollout;
+	if (!r) {
+		box.replaceChildren(el('p', { class: 'none' }, 'no rollout'));
+		box.removeAttribute('data-id');
+		return;
+	}
+	box.setAttribute('data-id', String(r.id));
+	box.setAttribute('data-state', r.state);
+	box.setAttribute('data-to', String(r.to_version));
+	box.setAttribute('data-stage', String(r.stage));
+	const parts = [
+		el('p', {}, 'rollout ', el('strong', {}, '#' + r.id), ': version ', String(r.from_version), ' \u2192 ',
+			String(r.to_version), ' ', el('span', { class: 'ro-state ' + r.state }, r.state.replace('_', ' ')),
+			r.revert_version ? ' (reverted by version ' + r.revert_version + ')' : ''),
+	];
+	if (r.reason)
+		parts.push(el('p', { class: 'reason' }, r.reason));
+	// per stage: members ACKed, unhealthy, pending (the plane counts ACKs
+	// of the reached stages; earlier stages passed their gate, so are ACKed)
+	const stages = r.stages || [r.stage];
+	const members = r.members || 0;
+	const unhealthy = [...state.nodes.values()].filter((n) => n.acked_version === r.to_version &&
+		n.healthy === false).length;
+	const refused = [...state.nodes.values()].filter((n) => n.last_nack && n.last_nack.version === r.to_version).length;
+	let prev = 0;
+	stages.forEach((pct, i) => {
+		const size = stageSize(members, pct);
+		const inStage = Math.max(0, size - prev);
+		const reached = i + 1 <= (r.stage_index || 0);
+		let acked = 0;
+		if (reached)
+			acked = Math.max(0, Math.min(inStage, (r.acked || 0) - prev));
+		if (r.state === 'completed')
+			acked = inStage;
+		const current = reached && i + 1 === r.stage_index;
+		const bad = current ? Math.min(unhealthy, acked) : 0;
+		const healthy = acked - bad;
+		const nacked = current ? Math.min(inStage - acked, refused) : 0;
+		const pending = reached ? inStage - acked - nacked : 0;
+		const w = (x) => (inStage ? (100 * x) / inStage : 0) + '%';
+		const bar = el('div', { class: 'bar' });
+		const seg = (cls, x) => {
+			const s = el('span', { class: cls, title: cls + ': ' + x });
+			s.style.width = w(x);   // CSSOM, not an inline style attribute
+			return s;
+		};
+		bar.append(seg('acked', healthy), seg('unhealthy', bad), seg('nacked', nacked), seg('pending', pending));
+		parts.push(el('div', { class: 'stage' + (i + 1 === r.stage_index ? ' current' : ''),
+			'data-stage': String(pct), 'data-acked': String(acked), 'data-nacked': String(nacked),
+			'data-pending': String(pending) },
+			el('div', { class: 'name' }, 'stage ' + (i + 1) + ': ' + pct + '% (' + inStage + ' nodes) \u2014 ' +
+				(reached ? acked + ' ACKed, ' + healthy + ' healthy, ' + (nacked ? nacked + ' NACKed, ' : '') +
+					pending + ' pending' : 'not reached')),
+			bar));
+		prev = size;
+	});
+	box.replaceChildren(...parts);
+}
+
+function renderHistory() {
+	const list = $('history');
+	if (state.history && state.history.length) {
+		list.replaceChildren(...state.history.slice(0, 20).map((h) =>
+			el('li', { 'data-version': String(h.version) }, el('strong', {}, 'version ' + h.version), ' ',
+				h.author ? el('span', { class: 'author' }, 'by ' + h.author) : '', ' ',
+				fmtTime(h.time || h.at || h.committed_at || h.created), h.message ? ' \u2014 ' + h.message : '',
+				historyNames(h).length ? ' (' + historyNames(h).slice(0, 10).join(', ') + ')' : '')));
+		return;
+	}
+	const seen = state.seen.slice(0, 20);
+	if (!seen.length) {
+		list.replaceChildren(el('li', { class: 'none' }, state.history === null ?
+			'no history on this plane yet; versions appear here as they commit' : 'none'));
+		return;
+	}
+	list.replaceChildren(...seen.map((v) => el('li', { 'data-version': String(v.version) },
+		el('strong', {}, 'version ' + v.version), ' ', fmtTime(v.time), ' ', (v.names || []).join(', '))));
+}
+
+function logEvent(type, id, data) {
+	let text = type;
+	switch (type) {
+	case 'version': text = 'version ' + data.version + ': ' + (data.names || []).join(', '); break;
+	case 'ack': text = data.node + ' ACKed ' + data.version; break;
+	case 'nack': text = data.node + ' NACKed ' + data.version + ': ' + data.error; break;
+	case 'rollout': text = 'rollout #' + data.id + ' ' + data.state + ' at stage ' + data.stage + '% (' +
+		data.from_version + ' \u2192 ' + data.to_version + ')' + (data.reason ? ': ' + data.reason : ''); break;
+	case 'node': text = data.node + (data.connected ? ' connected' : ' disconnected'); break;
+	case 'reset': text = 'missed events: reloaded'; break;
+	}
+	const list = $('events');
+	list.prepend(el('li', { class: type, 'data-id': id || '' }, new Date().toLocaleTimeString() + ' ' + text));
+	while (list.children.length > 200)
+		list.lastChild.remove();
+}
+
+function renderAll() {
+	renderVersion();
+	renderNodes();
+	renderNacks();
+	renderRollout();
+	renderHistory();
+}
+
+// ---- snapshot --------------------------------------------------------------
+
+function nacksFromNodes() {
+	const fromNodes = [];
+	for (const n of state.nodes.values())
+		if (n.last_nack)
+			fromNodes.push({ node: n.node, version: n.last_nack.version, error: n.last_nack.error,
+				time: n.last_nack.time });
+	// keep what the stream told us that the records do not hold yet
+	const key = (k) => k.node + '@' + k.version;
+	const have = new Set(fromNodes.map(key));
+	const merged = fromNodes.concat(state.nacks.filter((k) => !have.has(key(k))));
+	merged.sort((a, b) => (b.time || 0) - (a.time || 0) || b.version - a.version);
+	state.nacks = merged;
+}
+
+async function loadNodes() {
+	const nodes = await getJSON('/v1/nodes');
+	state.nodes = new Map((nodes || []).map((n) => [n.node, n]));
+	nacksFromNodes();
+}
+
+async function loadRollout() {
+	state.rollout = await getJSON('/v1/rollouts/current');
+}
+
+// /v1/history is optional: absent (404), refused or broken, the panel
+// lists the versions seen on the stream instead
+async function loadHistory() {
+	try {
+		const h = await getJSON('/v1/history?limit=20');
+		state.history = h === null ? null : Array.isArray(h) ? h : (h.versions || h.history || []);
+	} catch (e) {
+		state.history = null;
+	}
+}
+
+function historyNames(h) {
+	const list = Array.isArray(h.names) ? h.names : Array.isArray(h.changes) ? h.changes : [];
+	return list.map((c) => (typeof c === 'string' ? c : c && c.name)).filter(Boolean);
+}
+
+async function loadSnapshot() {
+	const health = await getJSON('/healthz');
+	if (health)
+		state.version = health.version;
+	await Promise.all([loadNodes(), loadRollout(), loadHistory()]);
+	renderAll();
+}
+
+// Events change the page at once; the records behind them (lag, targets)
+// are read again shortly after, once for a burst.
+let refreshTimer = null;
+function refreshSoon() {
+	if (refreshTimer)
+		return;
+	refreshTimer = setTimeout(async () => {
+		refreshTimer = null;
+		try {
+			const [health] = await Promise.all([getJSON('/healthz'), loadNodes(), loadRollout()]);
+			if (health && health.version > state.version)
+				state.version = health.version;
+			renderVersion();
+			renderNodes();
+			renderNacks();
+			renderRollout();
+		} catch (e) {
+			if (e instanceof AuthError)
+				askToken(e.message);
+		}
+	}, 300);
+}
+
+// ---- the event stream ------------------------------------------------------
+
+function onEvent(type, id, raw) {
+	let data = {};
+	try {
+		data = raw ? JSON.parse(raw) : {};
+	} catch (e) {
+		return;
+	}
+	if (id)
+		state.lastId = id;
+	if (type === 'heartbeat') {
+		$('live').className = 'live';
+		return;
+	}
+	logEvent(type, id, data);
+	switch (type) {
+	case 'version':
+		if (data.version > state.version)
+			state.version = data.version;
+		state.seen.unshift({ version: data.version, names: data.names, time: data.time });
+		state.seen.length = Math.min(state.seen.length, 50);
+		renderVersion();
+		loadHistory().then(renderHistory, () => {});
+		if (state.history === null)
+			renderHistory();
+		break;
+	case 'ack': {
+		const n = state.nodes.get(data.node);
+		if (n) {
+			n.acked_version = data.version;
+			if (data.healthy !== undefined)
+				n.healthy = data.healthy;
+		}
+		renderNodes();
+		break;
+	}
+	case 'nack': {
+		const n = state.nodes.get(data.node);
+		if (n)
+			n.last_nack = { version: data.version, error: data.error, time: data.time };
+		state.nacks = state.nacks.filter((k) => !(k.node === data.node && k.version === data.version));
+		state.nacks.unshift({ node: data.node, version: data.version, error: data.error, time: data.time });
+		renderNodes();
+		renderNacks();
+		break;
+	}
+	case 'rollout':
+		state.rollout = data;
+		if (data.revert_version > state.version) {   // a revert commits a version too
+			state.version = data.revert_version;
+			renderVersion();
+		}
+		renderRollout();
+		break;
+	case 'node': {
+		const n = state.nodes.get(data.node);
+		if (n)
+			n.connected = data.connected;
+		renderNodes();
+		break;
+	}
+	case 'reset':
+		loadSnapshot().catch(() => {});
+		return;
+	}
+	refreshSoon();
+}
+
+// WHATWG SSE parsing, enough for the plane's streams: event, id, data.
+async function follow() {
+	for (;;) {
+		try {
+			const h = headers();
+			h.Accept = 'text/event-stream';
+			if (state.lastId)
+				h['Last-Event-ID'] = state.lastId;
+			const r = await fetch('/v1/events', { headers: h, cache: 'no-store', credentials: 'omit' });
+			if (r.status === 401 || r.status === 403) {
+				state.started = false;
+				askToken('the event stream refused this token');
+				return;
+			}
+			if (!r.ok || !r.body)
+				throw new Error('HTTP ' + r.status);
+			$('live').className = 'live';
+			$('live').textContent = 'live';
+			const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
+			let text = '';
+			let ev = { type: '', id: '', data: [] };
+			for (;;) {
+				const { value, done } = await reader.read();
+				if (done)
+					break;
+				text += value;
+				let nl;
+				while ((nl = text.search(/\r\n|\r|\n/)) >= 0) {
+					const line = text.slice(0, nl);
+					text = text.slice(nl + (text.startsWith('\r\n', nl) ? 2 : 1));
+					if (line === '') {
+						if (ev.data.length)
+							onEvent(ev.type || 'message', ev.id, ev.data.join('\n'));
+						ev = { type: '', id: '', data: [] };
+						continue;
+					}
+					if (line.startsWith(':'))
+						continue;
+					const c = line.indexOf(':');
+					const field = c < 0 ? line : line.slice(0, c);
+					let val = c < 0 ? '' : line.slice(c + 1);
+					if (val.startsWith(' '))
+						val = val.slice(1);
+					if (field === 'event')
+						ev.type = val;
+					else if (field === 'data')
+						ev.data.push(val);
+					else if (field === 'id')
+						ev.id = val;
+				}
+			}
+		} catch (e) {
+			// fall through: reconnect
+		}
+		$('live').className = 'live off';
+		$('live').textContent = 'reconnecting';
+		await new Promise((res) => setTimeout(res, 2000));
+		// the stream resumes from the last id; the records may have moved
+		refreshSoon();
+	}
+}
+
+// ---- token -----------------------------------------------------------------
+
+function askToken(why) {
+	$('login').hidden = false;
+	$('logout').hidden = true;
+	$('login-error').textContent = why || '';
+	$('token').focus();
+}
+
+async function start() {
+	try {
+		await loadSnapshot();
+	} catch (e) {
+		if (e instanceof AuthError) {
+			askToken(state.token ? e.message : '');
+			return;
+		}
+		$('login-error').textContent = e.message;
+		setTimeout(start, 2000);
+		return;
+	}
+	$('login').hidden = true;
+	$('logout').hidden = !state.token;
+	$('app').hidden = false;
+	if (!state.started) {
+		state.started = true;
+		follow();
+	}
+	// lag and "lagging" move with time, not only with events
+	if (!state.timer)
+		state.timer = setInterval(refreshSoon, 10000);
+}
+
+document.addEventListener('DOMContentLoaded', () => {
+	$('login').addEventListener('submit', (e) => {
+		e.preventDefault();
+		state.token = $('token').value.trim();
+		$('token').value = '';
+		sessionStorage.setItem(KEY, state.token);
+		start();
+	});
+	$('logout').addEventListener('click', () => {
+		sessionStorage.removeItem(KEY);
+		location.reload();
+	});
+	$('filter').addEventListener('input', () => {
+		state.filter = parseFilter($('filter').value);
+		renderNodes();
+	});
+	start();
+});

@@ -194,6 +194,15 @@ static enum MHD_Result route(struct plane *p, struct MHD_Connection *c, struct r
 			return method_not_allowed(c, method, "GET, PUT, DELETE");
 		return api_resource(p, c, r, method, url + strlen("/v1/resources/"));
 	}
+	if (strcmp(url, "/v1/history") == 0)
+		return is(method, "GET") ? api_history(p, c, NULL) : method_not_allowed(c, method, "GET");
+	if (str_starts_with(url, "/v1/history/"))
+		return is(method, "GET") ? api_history(p, c, url + strlen("/v1/history/"))
+					 : method_not_allowed(c, method, "GET");
+	if (strcmp(url, "/v1/diff") == 0)
+		return is(method, "GET") ? api_diff(p, c) : method_not_allowed(c, method, "GET");
+	if (strcmp(url, "/v1/revert") == 0)
+		return is(method, "POST") ? api_revert(p, c, r) : method_not_allowed(c, method, "POST");
 	if (strcmp(url, "/v1/nodes") == 0)
 		return is(method, "GET") ? api_nodes(p, c, method, NULL) : method_not_allowed(c, method, "GET");
 	if (str_starts_with(url, "/v1/nodes/"))

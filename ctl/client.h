@@ -43,6 +43,9 @@ void client_free(struct client *c);
  * ...". ans is (re)initialised either way and its body must be released. */
 int client_request(struct client *c, const char *method, const char *path, const char *body,
 		   size_t body_len, struct client_answer *ans);
+/* An extra header line ("Name: value", copied; NULL: none) on every
+ * request but GETs. */
+void client_set_header(struct client *c, const char *line);
 /* The message of the last failed request (never NULL). */
 const char *client_error(const struct client *c);
 /* After a failed request: whether it may go to the next plane of a list.

@@ -19,6 +19,9 @@ struct ctl_ctx {
 	bool json;                /* --json: print the raw JSON */
 	const char *state_dir;    /* status: the agent's state directory */
 	const char *node, *role, *name;   /* token create: whose token */
+	const char *message;      /* --message: the version log's why (writes) */
+	const char *limit;        /* log -n N */
+	const char *at;           /* get --at VERSION */
 };
 
 int cmd_put(const struct ctl_ctx *cx, int argc, char **argv);
@@ -30,6 +33,11 @@ int cmd_nodes(const struct ctl_ctx *cx, int argc, char **argv);
 int cmd_rollout_status(const struct ctl_ctx *cx, int argc, char **argv);
 int cmd_rollout_abort(const struct ctl_ctx *cx, int argc, char **argv);
 int cmd_status(const struct ctl_ctx *cx, int argc, char **argv);
+/* cmd_history.c */
+int cmd_log(const struct ctl_ctx *cx, int argc, char **argv);
+int cmd_show(const struct ctl_ctx *cx, int argc, char **argv);
+int cmd_diff(const struct ctl_ctx *cx, int argc, char **argv);
+int cmd_revert(const struct ctl_ctx *cx, int argc, char **argv);
 /* cmd_trust.c */
 int cmd_keygen(const struct ctl_ctx *cx, int argc, char **argv);
 int cmd_token_create(const struct ctl_ctx *cx, int argc, char **argv);

@@ -20,6 +20,9 @@
 #define OPT_NODE 4u
 #define OPT_ROLE 8u
 #define OPT_NAME 16u
+#define OPT_MESSAGE 32u
+#define OPT_LIMIT 64u
+#define OPT_AT 128u
 
 struct command {
 	const char *name, *sub;   /* "rollout" "status"; sub NULL for one word */
@@ -32,13 +35,21 @@ struct command {
 };
 
 static const struct command commands[] = {
-	{ "put", NULL, "NAME [FILE|-]", "upsert one resource (body: a JSON object; stdin without FILE)",
-	  1, 2, 0, false, cmd_put },
-	{ "get", NULL, "NAME", "print the body of a resource", 1, 1, 0, false, cmd_get },
-	{ "rm", NULL, "NAME", "delete a resource", 1, 1, 0, false, cmd_rm },
+	{ "put", NULL, "NAME [FILE|-] [--message TEXT]",
+	  "upsert one resource (body: a JSON object; stdin without FILE)", 1, 2, OPT_MESSAGE, false, cmd_put },
+	{ "get", NULL, "NAME [--at VERSION]", "print the body of a resource (as it was at VERSION)", 1, 1, OPT_AT,
+	  false, cmd_get },
+	{ "rm", NULL, "NAME [--message TEXT]", "delete a resource", 1, 1, OPT_MESSAGE, false, cmd_rm },
 	{ "ls", NULL, "[PREFIX]", "list names with their versions", 0, 1, 0, false, cmd_ls },
-	{ "apply", NULL, "FILE", "one batch {\"upserts\":[...],\"removes\":[...]} as one version",
-	  1, 1, 0, false, cmd_apply },
+	{ "apply", NULL, "FILE [--message TEXT]", "one batch {\"upserts\":[...],\"removes\":[...]} as one version",
+	  1, 1, OPT_MESSAGE, false, cmd_apply },
+	{ "log", NULL, "[NAME] [-n N] [--json]", "the versions, newest first: who, when, why, what (default 20)",
+	  0, 1, OPT_LIMIT | OPT_JSON, false, cmd_log },
+	{ "show", NULL, "VERSION [--json]", "what a version changed, with who, when and why", 1, 1, OPT_JSON, false,
+	  cmd_show },
+	{ "diff", NULL, "V1 V2 [--json]", "what differs between two versions", 2, 2, OPT_JSON, false, cmd_diff },
+	{ "revert", NULL, "VERSION [--message TEXT]", "commit the state at VERSION as a new version", 1, 1,
+	  OPT_MESSAGE, false, cmd_revert },
 	{ "nodes", NULL, "[--json]", "per node: acked version, lag, connection, last NACK, labels",
 	  0, 0, OPT_JSON, false, cmd_nodes },
 	{ "rollout", "status", "[--json]", "the current or last rollout", 0, 0, OPT_JSON, false,
@@ -220,6 +231,26 @@ static int parse(int argc, char **argv, struct parsed *p)
 				return usage_error(NULL, "option '--name' needs a text");
 			p->cx.name = v;
 			p->opts_seen |= OPT_NAME;
+		} else if ((v = option_value(argc, argv, &i, "--message", &missing))) {
+			if (missing && strncmp(a, "--message=", 10) != 0)
+				return usage_error(NULL, "option '--message' needs a text");
+			for (const char *m = v; *m; m++)
+				if ((unsigned char)*m < 0x20 || *m == 0x7f)
+					return usage_error(NULL, "option '--message': no control characters (one line)");
+			if (strlen(v) > 1024)
+				return usage_error(NULL, "option '--message': at most 1024 bytes");
+			p->cx.message = v;
+			p->opts_seen |= OPT_MESSAGE;
+		} else if ((v = option_value(argc, argv, &i, "-n", &missing))) {
+			if (missing)
+				return usage_error(NULL, "option '-n' needs a number");
+			p->cx.limit = v;
+			p->opts_seen |= OPT_LIMIT;
+		} else if ((v = option_value(argc, argv, &i, "--at", &missing))) {
+			if (missing)
+				return usage_error(NULL, "option '--at' needs a version");
+			p->cx.at = v;
+			p->opts_seen |= OPT_AT;
 		} else if ((v = option_value(argc, argv, &i, "--state-dir", &missing))) {
 			if (missing)
 				return usage_error(NULL, "option '--state-dir' needs a directory");
@@ -301,7 +332,8 @@ static int run(int argc, char **argv)
 		unsigned bad = p.opts_seen & ~c->opts;
 		rc = usage_error(c, "%s: unknown option '%s'", cname,
 				 bad & OPT_JSON ? "--json" : bad & OPT_STATE_DIR ? "--state-dir" :
-				 bad & OPT_NODE ? "--node" : bad & OPT_ROLE ? "--role" : "--name");
+				 bad & OPT_NODE ? "--node" : bad & OPT_ROLE ? "--role" : bad & OPT_NAME ? "--name" :
+				 bad & OPT_MESSAGE ? "--message" : bad & OPT_LIMIT ? "-n" : "--at");
 		goto out;
 	}
 	if (nargs < c->min_args) {

@@ -29,8 +29,8 @@ static int run(struct db *db, sqlite3_stmt *st, char *err, size_t errlen)
 static int trim(struct db *db, const struct persist_commit *c, char *err, size_t errlen)
 {
 	uint64_t drop = 0;    /* versions <= drop go */
-	if (c->log_keep && c->version > c->log_keep)
-		drop = c->version - c->log_keep;
+	if (c->version > c->log_keep)
+		drop = c->version - c->log_keep;   /* keep 0: this one too */
 	if (c->log_max_age > 0) {
 		sqlite3_stmt *st;
 		if (sqlite3_prepare_v2(db->conn, "SELECT MAX(version) FROM vlog WHERE time < ? AND version < ?", -1,

@@ -385,7 +385,7 @@ enum MHD_Result api_revert(struct plane *p, struct MHD_Connection *c, struct req
 	char err[1024];
 	if (!auth_allow(p, c, ROLE_ADMIN, &who, &ret) || !has_log(p, c, &ret))
 		return ret;
-	struct json_limits lim = { 4096, 4 };
+	struct json_limits lim = { 64 * 1024, 4 };
 	cJSON *doc = json_decode(r->body.data ? r->body.data : "", r->body.len, &lim, err, sizeof(err));
 	if (!doc)
 		return http_send_error(c, MHD_HTTP_BAD_REQUEST, "revert: %s", err);

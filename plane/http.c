@@ -232,8 +232,8 @@ static uint64_t body_cap(struct plane *p, const char *url)
 {
 	if (strcmp(url, "/v1/batch") == 0 || str_starts_with(url, "/v1/resources/"))
 		return p->cfg.max_request;   /* a PUT's body is held to max-body after */
-	if (strcmp(url, "/v1/ack") == 0)
-		return 64 * 1024;
+	if (strcmp(url, "/v1/ack") == 0 || strcmp(url, "/v1/revert") == 0)
+		return 64 * 1024;   /* a revert's message may be escaped to 6 bytes a byte */
 	if (strcmp(url, "/v1/relay/nodes") == 0)
 		return 16u << 20;   /* a batch of node records from a relay */
 	return 4096;

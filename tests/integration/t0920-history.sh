@@ -159,6 +159,21 @@ check "a token without a name is its role and id (never the token)" bash -c \
 check_eq "the bootstrap token is 'admin token'" "admin token" "$(echo "$out" | json '.versions[] | select(.version == 4) | .author')"
 check "no token appears in the log" bash -c "! grep -qF -e '$(cat "$WORK/alice.tok")' -e '$(cat "$WORK/admin.tok")' <<<'$out'"
 check_eq "a reader reads the log" 200 "$(api_status GET /v1/history)"
+KEY_MATERIAL="MC4CAQAwBQYDK2VwBCIEIKeySecretMaterialThatMustNeverLeak0123"
+secret() {
+	printf '{"cert":"-----BEGIN CERTIFICATE-----\\nMIIBcert\\n-----END CERTIFICATE-----\\n",'
+	printf '"key":"-----BEGIN PRIVATE KEY-----\\n%s\\n-----END PRIVATE KEY-----\\n"}' "$1"
+}
+secret "$KEY_MATERIAL" | TETHER_TOKEN_FILE=$WORK/alice.tok ctl put secret/s1 >/dev/null
+secret "${KEY_MATERIAL}2" | TETHER_TOKEN_FILE=$WORK/alice.tok ctl put secret/s1 >/dev/null
+check_eq "a reader sees a secret's change with the key redacted" "[redacted] [redacted] MIIB" \
+	"$(hist /6 | json '.changes[0] | "\(.before.key) \(.after.key) \(.after.cert[28:32])"')"
+out=$(curl -sS "${CURL_OPTS[@]}" "$PLANE_URL/v1/diff?from=4&to=6" "$PLANE_URL/v1/resources/secret/s1?at=5")
+check_eq "... in a diff and get --at too" "[redacted] [redacted]" \
+	"$(jq -r '.changes[0].after.key // .body.key' <<<"$out" | paste -sd ' ' -)"
+check "... never the key" bash -c "! grep -q '$KEY_MATERIAL' <<<'$out'"
+check "an admin sees the key" bash -c "TETHER_TOKEN_FILE='$WORK/alice.tok' '$CTL_BIN' --plane '$PLANE_URL' show 6 | grep -q '$KEY_MATERIAL'"
+check "the key is in no log line" bash -c "! grep -q '$KEY_MATERIAL' '$PLANE_LOG'"
 check_eq "a reader may not revert (403)" 403 "$(api_status POST /v1/revert --data '{"version":1}')"
 CURL_OPTS=(--cacert "$PKI/ca.pem")
 check_eq "an anonymous caller may not read it (401)" 401 "$(api_status GET /v1/history)"

@@ -105,7 +105,7 @@ static int change_cb(void *ctx, const struct persist_vchange *ch)
 }
 
 /* 0 fine; else an answer was sent (*ret): V is past what is kept (410) or
- * beyond the store's version (404). Hold the store's read lock. */
+ * beyond the store's version (404); cur: the store's version as read. */
 static int check_kept(struct plane *p, struct MHD_Connection *c, uint64_t v, uint64_t floor, uint64_t cur,
 		      enum MHD_Result *ret)
 {
@@ -232,25 +232,33 @@ static const struct state *states_find(const struct states *st, const char *name
 	return NULL;
 }
 
-/* The state of name at v (v <= the store's version): the log's, else the
- * store's current one. Hold the store's read lock. *body allocated. */
-static int state_at(struct plane *p, const char *name, uint64_t v, uint64_t cur, char **body, size_t *len,
-		    char *err, size_t errlen)
+/* The log's states at v of the names changed in (v, cur] (only name's,
+ * when given), cur being the store's version they match: the backend is
+ * read without the store's lock (an etcd read must not hold up a commit),
+ * and on success the read lock is held, the store still at *cur, so the
+ * caller takes the other names' states from memory. A commit landing
+ * meanwhile means reading again. -1 with err, the lock not held. */
+static int log_states(struct plane *p, uint64_t v, const char *name, struct states *st, uint64_t *cur, char *err,
+		      size_t errlen)
 {
-	struct states st = { 0 };
-	if (v < cur && p->persist->ops->log_after(p->persist, v, cur, name, states_cb, &st, err, errlen) < 0)
-		return -1;
-	if (st.n) {
-		*body = st.s[0].body;
-		*len = st.s[0].len;
-		st.s[0].body = NULL;
-	} else {
-		const struct store_entry *e = store_get(p->store, name);
-		*body = e && e->body ? xstrndup(e->body, e->body_len) : NULL;
-		*len = e && e->body ? e->body_len : 0;
+	for (int attempt = 0; attempt < 8; attempt++) {
+		store_rdlock(p->store);
+		uint64_t c = store_version(p->store);
+		store_rdunlock(p->store);
+		if (v < c && p->persist->ops->log_after(p->persist, v, c, name, states_cb, st, err, errlen) < 0) {
+			states_release(st);
+			return -1;
+		}
+		store_rdlock(p->store);
+		if (store_version(p->store) == c) {
+			*cur = c;
+			return 0;
+		}
+		store_rdunlock(p->store);
+		states_release(st);
 	}
-	states_release(&st);
-	return 0;
+	snprintf(err, errlen, "the store kept moving while the history was read; try again");
+	return -1;
 }
 
 enum MHD_Result api_history_get_at(struct plane *p, struct MHD_Connection *c, const struct principal *who,
@@ -258,25 +266,32 @@ enum MHD_Result api_history_get_at(struct plane *p, struct MHD_Connection *c, co
 {
 	enum MHD_Result ret;
 	char err[512];
-	uint64_t v, floor = 0;
+	uint64_t v, floor = 0, cur = 0;
 	if (parse_version(at, &v) < 0)
 		return http_send_error(c, MHD_HTTP_BAD_REQUEST, "at: '%.40s' is not a version", at);
 	if (!has_log(p, c, &ret))
 		return ret;
 	if (p->persist->ops->log_floor(p->persist, &floor, err, sizeof(err)) < 0)
 		return http_send_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "history: %s", err);
-	store_rdlock(p->store);
-	uint64_t cur = store_version(p->store);
+	struct states st = { 0 };
+	if (log_states(p, v, name, &st, &cur, err, sizeof(err)) < 0)
+		return http_send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "history: %s", err);
 	char *body = NULL;
 	size_t len = 0;
 	int rc = check_kept(p, c, v, floor, cur, &ret);
-	if (rc == 0)
-		rc = state_at(p, name, v, cur, &body, &len, err, sizeof(err)) < 0 ? -2 : 0;
+	if (rc == 0 && st.n) {
+		body = st.s[0].body;
+		len = st.s[0].len;
+		st.s[0].body = NULL;
+	} else if (rc == 0) {
+		const struct store_entry *e = store_get(p->store, name);
+		body = e && e->body ? xstrndup(e->body, e->body_len) : NULL;
+		len = e && e->body ? e->body_len : 0;
+	}
 	store_rdunlock(p->store);
-	if (rc == -1)
+	states_release(&st);
+	if (rc < 0)
 		return ret;
-	if (rc == -2)
-		return http_send_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "history: %s", err);
 	if (!body)
 		return http_send_error(c, MHD_HTTP_NOT_FOUND, "no resource '%s' at version %llu", name,
 				       (unsigned long long)v);
@@ -290,18 +305,18 @@ enum MHD_Result api_history_get_at(struct plane *p, struct MHD_Connection *c, co
 	return http_send_json(c, MHD_HTTP_OK, &b);
 }
 
-/* Per name changed in (a, b]: its state at a (before) and at b (after).
- * Hold the store's read lock. */
-static int diff_states(struct plane *p, uint64_t a, uint64_t b, uint64_t cur, struct states *before,
-		       struct states *after, char *err, size_t errlen)
+/* Per name changed in (a, b] (b <= the store's version): its state at a
+ * (before) and at b (after). Takes the store's read lock. */
+static int diff_states(struct plane *p, uint64_t a, uint64_t b, struct states *before, struct states *after,
+		       char *err, size_t errlen)
 {
+	/* versions up to b are the past: no lock needed for them */
 	if (p->persist->ops->log_after(p->persist, a, b, NULL, states_cb, before, err, errlen) < 0)
 		return -1;
 	struct states later = { 0 };
-	if (b < cur && p->persist->ops->log_after(p->persist, b, cur, NULL, states_cb, &later, err, errlen) < 0) {
-		states_release(&later);
+	uint64_t cur;
+	if (log_states(p, b, NULL, &later, &cur, err, errlen) < 0)
 		return -1;
-	}
 	for (size_t i = 0; i < before->n; i++) {
 		const char *name = before->s[i].name;
 		const struct state *l = states_find(&later, name);
@@ -316,6 +331,7 @@ static int diff_states(struct plane *p, uint64_t a, uint64_t b, uint64_t cur, st
 		}
 		states_cb(after, &ch);
 	}
+	store_rdunlock(p->store);
 	states_release(&later);
 	return 0;
 }
@@ -336,12 +352,12 @@ enum MHD_Result api_diff(struct plane *p, struct MHD_Connection *c)
 	struct states sa = { 0 }, sb = { 0 };
 	store_rdlock(p->store);
 	uint64_t cur = store_version(p->store);
+	store_rdunlock(p->store);
 	int rc = check_kept(p, c, lo, floor, cur, &ret);
 	if (rc == 0)
 		rc = check_kept(p, c, hi, floor, cur, &ret);
 	if (rc == 0)
-		rc = diff_states(p, lo, hi, cur, &sa, &sb, err, sizeof(err)) < 0 ? -2 : 0;
-	store_rdunlock(p->store);
+		rc = diff_states(p, lo, hi, &sa, &sb, err, sizeof(err)) < 0 ? -2 : 0;
 	if (rc == -1)
 		return ret;
 	if (rc == -2) {
@@ -418,13 +434,15 @@ enum MHD_Result api_revert(struct plane *p, struct MHD_Connection *c, struct req
 	if (p->persist->ops->log_floor(p->persist, &floor, err, sizeof(err)) < 0)
 		return http_send_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "history: %s", err);
 
+	/* read without the store's lock: the write is made against cur (a
+	 * write in between is 409) */
 	struct states st = { 0 };
 	store_rdlock(p->store);
 	uint64_t cur = store_version(p->store);
+	store_rdunlock(p->store);
 	int rc = check_kept(p, c, v, floor, cur, &ret);
 	if (rc == 0 && v < cur)
 		rc = p->persist->ops->log_after(p->persist, v, cur, NULL, states_cb, &st, err, sizeof(err)) < 0 ? -2 : 0;
-	store_rdunlock(p->store);
 	if (rc == -1)
 		return ret;
 	if (rc == -2) {

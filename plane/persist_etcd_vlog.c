@@ -4,10 +4,11 @@
  *   vrev/TO       "FROM BY": versions (FROM, TO] were reverted by BY (a
  *                 rollout's revert)
  *   vlog_floor    the oldest version whose state the log can rebuild
- * written inside the commit's transaction (three more operations: the
- * record, the trim of versions past --history-keep as one range delete,
- * and the floor). Retention by count only: --history-max-age is not
- * applied here. Reads scan the vlog/ keys. */
+ * written inside the commit's transaction (up to five more operations:
+ * the record, a revert's mark, the trim of versions past --history-keep
+ * as two range deletes, and the floor). A record over RECORD_MAX keeps the
+ * names only and moves the floor to its version. Retention by count only:
+ * --history-max-age is not applied here. Reads scan the vlog/ keys. */
 #include "persist_etcd.h"
 #include "buf.h"
 #include "json.h"
@@ -20,6 +21,8 @@
 #include <string.h>
 
 #define DIGITS 20
+/* A record larger than this keeps the names only (see etcd_vlog_ops). */
+#define RECORD_MAX ((size_t)256 << 10)
 
 static void put_body(struct buf *b, const char *body, size_t len)
 {
@@ -29,9 +32,38 @@ static void put_body(struct buf *b, const char *body, size_t len)
 		buf_puts(b, "null");
 }
 
+/* Deletes every vlog/ and vrev/ key of a version <= drop, and sets the
+ * floor. (etcd refuses a txn that puts a key a range of it deletes: the
+ * caller puts nothing at or below drop.) */
+static void drop_through(struct persist *p, cJSON *ops, uint64_t drop, uint64_t floor)
+{
+	static const char *const kinds[] = { "vlog/", "vrev/" };
+	for (size_t i = 0; drop && i < 2; i++) {
+		char *from = persist_etcd_key(p, "%s", kinds[i]);
+		char *to = persist_etcd_key(p, "%s%0*llu", kinds[i], DIGITS, (unsigned long long)drop + 1);
+		char *to64 = etcd_b64(to, strlen(to));
+		persist_etcd_txn_delete(ops, from, to64);
+		free(to64);
+		free(to);
+		free(from);
+	}
+	char num[32];
+	snprintf(num, sizeof(num), "%llu", (unsigned long long)floor);
+	char *k = persist_etcd_key(p, "vlog_floor");
+	persist_etcd_txn_put(ops, k, num, strlen(num));
+	free(k);
+}
+
 void etcd_vlog_ops(struct persist *p, cJSON *ops, const struct persist_commit *c)
 {
+	if (!c->log_keep) {
+		/* no history: nothing before this version can be rebuilt */
+		drop_through(p, ops, c->version - 1, c->version);
+		return;
+	}
 	struct buf b = BUF_INIT;
+	uint64_t drop = c->version > c->log_keep ? c->version - c->log_keep : 0;   /* versions <= drop go */
+	uint64_t floor = drop;
 	buf_puts(&b, "{\"author\":");
 	buf_json_string(&b, c->author ? c->author : "");
 	buf_printf(&b, ",\"time\":%lld,\"message\":", (long long)c->now);
@@ -54,39 +86,39 @@ void etcd_vlog_ops(struct persist *p, cJSON *ops, const struct persist_commit *c
 		buf_putc(&b, '}');
 	}
 	buf_puts(&b, "]}");
+	if (b.len > RECORD_MAX) {
+		/* etcd takes a request of --max-request-bytes (1.5 MiB by
+		 * default), and the bodies before and after would double the
+		 * commit: the record keeps the names, and the log can rebuild
+		 * no state before this version (the floor moves to it) */
+		buf_reset(&b);
+		buf_puts(&b, "{\"author\":");
+		buf_json_string(&b, c->author ? c->author : "");
+		buf_printf(&b, ",\"time\":%lld,\"message\":", (long long)c->now);
+		buf_json_string(&b, c->message ? c->message : "");
+		buf_puts(&b, ",\"names\":[");
+		for (size_t i = 0; i < c->nchanges; i++) {
+			if (i)
+				buf_putc(&b, ',');
+			buf_json_string(&b, c->changes[i].name);
+		}
+		buf_puts(&b, "],\"changes\":[],\"bodies\":false}");
+		drop = c->version - 1;
+		floor = c->version;
+	}
 	char *k = persist_etcd_key(p, "vlog/%0*llu", DIGITS, (unsigned long long)c->version);
 	persist_etcd_txn_put(ops, k, b.data, b.len);
 	free(k);
 	buf_release(&b);
-	if (c->reverts_to) {
+	if (c->reverts_to > drop) {
 		char v[64];
 		snprintf(v, sizeof(v), "%llu %llu", (unsigned long long)c->reverts_from, (unsigned long long)c->version);
 		k = persist_etcd_key(p, "vrev/%0*llu", DIGITS, (unsigned long long)c->reverts_to);
 		persist_etcd_txn_put(ops, k, v, strlen(v));
 		free(k);
 	}
-	if (c->version > c->log_keep) {
-		uint64_t drop = c->version - c->log_keep;   /* versions <= drop go */
-		char *from = persist_etcd_key(p, "vlog/");
-		char *to = persist_etcd_key(p, "vlog/%0*llu", DIGITS, (unsigned long long)drop + 1);
-		char *to64 = etcd_b64(to, strlen(to));
-		persist_etcd_txn_delete(ops, from, to64);
-		free(to64);
-		free(to);
-		free(from);
-		from = persist_etcd_key(p, "vrev/");
-		to = persist_etcd_key(p, "vrev/%0*llu", DIGITS, (unsigned long long)drop + 1);
-		to64 = etcd_b64(to, strlen(to));
-		persist_etcd_txn_delete(ops, from, to64);
-		free(to64);
-		free(to);
-		free(from);
-		char num[32];
-		snprintf(num, sizeof(num), "%llu", (unsigned long long)drop);
-		k = persist_etcd_key(p, "vlog_floor");
-		persist_etcd_txn_put(ops, k, num, strlen(num));
-		free(k);
-	}
+	if (floor)
+		drop_through(p, ops, drop, floor);
 }
 
 int etcd_vlog_start(struct persist *p, uint64_t version, char *err, size_t errlen)

@@ -3,7 +3,8 @@
 # over one etcd cluster; a write with a message on one is in the log of
 # the other (author, message, names); show, diff and get --at on either;
 # a revert on b of a write made on a; retention by count (410 past it);
-# a batch's base refused with 409 when the other replica wrote.
+# a batch's base refused with 409 when the other replica wrote; a version
+# too large to carry its bodies keeps its names and moves the floor.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-etcd.sh"
 
@@ -49,5 +50,19 @@ check_eq "the floor is 2" 2 "$(echo "$out" | json .floor)"
 check_eq "show 2 is past it (410)" 410 "$(curl -sS -o /dev/null -w '%{http_code}' "$B_URL/v1/history/2")"
 check_eq "get --at 2 still answers (the floor)" least_conn "$(on "$B_URL" ctl get cluster/web --at 2 | json .lb)"
 check_eq "get --at 1 is past it (410)" 410 "$(curl -sS -o /dev/null -w '%{http_code}' "$B_URL/v1/resources/cluster/web?at=1")"
+
+# a version whose bodies before and after pass 256 KiB keeps its names only
+big=$(head -c 150000 /dev/zero | tr '\0' a)
+printf '{"path":"big.txt","content":"%s"}' "$big" | on "$A_URL" ctl put file/big >/dev/null
+printf '{"path":"big.txt","content":"%sb"}' "$big" | on "$A_URL" ctl put file/big --message "big again" >/dev/null
+check_eq "a large version is written (version 9)" 9 "$(version_on "$A_URL")"
+out=$(curl -fsS "$A_URL/v1/history?limit=1")
+check_eq "its record has author, message and names" "9 big again file/big" \
+	"$(echo "$out" | json '.versions[0] | "\(.version) \(.message) \(.names | join(","))"')"
+check_eq "the floor moved to it: nothing before it can be rebuilt" 9 "$(echo "$out" | json .floor)"
+check_eq "get --at 8 is past the history kept (410)" 410 \
+	"$(curl -sS -o /dev/null -w '%{http_code}' "$A_URL/v1/resources/file/big?at=8")"
+web round_robin 9200 | on "$A_URL" ctl put cluster/web >/dev/null
+check_eq "the history goes on after it" "10 9" "$(curl -fsS "$B_URL/v1/history?limit=2" | json '[.versions[].version] | map(tostring) | join(" ")')"
 
 done_testing

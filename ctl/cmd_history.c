@@ -222,6 +222,9 @@ int cmd_show(const struct ctl_ctx *cx, int argc, char **argv)
 	};
 	cJSON *shown = cJSON_Duplicate(doc, true);
 	cJSON_DeleteItemFromObjectCaseSensitive(shown, "changes");
+	uint64_t rb = 0;
+	if (json_get_u64(cJSON_GetObjectItemCaseSensitive(shown, "reverted_by"), &rb) && !rb)
+		cJSON_ReplaceItemInObjectCaseSensitive(shown, "reverted_by", cJSON_CreateString("-"));
 	cJSON *t = cJSON_GetObjectItemCaseSensitive(shown, "time");
 	if (t) {
 		char *tt = time_text(t);

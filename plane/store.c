@@ -526,8 +526,6 @@ int store_commit_meta(struct store *s, struct store_change *changes, size_t n, p
 		if (e && e->body) {
 			before[i] = e->body;
 			before_len[i] = e->body_len;
-		}
-		if (e && e->body) {
 			memcpy(olds[i], e->elem, LTHASH_SEED_BYTES);
 			deltas[i].old_elem = olds[i];
 		}

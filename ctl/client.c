@@ -20,6 +20,7 @@ struct client {
 	char *base;             /* without trailing slashes */
 	char *ca_file, *cert, *key;
 	char *token;            /* bearer token, or NULL */
+	char *header;           /* an extra header line on writes, or NULL */
 	struct buf error;       /* message of the last failure */
 	struct buf *sink;       /* the body of the answer being received */
 	bool too_big;           /* the last answer passed CLIENT_ANSWER_MAX */
@@ -78,6 +79,7 @@ void client_free(struct client *c)
 	free(c->ca_file);
 	free(c->cert);
 	free(c->key);
+	free(c->header);
 	credentials_forget(c->token);   /* a secret: not left in freed memory */
 	buf_release(&c->error);
 	free(c);
@@ -130,6 +132,12 @@ static void set_refusal(struct client *c, const struct client_answer *ans)
 	cJSON_Delete(doc);
 }
 
+void client_set_header(struct client *c, const char *line)
+{
+	free(c->header);
+	c->header = line ? xstrdup(line) : NULL;
+}
+
 int client_request(struct client *c, const char *method, const char *path, const char *body,
 		   size_t body_len, struct client_answer *ans)
 {
@@ -177,6 +185,8 @@ int client_request(struct client *c, const char *method, const char *path, const
 	if (strcmp(method, "GET") == 0) {
 		curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
 	} else {
+		if (c->header)
+			headers = curl_slist_append(headers, c->header);
 		if (body || strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0) {
 			curl_easy_setopt(h, CURLOPT_POSTFIELDS, body ? body : "");
 			curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(body ? body_len : 0));

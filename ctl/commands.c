@@ -150,6 +150,15 @@ int cmd_get(const struct ctl_ctx *cx, int argc, char **argv)
 	(void)argc;
 
 	resource_path(&path, argv[0]);
+	if (cx->at) {
+		uint64_t at;
+		if (parse_u64(cx->at, &at) < 0) {
+			ctl_error("get: --at '%s' is not a version (a whole number)", cx->at);
+			rc = CTL_EXIT_USAGE;
+			goto fail;
+		}
+		buf_printf(&path, "?at=%" PRIu64, at);
+	}
 	if (ctl_call(cx, "GET", path.data, NULL, 0, &ans) != 0)
 		goto fail;
 	if (!(doc = ctl_answer_json(&ans)))

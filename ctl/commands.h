@@ -20,9 +20,11 @@ struct ctl_ctx {
 	const char *state_dir;    /* status: the agent's state directory */
 	const char *node, *role, *name;   /* token create: whose token */
 	bool prune, dry_run;      /* sync */
-	const char *message;      /* sync: recorded with the version */
+	const char *message;      /* --message: the version log's why (writes, sync) */
 	const char *base;         /* sync: the version the batch must apply to (default: the one compared) */
 	bool force;               /* export: into a non-empty directory */
+	const char *limit;        /* log -n N */
+	const char *at;           /* get --at VERSION */
 };
 
 int cmd_put(const struct ctl_ctx *cx, int argc, char **argv);
@@ -38,6 +40,11 @@ int cmd_status(const struct ctl_ctx *cx, int argc, char **argv);
 /* cmd_sync.c: sync exits 3 when --dry-run finds changes */
 int cmd_sync(const struct ctl_ctx *cx, int argc, char **argv);
 int cmd_export(const struct ctl_ctx *cx, int argc, char **argv);
+/* cmd_history.c */
+int cmd_log(const struct ctl_ctx *cx, int argc, char **argv);
+int cmd_show(const struct ctl_ctx *cx, int argc, char **argv);
+int cmd_diff(const struct ctl_ctx *cx, int argc, char **argv);
+int cmd_revert(const struct ctl_ctx *cx, int argc, char **argv);
 /* cmd_trust.c */
 int cmd_keygen(const struct ctl_ctx *cx, int argc, char **argv);
 int cmd_token_create(const struct ctl_ctx *cx, int argc, char **argv);

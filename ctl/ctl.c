@@ -26,10 +26,12 @@
 #define OPT_MESSAGE 128u
 #define OPT_BASE 256u
 #define OPT_FORCE 512u
+#define OPT_LIMIT 1024u
+#define OPT_AT 2048u
 
 /* The option of each OPT_ bit, for "unknown option" messages. */
 static const char *const opt_names[] = { "--json", "--state-dir", "--node", "--role", "--name",
-					  "--prune", "--dry-run", "--message", "--base", "--force" };
+					  "--prune", "--dry-run", "--message", "--base", "--force", "-n", "--at" };
 
 struct command {
 	const char *name, *sub;   /* "rollout" "status"; sub NULL for one word */
@@ -42,17 +44,26 @@ struct command {
 };
 
 static const struct command commands[] = {
-	{ "put", NULL, "NAME [FILE|-]", "upsert one resource (body: a JSON object; stdin without FILE)",
-	  1, 2, 0, false, cmd_put },
-	{ "get", NULL, "NAME", "print the body of a resource", 1, 1, 0, false, cmd_get },
-	{ "rm", NULL, "NAME", "delete a resource", 1, 1, 0, false, cmd_rm },
+	{ "put", NULL, "NAME [FILE|-] [--message TEXT]",
+	  "upsert one resource (body: a JSON object; stdin without FILE)", 1, 2, OPT_MESSAGE, false, cmd_put },
+	{ "get", NULL, "NAME [--at VERSION]", "print the body of a resource (as it was at VERSION)", 1, 1, OPT_AT,
+	  false, cmd_get },
+	{ "rm", NULL, "NAME [--message TEXT]", "delete a resource", 1, 1, OPT_MESSAGE, false, cmd_rm },
 	{ "ls", NULL, "[PREFIX]", "list names with their versions", 0, 1, 0, false, cmd_ls },
-	{ "apply", NULL, "FILE", "one batch {\"upserts\":[...],\"removes\":[...]} as one version",
-	  1, 1, 0, false, cmd_apply },
+	{ "apply", NULL, "FILE [--message TEXT]", "one batch {\"upserts\":[...],\"removes\":[...]} as one version",
+	  1, 1, OPT_MESSAGE, false, cmd_apply },
 	{ "sync", NULL, "DIR [--prune] [--dry-run] [--message TEXT] [--base VERSION]",
-	  "make the plane match DIR/<type>/<name>.json, one version (--dry-run: diff, exit 3 on changes)", 1, 1, OPT_PRUNE | OPT_DRY_RUN | OPT_MESSAGE | OPT_BASE, false, cmd_sync },
+	  "make the plane match DIR/<type>/<name>.json, one version (--dry-run: diff, exit 3 on changes)", 1, 1,
+	  OPT_PRUNE | OPT_DRY_RUN | OPT_MESSAGE | OPT_BASE, false, cmd_sync },
 	{ "export", NULL, "DIR [--force]", "write the plane's resources as DIR/<type>/<name>.json", 1, 1, OPT_FORCE,
 	  false, cmd_export },
+	{ "log", NULL, "[NAME] [-n N] [--json]", "the versions, newest first: who, when, why, what (default 20)",
+	  0, 1, OPT_LIMIT | OPT_JSON, false, cmd_log },
+	{ "show", NULL, "VERSION [--json]", "what a version changed, with who, when and why", 1, 1, OPT_JSON, false,
+	  cmd_show },
+	{ "diff", NULL, "V1 V2 [--json]", "what differs between two versions", 2, 2, OPT_JSON, false, cmd_diff },
+	{ "revert", NULL, "VERSION [--message TEXT]", "commit the state at VERSION as a new version", 1, 1,
+	  OPT_MESSAGE, false, cmd_revert },
 	{ "nodes", NULL, "[--json]", "per node: acked version, lag, connection, last NACK, labels",
 	  0, 0, OPT_JSON, false, cmd_nodes },
 	{ "rollout", "status", "[--json]", "the current or last rollout", 0, 0, OPT_JSON, false,
@@ -237,16 +248,31 @@ static int parse(int argc, char **argv, struct parsed *p)
 				return usage_error(NULL, "option '--name' needs a text");
 			p->cx.name = v;
 			p->opts_seen |= OPT_NAME;
+		} else if ((v = option_value(argc, argv, &i, "--message", &missing))) {
+			if (missing && strncmp(a, "--message=", 10) != 0)
+				return usage_error(NULL, "option '--message' needs a text");
+			for (const char *m = v; *m; m++)
+				if ((unsigned char)*m < 0x20 || *m == 0x7f)
+					return usage_error(NULL, "option '--message': no control characters (one line)");
+			if (strlen(v) > 1024)
+				return usage_error(NULL, "option '--message': at most 1024 bytes");
+			p->cx.message = v;
+			p->opts_seen |= OPT_MESSAGE;
+		} else if ((v = option_value(argc, argv, &i, "-n", &missing))) {
+			if (missing)
+				return usage_error(NULL, "option '-n' needs a number");
+			p->cx.limit = v;
+			p->opts_seen |= OPT_LIMIT;
+		} else if ((v = option_value(argc, argv, &i, "--at", &missing))) {
+			if (missing)
+				return usage_error(NULL, "option '--at' needs a version");
+			p->cx.at = v;
+			p->opts_seen |= OPT_AT;
 		} else if ((v = option_value(argc, argv, &i, "--state-dir", &missing))) {
 			if (missing)
 				return usage_error(NULL, "option '--state-dir' needs a directory");
 			p->cx.state_dir = v;
 			p->opts_seen |= OPT_STATE_DIR;
-		} else if ((v = option_value(argc, argv, &i, "--message", &missing))) {
-			if (missing)
-				return usage_error(NULL, "option '--message' needs a text");
-			p->cx.message = v;
-			p->opts_seen |= OPT_MESSAGE;
 		} else if ((v = option_value(argc, argv, &i, "--base", &missing))) {
 			if (missing)
 				return usage_error(NULL, "option '--base' needs a version");

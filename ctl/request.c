@@ -7,6 +7,7 @@
 #include "ctl.h"
 #include "json.h"
 #include "log.h"
+#include "xmalloc.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -46,6 +47,11 @@ static int call(const struct ctl_ctx *cx, const char *method, const char *path, 
 		if (!c) {
 			ctl_error("cannot set up an HTTP client (libcurl)");
 			break;
+		}
+		if (cx->message) {
+			char *h = xasprintf("X-Tether-Message: %s", cx->message);
+			client_set_header(c, h);
+			free(h);
 		}
 		if (client_request(c, method, path, body, body_len, ans) == 0) {
 			client_free(c);

@@ -10,6 +10,7 @@
 #include "plane.h"
 #include "rollout.h"
 #include "store.h"
+#include "util.h"
 #include "validate.h"
 #include "writer.h"
 #include "xmalloc.h"
@@ -32,13 +33,14 @@ static struct json_limits limits(struct plane *p, size_t max_bytes)
  * writer thread (a shared backend) the request waits suspended and is
  * answered when it is resumed (http.c). */
 static enum MHD_Result commit_and_answer(struct plane *p, struct MHD_Connection *c, struct request *r,
-					 struct store_change *ch, size_t n, bool must_exist)
+					 struct store_change *ch, size_t n, bool must_exist,
+					 const struct write_opts *opts)
 {
-	r->job = writer_submit(p->writer, c, ch, n, must_exist);
+	r->job = writer_submit(p->writer, c, ch, n, must_exist, opts);
 	if (r->job)
 		return MHD_YES;
 	struct write_result res;
-	writer_commit(p, ch, n, must_exist, &res);
+	writer_commit(p, ch, n, must_exist, opts, &res);
 	return http_send(c, res.status, "application/json", &res.body, false);
 }
 
@@ -76,6 +78,11 @@ static void append_body(struct buf *b, const struct principal *who, const char *
 	cJSON_Delete(v);
 }
 
+void api_append_body(struct buf *b, const struct principal *who, const char *name, const char *body, size_t len)
+{
+	append_body(b, who, name, body, len);
+}
+
 static enum MHD_Result get_one(struct plane *p, struct MHD_Connection *c, const struct principal *who,
 			       const char *name)
 {
@@ -107,12 +114,20 @@ enum MHD_Result api_resource(struct plane *p, struct MHD_Connection *c, struct r
 		return ret;
 	if (resource_fullname_check(name, err, sizeof(err)) < 0)
 		return http_send_error(c, MHD_HTTP_BAD_REQUEST, "%s", err);
-	if (read)
-		return get_one(p, c, &who, name);
+	if (read) {
+		const char *at = http_query(c, "at");
+		return at ? api_history_get_at(p, c, &who, name, at) : get_one(p, c, &who, name);
+	}
 
+	/* the version log's record: who, and the message of X-Tether-Message */
+	char author[320];
+	auth_author(p, c, &who, author, sizeof(author));
+	struct write_opts opts = { author, http_header(c, "X-Tether-Message"), false, 0 };
+	if (opts.message && history_message_check(opts.message, err, sizeof(err)) < 0)
+		return http_send_error(c, MHD_HTTP_BAD_REQUEST, "X-Tether-Message: %s", err);
 	if (strcmp(method, "DELETE") == 0) {
 		struct store_change ch = { .name = name };
-		return commit_and_answer(p, c, r, &ch, 1, true);
+		return commit_and_answer(p, c, r, &ch, 1, true, &opts);
 	}
 
 	/* PUT */
@@ -130,7 +145,7 @@ enum MHD_Result api_resource(struct plane *p, struct MHD_Connection *c, struct r
 		return http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT, "%s", err);
 	}
 	cJSON_Delete(body);
-	return commit_and_answer(p, c, r, &ch, 1, false);
+	return commit_and_answer(p, c, r, &ch, 1, false, &opts);
 }
 
 static int cmp_entry(const void *a, const void *b)
@@ -178,7 +193,9 @@ enum MHD_Result api_resources_list(struct plane *p, struct MHD_Connection *c)
 	return http_send_json(c, MHD_HTTP_OK, &b);
 }
 
-/* A batch: {"upserts":[{"name":N,"body":{...}}], "removes":[N]}. */
+/* A batch: {"upserts":[{"name":N,"body":{...}}], "removes":[N], "message":M,
+ * "base":V}; the message may come as X-Tether-Message and the base as
+ * If-Match too. */
 enum MHD_Result api_batch(struct plane *p, struct MHD_Connection *c, struct request *r)
 {
 	char err[ERRLEN];
@@ -204,39 +221,53 @@ enum MHD_Result api_batch(struct plane *p, struct MHD_Connection *c, struct requ
 	}
 	for (const cJSON *f = doc->child; f; f = f->next) {
 		if (strcmp(f->string, "upserts") != 0 && strcmp(f->string, "removes") != 0 &&
-		    strcmp(f->string, "base") != 0 && strcmp(f->string, "message") != 0) {
-			snprintf(err, sizeof(err), "batch: unknown field '%.64s' (expected upserts, removes, base, message)",
+		    strcmp(f->string, "message") != 0 && strcmp(f->string, "base") != 0) {
+			snprintf(err, sizeof(err), "batch: unknown field '%.64s' (expected upserts, removes, message, base)",
 				 f->string);
 			goto fail;
 		}
 	}
-	/* STUB (h-sync, for tetherctl sync until the history branch lands):
-	 * "message" is accepted and ignored; "base": N applies the batch only
-	 * when the store is at N, else 409. Checked here, outside the writer
-	 * lock, so a write racing this one can slip in between: the real check
-	 * belongs in writer_commit under the lock. */
-	const cJSON *base = cJSON_GetObjectItemCaseSensitive(doc, "base");
+	char author[320];
+	auth_author(p, c, &who, author, sizeof(author));
+	struct write_opts opts = { author, http_header(c, "X-Tether-Message"), false, 0 };
 	const cJSON *msg = cJSON_GetObjectItemCaseSensitive(doc, "message");
-	uint64_t base_v;
-	if (msg && !cJSON_IsString(msg)) {
-		snprintf(err, sizeof(err), "batch: message must be a string");
-		goto fail;
-	}
-	if (base && !json_get_u64(base, &base_v)) {
-		snprintf(err, sizeof(err), "batch: base must be a version (an integer >= 0)");
-		goto fail;
-	}
-	if (base) {
-		store_rdlock(p->store);
-		uint64_t now = store_version(p->store);
-		store_rdunlock(p->store);
-		if (now != base_v) {
-			cJSON_Delete(doc);
-			return http_send_error(c, MHD_HTTP_CONFLICT,
-					       "batch: the store is at version %llu, not the base %llu: someone wrote "
-					       "in between, nothing was applied",
-					       (unsigned long long)now, (unsigned long long)base_v);
+	if (msg) {
+		if (!cJSON_IsString(msg)) {
+			snprintf(err, sizeof(err), "batch: message must be a string");
+			goto fail;
 		}
+		opts.message = msg->valuestring;
+	}
+	if (opts.message && history_message_check(opts.message, err + 16, sizeof(err) - 16) < 0) {
+		memcpy(err, "batch: message: ", 16);   /* the check wrote after it */
+		goto fail;
+	}
+	const cJSON *base = cJSON_GetObjectItemCaseSensitive(doc, "base");
+	const char *ifm = http_header(c, "If-Match");
+	if (base) {
+		if (!cJSON_IsNumber(base) || base->valuedouble < 0 || base->valuedouble > 9007199254740991.0 ||
+		    base->valuedouble != (double)(uint64_t)base->valuedouble) {
+			snprintf(err, sizeof(err), "batch: base must be a version (an integer >= 0)");
+			goto fail;
+		}
+		opts.has_base = true;
+		opts.base = (uint64_t)base->valuedouble;
+	} else if (ifm) {
+		const char *v = ifm;
+		size_t vl = strlen(v);
+		if (vl >= 2 && v[0] == '"' && v[vl - 1] == '"') {
+			char tmp[32];
+			snprintf(tmp, sizeof(tmp), "%.*s", (int)(vl - 2), v + 1);
+			if (parse_u64(tmp, &opts.base) < 0)
+				vl = 0;
+		} else if (parse_u64(v, &opts.base) < 0) {
+			vl = 0;
+		}
+		if (!vl) {
+			snprintf(err, sizeof(err), "batch: If-Match must be a version (an integer >= 0)");
+			goto fail;
+		}
+		opts.has_base = true;
 	}
 	const cJSON *ups = cJSON_GetObjectItemCaseSensitive(doc, "upserts");
 	const cJSON *rms = cJSON_GetObjectItemCaseSensitive(doc, "removes");
@@ -297,7 +328,7 @@ enum MHD_Result api_batch(struct plane *p, struct MHD_Connection *c, struct requ
 		ch[n].name = rm->valuestring;
 		n++;
 	}
-	ret = commit_and_answer(p, c, r, ch, n, false);
+	ret = commit_and_answer(p, c, r, ch, n, false, &opts);
 	free(ch);
 	cJSON_Delete(doc);
 	return ret;

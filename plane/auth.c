@@ -50,6 +50,7 @@ static int identify(struct plane *p, struct MHD_Connection *c, struct principal 
 		if (admin) {
 			who->role = ROLE_ADMIN;
 			snprintf(who->who, sizeof(who->who), "the admin token (--admin-token-file)");
+			snprintf(who->author, sizeof(who->author), "admin token");
 			return 0;
 		}
 		struct token_info ti;
@@ -72,6 +73,10 @@ static int identify(struct plane *p, struct MHD_Connection *c, struct principal 
 		else
 			snprintf(who->who, sizeof(who->who), "token %s (%s%s%.200s)", ti.id, role_name(ti.role),
 				 ti.name[0] ? ", " : "", ti.name);
+		if (ti.name[0])
+			snprintf(who->author, sizeof(who->author), "%.200s (%s token)", ti.name, role_name(ti.role));
+		else
+			snprintf(who->author, sizeof(who->author), "%s token %s", role_name(ti.role), ti.id);
 		return 0;
 	}
 	char cn[201], err[512];
@@ -84,10 +89,12 @@ static int identify(struct plane *p, struct MHD_Connection *c, struct principal 
 		who->role = ROLE_NODE;
 		snprintf(who->node, sizeof(who->node), "%s", cn);
 		snprintf(who->who, sizeof(who->who), "certificate CN=%s", cn);
+		snprintf(who->author, sizeof(who->author), "certificate CN=%s", cn);
 		return 0;
 	}
 	who->anonymous = true;
 	snprintf(who->who, sizeof(who->who), "anonymous");
+	snprintf(who->author, sizeof(who->author), "anonymous");
 	return 0;
 }
 
@@ -181,6 +188,16 @@ bool auth_precheck(struct plane *p, struct MHD_Connection *c, enum MHD_Result *r
 	*ret = refuse(p, c, MHD_HTTP_UNAUTHORIZED, REFUSED_NO_CREDENTIAL, "anonymous",
 		      "this needs a credential: 'Authorization: Bearer TOKEN' (see docs/security.md)");
 	return false;
+}
+
+void auth_author(struct plane *p, struct MHD_Connection *c, const struct principal *who, char *out, size_t cap)
+{
+	char cn[201], err[512];
+	if (strncmp(who->author, "certificate ", 12) != 0 &&
+	    tls_peer_node(p->tls, c, cn, sizeof(cn), err, sizeof(err)) == 1)
+		snprintf(out, cap, "%.250s with certificate CN=%s", who->author, cn);
+	else
+		snprintf(out, cap, "%s", who->author);
 }
 
 bool auth_sees_secrets(const struct principal *who)

@@ -31,6 +31,7 @@ struct principal {
 	char node[201];                     /* ROLE_NODE: the node it is */
 	char token_id[TOKEN_ID_LEN + 1];    /* a store token's id, else "" */
 	char who[320];                      /* for logs: never a secret */
+	char author[320];                   /* for the version log: never a secret */
 };
 
 enum auth_refusal {
@@ -59,6 +60,12 @@ bool auth_precheck(struct plane *p, struct MHD_Connection *c, enum MHD_Result *r
 /* Whether who may see a secret's key material (admins, and anonymous
  * callers of an --insecure plane, as before roles existed). */
 bool auth_sees_secrets(const struct principal *who);
+
+/* Who made a write, for the version log (into out, never a secret): the
+ * token's name and role (its id without a name), "admin token", or
+ * "anonymous"; a client certificate presented beside it adds its subject
+ * ("alice (admin token) with certificate CN=ops-laptop"). */
+void auth_author(struct plane *p, struct MHD_Connection *c, const struct principal *who, char *out, size_t cap);
 
 /* Appends tether_auth_refused_total{reason} to /metrics. */
 void auth_metrics(struct plane *p, struct buf *out);

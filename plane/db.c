@@ -12,7 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define SCHEMA_VERSION 1
+/* 2: the version log (vlog, vlog_changes) */
+#define SCHEMA_VERSION 2
 
 static const char schema[] =
 	"CREATE TABLE IF NOT EXISTS meta("
@@ -25,6 +26,13 @@ static const char schema[] =
 	"CREATE TABLE IF NOT EXISTS history("
 	"  name TEXT NOT NULL, version INTEGER NOT NULL, body TEXT,"
 	"  PRIMARY KEY(name, version));"
+	"CREATE TABLE IF NOT EXISTS vlog("
+	"  version INTEGER PRIMARY KEY, author TEXT NOT NULL, time INTEGER NOT NULL,"
+	"  message TEXT NOT NULL, names TEXT NOT NULL, reverted_by INTEGER NOT NULL DEFAULT 0);"
+	"CREATE TABLE IF NOT EXISTS vlog_changes("
+	"  version INTEGER NOT NULL, name TEXT NOT NULL, before TEXT, after TEXT,"
+	"  PRIMARY KEY(version, name));"
+	"CREATE INDEX IF NOT EXISTS vlog_changes_name ON vlog_changes(name, version);"
 	"CREATE TABLE IF NOT EXISTS rollouts("
 	"  id INTEGER PRIMARY KEY, state INTEGER NOT NULL, stage INTEGER NOT NULL,"
 	"  reached INTEGER NOT NULL, from_version INTEGER NOT NULL, to_version INTEGER NOT NULL,"
@@ -153,7 +161,18 @@ struct db *db_open(const char *dir, char *err, size_t errlen)
 			 dir, ver, SCHEMA_VERSION);
 		goto fail;
 	}
-	if (!have && db_meta_set(db, "schema", SCHEMA_VERSION, err, errlen) < 0)
+	if (!have || ver < 2) {
+		/* the version log starts now: no state older than the
+		 * database's version can be rebuilt */
+		long long cur = 0;
+		if (db_meta_get(db, "version", &cur) < 0 ||
+		    db_meta_set(db, "vlog_floor", cur, err, errlen) < 0)
+			goto fail;
+		if (have)
+			log_info("database in '%s': schema %lld upgraded to %d (the version log starts at version %lld)",
+				 dir, ver, SCHEMA_VERSION, cur);
+	}
+	if ((!have || ver < SCHEMA_VERSION) && db_meta_set(db, "schema", SCHEMA_VERSION, err, errlen) < 0)
 		goto fail;
 	return db;
 fail:

@@ -198,6 +198,15 @@ static enum MHD_Result route(struct plane *p, struct MHD_Connection *c, struct r
 			return method_not_allowed(c, method, "GET, PUT, DELETE");
 		return api_resource(p, c, r, method, url + strlen("/v1/resources/"));
 	}
+	if (strcmp(url, "/v1/history") == 0)
+		return is(method, "GET") ? api_history(p, c, NULL) : method_not_allowed(c, method, "GET");
+	if (str_starts_with(url, "/v1/history/"))
+		return is(method, "GET") ? api_history(p, c, url + strlen("/v1/history/"))
+					 : method_not_allowed(c, method, "GET");
+	if (strcmp(url, "/v1/diff") == 0)
+		return is(method, "GET") ? api_diff(p, c) : method_not_allowed(c, method, "GET");
+	if (strcmp(url, "/v1/revert") == 0)
+		return is(method, "POST") ? api_revert(p, c, r) : method_not_allowed(c, method, "POST");
 	if (strcmp(url, "/v1/nodes") == 0)
 		return is(method, "GET") ? api_nodes(p, c, method, NULL) : method_not_allowed(c, method, "GET");
 	if (str_starts_with(url, "/v1/nodes/"))
@@ -227,8 +236,8 @@ static uint64_t body_cap(struct plane *p, const char *url)
 {
 	if (strcmp(url, "/v1/batch") == 0 || str_starts_with(url, "/v1/resources/"))
 		return p->cfg.max_request;   /* a PUT's body is held to max-body after */
-	if (strcmp(url, "/v1/ack") == 0)
-		return 64 * 1024;
+	if (strcmp(url, "/v1/ack") == 0 || strcmp(url, "/v1/revert") == 0)
+		return 64 * 1024;   /* a revert's message may be escaped to 6 bytes a byte */
 	if (strcmp(url, "/v1/relay/nodes") == 0)
 		return 16u << 20;   /* a batch of node records from a relay */
 	return 4096;

@@ -70,4 +70,18 @@ enum MHD_Result api_ui(struct plane *p, struct MHD_Connection *c, const char *re
 enum MHD_Result api_tokens(struct plane *p, struct MHD_Connection *c, struct request *r, const char *method,
 			   const char *id);
 
+/* The version log (api_history.c): GET /v1/history, /v1/history/{V},
+ * /v1/diff, /v1/resources/{name}?at=V and POST /v1/revert. */
+struct principal;
+enum MHD_Result api_history(struct plane *p, struct MHD_Connection *c, const char *version);
+enum MHD_Result api_diff(struct plane *p, struct MHD_Connection *c);
+enum MHD_Result api_revert(struct plane *p, struct MHD_Connection *c, struct request *r);
+enum MHD_Result api_history_get_at(struct plane *p, struct MHD_Connection *c, const struct principal *who,
+				   const char *name, const char *at);
+/* A write's message: at most 1024 bytes, no control characters. 0, or -1
+ * with err. */
+int history_message_check(const char *m, char *err, size_t errlen);
+/* A resource body as who may see it (api_resources.c). */
+void api_append_body(struct buf *b, const struct principal *who, const char *name, const char *body, size_t len);
+
 #endif

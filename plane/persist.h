@@ -51,7 +51,36 @@ struct persist_commit {
 	size_t nkept;
 	persist_hook hook;                 /* more writes in the same commit */
 	void *hook_ctx;
+	/* the version log (docs/protocol.md "History"): who, why, and each
+	 * change's state before it (before[i] NULL: absent); a rollout's
+	 * revert marks versions (reverts_from, reverts_to] reverted by this
+	 * one; versions past log_keep or older than log_max_age (0: no
+	 * limit) are dropped in the same commit */
+	const char *author, *message;
+	const char *const *before;
+	const size_t *before_len;
+	uint64_t reverts_from, reverts_to;
+	uint64_t log_keep;
+	int64_t log_max_age;
 };
+
+/* One version of the log as read back (strings borrowed for the call);
+ * names is a JSON array of the names it touched. */
+struct persist_version {
+	uint64_t version;
+	const char *author, *message, *names;
+	int64_t time;
+	uint64_t reverted_by;
+};
+typedef int (*persist_version_cb)(void *ctx, const struct persist_version *v);
+/* One change of a version: the state before and after (NULL: absent). */
+struct persist_vchange {
+	uint64_t version;
+	const char *name;
+	const char *before, *after;
+	size_t before_len, after_len;
+};
+typedef int (*persist_vchange_cb)(void *ctx, const struct persist_vchange *c);
 
 /* A resource (body != NULL) or tombstone (body NULL), as loaded. */
 typedef int (*persist_resource_cb)(void *ctx, const char *name, const char *body, size_t body_len,
@@ -146,6 +175,20 @@ struct persist_ops {
 	int (*commit)(struct persist *p, const struct persist_commit *c, char *err, size_t errlen);
 	/* drops history no version >= floor needs (all when !keep); records the pin */
 	int (*trim_history)(struct persist *p, bool keep, uint64_t floor, char *err, size_t errlen);
+
+	/* the version log (NULL: the backend keeps none). log_floor: the
+	 * oldest version whose state the log can rebuild; log_list: newest
+	 * first, at most limit, only those touching name (NULL: all);
+	 * log_get: one version and its changes (1 found, 0 not kept);
+	 * log_after: per name changed in (v, upto], its first change there
+	 * (whose before is the name's state at v) */
+	int (*log_floor)(struct persist *p, uint64_t *floor, char *err, size_t errlen);
+	int (*log_list)(struct persist *p, const char *name, size_t limit, persist_version_cb cb, void *ctx,
+			char *err, size_t errlen);
+	int (*log_get)(struct persist *p, uint64_t version, persist_version_cb vcb, persist_vchange_cb ccb,
+		       void *ctx, char *err, size_t errlen);
+	int (*log_after)(struct persist *p, uint64_t v, uint64_t upto, const char *name, persist_vchange_cb cb,
+			 void *ctx, char *err, size_t errlen);
 
 	/* rollouts: a record (insert or replace) with the released version,
 	 * durably; the same inside a commit; the newest max records; the

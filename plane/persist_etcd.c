@@ -327,6 +327,8 @@ static int et_load(struct persist *p, persist_resource_cb cb, void *ctx, uint64_
 			 (unsigned long long)rev, (unsigned long long)*version);
 	}
 	rows_free(&lc);
+	if (rc == 0 && etcd_vlog_start(p, *version, err, errlen) < 0)
+		rc = -1;
 	return rc;
 }
 
@@ -502,6 +504,9 @@ static int et_commit(struct persist *p, const struct persist_commit *c, char *er
 		free(k);
 		free(v);
 	}
+	/* the version log's record (persist_etcd_vlog.c) */
+	if (c->nchanges)
+		etcd_vlog_ops(p, ops, c);
 	/* this attempt's mark: a txn whose answer was lost is sent again (to
 	 * the next endpoint); the second fails its compare on our own
 	 * version, and the mark says the first landed, so the write is not
@@ -1040,6 +1045,10 @@ static const struct persist_ops persist_etcd_ops = {
 	.load_history = et_load_history,
 	.commit = et_commit,
 	.trim_history = et_trim_history,
+	.log_floor = etcd_vlog_floor,
+	.log_list = etcd_vlog_list,
+	.log_get = etcd_vlog_get,
+	.log_after = etcd_vlog_after,
 	.rollout_save = etcd_rollout_save,
 	.txn_rollout = et_txn_rollout,
 	.rollout_load = etcd_rollout_load,

@@ -37,6 +37,19 @@ void persist_etcd_txn_delete(cJSON *ops, const char *key, const char *range_end_
  * state older than its newest one at or below floor (persist_etcd_hist.c). */
 int etcd_history_trim(struct persist *p, uint64_t floor, char *err, size_t errlen);
 
+/* The version log (persist_etcd_vlog.c): a commit's record, revert mark
+ * and trim added to its txn; the floor created at load when absent; and
+ * the log_* ops. Keys vlog/VERSION, vrev/TO, vlog_floor. */
+void etcd_vlog_ops(struct persist *p, cJSON *ops, const struct persist_commit *c);
+int etcd_vlog_start(struct persist *p, uint64_t version, char *err, size_t errlen);
+int etcd_vlog_floor(struct persist *p, uint64_t *floor, char *err, size_t errlen);
+int etcd_vlog_list(struct persist *p, const char *name, size_t limit, persist_version_cb cb, void *ctx, char *err,
+		   size_t errlen);
+int etcd_vlog_get(struct persist *p, uint64_t version, persist_version_cb vcb, persist_vchange_cb ccb, void *ctx,
+		  char *err, size_t errlen);
+int etcd_vlog_after(struct persist *p, uint64_t v, uint64_t upto, const char *name, persist_vchange_cb cb,
+		    void *ctx, char *err, size_t errlen);
+
 /* Adds to a txn's compares that this replica is the rollout controller
  * (when an election runs); PERSIST_FENCED with err when it is not. And:
  * a fenced txn failed on that compare (the replica steps down). */

@@ -5,6 +5,7 @@
 #include "persist_sqlite.h"
 #include "rollout_db.h"
 #include "store_sqlite.h"
+#include "vlog_sqlite.h"
 #include "xmalloc.h"
 
 #include <stdlib.h>
@@ -52,6 +53,29 @@ static int sq_trim_history(struct persist *p, bool keep, uint64_t floor, char *e
 	return store_sqlite_trim_history(persist_sqlite_db(p), keep, floor, err, errlen);
 }
 
+static int sq_log_floor(struct persist *p, uint64_t *floor, char *err, size_t errlen)
+{
+	return vlog_sqlite_floor(persist_sqlite_db(p), floor, err, errlen);
+}
+
+static int sq_log_list(struct persist *p, const char *name, size_t limit, persist_version_cb cb, void *ctx,
+		       char *err, size_t errlen)
+{
+	return vlog_sqlite_list(persist_sqlite_db(p), name, limit, cb, ctx, err, errlen);
+}
+
+static int sq_log_get(struct persist *p, uint64_t version, persist_version_cb vcb, persist_vchange_cb ccb,
+		      void *ctx, char *err, size_t errlen)
+{
+	return vlog_sqlite_get(persist_sqlite_db(p), version, vcb, ccb, ctx, err, errlen);
+}
+
+static int sq_log_after(struct persist *p, uint64_t v, uint64_t upto, const char *name, persist_vchange_cb cb,
+			void *ctx, char *err, size_t errlen)
+{
+	return vlog_sqlite_after(persist_sqlite_db(p), v, upto, name, cb, ctx, err, errlen);
+}
+
 static int sq_rollout_save(struct persist *p, const struct ro_run *run, uint64_t released, char *err,
 			   size_t errlen)
 {
@@ -88,6 +112,10 @@ static const struct persist_ops persist_sqlite_ops = {
 	.load_history = sq_load_history,
 	.commit = sq_commit,
 	.trim_history = sq_trim_history,
+	.log_floor = sq_log_floor,
+	.log_list = sq_log_list,
+	.log_get = sq_log_get,
+	.log_after = sq_log_after,
 	.rollout_save = sq_rollout_save,
 	.txn_rollout = sq_txn_rollout,
 	.rollout_load = sq_rollout_load,

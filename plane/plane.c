@@ -227,6 +227,8 @@ int plane_start(struct plane *p, char *err, size_t errlen)
 	struct store_opts so = {
 		.tombstone_keep = p->cfg.tombstone_keep,
 		.tombstone_max_age = (int64_t)p->cfg.tombstone_max_age,
+		.history_keep = p->cfg.history_keep,
+		.history_max_age = (int64_t)p->cfg.history_max_age,
 		.max_resources = p->cfg.max_resources,
 	};
 	p->store = store_open(p->persist, &so, err, errlen);

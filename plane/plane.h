@@ -45,6 +45,8 @@ struct plane_config {
 	uint64_t max_depth;
 	uint64_t max_nodes;
 	uint64_t tombstone_keep;
+	uint64_t history_keep;           /* versions the log keeps */
+	double history_max_age;          /* seconds; 0: no age limit */
 	uint64_t threads;
 	uint64_t max_connections;
 };

@@ -84,6 +84,10 @@ const struct opt_def plane_options[] = {
 	  "tombstones kept at most; older nodes get a snapshot (default 100000)" },
 	{ "tombstone-max-age", 0, OPT_SECONDS, OFF(tombstone_max_age), 0, 31536000, NULL, "SECONDS",
 	  "drop tombstones older than this; 0 keeps them (default 604800)" },
+	{ "history-keep", 0, OPT_UINT, OFF(history_keep), 0, 100000000, NULL, "N",
+	  "versions the history keeps (who, when, why, what changed); 0 keeps none (default 1000)" },
+	{ "history-max-age", 0, OPT_SECONDS, OFF(history_max_age), 0, 315360000, NULL, "SECONDS",
+	  "drop history older than this; 0 keeps it regardless of age (default 2592000)" },
 	{ "threads", 0, OPT_UINT, OFF(threads), 1, 64, NULL, "N",
 	  "HTTP worker threads (default 2)" },
 	{ "max-connections", 0, OPT_UINT, OFF(max_connections), 16, 1000000, NULL, "N",
@@ -116,6 +120,8 @@ void plane_config_defaults(struct plane_config *c)
 	c->max_depth = 32;
 	c->max_nodes = 100000;
 	c->tombstone_keep = 100000;
+	c->history_keep = 1000;
+	c->history_max_age = 30 * 86400;
 	c->threads = 2;
 	c->max_connections = 0;
 }

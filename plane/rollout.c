@@ -554,7 +554,14 @@ static int revert(struct rollout *r, enum ro_state final, const char *reason, ch
 	struct revert_rows rows = { &done, pending ? &next : NULL };
 	uint64_t rv = 0;
 	bool changed = false;
-	int rc = n ? store_commit_hooked(p->store, ch, n, write_rows, &rows, &rv, &changed, err, errlen) : 0;
+	/* the version log: the rollout made it, and the versions it undoes
+	 * are marked reverted by it */
+	char author[64], message[1024];
+	snprintf(author, sizeof(author), "rollout %llu", (unsigned long long)done.id);
+	snprintf(message, sizeof(message), "revert of version %llu (rollout %llu %s): %s",
+		 (unsigned long long)done.to, (unsigned long long)done.id, ro_state_name(final), done.reason);
+	struct store_meta meta = { author, message, done.from, pending ? done.to : before };
+	int rc = n ? store_commit_meta(p->store, ch, n, write_rows, &rows, &meta, &rv, &changed, err, errlen) : 0;
 	if (!changed) {
 		/* nothing to put back (the content is the baseline's already) */
 		rv = store_version(p->store);

@@ -448,6 +448,12 @@ int store_commit(struct store *s, struct store_change *changes, size_t n,
 int store_commit_hooked(struct store *s, struct store_change *changes, size_t n, persist_hook hook, void *ctx,
 			uint64_t *version, bool *changed, char *err, size_t errlen)
 {
+	return store_commit_meta(s, changes, n, hook, ctx, NULL, version, changed, err, errlen);
+}
+
+int store_commit_meta(struct store *s, struct store_change *changes, size_t n, persist_hook hook, void *ctx,
+		      const struct store_meta *meta, uint64_t *version, bool *changed, char *err, size_t errlen)
+{
 	struct store_change *eff = xmalloc((n ? n : 1) * sizeof(*eff));
 	bool *taken = xcalloc(n ? n : 1, sizeof(*taken));
 	struct strmap revive;    /* tombstones this commit brings back */
@@ -512,10 +518,14 @@ int store_commit_hooked(struct store *s, struct store_change *changes, size_t n,
 	 * the old ones copied before the swap overwrites them */
 	struct store_delta *deltas = xcalloc(neff, sizeof(*deltas));
 	unsigned char (*olds)[LTHASH_SEED_BYTES] = xmalloc(neff * LTHASH_SEED_BYTES);
+	const char **before = xcalloc(neff, sizeof(*before));   /* the version log's "before" */
+	size_t *before_len = xcalloc(neff, sizeof(*before_len));
 	for (size_t i = 0; i < neff; i++) {
 		const struct store_entry *e = find(s, eff[i].name);
 		deltas[i].name = eff[i].name;
 		if (e && e->body) {
+			before[i] = e->body;
+			before_len[i] = e->body_len;
 			memcpy(olds[i], e->elem, LTHASH_SEED_BYTES);
 			deltas[i].old_elem = olds[i];
 		}
@@ -528,10 +538,17 @@ int store_commit_hooked(struct store *s, struct store_change *changes, size_t n,
 		.version = s->version + 1, .horizon = horizon, .now = now,
 		.changes = eff, .nchanges = neff, .pruned = pruned, .npruned = npruned,
 		.kept = kept, .nkept = nkept, .hook = hook, .hook_ctx = ctx,
+		.author = meta && meta->author ? meta->author : "plane",
+		.message = meta && meta->message ? meta->message : "",
+		.before = before, .before_len = before_len,
+		.reverts_from = meta ? meta->reverts_from : 0, .reverts_to = meta ? meta->reverts_to : 0,
+		.log_keep = s->opts.history_keep, .log_max_age = s->opts.history_max_age,
 	};
 	strmap_release(&revive);
 	int rc = s->p->ops->commit(s->p, &txn, err, errlen);
 	free(kept);
+	free(before);
+	free(before_len);
 	if (rc < 0) {
 		free(deltas);
 		free(olds);

@@ -50,6 +50,16 @@ struct store_opts {
 	uint64_t tombstone_keep;    /* keep at most this many tombstones */
 	int64_t tombstone_max_age;  /* seconds; 0 keeps them regardless of age */
 	size_t max_resources;       /* live resources at most */
+	uint64_t history_keep;      /* versions the log keeps (0: none) */
+	int64_t history_max_age;    /* seconds; 0 keeps them regardless of age */
+};
+
+/* What the version log records of a commit besides its changes (all
+ * optional): author and message (borrowed), and the versions a rollout's
+ * revert reverts, (reverts_from, reverts_to]. */
+struct store_meta {
+	const char *author, *message;
+	uint64_t reverts_from, reverts_to;
 };
 
 /* One change of a write: body NULL removes the resource. The store takes
@@ -101,6 +111,10 @@ int store_commit(struct store *s, struct store_change *changes, size_t n,
  * lands with the change or not at all. */
 int store_commit_hooked(struct store *s, struct store_change *changes, size_t n, persist_hook hook, void *ctx,
 			uint64_t *version, bool *changed, char *err, size_t errlen);
+
+/* store_commit_hooked, with the version log's record (meta may be NULL). */
+int store_commit_meta(struct store *s, struct store_change *changes, size_t n, persist_hook hook, void *ctx,
+		      const struct store_meta *meta, uint64_t *version, bool *changed, char *err, size_t errlen);
 
 /* keep: keeps the states every version >= floor needs (a rollout's
  * baseline): from now on a commit keeps what it replaces, and history that

@@ -1,5 +1,6 @@
 /* store_sqlite.c: the store's SQLite persistence (see store_sqlite.h). */
 #include "store_sqlite.h"
+#include "vlog_sqlite.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -124,6 +125,8 @@ int store_sqlite_commit(struct db *db, const struct persist_commit *txn, struct 
 	}
 	if (db_meta_set(db, "version", (long long)txn->version, err, errlen) < 0 ||
 	    db_meta_set(db, "horizon", (long long)txn->horizon, err, errlen) < 0)
+		goto rollback;
+	if (txn->nchanges && vlog_sqlite_write(db, txn, err, errlen) < 0)
 		goto rollback;
 	if (txn->hook && txn->hook(txn->hook_ctx, tx, txn->version, err, errlen) < 0)
 		goto rollback;

@@ -24,6 +24,7 @@ struct write_job {
 	char **names;
 	size_t n;
 	bool must_exist;
+	struct write_opts opts;      /* its strings the job's own */
 	bool done;                   /* res is ready (the writer resumed c) */
 	bool forgotten;              /* the request went away: free when done */
 	struct write_result res;
@@ -53,8 +54,10 @@ static void error_result(struct write_result *res, unsigned status, const char *
 	http_error_body(&res->body, msg);
 }
 
-void writer_commit(struct plane *p, struct store_change *ch, size_t n, bool must_exist, struct write_result *res)
+void writer_commit(struct plane *p, struct store_change *ch, size_t n, bool must_exist,
+		   const struct write_opts *opts, struct write_result *res)
 {
+	struct store_meta meta = { opts ? opts->author : NULL, opts ? opts->message : NULL, 0, 0 };
 	char err[1024];
 	uint64_t version = 0;
 	bool changed = false;
@@ -75,8 +78,18 @@ void writer_commit(struct plane *p, struct store_change *ch, size_t n, bool must
 			}
 		}
 		uint64_t seen = store_version(p->store);
+		if (opts && opts->has_base && seen != opts->base) {
+			store_write_unlock(p->store);
+			for (size_t i = 0; i < n; i++)
+				free(ch[i].body);
+			error_result(res, MHD_HTTP_CONFLICT,
+				     "the plane is at version %llu, not %llu: someone wrote in between; nothing was applied",
+				     (unsigned long long)seen, (unsigned long long)opts->base);
+			return;
+		}
 		rc = validate_candidate(p->store, ch, n, p->cfg.max_resources, err, sizeof(err));
-		int cr = rc == 0 ? store_commit(p->store, ch, n, &version, &changed, err, sizeof(err)) : 0;
+		int cr = rc == 0 ? store_commit_meta(p->store, ch, n, NULL, NULL, &meta, &version, &changed, err,
+						     sizeof(err)) : 0;
 		store_write_unlock(p->store);
 		if (cr == PERSIST_CONFLICT && attempt < 20) {
 			store_wait_version(p->store, seen + 1, 2000);
@@ -132,6 +145,8 @@ static void job_free(struct write_job *j)
 	}
 	free(j->names);
 	free(j->ch);
+	free((char *)j->opts.author);
+	free((char *)j->opts.message);
 	buf_release(&j->res.body);
 	free(j);
 }
@@ -171,7 +186,7 @@ static void *writer_main(void *arg)
 			}
 			error_result(&j->res, MHD_HTTP_SERVICE_UNAVAILABLE, "the plane is shutting down; nothing was stored");
 		} else {
-			writer_commit(w->p, j->ch, j->n, j->must_exist, &j->res);
+			writer_commit(w->p, j->ch, j->n, j->must_exist, &j->opts, &j->res);
 			for (size_t i = 0; i < j->n; i++)
 				j->ch[i].body = NULL;   /* writer_commit freed them */
 		}
@@ -213,7 +228,7 @@ void writer_stop(struct writer *w)
 }
 
 struct write_job *writer_submit(struct writer *w, struct MHD_Connection *c, struct store_change *ch, size_t n,
-				bool must_exist)
+				bool must_exist, const struct write_opts *opts)
 {
 	if (!w)
 		return NULL;
@@ -221,6 +236,11 @@ struct write_job *writer_submit(struct writer *w, struct MHD_Connection *c, stru
 	j->c = c;
 	j->n = n;
 	j->must_exist = must_exist;
+	if (opts) {
+		j->opts = *opts;
+		j->opts.author = opts->author ? xstrdup(opts->author) : NULL;
+		j->opts.message = opts->message ? xstrdup(opts->message) : NULL;
+	}
 	j->ch = xcalloc(n ? n : 1, sizeof(*j->ch));
 	j->names = xcalloc(n ? n : 1, sizeof(*j->names));
 	for (size_t i = 0; i < n; i++) {

@@ -21,10 +21,20 @@ struct write_result {
 	struct buf body;             /* JSON */
 };
 
+/* What the version log records of a write, and the version it was made
+ * against: with has_base, a store at another version refuses it (409) and
+ * applies nothing. Strings borrowed (a suspended job copies them). */
+struct write_opts {
+	const char *author, *message;
+	bool has_base;
+	uint64_t base;
+};
+
 /* Validates and commits changes (bodies taken, names borrowed), retrying
  * when another replica wrote first; fills res. must_exist: a single
- * DELETE, 404 when the name is not live. Any thread. */
-void writer_commit(struct plane *p, struct store_change *ch, size_t n, bool must_exist, struct write_result *res);
+ * DELETE, 404 when the name is not live. opts may be NULL. Any thread. */
+void writer_commit(struct plane *p, struct store_change *ch, size_t n, bool must_exist,
+		   const struct write_opts *opts, struct write_result *res);
 
 struct writer;
 struct writer *writer_start(struct plane *p, char *err, size_t errlen);
@@ -36,7 +46,7 @@ void writer_stop(struct writer *w);
  * with writer_commit). */
 struct write_job;
 struct write_job *writer_submit(struct writer *w, struct MHD_Connection *c, struct store_change *ch, size_t n,
-				bool must_exist);
+				bool must_exist, const struct write_opts *opts);
 /* After the resume: the answer, if the job is done (true), and the job
  * freed. */
 bool writer_take(struct write_job *j, struct write_result *res);

@@ -47,8 +47,12 @@ has_all() {
 
 # ---- commands and sub-commands -----------------------------------------------------
 
-check_eq "the commands" "apply export get help keygen ls nodes put rm rollout status sync token watch" "$(comp '')"
-check_eq "a command by its start" "rm rollout" "$(comp r)"
+check_eq "the commands" "apply diff export get help keygen log ls nodes put revert rm rollout show status sync token watch" "$(comp '')"
+check_eq "a command by its start" "revert rm rollout" "$(comp r)"
+check_eq "log takes --json" "--json" "$(comp log --j)"
+check_eq "log takes -n" "-n" "$(comp log -n)"
+check_eq "get takes --at" "--at" "$(comp get --a)"
+check_eq "revert takes --message" "--message" "$(comp revert --m)"
 check_eq "rollout's sub-commands" "abort status" "$(comp rollout '')"
 check_eq "token's sub-commands" "create ls revoke" "$(comp token '')"
 check_eq "token's by their start" "revoke" "$(comp token re)"

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# t0925-history-etcd.sh: the version log with --store etcd: two replicas
+# over one etcd cluster; a write with a message on one is in the log of
+# the other (author, message, names); show, diff and get --at on either;
+# a revert on b of a write made on a; retention by count (410 past it);
+# a batch's base refused with 409 when the other replica wrote; a version
+# too large to carry its bodies keeps its names and moves the floor.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib-etcd.sh"
+
+[ -x "$ETCD_BIN" ] || skip_all "etcd is not installed (Debian's etcd-server; scripts/deps installs it)"
+need_cmd jq curl
+
+etcd_cluster_start 1
+check "an etcd member is healthy" etcd_healthy 1
+PREFIX=/t0925-$$/
+E=(--store etcd --etcd "$ETCD_ENDPOINTS" --etcd-prefix "$PREFIX" --heartbeat 1 --history-keep 5)
+start_plane a "${E[@]}"
+A_URL=$PLANE_URL
+start_plane b "${E[@]}"
+B_URL=$PLANE_URL
+web() { printf '{"lb":"%s","endpoints":[{"address":"127.0.0.1","port":%s}]}' "$1" "$2"; }
+on() { local PLANE_URL=$1; shift; "$@"; }
+version_on() { curl -fsS "$1/healthz" | jq -r .version; }
+
+web round_robin 9001 | on "$A_URL" ctl put cluster/web --message "first on a" >/dev/null
+check "b follows to version 1" wait_until 10 sh -c "[ \"\$(curl -fsS '$B_URL/healthz' | jq -r .version)\" = 1 ]"
+out=$(curl -fsS "$B_URL/v1/history")
+check_eq "b's log has a's version with its author, message and names" "1 anonymous first on a cluster/web" \
+	"$(echo "$out" | json '.versions[0] | "\(.version) \(.author) \(.message) \(.names | join(","))"')"
+web least_conn 9002 | on "$B_URL" ctl put cluster/web --message "second on b" >/dev/null
+check "a follows to version 2" wait_until 10 sh -c "[ \"\$(curl -fsS '$A_URL/healthz' | jq -r .version)\" = 2 ]"
+check_eq "a's log lists both, newest first" "second on b|first on a" \
+	"$(curl -fsS "$A_URL/v1/history" | json '[.versions[].message] | join("|")')"
+check_eq "show 2 on a: before and after" "round_robin least_conn" \
+	"$(curl -fsS "$A_URL/v1/history/2" | json '.changes[0] | "\(.before.lb) \(.after.lb)"')"
+check_eq "diff 0 2: web added" "cluster/web null 9002" \
+	"$(curl -fsS "$A_URL/v1/diff?from=0&to=2" | json '.changes[0] | "\(.name) \(.before) \(.after.endpoints[0].port)"')"
+check_eq "get --at 1 on b" round_robin "$(on "$B_URL" ctl get cluster/web --at 1 | json .lb)"
+check_eq "a batch on a stale base (b wrote since) is 409 on a" 409 \
+	"$(curl -sS -o /dev/null -w '%{http_code}' -X POST --data '{"base":1,"removes":["cluster/web"]}' "$A_URL/v1/batch")"
+check_eq "revert 1 on b makes version 3" "version 3" "$(on "$B_URL" ctl revert 1 --message "undo b")"
+check "a follows to version 3 with version 1's body" wait_until 10 sh -c \
+	"[ \"\$(curl -fsS '$A_URL/v1/resources/cluster/web' | jq -r '\"\(.version) \(.body.lb)\"')\" = '3 round_robin' ]"
+check_eq "the revert's message" "revert to version 1: undo b" "$(curl -fsS "$A_URL/v1/history/3" | json .message)"
+for i in 1 2 3 4; do web round_robin $((9100 + i)) | on "$A_URL" ctl put cluster/web >/dev/null; done
+out=$(curl -fsS "$B_URL/v1/history?limit=100")
+check_eq "5 versions kept (--history-keep 5)" "7 6 5 4 3" "$(echo "$out" | json '[.versions[].version] | map(tostring) | join(" ")')"
+check_eq "the floor is 2" 2 "$(echo "$out" | json .floor)"
+check_eq "show 2 is past it (410)" 410 "$(curl -sS -o /dev/null -w '%{http_code}' "$B_URL/v1/history/2")"
+check_eq "get --at 2 still answers (the floor)" least_conn "$(on "$B_URL" ctl get cluster/web --at 2 | json .lb)"
+check_eq "get --at 1 is past it (410)" 410 "$(curl -sS -o /dev/null -w '%{http_code}' "$B_URL/v1/resources/cluster/web?at=1")"
+
+# a version whose bodies before and after pass 256 KiB keeps its names only
+big=$(head -c 150000 /dev/zero | tr '\0' a)
+printf '{"path":"big.txt","content":"%s"}' "$big" | on "$A_URL" ctl put file/big >/dev/null
+printf '{"path":"big.txt","content":"%sb"}' "$big" | on "$A_URL" ctl put file/big --message "big again" >/dev/null
+check_eq "a large version is written (version 9)" 9 "$(version_on "$A_URL")"
+out=$(curl -fsS "$A_URL/v1/history?limit=1")
+check_eq "its record has author, message and names" "9 big again file/big" \
+	"$(echo "$out" | json '.versions[0] | "\(.version) \(.message) \(.names | join(","))"')"
+check_eq "the floor moved to it: nothing before it can be rebuilt" 9 "$(echo "$out" | json .floor)"
+check_eq "get --at 8 is past the history kept (410)" 410 \
+	"$(curl -sS -o /dev/null -w '%{http_code}' "$A_URL/v1/resources/file/big?at=8")"
+web round_robin 9200 | on "$A_URL" ctl put cluster/web >/dev/null
+check_eq "the history goes on after it" "10 9" "$(curl -fsS "$B_URL/v1/history?limit=2" | json '[.versions[].version] | map(tostring) | join(" ")')"
+
+done_testing

@@ -76,7 +76,7 @@ static const struct command commands[] = {
 	{ "keygen", NULL, "FILE", "a new Ed25519 signing key: FILE (secret, 0600) and FILE.pub", 1, 1, 0, true,
 	  cmd_keygen },
 	{ "token", "create", "--node ID | --role ROLE [--name TEXT] [--json]",
-	  "a new token (ROLE: admin, operator, reader), printed once", 0, 0, OPT_NODE | OPT_ROLE | OPT_NAME | OPT_JSON, false,
+	  "a new token (ROLE: admin, operator, reader, relay), printed once", 0, 0, OPT_NODE | OPT_ROLE | OPT_NAME | OPT_JSON, false,
 	  cmd_token_create },
 	{ "token", "ls", "[--json]", "the tokens (never their secret part)", 0, 0, OPT_JSON, false, cmd_token_ls },
 	{ "token", "revoke", "ID", "revoke a token at once (its open streams close)", 1, 1, 0, false,

@@ -67,6 +67,8 @@ v1=$(plane_version)
 check_eq "one version for three creates" $((v0 + 1)) "$v1"
 check_has "sync says what it did" "$OUT" "version $v1: 3 created, 0 changed, 0 deleted"
 check_eq "the cluster is stored" '{"endpoints":[{"address":"10.0.0.1","port":80}],"lb":"round_robin"}' "$(body cluster/web)"
+check_eq "the history records the sync's message and the three names" "first sync 3" \
+	"$(curl -sS "$PLANE_URL/v1/history/$v1" | jq -r '"\(.message) \(.names | length)"')"
 run sync "$D" --dry-run
 check_eq "dry-run after a sync exits 0" 0 "$RC"
 check_has "and says nothing to do" "$OUT" "nothing to do"
@@ -178,7 +180,7 @@ put cluster/raced '{"endpoints":[{"address":"10.3.3.3","port":3}]}' >/dev/null
 touch "$WORK/release"
 wait "$SYNC_PID"
 check_eq "a write between sync's read and its batch: exit 1" 1 "$?"
-check_has "the plane's 409 is reported" "$(cat "$WORK/race.err")" "not the base $vr"
+check_has "the plane's 409 is reported" "$(cat "$WORK/race.err")" "not $vr: someone wrote in between"
 check_has "someone wrote in between, it says" "$(cat "$WORK/race.err")" "(someone wrote in between): nothing was applied; run sync again"
 check_eq "nothing of the batch applied (the other write only)" $((vr + 1)) "$(plane_version)"
 check_eq "the cluster is as before" '"10.0.0.2"' "$(body cluster/web | jq -c '.endpoints[0].address')"

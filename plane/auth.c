@@ -80,12 +80,22 @@ static int identify(struct plane *p, struct MHD_Connection *c, struct principal 
 		return 0;
 	}
 	char cn[201], err[512];
-	int r = tls_peer_node(p->tls, c, cn, sizeof(cn), err, sizeof(err));
+	int role = ROLE_NODE;
+	int r = tls_peer_node(p->tls, c, cn, sizeof(cn), &role, err, sizeof(err));
 	if (r < 0) {
 		*ret = refuse(p, c, MHD_HTTP_UNAUTHORIZED, REFUSED_BAD_CERT, "a caller", err);
 		return -1;
 	}
+	if (r == 1 && role != ROLE_NODE) {
+		/* --cert-roles: a person's certificate, its OU the role */
+		who->role = (enum role)role;
+		who->by_cert = true;
+		snprintf(who->who, sizeof(who->who), "certificate CN=%s (%s)", cn, role_name(who->role));
+		snprintf(who->author, sizeof(who->author), "%s (%s certificate)", cn, role_name(who->role));
+		return 0;
+	}
 	if (r == 1) {
+		who->by_cert = true;
 		who->role = ROLE_NODE;
 		snprintf(who->node, sizeof(who->node), "%s", cn);
 		snprintf(who->who, sizeof(who->who), "certificate CN=%s", cn);
@@ -183,7 +193,7 @@ bool auth_precheck(struct plane *p, struct MHD_Connection *c, enum MHD_Result *r
 	if (p->cfg.insecure || http_header(c, MHD_HTTP_HEADER_AUTHORIZATION))
 		return true;
 	char cn[201], err[512];
-	if (tls_peer_node(p->tls, c, cn, sizeof(cn), err, sizeof(err)) != 0)
+	if (tls_peer_node(p->tls, c, cn, sizeof(cn), NULL, err, sizeof(err)) != 0)
 		return true;   /* a certificate: judged (and refused if bad) with the request */
 	*ret = refuse(p, c, MHD_HTTP_UNAUTHORIZED, REFUSED_NO_CREDENTIAL, "anonymous",
 		      "this needs a credential: 'Authorization: Bearer TOKEN' (see docs/security.md)");
@@ -193,8 +203,7 @@ bool auth_precheck(struct plane *p, struct MHD_Connection *c, enum MHD_Result *r
 void auth_author(struct plane *p, struct MHD_Connection *c, const struct principal *who, char *out, size_t cap)
 {
 	char cn[201], err[512];
-	if (strncmp(who->author, "certificate ", 12) != 0 &&
-	    tls_peer_node(p->tls, c, cn, sizeof(cn), err, sizeof(err)) == 1)
+	if (!who->by_cert && tls_peer_node(p->tls, c, cn, sizeof(cn), NULL, err, sizeof(err)) == 1)
 		snprintf(out, cap, "%.250s with certificate CN=%s", who->author, cn);
 	else
 		snprintf(out, cap, "%s", who->author);

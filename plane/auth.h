@@ -1,8 +1,9 @@
 /* auth.h: who is asking, and may they. A caller is identified by a bearer
  * token (the bootstrap admin token of --admin-token-file, or a token the
  * store issued: a node's or a person's role) or, without one, by a client
- * certificate under --client-ca (a node: the subject's CN). Without any,
- * it is anonymous.
+ * certificate under --client-ca (a node: the subject's CN; with
+ * --cert-roles, a person when its OU is tether-admin, tether-operator or
+ * tether-reader). Without any, it is anonymous.
  *
  * What each needs (docs/security.md):
  *   node endpoints (stream, config, ack) for node X: X's own credential;
@@ -32,6 +33,7 @@ struct principal {
 	char token_id[TOKEN_ID_LEN + 1];    /* a store token's id, else "" */
 	char who[320];                      /* for logs: never a secret */
 	char author[320];                   /* for the version log: never a secret */
+	bool by_cert;                       /* identified by its client certificate */
 };
 
 enum auth_refusal {

@@ -211,6 +211,7 @@ int plane_start(struct plane *p, char *err, size_t errlen)
 		p->tls = tls_open(p->cfg.tls_cert, p->cfg.tls_key, p->cfg.client_ca, err, errlen);
 		if (!p->tls)
 			return -1;
+		tls_set_cert_roles(p->tls, p->cfg.cert_roles);
 	}
 	p->persist = persist_open(&p->cfg, err, errlen);
 	if (!p->persist)

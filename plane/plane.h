@@ -30,6 +30,7 @@ struct plane_config {
 	char *log_level;
 	char *tls_cert, *tls_key;      /* HTTPS */
 	char *client_ca;               /* mutual TLS: nodes by certificate */
+	bool cert_roles;               /* and people, by OU=tether-ROLE */
 	char *signing_key;             /* statements signed with it */
 	bool insecure;                 /* open reads and anonymous nodes (a lab) */
 	double statement_ttl;

@@ -52,6 +52,9 @@ const struct opt_def plane_options[] = {
 	{ "tls-key", 0, OPT_STRING, OFF(tls_key), 0, 0, NULL, "FILE", "the certificate's private key (PEM)" },
 	{ "client-ca", 0, OPT_STRING, OFF(client_ca), 0, 0, NULL, "FILE",
 	  "mutual TLS: a client certificate this CA signs identifies a node (its CN)" },
+	{ "cert-roles", 0, OPT_FLAG, OFF(cert_roles), 0, 0, NULL, NULL,
+	  "with --client-ca: a certificate whose subject has OU=tether-admin, tether-operator or tether-reader is a "
+	  "person with that role, named by its CN (without it every client certificate is a node)" },
 	{ "signing-key", 0, OPT_STRING, OFF(signing_key), 0, 0, NULL, "FILE",
 	  "sign every push's and heartbeat's statement with this Ed25519 key (tetherctl keygen)" },
 	{ "statement-ttl", 0, OPT_SECONDS, OFF(statement_ttl), 10, 31536000, NULL, "SECONDS",
@@ -182,6 +185,10 @@ int plane_config_check(struct plane_config *c, char *err, size_t errlen)
 		free(c->rollout);
 		c->rollout = xstrdup("staged");
 		c->tombstone_max_age = 0;
+	}
+	if (c->cert_roles && !c->client_ca) {
+		snprintf(err, errlen, "--cert-roles needs --client-ca (the CA that signs the people's certificates)");
+		return -1;
 	}
 	if (c->client_ca && !c->tls_cert) {
 		snprintf(err, errlen, "--client-ca needs --tls-cert and --tls-key (client certificates travel in TLS)");

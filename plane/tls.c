@@ -3,6 +3,7 @@
 #include "tls.h"
 #include "log.h"
 #include "nodes.h"
+#include "tokens.h"
 #include "util.h"
 #include "xmalloc.h"
 
@@ -32,6 +33,7 @@ struct plane_tls {
 	char *ca_pem;                          /* for libmicrohttpd's certificate request */
 	pthread_rwlock_t ca_lock;
 	gnutls_x509_trust_list_t ca;           /* NULL: no client certificates */
+	bool cert_roles;                       /* --cert-roles: OU=tether-ROLE makes a person */
 };
 
 /* The callback has no closure of ours: one plane per process. */
@@ -218,8 +220,39 @@ const char *tls_client_ca_pem(struct plane_tls *t)
 	return t && t->ca_path ? t->ca_pem : NULL;
 }
 
-int tls_peer_node(struct plane_tls *t, struct MHD_Connection *c, char *cn, size_t cap, char *err, size_t errlen)
+void tls_set_cert_roles(struct plane_tls *t, bool on)
 {
+	if (t)
+		t->cert_roles = on;
+}
+
+/* The role an OU names (ROLE_NODE: none of ours), -1 for two OUs that do. */
+static int ou_role(gnutls_x509_crt_t crt)
+{
+	static const struct { const char *ou; enum role role; } roles[] = {
+		{ "tether-admin", ROLE_ADMIN }, { "tether-operator", ROLE_OPERATOR }, { "tether-reader", ROLE_READER },
+	};
+	int found = ROLE_NODE;
+	for (unsigned i = 0;; i++) {
+		char ou[128];
+		size_t len = sizeof(ou);
+		if (gnutls_x509_crt_get_dn_by_oid(crt, GNUTLS_OID_X520_ORGANIZATIONAL_UNIT_NAME, i, 0, ou, &len) < 0)
+			return found;
+		for (size_t k = 0; k < sizeof(roles) / sizeof(roles[0]); k++) {
+			if (strlen(ou) == len && strcmp(ou, roles[k].ou) == 0) {
+				if (found != ROLE_NODE)
+					return -1;
+				found = (int)roles[k].role;
+			}
+		}
+	}
+}
+
+int tls_peer_node(struct plane_tls *t, struct MHD_Connection *c, char *cn, size_t cap, int *role, char *err,
+		  size_t errlen)
+{
+	if (role)
+		*role = ROLE_NODE;
 	if (!t || !t->ca_path)
 		return 0;
 	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_GNUTLS_SESSION);
@@ -279,6 +312,15 @@ int tls_peer_node(struct plane_tls *t, struct MHD_Connection *c, char *cn, size_
 		snprintf(err, errlen, "client certificate: its subject must hold exactly one CN, a node id "
 			 "([A-Za-z0-9._-]{1,200})");
 		goto out;
+	}
+	if (t->cert_roles) {
+		int r = ou_role(chain[0]);
+		if (r < 0) {
+			snprintf(err, errlen, "client certificate: its subject names two roles (OU=tether-...)");
+			goto out;
+		}
+		if (role)
+			*role = r;
 	}
 	rc = 1;
 out:

@@ -25,9 +25,17 @@ int tls_reload(struct plane_tls *t, char *err, size_t errlen);
 void *tls_cert_callback(void);
 const char *tls_client_ca_pem(struct plane_tls *t);
 
-/* The node id of the client certificate presented on c: 1 with the CN in
- * cn, 0 when none was presented (or mutual TLS is off), -1 when one was
- * presented but does not verify (err says why). */
-int tls_peer_node(struct plane_tls *t, struct MHD_Connection *c, char *cn, size_t cap, char *err, size_t errlen);
+/* --cert-roles: a client certificate whose subject holds one OU of
+ * tether-admin, tether-operator or tether-reader is a person with that
+ * role (its CN names them); without it every certificate is a node. */
+void tls_set_cert_roles(struct plane_tls *t, bool on);
+
+/* Who the client certificate presented on c is: 1 with its CN in cn and
+ * in *role ROLE_NODE (the CN is the node id) or, with --cert-roles, the
+ * role its OU names; 0 when none was presented (or mutual TLS is off); -1
+ * when one was presented but does not verify (err says why). role may be
+ * NULL. */
+int tls_peer_node(struct plane_tls *t, struct MHD_Connection *c, char *cn, size_t cap, int *role, char *err,
+		  size_t errlen);
 
 #endif

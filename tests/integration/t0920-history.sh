@@ -136,9 +136,12 @@ stop_pid "$PLANE_PID"
 # ---- authors from a token and from a client certificate ---------------------
 PKI=$WORK/pki
 make_pki "$PKI" ops1
+# a person's certificate: its OU names the role (--cert-roles)
+(cd "$PKI" && pki_cert carol "carol/OU=tether-admin" "extendedKeyUsage=clientAuth" ca) >>"$PKI/pki.log" 2>&1 ||
+	bail "cannot make carol's certificate"
 head -c 32 /dev/urandom | base64 | tr -d '/+=' >"$WORK/admin.tok"
 SECURE=1 start_plane sec --admin-token-file "$WORK/admin.tok" --tls-cert "$PKI/server.pem" \
-	--tls-key "$PKI/server.key" --client-ca "$PKI/ca.pem"
+	--tls-key "$PKI/server.key" --client-ca "$PKI/ca.pem" --cert-roles
 export TETHER_CA_FILE=$PKI/ca.pem
 TETHER_TOKEN_FILE=$WORK/admin.tok ctl token create --role admin --name alice >"$WORK/alice.tok"
 TETHER_TOKEN_FILE=$WORK/admin.tok ctl token create --role admin >"$WORK/anon-admin.tok"
@@ -177,5 +180,20 @@ check "the key is in no log line" bash -c "! grep -q '$KEY_MATERIAL' '$PLANE_LOG
 check_eq "a reader may not revert (403)" 403 "$(api_status POST /v1/revert --data '{"version":1}')"
 CURL_OPTS=(--cacert "$PKI/ca.pem")
 check_eq "an anonymous caller may not read it (401)" 401 "$(api_status GET /v1/history)"
+
+# a write by a person's certificate alone (no token): its CN and role
+(unset TETHER_TOKEN_FILE; web round_robin 9005 | ctl --cert "$PKI/carol.pem" --key "$PKI/carol.key" \
+	put cluster/web --message "by carol's certificate" >/dev/null) || not_ok "carol's certificate could not write"
+VC=$(curl -sS --cacert "$PKI/ca.pem" -H "Authorization: Bearer $(cat "$WORK/reader.tok")" "$PLANE_URL/healthz" |
+	json .version)
+check_eq "the author of a certificate's write is its CN and the role its OU names" \
+	"carol (admin certificate) by carol's certificate" \
+	"$(curl -sS --cacert "$PKI/ca.pem" -H "Authorization: Bearer $(cat "$WORK/reader.tok")" \
+		"$PLANE_URL/v1/history/$VC" | json '"\(.author) \(.message)"')"
+check_eq "a person's certificate is no node's (403 on a node endpoint)" 403 \
+	"$(api_status GET "/v1/config?node=carol&version=0" --cert "$PKI/carol.pem" --key "$PKI/carol.key")"
+check_eq "a node's certificate (no OU) may not write (403)" 403 \
+	"$(api_status PUT /v1/resources/cluster/x --cert "$PKI/ops1.pem" --key "$PKI/ops1.key" \
+		--data '{"endpoints":[{"address":"10.0.0.1","port":1}]}')"
 
 done_testing

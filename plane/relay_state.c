@@ -73,7 +73,7 @@ void relay_state_encode(struct store *s, uint64_t have, uint64_t released, struc
 	buf_reserve(out, out->len + est);
 	buf_printf(out, "{\"version\":\"%llu\",\"base\":\"%llu\",\"full\":%s,\"horizon\":\"%llu\",\"released\":\"%llu\"",
 		   (unsigned long long)newest, (unsigned long long)(*full ? 0 : have), *full ? "true" : "false",
-		   (unsigned long long)horizon, (unsigned long long)(released ? released : newest));
+		   (unsigned long long)horizon, (unsigned long long)released);
 	buf_puts(out, ",\"changes\":[");
 	for (size_t i = 0; i < it.n; i++) {
 		const struct item *x = &it.v[i];

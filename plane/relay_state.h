@@ -21,8 +21,8 @@ struct store;
  * *version, known only now, and signed without the store's lock) and the
  * closing brace. Takes the store's read lock. *version gets the version it
  * brings the relay to, *full whether it is a snapshot (the relay replaces
- * what it holds). released: the released version (see
- * rollout_released_now), or 0 to take the store's version. */
+ * what it holds). released: the released version (rollout_released_now:
+ * 0 is a version too, on a fresh staged store). */
 void relay_state_encode(struct store *s, uint64_t have, uint64_t released, struct buf *out, uint64_t *version,
 			bool *full);
 

@@ -54,6 +54,22 @@ static void drop_through(struct persist *p, cJSON *ops, uint64_t drop, uint64_t 
 	free(k);
 }
 
+/* A record's start: {"author","time","message","names":[...]  (open). */
+static void record_head(struct buf *b, const struct persist_commit *c)
+{
+	buf_puts(b, "{\"author\":");
+	buf_json_string(b, c->author ? c->author : "");
+	buf_printf(b, ",\"time\":%lld,\"message\":", (long long)c->now);
+	buf_json_string(b, c->message ? c->message : "");
+	buf_puts(b, ",\"names\":[");
+	for (size_t i = 0; i < c->nchanges; i++) {
+		if (i)
+			buf_putc(b, ',');
+		buf_json_string(b, c->changes[i].name);
+	}
+	buf_putc(b, ']');
+}
+
 void etcd_vlog_ops(struct persist *p, cJSON *ops, const struct persist_commit *c)
 {
 	if (!c->log_keep) {
@@ -64,17 +80,8 @@ void etcd_vlog_ops(struct persist *p, cJSON *ops, const struct persist_commit *c
 	struct buf b = BUF_INIT;
 	uint64_t drop = c->version > c->log_keep ? c->version - c->log_keep : 0;   /* versions <= drop go */
 	uint64_t floor = drop;
-	buf_puts(&b, "{\"author\":");
-	buf_json_string(&b, c->author ? c->author : "");
-	buf_printf(&b, ",\"time\":%lld,\"message\":", (long long)c->now);
-	buf_json_string(&b, c->message ? c->message : "");
-	buf_puts(&b, ",\"names\":[");
-	for (size_t i = 0; i < c->nchanges; i++) {
-		if (i)
-			buf_putc(&b, ',');
-		buf_json_string(&b, c->changes[i].name);
-	}
-	buf_puts(&b, "],\"changes\":[");
+	record_head(&b, c);
+	buf_puts(&b, ",\"changes\":[");
 	for (size_t i = 0; i < c->nchanges; i++) {
 		const struct store_change *x = &c->changes[i];
 		buf_puts(&b, i ? ",{\"name\":" : "{\"name\":");
@@ -92,17 +99,8 @@ void etcd_vlog_ops(struct persist *p, cJSON *ops, const struct persist_commit *c
 		 * commit: the record keeps the names, and the log can rebuild
 		 * no state before this version (the floor moves to it) */
 		buf_reset(&b);
-		buf_puts(&b, "{\"author\":");
-		buf_json_string(&b, c->author ? c->author : "");
-		buf_printf(&b, ",\"time\":%lld,\"message\":", (long long)c->now);
-		buf_json_string(&b, c->message ? c->message : "");
-		buf_puts(&b, ",\"names\":[");
-		for (size_t i = 0; i < c->nchanges; i++) {
-			if (i)
-				buf_putc(&b, ',');
-			buf_json_string(&b, c->changes[i].name);
-		}
-		buf_puts(&b, "],\"changes\":[],\"bodies\":false}");
+		record_head(&b, c);
+		buf_puts(&b, ",\"changes\":[],\"bodies\":false}");
 		drop = c->version - 1;
 		floor = c->version;
 	}

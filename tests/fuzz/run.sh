@@ -122,12 +122,18 @@ lib_sources() {
 echo "run.sh: compiling the library sources with $CLANG ($JOBS at a time)"
 objs=""
 n=0
+# (and the sources the build generates: the console's files, nodist_*)
+[ -f "$BUILDDIR/plane/ui_assets.c" ] || make -C "$BUILDDIR" plane/ui_assets.c >/dev/null 2>&1
 for src in $(lib_sources libcommon_la_SOURCES) $(lib_sources libplane_la_SOURCES) \
-	$(lib_sources libagent_la_SOURCES) $(lib_sources libctl_la_SOURCES); do
+	$(lib_sources libagent_la_SOURCES) $(lib_sources libctl_la_SOURCES) @plane/ui_assets.c; do
+	case $src in
+	@*) src=${src#@}; path=$BUILDDIR/$src ;;   # generated in the build directory
+	*) path=$SRCDIR/$src ;;
+	esac
 	obj=$OUT/obj/$(echo "$src" | tr / _ | sed 's/\.c$/.o/')
 	rm -f "$obj" "$obj.failed"
 	(
-		$CLANG $CFLAGS -fsanitize=fuzzer-no-link $CPPFLAGS $PKG_CFLAGS -c "$SRCDIR/$src" \
+		$CLANG $CFLAGS -fsanitize=fuzzer-no-link $CPPFLAGS $PKG_CFLAGS -c "$path" \
 			-o "$obj" >"$obj.log" 2>&1 || echo "$src" >"$obj.failed"
 	) &
 	objs="$objs $obj"

@@ -337,6 +337,18 @@ wrong_content() {
 	echo $out
 }
 
+# bad_check FILE: writes an agent --check script (run it with sh FILE)
+# that refuses any rendered file holding BAD: "check: BAD content refused".
+bad_check() {
+	cat >"$1" <<'EOF'
+if grep -rq BAD "$TETHER_STAGING"; then
+	echo "check: BAD content refused" >&2
+	exit 1
+fi
+exit 0
+EOF
+}
+
 # versions: "node:version" from every agent's status.json, on one line.
 versions() {
 	local n out=""

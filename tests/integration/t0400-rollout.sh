@@ -70,13 +70,7 @@ check_eq "... with no members" "completed 0" "$(ro '"\(.state) \(.members)"')"
 
 # the check refuses any rendered file holding BAD; the reload hook, run
 # after every swap, records any live output that holds BAD (it never should)
-cat >"$WORK/check.sh" <<'EOF'
-if grep -rq BAD "$TETHER_STAGING"; then
-	echo "check: BAD content refused" >&2
-	exit 1
-fi
-exit 0
-EOF
+bad_check "$WORK/check.sh"
 cat >"$WORK/reload.sh" <<EOF
 if grep -rq --exclude-dir=.tether-work BAD "\$TETHER_OUTPUT"; then
 	echo "\$TETHER_OUTPUT \$TETHER_VERSION" >>"$WORK/bad-live"

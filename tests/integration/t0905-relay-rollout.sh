@@ -55,13 +55,7 @@ RB=$PLANE_URL
 PLANE_URL=$ORIGIN
 check "relay ra says it follows the origin" grep -q "relay: this plane is relay ra of $ORIGIN" "$RA_LOG"
 
-cat >"$WORK/check.sh" <<'EOF'
-if grep -rq BAD "$TETHER_STAGING"; then
-	echo "check: BAD content refused" >&2
-	exit 1
-fi
-exit 0
-EOF
+bad_check "$WORK/check.sh"
 NODES=()
 for i in 01 02 03 04 05 06 07 08 09 10; do
 	n=n$i

@@ -25,13 +25,7 @@ start_plane relay --upstream "$A_URL,$B_URL" --relay-id edge --heartbeat 1
 R_URL=$PLANE_URL
 R_LOG=$PLANE_LOG
 
-cat >"$WORK/check.sh" <<'EOF'
-if grep -rq BAD "$TETHER_STAGING"; then
-	echo "check: BAD content refused" >&2
-	exit 1
-fi
-exit 0
-EOF
+bad_check "$WORK/check.sh"
 NODES=(n1 n2 n3 n4)
 for n in "${NODES[@]}"; do
 	start_agent "$n" --plane "$R_URL" --backoff-max 1 --stream-timeout 3 --check "sh $WORK/check.sh"

@@ -62,13 +62,7 @@ V1=$(curl -sS -X PUT -H "Authorization: Bearer $(cat "$WORK/admin.token")" \
 	--data-binary '{"path":"motd.txt","content":"hello\n"}' "$PLANE_URL/v1/resources/file/motd" | json .version)
 check_eq "the first version" 1 "$V1"
 
-cat >"$WORK/check.sh" <<'EOF'
-if grep -rq BAD "$TETHER_STAGING"; then
-	echo "check: BAD content refused" >&2
-	exit 1
-fi
-exit 0
-EOF
+bad_check "$WORK/check.sh"
 for n in good1 good2 picky; do
 	(umask 077 && actl token create --node "$n" >"$WORK/$n.token") || bail "cannot make $n's token"
 done

@@ -94,13 +94,7 @@ check "heartbeats come every interval (no id)" wait_until 10 has a heartbeat 2
 check_eq "heartbeats carry no id" "" "$(lines a heartbeat | head -n 1 | json .id)"
 check_eq "the metrics count the subscriber" 1 "$(metric tether_events_subscribers)"
 
-cat >"$WORK/check.sh" <<'EOF'
-if grep -rq BAD "$TETHER_STAGING"; then
-	echo "check: BAD content refused" >&2
-	exit 1
-fi
-exit 0
-EOF
+bad_check "$WORK/check.sh"
 start_agent good --labels zone=a --backoff-max 1
 start_agent picky --labels zone=b --backoff-max 1 --check "sh $WORK/check.sh"
 check "both agents connect (node events)" wait_until 15 has_where a node '.data.connected == true and .data.node == "picky"'

@@ -1,8 +1,9 @@
 /* sse_load.c: the load client of the fan-out and wire-bytes benchmarks
  * (bench/run.sh, bench/etcd.sh, bench/relay.sh). One thread, epoll,
- * non-blocking sockets: it opens N Server-Sent Events streams (GET /v1/stream, distinct node ids) to one
- * plane, spreading the source address over 127.0.0.x so that the ephemeral
- * ports of one address do not run out, and parses just enough of each
+ * non-blocking sockets: it opens N Server-Sent Events streams (GET
+ * /v1/stream, distinct node ids) to one plane, spreading the source address
+ * over 127.0.0.x so that the ephemeral ports of one address do not run
+ * out, and parses just enough of each
  * response (status line, headers, chunked transfer encoding, optional gzip,
  * SSE fields) to see every complete event, its type and its id.
  *

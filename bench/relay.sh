@@ -37,8 +37,12 @@
 # the requests the origin served (the relays' node-record batches) and the
 # context switches (the relays', and the machine's from /proc/stat) are
 # reported per write, for choosing N. A relay that dies, or a write that
-# misses nodes, marks the run INVALID. Each relay's exit status when it is
-# stopped (SIGTERM) at the end is written down.
+# misses nodes, marks the run INVALID; so does a relay that stalls: when a
+# load process's streams have not all opened within
+# BENCH_RELAY_OPEN_TIMEOUT, the relay's thread stacks (gdb) and listen
+# backlog are saved, one more connection is opened to it, and whether that
+# woke it is written down. Each relay's exit status when it is stopped
+# (SIGTERM) at the end is written down.
 # Then, unless BENCH_RELAY_DIRECT=0, the same writes once with
 # BENCH_RELAY_DIRECT nodes (default 10,000: one plane's file limit is far
 # below 100,000) straight on a fresh origin: its bytes per write without
@@ -51,7 +55,8 @@
 # BENCH_CLUSTERS (1000), BENCH_THREADS (2: every plane's --threads),
 # BENCH_RELAY_JITTER (1000: a lost stream reconnects after a delay uniform
 # in 0..JITTER ms), BENCH_RELAY_DIRECT (10000), BENCH_RELAY_TIMEOUT (300 s:
-# the load clients' --timeout), BENCH_RELAY_PERF (0; 1 records `perf
+# the load clients' --timeout), BENCH_RELAY_OPEN_TIMEOUT (60 s: streams not
+# all open by then mean a stalled relay), BENCH_RELAY_PERF (0; 1 records `perf
 # record -g` of the origin and of relay r1 during the writes of the first
 # run, into each N's directory), BENCH_PLANE (another tether-plane binary).
 # Results in BUILDDIR/bench-relay.txt; per-run figures (n<N>.r<RUN>.txt),
@@ -77,6 +82,9 @@ THREADS=${BENCH_THREADS:-2}
 JITTER=${BENCH_RELAY_JITTER:-1000}
 DIRECT=${BENCH_RELAY_DIRECT:-10000}
 TIMEOUT=${BENCH_RELAY_TIMEOUT:-300}
+# a connect storm of 100,000 streams takes about 10 s here
+OPEN_TIMEOUT=${BENCH_RELAY_OPEN_TIMEOUT:-60}
+STALL_GRACE=30
 PERF=${BENCH_RELAY_PERF:-0}
 OUT=$BUILDDIR/bench-out/relay
 RESULTS=$BUILDDIR/bench-relay.txt
@@ -243,13 +251,50 @@ start_loads() {
 	done
 }
 
-# loads_ready: every load process had every stream's first event
+# loads_ready [FIGS]: every load process had every stream's first event.
+# With FIGS (relays), a load process whose streams have not all opened
+# within OPEN_TIMEOUT is a stalled relay: its threads' stacks and listen
+# backlog are saved (DIR/rK.stall.*), one more connection is opened to it
+# (GET /healthz), and the streams get STALL_GRACE s more; what happened is
+# written into FIGS. Returns 1 when streams still did not open.
 loads_ready() {
-	local f
+	local figs=${1:-} f k pid port dir t
 	for f in "${LOUTS[@]}"; do
-		wait_for "$f" '^ready=1' "$TIMEOUT" || die "streams did not open (see $f.err)"
-		[ "$(kv "$f" connect.failed)" = 0 ] && [ "$(kv "$f" connect.ok)" = "$(kv "$f" connect.streams)" ] ||
-			die "not every stream opened: $(kv "$f" connect.ok) of $(kv "$f" connect.streams) (see $f.err)"
+		if ! wait_for "$f" '^ready=1' "$OPEN_TIMEOUT"; then
+			[ -n "$figs" ] || die "streams did not open within $OPEN_TIMEOUT s (see $f.err)"
+			k=${f##*/load.}
+			k=${k%%.*}
+			pid=${RPID[$k]}
+			port=${RPORT[$k]}
+			dir=${f%/*}
+			log "relay r$k: streams of $f not open after $OPEN_TIMEOUT s; saving its stacks, then one more connection"
+			ss -ltn "( sport = :$port )" >"$dir/r$k.stall.listen" 2>&1
+			ss -tn state established "( sport = :$port )" | tail -n +2 | wc -l >"$dir/r$k.stall.established"
+			for t in /proc/"$pid"/task/*; do
+				echo "$(cat "$t/comm") $(cat "$t/wchan" 2>/dev/null)"
+			done >"$dir/r$k.stall.wchan" 2>&1
+			command -v gdb >/dev/null &&
+				timeout 60 gdb -q -batch -p "$pid" -ex 'thread apply all bt' >"$dir/r$k.stall.stacks" 2>&1
+			echo "stall r$k: $(grep -c 'stream: node .* connected' "$dir/r$k.log" 2>/dev/null) streams connected in its log;" \
+				"backlog (Recv-Q) $(awk 'NR == 2 { print $2 }' "$dir/r$k.stall.listen")," \
+				"$(cat "$dir/r$k.stall.established") established" >>"$figs"
+			t=$EPOCHREALTIME
+			curl -fsS -m 5 -o /dev/null "http://127.0.0.1:$port/healthz" ||
+				echo "stall r$k: GET /healthz failed" >>"$figs"
+			if wait_for "$f" '^ready=1' "$STALL_GRACE"; then
+				echo "stall r$k: every stream open $(awk -v a="$t" -v b="$EPOCHREALTIME" \
+					'BEGIN { printf "%.1f", b - a }') s after one more connection" >>"$figs"
+			else
+				echo "stall r$k: streams still not open $STALL_GRACE s after one more connection" >>"$figs"
+				return 1
+			fi
+		fi
+		if [ "$(kv "$f" connect.failed)" != 0 ] || [ "$(kv "$f" connect.ok)" != "$(kv "$f" connect.streams)" ]; then
+			[ -n "$figs" ] || die "not every stream opened: $(kv "$f" connect.ok) of $(kv "$f" connect.streams)" \
+				"(see $f.err)"
+			echo "stall $f: $(kv "$f" connect.ok) of $(kv "$f" connect.streams) streams opened" >>"$figs"
+			return 1
+		fi
 	done
 }
 
@@ -393,10 +438,10 @@ max_w() {
 	for w in $(seq 1 "$WRITES"); do fig "$1" "w$w.$2"; done | sort -g | tail -n 1
 }
 
-# complete FILE: every write reached every node and no relay died
+# complete FILE: every write reached every node, no relay died or stalled
 complete() {
 	local w
-	grep -q '^died ' "$1" && return 1
+	grep -q '^died \|^stall ' "$1" && return 1
 	for w in $(seq 1 "$WRITES"); do
 		[ "$(fig "$1" "w$w.received")" = "$NODES" ] || return 1
 	done
@@ -429,7 +474,7 @@ perf_stop() {
 
 # run_relays N RUN: figures into $OUT/nN.rRUN.txt
 run_relays() {
-	local n=$1 run=$2 dir=$OUT/n$1.r$2 figs=$OUT/n$1.r$2.txt k v t0 t1 cnt st ok=1
+	local n=$1 run=$2 dir=$OUT/n$1.r$2 figs=$OUT/n$1.r$2.txt k v t0 t1 cnt ok=1
 	mkdir -p "$dir"
 	: >"$figs"
 	layout "$n"
@@ -452,7 +497,12 @@ run_relays() {
 
 	t0=$EPOCHREALTIME
 	start_loads "$dir" "$n" "$v"
-	loads_ready
+	if ! loads_ready "$figs"; then
+		log "N=$n, run $run: a relay stalled; this run is INVALID (see $figs)"
+		printf 'failover -\ncomplete 0\n' >>"$figs"
+		teardown "$n" "$figs" "$dir"
+		return
+	fi
 	t1=$EPOCHREALTIME
 	check_relays "$figs" "while the streams opened"
 	echo "connect_s $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')" >>"$figs"
@@ -505,19 +555,25 @@ run_relays() {
 		echo "failover -" >>"$figs"
 	fi
 	complete "$figs" && echo "complete 1" >>"$figs" || echo "complete 0" >>"$figs"
+	teardown "$n" "$figs" "$dir"
+}
+
+# teardown N FIGS DIR: the load clients, then each relay with SIGTERM (its
+# exit status into FIGS), then the origin
+teardown() {
+	local k st
 	stop_loads
-	# how the relays stop (SIGTERM, with their nodes' records to send up)
-	for k in $(seq 0 $((n - 1))); do
+	for k in $(seq 0 $(($1 - 1))); do
 		[ "$KILLED" = "$k" ] && continue
 		alive "${RPID[$k]}" || continue
 		kill -TERM "${RPID[$k]}" 2>/dev/null
 		wait "${RPID[$k]}" 2>/dev/null
 		st=$?
 		untrack "${RPID[$k]}"
-		echo "r$k.exit_status $st" >>"$figs"
+		echo "r$k.exit_status $st" >>"$2"
 	done
 	stop_pid "$ORIGIN_PID"
-	rm -rf "$dir"/*.data
+	rm -rf "$3"/*.data
 }
 
 # failover DIR N VERSION FIGS: relay 0 stopped, one write, relay 0 killed
@@ -719,9 +775,8 @@ verdict() {
 	echo "    machine's context switches per write; failover: the slowest run's time from the kill until"
 	echo "    the last of relay 0's nodes was back (ms); snaps: snapshots those nodes got, every run together;"
 	echo "    goal: every node within $GOAL_ALL_MS ms on every write, back within $GOAL_BACK_MS ms with 0 snapshots"
-	echo "    (INVALID: a relay died or a write missed nodes; see below)"
+	echo "    (INVALID: a relay died or stalled, or a write missed nodes; see below)"
 	best=$(for n in $RUNNABLE; do
-		runs "$n" complete | grep -q 0 && continue
 		echo "$(mr "$n" lat_max) $n"
 	done | sort -g | head -n 1)
 	[ -n "$best" ] && echo "    lowest median max: N=${best#* } (${best%% *} ms)"
@@ -734,6 +789,11 @@ verdict() {
 			f=$OUT/n$n.r$r.txt
 			echo "    run $r:"
 			grep '^died ' "$f" | sed 's/^died /      RELAY DIED: /'
+			grep '^stall ' "$f" | sed 's/^stall /      STALLED: relay /'
+			if [ -z "$(fig "$f" connect_s)" ]; then
+				echo "      not measured: the streams did not open"
+				continue
+			fi
 			echo "      streams open in $(fig "$f" connect_s) s; the origin counted all $NODES connected" \
 				"$(fig "$f" origin_nodes_s) s later (nodes $(fig "$f" origin_nodes), connected $(fig "$f" origin_nodes_connected))"
 			printf '      writes p50/p99/max ms:'

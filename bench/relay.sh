@@ -9,12 +9,14 @@
 # even runs): a fresh origin with BENCH_CLUSTERS clusters, N relays
 # following it, the nodes spread evenly over the relays at the origin's
 # version (each stream's first event is a heartbeat). Then:
-#   fan-out   BENCH_WRITES one-resource PUTs to the origin, a second apart;
-#             for each, the time from just before the PUT until each node
-#             had the push (sse_load --wait-push/--rounds, the start time
-#             fed to every load process through one --start-file), p50/p99/
-#             max over every node of every process; goal: every node within
-#             2 s
+#   fan-out   BENCH_WRITES one-resource PUTs to the origin, one at a time:
+#             the next once the origin and the relays are idle again (the
+#             node records the last one set off are in; how long that took
+#             is reported); for each, the time from just before the PUT
+#             until each node had the push (sse_load --wait-push/--rounds,
+#             the start time fed to every load process through one
+#             --start-file), p50/p99/max over every node of every process;
+#             goal: every node within 2 s
 #   bytes     what the origin sends per write: the growth of its
 #             tether_push_bytes_total (every byte of pushes and relay-stream
 #             events) over the writes, divided by the writes; and what the
@@ -115,6 +117,17 @@ wait_for() {
 	wait_until "$3" grep -q -- "$2" "$1"
 }
 
+# wait_out FILE REGEX SECONDS: wait_for on a load client's output, whose
+# newest line is the one waited for: only its last 4 KiB are read (the
+# output grows by a line per stream and write, megabytes, and the waits
+# run while the writes are measured), every 50 ms
+tail_has() {
+	tail -c 4096 "$1" 2>/dev/null | grep -q -- "$2"
+}
+wait_out() {
+	BENCH_POLL=0.05 wait_until "$3" tail_has "$1" "$2"
+}
+
 listen_port() {
 	grep -o 'listening on [^ ]*' "$1" | tail -n 1 | sed 's/.*://'
 }
@@ -138,6 +151,27 @@ ctxt_sum() {
 # machine_ctxt: context switches of the whole machine since boot
 machine_ctxt() {
 	awk '$1 == "ctxt" { print $2 }' /proc/stat
+}
+
+# machine_cpu: "BUSY STEAL": ms of CPU the whole machine used since boot
+# (user, nice, system, irq, softirq) and ms stolen from it by the host
+machine_cpu() {
+	awk -v hz="$HZ" '$1 == "cpu" { printf "%.0f %.0f\n", ($2 + $3 + $4 + $7 + $8) * 1000 / hz, $9 * 1000 / hz }' /proc/stat
+}
+
+# settle PID...: waits until the processes are idle (less than 40 ms of CPU
+# in 400 ms: the node records a write set off are in), at most 30 s; prints
+# how long that took (s)
+settle() {
+	local t0=$EPOCHREALTIME a b
+	a=$(cpu_ms "$@")
+	for _ in $(seq 1 75); do
+		sleep 0.4
+		b=$(cpu_ms "$@")
+		[ $((b - a)) -lt 40 ] && break
+		a=$b
+	done
+	awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f\n", b - a }'
 }
 
 # start_origin DIR: sets ORIGIN_PID, ORIGIN_PORT
@@ -260,7 +294,7 @@ start_loads() {
 loads_ready() {
 	local figs=${1:-} f k pid port dir t
 	for f in "${LOUTS[@]}"; do
-		if ! wait_for "$f" '^ready=1' "$OPEN_TIMEOUT"; then
+		if ! wait_out "$f" '^ready=1' "$OPEN_TIMEOUT"; then
 			[ -n "$figs" ] || die "streams did not open within $OPEN_TIMEOUT s (see $f.err)"
 			k=${f##*/load.}
 			k=${k%%.*}
@@ -281,7 +315,7 @@ loads_ready() {
 			t=$EPOCHREALTIME
 			curl -fsS -m 5 -o /dev/null "http://127.0.0.1:$port/healthz" ||
 				echo "stall r$k: GET /healthz failed" >>"$figs"
-			if wait_for "$f" '^ready=1' "$STALL_GRACE"; then
+			if wait_out "$f" '^ready=1' "$STALL_GRACE"; then
 				echo "stall r$k: every stream open $(awk -v a="$t" -v b="$EPOCHREALTIME" \
 					'BEGIN { printf "%.1f", b - a }') s after one more connection" >>"$figs"
 			else
@@ -302,7 +336,7 @@ loads_ready() {
 round_done() {
 	local f
 	for f in "${LOUTS[@]}"; do
-		wait_for "$f" "^round\\.$1\\.done=1" 120 || return 1
+		wait_out "$f" "^round\\.$1\\.done=1" 120 || return 1
 	done
 }
 
@@ -334,14 +368,15 @@ alive() {
 	[ -r "/proc/$1/stat" ] && [ "$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)" != Z ]
 }
 
-# cpu_ms PID...: their user + system CPU so far, ms (a process gone counts 0)
+# cpu_ms PID...: their user + system CPU so far, ms (a process gone counts
+# 0); one awk for all of them
 cpu_ms() {
-	local p t=0 c
+	local p files=()
 	for p in "$@"; do
-		c=$(cpu_ticks "$p" 2>/dev/null)
-		t=$((t + ${c:-0}))
+		[ -r "/proc/$p/stat" ] && files+=("/proc/$p/stat")
 	done
-	echo $((t * 1000 / HZ))
+	[ ${#files[@]} -gt 0 ] || { echo 0; return; }
+	awk -v hz="$HZ" '{ t += $14 + $15 } END { printf "%.0f\n", t * 1000 / hz }' "${files[@]}" 2>/dev/null || echo 0
 }
 
 # check_relays FIGS STAGE: a relay that is no longer running (other than
@@ -374,7 +409,7 @@ clients_cpu_ms() {
 # writes DIR VERSION FIGS: BENCH_WRITES timed PUTs to the origin, a second
 # apart, each awaited on every node; figures into FIGS
 writes() {
-	local dir=$1 v=$2 figs=$3 w b0 b1 q0 q1 c0 c1 r0 r1 x0 x1 m0 m1 lat p
+	local dir=$1 v=$2 figs=$3 w b0 b1 q0 q1 c0 c1 r0 r1 x0 x1 m0 m1 mc0 mc1 ms0 ms1 lat p
 	b0=$(metric "$ORIGIN_PORT" tether_push_bytes_total)
 	q0=$(metric "$ORIGIN_PORT" tether_requests_total)
 	c0=$(cpu_ms "$ORIGIN_PID")
@@ -382,12 +417,16 @@ writes() {
 	x0=0
 	for p in "${RPID[@]}"; do x0=$((x0 + $(ctxt_sum "$p"))); done
 	m0=$(machine_ctxt)
+	read -r mc0 ms0 <<<"$(machine_cpu)"
 	PORT=$ORIGIN_PORT
 	for w in $(seq 1 "$WRITES"); do
 		timed_put cluster/c7 "$(cluster_body "$w")" "$dir/start" >/dev/null || die "write $w failed"
 		round_done "$w" || die "write $w did not reach every node (see $dir/load.*)"
-		sleep 1
+		# one write at a time: the next waits until the origin and the
+		# relays are done with this one (the node records going up)
+		echo "w$w.settle_s $(settle "$ORIGIN_PID" "${RPID[@]}")" >>"$figs"
 	done
+	read -r mc1 ms1 <<<"$(machine_cpu)"
 	b1=$(metric "$ORIGIN_PORT" tether_push_bytes_total)
 	q1=$(metric "$ORIGIN_PORT" tether_requests_total)
 	c1=$(cpu_ms "$ORIGIN_PID")
@@ -408,7 +447,13 @@ writes() {
 		for f in "${LOUTS[@]}"; do
 			cc0=$((cc0 + $(kv "$f" connect.cpu_user_ms) + $(kv "$f" connect.cpu_sys_ms)))
 		done
-		echo "clients_cpu_ms_per_write $((($(clients_cpu_ms "$WRITES") - cc0) / WRITES))"
+		local ccw=$((($(clients_cpu_ms "$WRITES") - cc0) / WRITES))
+		echo "clients_cpu_ms_per_write $ccw"
+		# the machine's CPU over the writes beyond the origin's, the
+		# relays' and the clients': other processes (this script's
+		# tools, whatever else runs here); and what the host stole
+		echo "others_cpu_ms_per_write $(((mc1 - mc0) / WRITES - (c1 - c0) / WRITES - (r1 - r0) / WRITES - ccw))"
+		echo "steal_ms_per_write $(((ms1 - ms0) / WRITES))"
 		for w in $(seq 1 "$WRITES"); do
 			lat=$(latencies "$w" "${LOUTS[@]}")
 			echo "w$w.received $(sum_kv "round.$w.received" "${LOUTS[@]}")"
@@ -546,6 +591,7 @@ run_relays() {
 		echo "cpu_ms_per_write $(($(fig "$figs" origin_cpu_ms_per_write) + $(fig "$figs" relays_cpu_ms_per_write) +
 			$(fig "$figs" clients_cpu_ms_per_write)))"
 		echo "node_bytes_per_write $(med_w "$figs" node_bytes | cut -d. -f1)"
+		echo "settle_s $(med_w "$figs" settle_s)"
 	} >>"$figs"
 
 	if [ "$SPREAD" -gt 0 ] && [ $ok = 1 ]; then
@@ -583,7 +629,7 @@ failover() {
 		case $f in */load.0.*) outs+=("$f") ;; esac
 	done
 	for f in "${LOUTS[@]}"; do
-		wait_for "$f" '^reconnect\.waiting=1' 60 || die "failover: $f is not waiting"
+		wait_out "$f" '^reconnect\.waiting=1' 60 || die "failover: $f is not waiting"
 	done
 	s0=0
 	if [ "$RELAY_METRICS" = 1 ]; then
@@ -604,7 +650,7 @@ failover() {
 	wait "${RPID[0]}" 2>/dev/null
 	untrack "${RPID[0]}"
 	for f in "${outs[@]}"; do
-		wait_for "$f" '^reconnect\.done=1' "$TIMEOUT" || die "failover: not every stream came back ($f)"
+		wait_out "$f" '^reconnect\.done=1' "$TIMEOUT" || die "failover: not every stream came back ($f)"
 	done
 	for f in "${outs[@]}"; do
 		[ "$(kv "$f" reconnect.complete)" = 1 ] || log "failover: $f did not complete"
@@ -747,8 +793,9 @@ verdict() {
 	echo
 	echo "$NODES nodes behind N relays; one write at a time, from just before the PUT to the origin"
 	echo "until each node had the push (ms; p50/p99/max over every node: median over the writes, then the runs)"
-	printf '    %3s %5s %8s %8s %8s %8s %8s %9s %8s %8s %9s %8s %8s %9s %7s %9s\n' \
-		N procs connect_s p50 p99 max worst B/wr_orig B/wr/rel RSS/strm relaysMiB cpu/wr ctxt/wr failover snaps goal
+	printf '    %3s %5s %8s %8s %8s %8s %8s %9s %8s %8s %9s %8s %8s %8s %8s %9s %7s %9s\n' \
+		N procs connect_s p50 p99 max worst B/wr_orig B/wr/rel RSS/strm relaysMiB cpu/wr busy_s others ctxt/wr \
+		failover snaps goal
 	for n in $RUNNABLE; do
 		layout "$n"
 		worst=$(for r in $(seq 1 "$RUNS"); do fig "$OUT/n$n.r$r.txt" lat_worst; done | sort -g | tail -n 1)
@@ -761,19 +808,23 @@ verdict() {
 			[ "$(verdict "$fb" "$GOAL_BACK_MS")" = MET ] && [ "$snaps" = 0 ] || { [ $ok = MET ] && ok=MISSED; }
 		fi
 		ob=$(mr "$n" origin_bytes_per_write)
-		printf '    %3s %5s %8.1f %8.0f %8.0f %8.0f %8.0f %9.0f %8.0f %8.0f %9.0f %8.0f %8.0f %9s %7s %9s\n' \
+		printf '    %3s %5s %8.1f %8.0f %8.0f %8.0f %8.0f %9.0f %8.0f %8.0f %9.0f %8.0f %8.1f %8.0f %8.0f %9s %7s %9s\n' \
 			"$n" "$((PROCS * n))" "$(mr "$n" connect_s)" "$(mr "$n" lat_p50)" "$(mr "$n" lat_p99)" \
 			"$(mr "$n" lat_max)" "$worst" "$ob" "$(awk -v b="$ob" -v n="$n" 'BEGIN { print b / n }')" \
 			"$(mr "$n" relays_rss_per_stream)" "$(awk -v k="$(mr "$n" relays_rss1_kb)" 'BEGIN { print k / 1024 }')" \
-			"$(mr "$n" cpu_ms_per_write)" "$(mr "$n" machine_ctxt_per_write)" \
+			"$(mr "$n" cpu_ms_per_write)" "$(mr "$n" settle_s)" "$(mr "$n" others_cpu_ms_per_write)" \
+			"$(mr "$n" machine_ctxt_per_write)" \
 			"$(awk -v f="${fb:--}" 'BEGIN { if (f == "-") print f; else printf "%.0f", f }')" "$snaps" "$ok"
 	done
 	echo "    procs: load processes; worst: the largest max of any write of any run; B/wr_orig: bytes the"
 	echo "    origin sent per write (tether_push_bytes_total), B/wr/rel: the same per relay; RSS/strm: the"
 	echo "    relays' VmRSS growth over their streams (B); relaysMiB: the relays' VmRSS with every stream"
-	echo "    open, together; cpu/wr: origin + relays + load clients, CPU ms per write; ctxt/wr: the"
-	echo "    machine's context switches per write; failover: the slowest run's time from the kill until"
-	echo "    the last of relay 0's nodes was back (ms); snaps: snapshots those nodes got, every run together;"
+	echo "    open, together; cpu/wr: origin + relays + load clients, CPU ms per write; busy_s: how long"
+	echo "    the origin and the relays stayed busy after a write had reached every node (its node records"
+	echo "    going up; the next write waits for it); others: CPU ms per write of every other process on"
+	echo "    the machine; ctxt/wr: the machine's context switches per write; failover: the slowest run's"
+	echo "    time from the kill until the last of relay 0's nodes was back (ms); snaps: snapshots those"
+	echo "    nodes got, every run together;"
 	echo "    goal: every node within $GOAL_ALL_MS ms on every write, back within $GOAL_BACK_MS ms with 0 snapshots"
 	echo "    (INVALID: a relay died or stalled, or a write missed nodes; see below)"
 	best=$(for n in $RUNNABLE; do
@@ -808,8 +859,12 @@ verdict() {
 				"$(fig "$f" origin_requests_per_write) requests (the PUT and the relays' node-record batches);" \
 				"the nodes got $(fig "$f" node_bytes_per_write) B in all"
 			echo "      CPU per write: relays $(fig "$f" relays_cpu_ms_per_write) ms, load clients" \
-				"$(fig "$f" clients_cpu_ms_per_write) ms; context switches per write: relays" \
+				"$(fig "$f" clients_cpu_ms_per_write) ms, other processes $(fig "$f" others_cpu_ms_per_write) ms," \
+				"stolen by the host $(fig "$f" steal_ms_per_write) ms; context switches per write: relays" \
 				"$(fig "$f" relays_ctxt_per_write), machine $(fig "$f" machine_ctxt_per_write)"
+			printf '      origin and relays busy after each write had reached every node (s):'
+			for w in $(seq 1 "$WRITES"); do printf ' %s' "$(fig "$f" "w$w.settle_s")"; done
+			echo
 			printf '      relays RSS per stream (B):'
 			for k in $(seq 0 $((n - 1))); do printf ' %s' "$(fig "$f" "r$k.rss_per_stream")"; done
 			echo "; before the streams $(($(fig "$f" relays_rss0_kb) / n)) KiB each"

@@ -153,10 +153,13 @@ machine_ctxt() {
 	awk '$1 == "ctxt" { print $2 }' /proc/stat
 }
 
-# machine_cpu: "BUSY STEAL": ms of CPU the whole machine used since boot
-# (user, nice, system, irq, softirq) and ms stolen from it by the host
+# machine_cpu: "BUSY SOFTIRQ STEAL": ms of CPU the whole machine used since
+# boot in processes (user, nice, system, irq), in softirqs (most of it the
+# loopback TCP of these streams, charged to no process) and ms stolen from
+# it by the host
 machine_cpu() {
-	awk -v hz="$HZ" '$1 == "cpu" { printf "%.0f %.0f\n", ($2 + $3 + $4 + $7 + $8) * 1000 / hz, $9 * 1000 / hz }' /proc/stat
+	awk -v hz="$HZ" '$1 == "cpu" { printf "%.0f %.0f %.0f\n", ($2 + $3 + $4 + $7) * 1000 / hz, $8 * 1000 / hz,
+		$9 * 1000 / hz }' /proc/stat
 }
 
 # settle PID...: waits until the processes are idle (less than 40 ms of CPU
@@ -409,7 +412,7 @@ clients_cpu_ms() {
 # writes DIR VERSION FIGS: BENCH_WRITES timed PUTs to the origin, a second
 # apart, each awaited on every node; figures into FIGS
 writes() {
-	local dir=$1 v=$2 figs=$3 w b0 b1 q0 q1 c0 c1 r0 r1 x0 x1 m0 m1 mc0 mc1 ms0 ms1 lat p
+	local dir=$1 v=$2 figs=$3 w b0 b1 q0 q1 c0 c1 r0 r1 x0 x1 m0 m1 mc0 mc1 mq0 mq1 ms0 ms1 lat p
 	b0=$(metric "$ORIGIN_PORT" tether_push_bytes_total)
 	q0=$(metric "$ORIGIN_PORT" tether_requests_total)
 	c0=$(cpu_ms "$ORIGIN_PID")
@@ -417,7 +420,7 @@ writes() {
 	x0=0
 	for p in "${RPID[@]}"; do x0=$((x0 + $(ctxt_sum "$p"))); done
 	m0=$(machine_ctxt)
-	read -r mc0 ms0 <<<"$(machine_cpu)"
+	read -r mc0 mq0 ms0 <<<"$(machine_cpu)"
 	PORT=$ORIGIN_PORT
 	for w in $(seq 1 "$WRITES"); do
 		timed_put cluster/c7 "$(cluster_body "$w")" "$dir/start" >/dev/null || die "write $w failed"
@@ -426,7 +429,7 @@ writes() {
 		# relays are done with this one (the node records going up)
 		echo "w$w.settle_s $(settle "$ORIGIN_PID" "${RPID[@]}")" >>"$figs"
 	done
-	read -r mc1 ms1 <<<"$(machine_cpu)"
+	read -r mc1 mq1 ms1 <<<"$(machine_cpu)"
 	b1=$(metric "$ORIGIN_PORT" tether_push_bytes_total)
 	q1=$(metric "$ORIGIN_PORT" tether_requests_total)
 	c1=$(cpu_ms "$ORIGIN_PID")
@@ -449,10 +452,12 @@ writes() {
 		done
 		local ccw=$((($(clients_cpu_ms "$WRITES") - cc0) / WRITES))
 		echo "clients_cpu_ms_per_write $ccw"
-		# the machine's CPU over the writes beyond the origin's, the
-		# relays' and the clients': other processes (this script's
-		# tools, whatever else runs here); and what the host stole
+		# the machine's CPU in processes over the writes beyond the
+		# origin's, the relays' and the clients': other processes (this
+		# script's tools, whatever else runs here); softirqs; and what
+		# the host stole
 		echo "others_cpu_ms_per_write $(((mc1 - mc0) / WRITES - (c1 - c0) / WRITES - (r1 - r0) / WRITES - ccw))"
+		echo "softirq_ms_per_write $(((mq1 - mq0) / WRITES))"
 		echo "steal_ms_per_write $(((ms1 - ms0) / WRITES))"
 		for w in $(seq 1 "$WRITES"); do
 			lat=$(latencies "$w" "${LOUTS[@]}")
@@ -822,9 +827,9 @@ verdict() {
 	echo "    open, together; cpu/wr: origin + relays + load clients, CPU ms per write; busy_s: how long"
 	echo "    the origin and the relays stayed busy after a write had reached every node (its node records"
 	echo "    going up; the next write waits for it); others: CPU ms per write of every other process on"
-	echo "    the machine; ctxt/wr: the machine's context switches per write; failover: the slowest run's"
-	echo "    time from the kill until the last of relay 0's nodes was back (ms); snaps: snapshots those"
-	echo "    nodes got, every run together;"
+	echo "    the machine (softirqs and the host's steal are in the run details); ctxt/wr: the machine's"
+	echo "    context switches per write; failover: the slowest run's time from the kill until the last of"
+	echo "    relay 0's nodes was back (ms); snaps: snapshots those nodes got, every run together;"
 	echo "    goal: every node within $GOAL_ALL_MS ms on every write, back within $GOAL_BACK_MS ms with 0 snapshots"
 	echo "    (INVALID: a relay died or stalled, or a write missed nodes; see below)"
 	best=$(for n in $RUNNABLE; do
@@ -860,7 +865,7 @@ verdict() {
 				"the nodes got $(fig "$f" node_bytes_per_write) B in all"
 			echo "      CPU per write: relays $(fig "$f" relays_cpu_ms_per_write) ms, load clients" \
 				"$(fig "$f" clients_cpu_ms_per_write) ms, other processes $(fig "$f" others_cpu_ms_per_write) ms," \
-				"stolen by the host $(fig "$f" steal_ms_per_write) ms; context switches per write: relays" \
+				"softirqs $(fig "$f" softirq_ms_per_write) ms, stolen by the host $(fig "$f" steal_ms_per_write) ms; context switches per write: relays" \
 				"$(fig "$f" relays_ctxt_per_write), machine $(fig "$f" machine_ctxt_per_write)"
 			printf '      origin and relays busy after each write had reached every node (s):'
 			for w in $(seq 1 "$WRITES"); do printf ' %s' "$(fig "$f" "w$w.settle_s")"; done

@@ -827,9 +827,10 @@ verdict() {
 	echo "    open, together; cpu/wr: origin + relays + load clients, CPU ms per write; busy_s: how long"
 	echo "    the origin and the relays stayed busy after a write had reached every node (its node records"
 	echo "    going up; the next write waits for it); others: CPU ms per write of every other process on"
-	echo "    the machine (softirqs and the host's steal are in the run details); ctxt/wr: the machine's"
-	echo "    context switches per write; failover: the slowest run's time from the kill until the last of"
-	echo "    relay 0's nodes was back (ms); snaps: snapshots those nodes got, every run together;"
+	echo "    the machine, this script's polling included (softirqs and the host's steal are in the run"
+	echo "    details); ctxt/wr: the machine's context switches per write; failover: the slowest run's"
+	echo "    time from the kill until the last of relay 0's nodes was back (ms); snaps: snapshots those"
+	echo "    nodes got, every run together;"
 	echo "    goal: every node within $GOAL_ALL_MS ms on every write, back within $GOAL_BACK_MS ms with 0 snapshots"
 	echo "    (INVALID: a relay died or stalled, or a write missed nodes; see below)"
 	best=$(for n in $RUNNABLE; do
@@ -864,7 +865,8 @@ verdict() {
 				"$(fig "$f" origin_requests_per_write) requests (the PUT and the relays' node-record batches);" \
 				"the nodes got $(fig "$f" node_bytes_per_write) B in all"
 			echo "      CPU per write: relays $(fig "$f" relays_cpu_ms_per_write) ms, load clients" \
-				"$(fig "$f" clients_cpu_ms_per_write) ms, other processes $(fig "$f" others_cpu_ms_per_write) ms," \
+				"$(fig "$f" clients_cpu_ms_per_write) ms, other processes (this script's included)" \
+				"$(fig "$f" others_cpu_ms_per_write) ms," \
 				"softirqs $(fig "$f" softirq_ms_per_write) ms, stolen by the host $(fig "$f" steal_ms_per_write) ms; context switches per write: relays" \
 				"$(fig "$f" relays_ctxt_per_write), machine $(fig "$f" machine_ctxt_per_write)"
 			printf '      origin and relays busy after each write had reached every node (s):'

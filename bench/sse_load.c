@@ -1,8 +1,9 @@
 /* sse_load.c: the load client of the fan-out and wire-bytes benchmarks
- * (bench/run.sh, bench/etcd.sh). One thread, epoll, non-blocking sockets: it opens N
- * Server-Sent Events streams (GET /v1/stream, distinct node ids) to one
- * plane, spreading the source address over 127.0.0.x so that the ephemeral
- * ports of one address do not run out, and parses just enough of each
+ * (bench/run.sh, bench/etcd.sh, bench/relay.sh). One thread, epoll,
+ * non-blocking sockets: it opens N Server-Sent Events streams (GET
+ * /v1/stream, distinct node ids) to one plane, spreading the source address
+ * over 127.0.0.x so that the ephemeral ports of one address do not run
+ * out, and parses just enough of each
  * response (status line, headers, chunked transfer encoding, optional gzip,
  * SSE fields) to see every complete event, its type and its id.
  *
@@ -38,8 +39,11 @@
  * 0..--reconnect-jitter ms (again after every failed attempt), claiming the
  * version of the newest push it got. After the rounds a last phase waits
  * until every stream was lost and is back with the first event of a new
- * connection, and reports when that was (epoch seconds) and how many
- * attempts it took.
+ * connection, and reports when that was (epoch seconds), how many
+ * attempts it took, and what each came back with: the kind of a new
+ * connection's first event (heartbeat, delta, snapshot: a push whose data
+ * says "full":true) and the snapshots received after a loss (bench/relay.sh
+ * counts them at the nodes).
  *
  * With --etcd-watch PREFIX (bench/etcd.sh) each of the N connections is
  * instead a node watching etcd directly through its v3 JSON gateway, as
@@ -96,6 +100,10 @@
 #define ACK_RESP_MAX 2048
 #define ACK_MAX_TRIES 5
 #define ACK_TAG (1ULL << 63)   /* epoll data of an ACK connection */
+/* a push is a snapshot when its data says "full":true; the plane writes it
+ * after the nonce, the statement (a few hundred bytes), version and base */
+#define FULL_PAT "\"full\":true"
+#define FULL_SCAN 4096         /* bytes of a line looked at for it */
 
 enum st_state { ST_IDLE, ST_CONNECTING, ST_HANDSHAKE, ST_SENDREQ, ST_HEADERS, ST_BODY, ST_ENDED, ST_FAILED,
 		ST_WAIT /* --reconnect: closed, waiting for its retry time */ };
@@ -105,6 +113,7 @@ enum body_mode { B_RAW, B_SIZE, B_DATA, B_DATA_CR, B_DATA_LF, B_TRAILER, B_END }
 
 struct event {
 	char type;            /* 'p' push, 'h' heartbeat, 'o' other */
+	bool full;            /* a push that is a snapshot ("full":true) */
 	uint64_t id;
 	int64_t t_ns;         /* wall clock when the read that completed it returned */
 	uint64_t sse_end;     /* decoded bytes up to its end */
@@ -134,8 +143,9 @@ struct stream {
 	char sline[LINE_KEEP];
 	uint32_t slen;
 	char ev_type;
-	bool ev_data, ev_marked;
+	bool ev_data, ev_marked, ev_full;
 	uint8_t mk;           /* --nack-marker: bytes of the marker matched so far */
+	uint8_t fk;           /* bytes of "full":true matched so far in the line */
 	uint64_t ev_id;
 	char ev_nonce[NONCE_KEEP];
 	/* --etcd-watch: KMP states of the patterns in the current line, the
@@ -250,6 +260,10 @@ static int64_t *heap_at;
 static uint32_t *heap_idx;
 static size_t heap_len;
 static uint64_t n_back, n_reest, n_lost, n_attempts, n_tls_streams;
+/* --reconnect: the first event of each new connection, by kind (a
+ * heartbeat, a delta, a snapshot, anything else), and the snapshots
+ * streams got on any connection after their first loss */
+static uint64_t back_beat, back_delta, back_snap, back_other, snaps_after_loss;
 static uint64_t f_connect, f_tls, f_http, f_closed;
 static int64_t lost_first_ns, lost_last_ns, back_last_ns;
 static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
@@ -474,8 +488,8 @@ static void schedule_reconnect(struct stream *st)
 	st->npend = 0;
 	st->pos = st->sse_pos = st->mark_rx = st->mark_sse = 0;
 	st->ev_type = 0;
-	st->ev_data = st->ev_marked = false;
-	st->mk = 0;
+	st->ev_data = st->ev_marked = st->ev_full = false;
+	st->mk = st->fk = 0;
 	memset(st->ek, 0, sizeof(st->ek));
 	st->e_num = st->e_created = st->e_canceled = false;
 	st->e_acc = st->e_rev = 0;
@@ -1113,6 +1127,14 @@ static void event_complete(struct stream *st, const struct event *e, uint64_t wi
 			/* --reconnect: back, with the first event of a new connection */
 			st->est++;
 			n_reest++;
+			if (e->type == 'h')
+				back_beat++;
+			else if (e->type == 'p' && e->full)
+				back_snap++;
+			else if (e->type == 'p')
+				back_delta++;
+			else
+				back_other++;
 			st->back_ns = e->t_ns;
 			if (e->t_ns > back_last_ns)
 				back_last_ns = e->t_ns;
@@ -1134,6 +1156,8 @@ static void event_complete(struct stream *st, const struct event *e, uint64_t wi
 	}
 	if (e->type != 'p')
 		return;
+	if (e->full && st->lost_ns)
+		snaps_after_loss++;
 	st->have_push = true;
 	st->last_id = e->id;
 	st->last_wire = wire;
@@ -1204,6 +1228,7 @@ static void sse_line(struct stream *st, int64_t t)
 			if (st->npend < MAX_PENDING) {
 				struct event *e = &st->pend[st->npend++];
 				e->type = st->ev_type ? st->ev_type : 'o';
+				e->full = st->ev_type == 'p' && st->ev_full;
 				e->id = st->ev_id;
 				e->t_ns = t;
 				e->sse_end = st->sse_pos;
@@ -1218,6 +1243,7 @@ static void sse_line(struct stream *st, int64_t t)
 		st->ev_type = 0;
 		st->ev_data = false;
 		st->ev_marked = false;
+		st->ev_full = false;
 		st->ev_nonce[0] = '\0';
 		return;
 	}
@@ -1269,6 +1295,26 @@ static void marker_scan(struct stream *st, const char *p, size_t n)
 		}
 	}
 	st->mk = (uint8_t)k;
+}
+
+/* "full":true in the first FULL_SCAN bytes of a line (KMP: of the
+ * pattern's prefixes only "full" with its closing quote has a border, the
+ * quote, so a mismatch there falls back to 1 and everywhere else to 0) */
+static void full_scan(struct stream *st, const char *p, size_t n)
+{
+	static const char pat[] = FULL_PAT;
+	unsigned k = st->fk;
+	for (size_t i = 0; i < n && !st->ev_full; i++) {
+		while (k && p[i] != pat[k])
+			k = k == 6 ? 1 : 0;
+		if (p[i] == pat[k])
+			k++;
+		if (k == sizeof(pat) - 1) {
+			st->ev_full = true;
+			k = 0;
+		}
+	}
+	st->fk = (uint8_t)k;
 }
 
 /* ---- --etcd-watch: the JSON gateway's lines ---------------------------------- */
@@ -1369,6 +1415,8 @@ static void sse_feed(struct stream *st, const char *p, size_t n, int64_t t)
 			marker_scan(st, p, k);
 		if (cfg.etcd_watch)
 			etcd_scan(st, p, k);
+		else if (st->slen < FULL_SCAN)
+			full_scan(st, p, k < FULL_SCAN - st->slen ? k : FULL_SCAN - st->slen);
 		st->slen += (uint32_t)k;
 		st->sse_pos += k;
 		p += k;
@@ -1388,7 +1436,7 @@ static void sse_feed(struct stream *st, const char *p, size_t n, int64_t t)
 			sse_line(st, t);
 		}
 		st->slen = 0;
-		st->mk = 0;
+		st->mk = st->fk = 0;
 	}
 }
 
@@ -2056,6 +2104,11 @@ static void report_reconnect(bool complete)
 	printf("reconnect.failed_http=%" PRIu64 "\n", f_http);
 	printf("reconnect.failed_closed=%" PRIu64 "\n", f_closed);
 	printf("reconnect.tls_sessions=%" PRIu64 "\n", n_tls_streams);
+	printf("reconnect.first_heartbeat=%" PRIu64 "\n", back_beat);
+	printf("reconnect.first_delta=%" PRIu64 "\n", back_delta);
+	printf("reconnect.first_snapshot=%" PRIu64 "\n", back_snap);
+	printf("reconnect.first_other=%" PRIu64 "\n", back_other);
+	printf("reconnect.snapshots=%" PRIu64 "\n", snaps_after_loss);
 	print_epoch("reconnect.lost_first_at", lost_first_ns);
 	print_epoch("reconnect.lost_last_at", lost_last_ns);
 	print_epoch("reconnect.back_last_at", back_last_ns);

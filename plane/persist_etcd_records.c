@@ -260,7 +260,8 @@ int etcd_token_revoke(struct persist *p, const char *id, int64_t when, char *err
 		return -1;
 	}
 	struct persist_token t = {
-		.id = record_str(o, "id"), .hash = record_str(o, "hash"), .role = record_str(o, "role"), .node = record_str(o, "node"),
+		.id = record_str(o, "id"), .hash = record_str(o, "hash"), .role = record_str(o, "role"),
+		.node = record_str(o, "node"),
 		.name = record_str(o, "name"), .created = (int64_t)record_u64(o, "created"), .revoked = when,
 	};
 	rc = token_write(p, &t, err, errlen);

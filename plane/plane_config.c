@@ -53,8 +53,8 @@ const struct opt_def plane_options[] = {
 	{ "client-ca", 0, OPT_STRING, OFF(client_ca), 0, 0, NULL, "FILE",
 	  "mutual TLS: a client certificate this CA signs identifies a node (its CN)" },
 	{ "cert-roles", 0, OPT_FLAG, OFF(cert_roles), 0, 0, NULL, NULL,
-	  "with --client-ca: a certificate whose subject has OU=tether-admin, tether-operator or tether-reader is a "
-	  "person with that role, named by its CN (without it every client certificate is a node)" },
+	  "with --client-ca: a certificate whose subject has OU=tether-admin, tether-operator, tether-reader or "
+	  "tether-relay has that role, named by its CN (without it every client certificate is a node)" },
 	{ "signing-key", 0, OPT_STRING, OFF(signing_key), 0, 0, NULL, "FILE",
 	  "sign every push's and heartbeat's statement with this Ed25519 key (tetherctl keygen)" },
 	{ "statement-ttl", 0, OPT_SECONDS, OFF(statement_ttl), 10, 31536000, NULL, "SECONDS",

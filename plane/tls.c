@@ -231,6 +231,7 @@ static int ou_role(gnutls_x509_crt_t crt)
 {
 	static const struct { const char *ou; enum role role; } roles[] = {
 		{ "tether-admin", ROLE_ADMIN }, { "tether-operator", ROLE_OPERATOR }, { "tether-reader", ROLE_READER },
+		{ "tether-relay", ROLE_RELAY },
 	};
 	int found = ROLE_NODE;
 	for (unsigned i = 0;; i++) {

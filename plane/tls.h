@@ -27,7 +27,8 @@ const char *tls_client_ca_pem(struct plane_tls *t);
 
 /* --cert-roles: a client certificate whose subject holds one OU of
  * tether-admin, tether-operator or tether-reader is a person with that
- * role (its CN names them); without it every certificate is a node. */
+ * role (its CN names them), and one of tether-relay a relay; without it
+ * every certificate is a node. */
 void tls_set_cert_roles(struct plane_tls *t, bool on);
 
 /* Who the client certificate presented on c is: 1 with its CN in cn and

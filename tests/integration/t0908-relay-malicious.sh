@@ -8,9 +8,12 @@
 # each, keeps serving what it had, and the origin sees the refusals in its
 # record of the node (verify_failures, last_verify_failure) through the
 # relay. A token revoked at the origin closes the node's stream on the
-# relay. A relay without a credential, or with a node's, is refused.
+# relay. A relay without a credential, or with a node's, is refused. A
+# relay may also follow by client certificate (mutual TLS; --cert-roles and
+# OU=tether-relay on the origin).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-attack.sh"
+. "$(dirname "$0")/lib-tls.sh"
 
 [ -x "$AGENT_BIN" ] || bail "no $AGENT_BIN: build first"
 need_cmd node
@@ -144,5 +147,25 @@ check_eq "and refuses the token from then on" 401 \
 		"$RELAY/v1/config?node=n1&version=0")"
 check "no token appears in the relay's log" sh -c \
 	"! grep -qF -e '$(cat "$WORK/n1.token")' -e '$(cat "$WORK/relay.token")' '$WORK/relay.log'"
+
+# ---- a relay by client certificate ------------------------------------------------------
+PKI=$WORK/pki
+make_pki "$PKI" n9
+(cd "$PKI" && pki_cert edge "edge/OU=tether-relay" "extendedKeyUsage=clientAuth" ca) >>"$PKI/pki.log" 2>&1 ||
+	bail "cannot make the relay's certificate"
+SECURE=1 start_plane tlsorigin --admin-token-file "$ADMIN" --tls-cert "$PKI/server.pem" --tls-key "$PKI/server.key" \
+	--client-ca "$PKI/ca.pem" --cert-roles
+TLS_ORIGIN=$PLANE_URL
+curl -sS --cacert "$PKI/ca.pem" -H "Authorization: Bearer $(cat "$ADMIN")" -X PUT \
+	--data-binary '{"path":"t.txt","content":"t\n"}' "$TLS_ORIGIN/v1/resources/file/t" >/dev/null
+"$PLANE_BIN" --upstream "$TLS_ORIGIN" --upstream-ca "$PKI/ca.pem" --upstream-cert "$PKI/n9.pem" \
+	--upstream-key "$PKI/n9.key" --relay-id nodecert --listen 127.0.0.1:0 >"$WORK/nodecert-tls.log" 2>&1
+check "a relay with a node's certificate is refused (403, the relay role)" \
+	grep -q "the upstream answered 403.*relay role" "$WORK/nodecert-tls.log"
+SECURE=1 start_plane certrelay --upstream "$TLS_ORIGIN" --upstream-ca "$PKI/ca.pem" --upstream-cert "$PKI/edge.pem" \
+	--upstream-key "$PKI/edge.key" --relay-id edge-cert
+check_eq "a relay with a certificate of OU=tether-relay follows the origin over mutual TLS" "1 true" \
+	"$(curl -sS "$PLANE_URL/healthz" | jq -r '"\(.version) \(.upstream_up)"')"
+PLANE_URL=$ORIGIN
 
 done_testing

@@ -140,27 +140,17 @@ int cmd_watch(const struct ctl_ctx *cx, int argc, char **argv)
 {
 	(void)argc;
 	(void)argv;
-	char err[1024];
 	char *token = NULL, *urls[CLIENT_MAX_PLANES];
 	int n, rc = 1;
 	struct watch w = { .json = cx->json };
 	const char *nc = getenv("NO_COLOR");
 	w.color = !cx->json && isatty(STDOUT_FILENO) && !(nc && *nc);
 	sse_parser_init(&w.sse, WATCH_LINE_MAX, WATCH_EVENT_MAX);
-	if ((n = client_planes(cx->plane, urls, err, sizeof(err))) < 0) {
+	struct credentials cr;
+	if ((n = ctl_planes(cx, urls, &token, &cr)) < 0) {
 		n = 0;
-		ctl_error("--plane: %s", err);
 		goto out;
 	}
-	if (cx->token_file && !(token = credentials_read_token(cx->token_file, err, sizeof(err)))) {
-		ctl_error("%s", err);
-		goto out;
-	}
-	if ((cx->cert == NULL) != (cx->key == NULL)) {
-		ctl_error("--cert and --key go together (a client certificate and its key)");
-		goto out;
-	}
-	struct credentials cr = { cx->ca_file, cx->cert, cx->key, token };
 	for (int i = 0;; i = (i + 1) % n) {
 		struct client *c = client_new(urls[i], &cr);
 		if (!c) {

@@ -14,13 +14,37 @@
 #include <stdlib.h>
 #include <string.h>
 
+int ctl_planes(const struct ctl_ctx *cx, char **urls, char **token, struct credentials *cr)
+{
+	char err[1024];
+	*token = NULL;
+	int n = client_planes(cx->plane, urls, err, sizeof(err));
+	if (n < 0) {
+		ctl_error("--plane: %s", err);
+		return -1;
+	}
+	if (cx->token_file && !(*token = credentials_read_token(cx->token_file, err, sizeof(err)))) {
+		ctl_error("%s", err);
+		client_planes_free(urls, n);
+		return -1;
+	}
+	if ((cx->cert == NULL) != (cx->key == NULL)) {
+		ctl_error("--cert and --key go together (a client certificate and its key)");
+		credentials_forget(*token);
+		*token = NULL;
+		client_planes_free(urls, n);
+		return -1;
+	}
+	*cr = (struct credentials){ cx->ca_file, cx->cert, cx->key, *token };
+	return n;
+}
+
 /* One request to the plane. Returns 0 with the answer (release its body),
  * or 1 after printing why it failed: with several planes, why each one
  * tried failed. */
 static int call(const struct ctl_ctx *cx, const char *method, const char *path, const char *body,
 		size_t body_len, struct client_answer *ans, char *refusal, size_t refusal_len)
 {
-	char err[1024];
 	char *token = NULL;
 	char *urls[CLIENT_MAX_PLANES];
 	int n = 0, rc = 1;
@@ -28,20 +52,11 @@ static int call(const struct ctl_ctx *cx, const char *method, const char *path, 
 
 	buf_init(&ans->body);
 	ans->status = 0;
-	if ((n = client_planes(cx->plane, urls, err, sizeof(err))) < 0) {
+	struct credentials cr;
+	if ((n = ctl_planes(cx, urls, &token, &cr)) < 0) {
 		n = 0;
-		ctl_error("--plane: %s", err);
 		goto out;
 	}
-	if (cx->token_file && !(token = credentials_read_token(cx->token_file, err, sizeof(err)))) {
-		ctl_error("%s", err);
-		goto out;
-	}
-	if ((cx->cert == NULL) != (cx->key == NULL)) {
-		ctl_error("--cert and --key go together (a client certificate and its key)");
-		goto out;
-	}
-	struct credentials cr = { cx->ca_file, cx->cert, cx->key, token };
 	for (int i = 0; i < n; i++) {
 		struct client *c = client_new(urls[i], &cr);
 		if (!c) {

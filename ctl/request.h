@@ -16,6 +16,13 @@
 
 /* One request to the plane. Returns 0 with the answer (release its body),
  * or 1 after printing why it failed. */
+struct credentials;
+/* The planes of --plane (urls, room for CLIENT_MAX_PLANES; free with
+ * client_planes_free) and the credentials of the command line (*token:
+ * wipe with credentials_forget). Returns their count, or -1 after saying
+ * why (nothing left to free). */
+int ctl_planes(const struct ctl_ctx *cx, char **urls, char **token, struct credentials *cr);
+
 int ctl_call(const struct ctl_ctx *cx, const char *method, const char *path, const char *body, size_t body_len,
 	     struct client_answer *ans);
 /* The same, but a refusal of the plane (an HTTP answer other than 2xx)

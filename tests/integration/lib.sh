@@ -297,6 +297,29 @@ ro_is() {
 	curl -sS "${CURL_OPTS[@]}" "$PLANE_URL/v1/rollouts/current" | jq -e "$1" >/dev/null
 }
 
+# ---- node modules ---------------------------------------------------------------
+
+# eventsource_dir: sets ES_DIR to a node_modules holding the pinned
+# eventsource client (NODE_PATH, the build's, the source tree's build), or
+# installs it into $WORK with scripts/npm-deps.
+eventsource_dir() {
+	local d
+	ES_DIR=""
+	for d in ${NODE_PATH:+$(echo "$NODE_PATH" | tr ':' ' ')} "$TOP_BUILDDIR/node_modules" \
+		"$TOP_SRCDIR/build/node_modules"; do
+		if [ -f "$d/eventsource/package.json" ]; then
+			ES_DIR=$d
+			break
+		fi
+	done
+	if [ -z "$ES_DIR" ]; then
+		"$TOP_SRCDIR/scripts/npm-deps" "$WORK" >"$WORK/npm.log" 2>&1 ||
+			bail "cannot install eventsource: $(tail -n 5 "$WORK/npm.log")"
+		ES_DIR=$WORK/node_modules
+	fi
+	diag "eventsource $(jq -r .version "$ES_DIR/eventsource/package.json") from $ES_DIR, node $(node --version)"
+}
+
 # ---- a fleet of agents, named in NODES ----------------------------------------
 
 # ro_ended ID: rollout ID is the current one and is no longer in progress.

@@ -10,18 +10,7 @@ command -v node >/dev/null 2>&1 || skip_all "node is not installed"
 
 # the eventsource package: $NODE_PATH, the tree's build/node_modules, or
 # installed here (pinned) by scripts/npm-deps
-ES_DIR=""
-for d in ${NODE_PATH:+$(echo "$NODE_PATH" | tr ':' ' ')} "$TOP_SRCDIR/build/node_modules"; do
-	if [ -f "$d/eventsource/package.json" ]; then
-		ES_DIR=$d
-		break
-	fi
-done
-if [ -z "$ES_DIR" ]; then
-	"$TOP_SRCDIR/scripts/npm-deps" "$WORK" >"$WORK/npm.log" 2>&1 || bail "cannot install eventsource: $(tail -n 5 "$WORK/npm.log")"
-	ES_DIR=$WORK/node_modules
-fi
-diag "eventsource $(jq -r .version "$ES_DIR/eventsource/package.json") from $ES_DIR, node $(node --version)"
+eventsource_dir
 
 # The client: every event as one JSON line. The fetch wrapper only records
 # what each (re)connect sent and got; the EventSource does the rest.

@@ -14,18 +14,7 @@
 command -v node >/dev/null 2>&1 || skip_all "node is not installed"
 [ -x "$AGENT_BIN" ] || bail "no $AGENT_BIN: build first"
 
-ES_DIR=""
-for d in ${NODE_PATH:+$(echo "$NODE_PATH" | tr ':' ' ')} "$TOP_BUILDDIR/node_modules" "$TOP_SRCDIR/build/node_modules"; do
-	if [ -f "$d/eventsource/package.json" ]; then
-		ES_DIR=$d
-		break
-	fi
-done
-if [ -z "$ES_DIR" ]; then
-	"$TOP_SRCDIR/scripts/npm-deps" "$WORK" >"$WORK/npm.log" 2>&1 || bail "cannot install eventsource: $(tail -n 5 "$WORK/npm.log")"
-	ES_DIR=$WORK/node_modules
-fi
-diag "eventsource $(jq -r .version "$ES_DIR/eventsource/package.json") from $ES_DIR, node $(node --version)"
+eventsource_dir
 
 # es.cjs URL TOKEN [LAST-EVENT-ID]: every event as one JSON line.
 cat >"$WORK/es.cjs" <<'EOF'

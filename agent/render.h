@@ -35,6 +35,11 @@ struct render_out {
 struct render_opts {
 	const char *secrets_dir; /* absolute: where secret files are */
 	const char *marker;      /* "127.0.0.1:7099", or NULL for none */
+	/* traffic stats (traffic-aware gates); NULL: not wanted */
+	const char *traffic_syslog; /* "127.0.0.1:PORT": the agent's syslog listener,
+	                             * where the access log goes (one line per
+	                             * request in the format of docs/gates.md) */
+	const char *stats_socket;   /* haproxy: the stats socket to declare */
 };
 
 /* A renderer fills out with the generation's files, the first being the

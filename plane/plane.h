@@ -77,6 +77,7 @@ struct plane {
 	struct rollout *rollout;
 	struct hub *hub;
 	struct events *events;         /* GET /v1/events */
+	struct gate *gate;             /* traffic-aware gates; NULL: none configured */
 	struct tokens *tokens;
 	struct plane_tls *tls;         /* NULL: plain HTTP */
 	struct digests *digests;       /* NULL: no signing */

@@ -109,6 +109,22 @@ static void marker_key(const char *marker, char *out, size_t cap)
 	listen_key(rendered, out, cap);
 }
 
+void render_fill_gen(struct buf *conf, const char *gen_id)
+{
+	const size_t tl = strlen(RENDER_GEN_TOKEN), gl = strlen(gen_id);
+	if (!conf->len || !memmem(conf->data, conf->len, RENDER_GEN_TOKEN, tl))
+		return;
+	struct buf out = BUF_INIT;
+	const char *p = conf->data, *end = conf->data + conf->len;
+	for (const char *hit; (hit = memmem(p, (size_t)(end - p), RENDER_GEN_TOKEN, tl)); p = hit + tl) {
+		buf_append(&out, p, (size_t)(hit - p));
+		buf_append(&out, gen_id, gl);
+	}
+	buf_append(&out, p, (size_t)(end - p));
+	buf_release(conf);
+	*conf = out;
+}
+
 bool render_safe(const char *s)
 {
 	static const char ok[] = "._:/%@+,=!*~-[]";

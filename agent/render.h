@@ -118,6 +118,13 @@ typedef int (*render_body_fn)(const struct rstate *rs, const struct render_opts 
 int render_main(const struct state *s, const struct candidate *c, const struct render_opts *o,
 		struct render_out *out, const char *main_name, render_body_fn body, char *err, size_t errlen);
 
+/* Where a renderer needs the generation's id inside the configuration
+ * (the access log's format names it), it writes RENDER_GEN_TOKEN; the
+ * marker step replaces every one with the id once it is known (the id is a
+ * hash of the files with the token in them). */
+#define RENDER_GEN_TOKEN "@TETHER_GEN@"
+void render_fill_gen(struct buf *conf, const char *gen_id);
+
 /* True when s holds only characters safe to print unquoted in any of our
  * configuration languages: [A-Za-z0-9._:/%@+,=!*~-] and '[' ']'. */
 bool render_safe(const char *s);

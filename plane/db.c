@@ -12,8 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* 2: the version log (vlog, vlog_changes) */
-#define SCHEMA_VERSION 2
+/* 2: the version log (vlog, vlog_changes); 3: nodes.sub */
+#define SCHEMA_VERSION 3
 
 static const char schema[] =
 	"CREATE TABLE IF NOT EXISTS meta("
@@ -50,7 +50,7 @@ static const char schema[] =
 	"  healthy INTEGER,"
 	"  nack_version INTEGER, nack_nonce TEXT, nack_error TEXT, nack_at INTEGER,"
 	"  acks INTEGER NOT NULL DEFAULT 0, nacks INTEGER NOT NULL DEFAULT 0,"
-	"  stale_acks INTEGER NOT NULL DEFAULT 0);";
+	"  stale_acks INTEGER NOT NULL DEFAULT 0, sub TEXT);";
 
 int db_exec(struct db *db, const char *sql, char *err, size_t errlen)
 {
@@ -172,6 +172,9 @@ struct db *db_open(const char *dir, char *err, size_t errlen)
 			log_info("database in '%s': schema %lld upgraded to %d (the version log starts at version %lld)",
 				 dir, ver, SCHEMA_VERSION, cur);
 	}
+	/* 3: a node's subscription is kept with its record */
+	if (have && ver < 3 && db_exec(db, "ALTER TABLE nodes ADD COLUMN sub TEXT", err, errlen) < 0)
+		goto fail;
 	if ((!have || ver < SCHEMA_VERSION) && db_meta_set(db, "schema", SCHEMA_VERSION, err, errlen) < 0)
 		goto fail;
 	return db;

@@ -4,6 +4,7 @@
 #include "log.h"
 #include "resource.h"
 #include "strmap.h"
+#include "traffic.h"
 #include "util.h"
 #include "xmalloc.h"
 
@@ -37,7 +38,12 @@ struct node_rec {
 	char holder[128];            /* another replica that says it streams to it */
 	char *via;                   /* behind relays: their names, nearest first, comma-joined; NULL: direct */
 	char *sub;                   /* its subscription, canonical ("": every name), from its last stream or
-				      * poll here; NULL: not known since this plane started (not persisted) */
+				      * poll (persisted); NULL: never known */
+	/* its last traffic report (traffic-aware gates), as JSON, and its
+	 * sums for /metrics; memory only */
+	char *traffic;
+	uint64_t t_requests, t_errors;
+	double t_p99;
 	bool via_streaming;          /* the relay nearest it holds its stream */
 	int64_t poll_seen_ms;        /* monotonic time of the last poll */
 	int64_t behind_since_ms;     /* monotonic; 0 while at its target */
@@ -255,6 +261,10 @@ static void load_into(struct nodes *n, struct node_rec *r, const struct persist_
 	r->stale = pn->stale;
 	if (pn->via && pn->via[0])
 		r->via = xstrdup(pn->via);
+	if (pn->sub) {
+		free(r->sub);
+		r->sub = xstrdup(pn->sub);
+	}
 	take_holder(n, r, pn);
 }
 
@@ -278,6 +288,11 @@ static void merge_into(struct nodes *n, struct node_rec *r, const struct persist
 			r->labels = xstrdup(pn->labels);
 		}
 		copy_str(r->transport, sizeof(r->transport), pn->transport);
+	}
+	/* the subscription of its last connection, as whoever saw that says */
+	if (pn->sub && (!r->sub || (pn->last_seen >= r->last_seen && strcmp(pn->sub, r->sub) != 0))) {
+		free(r->sub);
+		r->sub = xstrdup(pn->sub);
 	}
 	if (pn->first_seen && (!r->first_seen || pn->first_seen < r->first_seen))
 		r->first_seen = pn->first_seen;
@@ -427,6 +442,7 @@ void nodes_free(struct nodes *n)
 		free(n->all[i]->vf_error);
 		free(n->all[i]->via);
 		free(n->all[i]->sub);
+		free(n->all[i]->traffic);
 		free(n->all[i]);
 	}
 	free(n->all);
@@ -473,8 +489,29 @@ void nodes_set_sub(struct nodes *n, const char *id, const char *canon)
 	if (r && (!r->sub || strcmp(r->sub, canon) != 0)) {
 		free(r->sub);
 		r->sub = xstrdup(canon);
+		mark_dirty(n, r);
 	}
 	pthread_mutex_unlock(&n->lock);
+}
+
+int nodes_set_traffic(struct nodes *n, const char *id, const struct traffic *t)
+{
+	struct buf j = BUF_INIT;
+	traffic_to_json(t, &j);
+	struct traffic_route all;
+	traffic_sum_routes(t, &all);
+	pthread_mutex_lock(&n->lock);
+	struct node_rec *r = lookup(n, id);
+	if (r) {
+		free(r->traffic);
+		r->traffic = buf_detach(&j, NULL);
+		r->t_requests = all.requests;
+		r->t_errors = all.errors;
+		r->t_p99 = traffic_quantile(all.hist, 0.99);
+	}
+	pthread_mutex_unlock(&n->lock);
+	buf_release(&j);
+	return r ? 0 : -1;
 }
 
 void nodes_stream_open(struct nodes *n, const char *id)
@@ -645,6 +682,8 @@ static void rec_json(const struct nodes *n, const struct node_rec *r, uint64_t p
 	if (r->behind_since_ms && lag)
 		buf_printf(out, ",\"behind_seconds\":%lld", (long long)((mono - r->behind_since_ms) / 1000));
 	buf_printf(out, ",\"healthy\":%s", r->healthy < 0 ? "null" : r->healthy ? "true" : "false");
+	buf_puts(out, ",\"traffic\":");
+	buf_puts(out, r->traffic ? r->traffic : "null");
 	if (r->has_nack) {
 		buf_printf(out, ",\"last_nack\":{\"version\":%llu,\"nonce\":", (unsigned long long)r->nack_version);
 		buf_json_string(out, r->nack_nonce);
@@ -763,6 +802,26 @@ void nodes_metrics(struct nodes *n, uint64_t plane_version, struct buf *out)
 	for (size_t i = 0; i < n->len; i++)
 		buf_printf(out, "tether_node_verify_failures_total{node=\"%s\"} %llu\n", n->all[i]->id,
 			   (unsigned long long)n->all[i]->verify_failures);
+	buf_puts(out, "# HELP tether_node_traffic_requests Requests the node's live generation served, as it last "
+		      "reported (traffic-aware gates).\n"
+		      "# TYPE tether_node_traffic_requests gauge\n");
+	for (size_t i = 0; i < n->len; i++)
+		if (n->all[i]->traffic)
+			buf_printf(out, "tether_node_traffic_requests{node=\"%s\"} %llu\n", n->all[i]->id,
+				   (unsigned long long)n->all[i]->t_requests);
+	buf_puts(out, "# HELP tether_node_traffic_errors 5xx answers of the node's live generation, as it last reported.\n"
+		      "# TYPE tether_node_traffic_errors gauge\n");
+	for (size_t i = 0; i < n->len; i++)
+		if (n->all[i]->traffic)
+			buf_printf(out, "tether_node_traffic_errors{node=\"%s\"} %llu\n", n->all[i]->id,
+				   (unsigned long long)n->all[i]->t_errors);
+	buf_puts(out, "# HELP tether_node_traffic_latency_p99_ms The p99 latency of the node's live generation over "
+		      "every route, as it last reported.\n"
+		      "# TYPE tether_node_traffic_latency_p99_ms gauge\n");
+	for (size_t i = 0; i < n->len; i++)
+		if (n->all[i]->traffic)
+			buf_printf(out, "tether_node_traffic_latency_p99_ms{node=\"%s\"} %.3f\n", n->all[i]->id,
+				   n->all[i]->t_p99);
 	buf_puts(out, "# HELP tether_node_nacks_total NACKs each node sent.\n"
 		      "# TYPE tether_node_nacks_total counter\n");
 	for (size_t i = 0; i < n->len; i++)
@@ -774,7 +833,7 @@ void nodes_metrics(struct nodes *n, uint64_t plane_version, struct buf *out)
 /* Snapshot of one record for writing without the nodes lock. */
 struct rec_copy {
 	struct node_rec r;
-	char *labels, *nack_error, *via, *vf_error;
+	char *labels, *nack_error, *via, *vf_error, *sub;
 };
 
 int nodes_flush(struct nodes *n, char *err, size_t errlen)
@@ -796,6 +855,7 @@ int nodes_flush(struct nodes *n, char *err, size_t errlen)
 		copies[i].nack_error = r->nack_error ? xstrdup(r->nack_error) : NULL;
 		copies[i].via = r->via ? xstrdup(r->via) : NULL;
 		copies[i].vf_error = r->vf_error ? xstrdup(r->vf_error) : NULL;
+		copies[i].sub = r->sub ? xstrdup(r->sub) : NULL;
 		r->dirty = false;
 	}
 	n->ndirty = 0;
@@ -814,7 +874,7 @@ int nodes_flush(struct nodes *n, char *err, size_t errlen)
 			.nack_at = r->nack_at, .acks = r->acks, .nacks = r->nacks, .stale = r->stale,
 			.replica = self, .streaming = r->streams > 0 || (copies[i].via && r->via_streaming),
 			.via = copies[i].via, .verify_failures = r->verify_failures, .vf_version = r->vf_version,
-			.vf_error = copies[i].vf_error, .vf_at = r->vf_at,
+			.vf_error = copies[i].vf_error, .vf_at = r->vf_at, .sub = copies[i].sub,
 		};
 	}
 	int rc = n->p->ops->nodes_save(n->p, recs, cnt, err, errlen);
@@ -835,6 +895,7 @@ int nodes_flush(struct nodes *n, char *err, size_t errlen)
 		free(copies[i].nack_error);
 		free(copies[i].via);
 		free(copies[i].vf_error);
+		free(copies[i].sub);
 	}
 	free(copies);
 	pthread_mutex_unlock(&n->flush_lock);

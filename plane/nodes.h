@@ -85,8 +85,13 @@ bool nodes_id_valid(const char *id);
 int nodes_seen(struct nodes *n, const char *id, const char *labels, const char *transport);
 /* Records the subscription (canonical, "" for every name) a node's stream
  * or poll asked for: GET /v1/nodes shows it as "sub", so tetherctl sync
- * counts the nodes a change reaches. Kept in memory only. */
+ * counts the nodes a change reaches. Saved with the node's record, so a
+ * restarted plane still knows it. */
 void nodes_set_sub(struct nodes *n, const char *id, const char *canon);
+/* Records a node's last traffic report (traffic-aware gates): /v1/nodes
+ * shows it, /metrics its sums. Memory only. -1 for an unknown node. */
+struct traffic;
+int nodes_set_traffic(struct nodes *n, const char *id, const struct traffic *t);
 void nodes_stream_open(struct nodes *n, const char *id);
 void nodes_stream_close(struct nodes *n, const char *id);
 /* Records the push sent to a node. */

@@ -18,7 +18,7 @@ int nodes_sqlite_load(struct persist *p, persist_node_cb cb, void *ctx, char *er
 	static const char sql[] =
 		"SELECT node, labels, first_seen, last_seen, transport, sent_version, sent_nonce,"
 		" sent_at, acked_version, acked_at, healthy, nack_version, nack_nonce, nack_error,"
-		" nack_at, acks, nacks, stale_acks FROM nodes";
+		" nack_at, acks, nacks, stale_acks, sub FROM nodes";
 	struct db *db = persist_sqlite_db(p);
 	sqlite3_stmt *st = NULL;
 	int rc = -1;
@@ -44,6 +44,7 @@ int nodes_sqlite_load(struct persist *p, persist_node_cb cb, void *ctx, char *er
 			.nack_error = text_or(st, 13, ""), .nack_at = sqlite3_column_int64(st, 14),
 			.acks = (uint64_t)sqlite3_column_int64(st, 15), .nacks = (uint64_t)sqlite3_column_int64(st, 16),
 			.stale = (uint64_t)sqlite3_column_int64(st, 17),
+			.sub = (const char *)sqlite3_column_text(st, 18),
 		};
 		if (cb(ctx, &n) < 0) {
 			snprintf(err, errlen, "nodes: a record could not be loaded");
@@ -66,8 +67,8 @@ int nodes_sqlite_save(struct persist *p, const struct persist_node *recs, size_t
 	static const char sql[] =
 		"INSERT OR REPLACE INTO nodes(node, labels, first_seen, last_seen, transport,"
 		" sent_version, sent_nonce, sent_at, acked_version, acked_at, healthy,"
-		" nack_version, nack_nonce, nack_error, nack_at, acks, nacks, stale_acks)"
-		" VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+		" nack_version, nack_nonce, nack_error, nack_at, acks, nacks, stale_acks, sub)"
+		" VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
 	struct db *db = persist_sqlite_db(p);
 	int rc = -1;
 	sqlite3_stmt *st = NULL;
@@ -106,6 +107,10 @@ int nodes_sqlite_save(struct persist *p, const struct persist_node *recs, size_t
 		sqlite3_bind_int64(st, 16, (sqlite3_int64)r->acks);
 		sqlite3_bind_int64(st, 17, (sqlite3_int64)r->nacks);
 		sqlite3_bind_int64(st, 18, (sqlite3_int64)r->stale);
+		if (r->sub)
+			sqlite3_bind_text(st, 19, r->sub, -1, SQLITE_STATIC);
+		else
+			sqlite3_bind_null(st, 19);
 		if (sqlite3_step(st) != SQLITE_DONE) {
 			snprintf(err, errlen, "database: %s", sqlite3_errmsg(db->conn));
 			goto rollback;

@@ -111,6 +111,8 @@ struct persist_node {
 	uint64_t verify_failures, vf_version;
 	const char *vf_error;              /* NULL: none */
 	int64_t vf_at;
+	/* its subscription, canonical ("": every name; NULL: not known) */
+	const char *sub;
 };
 typedef int (*persist_node_cb)(void *ctx, const struct persist_node *n);
 

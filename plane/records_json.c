@@ -129,6 +129,8 @@ cJSON *record_node_to_json(const struct persist_node *r)
 		cJSON_AddTrueToObject(o, "streaming");
 	if (r->via && r->via[0])
 		cJSON_AddStringToObject(o, "via", r->via);
+	if (r->sub)
+		cJSON_AddStringToObject(o, "sub", r->sub);
 	if (r->verify_failures) {
 		num(o, "verify_failures", r->verify_failures);
 		num(o, "vf_version", r->vf_version);
@@ -160,6 +162,8 @@ int record_node_from_json(const cJSON *o, struct persist_node *n)
 	};
 	if (n->verify_failures)
 		n->vf_error = record_str(o, "vf_error");
+	const cJSON *sub = cJSON_GetObjectItemCaseSensitive(o, "sub");
+	n->sub = cJSON_IsString(sub) ? sub->valuestring : NULL;
 	return n->id[0] && n->labels[0] ? 0 : -1;
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # t0930-sync.sh: tetherctl sync DIR and export DIR against the real plane:
 # create, change and prune as one version with --message; --dry-run's diff,
-# its node counts (subscriptions from polls), colours on a terminal (not
+# its node counts (subscriptions from polls, kept across a restart), colours on a terminal (not
 # with NO_COLOR) and exit codes 0/3; a batch
 # whose base moved (--base, or a write landing between sync's read and its
 # batch, held by a proxy) is 409 and applies nothing; broken files (bad JSON,
@@ -86,6 +86,12 @@ curl -sS -o /dev/null "$PLANE_URL/v1/config?node=n-cluster&sub=cluster/"
 curl -sS -o /dev/null "$PLANE_URL/v1/config?node=n-route&sub=route/"
 curl -sS -o /dev/null "$PLANE_URL/v1/config?node=n-all"
 check_eq "/v1/nodes shows each node's sub (sorted by id)" '"" "cluster/" "route/"' \
+	"$(curl -sS "$PLANE_URL/v1/nodes" | jq -c '.[].sub' | paste -sd ' ')"
+
+# a restarted plane still knows them (the subscription is kept with the node's record)
+stop_pid "$PLANE_PID"
+start_plane p --listen "127.0.0.1:$PLANE_PORT"
+check_eq "after a restart /v1/nodes still shows each node's sub" '"" "cluster/" "route/"' \
 	"$(curl -sS "$PLANE_URL/v1/nodes" | jq -c '.[].sub' | paste -sd ' ')"
 
 # ---- change and prune --------------------------------------------------------

@@ -2,7 +2,8 @@
  * one connection per command (haproxy closes after one command when not
  * in prompt mode), nonblocking, every step under one deadline so a dead or
  * stuck haproxy costs at most the timeout; answers are read up to
- * HAPROXY_ANSWER_MAX and parsed by haproxy_answer.c. Also finds whether
+ * HAPROXY_ANSWER_MAX and parsed by haproxy_answer.c (a failed read
+ * leaves out without routes and with an empty gen). Also finds whether
  * the operator's base configuration declares the socket already. */
 #include "haproxy_stats.h"
 #include "haproxy_answer.h"
@@ -165,8 +166,10 @@ int haproxy_stats_read(const char *path, double timeout_s, struct traffic *out, 
 	snprintf(out->gen, sizeof(out->gen), "pid%ld", pid);
 	rc = 0;
 out:
-	if (rc < 0)
+	if (rc < 0) {
 		traffic_clear(out);
+		out->gen[0] = '\0';
+	}
 	buf_release(&ans);
 	return rc;
 }

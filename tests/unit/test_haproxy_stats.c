@@ -2,7 +2,8 @@
  * `show stat` and `show info` answers: a real answer of Debian's haproxy
  * 2.6, then every kind of bad answer) and of agent/haproxy_stats.c (the
  * base configuration's `stats socket` line; reading a socket that is
- * absent, silent or not haproxy, within the timeout). The reading of a
+ * absent, silent or not haproxy, within the timeout; the commands' order:
+ * a reload between them, an endless answer). The reading of a
  * real haproxy is tests/integration/t0952-haproxy-stats.sh. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -432,6 +433,76 @@ static void test_read_not_haproxy(void **state)
 	waitpid(pid, &status, 0);
 }
 
+/* A socket that gives each connection the next of answers (a child
+ * process), as haproxy would without prompt mode: one command, one answer,
+ * closed. Returns the child's pid. */
+static pid_t serve(int fd, const char *const *answers, size_t n, size_t big)
+{
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid)
+		return pid;
+	for (size_t i = 0; i < n; i++) {
+		int c = accept(fd, NULL, NULL);
+		char in[64];
+		ssize_t r = read(c, in, sizeof(in));
+		(void)r;
+		if (answers[i]) {
+			r = write(c, answers[i], strlen(answers[i]));
+		} else {
+			/* big bytes of a header line that does not end */
+			char chunk[65536];
+			memset(chunk, 'x', sizeof(chunk));
+			for (size_t w = 0; w < big; w += sizeof(chunk))
+				if (write(c, chunk, sizeof(chunk)) < 0)
+					break;
+		}
+		close(c);
+	}
+	_exit(0);
+}
+
+static void test_read_protocol(void **state)
+{
+	const struct dir *d = *state;
+	char path[300], err[256] = "";
+	struct traffic t;
+	traffic_init(&t);
+	int status;
+	/* a whole read: the counters, named after the worker */
+	int fd = listener(d, "good.sock", path, sizeof(path));
+	static const char *const good[] = { "Pid: 77\n", HEADER "tether_c_a,BACKEND,5,,,,,1,,3,\n\n", "Pid: 77\n" };
+	pid_t pid = serve(fd, good, 3, 0);
+	if (haproxy_stats_read(path, 2, &t, err, sizeof(err)) != 0)
+		fail_msg("refused: %s", err);
+	assert_string_equal(t.gen, "pid77");
+	assert_int_equal(t.n, 1);
+	assert_string_equal(t.routes[0].name, "cluster/a");
+	assert_int_equal(t.routes[0].requests, 5);
+	assert_int_equal(t.routes[0].errors, 1);
+	waitpid(pid, &status, 0);
+	close(fd);
+	/* another worker answered the second show info: a reload in between */
+	fd = listener(d, "reload.sock", path, sizeof(path));
+	static const char *const reload[] = { "Pid: 77\n", HEADER "tether_c_a,BACKEND,5,,,,,1,,3,\n", "Pid: 78\n" };
+	pid = serve(fd, reload, 3, 0);
+	assert_int_equal(haproxy_stats_read(path, 2, &t, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "haproxy reloaded while it was read (worker 77, then 78)"));
+	assert_int_equal(t.n, 0);
+	assert_string_equal(t.gen, "");
+	waitpid(pid, &status, 0);
+	close(fd);
+	/* an endless answer: read up to the bound, then refused */
+	fd = listener(d, "huge.sock", path, sizeof(path));
+	static const char *const huge[] = { "Pid: 77\n", NULL };
+	pid = serve(fd, huge, 2, HAPROXY_ANSWER_MAX + 65536);
+	assert_int_equal(haproxy_stats_read(path, 5, &t, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "the answer to 'show stat' is longer than 4194304 bytes"));
+	waitpid(pid, &status, 0);
+	close(fd);
+	traffic_release(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -447,6 +518,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_declared, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_read_failures, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_read_not_haproxy, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_read_protocol, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

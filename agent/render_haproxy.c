@@ -3,7 +3,10 @@
  * 404 backend, and the marker frontend. The operator starts haproxy with
  * `-f BASE.cfg -f OUTPUT_DIR/current/` (master-worker mode to reload with
  * SIGUSR2). Every proxy carries its own mode and timeouts, so the file
- * works after any base configuration. */
+ * works after any base configuration. For traffic-aware gates it may
+ * declare the stats socket (a second `global` section, which haproxy
+ * merges) and send each request's access log line (docs/gates.md) to the
+ * agent's syslog listener, naming the route that served it. */
 #include "render.h"
 #include "json.h"
 #include "xmalloc.h"
@@ -44,6 +47,30 @@ static int backends(const struct rstate *rs, struct buf *b, char *err, size_t er
 	return 0;
 }
 
+/* One use_backend rule of a frontend: the route it serves ("-" for the
+ * 404 of a host's unrouted paths) and its condition (" acl acl..." or ""). */
+struct tag {
+	const char *route;
+	char cond[600];
+};
+
+/* Names the route of each request in txn.tether_route for the access log:
+ * "-" first, then the rules last to first, so the first rule that matches
+ * (the one haproxy's use_backend takes) is the last to set it; then the
+ * use_backend rules (ub). */
+static void route_tags(struct buf *b, const struct tag *tags, size_t n, const struct buf *ub)
+{
+	buf_puts(b, "    http-request set-var(txn.tether_route) str(-)\n");
+	for (size_t k = n; k-- > 0;) {
+		buf_printf(b, "    http-request set-var(txn.tether_route) str(%s)", tags[k].route);
+		if (tags[k].cond[0])
+			buf_printf(b, " if%s", tags[k].cond);
+		buf_puts(b, "\n");
+	}
+	if (ub->len)
+		buf_append(b, ub->data, ub->len);
+}
+
 static int frontends(const struct rstate *rs, struct render_out *out, const struct render_opts *o, struct buf *b,
 		     char *err, size_t errlen)
 {
@@ -80,10 +107,22 @@ static int frontends(const struct rstate *rs, struct render_out *out, const stru
 			buf_printf(b, " ssl crt %s/%s", o->secrets_dir, name);
 		}
 		buf_puts(b, "\n    timeout client 60s\n    option forwardfor\n");
+		if (o->traffic_syslog)
+			buf_printf(b, "    log %s len 2048 local7 info\n"
+				      "    log-format \"tether1 " RENDER_GEN_TOKEN
+				      " %%ST %%Ta%%[str(ms)] %%[var(txn.tether_route)]\"\n",
+				   o->traffic_syslog);
 		struct rroute *routes;
 		size_t n;
 		if (render_routes_of(rs, l->bare, &routes, &n, err, errlen) < 0)
 			return -1;
+		/* with the access log, the use_backend rules go after the rules
+		 * naming the route (haproxy runs http-request rules first, and
+		 * warns of one written after a use_backend) */
+		struct buf ub = BUF_INIT;
+		struct buf *u = o->traffic_syslog ? &ub : b;
+		struct tag *tags = xcalloc(2 * n + 1, sizeof(*tags));
+		size_t nt = 0;
 		bool has_root = false;
 		for (size_t k = 0; k < n; k++) {
 			const struct rroute *r = &routes[k];
@@ -103,19 +142,28 @@ static int frontends(const struct rstate *rs, struct render_out *out, const stru
 				cl += (size_t)snprintf(cond + cl, sizeof(cond) - cl, " p_%s", rn);
 			}
 			if (cl)
-				buf_printf(b, "    use_backend tether_c_%s if%s\n", r->cluster, cond);
+				buf_printf(u, "    use_backend tether_c_%s if%s\n", r->cluster, cond);
 			else
-				buf_printf(b, "    use_backend tether_c_%s\n", r->cluster);
+				buf_printf(u, "    use_backend tether_c_%s\n", r->cluster);
+			tags[nt].route = r->name;
+			snprintf(tags[nt++].cond, sizeof(tags[0].cond), "%s", cond);
 			/* the last route of a host without a "/" route: its other
 			 * paths are 404, not the "*" routes' (as nginx does) */
 			has_root |= strcmp(r->path, "/") == 0;
 			bool last = k + 1 == n || !render_same_host(routes[k + 1].host, r->host);
 			if (last) {
-				if (!has_root && strcmp(r->host, "*") != 0)
-					buf_printf(b, "    use_backend tether_not_found if h_%s\n", rn);
+				if (!has_root && strcmp(r->host, "*") != 0) {
+					buf_printf(u, "    use_backend tether_not_found if h_%s\n", rn);
+					tags[nt].route = "-";
+					snprintf(tags[nt++].cond, sizeof(tags[0].cond), " h_%s", rn);
+				}
 				has_root = false;
 			}
 		}
+		if (o->traffic_syslog)
+			route_tags(b, tags, nt, &ub);
+		buf_release(&ub);
+		free(tags);
 		free(routes);
 		buf_puts(b, "    default_backend tether_not_found\n\n");
 	}
@@ -125,6 +173,18 @@ static int frontends(const struct rstate *rs, struct render_out *out, const stru
 static int haproxy_body(const struct rstate *rs, const struct render_opts *o, struct render_out *out,
 			struct buf *b, char *err, size_t errlen)
 {
+	if (o->stats_socket && !render_safe(o->stats_socket)) {
+		snprintf(err, errlen, "the stats socket '%s' cannot be rendered safely", o->stats_socket);
+		return -1;
+	}
+	if (o->traffic_syslog && !render_safe(o->traffic_syslog)) {
+		snprintf(err, errlen, "the traffic syslog address '%s' cannot be rendered safely", o->traffic_syslog);
+		return -1;
+	}
+	/* haproxy merges a second global section into the first (the base
+	 * configuration's); level user reads the counters, changes nothing */
+	if (o->stats_socket)
+		buf_printf(b, "global\n    stats socket %s mode 600 level user\n\n", o->stats_socket);
 	return frontends(rs, out, o, b, err, errlen) < 0 || backends(rs, b, err, errlen) < 0 ? -1 : 0;
 }
 

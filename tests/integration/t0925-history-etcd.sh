@@ -4,7 +4,9 @@
 # the other (author, message, names); show, diff and get --at on either;
 # a revert on b of a write made on a; retention by count (410 past it);
 # a batch's base refused with 409 when the other replica wrote; a version
-# too large to carry its bodies keeps its names and moves the floor.
+# too large to carry its bodies keeps its names and moves the floor;
+# retention by age (--history-max-age) with no write coming, on both
+# replicas, and a write after it on the other leaving the floor where it is.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-etcd.sh"
 
@@ -17,8 +19,10 @@ PREFIX=/t0925-$$/
 E=(--store etcd --etcd "$ETCD_ENDPOINTS" --etcd-prefix "$PREFIX" --heartbeat 1 --history-keep 5)
 start_plane a "${E[@]}"
 A_URL=$PLANE_URL
+A_PID=$PLANE_PID
 start_plane b "${E[@]}"
 B_URL=$PLANE_URL
+B_PID=$PLANE_PID
 web() { printf '{"lb":"%s","endpoints":[{"address":"127.0.0.1","port":%s}]}' "$1" "$2"; }
 on() { local PLANE_URL=$1; shift; "$@"; }
 version_on() { curl -fsS "$1/healthz" | jq -r .version; }
@@ -64,5 +68,35 @@ check_eq "get --at 8 is past the history kept (410)" 410 \
 	"$(curl -sS -o /dev/null -w '%{http_code}' "$A_URL/v1/resources/file/big?at=8")"
 web round_robin 9200 | on "$A_URL" ctl put cluster/web >/dev/null
 check_eq "the history goes on after it" "10 9" "$(curl -fsS "$B_URL/v1/history?limit=2" | json '[.versions[].version] | map(tostring) | join(" ")')"
+
+# ---- retention by age (--history-max-age), with no write coming ------------
+stop_pid "$A_PID"
+stop_pid "$B_PID"
+AGE=(--store etcd --etcd "$ETCD_ENDPOINTS" --etcd-prefix "/t0925-age-$$/" --heartbeat 1 --history-max-age 3)
+start_plane c "${AGE[@]}"
+C_URL=$PLANE_URL
+C_LOG=$PLANE_LOG
+start_plane d "${AGE[@]}"
+D_URL=$PLANE_URL
+D_LOG=$PLANE_LOG
+web round_robin 9301 | on "$C_URL" ctl put cluster/web --message "aging 1" >/dev/null
+web round_robin 9302 | on "$C_URL" ctl put cluster/web --message "aging 2" >/dev/null
+check_eq "both versions are in the log at first" "aging 2|aging 1" \
+	"$(curl -fsS "$C_URL/v1/history" | json '[.versions[].message] | join("|")')"
+for r in c d; do
+	[ $r = c ] && u=$C_URL || u=$D_URL
+	check "past the age, with no write since, both are dropped on $r (the floor is the version)" \
+		wait_until 15 sh -c "[ \"\$(curl -fsS '$u/v1/history' | jq -c '[.floor, (.versions | length)]')\" = '[2,0]' ]"
+done
+check_eq "tetherctl log lists none of them" "" "$(on "$D_URL" ctl log | grep aging)"
+check_eq "show 1 is past the history kept (410)" 410 "$(curl -sS -o /dev/null -w '%{http_code}' "$D_URL/v1/history/1")"
+check_eq "get --at the floor (the current version) still answers" round_robin \
+	"$(on "$D_URL" ctl get cluster/web --at 2 | json .lb)"
+check "a replica says what it dropped" grep -q 'history: dropped the versions through 2, older than 3s' "$C_LOG" "$D_LOG"
+web least_conn 9303 | on "$D_URL" ctl put cluster/web --message "after the trim" >/dev/null
+check_eq "a write on the other replica starts the log again, the floor where it was" "3 after the trim 2" \
+	"$(curl -fsS "$C_URL/v1/history" | json '"\(.versions[0].version) \(.versions[0].message) \(.floor)"')"
+check "then that version ages out too" wait_until 15 sh -c \
+	"[ \"\$(curl -fsS '$C_URL/v1/history' | jq -c '[.floor, (.versions | length)]')\" = '[3,0]' ]"
 
 done_testing

@@ -6,7 +6,9 @@
 # a batch's base refused with 409 when the other replica wrote; a version
 # too large to carry its bodies keeps its names and moves the floor;
 # retention by age (--history-max-age) with no write coming, on both
-# replicas, and a write after it on the other leaving the floor where it is.
+# replicas, and a write after it on the other leaving the floor where it is;
+# a history read waiting on a stalled etcd holds up no other request (it
+# runs off libmicrohttpd's threads: --threads 1 here).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-etcd.sh"
 
@@ -98,5 +100,23 @@ check_eq "a write on the other replica starts the log again, the floor where it 
 	"$(curl -fsS "$C_URL/v1/history" | json '"\(.versions[0].version) \(.versions[0].message) \(.floor)"')"
 check "then that version ages out too" wait_until 15 sh -c \
 	"[ \"\$(curl -fsS '$C_URL/v1/history' | jq -c '[.floor, (.versions | length)]')\" = '[3,0]' ]"
+
+# ---- a history read waiting on etcd holds up no other request ---------------
+start_plane e "${AGE[@]}" --threads 1
+E_URL=$PLANE_URL
+requests() { curl -sS --max-time 2 "$E_URL/metrics" | awk '$1 == "tether_requests_total" {print $2}'; }
+r0=$(requests)
+kill -STOP "${ETCD_PID[1]}"
+curl -sS -o "$WORK/stalled.json" -w '%{http_code}' --max-time 30 "$E_URL/v1/history" >"$WORK/stalled.code" 2>&1 &
+STALLED=$!
+# the read has arrived: this poll is the second request since r0
+wait_until 10 sh -c "[ \"\$(curl -sS --max-time 2 '$E_URL/metrics' | awk '\$1 == \"tether_requests_total\" {print \$2}')\" -ge $((r0 + 2)) ]" ||
+	diag "the stalled read did not arrive"
+check "while etcd stalls under a history read, /healthz answers (one HTTP thread)" \
+	curl -fsS --max-time 3 -o /dev/null "$E_URL/healthz"
+kill -CONT "${ETCD_PID[1]}"
+wait "$STALLED"
+check_eq "the read is answered once etcd is back" 200 "$(cat "$WORK/stalled.code")"
+check_eq "... with the log" 3 "$(json .version <"$WORK/stalled.json")"
 
 done_testing

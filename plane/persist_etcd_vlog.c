@@ -31,7 +31,8 @@
 #define DIGITS 20
 /* A record larger than this keeps the names only (see etcd_vlog_ops). */
 #define RECORD_MAX ((size_t)256 << 10)
-/* Records read a request when looking for the aged ones. */
+/* Records read a request when looking for the aged ones: one first (the
+ * oldest is most often young enough), then more. */
 #define AGE_PAGE 16
 
 struct etcd_vlog_cache {
@@ -145,12 +146,13 @@ static int scan_aged(struct persist *p, int64_t cutoff, uint64_t below, int64_t 
 		free(last);
 	}
 	bool young = false;
-	int rc;
-	for (;;) {
+	int rc = 0, page = 1;
+	while (plan->was + 1 < below) {   /* else no record is in range */
 		cJSON *b = cJSON_CreateObject(), *resp = NULL;
 		cJSON_AddStringToObject(b, "key", from);
 		cJSON_AddStringToObject(b, "range_end", to);
-		cJSON_AddNumberToObject(b, "limit", AGE_PAGE);
+		cJSON_AddNumberToObject(b, "limit", page);
+		page = page * 4 < AGE_PAGE ? page * 4 : AGE_PAGE;
 		rc = etcd_call(persist_etcd_client(p), "/v3/kv/range", b, &resp, err, errlen);
 		if (rc < 0)
 			break;

@@ -7,6 +7,8 @@
 # too large to carry its bodies keeps its names and moves the floor;
 # retention by age (--history-max-age) with no write coming, on both
 # replicas, and a write after it on the other leaving the floor where it is;
+# writes on both replicas for longer than the age keeping the log whole
+# above its floor;
 # a history read waiting on a stalled etcd holds up no other request (it
 # runs off libmicrohttpd's threads: --threads 1 here).
 . "$(dirname "$0")/lib.sh"
@@ -101,6 +103,27 @@ check_eq "a write on the other replica starts the log again, the floor where it 
 check "then that version ages out too" wait_until 15 sh -c \
 	"[ \"\$(curl -fsS '$C_URL/v1/history' | jq -c '[.floor, (.versions | length)]')\" = '[3,0]' ]"
 
+# ---- writes on both replicas for longer than the age ------------------------
+# each commit drops what aged, and so does each replica's keeper between
+# them: whoever moves the floor, it only moves up and the log stays whole
+# above it
+n=3
+while [ $n -lt 400 ]; do
+	n=$((n + 1))
+	[ $((n % 2)) = 0 ] && u=$C_URL || u=$D_URL
+	web round_robin $((10000 + n)) | on "$u" ctl put cluster/web >/dev/null || break
+	[ $((n % 20)) = 0 ] && [ "$(curl -fsS "$C_URL/v1/history?limit=1" | jq .floor)" -gt 10 ] && break
+done
+check_eq "every write on either replica committed" "$n" "$(version_on "$C_URL")"
+for r in c d; do
+	[ $r = c ] && u=$C_URL || u=$D_URL
+	out=$(curl -fsS "$u/v1/history?limit=10000")
+	check_eq "on $r the log is every version above the floor" "$n" \
+		"$(echo "$out" | jq '.floor as $f | [.versions[].version] | if . == ([range($f + 1; '"$n"' + 1)] | reverse) then '"$n"' else "floor \($f), \(length) versions" end')"
+	check "on $r the floor moved past the versions older than the age" \
+		jq -e '.floor > 10 and ([.versions[].time] | min) >= (now | floor) - 3 - 2' <<<"$out"
+done
+
 # ---- a history read waiting on etcd holds up no other request ---------------
 start_plane e "${AGE[@]}" --threads 1
 E_URL=$PLANE_URL
@@ -117,6 +140,6 @@ check "while etcd stalls under a history read, /healthz answers (one HTTP thread
 kill -CONT "${ETCD_PID[1]}"
 wait "$STALLED"
 check_eq "the read is answered once etcd is back" 200 "$(cat "$WORK/stalled.code")"
-check_eq "... with the log" 3 "$(json .version <"$WORK/stalled.json")"
+check_eq "... with the log" "$n" "$(json .version <"$WORK/stalled.json")"
 
 done_testing

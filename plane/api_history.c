@@ -3,7 +3,10 @@
  * two versions, a resource as it was, and a revert to an earlier state as
  * a new version (a write like any other: staged rollouts stage it). Reads
  * need a reader; secrets are redacted for non-admins as in
- * /v1/resources. */
+ * /v1/resources. Each handler checks its input on the request's thread,
+ * then computes its answer from the backend in a job (a *_run function):
+ * with a shared backend on the reader thread (the revert on the writer
+ * thread), the request suspended meanwhile (writer_call), else at once. */
 #include "auth.h"
 #include "http.h"
 #include "json.h"
@@ -104,21 +107,20 @@ static int change_cb(void *ctx, const struct persist_vchange *ch)
 	return 0;
 }
 
-/* 0 fine; else an answer was sent (*ret): V is past what is kept (410) or
+/* 0 fine; else res holds the answer: V is past what is kept (410) or
  * beyond the store's version (404); cur: the store's version as read. */
-static int check_kept(struct plane *p, struct MHD_Connection *c, uint64_t v, uint64_t floor, uint64_t cur,
-		      enum MHD_Result *ret)
+static int check_kept(uint64_t v, uint64_t floor, uint64_t cur, struct write_result *res)
 {
 	if (v > cur) {
-		*ret = http_send_error(c, MHD_HTTP_NOT_FOUND, "no version %llu: the plane is at version %llu",
-				       (unsigned long long)v, (unsigned long long)cur);
+		write_result_error(res, MHD_HTTP_NOT_FOUND, "no version %llu: the plane is at version %llu",
+				   (unsigned long long)v, (unsigned long long)cur);
 		return -1;
 	}
 	if (v < floor) {
-		*ret = http_send_error(c, MHD_HTTP_GONE,
-				       "version %llu is past the history kept (the oldest kept is %llu; see "
-				       "--history-keep and --history-max-age)", (unsigned long long)v,
-				       (unsigned long long)floor);
+		write_result_error(res, MHD_HTTP_GONE,
+				   "version %llu is past the history kept (the oldest kept is %llu; see "
+				   "--history-keep and --history-max-age)", (unsigned long long)v,
+				   (unsigned long long)floor);
 		return -1;
 	}
 	return 0;
@@ -129,62 +131,120 @@ static int parse_version(const char *s, uint64_t *v)
 	return s && *s && parse_u64(s, v) == 0 ? 0 : -1;
 }
 
-enum MHD_Result api_history(struct plane *p, struct MHD_Connection *c, const char *version)
+/* A JSON answer (b taken). */
+static void answer_json(struct write_result *res, struct buf *b)
+{
+	buf_putc(b, '\n');
+	res->status = MHD_HTTP_OK;
+	res->body = *b;
+	res->gzip_ok = true;
+	buf_init(b);
+}
+
+/* Runs fn(p, arg) off the request's thread when the plane has a writer
+ * (a shared backend), else here; free_arg(arg) after. */
+static enum MHD_Result run(struct plane *p, struct MHD_Connection *c, struct request *r, bool write, writer_fn fn,
+			   void *arg, void (*free_arg)(void *))
+{
+	r->job = writer_call(p->writer, c, write, fn, arg, free_arg);
+	if (r->job)
+		return MHD_YES;
+	struct write_result res;
+	fn(p, arg, &res);
+	free_arg(arg);
+	return http_send(c, res.status, "application/json", &res.body, res.gzip_ok);
+}
+
+/* GET /v1/history and /v1/history/{V}: what the job needs. */
+struct history_job {
+	struct principal who;
+	char *name;                  /* NULL: all */
+	uint64_t limit;
+	bool one;                    /* /v1/history/{V} */
+	uint64_t v;
+};
+
+static void history_job_free(void *arg)
+{
+	struct history_job *j = arg;
+	free(j->name);
+	free(j);
+}
+
+static void history_run(struct plane *p, void *arg, struct write_result *res)
+{
+	struct history_job *j = arg;
+	const struct persist_ops *ops = p->persist->ops;
+	char err[512];
+	struct buf b = BUF_INIT;
+	struct listing l = { &b, 0, &j->who };
+	uint64_t floor = 0;
+	store_rdlock(p->store);
+	uint64_t cur = store_version(p->store);
+	store_rdunlock(p->store);
+	if (ops->log_floor(p->persist, &floor, err, sizeof(err)) < 0) {
+		write_result_error(res, MHD_HTTP_INTERNAL_SERVER_ERROR, "history: %s", err);
+		return;
+	}
+	if (!j->one) {
+		buf_printf(&b, "{\"version\":%llu,\"floor\":%llu,\"versions\":[", (unsigned long long)cur,
+			   (unsigned long long)floor);
+		if (ops->log_list(p->persist, j->name, (size_t)j->limit, list_cb, &l, err, sizeof(err)) < 0) {
+			buf_release(&b);
+			write_result_error(res, MHD_HTTP_INTERNAL_SERVER_ERROR, "history: %s", err);
+			return;
+		}
+		buf_puts(&b, "]}");
+		answer_json(res, &b);
+		return;
+	}
+	/* a version's record is kept when the state before it is */
+	if (check_kept(j->v, j->v ? floor + 1 : 1, cur, res) < 0)
+		return;
+	int rc = ops->log_get(p->persist, j->v, version_cb, change_cb, &l, err, sizeof(err));
+	if (rc <= 0) {
+		buf_release(&b);
+		if (rc < 0)
+			write_result_error(res, MHD_HTTP_INTERNAL_SERVER_ERROR, "history: %s", err);
+		else
+			write_result_error(res, MHD_HTTP_GONE, "version %llu is past the history kept",
+					   (unsigned long long)j->v);
+		return;
+	}
+	buf_puts(&b, "]}");
+	answer_json(res, &b);
+}
+
+enum MHD_Result api_history(struct plane *p, struct MHD_Connection *c, struct request *r, const char *version)
 {
 	struct principal who;
 	enum MHD_Result ret;
 	char err[512];
 	if (!auth_allow(p, c, ROLE_READER, &who, &ret) || !has_log(p, c, &ret))
 		return ret;
-	struct buf b = BUF_INIT;
-	struct listing l = { &b, 0, &who };
-	const struct persist_ops *ops = p->persist->ops;
+	struct history_job *j = xcalloc(1, sizeof(*j));
+	j->who = who;
 	if (!version) {
 		const char *name = http_query(c, "name");
 		const char *lim = http_query(c, "limit");
-		uint64_t limit = 20;
-		if (lim && (parse_u64(lim, &limit) < 0 || limit < 1 || limit > LIST_MAX))
+		j->limit = 20;
+		if (lim && (parse_u64(lim, &j->limit) < 0 || j->limit < 1 || j->limit > LIST_MAX)) {
+			history_job_free(j);
 			return http_send_error(c, MHD_HTTP_BAD_REQUEST, "limit: must be an integer in 1..%d", LIST_MAX);
-		if (name && resource_fullname_check(name, err, sizeof(err)) < 0)
-			return http_send_error(c, MHD_HTTP_BAD_REQUEST, "name: %s", err);
-		uint64_t floor = 0;
-		store_rdlock(p->store);
-		uint64_t cur = store_version(p->store);
-		store_rdunlock(p->store);
-		if (ops->log_floor(p->persist, &floor, err, sizeof(err)) < 0)
-			return http_send_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "history: %s", err);
-		buf_printf(&b, "{\"version\":%llu,\"floor\":%llu,\"versions\":[", (unsigned long long)cur,
-			   (unsigned long long)floor);
-		if (ops->log_list(p->persist, name, (size_t)limit, list_cb, &l, err, sizeof(err)) < 0) {
-			buf_release(&b);
-			return http_send_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "history: %s", err);
 		}
-		buf_puts(&b, "]}");
-		return http_send_json(c, MHD_HTTP_OK, &b);
+		if (name && resource_fullname_check(name, err, sizeof(err)) < 0) {
+			history_job_free(j);
+			return http_send_error(c, MHD_HTTP_BAD_REQUEST, "name: %s", err);
+		}
+		j->name = name ? xstrdup(name) : NULL;
+	} else {
+		j->one = true;
+		if (parse_version(version, &j->v) < 0) {
+			history_job_free(j);
+			return http_send_error(c, MHD_HTTP_BAD_REQUEST, "history: '%.40s' is not a version", version);
+		}
 	}
-	uint64_t v, floor = 0;
-	if (parse_version(version, &v) < 0)
-		return http_send_error(c, MHD_HTTP_BAD_REQUEST, "history: '%.40s' is not a version", version);
-	store_rdlock(p->store);
-	uint64_t cur = store_version(p->store);
-	store_rdunlock(p->store);
-	if (ops->log_floor(p->persist, &floor, err, sizeof(err)) < 0)
-		return http_send_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "history: %s", err);
-	/* a version's record is kept when the state before it is */
-	if (check_kept(p, c, v, v ? floor + 1 : 1, cur, &ret) < 0)
-		return ret;
-	int rc = ops->log_get(p->persist, v, version_cb, change_cb, &l, err, sizeof(err));
-	if (rc < 0) {
-		buf_release(&b);
-		return http_send_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "history: %s", err);
-	}
-	if (rc == 0) {
-		buf_release(&b);
-		return http_send_error(c, MHD_HTTP_GONE, "version %llu is past the history kept",
-				       (unsigned long long)v);
-	}
-	buf_puts(&b, "]}");
-	return http_send_json(c, MHD_HTTP_OK, &b);
+	return run(p, c, r, false, history_run, j, history_job_free);
 }
 
 /* The states of names at a version, as the log rebuilds them. */
@@ -261,48 +321,79 @@ static int log_states(struct plane *p, uint64_t v, const char *name, struct stat
 	return -1;
 }
 
-enum MHD_Result api_history_get_at(struct plane *p, struct MHD_Connection *c, const struct principal *who,
-				   const char *name, const char *at)
+/* GET /v1/resources/{name}?at=V: what the job needs. */
+struct at_job {
+	struct principal who;
+	char *name;
+	uint64_t v;
+};
+
+static void at_job_free(void *arg)
 {
-	enum MHD_Result ret;
+	struct at_job *j = arg;
+	free(j->name);
+	free(j);
+}
+
+static void get_at_run(struct plane *p, void *arg, struct write_result *res)
+{
+	struct at_job *j = arg;
 	char err[512];
-	uint64_t v, floor = 0, cur = 0;
-	if (parse_version(at, &v) < 0)
-		return http_send_error(c, MHD_HTTP_BAD_REQUEST, "at: '%.40s' is not a version", at);
-	if (!has_log(p, c, &ret))
-		return ret;
-	if (p->persist->ops->log_floor(p->persist, &floor, err, sizeof(err)) < 0)
-		return http_send_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "history: %s", err);
+	uint64_t floor = 0, cur = 0;
+	if (p->persist->ops->log_floor(p->persist, &floor, err, sizeof(err)) < 0) {
+		write_result_error(res, MHD_HTTP_INTERNAL_SERVER_ERROR, "history: %s", err);
+		return;
+	}
 	struct states st = { 0 };
-	if (log_states(p, v, name, &st, &cur, err, sizeof(err)) < 0)
-		return http_send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "history: %s", err);
+	if (log_states(p, j->v, j->name, &st, &cur, err, sizeof(err)) < 0) {
+		write_result_error(res, MHD_HTTP_SERVICE_UNAVAILABLE, "history: %s", err);
+		return;
+	}
 	char *body = NULL;
 	size_t len = 0;
-	int rc = check_kept(p, c, v, floor, cur, &ret);
+	int rc = check_kept(j->v, floor, cur, res);
 	if (rc == 0 && st.n) {
 		body = st.s[0].body;
 		len = st.s[0].len;
 		st.s[0].body = NULL;
 	} else if (rc == 0) {
-		const struct store_entry *e = store_get(p->store, name);
+		const struct store_entry *e = store_get(p->store, j->name);
 		body = e && e->body ? xstrndup(e->body, e->body_len) : NULL;
 		len = e && e->body ? e->body_len : 0;
 	}
 	store_rdunlock(p->store);
 	states_release(&st);
 	if (rc < 0)
-		return ret;
-	if (!body)
-		return http_send_error(c, MHD_HTTP_NOT_FOUND, "no resource '%s' at version %llu", name,
-				       (unsigned long long)v);
+		return;
+	if (!body) {
+		write_result_error(res, MHD_HTTP_NOT_FOUND, "no resource '%s' at version %llu", j->name,
+				   (unsigned long long)j->v);
+		return;
+	}
 	struct buf b = BUF_INIT;
 	buf_puts(&b, "{\"name\":");
-	buf_json_string(&b, name);
-	buf_printf(&b, ",\"at\":%llu,\"body\":", (unsigned long long)v);
-	api_append_body(&b, who, name, body, len);
+	buf_json_string(&b, j->name);
+	buf_printf(&b, ",\"at\":%llu,\"body\":", (unsigned long long)j->v);
+	api_append_body(&b, &j->who, j->name, body, len);
 	buf_putc(&b, '}');
 	free(body);
-	return http_send_json(c, MHD_HTTP_OK, &b);
+	answer_json(res, &b);
+}
+
+enum MHD_Result api_history_get_at(struct plane *p, struct MHD_Connection *c, struct request *r,
+				   const struct principal *who, const char *name, const char *at)
+{
+	enum MHD_Result ret;
+	uint64_t v;
+	if (parse_version(at, &v) < 0)
+		return http_send_error(c, MHD_HTTP_BAD_REQUEST, "at: '%.40s' is not a version", at);
+	if (!has_log(p, c, &ret))
+		return ret;
+	struct at_job *j = xcalloc(1, sizeof(*j));
+	j->who = *who;
+	j->name = xstrdup(name);
+	j->v = v;
+	return run(p, c, r, false, get_at_run, j, at_job_free);
 }
 
 /* Per name changed in (a, b] (b <= the store's version): its state at a
@@ -336,34 +427,33 @@ static int diff_states(struct plane *p, uint64_t a, uint64_t b, struct states *b
 	return 0;
 }
 
-enum MHD_Result api_diff(struct plane *p, struct MHD_Connection *c)
-{
+/* GET /v1/diff: what the job needs. */
+struct diff_job {
 	struct principal who;
-	enum MHD_Result ret;
+	uint64_t a, b;
+};
+
+static void diff_run(struct plane *p, void *arg, struct write_result *res)
+{
+	struct diff_job *j = arg;
 	char err[512];
-	uint64_t a, b, floor = 0;
-	if (!auth_allow(p, c, ROLE_READER, &who, &ret) || !has_log(p, c, &ret))
-		return ret;
-	if (parse_version(http_query(c, "from"), &a) < 0 || parse_version(http_query(c, "to"), &b) < 0)
-		return http_send_error(c, MHD_HTTP_BAD_REQUEST, "diff: from and to must be versions");
-	if (p->persist->ops->log_floor(p->persist, &floor, err, sizeof(err)) < 0)
-		return http_send_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "history: %s", err);
+	uint64_t a = j->a, b = j->b, floor = 0;
+	if (p->persist->ops->log_floor(p->persist, &floor, err, sizeof(err)) < 0) {
+		write_result_error(res, MHD_HTTP_INTERNAL_SERVER_ERROR, "history: %s", err);
+		return;
+	}
 	uint64_t lo = a < b ? a : b, hi = a < b ? b : a;
 	struct states sa = { 0 }, sb = { 0 };
 	store_rdlock(p->store);
 	uint64_t cur = store_version(p->store);
 	store_rdunlock(p->store);
-	int rc = check_kept(p, c, lo, floor, cur, &ret);
-	if (rc == 0)
-		rc = check_kept(p, c, hi, floor, cur, &ret);
-	if (rc == 0)
-		rc = diff_states(p, lo, hi, &sa, &sb, err, sizeof(err)) < 0 ? -2 : 0;
-	if (rc == -1)
-		return ret;
-	if (rc == -2) {
+	if (check_kept(lo, floor, cur, res) < 0 || check_kept(hi, floor, cur, res) < 0)
+		return;
+	if (diff_states(p, lo, hi, &sa, &sb, err, sizeof(err)) < 0) {
 		states_release(&sa);
 		states_release(&sb);
-		return http_send_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "history: %s", err);
+		write_result_error(res, MHD_HTTP_INTERNAL_SERVER_ERROR, "history: %s", err);
+		return;
 	}
 	/* from a to b: when a > b, what undoing the versions between would do */
 	struct states *from = a <= b ? &sa : &sb, *to = a <= b ? &sb : &sa;
@@ -380,15 +470,96 @@ enum MHD_Result api_diff(struct plane *p, struct MHD_Connection *c)
 		buf_puts(&out, "{\"name\":");
 		buf_json_string(&out, x->name);
 		buf_puts(&out, ",\"before\":");
-		put_state(&out, &who, x->name, x->body, x->len);
+		put_state(&out, &j->who, x->name, x->body, x->len);
 		buf_puts(&out, ",\"after\":");
-		put_state(&out, &who, y->name, y->body, y->len);
+		put_state(&out, &j->who, y->name, y->body, y->len);
 		buf_putc(&out, '}');
 	}
 	buf_puts(&out, "]}");
 	states_release(&sa);
 	states_release(&sb);
-	return http_send_json(c, MHD_HTTP_OK, &out);
+	answer_json(res, &out);
+}
+
+enum MHD_Result api_diff(struct plane *p, struct MHD_Connection *c, struct request *r)
+{
+	struct principal who;
+	enum MHD_Result ret;
+	uint64_t a, b;
+	if (!auth_allow(p, c, ROLE_READER, &who, &ret) || !has_log(p, c, &ret))
+		return ret;
+	if (parse_version(http_query(c, "from"), &a) < 0 || parse_version(http_query(c, "to"), &b) < 0)
+		return http_send_error(c, MHD_HTTP_BAD_REQUEST, "diff: from and to must be versions");
+	struct diff_job *j = xcalloc(1, sizeof(*j));
+	j->who = who;
+	j->a = a;
+	j->b = b;
+	return run(p, c, r, false, diff_run, j, free);
+}
+
+/* POST /v1/revert: what the job needs. */
+struct revert_job {
+	uint64_t v;
+	char *message;
+	char author[320];
+};
+
+static void revert_job_free(void *arg)
+{
+	struct revert_job *j = arg;
+	free(j->message);
+	free(j);
+}
+
+/* The state at j->v from the log, committed against the version it was
+ * read at (a write in between: 409). */
+static void revert_run(struct plane *p, void *arg, struct write_result *res)
+{
+	struct revert_job *j = arg;
+	char err[1024];
+	uint64_t v = j->v, floor = 0;
+	if (p->persist->ops->log_floor(p->persist, &floor, err, sizeof(err)) < 0) {
+		write_result_error(res, MHD_HTTP_INTERNAL_SERVER_ERROR, "history: %s", err);
+		return;
+	}
+	/* read without the store's lock: the write is made against cur (a
+	 * write in between is 409) */
+	struct states st = { 0 };
+	store_rdlock(p->store);
+	uint64_t cur = store_version(p->store);
+	store_rdunlock(p->store);
+	if (check_kept(v, floor, cur, res) < 0)
+		return;
+	if (v < cur && p->persist->ops->log_after(p->persist, v, cur, NULL, states_cb, &st, err, sizeof(err)) < 0) {
+		states_release(&st);
+		write_result_error(res, MHD_HTTP_INTERNAL_SERVER_ERROR, "history: %s", err);
+		return;
+	}
+	struct store_change *ch = xcalloc(st.n ? st.n : 1, sizeof(*ch));
+	size_t n = 0;
+	for (size_t i = 0; i < st.n; i++) {
+		ch[n].name = st.s[i].name;
+		if (st.s[i].body) {
+			cJSON *body = json_decode(st.s[i].body, st.s[i].len, NULL, err, sizeof(err));
+			if (!body || validate_upsert(st.s[i].name, body, &ch[n], err, sizeof(err)) < 0) {
+				cJSON_Delete(body);
+				for (size_t k = 0; k < n; k++)
+					free(ch[k].body);
+				free(ch);
+				write_result_error(res, MHD_HTTP_UNPROCESSABLE_CONTENT,
+						   "revert: %s as of version %llu no longer passes the checks: %s",
+						   st.s[i].name, (unsigned long long)v, err);
+				states_release(&st);
+				return;
+			}
+			cJSON_Delete(body);
+		}
+		n++;
+	}
+	struct write_opts opts = { j->author, j->message, true, cur };
+	writer_commit(p, ch, n, false, &opts, res);
+	free(ch);
+	states_release(&st);
 }
 
 /* POST /v1/revert {"version":V,"message":M}: the state at V committed as
@@ -419,7 +590,7 @@ enum MHD_Result api_revert(struct plane *p, struct MHD_Connection *c, struct req
 		cJSON_Delete(doc);
 		return http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT, "revert: version must be an integer >= 0");
 	}
-	uint64_t v = (uint64_t)jv->valuedouble, floor = 0;
+	uint64_t v = (uint64_t)jv->valuedouble;
 	char message[MESSAGE_MAX + 64];
 	if (jm && (!cJSON_IsString(jm) || history_message_check(jm->valuestring, err, sizeof(err)) < 0)) {
 		cJSON_Delete(doc);
@@ -431,56 +602,10 @@ enum MHD_Result api_revert(struct plane *p, struct MHD_Connection *c, struct req
 	else
 		snprintf(message, sizeof(message), "revert to version %llu", (unsigned long long)v);
 	cJSON_Delete(doc);
-	if (p->persist->ops->log_floor(p->persist, &floor, err, sizeof(err)) < 0)
-		return http_send_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "history: %s", err);
-
-	/* read without the store's lock: the write is made against cur (a
-	 * write in between is 409) */
-	struct states st = { 0 };
-	store_rdlock(p->store);
-	uint64_t cur = store_version(p->store);
-	store_rdunlock(p->store);
-	int rc = check_kept(p, c, v, floor, cur, &ret);
-	if (rc == 0 && v < cur)
-		rc = p->persist->ops->log_after(p->persist, v, cur, NULL, states_cb, &st, err, sizeof(err)) < 0 ? -2 : 0;
-	if (rc == -1)
-		return ret;
-	if (rc == -2) {
-		states_release(&st);
-		return http_send_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "history: %s", err);
-	}
-	struct store_change *ch = xcalloc(st.n ? st.n : 1, sizeof(*ch));
-	size_t n = 0;
-	for (size_t i = 0; i < st.n; i++) {
-		ch[n].name = st.s[i].name;
-		if (st.s[i].body) {
-			cJSON *body = json_decode(st.s[i].body, st.s[i].len, NULL, err, sizeof(err));
-			if (!body || validate_upsert(st.s[i].name, body, &ch[n], err, sizeof(err)) < 0) {
-				cJSON_Delete(body);
-				for (size_t k = 0; k < n; k++)
-					free(ch[k].body);
-				free(ch);
-				states_release(&st);
-				return http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT,
-						       "revert: %s as of version %llu no longer passes the checks: %s",
-						       st.s[i].name, (unsigned long long)v, err);
-			}
-			cJSON_Delete(body);
-		}
-		n++;
-	}
-	char author[320];
-	auth_author(p, c, &who, author, sizeof(author));
-	struct write_opts opts = { author, message, true, cur };
-	r->job = writer_submit(p->writer, c, ch, n, false, &opts);
-	if (r->job) {
-		free(ch);
-		states_release(&st);
-		return MHD_YES;
-	}
-	struct write_result res;
-	writer_commit(p, ch, n, false, &opts, &res);
-	free(ch);
-	states_release(&st);
-	return http_send(c, res.status, "application/json", &res.body, false);
+	struct revert_job *j = xcalloc(1, sizeof(*j));
+	j->v = v;
+	j->message = xstrdup(message);
+	auth_author(p, c, &who, j->author, sizeof(j->author));
+	/* on the writer thread with a shared backend: in order with the writes */
+	return run(p, c, r, true, revert_run, j, revert_job_free);
 }

@@ -116,7 +116,7 @@ enum MHD_Result api_resource(struct plane *p, struct MHD_Connection *c, struct r
 		return http_send_error(c, MHD_HTTP_BAD_REQUEST, "%s", err);
 	if (read) {
 		const char *at = http_query(c, "at");
-		return at ? api_history_get_at(p, c, &who, name, at) : get_one(p, c, &who, name);
+		return at ? api_history_get_at(p, c, r, &who, name, at) : get_one(p, c, &who, name);
 	}
 
 	/* the version log's record: who, and the message of X-Tether-Message */

@@ -199,12 +199,12 @@ static enum MHD_Result route(struct plane *p, struct MHD_Connection *c, struct r
 		return api_resource(p, c, r, method, url + strlen("/v1/resources/"));
 	}
 	if (strcmp(url, "/v1/history") == 0)
-		return is(method, "GET") ? api_history(p, c, NULL) : method_not_allowed(c, method, "GET");
+		return is(method, "GET") ? api_history(p, c, r, NULL) : method_not_allowed(c, method, "GET");
 	if (str_starts_with(url, "/v1/history/"))
-		return is(method, "GET") ? api_history(p, c, url + strlen("/v1/history/"))
+		return is(method, "GET") ? api_history(p, c, r, url + strlen("/v1/history/"))
 					 : method_not_allowed(c, method, "GET");
 	if (strcmp(url, "/v1/diff") == 0)
-		return is(method, "GET") ? api_diff(p, c) : method_not_allowed(c, method, "GET");
+		return is(method, "GET") ? api_diff(p, c, r) : method_not_allowed(c, method, "GET");
 	if (strcmp(url, "/v1/revert") == 0)
 		return is(method, "POST") ? api_revert(p, c, r) : method_not_allowed(c, method, "POST");
 	if (strcmp(url, "/v1/nodes") == 0)
@@ -269,12 +269,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		return MHD_YES;
 	}
 	if (r->job) {
-		/* resumed: the writer thread has the answer */
+		/* resumed: the writer (or reader) thread has the answer */
 		struct write_result res;
 		if (!writer_take(r->job, &res))
 			return MHD_YES;
 		r->job = NULL;
-		return http_send(c, res.status, "application/json", &res.body, false);
+		return http_send(c, res.status, "application/json", &res.body, res.gzip_ok);
 	}
 	if (*upload_size) {
 		if (!r->too_big && r->body.len + *upload_size > r->cap) {

@@ -22,7 +22,7 @@ struct request {
 	uint64_t cap;               /* the most this request may upload */
 	bool too_big;
 	struct waiter *waiter;      /* a suspended long-poll */
-	struct write_job *job;      /* a suspended write (writer.c) */
+	struct write_job *job;      /* a suspended write or history read (writer.c) */
 };
 
 int http_start(struct plane *p, char *err, size_t errlen);
@@ -71,13 +71,14 @@ enum MHD_Result api_tokens(struct plane *p, struct MHD_Connection *c, struct req
 			   const char *id);
 
 /* The version log (api_history.c): GET /v1/history, /v1/history/{V},
- * /v1/diff, /v1/resources/{name}?at=V and POST /v1/revert. */
+ * /v1/diff, /v1/resources/{name}?at=V and POST /v1/revert. With a shared
+ * backend they read it off libmicrohttpd's threads (writer_call; r->job). */
 struct principal;
-enum MHD_Result api_history(struct plane *p, struct MHD_Connection *c, const char *version);
-enum MHD_Result api_diff(struct plane *p, struct MHD_Connection *c);
+enum MHD_Result api_history(struct plane *p, struct MHD_Connection *c, struct request *r, const char *version);
+enum MHD_Result api_diff(struct plane *p, struct MHD_Connection *c, struct request *r);
 enum MHD_Result api_revert(struct plane *p, struct MHD_Connection *c, struct request *r);
-enum MHD_Result api_history_get_at(struct plane *p, struct MHD_Connection *c, const struct principal *who,
-				   const char *name, const char *at);
+enum MHD_Result api_history_get_at(struct plane *p, struct MHD_Connection *c, struct request *r,
+				   const struct principal *who, const char *name, const char *at);
 /* A write's message: at most 1024 bytes, no control characters. 0, or -1
  * with err. */
 int history_message_check(const char *m, char *err, size_t errlen);

@@ -28,6 +28,7 @@
 #define RETRY_MS 2000
 #define FLUSH_EVERY_MS 200
 #define PRUNE_EVERY_MS 60000
+#define LOG_TRIM_EVERY_MS 1000   /* the history's age trim: a query, a write only when due */
 #define LAG_EVERY_MS 1000
 
 struct stream {
@@ -750,13 +751,13 @@ static void *ticker_main(void *arg)
 }
 
 /* The keeper: what writes to the store's backend -- the rollout's gates,
- * node records, old tombstones. Apart from the ticker, so a backend that
+ * node records, old tombstones, the history's age trim. Apart from the ticker, so a backend that
  * stalls (etcd electing a leader) never holds up heartbeats. */
 static void *keeper_main(void *arg)
 {
 	struct hub *h = arg;
 	struct plane *p = h->p;
-	int64_t next_prune = now_ms() + PRUNE_EVERY_MS, next_flush_warn = 0;
+	int64_t next_prune = now_ms() + PRUNE_EVERY_MS, next_flush_warn = 0, next_log_trim = 0;
 	char err[512];
 	pthread_mutex_lock(&h->lock);
 	while (!h->stop) {
@@ -779,6 +780,15 @@ static void *keeper_main(void *arg)
 				log_warn("store: cannot drop old tombstones: %s", err);
 			store_write_unlock(p->store);
 			next_prune = now_ms() + PRUNE_EVERY_MS;
+		}
+		if (now_ms() >= next_log_trim) {
+			/* versions past --history-max-age go though no write comes */
+			int64_t wait = LOG_TRIM_EVERY_MS;
+			if (store_trim_log(p->store, wall_seconds(), err, sizeof(err)) < 0) {
+				log_warn("history: cannot drop versions past --history-max-age: %s (again in 10 s)", err);
+				wait = 10000;
+			}
+			next_log_trim = now_ms() + wait;
 		}
 		pthread_mutex_lock(&h->lock);
 		if (!h->stop)

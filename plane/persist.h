@@ -191,6 +191,11 @@ struct persist_ops {
 		       void *ctx, char *err, size_t errlen);
 	int (*log_after)(struct persist *p, uint64_t v, uint64_t upto, const char *name, persist_vchange_cb cb,
 			 void *ctx, char *err, size_t errlen);
+	/* log_trim: the age trim a commit makes, when no commit comes: drops
+	 * the versions recorded before now - max_age (the newest too) and
+	 * moves the floor; 0 also when another writer moved it first (the
+	 * next call sees that) */
+	int (*log_trim)(struct persist *p, int64_t now, int64_t max_age, char *err, size_t errlen);
 
 	/* rollouts: a record (insert or replace) with the released version,
 	 * durably; the same inside a commit; the newest max records; the

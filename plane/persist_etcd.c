@@ -55,6 +55,7 @@ struct persist_etcd {
 	double lease_ttl;
 	_Atomic uint64_t commit_seq; /* this replica's commits, for their marks */
 	struct persist_follow follow;
+	struct etcd_vlog_cache *vlog;   /* its own lock */
 	_Atomic bool writable;
 	_Atomic uint64_t revisions, reloads, listed, fetched, deleted, conflicts;
 };
@@ -67,6 +68,11 @@ static struct persist_etcd *pe(struct persist *p)
 struct etcd *persist_etcd_client(struct persist *p)
 {
 	return pe(p)->e;
+}
+
+struct etcd_vlog_cache *persist_etcd_vlog_cache(struct persist *p)
+{
+	return pe(p)->vlog;
 }
 
 struct etcd_lease *persist_etcd_lease(struct persist *p)
@@ -442,9 +448,23 @@ static bool version_is(const cJSON *resp, uint64_t expect)
 	return same;
 }
 
-static int et_commit(struct persist *p, const struct persist_commit *c, char *err, size_t errlen)
+/* commit_once's answer when only the version log's floor moved under it
+ * (another replica's age trim): computed again at once */
+#define FLOOR_MOVED (-100)
+
+static int commit_once(struct persist *p, const struct persist_commit *c, char *err, size_t errlen)
 {
 	struct persist_etcd *x = pe(p);
+	/* the version log's trim: may read etcd, so before the txn */
+	struct etcd_vlog_plan plan = { 0 };
+	if (c->nchanges) {
+		int pr = etcd_vlog_plan(p, c, &plan, err, errlen);
+		if (pr < 0) {
+			if (pr == ETCD_UNAVAILABLE)
+				atomic_store(&x->writable, false);
+			return pr == ETCD_UNAVAILABLE ? PERSIST_UNAVAILABLE : -1;
+		}
+	}
 	cJSON *body = cJSON_CreateObject(), *cmp = cJSON_AddArrayToObject(body, "compare");
 	cJSON *ops = cJSON_AddArrayToObject(body, "success"), *fail = cJSON_AddArrayToObject(body, "failure");
 	char *vkey = persist_etcd_key(p, "version"), *vk64 = etcd_b64(vkey, strlen(vkey)), num[32];
@@ -504,9 +524,6 @@ static int et_commit(struct persist *p, const struct persist_commit *c, char *er
 		free(k);
 		free(v);
 	}
-	/* the version log's record (persist_etcd_vlog.c) */
-	if (c->nchanges)
-		etcd_vlog_ops(p, ops, c);
 	/* this attempt's mark: a txn whose answer was lost is sent again (to
 	 * the next endpoint); the second fails its compare on our own
 	 * version, and the mark says the first landed, so the write is not
@@ -528,6 +545,9 @@ static int et_commit(struct persist *p, const struct persist_commit *c, char *er
 			persist_etcd_txn_delete(ops, tk, NULL);
 			free(tk);
 		}
+		/* the version log's record and trim (persist_etcd_vlog.c); a
+		 * range of vlog_floor is the third failure op */
+		etcd_vlog_ops(p, cmp, ops, fail, c, &plan);
 	}
 	struct etcd_txn tx = { { p }, ops, cmp, false };
 	if (c->hook) {
@@ -535,6 +555,8 @@ static int et_commit(struct persist *p, const struct persist_commit *c, char *er
 		if (hr < 0) {
 			cJSON_Delete(body);
 			free(token);
+			if (c->nchanges)
+				etcd_vlog_landed(p, &plan, false);
 			return hr == PERSIST_FENCED ? hr : -1;
 		}
 	}
@@ -542,6 +564,8 @@ static int et_commit(struct persist *p, const struct persist_commit *c, char *er
 	int rc = etcd_call(x->e, "/v3/kv/txn", body, &resp, err, errlen);
 	if (rc < 0) {
 		free(token);
+		if (c->nchanges)
+			etcd_vlog_landed(p, &plan, false);
 		if (rc == ETCD_UNAVAILABLE)
 			atomic_store(&x->writable, false);
 		return rc == ETCD_UNAVAILABLE ? PERSIST_UNAVAILABLE : -1;
@@ -557,7 +581,13 @@ static int et_commit(struct persist *p, const struct persist_commit *c, char *er
 		rev = landed;
 	}
 	free(token);
+	if (c->nchanges)
+		etcd_vlog_landed(p, &plan, ok);
 	if (!ok) {
+		if (plan.floor && version_is(resp, expect) && !etcd_vlog_floor_is(resp, 2, plan.was)) {
+			cJSON_Delete(resp);
+			return FLOOR_MOVED;
+		}
 		if (tx.fenced && version_is(resp, expect)) {
 			/* the version held: the controller key moved */
 			cJSON_Delete(resp);
@@ -583,6 +613,18 @@ static int et_commit(struct persist *p, const struct persist_commit *c, char *er
 		modrev_del(x, c->pruned[i]);
 	pthread_mutex_unlock(&x->lock);
 	return 0;
+}
+
+static int et_commit(struct persist *p, const struct persist_commit *c, char *err, size_t errlen)
+{
+	for (int attempt = 0; attempt < 5; attempt++) {
+		int rc = commit_once(p, c, err, errlen);
+		if (rc != FLOOR_MOVED)
+			return rc;
+	}
+	atomic_fetch_add(&pe(p)->conflicts, 1);
+	snprintf(err, errlen, "the version log's floor kept moving under this commit; retrying");
+	return PERSIST_CONFLICT;
 }
 
 static int et_trim_history(struct persist *p, bool keep, uint64_t floor, char *err, size_t errlen)
@@ -712,6 +754,10 @@ static int on_revision(void *ctx, uint64_t rev, const struct etcd_kv *kvs, size_
 				log_error("etcd: rollout record '%s' at revision %llu is malformed; ignored", kv->key,
 					  (unsigned long long)rev);
 			cJSON_Delete(o);
+		} else if (strcmp(k, "vlog_floor") == 0 && kv->value) {
+			/* before the version goes to the store: a commit validated
+			 * on it is computed on this floor */
+			etcd_vlog_seen_floor(&x->base, kv->value, kv->value_len);
 		} else if (strcmp(k, "released") == 0 && kv->value) {
 			has_released = etcd_value_dec(kv->value, kv->value_len, &released);
 		} else if (strncmp(k, "res/", 4) == 0 && k[4]) {
@@ -1033,6 +1079,7 @@ static void et_close(struct persist *p)
 	}
 	free(x->all);
 	strmap_release(&x->by_name);
+	etcd_vlog_cache_free(x->vlog);
 	pthread_mutex_destroy(&x->lock);
 	free(x->prefix);
 	free(x);
@@ -1049,6 +1096,7 @@ static const struct persist_ops persist_etcd_ops = {
 	.log_list = etcd_vlog_list,
 	.log_get = etcd_vlog_get,
 	.log_after = etcd_vlog_after,
+	.log_trim = etcd_vlog_trim,
 	.rollout_save = etcd_rollout_save,
 	.txn_rollout = et_txn_rollout,
 	.rollout_load = etcd_rollout_load,
@@ -1088,6 +1136,7 @@ struct persist *persist_etcd_open(const struct plane_config *cfg, char *err, siz
 	x->prefix = xstrdup(prefix);
 	pthread_mutex_init(&x->lock, NULL);
 	strmap_init(&x->by_name);
+	x->vlog = etcd_vlog_cache_new();
 	atomic_store(&x->writable, true);
 	x->lease_ttl = cfg->lease_ttl > 0 ? cfg->lease_ttl : 10;
 	/* its name among the replicas: host, listening address and process,

@@ -10,6 +10,7 @@
  *   rollout/ID         a rollout record (JSON), released (decimal)
  *   nodes/ID           a node record (JSON)
  *   tokens/ID          a token record (JSON: the hash, never the token)
+ *   vlog/VERSION, vrev/TO, vlog_floor   the version log (persist_etcd_vlog.c)
  *   replicas/ID        a replica that is up (on its lease)
  *   controller         the rollout controller's replica id (on its lease) */
 #ifndef TETHER_PERSIST_ETCD_H
@@ -38,9 +39,36 @@ void persist_etcd_txn_delete(cJSON *ops, const char *key, const char *range_end_
 int etcd_history_trim(struct persist *p, uint64_t floor, char *err, size_t errlen);
 
 /* The version log (persist_etcd_vlog.c): a commit's record, revert mark
- * and trim added to its txn; the floor created at load when absent; and
- * the log_* ops. Keys vlog/VERSION, vrev/TO, vlog_floor. */
-void etcd_vlog_ops(struct persist *p, cJSON *ops, const struct persist_commit *c);
+ * and trim added to its txn; the floor created at load when absent; the
+ * age trim without a commit; and the log_* ops. Keys vlog/VERSION,
+ * vrev/TO, vlog_floor. */
+struct etcd_vlog_cache;     /* what the log knows between commits (one a backend) */
+struct etcd_vlog_cache *etcd_vlog_cache_new(void);
+void etcd_vlog_cache_free(struct etcd_vlog_cache *vc);
+struct etcd_vlog_cache *persist_etcd_vlog_cache(struct persist *p);
+/* A commit's trim, computed before its txn is built (etcd_vlog_plan may
+ * read etcd: 0, -1 or ETCD_UNAVAILABLE with err); etcd_vlog_ops adds the
+ * record and the trim to the txn (when it moves the floor: a compare of
+ * vlog_floor with plan->was, and a range of it appended to fail, which
+ * etcd_vlog_floor_is reads back at index at); and etcd_vlog_landed once
+ * the txn is answered (ok false: it did not land, or is not known to). */
+struct etcd_vlog_plan {
+	uint64_t was;       /* the floor it is computed on */
+	uint64_t age;       /* versions <= age were recorded before now - max age (0: none) */
+	int64_t oldest;     /* no record kept is older than this (INT64_MIN: unknown) */
+	uint64_t floor;     /* set by etcd_vlog_ops: the floor the txn writes (0: none) */
+};
+int etcd_vlog_plan(struct persist *p, const struct persist_commit *c, struct etcd_vlog_plan *plan, char *err,
+		   size_t errlen);
+void etcd_vlog_ops(struct persist *p, cJSON *cmp, cJSON *ops, cJSON *fail, const struct persist_commit *c,
+		   struct etcd_vlog_plan *plan);
+bool etcd_vlog_floor_is(const cJSON *resp, size_t at, uint64_t was);
+void etcd_vlog_landed(struct persist *p, const struct etcd_vlog_plan *plan, bool ok);
+/* The follower saw vlog_floor's value (another replica moved it). */
+void etcd_vlog_seen_floor(struct persist *p, const char *value, size_t len);
+/* log_trim: the versions recorded before now - max_age go, in a txn
+ * comparing the floor (another writer's move first: nothing, 0). */
+int etcd_vlog_trim(struct persist *p, int64_t now, int64_t max_age, char *err, size_t errlen);
 int etcd_vlog_start(struct persist *p, uint64_t version, char *err, size_t errlen);
 int etcd_vlog_floor(struct persist *p, uint64_t *floor, char *err, size_t errlen);
 int etcd_vlog_list(struct persist *p, const char *name, size_t limit, persist_version_cb cb, void *ctx, char *err,

@@ -76,6 +76,11 @@ static int sq_log_after(struct persist *p, uint64_t v, uint64_t upto, const char
 	return vlog_sqlite_after(persist_sqlite_db(p), v, upto, name, cb, ctx, err, errlen);
 }
 
+static int sq_log_trim(struct persist *p, int64_t now, int64_t max_age, char *err, size_t errlen)
+{
+	return vlog_sqlite_trim_aged(persist_sqlite_db(p), now, max_age, err, errlen);
+}
+
 static int sq_rollout_save(struct persist *p, const struct ro_run *run, uint64_t released, char *err,
 			   size_t errlen)
 {
@@ -116,6 +121,7 @@ static const struct persist_ops persist_sqlite_ops = {
 	.log_list = sq_log_list,
 	.log_get = sq_log_get,
 	.log_after = sq_log_after,
+	.log_trim = sq_log_trim,
 	.rollout_save = sq_rollout_save,
 	.txn_rollout = sq_txn_rollout,
 	.rollout_load = sq_rollout_load,

@@ -715,6 +715,13 @@ int store_prune_aged(struct store *s, int64_t now, char *err, size_t errlen)
 	return 0;
 }
 
+int store_trim_log(struct store *s, int64_t now, char *err, size_t errlen)
+{
+	if (!s->p->ops->log_trim || !s->opts.history_keep || s->opts.history_max_age <= 0)
+		return 0;
+	return s->p->ops->log_trim(s->p, now, s->opts.history_max_age, err, errlen);
+}
+
 /* Drops the history of e that no version >= floor needs: it keeps every
  * state newer than floor and the newest one at or below it. */
 static void trim_hist(struct store_entry *e, bool keep, uint64_t floor)

@@ -163,5 +163,9 @@ void store_wait_version(struct store *s, uint64_t v, int timeout_ms);
 
 /* Drops tombstones past their age. Hold the write lock. */
 int store_prune_aged(struct store *s, int64_t now, char *err, size_t errlen);
+/* Drops the version log's versions past --history-max-age when no commit
+ * came to do it (the backend's log_trim; none without a log or an age
+ * limit). Needs no lock: the backend serializes it with commits. */
+int store_trim_log(struct store *s, int64_t now, char *err, size_t errlen);
 
 #endif

@@ -4,6 +4,7 @@
  * version whose state the log can rebuild: every change after it is kept. */
 #include "vlog_sqlite.h"
 #include "buf.h"
+#include "log.h"
 #include "store.h"
 
 #include <stdio.h>
@@ -25,26 +26,29 @@ static int run(struct db *db, sqlite3_stmt *st, char *err, size_t errlen)
 	return 0;
 }
 
-/* Drops versions below the retention and moves the floor. */
-static int trim(struct db *db, const struct persist_commit *c, char *err, size_t errlen)
+/* The newest version recorded before cutoff and below below (0: none). */
+static int aged(struct db *db, int64_t cutoff, uint64_t below, uint64_t *v, char *err, size_t errlen)
 {
-	uint64_t drop = 0;    /* versions <= drop go */
-	if (c->version > c->log_keep)
-		drop = c->version - c->log_keep;   /* keep 0: this one too */
-	if (c->log_max_age > 0) {
-		sqlite3_stmt *st;
-		if (sqlite3_prepare_v2(db->conn, "SELECT MAX(version) FROM vlog WHERE time < ? AND version < ?", -1,
-				       &st, NULL) != SQLITE_OK)
-			return fail(db, err, errlen);
-		sqlite3_bind_int64(st, 1, c->now - c->log_max_age);
-		sqlite3_bind_int64(st, 2, (sqlite3_int64)c->version);
-		if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) {
-			uint64_t v = (uint64_t)sqlite3_column_int64(st, 0);
-			if (v > drop)
-				drop = v;
-		}
-		sqlite3_finalize(st);
-	}
+	sqlite3_stmt *st;
+	*v = 0;
+	if (sqlite3_prepare_v2(db->conn, "SELECT MAX(version) FROM vlog WHERE time < ? AND version < ?", -1, &st,
+			       NULL) != SQLITE_OK)
+		return fail(db, err, errlen);
+	sqlite3_bind_int64(st, 1, cutoff);
+	sqlite3_bind_int64(st, 2, below > INT64_MAX ? INT64_MAX : (sqlite3_int64)below);
+	int step = sqlite3_step(st);
+	if (step == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL)
+		*v = (uint64_t)sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	if (step != SQLITE_ROW)
+		return fail(db, err, errlen);
+	return 0;
+}
+
+/* Drops versions <= drop and moves the floor to it, unless the floor is
+ * there already (it never moves down). */
+static int drop_through(struct db *db, uint64_t drop, char *err, size_t errlen)
+{
 	long long floor = 0;
 	if (db_meta_get(db, "vlog_floor", &floor) < 0)
 		return fail(db, err, errlen);
@@ -67,6 +71,22 @@ out:
 	sqlite3_finalize(a);
 	sqlite3_finalize(b);
 	return rc;
+}
+
+/* Drops versions below the retention and moves the floor. */
+static int trim(struct db *db, const struct persist_commit *c, char *err, size_t errlen)
+{
+	uint64_t drop = 0;    /* versions <= drop go */
+	if (c->version > c->log_keep)
+		drop = c->version - c->log_keep;   /* keep 0: this one too */
+	if (c->log_max_age > 0) {
+		uint64_t v;
+		if (aged(db, c->now - c->log_max_age, c->version, &v, err, errlen) < 0)
+			return -1;
+		if (v > drop)
+			drop = v;
+	}
+	return drop_through(db, drop, err, errlen);
 }
 
 int vlog_sqlite_write(struct db *db, const struct persist_commit *c, char *err, size_t errlen)
@@ -136,6 +156,41 @@ int vlog_sqlite_floor(struct db *db, uint64_t *floor, char *err, size_t errlen)
 	pthread_mutex_unlock(&db->lock);
 	*floor = (uint64_t)(f > 0 ? f : 0);
 	return r < 0 ? -1 : 0;
+}
+
+int vlog_sqlite_trim_aged(struct db *db, int64_t now, int64_t max_age, char *err, size_t errlen)
+{
+	if (max_age <= 0)
+		return 0;
+	int rc = -1;
+	uint64_t drop;
+	long long floor = 0;
+	pthread_mutex_lock(&db->lock);
+	if (aged(db, now - max_age, UINT64_MAX, &drop, err, errlen) < 0)
+		goto out;
+	if (db_meta_get(db, "vlog_floor", &floor) < 0) {
+		fail(db, err, errlen);
+		goto out;
+	}
+	rc = 0;
+	if (drop <= (uint64_t)floor)
+		goto out;   /* nothing aged: no transaction */
+	rc = -1;
+	if (db_set_sync(db, 1, err, errlen) < 0 || db_exec(db, "BEGIN IMMEDIATE", err, errlen) < 0)
+		goto out;
+	if (drop_through(db, drop, err, errlen) < 0 || db_exec(db, "COMMIT", err, errlen) < 0) {
+		db_rollback(db);
+		goto out;
+	}
+	rc = 1;
+out:
+	pthread_mutex_unlock(&db->lock);
+	if (rc == 1) {
+		log_info("history: dropped the versions through %llu, older than %llds",
+			 (unsigned long long)drop, (long long)max_age);
+		rc = 0;
+	}
+	return rc;
 }
 
 static int each_version(struct db *db, sqlite3_stmt *st, persist_version_cb cb, void *ctx, char *err,

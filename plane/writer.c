@@ -1,6 +1,7 @@
 /* writer.c: resource writes (see writer.h): the commit with its retries
  * and answer, and the writer thread that runs them for suspended
- * requests, in arrival order. */
+ * requests, in arrival order; and the reader thread beside it, for the
+ * calls (writer_call) that only read. */
 #include "writer.h"
 #include "http.h"
 #include "events.h"
@@ -25,24 +26,32 @@ struct write_job {
 	size_t n;
 	bool must_exist;
 	struct write_opts opts;      /* its strings the job's own */
+	writer_fn fn;                /* a call (writer_call), not a write: fn(arg) */
+	void *arg;
+	void (*free_arg)(void *);
 	bool done;                   /* res is ready (the writer resumed c) */
 	bool forgotten;              /* the request went away: free when done */
 	struct write_result res;
 	struct write_job *next;
 };
 
+/* A thread and the jobs queued for it. */
+struct queue {
+	struct writer *w;
+	pthread_t thread;
+	bool running;
+	struct write_job *head, *tail;
+};
+
 struct writer {
 	struct plane *p;
-	pthread_t thread;
-	pthread_mutex_t lock;
+	pthread_mutex_t lock;        /* both queues, the jobs' done and forgotten */
 	pthread_cond_t cond;
-	struct write_job *head, *tail;
+	struct queue writes, reads;  /* the writer thread's; the reader thread's */
 	bool stop;
 };
 
-static void error_result(struct write_result *res, unsigned status, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static void error_result(struct write_result *res, unsigned status, const char *fmt, ...)
+void write_result_error(struct write_result *res, unsigned status, const char *fmt, ...)
 {
 	char msg[2048];
 	va_list ap;
@@ -50,6 +59,7 @@ static void error_result(struct write_result *res, unsigned status, const char *
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	res->status = status;
+	res->gzip_ok = false;
 	buf_init(&res->body);
 	http_error_body(&res->body, msg);
 }
@@ -73,7 +83,7 @@ void writer_commit(struct plane *p, struct store_change *ch, size_t n, bool must
 				store_write_unlock(p->store);
 				for (size_t i = 0; i < n; i++)
 					free(ch[i].body);
-				error_result(res, MHD_HTTP_NOT_FOUND, "no resource '%s'", ch[0].name);
+				write_result_error(res, MHD_HTTP_NOT_FOUND, "no resource '%s'", ch[0].name);
 				return;
 			}
 		}
@@ -82,7 +92,7 @@ void writer_commit(struct plane *p, struct store_change *ch, size_t n, bool must
 			store_write_unlock(p->store);
 			for (size_t i = 0; i < n; i++)
 				free(ch[i].body);
-			error_result(res, MHD_HTTP_CONFLICT,
+			write_result_error(res, MHD_HTTP_CONFLICT,
 				     "the plane is at version %llu, not %llu: someone wrote in between; nothing was applied",
 				     (unsigned long long)seen, (unsigned long long)opts->base);
 			return;
@@ -106,13 +116,13 @@ void writer_commit(struct plane *p, struct store_change *ch, size_t n, bool must
 
 	if (rc == -1) {
 		atomic_fetch_add(&p->ctr.refused_writes, 1);
-		error_result(res, MHD_HTTP_UNPROCESSABLE_CONTENT, "%s", err);
+		write_result_error(res, MHD_HTTP_UNPROCESSABLE_CONTENT, "%s", err);
 		return;
 	}
 	if (rc == -3) {
 		atomic_fetch_add(&p->ctr.write_errors, 1);
 		log_warn("store: write refused, the store is read-only: %s", err);
-		error_result(res, MHD_HTTP_SERVICE_UNAVAILABLE,
+		write_result_error(res, MHD_HTTP_SERVICE_UNAVAILABLE,
 			     "the store is read-only now (etcd has no quorum or cannot be reached); the write is not "
 			     "confirmed (stored only if etcd took it before the link failed: read it back), try again: %s",
 			     err);
@@ -121,7 +131,7 @@ void writer_commit(struct plane *p, struct store_change *ch, size_t n, bool must
 	if (rc == -2) {
 		atomic_fetch_add(&p->ctr.write_errors, 1);
 		log_error("store: write failed, nothing stored: %s", err);
-		error_result(res, MHD_HTTP_INTERNAL_SERVER_ERROR, "store write failed, nothing was stored: %s", err);
+		write_result_error(res, MHD_HTTP_INTERNAL_SERVER_ERROR, "store write failed, nothing was stored: %s", err);
 		return;
 	}
 	if (changed) {
@@ -132,6 +142,7 @@ void writer_commit(struct plane *p, struct store_change *ch, size_t n, bool must
 		rollout_step(p->rollout);   /* staged: the version becomes a rollout */
 	}
 	res->status = MHD_HTTP_OK;
+	res->gzip_ok = false;
 	buf_init(&res->body);
 	buf_printf(&res->body, "{\"version\":%llu,\"changed\":%s}", (unsigned long long)version,
 		   changed ? "true" : "false");
@@ -164,19 +175,21 @@ static void finish(struct writer *w, struct write_job *j)
 		job_free(j);
 }
 
-static void *writer_main(void *arg)
+/* The thread of one queue: its jobs in arrival order. */
+static void *queue_main(void *arg)
 {
-	struct writer *w = arg;
+	struct queue *q = arg;
+	struct writer *w = q->w;
 	pthread_mutex_lock(&w->lock);
 	for (;;) {
-		while (!w->stop && !w->head)
+		while (!w->stop && !q->head)
 			pthread_cond_wait(&w->cond, &w->lock);
-		struct write_job *j = w->head;
+		struct write_job *j = q->head;
 		if (!j)
 			break;   /* stopping, nothing queued */
-		w->head = j->next;
-		if (!w->head)
-			w->tail = NULL;
+		q->head = j->next;
+		if (!q->head)
+			q->tail = NULL;
 		bool stopping = w->stop;
 		pthread_mutex_unlock(&w->lock);
 		if (stopping) {
@@ -184,12 +197,18 @@ static void *writer_main(void *arg)
 				free(j->ch[i].body);
 				j->ch[i].body = NULL;
 			}
-			error_result(&j->res, MHD_HTTP_SERVICE_UNAVAILABLE, "the plane is shutting down; nothing was stored");
+			write_result_error(&j->res, MHD_HTTP_SERVICE_UNAVAILABLE, "the plane is shutting down; nothing was %s",
+				     q == &w->writes ? "stored" : "read");
+		} else if (j->fn) {
+			j->fn(w->p, j->arg, &j->res);
 		} else {
 			writer_commit(w->p, j->ch, j->n, j->must_exist, &j->opts, &j->res);
 			for (size_t i = 0; i < j->n; i++)
 				j->ch[i].body = NULL;   /* writer_commit freed them */
 		}
+		if (j->free_arg)
+			j->free_arg(j->arg);
+		j->arg = NULL;
 		finish(w, j);
 		pthread_mutex_lock(&w->lock);
 	}
@@ -201,14 +220,17 @@ struct writer *writer_start(struct plane *p, char *err, size_t errlen)
 {
 	struct writer *w = xcalloc(1, sizeof(*w));
 	w->p = p;
+	w->writes.w = w->reads.w = w;
 	pthread_mutex_init(&w->lock, NULL);
 	pthread_cond_init(&w->cond, NULL);
-	if (pthread_create(&w->thread, NULL, writer_main, w) != 0) {
-		snprintf(err, errlen, "cannot start the writer thread");
-		pthread_mutex_destroy(&w->lock);
-		pthread_cond_destroy(&w->cond);
-		free(w);
-		return NULL;
+	struct queue *qs[] = { &w->writes, &w->reads };
+	for (size_t i = 0; i < 2; i++) {
+		if (pthread_create(&qs[i]->thread, NULL, queue_main, qs[i]) != 0) {
+			snprintf(err, errlen, "cannot start the %s thread", i ? "reader" : "writer");
+			writer_stop(w);
+			return NULL;
+		}
+		qs[i]->running = true;
 	}
 	return w;
 }
@@ -221,10 +243,41 @@ void writer_stop(struct writer *w)
 	w->stop = true;
 	pthread_cond_broadcast(&w->cond);
 	pthread_mutex_unlock(&w->lock);
-	pthread_join(w->thread, NULL);
+	if (w->writes.running)
+		pthread_join(w->writes.thread, NULL);
+	if (w->reads.running)
+		pthread_join(w->reads.thread, NULL);
 	pthread_mutex_destroy(&w->lock);
 	pthread_cond_destroy(&w->cond);
 	free(w);
+}
+
+/* Suspends the request and queues its job. */
+static void enqueue(struct writer *w, struct queue *q, struct write_job *j)
+{
+	MHD_suspend_connection(j->c);
+	pthread_mutex_lock(&w->lock);
+	if (q->tail)
+		q->tail->next = j;
+	else
+		q->head = j;
+	q->tail = j;
+	pthread_cond_broadcast(&w->cond);   /* one cond, two threads: the right one must wake */
+	pthread_mutex_unlock(&w->lock);
+}
+
+struct write_job *writer_call(struct writer *w, struct MHD_Connection *c, bool write, writer_fn fn, void *arg,
+			      void (*free_arg)(void *))
+{
+	if (!w)
+		return NULL;
+	struct write_job *j = xcalloc(1, sizeof(*j));
+	j->c = c;
+	j->fn = fn;
+	j->arg = arg;
+	j->free_arg = free_arg;
+	enqueue(w, write ? &w->writes : &w->reads, j);
+	return j;
 }
 
 struct write_job *writer_submit(struct writer *w, struct MHD_Connection *c, struct store_change *ch, size_t n,
@@ -249,15 +302,7 @@ struct write_job *writer_submit(struct writer *w, struct MHD_Connection *c, stru
 		j->ch[i].name = j->names[i];
 		ch[i].body = NULL;
 	}
-	MHD_suspend_connection(c);
-	pthread_mutex_lock(&w->lock);
-	if (w->tail)
-		w->tail->next = j;
-	else
-		w->head = j;
-	w->tail = j;
-	pthread_cond_signal(&w->cond);
-	pthread_mutex_unlock(&w->lock);
+	enqueue(w, &w->writes, j);
 	return j;
 }
 

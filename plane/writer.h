@@ -2,7 +2,10 @@
  * whose commit may wait seconds (etcd electing a leader): the request is
  * suspended, one writer thread validates and commits, and the request is
  * resumed with the answer. With the embedded store writes stay on the
- * request's thread (a commit is one fsync). */
+ * request's thread (a commit is one fsync). Other work of a request that
+ * waits on such a backend (the version log's reads, a revert) goes the
+ * same way through writer_call: a revert on the writer thread, in order
+ * with the writes; a read on a reader thread of its own. */
 #ifndef TETHER_WRITER_H
 #define TETHER_WRITER_H
 
@@ -15,11 +18,15 @@
 
 struct plane;
 
-/* One write's answer. */
+/* One write's (or call's) answer. */
 struct write_result {
 	unsigned status;
 	struct buf body;             /* JSON */
+	bool gzip_ok;                /* may be sent compressed (when the client takes it) */
 };
+/* An error answer: {"error": message}. */
+void write_result_error(struct write_result *res, unsigned status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
 /* What the version log records of a write, and the version it was made
  * against: with has_base, a store at another version refuses it (409) and
@@ -47,6 +54,14 @@ void writer_stop(struct writer *w);
 struct write_job;
 struct write_job *writer_submit(struct writer *w, struct MHD_Connection *c, struct store_change *ch, size_t n,
 				bool must_exist, const struct write_opts *opts);
+/* Other work for a suspended request: fn computes the answer from arg
+ * (on the writer thread when write, in order with the writes, else on the
+ * reader thread), then free_arg(arg). NULL when there is no writer: the
+ * caller runs fn on its own thread. */
+typedef void (*writer_fn)(struct plane *p, void *arg, struct write_result *res);
+struct write_job *writer_call(struct writer *w, struct MHD_Connection *c, bool write, writer_fn fn, void *arg,
+			      void (*free_arg)(void *));
+
 /* After the resume: the answer, if the job is done (true), and the job
  * freed. */
 bool writer_take(struct write_job *j, struct write_result *res);

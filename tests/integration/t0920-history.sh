@@ -5,8 +5,9 @@
 # a batch's "base" (and If-Match) refused with 409 when the store moved,
 # nothing applied; bad messages refused; revert, immediate and staged (a
 # rollout's own revert marks what it reverted); retention by count (410
-# past it); the history survives a restart; the author from a named token
-# and from a client certificate beside it.
+# past it); the history survives a restart; retention by age with no write
+# to trim it (--history-max-age; a fraction of a second refused); the
+# author from a named token and from a client certificate beside it.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-tls.sh"
 need_cmd openssl
@@ -99,6 +100,28 @@ start_plane p2 --data "$WORK/p.data" --history-keep 6
 check_eq "after a restart the log is there" "8 first-message:add the db" \
 	"$(hist '?limit=100' | json '"\(.versions[0].version) first-message:\(.versions[-1].message)"')"
 check_eq "... and get --at still rebuilds old states" 5432 "$(ctl get cluster/db --at 3 | json '.endpoints[0].port')"
+stop_pid "$PLANE_PID"
+
+# ---- retention by age, with no write coming to trim it ---------------------
+bad_age() { "$PLANE_BIN" --insecure --data "$WORK/bad.data" --history-max-age "$1" 2>&1 | head -n 1; }
+check_eq "a --history-max-age under a second is refused, saying why" \
+	"tether-plane: history-max-age (0.5) must be 0 (no age limit) or at least 1 second" "$(bad_age 0.5)"
+check_eq "... and a negative one" "tether-plane: history-max-age: '-1' is not a number of seconds in 0..3.1536e+08" \
+	"$(bad_age -1)"
+start_plane age --history-max-age 3
+web round_robin 9301 | ctl put cluster/web --message "aging 1" >/dev/null
+web round_robin 9302 | ctl put cluster/web --message "aging 2" >/dev/null
+check_eq "both versions are in the log at first" "aging 2|aging 1" "$(hist "" | json '[.versions[].message] | join("|")')"
+check "past the age, with no write since, both are dropped (the floor is the version)" wait_until 15 bash -c \
+	"[ \"\$(curl -sS '$PLANE_URL/v1/history' | jq -c '[.floor, (.versions | length)]')\" = '[2,0]' ]"
+check_eq "tetherctl log lists none of them" "" "$(ctl log | grep aging)"
+check_eq "show 1 is past the history kept (410)" 410 "$(api_status GET /v1/history/1)"
+check_eq "get --at the floor (the current version) still answers" 9302 \
+	"$(ctl get cluster/web --at 2 | json '.endpoints[0].port')"
+check "the plane says what it dropped" grep -q 'history: dropped the versions through 2, older than 3s' "$PLANE_LOG"
+web round_robin 9303 | ctl put cluster/web --message "after the trim" >/dev/null
+check_eq "the next write starts the log again, the floor where it was" "3 after the trim 2" \
+	"$(hist "" | json '"\(.versions[0].version) \(.versions[0].message) \(.floor)"')"
 stop_pid "$PLANE_PID"
 
 # ---- a staged plane: a rollout's revert, and a revert rolled out -------------

@@ -3,7 +3,8 @@
  * record of a commit (author, message, names, before and after), listing
  * by name, the first change after a version (what get --at and revert
  * read), a rollout's revert marks, retention by count moving the floor,
- * and the upgrade of a schema 1 database. */
+ * retention by age (in a commit, and without one: store_trim_log), and
+ * the upgrade of a schema 1 database. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "buf.h"
 #include "persist_sqlite.h"
@@ -189,6 +191,80 @@ static void test_revert_marks_and_retention(void **state)
 	assert_int_equal(floor_of(f), 1);
 }
 
+/* Makes every version recorded so far secs older (the store closed). */
+static void backdate(struct fixture *f, int secs)
+{
+	close_store(f);
+	char path[128], sql[128];
+	snprintf(path, sizeof(path), "%s/tether.db", f->dir);
+	snprintf(sql, sizeof(sql), "UPDATE vlog SET time = time - %d", secs);
+	sqlite3 *db;
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	assert_int_equal(open_store(f), 0);
+}
+
+static void test_age_in_a_commit(void **state)
+{
+	struct fixture *f = *state;
+	close_store(f);
+	f->opts.history_keep = 100;
+	f->opts.history_max_age = 60;
+	assert_int_equal(open_store(f), 0);
+	write1(f, "cluster/a", A, NULL);                 /* 1 */
+	write1(f, "cluster/a", B, NULL);                 /* 2 */
+	backdate(f, 120);
+	write1(f, "cluster/b", A, NULL);                 /* 3: 1 and 2 are past the age */
+	char *l = listing(f, NULL);
+	assert_string_equal(l, "3:plane::[\"cluster/b\"]:0");
+	free(l);
+	assert_int_equal(floor_of(f), 2);
+}
+
+static void test_age_without_a_commit(void **state)
+{
+	struct fixture *f = *state;
+	char err[256];
+	close_store(f);
+	f->opts.history_keep = 100;
+	f->opts.history_max_age = 60;
+	assert_int_equal(open_store(f), 0);
+	write1(f, "cluster/a", A, NULL);                 /* 1 */
+	write1(f, "cluster/a", B, NULL);                 /* 2 */
+	backdate(f, 120);
+	write1(f, "cluster/b", A, NULL);                 /* 3 (1 and 2 go with it) */
+	write1(f, "cluster/b", B, NULL);                 /* 4 */
+	int64_t now = (int64_t)time(NULL);
+	/* nothing past the age yet: nothing goes */
+	assert_int_equal(store_trim_log(f->s, now, err, sizeof(err)), 0);
+	char *l = listing(f, NULL);
+	assert_string_equal(l, "4:plane::[\"cluster/b\"]:0 3:plane::[\"cluster/b\"]:0");
+	free(l);
+	assert_int_equal(floor_of(f), 2);
+	/* a minute on, no write came: every version goes, the newest too */
+	assert_int_equal(store_trim_log(f->s, now + 61, err, sizeof(err)), 0);
+	l = listing(f, NULL);
+	assert_string_equal(l, "");
+	free(l);
+	assert_int_equal(floor_of(f), 4);
+	struct buf b = BUF_INIT;
+	assert_int_equal(f->p->ops->log_get(f->p, 3, list_cb, change_cb, &b, err, sizeof(err)), 0);
+	buf_release(&b);
+	/* the next commit starts the log again; the floor stays */
+	assert_int_equal(write1(f, "cluster/a", A, NULL), 5);
+	l = listing(f, NULL);
+	assert_string_equal(l, "5:plane::[\"cluster/a\"]:0");
+	free(l);
+	assert_int_equal(floor_of(f), 4);
+	/* no age limit: the trim does nothing */
+	close_store(f);
+	f->opts.history_max_age = 0;
+	assert_int_equal(open_store(f), 0);
+	assert_int_equal(store_trim_log(f->s, now + 100000, err, sizeof(err)), 0);
+	assert_int_equal(floor_of(f), 4);
+}
+
 static void test_upgrade_from_schema_1(void **state)
 {
 	struct fixture *f = *state;
@@ -221,6 +297,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_records, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_revert_marks_and_retention, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_age_in_a_commit, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_age_without_a_commit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_upgrade_from_schema_1, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

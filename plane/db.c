@@ -4,6 +4,7 @@
 #include "xmalloc.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +52,21 @@ static const char schema[] =
 	"  nack_version INTEGER, nack_nonce TEXT, nack_error TEXT, nack_at INTEGER,"
 	"  acks INTEGER NOT NULL DEFAULT 0, nacks INTEGER NOT NULL DEFAULT 0,"
 	"  stale_acks INTEGER NOT NULL DEFAULT 0, sub TEXT);";
+
+/* Whether table has a column called col. */
+static bool has_column(struct db *db, const char *table, const char *col)
+{
+	char sql[128];
+	snprintf(sql, sizeof(sql), "SELECT 1 FROM pragma_table_info('%s') WHERE name = ?", table);
+	sqlite3_stmt *st = NULL;
+	bool found = false;
+	if (sqlite3_prepare_v2(db->conn, sql, -1, &st, NULL) == SQLITE_OK) {
+		sqlite3_bind_text(st, 1, col, -1, SQLITE_STATIC);
+		found = sqlite3_step(st) == SQLITE_ROW;
+	}
+	sqlite3_finalize(st);
+	return found;
+}
 
 int db_exec(struct db *db, const char *sql, char *err, size_t errlen)
 {
@@ -172,8 +188,10 @@ struct db *db_open(const char *dir, char *err, size_t errlen)
 			log_info("database in '%s': schema %lld upgraded to %d (the version log starts at version %lld)",
 				 dir, ver, SCHEMA_VERSION, cur);
 	}
-	/* 3: a node's subscription is kept with its record */
-	if (have && ver < 3 && db_exec(db, "ALTER TABLE nodes ADD COLUMN sub TEXT", err, errlen) < 0)
+	/* 3: a node's subscription is kept with its record (asked of the
+	 * table itself: a database may hold the column whatever it says) */
+	if (have && ver < 3 && !has_column(db, "nodes", "sub") &&
+	    db_exec(db, "ALTER TABLE nodes ADD COLUMN sub TEXT", err, errlen) < 0)
 		goto fail;
 	if ((!have || ver < SCHEMA_VERSION) && db_meta_set(db, "schema", SCHEMA_VERSION, err, errlen) < 0)
 		goto fail;

@@ -271,12 +271,13 @@ static void test_upgrade_from_schema_1(void **state)
 	write1(f, "cluster/a", A, NULL);
 	write1(f, "cluster/b", A, NULL);
 	close_store(f);
-	/* make it a schema 1 database: no log tables */
+	/* make it a schema 1 database: no log tables, no nodes.sub */
 	char path[128];
 	snprintf(path, sizeof(path), "%s/tether.db", f->dir);
 	sqlite3 *db;
 	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
 	assert_int_equal(sqlite3_exec(db, "DROP TABLE vlog; DROP TABLE vlog_changes; "
+				      "ALTER TABLE nodes DROP COLUMN sub; "
 				      "DELETE FROM meta WHERE key='vlog_floor'; UPDATE meta SET value=1 WHERE key='schema'",
 				      NULL, NULL, NULL), SQLITE_OK);
 	sqlite3_close(db);
@@ -290,6 +291,12 @@ static void test_upgrade_from_schema_1(void **state)
 	l = listing(f, NULL);
 	assert_string_equal(l, "3:plane::[\"cluster/a\"]:0");
 	free(l);
+	/* the nodes table has its sub column again */
+	close_store(f);
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, "SELECT sub FROM nodes", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	assert_int_equal(open_store(f), 0);
 }
 
 int main(void)

@@ -18,12 +18,18 @@ enum traffic_drop {
 	TD_N
 };
 
+/* Slots of the route index: twice TRAFFIC_ROUTES_MAX, a power of two. */
+#define TRAFFIC_COUNT_SLOTS 256
+
 struct traffic_count {
 	struct traffic t;            /* the live generation's (gen "" while none is known);
 	                              * t.dropped: drops since it went live */
 	uint64_t dropped[TD_N];      /* since the agent started, by reason */
 	uint64_t other_gen;          /* lines of another generation, since the start */
 	size_t gen_len;
+	/* t.routes by name's hash, open addressing: index + 1, 0 empty (a
+	 * route's lookup costs the same with 1 or 128 routes) */
+	uint8_t slot[TRAFFIC_COUNT_SLOTS];
 };
 
 void traffic_count_init(struct traffic_count *c);

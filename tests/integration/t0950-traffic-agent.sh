@@ -10,7 +10,8 @@
 # applying a push; a new generation starts from zero. Then, against the
 # scripted stand-in plane (the real plane does not ask for reports yet):
 # the ACK carries the live generation's traffic, and heartbeats saying
-# "report":S make reports arrive every S seconds, until they stop saying so.
+# "report":S make reports arrive every S seconds, until they stop saying so
+# or stop coming (the request lapses after three heartbeat intervals).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-proxy.sh"
 
@@ -187,19 +188,23 @@ fi
 
 # ---- ACKs and reports, against the scripted stand-in --------------------------------------------
 # The real plane does not put "report" in its heartbeats yet (the lead adds
-# /v1/report); the stand-in plays heartbeats that ask for a report every
-# 0.3 s for 2 s, then heartbeats that do not.
+# /v1/report); the stand-in plays heartbeats (every 0.2 s) that ask for a
+# report every 0.3 s for 2 s, then none for 1.5 s (the request lapses after
+# three intervals), then asking ones again for 1 s, then ones that do not
+# ask. (--stream-timeout keeps the quiet stream alive meanwhile.)
 free_port LREP
 hb_on='{"event":"heartbeat","data":{"version":1,"time":0,"interval":0.2,"report":0.3},"delay_ms":200}'
 hb_off='{"event":"heartbeat","data":{"version":1,"time":0,"interval":0.2},"delay_ms":200}'
 {
-	echo '[{"keepalive_ms":100},'
+	echo '['
 	echo " {\"event\":\"push\",\"id\":\"1\",\"data\":{\"version\":1,\"base\":0,\"full\":true,\"nonce\":\"r.1\",\"removed\":[],\"upserts\":["
 	echo "  {\"name\":\"cluster/a\",\"version\":1,\"body\":{\"endpoints\":[{\"address\":\"127.0.0.1\",\"port\":$PA}]}},"
 	echo "  {\"name\":\"listener/l\",\"version\":1,\"body\":{\"address\":\"127.0.0.1\",\"port\":$LREP}},"
 	echo "  {\"name\":\"route/r\",\"version\":1,\"body\":{\"listener\":\"l\",\"host\":\"*\",\"path\":\"/\",\"cluster\":\"a\"}}]}},"
 	echo ' {"wait_acks":1,"timeout_ms":10000},'
 	for i in $(seq 1 10); do echo " $hb_on,"; done
+	echo ' {"delay_ms":1500},'
+	for i in $(seq 1 5); do echo " $hb_on,"; done
 	for i in $(seq 1 40); do echo " $hb_off,"; done
 	echo ' {"delay_ms":1}]'
 } >"$WORK/rp.json"
@@ -208,21 +213,31 @@ start_tool rp sse-server.mjs --script "$WORK/rp.json" --acks "$WORK/rp.acks" --r
 RP=$TOOL_PORT
 free_udp_port TPORT2
 start_agent rp --plane "http://127.0.0.1:$RP" --consumer nginx --reload true --check true --marker off \
-	--traffic-listen "127.0.0.1:$TPORT2" --backoff-min 0.1 --backoff-max 1 --log-level debug
+	--traffic-listen "127.0.0.1:$TPORT2" --stream-timeout 10 --backoff-min 0.1 --backoff-max 1 --log-level debug
 check "the agent ACKs the stand-in's push" wait_until 15 count_ge 1 '"nonce":"r.1"' "$WORK/rp.acks"
 RG=$(readlink "$WORK/rp.out/current")
 RG=${RG#gen-}
 check_eq "the ACK carries the live generation's traffic (version 1, generation $RG, no route yet)" \
 	"1 $RG 0 true" "$(jq -r 'select(.nonce == "r.1") | "\(.traffic.version) \(.traffic.gen) \(.traffic.routes | length) \(.traffic.since <= .traffic.until)"' "$WORK/rp.acks" | head -n 1)"
+reports() {
+	grep -c '"method":"POST","path":"/v1/report"' "$WORK/rp.requests"
+}
 check "heartbeats with \"report\":0.3 make reports arrive (POST /v1/report)" \
 	wait_until 10 count_ge 3 '"method":"POST","path":"/v1/report"' "$WORK/rp.requests"
+check "without heartbeats the request lapses" \
+	wait_until 10 grep -q 'traffic: no heartbeat renewed the request for reports' "$WORK/rp.log"
+n=$(reports)
+check "about one report per 0.3 s over the 2 s they were asked for ($n)" test "$n" -ge 4 -a "$n" -le 10
+check "asking heartbeats start them again" wait_until 10 count_ge 2 'traffic: the plane asks for a report every 0.3s' "$WORK/rp.log"
+check_eq "no report went out between the lapse and the new request" 0 \
+	"$(awk '/no heartbeat renewed the request/ {on = 1} on && /asks for a report every/ {exit} on && /refused the report/ {n++} END {print n + 0}' "$WORK/rp.log")"
 check "the agent stops when the heartbeats no longer ask" \
 	wait_until 10 grep -q 'traffic: the plane no longer asks for reports' "$WORK/rp.log"
-n=$(grep -c '"path":"/v1/report"' "$WORK/rp.requests")
-check "about one report per 0.3 s over the 2 s they were asked for ($n)" test "$n" -ge 4 -a "$n" -le 10
+n2=$(reports)
+check "reports came again while asked ($n -> $n2)" test "$n2" -gt "$n"
 # (the absence of something can only be seen over a while)
 sleep 1
-check_eq "no report after that" "$n" "$(grep -c '"path":"/v1/report"' "$WORK/rp.requests")"
+check_eq "no report after that" "$n2" "$(reports)"
 check "reports are posted as JSON" \
 	grep -q '"path":"/v1/report".*"content-type":"application/json"' "$WORK/rp.requests"
 check "the stand-in's 404 for /v1/report is no warning (debug only)" \

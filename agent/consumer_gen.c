@@ -10,7 +10,9 @@
  * since its name says what it should hold, not what it holds; one that
  * differs is written again and exchanged whole (renameat2 RENAME_EXCHANGE)
  * and the proxy reloads. New files are made durable in batches
- * (safefs_batch) before anything points at them. */
+ * (safefs_batch) before anything points at them. With traffic stats the
+ * renderer names the generation in its access log format: the id is
+ * filled in (render_fill_gen) once the hash has made it. */
 #include "agent_config.h"
 #include "json.h"
 #include "consumer.h"

@@ -177,6 +177,23 @@ check "a late line of the old generation is counted apart" wait_until 5 am_is te
 check_eq "and not as the new one's" 4 "$(am 'tetherd_traffic_requests_total{route="route/api"}')"
 check "the agent logged nothing at error level about traffic" sh -c "! grep -E 'error.*traffic' '$WORK/ng.log'"
 
+# hosts, a wildcard host and an IPv6 syslog address: nginx -t takes the
+# render (the nginx consumer's own check, in an agent run with --once,
+# once nginx let go of the listener's address)
+put route/host '{"listener":"main","host":"h.test","path":"/","cluster":"a"}' >/dev/null
+put route/wild '{"listener":"main","host":"*.w.test","path":"/v","cluster":"broken"}' >/dev/null
+V3=$(plane_version)
+check "the agent applies version $V3 (nginx took it)" wait_until 20 agent_at ng "$V3"
+# (the listener's address is nginx's: the new agent would refuse to bind it)
+stop_nginx
+check "an agent rendering version $V3 with --traffic-listen [::1]:PORT passes nginx -t (--once)" \
+	"$AGENT_BIN" --node v6 --state-dir "$WORK/v6.state" --output-dir "$WORK/v6.out" --plane "$PLANE_URL" --once \
+	--consumer nginx --reload true --marker off --traffic-listen "[::1]:$TPORT"
+check_eq "its servers log to [::1]: one access_log per server (h.test, *.w.test, any host)" 3 \
+	"$(grep -c "^    access_log syslog:server=\[::1\]:$TPORT,facility=local7,tag=tether,severity=info,nohostname tether_traffic;\$" "$WORK/v6.out/current/tether.conf")"
+check_eq "and each route's location names its route" "route/api route/fail route/host route/wild" \
+	"$(grep -o 'set \$tether_route route/[a-z]*' "$WORK/v6.out/current/tether.conf" | awk '{print $3}' | sort | xargs)"
+
 # The plane keeps the ACK's traffic in its node listing once it knows the
 # field (the lead adds it); until then the ACK is checked against the
 # stand-in below.

@@ -5,7 +5,8 @@
  * at most are kept), so the plane sees every attack, not just the last.
  * They go to the plane the agent is on now: after a move to another plane
  * (--plane A,B) what was in flight is taken back, and what waits is sent
- * there once it answered (it knows the node then). */
+ * there once it answered (it knows the node then). Each carries the live
+ * generation's traffic when the agent counts it (traffic_report.c). */
 #include "agent_int.h"
 #include "credentials.h"
 #include "log.h"
@@ -56,6 +57,8 @@ void ack_queue(struct agent *a, uint64_t version, const char *nonce, const char 
 	}
 	if (healthy >= 0)
 		buf_printf(b, ",\"healthy\":%s", healthy ? "true" : "false");
+	/* the live generation's traffic (traffic-aware gates) */
+	traffic_report_ack(a, b);
 	buf_putc(b, '}');
 	if (b == &a->ack.pending)
 		a->ack.has_pending = true;

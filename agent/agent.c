@@ -1,7 +1,9 @@
 /* agent.c: tetherd's life: boot from last-good (render it before dialling),
  * the event loop over libcurl's multi handle (the sync transfer and the
  * ACKs share it), signals (SIGTERM stops, SIGHUP re-reads the config),
- * status.json, and --once. The parts are in sync.c, apply.c and ack.c. */
+ * status.json, and --once. The parts are in sync.c, apply.c, ack.c and
+ * traffic_report.c (its access log listener is one more descriptor the
+ * loop waits on). */
 #include "agent.h"
 #include "agent_int.h"
 #include "consumer.h"
@@ -172,20 +174,26 @@ static void reload_config(struct agent *a)
 	bool redial_creds = !same_str(nc.ca_file, a->cfg.ca_file) || !same_str(nc.cert, a->cfg.cert) ||
 			    !same_str(nc.key, a->cfg.key);
 	if (strcmp(nc.state_dir, a->cfg.state_dir) || strcmp(nc.output_dir, a->cfg.output_dir) ||
-	    strcmp(nc.consumer, a->cfg.consumer))
-		log_warn("SIGHUP: state-dir, output-dir and consumer change only on restart");
+	    strcmp(nc.consumer, a->cfg.consumer) || !same_str(nc.traffic_listen, a->cfg.traffic_listen) ||
+	    !same_str(nc.traffic_socket, a->cfg.traffic_socket))
+		log_warn("SIGHUP: state-dir, output-dir, consumer, traffic-listen and traffic-socket change only on "
+			 "restart");
 	bool redial = strcmp(nc.plane, a->cfg.plane) || strcmp(nc.node, a->cfg.node) ||
 		      strcmp(nc.transport, a->cfg.transport) || (nc.labels == NULL) != (a->cfg.labels == NULL) ||
 		      (nc.labels && strcmp(nc.labels, a->cfg.labels)) || (nc.sub == NULL) != (a->cfg.sub == NULL) ||
 		      (nc.sub && strcmp(nc.sub, a->cfg.sub)) || redial_creds;
 	/* keep the parts that only a restart changes */
-	char *keep[3] = { nc.state_dir, nc.output_dir, nc.consumer };
+	char *keep[5] = { nc.state_dir, nc.output_dir, nc.consumer, nc.traffic_listen, nc.traffic_socket };
 	nc.state_dir = a->cfg.state_dir;
 	nc.output_dir = a->cfg.output_dir;
 	nc.consumer = a->cfg.consumer;
+	nc.traffic_listen = a->cfg.traffic_listen;
+	nc.traffic_socket = a->cfg.traffic_socket;
 	a->cfg.state_dir = keep[0];
 	a->cfg.output_dir = keep[1];
 	a->cfg.consumer = keep[2];
+	a->cfg.traffic_listen = keep[3];
+	a->cfg.traffic_socket = keep[4];
 	sync_carry_plane(a, &nc);
 	agent_config_release(&a->cfg);
 	a->cfg = nc;
@@ -216,6 +224,7 @@ static void agent_free(struct agent *a)
 {
 	sync_stop(a);
 	ack_release(a);
+	traffic_report_release(a);
 	apply_drop_queue(a);
 	free(a->queue);
 	if (a->multi)
@@ -308,6 +317,7 @@ int agent_run(struct agent_config *cfg, int argc, char **argv)
 	a.argc = argc;
 	a.argv = argv;
 	a.live_healthy = -1;
+	a.traffic.fd = -1;
 	sse_parser_init(&a.sse, (size_t)a.cfg.max_push_bytes + 64, (size_t)a.cfg.max_push_bytes);
 	buf_init(&a.body);
 
@@ -336,6 +346,11 @@ int agent_run(struct agent_config *cfg, int argc, char **argv)
 	}
 	agent_write_status(&a);
 	if (a.cfg.metrics_listen && !a.cfg.once && metrics_http_open(&a, err, sizeof(err)) < 0) {
+		log_error("%s", err);
+		code = 1;
+		goto out;
+	}
+	if (!a.cfg.once && traffic_report_start(&a, err, sizeof(err)) < 0) {
 		log_error("%s", err);
 		code = 1;
 		goto out;
@@ -389,6 +404,8 @@ int agent_run(struct agent_config *cfg, int argc, char **argv)
 		int64_t wake = now + 1000;
 		apply_pending(&a, &wake);
 		trust_tick(&a, &wake);
+		traffic_report_live(&a);
+		traffic_report_tick(&a, &wake);
 		if (a.retry_at_ms && a.retry_at_ms < wake)
 			wake = a.retry_at_ms;
 		if (!a.sync && a.next_sync_ms < wake)
@@ -405,13 +422,18 @@ int agent_run(struct agent_config *cfg, int argc, char **argv)
 		metrics_http_service(&a, &wake);
 		now = now_ms();
 		int timeout = (int)(wake > now ? wake - now : 0);
-		struct curl_waitfd wfd[1 + 1 + 8] = { { sig_pipe[0], CURL_WAIT_POLLIN, 0 } };
-		unsigned nfd = 1 + metrics_http_fds(wfd + 1, 9);
+		struct curl_waitfd wfd[1 + 1 + 1 + 8] = { { sig_pipe[0], CURL_WAIT_POLLIN, 0 } };
+		unsigned nfd = 1;
+		if (traffic_report_fd(&a) >= 0)
+			wfd[nfd++] = (struct curl_waitfd){ traffic_report_fd(&a), CURL_WAIT_POLLIN, 0 };
+		nfd += metrics_http_fds(wfd + nfd, 9);
 		curl_multi_poll(a.multi, wfd, nfd, timeout, NULL);
 		char drain[64];
 		while (read(sig_pipe[0], drain, sizeof(drain)) > 0)
 			;
 		metrics_http_service(&a, NULL);
+		/* a bounded batch: a flood of datagrams never holds the loop */
+		traffic_report_read(&a);
 		if (got_hup) {
 			got_hup = 0;
 			reload_config(&a);
@@ -427,6 +449,8 @@ int agent_run(struct agent_config *cfg, int argc, char **argv)
 				sync_done(&a, m->data.result);
 			else if (m->easy_handle == a.ack.h)
 				ack_done(&a, m->data.result);
+			else if (m->easy_handle == a.traffic.h)
+				traffic_report_done(&a, m->data.result);
 		}
 	}
 	log_info("stopping at version %llu", (unsigned long long)a.state.version);

@@ -5,7 +5,9 @@
 #include "labels.h"
 #include "urllist.h"
 #include "listen.h"
+#include "render.h"
 #include "resource.h"
+#include "traffic_syslog.h"
 #include "util.h"
 #include "xmalloc.h"
 
@@ -76,6 +78,12 @@ const struct opt_def agent_options[] = {
 	  "write Prometheus text here (node_exporter's textfile collector) after every change" },
 	{ "metrics-listen", 0, OPT_STRING, OFF(metrics_listen), 0, 0, NULL, "HOST:PORT",
 	  "serve the metrics over HTTP at /metrics (port 0 picks a free one)" },
+	{ "traffic-listen", 0, OPT_STRING, OFF(traffic_listen), 0, 0, NULL, "ADDR:PORT",
+	  "nginx/haproxy: count the live generation's traffic from its access log, sent over syslog to this "
+	  "UDP address (loopback only: 127.0.0.0/8 or [::1]) for traffic-aware gates (default: off)" },
+	{ "traffic-socket", 0, OPT_STRING, OFF(traffic_socket), 0, 0, NULL, "PATH",
+	  "haproxy: read per-cluster traffic from haproxy's stats socket at PATH (declared in the generated "
+	  "configuration unless --base-config does; default: off)" },
 	{ "stream-timeout", 0, OPT_SECONDS, OFF(stream_timeout), 0.1, 86400, NULL, "SECONDS",
 	  "a stream silent this long is dead (default: three heartbeats)" },
 	{ "backoff-max", 0, OPT_SECONDS, OFF(backoff_max), 0.1, 3600, NULL, "SECONDS",
@@ -240,6 +248,32 @@ int agent_config_check(struct agent_config *c, char *err, size_t errlen)
 	if (c->metrics_listen && listen_spec_check(c->metrics_listen) < 0) {
 		snprintf(err, errlen, "metrics-listen: '%s' is not HOST:PORT ([ADDR]:PORT for IPv6)", c->metrics_listen);
 		return -1;
+	}
+	if (c->traffic_listen) {
+		struct sockaddr_storage sa;
+		socklen_t len;
+		char inner[256];
+		if (tsl_addr(c->traffic_listen, &sa, &len, inner, sizeof(inner)) < 0) {
+			snprintf(err, errlen, "traffic-listen: %s", inner);
+			return -1;
+		}
+		if (!gen) {
+			snprintf(err, errlen, "traffic-listen: the files consumer serves no traffic (it needs --consumer "
+				 "nginx or haproxy)");
+			return -1;
+		}
+	}
+	if (c->traffic_socket) {
+		if (strcmp(c->consumer, "haproxy") != 0) {
+			snprintf(err, errlen, "traffic-socket: haproxy's stats socket needs --consumer haproxy");
+			return -1;
+		}
+		if (c->traffic_socket[0] != '/' || !render_safe(c->traffic_socket) ||
+		    strlen(c->traffic_socket) >= 108) {
+			snprintf(err, errlen, "traffic-socket: '%s' must be an absolute path of at most 107 bytes "
+				 "without spaces or quotes", c->traffic_socket);
+			return -1;
+		}
 	}
 	if (c->health && strncmp(c->health, "http://", 7) != 0 && strncmp(c->health, "https://", 8) != 0) {
 		snprintf(err, errlen, "health: '%s' must be an http:// or https:// URL", c->health);

@@ -39,6 +39,8 @@ struct agent_config {
 	char *trust;               /* trusted statement keys: verify every push */
 	char *metrics_file;        /* Prometheus text for node_exporter's textfile collector */
 	char *metrics_listen;      /* HOST:PORT serving the same text over HTTP */
+	char *traffic_listen;      /* loopback ADDR:PORT: the access log over syslog (UDP) */
+	char *traffic_socket;      /* haproxy's stats socket: its per-backend counters */
 	double max_staleness;      /* newest statement older than this: stale (0: its expiry only) */
 	bool strict;
 	bool once;

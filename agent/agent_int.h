@@ -2,7 +2,8 @@
  * (life: boot, loop, signals, status), sync.c (the stream or poll to the
  * plane), apply.c (pushes: queue, merge, validate, stage, check, swap,
  * reload, confirm, persist), ack.c (ACKs and NACKs), trust.c (signed
- * statements: verification, rollback, freshness) and metrics.c. Not a
+ * statements: verification, rollback, freshness), traffic_report.c (the
+ * live generation's traffic, in ACKs and reports) and metrics.c. Not a
  * public API. */
 #ifndef TETHER_AGENT_INT_H
 #define TETHER_AGENT_INT_H
@@ -20,6 +21,7 @@
 #include "state.h"
 #include "status.h"
 #include "sub.h"
+#include "traffic_count.h"
 
 #define ERRLEN 4096
 #define ACK_VERIFY_MAX 16
@@ -125,6 +127,28 @@ struct agent {
 		bool hold;                   /* moved to another plane: wait until it answered */
 	} ack;
 
+	/* traffic_report.c (with --traffic-listen or --traffic-socket) */
+	struct {
+		bool on;
+		bool from_socket;            /* haproxy's stats socket is the source */
+		int fd;                      /* the syslog listener (-1: none) */
+		struct traffic_count count;  /* the syslog source's counters */
+		char live[TRAFFIC_GEN_LEN];  /* stats socket: the live generation ... */
+		double live_since;           /* ... since when (wall seconds) */
+		struct traffic base;         /* ... haproxy's reading when it went live */
+		struct traffic last;         /* ... the last reading less base */
+		bool socket_failing;         /* a failed reading was said (once) */
+		int64_t next_refresh_ms;     /* the metrics' next reading or write */
+		/* reports, while the plane's heartbeats ask for them ("report":S) */
+		double report_s;             /* 0: not asked */
+		int64_t report_until_ms;     /* the request lapses without a heartbeat renewing it */
+		int64_t next_report_ms;
+		CURL *h;                     /* the report in flight */
+		struct curl_slist *headers;
+		struct buf sent, resp;
+		bool report_failing;         /* a failure was said (once) */
+	} traffic;
+
 	/* metrics.c: what --metrics-file and --metrics-listen report */
 	struct {
 		uint64_t merged;             /* pushes folded into a later one's apply */
@@ -195,6 +219,32 @@ void ack_plane_moved(struct agent *a);
 void ack_plane_answered(struct agent *a);
 void ack_done(struct agent *a, CURLcode code);
 void ack_release(struct agent *a);
+
+/* traffic_report.c */
+/* Opens --traffic-listen's socket (not for --once). 0, or -1 with err. */
+int traffic_report_start(struct agent *a, char *err, size_t errlen);
+void traffic_report_release(struct agent *a);
+/* Follows the consumer's live generation: a new one counts from zero. */
+void traffic_report_live(struct agent *a);
+/* The descriptor the event loop waits on (-1: none). */
+int traffic_report_fd(const struct agent *a);
+/* Reads the datagrams waiting, TRAFFIC_SYSLOG_BATCH at most. */
+void traffic_report_read(struct agent *a);
+/* The live generation's traffic until now into out (initialised); false
+ * when none is collected. */
+bool traffic_report_now(struct agent *a, struct traffic *out);
+/* An ACK's ,"traffic":{...} (nothing when none is collected). */
+void traffic_report_ack(struct agent *a, struct buf *b);
+/* A heartbeat's "report":S (seconds): report every S seconds while the
+ * heartbeats keep saying so. */
+void traffic_report_heartbeat(struct agent *a, const cJSON *hb);
+/* Posts a report when one is due (and refreshes what the metrics show);
+ * lowers *wake to when it must come back. */
+void traffic_report_tick(struct agent *a, int64_t *wake);
+void traffic_report_done(struct agent *a, CURLcode code);
+/* The live generation's traffic as last counted or read (no I/O); NULL
+ * when none is collected. */
+const struct traffic *traffic_report_view(const struct agent *a);
 
 /* metrics.c: writes --metrics-file when what it says changed. */
 void metrics_write(struct agent *a);

@@ -35,6 +35,10 @@ struct consumer_ops {
 	/* The id of the staged generation the marker will answer once the
 	 * consumer serves it; NULL when the consumer has no marker. */
 	const char *(*generation)(struct consumer *c);
+	/* The id of the generation live now (what the output points at, as
+	 * its access log names it: traffic is counted per generation); NULL
+	 * when the consumer has none. */
+	const char *(*live)(struct consumer *c);
 	/* Puts the staged output live, keeping what it replaced. */
 	int (*swap)(struct consumer *c, char *err, size_t errlen);
 	/* Puts back what swap replaced. */

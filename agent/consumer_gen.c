@@ -10,10 +10,13 @@
  * since its name says what it should hold, not what it holds; one that
  * differs is written again and exchanged whole (renameat2 RENAME_EXCHANGE)
  * and the proxy reloads. New files are made durable in batches
- * (safefs_batch) before anything points at them. */
+ * (safefs_batch) before anything points at them. With traffic stats the
+ * renderer names the generation in its access log format: the id is
+ * filled in (render_fill_gen) once the hash has made it. */
 #include "agent_config.h"
 #include "json.h"
 #include "consumer.h"
+#include "haproxy_stats.h"
 #include "log.h"
 #include "render.h"
 #include "runcmd.h"
@@ -45,6 +48,8 @@ struct gen {
 	char *marker;               /* NULL: none */
 	char *checker;              /* nginx or haproxy binary */
 	char *base_config;          /* haproxy: checked together with ours */
+	char *traffic_syslog;       /* render_opts.traffic_syslog (NULL: off) */
+	char *stats_socket;         /* render_opts.stats_socket (NULL: off) */
 	unsigned keep;              /* generations kept */
 	char live[NAME_MAX_LEN];    /* what current points at ("" none) */
 	char staged[NAME_MAX_LEN];  /* the staged generation ("gen-<id>") */
@@ -340,7 +345,8 @@ static bool dir_exists(int rootfd, const char *name)
  * cannot be rendered. */
 static int prepare(struct gen *g, const struct state *s, const struct candidate *c, char *err, size_t errlen)
 {
-	struct render_opts o = { .secrets_dir = g->secrets_dir, .marker = g->marker };
+	struct render_opts o = { .secrets_dir = g->secrets_dir, .marker = g->marker,
+				 .traffic_syslog = g->traffic_syslog, .stats_socket = g->stats_socket };
 	struct render_out out = { 0 };
 	int rc = -1;
 	if (g->rnd->render(s, c, &o, &out, err, errlen) < 0) {
@@ -349,6 +355,7 @@ static int prepare(struct gen *g, const struct state *s, const struct candidate 
 	}
 	make_id(&out, g->staged_id);
 	snprintf(g->staged, sizeof(g->staged), "gen-%s", g->staged_id);
+	render_fill_gen(&out.files[0].data, g->staged_id);
 	g->rnd->marker(&out.files[0].data, &o, g->staged_id);
 	free(g->staged_path);
 	g->staged_path = xasprintf("%s/%s", g->base.output_dir, g->staged);
@@ -580,6 +587,12 @@ static const char *gen_generation(struct consumer *c)
 	return g->marker ? g->staged_id : NULL;
 }
 
+static const char *gen_live(struct consumer *c)
+{
+	struct gen *g = (struct gen *)c;
+	return strncmp(g->live, "gen-", 4) == 0 ? g->live + 4 : NULL;
+}
+
 /* Keeps only the [ALERT] lines of haproxy's output (when there are any):
  * its notices are its version and path. */
 static void haproxy_alerts(char *out)
@@ -672,6 +685,8 @@ static void gen_free(struct consumer *c)
 	free(g->marker);
 	free(g->checker);
 	free(g->base_config);
+	free(g->traffic_syslog);
+	free(g->stats_socket);
 	free(g->staged_path);
 	free(g->base.output_dir);
 	free(g);
@@ -684,6 +699,7 @@ static const struct consumer_ops gen_ops = {
 	.staging_dir = gen_staging_dir,
 	.check = gen_check,
 	.generation = gen_generation,
+	.live = gen_live,
 	.swap = gen_swap,
 	.revert = gen_revert,
 	.finish = gen_finish,
@@ -710,6 +726,11 @@ struct consumer *consumer_gen_new(const struct agent_config *cfg, char *err, siz
 	g->marker = cfg->marker && strcmp(cfg->marker, "off") != 0 ? xstrdup(cfg->marker) : NULL;
 	g->checker = xstrdup(nginx ? cfg->nginx : cfg->haproxy);
 	g->base_config = cfg->base_config ? xstrdup(cfg->base_config) : NULL;
+	g->traffic_syslog = cfg->traffic_listen ? xstrdup(cfg->traffic_listen) : NULL;
+	/* the renderer declares the stats socket unless the operator's base
+	 * configuration does (haproxy refuses one path bound twice) */
+	if (cfg->traffic_socket && (!cfg->base_config || !haproxy_stats_declared(cfg->base_config, cfg->traffic_socket)))
+		g->stats_socket = xstrdup(cfg->traffic_socket);
 	g->keep = cfg->generations ? (unsigned)cfg->generations : 3;
 	g->rootfd = open(cfg->output_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (g->rootfd < 0) {

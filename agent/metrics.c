@@ -3,8 +3,9 @@
  * rename) whenever what it says changed, and the same text for
  * --metrics-listen (metrics_http.c). The versions, the state, pushes
  * applied, refused and merged, apply time by phase, the last sync,
- * reconnects, last-good's size, and with --trust the verification
- * figures (staleness, refusals by reason). */
+ * reconnects, last-good's size, with --trust the verification figures
+ * (staleness, refusals by reason), and with traffic stats the live
+ * generation's requests, 5xx answers and latency per route. */
 #include "agent_int.h"
 #include "lastgood.h"
 #include "log.h"
@@ -72,6 +73,49 @@ static void histogram(struct buf *b, const struct agent *a)
 	}
 }
 
+/* The live generation's traffic, per route (traffic_report.c). */
+static void traffic_metrics(const struct agent *a, struct buf *b)
+{
+	const struct traffic *t = traffic_report_view(a);
+	if (!t)
+		return;
+	static const struct {
+		const char *name, *type, *help;
+	} m[4] = {
+		{ "tetherd_traffic_requests_total", "counter", "Requests the live generation served, by route." },
+		{ "tetherd_traffic_errors_total", "counter", "5xx answers of the live generation, by route." },
+		{ "tetherd_traffic_latency_p50_ms", "gauge",
+		  "The live generation's median latency by route (ms; haproxy's stats socket: its mean)." },
+		{ "tetherd_traffic_latency_p99_ms", "gauge",
+		  "The live generation's 99th percentile latency by route (ms; haproxy's stats socket: its mean)." },
+	};
+	for (int k = 0; k < 4; k++) {
+		buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", m[k].name, m[k].help, m[k].name, m[k].type);
+		for (size_t i = 0; i < t->n; i++) {
+			const struct traffic_route *r = &t->routes[i];
+			buf_printf(b, "%s{route=\"%s\"} ", m[k].name, r->name);
+			if (k == 0)
+				buf_printf(b, "%llu\n", (unsigned long long)r->requests);
+			else if (k == 1)
+				buf_printf(b, "%llu\n", (unsigned long long)r->errors);
+			else
+				buf_printf(b, "%.3f\n", traffic_quantile(r->hist, k == 2 ? 0.5 : 0.99));
+		}
+	}
+	gauge(b, "tetherd_traffic_generation_since_seconds",
+	      "When the live generation went live (seconds since the epoch), its counters' start.", (long long)t->since);
+	if (a->traffic.from_socket)
+		return;
+	buf_puts(b, "# HELP tetherd_traffic_dropped_total Access log datagrams dropped, by reason.\n"
+		    "# TYPE tetherd_traffic_dropped_total counter\n");
+	for (int d = 0; d < TD_N; d++)
+		buf_printf(b, "tetherd_traffic_dropped_total{reason=\"%s\"} %llu\n", traffic_drop_name((enum traffic_drop)d),
+			   (unsigned long long)a->traffic.count.dropped[d]);
+	counter(b, "tetherd_traffic_other_generation_total",
+		"Access log lines of another generation than the live one (not counted as its traffic).",
+		a->traffic.count.other_gen);
+}
+
 void metrics_text(const struct agent *a, struct buf *b, bool live)
 {
 	gauge(b, "tetherd_version", "The version this node runs.", (long long)a->state.version);
@@ -114,6 +158,7 @@ void metrics_text(const struct agent *a, struct buf *b, bool live)
 			buf_printf(b, "tetherd_verify_failures_total{reason=\"%s\"} %llu\n",
 				   trust_fail_name((enum trust_fail)f), (unsigned long long)a->trust.failures[f]);
 	}
+	traffic_metrics(a, b);
 }
 
 void metrics_write(struct agent *a)

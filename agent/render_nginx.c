@@ -2,7 +2,12 @@
  * per (listener, host) with a location per route path, TLS from secrets,
  * a 404 default server per listener without a "*" route, and the marker
  * server. The operator's nginx.conf includes OUTPUT_DIR/current/ *.conf
- * (without the space) inside http {}. */
+ * (without the space) inside http {}. With traffic stats, each of our
+ * servers sends its access log, one line per request naming the route and
+ * the generation, to the agent over local syslog (docs/gates.md); at the
+ * server level, since an `access_log off;` of the operator's at the http
+ * level would turn off an http-level one of ours, and the operator's own
+ * servers must not log our format. */
 #include "render.h"
 #include "json.h"
 #include "xmalloc.h"
@@ -118,13 +123,25 @@ static int listen_lines(const struct rres *l, const struct rstate *rs, const str
 	return 0;
 }
 
-static void location(struct buf *b, const struct rroute *r)
+/* The access log of one of our servers, with traffic stats: "-" until a
+ * route's location names its route. */
+static void access_log(struct buf *b, const struct render_opts *o)
+{
+	if (!o->traffic_syslog)
+		return;
+	buf_printf(b, "    access_log syslog:server=%s,facility=local7,tag=tether,severity=info,nohostname "
+		      "tether_traffic;\n    set $tether_route -;\n", o->traffic_syslog);
+}
+
+static void location(struct buf *b, const struct render_opts *o, const struct rroute *r)
 {
 	if (strcmp(r->path, "/") == 0)
 		buf_puts(b, "    location / {\n");
 	else
 		buf_printf(b, "    location ^~ %s {\n", r->path);
 	buf_printf(b, "        # %s\n", r->name);
+	if (o->traffic_syslog)
+		buf_printf(b, "        set $tether_route %s;\n", r->name);
 	buf_puts(b, "        proxy_pass http://");
 	upstream_name(b, r->cluster);
 	buf_puts(b, ";\n");
@@ -155,10 +172,11 @@ static int servers(const struct rstate *rs, const struct render_opts *o, struct 
 				return -1;
 			}
 			buf_printf(b, "    server_name %s;\n", any ? "_" : host);
+			access_log(b, o);
 			bool has_root = false;
 			size_t start = k;
 			for (; k < n && render_same_host(routes[k].host, host); k++) {
-				location(b, &routes[k]);
+				location(b, o, &routes[k]);
 				has_root |= strcmp(routes[k].path, "/") == 0;
 			}
 			(void)start;
@@ -174,7 +192,9 @@ static int servers(const struct rstate *rs, const struct render_opts *o, struct 
 				free(routes);
 				return -1;
 			}
-			buf_puts(b, "    server_name _;\n    return 404;\n}\n\n");
+			buf_puts(b, "    server_name _;\n");
+			access_log(b, o);
+			buf_puts(b, "    return 404;\n}\n\n");
 		}
 		free(routes);
 	}
@@ -184,6 +204,16 @@ static int servers(const struct rstate *rs, const struct render_opts *o, struct 
 static int nginx_body(const struct rstate *rs, const struct render_opts *o, struct render_out *out,
 		      struct buf *b, char *err, size_t errlen)
 {
+	if (o->traffic_syslog) {
+		if (!render_safe(o->traffic_syslog)) {
+			snprintf(err, errlen, "traffic stats: '%s' cannot be rendered safely", o->traffic_syslog);
+			return -1;
+		}
+		/* the generation's id is filled in once it is known */
+		buf_puts(b, "# traffic stats: one line per request to the agent (docs/gates.md)\n"
+			    "log_format tether_traffic escape=none 'tether1 " RENDER_GEN_TOKEN
+			    " $status ${request_time}s $tether_route';\n\n");
+	}
 	names_hash(rs, b);
 	return upstreams(rs, b, err, errlen) < 0 || servers(rs, o, out, b, err, errlen) < 0 ? -1 : 0;
 }
@@ -199,11 +229,11 @@ static void nginx_marker(struct buf *conf, const struct render_opts *o, const ch
 	if (!o->marker)
 		return;
 	buf_printf(conf, "# the agent reads this to see which generation serves\n"
-			 "server {\n    listen %s;\n"
+			 "server {\n    listen %s;\n%s"
 			 "    location = /tether-generation {\n        default_type text/plain;\n"
 			 "        return 200 \"%s\\n\";\n    }\n"
 			 "    location / {\n        return 404;\n    }\n}\n",
-		   o->marker, gen_id);
+		   o->marker, o->traffic_syslog ? "    access_log off;   # probes are not traffic\n" : "", gen_id);
 }
 
 const struct renderer render_nginx = { "nginx", nginx_render, nginx_marker };

@@ -182,6 +182,8 @@ static void on_heartbeat(struct agent *a, const char *data, size_t len)
 	const cJSON *iv = cJSON_GetObjectItemCaseSensitive(v, "interval");
 	if (cJSON_IsNumber(iv) && iv->valuedouble >= 0.05 && iv->valuedouble <= 3600)
 		a->heartbeat_s = iv->valuedouble;
+	/* "report":S asks for traffic reports every S seconds */
+	traffic_report_heartbeat(a, v);
 	cJSON_Delete(v);
 	/* a heartbeat only tells; it never moves our version */
 	if (a->astate != ST_DEGRADED && !a->nqueue)

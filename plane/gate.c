@@ -22,6 +22,7 @@
 struct gnode {
 	char *id;
 	struct traffic last, mark;
+	struct traffic win;          /* traffic_diff(last, mark), kept with them */
 	bool have_last, have_mark;
 	double last_seen;            /* wall seconds the last report came */
 	uint64_t stamp;              /* == gate.stamp: reached in the stage being judged */
@@ -64,6 +65,7 @@ struct gate {
 	struct gnode **nodes;
 	size_t nnodes, cap;
 	bool dirty;                  /* a report came since the last judgement */
+	int64_t every_ms, judged_ms; /* reports alone are judged this often at most */
 	uint64_t stamp;
 	bool have_stage;
 	uint64_t run;
@@ -188,6 +190,7 @@ struct gate *gate_new(const struct plane_config *cfg, char *err, size_t errlen)
 	}
 	g->min = cfg->gate_min_requests ? cfg->gate_min_requests : GATE_MIN_REQUESTS_DEFAULT;
 	g->max_nodes = cfg->max_nodes ? cfg->max_nodes : 100000;
+	g->every_ms = GATE_JUDGE_EVERY_MS;
 	return g;
 }
 
@@ -205,6 +208,7 @@ void gate_free(struct gate *g)
 	for (size_t i = 0; i < g->nnodes; i++) {
 		traffic_release(&g->nodes[i]->last);
 		traffic_release(&g->nodes[i]->mark);
+		traffic_release(&g->nodes[i]->win);
 		free(g->nodes[i]->id);
 		free(g->nodes[i]);
 	}
@@ -221,6 +225,12 @@ void gate_set_events(struct gate *g, struct events *e)
 {
 	if (g)
 		g->events = e;
+}
+
+void gate_set_judge_interval(struct gate *g, int64_t ms)
+{
+	if (g)
+		g->every_ms = ms;
 }
 
 void gate_set_running(struct gate *g, bool running)
@@ -295,7 +305,10 @@ static const struct traffic_route *route_of(const struct traffic *t, const char 
 static bool went_back(const struct traffic *t, const struct traffic *before)
 {
 	for (size_t i = 0; i < before->n; i++) {
-		const struct traffic_route *r = route_of(t, before->routes[i].name);
+		/* routes keep the order they were first seen in: try the same place first */
+		const struct traffic_route *r = i < t->n && strcmp(t->routes[i].name, before->routes[i].name) == 0
+							? &t->routes[i]
+							: route_of(t, before->routes[i].name);
 		if (!r || r->requests < before->routes[i].requests || r->errors < before->routes[i].errors)
 			return true;
 	}
@@ -321,6 +334,7 @@ void gate_report(struct gate *g, const char *node, const struct traffic *t)
 		n->id = xstrdup(node);
 		traffic_init(&n->last);
 		traffic_init(&n->mark);
+		traffic_init(&n->win);
 		g->nodes[g->nnodes] = n;
 		strmap_put(&g->idx, n->id, (intptr_t)g->nnodes);
 		g->nnodes++;
@@ -336,6 +350,8 @@ void gate_report(struct gate *g, const char *node, const struct traffic *t)
 	traffic_copy(&n->last, t);
 	n->have_last = true;
 	n->last_seen = now_seconds();
+	if (n->have_mark)
+		traffic_diff(&n->last, &n->mark, &n->win);   /* here, once, not at every judgement */
 	g->dirty = true;
 	pthread_mutex_unlock(&g->lock);
 }
@@ -358,8 +374,10 @@ static void begin_stage(struct gate *g, const struct gate_stage_view *s)
 	for (size_t i = 0; i < g->nnodes; i++) {
 		struct gnode *n = g->nodes[i];
 		n->have_mark = false;
-		if (n->have_last && n->last_seen >= s->started)
+		if (n->have_last && n->last_seen >= s->started) {
 			first_mark(g, n, &n->last);
+			traffic_diff(&n->last, &n->mark, &n->win);
+		}
 	}
 	if (g->nstages == ROLLOUT_MAX_STAGES)
 		stage_rec_release(&g->stages[--g->nstages]);
@@ -369,6 +387,7 @@ static void begin_stage(struct gate *g, const struct gate_stage_view *s)
 	rec->percent = s->percent;
 	rec->verdict = GATE_JUDGING;
 	g->dirty = true;
+	g->judged_ms = 0;
 	g->acked_seen = 0;
 	g->baked_seen = false;
 }
@@ -512,18 +531,21 @@ enum gate_verdict gate_judge(struct gate *g, const struct gate_stage_view *s, ch
 	size_t acked = 0;
 	for (size_t i = 0; i < s->nreached; i++)
 		acked += s->acked[i];
+	/* again when an ACK came or the bake ended; for reports alone, at
+	 * most every every_ms (a judgement walks every node) */
+	bool moved = acked != g->acked_seen || s->baked != g->baked_seen;
 	if (rec->verdict != GATE_JUDGING ||
-	    (!g->dirty && acked == g->acked_seen && s->baked == g->baked_seen)) {
+	    (!moved && (!g->dirty || now_ms() - g->judged_ms < g->every_ms))) {
 		enum gate_verdict v = rec->verdict;
 		pthread_mutex_unlock(&g->lock);
 		return v;   /* decided already (the rollout acts on it), or nothing new */
 	}
 	g->dirty = false;
+	g->judged_ms = now_ms();
 	g->acked_seen = acked;
 	g->baked_seen = s->baked;
 
-	struct traffic win, base, canary;
-	traffic_init(&win);
+	struct traffic base, canary;
 	traffic_init(&base);
 	traffic_init(&canary);
 	g->stamp++;
@@ -538,8 +560,7 @@ enum gate_verdict gate_judge(struct gate *g, const struct gate_stage_view *s, ch
 		struct gnode *n = g->nodes[i];
 		if (n->stamp == g->stamp || !n->have_last || !n->have_mark || n->last.version != s->from)
 			continue;
-		traffic_diff(&n->last, &n->mark, &win);
-		traffic_merge(&base, &win);
+		traffic_merge(&base, &n->win);
 		bnodes++;
 	}
 	struct base_view bv = { &base, bnodes, 0 };
@@ -567,20 +588,20 @@ enum gate_verdict gate_judge(struct gate *g, const struct gate_stage_view *s, ch
 					 (unsigned long long)s->to);
 			continue;
 		}
-		traffic_diff(&n->last, &n->mark, &win);
-		traffic_merge(&canary, &win);
+		const struct traffic *win = &n->win;
+		traffic_merge(&canary, win);
 		cnodes++;
 		bool enough = false;
-		for (size_t k = 0; k < win.n; k++) {
-			if (win.routes[k].requests < g->min)
+		for (size_t k = 0; k < win->n; k++) {
+			if (win->routes[k].requests < g->min)
 				continue;
 			enough = true;
 			if (!fail)
-				fail = check_route(g, n->id, &win, &win.routes[k], &bv);
+				fail = check_route(g, n->id, win, &win->routes[k], &bv);
 		}
 		if (!enough && !low[0])
 			snprintf(low, sizeof(low), "node %s served %llu requests in %.1f s, fewer than --gate-min-requests "
-				 "%llu on every route", n->id, (unsigned long long)traffic_total(&win), span(&win),
+				 "%llu on every route", n->id, (unsigned long long)traffic_total(win), span(win),
 				 (unsigned long long)g->min);
 	}
 	fill_rows(g, rec, &canary, cnodes, &bv);
@@ -618,7 +639,6 @@ enum gate_verdict gate_judge(struct gate *g, const struct gate_stage_view *s, ch
 		publish(g, s->run, &copy);
 		free(copy.reason);
 	}
-	traffic_release(&win);
 	traffic_release(&base);
 	traffic_release(&canary);
 	return v;

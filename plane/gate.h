@@ -53,6 +53,10 @@ struct plane_config;
 struct events;
 
 #define GATE_MIN_REQUESTS_DEFAULT 100
+/* Reports alone are judged again at most this often (a judgement walks
+ * every node's window); an ACK, the end of the bake or a new stage is
+ * judged at once. */
+#define GATE_JUDGE_EVERY_MS 1000
 
 /* The gate the options ask for: NULL (and err empty) when none is
  * configured, NULL with err when an option is wrong. */
@@ -104,6 +108,8 @@ struct gate_stage_view {
  * GATE_JUDGING while it bakes, GATE_PASS or GATE_LOW_TRAFFIC once baked.
  * A stage (run, stage) the gate has not seen starts its windows. */
 enum gate_verdict gate_judge(struct gate *g, const struct gate_stage_view *s, char **reason);
+/* Sets how often reports alone are judged again (tests: 0). */
+void gate_set_judge_interval(struct gate *g, int64_t ms);
 /* Whether a rollout is in progress (gate_wants_reports). */
 void gate_set_running(struct gate *g, bool running);
 /* Where flagged stages are published (an event "gate"); NULL: nowhere. */

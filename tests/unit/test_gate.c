@@ -40,6 +40,7 @@ static struct gate *make_gate(const char *rollout, const char *err_rate, const c
 	struct gate *g = gate_new(&cfg, err, sizeof(err));
 	if (!g)
 		fail_msg("gate_new: %s", err);
+	gate_set_judge_interval(g, 0);   /* every report judged at once */
 	return g;
 }
 
@@ -611,6 +612,49 @@ static void test_last_stage_kept_baseline(void **state)
 	release_cfg();
 }
 
+/* Reports alone are judged again at most every interval; an ACK at once. */
+static void test_judge_interval(void **state)
+{
+	(void)state;
+	static const char *const members[] = { "n1", "n2" };
+	char *reason;
+	struct gate *g = make_gate("staged", "0.01", NULL, 100);
+	gate_set_judge_interval(g, 300);
+	struct stage s;
+	double start = wall();
+	stage_init(&s, 14, 0, 10, start, members, 2);
+	judge(g, &s, &reason);
+	baseline(g, start, 800, 0, 5, 0);
+	s.acked[0] = true;
+	report1(g, "n1", 2, "g2", start + 0.2, start + 5, 500, 0, 5);
+	assert_int_equal(judge(g, &s, &reason), GATE_JUDGING);   /* an ACK: judged */
+	report1(g, "n1", 2, "g2", start + 0.2, start + 6, 500, 100, 5);
+	assert_int_equal(judge(g, &s, &reason), GATE_JUDGING);   /* a report alone, too soon */
+	usleep(350 * 1000);
+	assert_int_equal(judge(g, &s, &reason), GATE_FAIL);
+	expect_in(reason, "node n1: error rate 16.7%");
+	free(reason);
+	gate_free(g);
+	release_cfg();
+
+	g = make_gate("staged", "0.01", NULL, 100);
+	gate_set_judge_interval(g, 60000);
+	start = wall();
+	stage_init(&s, 15, 0, 10, start, members, 2);
+	judge(g, &s, &reason);
+	baseline(g, start, 800, 0, 5, 0);
+	s.acked[0] = true;
+	report1(g, "n1", 2, "g2", start + 0.2, start + 5, 500, 0, 5);
+	assert_int_equal(judge(g, &s, &reason), GATE_JUDGING);
+	report1(g, "n2", 2, "g2", start + 0.2, start + 5, 400, 100, 5);
+	assert_int_equal(judge(g, &s, &reason), GATE_JUDGING);   /* n2 has not ACKed */
+	s.acked[1] = true;
+	assert_int_equal(judge(g, &s, &reason), GATE_FAIL);      /* its ACK: at once */
+	free(reason);
+	gate_free(g);
+	release_cfg();
+}
+
 /* ---- options ------------------------------------------------------------------ */
 
 static void expect_limit(const char *s, bool rate, enum gate_form form, double value)
@@ -713,6 +757,7 @@ int main(void)
 		cmocka_unit_test(test_marks_count_after_the_stage_start),
 		cmocka_unit_test(test_generation_restart),
 		cmocka_unit_test(test_last_stage_kept_baseline),
+		cmocka_unit_test(test_judge_interval),
 		cmocka_unit_test(test_options),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

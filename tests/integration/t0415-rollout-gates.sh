@@ -5,6 +5,7 @@
 # naming the option; with gates, every stage of a rollout passes after its
 # bake flagged low_traffic (no route had --gate-min-requests requests),
 # which GET /v1/rollouts/current, tetherctl rollout status (and --json),
+# the console (with headless chromium and puppeteer-core, as t0940),
 # /metrics and the plane's log show; without gates nothing of it appears.
 # (Canaries judged on live nginx/haproxy traffic: the end-to-end tests.)
 . "$(dirname "$0")/lib.sh"
@@ -63,6 +64,25 @@ check "... and each stage's verdict" grep -q "^stage 2 (100%): low_traffic: too 
 check "... not as raw JSON" sh -c "! grep -q '\"stages\"' '$WORK/status.txt'"
 check "tetherctl rollout status --json passes the gates through" \
 	sh -c "'$CTL_BIN' --plane '$PLANE_URL' rollout status --json | jq -e '.gate.stages | length == 2' >/dev/null"
+
+# the console's rollout panel, when a headless browser is at hand (t0940
+# installs puppeteer-core into the build directory)
+CHROMIUM=${CHROMIUM:-$(command -v chromium || command -v chromium-browser || true)}
+PP_DIR=""
+for d in ${NODE_PATH:+$(echo "$NODE_PATH" | tr ':' ' ')} "$TOP_BUILDDIR/node_modules" "$TOP_SRCDIR/build/node_modules"; do
+	[ -f "$d/puppeteer-core/package.json" ] && PP_DIR=$d && break
+done
+if [ -n "$CHROMIUM" ] && [ -x "$CHROMIUM" ] && [ -n "$PP_DIR" ] && command -v node >/dev/null 2>&1; then
+	R=$(CHROMIUM=$CHROMIUM NODE_PATH=$PP_DIR timeout 60 node "$TOOLS/console-gate.cjs" "$PLANE_URL" 2>"$WORK/console.err")
+	diag "console-gate: $R"
+	check_eq "the console shows both stages low_traffic" "1:low_traffic 2:low_traffic" \
+		"$(echo "$R" | jq -r '[.stages[] | "\(.stage):\(.verdict)"] | join(" ")')"
+	check "... with the gates' options" sh -c "echo '$R' | jq -e '.limits | test(\"5xx rate 0.01, p99 2x, at least 10 requests\")' >/dev/null"
+	check "... and why" sh -c "echo '$R' | jq -e '.stages[0].text | test(\"low traffic . too little traffic to judge\")' >/dev/null"
+	check_eq "... with no script error" 0 "$(echo "$R" | jq '.page_errors | length')"
+else
+	diag "no headless chromium with puppeteer-core: the console's gate panel is not checked here"
+fi
 stop_pid "$PLANE_PID"
 
 # ---- without gates, none of it -------------------------------------------------------

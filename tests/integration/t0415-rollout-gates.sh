@@ -29,6 +29,9 @@ check "a rate above 1 is refused" refused --rollout staged --gate-error-rate 2
 check "... naming the option" grep -q -- "--gate-error-rate: '2' is not a rate between 0 and 1" "$WORK/refused"
 check "a multiple under 1x is refused" refused --rollout staged --gate-error-rate 0.5x
 check "--gate-min-requests 0 is refused" refused --rollout staged --gate-error-rate 2x --gate-min-requests 0
+printf '[plane]\nrollout = staged\ngate_latency_p99 = 0.5x\n' >"$WORK/plane.conf"
+check "a malformed gate in the configuration file is refused" refused -c "$WORK/plane.conf"
+check "... naming the option" grep -q -- "--gate-latency-p99: '0.5x'" "$WORK/refused"
 check "--help describes the gates" sh -c "'$PLANE_BIN' --help | grep -q -- '--gate-latency-p99 MS|Nx'"
 
 # ---- a staged plane with gates, and agents without traffic --------------------

@@ -575,14 +575,16 @@ enum gate_verdict gate_judge(struct gate *g, const struct gate_stage_view *s, ch
 		bv.kept_from = g->kept_stage == s->stage + 1 ? 0 : g->kept_stage;
 	}
 	/* the members, each judged alone */
-	size_t cnodes = 0;
+	size_t cnodes = 0, nlow = 0, nacked = 0;
 	char *fail = NULL;
 	char low[REASON_MAX] = "";
 	for (size_t i = 0; i < s->nreached; i++) {
 		if (!s->acked[i])
 			continue;
+		nacked++;
 		struct gnode *n = find_node(g, s->reached[i]);
 		if (!n || !n->have_last || !n->have_mark || n->last.version < s->to) {
+			nlow++;
 			if (!low[0])
 				snprintf(low, sizeof(low), "node %s sent no report of version %llu", s->reached[i],
 					 (unsigned long long)s->to);
@@ -599,6 +601,7 @@ enum gate_verdict gate_judge(struct gate *g, const struct gate_stage_view *s, ch
 			if (!fail)
 				fail = check_route(g, n->id, win, &win->routes[k], &bv);
 		}
+		nlow += !enough;
 		if (!enough && !low[0])
 			snprintf(low, sizeof(low), "node %s served %llu requests in %.1f s, fewer than --gate-min-requests "
 				 "%llu on every route", n->id, (unsigned long long)traffic_total(win), span(win),
@@ -616,7 +619,9 @@ enum gate_verdict gate_judge(struct gate *g, const struct gate_stage_view *s, ch
 	} else if (s->baked) {
 		rec->verdict = low[0] ? GATE_LOW_TRAFFIC : GATE_PASS;
 		if (low[0]) {
-			rec->reason = xasprintf("too little traffic to judge: %s", low);
+			rec->reason = nlow > 1 ? xasprintf("too little traffic to judge on %zu of %zu nodes: %s", nlow,
+							   nacked, low)
+					       : xasprintf("too little traffic to judge: %s", low);
 			g->low_traffic++;
 			published = true;
 			log_warn("rollout %llu: stage %u%% passes flagged low_traffic: %s", (unsigned long long)s->run,

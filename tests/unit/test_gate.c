@@ -433,8 +433,35 @@ static void test_low_traffic(void **state)
 	report1(g, "n1", 2, "g2", start + 0.2, start + 10, 500, 0, 5);
 	assert_int_equal(judge(g, &s, &reason), GATE_LOW_TRAFFIC);
 	doc = gate_doc(g, 5);
-	expect_in(str_at(doc, 0, "reason"), "node n2 sent no report of version 2");
+	expect_in(str_at(doc, 0, "reason"), "too little traffic to judge: node n2 sent no report of version 2");
 	cJSON_Delete(doc);
+	gate_free(g);
+	release_cfg();
+
+	/* several: counted; and a stage the rollout left before its verdict
+	 * (a NACK, an abort) shows "ended" once the run is over */
+	static const char *const three[] = { "n1", "n2", "n3" };
+	g = make_gate("staged", "0.01", NULL, 100);
+	start = wall();
+	stage_init(&s, 6, 0, 10, start, three, 3);
+	judge(g, &s, &reason);
+	s.acked[0] = s.acked[1] = s.acked[2] = true;
+	report1(g, "n1", 2, "g2", start + 0.2, start + 10, 500, 0, 5);
+	report1(g, "n3", 2, "g2", start + 0.2, start + 10, 5, 0, 5);
+	s.v.baked = true;
+	assert_int_equal(judge(g, &s, &reason), GATE_LOW_TRAFFIC);
+	doc = gate_doc(g, 6);
+	expect_in(str_at(doc, 0, "reason"), "too little traffic to judge on 2 of 3 nodes: node n2 sent no report");
+	cJSON_Delete(doc);
+	s.v.stage = 1;
+	s.v.baked = false;
+	judge(g, &s, &reason);
+	struct buf b = BUF_INIT;
+	gate_json(g, 6, false, &b);
+	buf_putc(&b, 0);
+	expect_in(b.data, "\"stage\":1,\"percent\":10,\"verdict\":\"low_traffic\"");
+	expect_in(b.data, "\"stage\":2,\"percent\":10,\"verdict\":\"ended\"");
+	buf_release(&b);
 	gate_free(g);
 	release_cfg();
 }

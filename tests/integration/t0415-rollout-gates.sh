@@ -5,6 +5,7 @@
 # naming the option; with gates, every stage of a rollout passes after its
 # bake flagged low_traffic (no route had --gate-min-requests requests),
 # which GET /v1/rollouts/current, tetherctl rollout status (and --json),
+# tetherctl watch,
 # the console (with headless chromium and puppeteer-core, as t0940),
 # /metrics and the plane's log show; without gates nothing of it appears.
 # (Canaries judged on live nginx/haproxy traffic: the end-to-end tests.)
@@ -49,6 +50,12 @@ connected_is() {
 	curl -sS "$PLANE_URL/v1/nodes" | jq -e --argjson n "$1" '[.[] | select(.connected)] | length == $n' >/dev/null
 }
 check "the plane sees them connected" wait_until 20 connected_is 4
+# tetherctl watch prints the gate events
+"$CTL_BIN" --plane "$PLANE_URL" watch >"$WORK/watch.out" 2>"$WORK/watch.err" &
+WATCH_PID=$!
+track_pid "$WATCH_PID"
+watching() { [ "$(metric tether_events_subscribers)" = 1 ]; }
+check "tetherctl watch is subscribed" wait_until 10 watching
 put file/motd '{"path":"motd.txt","content":"two\n"}' >/dev/null
 check "the change's rollout starts" wait_until 10 ro_is '.id == 2'
 check "while it runs, the rollout shows its gates" ro_is '.gate.error_rate == "0.01" and .gate.latency_p99 == "2x" and .gate.min_requests == 10'
@@ -61,6 +68,8 @@ check "every agent is at version 2" wait_until 20 fleet_at 2
 check_eq "tether_gate_low_traffic_total counts both" 2 "$(metric tether_gate_low_traffic_total)"
 check_eq "tether_gate_failures_total is 0" 0 "$(metric tether_gate_failures_total)"
 check "the plane's log flags the stages" grep -q "stage 50% passes flagged low_traffic" "$PLANE_LOG"
+check "tetherctl watch shows both gate events" wait_until 5 sh -c "[ \$(grep -c ' gate rollout 2 stage [12] (\(50\|100\)%): low_traffic: too little traffic' '$WORK/watch.out') = 2 ]"
+stop_pid "$WATCH_PID"
 ctl rollout status >"$WORK/status.txt" 2>&1
 check "tetherctl rollout status shows the gates" grep -q "^gates: error rate 0.01, p99 2x, at least 10 requests" "$WORK/status.txt"
 check "... and each stage's verdict" grep -q "^stage 2 (100%): low_traffic: too little traffic to judge" "$WORK/status.txt"

@@ -82,6 +82,8 @@ struct gate_limit {
  * "2x", "1.5x"). 0, or -1 with err naming the option. */
 int gate_parse_limit(const char *option, const char *s, bool rate, struct gate_limit *out, char *err,
 		     size_t errlen);
+/* Whether any gate option is given. */
+bool gate_configured(const struct plane_config *c);
 /* The cross-checks of the gate options (plane_config_check): values well
  * formed, and any of them only with --rollout staged. 0, or -1 with err. */
 int gate_check_config(const struct plane_config *c, char *err, size_t errlen);

@@ -112,6 +112,14 @@ static int print_event(void *ctx, const struct sse_event *ev)
 		       num(d, "acked"), num(d, "reached"), rv, *reason ? ": " : "", reason);
 		free(st);
 		free(reason);
+	} else if (strcmp(ev->type, "gate") == 0) {
+		/* a traffic gate failed a stage, or a stage passed flagged */
+		char *verdict = text(d, "verdict"), *reason = text(d, "reason");
+		printf("%s %sgate%s rollout %llu stage %llu (%llu%%): %s%s%s\n", when,
+		       strcmp(verdict, "fail") == 0 ? red : yellow, off, num(d, "rollout"), num(d, "stage"),
+		       num(d, "percent"), verdict, *reason ? ": " : "", reason);
+		free(verdict);
+		free(reason);
 	} else if (strcmp(ev->type, "node") == 0) {
 		printf("%s node %s %s\n", when, node,
 		       cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(d, "connected")) ? "connected" : "disconnected");

@@ -8,6 +8,7 @@
 #include "ctl.h"
 #include "output.h"
 #include "request.h"
+#include "rollout_gate.h"
 #include "json.h"
 #include "util.h"
 #include "xmalloc.h"
@@ -384,11 +385,18 @@ static int print_rollout(const struct ctl_ctx *cx, const struct client_answer *a
 	cJSON *doc = ctl_answer_json(ans);
 	if (!doc)
 		return 1;
+	/* the traffic gates' comparison: a table of its own after the fields */
+	cJSON *gate = cJSON_IsObject(doc) ? cJSON_DetachItemFromObjectCaseSensitive(doc, "gate") : NULL;
 	if (cJSON_IsObject(doc))
 		fields_from(&f, doc, rollout_fields, sizeof(rollout_fields) / sizeof(rollout_fields[0]));
 	else
 		fields_add(&f, "answer", value_text(doc));
 	fields_print_release(&f);
+	if (gate) {
+		putchar('\n');
+		print_rollout_gate(gate);
+	}
+	cJSON_Delete(gate);
 	cJSON_Delete(doc);
 	return 0;
 }

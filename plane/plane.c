@@ -10,6 +10,7 @@
 #include "log.h"
 #include "nodes.h"
 #include "pushcache.h"
+#include "gate.h"
 #include "rollout.h"
 #include "statements.h"
 #include "store.h"
@@ -239,6 +240,9 @@ int plane_start(struct plane *p, char *err, size_t errlen)
 	p->nodes = nodes_open(p->persist, p->cfg.max_nodes, poll_window, err, errlen);
 	if (!p->nodes)
 		return -1;
+	p->gate = gate_new(&p->cfg, err, errlen);
+	if (!p->gate && err[0])
+		return -1;
 	p->rollout = rollout_open(p, err, errlen);
 	if (!p->rollout)
 		return -1;
@@ -265,6 +269,7 @@ int plane_start(struct plane *p, char *err, size_t errlen)
 	p->events = events_new(p->cfg.heartbeat);
 	if (events_start(p->events, err, errlen) < 0)
 		return -1;
+	gate_set_events(p->gate, p->events);
 	p->hub = hub_new(p, store_version(p->store));
 	if (hub_start(p->hub, err, errlen) < 0)
 		return -1;
@@ -319,6 +324,7 @@ void plane_stop(struct plane *p)
 	rollout_save(p->rollout);
 	hub_free(p->hub);
 	p->hub = NULL;
+	gate_set_events(p->gate, NULL);
 	events_free(p->events);
 	p->events = NULL;
 	pushcache_free(p->pushes);
@@ -329,6 +335,8 @@ void plane_stop(struct plane *p)
 	p->digests = NULL;
 	rollout_free(p->rollout);
 	p->rollout = NULL;
+	gate_free(p->gate);
+	p->gate = NULL;
 	nodes_free(p->nodes);
 	p->nodes = NULL;
 	tokens_free(p->tokens);

@@ -36,6 +36,9 @@ struct plane_config {
 	double statement_ttl;
 	double heartbeat;
 	double bake;
+	char *gate_error_rate;         /* traffic gates: "0.01" or "2x"; NULL: none */
+	char *gate_latency_p99;        /* "50" (ms) or "2x"; NULL: none */
+	uint64_t gate_min_requests;    /* 0: not given (100) */
 	double ack_timeout;
 	double lag_alert;
 	double send_timeout;

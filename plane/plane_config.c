@@ -1,6 +1,7 @@
 /* plane_config.c: tether-plane's options, their defaults and checks. */
 #include "plane.h"
 #include "nodes.h"
+#include "gate.h"
 #include "rollout.h"
 #include "xmalloc.h"
 
@@ -67,6 +68,15 @@ const struct opt_def plane_options[] = {
 	  "staged rollout percentages (default 1,10,100)" },
 	{ "bake", 0, OPT_SECONDS, OFF(bake), 0, 86400, NULL, "SECONDS",
 	  "time each rollout stage bakes (default 60)" },
+	{ "gate-error-rate", 0, OPT_STRING, OFF(gate_error_rate), 0, 0, NULL, "R|Nx",
+	  "staged: a stage's node whose 5xx rate on a route is above the baseline's by R (0..1, like 0.01), or "
+	  "above N times the baseline's (like 2x), fails the stage and reverts it" },
+	{ "gate-latency-p99", 0, OPT_STRING, OFF(gate_latency_p99), 0, 0, NULL, "MS|Nx",
+	  "staged: a stage's node whose p99 latency on a route is above the baseline's by MS milliseconds, or "
+	  "above N times the baseline's (like 2x), fails the stage and reverts it" },
+	{ "gate-min-requests", 0, OPT_UINT, OFF(gate_min_requests), 1, 1000000000, NULL, "N",
+	  "the gates judge a route of a node only with at least N requests in its window (default 100); a stage "
+	  "whose node saw fewer on every route passes flagged low_traffic" },
 	{ "ack-timeout", 0, OPT_SECONDS, OFF(ack_timeout), 1, 86400, NULL, "SECONDS",
 	  "a stage's node that has not ACKed its version in this long fails the rollout (default 60)" },
 	{ "lag-alert", 0, OPT_SECONDS, OFF(lag_alert), 0, 31536000, NULL, "SECONDS",
@@ -185,6 +195,8 @@ int plane_config_check(struct plane_config *c, char *err, size_t errlen)
 		snprintf(err, errlen, "relay-id: '%.64s' must match [A-Za-z0-9._-]{1,200}", c->relay_id);
 		return -1;
 	}
+	if (gate_check_config(c, err, errlen) < 0)
+		return -1;
 	if (c->upstream) {
 		/* a relay serves the targets its upstream's rollouts say, and
 		 * drops tombstones when the upstream does */

@@ -9,6 +9,7 @@
 #include "rollout.h"
 #include "records_json.h"
 #include "events.h"
+#include "gate.h"
 #include "hub.h"
 #include "resource.h"
 #include "log.h"
@@ -364,6 +365,7 @@ static void start(struct rollout *r, uint64_t from, uint64_t to)
 	r->started++;
 	index_members(r, NULL, 0);
 	pthread_mutex_unlock(&r->lock);
+	gate_set_running(r->p->gate, true);
 
 	log_info("rollout %llu: version %llu -> %llu to %zu nodes, stages %u%% (%zu nodes) first", (unsigned long long)id,
 		 (unsigned long long)from, (unsigned long long)to, n, r->stages[0], run.reached);
@@ -632,12 +634,62 @@ static int revert(struct rollout *r, enum ro_state final, const char *reason, ch
 
 enum action { ACT_NONE, ACT_START, ACT_ADVANCE, ACT_COMPLETE, ACT_REVERT };
 
+/* Under ctl: the traffic gates' verdict on the stage in progress
+ * (GATE_PASS when none is configured or nothing runs). A gate crossed
+ * sets the failure as a NACK does, which the step then reverts. */
+static enum gate_verdict judge(struct rollout *r)
+{
+	struct gate *g = r->p->gate;
+	if (!g)
+		return GATE_PASS;
+	struct gate_stage_view v = { 0 };
+	bool *acked = NULL;
+	pthread_mutex_lock(&r->lock);
+	bool judging = in_progress(r) && !r->failure && r->run.nmembers > 0;
+	if (judging) {
+		const struct ro_run *run = &r->run;
+		v.run = run->id;
+		v.stage = run->stage;
+		v.percent = run->stage < r->nstages ? r->stages[run->stage] : 100;
+		v.started = (double)run->stage_at / 1000.0;
+		v.from = run->from;
+		v.to = run->to;
+		v.reached = run->members;   /* stable while ctl is held */
+		v.nreached = run->reached;
+		acked = xcalloc(run->reached ? run->reached : 1, sizeof(*acked));
+		for (size_t i = 0; i < run->reached; i++)
+			acked[i] = r->m[i].acked;
+		v.acked = acked;
+		v.baked = r->acked_reached == run->reached && wall_ms() - run->stage_at >= r->bake_ms;
+	}
+	pthread_mutex_unlock(&r->lock);
+	if (!judging)
+		return GATE_PASS;
+	char *reason = NULL;
+	enum gate_verdict verdict = gate_judge(g, &v, &reason);
+	free(acked);
+	if (reason) {
+		pthread_mutex_lock(&r->lock);
+		if (!r->failure) {
+			r->failure = reason;
+			reason = NULL;
+		}
+		pthread_mutex_unlock(&r->lock);
+		free(reason);
+	}
+	return verdict;
+}
+
 void rollout_step(struct rollout *r)
 {
 	if (!r || !r->staged)
 		return;
 	char err[512];
 	pthread_mutex_lock(&r->ctl);
+	pthread_mutex_lock(&r->lock);
+	bool running = in_progress(r);
+	pthread_mutex_unlock(&r->lock);
+	gate_set_running(r->p->gate, running);   /* nodes report while a rollout runs */
 	if (!lead_now(r)) {
 		pthread_mutex_unlock(&r->ctl);
 		return;   /* another replica is the controller: its records come */
@@ -651,6 +703,7 @@ void rollout_step(struct rollout *r)
 		store_rdlock(r->p->store);
 		uint64_t newest = store_version(r->p->store);
 		store_rdunlock(r->p->store);
+		enum gate_verdict verdict = judge(r);
 
 		pthread_mutex_lock(&r->lock);
 		if (in_progress(r)) {
@@ -676,6 +729,9 @@ void rollout_step(struct rollout *r)
 				}
 				act = ACT_REVERT;
 			}
+			/* the gates judged the bake a moment ago: not yet over then */
+			if ((act == ACT_ADVANCE || act == ACT_COMPLETE) && run->nmembers && verdict == GATE_JUDGING)
+				act = ACT_NONE;
 			if (act == ACT_ADVANCE && !next_stage(r, &next_st, &next_reached))
 				act = ACT_COMPLETE;
 		} else if (newest > r->released && now_ms() >= r->start_after) {
@@ -818,6 +874,8 @@ int rollout_current_json(struct rollout *r, struct buf *out)
 		controller_name(r, holder, sizeof(holder));
 	pthread_mutex_lock(&r->lock);
 	int rc = -1;
+	uint64_t id = r->run.id;
+	bool live = in_progress(r);
 	if (r->have_run) {
 		run_json(r, &r->run, true, out);
 		if (r->shared && out->len && out->data[out->len - 1] == '}') {
@@ -830,6 +888,12 @@ int rollout_current_json(struct rollout *r, struct buf *out)
 		rc = 0;
 	}
 	pthread_mutex_unlock(&r->lock);
+	if (rc == 0 && r->p->gate && out->len && out->data[out->len - 1] == '}') {
+		/* the gates' comparison (their own lock: not under ours) */
+		out->len--;
+		gate_json(r->p->gate, id, live, out);
+		buf_putc(out, '}');
+	}
 	return rc;
 }
 
@@ -898,6 +962,7 @@ void rollout_metrics(struct rollout *r, struct buf *out)
 			      "# TYPE tether_replicas_up gauge\n");
 		buf_printf(out, "tether_replicas_up %zu\n", replicas);
 	}
+	gate_metrics(r->p->gate, out);
 }
 
 /* ---- start-up, and replicas --------------------------------------------------- */

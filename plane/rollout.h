@@ -4,8 +4,9 @@
  * stratified order, move from the released version to the new one stage by
  * stage (--stages percentages); a stage advances when every node in it has
  * ACKed the new version, healthy where it reports health, and --bake
- * seconds have passed. A NACK, an unhealthy ACK or a node silent past
- * --ack-timeout stops the rollout and reverts: the baseline content is
+ * seconds have passed (with --gate-* options, the stage's live traffic is
+ * judged too: gate.h). A NACK, an unhealthy ACK, a traffic gate crossed or
+ * a node silent past --ack-timeout stops the rollout and reverts: the baseline content is
  * committed as a new, higher version that every node gets. One rollout at
  * a time; versions committed meanwhile go out in the next one. State and
  * history live in the store's database; a restarted plane resumes. */

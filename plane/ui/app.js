@@ -204,7 +204,52 @@ function renderRollout() {
 			bar));
 		prev = size;
 	});
+	if (r.gate)
+		parts.push(renderGate(r.gate));
 	box.replaceChildren(...parts);
+}
+
+// The traffic gates: per stage judged, its verdict and, per route, the
+// canary (the stage's nodes on the new version) against the baseline.
+function pct(x) {
+	return (100 * (x || 0)).toFixed(2) + '%';
+}
+
+function renderGate(g) {
+	const limits = [];
+	if (g.error_rate)
+		limits.push('5xx rate ' + g.error_rate);
+	if (g.latency_p99)
+		limits.push('p99 ' + g.latency_p99);
+	const box = el('div', { class: 'gate' },
+		el('p', { class: 'gate-limits' }, 'gates: ' + limits.join(', ') + ', at least ' + g.min_requests +
+			' requests per route and node'));
+	for (const st of g.stages || []) {
+		const head = el('p', { class: 'gate-stage ' + st.verdict },
+			'stage ' + st.stage + ' (' + st.percent + '%): ', el('strong', {}, st.verdict.replace('_', ' ')),
+			st.reason ? ' \u2014 ' + st.reason : '',
+			st.baseline_stage ? ' (baseline kept from stage ' + st.baseline_stage + ')' : '');
+		const routes = st.routes || [];
+		const rows = routes.map((rt) => {
+			const side = (s) => [el('td', {}, String(s.requests)), el('td', {}, pct(s.error_rate)),
+				el('td', {}, s.p99.toFixed(1) + ' ms')];
+			return el('tr', { 'data-route': rt.route, title: rt.note || '' },
+				el('td', {}, rt.route, rt.note ? el('span', { class: 'note' }, ' *') : ''),
+				...side(rt.canary), ...side(rt.baseline));
+		});
+		// every route's side merges the same nodes over the same window
+		const who = (s) => s.nodes + (s.nodes === 1 ? ' node, ' : ' nodes, ') + s.window.toFixed(1) + ' s';
+		const table = rows.length ? el('table', { class: 'gate-table' },
+			el('thead', {},
+				el('tr', {}, el('th', {}, ''), el('th', { colspan: '3' }, 'canary (' + who(routes[0].canary) + ')'),
+					el('th', { colspan: '3' }, 'baseline (' + who(routes[0].baseline) + ')')),
+				el('tr', {}, el('th', {}, 'route'), el('th', {}, 'requests'), el('th', {}, '5xx'), el('th', {}, 'p99'),
+					el('th', {}, 'requests'), el('th', {}, '5xx'), el('th', {}, 'p99'))),
+			el('tbody', {}, ...rows)) : el('p', { class: 'none' }, 'no traffic reported yet');
+		const notes = routes.filter((rt) => rt.note).map((rt) => el('p', { class: 'note' }, '* ' + rt.route + ': ' + rt.note));
+		box.append(el('div', { 'data-gate-stage': String(st.stage), 'data-verdict': st.verdict }, head, table, ...notes));
+	}
+	return box;
 }
 
 function renderHistory() {
@@ -236,6 +281,8 @@ function logEvent(type, id, data) {
 	case 'rollout': text = 'rollout #' + data.id + ' ' + data.state + ' at stage ' + data.stage + '% (' +
 		data.from_version + ' \u2192 ' + data.to_version + ')' + (data.reason ? ': ' + data.reason : ''); break;
 	case 'node': text = data.node + (data.connected ? ' connected' : ' disconnected'); break;
+	case 'gate': text = 'rollout #' + data.rollout + ' stage ' + data.stage + ' (' + data.percent + '%) ' +
+		data.verdict + (data.reason ? ': ' + data.reason : ''); break;
 	case 'reset': text = 'missed events: reloaded'; break;
 	}
 	const list = $('events');

@@ -1,19 +1,24 @@
-/* api_nodes.c: node-facing records: the ACK/NACK endpoint and the node
- * listing operators read (acked version, lag, last NACK, connection). */
+/* api_nodes.c: node-facing records: the ACK/NACK endpoint, the traffic
+ * reports of traffic-aware gates (POST /v1/report, and an ACK's
+ * "traffic"), and the node listing operators read (acked version, lag,
+ * last NACK, connection, last traffic). */
 #include "auth.h"
 #include "http.h"
 #include "events.h"
+#include "gate.h"
 #include "hub.h"
 #include "json.h"
 #include "log.h"
 #include "nodes.h"
 #include "plane.h"
 #include "rollout.h"
+#include "traffic.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#define ACK_MAX_BYTES 65536
+/* an ACK or a report may carry traffic: up to 128 routes of 40 buckets */
+#define ACK_MAX_BYTES (256 * 1024)
 
 enum MHD_Result api_nodes(struct plane *p, struct MHD_Connection *c, const char *method, const char *id)
 {
@@ -46,7 +51,71 @@ static void printable(char *out, size_t cap, const char *s)
 	out[n] = '\0';
 }
 
-/* {"node","version","nonce","status":"ack"|"nack","error","healthy"} */
+/* A node's "traffic" member (optional: 0 and nothing recorded when absent),
+ * validated and recorded for /v1/nodes and the gates. 0, or -1 with the
+ * error answered. */
+static int take_traffic(struct plane *p, struct MHD_Connection *c, const char *what, const cJSON *doc,
+			const char *node, bool required, enum MHD_Result *ret)
+{
+	const cJSON *f = cJSON_GetObjectItemCaseSensitive(doc, "traffic");
+	if (!f || cJSON_IsNull(f)) {
+		if (required)
+			*ret = http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT, "%s: traffic is missing", what);
+		return required ? -1 : 0;
+	}
+	struct traffic t;
+	char err[400];
+	traffic_init(&t);
+	if (traffic_from_json(f, &t, err, sizeof(err)) < 0) {
+		traffic_release(&t);
+		*ret = http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT, "%s: %s", what, err);
+		return -1;
+	}
+	if (nodes_set_traffic(p->nodes, node, &t) < 0) {
+		traffic_release(&t);
+		*ret = http_send_error(c, MHD_HTTP_NOT_FOUND, "%s: no node '%s' (connect first)", what, node);
+		return -1;
+	}
+	gate_report(p->gate, node, &t);
+	traffic_release(&t);
+	return 0;
+}
+
+/* {"node","version","traffic"}: what a node's live generation served, sent
+ * while the heartbeats ask for it (a rollout with gates runs). */
+enum MHD_Result api_report(struct plane *p, struct MHD_Connection *c, struct request *r)
+{
+	char err[512];
+	if (r->body.len > ACK_MAX_BYTES)
+		return http_send_error(c, MHD_HTTP_CONTENT_TOO_LARGE, "report: body exceeds %d bytes", ACK_MAX_BYTES);
+	struct json_limits lim = { ACK_MAX_BYTES, 8 };
+	cJSON *doc = json_decode(r->body.data ? r->body.data : "", r->body.len, &lim, err, sizeof(err));
+	if (!doc)
+		return http_send_error(c, MHD_HTTP_BAD_REQUEST, "report: %s", err);
+	enum MHD_Result ret;
+	const char *node = cJSON_IsObject(doc) ? json_get_string(doc, "node") : NULL;
+	uint64_t version;
+	struct principal who;
+	if (!cJSON_IsObject(doc)) {
+		ret = http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT, "report: body must be a JSON object");
+	} else if (!node || !nodes_id_valid(node)) {
+		ret = http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT,
+				      "report: node must be a string matching [A-Za-z0-9._-]{1,200}");
+	} else if (!auth_allow_node(p, c, node, &who, &ret)) {
+		/* answered */
+	} else if (!json_get_u64(cJSON_GetObjectItemCaseSensitive(doc, "version"), &version)) {
+		ret = http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT, "report: version must be a non-negative integer");
+	} else if (take_traffic(p, c, "report", doc, node, true, &ret) == 0) {
+		struct buf b = BUF_INIT;
+		buf_puts(&b, "{\"result\":\"recorded\"}");
+		ret = http_send_json(c, MHD_HTTP_OK, &b);
+	}
+	cJSON_Delete(doc);
+	return ret;
+}
+
+/* {"node","version","nonce","status":"ack"|"nack","error","healthy",
+ * "traffic"} */
 enum MHD_Result api_ack(struct plane *p, struct MHD_Connection *c, struct request *r)
 {
 	char err[512];
@@ -116,6 +185,11 @@ enum MHD_Result api_ack(struct plane *p, struct MHD_Connection *c, struct reques
 		}
 		m.verify = cJSON_IsTrue(f);
 	}
+
+	/* the traffic of the generation now live (before the ACK moves the
+	 * rollout: a gate judges it) */
+	if (take_traffic(p, c, "ack", doc, m.node, false, &ret) < 0)
+		goto out;
 
 	/* a NACK may say which version the node still runs */
 	uint64_t holds = 0;

@@ -183,6 +183,8 @@ static enum MHD_Result route(struct plane *p, struct MHD_Connection *c, struct r
 		return is(method, "GET") ? api_config(p, c, r) : method_not_allowed(c, method, "GET");
 	if (strcmp(url, "/v1/ack") == 0)
 		return is(method, "POST") ? api_ack(p, c, r) : method_not_allowed(c, method, "POST");
+	if (strcmp(url, "/v1/report") == 0)
+		return is(method, "POST") ? api_report(p, c, r) : method_not_allowed(c, method, "POST");
 	if (strcmp(url, "/v1/batch") == 0)
 		return is(method, "POST") ? api_batch(p, c, r) : method_not_allowed(c, method, "POST");
 	if (strcmp(url, "/v1/relay/stream") == 0)
@@ -236,8 +238,10 @@ static uint64_t body_cap(struct plane *p, const char *url)
 {
 	if (strcmp(url, "/v1/batch") == 0 || str_starts_with(url, "/v1/resources/"))
 		return p->cfg.max_request;   /* a PUT's body is held to max-body after */
-	if (strcmp(url, "/v1/ack") == 0 || strcmp(url, "/v1/revert") == 0)
+	if (strcmp(url, "/v1/revert") == 0)
 		return 64 * 1024;   /* a revert's message may be escaped to 6 bytes a byte */
+	if (strcmp(url, "/v1/ack") == 0 || strcmp(url, "/v1/report") == 0)
+		return 256 * 1024;  /* traffic of up to 128 routes */
 	if (strcmp(url, "/v1/relay/nodes") == 0)
 		return 16u << 20;   /* a batch of node records from a relay */
 	return 4096;

@@ -57,6 +57,7 @@ enum MHD_Result api_resources_list(struct plane *p, struct MHD_Connection *c);
 enum MHD_Result api_batch(struct plane *p, struct MHD_Connection *c, struct request *r);
 enum MHD_Result api_nodes(struct plane *p, struct MHD_Connection *c, const char *method, const char *id);
 enum MHD_Result api_ack(struct plane *p, struct MHD_Connection *c, struct request *r);
+enum MHD_Result api_report(struct plane *p, struct MHD_Connection *c, struct request *r);
 enum MHD_Result api_stream(struct plane *p, struct MHD_Connection *c);
 enum MHD_Result api_relay_stream(struct plane *p, struct MHD_Connection *c);
 enum MHD_Result api_relay_nodes(struct plane *p, struct MHD_Connection *c, struct request *r);

@@ -1,6 +1,7 @@
 /* hub.c: streams, long-poll waiters, the ticker (heartbeats, deadlines)
  * and the keeper (what writes to the backend) (see hub.h). */
 #include "hub.h"
+#include "gate.h"
 #include "events.h"
 #include "gz.h"
 #include "log.h"
@@ -349,6 +350,9 @@ static void make_heartbeat(struct stream *st, const char *pre)
 		buf_putc(&text, '"');
 		free(stmt);
 	}
+	/* a rollout with traffic gates runs: nodes report what they serve */
+	if (gate_wants_reports(h->p->gate))
+		buf_puts(&text, ",\"report\":1");
 	/* a shared store without quorum: we serve what we have, and say so */
 	if (h->p->persist->ops->stats) {
 		struct persist_stats ps;

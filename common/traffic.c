@@ -307,8 +307,28 @@ void traffic_diff(const struct traffic *now, const struct traffic *base, struct 
 			continue;
 		r->requests -= b->requests;
 		r->errors -= b->errors;
-		for (size_t k = 0; k < TRAFFIC_BUCKETS; k++)
+		if (r->approx) {
+			/* a mean, not a distribution: the window's requests all
+			 * go where the mean is now */
+			size_t top = 0;
+			for (size_t k = 1; k < TRAFFIC_BUCKETS; k++)
+				top = r->hist[k] > r->hist[top] ? k : top;
+			memset(r->hist, 0, sizeof(r->hist));
+			r->hist[top] = r->requests;
+			continue;
+		}
+		uint64_t sum = 0;
+		for (size_t k = 0; k < TRAFFIC_BUCKETS; k++) {
 			r->hist[k] = r->hist[k] >= b->hist[k] ? r->hist[k] - b->hist[k] : 0;
+			sum += r->hist[k];
+		}
+		/* never more latencies than requests (a consumer's counters
+		 * need not move together): the excess off the slowest */
+		for (size_t k = TRAFFIC_BUCKETS; k-- > 0 && sum > r->requests;) {
+			uint64_t cut = sum - r->requests < r->hist[k] ? sum - r->requests : r->hist[k];
+			r->hist[k] -= cut;
+			sum -= cut;
+		}
 	}
 }
 

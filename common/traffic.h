@@ -72,7 +72,9 @@ int traffic_from_json(const cJSON *j, struct traffic *t, char *err, size_t errle
 /* out = now - base, route by route, over base.until .. now.until. A route
  * base lacks counts from zero; when now's counters are below base's, or
  * the generations differ, the consumer started counting again: now counts
- * whole. out must be initialised. */
+ * whole. An approx route's window puts its requests where the mean is now;
+ * a histogram never counts more than its requests. out must be
+ * initialised. */
 void traffic_diff(const struct traffic *now, const struct traffic *base, struct traffic *out);
 /* Adds x's routes into acc (the window widens to cover both). */
 void traffic_merge(struct traffic *acc, const struct traffic *x);

@@ -220,6 +220,51 @@ static void test_diff_and_merge(void **state)
 	traffic_diff(&now, &base, &d);
 	assert_int_equal(d.routes[0].requests, 15);
 
+	/* a mean that moved to another bucket (haproxy's ttime): the
+	 * window's requests all sit where the mean is now, never more */
+	struct traffic hb, hn, hd;
+	traffic_init(&hb);
+	traffic_init(&hn);
+	traffic_init(&hd);
+	snprintf(hb.gen, sizeof(hb.gen), "pid7");
+	snprintf(hn.gen, sizeof(hn.gen), "pid7");
+	struct traffic_route *x = route(&hb, "cluster/c");
+	x->approx = true;
+	x->requests = 100;
+	x->hist[traffic_bucket(2)] = 100;
+	x = route(&hn, "cluster/c");
+	x->approx = true;
+	x->requests = 150;
+	x->errors = 3;
+	x->hist[traffic_bucket(40)] = 150;
+	traffic_diff(&hn, &hb, &hd);
+	assert_int_equal(hd.routes[0].requests, 50);
+	assert_int_equal(hd.routes[0].hist[traffic_bucket(40)], 50);
+	assert_int_equal(hd.routes[0].hist[traffic_bucket(2)], 0);
+	/* exact histograms whose counts ran ahead of the requests: clamped */
+	x = route(&hb, "route/e");
+	x->requests = 10;
+	x->hist[traffic_bucket(1)] = 10;
+	x = route(&hn, "route/e");
+	x->requests = 12;
+	x->hist[traffic_bucket(1)] = 10;
+	x->hist[traffic_bucket(5)] = 4;
+	x->hist[traffic_bucket(50)] = 3;
+	traffic_diff(&hn, &hb, &hd);
+	assert_int_equal(hd.routes[1].requests, 2);
+	assert_int_equal(hd.routes[1].hist[traffic_bucket(5)], 2);
+	assert_int_equal(hd.routes[1].hist[traffic_bucket(50)], 0);
+	struct buf j = BUF_INIT;
+	char err[200];
+	traffic_to_json(&hd, &j);
+	cJSON *doc = json_decode(j.data, j.len, NULL, err, sizeof(err));
+	assert_int_equal(traffic_from_json(doc, &hb, err, sizeof(err)), 0);
+	cJSON_Delete(doc);
+	buf_release(&j);
+	traffic_release(&hb);
+	traffic_release(&hn);
+	traffic_release(&hd);
+
 	traffic_merge(&acc, &now);
 	traffic_merge(&acc, &base);
 	assert_int_equal(acc.n, 2);

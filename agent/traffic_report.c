@@ -299,9 +299,16 @@ void traffic_report_done(struct agent *a, CURLcode code)
 		log_debug("traffic: report delivered");
 		return;
 	}
-	if (code == CURLE_OK && status >= 400 && status < 500) {
-		/* a plane that does not take reports (yet): nothing to retry */
+	if (code == CURLE_OK && (status == 404 || status == 405 || status == 421)) {
+		/* a plane (or a relay) that does not take reports: nothing to retry */
 		log_debug("traffic: the plane refused the report (%ld): %.300s", status, body);
+		return;
+	}
+	if (code == CURLE_OK && status >= 400 && status < 500) {
+		/* refused as wrong: worth saying, once per run of them */
+		if (!a->traffic.report_failing)
+			log_warn("traffic: the plane refused the report (%ld): %.300s", status, body);
+		a->traffic.report_failing = true;
 		return;
 	}
 	if (!a->traffic.report_failing)

@@ -1,0 +1,164 @@
+# lib-gates.sh: the fleet of the traffic-aware gate tests, sourced after
+# lib.sh and lib-proxy.sh: GATE_N nodes, each a tetherd driving its own
+# real nginx or haproxy (its own listener, routes and marker, chosen by
+# --sub, since one host cannot bind one port twice), clusters every node
+# shares (good, good2, bad: every answer a 500, slow: 40 ms), a load
+# generator sending to every node, and the checks on the rollout's gate.
+
+GATE_N=${GATE_N:-4}
+declare -a GL GM GU   # per node: listener port, marker port, traffic (UDP) port
+
+# free_udp_port VAR: like free_port, for a UDP port.
+free_udp_port() {
+	local try=0
+	while [ $try -lt 200 ]; do
+		try=$((try + 1))
+		free_port GATE_UDP_TRY   # (a global: free_port's own locals would hide a local here)
+		if [ -z "$(ss -Huan "( sport = :$GATE_UDP_TRY )" 2>/dev/null)" ]; then
+			printf -v "$1" '%s' "$GATE_UDP_TRY"
+			return 0
+		fi
+	done
+	bail "no free UDP port found"
+}
+
+# gates_backends: the shared clusters' backends.
+gates_backends() {
+	start_tool good backend.mjs 0 good
+	PGOOD=$TOOL_PORT
+	start_tool good2 backend.mjs 0 good2
+	PGOOD2=$TOOL_PORT
+	start_tool bad backend.mjs 0 bad 127.0.0.1 --status 500
+	PBAD=$TOOL_PORT
+	start_tool slow backend.mjs 0 slow 127.0.0.1 --delay 40
+	PSLOW=$TOOL_PORT
+	local i
+	for i in $(seq 1 "$GATE_N"); do
+		free_port "GL[$i]"
+		free_port "GM[$i]"
+		free_udp_port "GU[$i]"
+	done
+}
+
+# gates_state: every cluster, and per node nI a listener and two routes
+# (/api and the rest), all on cluster good; as a batch on stdin of ctl.
+gates_state() {
+	local i sep=""
+	printf '{"upserts":['
+	for c in "good:$PGOOD" "good2:$PGOOD2" "bad:$PBAD" "slow:$PSLOW"; do
+		printf '%s{"name":"cluster/%s","body":{"endpoints":[{"address":"127.0.0.1","port":%s}]}}' \
+			"$sep" "${c%%:*}" "${c#*:}"
+		sep=,
+	done
+	for i in $(seq 1 "$GATE_N"); do
+		printf ',{"name":"listener/n%s","body":{"address":"127.0.0.1","port":%s}}' "$i" "${GL[$i]}"
+		printf ',{"name":"route/n%s-api","body":{"listener":"n%s","host":"*","path":"/api","cluster":"good"}}' "$i" "$i"
+		printf ',{"name":"route/n%s-web","body":{"listener":"n%s","host":"*","path":"/","cluster":"good"}}' "$i" "$i"
+	done
+	printf ']}\n'
+}
+
+# gates_reroute ROUTE CLUSTER: one batch pointing every node's ROUTE (api
+# or web) at CLUSTER: one version, one rollout.
+gates_reroute() {
+	local i sep="" path=/
+	[ "$1" = api ] && path=/api
+	{
+		printf '{"upserts":['
+		for i in $(seq 1 "$GATE_N"); do
+			printf '%s{"name":"route/n%s-%s","body":{"listener":"n%s","host":"*","path":"%s","cluster":"%s"}}' \
+				"$sep" "$i" "$1" "$i" "$path" "$2"
+			sep=,
+		done
+		printf ']}\n'
+	} | ctl apply - >/dev/null
+}
+
+# gates_load RATE: the load generator, RATE requests a second to each node,
+# /api and / in turn; its counts in $WORK/load.json.
+LOAD_PID=""
+gates_load() {
+	local targets="" i
+	for i in $(seq 1 "$GATE_N"); do
+		targets+="${targets:+,}http://127.0.0.1:${GL[$i]}"
+	done
+	start_tool load loadgen.mjs "$WORK/load.json" --targets "$targets" --paths /api/x,/web --rate "$1"
+	LOAD_PID=$TOOL_PID
+}
+gates_load_stop() {
+	[ -n "$LOAD_PID" ] && stop_pid "$LOAD_PID"
+	LOAD_PID=""
+}
+# load_errors: the 5xx answers the load generator saw so far
+load_errors() {
+	jq '[.targets[].errors] | add' "$WORK/load.json"
+}
+# load_first_5xx: the wall time (ms) of the first 5xx it saw (null: none)
+load_first_5xx() {
+	jq '[.targets[].first_5xx_ms | select(. != null)] | min' "$WORK/load.json"
+}
+
+# gates_nginx_node I [AGENT ARGS...]: node nI: its own real nginx (the
+# operator's nginx.conf has no access log of its own) and its tetherd,
+# subscribed to the shared clusters and its own listener and routes.
+declare -a NPID
+gates_nginx_node() {
+	local i=$1
+	shift
+	mkdir -p "$WORK/nx$i"
+	printf '%s\n' "pid $WORK/nx$i/nginx.pid;" "error_log $WORK/nx$i/error.log notice;" \
+		"worker_processes 1;" "events { worker_connections 512; }" "http {" "    access_log off;" \
+		"    include $WORK/n$i.out/current/*.conf;" "}" >"$WORK/nx$i/nginx.conf"
+	nginx -p "$WORK/nx$i" -c "$WORK/nx$i/nginx.conf" -g 'daemon off;' >>"$WORK/nx$i/run.log" 2>&1 &
+	NPID[$i]=$!
+	track_pid "${NPID[$i]}"
+	wait_until 10 sh -c "[ \"\$(cat '$WORK/nx$i/nginx.pid' 2>/dev/null)\" = ${NPID[$i]} ]" ||
+		bail "nginx of n$i did not start"
+	start_agent "n$i" --consumer nginx --pidfile "$WORK/nx$i/nginx.pid" --marker "127.0.0.1:${GM[$i]}" \
+		--sub "cluster/,listener/n$i,route/n$i-" --reload-timeout 5 --backoff-min 0.1 --backoff-max 1 "$@"
+}
+
+# gates_haproxy_node I [AGENT ARGS...]: node nI with its own real haproxy
+# (master-worker, started on the agent's first generation) and its tetherd.
+gates_haproxy_node() {
+	local i=$1
+	shift
+	mkdir -p "$WORK/hx$i"
+	[ -f "$WORK/base.cfg" ] || printf '%s\n' global "    log stderr format raw local0" defaults \
+		"    mode http" "    timeout connect 5s" "    timeout client 30s" "    timeout server 30s" \
+		>"$WORK/base.cfg"
+	start_agent "n$i" --consumer haproxy --pidfile "$WORK/hx$i/haproxy.pid" --marker "127.0.0.1:${GM[$i]}" \
+		--base-config "$WORK/base.cfg" --sub "cluster/,listener/n$i,route/n$i-" --reload-timeout 5 \
+		--backoff-min 0.1 --backoff-max 1 "$@"
+	wait_until 10 test -f "$WORK/n$i.out/current/tether.cfg" || bail "n$i made no first generation"
+	haproxy -W -p "$WORK/hx$i/haproxy.pid" -f "$WORK/base.cfg" -f "$WORK/n$i.out/current/" \
+		>>"$WORK/hx$i/run.log" 2>&1 &
+	track_pid $!
+	wait_until 10 sh -c "curl -s -m 1 http://127.0.0.1:${GM[$i]}/tether-generation | grep -q ." ||
+		bail "haproxy of n$i does not serve the marker"
+}
+
+# gates_stop_proxies: every node's nginx (QUIT) and haproxy master (from
+# its pidfile: it stops its workers); for the trap.
+gates_stop_proxies() {
+	local i pid
+	for i in $(seq 1 "$GATE_N"); do
+		[ -n "${NPID[$i]:-}" ] && kill -QUIT "${NPID[$i]}" 2>/dev/null
+		pid=$(cat "$WORK/hx$i/haproxy.pid" 2>/dev/null)
+		[ -n "$pid" ] || continue
+		kill -TERM "$pid" 2>/dev/null
+		sleep 0.2
+		kill -KILL "$pid" 2>/dev/null
+		pkill -KILL -P "$pid" 2>/dev/null
+	done
+	return 0
+}
+
+# ro_done ID: rollout ID has ended (completed, rolled back or aborted)
+ro_done() {
+	ro_is ".id == $1 and .state != \"in_progress\""
+}
+# ro_started_after ID: a rollout after ID exists
+ro_started_after() {
+	ro_is ".id > $1"
+}

@@ -132,6 +132,7 @@ struct agent {
 		bool on;
 		bool from_socket;            /* haproxy's stats socket is the source */
 		int fd;                      /* the syslog listener (-1: none) */
+		int64_t next_read_ms;        /* datagrams are read in batches: not before */
 		struct traffic_count count;  /* the syslog source's counters */
 		char live[TRAFFIC_GEN_LEN];  /* stats socket: the live generation ... */
 		double live_since;           /* ... since when (wall seconds) */
@@ -226,9 +227,11 @@ int traffic_report_start(struct agent *a, char *err, size_t errlen);
 void traffic_report_release(struct agent *a);
 /* Follows the consumer's live generation: a new one counts from zero. */
 void traffic_report_live(struct agent *a);
-/* The descriptor the event loop waits on (-1: none). */
+/* The descriptor the event loop waits on (-1: none, or not yet: datagrams
+ * are read every TRAFFIC_READ_EVERY_MS, a batch a wake-up). */
 int traffic_report_fd(const struct agent *a);
-/* Reads the datagrams waiting, TRAFFIC_SYSLOG_BATCH at most. */
+/* Reads the datagrams waiting, TRAFFIC_SYSLOG_BATCH at most, when it is
+ * time. */
 void traffic_report_read(struct agent *a);
 /* The live generation's traffic until now into out (initialised); false
  * when none is collected. */

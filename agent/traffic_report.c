@@ -150,7 +150,7 @@ void traffic_report_live(struct agent *a)
 
 int traffic_report_fd(const struct agent *a)
 {
-	return a->traffic.on ? a->traffic.fd : -1;
+	return a->traffic.on && now_ms() >= a->traffic.next_read_ms ? a->traffic.fd : -1;
 }
 
 static void on_datagram(void *ctx, const char *data, size_t len)
@@ -162,8 +162,16 @@ void traffic_report_read(struct agent *a)
 {
 	if (!a->traffic.on || a->traffic.fd < 0)
 		return;
+	int64_t now = now_ms();
+	if (now < a->traffic.next_read_ms)
+		return;
 	traffic_report_live(a);   /* a datagram of a new generation counts for it */
-	tsl_drain(a->traffic.fd, TRAFFIC_SYSLOG_BATCH, on_datagram, &a->traffic.count);
+	size_t got = tsl_drain(a->traffic.fd, TRAFFIC_SYSLOG_BATCH, on_datagram, &a->traffic.count);
+	/* waking the loop for each request would cost far more than counting
+	 * it: the socket's buffer holds them meanwhile (a full batch: more
+	 * wait, read again at once) */
+	if (got > 0 && got < TRAFFIC_SYSLOG_BATCH)
+		a->traffic.next_read_ms = now + (got < TRAFFIC_READ_BUSY ? TRAFFIC_READ_EVERY_MS : TRAFFIC_READ_BUSY_MS);
 }
 
 const struct traffic *traffic_report_view(const struct agent *a)
@@ -322,6 +330,8 @@ void traffic_report_tick(struct agent *a, int64_t *wake)
 	if (!a->traffic.on)
 		return;
 	int64_t now = now_ms();
+	if (a->traffic.fd >= 0 && a->traffic.next_read_ms > now && a->traffic.next_read_ms < *wake)
+		*wake = a->traffic.next_read_ms;
 	if (now >= a->traffic.next_refresh_ms) {
 		/* what the metrics show moves with the traffic, not the state */
 		if (a->traffic.from_socket && (a->cfg.metrics_listen || a->cfg.metrics_file))

@@ -229,9 +229,11 @@ int tsl_open(const char *spec, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot make a UDP socket: %s", strerror(errno));
 		return -1;
 	}
-	/* room for a burst between two turns of the loop */
+	/* room for the datagrams between two batches (past net.core.rmem_max
+	 * where allowed) */
 	int rcv = 4 << 20;
-	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv));
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcv, sizeof(rcv)) < 0)
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv));
 	if (bind(fd, (struct sockaddr *)&sa, len) < 0) {
 		snprintf(err, errlen, "cannot bind UDP %s: %s", spec, strerror(errno));
 		close(fd);

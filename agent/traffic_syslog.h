@@ -13,6 +13,12 @@
 #define TRAFFIC_SYSLOG_MAX 2048
 /* The most datagrams read in one turn of the event loop. */
 #define TRAFFIC_SYSLOG_BATCH 512
+/* Datagrams are read every this many ms, not at each one's arrival (every
+ * TRAFFIC_READ_BUSY_MS after a batch of TRAFFIC_READ_BUSY or more, at once
+ * after a full one): a wake-up costs far more than counting a request. */
+#define TRAFFIC_READ_EVERY_MS 100
+#define TRAFFIC_READ_BUSY_MS 20
+#define TRAFFIC_READ_BUSY 128
 
 /* One request, as a line says it. gen and route point into the datagram. */
 struct tsl_line {

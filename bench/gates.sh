@@ -53,8 +53,9 @@ one_cpu_run() {
 	local label=$1 consumer=$2
 	shift 2
 	GATE_N=1
+	CPU_RUN=$((${CPU_RUN:-0} + 1))
 	gates_backends
-	start_plane p --heartbeat 1 --rollout staged --stages 100 --bake 3600 --ack-timeout 3600 \
+	start_plane "p$CPU_RUN" --heartbeat 1 --rollout staged --stages 100 --bake 3600 --ack-timeout 3600 \
 		--gate-error-rate 0.5 --gate-min-requests 100000000
 	# @UDP@ and @SOCK@: this run's traffic port and stats socket
 	local args=() a
@@ -68,9 +69,12 @@ one_cpu_run() {
 		gates_haproxy_node 1 "${args[@]}"
 	fi
 	local apid=$AGENT_PID
+	# connected first: the rollout's members are the nodes connected at its start
+	wait_until 15 sh -c "curl -s '$PLANE_URL/v1/nodes' | jq -e '[.[] | select(.connected)] | length == 1'" ||
+		bail "node 1 did not connect"
 	gates_state | ctl apply - >/dev/null || bail "cannot load the state"
 	wait_until 30 sh -c "curl -s -m 1 http://127.0.0.1:${GL[1]}/api/x | grep -q good" || bail "node 1 does not serve"
-	ro_is '.state == "in_progress"' || diag "$label: no rollout in progress (reports may not flow)"
+	ro_is '.state == "in_progress"' || bail "$label: no rollout in progress (no reports would flow)"
 	local t0 t1 hz=$(getconf CLK_TCK)
 	t0=$(cpu_ticks "$apid")
 	node "$TOOLS/loadgen.mjs" "$WORK/cpu.json" --targets "http://127.0.0.1:${GL[1]}" --paths /api/x,/web \
@@ -87,7 +91,7 @@ one_cpu_run() {
 	gates_stop_proxies
 	stop_tracked
 	NPID=()
-	rm -rf "$WORK"/n1* "$WORK"/nx1 "$WORK"/hx1 "$WORK"/p.data "$WORK"/*.port "$WORK/base.cfg"
+	rm -rf "$WORK"/n1* "$WORK"/nx1 "$WORK"/hx1 "$WORK"/*.port "$WORK/base.cfg"
 }
 
 say ""
@@ -102,7 +106,7 @@ say ""
 say "revert: 4 nginx nodes, --stages 25,100 --bake 5 --gate-min-requests 50, 40 requests/s to each node"
 GATE_N=4
 gates_backends
-start_plane p --heartbeat 1 --rollout staged --stages 25,100 --bake 5 --ack-timeout 30 \
+start_plane revert --heartbeat 1 --rollout staged --stages 25,100 --bake 5 --ack-timeout 30 \
 	--gate-error-rate 0.05 --gate-min-requests 50
 for i in $(seq 1 "$GATE_N"); do
 	gates_nginx_node "$i" --traffic-listen "127.0.0.1:${GU[$i]}"

@@ -18,6 +18,8 @@
 #           second to each node; a change sends /api to a cluster whose
 #           backend answers 500; the load generator's first 5xx (wall ms)
 #           against the rollout's finished_at. BENCH_GATES_RUNS times.
+#   micro   bench/traffic_count (when built: make bench/traffic_count): the
+#           CPU of parsing and counting one line, in a loop.
 # Results: BUILDDIR/bench-gates.txt.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 SRCDIR=$(cd "${1:?usage: gates.sh SRCDIR BUILDDIR}" && pwd)
@@ -94,6 +96,13 @@ one_cpu_run() {
 	rm -rf "$WORK"/n1* "$WORK"/nx1 "$WORK"/hx1 "$WORK"/*.port "$WORK/base.cfg"
 }
 
+say ""
+if [ -x "$BUILDDIR/bench/traffic_count" ]; then
+	say "micro: ns of CPU per request (bench/traffic_count --routes 10: parse, + count, + recvmmsg)"
+	"$BUILDDIR/bench/traffic_count" --routes 10 | sed 's/^/  /' | tee -a "$OUT"
+else
+	say "micro: skipped (no $BUILDDIR/bench/traffic_count: make bench/traffic_count)"
+fi
 say ""
 say "cpu: one node, $RATE requests/s for ${SECONDS_LOAD} s, a gated rollout baking throughout"
 one_cpu_run "nginx, no counting" nginx

@@ -34,7 +34,8 @@
 #define REASON_MAX 1024
 
 struct member {
-	bool sent, acked;
+	bool sent, acked;            /* acked: healthy where it says */
+	bool nacked, unhealthy;      /* its answer to the new version (the console's bars) */
 };
 
 struct rollout {
@@ -175,6 +176,8 @@ bool rollout_acked(struct rollout *r, const struct ack_msg *a)
 	if (i >= 0 && a->version >= r->run.to) {
 		member = true;
 		if (a->nack || a->healthy == 0) {
+			r->m[i].nacked |= a->nack;
+			r->m[i].unhealthy |= !a->nack;
 			if (!r->failure) {
 				char buf[REASON_MAX];
 				if (a->nack)
@@ -304,6 +307,8 @@ static struct member *member_flags(struct rollout *r, struct ro_run *run, size_t
 			continue;
 		m[i].sent = sent >= run->to;
 		m[i].acked = acked >= run->to && healthy != 0;
+		m[i].unhealthy = acked >= run->to && healthy == 0;
+		m[i].nacked = nodes_nacked(r->p->nodes, run->members[i], run->to, nerr, sizeof(nerr));
 		if (failure && !*failure && acked >= run->to && healthy == 0)
 			*failure = xasprintf("node %s: unhealthy after version %llu", run->members[i],
 					     (unsigned long long)acked);
@@ -835,6 +840,35 @@ static void controller_name(struct rollout *r, char *out, size_t cap)
 		ps->ops->controller(ps, out, cap, &terms, &replicas);
 }
 
+/* Under lock: per stage, its members and their answers to the new version
+ * (what the console draws as bars): "stage_counts":[{"members","acked"
+ * (healthy),"unhealthy","nacked","pending"}], pending counted in reached
+ * stages only. */
+static void stage_counts(const struct rollout *r, struct buf *out)
+{
+	const struct ro_run *run = &r->run;
+	size_t from = 0;
+	buf_puts(out, ",\"stage_counts\":[");
+	for (size_t s = 0; s < r->nstages; s++) {
+		size_t to = rollout_stage_size(run->nmembers, r->stages[s]);
+		if (to < from)
+			to = from;
+		size_t acked = 0, unhealthy = 0, nacked = 0;
+		for (size_t i = from; i < to; i++) {
+			acked += r->m[i].acked;
+			unhealthy += !r->m[i].acked && r->m[i].unhealthy;
+			nacked += !r->m[i].acked && !r->m[i].unhealthy && r->m[i].nacked;
+		}
+		bool reached = to <= run->reached || run->state == RO_COMPLETED;
+		size_t pending = reached ? to - from - acked - unhealthy - nacked : 0;
+		buf_printf(out, "%s{\"members\":%zu,\"reached\":%s,\"acked\":%zu,\"unhealthy\":%zu,\"nacked\":%zu,"
+			   "\"pending\":%zu}", s ? "," : "", to - from, reached ? "true" : "false", acked, unhealthy,
+			   nacked, pending);
+		from = to;
+	}
+	buf_putc(out, ']');
+}
+
 static void run_json(const struct rollout *r, const struct ro_run *run, bool live, struct buf *out)
 {
 	unsigned pct = run->stage < r->nstages ? r->stages[run->stage] : 100;
@@ -849,6 +883,8 @@ static void run_json(const struct rollout *r, const struct ro_run *run, bool liv
 		   run->reached);
 	if (live)
 		buf_printf(out, ",\"acked\":%zu", r->acked_reached);
+	if (live && run == &r->run && r->m)
+		stage_counts(r, out);
 	buf_puts(out, ",\"reason\":");
 	if (run->reason && *run->reason)
 		buf_json_string(out, run->reason);
@@ -1219,6 +1255,8 @@ void rollout_record(struct rollout *r, const struct persist_node *n)
 			r->run.touched++;
 		}
 		if ((n->has_nack && n->nack_version >= to) || (n->acked_version >= to && n->healthy == 0)) {
+			r->m[i].nacked |= n->has_nack && n->nack_version >= to;
+			r->m[i].unhealthy |= !(n->has_nack && n->nack_version >= to);
 			if (!r->failure) {
 				if (n->has_nack && n->nack_version >= to)
 					r->failure = xasprintf("node %s: NACK of version %llu: %s", n->id,

@@ -141,11 +141,6 @@ function renderNacks() {
 			el('span', { class: 'nack-error' }, k.error || ''))));
 }
 
-// A stage's members: the first ceil(members * pct / 100), at least one.
-function stageSize(members, pct) {
-	return Math.min(members, Math.max(1, Math.ceil((members * pct) / 100)));
-}
-
 function renderRollout() {
 	const box = $('rollout');
 	const r = state.rollout;
@@ -165,28 +160,13 @@ function renderRollout() {
 	];
 	if (r.reason)
 		parts.push(el('p', { class: 'reason' }, r.reason));
-	// per stage: members ACKed, unhealthy, pending (the plane counts ACKs
-	// of the reached stages; earlier stages passed their gate, so are ACKed)
+	// per stage, as the plane counts them: members ACKed (healthy),
+	// unhealthy, NACKed, pending
 	const stages = r.stages || [r.stage];
-	const members = r.members || 0;
-	const unhealthy = [...state.nodes.values()].filter((n) => n.acked_version === r.to_version &&
-		n.healthy === false).length;
-	const refused = [...state.nodes.values()].filter((n) => n.last_nack && n.last_nack.version === r.to_version).length;
-	let prev = 0;
+	const counts = r.stage_counts || [];
 	stages.forEach((pct, i) => {
-		const size = stageSize(members, pct);
-		const inStage = Math.max(0, size - prev);
-		const reached = i + 1 <= (r.stage_index || 0);
-		let acked = 0;
-		if (reached)
-			acked = Math.max(0, Math.min(inStage, (r.acked || 0) - prev));
-		if (r.state === 'completed')
-			acked = inStage;
-		const current = reached && i + 1 === r.stage_index;
-		const bad = current ? Math.min(unhealthy, acked) : 0;
-		const healthy = acked - bad;
-		const nacked = current ? Math.min(inStage - acked, refused) : 0;
-		const pending = reached ? inStage - acked - nacked : 0;
+		const c = counts[i] || { members: 0, reached: false, acked: 0, unhealthy: 0, nacked: 0, pending: 0 };
+		const inStage = c.members;
 		const w = (x) => (inStage ? (100 * x) / inStage : 0) + '%';
 		const bar = el('div', { class: 'bar' });
 		const seg = (cls, x) => {
@@ -194,15 +174,15 @@ function renderRollout() {
 			s.style.width = w(x);   // CSSOM, not an inline style attribute
 			return s;
 		};
-		bar.append(seg('acked', healthy), seg('unhealthy', bad), seg('nacked', nacked), seg('pending', pending));
+		bar.append(seg('acked', c.acked), seg('unhealthy', c.unhealthy), seg('nacked', c.nacked),
+			seg('pending', c.pending));
 		parts.push(el('div', { class: 'stage' + (i + 1 === r.stage_index ? ' current' : ''),
-			'data-stage': String(pct), 'data-acked': String(acked), 'data-nacked': String(nacked),
-			'data-pending': String(pending) },
+			'data-stage': String(pct), 'data-acked': String(c.acked + c.unhealthy), 'data-nacked': String(c.nacked),
+			'data-pending': String(c.pending) },
 			el('div', { class: 'name' }, 'stage ' + (i + 1) + ': ' + pct + '% (' + inStage + ' nodes) \u2014 ' +
-				(reached ? acked + ' ACKed, ' + healthy + ' healthy, ' + (nacked ? nacked + ' NACKed, ' : '') +
-					pending + ' pending' : 'not reached')),
+				(c.reached ? (c.acked + c.unhealthy) + ' ACKed, ' + c.acked + ' healthy, ' +
+					(c.nacked ? c.nacked + ' NACKed, ' : '') + c.pending + ' pending' : 'not reached')),
 			bar));
-		prev = size;
 	});
 	if (r.gate)
 		parts.push(renderGate(r.gate));

@@ -138,6 +138,8 @@ check_eq "rollout 2: from $V1 to $V2, no revert, no reason" "$V1 $V2 0 null" \
 	"$(echo "$r" | jq -r '"\(.from_version) \(.to_version) \(.revert_version) \(.reason)"')"
 check_eq "rollout 2: 100 members, all reached and touched" "100 100 100" \
 	"$(echo "$r" | jq -r '"\(.members) \(.reached) \(.touched)"')"
+check_eq "rollout 2: per stage (the console's bars), members and ACKs: 1, 9, 90, none pending" \
+	'[[1,1,0],[9,9,0],[90,90,0]]' "$(echo "$r" | jq -c '[.stage_counts[] | [.members, .acked, .pending]]')"
 check_eq "rollout 2: one message per node (100), nothing reverted" "100 0 0" \
 	"$(echo "$r" | jq -r '"\(.messages) \(.revert_messages) \(.version_only_messages)"')"
 check "rollout 2 baked each of its three stages (at least 3 s from start to end)" \
@@ -168,6 +170,9 @@ check_eq "rollout 3 is rolled back at the first stage (1 %, stage 1, 1 node reac
 	"$(echo "$r" | jq -r '"\(.state) \(.stage) \(.stage_index) \(.reached)"')"
 check_eq "rollout 3: one node touched, one message for the bad version" "1 1" \
 	"$(echo "$r" | jq -r '"\(.touched) \(.messages)"')"
+check_eq "rollout 3: its first stage shows the NACK; the others were not reached" \
+	'[{"members":1,"reached":true,"acked":0,"unhealthy":0,"nacked":1,"pending":0},false,false]' \
+	"$(echo "$r" | jq -c '[.stage_counts[0], .stage_counts[1].reached, .stage_counts[2].reached]')"
 check "rollout 3: the revert is a new, higher version ($RB > $VB)" test "$RB" -gt "$VB"
 check_eq "the revert is the plane's newest version" "$RB" "$(plane_version)"
 reason=$(echo "$r" | jq -r .reason)

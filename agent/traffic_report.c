@@ -28,8 +28,9 @@
 #define REPORT_MAX_S 3600.0
 #define REPORT_LAPSE 3           /* heartbeat intervals a request lasts */
 #define DEFAULT_HEARTBEAT_S 10.0
-/* The most bytes of traffic an ACK carries: the plane takes ACKs of up to
- * 64 KiB; more routes than fit go in reports only. */
+/* The most bytes of traffic an ACK carries: the plane takes ACKs and
+ * reports of up to 256 KiB (an older one, ACKs of 64 KiB: a bigger ACK it
+ * would refuse whole); more goes in reports only. */
 #define ACK_TRAFFIC_MAX 32768
 
 static double wall_now(void)

@@ -66,20 +66,10 @@ void ack_queue(struct agent *a, uint64_t version, const char *nonce, const char 
 	a->ack.next_ms = now_ms();
 }
 
-static size_t collect(char *ptr, size_t size, size_t n, void *ud)
-{
-	struct buf *b = ud;
-	size_t len = size * n;
-	if (b->len < 65536)
-		buf_append(b, ptr, len);
-	return len;
-}
+static bool requeue_sent(struct agent *a);
 
 void ack_start(struct agent *a)
 {
-	CURL *h = curl_easy_init();
-	if (!h)
-		return;
 	buf_reset(&a->ack.sent);
 	a->ack.sent_verify = a->ack.nvq > 0;
 	if (a->ack.sent_verify) {
@@ -91,23 +81,9 @@ void ack_start(struct agent *a)
 		buf_append(&a->ack.sent, a->ack.pending.data, a->ack.pending.len);
 		a->ack.has_pending = false;
 	}
-	buf_reset(&a->ack.resp);
-	char *url = xasprintf("%s/v1/ack", sync_plane(a));
-	a->ack.headers = curl_slist_append(NULL, "Content-Type: application/json");
-	a->ack.headers = agent_credentials(a, h, a->ack.headers);
-	curl_easy_setopt(h, CURLOPT_URL, url);
-	curl_easy_setopt(h, CURLOPT_POSTFIELDS, a->ack.sent.data);
-	curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)a->ack.sent.len);
-	curl_easy_setopt(h, CURLOPT_HTTPHEADER, a->ack.headers);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, &a->ack.resp);
-	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)(a->cfg.connect_timeout * 1000));
-	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 30000L);
-	curl_easy_setopt(h, CURLOPT_USERAGENT, "tetherd/" PACKAGE_VERSION);
-	free(url);
-	a->ack.h = h;
-	curl_multi_add_handle(a->multi, h);
+	a->ack.h = agent_post(a, "/v1/ack", &a->ack.sent, &a->ack.resp, 30000L, &a->ack.headers);
+	if (!a->ack.h)
+		requeue_sent(a);
 }
 
 static void ack_close(struct agent *a)

@@ -170,6 +170,12 @@ double agent_rand01(void);
  * --token-file now, so a new one is used at the next connection) on h;
  * returns headers with the Authorization line added. */
 struct curl_slist *agent_credentials(struct agent *a, CURL *h, struct curl_slist *headers);
+/* POSTs body (JSON) to path on the plane dialled now, with our
+ * credentials, on the shared multi handle; the answer's body goes into
+ * answer. The handle, or NULL; *headers is the caller's to free
+ * (credentials_free_headers) with it. */
+CURL *agent_post(struct agent *a, const char *path, const struct buf *body, struct buf *answer, long timeout_ms,
+		 struct curl_slist **headers);
 void sync_start(struct agent *a);
 void sync_stop(struct agent *a);
 void sync_done(struct agent *a, CURLcode code);

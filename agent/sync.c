@@ -163,6 +163,41 @@ struct curl_slist *agent_credentials(struct agent *a, CURL *h, struct curl_slist
 	return headers;
 }
 
+/* An answer's body, its first 64 KiB (an ACK's or a report's is short). */
+static size_t collect_answer(char *ptr, size_t size, size_t n, void *ud)
+{
+	struct buf *b = ud;
+	size_t len = size * n;
+	if (b->len < 65536)
+		buf_append(b, ptr, len);
+	return len;
+}
+
+CURL *agent_post(struct agent *a, const char *path, const struct buf *body, struct buf *answer, long timeout_ms,
+		 struct curl_slist **headers)
+{
+	CURL *h = curl_easy_init();
+	if (!h)
+		return NULL;
+	buf_reset(answer);
+	char *url = xasprintf("%s%s", sync_plane(a), path);
+	*headers = curl_slist_append(NULL, "Content-Type: application/json");
+	*headers = agent_credentials(a, h, *headers);
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_POSTFIELDS, body->data);
+	curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)body->len);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, *headers);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect_answer);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, answer);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)(a->cfg.connect_timeout * 1000));
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
+	curl_easy_setopt(h, CURLOPT_USERAGENT, "tetherd/" PACKAGE_VERSION);
+	free(url);
+	curl_multi_add_handle(a->multi, h);
+	return h;
+}
+
 static void on_heartbeat(struct agent *a, const char *data, size_t len)
 {
 	char err[256];

@@ -248,20 +248,8 @@ void traffic_report_heartbeat(struct agent *a, const cJSON *hb)
 	a->traffic.report_until_ms = now + (int64_t)(REPORT_LAPSE * hb_s * 1000);
 }
 
-static size_t collect(char *ptr, size_t size, size_t n, void *ud)
-{
-	struct buf *b = ud;
-	size_t len = size * n;
-	if (b->len < 4096)
-		buf_append(b, ptr, len);
-	return len;
-}
-
 static void report_start(struct agent *a)
 {
-	CURL *h = curl_easy_init();
-	if (!h)
-		return;
 	struct traffic t;
 	traffic_init(&t);
 	traffic_report_now(a, &t);
@@ -272,23 +260,7 @@ static void report_start(struct agent *a)
 	traffic_to_json(&t, &a->traffic.sent);
 	buf_putc(&a->traffic.sent, '}');
 	traffic_release(&t);
-	buf_reset(&a->traffic.resp);
-	char *url = xasprintf("%s/v1/report", sync_plane(a));
-	a->traffic.headers = curl_slist_append(NULL, "Content-Type: application/json");
-	a->traffic.headers = agent_credentials(a, h, a->traffic.headers);
-	curl_easy_setopt(h, CURLOPT_URL, url);
-	curl_easy_setopt(h, CURLOPT_POSTFIELDS, a->traffic.sent.data);
-	curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)a->traffic.sent.len);
-	curl_easy_setopt(h, CURLOPT_HTTPHEADER, a->traffic.headers);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, &a->traffic.resp);
-	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)(a->cfg.connect_timeout * 1000));
-	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 10000L);
-	curl_easy_setopt(h, CURLOPT_USERAGENT, "tetherd/" PACKAGE_VERSION);
-	free(url);
-	a->traffic.h = h;
-	curl_multi_add_handle(a->multi, h);
+	a->traffic.h = agent_post(a, "/v1/report", &a->traffic.sent, &a->traffic.resp, 10000L, &a->traffic.headers);
 }
 
 void traffic_report_done(struct agent *a, CURLcode code)

@@ -145,10 +145,15 @@ int plane_config_check(struct plane_config *c, char *err, size_t errlen)
 	size_t nstages;
 	if (rollout_parse_stages(c->stages, stages, &nstages, err, errlen) < 0)
 		return -1;
+	/* both are kept in whole seconds: a fraction would be 0 (no limit) */
 	if (c->history_max_age > 0 && c->history_max_age < 1) {
-		/* the log records whole seconds: a fraction would be 0 (no limit) */
 		snprintf(err, errlen, "history-max-age (%g) must be 0 (no age limit) or at least 1 second",
 			 c->history_max_age);
+		return -1;
+	}
+	if (c->tombstone_max_age > 0 && c->tombstone_max_age < 1) {
+		snprintf(err, errlen, "tombstone-max-age (%g) must be 0 (no age limit) or at least 1 second",
+			 c->tombstone_max_age);
 		return -1;
 	}
 	if (c->max_body > c->max_request) {

@@ -108,6 +108,9 @@ check_eq "a --history-max-age under a second is refused, saying why" \
 	"tether-plane: history-max-age (0.5) must be 0 (no age limit) or at least 1 second" "$(bad_age 0.5)"
 check_eq "... and a negative one" "tether-plane: history-max-age: '-1' is not a number of seconds in 0..3.1536e+08" \
 	"$(bad_age -1)"
+check_eq "a --tombstone-max-age under a second is refused the same way" \
+	"tether-plane: tombstone-max-age (0.2) must be 0 (no age limit) or at least 1 second" \
+	"$("$PLANE_BIN" --insecure --data "$WORK/bad.data" --tombstone-max-age 0.2 2>&1 | head -n 1)"
 start_plane age --history-max-age 3
 web round_robin 9301 | ctl put cluster/web --message "aging 1" >/dev/null
 web round_robin 9302 | ctl put cluster/web --message "aging 2" >/dev/null

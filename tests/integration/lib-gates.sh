@@ -180,7 +180,9 @@ gates_plane() {
 # G_PROXY (its name), G_REPORT_KEY (what n1 reports /api's requests
 # under), G_BAD_KEY and G_SLOW_KEY (what the two reasons must name,
 # extended regular expressions), G_COMPARE_DESC and G_COMPARE_JQ (the good
-# change's comparison, a jq condition on the rollout).
+# change's comparison, a jq condition on the rollout), G_SHARED_CLUSTERS=1
+# when canary and baseline count per cluster (a change of cluster/good's
+# endpoints is then judged against a baseline that served it too).
 gates_scenario() {
 	check "four nodes connect" wait_until 15 sh -c "curl -s '$PLANE_URL/v1/nodes' | jq -e '[.[] | select(.connected)] | length == $GATE_N'"
 
@@ -231,6 +233,26 @@ gates_scenario() {
 	E1=$(load_errors)
 	sleep 3
 	check_eq "no 5xx once reverted" "$E1" "$(load_errors)"
+
+	# ---- a backend list that drops the healthy endpoints, judged against the baseline ----
+	# (only where canary and baseline name their traffic alike: haproxy's
+	# counters are per cluster, and every node serves cluster/good)
+	if [ "${G_SHARED_CLUSTERS:-0}" = 1 ]; then
+		wait_until 30 ro_is '.state != "in_progress"' || diag "a rollout still runs: $(ro '. | tostring')"
+		echo "{\"endpoints\":[{\"address\":\"127.0.0.1\",\"port\":$PBAD}]}" | ctl put cluster/good >/dev/null ||
+			diag "tetherctl put cluster/good failed"
+		V5=$(plane_version)
+		check "a rollout of cluster/good's new endpoints starts" wait_until 30 ro_is ".to_version == $V5"
+		ID5=$(ro .id)
+		check "it is rolled back" wait_until 30 ro_is ".id == $ID5 and .state == \"rolled_back\""
+		check_eq "only the canary was touched" 1 "$(ro .touched)"
+		REASON=$(ro .reason)
+		diag "reason: $REASON"
+		check "the reason names cluster/good, compared with a baseline that served it" \
+			sh -c "echo \"\$1\" | grep -q 'gate: cluster/good' && ! echo \"\$1\" | grep -q 'too little traffic'" _ "$REASON"
+		check "every node serves /api from cluster good again" wait_until 15 sh -c "
+			for p in ${GL[*]}; do [ \"\$(curl -s -m 2 http://127.0.0.1:\$p/api/x)\" = 'good /api/x' ] || exit 1; done"
+	fi
 
 	# ---- a slower cluster (500 ms against a few ms) is caught on p99 ----
 	gates_reroute api slow

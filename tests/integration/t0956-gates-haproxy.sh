@@ -10,7 +10,10 @@
 # sends /api to a cluster answering 500 passes validation, haproxy -c and
 # the reload, and is caught at the first stage: reverted, the canary alone
 # touched, the reason naming the cluster the route went to and the rates.
-# A change toward a cluster ten times slower is caught on its latency.
+# A change of cluster/good's endpoints to the 500ing backend (a backend
+# list that drops the healthy endpoints) is caught against a baseline
+# that served cluster/good too. A change toward a cluster ten times slower
+# is caught on its latency.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-proxy.sh"
 . "$(dirname "$0")/lib-gates.sh"
@@ -32,5 +35,6 @@ G_BAD_KEY=cluster/bad
 G_SLOW_KEY=cluster/slow
 G_COMPARE_DESC="cluster/good on both sides (canary and baseline served it)"
 G_COMPARE_JQ='any(.gate.stages[0].routes[]; .route == "cluster/good" and .canary.requests > 0 and .baseline.requests > 0)'
+G_SHARED_CLUSTERS=1
 gates_scenario
 done_testing

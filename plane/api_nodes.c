@@ -186,11 +186,6 @@ enum MHD_Result api_ack(struct plane *p, struct MHD_Connection *c, struct reques
 		m.verify = cJSON_IsTrue(f);
 	}
 
-	/* the traffic of the generation now live (before the ACK moves the
-	 * rollout: a gate judges it) */
-	if (take_traffic(p, c, "ack", doc, m.node, false, &ret) < 0)
-		goto out;
-
 	/* a NACK may say which version the node still runs */
 	uint64_t holds = 0;
 	bool has_holds = false;
@@ -203,6 +198,11 @@ enum MHD_Result api_ack(struct plane *p, struct MHD_Connection *c, struct reques
 		}
 		has_holds = true;
 	}
+
+	/* every field checked: the traffic of the generation now live is
+	 * recorded before the ACK moves the rollout (a gate judges it) */
+	if (take_traffic(p, c, "ack", doc, m.node, false, &ret) < 0)
+		goto out;
 
 	enum ack_result res;
 	if (nodes_ack(p->nodes, &m, hub_version(p->hub), &res) < 0) {

@@ -5,7 +5,8 @@
 # report for an unknown node is 404; malformed JSON, a body that is not an
 # object, a missing or wrong traffic member (errors above requests, a
 # bucket out of range, a route name with a quote, a negative count) are
-# refused with an error naming the field and change nothing; an oversized
+# refused with an error naming the field and change nothing (an ACK with
+# good traffic and a wrong field records none of it); an oversized
 # body is 413; GET is 405. On a secure plane a report needs the node's own
 # credential (401 anonymous, 403 another node's token).
 . "$(dirname "$0")/lib.sh"
@@ -68,6 +69,10 @@ T2='{"version":0,"gen":"g2","since":2000,"until":2001,"routes":[{"route":"route/
 ACKBAD="{\"node\":\"a\",\"version\":0,\"nonce\":\"p0-0\",\"status\":\"ack\",\"traffic\":{\"version\":0}}"
 check_eq "an ACK with broken traffic is 422" 422 "$(curl -sS -o "$WORK/resp" -w '%{http_code}' --data-binary "$ACKBAD" "$PLANE_URL/v1/ack")"
 check "... naming the field" resp_says "ack: traffic.since"
+ACKBAD2="{\"node\":\"a\",\"version\":0,\"nonce\":\"p0-0\",\"status\":\"ack\",\"healthy\":\"yes\",\"traffic\":$T2}"
+check_eq "an ACK with good traffic but a wrong field is 422" 422 "$(curl -sS -o "$WORK/resp" -w '%{http_code}' --data-binary "$ACKBAD2" "$PLANE_URL/v1/ack")"
+check "... and its traffic is not recorded" sh -c \
+	"curl -s '$PLANE_URL/v1/nodes/a' | jq -e '.traffic.gen == \"g1\"'"
 ACK="{\"node\":\"a\",\"version\":0,\"nonce\":\"p0-0\",\"status\":\"ack\",\"traffic\":$T2}"
 code=$(curl -sS -o "$WORK/resp" -w '%{http_code}' --data-binary "$ACK" "$PLANE_URL/v1/ack")
 check "an ACK carrying traffic is taken ($code: $(cat "$WORK/resp"))" test "$code" = 200

@@ -163,6 +163,28 @@ ro_started_after() {
 	ro_is ".id > $1"
 }
 
+# all_serve_good: every node serves /api from cluster good.
+all_serve_good() {
+	local p
+	for p in ${GL[*]}; do
+		[ "$(curl -s -m 2 "http://127.0.0.1:$p/api/x")" = 'good /api/x' ] || return 1
+	done
+}
+
+# caught_at_canary WHAT: the rollout of the plane's newest version (WHAT
+# it brings) starts and is rolled back, the canary alone touched; its
+# reason into REASON.
+caught_at_canary() {
+	local v id
+	v=$(plane_version)
+	check "a rollout of $1 starts" wait_until 30 ro_is ".to_version == $v"
+	id=$(ro .id)
+	check "it is rolled back" wait_until 30 ro_is ".id == $id and .state == \"rolled_back\""
+	check_eq "only the canary was touched" 1 "$(ro .touched)"
+	REASON=$(ro .reason)
+	diag "reason: $REASON"
+}
+
 # gates_plane: the plane of gates_scenario (a short bake, every gate on).
 # Each node's routes are its own (route/nI-...), so a route has no
 # baseline and the absolute forms compare with 0: the latency limit
@@ -191,8 +213,7 @@ gates_scenario() {
 	V1=$(plane_version)
 	check "the first rollout (no traffic) completes after its bakes" wait_until 40 ro_is ".to_version == $V1 and .state == \"completed\""
 	check "its stages passed flagged: too little traffic" ro_is '[.gate.stages[] | select(.verdict == "low_traffic")] | length >= 1'
-	check "every node serves /api through its $G_PROXY" wait_until 10 sh -c "
-		for p in ${GL[*]}; do [ \"\$(curl -s -m 2 http://127.0.0.1:\$p/api/x)\" = 'good /api/x' ] || exit 1; done"
+	check "every node serves /api through its $G_PROXY" wait_until 10 all_serve_good
 
 	# ---- a good change under traffic completes -------------------------------------------
 	gates_load 40
@@ -212,21 +233,14 @@ gates_scenario() {
 
 	# ---- a bad change that passes validation is caught at the canary ---------------------
 	gates_reroute api bad
-	V3=$(plane_version)
-	check "a rollout of the bad change starts" wait_until 10 ro_is ".to_version == $V3"
-	ID2=$(ro .id)
-	check "it is rolled back" wait_until 30 ro_is ".id == $ID2 and .state == \"rolled_back\""
-	check_eq "only the canary was touched" 1 "$(ro .touched)"
-	REASON=$(ro .reason)
-	diag "reason: $REASON"
+	caught_at_canary "the bad change"
 	check "the reason names $G_BAD_KEY" sh -c "echo \"\$1\" | grep -Eq \"\$2\"" _ "$REASON" "$G_BAD_KEY"
 	check "the reason gives the rates of both sides" sh -c "echo \"\$1\" | grep -q 'error rate' && echo \"\$1\" | grep -q baseline" _ "$REASON"
 	check "the stage's verdict is fail" ro_is '[.gate.stages[] | select(.verdict == "fail")] | length == 1'
 	FIRST=$(load_first_5xx)
 	FIN=$(ro '.finished_at * 1000 | floor')
 	diag "first 5xx seen by the load generator at $FIRST ms, revert recorded at $FIN ms: $((FIN - FIRST)) ms (bake $BAKE s, min-requests 30)"
-	check "every node serves /api from cluster good again" wait_until 15 sh -c "
-		for p in ${GL[*]}; do [ \"\$(curl -s -m 2 http://127.0.0.1:\$p/api/x)\" = 'good /api/x' ] || exit 1; done"
+	check "every node serves /api from cluster good again" wait_until 15 all_serve_good
 	# (requests the canary's old workers were still finishing may answer 5xx
 	# for a moment after the revert: counted from 2 s on)
 	sleep 2
@@ -241,28 +255,15 @@ gates_scenario() {
 		wait_until 30 ro_is '.state != "in_progress"' || diag "a rollout still runs: $(ro '. | tostring')"
 		echo "{\"endpoints\":[{\"address\":\"127.0.0.1\",\"port\":$PBAD}]}" | ctl put cluster/good >/dev/null ||
 			diag "tetherctl put cluster/good failed"
-		V5=$(plane_version)
-		check "a rollout of cluster/good's new endpoints starts" wait_until 30 ro_is ".to_version == $V5"
-		ID5=$(ro .id)
-		check "it is rolled back" wait_until 30 ro_is ".id == $ID5 and .state == \"rolled_back\""
-		check_eq "only the canary was touched" 1 "$(ro .touched)"
-		REASON=$(ro .reason)
-		diag "reason: $REASON"
+		caught_at_canary "cluster/good's new endpoints"
 		check "the reason names cluster/good, compared with a baseline that served it" \
 			sh -c "echo \"\$1\" | grep -q 'gate: cluster/good' && ! echo \"\$1\" | grep -q 'too little traffic'" _ "$REASON"
-		check "every node serves /api from cluster good again" wait_until 15 sh -c "
-			for p in ${GL[*]}; do [ \"\$(curl -s -m 2 http://127.0.0.1:\$p/api/x)\" = 'good /api/x' ] || exit 1; done"
+		check "every node serves /api from cluster good again" wait_until 15 all_serve_good
 	fi
 
 	# ---- a slower cluster (500 ms against a few ms) is caught on p99 ----
 	gates_reroute api slow
-	V4=$(plane_version)
-	check "a rollout toward the slow cluster starts" wait_until 10 ro_is ".to_version == $V4"
-	ID3=$(ro .id)
-	check "it is rolled back" wait_until 30 ro_is ".id == $ID3 and .state == \"rolled_back\""
-	check_eq "only the canary was touched" 1 "$(ro .touched)"
-	REASON=$(ro .reason)
-	diag "reason: $REASON"
+	caught_at_canary "the change toward the slow cluster"
 	check "the reason names p99 and $G_SLOW_KEY" sh -c "echo \"\$1\" | grep -q p99 && echo \"\$1\" | grep -Eq \"\$2\"" _ "$REASON" "$G_SLOW_KEY"
 
 	# ---- tetherctl shows the comparison --------------------------------------------------

@@ -52,10 +52,11 @@ static void printable(char *out, size_t cap, const char *s)
 }
 
 /* A node's "traffic" member (optional: 0 and nothing recorded when absent),
- * validated and recorded for /v1/nodes and the gates. 0, or -1 with the
- * error answered. */
+ * validated and recorded for /v1/nodes and the gates; with version (a
+ * report's), its traffic must be of that version. 0, or -1 with the error
+ * answered. */
 static int take_traffic(struct plane *p, struct MHD_Connection *c, const char *what, const cJSON *doc,
-			const char *node, bool required, enum MHD_Result *ret)
+			const char *node, const uint64_t *version, bool required, enum MHD_Result *ret)
 {
 	const cJSON *f = cJSON_GetObjectItemCaseSensitive(doc, "traffic");
 	if (!f || cJSON_IsNull(f)) {
@@ -69,6 +70,12 @@ static int take_traffic(struct plane *p, struct MHD_Connection *c, const char *w
 	if (traffic_from_json(f, &t, err, sizeof(err)) < 0) {
 		traffic_release(&t);
 		*ret = http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT, "%s: %s", what, err);
+		return -1;
+	}
+	if (version && t.version != *version) {
+		*ret = http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT, "%s: version %llu, but its traffic is of version %llu",
+				       what, (unsigned long long)*version, (unsigned long long)t.version);
+		traffic_release(&t);
 		return -1;
 	}
 	if (nodes_set_traffic(p->nodes, node, &t) < 0) {
@@ -105,7 +112,7 @@ enum MHD_Result api_report(struct plane *p, struct MHD_Connection *c, struct req
 		/* answered */
 	} else if (!json_get_u64(cJSON_GetObjectItemCaseSensitive(doc, "version"), &version)) {
 		ret = http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT, "report: version must be a non-negative integer");
-	} else if (take_traffic(p, c, "report", doc, node, true, &ret) == 0) {
+	} else if (take_traffic(p, c, "report", doc, node, &version, true, &ret) == 0) {
 		struct buf b = BUF_INIT;
 		buf_puts(&b, "{\"result\":\"recorded\"}");
 		ret = http_send_json(c, MHD_HTTP_OK, &b);
@@ -201,7 +208,7 @@ enum MHD_Result api_ack(struct plane *p, struct MHD_Connection *c, struct reques
 
 	/* every field checked: the traffic of the generation now live is
 	 * recorded before the ACK moves the rollout (a gate judges it) */
-	if (take_traffic(p, c, "ack", doc, m.node, false, &ret) < 0)
+	if (take_traffic(p, c, "ack", doc, m.node, NULL, false, &ret) < 0)
 		goto out;
 
 	enum ack_result res;

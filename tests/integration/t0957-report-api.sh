@@ -45,6 +45,8 @@ bad "malformed JSON" 400 "report:" '{"node":"a",'
 bad "a body that is not an object" 422 "must be a JSON object" '[1,2]'
 bad "a report without a node" 422 "node must be" "{\"version\":0,\"traffic\":$T}"
 bad "a node id with a slash" 422 "node must be" "{\"node\":\"../a\",\"version\":0,\"traffic\":$T}"
+bad "a report whose version is not its traffic's" 422 "version 5, but its traffic is of version 0" \
+	"{\"node\":\"a\",\"version\":5,\"traffic\":$T}"
 bad "a report without traffic" 422 "traffic is missing" '{"node":"a","version":0}'
 bad "a version that is a string" 422 "version must be" "{\"node\":\"a\",\"version\":\"0\",\"traffic\":$T}"
 bad "traffic that is a string" 422 "traffic must be an object" '{"node":"a","version":0,"traffic":"x"}'

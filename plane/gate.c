@@ -350,9 +350,63 @@ static void base_note(const struct base_view *b, bool small, char *out, size_t c
 		 small ? "; too little traffic: counted as 0" : "");
 }
 
-/* The first gate route r of node id (its window w) crosses, or NULL. */
-static char *check_route(const struct gate *g, const char *id, const struct traffic *w,
-			 const struct traffic_route *r, const struct base_view *b)
+/* The crossings of a judgement: the CROSS_SHOWN worst, kept in order
+ * (error rates before latencies, each by how far over its limit), and
+ * how many there were in all. */
+#define CROSS_SHOWN 3
+struct crossing {
+	bool error;                  /* the error rate; else p99 */
+	double over;                 /* value / limit */
+	char *text;
+};
+struct crossings {
+	struct crossing top[CROSS_SHOWN];
+	size_t n, total;
+};
+
+static bool worse(const struct crossing *a, const struct crossing *b)
+{
+	return a->error != b->error ? a->error : a->over > b->over;
+}
+
+static void cross_add(struct crossings *c, bool error, double value, double limit, char *text)
+{
+	struct crossing x = { error, limit > 0 ? value / limit : 1e12 * value, text };
+	c->total++;
+	size_t at = c->n;
+	while (at > 0 && worse(&x, &c->top[at - 1]))
+		at--;
+	if (at == CROSS_SHOWN) {
+		free(text);
+		return;
+	}
+	if (c->n == CROSS_SHOWN)
+		free(c->top[--c->n].text);
+	memmove(&c->top[at + 1], &c->top[at], (c->n - at) * sizeof(c->top[0]));
+	c->top[at] = x;
+	c->n++;
+}
+
+/* The reason of a failed stage: the worst crossing, then the others
+ * shown, then how many more; NULL when none. Frees the texts. */
+static char *cross_reason(struct crossings *c)
+{
+	if (!c->n)
+		return NULL;
+	struct buf b = BUF_INIT;
+	for (size_t i = 0; i < c->n; i++) {
+		buf_printf(&b, "%s%s", i ? "; also " : "", c->top[i].text);
+		free(c->top[i].text);
+	}
+	if (c->total > c->n)
+		buf_printf(&b, "; and %zu more", c->total - c->n);
+	c->n = 0;
+	return buf_detach(&b, NULL);
+}
+
+/* Every gate route r of node id (its window w) crosses, into c. */
+static void check_route(const struct gate *g, const char *id, const struct traffic *w,
+			const struct traffic_route *r, const struct base_view *b, struct crossings *c)
 {
 	const struct traffic_route *br = route_of(b->t, r->name);
 	uint64_t breq = br ? br->requests : 0, berr = br ? br->errors : 0;
@@ -364,11 +418,12 @@ static char *check_route(const struct gate *g, const char *id, const struct traf
 						       : g->err.value * fmax(brate, 1.0 / (double)g->min);
 		if (rate > limit) {
 			base_note(b, bsmall && g->err.form == GATE_ABS, bn, sizeof(bn));
-			return xasprintf("gate: %s on node %s: error rate %.1f%% (%llu of %llu requests, %.1f s) vs "
-					 "baseline %.1f%% (%llu of %llu, %s): above --gate-error-rate %s (limit %.2f%%)",
-					 r->name, id, rate * 100, (unsigned long long)r->errors,
-					 (unsigned long long)r->requests, span(w), brate * 100, (unsigned long long)berr,
-					 (unsigned long long)breq, bn, g->err_text, limit * 100);
+			cross_add(c, true, rate, limit,
+				  xasprintf("gate: %s on node %s: error rate %.1f%% (%llu of %llu requests, %.1f s) vs "
+					    "baseline %.1f%% (%llu of %llu, %s): above --gate-error-rate %s (limit %.2f%%)",
+					    r->name, id, rate * 100, (unsigned long long)r->errors,
+					    (unsigned long long)r->requests, span(w), brate * 100, (unsigned long long)berr,
+					    (unsigned long long)breq, bn, g->err_text, limit * 100));
 		}
 	}
 	if (g->p99.form != GATE_OFF && !(g->p99.form == GATE_MULT && bsmall)) {
@@ -376,13 +431,13 @@ static char *check_route(const struct gate *g, const char *id, const struct traf
 		double limit = g->p99.form == GATE_ABS ? bp + g->p99.value : g->p99.value * fmax(bp, 1.0);
 		if (p > limit) {
 			base_note(b, bsmall && g->p99.form == GATE_ABS, bn, sizeof(bn));
-			return xasprintf("gate: %s on node %s: p99 %.1f ms (%llu requests, %.1f s) vs baseline p99 %.1f ms "
-					 "(%llu requests, %s): above --gate-latency-p99 %s (limit %.1f ms)",
-					 r->name, id, p, (unsigned long long)r->requests, span(w), bsmall ? 0 : bp,
-					 (unsigned long long)breq, bn, g->p99_text, limit);
+			cross_add(c, false, p, limit,
+				  xasprintf("gate: %s on node %s: p99 %.1f ms (%llu requests, %.1f s) vs baseline p99 "
+					    "%.1f ms (%llu requests, %s): above --gate-latency-p99 %s (limit %.1f ms)",
+					    r->name, id, p, (unsigned long long)r->requests, span(w), bsmall ? 0 : bp,
+					    (unsigned long long)breq, bn, g->p99_text, limit));
 		}
 	}
-	return NULL;
 }
 
 static void fill_side(struct side *s, const struct traffic *t, const char *name, size_t nodes)
@@ -493,7 +548,7 @@ enum gate_verdict gate_judge(struct gate *g, const struct gate_stage_view *s, ch
 	}
 	/* the members, each judged alone */
 	size_t cnodes = 0, nlow = 0, nacked = 0;
-	char *fail = NULL;
+	struct crossings cx = { 0 };
 	char low[REASON_MAX] = "";
 	for (size_t i = 0; i < s->nreached; i++) {
 		if (!s->acked[i])
@@ -515,8 +570,7 @@ enum gate_verdict gate_judge(struct gate *g, const struct gate_stage_view *s, ch
 			if (win->routes[k].requests < g->min)
 				continue;
 			enough = true;
-			if (!fail)
-				fail = check_route(g, n->id, win, &win->routes[k], &bv);
+			check_route(g, n->id, win, &win->routes[k], &bv, &cx);
 		}
 		nlow += !enough;
 		if (!enough && !low[0])
@@ -524,6 +578,7 @@ enum gate_verdict gate_judge(struct gate *g, const struct gate_stage_view *s, ch
 				 "%llu on every route", n->id, (unsigned long long)traffic_total(win), span(win),
 				 (unsigned long long)g->min);
 	}
+	char *fail = cross_reason(&cx);
 	fill_rows(g, rec, &canary, cnodes, &bv);
 	rec->baseline_stage = bv.kept_from;
 	bool published = false;

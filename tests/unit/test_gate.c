@@ -1,11 +1,12 @@
 /* test_gate.c: unit tests of plane/gate.c, the traffic-aware gates of
  * staged rollouts, driven with real struct traffic reports (counted with
  * traffic_observe, cumulative as agents send them): a bad canary caught on
- * its error rate (absolute and Nx) and on its p99 (ten times slower), a
- * good canary that passes, too little traffic (low_traffic after the
- * bake), the marks (a baseline's cumulative counters count only after the
- * stage started), a generation that restarts, the last stage judged
- * against the baseline kept from the one before, and the options. */
+ * its error rate (absolute and Nx) and on its p99 (ten times slower), the
+ * reason's crossings worst first, a good canary that passes, too little
+ * traffic (low_traffic after the bake), the marks (a baseline's cumulative
+ * counters count only after the stage started), a generation that
+ * restarts, the last stage judged against the baseline kept from the one
+ * before, and the options. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -363,6 +364,42 @@ static void test_p99_ten_times_slower(void **state)
 }
 
 /* ---- a good canary, and too little traffic ------------------------------- */
+
+/* Every crossing is judged, the worst first: error rates before
+ * latencies, each by how far over its limit; three shown, the rest
+ * counted. (A route a little slow on a loaded machine must not hide the
+ * route that answers 500.) */
+static void test_reason_worst_first(void **state)
+{
+	(void)state;
+	static const char *const members[] = { "n1" };
+	char *reason;
+	struct gate *g = make_gate("staged", "0.05", "150", 30);
+	struct stage s;
+	double start = wall();
+	stage_init(&s, 4, 0, 25, start, members, 1);
+	judge(g, &s, &reason);
+	s.acked[0] = true;
+	/* in the node's route order: a mildly slow route, a slower one, a
+	 * route that answers 500, one with some errors, another mildly slow */
+	struct counts c[] = { { "route/a-web", 100, 0, 170, 0 },
+			      { "route/b-slow", 100, 0, 600, 0 },
+			      { "route/c-api", 0, 100, 1, 1 },
+			      { "route/d-some", 90, 10, 1, 1 },
+			      { "route/e-web", 100, 0, 180, 0 } };
+	report(g, "n1", 2, "g2", start + 0.2, start + 5, c, 5);
+	assert_int_equal(judge(g, &s, &reason), GATE_FAIL);
+	const char *api = strstr(reason, "gate: route/c-api on node n1: error rate 100.0%");
+	const char *some = strstr(reason, "; also gate: route/d-some on node n1: error rate 10.0%");
+	const char *slow = strstr(reason, "; also gate: route/b-slow on node n1: p99 ");
+	if (api != reason || !some || !slow || !(some < slow))
+		fail_msg("not worst first: %s", reason);
+	expect_in(reason, "; and 2 more");
+	assert_null(strstr(reason, "route/a-web"));
+	free(reason);
+	gate_free(g);
+	release_cfg();
+}
 
 static void test_good_canary_passes(void **state)
 {
@@ -779,6 +816,7 @@ int main(void)
 		cmocka_unit_test(test_error_rate_absolute),
 		cmocka_unit_test(test_error_rate_multiple),
 		cmocka_unit_test(test_p99_ten_times_slower),
+		cmocka_unit_test(test_reason_worst_first),
 		cmocka_unit_test(test_good_canary_passes),
 		cmocka_unit_test(test_low_traffic),
 		cmocka_unit_test(test_marks_count_after_the_stage_start),

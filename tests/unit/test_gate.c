@@ -115,6 +115,18 @@ static enum gate_verdict judge(struct gate *g, struct stage *s, char **reason)
 	return gate_judge(g, &s->v, reason);
 }
 
+/* The stage begins: stage_init at the wall clock's now, judged once (the
+ * gate sees the stage); returns its start. */
+static double stage_begin(struct gate *g, struct stage *s, uint64_t run, size_t idx, unsigned pct,
+			  const char *const *names, size_t n)
+{
+	char *reason;
+	double start = wall();
+	stage_init(s, run, idx, pct, start, names, n);
+	assert_int_equal(judge(g, s, &reason), GATE_JUDGING);
+	return start;
+}
+
 /* The stage's JSON as the rollout shows it. */
 static cJSON *gate_doc(struct gate *g, uint64_t run)
 {
@@ -256,9 +268,7 @@ static void test_error_rate_multiple(void **state)
 	/* the baseline fails 1% of its requests; 2x allows up to 2% */
 	struct gate *g = make_gate("staged", "2x", NULL, 100);
 	struct stage s;
-	double start = wall();
-	stage_init(&s, 1, 0, 10, start, members, 1);
-	judge(g, &s, &reason);
+	double start = stage_begin(g, &s, 1, 0, 10, members, 1);
 	baseline(g, start, 1000, 10, 5, 0);
 	s.acked[0] = true;
 	report1(g, "n1", 2, "g2", start + 0.2, start + 10, 485, 15, 5);   /* 3% */
@@ -272,9 +282,7 @@ static void test_error_rate_multiple(void **state)
 
 	/* 1.5% under 2x of 1% passes the bake */
 	g = make_gate("staged", "2x", NULL, 100);
-	start = wall();
-	stage_init(&s, 1, 0, 10, start, members, 1);
-	judge(g, &s, &reason);
+	start = stage_begin(g, &s, 1, 0, 10, members, 1);
 	baseline(g, start, 1000, 10, 5, 0);
 	s.acked[0] = true;
 	report1(g, "n1", 2, "g2", start + 0.2, start + 10, 985, 15, 5);
@@ -288,9 +296,7 @@ static void test_error_rate_multiple(void **state)
 	/* a clean baseline: the floor (1/min-requests = 1%) times 2 allows
 	 * 2%, not 0 */
 	g = make_gate("staged", "2x", NULL, 100);
-	start = wall();
-	stage_init(&s, 1, 0, 10, start, members, 1);
-	judge(g, &s, &reason);
+	start = stage_begin(g, &s, 1, 0, 10, members, 1);
 	baseline(g, start, 1000, 0, 5, 0);
 	s.acked[0] = true;
 	report1(g, "n1", 2, "g2", start + 0.2, start + 10, 990, 10, 5);   /* 1%: under the floor's 2% */
@@ -303,9 +309,7 @@ static void test_error_rate_multiple(void **state)
 
 	/* Nx without a baseline to compare with: skipped, noted, passes */
 	g = make_gate("staged", "2x", NULL, 100);
-	start = wall();
-	stage_init(&s, 1, 0, 10, start, members, 1);
-	judge(g, &s, &reason);
+	start = stage_begin(g, &s, 1, 0, 10, members, 1);
 	s.acked[0] = true;
 	report1(g, "n1", 2, "g2", start + 0.2, start + 10, 100, 400, 5);
 	assert_int_equal(judge(g, &s, &reason), GATE_JUDGING);
@@ -329,9 +333,7 @@ static void test_p99_ten_times_slower(void **state)
 	char *reason;
 	struct gate *g = make_gate("staged", NULL, "2x", 100);
 	struct stage s;
-	double start = wall();
-	stage_init(&s, 3, 0, 10, start, members, 1);
-	judge(g, &s, &reason);
+	double start = stage_begin(g, &s, 3, 0, 10, members, 1);
 	baseline(g, start, 600, 0, 5, 0);
 	s.acked[0] = true;
 	report1(g, "n1", 2, "g2", start + 0.2, start + 10, 500, 0, 50);
@@ -348,9 +350,7 @@ static void test_p99_ten_times_slower(void **state)
 
 	/* absolute: 50 ms above a 5 ms baseline fails, 30 ms does not */
 	g = make_gate("staged", NULL, "40", 100);
-	start = wall();
-	stage_init(&s, 3, 0, 10, start, members, 1);
-	judge(g, &s, &reason);
+	start = stage_begin(g, &s, 3, 0, 10, members, 1);
 	baseline(g, start, 600, 0, 5, 0);
 	s.acked[0] = true;
 	report1(g, "n1", 2, "g2", start + 0.2, start + 10, 500, 0, 30);
@@ -376,9 +376,7 @@ static void test_reason_worst_first(void **state)
 	char *reason;
 	struct gate *g = make_gate("staged", "0.05", "150", 30);
 	struct stage s;
-	double start = wall();
-	stage_init(&s, 4, 0, 25, start, members, 1);
-	judge(g, &s, &reason);
+	double start = stage_begin(g, &s, 4, 0, 25, members, 1);
 	s.acked[0] = true;
 	/* in the node's route order: a mildly slow route, a slower one, a
 	 * route that answers 500, one with some errors, another mildly slow */
@@ -408,9 +406,7 @@ static void test_good_canary_passes(void **state)
 	char *reason;
 	struct gate *g = make_gate("staged", "0.01", "2x", 100);
 	struct stage s;
-	double start = wall();
-	stage_init(&s, 2, 0, 10, start, members, 2);
-	judge(g, &s, &reason);
+	double start = stage_begin(g, &s, 2, 0, 10, members, 2);
 	baseline(g, start, 800, 4, 5, 0);
 	s.acked[0] = s.acked[1] = true;
 	report1(g, "n1", 2, "g2", start + 0.2, start + 10, 497, 3, 6);
@@ -434,9 +430,7 @@ static void test_low_traffic(void **state)
 	char *reason;
 	struct gate *g = make_gate("staged", "0.01", NULL, 100);
 	struct stage s;
-	double start = wall();
-	stage_init(&s, 4, 1, 50, start, members, 2);
-	judge(g, &s, &reason);
+	double start = stage_begin(g, &s, 4, 1, 50, members, 2);
 	baseline(g, start, 800, 0, 5, 0);
 	s.acked[0] = s.acked[1] = true;
 	report1(g, "n1", 2, "g2", start + 0.2, start + 10, 500, 0, 5);
@@ -462,9 +456,7 @@ static void test_low_traffic(void **state)
 
 	/* a member that ACKed but never reported counts as too little */
 	g = make_gate("staged", "0.01", NULL, 100);
-	start = wall();
-	stage_init(&s, 5, 0, 10, start, members, 2);
-	judge(g, &s, &reason);
+	start = stage_begin(g, &s, 5, 0, 10, members, 2);
 	s.acked[0] = s.acked[1] = true;
 	s.v.baked = true;
 	report1(g, "n1", 2, "g2", start + 0.2, start + 10, 500, 0, 5);
@@ -479,9 +471,7 @@ static void test_low_traffic(void **state)
 	 * (a NACK, an abort) shows "ended" once the run is over */
 	static const char *const three[] = { "n1", "n2", "n3" };
 	g = make_gate("staged", "0.01", NULL, 100);
-	start = wall();
-	stage_init(&s, 6, 0, 10, start, three, 3);
-	judge(g, &s, &reason);
+	start = stage_begin(g, &s, 6, 0, 10, three, 3);
 	s.acked[0] = s.acked[1] = s.acked[2] = true;
 	report1(g, "n1", 2, "g2", start + 0.2, start + 10, 500, 0, 5);
 	report1(g, "n3", 2, "g2", start + 0.2, start + 10, 5, 0, 5);
@@ -517,9 +507,7 @@ static void test_marks_count_after_the_stage_start(void **state)
 	report1(g, "b1", 1, "g1", early - 3600, early, 5000, 5000, 5);
 	usleep(5000);
 	struct stage s;
-	double start = wall();
-	stage_init(&s, 9, 0, 10, start, members, 1);
-	judge(g, &s, &reason);
+	double start = stage_begin(g, &s, 9, 0, 10, members, 1);
 	/* after it: the first report is the mark, the next one counts 1000
 	 * clean requests */
 	report1(g, "b1", 1, "g1", early - 3600, start + 1, 5100, 5000, 5);
@@ -554,9 +542,7 @@ static void test_marks_count_after_the_stage_start(void **state)
 	 * first stage no longer counts */
 	static const char *const two[] = { "n1", "n2" };
 	g = make_gate("staged", "0.05", NULL, 100);
-	start = wall();
-	stage_init(&s, 9, 0, 10, start, members, 1);
-	judge(g, &s, &reason);
+	start = stage_begin(g, &s, 9, 0, 10, members, 1);
 	report1(g, "b1", 1, "g1", start - 3600, start + 1, 1000, 0, 5);
 	report1(g, "b1", 1, "g1", start - 3600, start + 5, 2000, 0, 5);
 	usleep(5000);
@@ -586,9 +572,7 @@ static void test_generation_restart(void **state)
 	char *reason;
 	struct gate *g = make_gate("staged", "0.01", NULL, 100);
 	struct stage s;
-	double start = wall();
-	stage_init(&s, 11, 0, 10, start, members, 1);
-	judge(g, &s, &reason);
+	double start = stage_begin(g, &s, 11, 0, 10, members, 1);
 	baseline(g, start, 800, 0, 5, 0);
 	s.acked[0] = true;
 	/* n1's first generation of version 2 answers errors, but fewer than
@@ -619,9 +603,7 @@ static void test_generation_restart(void **state)
 	 * the same generation id: counted whole from then on, also once its
 	 * counters pass the old mark */
 	g = make_gate("staged", "0.01", NULL, 100);
-	start = wall();
-	stage_init(&s, 13, 0, 10, start, members, 1);
-	judge(g, &s, &reason);
+	start = stage_begin(g, &s, 13, 0, 10, members, 1);
 	report1(g, "b1", 1, "g1", start - 3600, start + 1, 10000, 0, 5);
 	report1(g, "b1", 1, "g1", start - 3600, start + 2, 10100, 0, 5);
 	report1(g, "b1", 1, "g1", start + 3, start + 4, 200, 0, 5);
@@ -642,9 +624,7 @@ static void test_last_stage_kept_baseline(void **state)
 	char *reason;
 	struct gate *g = make_gate("staged", "2x", NULL, 100);
 	struct stage s;
-	double start = wall();
-	stage_init(&s, 12, 0, 25, start, first, 1);
-	judge(g, &s, &reason);
+	double start = stage_begin(g, &s, 12, 0, 25, first, 1);
 	baseline(g, start, 1000, 10, 5, 0);   /* 1% */
 	s.acked[0] = true;
 	s.v.baked = true;
@@ -685,9 +665,7 @@ static void test_judge_interval(void **state)
 	struct gate *g = make_gate("staged", "0.01", NULL, 100);
 	gate_set_judge_interval(g, 300);
 	struct stage s;
-	double start = wall();
-	stage_init(&s, 14, 0, 10, start, members, 2);
-	judge(g, &s, &reason);
+	double start = stage_begin(g, &s, 14, 0, 10, members, 2);
 	baseline(g, start, 800, 0, 5, 0);
 	s.acked[0] = true;
 	report1(g, "n1", 2, "g2", start + 0.2, start + 5, 500, 0, 5);
@@ -703,9 +681,7 @@ static void test_judge_interval(void **state)
 
 	g = make_gate("staged", "0.01", NULL, 100);
 	gate_set_judge_interval(g, 60000);
-	start = wall();
-	stage_init(&s, 15, 0, 10, start, members, 2);
-	judge(g, &s, &reason);
+	start = stage_begin(g, &s, 15, 0, 10, members, 2);
 	baseline(g, start, 800, 0, 5, 0);
 	s.acked[0] = true;
 	report1(g, "n1", 2, "g2", start + 0.2, start + 5, 500, 0, 5);

@@ -106,9 +106,10 @@ struct gate_stage_view {
 	bool baked;                    /* every member ACKed and the bake is over */
 };
 
-/* Judges the stage: GATE_FAIL (*reason: malloc'd, the first crossing),
- * GATE_JUDGING while it bakes, GATE_PASS or GATE_LOW_TRAFFIC once baked.
- * A stage (run, stage) the gate has not seen starts its windows. */
+/* Judges the stage: GATE_FAIL (*reason: malloc'd, the judgement's
+ * crossings worst first), GATE_JUDGING while it bakes, GATE_PASS or
+ * GATE_LOW_TRAFFIC once baked. A stage (run, stage) the gate has not seen
+ * starts its windows. */
 enum gate_verdict gate_judge(struct gate *g, const struct gate_stage_view *s, char **reason);
 /* Sets how often reports alone are judged again (tests: 0). */
 void gate_set_judge_interval(struct gate *g, int64_t ms);

@@ -51,10 +51,35 @@ static void printable(char *out, size_t cap, const char *s)
 	out[n] = '\0';
 }
 
+/* Traffic f of node (with version, a report's: of that version),
+ * validated and recorded for /v1/nodes and the gates; pass_on: see
+ * nodes_set_traffic. 0, or -1 with *status and err. */
+static int record_traffic(struct plane *p, const char *node, const cJSON *f, const uint64_t *version, bool pass_on,
+			  unsigned *status, char *err, size_t errlen)
+{
+	struct traffic t;
+	traffic_init(&t);
+	int rc = -1;
+	*status = MHD_HTTP_UNPROCESSABLE_CONTENT;
+	if (traffic_from_json(f, &t, err, errlen) < 0) {
+		;
+	} else if (version && t.version != *version) {
+		snprintf(err, errlen, "version %llu, but its traffic is of version %llu", (unsigned long long)*version,
+			 (unsigned long long)t.version);
+	} else if (nodes_set_traffic(p->nodes, node, &t, pass_on) < 0) {
+		*status = MHD_HTTP_NOT_FOUND;
+		snprintf(err, errlen, "no node '%s' (connect first)", node);
+	} else {
+		gate_report(p->gate, node, &t);
+		rc = 0;
+	}
+	traffic_release(&t);
+	return rc;
+}
+
 /* A node's "traffic" member (optional: 0 and nothing recorded when absent),
- * validated and recorded for /v1/nodes and the gates; with version (a
- * report's), its traffic must be of that version. 0, or -1 with the error
- * answered. */
+ * validated and recorded; with version (a report's), its traffic must be
+ * of that version. 0, or -1 with the error answered. */
 static int take_traffic(struct plane *p, struct MHD_Connection *c, const char *what, const cJSON *doc,
 			const char *node, const uint64_t *version, bool required, enum MHD_Result *ret)
 {
@@ -64,28 +89,26 @@ static int take_traffic(struct plane *p, struct MHD_Connection *c, const char *w
 			*ret = http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT, "%s: traffic is missing", what);
 		return required ? -1 : 0;
 	}
-	struct traffic t;
+	unsigned status;
 	char err[400];
-	traffic_init(&t);
-	if (traffic_from_json(f, &t, err, sizeof(err)) < 0) {
-		traffic_release(&t);
-		*ret = http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT, "%s: %s", what, err);
+	if (record_traffic(p, node, f, version, true, &status, err, sizeof(err)) < 0) {
+		*ret = http_send_error(c, status, "%s: %s", what, err);
 		return -1;
 	}
-	if (version && t.version != *version) {
-		*ret = http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT, "%s: version %llu, but its traffic is of version %llu",
-				       what, (unsigned long long)*version, (unsigned long long)t.version);
-		traffic_release(&t);
-		return -1;
-	}
-	if (nodes_set_traffic(p->nodes, node, &t) < 0) {
-		traffic_release(&t);
-		*ret = http_send_error(c, MHD_HTTP_NOT_FOUND, "%s: no node '%s' (connect first)", what, node);
-		return -1;
-	}
-	gate_report(p->gate, node, &t);
-	traffic_release(&t);
 	return 0;
+}
+
+void api_record_traffic(struct plane *p, const struct persist_node *pn, const char *from, bool pass_on)
+{
+	if (!pn->traffic)
+		return;
+	char err[400];
+	unsigned status;
+	struct json_limits lim = { ACK_MAX_BYTES, 8 };
+	cJSON *f = json_decode(pn->traffic, strlen(pn->traffic), &lim, err, sizeof(err));
+	if (!f || record_traffic(p, pn->id, f, NULL, pass_on, &status, err, sizeof(err)) < 0)
+		log_warn("the traffic report of node %s from %s is refused: %s", pn->id, from, err);
+	cJSON_Delete(f);
 }
 
 /* {"node","version","traffic"}: what a node's live generation served, sent

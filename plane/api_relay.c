@@ -92,6 +92,7 @@ enum MHD_Result api_relay_nodes(struct plane *p, struct MHD_Connection *c, struc
 			continue;
 		}
 		rollout_record(p->rollout, &pn);   /* a member's ACK or NACK from behind the relay */
+		api_record_traffic(p, &pn, relay, true);
 		taken++;
 	}
 	cJSON_Delete(doc);

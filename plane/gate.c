@@ -256,6 +256,11 @@ void gate_report(struct gate *g, const char *node, const struct traffic *t)
 		strmap_put(&g->idx, n->id, (intptr_t)g->nnodes);
 		g->nnodes++;
 	}
+	if (n->have_last && strcmp(t->gen, n->last.gen) == 0 && t->version == n->last.version &&
+	    t->until < n->last.until) {
+		pthread_mutex_unlock(&g->lock);
+		return;   /* an older report than the last (one replayed by another replica's records) */
+	}
 	if (g->have_stage) {
 		if (!n->have_mark)
 			first_mark(g, n, t);

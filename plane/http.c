@@ -158,7 +158,7 @@ static bool is(const char *method, const char *want)
 static bool relay_refuses(struct plane *p, const char *url, const char *method)
 {
 	return p->persist->ops->upstream && !is(method, "GET") && strcmp(url, "/v1/ack") != 0 &&
-	       !str_starts_with(url, "/v1/relay/");
+	       strcmp(url, "/v1/report") != 0 && !str_starts_with(url, "/v1/relay/");
 }
 
 static enum MHD_Result route(struct plane *p, struct MHD_Connection *c, struct request *r,

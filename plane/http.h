@@ -58,6 +58,11 @@ enum MHD_Result api_batch(struct plane *p, struct MHD_Connection *c, struct requ
 enum MHD_Result api_nodes(struct plane *p, struct MHD_Connection *c, const char *method, const char *id);
 enum MHD_Result api_ack(struct plane *p, struct MHD_Connection *c, struct request *r);
 enum MHD_Result api_report(struct plane *p, struct MHD_Connection *c, struct request *r);
+/* The traffic report in a node record that came from another replica
+ * (pass_on false) or up from a relay (true), validated as POST /v1/report
+ * validates it and recorded (a refused one is logged, naming from). */
+struct persist_node;
+void api_record_traffic(struct plane *p, const struct persist_node *pn, const char *from, bool pass_on);
 enum MHD_Result api_stream(struct plane *p, struct MHD_Connection *c);
 enum MHD_Result api_relay_stream(struct plane *p, struct MHD_Connection *c);
 enum MHD_Result api_relay_nodes(struct plane *p, struct MHD_Connection *c, struct request *r);

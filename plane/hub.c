@@ -332,6 +332,15 @@ static size_t out_copy(struct stream *st, char *buf, size_t max)
 	return done;
 }
 
+/* A gated rollout runs, here or (a relay) upstream: nodes report. */
+static bool reports_wanted(struct plane *p)
+{
+	struct persist_stats ps = { .writable = true };
+	if (p->persist->ops->stats)
+		p->persist->ops->stats(p->persist, &ps);
+	return gate_wants_reports(p->gate) || ps.reports_wanted;
+}
+
 static void make_heartbeat(struct stream *st, const char *pre)
 {
 	struct hub *h = st->hub;
@@ -350,19 +359,19 @@ static void make_heartbeat(struct stream *st, const char *pre)
 		buf_putc(&text, '"');
 		free(stmt);
 	}
-	/* a rollout with traffic gates runs: nodes report what they serve */
-	if (gate_wants_reports(h->p->gate))
+	struct persist_stats ps = { .writable = true };
+	if (h->p->persist->ops->stats)
+		h->p->persist->ops->stats(h->p->persist, &ps);
+	/* a rollout with traffic gates runs (here, or upstream of a relay):
+	 * nodes report what they serve */
+	if (gate_wants_reports(h->p->gate) || ps.reports_wanted)
 		buf_puts(&text, ",\"report\":1");
 	/* a shared store without quorum: we serve what we have, and say so */
-	if (h->p->persist->ops->stats) {
-		struct persist_stats ps;
-		h->p->persist->ops->stats(h->p->persist, &ps);
-		if (!ps.writable)
-			buf_puts(&text, ",\"read_only\":true");
-		/* a relay without its upstream: what we serve may be old */
-		if (ps.upstream_down)
-			buf_puts(&text, ",\"upstream_down\":true");
-	}
+	if (!ps.writable)
+		buf_puts(&text, ",\"read_only\":true");
+	/* a relay without its upstream: what we serve may be old */
+	if (ps.upstream_down)
+		buf_puts(&text, ",\"upstream_down\":true");
 	buf_puts(&text, "}\n\n");
 	set_own(st, &text);
 	atomic_fetch_add(&h->p->ctr.heartbeats, 1);
@@ -524,6 +533,8 @@ static ssize_t relay_read(struct stream *st, char *buf, size_t max)
 				buf_putc(&data, '"');
 				free(stmt);
 			}
+			if (reports_wanted(p))   /* the relay's nodes report, and it passes them up */
+				buf_puts(&data, ",\"report\":1");
 			buf_putc(&data, '}');
 			atomic_fetch_add(&p->ctr.heartbeats, 1);
 			relay_event(st, pre, "heartbeat", &data);

@@ -44,6 +44,8 @@ struct node_rec {
 	char *traffic;
 	uint64_t t_requests, t_errors;
 	double t_p99;
+	bool traffic_out;            /* the report goes with the next record written: to
+				      * the other replicas, or up through the relay */
 	bool via_streaming;          /* the relay nearest it holds its stream */
 	int64_t poll_seen_ms;        /* monotonic time of the last poll */
 	int64_t behind_since_ms;     /* monotonic; 0 while at its target */
@@ -494,7 +496,7 @@ void nodes_set_sub(struct nodes *n, const char *id, const char *canon)
 	pthread_mutex_unlock(&n->lock);
 }
 
-int nodes_set_traffic(struct nodes *n, const char *id, const struct traffic *t)
+int nodes_set_traffic(struct nodes *n, const char *id, const struct traffic *t, bool pass_on)
 {
 	struct buf j = BUF_INIT;
 	traffic_to_json(t, &j);
@@ -508,6 +510,10 @@ int nodes_set_traffic(struct nodes *n, const char *id, const struct traffic *t)
 		r->t_requests = all.requests;
 		r->t_errors = all.errors;
 		r->t_p99 = traffic_quantile(all.hist, 0.99);
+		if (pass_on && (self_replica(n) || n->p->ops->upstream)) {
+			r->traffic_out = true;
+			mark_dirty(n, r);
+		}
 	}
 	pthread_mutex_unlock(&n->lock);
 	buf_release(&j);
@@ -833,7 +839,7 @@ void nodes_metrics(struct nodes *n, uint64_t plane_version, struct buf *out)
 /* Snapshot of one record for writing without the nodes lock. */
 struct rec_copy {
 	struct node_rec r;
-	char *labels, *nack_error, *via, *vf_error, *sub;
+	char *labels, *nack_error, *via, *vf_error, *sub, *traffic;
 };
 
 int nodes_flush(struct nodes *n, char *err, size_t errlen)
@@ -856,6 +862,8 @@ int nodes_flush(struct nodes *n, char *err, size_t errlen)
 		copies[i].via = r->via ? xstrdup(r->via) : NULL;
 		copies[i].vf_error = r->vf_error ? xstrdup(r->vf_error) : NULL;
 		copies[i].sub = r->sub ? xstrdup(r->sub) : NULL;
+		copies[i].traffic = r->traffic_out && r->traffic ? xstrdup(r->traffic) : NULL;
+		r->traffic_out = false;
 		r->dirty = false;
 	}
 	n->ndirty = 0;
@@ -875,6 +883,7 @@ int nodes_flush(struct nodes *n, char *err, size_t errlen)
 			.replica = self, .streaming = r->streams > 0 || (copies[i].via && r->via_streaming),
 			.via = copies[i].via, .verify_failures = r->verify_failures, .vf_version = r->vf_version,
 			.vf_error = copies[i].vf_error, .vf_at = r->vf_at, .sub = copies[i].sub,
+			.traffic = copies[i].traffic,
 		};
 	}
 	int rc = n->p->ops->nodes_save(n->p, recs, cnt, err, errlen);
@@ -884,8 +893,10 @@ int nodes_flush(struct nodes *n, char *err, size_t errlen)
 		pthread_mutex_lock(&n->lock);
 		for (size_t i = 0; i < cnt; i++) {
 			struct node_rec *r = lookup(n, copies[i].r.id);
-			if (r)
+			if (r) {
 				mark_dirty(n, r);
+				r->traffic_out |= copies[i].traffic != NULL;
+			}
 		}
 		pthread_mutex_unlock(&n->lock);
 	}
@@ -896,6 +907,7 @@ int nodes_flush(struct nodes *n, char *err, size_t errlen)
 		free(copies[i].via);
 		free(copies[i].vf_error);
 		free(copies[i].sub);
+		free(copies[i].traffic);
 	}
 	free(copies);
 	pthread_mutex_unlock(&n->flush_lock);

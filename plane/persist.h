@@ -113,6 +113,11 @@ struct persist_node {
 	int64_t vf_at;
 	/* its subscription, canonical ("": every name; NULL: not known) */
 	const char *sub;
+	/* its last traffic report (traffic-aware gates) as JSON text, when a
+	 * new one came since the record was last written; passed on to the
+	 * other replicas and up through relays, where the rollout's gates
+	 * judge it; stored by no backend for itself (NULL: none) */
+	const char *traffic;
 };
 typedef int (*persist_node_cb)(void *ctx, const struct persist_node *n);
 
@@ -159,6 +164,7 @@ struct persist_stats {
 	bool shared;                       /* other replicas write too */
 	bool writable;                     /* false: no quorum, writes get 503 */
 	bool upstream_down;                /* a relay that lost its upstream */
+	bool reports_wanted;               /* a relay whose upstream's heartbeats ask for traffic reports */
 	uint64_t watch_opens, revisions, reloads, reload_listed, reload_fetched, reload_deleted, conflicts;
 };
 

@@ -17,13 +17,20 @@
 
 /* etcd refuses a transaction of more than --max-txn-ops (default 128) */
 #define TXN_OPS 100
+/* and a transaction's values, base64 in the request: under etcd's default
+ * --max-request-bytes (1.5 MiB) when records carry traffic reports */
+#define TXN_BYTES (512u * 1024)
 
-static void put_json(cJSON *ops, struct persist *p, const char *key, cJSON *obj)
+/* Puts obj at key in ops; its text's length. */
+static size_t put_json(cJSON *ops, struct persist *p, const char *key, cJSON *obj)
 {
+	(void)p;
 	char *text = cJSON_PrintUnformatted(obj);
-	persist_etcd_txn_put(ops, key, text, strlen(text));
+	size_t len = strlen(text);
+	persist_etcd_txn_put(ops, key, text, len);
 	free(text);
 	cJSON_Delete(obj);
+	return len;
 }
 
 static int run_txn(struct persist *p, cJSON *body, char *err, size_t errlen)
@@ -189,11 +196,12 @@ int etcd_nodes_save(struct persist *p, const struct persist_node *recs, size_t c
 {
 	for (size_t i = 0; i < cnt;) {
 		cJSON *body = cJSON_CreateObject(), *ops = cJSON_AddArrayToObject(body, "success");
-		for (size_t k = 0; k < TXN_OPS && i < cnt; k++, i++) {
+		size_t bytes = 0;
+		for (size_t k = 0; k < TXN_OPS && i < cnt && bytes < TXN_BYTES; k++, i++) {
 			const struct persist_node *r = &recs[i];
 			cJSON *o = record_node_to_json(r);
 			char *key = persist_etcd_key(p, "nodes/%s", r->id);
-			put_json(ops, p, key, o);
+			bytes += put_json(ops, p, key, o);
 			free(key);
 		}
 		int rc = run_txn(p, body, err, errlen);

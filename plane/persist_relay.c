@@ -11,7 +11,7 @@
  *               "changes":[{"name","version","body"}|{"name","version",
  *               "deleted_at"}...]}  every state of a name after base, by
  *               version, so the history a rollout's targets need is here
- *   heartbeat  {"version","time","interval","statement"}
+ *   heartbeat  {"version","time","interval","statement","report"}
  * Until follow() the events wait in a queue (the plane starts with the
  * first state in hand); then they are handed over as they come. */
 #include "persist.h"
@@ -28,6 +28,7 @@
 
 #include <curl/curl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +37,8 @@
 #define FIRST_STATE_WAIT_MS 15000
 #define CALL_TIMEOUT_MS 5000
 #define MAX_EVENT_BYTES (256u << 20)
-#define NODES_BATCH 5000             /* records a POST: under the upstream's 16 MiB */
+#define NODES_BATCH 5000             /* records a POST */
+#define NODES_BATCH_BYTES (8u << 20) /* and its bytes: under the upstream's 16 MiB */
 
 struct queued {
 	char *type, *data;
@@ -64,6 +66,7 @@ struct persist_relay {
 	struct strmap view;          /* name -> version * 2 + live: what the store holds */
 	uint64_t horizon;
 	bool applied_once;
+	atomic_bool reports;         /* the upstream's last heartbeat asked for traffic reports */
 };
 
 static struct persist_relay *X(struct persist *p)
@@ -248,6 +251,8 @@ static int apply_heartbeat(struct persist_relay *x, const cJSON *o)
 		relay_link_set_interval(x->link, iv->valuedouble);
 	uint64_t v = record_u64(o, "version");
 	const char *stmt = record_str(o, "statement");
+	/* a gated rollout runs upstream: our nodes report, and we pass it on */
+	atomic_store(&x->reports, record_u64(o, "report") == 1);
 	pthread_mutex_lock(&x->lock);
 	uint64_t have = x->version;
 	pthread_mutex_unlock(&x->lock);
@@ -481,20 +486,12 @@ static int rl_nodes_load(struct persist *p, persist_node_cb cb, void *ctx, char 
 	return 0;   /* the nodes report again */
 }
 
-/* A batch of node records, up: {"relay":ID,"nodes":[record...]} */
-static int save_batch(struct persist_relay *x, const struct persist_node *recs, size_t n, char *err, size_t errlen)
+/* A batch of node records, up: {"relay":ID,"nodes":[record...]} in body. */
+static int post_batch(struct persist_relay *x, const struct buf *body, size_t n, char *err, size_t errlen)
 {
-	cJSON *o = cJSON_CreateObject();
-	cJSON_AddStringToObject(o, "relay", x->id);
-	cJSON *arr = cJSON_AddArrayToObject(o, "nodes");
-	for (size_t i = 0; i < n; i++)
-		cJSON_AddItemToArray(arr, record_node_to_json(&recs[i]));
-	char *body = cJSON_PrintUnformatted(o);
-	cJSON_Delete(o);
 	struct buf out = BUF_INIT;
-	long st = relay_link_call(x->link, "POST", "/v1/relay/nodes", body, strlen(body), CALL_TIMEOUT_MS, &out, err,
-				  errlen);
-	free(body);
+	long st = relay_link_call(x->link, "POST", "/v1/relay/nodes", body->data, body->len, CALL_TIMEOUT_MS, &out,
+				  err, errlen);
 	if (st != 200 && st >= 0)
 		snprintf(err, errlen, "the upstream refused %zu node records (%ld): %.*s", n, st,
 			 (int)(out.len > 300 ? 300 : out.len), out.data ? out.data : "");
@@ -502,14 +499,44 @@ static int save_batch(struct persist_relay *x, const struct persist_node *recs, 
 	return st == 200 ? 0 : PERSIST_UNAVAILABLE;
 }
 
+/* The records up, in batches of at most NODES_BATCH records and
+ * NODES_BATCH_BYTES (a record may carry a traffic report). */
 static int rl_nodes_save(struct persist *p, const struct persist_node *recs, size_t n, char *err, size_t errlen)
 {
-	for (size_t i = 0; i < n; i += NODES_BATCH) {
-		int rc = save_batch(X(p), recs + i, n - i < NODES_BATCH ? n - i : NODES_BATCH, err, errlen);
-		if (rc < 0)
-			return rc;
+	struct persist_relay *x = X(p);
+	struct buf body = BUF_INIT;
+	size_t in = 0;
+	int rc = 0;
+	for (size_t i = 0; i <= n && rc == 0; i++) {
+		char *rec = NULL;
+		size_t len = 0;
+		if (i < n) {
+			cJSON *o = record_node_to_json(&recs[i]);
+			rec = cJSON_PrintUnformatted(o);
+			cJSON_Delete(o);
+			len = strlen(rec);
+		}
+		if (in && (!rec || in == NODES_BATCH || body.len + len + 2 > NODES_BATCH_BYTES)) {
+			buf_puts(&body, "]}");
+			rc = post_batch(x, &body, in, err, errlen);
+			buf_reset(&body);
+			in = 0;
+		}
+		if (rec && rc == 0) {
+			if (!in) {
+				buf_puts(&body, "{\"relay\":");
+				buf_json_string(&body, x->id);
+				buf_puts(&body, ",\"nodes\":[");
+			} else {
+				buf_putc(&body, ',');
+			}
+			buf_append(&body, rec, len);
+			in++;
+		}
+		free(rec);
 	}
-	return 0;
+	buf_release(&body);
+	return rc;
 }
 
 static int rl_tokens_load(struct persist *p, persist_token_cb cb, void *ctx, char *err, size_t errlen)
@@ -598,6 +625,7 @@ static void rl_stats(struct persist *p, struct persist_stats *st)
 	st->shared = true;
 	st->writable = true;   /* writes are refused for what they are, not for quorum */
 	st->upstream_down = !relay_link_up(X(p)->link, NULL, 0);
+	st->reports_wanted = !st->upstream_down && atomic_load(&X(p)->reports);
 }
 
 static const char *rl_replica(struct persist *p)

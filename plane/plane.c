@@ -97,6 +97,9 @@ static int follow_node(void *ctx, const struct persist_node *n)
 	struct plane *p = ctx;
 	int rc = nodes_merge(p->nodes, n);
 	rollout_record(p->rollout, n);   /* an ACK from another replica's node */
+	const char *self = p->persist->ops->replica ? p->persist->ops->replica(p->persist) : NULL;
+	if (!self || !n->replica || strcmp(n->replica, self) != 0)
+		api_record_traffic(p, n, "another replica", false);   /* ours came back: recorded already */
 	return rc;
 }
 

@@ -131,6 +131,8 @@ cJSON *record_node_to_json(const struct persist_node *r)
 		cJSON_AddStringToObject(o, "via", r->via);
 	if (r->sub)
 		cJSON_AddStringToObject(o, "sub", r->sub);
+	if (r->traffic)
+		cJSON_AddStringToObject(o, "traffic", r->traffic);
 	if (r->verify_failures) {
 		num(o, "verify_failures", r->verify_failures);
 		num(o, "vf_version", r->vf_version);
@@ -164,6 +166,8 @@ int record_node_from_json(const cJSON *o, struct persist_node *n)
 		n->vf_error = record_str(o, "vf_error");
 	const cJSON *sub = cJSON_GetObjectItemCaseSensitive(o, "sub");
 	n->sub = cJSON_IsString(sub) ? sub->valuestring : NULL;
+	const cJSON *traffic = cJSON_GetObjectItemCaseSensitive(o, "traffic");
+	n->traffic = cJSON_IsString(traffic) ? traffic->valuestring : NULL;
 	return n->id[0] && n->labels[0] ? 0 : -1;
 }
 

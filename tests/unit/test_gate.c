@@ -4,9 +4,9 @@
  * its error rate (absolute and Nx) and on its p99 (ten times slower), the
  * reason's crossings worst first, a good canary that passes, too little
  * traffic (low_traffic after the bake), the marks (a baseline's cumulative
- * counters count only after the stage started), a generation that
- * restarts, the last stage judged against the baseline kept from the one
- * before, and the options. */
+ * counters count only after the stage started), an older report ignored,
+ * a generation that restarts, the last stage judged against the baseline
+ * kept from the one before, and the options. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -549,17 +549,40 @@ static void test_marks_count_after_the_stage_start(void **state)
 	double start2 = wall();
 	stage_init(&s, 9, 1, 50, start2, two, 2);
 	judge(g, &s, &reason);
-	report1(g, "b1", 1, "g1", start - 3600, start2 + 1, 2000, 100, 5);
-	report1(g, "b1", 1, "g1", start - 3600, start2 + 9, 2500, 600, 5);
+	report1(g, "b1", 1, "g1", start - 3600, start2 + 6, 2000, 100, 5);
+	report1(g, "b1", 1, "g1", start - 3600, start2 + 14, 2500, 600, 5);
 	cJSON *doc = gate_doc(g, 9);
 	s.acked[0] = true;
-	report1(g, "n1", 2, "g2", start + 0.5, start2 + 9, 1000, 0, 5);
+	report1(g, "n1", 2, "g2", start + 0.5, start2 + 14, 1000, 0, 5);
 	judge(g, &s, &reason);
 	cJSON_Delete(doc);
 	doc = gate_doc(g, 9);
 	assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(cJSON_GetObjectItem(doc, "gate"), "stages")), 2);
 	assert_true(num_at(doc, 1, "route/api", "baseline", "requests") == 1000);
 	assert_true(num_at(doc, 1, "route/api", "baseline", "errors") == 500);
+	cJSON_Delete(doc);
+	gate_free(g);
+	release_cfg();
+}
+
+/* A report older than the node's last (another replica's records
+ * replayed) is ignored: its lower counters are not a restart. */
+static void test_older_report_ignored(void **state)
+{
+	(void)state;
+	static const char *const members[] = { "n1" };
+	char *reason;
+	struct gate *g = make_gate("staged", "0.05", NULL, 100);
+	struct stage s;
+	double start = stage_begin(g, &s, 16, 0, 10, members, 1);
+	s.acked[0] = true;
+	report1(g, "n1", 2, "g2", start + 0.2, start + 10, 500, 0, 5);
+	assert_int_equal(judge(g, &s, &reason), GATE_JUDGING);
+	report1(g, "n1", 2, "g2", start + 0.2, start + 5, 200, 100, 5);   /* taken, a third would be errors */
+	assert_int_equal(judge(g, &s, &reason), GATE_JUDGING);
+	assert_null(reason);
+	cJSON *doc = gate_doc(g, 16);
+	assert_true(num_at(doc, 0, "route/api", "canary", "requests") == 500);
 	cJSON_Delete(doc);
 	gate_free(g);
 	release_cfg();
@@ -796,6 +819,7 @@ int main(void)
 		cmocka_unit_test(test_good_canary_passes),
 		cmocka_unit_test(test_low_traffic),
 		cmocka_unit_test(test_marks_count_after_the_stage_start),
+		cmocka_unit_test(test_older_report_ignored),
 		cmocka_unit_test(test_generation_restart),
 		cmocka_unit_test(test_last_stage_kept_baseline),
 		cmocka_unit_test(test_judge_interval),

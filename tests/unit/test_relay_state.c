@@ -189,6 +189,7 @@ static void test_records_round_trip(void **state)
 		.id = "web-1", .labels = "{\"zone\":\"a\"}", .transport = "sse", .acked_version = 9, .healthy = 1,
 		.has_nack = true, .nack_version = 10, .nack_error = "cluster/c: bad", .streaming = true,
 		.via = "r2,r3", .verify_failures = 2, .vf_version = 11, .vf_error = "state digest mismatch",
+		.traffic = "{\"version\":10,\"routes\":[]}",
 	};
 	o = record_node_to_json(&n);
 	struct persist_node nb;
@@ -201,6 +202,13 @@ static void test_records_round_trip(void **state)
 	assert_int_equal(nb.verify_failures, 2);
 	assert_string_equal(nb.vf_error, "state digest mismatch");
 	assert_true(nb.streaming);
+	assert_string_equal(nb.traffic, "{\"version\":10,\"routes\":[]}");
+	cJSON_Delete(o);
+	n.traffic = NULL;   /* no new report: no member, and none read back */
+	o = record_node_to_json(&n);
+	assert_null(cJSON_GetObjectItem(o, "traffic"));
+	assert_int_equal(record_node_from_json(o, &nb), 0);
+	assert_null(nb.traffic);
 	cJSON_Delete(o);
 
 	struct persist_token t = { .id = "5f0c2a9b1e77", .hash = "ab", .role = "relay", .node = "", .name = "edge",

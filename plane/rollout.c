@@ -608,9 +608,9 @@ static int revert(struct rollout *r, enum ro_state final, const char *reason, ch
 	uint64_t touched = run->touched;
 	pthread_mutex_unlock(&r->lock);
 
-	log_warn("rollout %llu: %s: version %llu reverted as version %llu (%llu nodes had it)",
+	log_warn("rollout %llu: %s: version %llu reverted as version %llu (%llu node%s had it)",
 		 (unsigned long long)done.id, ro_state_name(final), (unsigned long long)done.to,
-		 (unsigned long long)rv, (unsigned long long)touched);
+		 (unsigned long long)rv, (unsigned long long)touched, touched == 1 ? "" : "s");
 	log_warn("rollout %llu: reason: %s", (unsigned long long)done.id, reason);
 	if (!changed)
 		persist(r);

@@ -272,3 +272,51 @@ gates_scenario() {
 
 	gates_load_stop
 }
+
+# gates_fleet_scenario WHERE: the story of t0958 (nodes behind a relay)
+# and t0959 (nodes on the replica that is not the controller), with the
+# GATE_N nginx nodes the test started WHERE, and $PLANE_URL the plane that
+# judges. The test defines n1_traffic_seen: that plane shows n1's traffic.
+# The first rollout, with no traffic, passes flagged, every node having
+# been asked for reports; under load a good change passes on the traffic
+# that came WHERE (a verdict of pass, not low_traffic); a change sending
+# /api to the 500ing cluster is caught at the canary.
+gates_fleet_scenario() {
+	local where=$1 i asked=0
+	gates_state | ctl apply - >/dev/null || bail "cannot load the first state"
+	V1=$(plane_version)
+	check "the first rollout (no traffic) completes after its bakes" \
+		wait_until 60 ro_is ".to_version == $V1 and .state == \"completed\""
+	check "its stages passed flagged: too little traffic" ro_is '[.gate.stages[] | select(.verdict == "low_traffic")] | length >= 1'
+	check "every node serves /api through its nginx" wait_until 20 all_serve_good
+	for i in $(seq 1 "$GATE_N"); do
+		grep -q 'traffic: the plane asks for a report every' "$WORK/n$i.log" && asked=$((asked + 1))
+	done
+	check_eq "while it ran, every node $where was asked for reports" "$GATE_N" "$asked"
+
+	gates_load 40
+	check "the load generator's requests are answered" \
+		wait_until 15 sh -c "[ \"\$(jq '[.targets[].answered] | add' '$WORK/load.json')\" -gt 100 ]"
+	check "once the first rollout ended, n1 was no longer asked for reports" \
+		wait_until 15 grep -q 'traffic: the plane no longer asks for reports' "$WORK/n1.log"
+	gates_reroute web good2
+	V2=$(plane_version)
+	check "while its rollout runs, the judging plane shows n1's traffic, reported $where" wait_until 25 n1_traffic_seen
+	check "no node had a report refused or undelivered" sh -c \
+		"! grep -E 'refused the report|report was not delivered' '$WORK'/n[0-9].log"
+	check "a good change (/ to cluster good2) completes under traffic" \
+		wait_until 60 ro_is ".to_version == $V2 and .state == \"completed\""
+	check "its first stage passed on traffic: a verdict of pass, not low_traffic" ro_is '.gate.stages[0].verdict == "pass"'
+	diag "its first stage: $(ro '.gate.stages[0] | {verdict, reason, routes: [.routes[] | select(.canary.requests > 0 or .baseline.requests > 0) | {route, canary: .canary.requests, baseline: .baseline.requests, cn: .canary.nodes, bn: .baseline.nodes}]} | tostring')"
+	check "the comparison shows the canary's requests per route, beside a baseline of nodes $where too" \
+		ro_is 'any(.gate.stages[0].routes[]; .canary.requests > 0 and .canary.nodes == 1) and any(.gate.stages[0].routes[]; .baseline.requests > 0 and .baseline.nodes >= 1)'
+	check_eq "no 5xx so far" 0 "$(load_errors)"
+
+	gates_reroute api bad
+	caught_at_canary "the bad change"
+	check "the reason names route/nN-api and the error rate" sh -c \
+		"echo \"\$1\" | grep -Eq 'route/n[0-9]-api' && echo \"\$1\" | grep -q 'error rate'" _ "$REASON"
+	check "the stage's verdict is fail" ro_is '[.gate.stages[] | select(.verdict == "fail")] | length == 1'
+	check "every node serves /api from cluster good again" wait_until 20 all_serve_good
+	gates_load_stop
+}

@@ -62,53 +62,14 @@ streams_of() { curl -fsS "$1/metrics" | awk '$1 == "tether_streams" {print $2}';
 check_eq "the follower holds their $GATE_N streams, the controller none" "$GATE_N 0" \
 	"$(streams_of "$F_URL") $(streams_of "$C_URL")"
 
-# ---- the first state; its rollout passes with no traffic, flagged ----------------------
+# ---- the story: reports reach the controller; a good change passes on them, a bad one is caught ----
 
-gates_state | ctl apply - >/dev/null || bail "cannot load the first state"
-V1=$(plane_version)
-check "the first rollout (no traffic) completes after its bakes" \
-	wait_until 60 ro_is ".to_version == $V1 and .state == \"completed\""
-check "its stages passed flagged: too little traffic" ro_is '[.gate.stages[] | select(.verdict == "low_traffic")] | length >= 1'
-check "every node serves /api through its nginx" wait_until 20 all_serve_good
-asked=0
-for i in $(seq 1 "$GATE_N"); do
-	grep -q 'traffic: the plane asks for a report every' "$WORK/n$i.log" && asked=$((asked + 1))
-done
-check_eq "while it ran, the follower's heartbeats asked every node for reports" "$GATE_N" "$asked"
-
-# ---- a good change under traffic completes, judged on the follower's nodes' reports ----
-
-gates_load 40
-check "the load generator's requests are answered" \
-	wait_until 15 sh -c "[ \"\$(jq '[.targets[].answered] | add' '$WORK/load.json')\" -gt 100 ]"
-gates_reroute web good2
-V2=$(plane_version)
-# n1_traffic_on_controller: the controller's record of n1 counts /api's requests
-n1_traffic_on_controller() {
+# n1_traffic_seen: the controller's record of n1 counts /api's requests
+n1_traffic_seen() {
 	curl -fsS "$C_URL/v1/nodes/n1" |
 		jq -e '.traffic.routes | map(select(.route == "route/n1-api")) | .[0].requests > 0' >/dev/null
 }
-check "while its rollout runs, the controller's /v1/nodes shows n1's traffic (sent to the follower)" \
-	wait_until 25 n1_traffic_on_controller
-check "no node had a report refused or undelivered" sh -c \
-	"! grep -E 'refused the report|report was not delivered' '$WORK'/n[0-9].log"
-check "a good change (/ to cluster good2) completes under traffic" \
-	wait_until 60 ro_is ".to_version == $V2 and .state == \"completed\""
-check "its first stage passed on traffic: a verdict of pass, not low_traffic" ro_is '.gate.stages[0].verdict == "pass"'
-diag "its first stage: $(ro '.gate.stages[0] | {verdict, reason, routes: [.routes[] | select(.canary.requests > 0 or .baseline.requests > 0) | {route, canary: .canary.requests, baseline: .baseline.requests, cn: .canary.nodes, bn: .baseline.nodes}]} | tostring')"
-check "the comparison shows the canary's requests per route, beside a baseline of the follower's nodes" \
-	ro_is 'any(.gate.stages[0].routes[]; .canary.requests > 0 and .canary.nodes == 1) and any(.gate.stages[0].routes[]; .baseline.requests > 0 and .baseline.nodes >= 1)'
-check_eq "no 5xx so far" 0 "$(load_errors)"
+gates_fleet_scenario "on the follower"
 
-# ---- a bad change that passes validation is caught at the canary ---------------------
-
-gates_reroute api bad
-caught_at_canary "the bad change"
-check "the reason names route/nN-api and the error rate" sh -c \
-	"echo \"\$1\" | grep -Eq 'route/n[0-9]-api' && echo \"\$1\" | grep -q 'error rate'" _ "$REASON"
-check "the stage's verdict is fail" ro_is '[.gate.stages[] | select(.verdict == "fail")] | length == 1'
-check "every node serves /api from cluster good again" wait_until 20 all_serve_good
 check_eq "the controller did not change meanwhile" 1 "$(ctl_of "$C_URL")"
-
-gates_load_stop
 done_testing

@@ -185,6 +185,15 @@ caught_at_canary() {
 	diag "reason: $REASON"
 }
 
+# gates_first_5xx_to_revert: says how long from the first 5xx the load
+# generator saw to the revert of the rollout just rolled back.
+gates_first_5xx_to_revert() {
+	local first fin
+	first=$(load_first_5xx)
+	fin=$(ro '.finished_at * 1000 | floor')
+	diag "first 5xx seen by the load generator at $first ms, revert recorded at $fin ms: $((fin - first)) ms (bake $BAKE s, min-requests 30)"
+}
+
 # gates_plane: the plane of gates_scenario (a short bake, every gate on).
 # Each node's routes are its own (route/nI-...), so a route has no
 # baseline and the absolute forms compare with 0: the latency limit
@@ -238,9 +247,7 @@ gates_scenario() {
 	check "the reason names $G_BAD_KEY" sh -c "echo \"\$1\" | grep -Eq \"\$2\"" _ "$REASON" "$G_BAD_KEY"
 	check "the reason gives the rates of both sides" sh -c "echo \"\$1\" | grep -q 'error rate' && echo \"\$1\" | grep -q baseline" _ "$REASON"
 	check "the stage's verdict is fail" ro_is '[.gate.stages[] | select(.verdict == "fail")] | length == 1'
-	FIRST=$(load_first_5xx)
-	FIN=$(ro '.finished_at * 1000 | floor')
-	diag "first 5xx seen by the load generator at $FIRST ms, revert recorded at $FIN ms: $((FIN - FIRST)) ms (bake $BAKE s, min-requests 30)"
+	gates_first_5xx_to_revert
 	check "every node serves /api from cluster good again" wait_until 15 all_serve_good
 	# (requests the canary's old workers were still finishing may answer 5xx
 	# for a moment after the revert: counted from 2 s on)
@@ -317,6 +324,7 @@ gates_fleet_scenario() {
 	check "the reason names route/nN-api and the error rate" sh -c \
 		"echo \"\$1\" | grep -Eq 'route/n[0-9]-api' && echo \"\$1\" | grep -q 'error rate'" _ "$REASON"
 	check "the stage's verdict is fail" ro_is '[.gate.stages[] | select(.verdict == "fail")] | length == 1'
+	gates_first_5xx_to_revert
 	check "every node serves /api from cluster good again" wait_until 20 all_serve_good
 	gates_load_stop
 }

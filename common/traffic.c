@@ -129,6 +129,11 @@ uint64_t traffic_total(const struct traffic *t)
 	return n;
 }
 
+bool traffic_replayed(const struct traffic *t, const char *gen, uint64_t version, double until, uint64_t total)
+{
+	return strcmp(t->gen, gen) == 0 && t->version == version && t->until < until && traffic_total(t) <= total;
+}
+
 void traffic_to_json(const struct traffic *t, struct buf *out)
 {
 	buf_printf(out, "{\"version\":%llu,\"gen\":", (unsigned long long)t->version);

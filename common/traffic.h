@@ -60,6 +60,12 @@ double traffic_bucket_ms(size_t i);
  * bucket; 0 when it is empty. */
 double traffic_quantile(const uint64_t hist[TRAFFIC_BUCKETS], double q);
 uint64_t traffic_total(const struct traffic *t);
+/* Whether t is an older report than the last one taken of the same
+ * generation and version (gen, version, until, and its total requests):
+ * earlier and with no more requests, as a report replayed from another
+ * plane's record is. (An agent whose clock stepped back still counts
+ * up: its reports are not older.) */
+bool traffic_replayed(const struct traffic *t, const char *gen, uint64_t version, double until, uint64_t total);
 
 /* {"version","gen","since","until","dropped","routes":[{"route",
  * "requests","errors","p50","p99","hist":[[bucket,count],...]}]} */

@@ -13,7 +13,9 @@
 #include "plane.h"
 #include "rollout.h"
 #include "traffic.h"
+#include "util.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -52,8 +54,10 @@ static void printable(char *out, size_t cap, const char *s)
 }
 
 /* Traffic f of node (with version, a report's: of that version),
- * validated and recorded for /v1/nodes and the gates; pass_on: see
- * nodes_set_traffic. 0, or -1 with *status and err. */
+ * validated and recorded for /v1/nodes and the gates (a report older than
+ * the last is not); with pass_on, unless this plane is the controller
+ * that judges it, it goes on with the node's record (nodes_set_traffic).
+ * 0, or -1 with *status and err. */
 static int record_traffic(struct plane *p, const char *node, const cJSON *f, const uint64_t *version, bool pass_on,
 			  unsigned *status, char *err, size_t errlen)
 {
@@ -66,12 +70,16 @@ static int record_traffic(struct plane *p, const char *node, const cJSON *f, con
 	} else if (version && t.version != *version) {
 		snprintf(err, errlen, "version %llu, but its traffic is of version %llu", (unsigned long long)*version,
 			 (unsigned long long)t.version);
-	} else if (nodes_set_traffic(p->nodes, node, &t, pass_on) < 0) {
-		*status = MHD_HTTP_NOT_FOUND;
-		snprintf(err, errlen, "no node '%s' (connect first)", node);
 	} else {
-		gate_report(p->gate, node, &t);
-		rc = 0;
+		int taken = nodes_set_traffic(p->nodes, node, &t, pass_on && !rollout_leads(p->rollout));
+		if (taken < 0) {
+			*status = MHD_HTTP_NOT_FOUND;
+			snprintf(err, errlen, "no node '%s' (connect first)", node);
+		} else {
+			if (taken == 0)
+				gate_report(p->gate, node, &t);
+			rc = 0;
+		}
 	}
 	traffic_release(&t);
 	return rc;
@@ -100,14 +108,25 @@ static int take_traffic(struct plane *p, struct MHD_Connection *c, const char *w
 
 void api_record_traffic(struct plane *p, const struct persist_node *pn, const char *from, bool pass_on)
 {
+	/* refusals said at most every 10 s, with how many there were (a
+	 * lying relay sends thousands of records a second) */
+	static _Atomic int64_t next_say_ms;
+	static atomic_ulong refused;
 	if (!pn->traffic)
 		return;
 	char err[400];
 	unsigned status;
 	struct json_limits lim = { ACK_MAX_BYTES, 8 };
 	cJSON *f = json_decode(pn->traffic, strlen(pn->traffic), &lim, err, sizeof(err));
-	if (!f || record_traffic(p, pn->id, f, NULL, pass_on, &status, err, sizeof(err)) < 0)
-		log_warn("the traffic report of node %s from %s is refused: %s", pn->id, from, err);
+	if (!f || record_traffic(p, pn->id, f, NULL, pass_on, &status, err, sizeof(err)) < 0) {
+		unsigned long n = atomic_fetch_add(&refused, 1) + 1;
+		int64_t now = now_ms(), next = atomic_load(&next_say_ms);
+		if (now >= next && atomic_compare_exchange_strong(&next_say_ms, &next, now + 10000)) {
+			atomic_store(&refused, 0);
+			log_warn("the traffic report of node %s from %s is refused: %s (%lu refused since the last "
+				 "such warning)", pn->id, from, err, n);
+		}
+	}
 	cJSON_Delete(f);
 }
 

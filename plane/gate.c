@@ -256,8 +256,7 @@ void gate_report(struct gate *g, const char *node, const struct traffic *t)
 		strmap_put(&g->idx, n->id, (intptr_t)g->nnodes);
 		g->nnodes++;
 	}
-	if (n->have_last && strcmp(t->gen, n->last.gen) == 0 && t->version == n->last.version &&
-	    t->until < n->last.until) {
+	if (n->have_last && traffic_replayed(t, n->last.gen, n->last.version, n->last.until, traffic_total(&n->last))) {
 		pthread_mutex_unlock(&g->lock);
 		return;   /* an older report than the last (one replayed by another replica's records) */
 	}

@@ -332,13 +332,20 @@ static size_t out_copy(struct stream *st, char *buf, size_t max)
 	return done;
 }
 
-/* A gated rollout runs, here or (a relay) upstream: nodes report. */
-static bool reports_wanted(struct plane *p)
+/* How often nodes report their traffic, in seconds (0: they do not): a
+ * gated rollout runs here (every second), or upstream of a relay (as
+ * often as the upstream asks). */
+static unsigned report_every(struct plane *p, const struct persist_stats *ps)
+{
+	return gate_wants_reports(p->gate) ? 1 : ps->report_s;
+}
+
+static struct persist_stats stats_of(struct plane *p)
 {
 	struct persist_stats ps = { .writable = true };
 	if (p->persist->ops->stats)
 		p->persist->ops->stats(p->persist, &ps);
-	return gate_wants_reports(p->gate) || ps.reports_wanted;
+	return ps;
 }
 
 static void make_heartbeat(struct stream *st, const char *pre)
@@ -359,13 +366,12 @@ static void make_heartbeat(struct stream *st, const char *pre)
 		buf_putc(&text, '"');
 		free(stmt);
 	}
-	struct persist_stats ps = { .writable = true };
-	if (h->p->persist->ops->stats)
-		h->p->persist->ops->stats(h->p->persist, &ps);
+	struct persist_stats ps = stats_of(h->p);
 	/* a rollout with traffic gates runs (here, or upstream of a relay):
 	 * nodes report what they serve */
-	if (gate_wants_reports(h->p->gate) || ps.reports_wanted)
-		buf_puts(&text, ",\"report\":1");
+	unsigned every = report_every(h->p, &ps);
+	if (every)
+		buf_printf(&text, ",\"report\":%u", every);
 	/* a shared store without quorum: we serve what we have, and say so */
 	if (!ps.writable)
 		buf_puts(&text, ",\"read_only\":true");
@@ -533,8 +539,10 @@ static ssize_t relay_read(struct stream *st, char *buf, size_t max)
 				buf_putc(&data, '"');
 				free(stmt);
 			}
-			if (reports_wanted(p))   /* the relay's nodes report, and it passes them up */
-				buf_puts(&data, ",\"report\":1");
+			struct persist_stats ps = stats_of(p);
+			unsigned every = report_every(p, &ps);
+			if (every)   /* the relay's nodes report, and it passes them up */
+				buf_printf(&data, ",\"report\":%u", every);
 			buf_putc(&data, '}');
 			atomic_fetch_add(&p->ctr.heartbeats, 1);
 			relay_event(st, pre, "heartbeat", &data);

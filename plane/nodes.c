@@ -44,6 +44,9 @@ struct node_rec {
 	char *traffic;
 	uint64_t t_requests, t_errors;
 	double t_p99;
+	char t_gen[TRAFFIC_GEN_LEN]; /* which report it is (traffic_replayed) */
+	uint64_t t_version;
+	double t_until;
 	bool traffic_out;            /* the report goes with the next record written: to
 				      * the other replicas, or up through the relay */
 	bool via_streaming;          /* the relay nearest it holds its stream */
@@ -504,9 +507,17 @@ int nodes_set_traffic(struct nodes *n, const char *id, const struct traffic *t, 
 	traffic_sum_routes(t, &all);
 	pthread_mutex_lock(&n->lock);
 	struct node_rec *r = lookup(n, id);
+	if (r && r->traffic && traffic_replayed(t, r->t_gen, r->t_version, r->t_until, r->t_requests)) {
+		pthread_mutex_unlock(&n->lock);
+		buf_release(&j);
+		return 1;   /* older than the one shown: not taken */
+	}
 	if (r) {
 		free(r->traffic);
 		r->traffic = buf_detach(&j, NULL);
+		copy_str(r->t_gen, sizeof(r->t_gen), t->gen);
+		r->t_version = t->version;
+		r->t_until = t->until;
 		r->t_requests = all.requests;
 		r->t_errors = all.errors;
 		r->t_p99 = traffic_quantile(all.hist, 0.99);

@@ -89,10 +89,10 @@ int nodes_seen(struct nodes *n, const char *id, const char *labels, const char *
  * restarted plane still knows it. */
 void nodes_set_sub(struct nodes *n, const char *id, const char *canon);
 /* Records a node's last traffic report (traffic-aware gates): /v1/nodes
- * shows it, /metrics its sums. Memory only, but with pass_on (a report
- * not from another replica) on a replica or a relay it goes with the
- * node's next record written (persist_node.traffic). -1 for an unknown
- * node. */
+ * shows it, /metrics its sums. Memory only, but with pass_on on a replica
+ * or a relay it goes with the node's next record written
+ * (persist_node.traffic). 0; 1 when it is older than the one shown
+ * (traffic_replayed: not taken); -1 for an unknown node. */
 struct traffic;
 int nodes_set_traffic(struct nodes *n, const char *id, const struct traffic *t, bool pass_on);
 void nodes_stream_open(struct nodes *n, const char *id);

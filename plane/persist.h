@@ -114,9 +114,10 @@ struct persist_node {
 	/* its subscription, canonical ("": every name; NULL: not known) */
 	const char *sub;
 	/* its last traffic report (traffic-aware gates) as JSON text, when a
-	 * new one came since the record was last written; passed on to the
-	 * other replicas and up through relays, where the rollout's gates
-	 * judge it; stored by no backend for itself (NULL: none) */
+	 * new one came since the record was last written to a replica that
+	 * does not judge it or a relay: passed on to the controller or up to
+	 * the origin, whose gates judge it (NULL: none). etcd keeps it in the
+	 * record until the next write; SQLite does not store it. */
 	const char *traffic;
 };
 typedef int (*persist_node_cb)(void *ctx, const struct persist_node *n);
@@ -164,7 +165,8 @@ struct persist_stats {
 	bool shared;                       /* other replicas write too */
 	bool writable;                     /* false: no quorum, writes get 503 */
 	bool upstream_down;                /* a relay that lost its upstream */
-	bool reports_wanted;               /* a relay whose upstream's heartbeats ask for traffic reports */
+	unsigned report_s;                 /* a relay: the traffic report interval its upstream's
+					    * heartbeats ask for, in seconds (0: none) */
 	uint64_t watch_opens, revisions, reloads, reload_listed, reload_fetched, reload_deleted, conflicts;
 };
 

@@ -66,7 +66,7 @@ struct persist_relay {
 	struct strmap view;          /* name -> version * 2 + live: what the store holds */
 	uint64_t horizon;
 	bool applied_once;
-	atomic_bool reports;         /* the upstream's last heartbeat asked for traffic reports */
+	atomic_uint report_s;        /* the report interval the upstream's last heartbeat asked for (0: none) */
 };
 
 static struct persist_relay *X(struct persist *p)
@@ -252,7 +252,8 @@ static int apply_heartbeat(struct persist_relay *x, const cJSON *o)
 	uint64_t v = record_u64(o, "version");
 	const char *stmt = record_str(o, "statement");
 	/* a gated rollout runs upstream: our nodes report, and we pass it on */
-	atomic_store(&x->reports, record_u64(o, "report") == 1);
+	uint64_t every = record_u64(o, "report");
+	atomic_store(&x->report_s, every <= 3600 ? (unsigned)every : 0);
 	pthread_mutex_lock(&x->lock);
 	uint64_t have = x->version;
 	pthread_mutex_unlock(&x->lock);
@@ -625,7 +626,7 @@ static void rl_stats(struct persist *p, struct persist_stats *st)
 	st->shared = true;
 	st->writable = true;   /* writes are refused for what they are, not for quorum */
 	st->upstream_down = !relay_link_up(X(p)->link, NULL, 0);
-	st->reports_wanted = !st->upstream_down && atomic_load(&X(p)->reports);
+	st->report_s = st->upstream_down ? 0 : atomic_load(&X(p)->report_s);
 }
 
 static const char *rl_replica(struct persist *p)

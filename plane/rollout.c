@@ -1241,6 +1241,11 @@ void rollout_follow(struct rollout *r, struct ro_run *run, bool has_released, ui
 	wake_nodes(r);
 }
 
+bool rollout_leads(struct rollout *r)
+{
+	return r && atomic_load(&r->leading);
+}
+
 void rollout_record(struct rollout *r, const struct persist_node *n)
 {
 	if (!r || !r->staged || (r->shared && !atomic_load(&r->leading)))

@@ -67,6 +67,9 @@ void rollout_follow(struct rollout *r, struct ro_run *run, bool has_released, ui
 /* A node record another replica wrote: the controller counts its ACK or
  * NACK toward the stage, as if the node had answered here. */
 void rollout_record(struct rollout *r, const struct persist_node *n);
+/* Whether this replica is the elected controller now (false for a relay,
+ * a replica that follows, or a plane without staged rollouts). */
+bool rollout_leads(struct rollout *r);
 
 /* Relays: a count that moves with every transition (a relay stream sends
  * the record again when it moved); the record and the released version as

@@ -584,6 +584,12 @@ static void test_older_report_ignored(void **state)
 	cJSON *doc = gate_doc(g, 16);
 	assert_true(num_at(doc, 0, "route/api", "canary", "requests") == 500);
 	cJSON_Delete(doc);
+	/* an agent whose clock stepped back still counts up: taken */
+	report1(g, "n1", 2, "g2", start + 0.2, start + 6, 700, 0, 5);
+	judge(g, &s, &reason);
+	doc = gate_doc(g, 16);
+	assert_true(num_at(doc, 0, "route/api", "canary", "requests") == 700);
+	cJSON_Delete(doc);
 	gate_free(g);
 	release_cfg();
 }

@@ -1,6 +1,7 @@
 /* test_traffic.c: unit tests of common/traffic.c: buckets and quantiles,
  * route names and the route limit, the JSON round trip and its refusals,
- * windows (diff, a restarted generation) and merges. */
+ * windows (diff, a restarted generation), merges, and what is a replayed
+ * report. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -179,6 +180,30 @@ static void test_json_refusals(void **state)
 	refuse("{\"version\":1,\"since\":1,\"until\":2,\"dropped\":\"x\",\"routes\":[]}", "dropped");
 }
 
+/* An older report of the same generation and version, with no more
+ * requests, is a replay; a later one, another generation or version, or
+ * an earlier one that counts more (an agent clock stepped back) is not. */
+static void test_replayed(void **state)
+{
+	(void)state;
+	struct traffic t;
+	traffic_init(&t);
+	snprintf(t.gen, sizeof(t.gen), "g2");
+	t.version = 7;
+	t.until = 100;
+	struct traffic_route *r = traffic_route(&t, "route/api", 9);
+	for (int i = 0; i < 40; i++)
+		traffic_observe(r, 200, 3);
+	assert_true(traffic_replayed(&t, "g2", 7, 105, 50));    /* earlier, fewer */
+	assert_true(traffic_replayed(&t, "g2", 7, 105, 40));    /* earlier, as many */
+	assert_false(traffic_replayed(&t, "g2", 7, 100, 50));   /* not earlier */
+	assert_false(traffic_replayed(&t, "g2", 7, 95, 50));    /* later */
+	assert_false(traffic_replayed(&t, "g2", 7, 105, 30));   /* earlier but counts more: a clock stepped back */
+	assert_false(traffic_replayed(&t, "g1", 7, 105, 50));   /* another generation */
+	assert_false(traffic_replayed(&t, "g2", 6, 105, 50));   /* another version */
+	traffic_release(&t);
+}
+
 static void test_diff_and_merge(void **state)
 {
 	(void)state;
@@ -293,6 +318,7 @@ int main(void)
 		cmocka_unit_test(test_observe_and_names),
 		cmocka_unit_test(test_json_round_trip),
 		cmocka_unit_test(test_json_refusals),
+		cmocka_unit_test(test_replayed),
 		cmocka_unit_test(test_diff_and_merge),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

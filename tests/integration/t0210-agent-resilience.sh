@@ -222,19 +222,20 @@ check_eq "h1 ACKed version 3 with its nonce" "ack 3 hb.1" "$(jq -r '"\(.status) 
 stop_pid "${APID[h1]}" TERM
 
 # ---- reconnect backoff --------------------------------------------------------------------
+# counted over the test's own waits (the log's wall-clock times are shown,
+# not judged: a wall clock that steps makes their gaps meaningless)
 ALOG=bk1 start_agent bk1 --plane http://127.0.0.1:1 --log-level debug --backoff-min 0.2 --backoff-max 1
-check "with the plane down the agent keeps trying (6 attempts within 15 s)" \
-	wait_until 15 count_ge 6 "debug: sync: http://127.0.0.1:1/" "$WORK/bk1.log"
+sleep 2
+n2=$(count "debug: sync: http://127.0.0.1:1/" "$WORK/bk1.log")
+sleep 3
+n5=$(count "debug: sync: http://127.0.0.1:1/" "$WORK/bk1.log")
 stop_pid "${APID[bk1]}" TERM
-# the attempts' times, in ms since midnight, from the log's timestamps
 times=$(grep "debug: sync: http://127.0.0.1:1/" "$WORK/bk1.log" | head -n 6 |
 	sed -E 's/^[0-9-]+T([0-9]+):([0-9]+):([0-9]+)\.([0-9]+)Z.*/\1 \2 \3 \4/' |
 	awk '{print (($1 * 60 + $2) * 60 + $3) * 1000 + $4}')
-span=$(echo "$times" | awk 'NR == 1 {a = $1} {b = $1} END {print b - a}')
-maxgap=$(echo "$times" | awk 'NR > 1 {g = $1 - p; if (g > m) m = g} {p = $1} END {print m + 0}')
-diag "six attempts over $span ms, longest wait $maxgap ms"
-check "the attempts are spread out (6 attempts took >= 300 ms, not a tight loop)" test "$span" -ge 300
-check "no wait exceeds --backoff-max 1 s (longest $maxgap ms)" test "$maxgap" -le 1300
+diag "attempts: $n2 in the first 2 s, $n5 in 5 s; the first six at (ms) $(echo $times)"
+check "it backs off, not a tight loop: $n2 attempts in its first 2 s (at most 30)" test "$n2" -le 30
+check "it keeps trying: $n5 attempts in 5 s (at least 4: no wait much over --backoff-max 1 s)" test "$n5" -ge 4
 check_eq "the outage is logged once, not per attempt" 1 "$(count "warn: plane http://127.0.0.1:1" "$WORK/bk1.log")"
 
 check "no sanitizer report in any log" sh -c "! grep -l -E 'AddressSanitizer|LeakSanitizer|runtime error:' '$WORK'/*.log"

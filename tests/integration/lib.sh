@@ -230,9 +230,21 @@ start_plane() {
 }
 
 # stop_pid PID [SIGNAL]: signals a tracked process and waits for it.
+# A process that has not ended 60 s after the signal (a stuck exit, such
+# as LeakSanitizer's stop-the-world waiting forever) is killed and fails
+# the test, which cannot hang the run then.
 stop_pid() {
-	local pid=$1 sig=${2:-TERM}
+	local pid=$1 sig=${2:-TERM} i=0
 	kill -"$sig" "$pid" 2>/dev/null
+	while [ $i -lt 1200 ] && [ -e "/proc/$pid" ] && [ "$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | cut -c1)" != Z ]; do
+		sleep 0.05
+		i=$((i + 1))
+	done
+	if [ $i -ge 1200 ]; then
+		not_ok "process $pid ($(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-120)) did not end 60 s after SIG$sig: killed"
+		kill -KILL "$pid" 2>/dev/null
+		pkill -KILL -P "$pid" 2>/dev/null
+	fi
 	wait "$pid" 2>/dev/null
 	local rc=$?
 	untrack_pid "$pid"

@@ -259,6 +259,8 @@ static void report_start(struct agent *a)
 	buf_printf(&a->traffic.sent, ",\"version\":%llu,\"traffic\":", (unsigned long long)a->state.version);
 	traffic_to_json(&t, &a->traffic.sent);
 	buf_putc(&a->traffic.sent, '}');
+	log_debug("traffic: sending a report (version %llu, %zu routes, %zu bytes)", (unsigned long long)t.version,
+		  t.n, a->traffic.sent.len);
 	traffic_release(&t);
 	a->traffic.h = agent_post(a, "/v1/report", &a->traffic.sent, &a->traffic.resp, 10000L, &a->traffic.headers);
 }

@@ -272,19 +272,22 @@ static void watch_once(struct etcd_watch *w, const char *endpoint)
 
 /* etcd cancelled the watch for its token: a new one before reopening
  * (nothing else may call etcd meanwhile, and the liveness check runs
- * only while a stream is open) */
-static void reauthenticate(struct etcd_watch *w)
+ * only while a stream is open). Whether it worked. */
+static bool reauthenticate(struct etcd_watch *w)
 {
 	char err[512];
 	log_info("etcd watch: etcd refused the auth token; authenticating again");
-	if (etcd_reauthenticate(w->e, err, sizeof(err)) < 0)
+	if (etcd_reauthenticate(w->e, err, sizeof(err)) < 0) {
 		log_warn("etcd watch: %s", err);
+		return false;
+	}
+	return true;
 }
 
 static void *watch_main(void *arg)
 {
 	struct etcd_watch *w = arg;
-	unsigned attempt = 0;
+	unsigned attempt = 0, fresh_in_row = 0;
 	for (;;) {
 		pthread_mutex_lock(&w->lock);
 		while (!w->stop && w->compacted)
@@ -303,12 +306,17 @@ static void *watch_main(void *arg)
 			break;
 		log_warn("etcd watch: %s; reopening from revision %llu", w->why,
 			 (unsigned long long)atomic_load(&w->delivered) + 1);
-		if (w->reauth)
-			reauthenticate(w);
-		/* a stream that lived or delivered starts over at once; one that
-		 * failed at once waits a little longer each time, on the next
-		 * endpoint */
-		if (atomic_load(&w->delivered) > before || now_ms() - t0 > 5000)
+		bool fresh = w->reauth && reauthenticate(w);
+		/* a stream that lived or delivered starts over at once, and so
+		 * does one refused for its token once a new one came (used at
+		 * once, on the member that gave it: a token left idle through a
+		 * backoff may expire before the watch uses it; three times in a
+		 * row at most, each sign-in costs etcd a password hash); one
+		 * that failed at once waits a little longer each time, on the
+		 * next endpoint */
+		bool lived = atomic_load(&w->delivered) > before || now_ms() - t0 > 5000;
+		fresh_in_row = lived ? 0 : fresh_in_row + fresh;
+		if (lived || (fresh && fresh_in_row <= 3))
 			attempt = 0;
 		else
 			attempt++;

@@ -242,8 +242,10 @@ check "without heartbeats the request lapses" \
 n=$(reports)
 check "about one report per 0.3 s over the 2 s they were asked for ($n)" test "$n" -ge 4 -a "$n" -le 10
 check "asking heartbeats start them again" wait_until 10 count_ge 2 'traffic: the plane asks for a report every 0.3s' "$WORK/rp.log"
+# (counted as the agent sends them: the answer to one sent before the
+# lapse may come after it)
 check_eq "no report went out between the lapse and the new request" 0 \
-	"$(awk '/no heartbeat renewed the request/ {on = 1} on && /asks for a report every/ {exit} on && /refused the report/ {n++} END {print n + 0}' "$WORK/rp.log")"
+	"$(awk '/no heartbeat renewed the request/ {on = 1} on && /asks for a report every/ {exit} on && /sending a report/ {n++} END {print n + 0}' "$WORK/rp.log")"
 check "the agent stops when the heartbeats no longer ask" \
 	wait_until 10 grep -q 'traffic: the plane no longer asks for reports' "$WORK/rp.log"
 n2=$(reports)

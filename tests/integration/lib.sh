@@ -98,9 +98,11 @@ check_eq() {
 	fi
 }
 
+# The TAP plan says why and the driver counts a SKIP; exit 0, since the
+# TAP driver counts any other exit as an ERROR (77 too).
 skip_all() {
 	echo "1..0 # SKIP $*"
-	exit 77
+	exit 0
 }
 
 bail() {

@@ -1,87 +1,13 @@
 /* json.c: bounded JSON decoding and canonical encoding (see json.h). */
 #include "json.h"
 #include "buf.h"
+#include "json_syntax.h"
 #include "xmalloc.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Walks the raw text once to bound nesting before cJSON recurses (a deep
- * input must cost O(n), never a deep stack) and to refuse "\u0000" inside
- * strings, which cJSON would silently cut the string at. */
-static int prescan(const char *t, size_t len, int max_depth, char *err, size_t errlen)
-{
-	int depth = 0;
-	bool in_str = false, esc = false;
-	for (size_t i = 0; i < len; i++) {
-		char c = t[i];
-		if (in_str) {
-			if (esc) {
-				esc = false;
-				if (c == 'u' && len - i > 4 && memcmp(t + i + 1, "0000", 4) == 0) {
-					snprintf(err, errlen, "JSON string holds \\u0000 at byte %zu", i - 1);
-					return -1;
-				}
-			} else if (c == '\\')
-				esc = true;
-			else if (c == '"')
-				in_str = false;
-			continue;
-		}
-		if (c == '"') {
-			in_str = true;
-		} else if (c == '[' || c == '{') {
-			if (++depth > max_depth) {
-				snprintf(err, errlen, "JSON nesting deeper than %d at byte %zu", max_depth, i);
-				return -1;
-			}
-		} else if ((c == ']' || c == '}') && depth > 0) {
-			depth--;
-		}
-	}
-	return 0;
-}
-
-/* JSON text is UTF-8 (RFC 8259). cJSON copies string bytes through
- * unchecked, so invalid UTF-8 would be stored and served as invalid JSON.
- * Refuses bad lead and continuation bytes, overlong forms, surrogates and
- * code points above U+10FFFF. Returns the offset of the first bad byte, or
- * len when the text is valid. */
-static size_t utf8_check(const unsigned char *s, size_t len)
-{
-	size_t i = 0;
-	while (i < len) {
-		unsigned char c = s[i];
-		size_t n;
-		uint32_t cp, min;
-		if (c < 0x80) {
-			i++;
-			continue;
-		}
-		if ((c & 0xe0) == 0xc0) {
-			n = 1, cp = c & 0x1f, min = 0x80;
-		} else if ((c & 0xf0) == 0xe0) {
-			n = 2, cp = c & 0x0f, min = 0x800;
-		} else if ((c & 0xf8) == 0xf0) {
-			n = 3, cp = c & 0x07, min = 0x10000;
-		} else {
-			return i;
-		}
-		if (len - i <= n)
-			return i;
-		for (size_t k = 1; k <= n; k++) {
-			if ((s[i + k] & 0xc0) != 0x80)
-				return i;
-			cp = (cp << 6) | (s[i + k] & 0x3f);
-		}
-		if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-			return i;
-		i += n + 1;
-	}
-	return len;
-}
 
 static int key_cmp(const void *a, const void *b)
 {
@@ -163,16 +89,7 @@ cJSON *json_decode(const char *text, size_t len, const struct json_limits *lim,
 		snprintf(err, errlen, "JSON text of %zu bytes exceeds the limit of %zu", len, max_bytes);
 		return NULL;
 	}
-	if (memchr(text, '\0', len)) {
-		snprintf(err, errlen, "JSON text contains a NUL byte");
-		return NULL;
-	}
-	size_t bad = utf8_check((const unsigned char *)text, len);
-	if (bad < len) {
-		snprintf(err, errlen, "JSON text is not valid UTF-8 at byte %zu", bad);
-		return NULL;
-	}
-	if (prescan(text, len, max_depth, err, errlen) < 0)
+	if (json_syntax_check(text, len, max_depth, err, errlen) < 0)
 		return NULL;
 	/* cJSON reads until a NUL: hand it a terminated copy so it can never
 	 * run past the end (CVE-2023-53154 class) */

@@ -1,6 +1,8 @@
 /* json.h: JSON decoding with the project's limits, and canonical encoding.
  * Every JSON text from the network goes through json_decode: size cap,
- * nesting cap (checked before cJSON recurses), no NUL bytes, no duplicate
+ * then json_syntax_check on the raw text (RFC 8259's grammar, valid UTF-8,
+ * no NUL bytes, \u escapes with 4 hex digits and paired surrogates, no
+ * \u0000, nesting cap checked before cJSON recurses), then no duplicate
  * keys (cJSON keeps the first, other parsers the last: refuse both). */
 #ifndef TETHER_JSON_H
 #define TETHER_JSON_H

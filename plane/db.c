@@ -1,4 +1,5 @@
-/* db.c: the plane's SQLite database: directory lock, WAL, schema (see db.h). */
+/* db.c: the plane's SQLite database: directory lock, WAL, schema, and
+ * every file in the data directory 0600 (see db.h). */
 #include "db.h"
 #include "log.h"
 #include "xmalloc.h"
@@ -129,6 +130,61 @@ int db_meta_set(struct db *db, const char *key, long long val, char *err, size_t
 	return 0;
 }
 
+/* Warns when group or others may list or write the data directory: its
+ * files are 0600, but their names and count show, and whoever may write
+ * there may replace them. */
+static void check_dir_mode(const char *dir)
+{
+	struct stat st;
+	if (stat(dir, &st) == 0 && (st.st_mode & (S_IRGRP | S_IWGRP | S_IROTH | S_IWOTH)))
+		log_warn("data directory '%s' is mode %04o: group or others may list or write it; run chmod 700 '%s'",
+			 dir, (unsigned)(st.st_mode & 07777), dir);
+}
+
+/* Makes fd, the file name in the data directory dir, 0600 when group or
+ * others have any access to it (older planes created the database files
+ * with the umask's mode, 0644 under umask 022), saying so. */
+static void tighten(int fd, const char *dir, const char *name)
+{
+	struct stat st;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || !(st.st_mode & 077))
+		return;
+	if (fchmod(fd, 0600) < 0)
+		log_warn("data directory '%s': cannot make '%s' (mode %04o) 0600: %s; run chmod 600 '%s/%s'", dir, name,
+			 (unsigned)(st.st_mode & 07777), strerror(errno), dir, name);
+	else
+		log_warn("data directory '%s': '%s' was mode %04o, now 0600 (only the plane's user may read it)", dir,
+			 name, (unsigned)(st.st_mode & 07777));
+}
+
+/* Before SQLite opens it: creates DIR/tether.db 0600 if absent (SQLite
+ * would create it with the umask's mode, and its -wal and -shm with the
+ * database's) and tightens the database and the files beside it that an
+ * older plane left wider. */
+static int prepare_files(const char *dir, char *err, size_t errlen)
+{
+	static const char *const beside[] = { "tether.db-wal", "tether.db-shm", "tether.db-journal" };
+	char *path = xasprintf("%s/tether.db", dir);
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
+	free(path);
+	if (fd < 0) {
+		snprintf(err, errlen, "cannot create database in '%s': %s", dir, strerror(errno));
+		return -1;
+	}
+	tighten(fd, dir, "tether.db");
+	close(fd);
+	for (size_t i = 0; i < sizeof(beside) / sizeof(beside[0]); i++) {
+		path = xasprintf("%s/%s", dir, beside[i]);
+		fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+		free(path);
+		if (fd >= 0) {
+			tighten(fd, dir, beside[i]);
+			close(fd);
+		}
+	}
+	return 0;
+}
+
 struct db *db_open(const char *dir, char *err, size_t errlen)
 {
 	struct db *db = xcalloc(1, sizeof(*db));
@@ -151,6 +207,10 @@ struct db *db_open(const char *dir, char *err, size_t errlen)
 		snprintf(err, errlen, "data directory '%s' is in use by another tether-plane", dir);
 		goto fail;
 	}
+	check_dir_mode(dir);
+	tighten(db->lock_fd, dir, "lock");
+	if (prepare_files(dir, err, errlen) < 0)
+		goto fail;
 	char *path = xasprintf("%s/tether.db", dir);
 	int rc = sqlite3_open_v2(path, &db->conn, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
 				 SQLITE_OPEN_FULLMUTEX, NULL);

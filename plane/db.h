@@ -15,7 +15,11 @@ struct db {
 	int sync_full;   /* current PRAGMA synchronous: 1 FULL, 0 NORMAL */
 };
 
-/* Opens DIR/tether.db, creating DIR and the schema. NULL with err on failure. */
+/* Opens DIR/tether.db, creating DIR (0700) and the schema. Every file the
+ * plane keeps in DIR (the lock, the database, its -wal and -shm) is 0600
+ * whatever the umask: one an older plane left wider is tightened, with a
+ * warning; a DIR that group or others may list or write gets a warning
+ * (chmod 700). NULL with err on failure. */
 struct db *db_open(const char *dir, char *err, size_t errlen);
 void db_close(struct db *db);
 

@@ -1,13 +1,17 @@
 /* fuzz_json.c: libFuzzer target for json_decode and the canonical encoder:
  * no input may crash the decoder, every refusal carries a message, the
- * canonical text decodes to the same values (numbers exactly: the plane
- * keeps unknown fields and must not round them), and it is a fixed point
+ * raw text's check (json_syntax_check) passes only what cJSON parses with
+ * every string whole and is what json_decode refuses by, the canonical
+ * text decodes to the same values (numbers exactly: the plane keeps
+ * unknown fields and must not round them), and it is a fixed point
  * (decode(encode(v)) encodes to the same bytes), which the plane's cache
  * keys and ETags rely on. */
 #include "fuzz.h"
 #include "json.h"
+#include "json_syntax.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,17 +85,97 @@ static bool same_value(const cJSON *a, const cJSON *b)
 	return x == NULL && y == NULL;
 }
 
+/* The bytes the strings of a text (checked by json_syntax_check) decode
+ * to, keys and values, counted from the raw text by a second, simpler
+ * reader: each escape is one byte but \u, which is its code point's
+ * UTF-8 length (a surrogate pair 4). */
+static size_t raw_string_bytes(const char *t, size_t len)
+{
+	size_t total = 0;
+	bool in_str = false;
+	for (size_t i = 0; i < len; i++) {
+		if (!in_str) {
+			in_str = t[i] == '"';
+			continue;
+		}
+		if (t[i] == '"') {
+			in_str = false;
+		} else if (t[i] != '\\') {
+			total++;
+		} else if (t[i + 1] != 'u') {
+			total++;
+			i++;
+		} else {
+			unsigned long cp = strtoul((char[]){ t[i + 2], t[i + 3], t[i + 4], t[i + 5], 0 }, NULL, 16);
+			if (cp >= 0xd800 && cp <= 0xdbff) {
+				total += 4;   /* with the low surrogate after it */
+				i += 6;
+			} else {
+				total += cp < 0x80 ? 1 : cp < 0x800 ? 2 : 3;
+			}
+			i += 5;
+		}
+	}
+	return total;
+}
+
+/* The same count over a decoded tree. */
+static size_t tree_string_bytes(const cJSON *v)
+{
+	size_t total = v->string ? strlen(v->string) : 0;
+	if (cJSON_IsString(v))
+		total += strlen(v->valuestring);
+	for (const cJSON *c = v->child; c; c = c->next)
+		total += tree_string_bytes(c);
+	return total;
+}
+
+/* json_syntax_check, the raw text's check json_decode runs first, is
+ * never looser than cJSON: what it passes cJSON parses, with every string
+ * whole (cJSON would cut one at a bad \u escape); what it refuses
+ * json_decode refuses with its very message. */
+static void check_syntax(const uint8_t *data, size_t size, const cJSON *decoded, const char *decode_err)
+{
+	char err[256] = "";
+	const char *text = (const char *)data;
+	if (json_syntax_check(text, size, FUZZ_JSON_MAX_DEPTH, err, sizeof(err)) < 0) {
+		if (!err[0])
+			die("json_syntax_check refused without a message", NULL, NULL);
+		if (decoded)
+			die("json_decode accepted what json_syntax_check refused", err, NULL);
+		if (size <= FUZZ_JSON_MAX_BYTES && strcmp(err, decode_err) != 0)
+			die("json_decode refused with another message than json_syntax_check", err, decode_err);
+		return;
+	}
+	char *copy = malloc(size + 1);
+	if (!copy)
+		abort();
+	memcpy(copy, data, size);
+	copy[size] = '\0';
+	cJSON *v = cJSON_ParseWithOpts(copy, NULL, 1);
+	if (!v)
+		die("json_syntax_check passed a text cJSON refuses", copy, NULL);
+	if (tree_string_bytes(v) != raw_string_bytes(copy, size))
+		die("a string was cut short or grew in decoding", copy, NULL);
+	if (!decoded && size <= FUZZ_JSON_MAX_BYTES && strncmp(decode_err, "duplicate key", 13) != 0 &&
+	    strncmp(decode_err, "number out of range", 19) != 0)
+		die("json_decode refused a text json_syntax_check passed, for another reason than a duplicate key "
+		    "or a number out of range", copy, decode_err);
+	cJSON_Delete(v);
+	free(copy);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct json_limits lim = { FUZZ_JSON_MAX_BYTES, FUZZ_JSON_MAX_DEPTH };
 	char err[256] = "";
 
 	cJSON *v = json_decode((const char *)data, size, &lim, err, sizeof(err));
-	if (!v) {
-		if (!err[0])
-			die("json_decode failed without a message", NULL, NULL);
+	if (!v && !err[0])
+		die("json_decode failed without a message", NULL, NULL);
+	check_syntax(data, size, v, err);
+	if (!v)
 		return 0;
-	}
 	check_u64(v);
 	walk(v);
 

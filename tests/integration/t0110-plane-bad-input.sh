@@ -3,7 +3,8 @@
 # right status, a JSON {"error"} naming what is wrong) and loses nothing:
 # after each refusal the store's version and every resource are unchanged.
 # Malformed JSON, non-object bodies, size and nesting limits (Content-Length
-# and chunked), duplicate keys, NUL bytes, invalid UTF-8, wrong types and
+# and chunked), duplicate keys, NUL bytes, invalid UTF-8, bad \u escapes and
+# lone surrogates, raw control characters, lenient numbers, wrong types and
 # ranges of every field of every type, bad names, bad batches, the resource
 # limit, bad sync queries, wrong methods, unknown endpoints, the admin token.
 . "$(dirname "$0")/lib.sh"
@@ -169,6 +170,42 @@ printf '{"endpoints":[],"note":"a\377b"}' >"$WORK/utf8.json"
 refused "invalid UTF-8 is 400 (JSON text is UTF-8)" 400 "UTF-8" PUT /v1/resources/cluster/web --data-binary "@$WORK/utf8.json"
 printf '{"endpoints":[],"note":"a\300\257b"}' >"$WORK/overlong.json"
 refused "an overlong UTF-8 sequence is 400" 400 "UTF-8" PUT /v1/resources/cluster/web --data-binary "@$WORK/overlong.json"
+
+# ---- \u escapes, control characters, strict numbers (cJSON would take them) ------------------
+
+# cJSON decodes a \u escape with a bad hex digit as U+0000 and cuts the string there
+refused "a \\u escape with a bad hex digit is 400 naming it and its byte" 400 \
+	'cluster/esc: malformed JSON at byte 25: \u escape without 4 hex digits' \
+	PUT /v1/resources/cluster/esc --data-binary '{"endpoints":[],"note":"a\u12G4b"}'
+check_eq "nothing was stored under cluster/esc" 404 "$(api_status GET /v1/resources/cluster/esc)"
+refused "\\uZZZZ is 400" 400 'malformed JSON at byte 25: \u escape without 4 hex digits' \
+	PUT /v1/resources/cluster/esc --data-binary '{"endpoints":[],"note":"a\uZZZZb"}'
+refused "a short \\u escape is 400" 400 '\u escape without 4 hex digits' \
+	PUT /v1/resources/cluster/esc --data-binary '{"endpoints":[],"note":"\u12"}'
+refused "a bad \\u escape in a key is 400" 400 'malformed JSON at byte 18: \u escape without 4 hex digits' \
+	PUT /v1/resources/cluster/esc --data-binary '{"endpoints":[],"k\u00G0":1}'
+refused "a high surrogate without its low one is 400" 400 \
+	'malformed JSON at byte 24: \u escape of a high surrogate (\uD800-\uDBFF) not followed by a \u escape of a low surrogate' \
+	PUT /v1/resources/cluster/esc --data-binary '{"endpoints":[],"note":"\uD83D\u0041"}'
+refused "a lone low surrogate is 400" 400 'malformed JSON at byte 24: \u escape of a lone low surrogate' \
+	PUT /v1/resources/cluster/esc --data-binary '{"endpoints":[],"note":"\uDE00"}'
+refused "a bad \\u escape inside a batch body is 400" 400 '\u escape without 4 hex digits' \
+	POST /v1/batch --data-binary '{"upserts":[{"name":"cluster/esc","body":{"endpoints":[],"note":"\uZZZZ"}}]}'
+refused "a bad \\u escape in an ack is 400" 400 '\u escape without 4 hex digits' \
+	POST /v1/ack --data-binary '{"node":"n\u00Z1","version":1,"nonce":"x","status":"ack"}'
+refused "an invalid escape (\\x) is 400 naming it" 400 'malformed JSON at byte 24: invalid escape in a string' \
+	PUT /v1/resources/cluster/esc --data-binary '{"endpoints":[],"note":"\x41"}'
+refused "a raw tab in a string is 400" 400 'malformed JSON at byte 25: raw control character 0x09 in a string' \
+	PUT /v1/resources/cluster/esc --data-binary $'{"endpoints":[],"note":"a\tb"}'
+refused "a number with a leading zero is 400" 400 'malformed JSON at byte 22: a number cannot start with 0' \
+	PUT /v1/resources/cluster/esc --data-binary '{"endpoints":[{"port":080,"address":"10.0.0.1"}]}'
+refused "a form feed between values is 400" 400 'malformed JSON at byte 14: expected a value or' \
+	PUT /v1/resources/cluster/esc --data-binary $'{"endpoints":[\f]}'
+check_eq "after every refusal cluster/esc is still absent" 404 "$(api_status GET /v1/resources/cluster/esc)"
+accepted "valid \\u escapes and a surrogate pair are accepted" PUT /v1/resources/cluster/esc \
+	--data-binary '{"endpoints":[],"note":"caf\u00e9 \uD83D\uDE00 \u20AC\/"}'
+check_eq "they are stored decoded, whole" "café 😀 €/" \
+	"$(curl -sS "$PLANE_URL/v1/resources/cluster/esc" | jq -r '.body.note')"
 
 # ---- size limits: --max-body 1024, --max-request 4096 ------------------------------------
 

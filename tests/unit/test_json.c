@@ -1,14 +1,19 @@
-/* test_json.c: unit tests of common/json.c: json_decode's limits and refusals,
- * canonical encoding, and the typed getters. */
+/* test_json.c: unit tests of common/json.c and common/json_syntax.c:
+ * json_decode's limits and refusals (the raw text's grammar, escapes,
+ * surrogates, control characters, numbers), canonical encoding, and the
+ * typed getters. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "json.h"
+#include "json_syntax.h"
 
 /* Decodes text (of strlen bytes) expecting a refusal with exactly want. */
 static void expect_refused(const char *text, const struct json_limits *lim, const char *want)
@@ -62,17 +67,28 @@ static void test_decode_uses_only_len_bytes(void **state)
 static void test_malformed_with_byte_position(void **state)
 {
 	(void)state;
-	expect_refused("[1,2,x]", NULL, "malformed JSON at byte 5");
-	expect_refused("{\"a\" 1}", NULL, "malformed JSON at byte 5");
-	expect_refused("[1,]", NULL, "malformed JSON at byte 3");
-	expect_refused("", NULL, "malformed JSON at byte 0");
+	expect_refused("[1,2,x]", NULL, "malformed JSON at byte 5: expected a value, found 'x'");
+	expect_refused("{\"a\" 1}", NULL, "malformed JSON at byte 5: expected ':' after the key, found '1'");
+	expect_refused("[1,]", NULL, "malformed JSON at byte 3: expected a value, found ']'");
+	expect_refused("", NULL, "malformed JSON at byte 0: expected a value, found the end of the text");
+	expect_refused("{\"a\":1,}", NULL, "malformed JSON at byte 7: expected a key in double quotes, found '}'");
+	expect_refused("{1:2}", NULL, "malformed JSON at byte 1: expected a key in double quotes or '}', found '1'");
+	expect_refused("[1 2]", NULL, "malformed JSON at byte 3: expected ',' or ']', found '2'");
+	expect_refused("{\"a\":1]", NULL, "malformed JSON at byte 6: expected ',' or '}', found ']'");
+	expect_refused("[", NULL, "malformed JSON at byte 1: expected a value or ']', found the end of the text");
+	expect_refused("[tru]", NULL, "malformed JSON at byte 1: expected a value or ']', found 't'");
+	expect_refused("[\"abc", NULL, "malformed JSON at byte 5: the text ends inside the string opened at byte 1");
+	expect_refused("[\"a\\", NULL, "malformed JSON at byte 4: the text ends inside an escape");
+	expect_refused("{'a':1}", NULL, "malformed JSON at byte 1: expected a key in double quotes or '}', found '''");
+	expect_refused("[\xc3\xa9]", NULL, "malformed JSON at byte 1: expected a value or ']', found byte 0xc3");
 }
 
 static void test_trailing_garbage_refused(void **state)
 {
 	(void)state;
-	expect_refused("{\"a\":1} x", NULL, "malformed JSON at byte 8");
-	expect_refused("[1][2]", NULL, "malformed JSON at byte 3");
+	expect_refused("{\"a\":1} x", NULL,
+		       "malformed JSON at byte 8: expected the end of the text after the value, found 'x'");
+	expect_refused("[1][2]", NULL, "malformed JSON at byte 3: expected the end of the text after the value, found '['");
 	/* trailing white space is fine */
 	char err[64];
 	cJSON *v = json_decode("[1]\n\t ", 6, NULL, err, sizeof(err));
@@ -187,6 +203,7 @@ static void test_escaped_nul_refused(void **state)
 	(void)state;
 	expect_refused("{\"a\":\"x\\u0000y\"}", NULL, "JSON string holds \\u0000 at byte 7");
 	expect_refused("[\"\\u0000\"]", NULL, "JSON string holds \\u0000 at byte 2");
+	expect_refused("{\"k\\u0000\":1}", NULL, "JSON string holds \\u0000 at byte 3");
 	/* an escaped backslash followed by the text u0000 is not a NUL */
 	char err[128];
 	const char ok[] = "[\"\\\\u0000\"]";
@@ -200,6 +217,222 @@ static void test_escaped_nul_refused(void **state)
 	assert_non_null(v);
 	assert_int_equal(cJSON_GetArrayItem(v, 0)->valuestring[0], 1);
 	cJSON_Delete(v);
+}
+
+/* Decodes text expecting one string (alone in an array) of exactly want. */
+static void decodes_to(const char *text, const char *want, size_t wantlen)
+{
+	char err[256] = "";
+	cJSON *v = json_decode(text, strlen(text), NULL, err, sizeof(err));
+	if (!v)
+		fail_msg("%s refused: %s", text, err);
+	const cJSON *s = cJSON_GetArrayItem(v, 0);
+	assert_true(cJSON_IsString(s));
+	assert_int_equal(strlen(s->valuestring), wantlen);
+	assert_memory_equal(s->valuestring, want, wantlen);
+	cJSON_Delete(v);
+}
+
+static void test_u_escapes_good(void **state)
+{
+	(void)state;
+	decodes_to("[\"\\u0041\"]", "A", 1);
+	decodes_to("[\"a\\u00e9b\"]", "a\xc3\xa9" "b", 4);
+	decodes_to("[\"\\u00E9\\u00e9\"]", "\xc3\xa9\xc3\xa9", 4);
+	decodes_to("[\"\\u20AC\"]", "\xe2\x82\xac", 3);
+	decodes_to("[\"\\uFFFF\"]", "\xef\xbf\xbf", 3);
+	decodes_to("[\"\\u0001\\u001f\"]", "\x01\x1f", 2);
+	/* a surrogate pair, in either case, is one code point (U+1F600) */
+	decodes_to("[\"\\uD83D\\uDE00\"]", "\xf0\x9f\x98\x80", 4);
+	decodes_to("[\"\\ud83d\\ude00x\"]", "\xf0\x9f\x98\x80x", 5);
+	decodes_to("[\"\\uDBFF\\uDFFF\"]", "\xf4\x8f\xbf\xbf", 4);
+	/* the one-letter escapes */
+	decodes_to("[\"\\\"\\\\\\/\\b\\f\\n\\r\\t\"]", "\"\\/\b\f\n\r\t", 8);
+	/* an escaped backslash then "u12G4" is text, not an escape */
+	decodes_to("[\"\\\\u12G4\"]", "\\u12G4", 6);
+	/* in a key too */
+	char err[128];
+	cJSON *v = json_decode("{\"\\u006b\":1}", 12, NULL, err, sizeof(err));
+	assert_non_null(v);
+	assert_non_null(cJSON_GetObjectItemCaseSensitive(v, "k"));
+	cJSON_Delete(v);
+}
+
+/* cJSON decodes a \u escape with a bad hex digit as U+0000 and keeps the
+ * string cut there: "a\u12G4b" would be stored as "a". */
+static void test_u_escape_bad_hex_refused(void **state)
+{
+	(void)state;
+	const char *msg = "\\u escape without 4 hex digits after it (write \\uXXXX, X in 0-9 a-f A-F)";
+	static const struct {
+		const char *text;
+		size_t at;
+	} cases[] = {
+		{ "[\"a\\u12G4b\"]", 3 },
+		{ "[\"\\uZZZZ\"]", 2 },
+		{ "[\"\\u004g\"]", 2 },
+		{ "[\"\\u-123\"]", 2 },
+		{ "[\"\\u 123\"]", 2 },
+		{ "[\"\\u12\"]", 2 },      /* too short before the quote */
+		{ "[\"\\u\"]", 2 },
+		{ "[\"\\u12", 2 },          /* the text ends */
+		{ "{\"k\\uXY00\":1}", 3 }, /* in a key */
+		{ "{\"endpoints\":[],\"x\":\"\\u12G4\"}", 21 },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char want[256];
+		snprintf(want, sizeof(want), "malformed JSON at byte %zu: %s", cases[i].at, msg);
+		expect_refused(cases[i].text, NULL, want);
+	}
+}
+
+static void test_unpaired_surrogates_refused(void **state)
+{
+	(void)state;
+	const char *high = "\\u escape of a high surrogate (\\uD800-\\uDBFF) not followed by a \\u escape of a "
+			   "low surrogate (\\uDC00-\\uDFFF)";
+	const char *low = "\\u escape of a lone low surrogate (\\uDC00-\\uDFFF may only follow a high surrogate "
+			  "\\uD800-\\uDBFF)";
+	static const struct {
+		const char *text;
+		size_t at;
+		bool is_high;
+	} cases[] = {
+		{ "[\"\\uD800\"]", 2, true },
+		{ "[\"\\uDBFFx\"]", 2, true },
+		{ "[\"\\ud800\\n\"]", 2, true },
+		{ "[\"\\uD800\\u0041\"]", 2, true },        /* followed by another code point */
+		{ "[\"\\uD800\\uD800\"]", 2, true },        /* two highs */
+		{ "[\"\\uD83D \\uDE00\"]", 2, true },       /* not immediately */
+		{ "[\"ab\\uD83D", 4, true },                 /* the text ends */
+		{ "[\"\\uDC00\"]", 2, false },
+		{ "[\"x\\uDFFF\"]", 3, false },
+		{ "[\"\\uDE00\\uD83D\"]", 2, false },       /* a pair the wrong way round */
+		{ "[\"\\uD83D\\uDE00\\uDE00\"]", 14, false }, /* a pair, then a lone low */
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char want[256];
+		snprintf(want, sizeof(want), "malformed JSON at byte %zu: %s", cases[i].at,
+			 cases[i].is_high ? high : low);
+		expect_refused(cases[i].text, NULL, want);
+	}
+	/* a high surrogate followed by a \u with bad hex: the bad hex is named */
+	expect_refused("[\"\\uD800\\uDCZZ\"]", NULL,
+		       "malformed JSON at byte 8: \\u escape without 4 hex digits after it (write \\uXXXX, X in "
+		       "0-9 a-f A-F)");
+}
+
+static void test_invalid_escapes_refused(void **state)
+{
+	(void)state;
+	const char *msg = "invalid escape in a string (a backslash must be followed by one of \" \\ / b f n r t u)";
+	const char *cases[] = { "[\"\\x41\"]", "[\"\\U0041\"]", "[\"\\'\"]", "[\"\\0\"]", "[\"\\a\"]", "[\"\\ \"]" };
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char want[256];
+		snprintf(want, sizeof(want), "malformed JSON at byte 2: %s", msg);
+		expect_refused(cases[i], NULL, want);
+	}
+}
+
+/* RFC 8259: U+0000..U+001F must be escaped in a string; cJSON takes them raw. */
+static void test_raw_control_characters_refused(void **state)
+{
+	(void)state;
+	expect_refused("[\"a\tb\"]", NULL,
+		       "malformed JSON at byte 3: raw control character 0x09 in a string (escape it, as \\u0009 or "
+		       "\\n, \\t, \\r)");
+	expect_refused("[\"a\nb\"]", NULL,
+		       "malformed JSON at byte 3: raw control character 0x0a in a string (escape it, as \\u000a or "
+		       "\\n, \\t, \\r)");
+	expect_refused("{\"k\x01\":1}", NULL,
+		       "malformed JSON at byte 3: raw control character 0x01 in a string (escape it, as \\u0001 or "
+		       "\\n, \\t, \\r)");
+	expect_refused("[\"\x1f\"]", NULL,
+		       "malformed JSON at byte 2: raw control character 0x1f in a string (escape it, as \\u001f or "
+		       "\\n, \\t, \\r)");
+	/* DEL and everything above is allowed raw */
+	decodes_to("[\"\x7f\xc3\xa9 ~\"]", "\x7f\xc3\xa9 ~", 5);
+}
+
+/* Outside strings only space, tab, CR and LF are white space (cJSON takes
+ * every byte up to 0x20); a byte order mark first is allowed. */
+static void test_white_space(void **state)
+{
+	(void)state;
+	expect_refused("[1,\f2]", NULL, "malformed JSON at byte 3: expected a value, found byte 0x0c");
+	expect_refused("\x01[1]", NULL, "malformed JSON at byte 0: expected a value, found byte 0x01");
+	expect_refused("[1]\v", NULL,
+		       "malformed JSON at byte 3: expected the end of the text after the value, found byte 0x0b");
+	char err[128];
+	const char ok[] = " \t\r\n[ 1 ,\t2\r\n]\n";
+	cJSON *v = json_decode(ok, strlen(ok), NULL, err, sizeof(err));
+	assert_non_null(v);
+	cJSON_Delete(v);
+	v = json_decode("\xef\xbb\xbf{\"a\":1}", 10, NULL, err, sizeof(err));
+	assert_non_null(v);
+	cJSON_Delete(v);
+	/* a byte order mark is skipped only first */
+	expect_refused("[\xef\xbb\xbf]", NULL, "malformed JSON at byte 1: expected a value or ']', found byte 0xef");
+}
+
+/* cJSON reads 01, 1. and 1.e5 (strtod); RFC 8259 does not. */
+static void test_numbers_strict(void **state)
+{
+	(void)state;
+	expect_refused("[01]", NULL,
+		       "malformed JSON at byte 1: a number cannot start with 0 followed by more digits (leading zero)");
+	expect_refused("[-01]", NULL,
+		       "malformed JSON at byte 2: a number cannot start with 0 followed by more digits (leading zero)");
+	expect_refused("[1.]", NULL, "malformed JSON at byte 3: expected a digit after '.', found ']'");
+	expect_refused("[1.e5]", NULL, "malformed JSON at byte 3: expected a digit after '.', found 'e'");
+	expect_refused("[1e]", NULL, "malformed JSON at byte 3: expected a digit in the exponent, found ']'");
+	expect_refused("[1E+]", NULL, "malformed JSON at byte 4: expected a digit in the exponent, found ']'");
+	expect_refused("[-]", NULL, "malformed JSON at byte 2: expected a digit after '-', found ']'");
+	expect_refused("-", NULL, "malformed JSON at byte 1: expected a digit after '-', found the end of the text");
+	expect_refused("[+1]", NULL, "malformed JSON at byte 1: expected a value or ']', found '+'");
+	expect_refused("[.5]", NULL, "malformed JSON at byte 1: expected a value or ']', found '.'");
+	expect_refused("[0x10]", NULL, "malformed JSON at byte 2: expected ',' or ']', found 'x'");
+	const char ok[] = "[0,-0,0.5,-0.25,10,1e5,1E+5,1e-05,-0.0e0,123456789012345678901234567890]";
+	char err[128];
+	cJSON *v = json_decode(ok, strlen(ok), NULL, err, sizeof(err));
+	if (!v)
+		fail_msg("%s", err);
+	assert_int_equal(cJSON_GetArraySize(v), 10);
+	assert_true(cJSON_GetArrayItem(v, 6)->valuedouble == 100000);
+	assert_true(cJSON_GetArrayItem(v, 7)->valuedouble == 1e-5);
+	cJSON_Delete(v);
+}
+
+/* json_syntax_check is what json_decode runs: the same verdicts on its own. */
+static void test_syntax_check_alone(void **state)
+{
+	(void)state;
+	char err[256] = "";
+	const char ok[] = "{\"a\":[1,2.5e3,\"\\u00e9\\uD83D\\uDE00\",true,false,null,{}],\"b\":\"\"}";
+	assert_int_equal(json_syntax_check(ok, strlen(ok), 0, err, sizeof(err)), 0);
+	assert_string_equal(err, "");
+	assert_int_equal(json_syntax_check("[\"\\uZZZZ\"]", 10, 0, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "at byte 2: \\u escape without 4 hex digits"));
+	/* max_depth 0 is the default, 32 */
+	char *deep = repeat('[', 40);
+	assert_int_equal(json_syntax_check(deep, 40, 0, err, sizeof(err)), -1);
+	assert_string_equal(err, "JSON nesting deeper than 32 at byte 32");
+	assert_int_equal(json_syntax_check(deep, 40, 2, err, sizeof(err)), -1);
+	assert_string_equal(err, "JSON nesting deeper than 2 at byte 2");
+	free(deep);
+	/* a limit above the stack kept on the C stack (512) */
+	char *s = malloc(2 * 600);
+	assert_non_null(s);
+	memset(s, '[', 600);
+	memset(s + 600, ']', 600);
+	assert_int_equal(json_syntax_check(s, 1200, 600, err, sizeof(err)), 0);
+	assert_int_equal(json_syntax_check(s, 1200, 599, err, sizeof(err)), -1);
+	assert_string_equal(err, "JSON nesting deeper than 599 at byte 599");
+	free(s);
+	/* a message is cut to errlen, never overrun */
+	char small[8];
+	assert_int_equal(json_syntax_check("[01]", 4, 0, small, sizeof(small)), -1);
+	assert_string_equal(small, "malform");
 }
 
 static void test_numbers_out_of_range_refused(void **state)
@@ -347,6 +580,14 @@ int main(void)
 		cmocka_unit_test(test_duplicate_keys),
 		cmocka_unit_test(test_nul_byte_refused),
 		cmocka_unit_test(test_escaped_nul_refused),
+		cmocka_unit_test(test_u_escapes_good),
+		cmocka_unit_test(test_u_escape_bad_hex_refused),
+		cmocka_unit_test(test_unpaired_surrogates_refused),
+		cmocka_unit_test(test_invalid_escapes_refused),
+		cmocka_unit_test(test_raw_control_characters_refused),
+		cmocka_unit_test(test_white_space),
+		cmocka_unit_test(test_numbers_strict),
+		cmocka_unit_test(test_syntax_check_alone),
 		cmocka_unit_test(test_numbers_out_of_range_refused),
 		cmocka_unit_test(test_canonical_keeps_numbers_exact),
 		cmocka_unit_test(test_canonical_sorts_recursively),

@@ -41,11 +41,11 @@ int history_message_check(const char *m, char *err, size_t errlen)
 	return 0;
 }
 
-static bool has_log(struct plane *p, struct MHD_Connection *c, enum MHD_Result *ret)
+static bool has_log(struct plane *p, struct http_conn *c, enum http_result *ret)
 {
 	if (p->persist->ops->log_list)
 		return true;
-	*ret = http_send_error(c, MHD_HTTP_NOT_IMPLEMENTED, "the %s store keeps no version history",
+	*ret = http_send_error(c, HTTP_NOT_IMPLEMENTED, "the %s store keeps no version history",
 			       p->persist->ops->name);
 	return false;
 }
@@ -112,12 +112,12 @@ static int change_cb(void *ctx, const struct persist_vchange *ch)
 static int check_kept(uint64_t v, uint64_t floor, uint64_t cur, struct write_result *res)
 {
 	if (v > cur) {
-		write_result_error(res, MHD_HTTP_NOT_FOUND, "no version %llu: the plane is at version %llu",
+		write_result_error(res, HTTP_NOT_FOUND, "no version %llu: the plane is at version %llu",
 				   (unsigned long long)v, (unsigned long long)cur);
 		return -1;
 	}
 	if (v < floor) {
-		write_result_error(res, MHD_HTTP_GONE,
+		write_result_error(res, HTTP_GONE,
 				   "version %llu is past the history kept (the oldest kept is %llu; see "
 				   "--history-keep and --history-max-age)", (unsigned long long)v,
 				   (unsigned long long)floor);
@@ -135,7 +135,7 @@ static int parse_version(const char *s, uint64_t *v)
 static void answer_json(struct write_result *res, struct buf *b)
 {
 	buf_putc(b, '\n');
-	res->status = MHD_HTTP_OK;
+	res->status = HTTP_OK;
 	res->body = *b;
 	res->gzip_ok = true;
 	buf_init(b);
@@ -143,12 +143,12 @@ static void answer_json(struct write_result *res, struct buf *b)
 
 /* Runs fn(p, arg) off the request's thread when the plane has a writer
  * (a shared backend), else here; free_arg(arg) after. */
-static enum MHD_Result run(struct plane *p, struct MHD_Connection *c, struct request *r, bool write, writer_fn fn,
+static enum http_result run(struct plane *p, struct http_conn *c, struct request *r, bool write, writer_fn fn,
 			   void *arg, void (*free_arg)(void *))
 {
 	r->job = writer_call(p->writer, c, write, fn, arg, free_arg);
 	if (r->job)
-		return MHD_YES;
+		return HTTP_YES;
 	struct write_result res;
 	fn(p, arg, &res);
 	free_arg(arg);
@@ -183,7 +183,7 @@ static void history_run(struct plane *p, void *arg, struct write_result *res)
 	uint64_t cur = store_version(p->store);
 	store_rdunlock(p->store);
 	if (ops->log_floor(p->persist, &floor, err, sizeof(err)) < 0) {
-		write_result_error(res, MHD_HTTP_INTERNAL_SERVER_ERROR, "history: %s", err);
+		write_result_error(res, HTTP_INTERNAL_SERVER_ERROR, "history: %s", err);
 		return;
 	}
 	if (!j->one) {
@@ -191,7 +191,7 @@ static void history_run(struct plane *p, void *arg, struct write_result *res)
 			   (unsigned long long)floor);
 		if (ops->log_list(p->persist, j->name, (size_t)j->limit, list_cb, &l, err, sizeof(err)) < 0) {
 			buf_release(&b);
-			write_result_error(res, MHD_HTTP_INTERNAL_SERVER_ERROR, "history: %s", err);
+			write_result_error(res, HTTP_INTERNAL_SERVER_ERROR, "history: %s", err);
 			return;
 		}
 		buf_puts(&b, "]}");
@@ -205,9 +205,9 @@ static void history_run(struct plane *p, void *arg, struct write_result *res)
 	if (rc <= 0) {
 		buf_release(&b);
 		if (rc < 0)
-			write_result_error(res, MHD_HTTP_INTERNAL_SERVER_ERROR, "history: %s", err);
+			write_result_error(res, HTTP_INTERNAL_SERVER_ERROR, "history: %s", err);
 		else
-			write_result_error(res, MHD_HTTP_GONE, "version %llu is past the history kept",
+			write_result_error(res, HTTP_GONE, "version %llu is past the history kept",
 					   (unsigned long long)j->v);
 		return;
 	}
@@ -215,10 +215,10 @@ static void history_run(struct plane *p, void *arg, struct write_result *res)
 	answer_json(res, &b);
 }
 
-enum MHD_Result api_history(struct plane *p, struct MHD_Connection *c, struct request *r, const char *version)
+enum http_result api_history(struct plane *p, struct http_conn *c, struct request *r, const char *version)
 {
 	struct principal who;
-	enum MHD_Result ret;
+	enum http_result ret;
 	char err[512];
 	if (!auth_allow(p, c, ROLE_READER, &who, &ret) || !has_log(p, c, &ret))
 		return ret;
@@ -230,18 +230,18 @@ enum MHD_Result api_history(struct plane *p, struct MHD_Connection *c, struct re
 		j->limit = 20;
 		if (lim && (parse_u64(lim, &j->limit) < 0 || j->limit < 1 || j->limit > LIST_MAX)) {
 			history_job_free(j);
-			return http_send_error(c, MHD_HTTP_BAD_REQUEST, "limit: must be an integer in 1..%d", LIST_MAX);
+			return http_send_error(c, HTTP_BAD_REQUEST, "limit: must be an integer in 1..%d", LIST_MAX);
 		}
 		if (name && resource_fullname_check(name, err, sizeof(err)) < 0) {
 			history_job_free(j);
-			return http_send_error(c, MHD_HTTP_BAD_REQUEST, "name: %s", err);
+			return http_send_error(c, HTTP_BAD_REQUEST, "name: %s", err);
 		}
 		j->name = name ? xstrdup(name) : NULL;
 	} else {
 		j->one = true;
 		if (parse_version(version, &j->v) < 0) {
 			history_job_free(j);
-			return http_send_error(c, MHD_HTTP_BAD_REQUEST, "history: '%.40s' is not a version", version);
+			return http_send_error(c, HTTP_BAD_REQUEST, "history: '%.40s' is not a version", version);
 		}
 	}
 	return run(p, c, r, false, history_run, j, history_job_free);
@@ -341,12 +341,12 @@ static void get_at_run(struct plane *p, void *arg, struct write_result *res)
 	char err[512];
 	uint64_t floor = 0, cur = 0;
 	if (p->persist->ops->log_floor(p->persist, &floor, err, sizeof(err)) < 0) {
-		write_result_error(res, MHD_HTTP_INTERNAL_SERVER_ERROR, "history: %s", err);
+		write_result_error(res, HTTP_INTERNAL_SERVER_ERROR, "history: %s", err);
 		return;
 	}
 	struct states st = { 0 };
 	if (log_states(p, j->v, j->name, &st, &cur, err, sizeof(err)) < 0) {
-		write_result_error(res, MHD_HTTP_SERVICE_UNAVAILABLE, "history: %s", err);
+		write_result_error(res, HTTP_SERVICE_UNAVAILABLE, "history: %s", err);
 		return;
 	}
 	char *body = NULL;
@@ -366,7 +366,7 @@ static void get_at_run(struct plane *p, void *arg, struct write_result *res)
 	if (rc < 0)
 		return;
 	if (!body) {
-		write_result_error(res, MHD_HTTP_NOT_FOUND, "no resource '%s' at version %llu", j->name,
+		write_result_error(res, HTTP_NOT_FOUND, "no resource '%s' at version %llu", j->name,
 				   (unsigned long long)j->v);
 		return;
 	}
@@ -380,13 +380,13 @@ static void get_at_run(struct plane *p, void *arg, struct write_result *res)
 	answer_json(res, &b);
 }
 
-enum MHD_Result api_history_get_at(struct plane *p, struct MHD_Connection *c, struct request *r,
+enum http_result api_history_get_at(struct plane *p, struct http_conn *c, struct request *r,
 				   const struct principal *who, const char *name, const char *at)
 {
-	enum MHD_Result ret;
+	enum http_result ret;
 	uint64_t v;
 	if (parse_version(at, &v) < 0)
-		return http_send_error(c, MHD_HTTP_BAD_REQUEST, "at: '%.40s' is not a version", at);
+		return http_send_error(c, HTTP_BAD_REQUEST, "at: '%.40s' is not a version", at);
 	if (!has_log(p, c, &ret))
 		return ret;
 	struct at_job *j = xcalloc(1, sizeof(*j));
@@ -439,7 +439,7 @@ static void diff_run(struct plane *p, void *arg, struct write_result *res)
 	char err[512];
 	uint64_t a = j->a, b = j->b, floor = 0;
 	if (p->persist->ops->log_floor(p->persist, &floor, err, sizeof(err)) < 0) {
-		write_result_error(res, MHD_HTTP_INTERNAL_SERVER_ERROR, "history: %s", err);
+		write_result_error(res, HTTP_INTERNAL_SERVER_ERROR, "history: %s", err);
 		return;
 	}
 	uint64_t lo = a < b ? a : b, hi = a < b ? b : a;
@@ -452,7 +452,7 @@ static void diff_run(struct plane *p, void *arg, struct write_result *res)
 	if (diff_states(p, lo, hi, &sa, &sb, err, sizeof(err)) < 0) {
 		states_release(&sa);
 		states_release(&sb);
-		write_result_error(res, MHD_HTTP_INTERNAL_SERVER_ERROR, "history: %s", err);
+		write_result_error(res, HTTP_INTERNAL_SERVER_ERROR, "history: %s", err);
 		return;
 	}
 	/* from a to b: when a > b, what undoing the versions between would do */
@@ -481,15 +481,15 @@ static void diff_run(struct plane *p, void *arg, struct write_result *res)
 	answer_json(res, &out);
 }
 
-enum MHD_Result api_diff(struct plane *p, struct MHD_Connection *c, struct request *r)
+enum http_result api_diff(struct plane *p, struct http_conn *c, struct request *r)
 {
 	struct principal who;
-	enum MHD_Result ret;
+	enum http_result ret;
 	uint64_t a, b;
 	if (!auth_allow(p, c, ROLE_READER, &who, &ret) || !has_log(p, c, &ret))
 		return ret;
 	if (parse_version(http_query(c, "from"), &a) < 0 || parse_version(http_query(c, "to"), &b) < 0)
-		return http_send_error(c, MHD_HTTP_BAD_REQUEST, "diff: from and to must be versions");
+		return http_send_error(c, HTTP_BAD_REQUEST, "diff: from and to must be versions");
 	struct diff_job *j = xcalloc(1, sizeof(*j));
 	j->who = who;
 	j->a = a;
@@ -519,7 +519,7 @@ static void revert_run(struct plane *p, void *arg, struct write_result *res)
 	char err[1024];
 	uint64_t v = j->v, floor = 0;
 	if (p->persist->ops->log_floor(p->persist, &floor, err, sizeof(err)) < 0) {
-		write_result_error(res, MHD_HTTP_INTERNAL_SERVER_ERROR, "history: %s", err);
+		write_result_error(res, HTTP_INTERNAL_SERVER_ERROR, "history: %s", err);
 		return;
 	}
 	/* read without the store's lock: the write is made against cur (a
@@ -532,7 +532,7 @@ static void revert_run(struct plane *p, void *arg, struct write_result *res)
 		return;
 	if (v < cur && p->persist->ops->log_after(p->persist, v, cur, NULL, states_cb, &st, err, sizeof(err)) < 0) {
 		states_release(&st);
-		write_result_error(res, MHD_HTTP_INTERNAL_SERVER_ERROR, "history: %s", err);
+		write_result_error(res, HTTP_INTERNAL_SERVER_ERROR, "history: %s", err);
 		return;
 	}
 	struct store_change *ch = xcalloc(st.n ? st.n : 1, sizeof(*ch));
@@ -546,7 +546,7 @@ static void revert_run(struct plane *p, void *arg, struct write_result *res)
 				for (size_t k = 0; k < n; k++)
 					free(ch[k].body);
 				free(ch);
-				write_result_error(res, MHD_HTTP_UNPROCESSABLE_CONTENT,
+				write_result_error(res, HTTP_UNPROCESSABLE_CONTENT,
 						   "revert: %s as of version %llu no longer passes the checks: %s",
 						   st.s[i].name, (unsigned long long)v, err);
 				states_release(&st);
@@ -565,36 +565,36 @@ static void revert_run(struct plane *p, void *arg, struct write_result *res)
 /* POST /v1/revert {"version":V,"message":M}: the state at V committed as
  * a new version, against the version it was computed on (a write in
  * between: 409, try again). */
-enum MHD_Result api_revert(struct plane *p, struct MHD_Connection *c, struct request *r)
+enum http_result api_revert(struct plane *p, struct http_conn *c, struct request *r)
 {
 	struct principal who;
-	enum MHD_Result ret;
+	enum http_result ret;
 	char err[1024];
 	if (!auth_allow(p, c, ROLE_ADMIN, &who, &ret) || !has_log(p, c, &ret))
 		return ret;
 	struct json_limits lim = { 64 * 1024, 4 };
 	cJSON *doc = json_decode(r->body.data ? r->body.data : "", r->body.len, &lim, err, sizeof(err));
 	if (!doc)
-		return http_send_error(c, MHD_HTTP_BAD_REQUEST, "revert: %s", err);
+		return http_send_error(c, HTTP_BAD_REQUEST, "revert: %s", err);
 	const cJSON *jv = cJSON_GetObjectItemCaseSensitive(doc, "version");
 	const cJSON *jm = cJSON_GetObjectItemCaseSensitive(doc, "message");
 	for (const cJSON *f = cJSON_IsObject(doc) ? doc->child : NULL; f; f = f->next) {
 		if (strcmp(f->string, "version") != 0 && strcmp(f->string, "message") != 0) {
 			cJSON_Delete(doc);
-			return http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT,
+			return http_send_error(c, HTTP_UNPROCESSABLE_CONTENT,
 					       "revert: unknown field '%.64s' (expected version, message)", f->string);
 		}
 	}
 	if (!cJSON_IsNumber(jv) || jv->valuedouble < 0 || jv->valuedouble > 9007199254740991.0 ||
 	    jv->valuedouble != (double)(uint64_t)jv->valuedouble) {
 		cJSON_Delete(doc);
-		return http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT, "revert: version must be an integer >= 0");
+		return http_send_error(c, HTTP_UNPROCESSABLE_CONTENT, "revert: version must be an integer >= 0");
 	}
 	uint64_t v = (uint64_t)jv->valuedouble;
 	char message[MESSAGE_MAX + 64];
 	if (jm && (!cJSON_IsString(jm) || history_message_check(jm->valuestring, err, sizeof(err)) < 0)) {
 		cJSON_Delete(doc);
-		return http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT, "revert: message %s",
+		return http_send_error(c, HTTP_UNPROCESSABLE_CONTENT, "revert: message %s",
 				       cJSON_IsString(jm) ? err : "must be a string");
 	}
 	if (jm && jm->valuestring[0])

@@ -22,10 +22,10 @@
 /* an ACK or a report may carry traffic: up to 128 routes of 40 buckets */
 #define ACK_MAX_BYTES (256 * 1024)
 
-enum MHD_Result api_nodes(struct plane *p, struct MHD_Connection *c, const char *method, const char *id)
+enum http_result api_nodes(struct plane *p, struct http_conn *c, const char *method, const char *id)
 {
 	struct principal who;
-	enum MHD_Result ret;
+	enum http_result ret;
 	(void)method;
 	if (!auth_allow(p, c, ROLE_READER, &who, &ret))
 		return ret;
@@ -33,15 +33,15 @@ enum MHD_Result api_nodes(struct plane *p, struct MHD_Connection *c, const char 
 	uint64_t version = hub_version(p->hub);
 	if (!id) {
 		nodes_to_json(p->nodes, version, &b);
-		return http_send_json(c, MHD_HTTP_OK, &b);
+		return http_send_json(c, HTTP_OK, &b);
 	}
 	if (!nodes_id_valid(id))
-		return http_send_error(c, MHD_HTTP_BAD_REQUEST, "node id '%.64s' must match [A-Za-z0-9._-]{1,200}", id);
+		return http_send_error(c, HTTP_BAD_REQUEST, "node id '%.64s' must match [A-Za-z0-9._-]{1,200}", id);
 	if (nodes_one_to_json(p->nodes, id, version, &b) < 0) {
 		buf_release(&b);
-		return http_send_error(c, MHD_HTTP_NOT_FOUND, "no node '%s'", id);
+		return http_send_error(c, HTTP_NOT_FOUND, "no node '%s'", id);
 	}
-	return http_send_json(c, MHD_HTTP_OK, &b);
+	return http_send_json(c, HTTP_OK, &b);
 }
 
 /* A node's text for a log line: one line, no control characters, cut. */
@@ -64,7 +64,7 @@ static int record_traffic(struct plane *p, const char *node, const cJSON *f, con
 	struct traffic t;
 	traffic_init(&t);
 	int rc = -1;
-	*status = MHD_HTTP_UNPROCESSABLE_CONTENT;
+	*status = HTTP_UNPROCESSABLE_CONTENT;
 	if (traffic_from_json(f, &t, err, errlen) < 0) {
 		;
 	} else if (version && t.version != *version) {
@@ -73,7 +73,7 @@ static int record_traffic(struct plane *p, const char *node, const cJSON *f, con
 	} else {
 		int taken = nodes_set_traffic(p->nodes, node, &t, pass_on && !rollout_leads(p->rollout));
 		if (taken < 0) {
-			*status = MHD_HTTP_NOT_FOUND;
+			*status = HTTP_NOT_FOUND;
 			snprintf(err, errlen, "no node '%s' (connect first)", node);
 		} else {
 			if (taken == 0)
@@ -88,13 +88,13 @@ static int record_traffic(struct plane *p, const char *node, const cJSON *f, con
 /* A node's "traffic" member (optional: 0 and nothing recorded when absent),
  * validated and recorded; with version (a report's), its traffic must be
  * of that version. 0, or -1 with the error answered. */
-static int take_traffic(struct plane *p, struct MHD_Connection *c, const char *what, const cJSON *doc,
-			const char *node, const uint64_t *version, bool required, enum MHD_Result *ret)
+static int take_traffic(struct plane *p, struct http_conn *c, const char *what, const cJSON *doc,
+			const char *node, const uint64_t *version, bool required, enum http_result *ret)
 {
 	const cJSON *f = cJSON_GetObjectItemCaseSensitive(doc, "traffic");
 	if (!f || cJSON_IsNull(f)) {
 		if (required)
-			*ret = http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT, "%s: traffic is missing", what);
+			*ret = http_send_error(c, HTTP_UNPROCESSABLE_CONTENT, "%s: traffic is missing", what);
 		return required ? -1 : 0;
 	}
 	unsigned status;
@@ -132,32 +132,32 @@ void api_record_traffic(struct plane *p, const struct persist_node *pn, const ch
 
 /* {"node","version","traffic"}: what a node's live generation served, sent
  * while the heartbeats ask for it (a rollout with gates runs). */
-enum MHD_Result api_report(struct plane *p, struct MHD_Connection *c, struct request *r)
+enum http_result api_report(struct plane *p, struct http_conn *c, struct request *r)
 {
 	char err[512];
 	if (r->body.len > ACK_MAX_BYTES)
-		return http_send_error(c, MHD_HTTP_CONTENT_TOO_LARGE, "report: body exceeds %d bytes", ACK_MAX_BYTES);
+		return http_send_error(c, HTTP_CONTENT_TOO_LARGE, "report: body exceeds %d bytes", ACK_MAX_BYTES);
 	struct json_limits lim = { ACK_MAX_BYTES, 8 };
 	cJSON *doc = json_decode(r->body.data ? r->body.data : "", r->body.len, &lim, err, sizeof(err));
 	if (!doc)
-		return http_send_error(c, MHD_HTTP_BAD_REQUEST, "report: %s", err);
-	enum MHD_Result ret;
+		return http_send_error(c, HTTP_BAD_REQUEST, "report: %s", err);
+	enum http_result ret;
 	const char *node = cJSON_IsObject(doc) ? json_get_string(doc, "node") : NULL;
 	uint64_t version;
 	struct principal who;
 	if (!cJSON_IsObject(doc)) {
-		ret = http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT, "report: body must be a JSON object");
+		ret = http_send_error(c, HTTP_UNPROCESSABLE_CONTENT, "report: body must be a JSON object");
 	} else if (!node || !nodes_id_valid(node)) {
-		ret = http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT,
+		ret = http_send_error(c, HTTP_UNPROCESSABLE_CONTENT,
 				      "report: node must be a string matching [A-Za-z0-9._-]{1,200}");
 	} else if (!auth_allow_node(p, c, node, &who, &ret)) {
 		/* answered */
 	} else if (!json_get_u64(cJSON_GetObjectItemCaseSensitive(doc, "version"), &version)) {
-		ret = http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT, "report: version must be a non-negative integer");
+		ret = http_send_error(c, HTTP_UNPROCESSABLE_CONTENT, "report: version must be a non-negative integer");
 	} else if (take_traffic(p, c, "report", doc, node, &version, true, &ret) == 0) {
 		struct buf b = BUF_INIT;
 		buf_puts(&b, "{\"result\":\"recorded\"}");
-		ret = http_send_json(c, MHD_HTTP_OK, &b);
+		ret = http_send_json(c, HTTP_OK, &b);
 	}
 	cJSON_Delete(doc);
 	return ret;
@@ -165,62 +165,62 @@ enum MHD_Result api_report(struct plane *p, struct MHD_Connection *c, struct req
 
 /* {"node","version","nonce","status":"ack"|"nack","error","healthy",
  * "traffic"} */
-enum MHD_Result api_ack(struct plane *p, struct MHD_Connection *c, struct request *r)
+enum http_result api_ack(struct plane *p, struct http_conn *c, struct request *r)
 {
 	char err[512];
 	if (r->body.len > ACK_MAX_BYTES)
-		return http_send_error(c, MHD_HTTP_CONTENT_TOO_LARGE, "ack: body exceeds %d bytes", ACK_MAX_BYTES);
+		return http_send_error(c, HTTP_CONTENT_TOO_LARGE, "ack: body exceeds %d bytes", ACK_MAX_BYTES);
 	struct json_limits lim = { ACK_MAX_BYTES, 8 };
 	cJSON *doc = json_decode(r->body.data ? r->body.data : "", r->body.len, &lim, err, sizeof(err));
 	if (!doc)
-		return http_send_error(c, MHD_HTTP_BAD_REQUEST, "ack: %s", err);
+		return http_send_error(c, HTTP_BAD_REQUEST, "ack: %s", err);
 
 	struct ack_msg m = { .healthy = -1 };
-	enum MHD_Result ret;
+	enum http_result ret;
 	const cJSON *f;
 	if (!cJSON_IsObject(doc)) {
-		ret = http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT, "ack: body must be a JSON object");
+		ret = http_send_error(c, HTTP_UNPROCESSABLE_CONTENT, "ack: body must be a JSON object");
 		goto out;
 	}
 	m.node = json_get_string(doc, "node");
 	if (!m.node || !nodes_id_valid(m.node)) {
-		ret = http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT, "ack: node must be a string matching [A-Za-z0-9._-]{1,200}");
+		ret = http_send_error(c, HTTP_UNPROCESSABLE_CONTENT, "ack: node must be a string matching [A-Za-z0-9._-]{1,200}");
 		goto out;
 	}
 	struct principal who;
 	if (!auth_allow_node(p, c, m.node, &who, &ret))
 		goto out;
 	if (!json_get_u64(cJSON_GetObjectItemCaseSensitive(doc, "version"), &m.version)) {
-		ret = http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT, "ack: version must be a non-negative integer");
+		ret = http_send_error(c, HTTP_UNPROCESSABLE_CONTENT, "ack: version must be a non-negative integer");
 		goto out;
 	}
 	m.nonce = json_get_string(doc, "nonce");
 	if (!m.nonce || !*m.nonce || strlen(m.nonce) >= NONCE_MAX) {
-		ret = http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT, "ack: nonce must be a string of 1..%d bytes", NONCE_MAX - 1);
+		ret = http_send_error(c, HTTP_UNPROCESSABLE_CONTENT, "ack: nonce must be a string of 1..%d bytes", NONCE_MAX - 1);
 		goto out;
 	}
 	const char *status = json_get_string(doc, "status");
 	if (!status || (strcmp(status, "ack") != 0 && strcmp(status, "nack") != 0)) {
-		ret = http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT, "ack: status must be \"ack\" or \"nack\"");
+		ret = http_send_error(c, HTTP_UNPROCESSABLE_CONTENT, "ack: status must be \"ack\" or \"nack\"");
 		goto out;
 	}
 	m.nack = strcmp(status, "nack") == 0;
 	f = cJSON_GetObjectItemCaseSensitive(doc, "error");
 	if (f && !cJSON_IsNull(f)) {
 		if (!cJSON_IsString(f)) {
-			ret = http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT, "ack: error must be a string");
+			ret = http_send_error(c, HTTP_UNPROCESSABLE_CONTENT, "ack: error must be a string");
 			goto out;
 		}
 		m.error = f->valuestring;
 	}
 	if (m.nack && (!m.error || !*m.error)) {
-		ret = http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT, "ack: a nack needs an error saying why");
+		ret = http_send_error(c, HTTP_UNPROCESSABLE_CONTENT, "ack: a nack needs an error saying why");
 		goto out;
 	}
 	f = cJSON_GetObjectItemCaseSensitive(doc, "healthy");
 	if (f && !cJSON_IsNull(f)) {
 		if (!cJSON_IsBool(f)) {
-			ret = http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT, "ack: healthy must be true or false");
+			ret = http_send_error(c, HTTP_UNPROCESSABLE_CONTENT, "ack: healthy must be true or false");
 			goto out;
 		}
 		m.healthy = cJSON_IsTrue(f);
@@ -229,7 +229,7 @@ enum MHD_Result api_ack(struct plane *p, struct MHD_Connection *c, struct reques
 	f = cJSON_GetObjectItemCaseSensitive(doc, "verify");
 	if (f && !cJSON_IsNull(f)) {
 		if (!cJSON_IsBool(f)) {
-			ret = http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT, "ack: verify must be true or false");
+			ret = http_send_error(c, HTTP_UNPROCESSABLE_CONTENT, "ack: verify must be true or false");
 			goto out;
 		}
 		m.verify = cJSON_IsTrue(f);
@@ -241,7 +241,7 @@ enum MHD_Result api_ack(struct plane *p, struct MHD_Connection *c, struct reques
 	f = cJSON_GetObjectItemCaseSensitive(doc, "current_version");
 	if (f && !cJSON_IsNull(f)) {
 		if (!json_get_u64(f, &holds)) {
-			ret = http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT,
+			ret = http_send_error(c, HTTP_UNPROCESSABLE_CONTENT,
 					      "ack: current_version must be a non-negative integer");
 			goto out;
 		}
@@ -255,11 +255,11 @@ enum MHD_Result api_ack(struct plane *p, struct MHD_Connection *c, struct reques
 
 	enum ack_result res;
 	if (nodes_ack(p->nodes, &m, hub_version(p->hub), &res) < 0) {
-		ret = http_send_error(c, MHD_HTTP_NOT_FOUND, "ack: no node '%s' (connect before acking)", m.node);
+		ret = http_send_error(c, HTTP_NOT_FOUND, "ack: no node '%s' (connect before acking)", m.node);
 		goto out;
 	}
 	if (res == ACK_MISMATCH) {
-		ret = http_send_error(c, MHD_HTTP_CONFLICT, "ack: version %llu is not the version of push '%s'",
+		ret = http_send_error(c, HTTP_CONFLICT, "ack: version %llu is not the version of push '%s'",
 				      (unsigned long long)m.version, m.nonce);
 		goto out;
 	}
@@ -284,7 +284,7 @@ enum MHD_Result api_ack(struct plane *p, struct MHD_Connection *c, struct reques
 	}
 	struct buf b = BUF_INIT;
 	buf_printf(&b, "{\"result\":\"%s\"}", res == ACK_ACCEPTED ? "accepted" : "stale");
-	ret = http_send_json(c, MHD_HTTP_OK, &b);
+	ret = http_send_json(c, HTTP_OK, &b);
 out:
 	cJSON_Delete(doc);
 	return ret;

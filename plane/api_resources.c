@@ -32,13 +32,13 @@ static struct json_limits limits(struct plane *p, size_t max_bytes)
  * the write lock, so two concurrent deletes cannot both succeed). With a
  * writer thread (a shared backend) the request waits suspended and is
  * answered when it is resumed (http.c). */
-static enum MHD_Result commit_and_answer(struct plane *p, struct MHD_Connection *c, struct request *r,
+static enum http_result commit_and_answer(struct plane *p, struct http_conn *c, struct request *r,
 					 struct store_change *ch, size_t n, bool must_exist,
 					 const struct write_opts *opts)
 {
 	r->job = writer_submit(p->writer, c, ch, n, must_exist, opts);
 	if (r->job)
-		return MHD_YES;
+		return HTTP_YES;
 	struct write_result res;
 	writer_commit(p, ch, n, must_exist, opts, &res);
 	return http_send(c, res.status, "application/json", &res.body, false);
@@ -83,7 +83,7 @@ void api_append_body(struct buf *b, const struct principal *who, const char *nam
 	append_body(b, who, name, body, len);
 }
 
-static enum MHD_Result get_one(struct plane *p, struct MHD_Connection *c, const struct principal *who,
+static enum http_result get_one(struct plane *p, struct http_conn *c, const struct principal *who,
 			       const char *name)
 {
 	struct buf b = BUF_INIT;
@@ -98,22 +98,22 @@ static enum MHD_Result get_one(struct plane *p, struct MHD_Connection *c, const 
 	}
 	store_rdunlock(p->store);
 	if (!b.len)
-		return http_send_error(c, MHD_HTTP_NOT_FOUND, "no resource '%s'", name);
-	return http_send_json(c, MHD_HTTP_OK, &b);
+		return http_send_error(c, HTTP_NOT_FOUND, "no resource '%s'", name);
+	return http_send_json(c, HTTP_OK, &b);
 }
 
-enum MHD_Result api_resource(struct plane *p, struct MHD_Connection *c, struct request *r,
+enum http_result api_resource(struct plane *p, struct http_conn *c, struct request *r,
 			     const char *method, const char *name)
 {
 	char err[ERRLEN];
-	enum MHD_Result ret;
+	enum http_result ret;
 	struct principal who;
 	bool read = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
 
 	if (!auth_allow(p, c, read ? ROLE_READER : ROLE_ADMIN, &who, &ret))
 		return ret;
 	if (resource_fullname_check(name, err, sizeof(err)) < 0)
-		return http_send_error(c, MHD_HTTP_BAD_REQUEST, "%s", err);
+		return http_send_error(c, HTTP_BAD_REQUEST, "%s", err);
 	if (read) {
 		const char *at = http_query(c, "at");
 		return at ? api_history_get_at(p, c, r, &who, name, at) : get_one(p, c, &who, name);
@@ -124,7 +124,7 @@ enum MHD_Result api_resource(struct plane *p, struct MHD_Connection *c, struct r
 	auth_author(p, c, &who, author, sizeof(author));
 	struct write_opts opts = { author, http_header(c, "X-Tether-Message"), false, 0 };
 	if (opts.message && history_message_check(opts.message, err, sizeof(err)) < 0)
-		return http_send_error(c, MHD_HTTP_BAD_REQUEST, "X-Tether-Message: %s", err);
+		return http_send_error(c, HTTP_BAD_REQUEST, "X-Tether-Message: %s", err);
 	if (strcmp(method, "DELETE") == 0) {
 		struct store_change ch = { .name = name };
 		return commit_and_answer(p, c, r, &ch, 1, true, &opts);
@@ -132,17 +132,17 @@ enum MHD_Result api_resource(struct plane *p, struct MHD_Connection *c, struct r
 
 	/* PUT */
 	if (r->body.len > p->cfg.max_body)
-		return http_send_error(c, MHD_HTTP_CONTENT_TOO_LARGE, "%s: body of %zu bytes exceeds %llu (max-body)",
+		return http_send_error(c, HTTP_CONTENT_TOO_LARGE, "%s: body of %zu bytes exceeds %llu (max-body)",
 				       name, r->body.len, (unsigned long long)p->cfg.max_body);
 	struct json_limits lim = limits(p, p->cfg.max_body);
 	cJSON *body = json_decode(r->body.data ? r->body.data : "", r->body.len, &lim, err, sizeof(err));
 	if (!body)
-		return http_send_error(c, MHD_HTTP_BAD_REQUEST, "%s: %s", name, err);
+		return http_send_error(c, HTTP_BAD_REQUEST, "%s: %s", name, err);
 	struct store_change ch;
 	if (validate_upsert(name, body, &ch, err, sizeof(err)) < 0) {
 		atomic_fetch_add(&p->ctr.refused_writes, 1);
 		cJSON_Delete(body);
-		return http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT, "%s", err);
+		return http_send_error(c, HTTP_UNPROCESSABLE_CONTENT, "%s", err);
 	}
 	cJSON_Delete(body);
 	return commit_and_answer(p, c, r, &ch, 1, false, &opts);
@@ -153,10 +153,10 @@ static int cmp_entry(const void *a, const void *b)
 	return strcmp((*(const struct store_entry *const *)a)->name, (*(const struct store_entry *const *)b)->name);
 }
 
-enum MHD_Result api_resources_list(struct plane *p, struct MHD_Connection *c)
+enum http_result api_resources_list(struct plane *p, struct http_conn *c)
 {
 	struct principal who;
-	enum MHD_Result ret;
+	enum http_result ret;
 	if (!auth_allow(p, c, ROLE_READER, &who, &ret))
 		return ret;
 	const char *prefix = http_query(c, "prefix");
@@ -164,7 +164,7 @@ enum MHD_Result api_resources_list(struct plane *p, struct MHD_Connection *c)
 	bool with_body = !bodies || strcmp(bodies, "0") != 0;
 	size_t plen = prefix ? strlen(prefix) : 0;
 	if (plen > RES_FULLNAME_MAX)
-		return http_send_error(c, MHD_HTTP_BAD_REQUEST, "prefix: longer than %d bytes", RES_FULLNAME_MAX);
+		return http_send_error(c, HTTP_BAD_REQUEST, "prefix: longer than %d bytes", RES_FULLNAME_MAX);
 
 	struct buf b = BUF_INIT;
 	store_rdlock(p->store);
@@ -190,16 +190,16 @@ enum MHD_Result api_resources_list(struct plane *p, struct MHD_Connection *c)
 	buf_puts(&b, "]}");
 	store_rdunlock(p->store);
 	free(all);
-	return http_send_json(c, MHD_HTTP_OK, &b);
+	return http_send_json(c, HTTP_OK, &b);
 }
 
 /* A batch: {"upserts":[{"name":N,"body":{...}}], "removes":[N], "message":M,
  * "base":V}; the message may come as X-Tether-Message and the base as
  * If-Match too. */
-enum MHD_Result api_batch(struct plane *p, struct MHD_Connection *c, struct request *r)
+enum http_result api_batch(struct plane *p, struct http_conn *c, struct request *r)
 {
 	char err[ERRLEN];
-	enum MHD_Result ret;
+	enum http_result ret;
 	struct principal who;
 	if (!auth_allow(p, c, ROLE_ADMIN, &who, &ret))
 		return ret;
@@ -210,10 +210,10 @@ enum MHD_Result api_batch(struct plane *p, struct MHD_Connection *c, struct requ
 	lim.max_depth += 3;
 	cJSON *doc = json_decode(r->body.data ? r->body.data : "", r->body.len, &lim, err, sizeof(err));
 	if (!doc)
-		return http_send_error(c, MHD_HTTP_BAD_REQUEST, "batch: %s", err);
+		return http_send_error(c, HTTP_BAD_REQUEST, "batch: %s", err);
 	struct store_change *ch = NULL;
 	size_t n = 0;
-	unsigned status = MHD_HTTP_UNPROCESSABLE_CONTENT;
+	unsigned status = HTTP_UNPROCESSABLE_CONTENT;
 
 	if (!cJSON_IsObject(doc)) {
 		snprintf(err, sizeof(err), "batch: body must be a JSON object");
@@ -312,7 +312,7 @@ enum MHD_Result api_batch(struct plane *p, struct MHD_Connection *c, struct requ
 			snprintf(err, sizeof(err), "%s: body of %zu bytes exceeds %llu (max-body)", name,
 				 ch[n].body_len, (unsigned long long)p->cfg.max_body);
 			n++;
-			status = MHD_HTTP_CONTENT_TOO_LARGE;
+			status = HTTP_CONTENT_TOO_LARGE;
 			goto fail;
 		}
 		n++;
@@ -337,7 +337,7 @@ fail:
 		free(ch[k].body);
 	free(ch);
 	cJSON_Delete(doc);
-	if (status == MHD_HTTP_UNPROCESSABLE_CONTENT)
+	if (status == HTTP_UNPROCESSABLE_CONTENT)
 		atomic_fetch_add(&p->ctr.refused_writes, 1);
 	return http_send_error(c, status, "%s", err);
 }

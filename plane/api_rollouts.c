@@ -13,52 +13,52 @@
 #define HISTORY_DEFAULT 20
 #define HISTORY_MAX 1000
 
-enum MHD_Result api_rollouts(struct plane *p, struct MHD_Connection *c)
+enum http_result api_rollouts(struct plane *p, struct http_conn *c)
 {
 	struct principal who;
-	enum MHD_Result ret;
+	enum http_result ret;
 	if (!auth_allow(p, c, ROLE_READER, &who, &ret))
 		return ret;
 	uint64_t limit = HISTORY_DEFAULT;
 	const char *l = http_query(c, "limit");
 	if (l && parse_uint_range(l, 1, HISTORY_MAX, &limit) < 0)
-		return http_send_error(c, MHD_HTTP_BAD_REQUEST, "limit: '%.32s' is not 1..%d", l, HISTORY_MAX);
+		return http_send_error(c, HTTP_BAD_REQUEST, "limit: '%.32s' is not 1..%d", l, HISTORY_MAX);
 	char err[512];
 	struct buf b = BUF_INIT;
 	if (rollout_history_json(p->rollout, (size_t)limit, &b, err, sizeof(err)) < 0) {
 		buf_release(&b);
-		return http_send_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "%s", err);
+		return http_send_error(c, HTTP_INTERNAL_SERVER_ERROR, "%s", err);
 	}
-	return http_send_json(c, MHD_HTTP_OK, &b);
+	return http_send_json(c, HTTP_OK, &b);
 }
 
 /* The current rollout's JSON (after the caller's check). */
-static enum MHD_Result current(struct plane *p, struct MHD_Connection *c)
+static enum http_result current(struct plane *p, struct http_conn *c)
 {
 	struct buf b = BUF_INIT;
 	if (rollout_current_json(p->rollout, &b) < 0) {
 		buf_release(&b);
 		if (!rollout_staged(p->rollout))
-			return http_send_error(c, MHD_HTTP_NOT_FOUND, "no rollout: the plane runs with --rollout %s",
+			return http_send_error(c, HTTP_NOT_FOUND, "no rollout: the plane runs with --rollout %s",
 					       p->cfg.rollout);
-		return http_send_error(c, MHD_HTTP_NOT_FOUND, "no rollout yet");
+		return http_send_error(c, HTTP_NOT_FOUND, "no rollout yet");
 	}
-	return http_send_json(c, MHD_HTTP_OK, &b);
+	return http_send_json(c, HTTP_OK, &b);
 }
 
-enum MHD_Result api_rollout_current(struct plane *p, struct MHD_Connection *c)
+enum http_result api_rollout_current(struct plane *p, struct http_conn *c)
 {
 	struct principal who;
-	enum MHD_Result ret;
+	enum http_result ret;
 	if (!auth_allow(p, c, ROLE_READER, &who, &ret))
 		return ret;
 	return current(p, c);
 }
 
-enum MHD_Result api_rollout_abort(struct plane *p, struct MHD_Connection *c)
+enum http_result api_rollout_abort(struct plane *p, struct http_conn *c)
 {
 	struct principal who;
-	enum MHD_Result ret;
+	enum http_result ret;
 	if (!auth_allow(p, c, ROLE_OPERATOR, &who, &ret))
 		return ret;
 	log_info("rollout: abort asked by %s", who.who);

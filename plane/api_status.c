@@ -17,7 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 
-enum MHD_Result api_healthz(struct plane *p, struct MHD_Connection *c)
+enum http_result api_healthz(struct plane *p, struct http_conn *c)
 {
 	struct buf b = BUF_INIT;
 	buf_printf(&b, "{\"status\":\"ok\",\"version\":%llu", (unsigned long long)hub_version(p->hub));
@@ -31,7 +31,7 @@ enum MHD_Result api_healthz(struct plane *p, struct MHD_Connection *c)
 		buf_printf(&b, ",\"upstream_up\":%s", up ? "true" : "false");
 	}
 	buf_putc(&b, '}');
-	return http_send_json(c, MHD_HTTP_OK, &b);
+	return http_send_json(c, HTTP_OK, &b);
 }
 
 static void metric(struct buf *b, const char *name, const char *type, const char *help, unsigned long long v)
@@ -39,10 +39,10 @@ static void metric(struct buf *b, const char *name, const char *type, const char
 	buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", name, help, name, type, name, v);
 }
 
-enum MHD_Result api_metrics(struct plane *p, struct MHD_Connection *c)
+enum http_result api_metrics(struct plane *p, struct http_conn *c)
 {
 	struct principal who;
-	enum MHD_Result ret;
+	enum http_result ret;
 	if (!auth_allow(p, c, ROLE_READER, &who, &ret))
 		return ret;
 	struct buf b = BUF_INIT;
@@ -60,6 +60,23 @@ enum MHD_Result api_metrics(struct plane *p, struct MHD_Connection *c)
 	metric(&b, "tether_tombstones", "gauge", "Tombstones kept.", tombs);
 	metric(&b, "tether_tombstone_horizon", "gauge", "Nodes older than this version get a snapshot.", horizon);
 	metric(&b, "tether_streams", "gauge", "Open SSE streams.", hub_stream_count(p->hub));
+	struct httpd_stats hs;
+	httpd_stats(p->httpd, &hs);
+	metric(&b, "tether_http_connections", "gauge", "Open HTTP connections, streams included.", hs.open);
+	metric(&b, "tether_http_accepted_total", "counter", "HTTP connections accepted.", hs.accepted);
+	metric(&b, "tether_http_refused_total", "counter",
+	       "New connections closed at once: at --max-connections, with no connection still sending headers.",
+	       hs.refused_full);
+	metric(&b, "tether_http_evicted_total", "counter",
+	       "Connections still sending headers, closed to make room (at --max-connections, or past "
+	       "--max-pending-per-address for their address).",
+	       hs.evicted_pending);
+	metric(&b, "tether_http_header_timeouts_total", "counter",
+	       "Connections closed because their headers were not all in within --header-timeout.",
+	       hs.header_timeouts);
+	metric(&b, "tether_http_bad_requests_total", "counter",
+	       "Requests refused as malformed (400) or with too large a head (431); the connection closed.",
+	       hs.bad_requests);
 	if (p->persist->ops->upstream) {
 		bool up = false;
 		char url[512];
@@ -138,5 +155,5 @@ enum MHD_Result api_metrics(struct plane *p, struct MHD_Connection *c)
 	rollout_metrics(p->rollout, &b);
 	events_metrics(p->events, &b);
 	nodes_metrics(p->nodes, version, &b);
-	return http_send(c, MHD_HTTP_OK, "text/plain; version=0.0.4", &b, true);
+	return http_send(c, HTTP_OK, "text/plain; version=0.0.4", &b, true);
 }

@@ -38,19 +38,19 @@ static void params_release(struct sync_params *sp)
 }
 
 /* Returns 0, or sends a 400 and returns -1 (with *ret set). */
-static int params_parse(struct MHD_Connection *c, struct sync_params *sp, bool use_last_event_id,
-			enum MHD_Result *ret)
+static int params_parse(struct http_conn *c, struct sync_params *sp, bool use_last_event_id,
+			enum http_result *ret)
 {
 	char err[256];
 	memset(sp, 0, sizeof(*sp));
 	sp->node = http_query(c, "node");
 	if (!sp->node || !nodes_id_valid(sp->node)) {
-		*ret = http_send_error(c, MHD_HTTP_BAD_REQUEST, "node: required, [A-Za-z0-9._-]{1,200}");
+		*ret = http_send_error(c, HTTP_BAD_REQUEST, "node: required, [A-Za-z0-9._-]{1,200}");
 		return -1;
 	}
 	const char *v = http_query(c, "version");
 	if (v && parse_uint_range(v, 0, 9007199254740992ULL, &sp->version) < 0) {
-		*ret = http_send_error(c, MHD_HTTP_BAD_REQUEST, "version: '%.32s' is not a non-negative integer", v);
+		*ret = http_send_error(c, HTTP_BAD_REQUEST, "version: '%.32s' is not a non-negative integer", v);
 		return -1;
 	}
 	/* an EventSource resuming sends the id of the last push it saw */
@@ -59,7 +59,7 @@ static int params_parse(struct MHD_Connection *c, struct sync_params *sp, bool u
 	if (last && parse_uint_range(last, 0, 9007199254740992ULL, &lv) == 0)
 		sp->version = lv;
 	if (sub_parse(http_query(c, "sub"), &sp->sub, err, sizeof(err)) < 0) {
-		*ret = http_send_error(c, MHD_HTTP_BAD_REQUEST, "%s", err);
+		*ret = http_send_error(c, HTTP_BAD_REQUEST, "%s", err);
 		return -1;
 	}
 	const char *l = http_query(c, "labels");
@@ -67,7 +67,7 @@ static int params_parse(struct MHD_Connection *c, struct sync_params *sp, bool u
 		cJSON *obj = labels_parse(l, err, sizeof(err));
 		if (!obj) {
 			sub_release(&sp->sub);
-			*ret = http_send_error(c, MHD_HTTP_BAD_REQUEST, "labels: %s", err);
+			*ret = http_send_error(c, HTTP_BAD_REQUEST, "labels: %s", err);
 			return -1;
 		}
 		json_sort_keys(obj);
@@ -77,11 +77,11 @@ static int params_parse(struct MHD_Connection *c, struct sync_params *sp, bool u
 	return 0;
 }
 
-enum MHD_Result api_stream(struct plane *p, struct MHD_Connection *c)
+enum http_result api_stream(struct plane *p, struct http_conn *c)
 {
 	struct sync_params sp;
 	struct principal who;
-	enum MHD_Result ret;
+	enum http_result ret;
 	if (params_parse(c, &sp, true, &ret) < 0)
 		return ret;
 	if (!auth_allow_node(p, c, sp.node, &who, &ret)) {
@@ -90,7 +90,7 @@ enum MHD_Result api_stream(struct plane *p, struct MHD_Connection *c)
 	}
 	if (nodes_seen(p->nodes, sp.node, sp.labels, "sse") < 0) {
 		params_release(&sp);
-		return http_send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "node registry is full (max-nodes)");
+		return http_send_error(c, HTTP_SERVICE_UNAVAILABLE, "node registry is full (max-nodes)");
 	}
 	nodes_set_sub(p->nodes, sp.node, sp.sub.canon);
 	bool gzip = http_accepts_gzip(c);
@@ -103,23 +103,20 @@ enum MHD_Result api_stream(struct plane *p, struct MHD_Connection *c)
 		 gzip ? " (gzip)" : "");
 	params_release(&sp);
 
-	/* libmicrohttpd mallocs a buffer of the block size with the response
-	 * and keeps it as long as the stream; chunks are cut from the
-	 * connection's pool, not from it, so 256 costs nothing on the wire. */
-	struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 256, hub_stream_read, st,
-								      hub_stream_free);
+	/* the reader writes into its loop's buffer; the stream holds bytes
+	 * only while they are on their way */
+	struct http_response *resp = http_response_reader(hub_stream_read, st, hub_stream_free);
 	if (!resp) {
 		hub_stream_free(st);
-		return MHD_NO;
+		return HTTP_NO;
 	}
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache, no-transform");
-	MHD_add_response_header(resp, "X-Accel-Buffering", "no");
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_VARY, "Accept-Encoding");
+	http_response_header(resp, HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+	http_response_header(resp, HTTP_HEADER_CACHE_CONTROL, "no-cache, no-transform");
+	http_response_header(resp, "X-Accel-Buffering", "no");
+	http_response_header(resp, HTTP_HEADER_VARY, "Accept-Encoding");
 	if (gzip)
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_ENCODING, "gzip");
-	ret = MHD_queue_response(c, MHD_HTTP_OK, resp);
-	MHD_destroy_response(resp);
+		http_response_header(resp, HTTP_HEADER_CONTENT_ENCODING, "gzip");
+	ret = http_queue(c, HTTP_OK, resp);
 	return ret;
 }
 
@@ -174,11 +171,11 @@ static bool carries_secret(const struct push_blob *b)
 	return memmem(b->raw, b->raw_len, upsert, sizeof(upsert) - 1) != NULL;
 }
 
-enum MHD_Result api_config(struct plane *p, struct MHD_Connection *c, struct request *r)
+enum http_result api_config(struct plane *p, struct http_conn *c, struct request *r)
 {
 	struct sync_params sp;
 	struct principal who;
-	enum MHD_Result ret;
+	enum http_result ret;
 	char etag[64];
 
 	bool resumed = r->waiter != NULL;
@@ -197,12 +194,12 @@ enum MHD_Result api_config(struct plane *p, struct MHD_Connection *c, struct req
 	const char *w = http_query(c, "wait");
 	if (w && parse_uint_range(w, 0, MAX_WAIT_S, &wait_s) < 0) {
 		params_release(&sp);
-		return http_send_error(c, MHD_HTTP_BAD_REQUEST, "wait: '%.32s' is not 0..%d seconds", w, MAX_WAIT_S);
+		return http_send_error(c, HTTP_BAD_REQUEST, "wait: '%.32s' is not 0..%d seconds", w, MAX_WAIT_S);
 	}
 	if (!resumed) {
 		if (nodes_seen(p->nodes, sp.node, sp.labels, "poll") < 0) {
 			params_release(&sp);
-			return http_send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "node registry is full (max-nodes)");
+			return http_send_error(c, HTTP_SERVICE_UNAVAILABLE, "node registry is full (max-nodes)");
 		}
 		nodes_set_sub(p->nodes, sp.node, sp.sub.canon);
 		atomic_fetch_add(&p->ctr.polls, 1);
@@ -211,7 +208,7 @@ enum MHD_Result api_config(struct plane *p, struct MHD_Connection *c, struct req
 	/* the node's target: the newest, or where its rollout stage stands */
 	uint64_t current = plane_target(p, sp.node);
 	make_etag(etag, sizeof(etag), current, &sp.sub);
-	const char *inm = http_header(c, MHD_HTTP_HEADER_IF_NONE_MATCH);
+	const char *inm = http_header(c, HTTP_HEADER_IF_NONE_MATCH);
 	bool up_to_date = etag_matches(inm, etag) || (!inm && sp.version == current && current > 0);
 
 	if (up_to_date && wait_s > 0 && !resumed && !atomic_load(&p->stopping)) {
@@ -219,7 +216,7 @@ enum MHD_Result api_config(struct plane *p, struct MHD_Connection *c, struct req
 					   who.token_id);
 		if (r->waiter) {
 			params_release(&sp);
-			return MHD_YES;   /* suspended: answered when resumed */
+			return HTTP_YES;   /* suspended: answered when resumed */
 		}
 		current = plane_target(p, sp.node);
 		make_etag(etag, sizeof(etag), current, &sp.sub);
@@ -231,19 +228,18 @@ enum MHD_Result api_config(struct plane *p, struct MHD_Connection *c, struct req
 		char *stmt = p->statements ? statements_get(p->statements, current, &sp.sub, NULL) : NULL;
 		params_release(&sp);
 		atomic_fetch_add(&p->ctr.polls_not_modified, 1);
-		struct MHD_Response *resp = MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
+		struct http_response *resp = http_response_buffer((char *)"", 0, NULL);
 		if (stmt)
-			MHD_add_response_header(resp, STATEMENT_HEADER, stmt);
+			http_response_header(resp, STATEMENT_HEADER, stmt);
 		free(stmt);
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_ETAG, etag);
+		http_response_header(resp, HTTP_HEADER_ETAG, etag);
 		/* it renews an answer a shared cache holds (a public one: no
 		 * secret): public only while that answer is everybody's */
 		bool shared = who.anonymous && every_node_gets(p, current);
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL,
+		http_response_header(resp, HTTP_HEADER_CACHE_CONTROL,
 					shared ? CACHE_CONTROL : CACHE_CONTROL_PRIVATE);
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_VARY, "Accept-Encoding");
-		ret = MHD_queue_response(c, MHD_HTTP_NOT_MODIFIED, resp);
-		MHD_destroy_response(resp);
+		http_response_header(resp, HTTP_HEADER_VARY, "Accept-Encoding");
+		ret = http_queue(c, HTTP_NOT_MODIFIED, resp);
 		return ret;
 	}
 
@@ -267,11 +263,11 @@ enum MHD_Result api_config(struct plane *p, struct MHD_Connection *c, struct req
 	params_release(&sp);
 
 	const char *const headers[] = {
-		MHD_HTTP_HEADER_ETAG, etag, MHD_HTTP_HEADER_CACHE_CONTROL,
+		HTTP_HEADER_ETAG, etag, HTTP_HEADER_CACHE_CONTROL,
 		shared ? CACHE_CONTROL : CACHE_CONTROL_PRIVATE,
 		stmt ? STATEMENT_HEADER : NULL, stmt, NULL,
 	};
-	ret = http_send_headers(c, MHD_HTTP_OK, "application/json", &b, true, headers);
+	ret = http_send_headers(c, HTTP_OK, "application/json", &b, true, headers);
 	free(stmt);
 	return ret;
 }

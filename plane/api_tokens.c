@@ -25,24 +25,24 @@ static void wipe_free(void *p)
 	free(p);
 }
 
-static enum MHD_Result create(struct plane *p, struct MHD_Connection *c, struct request *r,
+static enum http_result create(struct plane *p, struct http_conn *c, struct request *r,
 			      const struct principal *who)
 {
 	char err[512];
 	if (r->body.len > TOKEN_REQUEST_MAX)
-		return http_send_error(c, MHD_HTTP_CONTENT_TOO_LARGE, "tokens: body exceeds %d bytes", TOKEN_REQUEST_MAX);
+		return http_send_error(c, HTTP_CONTENT_TOO_LARGE, "tokens: body exceeds %d bytes", TOKEN_REQUEST_MAX);
 	struct json_limits lim = { TOKEN_REQUEST_MAX, 2 };
 	cJSON *doc = json_decode(r->body.data ? r->body.data : "", r->body.len, &lim, err, sizeof(err));
 	if (!doc)
-		return http_send_error(c, MHD_HTTP_BAD_REQUEST, "tokens: %s", err);
-	enum MHD_Result ret;
+		return http_send_error(c, HTTP_BAD_REQUEST, "tokens: %s", err);
+	enum http_result ret;
 	if (!cJSON_IsObject(doc)) {
-		ret = http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT, "tokens: body must be a JSON object");
+		ret = http_send_error(c, HTTP_UNPROCESSABLE_CONTENT, "tokens: body must be a JSON object");
 		goto out;
 	}
 	for (const cJSON *f = doc->child; f; f = f->next) {
 		if (strcmp(f->string, "node") != 0 && strcmp(f->string, "role") != 0 && strcmp(f->string, "name") != 0) {
-			ret = http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT,
+			ret = http_send_error(c, HTTP_UNPROCESSABLE_CONTENT,
 					      "tokens: unknown field '%.64s' (expected node, role, name)", f->string);
 			goto out;
 		}
@@ -51,7 +51,7 @@ static enum MHD_Result create(struct plane *p, struct MHD_Connection *c, struct 
 	const cJSON *rf = cJSON_GetObjectItemCaseSensitive(doc, "role");
 	const cJSON *mf = cJSON_GetObjectItemCaseSensitive(doc, "name");
 	if ((nf != NULL) == (rf != NULL)) {
-		ret = http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT,
+		ret = http_send_error(c, HTTP_UNPROCESSABLE_CONTENT,
 				      "tokens: give either node (a node's token) or role (admin, operator, reader, relay)");
 		goto out;
 	}
@@ -60,27 +60,27 @@ static enum MHD_Result create(struct plane *p, struct MHD_Connection *c, struct 
 	if (nf) {
 		node = cJSON_IsString(nf) ? nf->valuestring : NULL;
 		if (!node || !nodes_id_valid(node)) {
-			ret = http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT,
+			ret = http_send_error(c, HTTP_UNPROCESSABLE_CONTENT,
 					      "tokens: node must be a string matching [A-Za-z0-9._-]{1,200}");
 			goto out;
 		}
 	} else {
 		role = role_parse(cJSON_IsString(rf) ? rf->valuestring : NULL);
 		if (role == ROLE_NONE) {
-			ret = http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT,
+			ret = http_send_error(c, HTTP_UNPROCESSABLE_CONTENT,
 					      "tokens: role must be \"admin\", \"operator\", \"reader\" or \"relay\"");
 			goto out;
 		}
 	}
 	if (mf) {
 		if (!cJSON_IsString(mf) || strlen(mf->valuestring) > TOKEN_NAME_MAX) {
-			ret = http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT,
+			ret = http_send_error(c, HTTP_UNPROCESSABLE_CONTENT,
 					      "tokens: name must be a string of at most %d bytes", TOKEN_NAME_MAX);
 			goto out;
 		}
 		for (const unsigned char *q = (const unsigned char *)mf->valuestring; *q; q++) {
 			if (*q < 0x20 || *q == 0x7f) {
-				ret = http_send_error(c, MHD_HTTP_UNPROCESSABLE_CONTENT,
+				ret = http_send_error(c, HTTP_UNPROCESSABLE_CONTENT,
 						      "tokens: name must not hold control characters");
 				goto out;
 			}
@@ -91,7 +91,7 @@ static enum MHD_Result create(struct plane *p, struct MHD_Connection *c, struct 
 	struct token_info info;
 	if (tokens_create(p->tokens, role, node, name, &token, &info, err, sizeof(err)) < 0) {
 		log_error("tokens: cannot store a new token: %s", err);
-		ret = http_send_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "tokens: cannot store the token: %s", err);
+		ret = http_send_error(c, HTTP_INTERNAL_SERVER_ERROR, "tokens: cannot store the token: %s", err);
 		goto out;
 	}
 	hub_notify(p->hub, hub_version(p->hub));   /* relays take the new record */
@@ -113,29 +113,28 @@ static enum MHD_Result create(struct plane *p, struct MHD_Connection *c, struct 
 	free(token);
 	buf_putc(&b, '\n');
 	/* the body goes out once, never cached by anything in between, and
-	 * is wiped when libmicrohttpd is done with it */
+	 * is wiped when the server is done with it */
 	size_t len;
 	char *data = buf_detach(&b, &len);
-	struct MHD_Response *resp = MHD_create_response_from_buffer_with_free_callback(len, data, wipe_free);
+	struct http_response *resp = http_response_buffer(data, len, wipe_free);
 	if (!resp) {
 		wipe_free(data);
-		ret = MHD_NO;
+		ret = HTTP_NO;
 		goto out;
 	}
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-	ret = MHD_queue_response(c, MHD_HTTP_CREATED, resp);
-	MHD_destroy_response(resp);
+	http_response_header(resp, HTTP_HEADER_CONTENT_TYPE, "application/json");
+	http_response_header(resp, HTTP_HEADER_CACHE_CONTROL, "no-store");
+	ret = http_queue(c, HTTP_CREATED, resp);
 out:
 	cJSON_Delete(doc);
 	return ret;
 }
 
-enum MHD_Result api_tokens(struct plane *p, struct MHD_Connection *c, struct request *r, const char *method,
+enum http_result api_tokens(struct plane *p, struct http_conn *c, struct request *r, const char *method,
 			   const char *id)
 {
 	struct principal who;
-	enum MHD_Result ret;
+	enum http_result ret;
 	if (!auth_allow(p, c, ROLE_ADMIN, &who, &ret))
 		return ret;
 	if (!id) {
@@ -143,22 +142,22 @@ enum MHD_Result api_tokens(struct plane *p, struct MHD_Connection *c, struct req
 			return create(p, c, r, &who);
 		struct buf b = BUF_INIT;
 		tokens_to_json(p->tokens, &b);
-		return http_send_json(c, MHD_HTTP_OK, &b);
+		return http_send_json(c, HTTP_OK, &b);
 	}
 	if (strlen(id) != TOKEN_ID_LEN || strspn(id, "0123456789abcdef") != TOKEN_ID_LEN)
-		return http_send_error(c, MHD_HTTP_BAD_REQUEST, "tokens: an id is %d lower-case hex digits", TOKEN_ID_LEN);
+		return http_send_error(c, HTTP_BAD_REQUEST, "tokens: an id is %d lower-case hex digits", TOKEN_ID_LEN);
 	char err[512];
 	int rc = tokens_revoke(p->tokens, id, err, sizeof(err));
 	if (rc < 0) {
 		log_error("tokens: cannot revoke %s: %s", id, err);
-		return http_send_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "tokens: cannot revoke: %s", err);
+		return http_send_error(c, HTTP_INTERNAL_SERVER_ERROR, "tokens: cannot revoke: %s", err);
 	}
 	if (rc == 0)
-		return http_send_error(c, MHD_HTTP_NOT_FOUND, "no token '%s'", id);
+		return http_send_error(c, HTTP_NOT_FOUND, "no token '%s'", id);
 	size_t closed = hub_close_token(p->hub, id);
 	hub_notify(p->hub, hub_version(p->hub));   /* relays take the revocation */
 	log_info("tokens: %s revoked token %s (%zu open connections closed)", who.who, id, closed);
 	struct buf b = BUF_INIT;
 	buf_printf(&b, "{\"id\":\"%s\",\"revoked\":true,\"closed\":%zu}", id, closed);
-	return http_send_json(c, MHD_HTTP_OK, &b);
+	return http_send_json(c, HTTP_OK, &b);
 }

@@ -20,7 +20,7 @@ static const char *type_of(const char *name)
 	return "application/octet-stream";
 }
 
-enum MHD_Result api_ui(struct plane *p, struct MHD_Connection *c, const char *rest)
+enum http_result api_ui(struct plane *p, struct http_conn *c, const char *rest)
 {
 	(void)p;
 	const char *name = *rest ? rest : "index.html";
@@ -38,7 +38,7 @@ enum MHD_Result api_ui(struct plane *p, struct MHD_Connection *c, const char *re
 			"Referrer-Policy", "no-referrer",
 			NULL
 		};
-		return http_send_headers(c, MHD_HTTP_OK, type_of(a->name), &b, true, headers);
+		return http_send_headers(c, HTTP_OK, type_of(a->name), &b, true, headers);
 	}
-	return http_send_error(c, MHD_HTTP_NOT_FOUND, "no such file in the console: %.200s", name);
+	return http_send_error(c, HTTP_NOT_FOUND, "no such file in the console: %.200s", name);
 }

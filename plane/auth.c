@@ -15,7 +15,7 @@ static const char *const refusal_names[REFUSED_N] = {
 	"no_credential", "bad_token", "revoked", "bad_certificate", "wrong_node", "role",
 };
 
-static enum MHD_Result refuse(struct plane *p, struct MHD_Connection *c, unsigned status, enum auth_refusal why,
+static enum http_result refuse(struct plane *p, struct http_conn *c, unsigned status, enum auth_refusal why,
 			      const char *who, const char *msg)
 {
 	atomic_fetch_add(&p->ctr.auth_refused[why], 1);
@@ -24,21 +24,21 @@ static enum MHD_Result refuse(struct plane *p, struct MHD_Connection *c, unsigne
 	buf_puts(&b, "{\"error\":");
 	buf_json_string(&b, msg);
 	buf_puts(&b, "}\n");
-	const char *const challenge[] = { MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"tether\"", NULL };
+	const char *const challenge[] = { HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"tether\"", NULL };
 	return http_send_headers(c, status, "application/json", &b, false,
-				 status == MHD_HTTP_UNAUTHORIZED ? challenge : NULL);
+				 status == HTTP_UNAUTHORIZED ? challenge : NULL);
 }
 
 /* Works out who is asking. Returns 0, or -1 after sending 401 for a
  * credential that does not verify (an unknown or revoked token, a bad
  * certificate): a bad credential never falls back to anonymous. */
-static int identify(struct plane *p, struct MHD_Connection *c, struct principal *who, enum MHD_Result *ret)
+static int identify(struct plane *p, struct http_conn *c, struct principal *who, enum http_result *ret)
 {
 	memset(who, 0, sizeof(*who));
-	const char *h = http_header(c, MHD_HTTP_HEADER_AUTHORIZATION);
+	const char *h = http_header(c, HTTP_HEADER_AUTHORIZATION);
 	if (h) {
 		if (strncasecmp(h, "Bearer ", 7) != 0 || !h[7]) {
-			*ret = refuse(p, c, MHD_HTTP_UNAUTHORIZED, REFUSED_BAD_TOKEN, "a caller",
+			*ret = refuse(p, c, HTTP_UNAUTHORIZED, REFUSED_BAD_TOKEN, "a caller",
 				      "Authorization must be 'Bearer TOKEN' (the admin token, or a token the plane issued)");
 			return -1;
 		}
@@ -55,14 +55,14 @@ static int identify(struct plane *p, struct MHD_Connection *c, struct principal 
 		}
 		struct token_info ti;
 		if (!tokens_lookup(p->tokens, tok, &ti)) {
-			*ret = refuse(p, c, MHD_HTTP_UNAUTHORIZED, REFUSED_BAD_TOKEN, "a caller",
+			*ret = refuse(p, c, HTTP_UNAUTHORIZED, REFUSED_BAD_TOKEN, "a caller",
 				      "unknown token (neither the admin token nor one the plane issued)");
 			return -1;
 		}
 		if (ti.revoked) {
 			char msg[64];
 			snprintf(msg, sizeof(msg), "token %s is revoked", ti.id);
-			*ret = refuse(p, c, MHD_HTTP_UNAUTHORIZED, REFUSED_REVOKED, ti.id, msg);
+			*ret = refuse(p, c, HTTP_UNAUTHORIZED, REFUSED_REVOKED, ti.id, msg);
 			return -1;
 		}
 		who->role = ti.role;
@@ -83,7 +83,7 @@ static int identify(struct plane *p, struct MHD_Connection *c, struct principal 
 	int role = ROLE_NODE;
 	int r = tls_peer_node(p->tls, c, cn, sizeof(cn), &role, err, sizeof(err));
 	if (r < 0) {
-		*ret = refuse(p, c, MHD_HTTP_UNAUTHORIZED, REFUSED_BAD_CERT, "a caller", err);
+		*ret = refuse(p, c, HTTP_UNAUTHORIZED, REFUSED_BAD_CERT, "a caller", err);
 		return -1;
 	}
 	if (r == 1 && role != ROLE_NODE) {
@@ -108,8 +108,8 @@ static int identify(struct plane *p, struct MHD_Connection *c, struct principal 
 	return 0;
 }
 
-bool auth_allow(struct plane *p, struct MHD_Connection *c, enum role need, struct principal *who,
-		enum MHD_Result *ret)
+bool auth_allow(struct plane *p, struct http_conn *c, enum role need, struct principal *who,
+		enum http_result *ret)
 {
 	if (identify(p, c, who, ret) < 0)
 		return false;
@@ -123,11 +123,11 @@ bool auth_allow(struct plane *p, struct MHD_Connection *c, enum role need, struc
 			 * token is set */
 			if (need <= ROLE_READER || !has_admin)
 				return true;
-			*ret = refuse(p, c, MHD_HTTP_UNAUTHORIZED, REFUSED_NO_CREDENTIAL, who->who,
+			*ret = refuse(p, c, HTTP_UNAUTHORIZED, REFUSED_NO_CREDENTIAL, who->who,
 				      "this needs 'Authorization: Bearer TOKEN' with an admin token");
 			return false;
 		}
-		*ret = refuse(p, c, MHD_HTTP_UNAUTHORIZED, REFUSED_NO_CREDENTIAL, who->who,
+		*ret = refuse(p, c, HTTP_UNAUTHORIZED, REFUSED_NO_CREDENTIAL, who->who,
 			      "this needs a credential: 'Authorization: Bearer TOKEN' (see docs/security.md)");
 		return false;
 	}
@@ -137,70 +137,96 @@ bool auth_allow(struct plane *p, struct MHD_Connection *c, enum role need, struc
 		char msg[128];
 		snprintf(msg, sizeof(msg), "this needs the %s role; %s does not have it", role_name(need),
 			 who->role == ROLE_NODE ? "a node's credential" : role_name(who->role));
-		*ret = refuse(p, c, MHD_HTTP_FORBIDDEN, REFUSED_ROLE, who->who, msg);
+		*ret = refuse(p, c, HTTP_FORBIDDEN, REFUSED_ROLE, who->who, msg);
 		return false;
 	}
 	return true;
 }
 
-bool auth_allow_node(struct plane *p, struct MHD_Connection *c, const char *node, struct principal *who,
-		     enum MHD_Result *ret)
+bool auth_allow_node(struct plane *p, struct http_conn *c, const char *node, struct principal *who,
+		     enum http_result *ret)
 {
 	if (identify(p, c, who, ret) < 0)
 		return false;
 	if (who->anonymous) {
 		if (p->cfg.insecure)
 			return true;
-		*ret = refuse(p, c, MHD_HTTP_UNAUTHORIZED, REFUSED_NO_CREDENTIAL, who->who,
+		*ret = refuse(p, c, HTTP_UNAUTHORIZED, REFUSED_NO_CREDENTIAL, who->who,
 			      "a node needs its credential: its token or its client certificate");
 		return false;
 	}
 	if (who->role != ROLE_NODE) {
-		*ret = refuse(p, c, MHD_HTTP_FORBIDDEN, REFUSED_ROLE, who->who,
+		*ret = refuse(p, c, HTTP_FORBIDDEN, REFUSED_ROLE, who->who,
 			      "only a node's own credential may sync or acknowledge as that node");
 		return false;
 	}
 	if (strcmp(who->node, node) != 0) {
 		char msg[512];
 		snprintf(msg, sizeof(msg), "this credential is node %.200s's, not %.200s's", who->node, node);
-		*ret = refuse(p, c, MHD_HTTP_FORBIDDEN, REFUSED_WRONG_NODE, who->who, msg);
+		*ret = refuse(p, c, HTTP_FORBIDDEN, REFUSED_WRONG_NODE, who->who, msg);
 		return false;
 	}
 	return true;
 }
 
-bool auth_allow_relay(struct plane *p, struct MHD_Connection *c, struct principal *who, enum MHD_Result *ret)
+bool auth_allow_relay(struct plane *p, struct http_conn *c, struct principal *who, enum http_result *ret)
 {
 	if (identify(p, c, who, ret) < 0)
 		return false;
 	if (who->anonymous) {
 		if (p->cfg.insecure)
 			return true;
-		*ret = refuse(p, c, MHD_HTTP_UNAUTHORIZED, REFUSED_NO_CREDENTIAL, who->who,
+		*ret = refuse(p, c, HTTP_UNAUTHORIZED, REFUSED_NO_CREDENTIAL, who->who,
 			      "a relay needs its credential: a relay token (tetherctl token create --role relay)");
 		return false;
 	}
 	if (who->role != ROLE_RELAY && who->role != ROLE_ADMIN) {
-		*ret = refuse(p, c, MHD_HTTP_FORBIDDEN, REFUSED_ROLE, who->who,
+		*ret = refuse(p, c, HTTP_FORBIDDEN, REFUSED_ROLE, who->who,
 			      "this needs the relay role (or admin)");
 		return false;
 	}
 	return true;
 }
 
-bool auth_precheck(struct plane *p, struct MHD_Connection *c, enum MHD_Result *ret)
+bool auth_precheck(struct plane *p, struct http_conn *c, enum auth_gate gate, enum http_result *ret)
 {
-	if (p->cfg.insecure || http_header(c, MHD_HTTP_HEADER_AUTHORIZATION))
+	struct principal who;
+	switch (gate) {
+	case GATE_OPEN:
 		return true;
-	char cn[201], err[512];
-	if (tls_peer_node(p->tls, c, cn, sizeof(cn), NULL, err, sizeof(err)) != 0)
-		return true;   /* a certificate: judged (and refused if bad) with the request */
-	*ret = refuse(p, c, MHD_HTTP_UNAUTHORIZED, REFUSED_NO_CREDENTIAL, "anonymous",
+	case GATE_OPERATOR:
+		return auth_allow(p, c, ROLE_OPERATOR, &who, ret);
+	case GATE_ADMIN:
+		return auth_allow(p, c, ROLE_ADMIN, &who, ret);
+	case GATE_RELAY:
+		return auth_allow_relay(p, c, &who, ret);
+	case GATE_NODE:
+		if (identify(p, c, &who, ret) < 0)
+			return false;
+		if (who.anonymous && !p->cfg.insecure) {
+			*ret = refuse(p, c, HTTP_UNAUTHORIZED, REFUSED_NO_CREDENTIAL, who.who,
+				      "a node needs its credential: its token or its client certificate");
+			return false;
+		}
+		if (!who.anonymous && who.role != ROLE_NODE) {
+			*ret = refuse(p, c, HTTP_FORBIDDEN, REFUSED_ROLE, who.who,
+				      "only a node's own credential may sync or acknowledge as that node");
+			return false;
+		}
+		return true;
+	case GATE_ANY:
+		break;
+	}
+	if (identify(p, c, &who, ret) < 0)
+		return false;
+	if (!who.anonymous || p->cfg.insecure)
+		return true;
+	*ret = refuse(p, c, HTTP_UNAUTHORIZED, REFUSED_NO_CREDENTIAL, "anonymous",
 		      "this needs a credential: 'Authorization: Bearer TOKEN' (see docs/security.md)");
 	return false;
 }
 
-void auth_author(struct plane *p, struct MHD_Connection *c, const struct principal *who, char *out, size_t cap)
+void auth_author(struct plane *p, struct http_conn *c, const struct principal *who, char *out, size_t cap)
 {
 	char cn[201], err[512];
 	if (!who->by_cert && tls_peer_node(p->tls, c, cn, sizeof(cn), NULL, err, sizeof(err)) == 1)

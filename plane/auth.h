@@ -19,7 +19,7 @@
 #define TETHER_AUTH_H
 
 #include <stdbool.h>
-#include <microhttpd.h>
+#include "httpd.h"
 
 #include "buf.h"
 #include "tokens.h"
@@ -48,17 +48,27 @@ enum auth_refusal {
 
 /* Requires role need (ROLE_READER, ROLE_OPERATOR or ROLE_ADMIN). Fills
  * who; on refusal sends 401 or 403 (*ret) and returns false. */
-bool auth_allow(struct plane *p, struct MHD_Connection *c, enum role need, struct principal *who,
-		enum MHD_Result *ret);
+bool auth_allow(struct plane *p, struct http_conn *c, enum role need, struct principal *who,
+		enum http_result *ret);
 /* Requires the credential of node (stream, poll, ack). */
-bool auth_allow_node(struct plane *p, struct MHD_Connection *c, const char *node, struct principal *who,
-		     enum MHD_Result *ret);
+bool auth_allow_node(struct plane *p, struct http_conn *c, const char *node, struct principal *who,
+		     enum http_result *ret);
 /* Requires a relay's credential (the relay role, or admin): the relay
  * stream carries every secret in clear and the token records' hashes. */
-bool auth_allow_relay(struct plane *p, struct MHD_Connection *c, struct principal *who, enum MHD_Result *ret);
-/* Before any body is read: refuses (401, *ret) a caller with no credential
- * at all when the plane is not --insecure. Returns false when refused. */
-bool auth_precheck(struct plane *p, struct MHD_Connection *c, enum MHD_Result *ret);
+bool auth_allow_relay(struct plane *p, struct http_conn *c, struct principal *who, enum http_result *ret);
+/* What a route needs, known from its method and path alone. */
+enum auth_gate {
+	GATE_OPEN,       /* /healthz, the console's files */
+	GATE_ANY,        /* a credential that checks out (or --insecure) */
+	GATE_OPERATOR,   /* and the operator role or above */
+	GATE_ADMIN,      /* and admin */
+	GATE_NODE,       /* a node's own credential (which node: the body says) */
+	GATE_RELAY,      /* the relay role, or admin */
+};
+/* On the headers, before any body is read: refuses (401 or 403, *ret) a
+ * credential that does not check out, none at all where one is needed,
+ * and one that cannot pass gate. Returns false when refused. */
+bool auth_precheck(struct plane *p, struct http_conn *c, enum auth_gate gate, enum http_result *ret);
 /* Whether who may see a secret's key material (admins, and anonymous
  * callers of an --insecure plane, as before roles existed). */
 bool auth_sees_secrets(const struct principal *who);
@@ -67,7 +77,7 @@ bool auth_sees_secrets(const struct principal *who);
  * token's name and role (its id without a name), "admin token", or
  * "anonymous"; a client certificate presented beside it adds its subject
  * ("alice (admin token) with certificate CN=ops-laptop"). */
-void auth_author(struct plane *p, struct MHD_Connection *c, const struct principal *who, char *out, size_t cap);
+void auth_author(struct plane *p, struct http_conn *c, const struct principal *who, char *out, size_t cap);
 
 /* Appends tether_auth_refused_total{reason} to /metrics. */
 void auth_metrics(struct plane *p, struct buf *out);

@@ -31,7 +31,7 @@ struct event {
 
 struct events_sub {
 	struct events *e;
-	struct MHD_Connection *conn;
+	struct http_conn *conn;
 	uint64_t next;            /* the next sequence number to send */
 	char token_id[TOKEN_ID_LEN + 1];   /* the token it came with, or "" */
 	/* under e->lock */
@@ -74,7 +74,7 @@ static void wake(struct events_sub *s)
 {
 	if (s->suspended) {
 		s->suspended = false;
-		MHD_resume_connection(s->conn);
+		http_resume(s->conn);
 	}
 }
 
@@ -247,7 +247,7 @@ void events_node(struct events *e, const char *node, bool connected)
 
 /* ---- subscribers ------------------------------------------------------------ */
 
-struct events_sub *events_sub_new(struct events *e, struct MHD_Connection *c, uint64_t last_id, bool resume,
+struct events_sub *events_sub_new(struct events *e, struct http_conn *c, uint64_t last_id, bool resume,
 				  const char *token_id)
 {
 	struct events_sub *s = xcalloc(1, sizeof(*s));
@@ -339,7 +339,7 @@ ssize_t events_sub_read(void *cls, uint64_t pos, char *buf, size_t max)
 		if (n)
 			return (ssize_t)n;
 		if (s->finished)
-			return MHD_CONTENT_READER_END_OF_STREAM;
+			return HTTP_READER_END;
 		char id[24];
 		if (!s->started) {
 			s->started = true;
@@ -361,7 +361,7 @@ ssize_t events_sub_read(void *cls, uint64_t pos, char *buf, size_t max)
 		if (s->closing) {
 			pthread_mutex_unlock(&e->lock);
 			s->finished = true;
-			return MHD_CONTENT_READER_END_OF_STREAM;
+			return HTTP_READER_END;
 		}
 		if (s->next < oldest) {
 			/* a whole ring behind: it reads too slowly to follow */
@@ -369,14 +369,14 @@ ssize_t events_sub_read(void *cls, uint64_t pos, char *buf, size_t max)
 			atomic_fetch_add(&e->dropped, 1);
 			log_info("events: a subscriber fell %d events behind; closed", EVENTS_RING);
 			s->finished = true;
-			return MHD_CONTENT_READER_END_WITH_ERROR;
+			return HTTP_READER_ERROR;
 		}
 		if (s->next > e->seq && !s->hb_due) {
 			/* nothing to say: park until an event or a tick (a
 			 * subscriber without a connection, a unit test's, is not) */
 			if (s->conn) {
 				s->suspended = true;
-				MHD_suspend_connection(s->conn);
+				http_suspend(s->conn);
 			}
 			pthread_mutex_unlock(&e->lock);
 			return 0;

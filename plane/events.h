@@ -6,7 +6,7 @@
  * the suspended subscriber connections, which copy from the ring on their
  * own thread. A subscriber that falls a whole ring behind is closed; one
  * resuming from an id the ring no longer holds gets a `reset` event.
- * One mutex, a leaf (only libmicrohttpd's resume is called under it). */
+ * One mutex, a leaf (only the HTTP server's resume is called under it). */
 #ifndef TETHER_EVENTS_H
 #define TETHER_EVENTS_H
 
@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
-#include <microhttpd.h>
+#include "httpd.h"
 
 #include "buf.h"
 
@@ -50,7 +50,7 @@ void events_node(struct events *e, const char *node, bool connected);
 /* A subscriber: with resume, from the event after last_id (a reset when
  * the ring no longer holds it); else from the next event. token_id names
  * the token it came with ("" or NULL: none). */
-struct events_sub *events_sub_new(struct events *e, struct MHD_Connection *c, uint64_t last_id, bool resume,
+struct events_sub *events_sub_new(struct events *e, struct http_conn *c, uint64_t last_id, bool resume,
 				  const char *token_id);
 /* A token was revoked: ends the streams opened with it. Returns how many. */
 size_t events_close_token(struct events *e, const char *token_id);

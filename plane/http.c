@@ -29,19 +29,9 @@
 
 /* ---- helpers ----------------------------------------------------------- */
 
-const char *http_query(struct MHD_Connection *c, const char *key)
+bool http_accepts_gzip(struct http_conn *c)
 {
-	return MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, key);
-}
-
-const char *http_header(struct MHD_Connection *c, const char *key)
-{
-	return MHD_lookup_connection_value(c, MHD_HEADER_KIND, key);
-}
-
-bool http_accepts_gzip(struct MHD_Connection *c)
-{
-	const char *ae = http_header(c, MHD_HTTP_HEADER_ACCEPT_ENCODING);
+	const char *ae = http_header(c, HTTP_HEADER_ACCEPT_ENCODING);
 	if (!ae)
 		return false;
 	/* a "gzip" (or "*") token whose q-value, if any, is above zero */
@@ -62,13 +52,13 @@ bool http_accepts_gzip(struct MHD_Connection *c)
 	return false;
 }
 
-enum MHD_Result http_send(struct MHD_Connection *c, unsigned status, const char *type, struct buf *body,
+enum http_result http_send(struct http_conn *c, unsigned status, const char *type, struct buf *body,
 			  bool gzip_ok)
 {
 	return http_send_headers(c, status, type, body, gzip_ok, NULL);
 }
 
-enum MHD_Result http_send_headers(struct MHD_Connection *c, unsigned status, const char *type,
+enum http_result http_send_headers(struct http_conn *c, unsigned status, const char *type,
 				  struct buf *body, bool gzip_ok, const char *const *headers)
 {
 	bool gz = false;
@@ -84,25 +74,19 @@ enum MHD_Result http_send_headers(struct MHD_Connection *c, unsigned status, con
 	}
 	size_t len;
 	char *data = buf_detach(body, &len);
-	struct MHD_Response *resp = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
-	if (!resp) {
-		free(data);
-		return MHD_NO;
-	}
+	struct http_response *resp = http_response_buffer(data, len, free);
 	if (type)
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+		http_response_header(resp, HTTP_HEADER_CONTENT_TYPE, type);
 	if (gzip_ok)
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_VARY, "Accept-Encoding");
+		http_response_header(resp, HTTP_HEADER_VARY, "Accept-Encoding");
 	if (gz)
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_ENCODING, "gzip");
+		http_response_header(resp, HTTP_HEADER_CONTENT_ENCODING, "gzip");
 	for (; headers && headers[0]; headers += 2)
-		MHD_add_response_header(resp, headers[0], headers[1]);
-	enum MHD_Result ret = MHD_queue_response(c, status, resp);
-	MHD_destroy_response(resp);
-	return ret;
+		http_response_header(resp, headers[0], headers[1]);
+	return http_queue(c, status, resp);
 }
 
-enum MHD_Result http_send_json(struct MHD_Connection *c, unsigned status, struct buf *body)
+enum http_result http_send_json(struct http_conn *c, unsigned status, struct buf *body)
 {
 	buf_putc(body, '\n');
 	return http_send(c, status, "application/json", body, true);
@@ -115,7 +99,7 @@ void http_error_body(struct buf *b, const char *msg)
 	buf_puts(b, "}\n");
 }
 
-enum MHD_Result http_send_error(struct MHD_Connection *c, unsigned status, const char *fmt, ...)
+enum http_result http_send_error(struct http_conn *c, unsigned status, const char *fmt, ...)
 {
 	char msg[2048];
 	va_list ap;
@@ -130,7 +114,7 @@ enum MHD_Result http_send_error(struct MHD_Connection *c, unsigned status, const
 
 /* ---- routing ------------------------------------------------------------ */
 
-static enum MHD_Result method_not_allowed(struct MHD_Connection *c, const char *method, const char *allow)
+static enum http_result method_not_allowed(struct http_conn *c, const char *method, const char *allow)
 {
 	struct buf b = BUF_INIT;
 	char msg[256];
@@ -140,12 +124,10 @@ static enum MHD_Result method_not_allowed(struct MHD_Connection *c, const char *
 	buf_puts(&b, "}\n");
 	size_t len;
 	char *data = buf_detach(&b, &len);
-	struct MHD_Response *resp = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
-	enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_METHOD_NOT_ALLOWED, resp);
-	MHD_destroy_response(resp);
-	return ret;
+	struct http_response *resp = http_response_buffer(data, len, free);
+	http_response_header(resp, HTTP_HEADER_CONTENT_TYPE, "application/json");
+	http_response_header(resp, HTTP_HEADER_ALLOW, allow);
+	return http_queue(c, HTTP_METHOD_NOT_ALLOWED, resp);
 }
 
 static bool is(const char *method, const char *want)
@@ -161,7 +143,7 @@ static bool relay_refuses(struct plane *p, const char *url, const char *method)
 	       strcmp(url, "/v1/report") != 0 && !str_starts_with(url, "/v1/relay/");
 }
 
-static enum MHD_Result route(struct plane *p, struct MHD_Connection *c, struct request *r,
+static enum http_result route(struct plane *p, struct http_conn *c, struct request *r,
 			     const char *url, const char *method)
 {
 	if (relay_refuses(p, url, method)) {
@@ -228,7 +210,7 @@ static enum MHD_Result route(struct plane *p, struct MHD_Connection *c, struct r
 	if (str_starts_with(url, "/v1/tokens/"))
 		return is(method, "DELETE") ? api_tokens(p, c, r, method, url + strlen("/v1/tokens/"))
 					    : method_not_allowed(c, method, "DELETE");
-	return http_send_error(c, MHD_HTTP_NOT_FOUND, "no such endpoint: %.200s", url);
+	return http_send_error(c, HTTP_NOT_FOUND, "no such endpoint: %.200s", url);
 }
 
 /* The most a request to url may upload: a batch or a resource is the
@@ -247,64 +229,100 @@ static uint64_t body_cap(struct plane *p, const char *url)
 	return 4096;
 }
 
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
-				  const char *version, const char *upload_data, size_t *upload_size,
-				  void **con_cls)
+static void too_large(struct plane *p, struct http_conn *c, struct request *r)
+{
+	http_send_error(c, HTTP_CONTENT_TOO_LARGE, "request body exceeds %llu bytes%s", (unsigned long long)r->cap,
+			r->cap == p->cfg.max_request ? " (max-request)" : "");
+}
+
+/* What a route needs of its caller, from its method and path alone: a
+ * request with a body is refused on its headers when its credential
+ * cannot make it, before a byte of the body is read. */
+static enum auth_gate gate_of(const char *url, const char *method)
+{
+	if (strcmp(url, "/healthz") == 0 || strcmp(url, "/ui") == 0 || str_starts_with(url, "/ui/"))
+		return GATE_OPEN;
+	if (is(method, "GET"))
+		return GATE_ANY;   /* who may read what is the handler's to say */
+	if (strcmp(url, "/v1/ack") == 0 || strcmp(url, "/v1/report") == 0)
+		return GATE_NODE;
+	if (str_starts_with(url, "/v1/relay/"))
+		return GATE_RELAY;
+	if (strcmp(url, "/v1/rollouts/current/abort") == 0)
+		return GATE_OPERATOR;
+	if (strcmp(url, "/v1/batch") == 0 || strcmp(url, "/v1/revert") == 0 || str_starts_with(url, "/v1/resources/") ||
+	    strcmp(url, "/v1/tokens") == 0 || str_starts_with(url, "/v1/tokens/"))
+		return GATE_ADMIN;
+	return GATE_ANY;
+}
+
+/* The headers are in: the body's bound, the credential, the plane's
+ * state. A refusal here is answered before any of the body is read. */
+static void on_headers(void *cls, struct http_conn *c, void **req)
 {
 	struct plane *p = cls;
-	struct request *r = *con_cls;
-	(void)version;
-
-	if (!r) {
-		r = xcalloc(1, sizeof(*r));
-		buf_init(&r->body);
-		*con_cls = r;
-		atomic_fetch_add(&p->ctr.requests, 1);
-		r->cap = body_cap(p, url);
-		const char *cl = http_header(c, MHD_HTTP_HEADER_CONTENT_LENGTH);
-		uint64_t len;
-		if (cl && parse_u64(cl, &len) == 0 && len > r->cap)
-			r->too_big = true;
-		/* nobody uploads anything before showing a credential: an
-		 * anonymous caller of a secure plane is refused on its headers */
-		enum MHD_Result ret;
-		if (strcmp(url, "/healthz") != 0 && !str_starts_with(url, "/ui") && !auth_precheck(p, c, &ret))
-			return ret;
-		return MHD_YES;
+	const char *url = http_path(c), *method = http_method(c);
+	struct request *r = xcalloc(1, sizeof(*r));
+	buf_init(&r->body);
+	*req = r;
+	atomic_fetch_add(&p->ctr.requests, 1);
+	r->cap = body_cap(p, url);
+	int64_t len = http_content_length(c);
+	if (relay_refuses(p, url, method)) {
+		char up[512] = "";
+		p->persist->ops->upstream(p->persist, up, sizeof(up), NULL);
+		http_send_error(c, 421, "this plane is a relay of %s: write to the origin", up);
+		return;
 	}
+	enum http_result ret;
+	if (!auth_precheck(p, c, gate_of(url, method), &ret))
+		return;
+	if (len >= 0 && (uint64_t)len > r->cap) {
+		r->too_big = true;
+		too_large(p, c, r);
+	}
+}
+
+static void on_body(void *cls, struct http_conn *c, void *req, const char *data, size_t len)
+{
+	struct plane *p = cls;
+	struct request *r = req;
+	if (r->body.len + len > r->cap) {
+		r->too_big = true;
+		buf_release(&r->body);
+		too_large(p, c, r);   /* the rest is not read */
+		return;
+	}
+	buf_append(&r->body, data, len);
+}
+
+static void on_request(void *cls, struct http_conn *c, void *req)
+{
+	struct plane *p = cls;
+	struct request *r = req;
 	if (r->job) {
 		/* resumed: the writer (or reader) thread has the answer */
 		struct write_result res;
-		if (!writer_take(r->job, &res))
-			return MHD_YES;
-		r->job = NULL;
-		return http_send(c, res.status, "application/json", &res.body, res.gzip_ok);
-	}
-	if (*upload_size) {
-		if (!r->too_big && r->body.len + *upload_size > r->cap) {
-			r->too_big = true;
-			buf_release(&r->body);
+		if (!writer_take(r->job, &res)) {
+			http_suspend(c);
+			return;
 		}
-		if (!r->too_big)
-			buf_append(&r->body, upload_data, *upload_size);
-		*upload_size = 0;
-		return MHD_YES;
+		r->job = NULL;
+		http_send(c, res.status, "application/json", &res.body, res.gzip_ok);
+		return;
 	}
-	if (r->too_big)
-		return http_send_error(c, MHD_HTTP_CONTENT_TOO_LARGE, "request body exceeds %llu bytes%s",
-				       (unsigned long long)r->cap,
-				       r->cap == p->cfg.max_request ? " (max-request)" : "");
-	if (atomic_load(&p->stopping) && !r->waiter)
-		return http_send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "the plane is shutting down");
-	return route(p, c, r, url, method);
+	if (atomic_load(&p->stopping) && !r->waiter) {
+		http_send_error(c, HTTP_SERVICE_UNAVAILABLE, "the plane is shutting down");
+		return;
+	}
+	route(p, c, r, http_path(c), http_method(c));
 }
 
-static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
+static void on_completed(void *cls, struct http_conn *c, void *req)
 {
 	struct plane *p = cls;
-	struct request *r = *con_cls;
+	struct request *r = req;
 	(void)c;
-	(void)toe;
 	if (!r)
 		return;
 	if (r->waiter)
@@ -313,51 +331,6 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
 		writer_forget(p->writer, r->job);
 	buf_release(&r->body);
 	free(r);
-	*con_cls = NULL;
-}
-
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-/* Unescapes %HH in the path and query values, except %00: a NUL would cut
- * the C string short, so "cluster/a%00b" would write "cluster/a" and
- * "node=a%00b" would be node "a". It stays as the text "%00", which no
- * name, node id, label, prefix or number accepts. */
-static size_t unescape_no_nul(void *cls, struct MHD_Connection *c, char *s)
-{
-	char *w = s;
-	(void)cls;
-	(void)c;
-	for (const char *r = s; *r;) {
-		int hi, lo;
-		if (r[0] == '%' && (hi = hexval(r[1])) >= 0 && (lo = hexval(r[2])) >= 0 && (hi | lo) != 0) {
-			*w++ = (char)(hi * 16 + lo);
-			r += 3;
-		} else {
-			*w++ = *r++;
-		}
-	}
-	*w = '\0';
-	return (size_t)(w - s);
-}
-
-static void mhd_log(void *cls, const char *fmt, va_list ap)
-{
-	char msg[512];
-	(void)cls;
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	size_t n = strlen(msg);
-	while (n && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
-		msg[--n] = '\0';
-	log_debug("http: %s", msg);
 }
 
 int http_start(struct plane *p, char *err, size_t errlen)
@@ -368,7 +341,6 @@ int http_start(struct plane *p, char *err, size_t errlen)
 		snprintf(err, errlen, "listen: %s", lerr);
 		return -1;
 	}
-
 	unsigned limit = (unsigned)p->cfg.max_connections;
 	if (!limit) {
 		struct rlimit rl;
@@ -376,43 +348,26 @@ int http_start(struct plane *p, char *err, size_t errlen)
 		rlim_t cur = rl.rlim_cur == RLIM_INFINITY ? 1048576 : rl.rlim_cur;
 		limit = cur > 64 ? (unsigned)(cur - 32) : 32;
 	}
-	/* Each connection's memory pool is malloc'd whole and libmicrohttpd
-	 * zeroes what it frees inside it, so every held stream keeps all of it
-	 * resident: the pool is most of a stream's cost (docs/BENCHMARKS.md).
-	 * 8 KiB still takes the largest request head we accept (a 200-byte
-	 * node id with 32 labels of 63/63 bytes, or a 4 KiB admin token);
-	 * 4 KiB does not. */
-	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC |
-			 MHD_USE_ERROR_LOG;
-	/* TLS: the certificate comes from tls.c's callback at each handshake
-	 * (SIGHUP swaps it for new connections); with a client CA the
-	 * handshake asks for a client certificate, checked per request */
-	struct MHD_OptionItem tls_opts[4];
-	size_t nt = 0;
+	struct httpd_config hc = {
+		.listen_fd = p->listen_fd,
+		.threads = (unsigned)p->cfg.threads,
+		.max_connections = limit,
+		.max_pending_per_address = (unsigned)p->cfg.max_pending_per_address,
+		.header_timeout_ms = (unsigned)(p->cfg.header_timeout * 1000),
+		.idle_timeout_s = (unsigned)p->cfg.send_timeout,
+		/* the largest head we accept: a 200-byte node id with 32 labels
+		 * of 63/63 bytes, or a 4 KiB admin token, with room */
+		.max_header_bytes = 16384,
+	};
 	if (p->tls) {
-		flags |= MHD_USE_TLS;
-		tls_opts[nt++] = (struct MHD_OptionItem){ MHD_OPTION_HTTPS_CERT_CALLBACK, 0, tls_cert_callback() };
-		tls_opts[nt++] = (struct MHD_OptionItem){ MHD_OPTION_HTTPS_PRIORITIES, 0,
-							   (void *)"NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2" };
-		if (tls_client_ca_pem(p->tls))
-			tls_opts[nt++] = (struct MHD_OptionItem){ MHD_OPTION_HTTPS_MEM_TRUST, 0,
-								   (void *)tls_client_ca_pem(p->tls) };
+		hc.tls_creds = tls_credentials(p->tls);
+		hc.tls_priority = tls_priority(p->tls);
+		hc.tls_request_cert = tls_client_ca_pem(p->tls) != NULL;
 	}
-	tls_opts[nt] = (struct MHD_OptionItem){ MHD_OPTION_END, 0, NULL };
-	p->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, p,
-				  MHD_OPTION_ARRAY, tls_opts,
-				  MHD_OPTION_LISTEN_SOCKET, p->listen_fd,
-				  MHD_OPTION_THREAD_POOL_SIZE, (unsigned)p->cfg.threads,
-				  MHD_OPTION_CONNECTION_LIMIT, limit,
-				  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)p->cfg.send_timeout,
-				  MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)8192,
-				  MHD_OPTION_CONNECTION_MEMORY_INCREMENT, (size_t)1024,
-				  MHD_OPTION_NOTIFY_COMPLETED, on_completed, p,
-				  MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-				  MHD_OPTION_UNESCAPE_CALLBACK, unescape_no_nul, NULL,
-				  MHD_OPTION_END);
-	if (!p->mhd) {
-		snprintf(err, errlen, "cannot start the HTTP server on %s", p->listen_addr);
+	struct httpd_app app = { p, on_headers, on_body, on_request, on_completed };
+	p->httpd = httpd_start(&hc, &app, lerr, sizeof(lerr));
+	if (!p->httpd) {
+		snprintf(err, errlen, "cannot start the HTTP server on %s: %s", p->listen_addr, lerr);
 		close(p->listen_fd);
 		p->listen_fd = -1;
 		return -1;
@@ -442,19 +397,18 @@ bool http_listens_on_loopback(struct plane *p)
 
 void http_quiesce(struct plane *p)
 {
-	if (p->mhd) {
-		MHD_socket fd = MHD_quiesce_daemon(p->mhd);
-		if (fd != MHD_INVALID_SOCKET)
-			close(fd);
-		p->listen_fd = -1;
+	if (p->httpd) {
+		httpd_quiesce(p->httpd);
+		p->listen_fd = -1;   /* closed with it */
 	}
 }
 
 void http_stop(struct plane *p)
 {
-	if (p->mhd) {
-		MHD_stop_daemon(p->mhd);
-		p->mhd = NULL;
+	if (p->httpd) {
+		httpd_stop(p->httpd);
+		p->httpd = NULL;
+		p->listen_fd = -1;
 	}
 	if (p->listen_fd >= 0) {
 		close(p->listen_fd);

@@ -1,12 +1,13 @@
-/* http.h: the plane's HTTP server (libmicrohttpd, epoll, a small pool of
- * threads; streams and long-polls are suspended, not parked on threads),
- * request routing, and the response helpers every handler uses. */
+/* http.h: the plane's side of its HTTP server (httpd.h): request state,
+ * what a route needs before its body is read, routing, and the response
+ * helpers every handler uses. Streams and long-polls are suspended, not
+ * parked on threads. */
 #ifndef TETHER_HTTP_H
 #define TETHER_HTTP_H
 
 #include <stdbool.h>
 #include <stddef.h>
-#include <microhttpd.h>
+#include "httpd.h"
 
 #include "buf.h"
 
@@ -30,60 +31,58 @@ int http_start(struct plane *p, char *err, size_t errlen);
 void http_quiesce(struct plane *p);
 void http_stop(struct plane *p);
 
-/* Responses. Each takes ownership of body and returns MHD's result. */
-enum MHD_Result http_send(struct MHD_Connection *c, unsigned status, const char *type, struct buf *body,
+/* Responses. Each takes ownership of body. */
+enum http_result http_send(struct http_conn *c, unsigned status, const char *type, struct buf *body,
 			  bool gzip_ok);
 /* Same, with extra headers: a NULL-terminated list of name, value pairs. */
-enum MHD_Result http_send_headers(struct MHD_Connection *c, unsigned status, const char *type,
+enum http_result http_send_headers(struct http_conn *c, unsigned status, const char *type,
 				  struct buf *body, bool gzip_ok, const char *const *headers);
-enum MHD_Result http_send_json(struct MHD_Connection *c, unsigned status, struct buf *body);
+enum http_result http_send_json(struct http_conn *c, unsigned status, struct buf *body);
 /* {"error": msg} and a newline, the body of every error answer. */
 void http_error_body(struct buf *b, const char *msg);
-enum MHD_Result http_send_error(struct MHD_Connection *c, unsigned status, const char *fmt, ...)
+enum http_result http_send_error(struct http_conn *c, unsigned status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
-const char *http_query(struct MHD_Connection *c, const char *key);
-const char *http_header(struct MHD_Connection *c, const char *key);
-bool http_accepts_gzip(struct MHD_Connection *c);
+bool http_accepts_gzip(struct http_conn *c);
 /* Whether the plane listens on a loopback address only. */
 bool http_listens_on_loopback(struct plane *p);
 
 /* Handlers (api_*.c). rest is the path after the route's prefix. */
-enum MHD_Result api_healthz(struct plane *p, struct MHD_Connection *c);
-enum MHD_Result api_metrics(struct plane *p, struct MHD_Connection *c);
-enum MHD_Result api_resource(struct plane *p, struct MHD_Connection *c, struct request *r,
+enum http_result api_healthz(struct plane *p, struct http_conn *c);
+enum http_result api_metrics(struct plane *p, struct http_conn *c);
+enum http_result api_resource(struct plane *p, struct http_conn *c, struct request *r,
 			     const char *method, const char *name);
-enum MHD_Result api_resources_list(struct plane *p, struct MHD_Connection *c);
-enum MHD_Result api_batch(struct plane *p, struct MHD_Connection *c, struct request *r);
-enum MHD_Result api_nodes(struct plane *p, struct MHD_Connection *c, const char *method, const char *id);
-enum MHD_Result api_ack(struct plane *p, struct MHD_Connection *c, struct request *r);
-enum MHD_Result api_report(struct plane *p, struct MHD_Connection *c, struct request *r);
+enum http_result api_resources_list(struct plane *p, struct http_conn *c);
+enum http_result api_batch(struct plane *p, struct http_conn *c, struct request *r);
+enum http_result api_nodes(struct plane *p, struct http_conn *c, const char *method, const char *id);
+enum http_result api_ack(struct plane *p, struct http_conn *c, struct request *r);
+enum http_result api_report(struct plane *p, struct http_conn *c, struct request *r);
 /* The traffic report in a node record that came from another replica
  * (pass_on false) or up from a relay (true), validated as POST /v1/report
  * validates it and recorded (a refused one is logged, naming from). */
 struct persist_node;
 void api_record_traffic(struct plane *p, const struct persist_node *pn, const char *from, bool pass_on);
-enum MHD_Result api_stream(struct plane *p, struct MHD_Connection *c);
-enum MHD_Result api_relay_stream(struct plane *p, struct MHD_Connection *c);
-enum MHD_Result api_relay_nodes(struct plane *p, struct MHD_Connection *c, struct request *r);
-enum MHD_Result api_relay_statement(struct plane *p, struct MHD_Connection *c);
-enum MHD_Result api_config(struct plane *p, struct MHD_Connection *c, struct request *r);
-enum MHD_Result api_rollouts(struct plane *p, struct MHD_Connection *c);
-enum MHD_Result api_rollout_current(struct plane *p, struct MHD_Connection *c);
-enum MHD_Result api_rollout_abort(struct plane *p, struct MHD_Connection *c);
-enum MHD_Result api_events(struct plane *p, struct MHD_Connection *c);
-enum MHD_Result api_ui(struct plane *p, struct MHD_Connection *c, const char *rest);
-enum MHD_Result api_tokens(struct plane *p, struct MHD_Connection *c, struct request *r, const char *method,
+enum http_result api_stream(struct plane *p, struct http_conn *c);
+enum http_result api_relay_stream(struct plane *p, struct http_conn *c);
+enum http_result api_relay_nodes(struct plane *p, struct http_conn *c, struct request *r);
+enum http_result api_relay_statement(struct plane *p, struct http_conn *c);
+enum http_result api_config(struct plane *p, struct http_conn *c, struct request *r);
+enum http_result api_rollouts(struct plane *p, struct http_conn *c);
+enum http_result api_rollout_current(struct plane *p, struct http_conn *c);
+enum http_result api_rollout_abort(struct plane *p, struct http_conn *c);
+enum http_result api_events(struct plane *p, struct http_conn *c);
+enum http_result api_ui(struct plane *p, struct http_conn *c, const char *rest);
+enum http_result api_tokens(struct plane *p, struct http_conn *c, struct request *r, const char *method,
 			   const char *id);
 
 /* The version log (api_history.c): GET /v1/history, /v1/history/{V},
  * /v1/diff, /v1/resources/{name}?at=V and POST /v1/revert. With a shared
- * backend they read it off libmicrohttpd's threads (writer_call; r->job). */
+ * backend they read it off the HTTP threads (writer_call; r->job). */
 struct principal;
-enum MHD_Result api_history(struct plane *p, struct MHD_Connection *c, struct request *r, const char *version);
-enum MHD_Result api_diff(struct plane *p, struct MHD_Connection *c, struct request *r);
-enum MHD_Result api_revert(struct plane *p, struct MHD_Connection *c, struct request *r);
-enum MHD_Result api_history_get_at(struct plane *p, struct MHD_Connection *c, struct request *r,
+enum http_result api_history(struct plane *p, struct http_conn *c, struct request *r, const char *version);
+enum http_result api_diff(struct plane *p, struct http_conn *c, struct request *r);
+enum http_result api_revert(struct plane *p, struct http_conn *c, struct request *r);
+enum http_result api_history_get_at(struct plane *p, struct http_conn *c, struct request *r,
 				   const struct principal *who, const char *name, const char *at);
 /* A write's message: at most 1024 bytes, no control characters. 0, or -1
  * with err. */

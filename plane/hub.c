@@ -34,7 +34,7 @@
 
 struct stream {
 	struct hub *hub;
-	struct MHD_Connection *conn;
+	struct http_conn *conn;
 	char node[RES_NAME_MAX + 1];
 	char token_id[TOKEN_ID_LEN + 1];   /* the token it came with, or "" */
 	struct sub sub;
@@ -66,7 +66,7 @@ struct stream {
 };
 
 struct waiter {
-	struct MHD_Connection *conn;
+	struct http_conn *conn;
 	char node[RES_NAME_MAX + 1];
 	char token_id[TOKEN_ID_LEN + 1];
 	uint64_t have;                /* the node's target when it began waiting */
@@ -121,7 +121,7 @@ static void wake_stream(struct stream *st)
 {
 	if (st->suspended) {
 		st->suspended = false;
-		MHD_resume_connection(st->conn);
+		http_resume(st->conn);
 	}
 }
 
@@ -136,7 +136,7 @@ static void wake_waiter(struct hub *h, struct waiter *w)
 	if (w->next)
 		w->next->prev = w->prev;
 	w->registered = false;
-	MHD_resume_connection(w->conn);
+	http_resume(w->conn);
 }
 
 void hub_wake_keeper(struct hub *h)
@@ -206,7 +206,7 @@ static void list_remove(struct hub *h, struct strmap *map, struct stream *st)
 	pthread_mutex_unlock(&h->lock);
 }
 
-struct stream *hub_stream_new(struct hub *h, struct MHD_Connection *c, const char *node, uint64_t have,
+struct stream *hub_stream_new(struct hub *h, struct http_conn *c, const char *node, uint64_t have,
 			      struct sub *sub, bool gzip, const char *token_id)
 {
 	struct stream *st = xcalloc(1, sizeof(*st));
@@ -238,7 +238,7 @@ struct stream *hub_stream_new(struct hub *h, struct MHD_Connection *c, const cha
 	return st;
 }
 
-struct stream *hub_relay_new(struct hub *h, struct MHD_Connection *c, const char *relay, uint64_t have,
+struct stream *hub_relay_new(struct hub *h, struct http_conn *c, const char *relay, uint64_t have,
 			     const char *token_id)
 {
 	struct stream *st = xcalloc(1, sizeof(*st));
@@ -470,7 +470,7 @@ static ssize_t relay_read(struct stream *st, char *buf, size_t max)
 		if (n)
 			return (ssize_t)n;
 		if (st->finished)
-			return MHD_CONTENT_READER_END_OF_STREAM;
+			return HTTP_READER_END;
 		pthread_mutex_lock(&h->lock);
 		bool closing = st->closing, hb = st->hb_due;
 		uint64_t v = hub_version(h);
@@ -480,14 +480,14 @@ static ssize_t relay_read(struct stream *st, char *buf, size_t max)
 		bool need_state = (!st->state_sent && st->sent <= v) || v > st->sent;
 		if (!closing && !need_tok && !need_ro && !need_state && !hb) {
 			st->suspended = true;
-			MHD_suspend_connection(st->conn);
+			http_suspend(st->conn);
 			pthread_mutex_unlock(&h->lock);
 			return 0;
 		}
 		pthread_mutex_unlock(&h->lock);
 		if (closing) {
 			st->finished = true;
-			return MHD_CONTENT_READER_END_OF_STREAM;
+			return HTTP_READER_END;
 		}
 		char pre[32] = "";
 		if (!st->started) {
@@ -562,7 +562,7 @@ ssize_t hub_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 		if (n)
 			return (ssize_t)n;
 		if (st->finished)
-			return MHD_CONTENT_READER_END_OF_STREAM;
+			return HTTP_READER_END;
 
 		pthread_mutex_lock(&h->lock);
 		bool closing = st->closing, hb = st->hb_due;
@@ -578,7 +578,7 @@ ssize_t hub_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 		if (!closing && !need_push && !(hb || !st->started)) {
 			/* nothing to say: park the connection until a commit or a tick */
 			st->suspended = true;
-			MHD_suspend_connection(st->conn);
+			http_suspend(st->conn);
 			pthread_mutex_unlock(&h->lock);
 			return 0;
 		}
@@ -598,7 +598,7 @@ ssize_t hub_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 				st->own = buf_detach(&b, &st->own_len);
 				continue;
 			}
-			return MHD_CONTENT_READER_END_OF_STREAM;
+			return HTTP_READER_END;
 		}
 		char pre[32] = "";
 		if (!st->started) {
@@ -664,7 +664,7 @@ void hub_stream_holds(struct hub *h, const char *node, uint64_t version)
 
 /* ---- long-poll waiters ---------------------------------------------------- */
 
-struct waiter *hub_waiter_add(struct hub *h, struct MHD_Connection *c, const char *node, uint64_t have,
+struct waiter *hub_waiter_add(struct hub *h, struct http_conn *c, const char *node, uint64_t have,
 			      int64_t deadline_ms, const char *token_id)
 {
 	pthread_mutex_lock(&h->lock);
@@ -683,7 +683,7 @@ struct waiter *hub_waiter_add(struct hub *h, struct MHD_Connection *c, const cha
 	if (h->waiters)
 		h->waiters->prev = w;
 	h->waiters = w;
-	MHD_suspend_connection(c);
+	http_suspend(c);
 	pthread_mutex_unlock(&h->lock);
 	return w;
 }

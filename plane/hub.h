@@ -3,7 +3,7 @@
  * A commit wakes every suspended stream; each stream then asks for one
  * coalesced push from its own last-sent version to the newest, so a slow or
  * late stream gets the whole gap at once, never a queue of stale pushes.
- * Idle streams are suspended in libmicrohttpd and cost no thread. */
+ * Idle streams are suspended in the HTTP server and cost no thread. */
 #ifndef TETHER_HUB_H
 #define TETHER_HUB_H
 
@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
-#include <microhttpd.h>
+#include "httpd.h"
 
 #include "delta.h"
 
@@ -37,11 +37,11 @@ size_t hub_stream_count(struct hub *h);
 /* A stream for node, starting from the node's version `have`; sub is
  * moved into the stream. Older streams of the same node are closed.
  * token_id names the token it was opened with ("" or NULL: none). */
-struct stream *hub_stream_new(struct hub *h, struct MHD_Connection *c, const char *node, uint64_t have,
+struct stream *hub_stream_new(struct hub *h, struct http_conn *c, const char *node, uint64_t have,
 			      struct sub *sub, bool gzip, const char *token_id);
 /* A relay's stream (docs/protocol.md, "Relays"), from the relay's version
  * have; an older stream of the same relay is closed. */
-struct stream *hub_relay_new(struct hub *h, struct MHD_Connection *c, const char *relay, uint64_t have,
+struct stream *hub_relay_new(struct hub *h, struct http_conn *c, const char *relay, uint64_t have,
 			     const char *token_id);
 /* Whether relay holds a stream here now. */
 bool hub_relay_up(struct hub *h, const char *relay);
@@ -52,14 +52,14 @@ size_t hub_close_token(struct hub *h, const char *token_id);
 /* A node refused its last push and still runs version: its stream's next
  * push starts from there (no resync round trip). */
 void hub_stream_holds(struct hub *h, const char *node, uint64_t version);
-/* libmicrohttpd content reader and its free callback, for the stream. */
+/* The stream's body reader and its free callback (httpd.h). */
 ssize_t hub_stream_read(void *cls, uint64_t pos, char *buf, size_t max);
 void hub_stream_free(void *cls);
 
 /* Suspends c until node's target moves from have or deadline_ms
  * (monotonic) passes. Returns NULL (and does not suspend) when it already
  * moved. */
-struct waiter *hub_waiter_add(struct hub *h, struct MHD_Connection *c, const char *node, uint64_t have,
+struct waiter *hub_waiter_add(struct hub *h, struct http_conn *c, const char *node, uint64_t have,
 			      int64_t deadline_ms, const char *token_id);
 /* Unregisters (if still waiting) and frees a waiter: after the connection
  * resumed, or from the completion callback. */

@@ -314,7 +314,7 @@ void plane_stop(struct plane *p)
 	 * store, the nodes, the tokens, the hub) is freed below */
 	if (p->persist && p->persist->ops->unfollow)
 		p->persist->ops->unfollow(p->persist);
-	if (p->mhd)
+	if (p->httpd)
 		http_quiesce(p);
 	events_stop(p->events);
 	if (p->hub)

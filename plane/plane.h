@@ -53,6 +53,8 @@ struct plane_config {
 	double history_max_age;          /* seconds; 0: no age limit */
 	uint64_t threads;
 	uint64_t max_connections;
+	double header_timeout;           /* seconds for a whole header block */
+	uint64_t max_pending_per_address;
 };
 
 extern const struct opt_def plane_options[];
@@ -73,7 +75,7 @@ struct plane_counters {
 struct plane {
 	struct plane_config cfg;
 	struct persist *persist;       /* the store's backend (--store) */
-	struct writer *writer;         /* writes off MHD's threads (a shared backend) */
+	struct writer *writer;         /* writes off the HTTP threads (a shared backend) */
 	struct store *store;
 	struct nodes *nodes;
 	struct pushcache *pushes;
@@ -85,7 +87,7 @@ struct plane {
 	struct plane_tls *tls;         /* NULL: plain HTTP */
 	struct digests *digests;       /* NULL: no signing */
 	struct statements *statements;
-	struct MHD_Daemon *mhd;
+	struct httpd *httpd;
 	int listen_fd;
 	char listen_addr[80];          /* "127.0.0.1:7070", the real port */
 	pthread_mutex_t token_lock;

@@ -105,6 +105,12 @@ const struct opt_def plane_options[] = {
 	  "HTTP worker threads (default 2)" },
 	{ "max-connections", 0, OPT_UINT, OFF(max_connections), 16, 1000000, NULL, "N",
 	  "most open connections, streams included (default: from the file limit)" },
+	{ "header-timeout", 0, OPT_SECONDS, OFF(header_timeout), 0.1, 3600, NULL, "SECONDS",
+	  "close a connection whose request line and headers are not all in after this long, however slowly "
+	  "they trickle (default 10)" },
+	{ "max-pending-per-address", 0, OPT_UINT, OFF(max_pending_per_address), 1, 1000000, NULL, "N",
+	  "connections one client address may hold while they still send their headers; past it, its oldest "
+	  "one sending for over a second is closed to make room (default 256)" },
 	{ "log-level", 0, OPT_CHOICE, OFF(log_level), 0, 0, level_choices, "LEVEL",
 	  "debug, info (default), warn or error" },
 	{ NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL },
@@ -137,6 +143,8 @@ void plane_config_defaults(struct plane_config *c)
 	c->history_max_age = 30 * 86400;
 	c->threads = 2;
 	c->max_connections = 0;
+	c->header_timeout = 10;
+	c->max_pending_per_address = 256;
 }
 
 int plane_config_check(struct plane_config *c, char *err, size_t errlen)

@@ -30,7 +30,9 @@ struct creds {
 
 struct plane_tls {
 	char *cert_path, *key_path, *ca_path;
-	char *ca_pem;                          /* for libmicrohttpd's certificate request */
+	char *ca_pem;                          /* its text, as loaded */
+	gnutls_certificate_credentials_t creds; /* every handshake's: certificate by callback, CA names */
+	gnutls_priority_t prio;
 	pthread_rwlock_t ca_lock;
 	gnutls_x509_trust_list_t ca;           /* NULL: no client certificates */
 	bool cert_roles;                       /* --cert-roles: OU=tether-ROLE makes a person */
@@ -138,11 +140,6 @@ static int retrieve(gnutls_session_t session, const gnutls_datum_t *req_ca_rdn, 
 	return 0;
 }
 
-void *tls_cert_callback(void)
-{
-	return (void *)retrieve;
-}
-
 static int load_ca(struct plane_tls *t, char *err, size_t errlen)
 {
 	gnutls_x509_trust_list_t list;
@@ -178,6 +175,24 @@ struct plane_tls *tls_open(const char *cert, const char *key, const char *client
 		tls_free(t);
 		return NULL;
 	}
+	int rc;
+	if ((rc = gnutls_certificate_allocate_credentials(&t->creds)) < 0 ||
+	    (rc = gnutls_priority_init(&t->prio, "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2", NULL)) < 0) {
+		snprintf(err, errlen, "TLS: %s", gnutls_strerror(rc));
+		tls_free(t);
+		return NULL;
+	}
+	gnutls_certificate_set_retrieve_function2(t->creds, retrieve);
+	if (t->ca_pem) {
+		/* the CertificateRequest names the CA; verification is per
+		 * request (tls_peer_node), against the CA as loaded now */
+		gnutls_datum_t d = { (unsigned char *)t->ca_pem, (unsigned)strlen(t->ca_pem) };
+		if ((rc = gnutls_certificate_set_x509_trust_mem(t->creds, &d, GNUTLS_X509_FMT_PEM)) < 0) {
+			snprintf(err, errlen, "client CA '%s': %s", client_ca, gnutls_strerror(rc));
+			tls_free(t);
+			return NULL;
+		}
+	}
 	return t;
 }
 
@@ -207,12 +222,26 @@ void tls_free(struct plane_tls *t)
 	pthread_mutex_unlock(&current_lock);
 	if (t->ca)
 		gnutls_x509_trust_list_deinit(t->ca, 1);
+	if (t->creds)
+		gnutls_certificate_free_credentials(t->creds);
+	if (t->prio)
+		gnutls_priority_deinit(t->prio);
 	pthread_rwlock_destroy(&t->ca_lock);
 	free(t->ca_pem);
 	free(t->cert_path);
 	free(t->key_path);
 	free(t->ca_path);
 	free(t);
+}
+
+void *tls_credentials(struct plane_tls *t)
+{
+	return t->creds;
+}
+
+void *tls_priority(struct plane_tls *t)
+{
+	return t->prio;
 }
 
 const char *tls_client_ca_pem(struct plane_tls *t)
@@ -249,17 +278,16 @@ static int ou_role(gnutls_x509_crt_t crt)
 	}
 }
 
-int tls_peer_node(struct plane_tls *t, struct MHD_Connection *c, char *cn, size_t cap, int *role, char *err,
+int tls_peer_node(struct plane_tls *t, struct http_conn *c, char *cn, size_t cap, int *role, char *err,
 		  size_t errlen)
 {
 	if (role)
 		*role = ROLE_NODE;
 	if (!t || !t->ca_path)
 		return 0;
-	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_GNUTLS_SESSION);
-	if (!ci || !ci->tls_session)
+	gnutls_session_t s = http_tls_session(c);
+	if (!s)
 		return 0;
-	gnutls_session_t s = (gnutls_session_t)ci->tls_session;
 	unsigned n = 0;
 	const gnutls_datum_t *raw = gnutls_certificate_get_peers(s, &n);
 	if (!raw || n == 0)

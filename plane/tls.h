@@ -1,4 +1,4 @@
-/* tls.h: the plane's TLS (GnuTLS under libmicrohttpd): its certificate
+/* tls.h: the plane's TLS (GnuTLS, in httpd.c's loops): its certificate
  * and key (--tls-cert, --tls-key), handed to each new handshake by a
  * callback so SIGHUP can load new ones while open streams keep theirs;
  * and client certificates (--client-ca): requested at the handshake,
@@ -9,7 +9,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
-#include <microhttpd.h>
+#include "httpd.h"
 
 struct plane_tls;
 
@@ -19,10 +19,12 @@ void tls_free(struct plane_tls *t);
 /* Loads the files again; on failure the old ones stay. 0, or -1 with err. */
 int tls_reload(struct plane_tls *t, char *err, size_t errlen);
 
-/* What libmicrohttpd needs: MHD_OPTION_HTTPS_CERT_CALLBACK's function,
- * and the client CA's PEM text for MHD_OPTION_HTTPS_MEM_TRUST (NULL when
- * client certificates are not asked for). */
-void *tls_cert_callback(void);
+/* What the HTTP server hands each handshake: the credentials (a
+ * gnutls_certificate_credentials_t, whose certificate comes from a
+ * callback), the priorities (a gnutls_priority_t), and the client CA's
+ * PEM text (NULL when client certificates are not asked for). */
+void *tls_credentials(struct plane_tls *t);
+void *tls_priority(struct plane_tls *t);
 const char *tls_client_ca_pem(struct plane_tls *t);
 
 /* --cert-roles: a client certificate whose subject holds one OU of
@@ -36,7 +38,7 @@ void tls_set_cert_roles(struct plane_tls *t, bool on);
  * role its OU names; 0 when none was presented (or mutual TLS is off); -1
  * when one was presented but does not verify (err says why). role may be
  * NULL. */
-int tls_peer_node(struct plane_tls *t, struct MHD_Connection *c, char *cn, size_t cap, int *role, char *err,
+int tls_peer_node(struct plane_tls *t, struct http_conn *c, char *cn, size_t cap, int *role, char *err,
 		  size_t errlen);
 
 #endif

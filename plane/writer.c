@@ -20,7 +20,7 @@
 #include <string.h>
 
 struct write_job {
-	struct MHD_Connection *c;
+	struct http_conn *c;
 	struct store_change *ch;
 	char **names;
 	size_t n;
@@ -83,7 +83,7 @@ void writer_commit(struct plane *p, struct store_change *ch, size_t n, bool must
 				store_write_unlock(p->store);
 				for (size_t i = 0; i < n; i++)
 					free(ch[i].body);
-				write_result_error(res, MHD_HTTP_NOT_FOUND, "no resource '%s'", ch[0].name);
+				write_result_error(res, HTTP_NOT_FOUND, "no resource '%s'", ch[0].name);
 				return;
 			}
 		}
@@ -92,7 +92,7 @@ void writer_commit(struct plane *p, struct store_change *ch, size_t n, bool must
 			store_write_unlock(p->store);
 			for (size_t i = 0; i < n; i++)
 				free(ch[i].body);
-			write_result_error(res, MHD_HTTP_CONFLICT,
+			write_result_error(res, HTTP_CONFLICT,
 				     "the plane is at version %llu, not %llu: someone wrote in between; nothing was applied",
 				     (unsigned long long)seen, (unsigned long long)opts->base);
 			return;
@@ -116,13 +116,13 @@ void writer_commit(struct plane *p, struct store_change *ch, size_t n, bool must
 
 	if (rc == -1) {
 		atomic_fetch_add(&p->ctr.refused_writes, 1);
-		write_result_error(res, MHD_HTTP_UNPROCESSABLE_CONTENT, "%s", err);
+		write_result_error(res, HTTP_UNPROCESSABLE_CONTENT, "%s", err);
 		return;
 	}
 	if (rc == -3) {
 		atomic_fetch_add(&p->ctr.write_errors, 1);
 		log_warn("store: write refused, the store is read-only: %s", err);
-		write_result_error(res, MHD_HTTP_SERVICE_UNAVAILABLE,
+		write_result_error(res, HTTP_SERVICE_UNAVAILABLE,
 			     "the store is read-only now (etcd has no quorum or cannot be reached); the write is not "
 			     "confirmed (stored only if etcd took it before the link failed: read it back), try again: %s",
 			     err);
@@ -131,7 +131,7 @@ void writer_commit(struct plane *p, struct store_change *ch, size_t n, bool must
 	if (rc == -2) {
 		atomic_fetch_add(&p->ctr.write_errors, 1);
 		log_error("store: write failed, nothing stored: %s", err);
-		write_result_error(res, MHD_HTTP_INTERNAL_SERVER_ERROR, "store write failed, nothing was stored: %s", err);
+		write_result_error(res, HTTP_INTERNAL_SERVER_ERROR, "store write failed, nothing was stored: %s", err);
 		return;
 	}
 	if (changed) {
@@ -141,7 +141,7 @@ void writer_commit(struct plane *p, struct store_change *ch, size_t n, bool must
 		events_version(p->events, version, ch, n, "write");
 		rollout_step(p->rollout);   /* staged: the version becomes a rollout */
 	}
-	res->status = MHD_HTTP_OK;
+	res->status = HTTP_OK;
 	res->gzip_ok = false;
 	buf_init(&res->body);
 	buf_printf(&res->body, "{\"version\":%llu,\"changed\":%s}", (unsigned long long)version,
@@ -169,7 +169,7 @@ static void finish(struct writer *w, struct write_job *j)
 	j->done = true;
 	bool gone = j->forgotten;
 	if (!gone)
-		MHD_resume_connection(j->c);
+		http_resume(j->c);
 	pthread_mutex_unlock(&w->lock);
 	if (gone)
 		job_free(j);
@@ -197,7 +197,7 @@ static void *queue_main(void *arg)
 				free(j->ch[i].body);
 				j->ch[i].body = NULL;
 			}
-			write_result_error(&j->res, MHD_HTTP_SERVICE_UNAVAILABLE, "the plane is shutting down; nothing was %s",
+			write_result_error(&j->res, HTTP_SERVICE_UNAVAILABLE, "the plane is shutting down; nothing was %s",
 				     q == &w->writes ? "stored" : "read");
 		} else if (j->fn) {
 			j->fn(w->p, j->arg, &j->res);
@@ -255,7 +255,7 @@ void writer_stop(struct writer *w)
 /* Suspends the request and queues its job. */
 static void enqueue(struct writer *w, struct queue *q, struct write_job *j)
 {
-	MHD_suspend_connection(j->c);
+	http_suspend(j->c);
 	pthread_mutex_lock(&w->lock);
 	if (q->tail)
 		q->tail->next = j;
@@ -266,7 +266,7 @@ static void enqueue(struct writer *w, struct queue *q, struct write_job *j)
 	pthread_mutex_unlock(&w->lock);
 }
 
-struct write_job *writer_call(struct writer *w, struct MHD_Connection *c, bool write, writer_fn fn, void *arg,
+struct write_job *writer_call(struct writer *w, struct http_conn *c, bool write, writer_fn fn, void *arg,
 			      void (*free_arg)(void *))
 {
 	if (!w)
@@ -280,7 +280,7 @@ struct write_job *writer_call(struct writer *w, struct MHD_Connection *c, bool w
 	return j;
 }
 
-struct write_job *writer_submit(struct writer *w, struct MHD_Connection *c, struct store_change *ch, size_t n,
+struct write_job *writer_submit(struct writer *w, struct http_conn *c, struct store_change *ch, size_t n,
 				bool must_exist, const struct write_opts *opts)
 {
 	if (!w)

@@ -1,4 +1,4 @@
-/* writer.h: resource writes off libmicrohttpd's threads, for a backend
+/* writer.h: resource writes off the HTTP threads, for a backend
  * whose commit may wait seconds (etcd electing a leader): the request is
  * suspended, one writer thread validates and commits, and the request is
  * resumed with the answer. With the embedded store writes stay on the
@@ -9,7 +9,7 @@
 #ifndef TETHER_WRITER_H
 #define TETHER_WRITER_H
 
-#include <microhttpd.h>
+#include "httpd.h"
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -52,14 +52,14 @@ void writer_stop(struct writer *w);
  * until the answer is ready; NULL when there is no writer (answer at once
  * with writer_commit). */
 struct write_job;
-struct write_job *writer_submit(struct writer *w, struct MHD_Connection *c, struct store_change *ch, size_t n,
+struct write_job *writer_submit(struct writer *w, struct http_conn *c, struct store_change *ch, size_t n,
 				bool must_exist, const struct write_opts *opts);
 /* Other work for a suspended request: fn computes the answer from arg
  * (on the writer thread when write, in order with the writes, else on the
  * reader thread), then free_arg(arg). NULL when there is no writer: the
  * caller runs fn on its own thread. */
 typedef void (*writer_fn)(struct plane *p, void *arg, struct write_result *res);
-struct write_job *writer_call(struct writer *w, struct MHD_Connection *c, bool write, writer_fn fn, void *arg,
+struct write_job *writer_call(struct writer *w, struct http_conn *c, bool write, writer_fn fn, void *arg,
 			      void (*free_arg)(void *));
 
 /* After the resume: the answer, if the job is done (true), and the job

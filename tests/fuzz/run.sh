@@ -99,6 +99,8 @@ if [ -z "$PKGS" ] || ! PKG_CFLAGS=$(pkg-config --cflags $PKGS) || ! PKG_LIBS=$(p
 	echo "run.sh: pkg-config cannot find the libraries configure.ac requires:" $PKGS
 	all_results error 1
 fi
+# and the ones configure found without pkg-config (http-parser)
+PKG_LIBS="$PKG_LIBS $(sed -n 's/^HTTP_PARSER_LIBS = //p' "$BUILDDIR/Makefile")"
 
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 CFLAGS="-std=gnu11 -g -O1 -Wall -Wno-unused-parameter $SAN"

@@ -82,6 +82,8 @@ head -c 5000 /dev/zero | tr '\0' 'x' >"$WORK/5k.body"
 check_eq "a token request has its own small body cap (413)" 413 \
 	"$(code -X POST -H "$(bearer "$ADMIN")" --data-binary "@$WORK/5k.body" /v1/tokens)"
 check_eq "so has an ACK (64 KiB)" 413 \
+	"$(code -X POST -H "$(bearer "$N2")" --data-binary "@$WORK/big.body" /v1/ack)"
+check_eq "an ACK under a credential that is not a node's is refused on its headers (403)" 403 \
 	"$(code -X POST -H "$(bearer "$ADMIN")" --data-binary "@$WORK/big.body" /v1/ack)"
 check_eq "revoking an unknown id is 404" 404 "$(code -X DELETE -H "$(bearer "$ADMIN")" /v1/tokens/000000000000)"
 check_eq "a malformed id is 400" 400 "$(code -X DELETE -H "$(bearer "$ADMIN")" /v1/tokens/NOT-AN-ID)"

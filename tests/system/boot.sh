@@ -205,15 +205,18 @@ if git -C "$top" rev-parse -q --verify HEAD >/dev/null; then
 fi
 t_prev=$(($(date +%s) - phase_start))
 phase_start=$(date +%s)
-# the previous packages must install in the root file system made for the
-# current ones
+# the previous packages must install in the root file system too: what
+# they need and the current ones do not (a library the new version
+# dropped) goes into it, as it was on a host that ran them
 if [ -n "$prev" ]; then
 	missing=$(depends_of "$sys/prev/$prev"/*.deb | while read -r d; do
 		case " $list " in *" $d "*) ;; *) echo "$d" ;; esac
 	done | xargs)
 	if [ -n "$missing" ]; then
-		prev_why="the previous packages (${prev:0:7}) need $missing, which the current ones do not"
-		prev=""
+		say "the previous packages (${prev:0:7}) also need: $missing"
+		list=$(printf '%s\n' $list $missing | sort -u | xargs)
+		key=$( (echo "bookworm minbase $list"; cat $sources /dev/null) | sha256sum | cut -c1-16)
+		rootfs=$sys/rootfs-$key.tar
 	fi
 fi
 

@@ -130,7 +130,7 @@ static void test_a_subscriber_a_ring_behind_is_closed(void **state)
 	for (int i = 0; i < EVENTS_RING + 1; i++)
 		publish(e, "version", "{}");
 	char *t = drain(s, &last);
-	assert_int_equal(last, MHD_CONTENT_READER_END_WITH_ERROR);
+	assert_int_equal(last, HTTP_READER_ERROR);
 	free(t);
 	events_sub_free(s);
 	struct buf m = BUF_INIT;
@@ -213,7 +213,7 @@ static void test_revoked_token_ends_its_streams(void **state)
 	assert_int_equal(events_close_token(e, "aaaaaaaaaaaa"), 1);
 	assert_int_equal(events_close_token(e, ""), 0);
 	free(drain(a, &last));
-	assert_int_equal(last, MHD_CONTENT_READER_END_OF_STREAM);
+	assert_int_equal(last, HTTP_READER_END);
 	free(drain(b, &last));
 	assert_int_equal(last, 0);
 	events_sub_free(a);

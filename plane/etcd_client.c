@@ -13,6 +13,7 @@
  * permission) are told in an operator's words, naming the option to look
  * at. */
 #include "etcd_client.h"
+#include "alive.h"
 #include "records_json.h"
 #include "buf.h"
 #include "log.h"
@@ -340,6 +341,7 @@ static int post_one(struct etcd *e, size_t ep, const char *path, const char *bod
 	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(e->timeout_s * 1000));
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, out);
+	alive_curl(h);
 	buf_reset(out);
 	CURLcode rc = curl_easy_perform(h);
 	*status = 0;

@@ -7,6 +7,7 @@
  * the controller's writes: a replica that lost the key cannot record a
  * transition. The set of live replicas is followed from the watch. */
 #include "persist_etcd.h"
+#include "alive.h"
 #include "log.h"
 #include "strmap.h"
 #include "util.h"
@@ -187,8 +188,10 @@ static void *lease_main(void *arg)
 	 * etcd for two thirds of its TTL steps down before the lease can
 	 * expire under it */
 	int64_t every = l->ttl_ms / 4 > 100 ? l->ttl_ms / 4 : 100;
+	alive_enter("etcd-lease");
 	pthread_mutex_lock(&l->lock);
 	while (!l->stop) {
+		alive_beat();
 		uint64_t id = l->lease;
 		pthread_mutex_unlock(&l->lock);
 		if (!id) {
@@ -215,10 +218,14 @@ static void *lease_main(void *arg)
 		if (run)
 			run_for_controller(l, id);
 		pthread_mutex_lock(&l->lock);
-		if (!l->stop)
+		if (!l->stop) {
+			alive_park(every);
 			cond_wait_ms(&l->cond, &l->lock, every);
+			alive_unpark();
+		}
 	}
 	pthread_mutex_unlock(&l->lock);
+	alive_leave();
 	return NULL;
 }
 

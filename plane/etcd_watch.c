@@ -8,6 +8,7 @@
  * for its token (expired, unknown to the member it reached) reopens with a
  * new one. */
 #include "etcd_client.h"
+#include "alive.h"
 #include "buf.h"
 #include "log.h"
 #include "util.h"
@@ -192,6 +193,7 @@ static int progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_
 {
 	(void)dt, (void)dn, (void)ut, (void)un;
 	struct etcd_watch *w = ud;
+	alive_beat();   /* curl calls this at least once a second, events or not */
 	pthread_mutex_lock(&w->lock);
 	bool stop = w->stop;
 	pthread_mutex_unlock(&w->lock);
@@ -288,10 +290,14 @@ static void *watch_main(void *arg)
 {
 	struct etcd_watch *w = arg;
 	unsigned attempt = 0, fresh_in_row = 0;
+	alive_enter("etcd-watch");
 	for (;;) {
+		alive_beat();
 		pthread_mutex_lock(&w->lock);
+		alive_park(-1);
 		while (!w->stop && w->compacted)
 			pthread_cond_wait(&w->cond, &w->lock);
+		alive_unpark();
 		bool stop = w->stop;
 		pthread_mutex_unlock(&w->lock);
 		if (stop)
@@ -322,10 +328,14 @@ static void *watch_main(void *arg)
 			attempt++;
 		int64_t wait = attempt ? (int64_t)(100 << (attempt > 5 ? 5 : attempt)) : 50;
 		pthread_mutex_lock(&w->lock);
-		if (!w->stop)
+		if (!w->stop) {
+			alive_park(wait);
 			cond_wait_ms(&w->cond, &w->lock, wait);
+			alive_unpark();
+		}
 		pthread_mutex_unlock(&w->lock);
 	}
+	alive_leave();
 	return NULL;
 }
 

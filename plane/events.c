@@ -4,6 +4,7 @@
  * microseconds, so they grow across restarts too: an id from before a
  * restart is older than the ring and gets a reset, never a wrong gap. */
 #include "events.h"
+#include "alive.h"
 #include "log.h"
 #include "nodes.h"
 #include "rollout.h"
@@ -82,9 +83,12 @@ static void *ticker_main(void *arg)
 {
 	struct events *e = arg;
 	int64_t ms = (int64_t)(e->heartbeat * 1000);
+	alive_enter("events");
 	pthread_mutex_lock(&e->lock);
 	while (!e->stop) {
+		alive_park(ms);
 		cond_wait_ms(&e->cond, &e->lock, ms);
+		alive_unpark();
 		if (e->stop)
 			break;
 		for (struct events_sub *s = e->subs; s; s = s->next_sub) {
@@ -93,6 +97,7 @@ static void *ticker_main(void *arg)
 		}
 	}
 	pthread_mutex_unlock(&e->lock);
+	alive_leave();
 	return NULL;
 }
 

@@ -2,6 +2,7 @@
  * connections, http-parser's framing, GnuTLS, suspend and resume,
  * deadlines and connection limits (see httpd.h). */
 #include "httpd.h"
+#include "alive.h"
 #include "buf.h"
 #include "log.h"
 #include "util.h"
@@ -740,10 +741,11 @@ static void process_input(struct http_conn *c)
 		c->in_len = 0;
 		feed(c, in, len);
 		free(in);
-		if (c->dead)
-			return;
+		if (c->dead || c->in_len)
+			return;   /* more pipelined: it has its turn queued */
 	}
-	for (int i = 0; i < READS_PER_TURN && (c->st == S_HEAD || c->st == S_BODY); i++) {
+	/* nothing is read past a pipelined request not yet parsed: it goes first */
+	for (int i = 0; i < READS_PER_TURN && (c->st == S_HEAD || c->st == S_BODY) && !c->in_len; i++) {
 		ssize_t n;
 		if (c->tls) {
 			n = gnutls_record_recv(c->tls, l->scratch, SCRATCH);
@@ -1109,6 +1111,9 @@ static void *loop_main(void *arg)
 	struct httpd *d = l->d;
 	struct epoll_event ev[EVENTS];
 	bool more = false;
+	char name[16];
+	snprintf(name, sizeof(name), "http-%u", (unsigned)(l - d->loops));
+	alive_enter(name);
 	while (!atomic_load(&d->stop)) {
 		int64_t now = now_ms();
 		int timeout = more ? 0 : 1000;
@@ -1116,7 +1121,9 @@ static void *loop_main(void *arg)
 			int64_t t = l->pend->deadline_ms - now;
 			timeout = t < 0 ? 0 : t < timeout ? (int)t : timeout;
 		}
+		alive_park(timeout);
 		int n = epoll_wait(l->ep, ev, EVENTS, timeout);
+		alive_unpark();
 		if (n < 0 && errno != EINTR)
 			break;
 		for (int i = 0; i < n; i++) {
@@ -1178,6 +1185,7 @@ static void *loop_main(void *arg)
 	while (l->all)
 		conn_close(l->all);
 	bury(l);
+	alive_leave();
 	return NULL;
 }
 

@@ -1,6 +1,7 @@
 /* hub.c: streams, long-poll waiters, the ticker (heartbeats, deadlines)
  * and the keeper (what writes to the backend) (see hub.h). */
 #include "hub.h"
+#include "alive.h"
 #include "gate.h"
 #include "events.h"
 #include "gz.h"
@@ -82,6 +83,7 @@ struct hub {
 	pthread_cond_t keeper_cond;     /* wakes the keeper (to stop, or to step a rollout) */
 	pthread_t ticker, keeper;
 	bool ticker_running, keeper_running, stop;
+	bool wedged;                    /* the ticker's: a thread stopped turning */
 	atomic_uint_fast64_t version;
 	struct stream *streams;
 	size_t nstreams;
@@ -710,7 +712,32 @@ void hub_waiter_release(struct hub *h, struct waiter *w)
 /* Waits on h->cond (h->lock held) for at most ms milliseconds. */
 static void wait_for(struct hub *h, int64_t ms)
 {
+	alive_park(ms);
 	cond_wait_ms(&h->cond, &h->lock, ms);
+	alive_unpark();
+}
+
+/* systemd's watchdog is fed while every watched thread turns (alive.h);
+ * the one that does not is named, once a stretch. The bound is the
+ * watchdog's own interval, at least 10 s: a backend call may take 5. */
+static void feed_watchdog(struct hub *h)
+{
+	int64_t bound = sdnotify_watchdog_ms();
+	if (bound <= 0)
+		return;
+	if (bound < 10000)
+		bound = 10000;
+	char who[128];
+	if (alive_check(bound, who, sizeof(who)) == 0) {
+		if (h->wedged)
+			log_info("watchdog: every thread turns again; feeding systemd's watchdog");
+		h->wedged = false;
+		sdnotify_watchdog_tick();
+		return;
+	}
+	if (!h->wedged)
+		log_error("watchdog: thread %s; systemd's watchdog is no longer fed", who);
+	h->wedged = true;
 }
 
 /* systemd's STATUS= line: what `systemctl status tether-plane` shows. */
@@ -731,9 +758,11 @@ static void *ticker_main(void *arg)
 	int64_t interval = (int64_t)(p->cfg.heartbeat * 1000);
 	int64_t next_hb = now_ms() + interval, next_lag = now_ms() + LAG_EVERY_MS;
 
+	alive_enter("ticker");
 	pthread_mutex_lock(&h->lock);
 	while (!h->stop) {
 		int64_t now = now_ms();
+		alive_beat();
 		if (now >= next_hb) {
 			for (struct stream *st = h->streams; st; st = st->next) {
 				st->hb_due = true;
@@ -753,9 +782,10 @@ static void *ticker_main(void *arg)
 			notify_status(h);
 			next_lag = now + LAG_EVERY_MS;
 		}
-		/* the ticker takes the hub's lock and sends the heartbeats:
-		 * while it turns, the plane is not wedged */
-		sdnotify_watchdog_tick();
+		/* the ticker takes the hub's lock and sends the heartbeats,
+		 * and the other threads beat: while all turn, the plane is
+		 * not wedged */
+		feed_watchdog(h);
 
 		pthread_mutex_lock(&h->lock);
 		if (h->stop)
@@ -770,6 +800,7 @@ static void *ticker_main(void *arg)
 			wait_for(h, wait_ms);
 	}
 	pthread_mutex_unlock(&h->lock);
+	alive_leave();
 	return NULL;
 }
 
@@ -782,9 +813,11 @@ static void *keeper_main(void *arg)
 	struct plane *p = h->p;
 	int64_t next_prune = now_ms() + PRUNE_EVERY_MS, next_flush_warn = 0, next_log_trim = 0;
 	char err[512];
+	alive_enter("keeper");
 	pthread_mutex_lock(&h->lock);
 	while (!h->stop) {
 		pthread_mutex_unlock(&h->lock);
+		alive_beat();
 		/* the rollout's gates: bake time, ACK timeouts, next rollout */
 		rollout_step(p->rollout);
 		if (nodes_flush(p->nodes, err, sizeof(err)) < 0) {
@@ -814,10 +847,14 @@ static void *keeper_main(void *arg)
 			next_log_trim = now_ms() + wait;
 		}
 		pthread_mutex_lock(&h->lock);
-		if (!h->stop)
+		if (!h->stop) {
+			alive_park(FLUSH_EVERY_MS);
 			cond_wait_ms(&h->keeper_cond, &h->lock, FLUSH_EVERY_MS);
+			alive_unpark();
+		}
 	}
 	pthread_mutex_unlock(&h->lock);
+	alive_leave();
 	return NULL;
 }
 

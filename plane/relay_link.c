@@ -1,6 +1,7 @@
 /* relay_link.c: a relay's stream from its upstream and its requests to it
  * (see relay_link.h). */
 #include "relay_link.h"
+#include "alive.h"
 #include "credentials.h"
 #include "log.h"
 #include "sse_parser.h"
@@ -73,6 +74,7 @@ static int progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_
 {
 	(void)dt, (void)dn, (void)ut, (void)un;
 	struct relay_link *l = ud;
+	alive_beat();   /* curl calls this at least once a second, events or not */
 	pthread_mutex_lock(&l->lock);
 	bool stop = l->stop, reopen = l->reopen;
 	double iv = l->interval_s;
@@ -208,7 +210,9 @@ static void *link_main(void *arg)
 {
 	struct relay_link *l = arg;
 	unsigned attempt = 0;
+	alive_enter("relay-link");
 	for (;;) {
+		alive_beat();
 		pthread_mutex_lock(&l->lock);
 		bool stop = l->stop;
 		int cur = l->cur;
@@ -241,10 +245,14 @@ static void *link_main(void *arg)
 			wait = round ? (int64_t)(100 << (round > 5 ? 5 : round)) : 50;
 		}
 		pthread_mutex_lock(&l->lock);
-		if (!l->stop)
+		if (!l->stop) {
+			alive_park(wait);
 			cond_wait_ms(&l->cond, &l->lock, wait);
+			alive_unpark();
+		}
 		pthread_mutex_unlock(&l->lock);
 	}
+	alive_leave();
 	return NULL;
 }
 
@@ -371,6 +379,7 @@ long relay_link_call(struct relay_link *l, const char *method, const char *path,
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, out);
 	char detail[CURL_ERROR_SIZE] = "";
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, detail);
+	alive_curl(h);
 	CURLcode rc = curl_easy_perform(h);
 	long status = -1;
 	if (rc == CURLE_OK)

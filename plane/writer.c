@@ -3,6 +3,7 @@
  * requests, in arrival order; and the reader thread beside it, for the
  * calls (writer_call) that only read. */
 #include "writer.h"
+#include "alive.h"
 #include "http.h"
 #include "events.h"
 #include "hub.h"
@@ -180,10 +181,13 @@ static void *queue_main(void *arg)
 {
 	struct queue *q = arg;
 	struct writer *w = q->w;
+	alive_enter(q == &w->writes ? "writer" : "reader");
 	pthread_mutex_lock(&w->lock);
 	for (;;) {
+		alive_park(-1);
 		while (!w->stop && !q->head)
 			pthread_cond_wait(&w->cond, &w->lock);
+		alive_unpark();
 		struct write_job *j = q->head;
 		if (!j)
 			break;   /* stopping, nothing queued */
@@ -213,6 +217,7 @@ static void *queue_main(void *arg)
 		pthread_mutex_lock(&w->lock);
 	}
 	pthread_mutex_unlock(&w->lock);
+	alive_leave();
 	return NULL;
 }
 

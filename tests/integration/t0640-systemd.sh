@@ -41,6 +41,30 @@ check "the plane feeds the watchdog (WATCHDOG_USEC=400000: every 200 ms)" wait_u
 put file/a '{"path":"a.txt","content":"a\n"}' >/dev/null
 check "the plane's STATUS follows the version" wait_until 5 sh -c "grep -q 'STATUS=version 1, ' '$WORK/plane.notify'"
 
+# a thread that stops turning stops the pings, and the plane says which:
+# one HTTP loop stopped by ptrace (its other threads go on) until the
+# watchdog's bound (10 s at least) has passed
+tid_of() { local t; for t in /proc/"$PLANE_PID"/task/*; do [ "$(cat "$t/comm" 2>/dev/null)" = "$1" ] && basename "$t"; done | head -n 1; }
+HTID=$(tid_of tp-http-0)
+check "the plane's threads carry their names (tp-http-0 is $HTID)" test -n "$HTID"
+check "... the keeper's, the ticker's and the other loop's too" \
+	sh -c "[ -n '$(tid_of tp-keeper)' ] && [ -n '$(tid_of tp-ticker)' ] && [ -n '$(tid_of tp-http-1)' ]"
+python3 "$TOOLS/wedge-thread.py" "$HTID" >"$WORK/wedge.out" 2>&1 &
+WEDGE=$!
+track_pid "$WEDGE"
+wait_until 10 grep -q WEDGED "$WORK/wedge.out" || bail "cannot stop the thread: $(cat "$WORK/wedge.out")"
+check "the plane names the thread that stopped turning" wait_until 30 grep -q \
+	"error: watchdog: thread http-0: [0-9.]* s since it last turned; systemd's watchdog is no longer fed" "$PLANE_LOG"
+stuck=$(pings plane)
+sleep 1
+check_eq "no WATCHDOG=1 while it is stuck" "$stuck" "$(pings plane)"
+check "the plane still answers on its other HTTP loop" curl -fsS -o /dev/null "$PLANE_URL/healthz"
+kill -TERM "$WEDGE"
+wait "$WEDGE" 2>/dev/null
+untrack_pid "$WEDGE"
+check "once it turns again the pings come back" wait_until 10 pings_above plane "$stuck"
+check "... and the plane says so" grep -q "watchdog: every thread turns again" "$PLANE_LOG"
+
 # ---- the agent -----------------------------------------------------------------------
 notify_start agent
 NOTIFY_SOCKET=$WORK/agent.sock WATCHDOG_USEC=400000 WATCHDOG_PID= start_agent n1 --consumer files \

@@ -3,7 +3,9 @@
 # simulated nodes (bench/sse_load, each a stream that comes back on the
 # other replica, as tetherd --plane A,B does): every node is on the
 # survivor within 10 s, resumed by delta from the version it held -- zero
-# snapshots -- including the write made while they moved.
+# snapshots -- including the write made while they moved. (The client
+# lingers: the plane sees a closed stream at once, and the count is read
+# while they are held.)
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-etcd.sh"
 
@@ -23,7 +25,7 @@ PLANE_URL=$A_URL put file/one '{"path":"one.txt","content":"1\n"}' >/dev/null
 check_eq "version 1 is written" 1 "$(curl -fsS "$A_URL/v1/resources" | jq -r .version)"
 check "b has it" wait_until 10 sh -c "[ \"\$(curl -fsS '$B_URL/v1/resources' | jq -r .version)\" = 1 ]"
 
-"$LOAD" -n "$N" --version 1 --prefix sim- --failover "127.0.0.1:$B_PORT" --timeout 60 \
+"$LOAD" -n "$N" --version 1 --prefix sim- --failover "127.0.0.1:$B_PORT" --timeout 60 --linger 120 \
 	"127.0.0.1:$A_PORT" >"$WORK/load.out" 2>"$WORK/load.err" &
 LP=$!
 track_pid "$LP"

@@ -32,7 +32,6 @@
 #define SCRATCH 65536          /* a loop's read (and reader) buffer */
 #define READS_PER_TURN 4       /* then other connections get their turn */
 #define ACCEPTS_PER_TURN 64
-#define EVICT_AGE_MS 1000      /* a connection still sending headers this long may make room */
 #define EVENTS 256
 
 enum cstate { S_TLS, S_HEAD, S_BODY, S_APP, S_SEND };
@@ -48,6 +47,12 @@ struct http_response {
 };
 
 struct loop;
+
+/* A client address (IPv4 in the first 4 bytes, or IPv6). */
+struct addr_key {
+	unsigned char addr[16];
+	unsigned char alen;
+};
 
 struct http_conn {
 	struct loop *l;
@@ -76,8 +81,7 @@ struct http_conn {
 	/* deadlines */
 	bool pending;             /* still sending its header block */
 	int64_t deadline_ms, pending_since_ms, last_ms;
-	unsigned char addr[16];
-	unsigned char alen;
+	struct addr_key key;      /* the client's address */
 	struct http_conn *prev, *next;     /* the loop's connections */
 	struct http_conn *pprev, *pnext;   /* the loop's pending ones, oldest first */
 	struct http_conn *grave;
@@ -95,6 +99,10 @@ struct loop {
 	struct http_conn *graves;
 	atomic_uint npending;       /* how many are in pend (read by the other loops) */
 	atomic_uint evict;          /* the other loops ask this one to close its oldest pending */
+	/* under lock: addresses past --max-pending-per-address whose oldest
+	 * slow connection here should make room (the other loops ask) */
+	struct addr_key evict_like[16];
+	unsigned nevict_like;
 	char *scratch;
 	int64_t last_sweep_ms;
 	char date[64];
@@ -103,8 +111,7 @@ struct loop {
 
 /* per client address: connections still sending their headers */
 struct addr_count {
-	unsigned char addr[16];
-	unsigned char alen;
+	struct addr_key key;
 	unsigned n;
 };
 
@@ -182,36 +189,40 @@ static const char *date_now(struct loop *l)
 
 /* ---- client addresses with connections still sending headers ------------- */
 
-static struct addr_count *addr_find(struct httpd *d, const struct http_conn *c)
+static bool same_addr(const struct addr_key *a, const struct addr_key *b)
+{
+	return a->alen == b->alen && memcmp(a->addr, b->addr, a->alen) == 0;
+}
+
+static struct addr_count *addr_find(struct httpd *d, const struct addr_key *k)
 {
 	for (size_t i = 0; i < d->naddrs; i++)
-		if (d->addrs[i].alen == c->alen && memcmp(d->addrs[i].addr, c->addr, c->alen) == 0)
+		if (same_addr(&d->addrs[i].key, k))
 			return &d->addrs[i];
 	return NULL;
 }
 
-static unsigned addr_pending(struct httpd *d, const struct http_conn *c)
+static unsigned addr_pending(struct httpd *d, const struct addr_key *k)
 {
 	pthread_mutex_lock(&d->addr_lock);
-	struct addr_count *a = addr_find(d, c);
+	struct addr_count *a = addr_find(d, k);
 	unsigned n = a ? a->n : 0;
 	pthread_mutex_unlock(&d->addr_lock);
 	return n;
 }
 
-static void addr_add(struct httpd *d, const struct http_conn *c, int delta)
+static void addr_add(struct httpd *d, const struct addr_key *k, int delta)
 {
 	pthread_mutex_lock(&d->addr_lock);
-	struct addr_count *a = addr_find(d, c);
+	struct addr_count *a = addr_find(d, k);
 	if (!a && delta > 0) {
 		if (d->naddrs == d->addrs_cap) {
 			d->addrs_cap = d->addrs_cap ? d->addrs_cap * 2 : 16;
 			d->addrs = xrealloc(d->addrs, d->addrs_cap * sizeof(*d->addrs));
 		}
 		a = &d->addrs[d->naddrs++];
-		memset(a, 0, sizeof(*a));
-		memcpy(a->addr, c->addr, c->alen);
-		a->alen = c->alen;
+		a->key = *k;
+		a->n = 0;
 	}
 	if (a) {
 		if (delta > 0)
@@ -241,7 +252,7 @@ static void pend_add(struct http_conn *c)
 		l->pend = c;
 	l->pend_tail = c;
 	atomic_fetch_add(&l->npending, 1);
-	addr_add(l->d, c, 1);
+	addr_add(l->d, &c->key, 1);
 }
 
 static void pend_del(struct http_conn *c)
@@ -260,7 +271,7 @@ static void pend_del(struct http_conn *c)
 		l->pend_tail = c->pprev;
 	c->pprev = c->pnext = NULL;
 	atomic_fetch_sub(&l->npending, 1);
-	addr_add(l->d, c, -1);
+	addr_add(l->d, &c->key, -1);
 }
 
 /* ---- the request, as http-parser sees it --------------------------------- */
@@ -902,17 +913,49 @@ void http_resume(struct http_conn *c)
 }
 
 /* The oldest connection of l still sending headers of the address of
- * like that has been at it long enough to make room (a second: a storm's
- * new connections are younger). */
-static struct http_conn *evictable(struct loop *l, const struct http_conn *like, int64_t now)
+ * like that has been at it long enough to make room: half the header
+ * deadline (a storm's connections, and TLS handshakes queued behind
+ * others, finish well within it). */
+static struct http_conn *evictable(struct loop *l, const struct addr_key *like, int64_t now)
 {
 	for (struct http_conn *c = l->pend; c; c = c->pnext) {
-		if (now - c->pending_since_ms < EVICT_AGE_MS)
+		if (now - c->pending_since_ms < (int64_t)l->d->cfg.header_timeout_ms / 2)
 			return NULL;   /* oldest first: the rest are younger */
-		if (c->alen == like->alen && memcmp(c->addr, like->addr, c->alen) == 0)
+		if (same_addr(&c->key, like))
 			return c;
 	}
 	return NULL;
+}
+
+static void loop_wake(struct loop *o)
+{
+	uint64_t one = 1;
+	ssize_t w = write(o->evfd, &one, sizeof(one));
+	(void)w;   /* a full counter wakes the loop all the same */
+}
+
+/* An address past its limit of connections still sending headers: its
+ * oldest slow one makes room, here or on another loop (which closes it on
+ * its next turn). */
+static void room_for_address(struct loop *l, const struct addr_key *like, int64_t now)
+{
+	struct httpd *d = l->d;
+	struct http_conn *old = evictable(l, like, now);
+	if (old) {
+		atomic_fetch_add(&d->evicted, 1);
+		conn_close(old);
+		return;
+	}
+	for (unsigned i = 0; i < d->nloops; i++) {
+		struct loop *o = &d->loops[i];
+		if (o == l || !atomic_load(&o->npending))
+			continue;
+		pthread_mutex_lock(&o->lock);
+		if (o->nevict_like < sizeof(o->evict_like) / sizeof(o->evict_like[0]))
+			o->evict_like[o->nevict_like++] = *like;
+		pthread_mutex_unlock(&o->lock);
+		loop_wake(o);
+	}
 }
 
 /* The table is full: the oldest connection still sending its headers,
@@ -932,9 +975,7 @@ static bool make_room(struct loop *l)
 			/* its loop closes one on its next turn; this one goes on
 			 * meanwhile (the limit is over by one, briefly) */
 			atomic_fetch_add(&o->evict, 1);
-			uint64_t one = 1;
-			ssize_t w = write(o->evfd, &one, sizeof(one));
-			(void)w;
+			loop_wake(o);
 			return true;
 		}
 	}
@@ -959,24 +1000,19 @@ static void accept_some(struct loop *l)
 			return;
 		}
 		atomic_fetch_add(&d->accepted, 1);
-		struct http_conn probe = { .l = l };
+		struct addr_key key = { { 0 }, 0 };
 		if (ss.ss_family == AF_INET6) {
-			memcpy(probe.addr, &((struct sockaddr_in6 *)&ss)->sin6_addr, 16);
-			probe.alen = 16;
+			memcpy(key.addr, &((struct sockaddr_in6 *)&ss)->sin6_addr, 16);
+			key.alen = 16;
 		} else if (ss.ss_family == AF_INET) {
-			memcpy(probe.addr, &((struct sockaddr_in *)&ss)->sin_addr, 4);
-			probe.alen = 4;
+			memcpy(key.addr, &((struct sockaddr_in *)&ss)->sin_addr, 4);
+			key.alen = 4;
 		}
 		int64_t now = now_ms();
 		/* an address at its limit of connections still sending headers:
 		 * its oldest slow one makes way */
-		if (d->cfg.max_pending_per_address && addr_pending(d, &probe) >= d->cfg.max_pending_per_address) {
-			struct http_conn *old = evictable(l, &probe, now);
-			if (old) {
-				atomic_fetch_add(&d->evicted, 1);
-				conn_close(old);
-			}
-		}
+		if (d->cfg.max_pending_per_address && addr_pending(d, &key) >= d->cfg.max_pending_per_address)
+			room_for_address(l, &key, now);
 		if (atomic_load(&d->open) >= d->cfg.max_connections && !make_room(l)) {
 			atomic_fetch_add(&d->refused_full, 1);
 			close(fd);
@@ -987,8 +1023,7 @@ static void accept_some(struct loop *l)
 		struct http_conn *c = xcalloc(1, sizeof(*c));
 		c->l = l;
 		c->fd = fd;
-		memcpy(c->addr, probe.addr, sizeof(c->addr));
-		c->alen = probe.alen;
+		c->key = key;
 		http_request_init(&c->rq, &rq_hooks, c, d->cfg.max_header_bytes);
 		c->last_ms = now;
 		if (d->cfg.tls_creds) {
@@ -1105,6 +1140,26 @@ static void bury(struct loop *l)
 	}
 }
 
+/* The addresses the other loops asked room for: their oldest slow
+ * connection here, if old enough, is closed. */
+static void evict_asked(struct loop *l)
+{
+	struct addr_key like[16];
+	pthread_mutex_lock(&l->lock);
+	unsigned n = l->nevict_like;
+	memcpy(like, l->evict_like, n * sizeof(like[0]));
+	l->nevict_like = 0;
+	pthread_mutex_unlock(&l->lock);
+	int64_t now = now_ms();
+	for (unsigned i = 0; i < n; i++) {
+		struct http_conn *old = evictable(l, &like[i], now);
+		if (old) {
+			atomic_fetch_add(&l->d->evicted, 1);
+			conn_close(old);
+		}
+	}
+}
+
 static void *loop_main(void *arg)
 {
 	struct loop *l = arg;
@@ -1141,6 +1196,7 @@ static void *loop_main(void *arg)
 					atomic_fetch_add(&d->evicted, 1);
 					conn_close(l->pend);
 				}
+				evict_asked(l);
 				continue;
 			}
 			struct http_conn *c = p;

@@ -110,7 +110,7 @@ const struct opt_def plane_options[] = {
 	  "they trickle (default 10)" },
 	{ "max-pending-per-address", 0, OPT_UINT, OFF(max_pending_per_address), 1, 1000000, NULL, "N",
 	  "connections one client address may hold while they still send their headers; past it, its oldest "
-	  "one sending for over a second is closed to make room (default 256)" },
+	  "one sending for over half the header timeout is closed to make room (default 256)" },
 	{ "log-level", 0, OPT_CHOICE, OFF(log_level), 0, 0, level_choices, "LEVEL",
 	  "debug, info (default), warn or error" },
 	{ NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL },

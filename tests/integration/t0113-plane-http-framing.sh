@@ -186,4 +186,27 @@ diag "$(jq -r '"\(.connected)/\(.conns) connected; closed in time \(.closed_in_t
 check "the plane is healthy after the slow connections" curl -fsS -m 5 "$PLANE_URL/healthz"
 stop_pid "$PLANE_PID"
 
+# ---- one address's connections still sending headers: --max-pending-per-address ----------
+# 10 connections each send one header byte and no more; once they are
+# older than half the header timeout, an 11th from the same address makes
+# the oldest one make room (and a storm's young ones are left alone)
+start_plane perad --max-pending-per-address 10 --header-timeout 4 --insecure
+evicted() { curl -fsS "$PLANE_URL/metrics" | awk '$1 == "tether_http_evicted_total" {print $2}'; }
+fds=()
+for i in $(seq 1 10); do
+	exec {fd}<>"/dev/tcp/127.0.0.1/$PLANE_PORT" && printf 'G' >&"$fd" && fds+=("$fd")
+done
+check_eq "10 connections from one address hold their headers open" 10 "${#fds[@]}"
+check_eq "... and nothing was closed to make room while they are young" 0 "$(evicted)"
+sleep 2.2   # past half the header timeout (4 s): the ten are now old enough to make room
+exec {new}<>"/dev/tcp/127.0.0.1/$PLANE_PORT"
+printf 'G' >&"$new"
+# (each look at /metrics is a new connection from the address too: it
+# may make another old one make room, so at least one)
+check "an 11th from the same address makes the oldest one make room" wait_until 5 sh -c "[ \"\$(curl -fsS '$PLANE_URL/metrics' | awk '\$1 == \"tether_http_evicted_total\" {print \$2}')\" -ge 1 ]"
+check "... one of the old ones: the plane closed it (close-wait on this side)" \
+	wait_until 5 sh -c "[ \$(ss -Htn state close-wait '( dport = :$PLANE_PORT )' | wc -l) -ge 1 ]"
+for fd in "${fds[@]}" "$new"; do exec {fd}>&-; done
+stop_pid "$PLANE_PID"
+
 done_testing

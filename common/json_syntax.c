@@ -4,6 +4,7 @@
  * never quote a string's bytes (a string may be a key). */
 #include "json_syntax.h"
 #include "json.h"
+#include "util.h"
 #include "xmalloc.h"
 
 #include <stdbool.h>
@@ -88,17 +89,6 @@ static int unexpected(struct reader *r, size_t pos, const char *expected)
 	return -1;
 }
 
-static int hexval(unsigned char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* The 4 hex digits after "\u" at pos (the backslash), or -1 when there are
  * fewer than 4 before the text ends or a non-hex byte comes first. */
 static long hex4(const struct reader *r, size_t pos)
@@ -107,7 +97,7 @@ static long hex4(const struct reader *r, size_t pos)
 		return -1;
 	long v = 0;
 	for (size_t k = 2; k < 6; k++) {
-		int h = hexval(r->t[pos + k]);
+		int h = hex_digit(r->t[pos + k]);
 		if (h < 0)
 			return -1;
 		v = v << 4 | h;

@@ -32,6 +32,8 @@ int64_t wall_seconds(void);
 int64_t wall_ms(void);
 
 bool str_starts_with(const char *s, const char *prefix);
+/* A hex digit's value (0-9, a-f, A-F), or -1. */
+int hex_digit(int c);
 /* Removes leading and trailing ASCII white space in place; returns s. */
 char *str_trim(char *s);
 /* Constant-time comparison of two NUL-terminated secrets. */

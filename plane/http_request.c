@@ -1,6 +1,7 @@
 /* http_request.c: one request as http-parser reads it (see
  * http_request.h). */
 #include "http_request.h"
+#include "util.h"
 #include "xmalloc.h"
 
 #include <pthread.h>
@@ -10,17 +11,6 @@
 
 static http_parser_settings settings;
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* Unescapes %HH in place, except %00: a NUL would cut the C string short
  * ("cluster/a%00b" would name "cluster/a"); it stays the text "%00", which
  * no name, node id, label, prefix or number accepts. */
@@ -29,7 +19,7 @@ static void unescape_no_nul(char *s)
 	char *w = s;
 	for (const char *r = s; *r;) {
 		int hi, lo;
-		if (r[0] == '%' && (hi = hexval(r[1])) >= 0 && (lo = hexval(r[2])) >= 0 && (hi | lo) != 0) {
+		if (r[0] == '%' && (hi = hex_digit(r[1])) >= 0 && (lo = hex_digit(r[2])) >= 0 && (hi | lo) != 0) {
 			*w++ = (char)(hi * 16 + lo);
 			r += 3;
 		} else {

@@ -647,9 +647,9 @@ static void refuse(struct http_conn *c, unsigned status, const char *msg)
 	log_debug("http: %u %s", status, msg);
 }
 
-/* The exchange is over: the application hears it, and the connection
- * waits for its next request (or closes). */
-static void finish_exchange(struct http_conn *c)
+/* The application hears that the request is done with, and the answer
+ * (its buffer or reader) is freed. */
+static void end_exchange(struct http_conn *c)
 {
 	struct httpd *d = c->l->d;
 	if (c->have_req) {
@@ -659,6 +659,13 @@ static void finish_exchange(struct http_conn *c)
 	}
 	http_response_free(c->resp);
 	c->resp = NULL;
+}
+
+/* The exchange is over: the application hears it, and the connection
+ * waits for its next request (or closes). */
+static void finish_exchange(struct http_conn *c)
+{
+	end_exchange(c);
 	if (c->close_after) {
 		conn_close(c);
 		return;
@@ -834,13 +841,7 @@ static void conn_close(struct http_conn *c)
 	pthread_mutex_unlock(&l->lock);
 	pend_del(c);
 	epoll_ctl(l->ep, EPOLL_CTL_DEL, c->fd, NULL);
-	if (c->have_req) {
-		c->have_req = false;
-		d->app.completed(d->app.cls, c, c->req);
-		c->req = NULL;
-	}
-	http_response_free(c->resp);
-	c->resp = NULL;
+	end_exchange(c);
 	/* after the callbacks: no other thread knows c now */
 	pthread_mutex_lock(&l->lock);
 	if (c->in_wake) {

@@ -494,6 +494,19 @@ static int resume_check(struct agent *a, const struct candidate *c, int *healthy
 	return 0;
 }
 
+/* An interrupted apply that is not finished after all: its record goes
+ * (durably: it is never tried again), last-good comes back (the consumer's
+ * boot puts its output back), and status.json says why. */
+static void resume_refused(struct agent *a, uint64_t version, const char *what, const char *why)
+{
+	lastgood_pending_drop(a->lg);
+	log_error("boot: version %llu %s: %s; last-good version %llu comes back", (unsigned long long)version, what,
+		  why, (unsigned long long)a->state.version);
+	snprintf(a->last_error, sizeof(a->last_error), "version %llu %s at boot: %.4000s", (unsigned long long)version,
+		 what, why);
+	agent_set_state(a, ST_DEGRADED);
+}
+
 void apply_resume(struct agent *a)
 {
 	const struct consumer_ops *ops = a->cons->ops;
@@ -515,9 +528,7 @@ void apply_resume(struct agent *a)
 	struct lthash digest;
 	int healthy = -1;
 	if (trust_check_resumed(a, &m, &c, &digest, err, sizeof(err)) < 0) {
-		log_error("boot: the apply of version %llu that was in flight does not verify (%s): last-good "
-			  "version %llu comes back", (unsigned long long)version, err, (unsigned long long)base);
-		lastgood_pending_drop(a->lg);
+		resume_refused(a, version, "in flight does not verify", err);
 		goto out;
 	}
 	rc = ops->resume ? ops->resume(a->cons, &a->state, &c, gen, err, sizeof(err)) : 0;
@@ -535,27 +546,14 @@ void apply_resume(struct agent *a)
 		 "its apply (checked and probed again)", (unsigned long long)version, gen ? "generation " : "its files",
 		 gen ? gen : "");
 	if (resume_check(a, &c, &healthy, err, sizeof(err)) < 0) {
-		/* refused: last-good comes back (boot puts its output back and
-		 * reloads), and the refusal is reported, not ACKed: the plane
-		 * pushes the version again and hears the NACK then */
-		lastgood_pending_drop(a->lg);
-		log_error("boot: version %llu refused at its check again: %s; last-good version %llu comes back",
-			  (unsigned long long)version, err, (unsigned long long)base);
-		snprintf(a->last_error, sizeof(a->last_error), "version %llu refused at boot: %.4000s",
-			 (unsigned long long)version, err);
+		/* refused now: reported (a refusal, counted), not NACKed: the
+		 * plane pushes the version again and hears the NACK then */
+		resume_refused(a, version, "refused", err);
 		a->rejected++;
-		agent_set_state(a, ST_DEGRADED);
-		if (healthy == 0)
-			a->live_healthy = 0;
 		goto out;
 	}
 	if (lastgood_save(a->lg, &a->state, &c, err, sizeof(err)) < 0) {
-		lastgood_pending_drop(a->lg);
-		log_error("boot: version %llu passed its checks again but cannot be kept in last-good: %s; "
-			  "last-good version %llu comes back", (unsigned long long)version, err,
-			  (unsigned long long)base);
-		snprintf(a->last_error, sizeof(a->last_error), "version %llu not kept at boot: %.4000s",
-			 (unsigned long long)version, err);
+		resume_refused(a, version, "not kept in last-good", err);
 		goto out;
 	}
 	state_commit(&a->state, &c);

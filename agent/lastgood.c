@@ -994,14 +994,23 @@ int lastgood_pending(struct lastgood *lg, const struct state *s, const struct ca
 		snprintf(err, errlen, "generation id '%.80s' is too long to keep", gen);
 		goto out;
 	}
-	if (rec_build(c, &rec, err, errlen) < 0 || pending_open(lg, err, errlen) < 0)
+	/* the journal record lastgood_prepare readied of c is the one kept
+	 * here: compressed once */
+	const struct buf *r = &lg->pend_rec;
+	if (lg->pend != PEND_RECORD || !lg->pend_rec.len) {
+		if (rec_build(c, &rec, err, errlen) < 0)
+			goto out;
+		r = &rec;
+	}
+	if (pending_open(lg, err, errlen) < 0)
 		goto out;
+	buf_reserve(&file, PENDING_HDR + 4 + glen + r->len + 4);
 	buf_append(&file, PENDING_MAGIC, 8);
 	put_u64(&file, s->version);
 	put_u64(&file, lg->gen);
 	put_u64(&file, lg->journal_bytes);
 	put_str(&file, gen ? gen : "", glen);
-	buf_append(&file, rec.data, rec.len);
+	buf_append(&file, r->data, r->len);
 	put_u32(&file, (uint32_t)crc32(0, (const Bytef *)file.data, (uInt)file.len));
 	if (lseek(lg->pfd, 0, SEEK_SET) < 0 || write_full(lg->pfd, file.data, file.len) < 0 ||
 	    ftruncate(lg->pfd, (off_t)file.len) < 0 || fdatasync(lg->pfd) < 0) {

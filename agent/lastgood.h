@@ -63,8 +63,9 @@ void lastgood_abandon(struct lastgood *lg);
  * lastgood_pending records, before the candidate c goes live (the swap),
  * what it is -- its changes on s, last-good's state, with its version and
  * statement -- and the consumer's generation it goes live as (gen, NULL
- * when the consumer has none): one CRC-checked record, fdatasync'd. 0, or
- * -1 with err (then nothing may go live). A successful lastgood_commit
+ * when the consumer has none): one CRC-checked record, fdatasync'd. Call
+ * it after lastgood_prepare of the same s and c (the journal record that
+ * readied is reused). 0, or -1 with err (then nothing may go live). A successful lastgood_commit
  * makes it void (what it names is last-good now); lastgood_pending_drop
  * makes it void durably (before a refused candidate's output is put back:
  * a refusal is never finished at boot). */

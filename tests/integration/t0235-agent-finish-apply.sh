@@ -352,7 +352,8 @@ check_eq "status.json says degraded" degraded "$(st node state)"
 check "and why: version $target refused at boot, with the check's message" \
 	sh -c "jq -r .last_error '$WORK/node.state/status.json' | grep -q 'version $target refused at boot: check command failed.*refused by the test'"
 check_eq "it counts the refusal" 1 "$(st node pushes_rejected)"
-check "its log says last-good comes back" grep -q "boot: version $target refused at its check again: .*last-good version $old comes back" \
+check "its log says last-good comes back" \
+	grep -q "boot: version $target refused: check command failed.*; last-good version $old comes back" \
 	"$WORK/node-boot.log"
 check_eq "the consumer was reloaded back to last-good's version (the one reload back, as before)" "$old" \
 	"$(tail -n 1 "$WORK/reloads.log")"

@@ -528,7 +528,7 @@ void apply_resume(struct agent *a)
 	struct lthash digest;
 	int healthy = -1;
 	if (trust_check_resumed(a, &m, &c, &digest, err, sizeof(err)) < 0) {
-		resume_refused(a, version, "in flight does not verify", err);
+		resume_refused(a, version, "does not verify", err);
 		goto out;
 	}
 	rc = ops->resume ? ops->resume(a->cons, &a->state, &c, gen, err, sizeof(err)) : 0;

@@ -299,8 +299,8 @@ int trust_check_unvalidated(struct agent *a, struct push *m, char *err, size_t e
  * expiry is not required, as for last-good) and sign the candidate's
  * state; m->verified and *out are filled as for a push. 0, or -1 with
  * err. Without --trust: 0. */
-int trust_check_resumed(struct agent *a, struct push *m, const struct candidate *c, struct lthash *out, char *err,
-			size_t errlen);
+int trust_check_resumed(struct agent *a, struct push *m, const struct candidate *c, struct lthash *out,
+			char *err, size_t errlen);
 /* After a verified candidate was applied. */
 void trust_applied(struct agent *a, const struct push *m, const struct lthash *digest);
 /* A heartbeat's (or a 304's) statement: freshness, and a new key's

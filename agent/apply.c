@@ -502,8 +502,8 @@ static void resume_refused(struct agent *a, uint64_t version, const char *what, 
 	lastgood_pending_drop(a->lg);
 	log_error("boot: version %llu %s: %s; last-good version %llu comes back", (unsigned long long)version, what,
 		  why, (unsigned long long)a->state.version);
-	snprintf(a->last_error, sizeof(a->last_error), "version %llu %s at boot: %.4000s", (unsigned long long)version,
-		 what, why);
+	snprintf(a->last_error, sizeof(a->last_error), "version %llu %s at boot: %.4000s",
+		 (unsigned long long)version, what, why);
 	agent_set_state(a, ST_DEGRADED);
 }
 

@@ -216,8 +216,8 @@ static int files_swap(struct consumer *c, char *err, size_t errlen)
  * happened, all of it. The files it writes are staged again for the
  * check. The inflight list and the backup stay, for boot, should the
  * answer be no or the check refuse. */
-static int files_resume(struct consumer *c, const struct state *s, const struct candidate *cand, const char *gen,
-			char *err, size_t errlen)
+static int files_resume(struct consumer *c, const struct state *s, const struct candidate *cand,
+			const char *gen, char *err, size_t errlen)
 {
 	struct files *f = (struct files *)c;
 	struct strmap written;   /* the paths cand writes (borrowed keys) */

@@ -602,8 +602,8 @@ static const char *gen_staged_id(struct consumer *c)
 /* The live generation is gen-<gen> and is what this agent renders of s
  * with cand (checked file by file, repaired when it was not intact): then
  * it is staged as it was before the swap. */
-static int gen_resume(struct consumer *c, const struct state *s, const struct candidate *cand, const char *gen,
-		      char *err, size_t errlen)
+static int gen_resume(struct consumer *c, const struct state *s, const struct candidate *cand,
+		      const char *gen, char *err, size_t errlen)
 {
 	struct gen *g = (struct gen *)c;
 	char want[NAME_MAX_LEN];

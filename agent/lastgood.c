@@ -448,8 +448,8 @@ static int rec_decode(const unsigned char *raw, size_t raw_len, bool v2, const s
 /* Checks one record's header and checksum at data[0..len) and
  * decompresses its payload: a new allocated buffer (*raw, *raw_len) and
  * the record's full length (*rec_len), or NULL with err. */
-static unsigned char *rec_open(const unsigned char *data, size_t len, bool *v2, size_t *raw_len, size_t *rec_len,
-			       char *err, size_t errlen)
+static unsigned char *rec_open(const unsigned char *data, size_t len, bool *v2, size_t *raw_len,
+			       size_t *rec_len, char *err, size_t errlen)
 {
 	*v2 = len >= JREC_HDR && memcmp(data, JOURNAL_MAGIC, 4) == 0;
 	if (len < JREC_HDR || (!*v2 && memcmp(data, JOURNAL_MAGIC_V1, 4) != 0)) {

@@ -225,8 +225,8 @@ int trust_check_candidate(struct agent *a, const struct push *m, const struct ca
 	return 0;
 }
 
-int trust_check_resumed(struct agent *a, struct push *m, const struct candidate *c, struct lthash *out, char *err,
-			size_t errlen)
+int trust_check_resumed(struct agent *a, struct push *m, const struct candidate *c, struct lthash *out,
+			char *err, size_t errlen)
 {
 	if (!a->trust.on)
 		return 0;

@@ -329,7 +329,7 @@ check_eq "every kill happened at its step" 0 "$not_reached"
 check_eq "after every boot the output is exactly the version status.json reports, the expected one" 0 "$bad"
 check_eq "the consumer was never reloaded backwards" 0 "$BACKWARDS"
 check_eq "the plane never held an ACK of a version the killed agent had not committed" 0 "$acked_early"
-check "boots finished applies in flight ($finished) and kept the version before when nothing had gone live ($kept_old)" \
+check "boots finished applies in flight ($finished), kept the version before when nothing went live ($kept_old)" \
 	test "$finished" -ge 1 -a "$kept_old" -ge 1
 check "no record of an apply in flight was ever found damaged" \
 	sh -c "! grep -q 'apply in flight is damaged\|does not parse\|does not apply on' '$WORK/node-boot.log'"
@@ -350,7 +350,8 @@ check_eq "it comes up at last-good's version $old" "$old" "$(st node version)"
 check "its output is version $old's again" serves_version "$old"
 check_eq "status.json says degraded" degraded "$(st node state)"
 check "and why: version $target refused at boot, with the check's message" \
-	sh -c "jq -r .last_error '$WORK/node.state/status.json' | grep -q 'version $target refused at boot: check command failed.*refused by the test'"
+	sh -c "jq -r .last_error '$WORK/node.state/status.json' |
+		grep -q 'version $target refused at boot: check command failed.*refused by the test'"
 check_eq "it counts the refusal" 1 "$(st node pushes_rejected)"
 check "its log says last-good comes back" \
 	grep -q "boot: version $target refused: check command failed.*; last-good version $old comes back" \

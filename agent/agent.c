@@ -1,4 +1,5 @@
-/* agent.c: tetherd's life: boot from last-good (render it before dialling),
+/* agent.c: tetherd's life: boot from last-good (an apply cut short finished
+ * first, apply_resume; then last-good rendered before dialling),
  * the event loop over libcurl's multi handle (the sync transfer and the
  * ACKs share it), signals (SIGTERM stops, SIGHUP re-reads the config),
  * status.json, and --once. The parts are in sync.c, apply.c, ack.c and
@@ -143,13 +144,18 @@ static int agent_boot(struct agent *a, char *err, size_t errlen)
 		agent_set_state(a, ST_OFFLINE);
 		return 0;
 	}
+	/* an apply cut short between its swap and its commit is finished
+	 * (or, refused, dropped) before the consumer boots on last-good */
+	if (loaded >= 0)
+		apply_resume(a);
 	/* render last-good before dialling: the consumer runs on it offline */
 	int changed = a->cons->ops->boot(a->cons, &a->state, err, errlen);
 	if (changed < 0)
 		return -1;
 	if (changed)
 		apply_boot_reload(a);
-	agent_set_state(a, ST_OFFLINE);
+	if (a->astate != ST_DEGRADED)   /* a refusal at boot (apply_resume) shows */
+		agent_set_state(a, ST_OFFLINE);
 	malloc_trim(0);   /* loading last-good used twice its size for a moment */
 	return 0;
 }

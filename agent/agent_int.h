@@ -209,6 +209,13 @@ void apply_pending(struct agent *a, int64_t *wake);
 void apply_drop_queue(struct agent *a);
 /* The consumer's reload after boot changed its output (best effort). */
 void apply_boot_reload(struct agent *a);
+/* Boot, after last-good is loaded and before the consumer's boot: an
+ * apply the agent did not live to commit (lastgood.pending) is finished
+ * when its candidate went live -- checked, reloaded and probed again, then
+ * committed (a->state moves to it) -- or, when it did not go live or is
+ * refused, dropped (the refusal reported in status.json): the consumer's
+ * boot then puts last-good back. Never ACKs. */
+void apply_resume(struct agent *a);
 
 /* ack.c */
 /* Queues the ACK (error NULL) or NACK of a push; healthy: -1 unknown;
@@ -286,6 +293,14 @@ int trust_check_candidate(struct agent *a, const struct push *m, const struct ca
  * state its statement signs. 0 (it is: a signed change the node refuses),
  * or -1 with err (it is not: it was changed in transit). */
 int trust_check_unvalidated(struct agent *a, struct push *m, char *err, size_t errlen);
+/* Boot: an interrupted apply's candidate (lastgood.pending) with the
+ * statement kept with it (m->statement, m->version): the statement must
+ * verify (a trusted key, this version, our subscription, not a rollback;
+ * expiry is not required, as for last-good) and sign the candidate's
+ * state; m->verified and *out are filled as for a push. 0, or -1 with
+ * err. Without --trust: 0. */
+int trust_check_resumed(struct agent *a, struct push *m, const struct candidate *c, struct lthash *out,
+			char *err, size_t errlen);
 /* After a verified candidate was applied. */
 void trust_applied(struct agent *a, const struct push *m, const struct lthash *digest);
 /* A heartbeat's (or a 304's) statement: freshness, and a new key's

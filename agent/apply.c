@@ -2,13 +2,45 @@
  * queued; the queue is applied as one change (a consumer reloads once for
  * a burst of pushes, and not sooner than --min-reload-interval after the
  * last reload): the pushes are merged in order, the result is validated
- * whole against the applied state, staged, checked (the operator's --check,
- * else the consumer's own: nginx -t, haproxy -c), swapped in, reloaded,
- * confirmed (the marker shows the new generation serving), probed
- * (--health), persisted, and committed; any failure puts the old output
- * back and NACKs the newest push. Only an applied push moves the version. */
+ * whole against the applied state, then apply_candidate runs the pipeline:
+ *
+ *   stage     the consumer's output rendered aside
+ *   check     the operator's --check, else the consumer's own (nginx -t,
+ *             haproxy -c), on what is staged
+ *   prepare   last-good's write readied (a full state directory refuses
+ *             the push here, nothing live touched)
+ *   journal   the apply in flight, durably: the candidate and the
+ *             generation it goes live as (lastgood.pending, fdatasync'd)
+ *   swap      the staged output made live (the way back kept)
+ *   reload    the consumer told (--reload, or the signal to --pidfile)
+ *   confirm   the marker shows the new generation serving
+ *   probe     --health
+ *   commit    last-good holds the candidate (journal record appended and
+ *             fsync'd, or a new generation renamed in), which voids the
+ *             journal of the apply in flight; then the state moves and
+ *             the ACK is queued: the plane hears only of what is durable
+ *
+ * A failure before the swap changes nothing; one after it voids the
+ * journal (durably) first, then puts the old output back and reloads onto
+ * it; either way the newest push is NACKed. Only an applied push moves
+ * the version.
+ *
+ * A crash is finished at boot, not undone (apply_resume, before the
+ * consumer boots on last-good): when the journal names an apply in flight
+ * on exactly the last-good loaded and the consumer finds its candidate
+ * live (the `current` generation is the journal's; the files consumer's
+ * files are the candidate's, all of them), the swap happened, and the
+ * candidate is checked again, reloaded onto (unless the marker shows it
+ * serving already) and probed again; passing, it is committed and becomes
+ * last-good, and the consumer is never reloaded backwards. When it did not
+ * go live (or only part of it), or it is refused now, or the journal is
+ * torn or damaged, the journal is dropped and last-good comes back, as it
+ * did before; a refusal shows in status.json (degraded, last_error). Boot
+ * sends no ACK: the plane learns the version from the node's sync, and a
+ * refused version is NACKed when the plane pushes it again. */
 #include "agent_int.h"
 #include "consumer.h"
+#include "fault.h"
 #include "lastgood.h"
 #include "log.h"
 #include "reload.h"
@@ -172,14 +204,15 @@ struct phases {
 	int64_t stage, check, reload, persist;
 };
 
-/* Stages, checks, swaps, reloads, confirms, probes, persists and commits c.
- * On failure everything live is as it was and err says why. */
+/* Stages, checks, journals, swaps, reloads, confirms, probes, persists and
+ * commits c. On failure everything live is as it was and err says why. */
 static enum apply_result apply_candidate(struct agent *a, struct candidate *c, int *healthy, struct phases *ph,
 					 char *err, size_t errlen)
 {
 	const struct consumer_ops *ops = a->cons->ops;
 	enum apply_result why = APPLY_FAILED;
 	int staged = 1;
+	bool pending = false;
 	int64_t t = now_us();
 	*healthy = -1;
 	memset(ph, 0, sizeof(*ph));
@@ -191,6 +224,7 @@ static enum apply_result apply_candidate(struct agent *a, struct candidate *c, i
 			goto fail;
 	}
 	ph->stage = now_us() - t;
+	fault_point("staged");
 	if (staged == 0) {
 		const char *dir = ops->staging_dir(a->cons);
 		why = APPLY_REFUSED;
@@ -202,6 +236,7 @@ static enum apply_result apply_candidate(struct agent *a, struct candidate *c, i
 		}
 		ph->check = now_us() - t - ph->stage;
 	}
+	fault_point("checked");
 	/* the last-good write readied (and its room taken) before anything
 	 * goes live: a full state directory refuses the push here, with the
 	 * consumer untouched */
@@ -209,11 +244,23 @@ static enum apply_result apply_candidate(struct agent *a, struct candidate *c, i
 	int64_t tp = now_us();
 	if (lastgood_prepare(a->lg, &a->state, c, err, errlen) < 0)
 		goto fail;
+	fault_point("prepared");
+	if (staged == 0) {
+		/* journaled before it goes live: the candidate and the
+		 * generation it goes live as, so that a boot after a crash
+		 * from here to the commit finishes this apply (apply_resume) */
+		pending = true;
+		if (lastgood_pending(a->lg, &a->state, c, ops->staged_id ? ops->staged_id(a->cons) : NULL, err,
+				     errlen) < 0)
+			goto fail;
+	}
 	ph->persist = now_us() - tp;
 	if (staged == 0) {
+		fault_point("pending");
 		const char *dir = ops->staging_dir(a->cons);
 		if (ops->swap(a->cons, err, errlen) < 0)
 			goto revert;
+		fault_point("swapped");
 		why = APPLY_REFUSED;
 		a->last_reload_ms = now_ms();
 		int rr = reload_consumer(&a->cfg, c->version, dir, err, errlen);
@@ -222,9 +269,11 @@ static enum apply_result apply_candidate(struct agent *a, struct candidate *c, i
 		if (rr == 1)
 			log_warn("%s is not running (no process for %s): version %llu is live for when it starts",
 				 a->cfg.consumer, a->cfg.pidfile, (unsigned long long)c->version);
+		fault_point("reloaded");
 		const char *gen = ops->generation ? ops->generation(a->cons) : NULL;
 		if (rr == 0 && gen && reload_confirm(a->cfg.marker, gen, a->cfg.reload_timeout, err, errlen) < 0)
 			goto revert;
+		fault_point("confirmed");
 		if (a->cfg.health && rr == 0) {   /* nothing to probe while it is not running */
 			if (reload_health(a->cfg.health, a->cfg.health_timeout, (unsigned)a->cfg.health_retries, err,
 					  errlen) < 0) {
@@ -233,9 +282,12 @@ static enum apply_result apply_candidate(struct agent *a, struct candidate *c, i
 			}
 			*healthy = 1;
 		}
+		fault_point("probed");
 		why = APPLY_FAILED;
 		ph->reload = now_us() - t - ph->stage - ph->check - ph->persist;
 	}
+	/* the commit: last-good holds c (and the journal of the apply in
+	 * flight is void); only now may the plane hear of it (the ACK) */
 	tp = now_us();
 	if (lastgood_commit(a->lg, err, errlen) < 0) {
 		if (staged == 0)
@@ -243,16 +295,23 @@ static enum apply_result apply_candidate(struct agent *a, struct candidate *c, i
 		goto fail;
 	}
 	ph->persist += now_us() - tp;
+	fault_point("committed");
 	state_commit(&a->state, c);
 	ops->finish(a->cons);
 	return APPLY_OK;
 revert:;
+	/* refused: void the journal first (durably), so that a crash while
+	 * the old output comes back is never finished forward at boot */
+	lastgood_pending_drop(a->lg);
+	pending = false;
 	char e2[1024];
 	if (ops->revert(a->cons, e2, sizeof(e2)) < 0)
 		log_error("apply: cannot put the old output back: %s", e2);
 	else
 		reload_back(a);
 fail:
+	if (pending)
+		lastgood_pending_drop(a->lg);
 	lastgood_abandon(a->lg);
 	ops->finish(a->cons);
 	return why;
@@ -360,6 +419,7 @@ void apply_pending(struct agent *a, int64_t *wake)
 	agent_set_state(a, a->state.version >= a->plane_version ? ST_SYNCED : ST_SYNCING);
 	ack_queue(a, m.version, m.nonce, NULL, healthy, false);
 	agent_write_status(a);
+	fault_point("applied");
 	trim_after(changes);
 out:
 	push_release(&m);   /* its arrays; the bodies belong to the queue */
@@ -379,4 +439,132 @@ void apply_boot_reload(struct agent *a)
 			 a->cfg.pidfile);
 	else
 		a->last_reload_ms = now_ms();
+}
+
+/* ---- finishing an apply at boot ---------------------------------------------- */
+
+/* The consumer serves generation gen already (its marker says so, several
+ * times in a row): a reload would change nothing. */
+static bool serves_already(const struct agent *a, const char *gen)
+{
+	char e[512];
+	return gen && a->cfg.marker && strcmp(a->cfg.marker, "off") != 0 &&
+	       reload_confirm(a->cfg.marker, gen, 0, e, sizeof(e)) == 0;
+}
+
+/* The re-check of a resumed candidate, as the apply would have done it
+ * from the check on: --check (or the consumer's own) on it, the reload
+ * onto it (unless the marker shows it serving), the marker, --health.
+ * 0, or -1 with err (a refusal); *healthy as in apply_candidate. */
+static int resume_check(struct agent *a, const struct candidate *c, int *healthy, char *err, size_t errlen)
+{
+	const struct consumer_ops *ops = a->cons->ops;
+	const char *dir = ops->staging_dir(a->cons);
+	*healthy = -1;
+	if (a->cfg.check) {
+		if (hook_run(&a->cfg, "check", a->cfg.check, c->version, dir, err, errlen) < 0)
+			return -1;
+	} else if (ops->check && ops->check(a->cons, a->cfg.command_timeout, err, errlen) < 0) {
+		return -1;
+	}
+	fault_point("boot-checked");
+	const char *gen = ops->generation ? ops->generation(a->cons) : NULL;
+	int rr = 0;
+	if (serves_already(a, gen)) {
+		log_info("boot: the consumer serves generation %s already: no reload", gen);
+	} else {
+		a->last_reload_ms = now_ms();
+		rr = reload_consumer(&a->cfg, c->version, dir, err, errlen);
+		if (rr < 0)
+			return -1;
+		if (rr == 1)
+			log_info("boot: %s is not running yet (%s): version %llu is live for when it starts",
+				 a->cfg.consumer, a->cfg.pidfile, (unsigned long long)c->version);
+		if (rr == 0 && gen && reload_confirm(a->cfg.marker, gen, a->cfg.reload_timeout, err, errlen) < 0)
+			return -1;
+	}
+	if (a->cfg.health && rr == 0) {
+		if (reload_health(a->cfg.health, a->cfg.health_timeout, (unsigned)a->cfg.health_retries, err,
+				  errlen) < 0) {
+			*healthy = 0;
+			return -1;
+		}
+		*healthy = 1;
+	}
+	return 0;
+}
+
+/* An interrupted apply that is not finished after all: its record goes
+ * (durably: it is never tried again), last-good comes back (the consumer's
+ * boot puts its output back), and status.json says why. */
+static void resume_refused(struct agent *a, uint64_t version, const char *what, const char *why)
+{
+	lastgood_pending_drop(a->lg);
+	log_error("boot: version %llu %s: %s; last-good version %llu comes back", (unsigned long long)version, what,
+		  why, (unsigned long long)a->state.version);
+	snprintf(a->last_error, sizeof(a->last_error), "version %llu %s at boot: %.4000s",
+		 (unsigned long long)version, what, why);
+	agent_set_state(a, ST_DEGRADED);
+}
+
+void apply_resume(struct agent *a)
+{
+	const struct consumer_ops *ops = a->cons->ops;
+	char err[ERRLEN];
+	struct candidate c;
+	char *statement = NULL, *gen = NULL;
+	int rc = lastgood_pending_load(a->lg, &a->state, &c, &statement, &gen, err, sizeof(err));
+	if (rc < 0)
+		log_warn("boot: last-good in %s: %s; ignored: last-good version %llu stands", a->cfg.state_dir, err,
+			 (unsigned long long)a->state.version);
+	if (rc <= 0)
+		return;
+	uint64_t base = a->state.version, version = c.version;
+	struct push m;   /* what trust.c needs of the push it came in */
+	memset(&m, 0, sizeof(m));
+	m.version = version;
+	m.base = base;
+	m.statement = statement;
+	struct lthash digest;
+	int healthy = -1;
+	if (trust_check_resumed(a, &m, &c, &digest, err, sizeof(err)) < 0) {
+		resume_refused(a, version, "does not verify", err);
+		goto out;
+	}
+	rc = ops->resume ? ops->resume(a->cons, &a->state, &c, gen, err, sizeof(err)) : 0;
+	if (rc <= 0) {
+		if (rc < 0)
+			log_error("boot: cannot tell whether version %llu went live: %s", (unsigned long long)version,
+				  err);
+		else
+			log_info("boot: the apply of version %llu stopped before it went live: last-good version %llu "
+				 "stands", (unsigned long long)version, (unsigned long long)base);
+		lastgood_pending_drop(a->lg);
+		goto out;
+	}
+	log_warn("boot: version %llu was live (%s%s) when the agent stopped, before it was committed: finishing "
+		 "its apply (checked and probed again)", (unsigned long long)version, gen ? "generation " : "its files",
+		 gen ? gen : "");
+	if (resume_check(a, &c, &healthy, err, sizeof(err)) < 0) {
+		/* refused now: reported (a refusal, counted), not NACKed: the
+		 * plane pushes the version again and hears the NACK then */
+		resume_refused(a, version, "refused", err);
+		a->rejected++;
+		goto out;
+	}
+	if (lastgood_save(a->lg, &a->state, &c, err, sizeof(err)) < 0) {
+		resume_refused(a, version, "not kept in last-good", err);
+		goto out;
+	}
+	state_commit(&a->state, &c);
+	trust_applied(a, &m, &digest);
+	if (healthy >= 0)
+		a->live_healthy = healthy;
+	ops->finish(a->cons);
+	log_info("boot: finished the apply of version %llu: it is last-good (the plane hears of it from the "
+		 "version this node syncs from)", (unsigned long long)version);
+out:
+	candidate_release(&c);
+	free(statement);
+	free(gen);
 }

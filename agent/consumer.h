@@ -1,6 +1,7 @@
 /* consumer.h: what the agent drives to make a state live. A consumer
  * renders a candidate into a staging area (the check runs on it), swaps it
- * live keeping the way back, and reverts or finishes. Backends:
+ * live keeping the way back, and reverts or finishes; at boot it tells
+ * whether an apply cut short had gone live (resume). Backends:
  * consumer_files.c (file resources under --output-dir) and consumer_gen.c
  * (nginx and haproxy: whole generations behind an atomic symlink). */
 #ifndef TETHER_CONSUMER_H
@@ -39,6 +40,18 @@ struct consumer_ops {
 	 * its access log names it: traffic is counted per generation); NULL
 	 * when the consumer has none. */
 	const char *(*live)(struct consumer *c);
+	/* The id of the staged generation (what swap makes live), kept in
+	 * last-good's record of the apply in flight; NULL when the consumer
+	 * has no generations (resume compares its files instead). */
+	const char *(*staged_id)(struct consumer *c);
+	/* Boot, when an apply was in flight (lastgood.pending): whether the
+	 * live output is what cand makes of s, as generation gen (staged_id's
+	 * then; NULL: none). 1: it is -- the swap happened -- and it is staged
+	 * as if just swapped in, for its check again (staging_dir, generation;
+	 * finish forgets that, boot puts s back instead). 0: it is not (the
+	 * swap did not happen, or not all of it). -1 with err on an I/O error. */
+	int (*resume)(struct consumer *c, const struct state *s, const struct candidate *cand, const char *gen,
+		      char *err, size_t errlen);
 	/* Puts the staged output live, keeping what it replaced. */
 	int (*swap)(struct consumer *c, char *err, size_t errlen);
 	/* Puts back what swap replaced. */

@@ -7,6 +7,7 @@
  * and rewrites what differs from last-good. */
 #include "buf.h"
 #include "consumer.h"
+#include "fault.h"
 #include "json.h"
 #include "log.h"
 #include "safefs.h"
@@ -198,6 +199,8 @@ static int files_swap(struct consumer *c, char *err, size_t errlen)
 			return -1;
 		}
 		op->done = true;
+		if (i == 0)
+			fault_point("swapping");   /* a swap half done */
 	}
 	for (size_t i = 0; i < f->nops; i++) {
 		if (safefs_sync_parent(f->rootfd, f->ops[i].path, err, errlen) < 0) {
@@ -206,6 +209,65 @@ static int files_swap(struct consumer *c, char *err, size_t errlen)
 		}
 	}
 	return 0;
+}
+
+/* Whether the output holds every change of cand (each file it writes,
+ * with its content and mode; each path it drops gone): then the swap
+ * happened, all of it. The files it writes are staged again for the
+ * check. The inflight list and the backup stay, for boot, should the
+ * answer be no or the check refuse. */
+static int files_resume(struct consumer *c, const struct state *s, const struct candidate *cand,
+			const char *gen, char *err, size_t errlen)
+{
+	struct files *f = (struct files *)c;
+	struct strmap written;   /* the paths cand writes (borrowed keys) */
+	int rc = 1;
+	(void)s;
+	(void)gen;
+	strmap_init(&written);
+	safefs_remove_tree(f->workfd, "staging");
+	if (mkdirat(f->workfd, "staging", 0755) < 0 && errno != EEXIST) {
+		snprintf(err, errlen, "cannot create '%s/%s/staging': %s", c->output_dir, WORK, strerror(errno));
+		rc = -1;
+		goto out;
+	}
+	for (size_t i = 0; i < cand->n; i++) {
+		const struct res *nr = cand->items[i].new_res;
+		if (nr && nr->file_path)
+			*strmap_ref(&written, nr->file_path) = 1;
+	}
+	for (size_t i = 0; rc == 1 && i < cand->n; i++) {
+		const struct res *nr = cand->items[i].new_res, *old = cand->items[i].old;
+		if (old && old->file_path && !strmap_get(&written, old->file_path, NULL) &&
+		    live_exists(f->rootfd, old->file_path))
+			rc = 0;   /* a path it drops is still there */
+		if (rc != 1 || !nr || !nr->file_path)
+			continue;
+		char *content;
+		size_t len;
+		mode_t mode;
+		if (file_fields(nr, &content, &len, &mode, err, errlen) < 0) {
+			name_err(nr->name, err, errlen);
+			rc = -1;
+			break;
+		}
+		if (!same_file(f->rootfd, nr->file_path, content, len, mode)) {
+			rc = 0;   /* a file it writes is not (all) there */
+		} else {
+			char *spath = xasprintf("staging/%s", nr->file_path);
+			if (safefs_write(f->workfd, spath, content, len, mode, err, errlen) < 0) {
+				name_err(nr->name, err, errlen);
+				rc = -1;
+			}
+			free(spath);
+		}
+		free(content);
+	}
+out:
+	strmap_release(&written);
+	if (rc != 1)
+		safefs_remove_tree(f->workfd, "staging");
+	return rc;
 }
 
 static int files_revert(struct consumer *c, char *err, size_t errlen)
@@ -412,6 +474,8 @@ static const struct consumer_ops files_ops = {
 	.staging_dir = files_staging_dir,
 	.check = NULL,
 	.generation = NULL,
+	.staged_id = NULL,
+	.resume = files_resume,
 	.swap = files_swap,
 	.revert = files_revert,
 	.finish = files_finish,

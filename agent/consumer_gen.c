@@ -593,6 +593,43 @@ static const char *gen_live(struct consumer *c)
 	return strncmp(g->live, "gen-", 4) == 0 ? g->live + 4 : NULL;
 }
 
+static const char *gen_staged_id(struct consumer *c)
+{
+	struct gen *g = (struct gen *)c;
+	return g->staged[0] ? g->staged_id : NULL;
+}
+
+/* The live generation is gen-<gen> and is what this agent renders of s
+ * with cand (checked file by file, repaired when it was not intact): then
+ * it is staged as it was before the swap. */
+static int gen_resume(struct consumer *c, const struct state *s, const struct candidate *cand,
+		      const char *gen, char *err, size_t errlen)
+{
+	struct gen *g = (struct gen *)c;
+	char want[NAME_MAX_LEN];
+	unlinkat(g->rootfd, "current.tmp", 0);
+	read_current(g, g->live, sizeof(g->live));
+	snprintf(want, sizeof(want), "gen-%s", gen ? gen : "");
+	if (!gen || !*gen || strcmp(g->live, want) != 0)
+		return 0;   /* the swap did not happen (or was put back) */
+	if (prepare(g, s, cand, err, errlen) < 0) {
+		g->staged[0] = '\0';
+		return -1;
+	}
+	if (strcmp(g->staged, g->live) != 0) {
+		/* another renderer (an upgrade) makes another generation of it:
+		 * not the one that went live */
+		log_warn("%s: version %llu renders as %s now, not as the live %s", g->rnd->name,
+			 (unsigned long long)cand->version, g->staged, g->live);
+		if (g->created)
+			safefs_remove_tree(g->rootfd, g->staged);
+		g->created = false;
+		g->staged[0] = '\0';
+		return 0;
+	}
+	return 1;
+}
+
 /* Keeps only the [ALERT] lines of haproxy's output (when there are any):
  * its notices are its version and path. */
 static void haproxy_alerts(char *out)
@@ -700,6 +737,8 @@ static const struct consumer_ops gen_ops = {
 	.check = gen_check,
 	.generation = gen_generation,
 	.live = gen_live,
+	.staged_id = gen_staged_id,
+	.resume = gen_resume,
 	.swap = gen_swap,
 	.revert = gen_revert,
 	.finish = gen_finish,

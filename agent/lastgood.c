@@ -1,8 +1,9 @@
-/* lastgood.c: snapshot + journal persistence of the applied state (see
- * lastgood.h). Little-endian records; zlib; BLAKE2b for snapshots, CRC-32
- * for journal records. Format 2 (TTHRSNP2, TJR2) adds the signed
- * statement of the state after each snapshot and record; format 1 is
- * still read. */
+/* lastgood.c: snapshot + journal persistence of the applied state, and the
+ * record of the apply in flight (see lastgood.h). Little-endian records;
+ * zlib; BLAKE2b for snapshots, CRC-32 for journal records and the record
+ * of the apply in flight (TTHRPND1, which holds one journal record). Format
+ * 2 (TTHRSNP2, TJR2) adds the signed statement of the state after each
+ * snapshot and record; format 1 is still read. */
 #include "lastgood.h"
 #include "buf.h"
 #include "log.h"
@@ -28,6 +29,10 @@
 #define STATEMENT_KEEP_MAX 65536
 #define SNAP_HDR 72
 #define JREC_HDR 16
+#define PENDING_NAME "lastgood.pending"
+#define PENDING_MAGIC "TTHRPND1"
+#define PENDING_HDR 32          /* magic, base version, generation, journal length */
+#define PENDING_GEN_MAX 64
 #define MAX_RAW (1u << 30)
 #define COMPACT_MIN (256u << 10)
 
@@ -51,6 +56,7 @@ struct lastgood {
 	unsigned long long pend_gen;   /* PEND_GENERATION: the new generation, */
 	int pend_jfd;                  /*   its empty journal */
 	size_t pend_snap_bytes;        /*   and its snapshot's size */
+	int pfd;                       /* PENDING_NAME, once opened (-1) */
 };
 
 /* ---- encoding helpers ---------------------------------------------------- */
@@ -193,6 +199,7 @@ struct lastgood *lastgood_open(const char *dir, char *err, size_t errlen)
 	lg->dirfd = fd;
 	lg->jfd = -1;
 	lg->pend_jfd = -1;
+	lg->pfd = -1;
 	return lg;
 }
 
@@ -204,6 +211,8 @@ void lastgood_close(struct lastgood *lg)
 	buf_release(&lg->pend_rec);
 	if (lg->jfd >= 0)
 		close(lg->jfd);
+	if (lg->pfd >= 0)
+		close(lg->pfd);
 	close(lg->dirfd);
 	free(lg->statement);
 	free(lg->dir);
@@ -369,6 +378,108 @@ fail:
 	return -1;
 }
 
+/* Decodes one record's payload (raw, after decompression) against s: the
+ * changes it makes, as a candidate on s (c, released by the caller), its
+ * version and its statement (format 2; *st NULL when none). 0, or -1 with
+ * err (and nothing to release). */
+static int rec_decode(const unsigned char *raw, size_t raw_len, bool v2, const struct state *s,
+		      struct candidate *c, uint64_t *version, char **st, char *err, size_t errlen)
+{
+	struct cur cu = { raw, raw + raw_len, false };
+	*version = cur_u64(&cu);
+	uint32_t nup = cur_u32(&cu), nrm = cur_u32(&cu);
+	memset(c, 0, sizeof(*c));
+	*st = NULL;
+	err[0] = '\0';
+	size_t cap = 0;
+	bool ok = !cu.bad;
+	struct strmap names;   /* a name once per record (borrowed keys) */
+	strmap_init(&names);
+	for (uint32_t i = 0; ok && i < nup; i++) {
+		size_t blen;
+		char *rname = cur_str(&cu, NULL);
+		uint64_t rver = cur_u64(&cu);
+		char *body = cur_str(&cu, &blen);
+		struct res *r = cu.bad ? NULL : res_new(rname, body, blen, rver, err, errlen);
+		if (cu.bad)
+			free(body);
+		if (r && strmap_get(&names, r->name, NULL)) {
+			snprintf(err, errlen, "record names '%.200s' twice", r->name);
+			res_free(r);
+			r = NULL;
+		}
+		if (r) {
+			*strmap_ref(&names, r->name) = 1;
+			add_item(c, &cap, r, state_get(s, rname));
+		}
+		free(rname);
+		ok = r != NULL;
+	}
+	for (uint32_t i = 0; ok && i < nrm; i++) {
+		char *rname = cur_str(&cu, NULL);
+		const struct res *old = rname ? state_get(s, rname) : NULL;
+		if (old && strmap_get(&names, old->name, NULL)) {
+			snprintf(err, errlen, "record names '%.200s' twice", old->name);
+			ok = false;
+		} else if (old) {
+			*strmap_ref(&names, old->name) = 1;
+			add_item(c, &cap, NULL, old);
+		}
+		free(rname);
+		if (ok)
+			ok = !cu.bad;
+	}
+	strmap_release(&names);
+	if (ok && v2) {
+		*st = cur_statement(&cu);
+		ok = !cu.bad;
+	}
+	if (!ok) {
+		free(*st);
+		*st = NULL;
+		candidate_release(c);
+		if (!*err)
+			snprintf(err, errlen, "record does not parse");
+		return -1;
+	}
+	return 0;
+}
+
+/* Checks one record's header and checksum at data[0..len) and
+ * decompresses its payload: a new allocated buffer (*raw, *raw_len) and
+ * the record's full length (*rec_len), or NULL with err. */
+static unsigned char *rec_open(const unsigned char *data, size_t len, bool *v2, size_t *raw_len,
+			       size_t *rec_len, char *err, size_t errlen)
+{
+	*v2 = len >= JREC_HDR && memcmp(data, JOURNAL_MAGIC, 4) == 0;
+	if (len < JREC_HDR || (!*v2 && memcmp(data, JOURNAL_MAGIC_V1, 4) != 0)) {
+		snprintf(err, errlen, "bad record header");
+		return NULL;
+	}
+	uint32_t comp_len = get_u32(data + 4), rlen = get_u32(data + 8);
+	uint32_t crc = get_u32(data + 12);
+	if (len - JREC_HDR < comp_len || rlen > MAX_RAW) {
+		snprintf(err, errlen, "record cut short");
+		return NULL;
+	}
+	uLong want = crc32(0, data, 12);
+	want = crc32(want, data + JREC_HDR, comp_len);
+	if ((uint32_t)want != crc) {
+		snprintf(err, errlen, "record checksum mismatch");
+		return NULL;
+	}
+	unsigned char *raw = xmalloc(rlen ? rlen : 1);
+	uLongf out = rlen;
+	if (uncompress(raw, &out, data + JREC_HDR, comp_len) != Z_OK || out != rlen) {
+		free(raw);
+		snprintf(err, errlen, "record does not decompress");
+		return NULL;
+	}
+	*raw_len = rlen;
+	*rec_len = JREC_HDR + comp_len;
+	return raw;
+}
+
 /* Replays the journal of gen into s; stops at the first damaged record and
  * returns the length of the good part. */
 static size_t replay_journal(struct lastgood *lg, unsigned long long gen, struct state *s, size_t *records,
@@ -383,92 +494,23 @@ static size_t replay_journal(struct lastgood *lg, unsigned long long gen, struct
 		return 0;
 	char err[512] = "";
 	while (off < len) {
-		bool v2 = len - off >= JREC_HDR && memcmp(data + off, JOURNAL_MAGIC, 4) == 0;
-		if (len - off < JREC_HDR || (!v2 && memcmp(data + off, JOURNAL_MAGIC_V1, 4) != 0)) {
-			snprintf(err, sizeof(err), "bad record header");
+		bool v2;
+		size_t raw_len, rec_len;
+		unsigned char *raw = rec_open(data + off, len - off, &v2, &raw_len, &rec_len, err, sizeof(err));
+		if (!raw)
 			break;
-		}
-		uint32_t comp_len = get_u32(data + off + 4), raw_len = get_u32(data + off + 8);
-		uint32_t crc = get_u32(data + off + 12);
-		if (len - off - JREC_HDR < comp_len || raw_len > MAX_RAW) {
-			snprintf(err, sizeof(err), "record cut short");
-			break;
-		}
-		uLong want = crc32(0, data + off, 12);
-		want = crc32(want, data + off + JREC_HDR, comp_len);
-		if ((uint32_t)want != crc) {
-			snprintf(err, sizeof(err), "record checksum mismatch");
-			break;
-		}
-		unsigned char *raw = xmalloc(raw_len ? raw_len : 1);
-		uLongf out = raw_len;
-		if (uncompress(raw, &out, data + off + JREC_HDR, comp_len) != Z_OK || out != raw_len) {
-			free(raw);
-			snprintf(err, sizeof(err), "record does not decompress");
-			break;
-		}
-		struct cur cu = { raw, raw + raw_len, false };
-		uint64_t version = cur_u64(&cu);
-		uint32_t nup = cur_u32(&cu), nrm = cur_u32(&cu);
 		struct candidate c;
-		memset(&c, 0, sizeof(c));
-		size_t cap = 0;
-		bool ok = !cu.bad;
-		struct strmap names;   /* a name once per record (borrowed keys) */
-		strmap_init(&names);
-		for (uint32_t i = 0; ok && i < nup; i++) {
-			size_t blen;
-			char *rname = cur_str(&cu, NULL);
-			uint64_t rver = cur_u64(&cu);
-			char *body = cur_str(&cu, &blen);
-			struct res *r = cu.bad ? NULL : res_new(rname, body, blen, rver, err, sizeof(err));
-			if (cu.bad)
-				free(body);
-			if (r && strmap_get(&names, r->name, NULL)) {
-				snprintf(err, sizeof(err), "record names '%.200s' twice", r->name);
-				res_free(r);
-				r = NULL;
-			}
-			if (r) {
-				*strmap_ref(&names, r->name) = 1;
-				add_item(&c, &cap, r, state_get(s, rname));
-			}
-			free(rname);
-			ok = r != NULL;
-		}
-		for (uint32_t i = 0; ok && i < nrm; i++) {
-			char *rname = cur_str(&cu, NULL);
-			const struct res *old = rname ? state_get(s, rname) : NULL;
-			if (old && strmap_get(&names, old->name, NULL)) {
-				snprintf(err, sizeof(err), "record names '%.200s' twice", old->name);
-				ok = false;
-			} else if (old) {
-				*strmap_ref(&names, old->name) = 1;
-				add_item(&c, &cap, NULL, old);
-			}
-			free(rname);
-			if (ok)
-				ok = !cu.bad;
-		}
-		strmap_release(&names);
-		char *st = NULL;
-		if (ok && v2) {
-			st = cur_statement(&cu);
-			ok = !cu.bad;
-		}
+		uint64_t version;
+		char *st;
+		int rc = rec_decode(raw, raw_len, v2, s, &c, &version, &st, err, sizeof(err));
 		free(raw);
-		if (!ok) {
-			free(st);
-			candidate_release(&c);
-			if (!*err)
-				snprintf(err, sizeof(err), "record does not parse");
+		if (rc < 0)
 			break;
-		}
 		load_commit(s, &c, version);
 		/* each record says what signs the state after it */
 		free(*statement);
 		*statement = st;
-		off += JREC_HDR + comp_len;
+		off += rec_len;
 		(*records)++;
 	}
 	if (off < len)
@@ -789,9 +831,11 @@ out:
  * journal's end, so that on an ordinary file system the append after the
  * swap does not run out of room (copy-on-write ones may still refuse it:
  * rec_commit's failure path handles that). */
-static int rec_prepare(struct lastgood *lg, const struct candidate *c, char *err, size_t errlen)
+/* Encodes c as one journal record (header, CRC, compressed payload) into
+ * rec. 0, or -1 with err. */
+static int rec_build(const struct candidate *c, struct buf *rec, char *err, size_t errlen)
 {
-	struct buf raw = BUF_INIT, *rec = &lg->pend_rec;
+	struct buf raw = BUF_INIT;
 	uint32_t nup = 0, nrm = 0;
 	for (size_t i = 0; i < c->n; i++)
 		c->items[i].new_res ? nup++ : nrm++;
@@ -824,6 +868,22 @@ static int rec_prepare(struct lastgood *lg, const struct candidate *c, char *err
 	crc = crc32(crc, payload, (uInt)comp);
 	set_u32(hdr + 12, (uint32_t)crc);
 	rec->len = JREC_HDR + comp;
+	rc = 0;
+out:
+	buf_release(&raw);
+	return rc;
+}
+
+/* Readies one journal record of c, and reserves its space past the
+ * journal's end, so that on an ordinary file system the append after the
+ * swap does not run out of room (copy-on-write ones may still refuse it:
+ * rec_commit's failure path handles that). */
+static int rec_prepare(struct lastgood *lg, const struct candidate *c, char *err, size_t errlen)
+{
+	struct buf *rec = &lg->pend_rec;
+	int rc = -1;
+	if (rec_build(c, rec, err, errlen) < 0)
+		goto out;
 	/* KEEP_SIZE: the blocks are allocated, the file's size (and so what
 	 * a load replays) is unchanged; a file system without fallocate
 	 * just does not reserve */
@@ -849,7 +909,6 @@ static int rec_prepare(struct lastgood *lg, const struct candidate *c, char *err
 out:
 	if (rc < 0)
 		rec->len = 0;
-	buf_release(&raw);
 	return rc;
 }
 
@@ -874,6 +933,197 @@ static int rec_commit(struct lastgood *lg, char *err, size_t errlen)
 	lg->journal_bytes += rec->len;
 	lg->journal_records++;
 	return 0;
+}
+
+/* ---- the apply in flight ------------------------------------------------------
+ *
+ * PENDING_NAME holds, while a candidate goes live, what it is and the
+ * generation it goes live as, so that boot can finish an apply the agent
+ * did not live to commit (lastgood.h). One file, rewritten in place:
+ *
+ *   "TTHRPND1", u64 base version (the last-good state it applies on),
+ *   u64 last-good generation, u64 that generation's journal length,
+ *   u32 length + the consumer's generation id (0: none),
+ *   the candidate as one journal record (TJR2: header, CRC, payload),
+ *   u32 CRC-32 of everything before it.
+ *
+ * Empty (or absent) means no apply in flight. A write is whole before
+ * anything goes live (fdatasync); a torn one fails its CRC and is
+ * ignored, as is one whose base is not what last-good loaded. */
+
+/* Opens (creating) the file; the directory is fsync'd when it was new. */
+static int pending_open(struct lastgood *lg, char *err, size_t errlen)
+{
+	if (lg->pfd >= 0)
+		return 0;
+	bool existed = faccessat(lg->dirfd, PENDING_NAME, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+	lg->pfd = openat(lg->dirfd, PENDING_NAME, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (lg->pfd < 0 || (!existed && fsync(lg->dirfd) < 0)) {
+		snprintf(err, errlen, "cannot open '%s/%s': %s", lg->dir, PENDING_NAME, strerror(errno));
+		if (lg->pfd >= 0)
+			close(lg->pfd);
+		lg->pfd = -1;
+		return -1;
+	}
+	return 0;
+}
+
+/* Empties the record; durable: fdatasync'd too. */
+static void pending_void(struct lastgood *lg, bool durable)
+{
+	if (lg->pfd < 0) {
+		if (faccessat(lg->dirfd, PENDING_NAME, F_OK, AT_SYMLINK_NOFOLLOW) < 0)
+			return;
+		char err[256];
+		if (pending_open(lg, err, sizeof(err)) < 0) {
+			log_warn("last-good: %s", err);
+			return;
+		}
+	}
+	if (ftruncate(lg->pfd, 0) < 0 || (durable && fdatasync(lg->pfd) < 0))
+		log_warn("last-good: cannot empty '%s/%s': %s", lg->dir, PENDING_NAME, strerror(errno));
+}
+
+int lastgood_pending(struct lastgood *lg, const struct state *s, const struct candidate *c, const char *gen,
+		     char *err, size_t errlen)
+{
+	struct buf file = BUF_INIT, rec = BUF_INIT;
+	size_t glen = gen ? strlen(gen) : 0;
+	int rc = -1;
+	if (glen > PENDING_GEN_MAX) {
+		snprintf(err, errlen, "generation id '%.80s' is too long to keep", gen);
+		goto out;
+	}
+	/* the journal record lastgood_prepare readied of c is the one kept
+	 * here: compressed once */
+	const struct buf *r = &lg->pend_rec;
+	if (lg->pend != PEND_RECORD || !lg->pend_rec.len) {
+		if (rec_build(c, &rec, err, errlen) < 0)
+			goto out;
+		r = &rec;
+	}
+	if (pending_open(lg, err, errlen) < 0)
+		goto out;
+	buf_reserve(&file, PENDING_HDR + 4 + glen + r->len + 4);
+	buf_append(&file, PENDING_MAGIC, 8);
+	put_u64(&file, s->version);
+	put_u64(&file, lg->gen);
+	put_u64(&file, lg->journal_bytes);
+	put_str(&file, gen ? gen : "", glen);
+	buf_append(&file, r->data, r->len);
+	put_u32(&file, (uint32_t)crc32(0, (const Bytef *)file.data, (uInt)file.len));
+	if (lseek(lg->pfd, 0, SEEK_SET) < 0 || write_full(lg->pfd, file.data, file.len) < 0 ||
+	    ftruncate(lg->pfd, (off_t)file.len) < 0 || fdatasync(lg->pfd) < 0) {
+		snprintf(err, errlen, "cannot write '%s/%s': %s", lg->dir, PENDING_NAME, strerror(errno));
+		/* what is there now is torn or whole: either way nothing went
+		 * live yet, and the next write replaces it */
+		goto out;
+	}
+	rc = 0;
+out:
+	buf_release(&file);
+	buf_release(&rec);
+	return rc;
+}
+
+void lastgood_pending_drop(struct lastgood *lg)
+{
+	pending_void(lg, true);
+}
+
+int lastgood_pending_load(struct lastgood *lg, const struct state *s, struct candidate *c, char **statement,
+			  char **gen, char *err, size_t errlen)
+{
+	size_t len = 0;
+	unsigned char *data = (unsigned char *)read_at(lg->dirfd, PENDING_NAME, (size_t)4 * MAX_RAW, &len);
+	unsigned char *raw = NULL;
+	int rc = -1;
+	memset(c, 0, sizeof(*c));
+	*statement = NULL;
+	*gen = NULL;
+	if (!data) {
+		if (errno == ENOENT)
+			return 0;
+		snprintf(err, errlen, "cannot read '%s/%s': %s", lg->dir, PENDING_NAME, strerror(errno));
+		return -1;
+	}
+	if (len == 0) {
+		rc = 0;
+		goto out;
+	}
+	if (len < PENDING_HDR + 4 + 4 || memcmp(data, PENDING_MAGIC, 8) != 0) {
+		snprintf(err, errlen, "its record of the apply in flight is damaged (bad header)");
+		goto out;
+	}
+	if ((uint32_t)crc32(0, data, (uInt)(len - 4)) != get_u32(data + len - 4)) {
+		snprintf(err, errlen, "its record of the apply in flight is damaged (torn or checksum mismatch)");
+		goto out;
+	}
+	uint64_t base = get_u64(data + 8), lgen = get_u64(data + 16), jlen = get_u64(data + 24);
+	uint32_t glen = get_u32(data + PENDING_HDR);
+	size_t off = PENDING_HDR + 4;
+	if (glen > PENDING_GEN_MAX || len - 4 - off < glen) {
+		snprintf(err, errlen, "its record of the apply in flight is damaged (generation id)");
+		goto out;
+	}
+	char gbuf[PENDING_GEN_MAX + 1];
+	memcpy(gbuf, data + off, glen);
+	gbuf[glen] = '\0';
+	off += glen;
+	if (strlen(gbuf) != glen) {
+		snprintf(err, errlen, "its record of the apply in flight is damaged (generation id)");
+		goto out;
+	}
+	bool v2;
+	size_t raw_len, rec_len;
+	char why[512];
+	raw = rec_open(data + off, len - 4 - off, &v2, &raw_len, &rec_len, why, sizeof(why));
+	if (!raw || off + rec_len != len - 4) {
+		snprintf(err, errlen, "its record of the apply in flight is damaged (%s)", raw ? "trailing bytes" : why);
+		goto out;
+	}
+	uint64_t version;
+	if (rec_decode(raw, raw_len, v2, s, c, &version, statement, why, sizeof(why)) < 0) {
+		snprintf(err, errlen, "its record of the apply in flight does not parse (%s)", why);
+		goto out;
+	}
+	c->version = version;
+	c->base = base;
+	c->statement = *statement;
+	if (base != s->version || lgen != lg->gen || jlen != lg->journal_bytes) {
+		/* not of the last-good loaded: its commit made it void (or a
+		 * fallback to an older generation) */
+		if (version == s->version)
+			log_info("last-good: the apply of version %llu completed (it is last-good)",
+				 (unsigned long long)version);
+		else
+			log_warn("last-good: an apply of version %llu on version %llu was in flight, but last-good "
+				 "holds version %llu (generation %llu): it is not finished", (unsigned long long)version,
+				 (unsigned long long)base, (unsigned long long)s->version, lg->gen);
+		rc = 0;
+		goto out;
+	}
+	if (version <= base) {
+		snprintf(err, errlen, "its record of the apply in flight goes from version %llu to %llu",
+			 (unsigned long long)base, (unsigned long long)version);
+		goto out;
+	}
+	if (candidate_check(s, c, why, sizeof(why)) < 0) {
+		snprintf(err, errlen, "its record of the apply in flight does not apply on last-good (%s)", why);
+		goto out;
+	}
+	*gen = glen ? xstrdup(gbuf) : NULL;
+	rc = 1;
+out:
+	if (rc != 1) {
+		candidate_release(c);
+		free(*statement);
+		*statement = NULL;
+		pending_void(lg, true);
+	}
+	free(raw);
+	free(data);
+	return rc;
 }
 
 int lastgood_prepare(struct lastgood *lg, const struct state *s, const struct candidate *c, char *err,
@@ -904,6 +1154,10 @@ int lastgood_commit(struct lastgood *lg, char *err, size_t errlen)
 		free(lg->statement);
 		lg->statement = lg->pend_statement;
 		lg->pend_statement = NULL;
+		/* the apply in flight is last-good now: its record is void (a
+		 * crash before this truncation leaves it naming a base that is
+		 * no longer last-good's version, and boot drops it) */
+		pending_void(lg, false);
 	}
 	lastgood_abandon(lg);
 	return rc;

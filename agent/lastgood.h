@@ -7,7 +7,10 @@
  * damaged snapshot falls back to the previous generation; a torn journal
  * tail ends the replay at the last whole record. Each snapshot and record
  * keeps the signed statement of the state it leaves (with --trust), and a
- * generation whose state does not verify against it is refused. */
+ * generation whose state does not verify against it is refused. Beside
+ * them, lastgood.pending records the apply in flight (below): what a boot
+ * after a crash between the swap and the commit needs to finish it. A
+ * state directory without it (an older agent's) loads as before. */
 #ifndef TETHER_LASTGOOD_H
 #define TETHER_LASTGOOD_H
 
@@ -54,6 +57,31 @@ int lastgood_prepare(struct lastgood *lg, const struct state *s, const struct ca
 		     size_t errlen);
 int lastgood_commit(struct lastgood *lg, char *err, size_t errlen);
 void lastgood_abandon(struct lastgood *lg);
+
+/* The apply in flight (STATE_DIR/lastgood.pending), so that an apply the
+ * agent did not live to commit is finished at boot, not undone.
+ * lastgood_pending records, before the candidate c goes live (the swap),
+ * what it is -- its changes on s, last-good's state, with its version and
+ * statement -- and the consumer's generation it goes live as (gen, NULL
+ * when the consumer has none): one CRC-checked record, fdatasync'd. Call
+ * it after lastgood_prepare of the same s and c (the journal record that
+ * readied is reused). 0, or -1 with err (then nothing may go live). A successful lastgood_commit
+ * makes it void (what it names is last-good now); lastgood_pending_drop
+ * makes it void durably (before a refused candidate's output is put back:
+ * a refusal is never finished at boot). */
+int lastgood_pending(struct lastgood *lg, const struct state *s, const struct candidate *c, const char *gen,
+		     char *err, size_t errlen);
+void lastgood_pending_drop(struct lastgood *lg);
+/* At boot, after lastgood_load: the apply in flight, against s (what was
+ * loaded). 1: one is, of exactly this last-good (its base version,
+ * generation and journal length): *c gets its changes on s (release it
+ * with candidate_release; c->statement borrows *statement), *statement
+ * and *gen (NULL: none) are the caller's to free. 0: none, or one that is
+ * not of this last-good (committed since, or last-good fell back). -1 with
+ * err: a damaged record (torn, a checksum, does not parse or does not
+ * apply on s), to be ignored. On 0 and -1 the record is made void. */
+int lastgood_pending_load(struct lastgood *lg, const struct state *s, struct candidate *c, char **statement,
+			  char **gen, char *err, size_t errlen);
 
 /* Prepare and commit in one go. */
 int lastgood_save(struct lastgood *lg, const struct state *s, const struct candidate *c, char *err, size_t errlen);

@@ -225,6 +225,49 @@ int trust_check_candidate(struct agent *a, const struct push *m, const struct ca
 	return 0;
 }
 
+int trust_check_resumed(struct agent *a, struct push *m, const struct candidate *c, struct lthash *out,
+			char *err, size_t errlen)
+{
+	if (!a->trust.on)
+		return 0;
+	if (!m->statement) {
+		snprintf(err, errlen, "it holds no signed statement (written without --trust)");
+		return -1;
+	}
+	struct statement st;
+	char inner[512];
+	if (verify(a, m->statement, strlen(m->statement), &st, inner, sizeof(inner)) < 0) {
+		snprintf(err, errlen, "%s", inner);
+		return -1;
+	}
+	int rc = -1;
+	/* as a push's, but expiry is not required (as for last-good: a
+	 * boot after a long outage still finishes what it verified) */
+	if (st.version != m->version) {
+		count(a, TF_MISMATCH);
+		snprintf(err, errlen, "its statement is for version %llu, the candidate is version %llu",
+			 (unsigned long long)st.version, (unsigned long long)m->version);
+	} else if (strcmp(st.sub, a->trust.sub.canon) != 0) {
+		count(a, TF_MISMATCH);
+		snprintf(err, errlen, "its statement is for subscription '%.200s', this node's is '%.200s'", st.sub,
+			 a->trust.sub.canon);
+	} else if (st.version < a->trust.hwm) {
+		count(a, TF_ROLLBACK);
+		snprintf(err, errlen, "rollback refused: version %llu is below the highest version verified (%llu)",
+			 (unsigned long long)st.version, (unsigned long long)a->trust.hwm);
+	} else {
+		m->verified.ok = true;
+		m->verified.version = st.version;
+		memcpy(m->verified.digest, st.digest, sizeof(m->verified.digest));
+		memcpy(m->verified.kid, st.kid, sizeof(m->verified.kid));
+		m->verified.issued = st.issued;
+		m->verified.expires = st.expires;
+		rc = trust_check_candidate(a, m, c, out, err, errlen);
+	}
+	statement_release(&st);
+	return rc;
+}
+
 int trust_check_unvalidated(struct agent *a, struct push *m, char *err, size_t errlen)
 {
 	if (!a->trust.on || !m->verified.ok)

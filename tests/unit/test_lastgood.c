@@ -1,6 +1,6 @@
 /* test_lastgood.c: unit tests of agent/lastgood.c: round trips, generations,
  * torn or damaged journals and snapshots, I/O errors, prepare / abandon /
- * commit, O(changed) saves. */
+ * commit, O(changed) saves, the record of the apply in flight. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -872,6 +872,179 @@ static void test_prepare_abandon_commit_generation(void **state)
 	assert_true(fsize(f, "lastgood-1.journal") > 0);
 }
 
+/* ---- the record of the apply in flight (lastgood.pending) ---------------------- */
+
+/* A crash after the record and before the commit: a new handle loads the
+ * old last-good, reads the candidate back (its changes, version, statement
+ * and generation), and committing it gives exactly the state the apply
+ * would have left; the record is void afterwards. */
+static void pending_crash_and_finish(struct fx *f, const char *text, int loaded)
+{
+	char err[512];
+	struct push p;
+	struct candidate c;
+	decode_build(&f->s, text, &p, &c);
+	c.statement = "a statement";
+	assert_int_equal(lastgood_prepare(f->lg, &f->s, &c, err, sizeof(err)), 0);
+	assert_int_equal(lastgood_pending(f->lg, &f->s, &c, "0123456789abcdef", err, sizeof(err)), 0);
+	assert_true(fsize(f, "lastgood.pending") > 0);
+	/* the crash: nothing more of this handle reaches the disk */
+	lastgood_abandon(f->lg);
+	lastgood_close(f->lg);
+
+	f->lg = lastgood_open(f->dir, err, sizeof(err));
+	assert_non_null(f->lg);
+	struct state got;
+	state_init(&got);
+	assert_int_equal(lastgood_load(f->lg, &got, err, sizeof(err)), loaded);
+	assert_int_equal(got.version, f->s.version);
+	struct candidate back;
+	char *statement, *gen;
+	assert_int_equal(lastgood_pending_load(f->lg, &got, &back, &statement, &gen, err, sizeof(err)), 1);
+	assert_int_equal(back.version, c.version);
+	assert_int_equal(back.base, f->s.version);
+	assert_int_equal(back.n, c.n);
+	assert_string_equal(statement, "a statement");
+	assert_ptr_equal(back.statement, statement);
+	assert_string_equal(gen, "0123456789abcdef");
+	assert_int_equal(lastgood_save(f->lg, &got, &back, err, sizeof(err)), 0);
+	state_commit(&got, &back);
+	candidate_release(&back);
+	free(statement);
+	free(gen);
+	assert_int_equal(fsize(f, "lastgood.pending"), 0);   /* void: committed */
+	state_commit(&f->s, &c);
+	candidate_release(&c);
+	push_release(&p);
+	assert_states_equal(&f->s, &got);
+	state_release(&got);
+	assert_string_equal(lastgood_statement(f->lg), "a statement");
+	expect_reload_equal(f);
+	struct lastgood *lg = lastgood_open(f->dir, err, sizeof(err));
+	state_init(&got);
+	assert_int_equal(lastgood_load(lg, &got, err, sizeof(err)), 1);
+	assert_int_equal(lastgood_pending_load(lg, &got, &back, &statement, &gen, err, sizeof(err)), 0);
+	lastgood_close(lg);
+	state_release(&got);
+}
+
+static void test_pending_finish_journal_record(void **state)
+{
+	struct fx *f = *state;
+	must_save(f, BASE_PUSH);
+	save_series(f, 0, 3);
+	char *text = series_push(3);
+	pending_crash_and_finish(f, text, 1);
+	free(text);
+	save_series(f, 4, 6);
+	expect_reload_equal(f);
+}
+
+/* The very first apply (no last-good yet: a generation is readied) */
+static void test_pending_finish_first_apply(void **state)
+{
+	struct fx *f = *state;
+	int tmps;
+	pending_crash_and_finish(f, BASE_PUSH, 0);
+	assert_int_equal(count_files(f, &tmps), 2);
+	assert_int_equal(tmps, 0);
+}
+
+/* Void once committed; a record a crash kept past its commit (the
+ * truncation lost) names a base that is not last-good's: not read, and
+ * made void. */
+static void test_pending_void_after_commit(void **state)
+{
+	struct fx *f = *state;
+	char err[512];
+	must_save(f, BASE_PUSH);
+	save_series(f, 0, 2);
+	struct push p;
+	struct candidate c;
+	char *text = series_push(2);
+	decode_build(&f->s, text, &p, &c);
+	assert_int_equal(lastgood_prepare(f->lg, &f->s, &c, err, sizeof(err)), 0);
+	assert_int_equal(lastgood_pending(f->lg, &f->s, &c, NULL, err, sizeof(err)), 0);
+	size_t len;
+	char *kept = slurp(f, "lastgood.pending", &len);
+	assert_int_equal(lastgood_commit(f->lg, err, sizeof(err)), 0);
+	assert_int_equal(fsize(f, "lastgood.pending"), 0);
+	state_commit(&f->s, &c);
+	candidate_release(&c);
+	push_release(&p);
+	free(text);
+	spit(f, "lastgood.pending", kept, len);
+	free(kept);
+	struct lastgood *lg = lastgood_open(f->dir, err, sizeof(err));
+	struct state got;
+	state_init(&got);
+	assert_int_equal(lastgood_load(lg, &got, err, sizeof(err)), 1);
+	char *statement, *gen;
+	assert_int_equal(lastgood_pending_load(lg, &got, &c, &statement, &gen, err, sizeof(err)), 0);
+	assert_int_equal(fsize(f, "lastgood.pending"), 0);
+	lastgood_close(lg);
+	state_release(&got);
+
+	/* dropped (a refusal): void too */
+	text = series_push(3);
+	decode_build(&f->s, text, &p, &c);
+	assert_int_equal(lastgood_pending(f->lg, &f->s, &c, "ab", err, sizeof(err)), 0);
+	lastgood_pending_drop(f->lg);
+	assert_int_equal(fsize(f, "lastgood.pending"), 0);
+	candidate_release(&c);
+	push_release(&p);
+	free(text);
+	expect_reload_equal(f);
+}
+
+/* A torn or damaged record is never read: -1 with the reason, and void. */
+static void test_pending_damaged(void **state)
+{
+	struct fx *f = *state;
+	char err[512];
+	must_save(f, BASE_PUSH);
+	save_series(f, 0, 2);
+	struct push p;
+	struct candidate c;
+	char *text = series_push(2);
+	decode_build(&f->s, text, &p, &c);
+	assert_int_equal(lastgood_pending(f->lg, &f->s, &c, "0123456789abcdef", err, sizeof(err)), 0);
+	candidate_release(&c);
+	push_release(&p);
+	free(text);
+	size_t len;
+	char *good = slurp(f, "lastgood.pending", &len);
+	for (int k = 0; k < 6; k++) {
+		char *bad = malloc(len);
+		assert_non_null(bad);
+		memcpy(bad, good, len);
+		size_t blen = len;
+		switch (k) {
+		case 0: blen = len - 1; break;             /* torn: its checksum cut */
+		case 1: blen = len / 2; break;             /* torn in the record */
+		case 2: bad[len / 2] ^= 0x40; break;       /* a bit flipped in the record */
+		case 3: bad[len - 1] ^= 1; break;          /* in the checksum */
+		case 4: bad[0] = 'X'; break;               /* the magic */
+		case 5: blen = 20; break;                  /* shorter than a header */
+		}
+		spit(f, "lastgood.pending", bad, blen);
+		free(bad);
+		struct lastgood *lg = lastgood_open(f->dir, err, sizeof(err));
+		struct state got;
+		state_init(&got);
+		assert_int_equal(lastgood_load(lg, &got, err, sizeof(err)), 1);
+		char *statement, *gen;
+		err[0] = '\0';
+		assert_int_equal(lastgood_pending_load(lg, &got, &c, &statement, &gen, err, sizeof(err)), -1);
+		assert_non_null(strstr(err, "damaged"));
+		assert_int_equal(fsize(f, "lastgood.pending"), 0);
+		lastgood_close(lg);
+		state_release(&got);
+	}
+	free(good);
+	expect_reload_equal(f);
+}
+
 static void test_save_cost_is_o_changed(void **state)
 {
 	struct fx *f = *state;
@@ -932,6 +1105,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_prepare_abandon_commit_record, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_prepare_abandon_commit_generation, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_save_cost_is_o_changed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pending_finish_journal_record, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pending_finish_first_apply, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pending_void_after_commit, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pending_damaged, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

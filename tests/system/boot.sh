@@ -6,8 +6,9 @@
 #  1. scripts/package builds the .deb and .rpm packages (lintian, rpmlint);
 #     the packages of the previous commit are built too (cached by commit
 #     id under build/system/prev/) for the upgrade.
-#  2. A Debian 12 root file system with systemd, dbus, nginx and the
-#     packages' run-time dependencies (mmdebstrap, cached under
+#  2. A Debian 12 root file system with systemd, dbus, nginx, haproxy, rpm
+#     and the packages' run-time dependencies, and without procps (nothing
+#     of tether may need it; mmdebstrap, cached under
 #     build/system/rootfs-HASH.tar, HASH of the package list and the apt
 #     sources) is unpacked into a scratch directory and booted with
 #     systemd-nspawn --boot (private network: everything runs on the
@@ -18,13 +19,19 @@
 #     conffile edit and last-good stay. Without an earlier commit that
 #     builds packages, the current ones are installed and the upgrade
 #     checks are skipped, saying so.
-#  4. Checks: the units verify and their exposure; the agent waits for its
-#     configuration (skipped, not failed) and tetherd.path starts it; the
-#     sandbox is enforced; nginx, started by its own unit, routes as the
-#     plane says; a change reaches it; a change nginx refuses is NACKed
-#     while nginx serves on; the agent boots from last-good with the plane
-#     stopped; systemd restarts it after SIGKILL and after a stalled loop
-#     (watchdog); remove keeps state, purge leaves nothing behind.
+#  4. Checks: the units verify and their exposure; systemctl reload works
+#     without procps; the agent waits for its configuration (skipped, not
+#     failed) and tetherd.path starts it; the sandbox is enforced; nginx,
+#     started by its own unit, routes as the plane says; a change reaches
+#     it; a change nginx refuses is NACKed while nginx serves on; the agent
+#     boots from last-good with the plane stopped; systemd restarts it
+#     after SIGKILL and after a stalled loop (watchdog), and the plane when
+#     one of its threads stops turning; the agent switched to haproxy (the
+#     haproxy drop-in) applies a version haproxy serves; remove keeps
+#     state, purge leaves nothing behind.
+#  5. The RPMs installed in the same container with Debian's rpm (--nodeps:
+#     the libraries are dpkg's): their scriptlets, the plane and the waiting
+#     agent as for the .debs, then rpm -e and what it keeps.
 #
 # A machine that cannot boot a container (not root, no systemd-nspawn or
 # mmdebstrap, no Debian archive for mmdebstrap) gets "1..0 # SKIP reason".
@@ -145,13 +152,16 @@ phase_start=$(date +%s)
 cur_debs=$(ls "$pkgs"/*.deb)
 
 # ---- 2. the root file system's package list ----------------------------------------------
-# systemd as init, dbus, nginx, the tools the checks use, and the packages'
-# run-time dependencies (the first of each alternative, from the .debs).
+# systemd as init, dbus, nginx and haproxy (the consumers), rpm (to install
+# the RPMs), the tools the checks use, and the packages' run-time
+# dependencies (the first of each alternative, from the .debs). Not procps:
+# a minimal Debian lacks it (and with it /bin/kill), so the units and the
+# checks in the container do without it.
 depends_of() {
 	for f in "$@"; do dpkg-deb -f "$f" Depends; done |
 		tr ',' '\n' | sed -e 's/|.*//' -e 's/(.*)//' -e 's/:any//' -e 's/[[:space:]]//g' | grep -v '^$' | sort -u
 }
-list=$(printf '%s\n' systemd systemd-sysv dbus nginx curl ca-certificates jq procps iproute2 $(depends_of $cur_debs) |
+list=$(printf '%s\n' systemd systemd-sysv dbus nginx haproxy rpm curl ca-certificates jq iproute2 $(depends_of $cur_debs) |
 	sort -u | xargs)
 sources=""
 for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
@@ -263,7 +273,8 @@ else
 	not_ok "rpmlint: no errors"
 	diag "$(sed -n '/^rpmlint:/,$p' "$sys/package.log")"
 fi
-# the RPMs cannot be installed here: their contents, as Fedora would install them
+# the RPMs' contents, as Fedora would install them (section 14 installs
+# them in the container)
 rpm_files() {
 	rpm -qp --qf '[%{FILENAMES} %{FILEFLAGS:fflags} %{FILEMODES:perms} %{FILEUSERNAME}:%{FILEGROUPNAME}\n]' \
 		"$pkgs"/*.rpm 2>/dev/null
@@ -278,6 +289,7 @@ want_rpm="/etc/tether/plane.conf cn -rw-r--r-- root:root
 /usr/lib/systemd/system/tetherd.path  -rw-r--r-- root:root
 /usr/lib/sysusers.d/tether-plane.conf  -rw-r--r-- root:root
 /usr/share/tether/systemd/tetherd.service.d/nginx.conf  -rw-r--r-- root:root
+/usr/share/tether/systemd/tetherd.service.d/haproxy.conf  -rw-r--r-- root:root
 /var/lib/tether  drwx------ tether:tether
 /var/lib/tetherd  drwx------ root:root"
 if command -v rpm >/dev/null 2>&1 && ls "$pkgs"/*.rpm >/dev/null 2>&1; then
@@ -300,8 +312,9 @@ run=$(mktemp -d "$sys/run.XXXXXX")
 root=$run/root
 mkdir -p "$root"
 tar -xf "$rootfs" -C "$root" || bail "cannot unpack $rootfs"
-mkdir -p "$root/root/pkgs/cur" "$root/root/pkgs/prev"
+mkdir -p "$root/root/pkgs/cur" "$root/root/pkgs/prev" "$root/root/pkgs/rpm"
 cp $cur_debs "$root/root/pkgs/cur/"
+cp "$pkgs"/*.rpm "$root/root/pkgs/rpm/" 2>/dev/null
 [ -z "$prev" ] || cp "$sys/prev/$prev"/*.deb "$root/root/pkgs/prev/"
 
 # the helpers the in-container scripts share
@@ -395,6 +408,9 @@ else
 fi
 check "nginx runs, started by its own unit (nginx.service's main pid is /run/nginx.pid's)" \
 	cts '[ "$(systemctl is-active nginx)" = active ] && [ "$(mainpid nginx)" = "$(cat /run/nginx.pid)" ]'
+check "no procps in the container (no ps, pgrep, /bin/kill): what tether runs must do without it" \
+	cts '! dpkg-query -W -f="\${Status}" procps 2>/dev/null | grep -q "ok installed" &&
+	     [ ! -e /bin/kill ] && [ ! -e /usr/bin/kill ] && ! command -v ps && ! command -v pgrep'
 timing boot
 
 # ---- 6. install (the previous packages first, when there are some) ---------------------------
@@ -415,7 +431,7 @@ check "postinst generated /etc/tether/admin.token: 64 hex digits, root:tether 06
 	cts 'grep -Eqx "[0-9a-f]{64}" /etc/tether/admin.token && [ "$(stat -c "%U:%G %a" /etc/tether/admin.token)" = "root:tether 640" ]'
 check "tether-plane.service is active (Type=notify: READY=1 came), as the user tether, with a STATUS= line" \
 	cts 'wait_until 20 is_active tether-plane &&
-	     [ "$(ps -o user= -p "$(mainpid tether-plane)")" = tether ] &&
+	     [ "$(stat -c %U /proc/"$(mainpid tether-plane)")" = tether ] &&
 	     systemctl show -p StatusText --value tether-plane | grep -q .'
 check "the plane answers tetherctl with the admin token (TETHER_TOKEN_FILE)" \
 	cts 'wait_until 10 tetherctl ls'
@@ -524,6 +540,23 @@ check "the plane's sandbox holds: the user tether, no capabilities, a seccomp fi
 	     [ "$(field $p CapBnd)" = 0000000000000000 ] && [ "$(field $p Seccomp)" = 2 ] && [ "$(stat -c %U /proc/$p)" = tether ] &&
 	     ns $p setpriv --reuid=tether --regid=tether --clear-groups sh -c "touch /var/lib/tether/.w && rm /var/lib/tether/.w" &&
 	     ! ns $p touch /etc/tether/x 2>/dev/null'
+# ExecReload= without procps: sh's own kill sends the SIGHUP, and each
+# daemon logs its reload (plane.c: the admin token; agent.c: the
+# configuration), still the same process
+cat >"$root/root/reload.sh" <<'EOF'
+logged() { journalctl -u "$1" --since "$since" -o cat --no-pager | grep -q "$2"; }
+pp=$(mainpid tether-plane) ap=$(mainpid tetherd)
+since=$(date '+%Y-%m-%d %H:%M:%S')
+systemctl reload tether-plane || exit 1
+systemctl reload tetherd || exit 1
+wait_until 10 logged tether-plane 'SIGHUP: admin token reloaded' || { echo "the plane logged no reload"; exit 1; }
+wait_until 10 logged tetherd 'SIGHUP: configuration reloaded' || { echo "the agent logged no reload"; exit 1; }
+journalctl -u tether-plane -u tetherd --since "$since" -o cat --no-pager | grep -i -e sighup -e reload
+[ "$(mainpid tether-plane)" = "$pp" ] && [ "$(mainpid tetherd)" = "$ap" ] &&
+	is_active tether-plane && is_active tetherd
+EOF
+check "systemctl reload tether-plane and tetherd (ExecReload= by sh's kill, no procps): each logs its SIGHUP reload and runs on (same main pid)" \
+	cts '. /root/reload.sh'
 timing units
 
 # ---- 10. traffic follows the plane ------------------------------------------------------------------------
@@ -580,9 +613,149 @@ check "a stalled event loop (kill -STOP, WatchdogSec=3s in a drop-in): systemd l
 	cts '. /root/watchdog.sh'
 check "after the watchdog's restart the agent is synced at version $V4 and nginx serves backend-b" \
 	cts "systemctl restart tetherd && wait_until 20 agent_at $V4 && answers backend-b"
+# one thread of the plane stops turning (ptrace from the host: the
+# others go on): the plane stops feeding the watchdog and says which
+# thread, and systemd restarts it
+cat >"$root/root/plane-watchdog.sh" <<'EOF'
+d=/etc/systemd/system/tether-plane.service.d
+mkdir -p $d
+printf '[Service]\n# tests/system/boot.sh: a short watchdog for the wedged-thread test\nWatchdogSec=3s\n' \
+	>$d/zz-test-watchdog.conf
+systemctl daemon-reload && systemctl restart tether-plane && is_active tether-plane && mainpid tether-plane
+EOF
+# A traced thread that dies stays a zombie until its tracer reaps it, and
+# the process's leader with it: systemd would not hear of the plane's death
+# (SIGABRT from its watchdog) while wedge-thread.py runs. So the thread's
+# state is followed from here: once it is a zombie (killed while still
+# ptrace-stopped) the tool is ended, as a stuck thread has no tracer.
+thread_state() { awk '{ print $3 }' "/proc/$1/task/$2/stat" 2>/dev/null || echo gone; }
+plane_wedge() {
+	local cpid hpid="" tid="" ns wedge rc=1 since d t st last="" end
+	cpid=$(cts '. /root/plane-watchdog.sh' | tail -n 1)
+	[ -n "$cpid" ] || return 1
+	ns=$(readlink /proc/"$CT_PID"/ns/pid)
+	# the plane's pid here: the one in the container's pid namespace whose pid there is cpid
+	for d in /proc/[0-9]*; do
+		[ "$(readlink "$d/ns/pid" 2>/dev/null)" = "$ns" ] || continue
+		[ "$(awk '$1 == "NSpid:" { print $NF }' "$d/status" 2>/dev/null)" = "$cpid" ] && hpid=${d#/proc/} && break
+	done
+	[ -n "$hpid" ] || { echo "no host pid for the plane's $cpid"; return 1; }
+	for t in /proc/"$hpid"/task/*; do
+		[ "$(cat "$t/comm" 2>/dev/null)" = tp-http-0 ] && tid=${t##*/}
+	done
+	[ -n "$tid" ] || { echo "no thread tp-http-0 in $hpid"; return 1; }
+	since=$(ct date '+%Y-%m-%d %H:%M:%S')
+	t=$(date +%s)
+	python3 "$top/tests/tools/wedge-thread.py" "$tid" >"$sys/wedge.out" 2>&1 &
+	wedge=$!
+	for _ in $(seq 1 50); do
+		grep -q WEDGED "$sys/wedge.out" 2>/dev/null && break
+		kill -0 "$wedge" 2>/dev/null || break
+		sleep 0.2
+	done
+	if ! grep -q WEDGED "$sys/wedge.out" 2>/dev/null; then
+		echo "cannot stop thread $tid (tp-http-0 of host pid $hpid): $(cat "$sys/wedge.out")"
+		kill -TERM "$wedge" 2>/dev/null
+		wait "$wedge" 2>/dev/null
+		return 1
+	fi
+	echo "tp-http-0 (host tid $tid, plane pid $cpid in the container) stopped by ptrace"
+	# the plane's bound is max(WatchdogSec, 10 s), then systemd's 3 s, then RestartSec=2s
+	end=$((t + 60))
+	while [ "$(date +%s)" -lt "$end" ]; do
+		st=$(thread_state "$hpid" "$tid")
+		if [ "$st" != "$last" ]; then
+			echo "$(($(date +%s) - t)) s: thread $tid (tp-http-0) state $st"
+			last=$st
+		fi
+		if [ "$st" = Z ] && kill -0 "$wedge" 2>/dev/null; then
+			echo "$(($(date +%s) - t)) s: the plane died with tp-http-0 stopped; ending wedge-thread.py (its zombie's tracer)"
+			kill -TERM "$wedge" 2>/dev/null
+			wait "$wedge" 2>/dev/null
+		fi
+		if cts "active_again tether-plane $cpid"; then
+			rc=0
+			break
+		fi
+		sleep 0.5
+	done
+	echo "restarted after $(($(date +%s) - t)) s (rc $rc); the old thread: $(thread_state "$hpid" "$tid")"
+	kill -TERM "$wedge" 2>/dev/null
+	wait "$wedge" 2>/dev/null
+	cat "$sys/wedge.out"
+	cts "journalctl -u tether-plane --since '$since' -o cat --no-pager | grep -i -e watchdog -e 'main process'"
+	[ $rc = 0 ] && cts "journalctl -u tether-plane --since '$since' -o cat --no-pager |
+		grep -q \"watchdog: thread http-0: .* since it last turned; systemd's watchdog is no longer fed\" &&
+		journalctl -u tether-plane --since '$since' -o cat --no-pager | grep -q 'Watchdog timeout'"
+}
+check "a plane thread that stops turning (tp-http-0, ptrace'd from the host; WatchdogSec=3s in a drop-in): the plane names it in the journal and systemd restarts it" \
+	plane_wedge
+# (the drop-in's directory goes too: purge must find nothing of tether's)
+check "after the plane's restart the agent is synced at version $V4 and nginx serves backend-b" \
+	cts "rm -f /etc/systemd/system/tether-plane.service.d/zz-test-watchdog.conf &&
+	     rmdir /etc/systemd/system/tether-plane.service.d && systemctl daemon-reload &&
+	     systemctl restart tether-plane && wait_until 30 agent_at $V4 && answers backend-b"
 timing "restarts and watchdog"
 
-# ---- 12. remove and purge ------------------------------------------------------------------------------------------
+# ---- 12. the haproxy consumer ----------------------------------------------------------------------------------------
+# The same agent switched to haproxy, as an operator would: nginx gives up
+# the tether listener (its two backends stay), the haproxy drop-in takes
+# the nginx one's place, agent.conf names the haproxy consumer, tetherd is
+# restarted (the consumer changes only on restart) and renders last-good
+# for haproxy, then haproxy (Debian's unit, master-worker) is started
+# with the agent's generation after its own configuration.
+cat >"$root/root/haproxy.sh" <<'EOF'
+set -e
+rm /etc/nginx/conf.d/tether.conf
+nginx -t -q
+systemctl reload nginx
+wait_until 10 sh -c '! curl -s --max-time 1 -o /dev/null http://127.0.0.1:8080/'
+d=/etc/systemd/system/tetherd.service.d
+rm $d/nginx.conf
+ln -s /usr/share/tether/systemd/tetherd.service.d/haproxy.conf $d/haproxy.conf
+sed -i -e 's|^consumer = nginx$|consumer = haproxy|' -e 's|^output_dir = /etc/nginx/tether$|output_dir = /etc/haproxy/tether|' \
+	-e 's|^pidfile = /run/nginx.pid$|pidfile = /run/haproxy.pid|' /etc/tether/agent.conf
+echo 'base_config = /etc/haproxy/haproxy.cfg' >>/etc/tether/agent.conf
+grep -qx 'consumer = haproxy' /etc/tether/agent.conf
+grep -qx 'output_dir = /etc/haproxy/tether' /etc/tether/agent.conf
+grep -qx 'pidfile = /run/haproxy.pid' /etc/tether/agent.conf
+systemctl daemon-reload
+systemctl restart tetherd
+test -f /etc/haproxy/tether/current/tether.cfg
+cp /etc/default/haproxy /root/haproxy.default
+echo 'EXTRAOPTS="-S /run/haproxy-master.sock -f /etc/haproxy/tether/current/"' >>/etc/default/haproxy
+systemctl restart haproxy
+EOF
+check "haproxy runs, started by its own unit (haproxy.service's main pid is /run/haproxy.pid's)" \
+	cts 'is_active haproxy && [ "$(mainpid haproxy)" = "$(cat /run/haproxy.pid)" ]'
+check "switching the agent to haproxy: nginx gives up the listener, the haproxy drop-in (linked) replaces nginx's, agent.conf names the haproxy consumer, tetherd restarted renders /etc/haproxy/tether, haproxy restarted with it" \
+	cts '. /root/haproxy.sh'
+check "the agent (haproxy consumer) booted from last-good: synced at version $V4, acked; haproxy routes / to backend-b" \
+	cts "wait_until 20 agent_at $V4 && wait_until 10 acked $V4 && wait_until 10 answers backend-b &&
+	     [ \"\$(mainpid haproxy)\" = \"\$(cat /run/haproxy.pid)\" ] &&
+	     journalctl -u tetherd -o cat -n 30 --no-pager | grep -q 'last-good: loaded'"
+hap_pid=$(cts 'mainpid haproxy')
+V5=$(cts "put_version route/root '{\"listener\":\"main\",\"host\":\"*\",\"path\":\"/\",\"cluster\":\"a\"}'")
+check "a change through tetherctl (route/root -> cluster a, version $V5) reaches haproxy: / answers backend-a, the agent ACKs it, haproxy's master reloaded (USR2), not restarted" \
+	cts "wait_until 15 answers backend-a && wait_until 10 agent_at $V5 && wait_until 10 acked $V5 &&
+	     [ \"\$(mainpid haproxy)\" = '$hap_pid' ] && [ \"\$(cat /run/haproxy.pid)\" = '$hap_pid' ] &&
+	     readlink /etc/haproxy/tether/current | grep -q '^gen-'"
+check "systemd-analyze verify: tetherd.service with the haproxy drop-in linked prints nothing" \
+	cts 'out=$(systemd-analyze verify --man=no tetherd.service 2>&1); echo "$out"; [ -z "$out" ]'
+e_live=$(cts 'exposure tetherd.service')
+check "systemd-analyze security --offline=yes tetherd.service with the haproxy drop-in linked: $e_live (at most 1.9)" \
+	le "$e_live" 1.9
+check "the agent's sandbox with the haproxy drop-in: /etc, /etc/haproxy, /etc/nginx/tether, /usr, /var/lib read-only, /etc/haproxy/tether and /var/lib/tetherd writable, capabilities CAP_DAC_READ_SEARCH CAP_NET_BIND_SERVICE only, no new privileges, a seccomp filter" \
+	cts 'p=$(mainpid tetherd)
+	     ! ns $p touch /etc/tether/x 2>/dev/null && ! ns $p touch /etc/haproxy/x 2>/dev/null &&
+	     ! ns $p touch /etc/nginx/tether/x 2>/dev/null && ! ns $p touch /usr/x 2>/dev/null &&
+	     ! ns $p touch /var/lib/x 2>/dev/null &&
+	     ns $p touch /etc/haproxy/tether/.w && ns $p rm /etc/haproxy/tether/.w &&
+	     ns $p touch /var/lib/tetherd/.w && ns $p rm /var/lib/tetherd/.w &&
+	     [ "$(field $p CapBnd)" = 0000000000000404 ] && [ "$(field $p NoNewPrivs)" = 1 ] && [ "$(field $p Seccomp)" = 2 ]'
+timing haproxy
+
+# ---- 13. remove and purge ------------------------------------------------------------------------------------------
 check "dpkg --remove: services stopped, units and binaries gone, state, conffiles, token and user kept" \
 	cts 'dpkg --remove tetherd tether-plane tetherctl >/dev/null &&
 	     ! is_active tetherd && ! is_active tether-plane &&
@@ -591,13 +764,18 @@ check "dpkg --remove: services stopped, units and binaries gone, state, conffile
 	     [ -f /etc/tether/agent.conf ] && [ -f /etc/tether/plane.conf ] && [ -f /etc/tether/admin.token ] &&
 	     getent passwd tether >/dev/null'
 # the operator takes back what they made (the node token, nginx's include,
-# the drop-in); purge removes the rest
+# the drop-ins, haproxy's EXTRAOPTS, with haproxy restarted on its own
+# configuration); purge removes the rest
 cat >"$root/root/purge.sh" <<'EOF'
-rm -f /etc/tether/node.token /etc/nginx/conf.d/tether.conf /etc/systemd/system/tetherd.service.d/nginx.conf
+rm -f /etc/tether/node.token /etc/nginx/conf.d/tether.conf /etc/systemd/system/tetherd.service.d/nginx.conf \
+	/etc/systemd/system/tetherd.service.d/haproxy.conf
 rmdir /etc/systemd/system/tetherd.service.d
+if [ -f /root/haproxy.default ]; then
+	cp /root/haproxy.default /etc/default/haproxy && systemctl restart haproxy || exit 1
+fi
 dpkg --purge tetherd tether-plane tetherctl >/dev/null || exit 1
 left=""
-for p in /etc/tether /var/lib/tether /var/lib/tetherd /etc/nginx/tether /usr/lib/sysusers.d/tether-plane.conf \
+for p in /etc/tether /var/lib/tether /var/lib/tetherd /etc/nginx/tether /etc/haproxy/tether /usr/lib/sysusers.d/tether-plane.conf \
 	/lib/systemd/system/tether-plane.service /lib/systemd/system/tetherd.service /lib/systemd/system/tetherd.path \
 	/usr/share/tether /usr/share/doc/tetherd; do
 	[ -e "$p" ] && left="$left $p"
@@ -611,10 +789,98 @@ left=$(echo $left)
 echo "left behind: ${left:-nothing}"
 [ -z "$left" ]
 EOF
-check "dpkg --purge leaves nothing behind (/etc/tether, /var/lib/tether, /var/lib/tetherd, /etc/nginx/tether, the user, the units)" \
+check "dpkg --purge leaves nothing behind (/etc/tether, /var/lib/tether, /var/lib/tetherd, /etc/nginx/tether, /etc/haproxy/tether, the user, the units)" \
 	cts '. /root/purge.sh'
-check "nginx still runs after the purge" cts 'systemctl reload nginx && [ "$(systemctl is-active nginx)" = active ]'
+# (not systemctl reload haproxy: Debian's unit reloads with /bin/kill, procps's)
+check "nginx and haproxy still run after the purge" \
+	cts 'systemctl reload nginx && is_active nginx && is_active haproxy && [ "$(mainpid haproxy)" = "$(cat /run/haproxy.pid)" ]'
 timing "remove and purge"
+
+# ---- 14. the RPMs, in the same container -----------------------------------------------------------------------------------
+# Debian's rpm installs them (--nodeps: the libraries they link come from
+# dpkg, which rpm's database does not know; --force-debian: else Debian's
+# rpm complains about being used on Debian). Their %pre and %post run with
+# Debian's tools (getent, groupadd, useradd, od, systemctl). rpm's systemd
+# macros do not start or reload anything (on Fedora, systemd's file
+# triggers reload it): the operator runs daemon-reload and starts the
+# units, and the same checks as for the .debs follow. Then rpm -e, and
+# what the spec keeps (docs/packaging.md, "Remove and purge").
+if ! ls "$pkgs"/*.rpm >/dev/null 2>&1; then
+	skip "the RPMs in the container: scripts/package built none"
+else
+	rpm_ver=$(rpm -qp --qf '%{VERSION}-%{RELEASE}' "$(ls "$pkgs"/tetherd-*.rpm)" 2>/dev/null)
+	check "rpm -i --nodeps installs tether-plane, tetherd and tetherctl ($rpm_ver) after the purge, and says nothing (no warning from rpm or a scriptlet)" \
+		cts 'out=$(rpm -i --nodeps --force-debian /root/pkgs/rpm/*.rpm 2>&1); rc=$?; echo "$out"
+		     [ $rc = 0 ] && [ -z "$out" ] && rpm -q tether-plane tetherd tetherctl'
+	check "%pre made the user and group tether (useradd -r; home /var/lib/tether, shell /sbin/nologin, which Debian has); /var/lib/tether is tether's, 0700" \
+		cts 'getent passwd tether && getent group tether && [ "$(stat -c "%U %a" /var/lib/tether)" = "tether 700" ] &&
+		     [ "$(getent passwd tether | cut -d: -f6)" = /var/lib/tether ] && [ -x "$(getent passwd tether | cut -d: -f7)" ]'
+	check "%post generated /etc/tether/admin.token: 64 hex digits, root:tether 0640" \
+		cts 'grep -Eqx "[0-9a-f]{64}" /etc/tether/admin.token && [ "$(stat -c "%U:%G %a" /etc/tether/admin.token)" = "root:tether 640" ]'
+	check "%post's systemctl preset enabled tether-plane.service, tetherd.service and tetherd.path (Debian presets nothing off)" \
+		cts 'for u in tether-plane.service tetherd.service tetherd.path; do
+		         echo "$u: $(systemctl is-enabled $u)"; [ "$(systemctl is-enabled $u)" = enabled ] || exit 1
+		     done'
+	since_rpm=$(cts 'date "+%Y-%m-%d %H:%M:%S"')
+	# rpm-agent.sh SINCE: skipped once since then, and not again past RestartSec=
+	cat >"$root/root/rpm-agent.sh" <<'EOF'
+skipped() { [ "$(systemctl show -p Result --value tetherd)" = exec-condition ]; }
+skips() { journalctl -u tetherd --since "$1" -o cat --no-pager | grep -c "Skipped due to 'exec-condition'"; }
+wait_until 10 skipped || { echo "result: $(systemctl show -p Result --value tetherd)"; exit 1; }
+sleep 6
+echo "tetherd: $(systemctl is-active tetherd), result $(systemctl show -p Result --value tetherd)," \
+	"$(restarts tetherd) restarts, skipped $(skips "$1") time(s); tetherd.path: $(systemctl is-active tetherd.path)"
+skipped && [ "$(systemctl is-active tetherd)" = inactive ] && [ "$(restarts tetherd)" = 0 ] &&
+	is_active tetherd.path && [ "$(skips "$1")" = 1 ]
+EOF
+	check "systemctl daemon-reload, then start the RPM's units (tether-plane.service, tetherd.path, tetherd.service from /usr/lib/systemd/system)" \
+		cts 'for u in tether-plane.service tetherd.service tetherd.path; do
+		         rpm -qf /usr/lib/systemd/system/$u >/dev/null || { echo "rpm does not own /usr/lib/systemd/system/$u"; exit 1; }
+		     done
+		     systemctl daemon-reload && systemctl start tether-plane.service tetherd.path tetherd.service'
+	check "the RPM's tether-plane.service is active (READY=1 came), as the user tether, with a STATUS= line" \
+		cts 'wait_until 20 is_active tether-plane &&
+		     [ "$(stat -c %U /proc/"$(mainpid tether-plane)")" = tether ] &&
+		     systemctl show -p StatusText --value tether-plane | grep -q .'
+	check "the RPM's plane answers /healthz, and the RPM's tetherctl with the admin token (TETHER_TOKEN_FILE)" \
+		cts 'healthz() { curl -fsS --max-time 2 http://127.0.0.1:7070/healthz | jq -e ".status == \"ok\""; }
+		     wait_until 10 healthz && wait_until 10 tetherctl ls &&
+		     [ "$(curl -s -o /dev/null -w "%{http_code}" --max-time 2 http://127.0.0.1:7070/v1/resources)" = 401 ]'
+	check "unconfigured, the RPM's tetherd.service is skipped by ExecCondition (inactive, result exec-condition) and does not loop (no restarts, past RestartSec=5s), tetherd.path waits" \
+		cts ". /root/rpm-agent.sh '$since_rpm'"
+	cat >"$root/root/rpm-erase.sh" <<'EOF'
+# an operator's edit of a %config(noreplace) file: rpm -e keeps it as .rpmsave
+echo '; edited (tests/system/boot.sh)' >>/etc/tether/plane.conf
+out=$(rpm -e --force-debian tetherd tether-plane tetherctl 2>&1) || { echo "$out"; exit 1; }
+echo "$out"
+bad=""
+# rpm says only that it kept the edit (%preun and %postun run quietly)
+[ "$out" = "warning: /etc/tether/plane.conf saved as /etc/tether/plane.conf.rpmsave" ] || bad="$bad rpm-said-more"
+for p in tether-plane tetherd tetherctl; do rpm -q $p >/dev/null 2>&1 && bad="$bad rpm:$p"; done
+for u in tether-plane tetherd tetherd.path; do is_active $u && bad="$bad active:$u"; done
+# removed: the programs, the units, the sysusers file, the drop-ins, the unedited agent.conf
+for p in /usr/sbin/tether-plane /usr/sbin/tetherd /usr/bin/tetherctl /usr/lib/systemd/system/tether-plane.service \
+	/usr/lib/systemd/system/tetherd.service /usr/lib/systemd/system/tetherd.path /usr/lib/sysusers.d/tether-plane.conf \
+	/usr/share/tether /etc/tether/agent.conf /etc/tether/plane.conf; do
+	[ -e "$p" ] && bad="$bad left:$p"
+done
+# disabled (%preun): no enablement link
+links=$(find /etc/systemd -name '*tether*' | xargs)
+[ -z "$links" ] || bad="$bad links:$links"
+# kept: the edited conffile, the admin token, the store, the user
+grep -q '^; edited (tests/system/boot.sh)$' /etc/tether/plane.conf.rpmsave || bad="$bad no:plane.conf.rpmsave"
+[ -f /etc/tether/admin.token ] || bad="$bad no:admin.token"
+[ -f /var/lib/tether/tether.db ] || bad="$bad no:/var/lib/tether/tether.db"
+getent passwd tether >/dev/null || bad="$bad no:user:tether"
+echo "after rpm -e: /etc/tether: $(ls -A /etc/tether | xargs); /var/lib/tether: $(ls -A /var/lib/tether | xargs);" \
+	"/var/lib/tetherd: $(ls -A /var/lib/tetherd 2>&1 | xargs)"
+echo "wrong: ${bad:-nothing}"
+[ -z "$bad" ]
+EOF
+	check "rpm -e: the services stopped and disabled, programs, units, drop-ins and the unedited agent.conf gone; the edited plane.conf kept as .rpmsave, the admin token, the store and the user kept" \
+		cts '. /root/rpm-erase.sh'
+fi
+timing rpm
 
 echo "1..$T_N"
 diag "total: $(($(date +%s) - t_start)) s"

@@ -222,12 +222,14 @@ struct stream *hub_stream_new(struct hub *h, struct http_conn *c, const char *no
 	st->gzip = gzip;
 	uint64_t sent, acked;
 	int healthy;
-	/* a node the plane sent pushes before, whose record has neither the
-	 * sending nor an ACK of the version it holds (a new node that claims
-	 * a version, or one whose ACK or push is merely in flight, gets
-	 * nothing extra) */
+	/* a node the plane sent pushes before, that holds a version it has
+	 * not ACKed: the plane has no record of sending it (a crash lost
+	 * it), or sent it and the node went away before its ACK (it finished
+	 * that apply at boot, and never ACKs at boot). A new node that
+	 * claims a version gets nothing extra; one whose ACK was merely in
+	 * flight ACKs the same version twice. */
 	st->reack = have > 0 && nodes_versions(h->p->nodes, node, &sent, &acked, &healthy) && sent > 0 &&
-		    sent < have && acked < have;
+		    sent <= have && acked < have;
 
 	pthread_mutex_lock(&h->lock);
 	/* one stream per node: a reconnect replaces a stream that may be dead

@@ -250,8 +250,9 @@ batch
 serves_version "$PLANE_V" || bail "the first apply's output is not version $PLANE_V"
 NODE_V=$PLANE_V
 
+acked_is() { [ "$(node_field node '.acked_version // 0')" = "$1" ]; }
 declare -A KILLS
-bad=0 runs=0 acked_early=0 not_reached=0 finished=0 kept_old=0
+bad=0 runs=0 up_boots=0 unacked=0 acked_early=0 not_reached=0 finished=0 kept_old=0
 START=$(date +%s)
 for run in $(seq 1 "$RUNS"); do
 	if [ $(($(date +%s) - START)) -ge "$BUDGET_S" ]; then
@@ -301,6 +302,13 @@ for run in $(seq 1 "$RUNS"); do
 		ok_boot=0
 		wait_until 20 synced node "$bpid" "$target" && ok_boot=1
 		v=$(st node version)
+		# the plane learns what the node runs: its ACK of the version
+		# (a re-ACK when it finished the apply at boot, which ACKs nothing)
+		if [ $ok_boot = 1 ]; then
+			up_boots=$((up_boots + 1))
+			wait_until 10 acked_is "$v" ||
+				{ unacked=$((unacked + 1)); diag "run $run ($step): the plane holds no ACK of version $v"; }
+		fi
 	fi
 	bv=$(boot_version "$bpid" node)
 	if [ $ok_boot != 1 ] || ! serves_version "$v" || [ "$bv" != "$want" ]; then
@@ -329,6 +337,8 @@ check_eq "every kill happened at its step" 0 "$not_reached"
 check_eq "after every boot the output is exactly the version status.json reports, the expected one" 0 "$bad"
 check_eq "the consumer was never reloaded backwards" 0 "$BACKWARDS"
 check_eq "the plane never held an ACK of a version the killed agent had not committed" 0 "$acked_early"
+check_eq "after each boot with the plane up, the plane holds the node's ACK of the version it runs ($up_boots boots)" \
+	0 "$unacked"
 check "boots finished applies in flight ($finished), kept the version before when nothing went live ($kept_old)" \
 	test "$finished" -ge 1 -a "$kept_old" -ge 1
 check "no record of an apply in flight was ever found damaged" \

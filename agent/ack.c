@@ -28,6 +28,8 @@ bool ack_waiting(const struct agent *a)
 void ack_queue(struct agent *a, uint64_t version, const char *nonce, const char *error, int healthy, bool verify)
 {
 	struct buf *b = &a->ack.pending;
+	if (!error && version >= a->state.version)
+		a->unacked = false;   /* what it holds is ACKed now */
 	if (verify && error) {
 		if (a->ack.nvq == ACK_VERIFY_MAX) {
 			/* keep the newest: drop the oldest */

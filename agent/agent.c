@@ -148,6 +148,11 @@ static int agent_boot(struct agent *a, char *err, size_t errlen)
 	 * (or, refused, dropped) before the consumer boots on last-good */
 	if (loaded >= 0)
 		apply_resume(a);
+	/* whether the plane has our ACK of what we hold is the plane's to
+	 * know (it may have been lost with us): until we ACK a version, the
+	 * stream asks for a push of it to ACK, which the plane sends only
+	 * when it holds no ACK of it */
+	a->unacked = a->state.version > 0;
 	/* render last-good before dialling: the consumer runs on it offline */
 	int changed = a->cons->ops->boot(a->cons, &a->state, err, errlen);
 	if (changed < 0)

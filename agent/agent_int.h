@@ -44,6 +44,8 @@ struct apply_hist {
 };
 
 struct agent {
+	bool unacked;                    /* since boot, no ACK of what it holds: it asks the plane for a
+					  * push of it to ACK (unacked=1), sent if the plane has no ACK */
 	struct agent_config cfg;
 	int argc;
 	char **argv;

@@ -562,7 +562,7 @@ void apply_resume(struct agent *a)
 		a->live_healthy = healthy;
 	ops->finish(a->cons);
 	log_info("boot: finished the apply of version %llu: it is last-good (the plane hears of it from the "
-		 "version this node syncs from)", (unsigned long long)version);
+		 "version this node syncs from, and sends a push of it to ACK)", (unsigned long long)version);
 out:
 	candidate_release(&c);
 	free(statement);

@@ -345,6 +345,8 @@ void sync_start(struct agent *a)
 		append_param(&url, h, "sub", a->cfg.sub);
 	if (poll && a->cfg.poll_wait > 0)
 		buf_printf(&url, "&wait=%u", (unsigned)a->cfg.poll_wait);
+	if (a->unacked)
+		buf_puts(&url, "&unacked=1");
 
 	a->sync_headers = agent_credentials(a, h, NULL);
 	if (poll) {

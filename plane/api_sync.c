@@ -29,6 +29,7 @@ struct sync_params {
 	uint64_t version;
 	struct sub sub;
 	char *labels;      /* canonical JSON, or NULL when not given */
+	bool unacked;      /* unacked=1: the node holds version and has not ACKed it */
 };
 
 static void params_release(struct sync_params *sp)
@@ -62,6 +63,8 @@ static int params_parse(struct http_conn *c, struct sync_params *sp, bool use_la
 		*ret = http_send_error(c, HTTP_BAD_REQUEST, "%s", err);
 		return -1;
 	}
+	const char *u = http_query(c, "unacked");
+	sp->unacked = u && strcmp(u, "1") == 0;
 	const char *l = http_query(c, "labels");
 	if (l) {
 		cJSON *obj = labels_parse(l, err, sizeof(err));
@@ -94,7 +97,7 @@ enum http_result api_stream(struct plane *p, struct http_conn *c)
 	}
 	nodes_set_sub(p->nodes, sp.node, sp.sub.canon);
 	bool gzip = http_accepts_gzip(c);
-	struct stream *st = hub_stream_new(p->hub, c, sp.node, sp.version, &sp.sub, gzip, who.token_id);
+	struct stream *st = hub_stream_new(p->hub, c, sp.node, sp.version, &sp.sub, gzip, who.token_id, sp.unacked);
 	/* a revocation between the check above and now would have missed
 	 * this stream: look once more, now that it is registered */
 	if (who.token_id[0] && tokens_revoked(p->tokens, who.token_id))

@@ -209,7 +209,7 @@ static void list_remove(struct hub *h, struct strmap *map, struct stream *st)
 }
 
 struct stream *hub_stream_new(struct hub *h, struct http_conn *c, const char *node, uint64_t have,
-			      struct sub *sub, bool gzip, const char *token_id)
+			      struct sub *sub, bool gzip, const char *token_id, bool unacked)
 {
 	struct stream *st = xcalloc(1, sizeof(*st));
 	st->hub = h;
@@ -224,12 +224,11 @@ struct stream *hub_stream_new(struct hub *h, struct http_conn *c, const char *no
 	int healthy;
 	/* a node the plane sent pushes before, that holds a version it has
 	 * not ACKed: the plane has no record of sending it (a crash lost
-	 * it), or sent it and the node went away before its ACK (it finished
-	 * that apply at boot, and never ACKs at boot). A new node that
-	 * claims a version gets nothing extra; one whose ACK was merely in
-	 * flight ACKs the same version twice. */
+	 * it), or the node says so (unacked=1: it finished that apply at
+	 * boot, and never ACKs at boot). A new node that claims a version,
+	 * or one whose ACK or push is merely in flight, gets nothing extra. */
 	st->reack = have > 0 && nodes_versions(h->p->nodes, node, &sent, &acked, &healthy) && sent > 0 &&
-		    sent <= have && acked < have;
+		    (sent < have || unacked) && acked < have;
 
 	pthread_mutex_lock(&h->lock);
 	/* one stream per node: a reconnect replaces a stream that may be dead

@@ -36,9 +36,10 @@ size_t hub_stream_count(struct hub *h);
 
 /* A stream for node, starting from the node's version `have`; sub is
  * moved into the stream. Older streams of the same node are closed.
- * token_id names the token it was opened with ("" or NULL: none). */
+ * token_id names the token it was opened with ("" or NULL: none).
+ * unacked: the node says it holds `have` without having ACKed it. */
 struct stream *hub_stream_new(struct hub *h, struct http_conn *c, const char *node, uint64_t have,
-			      struct sub *sub, bool gzip, const char *token_id);
+			      struct sub *sub, bool gzip, const char *token_id, bool unacked);
 /* A relay's stream (docs/protocol.md, "Relays"), from the relay's version
  * have; an older stream of the same relay is closed. */
 struct stream *hub_relay_new(struct hub *h, struct http_conn *c, const char *relay, uint64_t have,

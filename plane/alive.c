@@ -87,7 +87,8 @@ int alive_check(int64_t bound_ms, char *who, size_t cap)
 	const struct slot *stuck = NULL;
 	for (size_t i = 0; i < SLOTS; i++) {
 		const struct slot *s = &slots[i];
-		int64_t beat = atomic_load(&s->beat_ms), until = atomic_load(&s->parked_until);
+		/* parked_until first: alive_unpark stores the beat, then clears it */
+		int64_t until = atomic_load(&s->parked_until), beat = atomic_load(&s->beat_ms);
 		if (!atomic_load(&s->used) || !beat || until == INT64_MAX)
 			continue;
 		/* a wait with a bound counts as turning until it is over */

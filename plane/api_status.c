@@ -68,12 +68,16 @@ enum http_result api_metrics(struct plane *p, struct http_conn *c)
 	       "New connections closed at once: at --max-connections, with no connection still sending headers.",
 	       hs.refused_full);
 	metric(&b, "tether_http_evicted_total", "counter",
-	       "Connections still sending headers, closed to make room (at --max-connections, or past "
-	       "--max-pending-per-address for their address).",
+	       "Connections closed to make room: at --max-connections the oldest still sending headers, else the "
+	       "longest idle between requests; past --max-pending-per-address, that address's oldest slow one.",
 	       hs.evicted_pending);
 	metric(&b, "tether_http_header_timeouts_total", "counter",
 	       "Connections closed because their headers were not all in within --header-timeout.",
 	       hs.header_timeouts);
+	metric(&b, "tether_http_slow_bodies_total", "counter",
+	       "Connections closed because a request body came slower than 1,000 bytes a second (after "
+	       "--header-timeout's grace).",
+	       hs.slow_bodies);
 	metric(&b, "tether_http_bad_requests_total", "counter",
 	       "Requests refused as malformed (400) or with too large a head (431); the connection closed.",
 	       hs.bad_requests);

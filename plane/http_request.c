@@ -54,6 +54,12 @@ static int on_url(http_parser *hp, const char *at, size_t len)
 static int on_header_field(http_parser *hp, const char *at, size_t len)
 {
 	struct http_request *r = hp->data;
+	if (r->head_done) {
+		/* a trailer after a chunked body: it would rewrite headers the
+		 * request was judged by */
+		r->refused = "trailer fields after a chunked body are not accepted";
+		return -1;
+	}
 	if (!arena_room(r, len))
 		return -1;
 	if (!r->url_done) {
@@ -163,7 +169,13 @@ static bool is_tchar(unsigned char ch)
  * tokens, and no value is folded over lines (obs-fold). */
 static const char *head_refused(const struct http_request *r)
 {
+	unsigned auths = 0, hosts = 0;
 	for (unsigned i = 0; i < r->nh; i++) {
+		const char *name = r->arena.data + r->h[i].name;
+		auths += strcasecmp(name, "Authorization") == 0;
+		hosts += strcasecmp(name, "Host") == 0;
+		if (auths > 1 || hosts > 1)
+			return "a repeated Authorization or Host header (which one counts is ambiguous)";
 		const unsigned char *n = (const unsigned char *)r->arena.data + r->h[i].name;
 		if (!*n)
 			return "a header with an empty name";
@@ -190,6 +202,7 @@ static int on_headers_complete(http_parser *hp)
 	r->in_value = false;
 	if ((r->refused = head_refused(r)))
 		return -1;   /* the parser stops: a 400 */
+	r->head_done = true;
 	split_url(r);
 	r->hooks->head(r->owner);
 	return 0;
@@ -245,6 +258,7 @@ void http_request_reset(struct http_request *r)
 	r->url_done = r->in_value = false;
 	r->nh = r->nq = 0;
 	r->refused = NULL;
+	r->head_done = false;
 	http_parser_init(&r->hp, HTTP_REQUEST);
 	r->hp.data = r;
 }
@@ -269,7 +283,7 @@ size_t http_request_feed(struct http_request *r, const char *data, size_t len, u
 	enum http_errno e = HTTP_PARSER_ERRNO(&r->hp);
 	if (e == HPE_OK || e == HPE_PAUSED)
 		return n;
-	if ((e == HPE_CB_headers_complete || e == HPE_CB_header_value) && r->refused) {
+	if ((e == HPE_CB_headers_complete || e == HPE_CB_header_value || e == HPE_CB_header_field) && r->refused) {
 		*status = 400;
 		*msg = r->refused;
 	} else if (e == HPE_HEADER_OVERFLOW || e == HPE_CB_url || e == HPE_CB_header_field || e == HPE_CB_header_value) {
@@ -316,7 +330,8 @@ int64_t http_request_content_length(const struct http_request *r)
 {
 	if ((r->hp.flags & F_CHUNKED) || !(r->hp.flags & F_CONTENTLENGTH))
 		return -1;
-	return (int64_t)r->hp.content_length;
+	/* past INT64_MAX: as large as can be, never negative */
+	return r->hp.content_length > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)r->hp.content_length;
 }
 
 const char *http_request_path(const struct http_request *r)

@@ -42,6 +42,7 @@ struct http_request {
 	const char *refused;      /* why the head was refused (static text) */
 	const char *feed_end;     /* the end of the input being parsed */
 	bool value_cut;           /* the last piece of a value ended with the input */
+	bool head_done;           /* the head is in: a field now would be a trailer */
 };
 
 void http_request_init(struct http_request *r, const struct http_request_hooks *hooks, void *owner,

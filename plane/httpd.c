@@ -14,6 +14,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -81,6 +82,8 @@ struct http_conn {
 	/* deadlines */
 	bool pending;             /* still sending its header block */
 	int64_t deadline_ms, pending_since_ms, last_ms;
+	int64_t body_since_ms;    /* when its body began */
+	uint64_t body_read;       /* bytes read since (framing included) */
 	struct addr_key key;      /* the client's address */
 	struct http_conn *prev, *next;     /* the loop's connections */
 	struct http_conn *pprev, *pnext;   /* the loop's pending ones, oldest first */
@@ -105,6 +108,8 @@ struct loop {
 	unsigned nevict_like;
 	char *scratch;
 	int64_t last_sweep_ms;
+	int spare_fd;               /* held for when descriptors run out */
+	int64_t emfile_logged_ms;
 	char date[64];
 	time_t date_s;
 };
@@ -126,7 +131,7 @@ struct httpd {
 	pthread_mutex_t addr_lock;
 	struct addr_count *addrs;
 	size_t naddrs, addrs_cap;
-	atomic_uint_fast64_t accepted, refused_full, evicted, header_timeouts, bad_requests;
+	atomic_uint_fast64_t accepted, refused_full, evicted, header_timeouts, bad_requests, slow_bodies;
 };
 
 static char listen_marker, wake_marker;
@@ -304,6 +309,8 @@ static void rq_head(void *owner)
 	}
 	if (body) {
 		c->st = S_BODY;
+		c->body_since_ms = now_ms();
+		c->body_read = 0;
 		const char *ex = http_header(c, "Expect");
 		if (ex && strcasecmp(ex, "100-continue") == 0 && http_request_http11(&c->rq) && !c->continued) {
 			c->continued = true;
@@ -672,6 +679,8 @@ static void finish_exchange(struct http_conn *c)
 	}
 	http_request_reset(&c->rq);
 	c->continued = false;
+	c->head_req = false;
+	c->keep_alive = true;
 	c->st = S_HEAD;
 	c->last_ms = now_ms();
 	set_ev(c, EPOLLIN);
@@ -791,6 +800,8 @@ static void process_input(struct http_conn *c)
 		c->last_ms = now_ms();
 		if (c->st == S_HEAD && !c->pending)
 			pend_add(c);
+		if (c->st == S_BODY)
+			c->body_read += (uint64_t)n;
 		feed(c, l->scratch, (size_t)n);
 		if (c->dead)
 			return;
@@ -970,6 +981,17 @@ static bool make_room(struct loop *l)
 		conn_close(l->pend);
 		return true;
 	}
+	/* next, the connection here idle longest between requests */
+	struct http_conn *idle = NULL;
+	for (struct http_conn *c = l->all; c; c = c->next)
+		if (c->st == S_HEAD && !c->pending && c->ev == EPOLLIN && !c->in_len &&
+		    (!idle || c->last_ms < idle->last_ms))
+			idle = c;
+	if (idle) {
+		atomic_fetch_add(&d->evicted, 1);
+		conn_close(idle);
+		return true;
+	}
 	for (unsigned i = 0; i < d->nloops; i++) {
 		struct loop *o = &d->loops[i];
 		if (o != l && atomic_load(&o->npending) > atomic_load(&o->evict)) {
@@ -996,8 +1018,26 @@ static void accept_some(struct loop *l)
 		if (fd < 0) {
 			if (errno == EINTR || errno == ECONNABORTED)
 				continue;
-			if (errno == EMFILE || errno == ENFILE)
-				log_warn("http: cannot accept: %s", strerror(errno));
+			if (errno == EMFILE || errno == ENFILE) {
+				/* out of descriptors: the spare one takes the
+				 * connection to close it, or the listener stays
+				 * ready and every loop spins on it */
+				int64_t now = now_ms();
+				if (now - l->emfile_logged_ms > 10000) {
+					log_warn("http: cannot accept: %s (raise the file limit, or lower "
+						 "--max-connections); closing new connections meanwhile", strerror(errno));
+					l->emfile_logged_ms = now;
+				}
+				if (l->spare_fd >= 0) {
+					close(l->spare_fd);
+					int lost = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+					if (lost >= 0)
+						close(lost);
+					atomic_fetch_add(&d->refused_full, 1);
+					l->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+					continue;
+				}
+			}
 			return;
 		}
 		atomic_fetch_add(&d->accepted, 1);
@@ -1083,6 +1123,15 @@ static void sweep(struct loop *l, int64_t now)
 	int64_t idle = (int64_t)d->cfg.idle_timeout_s * 1000;
 	for (struct http_conn *c = l->all, *next; c; c = next) {
 		next = c->next;
+		/* a body comes at 1,000 bytes a second at least, after the
+		 * header timeout's grace: a trickle (a chunk extension a byte
+		 * at a time) cannot hold a connection for ever */
+		if (c->st == S_BODY &&
+		    now - c->body_since_ms > (int64_t)d->cfg.header_timeout_ms + (int64_t)c->body_read) {
+			atomic_fetch_add(&d->slow_bodies, 1);
+			conn_close(c);
+			continue;
+		}
 		if (c->pending || c->st == S_APP || c->ev == 0)
 			continue;
 		if (c->st == S_SEND && !(c->ev & EPOLLOUT))
@@ -1105,6 +1154,10 @@ static bool run_wakes(struct loop *l)
 		pthread_mutex_lock(&l->lock);
 		struct http_conn *next = c->wake_next;
 		bool listed = c->in_wake;   /* conn_close took it off */
+		/* a request suspended again since it was queued waits for its
+		 * own resume (the entry is stale) */
+		if (c->st == S_APP && c->suspended)
+			listed = false;
 		c->in_wake = false;
 		pthread_mutex_unlock(&l->lock);
 		if (listed && !c->dead) {
@@ -1269,6 +1322,7 @@ struct httpd *httpd_start(const struct httpd_config *cfg, const struct httpd_app
 		struct loop *l = &d->loops[i];
 		l->d = d;
 		l->ep = l->evfd = -1;
+		l->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 		pthread_mutex_init(&l->lock, NULL);
 		l->scratch = xmalloc(SCRATCH);
 		l->ep = epoll_create1(EPOLL_CLOEXEC);
@@ -1330,6 +1384,8 @@ void httpd_stop(struct httpd *d)
 			close(l->ep);
 		if (l->evfd >= 0)
 			close(l->evfd);
+		if (l->spare_fd >= 0)
+			close(l->spare_fd);
 		free(l->scratch);
 		pthread_mutex_destroy(&l->lock);
 	}
@@ -1350,4 +1406,5 @@ void httpd_stats(struct httpd *d, struct httpd_stats *out)
 	out->evicted_pending = atomic_load(&d->evicted);
 	out->header_timeouts = atomic_load(&d->header_timeouts);
 	out->bad_requests = atomic_load(&d->bad_requests);
+	out->slow_bodies = atomic_load(&d->slow_bodies);
 }

@@ -104,7 +104,7 @@ void httpd_stop(struct httpd *d);
 
 /* Counters since start, for /metrics. */
 struct httpd_stats {
-	uint64_t accepted, open, refused_full, evicted_pending, header_timeouts, bad_requests;
+	uint64_t accepted, open, refused_full, evicted_pending, header_timeouts, bad_requests, slow_bodies;
 };
 void httpd_stats(struct httpd *d, struct httpd_stats *out);
 

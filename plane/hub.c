@@ -720,14 +720,15 @@ static void wait_for(struct hub *h, int64_t ms)
 
 /* systemd's watchdog is fed while every watched thread turns (alive.h);
  * the one that does not is named, once a stretch. The bound is the
- * watchdog's own interval, at least 10 s: a backend call may take 5. */
+ * watchdog's own interval, at least 30 s: a thread may wait on a lock
+ * held across backend calls (5 s each, one per endpoint) without a beat. */
 static void feed_watchdog(struct hub *h)
 {
 	int64_t bound = sdnotify_watchdog_ms();
 	if (bound <= 0)
 		return;
-	if (bound < 10000)
-		bound = 10000;
+	if (bound < 30000)
+		bound = 30000;
 	char who[128];
 	if (alive_check(bound, who, sizeof(who)) == 0) {
 		if (h->wedged)

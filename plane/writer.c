@@ -21,6 +21,7 @@
 #include <string.h>
 
 struct write_job {
+	struct writer *w;
 	struct http_conn *c;
 	struct store_change *ch;
 	char **names;
@@ -277,6 +278,7 @@ struct write_job *writer_call(struct writer *w, struct http_conn *c, bool write,
 	if (!w)
 		return NULL;
 	struct write_job *j = xcalloc(1, sizeof(*j));
+	j->w = w;
 	j->c = c;
 	j->fn = fn;
 	j->arg = arg;
@@ -291,6 +293,7 @@ struct write_job *writer_submit(struct writer *w, struct http_conn *c, struct st
 	if (!w)
 		return NULL;
 	struct write_job *j = xcalloc(1, sizeof(*j));
+	j->w = w;
 	j->c = c;
 	j->n = n;
 	j->must_exist = must_exist;
@@ -313,7 +316,11 @@ struct write_job *writer_submit(struct writer *w, struct http_conn *c, struct st
 
 bool writer_take(struct write_job *j, struct write_result *res)
 {
-	if (!j->done)
+	/* under the lock: finish() sets done and reads the job after */
+	pthread_mutex_lock(&j->w->lock);
+	bool done = j->done;
+	pthread_mutex_unlock(&j->w->lock);
+	if (!done)
 		return false;
 	*res = j->res;
 	buf_init(&j->res.body);

@@ -660,8 +660,8 @@ plane_wedge() {
 		return 1
 	fi
 	echo "tp-http-0 (host tid $tid, plane pid $cpid in the container) stopped by ptrace"
-	# the plane's bound is max(WatchdogSec, 10 s), then systemd's 3 s, then RestartSec=2s
-	end=$((t + 60))
+	# the plane's bound is max(WatchdogSec, 30 s), then systemd's 3 s, then RestartSec=2s
+	end=$((t + 90))
 	while [ "$(date +%s)" -lt "$end" ]; do
 		st=$(thread_state "$hpid" "$tid")
 		if [ "$st" != "$last" ]; then

@@ -163,6 +163,23 @@ static void test_ambiguous_framing(void **state)
 	refused("POST / HTTP/1.1\r\nContent-Length: 1 2\r\n\r\n", 400);
 	refused("POST / HTTP/1.1\r\nContent-Length: 99999999999999999999999\r\n\r\n", 400);
 	refused("GET / HTTP/1.1\r\nX-A: one\r\n two\r\n\r\n", 400);
+	refused("GET / HTTP/1.1\r\nAuthorization: Bearer a\r\nauthorization: Bearer b\r\n\r\n", 400);
+	refused("GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400);
+	/* a trailer would rewrite a header the request was judged by */
+	refused("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n0\r\nAuthorization: x\r\n\r\n",
+		400);
+}
+
+static void test_huge_length(void **state)
+{
+	(void)state;
+	struct seen s;
+	start(&s, 16384);
+	/* 2^63 + 1: past INT64_MAX, read as the largest, never negative */
+	assert_int_equal(feed(&s, "POST / HTTP/1.1\r\nContent-Length: 9223372036854775809\r\n\r\n", 1000), 0);
+	assert_int_equal(s.heads, 1);
+	assert_true(s.clen == INT64_MAX);
+	finish(&s);
 }
 
 static void test_head_bounds(void **state)
@@ -191,6 +208,7 @@ int main(void)
 		cmocka_unit_test(test_pipelined_and_chunked),
 		cmocka_unit_test(test_ambiguous_framing),
 		cmocka_unit_test(test_head_bounds),
+		cmocka_unit_test(test_huge_length),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,9 +2,9 @@
  * first, apply_resume; then last-good rendered before dialling),
  * the event loop over libcurl's multi handle (the sync transfer and the
  * ACKs share it), signals (SIGTERM stops, SIGHUP re-reads the config),
- * status.json, and --once. The parts are in sync.c, apply.c, ack.c and
- * traffic_report.c (its access log listener is one more descriptor the
- * loop waits on). */
+ * status.json, and --once. The parts are in sync.c, apply.c, ack.c,
+ * fresh.c (its probes share the multi handle) and traffic_report.c (its
+ * access log listener is one more descriptor the loop waits on). */
 #include "agent.h"
 #include "agent_int.h"
 #include "consumer.h"
@@ -59,9 +59,11 @@ static void notify_status(const struct agent *a, enum agent_state shown)
 void agent_write_status(struct agent *a)
 {
 	/* stale says more than synced, syncing or offline: what runs is no
-	 * longer vouched for; a refusal (degraded) says more still */
+	 * longer vouched for, or the plane it comes from is cut off from its
+	 * source; a refusal (degraded) says more still */
 	enum agent_state shown = a->astate;
-	if (a->trust.on && a->trust.stale && (shown == ST_SYNCED || shown == ST_SYNCING || shown == ST_OFFLINE))
+	bool stale = (a->trust.on && a->trust.stale) || a->fresh.now.on;
+	if (stale && (shown == ST_SYNCED || shown == ST_SYNCING || shown == ST_OFFLINE))
 		shown = ST_STALE;
 	struct status s = {
 		.node = a->cfg.node, .version = a->state.version, .state = shown,
@@ -72,6 +74,8 @@ void agent_write_status(struct agent *a)
 		.rejected = a->rejected, .started = a->started,
 		.trusted = a->trust.on, .stale = a->trust.on && a->trust.stale, .verified_version = a->trust.hwm,
 		.key_id = a->trust.kid,
+		.plane_stale = a->fresh.now.on, .plane_stale_since = a->fresh.now.since,
+		.plane_stale_why = a->fresh.now.why,
 	};
 	/* only real changes are written: heartbeats alone do not touch disk */
 	if (a->status_valid && a->written.version == s.version && a->written.state == s.state &&
@@ -79,7 +83,9 @@ void agent_write_status(struct agent *a)
 	    a->written.rejected == s.rejected && strcmp(a->written.last_error, s.last_error) == 0 &&
 	    a->written.verified_version == s.verified_version && a->written.stale == s.stale &&
 	    strcmp(a->written.plane ? a->written.plane : "", s.plane) == 0 &&
-	    strcmp(a->written.key_id ? a->written.key_id : "", s.key_id) == 0) {
+	    strcmp(a->written.key_id ? a->written.key_id : "", s.key_id) == 0 &&
+	    a->written.plane_stale == s.plane_stale && a->written.plane_stale_since == s.plane_stale_since &&
+	    strcmp(a->written.plane_stale_why ? a->written.plane_stale_why : "", s.plane_stale_why) == 0) {
 		metrics_write(a);   /* counters move without a new status */
 		return;
 	}
@@ -91,10 +97,12 @@ void agent_write_status(struct agent *a)
 	free((char *)a->written.last_error);
 	free((char *)a->written.key_id);
 	free((char *)a->written.plane);
+	free((char *)a->written.plane_stale_why);
 	a->written = s;
 	a->written.last_error = xstrdup(s.last_error);
 	a->written.key_id = xstrdup(s.key_id);
 	a->written.plane = xstrdup(s.plane);
+	a->written.plane_stale_why = xstrdup(s.plane_stale_why);
 	a->written.planes = NULL;   /* cfg's: gone after a SIGHUP */
 	a->status_valid = true;
 	metrics_write(a);
@@ -205,6 +213,7 @@ static void reload_config(struct agent *a)
 	a->cfg.consumer = keep[2];
 	a->cfg.traffic_listen = keep[3];
 	a->cfg.traffic_socket = keep[4];
+	fresh_carry(a, &nc);
 	sync_carry_plane(a, &nc);
 	agent_config_release(&a->cfg);
 	a->cfg = nc;
@@ -235,6 +244,7 @@ static void agent_free(struct agent *a)
 {
 	sync_stop(a);
 	ack_release(a);
+	fresh_release(a);
 	traffic_report_release(a);
 	apply_drop_queue(a);
 	free(a->queue);
@@ -251,6 +261,7 @@ static void agent_free(struct agent *a)
 	free((char *)a->written.last_error);
 	free((char *)a->written.key_id);
 	free((char *)a->written.plane);
+	free((char *)a->written.plane_stale_why);
 }
 
 /* Runs the one transfer in flight to its end; returns its result. */
@@ -415,6 +426,7 @@ int agent_run(struct agent_config *cfg, int argc, char **argv)
 		int64_t wake = now + 1000;
 		apply_pending(&a, &wake);
 		trust_tick(&a, &wake);
+		fresh_tick(&a, &wake);
 		traffic_report_live(&a);
 		traffic_report_tick(&a, &wake);
 		if (a.retry_at_ms && a.retry_at_ms < wake)
@@ -462,6 +474,8 @@ int agent_run(struct agent_config *cfg, int argc, char **argv)
 				ack_done(&a, m->data.result);
 			else if (m->easy_handle == a.traffic.h)
 				traffic_report_done(&a, m->data.result);
+			else if (m->easy_handle == a.fresh.h)
+				fresh_done(&a, m->data.result);
 		}
 	}
 	log_info("stopping at version %llu", (unsigned long long)a.state.version);

@@ -99,6 +99,9 @@ const struct opt_def agent_options[] = {
 	  "kill --check and --reload after this long (default 60)" },
 	{ "connect-timeout", 0, OPT_SECONDS, OFF(connect_timeout), 0.1, 600, NULL, "SECONDS",
 	  "connecting to the plane (default 10)" },
+	{ "move-jitter", 0, OPT_SECONDS, OFF(move_jitter), 0, 600, NULL, "SECONDS",
+	  "with several planes: when the plane says it is stale, look for a fresh one after a random wait "
+	  "of up to this long (default 2), so a fleet does not move at once" },
 	{ "max-push-bytes", 0, OPT_UINT, OFF(max_push_bytes), 1024, 1ULL << 32, NULL, "BYTES",
 	  "largest push accepted (default 67108864)" },
 	{ "max-depth", 0, OPT_UINT, OFF(max_depth), 4, 512, NULL, "N", "deepest JSON nesting accepted (default 32)" },
@@ -124,6 +127,7 @@ void agent_config_defaults(struct agent_config *c)
 	c->poll_interval = 5;
 	c->command_timeout = 60;
 	c->connect_timeout = 10;
+	c->move_jitter = 2;
 	c->max_push_bytes = 64ULL << 20;
 	c->max_depth = 32;
 	c->marker = xstrdup("127.0.0.1:7099");

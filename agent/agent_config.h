@@ -52,6 +52,7 @@ struct agent_config {
 	double poll_interval;        /* between plain polls (poll_wait 0) */
 	double command_timeout;
 	double connect_timeout;
+	double move_jitter;        /* the plane says stale: probe the others after up to this long */
 	double reload_timeout;     /* until the marker shows the new generation */
 	double health_timeout;
 	double min_reload_interval;

@@ -3,7 +3,8 @@
  * plane), apply.c (pushes: queue, merge, validate, stage, check, swap,
  * reload, confirm, persist), ack.c (ACKs and NACKs), trust.c (signed
  * statements: verification, rollback, freshness), traffic_report.c (the
- * live generation's traffic, in ACKs and reports) and metrics.c. Not a
+ * live generation's traffic, in ACKs and reports), fresh.c (whether the
+ * plane is current, and the move to one that is) and metrics.c. Not a
  * public API. */
 #ifndef TETHER_AGENT_INT_H
 #define TETHER_AGENT_INT_H
@@ -14,6 +15,7 @@
 
 #include "agent_config.h"
 #include "buf.h"
+#include "fresh.h"
 #include "keys.h"
 #include "lthash.h"
 #include "push.h"
@@ -71,6 +73,7 @@ struct agent {
 	struct buf body;                 /* a poll answer, or an error body */
 	char etag[160], resp_etag[160];
 	struct buf resp_statement;       /* a poll answer's Tether-Statement header */
+	struct plane_stale resp_stale;   /* a poll answer's Tether-Stale header (on: present) */
 	int64_t last_byte_ms;
 	int64_t last_event_ms;           /* the last complete event (or the connection) */
 	uint64_t event_bytes;            /* bytes read since that event */
@@ -129,6 +132,30 @@ struct agent {
 		bool hold;                   /* moved to another plane: wait until it answered */
 	} ack;
 
+	/* fresh.c: whether the plane dialled now is current (it says "stale"
+	 * when it is not), and the probes of the others while it is not */
+	struct {
+		struct plane_stale now;      /* what the plane dialled now last said of itself */
+		unsigned epoch;              /* bumped when the plane or the list changes: a round of
+					      * an older epoch is void */
+		bool probe_due;              /* a round of probes starts at probe_at_ms */
+		int64_t probe_at_ms;
+		bool round;                  /* a round is under way: order[next..norder) to probe */
+		unsigned round_epoch;
+		size_t order[AGENT_MAX_PLANES];
+		size_t norder, next;
+		unsigned round_down;         /* planes of the round that did not answer */
+		CURL *h;                     /* the probe in flight: GET /healthz of planes[probing] */
+		size_t probing;
+		struct curl_slist *headers;
+		struct buf resp;
+		int64_t seen_stale_ms[AGENT_MAX_PLANES];   /* by cfg.planes index: when it last said
+							    * stale (monotonic ms; 0 never) */
+		int64_t moves_ms[FRESH_MOVES_KEPT];         /* the last moves off a stale plane (a ring) */
+		size_t nmove;
+		bool staying_logged;         /* "every plane listed is stale" said, once a spell */
+	} fresh;
+
 	/* traffic_report.c (with --traffic-listen or --traffic-socket) */
 	struct {
 		bool on;
@@ -156,7 +183,8 @@ struct agent {
 	struct {
 		uint64_t merged;             /* pushes folded into a later one's apply */
 		uint64_t stream_opens;       /* streams opened: all but the first are reconnects */
-		uint64_t plane_moves;        /* moves to the next plane of --plane's list */
+		uint64_t plane_moves;        /* moves to another plane of --plane's list (every move) */
+		uint64_t stale_moves;        /* ... of them, moves off a plane that said it was stale */
 		int64_t last_contact;        /* wall seconds the plane last confirmed what runs */
 		struct apply_hist phase[APPLY_PHASES];
 	} m;
@@ -197,14 +225,20 @@ void sync_dead(struct agent *a, const char *why);
 /* SIGHUP, before nc replaces a->cfg: the plane dialled now stays when nc
  * lists it; otherwise nc's first is next. */
 void sync_carry_plane(struct agent *a, const struct agent_config *nc);
+/* Moves to cfg.planes[idx] at once (why: for the log): the stream or poll
+ * is closed, the queue dropped, the ACKs follow, and the new plane is
+ * dialled from the applied version (a delta, as any reconnect). Counts a
+ * move. Not from inside a transfer's callback. */
+void sync_move_to(struct agent *a, size_t idx, const char *why);
 
 /* apply.c */
 /* PUSH_DISTRUSTED: refused by --trust's checks -- the same version, signed
  * right, may come again (an ETag names the content, not its signature). */
 enum push_result { PUSH_QUEUED, PUSH_RESYNC, PUSH_DISTRUSTED };
 /* Decodes a push and queues it (pushes that cannot apply are NACKed or
- * make a resync at once). */
-enum push_result apply_enqueue(struct agent *a, const char *text, size_t len);
+ * make a resync at once). stream: it came on the stream, and what it says
+ * of the plane's staleness is heard (fresh_heard). */
+enum push_result apply_enqueue(struct agent *a, const char *text, size_t len, bool stream);
 /* Applies the queued pushes as one (merged) change when it is time;
  * *wake gets when to come back if they must wait (--min-reload-interval). */
 void apply_pending(struct agent *a, int64_t *wake);
@@ -275,6 +309,30 @@ void metrics_text(const struct agent *a, struct buf *b, bool live);
 void metrics_observe_apply(struct agent *a, const int64_t us[APPLY_PHASES]);
 /* The plane confirmed what runs (an apply, a heartbeat, a 304). */
 void metrics_contact(struct agent *a);
+
+/* fresh.c */
+/* What the plane dialled now said of itself (a heartbeat, a stream's
+ * push, a poll answer): stale since (wall seconds, 0 unknown) for why, or
+ * fresh. Turning stale is logged (and, with other planes listed,
+ * fresh_tick then looks for a fresh one); saying nothing any more is fresh
+ * again. Runs inside transfer callbacks: starts and ends no transfer.
+ * Nothing with --once. */
+void fresh_heard(struct agent *a, bool stale, int64_t since, const char *why);
+/* The plane dialled now changed (a failure moved on, SIGHUP, a move off a
+ * stale plane): the new one is judged by its own first answer; a probe in
+ * flight is void. Starts and ends no transfer. */
+void fresh_plane_changed(struct agent *a);
+/* SIGHUP, before nc replaces a->cfg (and before sync_carry_plane): what
+ * is known of each plane follows its URL into nc's list; a round under
+ * way starts over. */
+void fresh_carry(struct agent *a, const struct agent_config *nc);
+/* The event loop's turn: starts a round of probes when one is due, ends a
+ * probe that is void; lowers *wake to when it must come back. */
+void fresh_tick(struct agent *a, int64_t *wake);
+/* A probe ended: moves to the plane if it answered fresh (and the plane
+ * dialled now still says stale), else probes the next. */
+void fresh_done(struct agent *a, CURLcode code);
+void fresh_release(struct agent *a);
 
 /* trust.c */
 /* Loads --trust (and our subscription's canonical form). 0, or -1 with err. */

@@ -88,7 +88,7 @@ static uint64_t queue_tip(const struct agent *a)
 	return a->nqueue ? a->queue[a->nqueue - 1].version : a->state.version;
 }
 
-enum push_result apply_enqueue(struct agent *a, const char *text, size_t len)
+enum push_result apply_enqueue(struct agent *a, const char *text, size_t len, bool stream)
 {
 	char err[ERRLEN];
 	struct push p;
@@ -96,6 +96,13 @@ enum push_result apply_enqueue(struct agent *a, const char *text, size_t len)
 	if (push_decode(text, len, &lim, &p, err, sizeof(err)) < 0) {
 		reject(a, p.version, p.nonce, err, -1);
 		return PUSH_QUEUED;
+	}
+	if (stream) {
+		/* a stream's push says whether the plane is stale (a poll's
+		 * answer says it in a header) */
+		struct plane_stale ps;
+		fresh_stale_from_json(p.stale, &ps);
+		fresh_heard(a, ps.on, ps.since, ps.why);
 	}
 	/* --trust: signed, by a trusted key, fresh, for this version and our
 	 * subscription, not a rollback -- or it goes no further */

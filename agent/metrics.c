@@ -3,7 +3,8 @@
  * rename) whenever what it says changed, and the same text for
  * --metrics-listen (metrics_http.c). The versions, the state, pushes
  * applied, refused and merged, apply time by phase, the last sync,
- * reconnects, last-good's size, with --trust the verification figures
+ * reconnects, moves between planes, whether the plane says it is stale,
+ * last-good's size, with --trust the verification figures
  * (staleness, refusals by reason), and with traffic stats the live
  * generation's requests, 5xx answers and latency per route. */
 #include "agent_int.h"
@@ -135,8 +136,13 @@ void metrics_text(const struct agent *a, struct buf *b, bool live)
 		      a->m.last_contact ? (long long)(wall_seconds() - a->m.last_contact) : -1LL);
 	counter(b, "tetherd_stream_reconnects_total", "Streams opened again after the first.",
 		a->m.stream_opens > 1 ? a->m.stream_opens - 1 : 0);
-	counter(b, "tetherd_plane_moves_total", "Moves to the next plane of the list after a failure.",
+	counter(b, "tetherd_plane_moves_total",
+		"Moves to another plane of the list (after a failure, or off a plane that says it is stale).",
 		a->m.plane_moves);
+	counter(b, "tetherd_stale_moves_total", "Moves off a plane that said it was stale to one that was not.",
+		a->m.stale_moves);
+	gauge(b, "tetherd_plane_stale", "1 while the plane dialled now says it is stale (cut off from its source).",
+	      a->fresh.now.on);
 	struct lastgood_info li = { 0 };
 	if (a->lg)
 		lastgood_info(a->lg, &li);

@@ -49,6 +49,9 @@ int push_decode(const char *text, size_t len, const struct json_limits *lim, str
 		goto fail;
 	}
 	p->statement = stmt ? stmt->valuestring : NULL;
+	/* whether the plane is stale is no part of the push: never a reason
+	 * to refuse it, read by fresh.c from the same parse */
+	p->stale = cJSON_GetObjectItemCaseSensitive(d, "stale");
 	if (!nonce_ok) {
 		snprintf(err, errlen, "push: nonce must be a string of 1..%d bytes", PUSH_NONCE_MAX - 1);
 		goto fail;

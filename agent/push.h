@@ -1,7 +1,8 @@
 /* push.h: decoding of a push message (docs/protocol.md) with bounds:
  * size, nesting, duplicate keys (json_decode), then the shape: version,
  * base, full, nonce, statement, upserts [{name, version, body}], removed
- * [name]. Unknown top-level fields are ignored. */
+ * [name]; "stale" (what the plane says of itself) is handed on as it is.
+ * Unknown top-level fields are ignored. */
 #ifndef TETHER_PUSH_H
 #define TETHER_PUSH_H
 
@@ -37,6 +38,8 @@ struct push {
 	bool full;
 	char nonce[PUSH_NONCE_MAX];
 	const char *statement;   /* the plane's signed statement (borrowed from doc), or NULL */
+	const cJSON *stale;      /* the plane's "stale" member (borrowed from doc; unchecked: fresh.c
+				  * reads it), or NULL */
 	struct push_verified verified;   /* filled by trust_check_push */
 	struct push_upsert *up;
 	size_t nup;

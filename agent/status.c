@@ -34,7 +34,15 @@ int status_write(const char *dir, const struct status *st, char *err, size_t err
 			buf_putc(&b, ',');
 		buf_json_string(&b, st->planes[i]);
 	}
-	buf_puts(&b, "],\"transport\":");
+	buf_puts(&b, "],\"plane_stale\":");
+	if (st->plane_stale) {
+		buf_printf(&b, "{\"since\":%lld,\"why\":", (long long)st->plane_stale_since);
+		buf_json_string(&b, st->plane_stale_why ? st->plane_stale_why : "");
+		buf_putc(&b, '}');
+	} else {
+		buf_puts(&b, "null");
+	}
+	buf_puts(&b, ",\"transport\":");
 	buf_json_string(&b, st->transport);
 	buf_puts(&b, ",\"consumer\":");
 	buf_json_string(&b, st->consumer);

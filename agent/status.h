@@ -9,7 +9,8 @@
 #include <stdint.h>
 
 /* stale: with --trust, no valid signed statement vouches for what runs
- * any more (expired, or older than --max-staleness); it keeps serving. */
+ * any more (expired, or older than --max-staleness), or the plane dialled
+ * now says it is stale (cut off from its source); it keeps serving. */
 enum agent_state { ST_BOOTING, ST_OFFLINE, ST_SYNCING, ST_SYNCED, ST_DEGRADED, ST_STALE };
 
 struct status {
@@ -33,6 +34,11 @@ struct status {
 	bool stale;                  /* no valid statement vouches for what runs */
 	uint64_t verified_version;   /* the high-water mark: lower is a rollback */
 	const char *key_id;          /* the key that signed what runs */
+	/* the plane dialled now says it is stale: since (wall seconds, 0
+	 * unknown), why ("" or NULL when it is not) */
+	bool plane_stale;
+	int64_t plane_stale_since;
+	const char *plane_stale_why;
 };
 
 const char *status_state_name(enum agent_state s);

@@ -5,7 +5,9 @@
  * applied version. Reconnects back off with full jitter. With several
  * planes (--plane A,B,...) a failed attempt moves to the next one, which
  * is dialled from the same applied version: a move is a reconnect, never
- * a reason for a snapshot. */
+ * a reason for a snapshot. What the plane says of its staleness (a
+ * heartbeat's or push's "stale", a poll answer's Tether-Stale) goes to
+ * fresh.c, which may move the agent off it (sync_move_to). */
 #include "agent_int.h"
 #include "credentials.h"
 #include "json.h"
@@ -62,6 +64,7 @@ static void move_on(struct agent *a, const char *why)
 	const char *from = sync_plane(a);
 	a->plane_idx = (a->plane_idx + 1) % a->cfg.nplanes;
 	a->m.plane_moves++;
+	fresh_plane_changed(a);
 	/* the first move of an outage is news; later rounds over planes
 	 * that are all down are not */
 	if (a->plane_failures <= 1)
@@ -129,7 +132,27 @@ void sync_carry_plane(struct agent *a, const struct agent_config *nc)
 	log_info("SIGHUP: %s is no longer listed: moving to %s", now, nc->planes[0]);
 	a->plane_idx = 0;
 	a->plane_failures = 0;
+	fresh_plane_changed(a);
 	ack_plane_moved(a);
+}
+
+void sync_move_to(struct agent *a, size_t idx, const char *why)
+{
+	if (idx >= a->cfg.nplanes || idx == a->plane_idx)
+		return;
+	log_warn("plane: moving from %s to %s: %s", sync_plane(a), a->cfg.planes[idx], why);
+	sync_stop(a);
+	/* what waits is dropped as after a dead stream: the new plane sends
+	 * the gap from the applied version again */
+	apply_drop_queue(a);
+	a->plane_idx = idx;
+	a->m.plane_moves++;
+	a->plane_failures = 0;
+	a->attempt = 0;
+	fresh_plane_changed(a);
+	ack_plane_moved(a);
+	sync_schedule(a, false);
+	agent_write_status(a);
 }
 
 double sync_stream_timeout_s(const struct agent *a)
@@ -219,7 +242,12 @@ static void on_heartbeat(struct agent *a, const char *data, size_t len)
 		a->heartbeat_s = iv->valuedouble;
 	/* "report":S asks for traffic reports every S seconds */
 	traffic_report_heartbeat(a, v);
+	/* "stale":{...} while the plane is cut off from its source; absent:
+	 * fresh */
+	struct plane_stale ps;
+	fresh_stale_from_json(cJSON_GetObjectItemCaseSensitive(v, "stale"), &ps);
 	cJSON_Delete(v);
+	fresh_heard(a, ps.on, ps.since, ps.why);
 	/* a heartbeat only tells; it never moves our version */
 	if (a->astate != ST_DEGRADED && !a->nqueue)
 		agent_set_state(a, a->state.version >= a->plane_version ? ST_SYNCED : ST_SYNCING);
@@ -243,7 +271,7 @@ static int on_event(void *ctx, const struct sse_event *ev)
 		a->offline_logged = false;
 	}
 	if (strcmp(ev->type, "push") == 0) {
-		if (apply_enqueue(a, ev->data, ev->data_len) == PUSH_RESYNC) {
+		if (apply_enqueue(a, ev->data, ev->data_len, true) == PUSH_RESYNC) {
 			a->resync = true;
 			return 1;
 		}
@@ -303,6 +331,9 @@ static size_t on_header(char *ptr, size_t size, size_t n, void *ud)
 		buf_reset(&a->resp_statement);
 		buf_append(&a->resp_statement, v, vl);
 	}
+	/* a poll answer's: the plane is stale (absent: fresh) */
+	if ((v = header_value(ptr, len, "Tether-Stale", &vl)))
+		fresh_stale_from_header(v, vl, &a->resp_stale);
 	if (len > 5 && strncasecmp(ptr, "ETag:", 5) == 0) {
 		size_t s = 5;
 		while (s < len && (ptr[s] == ' ' || ptr[s] == '\t'))
@@ -383,6 +414,7 @@ void sync_start(struct agent *a)
 	a->got_event = false;
 	a->resp_etag[0] = '\0';
 	buf_reset(&a->resp_statement);
+	memset(&a->resp_stale, 0, sizeof(a->resp_stale));
 	buf_shrink(&a->body, 64u << 10);
 	sse_parser_reset(&a->sse);
 	a->last_byte_ms = now_ms();
@@ -429,6 +461,7 @@ void sync_done(struct agent *a, CURLcode code)
 	}
 	if (kind == SYNC_POLL && code == CURLE_OK && (status == 200 || status == 304)) {
 		answered(a);
+		fresh_heard(a, a->resp_stale.on, a->resp_stale.since, a->resp_stale.why);
 		/* a 304's statement says the plane still stands by its
 		 * target: freshness for a node that polls */
 		if (status == 304 && a->resp_statement.len)
@@ -439,7 +472,7 @@ void sync_done(struct agent *a, CURLcode code)
 			 * waits for a newer one (a retry after an I/O failure clears
 			 * it) */
 			snprintf(a->etag, sizeof(a->etag), "%s", a->resp_etag);
-			enum push_result pr = apply_enqueue(a, a->body.data ? a->body.data : "", a->body.len);
+			enum push_result pr = apply_enqueue(a, a->body.data ? a->body.data : "", a->body.len, false);
 			if (pr == PUSH_QUEUED) {
 				apply_pending(a, NULL);
 			} else {

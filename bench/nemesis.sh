@@ -1,31 +1,50 @@
 #!/usr/bin/env bash
 # bench/nemesis.sh: a randomized fault run with a history checker, in the
-# style of etcd's robustness tests and Jepsen (issue 10 section 6).
+# style of etcd's robustness tests and Jepsen (issue 10 section 6; the
+# partitions: issue 22).
 #
 #   bench/nemesis.sh SRCDIR BUILDDIR [SECONDS]     (default 120)
 #
 # Sets up a three-member etcd cluster on loopback (tests/integration/
 # lib-etcd.sh), three tether-plane replicas on it (r1 reaches every etcd
-# member through tests/tools/blackhole-proxy.mjs, r2 and r3 directly) and
-# five tetherd agents (files consumer, --plane R1,R2,R3 in different orders;
-# n3 polls, n4 and n5 subscribe to part of the names; n4's output and n5's
-# state directory are small tmpfs mounts when run as root). For SECONDS,
+# member through tests/tools/blackhole-proxy.mjs, r2 through an alias
+# address nftables can cut, r3 directly), a relay q1 following r3, then r2
+# (through an alias of each), and seven tetherd agents (files consumer):
+# n1-n5 list the three replicas in different orders (n1 through aliases of
+# its own; n3 polls, n4 and n5 subscribe to part of the names; n4's output
+# and n5's state directory are small tmpfs mounts when run as root), n6 and
+# n7 list q1 first, then r3 or r2 (n7 subscribes to part). For SECONDS,
 # tests/tools/nemesis-load.py writes at random (PUTs, batches, DELETEs,
 # each body naming its request) through random replicas, while faults
 # come one after another at random: kill -9 and restart of a replica, an
 # etcd member (now and then two: quorum lost for a moment) or an agent;
 # a black hole between r1 and etcd (the live connections go silent, then
 # every new request is answered with headers and nothing more) on one or
-# all of its endpoints; a full disk under n4's output or n5's state.
-# Then everything is healed and every node must converge within 30 s.
+# all of its endpoints; a full disk under n4's output or n5's state; and,
+# a third of them, partitions (tests/integration/lib-partition.sh; root
+# and nftables, else the run goes on without them and says so): r2 cut
+# off from etcd, q1 from the upstream it follows or from both, n1 from
+# the replica it is on; both ways or one (only the dialer's packets
+# dropped, or only the answers), established connections included. A
+# partition is healed after 1-8 s, or once the process it cuts off says
+# so (the plane logs "stale:", n1 moves) and 0-3 s more (15 s at most).
+# Then everything is healed and every node, replica and the relay must
+# converge within 30 s.
 #
-# Records (under BUILDDIR/nemesis/run.XXXXXX, kept): every write's answer
-# (writes.jsonl), what each agent made live at each version, with content
-# (records/NODE.applied: tetherd's --reload hook lists the output after
-# every swap, with TETHER_VERSION), the agents' logs per incarnation, the
-# faults (faults.log), etcd's whole event history of the prefix from
-# revision 1 (history.jsonl; nothing is compacted during the run), the
-# replicas' final state. tests/tools/nemesis-check.py checks them.
+# Records (under BUILDDIR/nemesis/tether-nemesis.XXXXXX, kept): every
+# write's answer (writes.jsonl), what each agent made live at each version,
+# with content (records/NODE.applied: tetherd's --reload hook lists the
+# output after every swap, with TETHER_VERSION), the agents' logs per
+# incarnation and the planes each lists (agents/NODE.planes), the faults
+# (faults.log), the planes' settings (params.txt), etcd's whole event
+# history of the prefix from revision 1 (history.jsonl; nothing is
+# compacted during the run), the replicas' and the relay's final state
+# and logs. tests/tools/nemesis-check.py checks them, among others that no
+# node with a healthy path (its agent running, no full disk under it,
+# etcd's quorum, one plane it lists up and reachable) went longer without a
+# write than the bound: lease TTL + 3 heartbeats + the agents'
+# --backoff-max = 15 s, plus tetherd's back-off of moves off stale planes
+# when it made one.
 #
 # Prints key=value results, then TAP lines (ok/not ok, one per check) and
 # the plan; exits non-zero on any violation. Results also in
@@ -51,6 +70,7 @@ export TMPDIR=$BUILDDIR/nemesis
 KEEP_WORK=1
 . "$SRCDIR/tests/integration/lib.sh"
 . "$SRCDIR/tests/integration/lib-etcd.sh"
+. "$SRCDIR/tests/integration/lib-partition.sh"
 ln -sfn "$WORK" "$BUILDDIR/nemesis/last"
 
 [ -x "$ETCD_BIN" ] || skip_all "etcd is not installed (Debian's etcd-server; scripts/deps installs it)"
@@ -103,6 +123,31 @@ small_fs() {
 	MOUNTS="$MOUNTS $1"
 }
 
+# ---- partitions (root and nftables; lib.sh's trap removes the table) -----------------------
+# Without them the run goes on with the other faults and says so.
+if part_try_init; then
+	PARTS=1
+else
+	PARTS=0
+	PARTS_WHY=$PART_WHY
+	say "no partitions: $PARTS_WHY"
+fi
+ALIASES=""
+# alias_of VAR PORT...: an alias the nemesis can cut (127.0.0.1 without partitions)
+alias_of() {
+	local var=$1
+	shift
+	if [ "$PARTS" = 1 ]; then
+		part_alias "$var" "$@"
+		while [[ " $ALIASES " == *" ${!var} "* ]]; do
+			part_alias "$var" "$@"   # drawn twice: another
+		done
+		ALIASES="$ALIASES ${!var}"
+	else
+		printf -v "$var" 127.0.0.1
+	fi
+}
+
 # ---- etcd and the proxies between r1 and etcd ------------------------------------------
 etcd_cluster_start 3
 declare -a PPORT PPID_
@@ -144,8 +189,23 @@ for r in 1 2 3; do
 	free_port "RPORT[$r]"
 	RURL[$r]=http://127.0.0.1:${RPORT[$r]}
 done
+# r2 dials etcd through an alias (partition r2-etcd); the relay q1 each of
+# its upstreams (q1-r3, q1-r2); n1 each replica (n1-r1, n1-r2, n1-r3)
+alias_of R2_ETCD "${ETCD_CLIENT[1]}" "${ETCD_CLIENT[2]}" "${ETCD_CLIENT[3]}"
+declare -A ALIAS
+ALIAS[r2-etcd]=$R2_ETCD
+for r in 3 2; do
+	alias_of "A_Q1_R$r" "${RPORT[$r]}"
+	av=A_Q1_R$r
+	ALIAS[q1-r$r]=${!av}
+done
+for r in 1 2 3; do
+	alias_of "A_N1_R$r" "${RPORT[$r]}"
+	av=A_N1_R$r
+	ALIAS[n1-r$r]=${!av}
+done
 RETCD[1]="http://127.0.0.1:${PPORT[1]},http://127.0.0.1:${PPORT[2]},http://127.0.0.1:${PPORT[3]}"
-RETCD[2]="http://127.0.0.1:${ETCD_CLIENT[2]},http://127.0.0.1:${ETCD_CLIENT[3]},http://127.0.0.1:${ETCD_CLIENT[1]}"
+RETCD[2]="http://$R2_ETCD:${ETCD_CLIENT[2]},http://$R2_ETCD:${ETCD_CLIENT[3]},http://$R2_ETCD:${ETCD_CLIENT[1]}"
 RETCD[3]="http://127.0.0.1:${ETCD_CLIENT[3]},http://127.0.0.1:${ETCD_CLIENT[1]},http://127.0.0.1:${ETCD_CLIENT[2]}"
 
 replica_up() {
@@ -171,6 +231,32 @@ for r in 1 2 3; do
 done
 REPLICAS="${RURL[1]},${RURL[2]},${RURL[3]}"
 
+# ---- the relay q1: follows r3, then r2 -------------------------------------------------------
+free_port QPORT
+QURL=http://127.0.0.1:$QPORT
+QUPS="http://${ALIAS[q1-r3]}:${RPORT[3]},http://${ALIAS[q1-r2]}:${RPORT[2]}"
+relay_start() {
+	"$PLANE_BIN" --listen "127.0.0.1:$QPORT" --data "$WORK/q1.data" --upstream "$QUPS" --relay-id q1 \
+		--insecure --heartbeat 1 >>"$WORK/q1.log" 2>&1 &
+	QPID=$!
+	track_pid "$QPID"
+	wait_until 15 curl -fsS -m 1 "$QURL/healthz"
+}
+relay_alive() {
+	[ -n "${QPID:-}" ] && kill -0 "$QPID" 2>/dev/null
+}
+relay_start || bail "the relay q1 did not start (see $WORK/q1.log)"
+# what the checker needs to know of the planes (tests/tools/nemesis-check.py)
+{
+	echo "lease_ttl_s=10"      # the replicas' default --lease-ttl
+	echo "heartbeat_s=1"       # every plane's --heartbeat
+	echo "backoff_max_s=2"     # the agents' --backoff-max
+	echo "planes=r1,r2,r3,q1"
+	echo "relay.q1=r3,r2"
+	echo "relay.q1.urls=$QUPS"
+	echo "partitions=$PARTS"
+} >"$WORK/params.txt"
+
 # ---- agents ------------------------------------------------------------------------------
 # the --reload hook: after every swap (TETHER_STAGING set), every revert and
 # boot that rewrote files (no staging), and once at the end (final), one
@@ -188,16 +274,28 @@ printf '@\t%s\t%s\t%s\t%s%s\n' "$NEMESIS_INC" "$kind" "$TETHER_VERSION" "$(date 
 	>>"$NEMESIS_RECORDS/$NEMESIS_NODE.applied"
 exit 0
 EOF
-NODES="n1 n2 n3 n4 n5"
-declare -A APLANES AEXTRA ASUB INC
-APLANES[n1]="${RURL[1]},${RURL[2]},${RURL[3]}"
+NODES="n1 n2 n3 n4 n5 n6 n7"
+declare -A APLANES PNAMES AEXTRA ASUB INC
+# n1 reaches the replicas through its own aliases (partitions n1-rR)
+APLANES[n1]="http://${ALIAS[n1-r1]}:${RPORT[1]},http://${ALIAS[n1-r2]}:${RPORT[2]},http://${ALIAS[n1-r3]}:${RPORT[3]}"
+PNAMES[n1]=r1,r2,r3
 APLANES[n2]="${RURL[2]},${RURL[3]},${RURL[1]}"
+PNAMES[n2]=r2,r3,r1
 APLANES[n3]="${RURL[3]},${RURL[1]},${RURL[2]}"
+PNAMES[n3]=r3,r1,r2
 APLANES[n4]="${RURL[1]},${RURL[3]},${RURL[2]}"
+PNAMES[n4]=r1,r3,r2
 APLANES[n5]="${RURL[2]},${RURL[1]},${RURL[3]}"
+PNAMES[n5]=r2,r1,r3
+# n6 and n7 behind the relay, each with a replica to move to
+APLANES[n6]="$QURL,${RURL[3]}"
+PNAMES[n6]=q1,r3
+APLANES[n7]="$QURL,${RURL[2]}"
+PNAMES[n7]=q1,r2
 AEXTRA[n3]="--transport poll --poll-wait 5"
 ASUB[n4]="file/k1,file/k2"
 ASUB[n5]="file/k0,file/x"
+ASUB[n7]="file/k3,file/x"
 DISKFULL=""
 if small_fs "$WORK/n4.out"; then
 	DISKFULL="$DISKFULL $WORK/n4.out"
@@ -209,6 +307,7 @@ fi
 for n in $NODES; do
 	INC[$n]=0
 	echo "${ASUB[$n]:-}" >"$WORK/agents/$n.sub"
+	echo "${PNAMES[$n]}" >"$WORK/agents/$n.planes"
 	: >"$WORK/agents/$n.incs"
 done
 
@@ -281,7 +380,7 @@ replica_kill() {
 
 f_agent() {
 	local n
-	n=n$(rand 1 5)
+	n=n$(rand 1 7)
 	fault "agent-kill $n (incarnation ${INC[$n]})"
 	agent_end "$n" kill9
 	count_fault agent-kill
@@ -354,9 +453,98 @@ f_diskfull() {
 	fault "diskfull $(basename "$d") healed"
 }
 
-# heal: every process running, every proxy forwarding, every disk with room
+# ---- partitions: a cut of an alias (both ways, or one: out drops the
+# dialer's packets, back the answers), healed after 1-8 s, or once the
+# process it cuts off says so (a plane logs "stale:", n1 moves) and 0-3 s
+# more (15 s at most)
+pick_way() {
+	case $((RANDOM % 4)) in
+	0) echo out ;;
+	1) echo back ;;
+	*) echo both ;;
+	esac
+}
+
+# hold_cut NAME LOG PATTERN SEEN: the cut's duration; SEEN: the lines of
+# LOG matching PATTERN before the cut
+hold_cut() {
+	local name=$1 log=$2 pat=$3 nlines=$4 t0
+	if [ $((RANDOM % 2)) = 0 ]; then
+		pause_ms 1000 8000
+		return
+	fi
+	t0=$(now_ms)
+	if wait_until 15 sh -c "[ \$(grep -c '$pat' '$log' 2>/dev/null) -gt $nlines ]"; then
+		fault "partition $name: '$pat' after $(($(now_ms) - t0)) ms"
+	else
+		fault "partition $name: no '$pat' in 15 s"
+	fi
+	pause_ms 0 3000
+}
+
+# cut_alias NAME WAY WHAT: cuts the alias of partition NAME (r2-etcd, q1-rR, n1-rR)
+cut_alias() {
+	fault "partition-cut $1 $2: $3"
+	part_cut "${ALIAS[$1]}" "$2"
+}
+
+heal_alias() {
+	part_heal "${ALIAS[$1]}"
+	fault "partition-heal $1"
+}
+
+f_part_etcd() {
+	local way nlines pat='stale: this plane cannot vouch'
+	way=$(pick_way)
+	nlines=$(grep -c "$pat" "$WORK/r2.log")
+	cut_alias r2-etcd "$way" "r2 <-> etcd"
+	count_fault "part-etcd-$way"
+	hold_cut r2-etcd "$WORK/r2.log" "$pat" "$nlines"
+	heal_alias r2-etcd
+}
+
+# the relay's alias of the upstream it follows now, or both of them
+f_part_relay() {
+	local way nlines up cur which x pat='stale: this plane cannot vouch'
+	way=$(pick_way)
+	up=$(curl -sS -m 2 "$QURL/healthz" 2>/dev/null | jq -r '.upstream // empty' 2>/dev/null)
+	case $up in
+	*":${RPORT[2]}") cur=r2 ;;
+	*) cur=r3 ;;
+	esac
+	if [ $((RANDOM % 3)) = 0 ]; then which="r3 r2"; else which=$cur; fi
+	nlines=$(grep -c "$pat" "$WORK/q1.log")
+	for x in $which; do
+		cut_alias "q1-$x" "$way" "q1 <-> $x"
+	done
+	if [ "$which" = "$cur" ]; then count_fault "part-relay-$way"; else count_fault "part-relay-all-$way"; fi
+	hold_cut "q1-${which// /,q1-}" "$WORK/q1.log" "$pat" "$nlines"
+	for x in $which; do
+		heal_alias "q1-$x"
+	done
+}
+
+# n1's alias of the replica it is on
+f_part_agent() {
+	local way nlines p cur=r1 r log pat='plane: moving from'
+	way=$(pick_way)
+	p=$(jq -r .plane "$WORK/n1.state/status.json" 2>/dev/null)
+	for r in 1 2 3; do
+		[ "$p" != "http://${ALIAS[n1-r$r]}:${RPORT[$r]}" ] || cur=r$r
+	done
+	log=$WORK/agents/n1.${INC[n1]}.log
+	nlines=$(grep -c "$pat" "$log")
+	cut_alias "n1-$cur" "$way" "n1 <-> $cur"
+	count_fault "part-agent-$way"
+	hold_cut "n1-$cur" "$log" "$pat" "$nlines"
+	heal_alias "n1-$cur"
+}
+
+# heal: every process running, every proxy forwarding, every disk with room,
+# every partition healed
 heal() {
-	local i r n d
+	local i r n d a
+	for a in $ALIASES; do part_heal "$a"; done
 	for d in $DISKFULL; do rm -f "$d/.nemesis-fill"; done
 	for i in 1 2 3; do
 		etcd_alive "$i" || etcd_restart "$i"
@@ -372,6 +560,11 @@ heal() {
 			replica_start "$r" || { say "replica r$r: a second try"; replica_kill "$r"; replica_start "$r"; }
 		fi
 	done
+	if ! relay_alive; then
+		say "the relay q1 is not running: it was never killed (see $WORK/q1.log)"
+		fault "relay q1 found dead"
+		relay_start || say "the relay q1 did not start again"
+	fi
 	for n in $NODES; do
 		[ -n "${APID[$n]:-}" ] && kill -0 "${APID[$n]}" 2>/dev/null || agent_start "$n"
 	done
@@ -380,6 +573,18 @@ heal() {
 while [ "$(now_ms)" -lt "$T_END" ]; do
 	pause_ms 500 2500
 	[ "$(now_ms)" -lt "$T_END" ] || break
+	k=$((RANDOM % 100))
+	# a third of the faults are partitions, when they can be made
+	if [ "$PARTS" = 1 ] && [ $k -lt 34 ]; then
+		if [ $k -lt 12 ]; then
+			f_part_etcd
+		elif [ $k -lt 23 ]; then
+			f_part_relay
+		else
+			f_part_agent
+		fi
+		continue
+	fi
 	k=$((RANDOM % 100))
 	if [ $k -lt 25 ]; then
 		f_agent
@@ -413,6 +618,7 @@ all_converged() {
 	for r in 1 2 3; do
 		[ "$(curl -fsS -m 1 "${RURL[$r]}/healthz" 2>/dev/null | jq -r .version)" = "$FINAL" ] || return 1
 	done
+	[ "$(curl -fsS -m 1 "$QURL/healthz" 2>/dev/null | jq -r .version)" = "$FINAL" ] || return 1
 	for n in $NODES; do
 		[ "$(jq -r .version "$WORK/$n.state/status.json" 2>/dev/null)" = "$FINAL" ] || return 1
 	done
@@ -431,6 +637,7 @@ CONV_MS=$(($(now_ms) - T_HEALED))
 	for r in 1 2 3; do
 		echo "replica.r$r=$(curl -fsS -m 2 "${RURL[$r]}/healthz" 2>/dev/null | jq -r .version)"
 	done
+	echo "replica.q1=$(curl -fsS -m 2 "$QURL/healthz" 2>/dev/null | jq -r .version)"
 	for n in $NODES; do
 		echo "node.$n=$(jq -r .version "$WORK/$n.state/status.json" 2>/dev/null)"
 	done
@@ -445,6 +652,7 @@ done
 for r in 1 2 3; do
 	curl -fsS -m 5 "${RURL[$r]}/v1/resources" >"$WORK/final/r$r.json" 2>/dev/null
 done
+curl -fsS -m 5 "$QURL/v1/resources" >"$WORK/final/q1.json" 2>/dev/null
 for n in $NODES; do
 	agent_end "$n" term
 done
@@ -469,6 +677,7 @@ kill -TERM "$WPID" 2>/dev/null
 wait "$WPID" 2>/dev/null
 untrack_pid "$WPID"
 
+relay_alive && stop_pid "$QPID" TERM
 for r in 1 2 3; do
 	replica_alive "$r" && stop_pid "${RPID[$r]}" TERM
 done
@@ -491,6 +700,8 @@ kvs() {
 	total=0
 	for k in "${!FAULTS[@]}"; do total=$((total + FAULTS[$k])); done
 	echo "faults.total=$total"
+	echo "partitions=$PARTS"
+	[ "$PARTS" = 1 ] || echo "partitions.none=$PARTS_WHY"
 	echo "converged=$converged"
 	echo "converge_ms=$CONV_MS"
 	kvs
@@ -508,11 +719,17 @@ else
 	not_ok "nemesis: the checker's self-test (see $WORK/selftest.out)"
 	grep '^not ok' "$WORK/selftest.out" | sed 's/^/# /'
 fi
+result() {
+	sed -n "s/^result $1=//p" "$WORK/check.out"
+}
 while read -r name n; do
+	more=""
+	[ "$name" != staleness ] ||
+		more="; the longest $(result staleness.max_ms) ms ($(result staleness.max_at)), bound $(result staleness.bound_ms) ms"
 	if [ "$n" = 0 ]; then
-		ok "nemesis: $name (0 violations)"
+		ok "nemesis: $name (0 violations$more)"
 	else
-		not_ok "nemesis: $name ($n violations; see $WORK/check.out)"
+		not_ok "nemesis: $name ($n violations$more; see $WORK/check.out)"
 	fi
 done < <(sed -n 's/^check \([a-z0-9_-]*\) \([0-9]*\)$/\1 \2/p' "$WORK/check.out")
 [ "$crc" -le 1 ] || not_ok "nemesis: the checker ran (exit $crc; see $WORK/check.out)"

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 struct client {
 	CURL *curl;
@@ -138,6 +139,23 @@ void client_set_header(struct client *c, const char *line)
 	c->header = line ? xstrdup(line) : NULL;
 }
 
+/* The answer's Tether-Stale header, if any. */
+static size_t on_header(char *ptr, size_t size, size_t n, void *ud)
+{
+	struct client_answer *ans = ud;
+	size_t len = size * n;
+	static const char name[] = "Tether-Stale:";
+	if (len > sizeof(name) - 1 && strncasecmp(ptr, name, sizeof(name) - 1) == 0) {
+		size_t s = sizeof(name) - 1, e = len;
+		while (s < e && (ptr[s] == ' ' || ptr[s] == '\t'))
+			s++;
+		while (e > s && (ptr[e - 1] == '\r' || ptr[e - 1] == '\n' || ptr[e - 1] == ' '))
+			e--;
+		snprintf(ans->stale, sizeof(ans->stale), "%.*s", (int)(e - s), ptr + s);
+	}
+	return len;
+}
+
 int client_request(struct client *c, const char *method, const char *path, const char *body,
 		   size_t body_len, struct client_answer *ans)
 {
@@ -147,6 +165,7 @@ int client_request(struct client *c, const char *method, const char *path, const
 	int rc = -1;
 
 	ans->status = 0;
+	ans->stale[0] = '\0';
 	buf_init(&ans->body);
 	c->sink = &ans->body;
 	c->too_big = false;
@@ -176,6 +195,8 @@ int client_request(struct client *c, const char *method, const char *path, const
 #endif
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, c);
+	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(h, CURLOPT_HEADERDATA, ans);
 
 	headers = curl_slist_append(headers, c->on_chunk ? "Accept: text/event-stream" : "Accept: application/json");
 	if (c->extra_header)

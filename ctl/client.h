@@ -22,6 +22,9 @@ struct client;
 struct client_answer {
 	long status;
 	struct buf body;
+	/* a stale plane's word on itself (its Tether-Stale header: "SINCE
+	 * WHY"; "" when it is current) */
+	char stale[300];
 };
 
 /* Sets up libcurl for the whole process; call once before client_new,

@@ -133,7 +133,7 @@ static char *names_text(const cJSON *names)
 int cmd_log(const struct ctl_ctx *cx, int argc, char **argv)
 {
 	struct buf path = BUF_INIT;
-	struct client_answer ans = { 0, BUF_INIT };
+	struct client_answer ans = { 0, BUF_INIT, "" };
 	cJSON *doc = NULL;
 	struct table t = { 6, 0, NULL };
 	int rc = 1;
@@ -193,7 +193,7 @@ fail:
 int cmd_show(const struct ctl_ctx *cx, int argc, char **argv)
 {
 	struct buf path = BUF_INIT;
-	struct client_answer ans = { 0, BUF_INIT };
+	struct client_answer ans = { 0, BUF_INIT, "" };
 	cJSON *doc = NULL;
 	int rc = 1;
 	uint64_t v;
@@ -252,7 +252,7 @@ fail:
 int cmd_diff(const struct ctl_ctx *cx, int argc, char **argv)
 {
 	struct buf path = BUF_INIT;
-	struct client_answer ans = { 0, BUF_INIT };
+	struct client_answer ans = { 0, BUF_INIT, "" };
 	cJSON *doc = NULL;
 	int rc = 1;
 	uint64_t a, b;
@@ -294,7 +294,7 @@ fail:
 
 int cmd_revert(const struct ctl_ctx *cx, int argc, char **argv)
 {
-	struct client_answer ans = { 0, BUF_INIT };
+	struct client_answer ans = { 0, BUF_INIT, "" };
 	struct buf body = BUF_INIT;
 	int rc = 1;
 	uint64_t v;

@@ -73,7 +73,7 @@ static bool secret_redacted(const cJSON *body)
 /* GET /v1/resources into r. Returns 0 or 1 (printed). */
 static int remote_fetch(const struct ctl_ctx *cx, struct remote *r)
 {
-	struct client_answer ans = { 0, BUF_INIT };
+	struct client_answer ans = { 0, BUF_INIT, "" };
 	cJSON *doc = NULL;
 	int rc = 1;
 	memset(r, 0, sizeof(*r));
@@ -192,7 +192,7 @@ struct fleet {
 
 static void fleet_fetch(const struct ctl_ctx *cx, struct fleet *f)
 {
-	struct client_answer ans = { 0, BUF_INIT };
+	struct client_answer ans = { 0, BUF_INIT, "" };
 	memset(f, 0, sizeof(*f));
 	char refusal[512];
 	if (ctl_call_refusal(cx, "GET", "/v1/nodes", NULL, 0, &ans, refusal, sizeof(refusal)) != 0) {
@@ -316,7 +316,7 @@ static void print_refusal(const struct tree *t, long status, const char *msg, ui
 static int apply(const struct ctl_ctx *cx, const struct tree *t, const struct diff *d, uint64_t base)
 {
 	struct buf batch = BUF_INIT;
-	struct client_answer ans = { 0, BUF_INIT };
+	struct client_answer ans = { 0, BUF_INIT, "" };
 	char refusal[2048];
 	int rc = CTL_EXIT_FAILED;
 	buf_printf(&batch, "{\"base\":%" PRIu64, base);

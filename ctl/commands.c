@@ -124,7 +124,7 @@ static void resource_path(struct buf *path, const char *name)
 int cmd_put(const struct ctl_ctx *cx, int argc, char **argv)
 {
 	struct buf path = BUF_INIT;
-	struct client_answer ans = { 0, BUF_INIT };
+	struct client_answer ans = { 0, BUF_INIT, "" };
 	size_t len;
 	int rc = 1;
 	char *body = read_json_object(argc > 1 ? argv[1] : "-", "a resource body", &len);
@@ -144,7 +144,7 @@ fail:
 int cmd_get(const struct ctl_ctx *cx, int argc, char **argv)
 {
 	struct buf path = BUF_INIT, out = BUF_INIT;
-	struct client_answer ans = { 0, BUF_INIT };
+	struct client_answer ans = { 0, BUF_INIT, "" };
 	cJSON *doc = NULL;
 	char *text = NULL;
 	int rc = 1;
@@ -189,7 +189,7 @@ fail:
 int cmd_rm(const struct ctl_ctx *cx, int argc, char **argv)
 {
 	struct buf path = BUF_INIT;
-	struct client_answer ans = { 0, BUF_INIT };
+	struct client_answer ans = { 0, BUF_INIT, "" };
 	int rc = 1;
 	(void)argc;
 
@@ -206,7 +206,7 @@ fail:
 int cmd_ls(const struct ctl_ctx *cx, int argc, char **argv)
 {
 	struct buf path = BUF_INIT;
-	struct client_answer ans = { 0, BUF_INIT };
+	struct client_answer ans = { 0, BUF_INIT, "" };
 	cJSON *doc = NULL;
 	int rc = 1;
 
@@ -249,7 +249,7 @@ fail:
 
 int cmd_apply(const struct ctl_ctx *cx, int argc, char **argv)
 {
-	struct client_answer ans = { 0, BUF_INIT };
+	struct client_answer ans = { 0, BUF_INIT, "" };
 	size_t len;
 	int rc = 1;
 	(void)argc;
@@ -320,7 +320,7 @@ static char *lag_cell(const cJSON *node)
 
 int cmd_nodes(const struct ctl_ctx *cx, int argc, char **argv)
 {
-	struct client_answer ans = { 0, BUF_INIT };
+	struct client_answer ans = { 0, BUF_INIT, "" };
 	struct table t = { 7, 0, NULL };
 	cJSON *doc = NULL;
 	int rc = 1;
@@ -329,6 +329,7 @@ int cmd_nodes(const struct ctl_ctx *cx, int argc, char **argv)
 
 	if (ctl_call(cx, "GET", "/v1/nodes", NULL, 0, &ans) != 0)
 		goto fail;
+	ctl_warn_stale(cx, &ans);
 	if (cx->json) {
 		print_raw(&ans);
 		rc = 0;
@@ -403,7 +404,7 @@ static int print_rollout(const struct ctl_ctx *cx, const struct client_answer *a
 
 int cmd_rollout_status(const struct ctl_ctx *cx, int argc, char **argv)
 {
-	struct client_answer ans = { 0, BUF_INIT };
+	struct client_answer ans = { 0, BUF_INIT, "" };
 	int rc = 1;
 	(void)argc;
 	(void)argv;
@@ -415,7 +416,7 @@ int cmd_rollout_status(const struct ctl_ctx *cx, int argc, char **argv)
 
 int cmd_rollout_abort(const struct ctl_ctx *cx, int argc, char **argv)
 {
-	struct client_answer ans = { 0, BUF_INIT };
+	struct client_answer ans = { 0, BUF_INIT, "" };
 	int rc = 1;
 	(void)argc;
 	(void)argv;

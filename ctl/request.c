@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 int ctl_planes(const struct ctl_ctx *cx, char **urls, char **token, struct credentials *cr)
 {
@@ -149,4 +150,22 @@ int ctl_print_version(const struct client_answer *ans)
 	printf("version %" PRIu64 "%s\n", v, cJSON_IsFalse(changed) ? " (no change)" : "");
 	cJSON_Delete(doc);
 	return 0;
+}
+
+void ctl_warn_stale(const struct ctl_ctx *cx, const struct client_answer *ans)
+{
+	if (!ans->stale[0])
+		return;
+	char *end = NULL;
+	long long since = strtoll(ans->stale, &end, 10);
+	const char *why = end && *end == ' ' ? end + 1 : ans->stale;
+	char when[32] = "?";
+	time_t t = (time_t)since;
+	struct tm tm;
+	if (since > 0 && gmtime_r(&t, &tm))
+		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	fprintf(stderr,
+		"tetherctl: warning: %s is stale since %s (%s): what it says is judged against the version it "
+		"holds, which may be old; ask a plane that is current\n",
+		cx->plane ? cx->plane : "the plane", when, why);
 }

@@ -30,6 +30,9 @@ int ctl_call(const struct ctl_ctx *cx, const char *method, const char *path, con
  * in refusal, for the caller to word (sync maps names back to files). */
 int ctl_call_refusal(const struct ctl_ctx *cx, const char *method, const char *path, const char *body,
 		     size_t body_len, struct client_answer *ans, char *refusal, size_t refusal_len);
+/* A stale plane's answer (its Tether-Stale header): a warning on stderr
+ * that its view may be old. */
+void ctl_warn_stale(const struct ctl_ctx *cx, const struct client_answer *ans);
 /* Parses an answer of the plane; NULL after printing why. */
 cJSON *ctl_answer_json(const struct client_answer *ans);
 /* Prints "version N" from {"version": N, "changed": bool}; 0 or 1. */

@@ -5,6 +5,7 @@
 #include "auth.h"
 #include "http.h"
 #include "events.h"
+#include "freshness.h"
 #include "gate.h"
 #include "hub.h"
 #include "json.h"
@@ -22,6 +23,18 @@
 /* an ACK or a report may carry traffic: up to 128 routes of 40 buckets */
 #define ACK_MAX_BYTES (256 * 1024)
 
+/* A stale plane judges lag against the version it holds, which may be
+ * old: its answer says so (Tether-Stale), and tetherctl nodes warns to ask
+ * a plane that is current. */
+static enum http_result send_view(struct plane *p, struct http_conn *c, struct buf *b)
+{
+	char stale[300];
+	const char *const headers[] = { STALE_HEADER, stale, NULL };
+	bool is_stale = freshness_header(p->fresh, stale, sizeof(stale));
+	buf_putc(b, '\n');
+	return http_send_headers(c, HTTP_OK, "application/json", b, true, is_stale ? headers : NULL);
+}
+
 enum http_result api_nodes(struct plane *p, struct http_conn *c, const char *method, const char *id)
 {
 	struct principal who;
@@ -33,7 +46,7 @@ enum http_result api_nodes(struct plane *p, struct http_conn *c, const char *met
 	uint64_t version = hub_version(p->hub);
 	if (!id) {
 		nodes_to_json(p->nodes, version, &b);
-		return http_send_json(c, HTTP_OK, &b);
+		return send_view(p, c, &b);
 	}
 	if (!nodes_id_valid(id))
 		return http_send_error(c, HTTP_BAD_REQUEST, "node id '%.64s' must match [A-Za-z0-9._-]{1,200}", id);
@@ -41,7 +54,7 @@ enum http_result api_nodes(struct plane *p, struct http_conn *c, const char *met
 		buf_release(&b);
 		return http_send_error(c, HTTP_NOT_FOUND, "no node '%s'", id);
 	}
-	return http_send_json(c, HTTP_OK, &b);
+	return send_view(p, c, &b);
 }
 
 /* A node's text for a log line: one line, no control characters, cut. */

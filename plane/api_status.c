@@ -4,6 +4,7 @@
 #include "digests.h"
 #include "http.h"
 #include "events.h"
+#include "freshness.h"
 #include "hub.h"
 #include "nodes.h"
 #include "persist.h"
@@ -17,20 +18,63 @@
 #include <stdio.h>
 #include <string.h>
 
+/* A relay: whom it follows, and whether it hears it now. */
+static void upstream_members(struct plane *p, struct buf *b)
+{
+	if (!p->persist->ops->upstream)
+		return;
+	char url[512] = "";
+	bool up = false;
+	p->persist->ops->upstream(p->persist, url, sizeof(url), &up);
+	buf_puts(b, ",\"upstream\":");
+	buf_json_string(b, url);
+	buf_printf(b, ",\"upstream_up\":%s", up ? "true" : "false");
+}
+
+/* 503 while stale: a load balancer drains a plane cut off from its
+ * source, as its nodes do (freshness.h). */
 enum http_result api_healthz(struct plane *p, struct http_conn *c)
 {
 	struct buf b = BUF_INIT;
-	buf_printf(&b, "{\"status\":\"ok\",\"version\":%llu", (unsigned long long)hub_version(p->hub));
-	if (p->persist->ops->upstream) {
-		/* a relay: whom it follows, and whether it hears it now */
-		char url[512] = "";
-		bool up = false;
-		p->persist->ops->upstream(p->persist, url, sizeof(url), &up);
-		buf_puts(&b, ",\"upstream\":");
-		buf_json_string(&b, url);
-		buf_printf(&b, ",\"upstream_up\":%s", up ? "true" : "false");
-	}
+	bool stale = freshness_stale(p->fresh);
+	buf_printf(&b, "{\"status\":\"%s\",\"version\":%llu", stale ? "stale" : "ok",
+		   (unsigned long long)hub_version(p->hub));
+	upstream_members(p, &b);
+	freshness_member(p->fresh, &b);
 	buf_putc(&b, '}');
+	return http_send_json(c, stale ? HTTP_SERVICE_UNAVAILABLE : HTTP_OK, &b);
+}
+
+/* GET /v1/status: what this plane is and whether it is current. */
+enum http_result api_status(struct plane *p, struct http_conn *c)
+{
+	struct principal who;
+	enum http_result ret;
+	if (!auth_allow(p, c, ROLE_READER, &who, &ret))
+		return ret;
+	struct persist_stats ps = { .writable = true };
+	if (p->persist->ops->stats)
+		p->persist->ops->stats(p->persist, &ps);
+	bool relay = p->persist->ops->upstream != NULL;
+	struct buf b = BUF_INIT;
+	buf_printf(&b, "{\"version\":%llu,\"store\":", (unsigned long long)hub_version(p->hub));
+	buf_json_string(&b, p->persist->ops->name);
+	buf_printf(&b, ",\"role\":\"%s\"", relay ? "relay" : ps.shared ? "replica" : "plane");
+	if (p->persist->ops->replica && !relay) {
+		buf_puts(&b, ",\"replica\":");
+		buf_json_string(&b, p->persist->ops->replica(p->persist));
+	}
+	upstream_members(p, &b);
+	struct fresh_view fv;
+	freshness_get(p->fresh, &fv);
+	buf_printf(&b, ",\"writable\":%s,\"heartbeat\":%g,\"streams\":%zu,\"uptime\":%lld",
+		   !relay && ps.writable && !fv.stale ? "true" : "false", p->cfg.heartbeat, hub_stream_count(p->hub),
+		   (long long)((now_ms() - p->started_ms) / 1000));
+	if (fv.stale)
+		freshness_member(p->fresh, &b);
+	else
+		buf_puts(&b, ",\"stale\":null");
+	buf_printf(&b, ",\"stale_episodes\":%llu}", (unsigned long long)freshness_episodes(p->fresh));
 	return http_send_json(c, HTTP_OK, &b);
 }
 
@@ -104,6 +148,15 @@ enum http_result api_metrics(struct plane *p, struct http_conn *c)
 		metric(&b, "tether_store_conflicts_total", "counter",
 		       "Commits another replica beat (validated again and retried).", st.conflicts);
 	}
+	struct fresh_view fv;
+	freshness_get(p->fresh, &fv);
+	metric(&b, "tether_stale", "gauge",
+	       "1 while this plane cannot vouch that it is current (cut off from etcd, or from its upstream).",
+	       fv.stale);
+	metric(&b, "tether_stale_since_seconds", "gauge", "When this plane went stale (Unix time; 0 while current).",
+	       fv.stale ? (unsigned long long)fv.since : 0);
+	metric(&b, "tether_stale_episodes_total", "counter", "Times this plane went stale.",
+	       freshness_episodes(p->fresh));
 	metric(&b, "tether_nodes", "gauge", "Known nodes.", ns.nodes);
 	metric(&b, "tether_nodes_connected", "gauge", "Nodes with an open stream or a recent poll.", ns.connected);
 	metric(&b, "tether_nodes_lagging", "gauge", "Nodes trailing their target longer than --lag-alert.", ns.lagging);

@@ -4,6 +4,7 @@
  * (a snapshot at 0), with a nonce the node echoes in its ACK. */
 #include "auth.h"
 #include "http.h"
+#include "freshness.h"
 #include "hub.h"
 #include "json.h"
 #include "labels.h"
@@ -236,9 +237,14 @@ enum http_result api_config(struct plane *p, struct http_conn *c, struct request
 			http_response_header(resp, STATEMENT_HEADER, stmt);
 		free(stmt);
 		http_response_header(resp, HTTP_HEADER_ETAG, etag);
+		char stale[300];
+		bool is_stale = freshness_header(p->fresh, stale, sizeof(stale));
+		if (is_stale)
+			http_response_header(resp, STALE_HEADER, stale);
 		/* it renews an answer a shared cache holds (a public one: no
-		 * secret): public only while that answer is everybody's */
-		bool shared = who.anonymous && every_node_gets(p, current);
+		 * secret): public only while that answer is everybody's, and
+		 * never a stale plane's word */
+		bool shared = who.anonymous && every_node_gets(p, current) && !is_stale;
 		http_response_header(resp, HTTP_HEADER_CACHE_CONTROL,
 					shared ? CACHE_CONTROL : CACHE_CONTROL_PRIVATE);
 		http_response_header(resp, HTTP_HEADER_VARY, "Accept-Encoding");
@@ -254,22 +260,34 @@ enum http_result api_config(struct plane *p, struct http_conn *c, struct request
 						    blob->has_digest ? blob->digest : NULL) : NULL;
 	struct buf b = BUF_INIT;
 	buf_reserve(&b, blob->raw_len + 64 + (stmt ? strlen(stmt) : 0));
-	buf_printf(&b, "{\"nonce\":\"%s\",", nonce);
+	buf_printf(&b, "{\"nonce\":\"%s\"", nonce);
+	char stale[300];
+	bool is_stale = freshness_header(p->fresh, stale, sizeof(stale));
+	freshness_member(p->fresh, &b);
+	buf_putc(&b, ',');
 	if (stmt)
 		buf_printf(&b, "\"statement\":\"%s\",", stmt);
 	buf_append(&b, blob->raw, blob->raw_len);
 	buf_putc(&b, '\n');
 	plane_sent(p, sp.node, blob->version, nonce, blob->nup + blob->nrm > 0);
 	/* asked after the push was made: true for the version it brings */
-	bool shared = who.anonymous && every_node_gets(p, blob->version) && !carries_secret(blob);
+	bool shared = who.anonymous && every_node_gets(p, blob->version) && !carries_secret(blob) && !is_stale;
 	push_blob_unref(blob);
 	params_release(&sp);
 
-	const char *const headers[] = {
-		HTTP_HEADER_ETAG, etag, HTTP_HEADER_CACHE_CONTROL,
-		shared ? CACHE_CONTROL : CACHE_CONTROL_PRIVATE,
-		stmt ? STATEMENT_HEADER : NULL, stmt, NULL,
+	/* the list ends at its first NULL name: the optional ones last */
+	const char *headers[9] = {
+		HTTP_HEADER_ETAG, etag, HTTP_HEADER_CACHE_CONTROL, shared ? CACHE_CONTROL : CACHE_CONTROL_PRIVATE,
 	};
+	size_t nh = 4;
+	if (is_stale) {
+		headers[nh++] = STALE_HEADER;
+		headers[nh++] = stale;
+	}
+	if (stmt) {
+		headers[nh++] = STATEMENT_HEADER;
+		headers[nh++] = stmt;
+	}
 	ret = http_send_headers(c, HTTP_OK, "application/json", &b, true, headers);
 	free(stmt);
 	return ret;

@@ -80,8 +80,9 @@ int etcd_range_prefix(struct etcd *e, const char *prefix, bool keys_only, uint64
  * revision (all events of one revision in one call, in order) from the
  * watch's own thread. It reopens itself from the last revision delivered
  * plus one when it breaks, times out or goes silent while etcd moved on
- * (checked every check_s). compacted is called when start is gone (the
- * caller reloads and calls etcd_watch_restart). */
+ * (checked every check_s: the same check confirms it is current).
+ * compacted is called when start is gone (the caller reloads and calls
+ * etcd_watch_restart). */
 struct etcd_watch_cbs {
 	void *ctx;
 	/* events of one revision; 0 delivered, -1 to stop (an error) */
@@ -99,6 +100,11 @@ void etcd_watch_restart(struct etcd_watch *w, uint64_t rev);
 /* Revisions delivered so far (the last one); watches (re)opened. */
 uint64_t etcd_watch_revision(struct etcd_watch *w);
 uint64_t etcd_watch_opens(struct etcd_watch *w);
+/* The last time (monotonic ms) the watch confirmed it had delivered every
+ * revision etcd held under the prefix (the liveness check read the newest
+ * one and it was delivered), and the last reason it reopened ("" none).
+ * A replica that cannot confirm for long is stale (freshness.h). */
+int64_t etcd_watch_confirmed(struct etcd_watch *w, char *why, size_t cap);
 void etcd_watch_stop(struct etcd_watch *w);
 
 #endif

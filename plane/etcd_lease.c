@@ -33,6 +33,8 @@ struct etcd_lease {
 	bool campaign;                /* run for controller (staged rollouts) */
 	uint64_t lease;               /* 0: none granted */
 	int64_t last_ok;              /* the last keep-alive etcd answered (ms) */
+	int64_t lost_ms;              /* when etcd said the lease expired (0: it holds one) */
+	bool regrant;                 /* it just expired: a new one at once, not in a quarter TTL */
 	uint64_t fence;               /* the controller key's create_revision; 0: not leading */
 	char *holder;                 /* the controller as last seen ("" none) */
 	struct strmap up;             /* replica ids whose keys exist */
@@ -95,6 +97,9 @@ static int grant(struct etcd_lease *l, char *err, size_t errlen)
 	pthread_mutex_lock(&l->lock);
 	l->lease = id;
 	l->last_ok = now_ms();
+	if (l->lost_ms)
+		log_info("etcd: this replica holds a lease again");
+	l->lost_ms = 0;
 	pthread_mutex_unlock(&l->lock);
 	return 0;
 }
@@ -205,6 +210,8 @@ static void *lease_main(void *arg)
 			} else if (rc == 0) {
 				log_warn("etcd: this replica's lease expired; taking a new one");
 				l->lease = 0;
+				l->lost_ms = now_ms();
+				l->regrant = true;
 				step_down(l, "its lease expired");
 			} else if (now_ms() - l->last_ok > l->ttl_ms * 2 / 3) {
 				step_down(l, "etcd has not answered for two thirds of the lease's TTL");
@@ -218,6 +225,12 @@ static void *lease_main(void *arg)
 		if (run)
 			run_for_controller(l, id);
 		pthread_mutex_lock(&l->lock);
+		/* a lease that just expired is taken again at once: until then
+		 * the replica is stale (its nodes count as gone) */
+		if (l->regrant) {
+			l->regrant = false;
+			continue;
+		}
 		if (!l->stop) {
 			alive_park(every);
 			cond_wait_ms(&l->cond, &l->lock, every);
@@ -371,6 +384,14 @@ bool etcd_lease_fence(struct etcd_lease *l, cJSON *cmp)
 	cJSON_AddItemToArray(cmp, c);
 	free(ck);
 	return true;
+}
+
+int64_t etcd_lease_lost(struct etcd_lease *l)
+{
+	pthread_mutex_lock(&l->lock);
+	int64_t lost = l->lost_ms;
+	pthread_mutex_unlock(&l->lock);
+	return lost;
 }
 
 const char *etcd_lease_id(const struct etcd_lease *l)

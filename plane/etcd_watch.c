@@ -42,7 +42,21 @@ struct etcd_watch {
 	bool reauth;                 /* etcd refused the token: a new one first */
 	bool up;
 	char why[256];
+	/* confirmation that it is current (freshness.h): a check read the
+	 * newest revision under the prefix at pend_ms; once it is delivered,
+	 * the watch was current as of then */
+	uint64_t pend_newest;
+	int64_t pend_ms;
+	_Atomic int64_t confirmed_ms;
+	char last_why[256];          /* under lock: the last reason it reopened */
 };
+
+/* The watch holds every revision etcd held at t (watch thread). */
+static void confirm(struct etcd_watch *w, int64_t t)
+{
+	if (t > atomic_load(&w->confirmed_ms))
+		atomic_store(&w->confirmed_ms, t);
+}
 
 /* The events of one answer, grouped by revision, handed over in order. */
 static int deliver(struct etcd_watch *w, const cJSON *events)
@@ -72,6 +86,10 @@ static int deliver(struct etcd_watch *w, const cJSON *events)
 				goto out;
 			}
 			atomic_store(&w->delivered, rev);
+			if (w->pend_newest && rev >= w->pend_newest) {
+				confirm(w, w->pend_ms);
+				w->pend_newest = 0;
+			}
 		}
 		i = j;
 	}
@@ -206,6 +224,7 @@ static int progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_
 	/* the liveness check: a stream that is silent while etcd moved on
 	 * under the prefix is dead (a black hole, a lost connection) */
 	char err[200];
+	int64_t asked = now_ms();
 	uint64_t newest = newest_under_prefix(w, err, sizeof(err));
 	if (newest == 0) {
 		set_health(w, false, err);
@@ -213,6 +232,18 @@ static int progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_
 		return 1;
 	}
 	set_health(w, true, NULL);
+	/* current as of the question when what etcd held then is delivered
+	 * (now, or later: a write's event may still be on its way) */
+	uint64_t have = atomic_load(&w->delivered);
+	if (newest <= have) {
+		confirm(w, asked);
+		w->pend_newest = 0;
+	} else {
+		if (w->pend_newest && have >= w->pend_newest)
+			confirm(w, w->pend_ms);
+		w->pend_newest = newest;
+		w->pend_ms = asked;
+	}
 	if (newest > atomic_load(&w->delivered) && now - w->last_byte_ms >= (int64_t)(w->check_s * 1000)) {
 		snprintf(w->why, sizeof(w->why), "silent for %.1fs while etcd is at revision %llu",
 			 (double)(now - w->last_byte_ms) / 1000.0, (unsigned long long)newest);
@@ -312,6 +343,9 @@ static void *watch_main(void *arg)
 			break;
 		log_warn("etcd watch: %s; reopening from revision %llu", w->why,
 			 (unsigned long long)atomic_load(&w->delivered) + 1);
+		pthread_mutex_lock(&w->lock);
+		snprintf(w->last_why, sizeof(w->last_why), "%s", w->why);
+		pthread_mutex_unlock(&w->lock);
 		bool fresh = w->reauth && reauthenticate(w);
 		/* a stream that lived or delivered starts over at once, and so
 		 * does one refused for its token once a new one came (used at
@@ -349,6 +383,7 @@ struct etcd_watch *etcd_watch_start(struct etcd *e, const char *prefix, uint64_t
 	w->cbs = *cbs;
 	w->up = true;
 	atomic_store(&w->delivered, start_rev ? start_rev - 1 : 0);
+	atomic_store(&w->confirmed_ms, now_ms());   /* the caller just loaded what etcd holds */
 	buf_init(&w->line);
 	pthread_mutex_init(&w->lock, NULL);
 	pthread_cond_init(&w->cond, NULL);
@@ -380,6 +415,14 @@ uint64_t etcd_watch_revision(struct etcd_watch *w)
 uint64_t etcd_watch_opens(struct etcd_watch *w)
 {
 	return atomic_load(&w->opens);
+}
+
+int64_t etcd_watch_confirmed(struct etcd_watch *w, char *why, size_t cap)
+{
+	pthread_mutex_lock(&w->lock);
+	snprintf(why, cap, "%s", w->last_why);
+	pthread_mutex_unlock(&w->lock);
+	return atomic_load(&w->confirmed_ms);
 }
 
 void etcd_watch_stop(struct etcd_watch *w)

@@ -155,6 +155,8 @@ static enum http_result route(struct plane *p, struct http_conn *c, struct reque
 		return is(method, "GET") ? api_healthz(p, c) : method_not_allowed(c, method, "GET");
 	if (strcmp(url, "/metrics") == 0)
 		return is(method, "GET") ? api_metrics(p, c) : method_not_allowed(c, method, "GET");
+	if (strcmp(url, "/v1/status") == 0)
+		return is(method, "GET") ? api_status(p, c) : method_not_allowed(c, method, "GET");
 	if (strcmp(url, "/v1/events") == 0)
 		return is(method, "GET") ? api_events(p, c) : method_not_allowed(c, method, "GET");
 	if (strcmp(url, "/ui") == 0 || str_starts_with(url, "/ui/"))

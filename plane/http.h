@@ -16,6 +16,8 @@ struct waiter;
 
 /* A poll answer's statement, also on a 304 (docs/protocol.md). */
 #define STATEMENT_HEADER "Tether-Statement"
+/* A stale plane's answers to nodes and readers: "SINCE WHY" (freshness.h). */
+#define STALE_HEADER "Tether-Stale"
 
 /* Per-request state, from the first header to the completion callback. */
 struct request {
@@ -50,6 +52,7 @@ bool http_listens_on_loopback(struct plane *p);
 /* Handlers (api_*.c). rest is the path after the route's prefix. */
 enum http_result api_healthz(struct plane *p, struct http_conn *c);
 enum http_result api_metrics(struct plane *p, struct http_conn *c);
+enum http_result api_status(struct plane *p, struct http_conn *c);
 enum http_result api_resource(struct plane *p, struct http_conn *c, struct request *r,
 			     const char *method, const char *name);
 enum http_result api_resources_list(struct plane *p, struct http_conn *c);

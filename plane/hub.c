@@ -4,6 +4,7 @@
 #include "alive.h"
 #include "gate.h"
 #include "events.h"
+#include "freshness.h"
 #include "gz.h"
 #include "log.h"
 #include "sdnotify.h"
@@ -32,6 +33,10 @@
 #define PRUNE_EVERY_MS 60000
 #define LOG_TRIM_EVERY_MS 1000   /* the history's age trim: a query, a write only when due */
 #define LAG_EVERY_MS 1000
+/* A relay's stream hears a heartbeat at least this often (relays are few):
+ * a relay cut off from us notices within three of them and says it is
+ * stale, and its nodes move (freshness.h). */
+#define RELAY_HEARTBEAT_MAX_S 2.0
 
 struct stream {
 	struct hub *hub;
@@ -381,6 +386,8 @@ static void make_heartbeat(struct stream *st, const char *pre)
 	/* a relay without its upstream: what we serve may be old */
 	if (ps.upstream_down)
 		buf_puts(&text, ",\"upstream_down\":true");
+	/* cut off from our source: nodes move to a plane that is current */
+	freshness_member(h->p->fresh, &text);
 	buf_puts(&text, "}\n\n");
 	set_own(st, &text);
 	atomic_fetch_add(&h->p->ctr.heartbeats, 1);
@@ -401,8 +408,10 @@ static bool make_push(struct stream *st, const char *pre, uint64_t from)
 	char nonce[NONCE_MAX];
 	struct buf text = BUF_INIT;
 	plane_nonce(p, nonce, sizeof(nonce));
-	buf_printf(&text, "%sevent: push\nid: %llu\ndata: {\"nonce\":\"%s\",", pre,
+	buf_printf(&text, "%sevent: push\nid: %llu\ndata: {\"nonce\":\"%s\"", pre,
 		   (unsigned long long)b->version, nonce);
+	freshness_member(p->fresh, &text);
+	buf_putc(&text, ',');
 	/* the statement of the state this push brings the node to: one per
 	 * (version, subscription), whatever the node's base */
 	char *stmt = p->statements ? statements_get(p->statements, b->version, &st->sub,
@@ -459,6 +468,11 @@ static void relay_event(struct stream *st, const char *pre, const char *type, st
 	buf_release(data);
 	atomic_fetch_add(&st->hub->p->ctr.push_bytes, text.len);
 	set_own(st, &text);
+}
+
+static double relay_heartbeat_s(const struct plane *p)
+{
+	return p->cfg.heartbeat < RELAY_HEARTBEAT_MAX_S ? p->cfg.heartbeat : RELAY_HEARTBEAT_MAX_S;
 }
 
 /* A relay's stream: the token records, the rollout record, the state
@@ -534,7 +548,8 @@ static ssize_t relay_read(struct stream *st, char *buf, size_t max)
 			st->hb_due = false;
 			pthread_mutex_unlock(&h->lock);
 			buf_printf(&data, "{\"version\":%llu,\"time\":%lld,\"interval\":%g", (unsigned long long)v,
-				   (long long)wall_seconds(), p->cfg.heartbeat);
+				   (long long)wall_seconds(), relay_heartbeat_s(p));
+			freshness_member(p->fresh, &data);
 			char *stmt = p->statements ? statements_get(p->statements, v, NULL, NULL) : NULL;
 			if (stmt) {
 				buf_puts(&data, ",\"statement\":\"");
@@ -758,23 +773,54 @@ static void *ticker_main(void *arg)
 	struct hub *h = arg;
 	struct plane *p = h->p;
 	int64_t interval = (int64_t)(p->cfg.heartbeat * 1000);
+	int64_t relay_interval = (int64_t)(relay_heartbeat_s(p) * 1000);
 	int64_t next_hb = now_ms() + interval, next_lag = now_ms() + LAG_EVERY_MS;
+	int64_t next_relay_hb = now_ms() + relay_interval, recheck = 0;
 
 	alive_enter("ticker");
 	pthread_mutex_lock(&h->lock);
 	while (!h->stop) {
 		int64_t now = now_ms();
 		alive_beat();
-		if (now >= next_hb) {
+		/* stale or current again: every stream hears it now, not at
+		 * its next heartbeat */
+		bool told = false;
+		if (now >= recheck) {
+			pthread_mutex_unlock(&h->lock);
+			told = freshness_update(p->fresh, p->persist, &recheck);
+			if (told) {
+				struct buf ev = BUF_INIT;
+				struct fresh_view fv;
+				freshness_get(p->fresh, &fv);
+				buf_printf(&ev, "{\"current\":%s", fv.stale ? "false" : "true");
+				freshness_member(p->fresh, &ev);
+				buf_putc(&ev, '}');
+				events_publish(p->events, "plane", &ev);
+			}
+			if (!recheck)
+				recheck = now + interval;
+			pthread_mutex_lock(&h->lock);
+		}
+		if (now >= next_hb || told) {
 			for (struct stream *st = h->streams; st; st = st->next) {
 				st->hb_due = true;
 				wake_stream(st);
 			}
 			next_hb = now + interval;
+			next_relay_hb = now + relay_interval;
+		} else if (now >= next_relay_hb) {
+			for (struct stream *st = h->streams; st; st = st->next) {
+				if (st->relay) {
+					st->hb_due = true;
+					wake_stream(st);
+				}
+			}
+			next_relay_hb = now + relay_interval;
 		}
+		/* long-polls answer at once too (a 304 with Tether-Stale) */
 		for (struct waiter *w = h->waiters, *next; w; w = next) {
 			next = w->next;
-			if (now >= w->deadline_ms)
+			if (now >= w->deadline_ms || told)
 				wake_waiter(h, w);
 		}
 		pthread_mutex_unlock(&h->lock);
@@ -792,8 +838,13 @@ static void *ticker_main(void *arg)
 		pthread_mutex_lock(&h->lock);
 		if (h->stop)
 			break;
-		/* wake at the next heartbeat, lag check or waiter deadline */
+		/* wake at the next heartbeat, lag check, freshness check or
+		 * waiter deadline */
 		int64_t wake = next_hb < next_lag ? next_hb : next_lag;
+		if (next_relay_hb < wake && h->by_relay.len)
+			wake = next_relay_hb;
+		if (recheck < wake)
+			wake = recheck;
 		for (struct waiter *w = h->waiters; w; w = w->next)
 			if (w->deadline_ms < wake)
 				wake = w->deadline_ms;

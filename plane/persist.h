@@ -149,6 +149,12 @@ typedef int (*persist_follow_fn)(void *ctx, struct persist_remote *ch, size_t n,
 struct persist_follow {
 	void *ctx;
 	persist_follow_fn store;
+	/* around the steps of one catch-up (a relay's state: one step per
+	 * version, each name's newest state only): nobody reads the store
+	 * between begin and end, nor is sent a step -- a step between two of
+	 * the upstream's versions may hold some names' newer states and not
+	 * others', a version that never was */
+	void (*catchup)(void *ctx, bool begin);
 	int (*node)(void *ctx, const struct persist_node *n);
 	int (*token)(void *ctx, const struct persist_token *t);
 	/* a rollout record the controller wrote (run taken, or NULL), and
@@ -234,6 +240,11 @@ struct persist_ops {
 	 * before what the callbacks touch is freed) */
 	void (*unfollow)(struct persist *p);
 	void (*stats)(struct persist *p, struct persist_stats *st);
+	/* whether this plane cannot vouch that it is current (NULL: it always
+	 * can, the embedded store): true with since (wall seconds it went
+	 * stale) and why; *recheck_ms: the monotonic time by which the answer
+	 * may change without news (0: none) */
+	bool (*stale)(struct persist *p, int64_t *since, char *why, size_t cap, int64_t *recheck_ms);
 
 	/* replicas (NULL when there is only one): this replica's name;
 	 * whether replica id is up; the rollout controller's election: lead

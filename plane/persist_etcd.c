@@ -994,6 +994,53 @@ static void on_health(void *ctx, bool up, const char *why)
 	atomic_store(&x->writable, up);
 }
 
+/* A replica that has not confirmed it is current for half its lease's TTL
+ * (at least 3 s) is stale: well before the lease runs out, its nodes hear
+ * it and move to a replica that is current. */
+static int64_t stale_after_ms(const struct persist_etcd *x)
+{
+	int64_t ms = (int64_t)(x->lease_ttl * 500);
+	return ms > 3000 ? ms : 3000;
+}
+
+/* The watch confirms at every liveness check: more than twice within the
+ * bound, 2 s apart at most. */
+static double watch_check_s(const struct persist_etcd *x)
+{
+	double s = (double)stale_after_ms(x) / 2500.0;
+	return s < 2.0 ? s : 2.0;
+}
+
+static bool et_stale(struct persist *p, int64_t *since, char *why, size_t cap, int64_t *recheck_ms)
+{
+	struct persist_etcd *x = pe(p);
+	int64_t now = now_ms(), wall = wall_seconds();
+	int64_t lost = x->lease ? etcd_lease_lost(x->lease) : 0;
+	if (lost) {
+		*since = wall - (now - lost) / 1000;
+		snprintf(why, cap, "its etcd lease expired (the other replicas count its nodes gone)");
+		*recheck_ms = now + 500;
+		return true;
+	}
+	pthread_mutex_lock(&x->lock);
+	struct etcd_watch *w = x->w;
+	char last[256] = "";
+	int64_t confirmed = w ? etcd_watch_confirmed(w, last, sizeof(last)) : now;
+	pthread_mutex_unlock(&x->lock);
+	int64_t bound = stale_after_ms(x);
+	if (now - confirmed <= bound) {
+		/* at the bound, and every second (a lease that expires says
+		 * nothing beforehand) */
+		*recheck_ms = confirmed + bound + 1 < now + 1000 ? confirmed + bound + 1 : now + 1000;
+		return false;
+	}
+	*since = wall - (now - confirmed - bound) / 1000;
+	snprintf(why, cap, "etcd has not confirmed for %llds that this replica holds the newest version%s%.200s%s",
+		 (long long)((now - confirmed) / 1000), last[0] ? " (the watch: " : "", last, last[0] ? ")" : "");
+	*recheck_ms = now + 500;
+	return true;
+}
+
 static int et_follow(struct persist *p, const struct persist_follow *f, char *err, size_t errlen)
 {
 	struct persist_etcd *x = pe(p);
@@ -1005,7 +1052,7 @@ static int et_follow(struct persist *p, const struct persist_follow *f, char *er
 	pthread_mutex_lock(&x->lock);
 	uint64_t from = x->loaded_rev + 1;
 	pthread_mutex_unlock(&x->lock);
-	x->w = etcd_watch_start(x->e, x->prefix, from, 2.0, &cbs, err, errlen);
+	x->w = etcd_watch_start(x->e, x->prefix, from, watch_check_s(x), &cbs, err, errlen);
 	return x->w ? 0 : -1;
 }
 
@@ -1110,6 +1157,7 @@ static const struct persist_ops persist_etcd_ops = {
 	.follow = et_follow,
 	.unfollow = et_unfollow,
 	.stats = et_stats,
+	.stale = et_stale,
 	.replica = et_replica,
 	.replica_up = et_replica_up,
 	.lead = et_lead,

@@ -112,6 +112,9 @@ void etcd_lease_deposed(struct etcd_lease *l);
  * false: an election runs and this replica does not lead (nothing added). */
 bool etcd_lease_fence(struct etcd_lease *l, cJSON *cmp);
 const char *etcd_lease_id(const struct etcd_lease *l);
+/* When etcd said this replica's lease expired (monotonic ms; 0 while it
+ * holds one): its key is gone, the other replicas count its nodes gone. */
+int64_t etcd_lease_lost(struct etcd_lease *l);
 /* Whether replica id is up (its key exists); the watch reports changes. */
 bool etcd_lease_up(struct etcd_lease *l, const char *id);
 void etcd_lease_replica_event(struct etcd_lease *l, const char *id, bool up);

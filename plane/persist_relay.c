@@ -67,7 +67,19 @@ struct persist_relay {
 	uint64_t horizon;
 	bool applied_once;
 	atomic_uint report_s;        /* the report interval the upstream's last heartbeat asked for (0: none) */
+	/* under lock: the upstream's own word that it is stale (its last
+	 * heartbeat's "stale"; cleared by one without) */
+	bool up_stale;
+	int64_t up_since;
+	char up_why[200];
 };
+
+/* A relay whose stream from its upstream has been down this long is
+ * stale (a reconnect within it is not news). */
+#define STALE_GRACE_MS 1000
+/* A relay moves off a stale upstream to the next of --upstream at most
+ * this often. */
+#define MOVE_HOLD_MS 30000
 
 static struct persist_relay *X(struct persist *p)
 {
@@ -140,9 +152,13 @@ static int apply_state(struct persist_relay *x, const char *data, size_t len)
 		}
 		strmap_release(&in);
 	}
-	/* one version at a time: the store takes each name once per call */
+	/* one version at a time: the store takes each name once per call;
+	 * nodes are sent only the last (the upstream's version), never a
+	 * step between */
 	int rc = 0;
 	size_t i = 0;
+	if (x->f.catchup)
+		x->f.catchup(x->f.ctx, true);
 	while (i < rs.n && rc == 0) {
 		size_t j = i;
 		while (j < rs.n && rs.ch[j].version == rs.ch[i].version)
@@ -158,6 +174,8 @@ static int apply_state(struct persist_relay *x, const char *data, size_t len)
 	size_t npruned = rs.horizon > x->horizon ? pruned_below(x, rs.horizon, &pruned) : 0;
 	if (rc == 0)
 		rc = x->f.store(x->f.ctx, gone, ngone, pruned, npruned, rs.version, rs.horizon);
+	if (x->f.catchup)
+		x->f.catchup(x->f.ctx, false);
 	for (size_t m = 0; m < npruned; m++) {
 		free((char *)strmap_del(&x->view, pruned[m]));
 		free(pruned[m]);
@@ -254,9 +272,27 @@ static int apply_heartbeat(struct persist_relay *x, const cJSON *o)
 	/* a gated rollout runs upstream: our nodes report, and we pass it on */
 	uint64_t every = record_u64(o, "report");
 	atomic_store(&x->report_s, every <= 3600 ? (unsigned)every : 0);
+	/* the upstream is stale itself (cut off from etcd, or a relay cut off
+	 * from its own upstream): so are we, unless another upstream is not */
+	const cJSON *st = cJSON_GetObjectItemCaseSensitive(o, "stale");
+	bool stale = cJSON_IsObject(st);
 	pthread_mutex_lock(&x->lock);
 	uint64_t have = x->version;
+	bool was = x->up_stale;
+	x->up_stale = stale;
+	if (stale) {
+		uint64_t since = record_u64(st, "since");   /* a lying upstream's is clamped */
+		x->up_since = since > (uint64_t)wall_seconds() ? wall_seconds() : (int64_t)since;
+		snprintf(x->up_why, sizeof(x->up_why), "%.190s", record_str(st, "why"));
+	}
 	pthread_mutex_unlock(&x->lock);
+	if (stale && !was) {
+		char url[512] = "";
+		relay_link_up(x->link, url, sizeof(url));
+		log_warn("relay: the upstream %s is stale (%s)", url, record_str(st, "why"));
+	}
+	if (stale && relay_link_move(x->link, MOVE_HOLD_MS))
+		log_warn("relay: moving to the next upstream: this one is stale");
 	/* a fresh statement of the state we hold */
 	if (stmt[0] && v == have && x->f.statement)
 		x->f.statement(x->f.ctx, v, "", stmt);
@@ -358,6 +394,10 @@ static void link_health(void *ctx, bool up, const char *url, const char *why)
 		if (following && x->f.resync)
 			x->f.resync(x->f.ctx);
 	} else {
+		/* the next upstream's heartbeats say whether it is stale */
+		pthread_mutex_lock(&x->lock);
+		x->up_stale = false;
+		pthread_mutex_unlock(&x->lock);
 		log_warn("relay: lost upstream %s (%s); serving the state we hold", url, why ? why : "");
 	}
 }
@@ -629,6 +669,32 @@ static void rl_stats(struct persist *p, struct persist_stats *st)
 	st->report_s = st->upstream_down ? 0 : atomic_load(&X(p)->report_s);
 }
 
+static bool rl_stale(struct persist *p, int64_t *since, char *why, size_t cap, int64_t *recheck_ms)
+{
+	struct persist_relay *x = X(p);
+	char down_why[256];
+	int64_t now = now_ms(), down = relay_link_down_since(x->link, down_why, sizeof(down_why));
+	if (down && now - down >= STALE_GRACE_MS) {
+		*since = wall_seconds() - (now - down) / 1000;
+		snprintf(why, cap, "this relay cannot follow its upstream (%s)", down_why);
+		*recheck_ms = now + 500;
+		return true;
+	}
+	if (down) {
+		*recheck_ms = down + STALE_GRACE_MS + 1;
+		return false;
+	}
+	pthread_mutex_lock(&x->lock);
+	bool stale = x->up_stale;
+	if (stale) {
+		*since = x->up_since;
+		snprintf(why, cap, "its upstream is stale: %s", x->up_why);
+	}
+	pthread_mutex_unlock(&x->lock);
+	*recheck_ms = now + 500;   /* the next heartbeat may say otherwise */
+	return stale;
+}
+
 static const char *rl_replica(struct persist *p)
 {
 	return X(p)->id;
@@ -702,6 +768,7 @@ static const struct persist_ops persist_relay_ops = {
 	.follow = rl_follow,
 	.unfollow = rl_unfollow,
 	.stats = rl_stats,
+	.stale = rl_stale,
 	.replica = rl_replica,
 	.lead = rl_lead,
 	.controller = rl_controller,

@@ -6,6 +6,7 @@
 #include "digests.h"
 #include "http.h"
 #include "events.h"
+#include "freshness.h"
 #include "hub.h"
 #include "log.h"
 #include "nodes.h"
@@ -70,25 +71,60 @@ uint64_t plane_target(struct plane *p, const char *node)
 
 /* A version another replica committed (the backend's follower thread):
  * into the store, then to the streams, as a local write would. */
+/* The store moved to version after from elsewhere (n changes): the
+ * streams, the events and the keeper hear it. */
+static void followed(struct plane *p, uint64_t after, size_t n)
+{
+	log_info("store: version %llu from %s (%zu changes)", (unsigned long long)after,
+		 p->persist->ops->upstream ? "the upstream" : "another replica", n);
+	hub_notify(p->hub, after);
+	events_version(p->events, after, NULL, n, p->persist->ops->upstream ? "upstream" : "replica");
+	/* a staged controller starts a rollout: on the keeper, not on this
+	 * thread (a step writes to the backend this thread reads) */
+	hub_wake_keeper(p->hub);
+}
+
 static int follow_cb(void *ctx, struct persist_remote *ch, size_t n, char **pruned, size_t npruned,
 		     uint64_t version, uint64_t horizon)
 {
 	struct plane *p = ctx;
 	uint64_t before, after;
+	if (p->catchup.on) {
+		/* a step of a catch-up: under its lock, announced at its end */
+		int rc = store_apply_remote(p->store, ch, n, pruned, npruned, version, horizon, &after);
+		p->catchup.changes += n;
+		return rc;
+	}
 	store_write_lock(p->store);
 	before = store_version(p->store);
 	int rc = store_apply_remote(p->store, ch, n, pruned, npruned, version, horizon, &after);
 	store_write_unlock(p->store);
-	if (after > before) {
-		log_info("store: version %llu from %s (%zu changes)", (unsigned long long)after,
-			 p->persist->ops->upstream ? "the upstream" : "another replica", n);
-		hub_notify(p->hub, after);
-		events_version(p->events, after, NULL, n, p->persist->ops->upstream ? "upstream" : "replica");
-		/* a staged controller starts a rollout: on the keeper, not on
-		 * this thread (a step writes to the backend this thread reads) */
-		hub_wake_keeper(p->hub);
-	}
+	if (after > before)
+		followed(p, after, n);
 	return rc;
+}
+
+/* A catch-up's steps are one change to the readers: the store's write lock
+ * is held from its first step to its last, and only its end is sent. */
+static void follow_catchup(void *ctx, bool begin)
+{
+	struct plane *p = ctx;
+	if (begin) {
+		store_write_lock(p->store);
+		store_hold(p->store, true);
+		p->catchup.on = true;
+		p->catchup.before = store_version(p->store);
+		p->catchup.changes = 0;
+		return;
+	}
+	if (!p->catchup.on)
+		return;
+	uint64_t after = store_version(p->store);
+	p->catchup.on = false;
+	store_hold(p->store, false);
+	store_write_unlock(p->store);
+	if (after > p->catchup.before)
+		followed(p, after, p->catchup.changes);
 }
 
 /* A node record another replica wrote: one fleet view everywhere. */
@@ -269,6 +305,7 @@ int plane_start(struct plane *p, char *err, size_t errlen)
 		p->statements = statements_new(p->store, NULL, (int64_t)p->cfg.statement_ttl, refresh);
 		statements_set_source(p->statements, fetch_statement, p);
 	}
+	p->fresh = freshness_new();
 	p->events = events_new(p->cfg.heartbeat);
 	if (events_start(p->events, err, errlen) < 0)
 		return -1;
@@ -278,7 +315,8 @@ int plane_start(struct plane *p, char *err, size_t errlen)
 		return -1;
 	/* a shared store: what other replicas commit reaches our nodes too */
 	struct persist_follow f = { .ctx = p, .store = follow_cb, .node = follow_node, .token = follow_token,
-				    .rollout = follow_rollout, .statement = follow_statement, .resync = follow_resync };
+				    .rollout = follow_rollout, .statement = follow_statement, .resync = follow_resync,
+				    .catchup = follow_catchup };
 	if (p->persist->ops->follow && p->persist->ops->follow(p->persist, &f, err, errlen) < 0)
 		return -1;
 	/* a commit to etcd may wait seconds: never on the threads that
@@ -329,6 +367,8 @@ void plane_stop(struct plane *p)
 	p->hub = NULL;
 	gate_set_events(p->gate, NULL);
 	events_free(p->events);
+	freshness_free(p->fresh);
+	p->fresh = NULL;
 	p->events = NULL;
 	pushcache_free(p->pushes);
 	p->pushes = NULL;

@@ -83,6 +83,12 @@ struct plane {
 	struct hub *hub;
 	struct events *events;         /* GET /v1/events */
 	struct gate *gate;             /* traffic-aware gates; NULL: none configured */
+	struct freshness *fresh;       /* whether it can vouch that it is current */
+	struct {                       /* the follower's thread: a relay's catch-up (plane.c) */
+		bool on;
+		uint64_t before;
+		size_t changes;
+	} catchup;
 	struct tokens *tokens;
 	struct plane_tls *tls;         /* NULL: plain HTTP */
 	struct digests *digests;       /* NULL: no signing */

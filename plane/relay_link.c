@@ -33,8 +33,12 @@ struct relay_link {
 	pthread_cond_t cond;
 	bool stop;
 	bool reopen;                 /* the follower lost its place: start over */
+	bool move;                   /* the upstream is stale: go on to the next one */
 	int cur;                     /* the upstream the stream is on (or tries) */
 	bool up;
+	int64_t down_ms;             /* since when it is not up (monotonic; 0: up) */
+	char down_why[256];          /* why (the last failure) */
+	int64_t moved_ms;            /* the last move off a stale upstream */
 	double interval_s;
 	/* the stream being read (link thread only) */
 	struct sse_parser parser;
@@ -76,12 +80,16 @@ static int progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_
 	struct relay_link *l = ud;
 	alive_beat();   /* curl calls this at least once a second, events or not */
 	pthread_mutex_lock(&l->lock);
-	bool stop = l->stop, reopen = l->reopen;
+	bool stop = l->stop, reopen = l->reopen, move = l->move;
 	double iv = l->interval_s;
 	l->reopen = false;
 	pthread_mutex_unlock(&l->lock);
 	if (stop)
 		return 1;
+	if (move) {
+		snprintf(l->why, sizeof(l->why), "it is stale (cut off from its own source)");
+		return 1;
+	}
 	if (reopen) {
 		snprintf(l->why, sizeof(l->why), "an event could not be applied");
 		return 1;
@@ -109,6 +117,13 @@ static void set_health(struct relay_link *l, bool up, const char *url, const cha
 	pthread_mutex_lock(&l->lock);
 	bool was = l->up;
 	l->up = up;
+	if (up) {
+		l->down_ms = 0;
+	} else {
+		if (was || !l->down_ms)
+			l->down_ms = now_ms();
+		snprintf(l->down_why, sizeof(l->down_why), "%s: %s", url, why ? why : "no answer");
+	}
 	pthread_mutex_unlock(&l->lock);
 	if (was != up && l->cbs.health)
 		l->cbs.health(l->cbs.ctx, up, url, why);
@@ -234,7 +249,16 @@ static void *link_main(void *arg)
 		 * longer each round */
 		bool lived = l->got_event && now_ms() - t0 > 5000;
 		int64_t wait = 50;
-		if (lived) {
+		pthread_mutex_lock(&l->lock);
+		bool moving = l->move;
+		l->move = false;
+		pthread_mutex_unlock(&l->lock);
+		if (moving) {
+			/* off a stale upstream at once, to the next one */
+			pthread_mutex_lock(&l->lock);
+			l->cur = (l->cur + 1) % l->nurls;
+			pthread_mutex_unlock(&l->lock);
+		} else if (lived) {
 			attempt = 0;
 		} else {
 			attempt++;
@@ -280,6 +304,8 @@ struct relay_link *relay_link_start(const struct relay_link_opts *o, const struc
 	l->max_event = o->max_event;
 	l->cbs = *cbs;
 	l->interval_s = FIRST_INTERVAL_S;
+	l->down_ms = now_ms();   /* not following yet */
+	snprintf(l->down_why, sizeof(l->down_why), "not connected yet");
 	sse_parser_init(&l->parser, o->max_event, o->max_event);
 	pthread_mutex_init(&l->lock, NULL);
 	pthread_cond_init(&l->cond, NULL);
@@ -328,6 +354,28 @@ void relay_link_reopen(struct relay_link *l)
 	pthread_mutex_lock(&l->lock);
 	l->reopen = true;
 	pthread_mutex_unlock(&l->lock);
+}
+
+int64_t relay_link_down_since(struct relay_link *l, char *why, size_t cap)
+{
+	pthread_mutex_lock(&l->lock);
+	int64_t down = l->up ? 0 : l->down_ms;
+	if (why)
+		snprintf(why, cap, "%s", l->down_why);
+	pthread_mutex_unlock(&l->lock);
+	return down;
+}
+
+bool relay_link_move(struct relay_link *l, int64_t hold_ms)
+{
+	pthread_mutex_lock(&l->lock);
+	bool move = l->nurls > 1 && l->up && (!l->moved_ms || now_ms() - l->moved_ms >= hold_ms);
+	if (move) {
+		l->moved_ms = now_ms();
+		l->move = true;
+	}
+	pthread_mutex_unlock(&l->lock);
+	return move;
 }
 
 void relay_link_set_interval(struct relay_link *l, double seconds)

@@ -47,6 +47,13 @@ void relay_link_reopen(struct relay_link *l);
 /* The heartbeat interval the upstream announced: three of them silent is
  * a dead stream. */
 void relay_link_set_interval(struct relay_link *l, double seconds);
+/* Since when (monotonic ms) the stream is not open, with the last
+ * failure in why; 0 while it is open. */
+int64_t relay_link_down_since(struct relay_link *l, char *why, size_t cap);
+/* The upstream says it is stale: with another upstream listed, the stream
+ * moves on to the next one (not again within hold_ms: a flapping upstream
+ * does not make the relay thrash). Whether it moves. */
+bool relay_link_move(struct relay_link *l, int64_t hold_ms);
 /* Whether the stream is open now, and the URL it is on. */
 bool relay_link_up(struct relay_link *l, char *url, size_t cap);
 /* One request to the upstream the stream is on (body NULL: GET), bounded

@@ -21,6 +21,7 @@ struct store {
 	struct store_opts opts;
 	pthread_rwlock_t rw;         /* the index */
 	pthread_mutex_t writer;      /* one writer at a time, validation included */
+	bool held;                   /* store_hold: rw is write-locked across applies */
 	uint64_t version;
 	uint64_t horizon;            /* tombstones at or below it were dropped */
 	size_t live;                 /* live resources */
@@ -408,6 +409,17 @@ void store_rdunlock(struct store *s) { pthread_rwlock_unlock(&s->rw); }
 void store_write_lock(struct store *s) { pthread_mutex_lock(&s->writer); }
 void store_write_unlock(struct store *s) { pthread_mutex_unlock(&s->writer); }
 
+void store_hold(struct store *s, bool on)
+{
+	if (on == s->held)
+		return;
+	if (on)
+		pthread_rwlock_wrlock(&s->rw);
+	s->held = on;
+	if (!on)
+		pthread_rwlock_unlock(&s->rw);
+}
+
 uint64_t store_version(struct store *s) { return s->version; }
 uint64_t store_horizon(struct store *s) { return s->horizon; }
 size_t store_count(struct store *s) { return s->live; }
@@ -628,7 +640,8 @@ int store_apply_remote(struct store *s, struct persist_remote *ch, size_t n, cha
 			deltas[i].new_elem = news[i];
 		}
 	}
-	pthread_rwlock_wrlock(&s->rw);
+	if (!s->held)
+		pthread_rwlock_wrlock(&s->rw);
 	for (size_t i = 0; i < npruned; i++) {
 		struct store_entry *e = find(s, pruned[i]);
 		if (e && !e->body)
@@ -652,7 +665,8 @@ int store_apply_remote(struct store *s, struct persist_remote *ch, size_t n, cha
 		s->horizon = horizon;
 	if (s->observer && m)
 		s->observer(s->observer_ctx, deltas, m, s->version);
-	pthread_rwlock_unlock(&s->rw);
+	if (!s->held)
+		pthread_rwlock_unlock(&s->rw);
 	*applied = s->version;
 	free(deltas);
 	free(olds);

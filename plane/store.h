@@ -78,6 +78,10 @@ void store_free(struct store *s);
 void store_rdlock(struct store *s);
 void store_rdunlock(struct store *s);
 void store_write_lock(struct store *s);
+/* Under the writer lock: readers wait from store_hold(s, true) to
+ * store_hold(s, false), across the store_apply_remote calls between (a
+ * relay's catch-up, one call per version: no reader sees a step). */
+void store_hold(struct store *s, bool on);
 void store_write_unlock(struct store *s);
 
 /* Read accessors: hold the read lock, or the write lock. */

@@ -3,6 +3,7 @@
  * requests, in arrival order; and the reader thread beside it, for the
  * calls (writer_call) that only read. */
 #include "writer.h"
+#include "freshness.h"
 #include "alive.h"
 #include "http.h"
 #include "events.h"
@@ -19,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct write_job {
 	struct writer *w;
@@ -74,6 +76,25 @@ void writer_commit(struct plane *p, struct store_change *ch, size_t n, bool must
 	uint64_t version = 0;
 	bool changed = false;
 	int rc;
+
+	/* a replica cut off from its source cannot confirm it holds the
+	 * newest version: it takes no write (freshness.h) */
+	struct fresh_view fv;
+	freshness_ask(p->persist, &fv);
+	if (fv.stale) {
+		for (size_t i = 0; i < n; i++)
+			free(ch[i].body);
+		atomic_fetch_add(&p->ctr.write_errors, 1);
+		char when[32];
+		time_t t = (time_t)fv.since;
+		struct tm tm;
+		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
+		write_result_error(res, HTTP_SERVICE_UNAVAILABLE,
+				   "this replica is stale since %s (%s): it cannot confirm that it holds the newest "
+				   "version, so it takes no write; nothing was stored: write to another replica",
+				   when, fv.why);
+		return;
+	}
 
 	/* with replicas, another may commit first: validate again against
 	 * its newer state and retry, a few times */

@@ -18,6 +18,7 @@ const state = {
 	lastId: '',
 	filter: [],
 	started: false,
+	stale: null,           // {since, why} while the plane is stale
 };
 window.tetherConsole = state;   // for tests and the curious
 
@@ -101,6 +102,26 @@ function matches(n) {
 
 function renderVersion() {
 	$('version').textContent = String(state.version);
+}
+
+// a plane cut off from its source says so (GET /v1/status, 'plane' events)
+function renderStale() {
+	const b = $('stale');
+	const s = state.stale;
+	b.hidden = !s;
+	if (s)
+		b.textContent = 'This plane is stale since ' + fmtTime(s.since) + ': ' + s.why +
+			'. It serves what it holds and takes no writes; its nodes move to a plane that is current. ' +
+			'Lag here is judged against the version it holds.';
+}
+
+async function loadStatus() {
+	const st = await getJSON('/v1/status');
+	if (!st)
+		return;
+	if (st.version > state.version)
+		state.version = st.version;
+	state.stale = st.stale || null;
 }
 
 function renderNodes() {
@@ -263,6 +284,10 @@ function logEvent(type, id, data) {
 	case 'node': text = data.node + (data.connected ? ' connected' : ' disconnected'); break;
 	case 'gate': text = 'rollout #' + data.rollout + ' stage ' + data.stage + ' (' + data.percent + '%) ' +
 		data.verdict + (data.reason ? ': ' + data.reason : ''); break;
+	case 'plane':
+		state.stale = data.current ? null : data.stale || null;
+		renderStale();
+		break;
 	case 'reset': text = 'missed events: reloaded'; break;
 	}
 	const list = $('events');
@@ -273,6 +298,7 @@ function logEvent(type, id, data) {
 
 function renderAll() {
 	renderVersion();
+	renderStale();
 	renderNodes();
 	renderNacks();
 	renderRollout();
@@ -322,10 +348,7 @@ function historyNames(h) {
 }
 
 async function loadSnapshot() {
-	const health = await getJSON('/healthz');
-	if (health)
-		state.version = health.version;
-	await Promise.all([loadNodes(), loadRollout(), loadHistory()]);
+	await Promise.all([loadStatus(), loadNodes(), loadRollout(), loadHistory()]);
 	renderAll();
 }
 
@@ -338,10 +361,9 @@ function refreshSoon() {
 	refreshTimer = setTimeout(async () => {
 		refreshTimer = null;
 		try {
-			const [health] = await Promise.all([getJSON('/healthz'), loadNodes(), loadRollout()]);
-			if (health && health.version > state.version)
-				state.version = health.version;
+			await Promise.all([loadStatus(), loadNodes(), loadRollout()]);
 			renderVersion();
+			renderStale();
 			renderNodes();
 			renderNacks();
 			renderRollout();
@@ -414,6 +436,10 @@ function onEvent(type, id, raw) {
 		renderNodes();
 		break;
 	}
+	case 'plane':
+		state.stale = data.current ? null : data.stale || null;
+		renderStale();
+		break;
 	case 'reset':
 		loadSnapshot().catch(() => {});
 		return;

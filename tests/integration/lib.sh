@@ -17,6 +17,7 @@ T_FAILED=0
 T_PIDS=""
 
 MOUNTS=""   # tmpfs mounts a test made (root only), unmounted by the trap
+T_CLEANUPS=""   # functions the trap calls once the processes are gone (lib-partition.sh)
 
 # stop_tracked: TERM every tracked process, KILL what is left after 5 s,
 # and reap them all.
@@ -43,6 +44,10 @@ stop_tracked() {
 cleanup() {
 	local m
 	stop_tracked
+	for m in $T_CLEANUPS; do
+		"$m"
+	done
+	T_CLEANUPS=""
 	for m in $MOUNTS; do
 		mountpoint -q "$m" && { umount "$m" 2>/dev/null || umount -l "$m"; }
 	done

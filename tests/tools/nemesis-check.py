@@ -19,7 +19,14 @@ What it reads in WORKDIR (bench/nemesis.sh writes them):
                       at boot, "applied version V" once V is committed to
                       last-good); agents/NODE.sub its --sub prefixes
   converge.txt        final=V, converged=0|1, ms=, limit_ms=
-  final/rR.json       each replica's GET /v1/resources at the end
+  final/rR.json       each replica's GET /v1/resources at the end (qR.json:
+                      a relay's)
+  params.txt          lease_ttl_s, heartbeat_s, backoff_max_s (the planes'
+                      and agents' settings), planes=r1,...,q1 and
+                      relay.Q=UPSTREAM,... (a relay's upstreams, in order)
+  agents/NODE.planes  the planes the node lists (--plane), by name
+  faults.log          "MS TEXT": what the nemesis did and undid, when
+  PLANE.log           each plane's log ("stale:" and "stale no more:")
 
 The plane's authoritative state at each version is rebuilt from etcd's
 events: a commit is one revision that puts the `version` key (value V)
@@ -48,8 +55,8 @@ Checks (each violation is printed as "violation [CHECK] ..."):
             attempt's answer lost, the replica retrying on the newer state)
             is a violation when another write changed one of its names in
             between (readers saw that change undone), a note otherwise
-  replicas  every replica's final GET /v1/resources is the history's final
-            state (names, bodies, each resource's version)
+  replicas  every replica's and relay's final GET /v1/resources is the
+            history's final state (names, bodies, each resource's version)
   monotonic 2. every node's versions only go up: what it committed (its boot
             version from last-good, then each "applied version") never goes
             down, across restarts too; what its hook saw go live goes down
@@ -63,11 +70,21 @@ Checks (each violation is printed as "violation [CHECK] ..."):
   converge  4. after healing, every node and replica reached the final
             version within the limit, and each node's output is that
             version's state
+  staleness 5. no node with a healthy path goes without a write for longer
+            than the bound: lease TTL + 3 heartbeats + the agents'
+            --backoff-max (10 + 3 + 2 = 15 s in the nemesis), plus the
+            back-off tetherd itself puts on moves off stale planes (5 s a
+            move in the minute before, 30 s at most) when it moved off one.
+            For every acknowledged write and node: the time from the answer,
+            or from the end of the node's last outage before it applied,
+            until it applied a version >= the write's (hook call, boot or
+            "applied version" line). Outages: below, at check_staleness.
 Other anomalies (not violations) are printed as "note ...".
 Ends with "check NAME N" lines, "result KEY=VALUE" lines and a summary;
 exit 0 when there is no violation, 1 otherwise, 2 on a harness error.
 """
 import base64
+import bisect
 import collections
 import datetime
 import json
@@ -78,7 +95,7 @@ import sys
 import tempfile
 
 PREFIX = '/tether/'
-CHECKS = ('history', 'acked', 'once', 'replicas', 'monotonic', 'content', 'converge')
+CHECKS = ('history', 'acked', 'once', 'replicas', 'monotonic', 'content', 'converge', 'staleness')
 
 
 class Report:
@@ -522,7 +539,7 @@ def check_acked(commits, writes, states, rep):
 def check_replicas(work, states, rep):
     n = 0
     for fn in sorted(os.listdir(os.path.join(work, 'final'))):
-        if not re.match(r'r\d+\.json$', fn):
+        if not re.match(r'[rq]\d+\.json$', fn):
             continue
         n += 1
         r = fn[:-5]
@@ -654,6 +671,400 @@ def incs_end(incs, inc):
     return d['end'] if d else None
 
 
+# ---- staleness: how long a node with a healthy path went without a write -------------
+#
+# For every acknowledged write and every node: the time from the write's
+# answer until the node applied a version at or above it, counted from the
+# end of the last outage of that node's path that began before it applied.
+# The outages come from what the nemesis did (faults.log, agents/NODE.incs),
+# never from what the product says, except for one thing: a plane healed
+# (restarted, reconnected) is counted out until it says it is current
+# again ("stale no more" in its log), at most TAIL_TTLS lease TTLs after
+# its heal, so a plane that never comes back excuses nobody for long.
+# A node's path is down while: its agent is not running (killed, until its
+# next start); a full disk is under its output or state; etcd has no quorum;
+# or every plane it lists is down or cut off from it. A replica is down
+# while killed (until it answered /healthz after its restart), cut off
+# from every etcd member (the black hole on all of r1's endpoints, once new
+# requests are swallowed too; a partition of r2 from etcd, either way), or
+# without quorum; a relay while none of its upstreams is up and reachable
+# from it, or while it follows one that is down (stale: cut from etcd, no
+# quorum) and moved off a stale upstream less than 30 s before (a relay
+# moves so at most once in 30 s: plane/persist_relay.c). A fault that
+# leaves a path (one etcd endpoint black-holed, one member killed, one of
+# the relay's upstreams cut, one of n1's planes cut) is the product's to
+# route around within the bound.
+
+INF = float('inf')
+TAIL_TTLS = 1   # a healed plane counts as down until it says current, at most this many lease TTLs
+RE_STALE_ON = re.compile(r'stale: this plane cannot vouch that it is current')
+RE_STALE_OFF = re.compile(r'stale no more: ')
+RE_LISTENING = re.compile(r' listening on ')
+RE_MOVE_STALE = re.compile(r'plane: moving from \S+ to \S+: \S+ is stale since')
+RE_SPELL = re.compile(r'plane \S+ is stale since .*; looking for a fresh plane')
+RE_FOLLOWING = re.compile(r'relay: following (\S+)')
+RE_PID = re.compile(r'Z \S+\[(\d+)\] ')
+RE_RELAY_MOVE = re.compile(r'relay: moving to the next upstream: this one is stale')
+RELAY_MOVE_HOLD_MS = 30000
+RE_FAULT = [
+    ('down+', re.compile(r'replica-kill (r\d+)$')),
+    ('down-', re.compile(r'replica-restart (r\d+)$')),
+    ('bh+', re.compile(r'blackhole (r\d+) -> etcd member\(s\) 1 2 3: every new request too$')),
+    ('bh-', re.compile(r'blackhole (r\d+) healed$')),
+    ('quorum+', re.compile(r'etcd-kill (m\d+) \(quorum lost\)$')),
+    ('etcd-', re.compile(r'etcd-restart (m\d+)$')),
+    ('disk+', re.compile(r'diskfull (n\d+)\.(?:out|state)$')),
+    ('disk-', re.compile(r'diskfull (n\d+)\.(?:out|state) healed$')),
+    ('cut+', re.compile(r'partition-cut (\w+)-(\w+) (?:both|out|back)\b')),
+    ('cut-', re.compile(r'partition-heal (\w+)-(\w+)$')),
+    ('healed', re.compile(r'healed$')),
+]
+
+
+def ivl_merge(xs):
+    out = []
+    for s, e in sorted(x for x in xs if x[1] > x[0]):
+        if out and s <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], e))
+        else:
+            out.append((s, e))
+    return out
+
+
+def ivl_and(a, b):
+    out = []
+    i = j = 0
+    while i < len(a) and j < len(b):
+        s, e = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if s < e:
+            out.append((s, e))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return out
+
+
+def read_faults(work):
+    """{key: [(start, end)]} in ms; keys ('down', P), ('quorum',), ('disk', N), ('cut', A, B)."""
+    windows = collections.defaultdict(list)
+    opened = {}
+    quorum_member = None
+    with open(os.path.join(work, 'faults.log')) as f:
+        for line in f:
+            t, _, text = line.rstrip('\n').partition(' ')
+            try:
+                t = int(t)
+            except ValueError:
+                continue
+            for kind, rx in RE_FAULT:
+                m = rx.match(text)
+                if not m:
+                    continue
+                g = m.groups()
+                if kind in ('down+', 'bh+'):
+                    opened[('down', g[0], kind)] = t
+                elif kind in ('down-', 'bh-'):
+                    k = ('down', g[0], kind[:-1] + '+')
+                    if k in opened:
+                        windows[('down', g[0])].append((opened.pop(k), t))
+                elif kind == 'quorum+':
+                    opened[('quorum',)] = t
+                    quorum_member = g[0]
+                elif kind == 'etcd-' and g[0] == quorum_member and ('quorum',) in opened:
+                    windows[('quorum',)].append((opened.pop(('quorum',)), t))
+                elif kind == 'disk+':
+                    opened[('disk', g[0])] = t
+                elif kind == 'disk-' and ('disk', g[0]) in opened:
+                    windows[('disk', g[0])].append((opened.pop(('disk', g[0])), t))
+                elif kind == 'cut+':
+                    opened[('cut',) + g] = t
+                elif kind == 'cut-' and ('cut',) + g in opened:
+                    windows[('cut',) + g].append((opened.pop(('cut',) + g), t))
+                elif kind == 'healed':
+                    for k, s in opened.items():
+                        windows[k[:2] if k[0] == 'down' else k].append((s, t))
+                    opened.clear()
+                break
+    for k, s in opened.items():   # the log ends inside a fault
+        windows[k[:2] if k[0] == 'down' else k].append((s, INF))
+    return windows
+
+
+def clock(ms):
+    """ms (wall clock) as the logs show it: HH:MM:SS.mmm UTC."""
+    return datetime.datetime.fromtimestamp(ms / 1000.0, datetime.timezone.utc).strftime('%H:%M:%S.%f')[:12]
+
+
+def log_ms(line):
+    ns = log_ns(line)
+    return ns // 10**6 if ns else None
+
+
+def plane_spells(work, plane):
+    """The spells a plane said it was stale: [(start, end)] (ms; a new
+    process ends its predecessor's spell: it starts out current)."""
+    spells = []
+    start = None
+    try:
+        with open(os.path.join(work, plane + '.log'), errors='replace') as f:
+            for line in f:
+                on, off = RE_STALE_ON.search(line), RE_STALE_OFF.search(line) or RE_LISTENING.search(line)
+                if not on and not off:
+                    continue
+                t = log_ms(line)
+                if t is None:
+                    continue
+                if on and start is None:
+                    start = t
+                elif off and start is not None:
+                    spells.append((start, t))
+                    start = None
+    except OSError:
+        pass
+    if start is not None:
+        spells.append((start, INF))
+    return spells
+
+
+def relay_holds(work, relay, ups, urls, stale_down):
+    """When the relay was held on a stale upstream: [(start, end)] (ms).
+    It follows an upstream from a "following" line to the next (or to the
+    end of its process); an upstream down while stale_down (its cuts from
+    etcd, no quorum: it serves, saying it is stale) holds it until 30 s
+    after its last move off a stale upstream, in the same process."""
+    follows, moves, starts = [], [], []
+    pid = None
+    try:
+        with open(os.path.join(work, relay + '.log'), errors='replace') as f:
+            for line in f:
+                m = RE_PID.search(line[:60])
+                t = log_ms(line)
+                if not m or t is None:
+                    continue
+                if m.group(1) != pid:
+                    pid = m.group(1)
+                    starts.append(t)   # a new process: it follows nothing, and has not moved
+                    follows.append((t, None))
+                m = RE_FOLLOWING.search(line)
+                if m:
+                    url = m.group(1)
+                    follows.append((t, ups[urls.index(url)] if url in urls else None))
+                elif RE_RELAY_MOVE.search(line):
+                    moves.append(t)
+    except OSError:
+        return []
+    out = []
+    for i, (f0, u) in enumerate(follows):
+        f1 = follows[i + 1][0] if i + 1 < len(follows) else INF
+        if u is None:
+            continue
+        for s, e in stale_down.get(u, []):
+            s, e = max(s, f0), min(e, f1)
+            if s >= e:
+                continue
+            born = max([x for x in starts if x <= s] or [0])
+            before = [m for m in moves if born <= m <= s]
+            if before and before[-1] + RELAY_MOVE_HOLD_MS > s:
+                out.append((s, min(e, before[-1] + RELAY_MOVE_HOLD_MS)))
+    return ivl_merge(out)
+
+
+def with_tails(windows, spells, cap):
+    """Each window ends when the plane says it is current again, if it was
+    stale at the window's end, and at most cap ms later."""
+    out = []
+    for s, e in windows:
+        end = e
+        for ss, se in spells:
+            if ss <= e < se:
+                end = min(se, e + cap)
+        out.append((s, end))
+    return ivl_merge(out)
+
+
+def node_events(work, node):
+    """The node's agent: its lives' [(start, end)] (ms) and what it applied:
+    [(ms, version)] (boot, hook, commit), its stale-driven moves and the
+    starts of its stale spells: [(ms, inc)]."""
+    lives = []
+    start = None
+    incs = []
+    with open(os.path.join(work, 'agents', node + '.incs')) as f:
+        for line in f:
+            p = line.split()
+            if len(p) < 3:
+                continue
+            if p[1] == 'start':
+                start = int(p[2])
+                incs.append(int(p[0]))
+            elif start is not None:
+                lives.append((start, int(p[2])))
+                start = None
+    if start is not None:
+        lives.append((start, INF))
+    applied, moves, spells = [], [], []
+    for inc in incs:
+        try:
+            with open(os.path.join(work, 'agents', '%s.%d.log' % (node, inc)), errors='replace') as f:
+                for line in f:
+                    m = RE_APPLIED.search(line) or RE_BOOT.search(line)
+                    if m:
+                        t = log_ms(line)
+                        if t is not None:
+                            applied.append((t, int(m.group(1))))
+                    elif RE_MOVE_STALE.search(line):
+                        moves.append((log_ms(line) or 0, inc))
+                    elif RE_SPELL.search(line):
+                        spells.append((log_ms(line) or 0, inc))
+        except OSError:
+            pass
+    for r in read_records(os.path.join(work, 'records', node + '.applied'), Report(True), node):
+        if r[1] == 'apply':
+            applied.append((r[3] // 10**6, r[2]))
+    applied.sort()
+    return lives, applied, moves, spells
+
+
+def move_backoff(moves, spells, t0, t1):
+    """tetherd's back-off of moves off stale planes (agent/fresh.h: 5 s per
+    such move in the minute before a round is scheduled, 30 s at most) that
+    delayed a node between t0 and t1: that of the last move between them,
+    counted from the start of its spell; 0 when it did not move off a stale
+    plane then."""
+    inside = [m for m in moves if t0 < m[0] <= t1]
+    if not inside:
+        return 0
+    tm, inc = inside[-1]
+    starts = [s for s, i in spells if i == inc and s <= tm]
+    ts = starts[-1] if starts else tm
+    k = sum(1 for m, i in moves if i == inc and ts - 60000 < m < ts)
+    return min(30000, 5000 * k)
+
+
+def check_staleness(work, writes, nodes, rep):
+    params = read_kv(os.path.join(work, 'params.txt'))
+    res = rep.results
+    if not params:
+        rep.note('staleness-skipped', 'no params.txt: a run from before the staleness check')
+        res['staleness'] = 'skipped'
+        return
+    ttl = float(params.get('lease_ttl_s', 10))
+    hb = float(params.get('heartbeat_s', 1))
+    bmax = float(params.get('backoff_max_s', 2))
+    bound = int((ttl + 3 * hb + bmax) * 1000)
+    cap = int(TAIL_TTLS * ttl * 1000)
+    fw = read_faults(work)
+    quorum = ivl_merge(fw.get(('quorum',), []))
+    planes = [p for p in params.get('planes', '').split(',') if p]
+    relays = {p: [u for u in params.get('relay.' + p, '').split(',') if u] for p in planes}
+    spells = {p: plane_spells(work, p) for p in planes}
+    down, stale_down = {}, {}
+    for p in planes:
+        if relays[p]:
+            continue
+        own = fw.get(('down', p), []) + fw.get(('cut', p, 'etcd'), []) + quorum
+        down[p] = with_tails(own, spells[p], cap)
+        stale_down[p] = with_tails(fw.get(('cut', p, 'etcd'), []) + quorum, spells[p], cap)
+    holds = {}
+    for p in planes:
+        if not relays[p]:
+            continue
+        gone = [(0, INF)]
+        for u in relays[p]:
+            gone = ivl_and(gone, ivl_merge(down.get(u, []) + fw.get(('cut', p, u), [])))
+        urls = [x for x in params.get('relay.%s.urls' % p, '').split(',') if x]
+        holds[p] = relay_holds(work, p, relays[p], urls, stale_down)
+        down[p] = with_tails(ivl_merge(gone + holds[p]), spells[p], cap)
+    acked = sorted((w for w in writes.values() if w['result'] == 'ok' and isinstance(w.get('version'), int)),
+                   key=lambda w: w['t1'])
+    worst = None
+    counted = excused = backoff_used = 0
+    for node in nodes:
+        try:
+            with open(os.path.join(work, 'agents', node + '.planes')) as f:
+                listed = [p for p in f.read().strip().split(',') if p]
+        except OSError:
+            listed = []
+        if not listed:
+            rep.violation('staleness', '%s: no agents/%s.planes (which planes it lists)' % (node, node))
+            continue
+        lives, applied, moves, nspells = node_events(work, node)
+        off = [(0, INF)]
+        for p in listed:
+            off = ivl_and(off, ivl_merge(down.get(p, []) + fw.get(('cut', node, p), [])))
+        agent_down = []   # before its first life, between two, after its last
+        prev = None
+        for s, e in lives:
+            agent_down.append((prev if prev is not None else 0, s))
+            prev = e
+        if prev is not None and prev != INF:
+            agent_down.append((prev, INF))
+        outages = ivl_merge(off + agent_down + fw.get(('disk', node), []) + quorum)
+        ostarts = [s for s, _ in outages]
+        times, best, run = [], [], 0
+        for t, v in applied:
+            run = max(run, v)
+            times.append(t)
+            best.append(run)
+        nmax = 0
+        episodes = {}   # the apply that ended it -> the worst write over the bound
+        never = None
+        for w in acked:
+            v, t1 = w['version'], w['t1']
+            k = bisect.bisect_left(best, v)
+            if k == len(best):
+                never = never or w
+                continue
+            ta = times[k]
+            i = bisect.bisect_left(ostarts, ta) - 1   # the last outage that began before the apply
+            t0 = t1
+            if i >= 0 and outages[i][1] > t0:
+                t0 = outages[i][1]
+            if t0 >= ta and t1 < ta:
+                excused += 1   # it came while the node had no path, or at its end
+                continue
+            counted += 1
+            lag = max(0, ta - t0)
+            back = move_backoff(moves, nspells, t0, ta)
+            allow = bound + back
+            nmax = max(nmax, lag)
+            if worst is None or lag > worst[0]:
+                worst = (lag, node, w['wid'], v, t0 != t1)
+            if back and lag > bound:
+                backoff_used = max(backoff_used, back)
+            if lag > allow:
+                e = episodes.get(ta)
+                if e is None or lag > e[0]:
+                    episodes[ta] = (lag, w, t0, allow)
+        for ta, (lag, w, t0, allow) in sorted(episodes.items()):
+            rep.violation('staleness', '%s had no version >= %d (%s, answered at %s) until %s: %d ms after %s, '
+                          'with a path all along, over the bound of %d ms%s' % (
+                              node, w['version'], w['wid'], clock(w['t1']), clock(ta), lag,
+                              'the answer' if t0 == w['t1'] else 'the end of its last outage (%s)' % clock(t0),
+                              allow, ' (%d ms of it tetherd\'s back-off of moves off stale planes)' % (allow - bound)
+                              if allow > bound else ''))
+        if never is not None:
+            rep.violation('staleness', '%s never applied version %d (%s) or above' % (node, never['version'],
+                                                                                   never['wid']))
+        res['node.%s.staleness_max_ms' % node] = nmax
+        res['node.%s.stale_moves' % node] = len(moves)
+        if acked:
+            a, b = acked[0]['t0'], acked[-1]['t1']
+            res['node.%s.outage_ms' % node] = int(sum(max(0, min(e, b) - max(s, a)) for s, e in outages))
+    for p in planes:
+        res['plane.%s.stale_spells' % p] = len(spells[p])
+        if p in holds:
+            res['plane.%s.held_ms' % p] = int(sum(e - s for s, e in holds[p] if e != INF))
+    res['staleness.bound_ms'] = bound
+    res['staleness.counted'] = counted
+    res['staleness.excused'] = excused
+    res['staleness.max_ms'] = worst[0] if worst else 0
+    res['staleness.max_at'] = ('%s:%s:v%d%s' % (worst[1], worst[2], worst[3], ':after-outage' if worst[4] else '')
+                               if worst else '-')
+    res['staleness.move_backoff_used_ms'] = backoff_used
+
+
 def check(work, quiet=False):
     rep = Report(quiet)
     stats = {'retracted': 0, 'reverts': 0, 'nodes': collections.OrderedDict()}
@@ -672,6 +1083,7 @@ def check(work, quiet=False):
     check_replicas(work, states, rep)
     for node in nodes:
         check_node(work, node, states, rep, stats)
+    check_staleness(work, writes, nodes, rep)
     conv = read_kv(os.path.join(work, 'converge.txt'))
     if conv.get('converged') != '1':
         rep.violation('converge', 'not every node reached version %s within %s ms of healing (%s)' % (
@@ -721,12 +1133,19 @@ def b64e(s):
 
 
 class Fake:
-    """A small run written the way nemesis.sh writes one, to doctor."""
+    """A small run written the way nemesis.sh writes one, to doctor. Times
+    are ms after BASE (the writes' t0 and t1, the agents' lives, the
+    faults); the agents' log lines and hook calls come at the times in
+    'at' ((inc, kind, version) -> ms), else 5 ms after the one before."""
+
+    BASE = 1796000000000
 
     def __init__(self):
         # writes: w1-1 PUT k01 (ok, v1); w1-2 batch k02+k13 (ok, v2);
         # w2-1 DELETE k01 (ok, v3); w2-2 PUT k02 (indeterminate, v4);
         # w2-3 PUT k05 (refused: 422)
+        B = self.BASE
+
         def put(wid, name, path, mode=None):
             b = {'path': path, 'content': '%s %s\n' % (wid, name)}
             if mode:
@@ -734,58 +1153,79 @@ class Fake:
             return b
         self.writes = [
             {'wid': 'w1-1', 'op': 'put', 'puts': {'file/k01': put('w1-1', 'file/k01', 'd1/k01.txt')}, 'dels': [],
-             't0': 1000, 't1': 1010, 'status': 200, 'result': 'ok', 'version': 1, 'changed': True, 'why': ''},
+             't0': B + 1000, 't1': B + 1010, 'status': 200, 'result': 'ok', 'version': 1, 'changed': True,
+             'why': ''},
             {'wid': 'w1-2', 'op': 'batch', 'puts': {'file/k02': put('w1-2', 'file/k02', 'd2/k02.txt', '0600'),
                                                     'file/k13': put('w1-2', 'file/k13', 'd3/k13.txt')},
-             'dels': [], 't0': 1020, 't1': 1030, 'status': 200, 'result': 'ok', 'version': 2, 'changed': True,
-             'why': ''},
-            {'wid': 'w2-1', 'op': 'delete', 'puts': {}, 'dels': ['file/k01'], 't0': 2000, 't1': 2010,
+             'dels': [], 't0': B + 1020, 't1': B + 1030, 'status': 200, 'result': 'ok', 'version': 2,
+             'changed': True, 'why': ''},
+            {'wid': 'w2-1', 'op': 'delete', 'puts': {}, 'dels': ['file/k01'], 't0': B + 2000, 't1': B + 2010,
              'status': 200, 'result': 'ok', 'version': 3, 'changed': True, 'why': ''},
             {'wid': 'w2-2', 'op': 'put', 'puts': {'file/k02': put('w2-2', 'file/k02', 'alt/k02.txt')}, 'dels': [],
-             't0': 3000, 't1': 23000, 'status': None, 'result': 'indeterminate', 'version': None, 'changed': None,
-             'why': 'timeout'},
+             't0': B + 3000, 't1': B + 23000, 'status': None, 'result': 'indeterminate', 'version': None,
+             'changed': None, 'why': 'timeout'},
             {'wid': 'w2-3', 'op': 'put', 'puts': {'file/k05': put('w2-3', 'file/k05', 'd5/k05.txt')}, 'dels': [],
-             't0': 24000, 't1': 24010, 'status': 422, 'result': 'failed', 'version': None, 'changed': None,
-             'why': 'no'},
+             't0': B + 24000, 't1': B + 24010, 'status': 422, 'result': 'failed', 'version': None,
+             'changed': None, 'why': 'no'},
         ]
         # commits: version -> [(name, value or None)]
         self.commits = [
             (1, [('file/k01', 'L', self.writes[0]['puts']['file/k01'])]),
             (2, [('file/k02', 'L', self.writes[1]['puts']['file/k02']),
                  ('file/k13', 'L', self.writes[1]['puts']['file/k13'])]),
-            (3, [('file/k01', 'T', 2)]),
+            (3, [('file/k01', 'T', B // 1000 + 2)]),
             (4, [('file/k02', 'L', self.writes[3]['puts']['file/k02'])]),
         ]
         f1 = ('d1/k01.txt', '644', 'w1-1 file/k01')
         f2 = ('d2/k02.txt', '600', 'w1-2 file/k02')
         f13 = ('d3/k13.txt', '644', 'w1-2 file/k13')
         f2b = ('alt/k02.txt', '644', 'w2-2 file/k02')
-        self.f2, self.f13 = f2, f13
-        # nodes: n1 everything, killed -9 once; n4 subscribed to file/k1
-        # nodes: n1 everything, killed -9 once; n4 subscribed to file/k1.
-        # lives: {inc: [events in time order]}: ('boot', V), ('apply', V,
-        # files) (a hook call), ('commit', V) (an "applied version" line),
-        # ('back', V, files)
+        self.f1, self.f2, self.f13, self.f2b = f1, f2, f13, f2b
+        # nodes: n1 everything, killed -9 once; n4 subscribed to file/k1;
+        # n6 everything, behind the relay q1 (then r3). incs: (inc, how it
+        # ended, start, end); lives: {inc: [events in time order]}:
+        # ('boot', V), ('apply', V, files) (a hook call), ('commit', V)
+        # (an "applied version" line), ('back', V, files), ('spell', MS)
+        # (tetherd hears its plane is stale), ('move', MS) (it moves off it)
         self.nodes = {
-            'n1': {'sub': '', 'incs': [(1, 'kill9'), (2, 'term')],
+            'n1': {'sub': '', 'planes': 'r1,r2,r3', 'incs': [(1, 'kill9', 500, 1500), (2, 'term', 1600, 60000)],
                    'lives': {1: [('boot', 0), ('apply', 1, [f1]), ('commit', 1), ('apply', 2, [f1, f2, f13]),
                                  ('commit', 2)],
                              2: [('boot', 2), ('apply', 3, [f2, f13]), ('commit', 3), ('apply', 4, [f2b, f13]),
                                  ('commit', 4)]},
+                   'at': {(1, 'apply', 1): 1100, (2, 'apply', 3): 2100, (2, 'apply', 4): 3100},
                    'final': (4, [f2b, f13])},
-            'n4': {'sub': 'file/k1', 'incs': [(1, 'term')],
+            'n4': {'sub': 'file/k1', 'planes': 'r1,r2', 'incs': [(1, 'term', 500, 60000)],
                    'lives': {1: [('boot', 0), ('apply', 2, [f13]), ('commit', 2), ('commit', 4)]},
+                   'at': {(1, 'apply', 2): 1200, (1, 'commit', 4): 3200},
                    'final': (4, [f13])},
+            'n6': {'sub': '', 'planes': 'q1,r3', 'incs': [(1, 'term', 500, 60000)],
+                   'lives': {1: [('boot', 0), ('apply', 1, [f1]), ('commit', 1), ('apply', 2, [f1, f2, f13]),
+                                 ('commit', 2), ('apply', 3, [f2, f13]), ('commit', 3), ('apply', 4, [f2b, f13]),
+                                 ('commit', 4)]},
+                   'at': {(1, 'apply', 1): 1150, (1, 'apply', 3): 2150, (1, 'apply', 4): 3150},
+                   'final': (4, [f2b, f13])},
         }
+        self.faults = []   # [(ms, text)]
+        self.plane_logs = {}   # plane -> [(ms, text)]
+        self.params = {'lease_ttl_s': 10, 'heartbeat_s': 1, 'backoff_max_s': 2, 'planes': 'r1,r2,r3,q1',
+                       'relay.q1': 'r3,r2'}
         self.converge = {'final': 4, 'converged': 1, 'ms': 800, 'limit_ms': 30000}
         self.replica_drop = None
+        self.relay_drop = None
 
     def value(self, version, kind, x):
         if kind == 'L':
             return 'L %d\n%s' % (version, json.dumps(x, sort_keys=True))
         return 'T %d %d\n' % (version, x)
 
+    @staticmethod
+    def stamp(ms, who):
+        return datetime.datetime.fromtimestamp(ms / 1000.0, datetime.timezone.utc).strftime(
+            '%Y-%m-%dT%H:%M:%S.%f')[:23] + 'Z %s[1] ' % who
+
     def write(self, d):
+        B = self.BASE
         rev = 1
         hist = []
         state = {}
@@ -811,33 +1251,57 @@ class Fake:
                 f.write(json.dumps(w) + '\n')
         for sub in ('records', 'agents', 'final'):
             os.makedirs(os.path.join(d, sub), exist_ok=True)
+        with open(os.path.join(d, 'params.txt'), 'w') as f:
+            for k, v in self.params.items():
+                f.write('%s=%s\n' % (k, v))
+        with open(os.path.join(d, 'faults.log'), 'w') as f:
+            for ms, text in self.faults:
+                f.write('%d %s\n' % (B + ms, text))
+        for plane, lines in self.plane_logs.items():
+            with open(os.path.join(d, plane + '.log'), 'w') as f:
+                for ms, text in lines:
+                    f.write(self.stamp(B + ms, 'tether-plane') + text + '\n')
         for node, nd in self.nodes.items():
             with open(os.path.join(d, 'agents', node + '.sub'), 'w') as f:
                 f.write(nd['sub'] + '\n')
+            with open(os.path.join(d, 'agents', node + '.planes'), 'w') as f:
+                f.write(nd['planes'] + '\n')
             with open(os.path.join(d, 'agents', node + '.incs'), 'w') as f:
-                for inc, end in nd['incs']:
-                    f.write('%d start 0 1\n%d %s 0 1\n' % (inc, inc, end))
+                for inc, end, t0, t1 in nd['incs']:
+                    f.write('%d start %d 1\n%d %s %d 1\n' % (inc, B + t0, inc, end, B + t1))
+            starts = {inc: t0 for inc, _, t0, _ in nd['incs']}
+
             def line(inc, kind, v, files, ts):
                 return '@\t%s\t%s\t%d\t%d%s\n' % (inc, kind, v, ts, ''.join('\t%s\t%s\t%s' % x for x in files))
-            t = 1796000000 * 10**9
             with open(os.path.join(d, 'records', node + '.applied'), 'w') as rf:
                 for inc, evs in nd['lives'].items():
+                    clock = starts.get(inc, 0)
                     with open(os.path.join(d, 'agents', '%s.%d.log' % (node, inc)), 'w') as f:
                         for ev in evs:
-                            t += 5 * 10**6
-                            stamp = datetime.datetime.fromtimestamp(t / 1e9, datetime.timezone.utc).strftime(
-                                '%Y-%m-%dT%H:%M:%S.%f')[:23] + 'Z tetherd[1] info: '
+                            if ev[0] in ('spell', 'move'):
+                                t = ev[1]
+                            else:
+                                t = nd.get('at', {}).get((inc, ev[0], ev[1]), clock + 5)
+                            clock = t
+                            stamp = self.stamp(B + t, 'tetherd') + 'info: '
                             if ev[0] == 'boot':
                                 f.write(stamp + 'files: output matches version %d (0 files written)\n' % ev[1])
                             elif ev[0] == 'commit':
                                 f.write(stamp + 'applied version %d (delta, 1 changes)\n' % ev[1])
+                            elif ev[0] == 'spell':
+                                f.write(stamp + 'plane http://127.0.0.1:1 is stale since 2026-12-04T20:29:12Z '
+                                        '(cut); looking for a fresh plane\n')
+                            elif ev[0] == 'move':
+                                f.write(stamp + 'plane: moving from http://127.0.0.1:1 to http://127.0.0.1:2: '
+                                        'http://127.0.0.1:1 is stale since 2026-12-04T20:29:12Z (cut)\n')
                             else:
-                                rf.write(line(inc, ev[0], ev[1], ev[2], t))
+                                rf.write(line(inc, ev[0], ev[1], ev[2], (B + t) * 10**6))
             with open(os.path.join(d, 'final', node + '.applied'), 'w') as f:
                 f.write(line('final', 'final', nd['final'][0], nd['final'][1], 99999))
-        res = [{'name': n, 'version': v, 'body': b} for n, (b, v) in sorted(state.items()) if n != self.replica_drop]
-        with open(os.path.join(d, 'final', 'r1.json'), 'w') as f:
-            json.dump({'version': self.commits[-1][0], 'resources': res}, f)
+        for plane, drop in (('r1', self.replica_drop), ('q1', self.relay_drop)):
+            res = [{'name': n, 'version': v, 'body': b} for n, (b, v) in sorted(state.items()) if n != drop]
+            with open(os.path.join(d, 'final', plane + '.json'), 'w') as f:
+                json.dump({'version': self.commits[-1][0], 'resources': res}, f)
         with open(os.path.join(d, 'converge.txt'), 'w') as f:
             for k, v in self.converge.items():
                 f.write('%s=%s\n' % (k, v))
@@ -872,18 +1336,15 @@ def self_test():
     case('a node committed version going down across a restart', 'monotonic', down)
 
     def back(f):    # a swap to an older version
-        f.nodes['n1']['lives'][2].insert(3, ('apply', 1, [('d1/k01.txt', '644', 'w1-1 file/k01')]))
+        f.nodes['n1']['lives'][2].insert(3, ('apply', 1, [f.f1]))
     case('a node making an older version live', 'monotonic', back)
 
     def content(f):  # n4 shows a file of a name it does not subscribe to
-        f.nodes['n4']['lives'][1][1] = ('apply', 2, [('d2/k02.txt', '600', 'w1-2 file/k02'),
-                                                      ('d3/k13.txt', '644', 'w1-2 file/k13')])
+        f.nodes['n4']['lives'][1][1] = ('apply', 2, [f.f2, f.f13])
     case('a node state that is not the plane\'s at its version', 'content', content)
 
     def content2(f):  # a mode differs
-        f.nodes['n1']['lives'][1][3] = ('apply', 2, [('d1/k01.txt', '644', 'w1-1 file/k01'),
-                                                      ('d2/k02.txt', '644', 'w1-2 file/k02'),
-                                                      ('d3/k13.txt', '644', 'w1-2 file/k13')])
+        f.nodes['n1']['lives'][1][3] = ('apply', 2, [f.f1, ('d2/k02.txt', '644', 'w1-2 file/k02'), f.f13])
     case('a node file with the wrong mode', 'content', content2)
 
     def retracted(f):  # killed -9 between the swap of 3 and its commit: tolerated
@@ -892,7 +1353,7 @@ def self_test():
 
     def retracted_term(f):  # the same after a clean stop: not tolerated
         f.nodes['n1']['lives'][1] += [('apply', 3, [f.f2, f.f13])]
-        f.nodes['n1']['incs'][0] = (1, 'term')
+        f.nodes['n1']['incs'][0] = (1, 'term', 500, 1500)
     case('a swap forgotten across a clean stop', 'monotonic', retracted_term)
 
     def revert_wrong(f):  # a failed swap puts back a version it never committed
@@ -905,7 +1366,7 @@ def self_test():
 
     def twice(f):  # w1-2 commits at 2 (answer lost), w2-2 changes k02 at 4, w1-2's retry puts it back at 5
         f.commits.append((5, [('file/k02', 'L', f.writes[1]['puts']['file/k02'])]))
-        f.writes[1].update(version=5, t1=30000)
+        f.writes[1].update(version=5, t1=f.BASE + 30000)
         f.converge['final'] = 5
         f.nodes['n1']['lives'][2] += [('apply', 5, [f.f2, f.f13]), ('commit', 5)]
         f.nodes['n1']['final'] = (5, [f.f2, f.f13])
@@ -914,17 +1375,89 @@ def self_test():
     case('a write that takes effect twice around another', 'once', twice)
 
     def stuck(f):
-        f.nodes['n4']['final'] = (2, [('d3/k13.txt', '644', 'w1-2 file/k13')])
+        f.nodes['n4']['final'] = (2, [f.f13])
         f.converge['converged'] = 0
     case('a node that does not converge', 'converge', stuck)
+
+    def stuck_relay(f):   # behind the relay, the node's output stays at version 3
+        f.nodes['n6']['final'] = (3, [f.f2, f.f13])
+    case('a node behind the relay that does not end at the final version', 'converge', stuck_relay)
 
     def replica(f):
         f.replica_drop = 'file/k13'
     case('a replica missing a resource', 'replicas', replica)
 
+    def relay(f):
+        f.relay_drop = 'file/k02'
+    case('the relay missing a resource', 'replicas', relay)
+
     def hole(f):
         del f.commits[2]
     case('a hole in the history\'s versions', 'history', hole)
+
+    # staleness: w2-1 (version 3) is answered at 2010; n4 holds 3 only
+    # with its commit of 4, at 3200 in the undoctored run
+    def late(f, at=25000):
+        f.nodes['n4']['at'][(1, 'commit', 4)] = at
+
+    def agent_down(f):   # n4 killed from 1900 to 24000; its next life has 4 at 25000
+        f.nodes['n4']['incs'] = [(1, 'kill9', 500, 1900), (2, 'term', 24000, 60000)]
+        f.nodes['n4']['lives'] = {1: [('boot', 0), ('apply', 2, [f.f13]), ('commit', 2)],
+                                  2: [('boot', 2), ('commit', 4)]}
+        f.nodes['n4']['at'][(2, 'commit', 4)] = 25000
+
+    def planes_down(f, at=25000):   # both of n4's planes down from 1950 to 24000
+        late(f, at)
+        f.faults += [(1900, 'replica-kill r1'), (1950, 'partition-cut r2-etcd back: r2 <-> etcd'),
+                     (23000, 'partition-heal r2-etcd'), (24000, 'replica-restart r1')]
+    case('a node 23 s late with a healthy path', 'staleness', late)
+    case('the same delay while its agent was down is tolerated', None, agent_down)
+    case('the same delay while every plane it lists was down is tolerated', None, planes_down)
+    case('late 16 s after the end of that outage', 'staleness', lambda f: planes_down(f, 40000))
+
+    def tail(f, at=39000):   # r2 says current again 10.5 s after its heal: the tail is one lease TTL
+        planes_down(f, at)
+        f.faults[-1] = (22000, 'replica-restart r1')
+        f.faults.append((22500, 'replica-kill r1'))
+        f.faults.append((40000, 'replica-restart r1'))
+        f.plane_logs['r2'] = [(6000, 'warn: stale: this plane cannot vouch that it is current: etcd'),
+                              (33500, 'info: stale no more: this plane is current again (it was stale for 27s)')]
+    case('a plane healed counts down until it says current (at most a lease TTL)', None, tail)
+    case('... and no longer', 'staleness', lambda f: tail(f, 48200))
+
+    def relay_path(f, cut_both=True):   # r3 killed; q1 cut from r2 too, or not
+        f.nodes['n6']['at'][(1, 'apply', 3)] = 25000
+        f.nodes['n6']['at'][(1, 'apply', 4)] = 25100
+        f.faults += [(1900, 'replica-kill r3'), (24000, 'replica-restart r3')]
+        if cut_both:
+            f.faults += [(1950, 'partition-cut q1-r2 both: q1 <-> r2'), (23000, 'partition-heal q1-r2')]
+    case('behind a relay cut from every upstream, with its other plane down: tolerated', None, relay_path)
+    case('the relay with an upstream left is a path: the delay is caught', 'staleness',
+         lambda f: relay_path(f, False))
+
+    def hold(f, move=1000, heal=23000, at=25000):   # n6 lists q1, r2; q1 on r2 since its move off r3
+        f.nodes['n6']['planes'] = 'q1,r2'
+        f.nodes['n6']['at'][(1, 'apply', 3)] = at
+        f.nodes['n6']['at'][(1, 'apply', 4)] = at + 100
+        f.params['relay.q1.urls'] = 'http://127.0.0.1:3,http://127.0.0.1:2'
+        f.plane_logs['q1'] = [(move - 900, 'info: relay: following http://127.0.0.1:3'),
+                              (move, 'warn: relay: moving to the next upstream: this one is stale'),
+                              (move + 100, 'info: relay: following http://127.0.0.1:2')]
+        f.faults += [(1950, 'partition-cut r2-etcd both: r2 <-> etcd'), (heal, 'partition-heal r2-etcd')]
+    case('a relay held on a stale upstream (30 s after its last move off one): tolerated', None, hold)
+    case('... not when that move was over 30 s before', 'staleness', lambda f: hold(f, move=-30000))
+    case('... and for 30 s only', 'staleness', lambda f: hold(f, heal=40000, at=47000))
+
+    def moves(f, at=22010):   # n4 moved off stale planes twice in the minute before: 25 s allowed
+        late(f, at)
+        f.nodes['n4']['lives'][1][1:1] = [('spell', 600), ('move', 700), ('spell', 800), ('move', 900)]
+        f.nodes['n4']['lives'][1][-1:-1] = [('spell', 2020), ('move', at - 10)]
+    case('tetherd\'s back-off of moves off stale planes is allowed', None, moves)
+    case('... and no more', 'staleness', lambda f: moves(f, 29010))
+
+    def never(f):   # n4 never holds 3 or above
+        f.nodes['n4']['lives'][1].pop()
+    case('a node that never applies an acknowledged version', 'staleness', never)
 
     failed = 0
     for i, (desc, want, doctor) in enumerate(cases, 1):

@@ -122,7 +122,7 @@ void fresh_stale_from_header(const char *v, size_t len, struct plane_stale *out)
 	fresh_clean_text(out->why, sizeof(out->why), v + d, len - d);
 }
 
-enum fresh_verdict fresh_judge(long status, const char *body, size_t len, struct plane_stale *out)
+enum fresh_verdict fresh_judge(long status, const char *body, size_t len, uint64_t have, struct plane_stale *out)
 {
 	memset(out, 0, sizeof(*out));
 	if (status != 200 && status != 503)
@@ -135,13 +135,17 @@ enum fresh_verdict fresh_judge(long status, const char *body, size_t len, struct
 	fresh_stale_from_json(member, out);
 	if (st && strcmp(st, "stale") == 0)
 		out->on = true;
+	uint64_t version = 0;
+	bool has_version = v && json_get_u64(cJSON_GetObjectItemCaseSensitive(v, "version"), &version);
+	bool ok = st && strcmp(st, "ok") == 0;
 	cJSON_Delete(v);
 	if (out->on)
 		return FRESH_STALE;
-	/* a 503 that does not say stale cannot serve: not a candidate; a 200
-	 * that does not say stale is fresh (a plane from before staleness
-	 * answers {"status":"ok"} and is fresh as far as it knows) */
-	return status == 200 ? FRESH_UP : FRESH_DOWN;
+	/* a candidate says it is a plane ("status":"ok", as a plane from
+	 * before staleness does too) at a version not behind ours: a proxy's
+	 * page, another service, or a plane still catching up would only
+	 * draw us to a failed stream or a snapshot */
+	return status == 200 && ok && has_version && version >= have ? FRESH_UP : FRESH_DOWN;
 }
 
 size_t fresh_order(size_t n, size_t current, const int64_t *seen_stale_ms, int64_t now_ms, size_t *out)
@@ -408,7 +412,7 @@ void fresh_done(struct agent *a, CURLcode code)
 	struct plane_stale ps;
 	enum fresh_verdict v = FRESH_DOWN;
 	if (code == CURLE_OK)
-		v = fresh_judge(status, a->fresh.resp.data, a->fresh.resp.len, &ps);
+		v = fresh_judge(status, a->fresh.resp.data, a->fresh.resp.len, a->state.version, &ps);
 	else
 		memset(&ps, 0, sizeof(ps));
 	if (v == FRESH_UP) {

@@ -47,13 +47,14 @@ void fresh_stale_from_header(const char *v, size_t len, struct plane_stale *out)
  * only through it. */
 void fresh_clean_text(char *dst, size_t cap, const char *src, size_t len);
 
-/* What a /healthz answer (HTTP status, body) says of a candidate. */
+/* What a /healthz answer (HTTP status, body) says of a candidate, for a
+ * node that holds version have. */
 enum fresh_verdict {
-	FRESH_UP,       /* 200, and the body does not say stale: move there */
+	FRESH_UP,       /* 200 {"status":"ok","version":V} with V >= have: move there */
 	FRESH_STALE,    /* it answers, and says it is stale (out filled) */
-	FRESH_DOWN      /* anything else: not a candidate */
+	FRESH_DOWN      /* anything else (not a plane, behind us): not a candidate */
 };
-enum fresh_verdict fresh_judge(long status, const char *body, size_t len, struct plane_stale *out);
+enum fresh_verdict fresh_judge(long status, const char *body, size_t len, uint64_t have, struct plane_stale *out);
 
 /* The order to probe in: every plane of n but current, in list order,
  * except that those that said stale within FRESH_RECENT_STALE_MS of now

@@ -158,7 +158,12 @@ void ctl_warn_stale(const struct ctl_ctx *cx, const struct client_answer *ans)
 		return;
 	char *end = NULL;
 	long long since = strtoll(ans->stale, &end, 10);
-	const char *why = end && *end == ' ' ? end + 1 : ans->stale;
+	char why[sizeof(ans->stale)];
+	/* the plane's words, on a terminal: no control character passes */
+	snprintf(why, sizeof(why), "%s", end && *end == ' ' ? end + 1 : ans->stale);
+	for (char *c = why; *c; c++)
+		if ((unsigned char)*c < 0x20 || *c == 0x7f)
+			*c = '?';
 	char when[32] = "?";
 	time_t t = (time_t)since;
 	struct tm tm;

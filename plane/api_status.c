@@ -40,7 +40,7 @@ enum http_result api_healthz(struct plane *p, struct http_conn *c)
 	buf_printf(&b, "{\"status\":\"%s\",\"version\":%llu", stale ? "stale" : "ok",
 		   (unsigned long long)hub_version(p->hub));
 	upstream_members(p, &b);
-	freshness_member(p->fresh, &b);
+	freshness_member_brief(p->fresh, &b);
 	buf_putc(&b, '}');
 	return http_send_json(c, stale ? HTTP_SERVICE_UNAVAILABLE : HTTP_OK, &b);
 }

@@ -263,7 +263,8 @@ enum http_result api_config(struct plane *p, struct http_conn *c, struct request
 	buf_printf(&b, "{\"nonce\":\"%s\"", nonce);
 	char stale[300];
 	bool is_stale = freshness_header(p->fresh, stale, sizeof(stale));
-	freshness_member(p->fresh, &b);
+	if (is_stale)   /* the header's word, read once */
+		freshness_member(p->fresh, &b);
 	buf_putc(&b, ',');
 	if (stmt)
 		buf_printf(&b, "\"statement\":\"%s\",", stmt);

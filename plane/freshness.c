@@ -55,6 +55,8 @@ bool freshness_update(struct freshness *f, struct persist *p, int64_t *recheck_m
 	if (changed && n.stale)
 		f->episodes++;
 	int64_t since = f->v.since;
+	if (!changed && n.stale)
+		n = f->v;   /* one episode, one start and one reason: nodes rewrite what they show when it changes */
 	f->v = n;
 	pthread_mutex_unlock(&f->lock);
 	if (changed && n.stale)
@@ -81,15 +83,34 @@ bool freshness_stale(struct freshness *f)
 	return s;
 }
 
+static void member(const struct fresh_view *v, bool brief, struct buf *b)
+{
+	if (!v->stale)
+		return;
+	buf_printf(b, ",\"stale\":{\"since\":%lld,\"why\":", (long long)v->since);
+	char why[sizeof(v->why)];
+	snprintf(why, sizeof(why), "%s", v->why);
+	/* the reason's first clause; what follows " (" names addresses and
+	 * errors, for those who may read more */
+	char *detail = brief ? strstr(why, " (") : NULL;
+	if (detail)
+		*detail = '\0';
+	buf_json_string(b, why);
+	buf_putc(b, '}');
+}
+
 void freshness_member(struct freshness *f, struct buf *b)
 {
 	struct fresh_view v;
 	freshness_get(f, &v);
-	if (!v.stale)
-		return;
-	buf_printf(b, ",\"stale\":{\"since\":%lld,\"why\":", (long long)v.since);
-	buf_json_string(b, v.why);
-	buf_putc(b, '}');
+	member(&v, false, b);
+}
+
+void freshness_member_brief(struct freshness *f, struct buf *b)
+{
+	struct fresh_view v;
+	freshness_get(f, &v);
+	member(&v, true, b);
 }
 
 bool freshness_header(struct freshness *f, char *out, size_t cap)

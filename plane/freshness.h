@@ -36,6 +36,9 @@ bool freshness_stale(struct freshness *f);
 /* While stale: appends ,"stale":{"since":N,"why":"..."} (a JSON member
  * for a heartbeat, a push or /v1/status). */
 void freshness_member(struct freshness *f, struct buf *b);
+/* The same with only the reason's first clause (the open /healthz: the
+ * addresses and errors in the rest are for readers, GET /v1/status). */
+void freshness_member_brief(struct freshness *f, struct buf *b);
 /* The value of a Tether-Stale header ("SINCE WHY"), or false when fresh. */
 bool freshness_header(struct freshness *f, char *out, size_t cap);
 /* Times the plane went stale since it started. */

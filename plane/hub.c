@@ -808,7 +808,7 @@ static void *ticker_main(void *arg)
 			}
 			next_hb = now + interval;
 			next_relay_hb = now + relay_interval;
-		} else if (now >= next_relay_hb) {
+		} else if (now >= next_relay_hb && h->by_relay.len) {
 			for (struct stream *st = h->streams; st; st = st->next) {
 				if (st->relay) {
 					st->hb_due = true;

@@ -153,8 +153,9 @@ struct persist_follow {
 	 * version, each name's newest state only): nobody reads the store
 	 * between begin and end, nor is sent a step -- a step between two of
 	 * the upstream's versions may hold some names' newer states and not
-	 * others', a version that never was */
-	void (*catchup)(void *ctx, bool begin);
+	 * others', a version that never was; ok false at the end: a step
+	 * failed, nothing is announced (the stream reopens) */
+	void (*catchup)(void *ctx, bool begin, bool ok);
 	int (*node)(void *ctx, const struct persist_node *n);
 	int (*token)(void *ctx, const struct persist_token *t);
 	/* a rollout record the controller wrote (run taken, or NULL), and

@@ -1035,8 +1035,10 @@ static bool et_stale(struct persist *p, int64_t *since, char *why, size_t cap, i
 		return false;
 	}
 	*since = wall - (now - confirmed - bound) / 1000;
+	/* a reason that stays the same through the episode (since says how
+	 * long): nodes rewrite what they show when it changes */
 	snprintf(why, cap, "etcd has not confirmed for %llds that this replica holds the newest version%s%.200s%s",
-		 (long long)((now - confirmed) / 1000), last[0] ? " (the watch: " : "", last, last[0] ? ")" : "");
+		 (long long)(bound / 1000), last[0] ? " (the watch: " : "", last, last[0] ? ")" : "");
 	*recheck_ms = now + 500;
 	return true;
 }

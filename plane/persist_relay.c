@@ -68,15 +68,22 @@ struct persist_relay {
 	bool applied_once;
 	atomic_uint report_s;        /* the report interval the upstream's last heartbeat asked for (0: none) */
 	/* under lock: the upstream's own word that it is stale (its last
-	 * heartbeat's "stale"; cleared by one without) */
+	 * heartbeat's "stale"; cleared by one without), whether the stream
+	 * open now brought a heartbeat yet, and the last judgment (kept
+	 * through a reconnect until a heartbeat says otherwise) */
 	bool up_stale;
 	int64_t up_since;
 	char up_why[200];
+	bool heard;
+	bool judged_stale;
+	int64_t judged_since;
+	char judged_why[300];
 };
 
-/* A relay whose stream from its upstream has been down this long is
- * stale (a reconnect within it is not news). */
-#define STALE_GRACE_MS 1000
+/* A relay whose stream from its upstream has been down this long (one of
+ * the origin's heartbeats to relays) is stale; a reconnect within it is
+ * not news. */
+#define STALE_GRACE_MS 2000
 /* A relay moves off a stale upstream to the next of --upstream at most
  * this often. */
 #define MOVE_HOLD_MS 30000
@@ -158,7 +165,7 @@ static int apply_state(struct persist_relay *x, const char *data, size_t len)
 	int rc = 0;
 	size_t i = 0;
 	if (x->f.catchup)
-		x->f.catchup(x->f.ctx, true);
+		x->f.catchup(x->f.ctx, true, true);
 	while (i < rs.n && rc == 0) {
 		size_t j = i;
 		while (j < rs.n && rs.ch[j].version == rs.ch[i].version)
@@ -175,7 +182,7 @@ static int apply_state(struct persist_relay *x, const char *data, size_t len)
 	if (rc == 0)
 		rc = x->f.store(x->f.ctx, gone, ngone, pruned, npruned, rs.version, rs.horizon);
 	if (x->f.catchup)
-		x->f.catchup(x->f.ctx, false);
+		x->f.catchup(x->f.ctx, false, rc == 0);
 	for (size_t m = 0; m < npruned; m++) {
 		free((char *)strmap_del(&x->view, pruned[m]));
 		free(pruned[m]);
@@ -280,16 +287,23 @@ static int apply_heartbeat(struct persist_relay *x, const cJSON *o)
 	uint64_t have = x->version;
 	bool was = x->up_stale;
 	x->up_stale = stale;
+	x->heard = true;
 	if (stale) {
 		uint64_t since = record_u64(st, "since");   /* a lying upstream's is clamped */
 		x->up_since = since > (uint64_t)wall_seconds() ? wall_seconds() : (int64_t)since;
+		/* its words go to logs and to our nodes: printable, bounded */
 		snprintf(x->up_why, sizeof(x->up_why), "%.190s", record_str(st, "why"));
+		for (char *c = x->up_why; *c; c++)
+			if ((unsigned char)*c < 0x20 || *c == 0x7f)
+				*c = '?';
 	}
+	char why[sizeof(x->up_why)];
+	snprintf(why, sizeof(why), "%s", x->up_why);
 	pthread_mutex_unlock(&x->lock);
 	if (stale && !was) {
 		char url[512] = "";
 		relay_link_up(x->link, url, sizeof(url));
-		log_warn("relay: the upstream %s is stale (%s)", url, record_str(st, "why"));
+		log_warn("relay: the upstream %s is stale (%s)", url, why);
 	}
 	if (stale && relay_link_move(x->link, MOVE_HOLD_MS))
 		log_warn("relay: moving to the next upstream: this one is stale");
@@ -394,9 +408,10 @@ static void link_health(void *ctx, bool up, const char *url, const char *why)
 		if (following && x->f.resync)
 			x->f.resync(x->f.ctx);
 	} else {
-		/* the next upstream's heartbeats say whether it is stale */
+		/* the next stream's heartbeats say whether its upstream is
+		 * stale; until one does, the last judgment stands */
 		pthread_mutex_lock(&x->lock);
-		x->up_stale = false;
+		x->heard = false;
 		pthread_mutex_unlock(&x->lock);
 		log_warn("relay: lost upstream %s (%s); serving the state we hold", url, why ? why : "");
 	}
@@ -674,24 +689,38 @@ static bool rl_stale(struct persist *p, int64_t *since, char *why, size_t cap, i
 	struct persist_relay *x = X(p);
 	char down_why[256];
 	int64_t now = now_ms(), down = relay_link_down_since(x->link, down_why, sizeof(down_why));
-	if (down && now - down >= STALE_GRACE_MS) {
+	*recheck_ms = now + 500;   /* the link and the next heartbeat may say otherwise */
+	pthread_mutex_lock(&x->lock);
+	bool stale;
+	if (down && (now - down >= STALE_GRACE_MS || x->judged_stale)) {
+		/* gone past the grace, or gone while stale already: a move to
+		 * the next upstream or a reconnect is no sign of being current */
+		stale = true;
 		*since = wall_seconds() - (now - down) / 1000;
 		snprintf(why, cap, "this relay cannot follow its upstream (%s)", down_why);
-		*recheck_ms = now + 500;
-		return true;
+	} else if (down || !x->heard) {
+		/* a moment without the stream, or a stream that has not said yet
+		 * whether its upstream is stale: the last judgment stands */
+		stale = x->judged_stale;
+		if (stale) {
+			*since = x->judged_since;
+			snprintf(why, cap, "%s", x->judged_why);
+		}
+		if (down && !stale)
+			*recheck_ms = down + STALE_GRACE_MS + 1;
+	} else {
+		stale = x->up_stale;
+		if (stale) {
+			*since = x->up_since;
+			snprintf(why, cap, "its upstream is stale: %s", x->up_why);
+		}
 	}
-	if (down) {
-		*recheck_ms = down + STALE_GRACE_MS + 1;
-		return false;
-	}
-	pthread_mutex_lock(&x->lock);
-	bool stale = x->up_stale;
+	x->judged_stale = stale;
 	if (stale) {
-		*since = x->up_since;
-		snprintf(why, cap, "its upstream is stale: %s", x->up_why);
+		x->judged_since = *since;
+		snprintf(x->judged_why, sizeof(x->judged_why), "%.*s", (int)(sizeof(x->judged_why) - 1), why);
 	}
 	pthread_mutex_unlock(&x->lock);
-	*recheck_ms = now + 500;   /* the next heartbeat may say otherwise */
 	return stale;
 }
 

@@ -106,7 +106,7 @@ static int follow_cb(void *ctx, struct persist_remote *ch, size_t n, char **prun
 
 /* A catch-up's steps are one change to the readers: the store's write lock
  * is held from its first step to its last, and only its end is sent. */
-static void follow_catchup(void *ctx, bool begin)
+static void follow_catchup(void *ctx, bool begin, bool ok)
 {
 	struct plane *p = ctx;
 	if (begin) {
@@ -123,7 +123,10 @@ static void follow_catchup(void *ctx, bool begin)
 	p->catchup.on = false;
 	store_hold(p->store, false);
 	store_write_unlock(p->store);
-	if (after > p->catchup.before)
+	if (!ok)
+		log_warn("store: a catch-up from the upstream failed at version %llu; its nodes stay at %llu until "
+			 "it is done again", (unsigned long long)after, (unsigned long long)hub_version(p->hub));
+	else if (after > p->catchup.before)
 		followed(p, after, p->catchup.changes);
 }
 

@@ -284,10 +284,8 @@ function logEvent(type, id, data) {
 	case 'node': text = data.node + (data.connected ? ' connected' : ' disconnected'); break;
 	case 'gate': text = 'rollout #' + data.rollout + ' stage ' + data.stage + ' (' + data.percent + '%) ' +
 		data.verdict + (data.reason ? ': ' + data.reason : ''); break;
-	case 'plane':
-		state.stale = data.current ? null : data.stale || null;
-		renderStale();
-		break;
+	case 'plane': text = data.current ? 'this plane is current again' :
+		'this plane is stale: ' + ((data.stale && data.stale.why) || '?'); break;
 	case 'reset': text = 'missed events: reloaded'; break;
 	}
 	const list = $('events');

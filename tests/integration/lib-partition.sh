@@ -45,10 +45,17 @@ part_try_init() {
 	fi
 }
 
+declare -A PART_PORTS   # alias -> its ports, comma-separated
+
 part_alias() {
 	local var=$1 addr port
 	shift
+	# one the test has not drawn yet (a cut matches the alias and its ports)
 	addr="127.$((20 + $$ % 200)).$((RANDOM % 250 + 1)).$((RANDOM % 250 + 2))"
+	while [ -n "${PART_PORTS[$addr]:-}" ]; do
+		addr="127.$((20 + $$ % 200)).$((RANDOM % 250 + 1)).$((RANDOM % 250 + 2))"
+	done
+	PART_PORTS[$addr]=$(IFS=,; echo "$*")
 	for port in "$@"; do
 		nft add rule ip "$PART_TABLE" nat ip daddr "$addr" tcp dport "$port" dnat to "127.0.0.1:$port" ||
 			bail "cannot alias $addr:$port"
@@ -57,16 +64,19 @@ part_alias() {
 }
 
 part_cut() {
-	local addr=$1 way=${2:-both} dir=""
-	case $way in
-	both) dir="" ;;
-	out) dir="ct direction original" ;;
-	back) dir="ct direction reply" ;;
-	*) bail "part_cut: both, out or back, not $way" ;;
-	esac
-	# shellcheck disable=SC2086 # dir is words of the rule
-	nft add rule ip "$PART_TABLE" cut ct original ip daddr "$addr" $dir drop comment "\"cut $addr\"" ||
-		bail "cannot cut $addr"
+	local addr=$1 way=${2:-both} ports
+	ports="{ ${PART_PORTS[$addr]:?part_cut: $1 is no alias of this test} }"
+	case $way in both|out|back) ;; *) bail "part_cut: both, out or back, not $way" ;; esac
+	# the dialer's packets carry the port as their destination, the answers
+	# as their source; both belong to a connection first made to the alias
+	if [ "$way" != back ]; then
+		nft add rule ip "$PART_TABLE" cut ct direction original ct original ip daddr "$addr" tcp dport "$ports" counter \
+			drop comment "\"cut $addr\"" || bail "cannot cut $addr"
+	fi
+	if [ "$way" != out ]; then
+		nft add rule ip "$PART_TABLE" cut ct direction reply ct original ip daddr "$addr" tcp sport "$ports" counter \
+			drop comment "\"cut $addr\"" || bail "cannot cut $addr"
+	fi
 }
 
 part_heal() {

@@ -165,7 +165,7 @@ static void test_clean_text(void **state)
 
 static enum fresh_verdict judge(long status, const char *body, struct plane_stale *s)
 {
-	return fresh_judge(status, body, body ? strlen(body) : 0, s);
+	return fresh_judge(status, body, body ? strlen(body) : 0, 9, s);
 }
 
 static void test_judge(void **state)
@@ -177,10 +177,16 @@ static void test_judge(void **state)
 	/* a relay's answer, and a plane from before staleness */
 	const char *relay = "{\"status\":\"ok\",\"version\":9,\"upstream\":\"http://u\",\"upstream_up\":true}";
 	assert_int_equal(judge(200, relay, &s), FRESH_UP);
-	assert_int_equal(judge(200, "", &s), FRESH_UP);
-	assert_int_equal(judge(200, NULL, &s), FRESH_UP);
-	assert_int_equal(judge(200, "not json", &s), FRESH_UP);
-	assert_int_equal(judge(200, "{\"status\":\"ok\",\"stale\":null}", &s), FRESH_UP);
+	/* not a plane's answer: not a candidate */
+	assert_int_equal(judge(200, "", &s), FRESH_DOWN);
+	assert_int_equal(judge(200, NULL, &s), FRESH_DOWN);
+	assert_int_equal(judge(200, "not json", &s), FRESH_DOWN);
+	assert_int_equal(judge(200, "{\"version\":9}", &s), FRESH_DOWN);
+	assert_int_equal(judge(200, "{\"status\":\"ok\"}", &s), FRESH_DOWN);
+	assert_int_equal(judge(200, "{\"status\":\"ok\",\"version\":9,\"stale\":null}", &s), FRESH_UP);
+	/* behind the node (9): a snapshot, not a delta, would follow */
+	assert_int_equal(judge(200, "{\"status\":\"ok\",\"version\":8}", &s), FRESH_DOWN);
+	assert_int_equal(judge(200, "{\"status\":\"ok\",\"version\":10}", &s), FRESH_UP);
 	/* stale */
 	const char *stale = "{\"status\":\"stale\",\"version\":9,\"stale\":{\"since\":1700000001,\"why\":\"no etcd\"}}";
 	assert_int_equal(judge(503, stale, &s), FRESH_STALE);

@@ -18,9 +18,9 @@
 /* Moves off a stale plane within this long ... */
 #define FRESH_MOVE_WINDOW_MS 60000
 /* ... each add this much to the wait before the next probe ... */
-#define FRESH_MOVE_PENALTY_MS 5000
+#define FRESH_MOVE_PENALTY_MS 2000
 /* ... up to this much. */
-#define FRESH_MOVE_PENALTY_MAX_MS 30000
+#define FRESH_MOVE_PENALTY_MAX_MS 10000
 /* The moves remembered for that (more than the cap needs). */
 #define FRESH_MOVES_KEPT 8
 

@@ -32,6 +32,7 @@ RESULTS=$BUILDDIR/bench-partition.txt
 export TOP_SRCDIR=$SRCDIR TOP_BUILDDIR=$BUILDDIR
 mkdir -p "$BUILDDIR/bench-out"
 export TMPDIR=$BUILDDIR/bench-out
+KEEP_WORK=1   # the logs and the rounds' times stay for a look
 . "$SRCDIR/tests/integration/lib.sh"
 . "$SRCDIR/tests/integration/lib-etcd.sh"
 . "$SRCDIR/tests/integration/lib-partition.sh"
@@ -146,12 +147,12 @@ stop_nodes
 
 # ---- relays ------------------------------------------------------------------------
 start_plane origin
-ORIGIN=$PLANE_URL
-part_alias O1 "$PLANE_PORT"
-part_alias O2 "$PLANE_PORT"
-start_plane r1 --upstream "http://$O1:$PLANE_PORT" --relay-id r1
+ORIGIN=$PLANE_URL ORIGIN_PORT=$PLANE_PORT
+part_alias O1 "$ORIGIN_PORT"
+part_alias O2 "$ORIGIN_PORT"
+start_plane r1 --upstream "http://$O1:$ORIGIN_PORT" --relay-id r1
 R1=$PLANE_URL R1_LOG=$PLANE_LOG
-start_plane r2 --upstream "http://$O2:$PLANE_PORT" --relay-id r2
+start_plane r2 --upstream "http://$O2:$ORIGIN_PORT" --relay-id r2
 R2=$PLANE_URL R2_LOG=$PLANE_LOG
 v=$(put_on "$ORIGIN" relay-start)
 start_nodes "$R1,$R2"

@@ -73,8 +73,8 @@ Checks (each violation is printed as "violation [CHECK] ..."):
   staleness 5. no node with a healthy path goes without a write for longer
             than the bound: lease TTL + 3 heartbeats + the agents'
             --backoff-max (10 + 3 + 2 = 15 s in the nemesis), plus the
-            back-off tetherd itself puts on moves off stale planes (5 s a
-            move in the minute before, 30 s at most) when it moved off one.
+            back-off tetherd itself puts on moves off stale planes (2 s a
+            move in the minute before, 10 s at most) when it moved off one.
             For every acknowledged write and node: the time from the answer,
             or from the end of the node's last outage before it applied,
             until it applied a version >= the write's (hook call, boot or
@@ -927,8 +927,8 @@ def node_events(work, node):
 
 
 def move_backoff(moves, spells, t0, t1):
-    """tetherd's back-off of moves off stale planes (agent/fresh.h: 5 s per
-    such move in the minute before a round is scheduled, 30 s at most) that
+    """tetherd's back-off of moves off stale planes (agent/fresh.h: 2 s per
+    such move in the minute before a round is scheduled, 10 s at most) that
     delayed a node between t0 and t1: that of the last move between them,
     counted from the start of its spell; 0 when it did not move off a stale
     plane then."""
@@ -939,7 +939,7 @@ def move_backoff(moves, spells, t0, t1):
     starts = [s for s, i in spells if i == inc and s <= tm]
     ts = starts[-1] if starts else tm
     k = sum(1 for m, i in moves if i == inc and ts - 60000 < m < ts)
-    return min(30000, 5000 * k)
+    return min(10000, 2000 * k)
 
 
 def check_staleness(work, writes, nodes, rep):
@@ -1448,12 +1448,12 @@ def self_test():
     case('... not when that move was over 30 s before', 'staleness', lambda f: hold(f, move=-30000))
     case('... and for 30 s only', 'staleness', lambda f: hold(f, heal=40000, at=47000))
 
-    def moves(f, at=22010):   # n4 moved off stale planes twice in the minute before: 25 s allowed
+    def moves(f, at=20010):   # n4 moved off stale planes twice in the minute before: 19 s allowed
         late(f, at)
         f.nodes['n4']['lives'][1][1:1] = [('spell', 600), ('move', 700), ('spell', 800), ('move', 900)]
         f.nodes['n4']['lives'][1][-1:-1] = [('spell', 2020), ('move', at - 10)]
     case('tetherd\'s back-off of moves off stale planes is allowed', None, moves)
-    case('... and no more', 'staleness', lambda f: moves(f, 29010))
+    case('... and no more', 'staleness', lambda f: moves(f, 22010))
 
     def never(f):   # n4 never holds 3 or above
         f.nodes['n4']['lives'][1].pop()

@@ -258,7 +258,7 @@ static void test_backoff(void **state)
 	moves[2] = now - FRESH_MOVE_WINDOW_MS;   /* 60 s ago: out of the window */
 	moves[3] = now - 3 * FRESH_MOVE_WINDOW_MS;
 	assert_int_equal(fresh_backoff_ms(moves, FRESH_MOVES_KEPT, now), 2 * FRESH_MOVE_PENALTY_MS);
-	/* capped at 30 s */
+	/* capped at 10 s */
 	for (int i = 0; i < FRESH_MOVES_KEPT; i++)
 		moves[i] = now - 10 * i;
 	assert_int_equal(fresh_backoff_ms(moves, FRESH_MOVES_KEPT, now), FRESH_MOVE_PENALTY_MAX_MS);
@@ -639,7 +639,7 @@ static void test_backoff_after_move(void **state)
 	pump(f, moved);
 	assert_int_equal(a->plane_idx, 1);
 	/* B turns stale as well: the next look waits the jitter (0 here) and
-	 * 5 s for the move of a moment ago */
+	 * 2 s for the move of a moment ago */
 	fresh_heard(a, true, 1700000100, "no etcd either");
 	int64_t wake = now_ms() + 60000;
 	fresh_tick(a, &wake);

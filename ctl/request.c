@@ -50,6 +50,8 @@ static int call(const struct ctl_ctx *cx, const char *method, const char *path, 
 	char *urls[CLIENT_MAX_PLANES];
 	int n = 0, rc = 1;
 	struct buf failures = BUF_INIT;   /* of the planes passed over */
+	struct client_answer kept = { 0, BUF_INIT, "" };   /* a stale plane's answer, while others are asked */
+	int kept_plane = 0;
 
 	buf_init(&ans->body);
 	ans->status = 0;
@@ -72,6 +74,31 @@ static int call(const struct ctl_ctx *cx, const char *method, const char *path, 
 		if (client_request(c, method, path, body, body_len, ans) == 0) {
 			client_free(c);
 			rc = 0;
+			/* a stale plane's view (Tether-Stale) is judged against an old
+			 * version: a read goes on to the next plane listed, and takes
+			 * its answer when it is current (else the first one's) */
+			if (ans->stale[0] && i + 1 < n && strcmp(method, "GET") == 0) {
+				if (!kept.status) {
+					kept = *ans;
+					kept_plane = i;
+				} else {
+					buf_release(&ans->body);
+				}
+				log_info("%s is stale (%s); asking %s", urls[i], ans->stale, urls[i + 1]);
+				buf_init(&ans->body);
+				rc = 1;   /* until another answers */
+				continue;
+			}
+			if (kept.status && ans->stale[0]) {
+				buf_release(&ans->body);   /* every one stale: the first's answer, and its warning */
+				*ans = kept;
+				kept.status = 0;
+			} else if (kept.status) {
+				fprintf(stderr, "tetherctl: %s is stale; answered by %s, which is current\n", urls[kept_plane],
+					urls[i]);
+				buf_release(&kept.body);
+				kept.status = 0;
+			}
 			break;
 		}
 		bool unsure;
@@ -105,6 +132,14 @@ static int call(const struct ctl_ctx *cx, const char *method, const char *path, 
 		break;
 	}
 out:
+	if (kept.status && rc != 0) {
+		/* the next planes failed: the stale one's answer, warned about */
+		buf_release(&ans->body);
+		*ans = kept;
+		rc = 0;
+	} else if (kept.status) {
+		buf_release(&kept.body);
+	}
 	buf_release(&failures);
 	client_planes_free(urls, n);
 	credentials_forget(token);

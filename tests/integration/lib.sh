@@ -424,6 +424,38 @@ start_agent() {
 	track_pid "$AGENT_PID"
 }
 
+# puppeteer_try: sets PP_DIR to a node_modules with puppeteer-core (for a
+# headless chromium): $NODE_PATH's, the build's or the tree's, or installed
+# (pinned) into the build directory by scripts/npm-deps, once; returns 1
+# with PP_WHY when there is no chromium, or npm cannot install it.
+# puppeteer_dir: the same, skipping the test then.
+puppeteer_try() {
+	local d
+	PP_WHY=""
+	CHROMIUM=${CHROMIUM:-$(command -v chromium || command -v chromium-browser || true)}
+	if [ -z "$CHROMIUM" ] || [ ! -x "$CHROMIUM" ]; then
+		PP_WHY="chromium is not installed (scripts/deps installs it)"
+		return 1
+	fi
+	export CHROMIUM
+	PP_DIR=""
+	for d in ${NODE_PATH:+$(echo "$NODE_PATH" | tr ':' ' ')} "$TOP_BUILDDIR/node_modules" "$TOP_SRCDIR/build/node_modules"; do
+		if [ -f "$d/puppeteer-core/package.json" ]; then
+			PP_DIR=$d
+			return 0
+		fi
+	done
+	if ! "$TOP_SRCDIR/scripts/npm-deps" "$TOP_BUILDDIR" >"$WORK/npm.log" 2>&1; then
+		PP_WHY="cannot install puppeteer-core from npm: $(tail -n 3 "$WORK/npm.log" | tr '\n' ' ')"
+		return 1
+	fi
+	PP_DIR=$TOP_BUILDDIR/node_modules
+}
+
+puppeteer_dir() {
+	puppeteer_try || skip_all "$PP_WHY"
+}
+
 # start_tool NAME SCRIPT [ARGS...]: runs a node tool from tests/tools that
 # prints "listening PORT"; sets TOOL_PID and TOOL_PORT.
 start_tool() {

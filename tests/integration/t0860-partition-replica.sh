@@ -66,10 +66,18 @@ snaps_b=$(metric_of "$B_URL" tether_snapshots_total)
 
 # ---- a is cut off from etcd ----------------------------------------------------
 
-# an operator following a's events (GET /v1/events) hears it go stale
+# an operator following a's events (GET /v1/events) hears it go stale,
+# and so does one looking at a's console (headless chromium, when here)
 curl -sS -N "$A_URL/v1/events" >"$WORK/a.events" 2>/dev/null &
 track_pid $!
 wait_until 10 test -s "$WORK/a.events" || bail "no event stream from a"
+CONSOLE=""
+PP_WHY="node is not installed"
+if command -v node >/dev/null 2>&1 && puppeteer_try; then
+	NODE_PATH=$PP_DIR node "$TOOLS/console-stale.cjs" "$A_URL" 90 >"$WORK/console.out" 2>"$WORK/console.err" &
+	track_pid $!
+	wait_until 30 grep -q '^loaded' "$WORK/console.out" && CONSOLE=1
+fi
 part_cut "$A_ETCD"
 t_cut=$(now_ms)
 V2=$(put_on "$B_URL" app two)
@@ -107,6 +115,13 @@ check "... saying it is stale and where to write" jq -e '.error | test("stale") 
 check "tetherctl nodes on a warns that a is stale" grep -q "warning: .* is stale since" "$WORK/ctl.err"
 "$CTL_BIN" --plane "$B_URL" nodes >/dev/null 2>"$WORK/ctl-b.err"
 check_eq "... and on b it does not" "" "$(cat "$WORK/ctl-b.err")"
+"$CTL_BIN" --plane "$A_URL,$B_URL" nodes --json >"$WORK/ctl-ab.out" 2>"$WORK/ctl-ab.err"
+check "tetherctl --plane a,b nodes takes b's view, a being stale" grep -q "is stale; answered by $B_URL" "$WORK/ctl-ab.err"
+ab_sees_n1() {
+	"$CTL_BIN" --plane "$A_URL,$B_URL" nodes --json 2>/dev/null |
+		jq -e --argjson v "$V2" '.[] | select(.node == "n1") | .acked_version == $v' >/dev/null
+}
+check "... b's, which has n1's ACK of $V2" wait_until 10 ab_sees_n1
 check_eq "n3 and n4 stayed on b" "$B_URL $B_URL" "$(st n3 plane) $(st n4 plane)"
 check_eq "n1 counts one move off a stale plane" 1 "$(agent_metric n1 tetherd_stale_moves_total)"
 check_eq "n1 is synced, not stale (it is on a current plane)" synced "$(st n1 state)"
@@ -124,6 +139,14 @@ episodes_logged() {
 }
 check "... one log line going stale and one coming back for every episode" wait_until 30 episodes_logged
 check "a's /healthz answers 200 again" wait_until 10 curl -fsS -o /dev/null "$A_URL/healthz"
+if [ -n "$CONSOLE" ]; then
+	check "a's console showed a stale banner, and took it away when a was current again" \
+		wait_until 30 grep -q '"cleared":true' "$WORK/console.out"
+	check "... saying stale and why" jq -e '.text | test("stale since") and test("etcd")' <(tail -n 1 "$WORK/console.out")
+	check_eq "... with no error in the page" 0 "$(tail -n 1 "$WORK/console.out" | jq '.page_errors | length')"
+else
+	ok "a's console # SKIP ${PP_WHY:-the console did not load: $(head -c 200 "$WORK/console.err" 2>/dev/null)}"
+fi
 check "... and its events say it is current again" wait_until 10 sh -c \
 	"grep -A1 '^event: plane' '$WORK/a.events' | sed -n 's/^data: //p' | jq -e 'select(.current == true)'"
 V3=$(put_on "$A_URL" app three)

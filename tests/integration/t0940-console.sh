@@ -13,26 +13,10 @@
 . "$(dirname "$0")/lib.sh"
 
 command -v node >/dev/null 2>&1 || skip_all "node is not installed"
-CHROMIUM=${CHROMIUM:-$(command -v chromium || command -v chromium-browser || true)}
-[ -n "$CHROMIUM" ] && [ -x "$CHROMIUM" ] || skip_all "chromium is not installed (scripts/deps installs it)"
-export CHROMIUM
-[ -x "$AGENT_BIN" ] || bail "no $AGENT_BIN: build first"
-
 # puppeteer-core: $NODE_PATH, the build's or the tree's node_modules, or
 # installed (pinned) into the build directory by scripts/npm-deps, once
-PP_DIR=""
-for d in ${NODE_PATH:+$(echo "$NODE_PATH" | tr ':' ' ')} "$TOP_BUILDDIR/node_modules" "$TOP_SRCDIR/build/node_modules"; do
-	if [ -f "$d/puppeteer-core/package.json" ]; then
-		PP_DIR=$d
-		break
-	fi
-done
-if [ -z "$PP_DIR" ]; then
-	if ! "$TOP_SRCDIR/scripts/npm-deps" "$TOP_BUILDDIR" >"$WORK/npm.log" 2>&1; then
-		skip_all "cannot install puppeteer-core from npm: $(tail -n 3 "$WORK/npm.log" | tr '\n' ' ')"
-	fi
-	PP_DIR=$TOP_BUILDDIR/node_modules
-fi
+puppeteer_dir
+[ -x "$AGENT_BIN" ] || bail "no $AGENT_BIN: build first"
 diag "puppeteer-core $(jq -r .version "$PP_DIR/puppeteer-core/package.json") from $PP_DIR, $("$CHROMIUM" --version 2>/dev/null | head -n 1)"
 
 # ---- a secure staged plane and three agents -------------------------------------

@@ -69,8 +69,6 @@ uint64_t plane_target(struct plane *p, const char *node)
 	return t == VERSION_LATEST || t > newest ? newest : t;
 }
 
-/* A version another replica committed (the backend's follower thread):
- * into the store, then to the streams, as a local write would. */
 /* The store moved to version after from elsewhere (n changes): the
  * streams, the events and the keeper hear it. */
 static void followed(struct plane *p, uint64_t after, size_t n)
@@ -84,6 +82,9 @@ static void followed(struct plane *p, uint64_t after, size_t n)
 	hub_wake_keeper(p->hub);
 }
 
+/* A version another replica committed, or the upstream sent (the
+ * backend's follower thread): into the store, then to the streams, as a
+ * local write would. */
 static int follow_cb(void *ctx, struct persist_remote *ch, size_t n, char **pruned, size_t npruned,
 		     uint64_t version, uint64_t horizon)
 {

@@ -11,6 +11,7 @@
 #include "log.h"
 #include "plane.h"
 #include "rollout.h"
+#include "util.h"
 #include "validate.h"
 #include "xmalloc.h"
 
@@ -55,6 +56,10 @@ struct writer {
 	bool stop;
 };
 
+/* How long a write waits for a stale replica to confirm it is current
+ * before it is refused: two of the watch's checks. */
+#define WRITE_FRESH_WAIT_MS 4000
+
 void write_result_error(struct write_result *res, unsigned status, const char *fmt, ...)
 {
 	char msg[2048];
@@ -81,6 +86,13 @@ void writer_commit(struct plane *p, struct store_change *ch, size_t n, bool must
 	 * newest version: it takes no write (freshness.h) */
 	struct fresh_view fv;
 	freshness_ask(p->persist, &fv);
+	/* a replica that was only away a moment (paused, or its watch slow
+	 * to check) confirms within a check or two: it is given that long */
+	for (int64_t until = now_ms() + WRITE_FRESH_WAIT_MS; fv.stale && now_ms() < until;) {
+		struct timespec ts = { 0, 50 * 1000000L };
+		nanosleep(&ts, NULL);
+		freshness_ask(p->persist, &fv);
+	}
 	if (fv.stale) {
 		for (size_t i = 0; i < n; i++)
 			free(ch[i].body);

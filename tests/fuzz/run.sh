@@ -106,8 +106,9 @@ SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-fram
 CFLAGS="-std=gnu11 -g -O1 -Wall -Wno-unused-parameter $SAN"
 CPPFLAGS="-include $BUILDDIR/config.h -I$SRCDIR/common -I$SRCDIR/plane -I$SRCDIR/agent -I$SRCDIR/ctl -I$SRCDIR/tests/fuzz"
 
-# The library sources are the ones Makefile.am lists for libcommon and
-# libplane, libagent and libctl (a file not yet listed stays out).
+# The library sources are the ones Makefile.am (and the wings' local.mk it
+# includes) lists for libcommon and libplane, libagent and libctl (a file
+# not yet listed stays out).
 lib_sources() {
 	awk -v var="$1" '
 		$1 == var && $2 == "=" { on = 1; $1 = ""; $2 = "" }
@@ -115,7 +116,7 @@ lib_sources() {
 			cont = sub(/\\[ \t]*$/, "")
 			for (i = 1; i <= NF; i++) if ($i ~ /\.c$/) print $i
 			if (!cont) on = 0
-		}' "$SRCDIR/Makefile.am"
+		}' "$SRCDIR/Makefile.am" "$SRCDIR"/*/local.mk
 }
 
 # Library objects carry coverage (fuzzer-no-link); the archive lets the

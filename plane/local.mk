@@ -1,37 +1,46 @@
 # plane/local.mk: tether-plane's sources, included by the one Makefile.am
 # (each wing keeps its list here, so a move touches one file).
 # ---- plane ------------------------------------------------------------------
-libplane_la_SOURCES = \
-	plane/api_nodes.c plane/api_resources.c plane/api_rollouts.c plane/api_status.c plane/api_sync.c \
-	plane/api_tokens.c plane/api_events.c plane/api_ui.c plane/events.c plane/events.h plane/ui_assets.h \
-	plane/alive.c plane/alive.h plane/auth.c plane/auth.h plane/freshness.c plane/freshness.h \
-	plane/db.c plane/db.h \
-	plane/delta.c plane/delta.h \
-	plane/digests.c plane/digests.h \
-	plane/http.c plane/http.h plane/httpd.c plane/httpd.h plane/http_request.c plane/http_request.h \
-	plane/hub.c plane/hub.h \
-	plane/nodes.c plane/nodes.h plane/nodes_sqlite.c \
-	plane/persist.c plane/persist.h plane/persist_sqlite.c plane/persist_sqlite.h \
-	plane/persist_etcd.c plane/persist_etcd.h plane/persist_etcd_records.c plane/persist_etcd_hist.c plane/persist_etcd_vlog.c \
-	plane/etcd_client.c plane/etcd_client.h plane/etcd_lease.c plane/etcd_watch.c plane/etcd_value.c plane/etcd_value.h \
-	plane/plane.c plane/plane.h plane/plane_config.c \
-	plane/pushcache.c plane/pushcache.h \
-	plane/rollout.c plane/rollout.h plane/rollout_db.c plane/rollout_db.h plane/gate.c plane/gate.h plane/gate_options.c \
-	plane/records_json.c plane/records_json.h \
-	plane/relay_link.c plane/relay_link.h plane/relay_state.c plane/relay_state.h plane/persist_relay.c \
-	plane/api_relay.c \
-	plane/rollout_rec.c plane/rollout_rec.h \
-	plane/rollout_order.c plane/rollout_order.h \
-	plane/sse_writer.c plane/sse_writer.h \
-	plane/statements.c plane/statements.h \
-	plane/store.c plane/store.h \
-	plane/store_sqlite.c plane/store_sqlite.h \
-	plane/vlog_sqlite.c plane/vlog_sqlite.h \
-	plane/api_history.c \
-	plane/tls.c plane/tls.h \
-	plane/tokens.c plane/tokens.h plane/tokens_sqlite.c \
-	plane/writer.c plane/writer.h \
-	plane/validate.c plane/validate.h
+libplane_la_SOURCES =
+# top: start-up, options; wires the wings
+libplane_la_SOURCES += plane/plane.c plane/plane.h plane/plane_config.c
+# api/: the handlers and their route table
+libplane_la_SOURCES += plane/api/events.c plane/api/history.c plane/api/nodes.c plane/api/relay.c \
+	plane/api/resources.c plane/api/rollouts.c plane/api/status.c plane/api/sync.c plane/api/tokens.c \
+	plane/api/ui.c plane/api/ui_assets.h
+# http/: the plane's side of the server: dispatch by the route table, auth, TLS
+libplane_la_SOURCES += plane/http/auth.c plane/http/auth.h plane/http/http.c plane/http/http.h \
+	plane/http/tls.c plane/http/tls.h
+# net/: the HTTP/1.1 server's engine (threads, connections, suspended requests) and its parser
+libplane_la_SOURCES += plane/net/httpd.c plane/net/httpd.h plane/net/http_request.c plane/net/http_request.h
+# rollout/: staged rollouts and their gates
+libplane_la_SOURCES += plane/rollout/gate.c plane/rollout/gate.h plane/rollout/gate_options.c \
+	plane/rollout/order.c plane/rollout/order.h plane/rollout/rollout.c plane/rollout/rollout.h
+# core/: store, deltas, streams, writes, node records, events
+libplane_la_SOURCES += plane/core/delta.c plane/core/delta.h plane/core/digests.c \
+	plane/core/digests.h plane/core/events.c plane/core/events.h plane/core/freshness.c \
+	plane/core/freshness.h plane/core/hub.c plane/core/hub.h plane/core/nodes.c plane/core/nodes.h \
+	plane/core/pushcache.c plane/core/pushcache.h plane/core/sse_writer.c plane/core/sse_writer.h \
+	plane/core/statements.c plane/core/statements.h plane/core/store.c plane/core/store.h \
+	plane/core/tokens.c plane/core/tokens.h plane/core/validate.c plane/core/validate.h \
+	plane/core/writer.c plane/core/writer.h
+# persist/: the seam
+libplane_la_SOURCES += plane/persist/persist.c plane/persist/persist.h plane/persist/records_json.c \
+	plane/persist/records_json.h plane/persist/rollout_rec.c plane/persist/rollout_rec.h
+# persist/sqlite/
+libplane_la_SOURCES += plane/persist/sqlite/db.c plane/persist/sqlite/db.h \
+	plane/persist/sqlite/nodes.c plane/persist/sqlite/rollout.c plane/persist/sqlite/rollout.h \
+	plane/persist/sqlite/sqlite.c plane/persist/sqlite/sqlite.h plane/persist/sqlite/store.c \
+	plane/persist/sqlite/store.h plane/persist/sqlite/tokens.c plane/persist/sqlite/vlog.c \
+	plane/persist/sqlite/vlog.h
+# persist/etcd/
+libplane_la_SOURCES += plane/persist/etcd/client.c plane/persist/etcd/client.h \
+	plane/persist/etcd/etcd.c plane/persist/etcd/etcd.h plane/persist/etcd/hist.c \
+	plane/persist/etcd/lease.c plane/persist/etcd/records.c plane/persist/etcd/value.c \
+	plane/persist/etcd/value.h plane/persist/etcd/vlog.c plane/persist/etcd/watch.c
+# persist/relay/
+libplane_la_SOURCES += plane/persist/relay/link.c plane/persist/relay/link.h \
+	plane/persist/relay/relay.c plane/persist/relay/state.c plane/persist/relay/state.h
 # the console (GET /ui/): its static files compiled in
 UI_FILES = plane/ui/index.html plane/ui/app.css plane/ui/app.js
 nodist_libplane_la_SOURCES = plane/ui_assets.c

@@ -1,6 +1,6 @@
 /* main.c: tether-plane's entry point: options, signals, start, wait, stop. */
 #include "config.h"
-#include "hub.h"
+#include "core/hub.h"
 #include "log.h"
 #include "plane.h"
 #include "sdnotify.h"

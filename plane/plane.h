@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "auth.h"
+#include "http/auth.h"
 #include "options.h"
 
 struct plane_config {

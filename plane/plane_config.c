@@ -1,8 +1,8 @@
 /* plane_config.c: tether-plane's options, their defaults and checks. */
 #include "plane.h"
-#include "nodes.h"
-#include "gate.h"
-#include "rollout.h"
+#include "core/nodes.h"
+#include "rollout/gate.h"
+#include "rollout/rollout.h"
 #include "xmalloc.h"
 
 #include <stddef.h>

@@ -1,7 +1,7 @@
 /* fuzz_etcd.c: libFuzzer target for what the plane reads back from etcd,
  * which another replica, another version of tether or a damaged key may
- * have written: plane/etcd_value.c (a resource's value, the decimal keys)
- * and etcd_client.c's decoders (base64, a range or watch "kv" object).
+ * have written: plane/persist/etcd/value.c (a resource's value, the decimal keys)
+ * and persist/etcd/client.c's decoders (base64, a range or watch "kv" object).
  * Each input is used three ways:
  *
  *   1. as a value: etcd_value_parse either refuses it or gives a version
@@ -13,13 +13,13 @@
  *      a decoded key is the base64 of some bytes, and encoding them again
  *      decodes to the same bytes. Every object is also decoded as a
  *      rollout record (members or not), a node record and a token record
- *      (persist_etcd_records.c): a record accepted is whole and in range. */
+ *      (persist/etcd/records.c): a record accepted is whole and in range. */
 #include "fuzz.h"
-#include "etcd_client.h"
-#include "etcd_value.h"
-#include "persist_etcd.h"
-#include "records_json.h"
-#include "rollout_rec.h"
+#include "persist/etcd/client.h"
+#include "persist/etcd/value.h"
+#include "persist/etcd/etcd.h"
+#include "persist/records_json.h"
+#include "persist/rollout_rec.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>

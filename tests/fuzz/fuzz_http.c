@@ -1,5 +1,5 @@
 /* fuzz_http.c: libFuzzer target for the plane's request reader
- * (plane/http_request.c over http-parser): any bytes, fed in pieces of
+ * (plane/net/http_request.c over http-parser): any bytes, fed in pieces of
  * the input's own choosing, as a connection feeds them, requests after
  * requests (pipelined). Checks: the head never outgrows its bound; a
  * request's path, method and headers read back as C strings; the body
@@ -7,7 +7,7 @@
  * framing is ambiguous (two Content-Lengths, or one with
  * Transfer-Encoding) never reaches its end. */
 #include "fuzz.h"
-#include "http_request.h"
+#include "net/http_request.h"
 
 #include <stdlib.h>
 #include <string.h>

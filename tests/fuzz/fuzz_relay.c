@@ -1,5 +1,5 @@
 /* fuzz_relay.c: libFuzzer target for what a relay reads from its upstream
- * (plane/relay_state.c, plane/records_json.c): the state event, and the
+ * (plane/persist/relay/state.c, plane/records_json.c): the state event, and the
  * rollout, node and token records of the other events and of a relay's
  * POST /v1/relay/nodes. An upstream is authenticated, but a broken or
  * lying one must get a clear refusal, never a crash or a half state.
@@ -10,10 +10,10 @@
  * encodes back to the same bytes), and horizon and released are at most
  * the version. Every record decoder is run on every object of the input. */
 #include "fuzz.h"
-#include "records_json.h"
-#include "relay_state.h"
+#include "persist/records_json.h"
+#include "persist/relay/state.h"
 #include "resource.h"
-#include "rollout_rec.h"
+#include "persist/rollout_rec.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>

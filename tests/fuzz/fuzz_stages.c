@@ -3,8 +3,8 @@
  * accepted list is strictly increasing percentages 1..100 ending at 100,
  * whose stage sizes grow with the percentage and stay within 1..n. */
 #include "fuzz.h"
-#include "rollout.h"
-#include "rollout_order.h"
+#include "rollout/rollout.h"
+#include "rollout/order.h"
 
 #include <stdio.h>
 #include <stdlib.h>

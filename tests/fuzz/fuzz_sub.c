@@ -3,7 +3,7 @@
  * subscription has sorted non-empty prefixes, canon is exactly them joined
  * by commas, and sub_match agrees with a plain prefix test. */
 #include "fuzz.h"
-#include "delta.h"
+#include "core/delta.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -111,7 +111,7 @@ CPPFLAGS="-include $BUILDDIR/config.h -I$SRCDIR/common -I$SRCDIR/plane -I$SRCDIR
 # not yet listed stays out).
 lib_sources() {
 	awk -v var="$1" '
-		$1 == var && $2 == "=" { on = 1; $1 = ""; $2 = "" }
+		$1 == var && ($2 == "=" || $2 == "+=") { on = 1; $1 = ""; $2 = "" }
 		on {
 			cont = sub(/\\[ \t]*$/, "")
 			for (i = 1; i <= NF; i++) if ($i ~ /\.c$/) print $i

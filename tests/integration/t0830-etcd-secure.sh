@@ -192,7 +192,7 @@ put_four() { on "$A_URL" put file/four '{"path":"four.txt","content":"4\n"}' | g
 check "member 1 killed, a writes version 4 (on another member)" wait_until 30 put_four
 check "b2's watch reopens on member 2 and gets version 4" wait_until 30 version_is "$B2_URL" 4
 # whichever meets the expired token first signs in again: the watch
-# (etcd cancels it) or the replica's lease keep-alive (etcd_lease.c), which
+# (etcd cancels it) or the replica's lease keep-alive (persist/etcd/lease.c), which
 # then hands the watch a fresh token
 check "... b2 having authenticated again on member 2" grep -Eq \
 	"etcd refused the auth token; authenticating again|auth token was refused.*authenticating again" "$B2_LOG"

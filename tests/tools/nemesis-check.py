@@ -690,7 +690,7 @@ def incs_end(incs, inc):
 # without quorum; a relay while none of its upstreams is up and reachable
 # from it, or while it follows one that is down (stale: cut from etcd, no
 # quorum) and moved off a stale upstream less than 30 s before (a relay
-# moves so at most once in 30 s: plane/persist_relay.c). A fault that
+# moves so at most once in 30 s: plane/persist/relay/relay.c). A fault that
 # leaves a path (one etcd endpoint black-holed, one member killed, one of
 # the relay's upstreams cut, one of n1's planes cut) is the product's to
 # route around within the bound.

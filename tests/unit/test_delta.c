@@ -12,12 +12,12 @@
 #include <string.h>
 
 #include "buf.h"
-#include "persist.h"
-#include "delta.h"
+#include "persist/persist.h"
+#include "core/delta.h"
 #include "log.h"
-#include "store.h"
+#include "core/store.h"
 #include "tmpdir.h"
-#include "validate.h"
+#include "core/validate.h"
 
 #define CLUSTER "{\"endpoints\":[{\"address\":\"10.0.0.1\",\"port\":80}]}"
 #define LISTENER "{\"port\":8080,\"tls\":{\"secret\":\"s\"}}"

@@ -16,14 +16,14 @@
 #include <string.h>
 
 #include "buf.h"
-#include "persist.h"
-#include "digests.h"
+#include "persist/persist.h"
+#include "core/digests.h"
 #include "log.h"
 #include "lthash.h"
-#include "store.h"
+#include "core/store.h"
 #include "sub.h"
 #include "tmpdir.h"
-#include "validate.h"
+#include "core/validate.h"
 
 /* ---- the model: every committed state of every name -------------------------- */
 

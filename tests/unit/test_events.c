@@ -12,10 +12,10 @@
 #include <string.h>
 
 #include "buf.h"
-#include "events.h"
+#include "core/events.h"
 #include "json.h"
-#include "nodes.h"
-#include "store.h"
+#include "core/nodes.h"
+#include "core/store.h"
 
 /* Everything a subscriber has to say now, as one string (owned). */
 static char *drain(struct events_sub *s, ssize_t *last)

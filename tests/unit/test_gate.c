@@ -21,7 +21,7 @@
 #include <cjson/cJSON.h>
 
 #include "buf.h"
-#include "gate.h"
+#include "rollout/gate.h"
 #include "plane.h"
 #include "traffic.h"
 #include "util.h"

@@ -1,4 +1,4 @@
-/* test_http_request.c: unit tests of plane/http_request.c: a request's
+/* test_http_request.c: unit tests of plane/net/http_request.c: a request's
  * path, query and headers as a handler sees them (unescaped, never into a
  * NUL), in pieces of any size, pipelined; and what is refused with 400 or
  * 431: ambiguous framing, a name with white space or a folded value, a
@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "buf.h"
-#include "http_request.h"
+#include "net/http_request.h"
 
 struct seen {
 	struct http_request r;

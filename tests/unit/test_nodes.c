@@ -10,9 +10,9 @@
 #include <cjson/cJSON.h>
 
 #include "buf.h"
-#include "persist.h"
+#include "persist/persist.h"
 #include "log.h"
-#include "nodes.h"
+#include "core/nodes.h"
 #include "tmpdir.h"
 #include "util.h"
 

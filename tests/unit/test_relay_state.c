@@ -1,5 +1,5 @@
 /* test_relay_state.c: unit tests of what a relay stream carries: the state
- * event written from a real store (plane/relay_state.c: history included,
+ * event written from a real store (plane/persist/relay/state.c: history included,
  * ascending, snapshots with tombstones) and read back, what the reader
  * refuses (with a reason), and the records of plane/records_json.c (a
  * rollout, a node with its via column and verification failures, a token)
@@ -15,11 +15,11 @@
 #include <string.h>
 
 #include "buf.h"
-#include "persist_sqlite.h"
-#include "records_json.h"
-#include "relay_state.h"
-#include "rollout_rec.h"
-#include "store.h"
+#include "persist/sqlite/sqlite.h"
+#include "persist/records_json.h"
+#include "persist/relay/state.h"
+#include "persist/rollout_rec.h"
+#include "core/store.h"
 #include "tmpdir.h"
 #include "xmalloc.h"
 

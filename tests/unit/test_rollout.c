@@ -1,7 +1,7 @@
 /* test_rollout.c: unit tests of the staged-rollout building blocks:
  * rollout_parse_stages (plane/rollout.c), rollout_stage_size and the
- * label-stratified rollout_order (plane/rollout_order.c), and the rollout
- * rows and released version in SQLite (plane/rollout_db.c), the latter in
+ * label-stratified rollout_order (plane/rollout/order.c), and the rollout
+ * rows and released version in SQLite (plane/persist/sqlite/rollout.c), the latter in
  * a temporary data directory. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,11 +14,11 @@
 #include <string.h>
 
 #include "buf.h"
-#include "db.h"
+#include "persist/sqlite/db.h"
 #include "log.h"
-#include "rollout.h"
-#include "rollout_db.h"
-#include "rollout_order.h"
+#include "rollout/rollout.h"
+#include "persist/sqlite/rollout.h"
+#include "rollout/order.h"
 #include "tmpdir.h"
 
 /* ---- rollout_parse_stages ----------------------------------------------- */

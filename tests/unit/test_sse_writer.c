@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "buf.h"
-#include "sse_writer.h"
+#include "core/sse_writer.h"
 
 static void expect_bytes(struct buf *b, const char *want)
 {

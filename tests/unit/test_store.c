@@ -1,4 +1,4 @@
-/* test_store.c: unit tests of plane/store.c, store_sqlite.c and db.c in a
+/* test_store.c: unit tests of plane/store.c, persist/sqlite/store.c and db.c in a
  * temporary data directory: versions, tombstones, the horizon, reopening,
  * and the history a staged rollout pins (store_set_pin, store_body_at). */
 #include <setjmp.h>
@@ -12,12 +12,12 @@
 #include <unistd.h>
 
 #include "buf.h"
-#include "persist_sqlite.h"
+#include "persist/sqlite/sqlite.h"
 #include "log.h"
-#include "store.h"
+#include "core/store.h"
 #include "tmpdir.h"
 #include "util.h"
-#include "validate.h"
+#include "core/validate.h"
 
 #define CLUSTER "{\"endpoints\":[{\"address\":\"10.0.0.1\",\"port\":80}]}"
 #define CLUSTER2 "{\"endpoints\":[{\"address\":\"10.0.0.2\",\"port\":81}],\"lb\":\"random\"}"

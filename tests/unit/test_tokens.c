@@ -14,10 +14,10 @@
 #include <string.h>
 
 #include "buf.h"
-#include "persist_sqlite.h"
+#include "persist/sqlite/sqlite.h"
 #include "log.h"
 #include "tmpdir.h"
-#include "tokens.h"
+#include "core/tokens.h"
 #include "util.h"
 
 #define TOKEN_LEN 60

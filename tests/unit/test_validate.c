@@ -8,11 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "persist.h"
+#include "persist/persist.h"
 #include "log.h"
-#include "store.h"
+#include "core/store.h"
 #include "tmpdir.h"
-#include "validate.h"
+#include "core/validate.h"
 
 #define CLUSTER "{\"endpoints\":[{\"address\":\"10.0.0.1\",\"port\":80}]}"
 #define LISTENER "{\"port\":8080}"

@@ -1,4 +1,4 @@
-/* test_vlog.c: unit tests of the version log in SQLite (vlog_sqlite.c)
+/* test_vlog.c: unit tests of the version log in SQLite (persist/sqlite/vlog.c)
  * through the store and persist ops, in a temporary data directory: the
  * record of a commit (author, message, names, before and after), listing
  * by name, the first change after a version (what get --at and revert
@@ -17,10 +17,10 @@
 #include <time.h>
 
 #include "buf.h"
-#include "persist_sqlite.h"
-#include "store.h"
+#include "persist/sqlite/sqlite.h"
+#include "core/store.h"
 #include "tmpdir.h"
-#include "validate.h"
+#include "core/validate.h"
 
 struct fixture {
 	char dir[64];

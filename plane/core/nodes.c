@@ -1,0 +1,926 @@
+/* core/nodes.c: per-node records, nonce-matched ACK handling, write-behind
+ * persistence (see nodes.h). */
+#include "core/nodes.h"
+#include "log.h"
+#include "resource.h"
+#include "strmap.h"
+#include "traffic.h"
+#include "util.h"
+#include "xmalloc.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct node_rec {
+	char *id;
+	char *labels;                /* canonical JSON object */
+	char transport[8];
+	int64_t first_seen, last_seen;   /* wall seconds */
+	uint64_t sent_version;
+	char sent_nonce[NONCE_MAX];
+	int64_t sent_at;
+	uint64_t acked_version;
+	int64_t acked_at;
+	int healthy;                 /* -1 unknown */
+	bool has_nack;
+	uint64_t nack_version;
+	char nack_nonce[NONCE_MAX];
+	char *nack_error;
+	int64_t nack_at;
+	uint64_t acks, nacks, stale;
+	/* NACKs of pushes that failed the node's verification (since start) */
+	uint64_t verify_failures, vf_version;
+	char *vf_error;
+	int64_t vf_at;
+	int streams;                 /* open streams now, here */
+	char holder[128];            /* another replica that says it streams to it */
+	char *via;                   /* behind relays: their names, nearest first, comma-joined; NULL: direct */
+	char *sub;                   /* its subscription, canonical ("": every name), from its last stream or
+				      * poll (persisted); NULL: never known */
+	/* its last traffic report (traffic-aware gates), as JSON, and its
+	 * sums for /metrics; memory only */
+	char *traffic;
+	uint64_t t_requests, t_errors;
+	double t_p99;
+	char t_gen[TRAFFIC_GEN_LEN]; /* which report it is (traffic_replayed) */
+	uint64_t t_version;
+	double t_until;
+	bool traffic_out;            /* the report goes with the next record written: to
+				      * the other replicas, or up through the relay */
+	bool via_streaming;          /* the relay nearest it holds its stream */
+	int64_t poll_seen_ms;        /* monotonic time of the last poll */
+	int64_t behind_since_ms;     /* monotonic; 0 while at its target */
+	bool dirty;
+};
+
+struct nodes {
+	struct persist *p;           /* borrowed: the backend */
+	pthread_mutex_t lock;
+	/* one flush at a time (taken before lock): a flush that finds
+	 * nothing dirty because another took the records waits until
+	 * they are written, so its caller may say "on disk" */
+	pthread_mutex_t flush_lock;
+	struct strmap by_id;
+	struct node_rec **all;
+	size_t len, cap, max;
+	struct node_rec **dirty;
+	size_t ndirty, dirtycap;
+	int64_t poll_window_ms;
+	uint64_t acks, nacks, stale, verify_failures;
+	nodes_target_fn target;
+	void *target_ctx;
+	bool (*relay_up)(void *ctx, const char *relay);
+	void *relay_ctx;
+	bool own_only;               /* a relay: /v1/nodes lists the nodes it serves itself */
+	int64_t lag_alert_ms;
+};
+
+void nodes_set_target(struct nodes *n, nodes_target_fn fn, void *ctx, double lag_alert_s)
+{
+	pthread_mutex_lock(&n->lock);
+	n->target = fn;
+	n->target_ctx = ctx;
+	n->lag_alert_ms = (int64_t)(lag_alert_s * 1000);
+	pthread_mutex_unlock(&n->lock);
+}
+
+/* Call with n->lock held. */
+static uint64_t target_of(const struct nodes *n, const struct node_rec *r, uint64_t plane_version)
+{
+	uint64_t t = n->target ? n->target(n->target_ctx, r->id) : UINT64_MAX;
+	return t == UINT64_MAX || t > plane_version ? plane_version : t;
+}
+
+static bool lagging(const struct nodes *n, const struct node_rec *r, int64_t mono)
+{
+	return r->behind_since_ms && mono - r->behind_since_ms >= n->lag_alert_ms;
+}
+
+size_t nodes_check_lag(struct nodes *n, uint64_t plane_version)
+{
+	int64_t mono = now_ms();
+	size_t count = 0;
+	pthread_mutex_lock(&n->lock);
+	for (size_t i = 0; i < n->len; i++) {
+		struct node_rec *r = n->all[i];
+		bool behind = r->acked_version < target_of(n, r, plane_version);
+		if (!behind) {
+			r->behind_since_ms = 0;
+		} else {
+			if (!r->behind_since_ms)
+				r->behind_since_ms = mono;
+			count += lagging(n, r, mono);
+		}
+	}
+	pthread_mutex_unlock(&n->lock);
+	return count;
+}
+
+static bool connected(const struct nodes *n, const struct node_rec *r, int64_t mono);
+
+size_t nodes_connected_list(struct nodes *n, char ***ids, char ***labels)
+{
+	int64_t mono = now_ms();
+	pthread_mutex_lock(&n->lock);
+	*ids = xcalloc(n->len ? n->len : 1, sizeof(char *));
+	*labels = xcalloc(n->len ? n->len : 1, sizeof(char *));
+	size_t k = 0;
+	for (size_t i = 0; i < n->len; i++) {
+		if (!connected(n, n->all[i], mono))
+			continue;
+		(*ids)[k] = xstrdup(n->all[i]->id);
+		(*labels)[k] = xstrdup(n->all[i]->labels);
+		k++;
+	}
+	pthread_mutex_unlock(&n->lock);
+	return k;
+}
+
+void nodes_list_free(char **ids, char **labels, size_t count)
+{
+	for (size_t i = 0; i < count; i++) {
+		free(ids[i]);
+		free(labels[i]);
+	}
+	free(ids);
+	free(labels);
+}
+
+bool nodes_versions(struct nodes *n, const char *id, uint64_t *sent, uint64_t *acked, int *healthy)
+{
+	pthread_mutex_lock(&n->lock);
+	intptr_t v;
+	const struct node_rec *r = strmap_get(&n->by_id, id, &v) ? (const struct node_rec *)v : NULL;
+	if (r) {
+		*sent = r->sent_version;
+		*acked = r->acked_version;
+		*healthy = r->healthy;
+	}
+	pthread_mutex_unlock(&n->lock);
+	return r != NULL;
+}
+
+bool nodes_id_valid(const char *id)
+{
+	return id && resource_name_valid(id);
+}
+
+void nodes_poll_nonce(char *out, size_t cap, uint64_t version, uint64_t base)
+{
+	snprintf(out, cap, "p%llu-%llu", (unsigned long long)version, (unsigned long long)base);
+}
+
+static void mark_dirty(struct nodes *n, struct node_rec *r)
+{
+	if (r->dirty)
+		return;
+	r->dirty = true;
+	if (n->ndirty == n->dirtycap) {
+		n->dirtycap = n->dirtycap ? n->dirtycap * 2 : 64;
+		n->dirty = xrealloc(n->dirty, n->dirtycap * sizeof(*n->dirty));
+	}
+	n->dirty[n->ndirty++] = r;
+}
+
+static struct node_rec *lookup(struct nodes *n, const char *id)
+{
+	intptr_t v;
+	return strmap_get(&n->by_id, id, &v) ? (struct node_rec *)v : NULL;
+}
+
+static struct node_rec *add(struct nodes *n, const char *id)
+{
+	struct node_rec *r = xcalloc(1, sizeof(*r));
+	r->id = xstrdup(id);
+	r->labels = xstrdup("{}");
+	r->healthy = -1;
+	if (n->len == n->cap) {
+		n->cap = n->cap ? n->cap * 2 : 64;
+		n->all = xrealloc(n->all, n->cap * sizeof(*n->all));
+	}
+	n->all[n->len++] = r;
+	*strmap_ref(&n->by_id, r->id) = (intptr_t)r;
+	return r;
+}
+
+static void copy_str(char *dst, size_t cap, const char *src)
+{
+	snprintf(dst, cap, "%s", src ? src : "");
+}
+
+bool nodes_nacked(struct nodes *n, const char *id, uint64_t min, char *err, size_t errlen)
+{
+	pthread_mutex_lock(&n->lock);
+	intptr_t v;
+	const struct node_rec *r = strmap_get(&n->by_id, id, &v) ? (const struct node_rec *)v : NULL;
+	bool nacked = r && r->has_nack && r->nack_version >= min;
+	if (nacked)
+		snprintf(err, errlen, "%s", r->nack_error ? r->nack_error : "");
+	pthread_mutex_unlock(&n->lock);
+	return nacked;
+}
+
+static const char *self_replica(const struct nodes *n)
+{
+	return n->p->ops->replica ? n->p->ops->replica(n->p) : NULL;
+}
+
+/* Where another replica says the node streams: each replica speaks for
+ * itself only, so its "not any more" clears only its own claim. */
+static void take_holder(struct nodes *n, struct node_rec *r, const struct persist_node *pn)
+{
+	const char *self = self_replica(n);
+	if (!self || !pn->replica || !pn->replica[0] || strcmp(pn->replica, self) == 0)
+		return;
+	if (pn->streaming)
+		copy_str(r->holder, sizeof(r->holder), pn->replica);
+	else if (strcmp(r->holder, pn->replica) == 0)
+		r->holder[0] = 0;
+}
+
+/* Under lock: a new record r takes pn whole. */
+static void load_into(struct nodes *n, struct node_rec *r, const struct persist_node *pn)
+{
+	free(r->labels);
+	r->labels = xstrdup(pn->labels);
+	r->first_seen = pn->first_seen;
+	r->last_seen = pn->last_seen;
+	copy_str(r->transport, sizeof(r->transport), pn->transport);
+	r->sent_version = pn->sent_version;
+	copy_str(r->sent_nonce, sizeof(r->sent_nonce), pn->sent_nonce);
+	r->sent_at = pn->sent_at;
+	r->acked_version = pn->acked_version;
+	r->acked_at = pn->acked_at;
+	r->healthy = pn->healthy;
+	if (pn->has_nack) {
+		r->has_nack = true;
+		r->nack_version = pn->nack_version;
+		copy_str(r->nack_nonce, sizeof(r->nack_nonce), pn->nack_nonce);
+		r->nack_error = xstrdup(pn->nack_error ? pn->nack_error : "");
+		r->nack_at = pn->nack_at;
+	}
+	r->acks = pn->acks;
+	r->nacks = pn->nacks;
+	r->stale = pn->stale;
+	if (pn->via && pn->via[0])
+		r->via = xstrdup(pn->via);
+	if (pn->sub) {
+		free(r->sub);
+		r->sub = xstrdup(pn->sub);
+	}
+	take_holder(n, r, pn);
+}
+
+static int load_one(void *ctx, const struct persist_node *pn)
+{
+	struct nodes *n = ctx;
+	if (!lookup(n, pn->id))
+		load_into(n, add(n, pn->id), pn);
+	return 0;
+}
+
+/* Under lock: the parts of pn newer than what r holds. */
+static void merge_into(struct nodes *n, struct node_rec *r, const struct persist_node *pn)
+{
+	/* each part from whichever replica saw it last; nothing is marked
+	 * dirty, so a merge never writes back (no ping-pong between replicas) */
+	if (pn->last_seen > r->last_seen) {
+		r->last_seen = pn->last_seen;
+		if (strcmp(pn->labels, r->labels) != 0) {
+			free(r->labels);
+			r->labels = xstrdup(pn->labels);
+		}
+		copy_str(r->transport, sizeof(r->transport), pn->transport);
+	}
+	/* the subscription of its last connection, as whoever saw that says */
+	if (pn->sub && (!r->sub || (pn->last_seen >= r->last_seen && strcmp(pn->sub, r->sub) != 0))) {
+		free(r->sub);
+		r->sub = xstrdup(pn->sub);
+	}
+	if (pn->first_seen && (!r->first_seen || pn->first_seen < r->first_seen))
+		r->first_seen = pn->first_seen;
+	/* times are wall seconds: within one second the higher version is
+	 * the later (versions only go up) */
+	if (pn->sent_at > r->sent_at || (pn->sent_at == r->sent_at && pn->sent_version > r->sent_version)) {
+		r->sent_version = pn->sent_version;
+		copy_str(r->sent_nonce, sizeof(r->sent_nonce), pn->sent_nonce);
+		r->sent_at = pn->sent_at;
+	}
+	if (pn->acked_at > r->acked_at || (pn->acked_at == r->acked_at && pn->acked_version > r->acked_version)) {
+		r->acked_version = pn->acked_version;
+		r->acked_at = pn->acked_at;
+		r->healthy = pn->healthy;
+	}
+	if (pn->has_nack && (!r->has_nack || pn->nack_at > r->nack_at ||
+			     (pn->nack_at == r->nack_at && pn->nack_version > r->nack_version))) {
+		r->has_nack = true;
+		r->nack_version = pn->nack_version;
+		copy_str(r->nack_nonce, sizeof(r->nack_nonce), pn->nack_nonce);
+		free(r->nack_error);
+		r->nack_error = xstrdup(pn->nack_error ? pn->nack_error : "");
+		r->nack_at = pn->nack_at;
+	}
+	if (pn->acks > r->acks)
+		r->acks = pn->acks;
+	if (pn->nacks > r->nacks)
+		r->nacks = pn->nacks;
+	if (pn->stale > r->stale)
+		r->stale = pn->stale;
+	/* behind relays, as the replica that heard them says (it also says
+	 * whether it holds the relay's stream: the holder, above) */
+	if (pn->via && pn->via[0] && (!r->via || strcmp(r->via, pn->via) != 0)) {
+		free(r->via);
+		r->via = xstrdup(pn->via);
+	}
+	if (pn->verify_failures > r->verify_failures) {
+		n->verify_failures += pn->verify_failures - r->verify_failures;
+		r->verify_failures = pn->verify_failures;
+		r->vf_version = pn->vf_version;
+		free(r->vf_error);
+		r->vf_error = xstrdup(pn->vf_error ? pn->vf_error : "");
+		r->vf_at = pn->vf_at;
+	}
+}
+
+/* Under lock: id's record, or a new one (NULL: the table is full). */
+static struct node_rec *lookup_or_add(struct nodes *n, const char *id, bool *added)
+{
+	struct node_rec *r = lookup(n, id);
+	*added = r == NULL;
+	if (r || n->len >= n->max)
+		return r;
+	return add(n, id);
+}
+
+int nodes_merge(struct nodes *n, const struct persist_node *pn)
+{
+	pthread_mutex_lock(&n->lock);
+	bool added;
+	struct node_rec *r = lookup_or_add(n, pn->id, &added);
+	if (!r || added) {
+		if (r)
+			load_into(n, r, pn);
+		pthread_mutex_unlock(&n->lock);
+		return r ? 0 : -1;
+	}
+	merge_into(n, r, pn);
+	take_holder(n, r, pn);
+	/* a node polling another replica: its window counts here too */
+	int64_t ago = wall_seconds() - pn->last_seen;
+	if (strcmp(pn->transport, "poll") == 0 && pn->replica && pn->replica[0] && ago >= 0 &&
+	    ago * 1000 < n->poll_window_ms) {
+		int64_t seen = now_ms() - ago * 1000;
+		if (seen > r->poll_seen_ms)
+			r->poll_seen_ms = seen;
+	}
+	pthread_mutex_unlock(&n->lock);
+	return 0;
+}
+
+int nodes_relayed(struct nodes *n, const struct persist_node *pn, const char *relay)
+{
+	pthread_mutex_lock(&n->lock);
+	bool added;
+	struct node_rec *r = lookup_or_add(n, pn->id, &added);
+	if (!r) {
+		pthread_mutex_unlock(&n->lock);
+		return -1;
+	}
+	if (added)
+		log_info("nodes: new node '%s' behind relay %s", pn->id, relay);
+	merge_into(n, r, pn);
+	char *via = pn->via && pn->via[0] ? xasprintf("%s,%s", relay, pn->via) : xstrdup(relay);
+	free(r->via);
+	r->via = via;
+	r->via_streaming = pn->streaming;
+	/* on to the store (and, on a relay, further up) */
+	mark_dirty(n, r);
+	pthread_mutex_unlock(&n->lock);
+	return 0;
+}
+
+void nodes_set_relay_up(struct nodes *n, bool (*fn)(void *ctx, const char *relay), void *ctx, bool own_only)
+{
+	pthread_mutex_lock(&n->lock);
+	n->relay_up = fn;
+	n->relay_ctx = ctx;
+	n->own_only = own_only;
+	pthread_mutex_unlock(&n->lock);
+}
+
+void nodes_resync(struct nodes *n)
+{
+	pthread_mutex_lock(&n->lock);
+	for (size_t i = 0; i < n->len; i++)
+		mark_dirty(n, n->all[i]);
+	pthread_mutex_unlock(&n->lock);
+}
+
+struct nodes *nodes_open(struct persist *p, size_t max_nodes, int64_t poll_window_ms, char *err, size_t errlen)
+{
+	struct nodes *n = xcalloc(1, sizeof(*n));
+	n->p = p;
+	n->max = max_nodes;
+	n->poll_window_ms = poll_window_ms;
+	n->lag_alert_ms = 60000;
+	pthread_mutex_init(&n->lock, NULL);
+	pthread_mutex_init(&n->flush_lock, NULL);
+	strmap_init(&n->by_id);
+	if (p->ops->nodes_load(p, load_one, n, err, errlen) < 0) {
+		nodes_free(n);
+		return NULL;
+	}
+	log_info("nodes: %zu known", n->len);
+	return n;
+}
+
+void nodes_free(struct nodes *n)
+{
+	if (!n)
+		return;
+	for (size_t i = 0; i < n->len; i++) {
+		free(n->all[i]->id);
+		free(n->all[i]->labels);
+		free(n->all[i]->nack_error);
+		free(n->all[i]->vf_error);
+		free(n->all[i]->via);
+		free(n->all[i]->sub);
+		free(n->all[i]->traffic);
+		free(n->all[i]);
+	}
+	free(n->all);
+	free(n->dirty);
+	strmap_release(&n->by_id);
+	pthread_mutex_destroy(&n->lock);
+	pthread_mutex_destroy(&n->flush_lock);
+	free(n);
+}
+
+int nodes_seen(struct nodes *n, const char *id, const char *labels, const char *transport)
+{
+	pthread_mutex_lock(&n->lock);
+	struct node_rec *r = lookup(n, id);
+	int64_t now = wall_seconds();
+	if (!r) {
+		if (n->len >= n->max) {
+			pthread_mutex_unlock(&n->lock);
+			return -1;
+		}
+		r = add(n, id);
+		r->first_seen = now;
+		log_info("nodes: new node '%s'", id);
+	}
+	r->last_seen = now;
+	if (labels && strcmp(labels, r->labels) != 0) {
+		free(r->labels);
+		r->labels = xstrdup(labels);
+	}
+	if (transport) {
+		copy_str(r->transport, sizeof(r->transport), transport);
+		if (strcmp(transport, "poll") == 0)
+			r->poll_seen_ms = now_ms();
+	}
+	mark_dirty(n, r);
+	pthread_mutex_unlock(&n->lock);
+	return 0;
+}
+
+void nodes_set_sub(struct nodes *n, const char *id, const char *canon)
+{
+	pthread_mutex_lock(&n->lock);
+	struct node_rec *r = lookup(n, id);
+	if (r && (!r->sub || strcmp(r->sub, canon) != 0)) {
+		free(r->sub);
+		r->sub = xstrdup(canon);
+		mark_dirty(n, r);
+	}
+	pthread_mutex_unlock(&n->lock);
+}
+
+int nodes_set_traffic(struct nodes *n, const char *id, const struct traffic *t, bool pass_on)
+{
+	struct buf j = BUF_INIT;
+	traffic_to_json(t, &j);
+	struct traffic_route all;
+	traffic_sum_routes(t, &all);
+	pthread_mutex_lock(&n->lock);
+	struct node_rec *r = lookup(n, id);
+	if (r && r->traffic && traffic_replayed(t, r->t_gen, r->t_version, r->t_until, r->t_requests)) {
+		pthread_mutex_unlock(&n->lock);
+		buf_release(&j);
+		return 1;   /* older than the one shown: not taken */
+	}
+	if (r) {
+		free(r->traffic);
+		r->traffic = buf_detach(&j, NULL);
+		copy_str(r->t_gen, sizeof(r->t_gen), t->gen);
+		r->t_version = t->version;
+		r->t_until = t->until;
+		r->t_requests = all.requests;
+		r->t_errors = all.errors;
+		r->t_p99 = traffic_quantile(all.hist, 0.99);
+		if (pass_on && (self_replica(n) || n->p->ops->upstream)) {
+			r->traffic_out = true;
+			mark_dirty(n, r);
+		}
+	}
+	pthread_mutex_unlock(&n->lock);
+	buf_release(&j);
+	return r ? 0 : -1;
+}
+
+void nodes_stream_open(struct nodes *n, const char *id)
+{
+	pthread_mutex_lock(&n->lock);
+	struct node_rec *r = lookup(n, id);
+	if (r) {
+		r->streams++;
+		if (self_replica(n))
+			mark_dirty(n, r);   /* the other replicas learn it streams here */
+	}
+	pthread_mutex_unlock(&n->lock);
+}
+
+void nodes_stream_close(struct nodes *n, const char *id)
+{
+	pthread_mutex_lock(&n->lock);
+	struct node_rec *r = lookup(n, id);
+	if (r && r->streams > 0) {
+		r->streams--;
+		r->last_seen = wall_seconds();
+		mark_dirty(n, r);
+	}
+	pthread_mutex_unlock(&n->lock);
+}
+
+void nodes_sent(struct nodes *n, const char *id, uint64_t version, const char *nonce)
+{
+	pthread_mutex_lock(&n->lock);
+	struct node_rec *r = lookup(n, id);
+	if (r) {
+		r->sent_version = version;
+		copy_str(r->sent_nonce, sizeof(r->sent_nonce), nonce);
+		r->sent_at = wall_seconds();
+		mark_dirty(n, r);
+	}
+	pthread_mutex_unlock(&n->lock);
+}
+
+/* A poll nonce names its own version: a response an HTTP cache served
+ * without asking the plane still matches when it is newer than what the
+ * plane last sent. */
+static bool poll_nonce_newer(const struct node_rec *r, const char *nonce, uint64_t version,
+			     uint64_t plane_version)
+{
+	char expect[NONCE_MAX];
+	if (nonce[0] != 'p' || version <= r->sent_version || version > plane_version)
+		return false;
+	const char *dash = strchr(nonce, '-');
+	uint64_t base;
+	if (!dash || parse_u64(dash + 1, &base) < 0)
+		return false;
+	nodes_poll_nonce(expect, sizeof(expect), version, base);
+	return strcmp(expect, nonce) == 0;
+}
+
+int nodes_ack(struct nodes *n, const struct ack_msg *m, uint64_t plane_version, enum ack_result *res)
+{
+	pthread_mutex_lock(&n->lock);
+	struct node_rec *r = lookup(n, m->node);
+	if (!r) {
+		pthread_mutex_unlock(&n->lock);
+		return -1;
+	}
+	int64_t now = wall_seconds();
+	r->last_seen = now;
+	mark_dirty(n, r);
+	if (m->nack && m->verify) {
+		r->verify_failures++;
+		n->verify_failures++;
+		r->vf_version = m->version;
+		free(r->vf_error);
+		r->vf_error = xstrndup(m->error ? m->error : "", m->error ? strnlen(m->error, NODE_ERROR_MAX) : 0);
+		r->vf_at = now;
+	}
+	bool latest = r->sent_nonce[0] && strcmp(m->nonce, r->sent_nonce) == 0;
+	if (!latest && poll_nonce_newer(r, m->nonce, m->version, plane_version)) {
+		r->sent_version = m->version;
+		copy_str(r->sent_nonce, sizeof(r->sent_nonce), m->nonce);
+		latest = true;
+	}
+	if (!latest) {
+		r->stale++;
+		n->stale++;
+		*res = ACK_STALE;
+	} else if (m->version != r->sent_version) {
+		*res = ACK_MISMATCH;
+	} else if (m->nack) {
+		r->has_nack = true;
+		r->nack_version = m->version;
+		copy_str(r->nack_nonce, sizeof(r->nack_nonce), m->nonce);
+		free(r->nack_error);
+		r->nack_error = xstrndup(m->error ? m->error : "", m->error ? strnlen(m->error, NODE_ERROR_MAX) : 0);
+		r->nack_at = now;
+		r->nacks++;
+		n->nacks++;
+		if (m->healthy >= 0)
+			r->healthy = m->healthy;
+		*res = ACK_ACCEPTED;
+	} else {
+		if (m->version > r->acked_version)
+			r->acked_version = m->version;
+		r->acked_at = now;
+		r->acks++;
+		n->acks++;
+		if (m->healthy >= 0)
+			r->healthy = m->healthy;
+		*res = ACK_ACCEPTED;
+	}
+	pthread_mutex_unlock(&n->lock);
+	return 0;
+}
+
+/* Whether the relay nearest this plane on the node's path holds its stream
+ * here (it speaks for the relays behind it). */
+static bool relay_near_up(const struct nodes *n, const char *via)
+{
+	char first[RES_NAME_MAX + 1];
+	size_t k = strcspn(via, ",");
+	if (k >= sizeof(first))
+		return false;
+	memcpy(first, via, k);
+	first[k] = '\0';
+	return n->relay_up(n->relay_ctx, first);
+}
+
+static bool connected(const struct nodes *n, const struct node_rec *r, int64_t mono)
+{
+	return r->streams > 0 ||
+	       (strcmp(r->transport, "poll") == 0 && r->poll_seen_ms && mono - r->poll_seen_ms <= n->poll_window_ms) ||
+	       (r->holder[0] && n->p->ops->replica_up && n->p->ops->replica_up(n->p, r->holder)) ||
+	       (r->via && r->via_streaming && n->relay_up && relay_near_up(n, r->via));
+}
+
+static void rec_json(const struct nodes *n, const struct node_rec *r, uint64_t plane_version,
+		     int64_t mono, struct buf *out)
+{
+	buf_puts(out, "{\"node\":");
+	buf_json_string(out, r->id);
+	buf_puts(out, ",\"labels\":");
+	buf_puts(out, r->labels);
+	buf_printf(out, ",\"connected\":%s,\"transport\":", connected(n, r, mono) ? "true" : "false");
+	buf_json_string(out, r->transport);
+	/* the relays between this plane and the node, nearest first */
+	buf_puts(out, ",\"via\":[");
+	for (const char *v = r->via; v && *v;) {
+		size_t k = strcspn(v, ",");
+		if (v != r->via)
+			buf_putc(out, ',');
+		char *one = xstrndup(v, k);
+		buf_json_string(out, one);
+		free(one);
+		v += k + (v[k] == ',');
+	}
+	buf_putc(out, ']');
+	buf_puts(out, ",\"sub\":");
+	if (r->sub)
+		buf_json_string(out, r->sub);
+	else
+		buf_puts(out, "null");
+	buf_printf(out, ",\"sent_version\":%llu,\"sent_nonce\":", (unsigned long long)r->sent_version);
+	buf_json_string(out, r->sent_nonce);
+	uint64_t target = target_of(n, r, plane_version);
+	uint64_t lag = target > r->acked_version ? target - r->acked_version : 0;
+	buf_printf(out, ",\"target_version\":%llu,\"acked_version\":%llu,\"lag\":%llu,\"lagging\":%s",
+		   (unsigned long long)target, (unsigned long long)r->acked_version, (unsigned long long)lag,
+		   lagging(n, r, mono) ? "true" : "false");
+	if (r->behind_since_ms && lag)
+		buf_printf(out, ",\"behind_seconds\":%lld", (long long)((mono - r->behind_since_ms) / 1000));
+	buf_printf(out, ",\"healthy\":%s", r->healthy < 0 ? "null" : r->healthy ? "true" : "false");
+	buf_puts(out, ",\"traffic\":");
+	buf_puts(out, r->traffic ? r->traffic : "null");
+	if (r->has_nack) {
+		buf_printf(out, ",\"last_nack\":{\"version\":%llu,\"nonce\":", (unsigned long long)r->nack_version);
+		buf_json_string(out, r->nack_nonce);
+		buf_puts(out, ",\"error\":");
+		buf_json_string(out, r->nack_error ? r->nack_error : "");
+		buf_printf(out, ",\"time\":%lld}", (long long)r->nack_at);
+	} else {
+		buf_puts(out, ",\"last_nack\":null");
+	}
+	buf_printf(out, ",\"verify_failures\":%llu", (unsigned long long)r->verify_failures);
+	if (r->vf_error) {
+		buf_printf(out, ",\"last_verify_failure\":{\"version\":%llu,\"error\":", (unsigned long long)r->vf_version);
+		buf_json_string(out, r->vf_error);
+		buf_printf(out, ",\"time\":%lld}", (long long)r->vf_at);
+	} else {
+		buf_puts(out, ",\"last_verify_failure\":null");
+	}
+	buf_printf(out, ",\"first_seen\":%lld,\"last_seen\":%lld,\"acked_at\":%lld,\"acks\":%llu,"
+		   "\"nacks\":%llu,\"stale_acks\":%llu}",
+		   (long long)r->first_seen, (long long)r->last_seen, (long long)r->acked_at,
+		   (unsigned long long)r->acks, (unsigned long long)r->nacks, (unsigned long long)r->stale);
+}
+
+static int cmp_rec(const void *a, const void *b)
+{
+	return strcmp((*(struct node_rec *const *)a)->id, (*(struct node_rec *const *)b)->id);
+}
+
+void nodes_to_json(struct nodes *n, uint64_t plane_version, struct buf *out)
+{
+	int64_t mono = now_ms();
+	pthread_mutex_lock(&n->lock);
+	struct node_rec **sorted = xmalloc((n->len ? n->len : 1) * sizeof(*sorted));
+	if (n->len) {
+		/* n->all is NULL until the first node: memcpy(NULL, 0) is UB */
+		memcpy(sorted, n->all, n->len * sizeof(*sorted));
+		qsort(sorted, n->len, sizeof(*sorted), cmp_rec);
+	}
+	buf_putc(out, '[');
+	bool first = true;
+	for (size_t i = 0; i < n->len; i++) {
+		if (n->own_only && sorted[i]->via)
+			continue;   /* a relay lists the nodes it serves itself */
+		if (!first)
+			buf_putc(out, ',');
+		first = false;
+		rec_json(n, sorted[i], plane_version, mono, out);
+	}
+	buf_putc(out, ']');
+	free(sorted);
+	pthread_mutex_unlock(&n->lock);
+}
+
+int nodes_one_to_json(struct nodes *n, const char *id, uint64_t plane_version, struct buf *out)
+{
+	pthread_mutex_lock(&n->lock);
+	struct node_rec *r = lookup(n, id);
+	if (r)
+		rec_json(n, r, plane_version, now_ms(), out);
+	pthread_mutex_unlock(&n->lock);
+	return r ? 0 : -1;
+}
+
+void nodes_stats(struct nodes *n, struct nodes_stats *st)
+{
+	int64_t mono = now_ms();
+	pthread_mutex_lock(&n->lock);
+	st->nodes = n->len;
+	st->connected = 0;
+	for (size_t i = 0; i < n->len; i++)
+		st->connected += connected(n, n->all[i], mono);
+	st->lagging = 0;
+	for (size_t i = 0; i < n->len; i++)
+		st->lagging += lagging(n, n->all[i], mono);
+	st->acks = n->acks;
+	st->nacks = n->nacks;
+	st->stale = n->stale;
+	st->verify_failures = n->verify_failures;
+	pthread_mutex_unlock(&n->lock);
+}
+
+void nodes_metrics(struct nodes *n, uint64_t plane_version, struct buf *out)
+{
+	int64_t mono = now_ms();
+	pthread_mutex_lock(&n->lock);
+	buf_puts(out, "# HELP tether_node_lag Versions between the node's target and its acked version.\n"
+		      "# TYPE tether_node_lag gauge\n");
+	for (size_t i = 0; i < n->len; i++) {
+		const struct node_rec *r = n->all[i];
+		uint64_t t = target_of(n, r, plane_version);
+		buf_printf(out, "tether_node_lag{node=\"%s\"} %llu\n", r->id,
+			   (unsigned long long)(t > r->acked_version ? t - r->acked_version : 0));
+	}
+	buf_puts(out, "# HELP tether_node_target_version The version each node should run.\n"
+		      "# TYPE tether_node_target_version gauge\n");
+	for (size_t i = 0; i < n->len; i++)
+		buf_printf(out, "tether_node_target_version{node=\"%s\"} %llu\n", n->all[i]->id,
+			   (unsigned long long)target_of(n, n->all[i], plane_version));
+	buf_puts(out, "# HELP tether_node_lagging 1 when the node has trailed its target longer than --lag-alert.\n"
+		      "# TYPE tether_node_lagging gauge\n");
+	for (size_t i = 0; i < n->len; i++)
+		buf_printf(out, "tether_node_lagging{node=\"%s\"} %d\n", n->all[i]->id, lagging(n, n->all[i], mono) ? 1 : 0);
+	buf_puts(out, "# HELP tether_node_stale_acks_total ACKs and NACKs each node sent with a nonce that was not the latest.\n"
+		      "# TYPE tether_node_stale_acks_total counter\n");
+	for (size_t i = 0; i < n->len; i++)
+		buf_printf(out, "tether_node_stale_acks_total{node=\"%s\"} %llu\n", n->all[i]->id,
+			   (unsigned long long)n->all[i]->stale);
+	buf_puts(out, "# HELP tether_node_acked_version The version each node last acked.\n"
+		      "# TYPE tether_node_acked_version gauge\n");
+	for (size_t i = 0; i < n->len; i++)
+		buf_printf(out, "tether_node_acked_version{node=\"%s\"} %llu\n", n->all[i]->id,
+			   (unsigned long long)n->all[i]->acked_version);
+	buf_puts(out, "# HELP tether_node_verify_failures_total Pushes each node refused because they failed its "
+		      "verification (signature, rollback, digest), since the plane started.\n"
+		      "# TYPE tether_node_verify_failures_total counter\n");
+	for (size_t i = 0; i < n->len; i++)
+		buf_printf(out, "tether_node_verify_failures_total{node=\"%s\"} %llu\n", n->all[i]->id,
+			   (unsigned long long)n->all[i]->verify_failures);
+	buf_puts(out, "# HELP tether_node_traffic_requests Requests the node's live generation served, as it last "
+		      "reported (traffic-aware gates).\n"
+		      "# TYPE tether_node_traffic_requests gauge\n");
+	for (size_t i = 0; i < n->len; i++)
+		if (n->all[i]->traffic)
+			buf_printf(out, "tether_node_traffic_requests{node=\"%s\"} %llu\n", n->all[i]->id,
+				   (unsigned long long)n->all[i]->t_requests);
+	buf_puts(out, "# HELP tether_node_traffic_errors 5xx answers of the node's live generation, as it last reported.\n"
+		      "# TYPE tether_node_traffic_errors gauge\n");
+	for (size_t i = 0; i < n->len; i++)
+		if (n->all[i]->traffic)
+			buf_printf(out, "tether_node_traffic_errors{node=\"%s\"} %llu\n", n->all[i]->id,
+				   (unsigned long long)n->all[i]->t_errors);
+	buf_puts(out, "# HELP tether_node_traffic_latency_p99_ms The p99 latency of the node's live generation over "
+		      "every route, as it last reported.\n"
+		      "# TYPE tether_node_traffic_latency_p99_ms gauge\n");
+	for (size_t i = 0; i < n->len; i++)
+		if (n->all[i]->traffic)
+			buf_printf(out, "tether_node_traffic_latency_p99_ms{node=\"%s\"} %.3f\n", n->all[i]->id,
+				   n->all[i]->t_p99);
+	buf_puts(out, "# HELP tether_node_nacks_total NACKs each node sent.\n"
+		      "# TYPE tether_node_nacks_total counter\n");
+	for (size_t i = 0; i < n->len; i++)
+		buf_printf(out, "tether_node_nacks_total{node=\"%s\"} %llu\n", n->all[i]->id,
+			   (unsigned long long)n->all[i]->nacks);
+	pthread_mutex_unlock(&n->lock);
+}
+
+/* Snapshot of one record for writing without the nodes lock. */
+struct rec_copy {
+	struct node_rec r;
+	char *labels, *nack_error, *via, *vf_error, *sub, *traffic;
+};
+
+int nodes_flush(struct nodes *n, char *err, size_t errlen)
+{
+	pthread_mutex_lock(&n->flush_lock);
+	pthread_mutex_lock(&n->lock);
+	size_t cnt = n->ndirty;
+	if (!cnt) {
+		pthread_mutex_unlock(&n->lock);
+		pthread_mutex_unlock(&n->flush_lock);
+		return 0;
+	}
+	struct rec_copy *copies = xmalloc(cnt * sizeof(*copies));
+	for (size_t i = 0; i < cnt; i++) {
+		struct node_rec *r = n->dirty[i];
+		copies[i].r = *r;
+		copies[i].r.id = xstrdup(r->id);
+		copies[i].labels = xstrdup(r->labels);
+		copies[i].nack_error = r->nack_error ? xstrdup(r->nack_error) : NULL;
+		copies[i].via = r->via ? xstrdup(r->via) : NULL;
+		copies[i].vf_error = r->vf_error ? xstrdup(r->vf_error) : NULL;
+		copies[i].sub = r->sub ? xstrdup(r->sub) : NULL;
+		copies[i].traffic = r->traffic_out && r->traffic ? xstrdup(r->traffic) : NULL;
+		r->traffic_out = false;
+		r->dirty = false;
+	}
+	n->ndirty = 0;
+	pthread_mutex_unlock(&n->lock);
+
+	struct persist_node *recs = xcalloc(cnt, sizeof(*recs));
+	const char *self = self_replica(n);
+	for (size_t i = 0; i < cnt; i++) {
+		const struct node_rec *r = &copies[i].r;
+		recs[i] = (struct persist_node){
+			.id = r->id, .labels = copies[i].labels, .transport = r->transport,
+			.first_seen = r->first_seen, .last_seen = r->last_seen, .sent_version = r->sent_version,
+			.sent_nonce = r->sent_nonce, .sent_at = r->sent_at, .acked_version = r->acked_version,
+			.acked_at = r->acked_at, .healthy = r->healthy, .has_nack = r->has_nack,
+			.nack_version = r->nack_version, .nack_nonce = r->nack_nonce, .nack_error = copies[i].nack_error,
+			.nack_at = r->nack_at, .acks = r->acks, .nacks = r->nacks, .stale = r->stale,
+			.replica = self, .streaming = r->streams > 0 || (copies[i].via && r->via_streaming),
+			.via = copies[i].via, .verify_failures = r->verify_failures, .vf_version = r->vf_version,
+			.vf_error = copies[i].vf_error, .vf_at = r->vf_at, .sub = copies[i].sub,
+			.traffic = copies[i].traffic,
+		};
+	}
+	int rc = n->p->ops->nodes_save(n->p, recs, cnt, err, errlen);
+	free(recs);
+	if (rc < 0) {
+		/* keep them dirty so the next flush tries again */
+		pthread_mutex_lock(&n->lock);
+		for (size_t i = 0; i < cnt; i++) {
+			struct node_rec *r = lookup(n, copies[i].r.id);
+			if (r) {
+				mark_dirty(n, r);
+				r->traffic_out |= copies[i].traffic != NULL;
+			}
+		}
+		pthread_mutex_unlock(&n->lock);
+	}
+	for (size_t i = 0; i < cnt; i++) {
+		free(copies[i].r.id);
+		free(copies[i].labels);
+		free(copies[i].nack_error);
+		free(copies[i].via);
+		free(copies[i].vf_error);
+		free(copies[i].sub);
+		free(copies[i].traffic);
+	}
+	free(copies);
+	pthread_mutex_unlock(&n->flush_lock);
+	return rc;
+}

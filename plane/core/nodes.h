@@ -1,0 +1,122 @@
+/* core/nodes.h: the plane's record of every node: labels, connection, the last
+ * push sent (version, nonce), the acked version, the last NACK, counters.
+ * Records are written behind (nodes_flush, every few hundred ms and at
+ * exit) so a burst of ACKs costs one transaction, not one each. */
+#ifndef TETHER_NODES_H
+#define TETHER_NODES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "persist/persist.h"
+
+#define NONCE_MAX 48
+#define NODE_ERROR_MAX 4096
+
+enum ack_result {
+	ACK_ACCEPTED,      /* the nonce is the latest sent: the record moved */
+	ACK_STALE,         /* an older or unknown nonce: counted, nothing moved */
+	ACK_MISMATCH,      /* the nonce is the latest but the version is not its version */
+};
+
+struct ack_msg {
+	const char *node;
+	uint64_t version;
+	const char *nonce;
+	bool nack;
+	const char *error;   /* NACK reason, may be NULL */
+	int healthy;         /* -1 unknown, 0 unhealthy, 1 healthy */
+	bool verify;         /* a NACK of a push that failed the node's --trust checks */
+};
+
+struct nodes_stats {
+	size_t nodes, connected, lagging;
+	uint64_t acks, nacks, stale, verify_failures;
+};
+
+/* A node's target version (what it should run), or UINT64_MAX for the
+ * plane's newest. Called with the nodes lock held: it must not call back. */
+typedef uint64_t (*nodes_target_fn)(void *ctx, const char *node);
+
+struct nodes *nodes_open(struct persist *p, size_t max_nodes, int64_t poll_window_ms, char *err, size_t errlen);
+void nodes_free(struct nodes *n);
+/* Takes in a record another replica wrote (a shared store): each part
+ * from whichever replica saw it last. Not written back. -1 when the node
+ * is new and the table is full. */
+int nodes_merge(struct nodes *n, const struct persist_node *pn);
+/* Takes in a record a relay sent up (POST /v1/relay/nodes): the node is
+ * behind relay (and pn->via, the relays behind that one). Written on, to
+ * the store or, on a relay, further up. -1 when it is new and the table is
+ * full. */
+int nodes_relayed(struct nodes *n, const struct persist_node *pn, const char *relay);
+/* Relays below this plane: fn says whether a relay holds its stream here
+ * (a node behind it counts connected while it does). own_only: this plane
+ * is a relay itself, and lists only the nodes it serves. */
+void nodes_set_relay_up(struct nodes *n, bool (*fn)(void *ctx, const char *relay), void *ctx, bool own_only);
+/* Marks every record to be written again (a relay reached an upstream:
+ * it hears them all). */
+void nodes_resync(struct nodes *n);
+
+/* Per-node targets for lag (none: every node's target is the newest), and
+ * the seconds a node may trail its target before it is flagged lagging. */
+void nodes_set_target(struct nodes *n, nodes_target_fn fn, void *ctx, double lag_alert_s);
+/* Notes which nodes trail their target, and since when. Call every second
+ * or so; returns how many are lagging (behind for lag_alert_s or more). */
+size_t nodes_check_lag(struct nodes *n, uint64_t plane_version);
+
+/* The connected nodes (ids and canonical labels, copies the caller frees
+ * with nodes_list_free): the members of a rollout that starts now. */
+size_t nodes_connected_list(struct nodes *n, char ***ids, char ***labels);
+void nodes_list_free(char **ids, char **labels, size_t count);
+/* One node's sent and acked versions and health; false when unknown. */
+bool nodes_versions(struct nodes *n, const char *id, uint64_t *sent, uint64_t *acked, int *healthy);
+/* Whether id's record holds a NACK of a version >= min (its error into
+ * err): what a rollout controller taking over finds. */
+bool nodes_nacked(struct nodes *n, const char *id, uint64_t min, char *err, size_t errlen);
+
+/* Checks a node id: [A-Za-z0-9._-]{1,200}. */
+bool nodes_id_valid(const char *id);
+
+/* Records that a node was seen (creating it); labels is canonical JSON of
+ * an object or NULL to keep the old ones. Returns -1 when the registry is
+ * full (max_nodes) and the node is new. */
+int nodes_seen(struct nodes *n, const char *id, const char *labels, const char *transport);
+/* Records the subscription (canonical, "" for every name) a node's stream
+ * or poll asked for: GET /v1/nodes shows it as "sub", so tetherctl sync
+ * counts the nodes a change reaches. Saved with the node's record, so a
+ * restarted plane still knows it. */
+void nodes_set_sub(struct nodes *n, const char *id, const char *canon);
+/* Records a node's last traffic report (traffic-aware gates): /v1/nodes
+ * shows it, /metrics its sums. Memory only, but with pass_on on a replica
+ * or a relay it goes with the node's next record written
+ * (persist_node.traffic). 0; 1 when it is older than the one shown
+ * (traffic_replayed: not taken); -1 for an unknown node. */
+struct traffic;
+int nodes_set_traffic(struct nodes *n, const char *id, const struct traffic *t, bool pass_on);
+void nodes_stream_open(struct nodes *n, const char *id);
+void nodes_stream_close(struct nodes *n, const char *id);
+/* Records the push sent to a node. */
+void nodes_sent(struct nodes *n, const char *id, uint64_t version, const char *nonce);
+/* Applies an ACK or NACK. plane_version bounds what a poll nonce may
+ * claim. A NACK of a failed verification is recorded as such whatever
+ * its nonce (a replayed push carries an old one): it moves nothing, but
+ * shows. Returns 0 with *res set, or -1 for an unknown node. */
+int nodes_ack(struct nodes *n, const struct ack_msg *m, uint64_t plane_version, enum ack_result *res);
+
+/* Appends the JSON array of every node (sorted by id). */
+void nodes_to_json(struct nodes *n, uint64_t plane_version, struct buf *out);
+/* Appends one node's JSON object; returns -1 when unknown. */
+int nodes_one_to_json(struct nodes *n, const char *id, uint64_t plane_version, struct buf *out);
+void nodes_stats(struct nodes *n, struct nodes_stats *st);
+/* Appends Prometheus lines for per-node gauges. */
+void nodes_metrics(struct nodes *n, uint64_t plane_version, struct buf *out);
+
+/* Writes the records changed since the last flush. */
+int nodes_flush(struct nodes *n, char *err, size_t errlen);
+
+/* Poll nonces are self-describing: "p<version>-<base>". */
+void nodes_poll_nonce(char *out, size_t cap, uint64_t version, uint64_t base);
+
+#endif

@@ -1,0 +1,306 @@
+/* core/tokens.c: issued bearer tokens, stored as hashes (see tokens.h).
+ *
+ * A token is "tt1_" + its id (12 hex) + "_" + 32 random bytes in
+ * base64url: 60 characters. The id is public (token ls, revoke); the
+ * random part never leaves the answer that made it. */
+#include "core/tokens.h"
+#include "log.h"
+#include "persist/records_json.h"
+#include "strmap.h"
+#include "util.h"
+#include "xmalloc.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define HASH_HEX (2 * crypto_generichash_BYTES + 1)
+
+struct record {
+	struct token_info info;
+	char hash[HASH_HEX];
+	int64_t created, revoked_at;
+};
+
+struct tokens {
+	struct persist *p;           /* borrowed: the backend */
+	pthread_mutex_t lock;
+	struct record **rec;         /* each its own block: the map borrows its hash */
+	size_t n, cap;
+	struct strmap by_hash;       /* hash hex -> index + 1 */
+	_Atomic uint64_t gen;        /* moves with every record */
+};
+
+
+const char *role_name(enum role r)
+{
+	switch (r) {
+	case ROLE_NODE: return "node";
+	case ROLE_READER: return "reader";
+	case ROLE_OPERATOR: return "operator";
+	case ROLE_ADMIN: return "admin";
+	case ROLE_RELAY: return "relay";
+	default: return "none";
+	}
+}
+
+enum role role_parse(const char *s)
+{
+	if (!s)
+		return ROLE_NONE;
+	if (strcmp(s, "admin") == 0)
+		return ROLE_ADMIN;
+	if (strcmp(s, "operator") == 0)
+		return ROLE_OPERATOR;
+	if (strcmp(s, "reader") == 0)
+		return ROLE_READER;
+	if (strcmp(s, "relay") == 0)
+		return ROLE_RELAY;
+	return ROLE_NONE;
+}
+
+static void hash_token(const char *token, char out[HASH_HEX])
+{
+	unsigned char h[crypto_generichash_BYTES];
+	crypto_generichash(h, sizeof(h), (const unsigned char *)token, strlen(token), NULL, 0);
+	sodium_bin2hex(out, HASH_HEX, h, sizeof(h));
+}
+
+static struct record *add(struct tokens *t)
+{
+	if (t->n == t->cap) {
+		t->cap = t->cap ? t->cap * 2 : 16;
+		t->rec = xrealloc(t->rec, t->cap * sizeof(*t->rec));
+	}
+	struct record *r = xcalloc(1, sizeof(*r));
+	t->rec[t->n++] = r;
+	return r;
+}
+
+static void index_record(struct tokens *t, size_t i)
+{
+	*strmap_ref(&t->by_hash, t->rec[i]->hash) = (intptr_t)i + 1;
+}
+
+static int load_one(void *ctx, const struct persist_token *pt)
+{
+	struct tokens *t = ctx;
+	struct record *r = add(t);
+	snprintf(r->info.id, sizeof(r->info.id), "%s", pt->id);
+	snprintf(r->hash, sizeof(r->hash), "%s", pt->hash);
+	r->info.role = strcmp(pt->role, "node") == 0 ? ROLE_NODE : role_parse(pt->role);
+	snprintf(r->info.node, sizeof(r->info.node), "%s", pt->node);
+	snprintf(r->info.name, sizeof(r->info.name), "%s", pt->name);
+	r->created = pt->created;
+	r->revoked_at = pt->revoked;
+	r->info.revoked = r->revoked_at != 0;
+	if (r->info.role == ROLE_NONE) {
+		log_warn("tokens: token %s has an unknown role; it admits nothing", r->info.id);
+		r->info.revoked = true;
+	}
+	index_record(t, t->n - 1);
+	atomic_fetch_add(&t->gen, 1);
+	return 0;
+}
+
+struct tokens *tokens_open(struct persist *p, char *err, size_t errlen)
+{
+	struct tokens *t = xcalloc(1, sizeof(*t));
+	t->p = p;
+	pthread_mutex_init(&t->lock, NULL);
+	strmap_init(&t->by_hash);
+	if (p->ops->tokens_load(p, load_one, t, err, errlen) < 0) {
+		tokens_free(t);
+		return NULL;
+	}
+	return t;
+}
+
+void tokens_free(struct tokens *t)
+{
+	if (!t)
+		return;
+	strmap_release(&t->by_hash);
+	for (size_t i = 0; i < t->n; i++) {
+		sodium_memzero(t->rec[i], sizeof(*t->rec[i]));
+		free(t->rec[i]);
+	}
+	free(t->rec);
+	pthread_mutex_destroy(&t->lock);
+	free(t);
+}
+
+int tokens_merge(struct tokens *t, const struct persist_token *pt)
+{
+	pthread_mutex_lock(&t->lock);
+	struct record *r = NULL;
+	for (size_t i = 0; i < t->n && !r; i++)
+		if (strcmp(t->rec[i]->info.id, pt->id) == 0)
+			r = t->rec[i];
+	int rc = 0;
+	if (!r) {
+		load_one(t, pt);
+	} else if (pt->revoked && !r->info.revoked) {
+		r->info.revoked = true;
+		r->revoked_at = pt->revoked;
+		atomic_fetch_add(&t->gen, 1);
+		rc = 1;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return rc;
+}
+
+int tokens_create(struct tokens *t, enum role role, const char *node, const char *name, char **token,
+		  struct token_info *info, char *err, size_t errlen)
+{
+	unsigned char idb[TOKEN_ID_LEN / 2], secret[32];
+	char id[TOKEN_ID_LEN + 1], sec64[sodium_base64_ENCODED_LEN(32, sodium_base64_VARIANT_URLSAFE_NO_PADDING)];
+	randombytes_buf(idb, sizeof(idb));
+	randombytes_buf(secret, sizeof(secret));
+	sodium_bin2hex(id, sizeof(id), idb, sizeof(idb));
+	sodium_bin2base64(sec64, sizeof(sec64), secret, sizeof(secret), sodium_base64_VARIANT_URLSAFE_NO_PADDING);
+	char *tok = xasprintf("tt1_%s_%s", id, sec64);
+	sodium_memzero(secret, sizeof(secret));
+	sodium_memzero(sec64, sizeof(sec64));
+
+	struct record r;
+	memset(&r, 0, sizeof(r));
+	snprintf(r.info.id, sizeof(r.info.id), "%s", id);
+	r.info.role = role;
+	snprintf(r.info.node, sizeof(r.info.node), "%s", role == ROLE_NODE && node ? node : "");
+	snprintf(r.info.name, sizeof(r.info.name), "%s", name ? name : "");
+	hash_token(tok, r.hash);
+	r.created = wall_seconds();
+
+	struct persist_token pt = {
+		.id = r.info.id, .hash = r.hash, .role = role_name(role), .node = r.info.node, .name = r.info.name,
+		.created = r.created,
+	};
+	int rc = t->p->ops->token_add(t->p, &pt, err, errlen);
+	if (rc < 0) {
+		sodium_memzero(tok, strlen(tok));
+		free(tok);
+		return -1;
+	}
+	pthread_mutex_lock(&t->lock);
+	*add(t) = r;
+	index_record(t, t->n - 1);
+	atomic_fetch_add(&t->gen, 1);
+	pthread_mutex_unlock(&t->lock);
+	*info = r.info;
+	*token = tok;
+	return 0;
+}
+
+int tokens_lookup(struct tokens *t, const char *token, struct token_info *info)
+{
+	char h[HASH_HEX];
+	/* the map is keyed by the hash: what the lookup compares is a hash of
+	 * the secret, never the secret itself */
+	hash_token(token, h);
+	pthread_mutex_lock(&t->lock);
+	intptr_t i = 0;
+	int found = strmap_get(&t->by_hash, h, &i) && i > 0;
+	if (found)
+		*info = t->rec[i - 1]->info;
+	pthread_mutex_unlock(&t->lock);
+	return found;
+}
+
+int tokens_revoke(struct tokens *t, const char *id, char *err, size_t errlen)
+{
+	pthread_mutex_lock(&t->lock);
+	struct record *r = NULL;
+	for (size_t i = 0; i < t->n && !r; i++)
+		if (strcmp(t->rec[i]->info.id, id) == 0)
+			r = t->rec[i];
+	if (!r) {
+		pthread_mutex_unlock(&t->lock);
+		return 0;
+	}
+	if (r->info.revoked) {
+		pthread_mutex_unlock(&t->lock);
+		return 1;
+	}
+	int64_t now = wall_seconds();
+	int rc = -1;
+	if (t->p->ops->token_revoke(t->p, id, now, err, errlen) == 0) {
+		r->info.revoked = true;
+		r->revoked_at = now;
+		atomic_fetch_add(&t->gen, 1);
+		rc = 1;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return rc;
+}
+
+bool tokens_revoked(struct tokens *t, const char *id)
+{
+	bool revoked = false;
+	pthread_mutex_lock(&t->lock);
+	for (size_t i = 0; i < t->n; i++)
+		if (strcmp(t->rec[i]->info.id, id) == 0)
+			revoked = t->rec[i]->info.revoked;
+	pthread_mutex_unlock(&t->lock);
+	return revoked;
+}
+
+void tokens_to_json(struct tokens *t, struct buf *out)
+{
+	pthread_mutex_lock(&t->lock);
+	buf_putc(out, '[');
+	for (size_t i = 0; i < t->n; i++) {
+		const struct record *r = t->rec[i];
+		if (i)
+			buf_putc(out, ',');
+		buf_printf(out, "{\"id\":\"%s\",\"role\":\"%s\",", r->info.id, role_name(r->info.role));
+		if (r->info.role == ROLE_NODE) {
+			buf_puts(out, "\"node\":");
+			buf_json_string(out, r->info.node);
+			buf_putc(out, ',');
+		}
+		buf_puts(out, "\"name\":");
+		buf_json_string(out, r->info.name);
+		buf_printf(out, ",\"created\":%lld,\"revoked\":%lld}", (long long)r->created, (long long)r->revoked_at);
+	}
+	buf_putc(out, ']');
+	pthread_mutex_unlock(&t->lock);
+}
+
+size_t tokens_count(struct tokens *t, enum role role)
+{
+	size_t n = 0;
+	pthread_mutex_lock(&t->lock);
+	for (size_t i = 0; i < t->n; i++)
+		n += t->rec[i]->info.role == role && !t->rec[i]->info.revoked;
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}
+
+uint64_t tokens_gen(struct tokens *t)
+{
+	return atomic_load(&t->gen);
+}
+
+void tokens_records_json(struct tokens *t, struct buf *out)
+{
+	cJSON *o = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(o, "tokens");
+	pthread_mutex_lock(&t->lock);
+	for (size_t i = 0; i < t->n; i++) {
+		const struct record *r = t->rec[i];
+		struct persist_token pt = {
+			.id = r->info.id, .hash = r->hash, .role = role_name(r->info.role), .node = r->info.node,
+			.name = r->info.name, .created = r->created, .revoked = r->revoked_at,
+		};
+		cJSON_AddItemToArray(arr, record_token_to_json(&pt));
+	}
+	pthread_mutex_unlock(&t->lock);
+	char *text = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	buf_puts(out, text);
+	sodium_memzero(text, strlen(text));
+	free(text);
+}

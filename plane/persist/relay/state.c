@@ -1,0 +1,190 @@
+/* persist/relay/state.c: a relay stream's state event, written by the upstream
+ * and read by the relay (see persist/relay/state.h). */
+#include "persist/relay/state.h"
+#include "json.h"
+#include "persist/records_json.h"
+#include "resource.h"
+#include "core/store.h"
+#include "xmalloc.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct item {
+	const char *name;
+	const char *body;            /* NULL: removed */
+	size_t len;
+	uint64_t version;
+	int64_t deleted_at;
+};
+
+struct items {
+	struct item *v;
+	size_t n, cap;
+};
+
+static void add(struct items *it, const char *name, const char *body, size_t len, uint64_t version,
+		int64_t deleted_at)
+{
+	if (it->n == it->cap) {
+		it->cap = it->cap ? it->cap * 2 : 64;
+		it->v = xrealloc(it->v, it->cap * sizeof(*it->v));
+	}
+	it->v[it->n++] = (struct item){ name, body, len, version, deleted_at };
+}
+
+/* e's states after `after`: the current one and the history's. */
+static void states(struct items *it, const struct store_entry *e, uint64_t after)
+{
+	if (e->version > after)
+		add(it, e->name, e->body, e->body_len, e->version, e->body ? 0 : e->deleted_at);
+	for (const struct store_hist *h = e->hist; h && h->version > after; h = h->next)
+		add(it, e->name, h->body, h->body_len, h->version, 0);
+}
+
+static int cmp_item(const void *a, const void *b)
+{
+	const struct item *x = a, *y = b;
+	if (x->version != y->version)
+		return x->version < y->version ? -1 : 1;
+	return strcmp(x->name, y->name);
+}
+
+void relay_state_encode(struct store *s, uint64_t have, uint64_t released, struct buf *out, uint64_t *version,
+			bool *full)
+{
+	struct items it = { 0 };
+	store_rdlock(s);
+	uint64_t newest = store_version(s), horizon = store_horizon(s);
+	*full = have == 0 || have < horizon || have > newest;
+	if (*full) {
+		for (const struct store_entry *e = store_oldest(s); e; e = e->next)
+			states(&it, e, 0);
+	} else {
+		for (const struct store_entry *e = store_newest(s); e && e->version > have; e = e->prev)
+			states(&it, e, have);
+	}
+	if (it.n > 1)
+		qsort(it.v, it.n, sizeof(*it.v), cmp_item);
+	size_t est = 160;
+	for (size_t i = 0; i < it.n; i++)
+		est += it.v[i].len + strlen(it.v[i].name) + 64;
+	buf_reserve(out, out->len + est);
+	buf_printf(out, "{\"version\":\"%llu\",\"base\":\"%llu\",\"full\":%s,\"horizon\":\"%llu\",\"released\":\"%llu\"",
+		   (unsigned long long)newest, (unsigned long long)(*full ? 0 : have), *full ? "true" : "false",
+		   (unsigned long long)horizon, (unsigned long long)released);
+	buf_puts(out, ",\"changes\":[");
+	for (size_t i = 0; i < it.n; i++) {
+		const struct item *x = &it.v[i];
+		if (i)
+			buf_putc(out, ',');
+		buf_puts(out, "{\"name\":");
+		buf_json_string(out, x->name);
+		buf_printf(out, ",\"version\":\"%llu\"", (unsigned long long)x->version);
+		if (x->body) {
+			buf_puts(out, ",\"body\":");
+			buf_append(out, x->body, x->len);
+		} else {
+			buf_printf(out, ",\"deleted_at\":\"%lld\"", (long long)x->deleted_at);
+		}
+		buf_putc(out, '}');
+	}
+	buf_putc(out, ']');   /* the caller adds the statement and closes */
+	store_rdunlock(s);
+	free(it.v);
+	*version = newest;
+}
+
+/* ---- the relay's side -------------------------------------------------------- */
+
+static int cmp_change(const void *a, const void *b)
+{
+	const struct persist_remote *x = a, *y = b;
+	if (x->version != y->version)
+		return x->version < y->version ? -1 : 1;
+	return strcmp(x->name, y->name);
+}
+
+void relay_state_release(struct relay_state *st)
+{
+	for (size_t i = 0; i < st->n; i++) {
+		free(st->ch[i].name);
+		free(st->ch[i].body);
+	}
+	free(st->ch);
+	free(st->statement);
+	memset(st, 0, sizeof(*st));
+}
+
+int relay_state_decode(const char *data, size_t len, struct relay_state *out, char *err, size_t errlen)
+{
+	memset(out, 0, sizeof(*out));
+	struct json_limits lim = { .max_bytes = 0, .max_depth = 520 };   /* past any --max-depth */
+	cJSON *o = json_decode(data, len, &lim, err, errlen);
+	if (!o)
+		return -1;
+	const cJSON *changes = cJSON_GetObjectItemCaseSensitive(o, "changes"), *c;
+	if (!cJSON_IsObject(o) || !cJSON_IsArray(changes)) {
+		snprintf(err, errlen, "a state needs an object with changes");
+		cJSON_Delete(o);
+		return -1;
+	}
+	out->version = record_u64(o, "version");
+	out->horizon = record_u64(o, "horizon");
+	out->full = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "full"));
+	out->has_released = cJSON_GetObjectItemCaseSensitive(o, "released") != NULL;
+	out->released = record_u64(o, "released");
+	const char *stmt = record_str(o, "statement");
+	if (stmt[0])
+		out->statement = xstrdup(stmt);
+	size_t n = (size_t)cJSON_GetArraySize(changes);
+	if ((!out->version && n) || out->horizon > out->version || out->released > out->version) {
+		snprintf(err, errlen, "a state at version %llu with %zu changes, horizon %llu, released %llu",
+			 (unsigned long long)out->version, n, (unsigned long long)out->horizon,
+			 (unsigned long long)out->released);
+		goto fail;
+	}
+	out->ch = xcalloc(n ? n : 1, sizeof(*out->ch));
+	cJSON_ArrayForEach(c, changes) {
+		const char *name = record_str(c, "name");
+		uint64_t v = record_u64(c, "version");
+		cJSON *body = cJSON_GetObjectItemCaseSensitive(c, "body");
+		char nerr[160];
+		if (!cJSON_IsObject(c) || resource_fullname_check(name, nerr, sizeof(nerr)) < 0) {
+			snprintf(err, errlen, "a change with a bad name: %s", cJSON_IsObject(c) ? nerr : "not an object");
+			goto fail;
+		}
+		if (v == 0 || v > out->version || (body && !cJSON_IsObject(body))) {
+			snprintf(err, errlen, "%.200s: a change of version %llu (state %llu)%s", name,
+				 (unsigned long long)v, (unsigned long long)out->version,
+				 body && !cJSON_IsObject(body) ? " whose body is not an object" : "");
+			goto fail;
+		}
+		struct persist_remote *r = &out->ch[out->n++];
+		r->name = xstrdup(name);
+		r->version = v;
+		if (body) {
+			/* the upstream's canonical bytes, as it stores them */
+			r->body = json_encode_canonical(body);
+			r->body_len = strlen(r->body);
+		} else {
+			r->deleted_at = (int64_t)record_u64(c, "deleted_at");
+		}
+	}
+	if (out->n > 1)
+		qsort(out->ch, out->n, sizeof(*out->ch), cmp_change);
+	for (size_t i = 1; i < out->n; i++) {
+		if (out->ch[i].version == out->ch[i - 1].version && strcmp(out->ch[i].name, out->ch[i - 1].name) == 0) {
+			snprintf(err, errlen, "%.200s: two changes in version %llu", out->ch[i].name,
+				 (unsigned long long)out->ch[i].version);
+			goto fail;
+		}
+	}
+	cJSON_Delete(o);
+	return 0;
+fail:
+	cJSON_Delete(o);
+	relay_state_release(out);
+	return -1;
+}

@@ -1,0 +1,130 @@
+/* persist/sqlite/nodes.c: the SQLite backend's node records (see persist.h): table
+ * nodes, a batch per transaction with synchronous=NORMAL (a process crash
+ * loses nothing; a power cut may lose the last batch, and the nodes report
+ * again). */
+#include "persist/sqlite/sqlite.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char *text_or(sqlite3_stmt *st, int col, const char *dflt)
+{
+	const unsigned char *t = sqlite3_column_text(st, col);
+	return t ? (const char *)t : dflt;
+}
+
+int nodes_sqlite_load(struct persist *p, persist_node_cb cb, void *ctx, char *err, size_t errlen)
+{
+	static const char sql[] =
+		"SELECT node, labels, first_seen, last_seen, transport, sent_version, sent_nonce,"
+		" sent_at, acked_version, acked_at, healthy, nack_version, nack_nonce, nack_error,"
+		" nack_at, acks, nacks, stale_acks, sub FROM nodes";
+	struct db *db = persist_sqlite_db(p);
+	sqlite3_stmt *st = NULL;
+	int rc = -1;
+	pthread_mutex_lock(&db->lock);
+	if (sqlite3_prepare_v2(db->conn, sql, -1, &st, NULL) != SQLITE_OK) {
+		snprintf(err, errlen, "database: %s", sqlite3_errmsg(db->conn));
+		goto out;
+	}
+	int step;
+	while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+		const char *id = (const char *)sqlite3_column_text(st, 0);
+		if (!id)
+			continue;
+		struct persist_node n = {
+			.id = id, .labels = text_or(st, 1, "{}"), .first_seen = sqlite3_column_int64(st, 2),
+			.last_seen = sqlite3_column_int64(st, 3), .transport = text_or(st, 4, ""),
+			.sent_version = (uint64_t)sqlite3_column_int64(st, 5), .sent_nonce = text_or(st, 6, ""),
+			.sent_at = sqlite3_column_int64(st, 7), .acked_version = (uint64_t)sqlite3_column_int64(st, 8),
+			.acked_at = sqlite3_column_int64(st, 9),
+			.healthy = sqlite3_column_type(st, 10) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 10),
+			.has_nack = sqlite3_column_type(st, 11) != SQLITE_NULL,
+			.nack_version = (uint64_t)sqlite3_column_int64(st, 11), .nack_nonce = text_or(st, 12, ""),
+			.nack_error = text_or(st, 13, ""), .nack_at = sqlite3_column_int64(st, 14),
+			.acks = (uint64_t)sqlite3_column_int64(st, 15), .nacks = (uint64_t)sqlite3_column_int64(st, 16),
+			.stale = (uint64_t)sqlite3_column_int64(st, 17),
+			.sub = (const char *)sqlite3_column_text(st, 18),
+		};
+		if (cb(ctx, &n) < 0) {
+			snprintf(err, errlen, "nodes: a record could not be loaded");
+			goto out;
+		}
+	}
+	if (step != SQLITE_DONE) {
+		snprintf(err, errlen, "database: %s", sqlite3_errmsg(db->conn));
+		goto out;
+	}
+	rc = 0;
+out:
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&db->lock);
+	return rc;
+}
+
+int nodes_sqlite_save(struct persist *p, const struct persist_node *recs, size_t cnt, char *err, size_t errlen)
+{
+	static const char sql[] =
+		"INSERT OR REPLACE INTO nodes(node, labels, first_seen, last_seen, transport,"
+		" sent_version, sent_nonce, sent_at, acked_version, acked_at, healthy,"
+		" nack_version, nack_nonce, nack_error, nack_at, acks, nacks, stale_acks, sub)"
+		" VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+	struct db *db = persist_sqlite_db(p);
+	int rc = -1;
+	sqlite3_stmt *st = NULL;
+	pthread_mutex_lock(&db->lock);
+	if (db_set_sync(db, 0, err, errlen) < 0 || db_exec(db, "BEGIN IMMEDIATE", err, errlen) < 0)
+		goto out;
+	if (sqlite3_prepare_v2(db->conn, sql, -1, &st, NULL) != SQLITE_OK) {
+		snprintf(err, errlen, "database: %s", sqlite3_errmsg(db->conn));
+		goto rollback;
+	}
+	for (size_t i = 0; i < cnt; i++) {
+		const struct persist_node *r = &recs[i];
+		sqlite3_bind_text(st, 1, r->id, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 2, r->labels, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 3, r->first_seen);
+		sqlite3_bind_int64(st, 4, r->last_seen);
+		sqlite3_bind_text(st, 5, r->transport, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 6, (sqlite3_int64)r->sent_version);
+		sqlite3_bind_text(st, 7, r->sent_nonce, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 8, r->sent_at);
+		sqlite3_bind_int64(st, 9, (sqlite3_int64)r->acked_version);
+		sqlite3_bind_int64(st, 10, r->acked_at);
+		if (r->healthy < 0)
+			sqlite3_bind_null(st, 11);
+		else
+			sqlite3_bind_int(st, 11, r->healthy);
+		if (r->has_nack) {
+			sqlite3_bind_int64(st, 12, (sqlite3_int64)r->nack_version);
+			sqlite3_bind_text(st, 13, r->nack_nonce, -1, SQLITE_STATIC);
+			sqlite3_bind_text(st, 14, r->nack_error ? r->nack_error : "", -1, SQLITE_STATIC);
+			sqlite3_bind_int64(st, 15, r->nack_at);
+		} else {
+			for (int c = 12; c <= 15; c++)
+				sqlite3_bind_null(st, c);
+		}
+		sqlite3_bind_int64(st, 16, (sqlite3_int64)r->acks);
+		sqlite3_bind_int64(st, 17, (sqlite3_int64)r->nacks);
+		sqlite3_bind_int64(st, 18, (sqlite3_int64)r->stale);
+		if (r->sub)
+			sqlite3_bind_text(st, 19, r->sub, -1, SQLITE_STATIC);
+		else
+			sqlite3_bind_null(st, 19);
+		if (sqlite3_step(st) != SQLITE_DONE) {
+			snprintf(err, errlen, "database: %s", sqlite3_errmsg(db->conn));
+			goto rollback;
+		}
+		sqlite3_reset(st);
+	}
+	if (db_exec(db, "COMMIT", err, errlen) < 0)
+		goto rollback;
+	rc = 0;
+	goto out;
+rollback:
+	db_rollback(db);
+out:
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&db->lock);
+	return rc;
+}

@@ -1,0 +1,22 @@
+/* persist/sqlite/sqlite.h: the embedded backend's parts (persist/sqlite/sqlite.c wires
+ * them into struct persist_ops): one SQLite database in --data DIR, its
+ * connection shared by the store (persist/sqlite/store.c), the rollout records
+ * (persist/sqlite/rollout.c), the node records (persist/sqlite/nodes.c) and the token records
+ * (persist/sqlite/tokens.c). Internal to the backend. */
+#ifndef TETHER_PERSIST_SQLITE_H
+#define TETHER_PERSIST_SQLITE_H
+
+#include "persist/sqlite/db.h"
+#include "persist/persist.h"
+
+struct db *persist_sqlite_db(struct persist *p);
+
+int nodes_sqlite_load(struct persist *p, persist_node_cb cb, void *ctx, char *err, size_t errlen);
+int nodes_sqlite_save(struct persist *p, const struct persist_node *recs, size_t n, char *err, size_t errlen);
+
+int tokens_sqlite_schema(struct db *db, char *err, size_t errlen);
+int tokens_sqlite_load(struct persist *p, persist_token_cb cb, void *ctx, char *err, size_t errlen);
+int tokens_sqlite_add(struct persist *p, const struct persist_token *t, char *err, size_t errlen);
+int tokens_sqlite_revoke(struct persist *p, const char *id, int64_t when, char *err, size_t errlen);
+
+#endif

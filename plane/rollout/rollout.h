@@ -1,0 +1,93 @@
+/* rollout/rollout.h: the rollout controller. With --rollout immediate every node's
+ * target is the newest version. With --rollout staged each new version
+ * becomes a rollout: the nodes connected at its start, in a label-
+ * stratified order, move from the released version to the new one stage by
+ * stage (--stages percentages); a stage advances when every node in it has
+ * ACKed the new version, healthy where it reports health, and --bake
+ * seconds have passed (with --gate-* options, the stage's live traffic is
+ * judged too: gate.h). A NACK, an unhealthy ACK, a traffic gate crossed or
+ * a node silent past --ack-timeout stops the rollout and reverts: the baseline content is
+ * committed as a new, higher version that every node gets. One rollout at
+ * a time; versions committed meanwhile go out in the next one. State and
+ * history live in the store's database; a restarted plane resumes. */
+#ifndef TETHER_ROLLOUT_H
+#define TETHER_ROLLOUT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "core/nodes.h"
+
+#define ROLLOUT_MAX_STAGES 16
+
+struct plane;
+struct rollout;
+
+/* Parses "1,10,100": increasing percentages 1..100 ending at 100. */
+int rollout_parse_stages(const char *s, unsigned *out, size_t *n, char *err, size_t errlen);
+
+/* Loads the last rollout and the released version; resumes a rollout in
+ * progress (or, under --rollout immediate, ends it). Needs p->persist, p->store
+ * and p->nodes. NULL with err on failure. */
+struct rollout *rollout_open(struct plane *p, char *err, size_t errlen);
+void rollout_free(struct rollout *r);
+bool rollout_staged(const struct rollout *r);
+
+/* The version node should hold now, or UINT64_MAX for the newest. Safe
+ * from any thread and under the store, hub or nodes locks. */
+uint64_t rollout_target(struct rollout *r, const char *node);
+/* Whether every node's target is the same now (no staged rollout in
+ * progress), and then which (UINT64_MAX for the newest): an answer that
+ * depends on the node must not go into a shared HTTP cache. */
+bool rollout_common_target(struct rollout *r, uint64_t *target);
+
+/* Moves the controller on: starts a rollout for new versions, advances a
+ * stage whose gate is met, reverts after a failure or a timeout. Call
+ * without holding any lock: after a commit, after an ACK, and from the
+ * ticker. */
+void rollout_step(struct rollout *r);
+/* A push of version (carrying resources or not) went to node. */
+void rollout_sent(struct rollout *r, const char *node, uint64_t version, bool has_content);
+/* An accepted ACK or NACK (nonce-matched). Returns true when it was a
+ * member's answer to the rollout in progress: the caller makes the node
+ * record durable before answering, so a restart still counts it. */
+bool rollout_acked(struct rollout *r, const struct ack_msg *m);
+/* Stops the rollout in progress and reverts it. Returns 0, or -1 with err
+ * (nothing in progress: 1 in *status 409; a store failure: 500). */
+int rollout_abort(struct rollout *r, int *status, char *err, size_t errlen);
+
+/* Replicas (--store etcd): one elected controller makes the transitions;
+ * the others follow its records. A record the controller wrote (run
+ * taken, or NULL; the released version when has_released). */
+struct ro_run;
+struct persist_node;
+void rollout_follow(struct rollout *r, struct ro_run *run, bool has_released, uint64_t released);
+/* A node record another replica wrote: the controller counts its ACK or
+ * NACK toward the stage, as if the node had answered here. */
+void rollout_record(struct rollout *r, const struct persist_node *n);
+/* Whether this replica is the elected controller now (false for a relay,
+ * a replica that follows, or a plane without staged rollouts). */
+bool rollout_leads(struct rollout *r);
+
+/* Relays: a count that moves with every transition (a relay stream sends
+ * the record again when it moved); the record and the released version as
+ * {"released":"R","run":record|null} (newest: the store's version, which
+ * is what is released under --rollout immediate); the released version. */
+uint64_t rollout_gen(struct rollout *r);
+void rollout_relay_json(struct rollout *r, uint64_t newest, struct buf *out);
+uint64_t rollout_released_now(struct rollout *r, uint64_t newest);
+
+/* Records the current rollout's counters (at exit: they move between
+ * transitions without being saved). */
+void rollout_save(struct rollout *r);
+
+/* The current or last rollout as JSON; -1 when there has been none. */
+int rollout_current_json(struct rollout *r, struct buf *out);
+/* The last `limit` rollouts, newest first, as a JSON array. */
+int rollout_history_json(struct rollout *r, size_t limit, struct buf *out, char *err, size_t errlen);
+/* Prometheus lines: state, stage, counters. */
+void rollout_metrics(struct rollout *r, struct buf *out);
+
+#endif

@@ -6,7 +6,7 @@
  * They go to the plane the agent is on now: after a move to another plane
  * (--plane A,B) what was in flight is taken back, and what waits is sent
  * there once it answered (it knows the node then). Each carries the live
- * generation's traffic when the agent counts it (traffic_report.c). */
+ * generation's traffic when the agent counts it (traffic/report.c). */
 #include "agent_int.h"
 #include "credentials.h"
 #include "log.h"
@@ -60,7 +60,7 @@ void ack_queue(struct agent *a, uint64_t version, const char *nonce, const char 
 	if (healthy >= 0)
 		buf_printf(b, ",\"healthy\":%s", healthy ? "true" : "false");
 	/* the live generation's traffic (traffic-aware gates) */
-	traffic_report_ack(a, b);
+	traffic_report_ack(&a->traffic, b);
 	buf_putc(b, '}');
 	if (b == &a->ack.pending)
 		a->ack.has_pending = true;

@@ -3,15 +3,17 @@
  * the event loop over libcurl's multi handle (the sync transfer and the
  * ACKs share it), signals (SIGTERM stops, SIGHUP re-reads the config),
  * status.json, and --once. The parts are in sync.c, apply.c, ack.c,
- * fresh.c (its probes share the multi handle) and traffic_report.c (its
+ * fresh.c (its probes share the multi handle) and traffic/report.c (its
  * access log listener is one more descriptor the loop waits on). */
 #include "agent.h"
 #include "agent_int.h"
-#include "consumer.h"
+#include "consumer/consumer.h"
+#include "fault.h"
 #include "lastgood.h"
 #include "log.h"
 #include "metrics_http.h"
 #include "sdnotify.h"
+#include "traffic/haproxy_stats.h"
 #include "util.h"
 #include "xmalloc.h"
 
@@ -117,6 +119,57 @@ double agent_rand01(void)
 	return (double)r / 4294967296.0;
 }
 
+/* ---- what the core lends traffic/report.c ------------------------------------ */
+
+static uint64_t traffic_version(void *ctx)
+{
+	return ((struct agent *)ctx)->state.version;
+}
+
+static const char *traffic_live(void *ctx)
+{
+	struct agent *a = ctx;
+	if (!a->cons)
+		return NULL;
+	const char *gen = a->cons->ops->live ? a->cons->ops->live(a->cons) : NULL;
+	return gen ? gen : "";
+}
+
+static CURL *traffic_post(void *ctx, const char *path, const struct buf *body, struct buf *answer, long timeout_ms,
+			  struct curl_slist **headers)
+{
+	return agent_post(ctx, path, body, answer, timeout_ms, headers);
+}
+
+static void traffic_metrics_write(void *ctx)
+{
+	metrics_write(ctx);
+}
+
+/* Starts collecting the live generation's traffic (--traffic-listen,
+ * --traffic-socket; not for --once). 0, or -1 with err. */
+static int traffic_start(struct agent *a, char *err, size_t errlen)
+{
+	struct traffic_report_host host = { .ctx = a, .multi = a->multi, .version = traffic_version,
+					    .live = traffic_live, .post = traffic_post,
+					    .metrics_write = traffic_metrics_write };
+	return traffic_report_start(&a->traffic, &host, a->cfg.traffic_listen, a->cfg.traffic_socket, err, errlen);
+}
+
+/* What the consumers take of the options (consumer/consumer.h). */
+static void consumer_options_of(const struct agent_config *cfg, struct consumer_options *o)
+{
+	*o = (struct consumer_options){
+		.consumer = cfg->consumer, .output_dir = cfg->output_dir, .marker = cfg->marker,
+		.nginx = cfg->nginx, .haproxy = cfg->haproxy, .base_config = cfg->base_config,
+		.traffic_syslog = cfg->traffic_listen, .generations = cfg->generations, .fault = fault_point,
+	};
+	/* the renderer declares the stats socket unless the operator's base
+	 * configuration does (haproxy refuses one path bound twice) */
+	if (cfg->traffic_socket && (!cfg->base_config || !haproxy_stats_declared(cfg->base_config, cfg->traffic_socket)))
+		o->stats_socket = cfg->traffic_socket;
+}
+
 static int agent_boot(struct agent *a, char *err, size_t errlen)
 {
 	a->started = wall_seconds();
@@ -132,7 +185,9 @@ static int agent_boot(struct agent *a, char *err, size_t errlen)
 	if (a->trust.on)
 		lastgood_set_verify(a->lg, trust_boot_verify, a);
 	agent_write_status(a);
-	a->cons = consumer_new(&a->cfg, err, errlen);
+	struct consumer_options co;
+	consumer_options_of(&a->cfg, &co);
+	a->cons = consumer_new(&co, err, errlen);
 	if (!a->cons)
 		return -1;
 	char lerr[1024];
@@ -245,7 +300,7 @@ static void agent_free(struct agent *a)
 	sync_stop(a);
 	ack_release(a);
 	fresh_release(a);
-	traffic_report_release(a);
+	traffic_report_release(&a->traffic);
 	apply_drop_queue(a);
 	free(a->queue);
 	if (a->multi)
@@ -372,7 +427,7 @@ int agent_run(struct agent_config *cfg, int argc, char **argv)
 		code = 1;
 		goto out;
 	}
-	if (!a.cfg.once && traffic_report_start(&a, err, sizeof(err)) < 0) {
+	if (!a.cfg.once && traffic_start(&a, err, sizeof(err)) < 0) {
 		log_error("%s", err);
 		code = 1;
 		goto out;
@@ -427,8 +482,9 @@ int agent_run(struct agent_config *cfg, int argc, char **argv)
 		apply_pending(&a, &wake);
 		trust_tick(&a, &wake);
 		fresh_tick(&a, &wake);
-		traffic_report_live(&a);
-		traffic_report_tick(&a, &wake);
+		traffic_report_live(&a.traffic);
+		traffic_report_tick(&a.traffic, a.cfg.node, a.cfg.metrics_listen || a.cfg.metrics_file,
+				    a.cfg.metrics_file != NULL, &wake);
 		if (a.retry_at_ms && a.retry_at_ms < wake)
 			wake = a.retry_at_ms;
 		if (!a.sync && a.next_sync_ms < wake)
@@ -447,8 +503,8 @@ int agent_run(struct agent_config *cfg, int argc, char **argv)
 		int timeout = (int)(wake > now ? wake - now : 0);
 		struct curl_waitfd wfd[1 + 1 + 1 + 8] = { { sig_pipe[0], CURL_WAIT_POLLIN, 0 } };
 		unsigned nfd = 1;
-		if (traffic_report_fd(&a) >= 0)
-			wfd[nfd++] = (struct curl_waitfd){ traffic_report_fd(&a), CURL_WAIT_POLLIN, 0 };
+		if (traffic_report_fd(&a.traffic) >= 0)
+			wfd[nfd++] = (struct curl_waitfd){ traffic_report_fd(&a.traffic), CURL_WAIT_POLLIN, 0 };
 		nfd += metrics_http_fds(wfd + nfd, 9);
 		curl_multi_poll(a.multi, wfd, nfd, timeout, NULL);
 		char drain[64];
@@ -456,7 +512,7 @@ int agent_run(struct agent_config *cfg, int argc, char **argv)
 			;
 		metrics_http_service(&a, NULL);
 		/* a bounded batch: a flood of datagrams never holds the loop */
-		traffic_report_read(&a);
+		traffic_report_read(&a.traffic);
 		if (got_hup) {
 			got_hup = 0;
 			reload_config(&a);
@@ -473,7 +529,7 @@ int agent_run(struct agent_config *cfg, int argc, char **argv)
 			else if (m->easy_handle == a.ack.h)
 				ack_done(&a, m->data.result);
 			else if (m->easy_handle == a.traffic.h)
-				traffic_report_done(&a, m->data.result);
+				traffic_report_done(&a.traffic, m->data.result);
 			else if (m->easy_handle == a.fresh.h)
 				fresh_done(&a, m->data.result);
 		}

@@ -2,12 +2,12 @@
  * agent_config.h). */
 #include "agent_config.h"
 #include "buf.h"
+#include "consumer/render.h"
 #include "labels.h"
-#include "urllist.h"
 #include "listen.h"
-#include "render.h"
 #include "resource.h"
-#include "traffic_syslog.h"
+#include "traffic/syslog.h"
+#include "urllist.h"
 #include "util.h"
 #include "xmalloc.h"
 

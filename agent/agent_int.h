@@ -2,10 +2,10 @@
  * (life: boot, loop, signals, status), sync.c (the stream or poll to the
  * plane), apply.c (pushes: queue, merge, validate, stage, check, swap,
  * reload, confirm, persist), ack.c (ACKs and NACKs), trust.c (signed
- * statements: verification, rollback, freshness), traffic_report.c (the
- * live generation's traffic, in ACKs and reports), fresh.c (whether the
- * plane is current, and the move to one that is) and metrics.c. Not a
- * public API. */
+ * statements: verification, rollback, freshness), fresh.c (whether the
+ * plane is current, and the move to one that is) and metrics.c. The wings
+ * below (consumer/, traffic/, state/) never see it: the core hands them
+ * their own options and callbacks. Not a public API. */
 #ifndef TETHER_AGENT_INT_H
 #define TETHER_AGENT_INT_H
 
@@ -18,12 +18,12 @@
 #include "fresh.h"
 #include "keys.h"
 #include "lthash.h"
-#include "push.h"
 #include "sse_parser.h"
-#include "state.h"
+#include "state/push.h"
+#include "state/state.h"
 #include "status.h"
 #include "sub.h"
-#include "traffic_count.h"
+#include "traffic/report.h"
 
 #define ERRLEN 4096
 #define ACK_VERIFY_MAX 16
@@ -156,28 +156,9 @@ struct agent {
 		bool staying_logged;         /* "every plane listed is stale" said, once a spell */
 	} fresh;
 
-	/* traffic_report.c (with --traffic-listen or --traffic-socket) */
-	struct {
-		bool on;
-		bool from_socket;            /* haproxy's stats socket is the source */
-		int fd;                      /* the syslog listener (-1: none) */
-		int64_t next_read_ms;        /* datagrams are read in batches: not before */
-		struct traffic_count count;  /* the syslog source's counters */
-		char live[TRAFFIC_GEN_LEN];  /* stats socket: the live generation ... */
-		double live_since;           /* ... since when (wall seconds) */
-		struct traffic base;         /* ... haproxy's reading when it went live */
-		struct traffic last;         /* ... the last reading less base */
-		bool socket_failing;         /* a failed reading was said (once) */
-		int64_t next_refresh_ms;     /* the metrics' next reading or write */
-		/* reports, while the plane's heartbeats ask for them ("report":S) */
-		double report_s;             /* 0: not asked */
-		int64_t report_until_ms;     /* the request lapses without a heartbeat renewing it */
-		int64_t next_report_ms;
-		CURL *h;                     /* the report in flight */
-		struct curl_slist *headers;
-		struct buf sent, resp;
-		bool report_failing;         /* a failure was said (once) */
-	} traffic;
+	/* traffic/report.c (with --traffic-listen or --traffic-socket): the
+	 * live generation's traffic, in ACKs and reports */
+	struct traffic_report traffic;
 
 	/* metrics.c: what --metrics-file and --metrics-listen report */
 	struct {
@@ -269,34 +250,6 @@ void ack_plane_moved(struct agent *a);
 void ack_plane_answered(struct agent *a);
 void ack_done(struct agent *a, CURLcode code);
 void ack_release(struct agent *a);
-
-/* traffic_report.c */
-/* Opens --traffic-listen's socket (not for --once). 0, or -1 with err. */
-int traffic_report_start(struct agent *a, char *err, size_t errlen);
-void traffic_report_release(struct agent *a);
-/* Follows the consumer's live generation: a new one counts from zero. */
-void traffic_report_live(struct agent *a);
-/* The descriptor the event loop waits on (-1: none, or not yet: datagrams
- * are read every TRAFFIC_READ_EVERY_MS, a batch a wake-up). */
-int traffic_report_fd(const struct agent *a);
-/* Reads the datagrams waiting, TRAFFIC_SYSLOG_BATCH at most, when it is
- * time. */
-void traffic_report_read(struct agent *a);
-/* The live generation's traffic until now into out (initialised); false
- * when none is collected. */
-bool traffic_report_now(struct agent *a, struct traffic *out);
-/* An ACK's ,"traffic":{...} (nothing when none is collected). */
-void traffic_report_ack(struct agent *a, struct buf *b);
-/* A heartbeat's "report":S (seconds): report every S seconds while the
- * heartbeats keep saying so. */
-void traffic_report_heartbeat(struct agent *a, const cJSON *hb);
-/* Posts a report when one is due (and refreshes what the metrics show);
- * lowers *wake to when it must come back. */
-void traffic_report_tick(struct agent *a, int64_t *wake);
-void traffic_report_done(struct agent *a, CURLcode code);
-/* The live generation's traffic as last counted or read (no I/O); NULL
- * when none is collected. */
-const struct traffic *traffic_report_view(const struct agent *a);
 
 /* metrics.c: writes --metrics-file when what it says changed. */
 void metrics_write(struct agent *a);

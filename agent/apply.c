@@ -39,11 +39,11 @@
  * sends no ACK: the plane learns the version from the node's sync, and a
  * refused version is NACKed when the plane pushes it again. */
 #include "agent_int.h"
-#include "consumer.h"
+#include "consumer/consumer.h"
+#include "consumer/reload.h"
 #include "fault.h"
 #include "lastgood.h"
 #include "log.h"
-#include "reload.h"
 #include "strmap.h"
 #include "util.h"
 #include "xmalloc.h"
@@ -197,11 +197,20 @@ enum apply_result {
 	APPLY_FAILED,     /* an I/O error here (disk full, ...): worth a retry */
 };
 
+/* What the hooks and the reload take of the options (read at each use:
+ * SIGHUP changes them). */
+static struct reload_options reload_opts(const struct agent *a)
+{
+	return (struct reload_options){ .output_dir = a->cfg.output_dir, .command_timeout = a->cfg.command_timeout,
+					.reload = a->cfg.reload, .pidfile = a->cfg.pidfile, .signal = a->cfg.signal };
+}
+
 /* After reverting: the consumer goes back to what it served (best effort). */
 static void reload_back(struct agent *a)
 {
 	char e2[1024];
-	if (reload_consumer(&a->cfg, a->state.version, NULL, e2, sizeof(e2)) < 0)
+	struct reload_options ro = reload_opts(a);
+	if (reload_consumer(&ro, a->state.version, NULL, e2, sizeof(e2)) < 0)
 		log_error("apply: reload after putting the old output back failed: %s", e2);
 }
 
@@ -217,6 +226,7 @@ static enum apply_result apply_candidate(struct agent *a, struct candidate *c, i
 					 char *err, size_t errlen)
 {
 	const struct consumer_ops *ops = a->cons->ops;
+	struct reload_options ro = reload_opts(a);
 	enum apply_result why = APPLY_FAILED;
 	int staged = 1;
 	bool pending = false;
@@ -236,7 +246,7 @@ static enum apply_result apply_candidate(struct agent *a, struct candidate *c, i
 		const char *dir = ops->staging_dir(a->cons);
 		why = APPLY_REFUSED;
 		if (a->cfg.check) {
-			if (hook_run(&a->cfg, "check", a->cfg.check, c->version, dir, err, errlen) < 0)
+			if (hook_run(&ro, "check", a->cfg.check, c->version, dir, err, errlen) < 0)
 				goto fail;
 		} else if (ops->check && ops->check(a->cons, a->cfg.command_timeout, err, errlen) < 0) {
 			goto fail;
@@ -270,7 +280,7 @@ static enum apply_result apply_candidate(struct agent *a, struct candidate *c, i
 		fault_point("swapped");
 		why = APPLY_REFUSED;
 		a->last_reload_ms = now_ms();
-		int rr = reload_consumer(&a->cfg, c->version, dir, err, errlen);
+		int rr = reload_consumer(&ro, c->version, dir, err, errlen);
 		if (rr < 0)
 			goto revert;
 		if (rr == 1)
@@ -438,7 +448,8 @@ void apply_boot_reload(struct agent *a)
 	char err[1024];
 	if (!a->cfg.reload && !a->cfg.pidfile)
 		return;
-	int rr = reload_consumer(&a->cfg, a->state.version, NULL, err, sizeof(err));
+	struct reload_options ro = reload_opts(a);
+	int rr = reload_consumer(&ro, a->state.version, NULL, err, sizeof(err));
 	if (rr < 0)
 		log_warn("boot: reload of the consumer failed: %s", err);
 	else if (rr == 1)
@@ -466,10 +477,11 @@ static bool serves_already(const struct agent *a, const char *gen)
 static int resume_check(struct agent *a, const struct candidate *c, int *healthy, char *err, size_t errlen)
 {
 	const struct consumer_ops *ops = a->cons->ops;
+	struct reload_options ro = reload_opts(a);
 	const char *dir = ops->staging_dir(a->cons);
 	*healthy = -1;
 	if (a->cfg.check) {
-		if (hook_run(&a->cfg, "check", a->cfg.check, c->version, dir, err, errlen) < 0)
+		if (hook_run(&ro, "check", a->cfg.check, c->version, dir, err, errlen) < 0)
 			return -1;
 	} else if (ops->check && ops->check(a->cons, a->cfg.command_timeout, err, errlen) < 0) {
 		return -1;
@@ -481,7 +493,7 @@ static int resume_check(struct agent *a, const struct candidate *c, int *healthy
 		log_info("boot: the consumer serves generation %s already: no reload", gen);
 	} else {
 		a->last_reload_ms = now_ms();
-		rr = reload_consumer(&a->cfg, c->version, dir, err, errlen);
+		rr = reload_consumer(&ro, c->version, dir, err, errlen);
 		if (rr < 0)
 			return -1;
 		if (rr == 1)

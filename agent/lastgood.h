@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "state.h"
+#include "state/state.h"
 
 struct lastgood;
 

@@ -1,22 +1,28 @@
 # agent/local.mk: tetherd's sources, included by the one Makefile.am
-# (each wing keeps its list here, so a move touches one file).
+# (each wing keeps its list here, so a move touches one file): the core
+# loop at the top, then the wings below it -- consumer/ (making a state
+# live), traffic/ (the live generation's traffic) and state/ (the applied
+# state and pushes, which the core and the consumers share).
 # ---- agent ------------------------------------------------------------------
 libagent_la_SOURCES = \
 	agent/agent.c agent/agent.h agent/agent_int.h agent/agent_config.c agent/agent_config.h \
-	agent/ack.c agent/apply.c agent/sync.c agent/fresh.c agent/fresh.h agent/reload.c agent/reload.h \
-	agent/consumer.c agent/consumer.h agent/consumer_files.c agent/consumer_gen.c \
+	agent/ack.c agent/apply.c agent/sync.c agent/fresh.c agent/fresh.h \
 	agent/fault.c agent/fault.h \
 	agent/lastgood.c agent/lastgood.h \
-	agent/push.c agent/push.h \
-	agent/render.c agent/render.h agent/render_nginx.c agent/render_haproxy.c \
-	agent/haproxy_answer.c agent/haproxy_answer.h agent/haproxy_stats.c agent/haproxy_stats.h \
-	agent/runcmd.c agent/runcmd.h \
-	agent/safefs.c agent/safefs.h \
-	agent/state.c agent/state.h \
 	agent/status.c agent/status.h \
 	agent/metrics.c agent/metrics_http.c agent/metrics_http.h agent/trust.c \
-	agent/traffic_syslog.c agent/traffic_syslog.h agent/traffic_count.c agent/traffic_count.h \
-	agent/traffic_report.c agent/haproxy_stats.h
+	agent/consumer/consumer.c agent/consumer/consumer.h agent/consumer/files.c agent/consumer/gen.c \
+	agent/consumer/render.c agent/consumer/render.h agent/consumer/render_nginx.c \
+	agent/consumer/render_haproxy.c \
+	agent/consumer/reload.c agent/consumer/reload.h \
+	agent/consumer/runcmd.c agent/consumer/runcmd.h \
+	agent/consumer/safefs.c agent/consumer/safefs.h \
+	agent/traffic/report.c agent/traffic/report.h \
+	agent/traffic/syslog.c agent/traffic/syslog.h agent/traffic/count.c agent/traffic/count.h \
+	agent/traffic/haproxy_answer.c agent/traffic/haproxy_answer.h \
+	agent/traffic/haproxy_stats.c agent/traffic/haproxy_stats.h \
+	agent/state/state.c agent/state/state.h \
+	agent/state/push.c agent/state/push.h
 libagent_la_CFLAGS = $(AM_CFLAGS) $(CURL_CFLAGS) $(SODIUM_CFLAGS)
 libagent_la_LIBADD = libcommon.la $(CURL_LIBS) $(SODIUM_LIBS) -lm
 

@@ -74,10 +74,10 @@ static void histogram(struct buf *b, const struct agent *a)
 	}
 }
 
-/* The live generation's traffic, per route (traffic_report.c). */
+/* The live generation's traffic, per route (traffic/report.c). */
 static void traffic_metrics(const struct agent *a, struct buf *b)
 {
-	const struct traffic *t = traffic_report_view(a);
+	const struct traffic *t = traffic_report_view(&a->traffic);
 	if (!t)
 		return;
 	static const struct {

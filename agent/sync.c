@@ -241,7 +241,7 @@ static void on_heartbeat(struct agent *a, const char *data, size_t len)
 	if (cJSON_IsNumber(iv) && iv->valuedouble >= 0.05 && iv->valuedouble <= 3600)
 		a->heartbeat_s = iv->valuedouble;
 	/* "report":S asks for traffic reports every S seconds */
-	traffic_report_heartbeat(a, v);
+	traffic_report_heartbeat(&a->traffic, v, a->heartbeat_s);
 	/* "stale":{...} while the plane is cut off from its source; absent:
 	 * fresh */
 	struct plane_stale ps;

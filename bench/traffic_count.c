@@ -1,6 +1,6 @@
 /* traffic_count.c: what counting one request of the access log costs the
  * agent (traffic-aware gates), on this machine. Times the code tetherd runs
- * per datagram (agent/traffic_syslog.c, agent/traffic_count.c,
+ * per datagram (agent/traffic/syslog.c, agent/traffic/count.c,
  * common/traffic.c), each in a loop of about --ms milliseconds, over a mix
  * of lines as nginx and haproxy send them (--routes routes, statuses and
  * latencies varied):
@@ -15,8 +15,8 @@
  * Prints key=value lines, nanoseconds of this thread's CPU time per
  * request. Usage:
  *   bench/traffic_count [--ms N] [--routes N] */
-#include "traffic_count.h"
-#include "traffic_syslog.h"
+#include "traffic/count.h"
+#include "traffic/syslog.h"
 
 #include <arpa/inet.h>
 #include <inttypes.h>

@@ -1,5 +1,5 @@
 /* fuzz_haproxy_stat.c: libFuzzer target for the parser of haproxy's
- * stats socket answers (agent/haproxy_answer.c): `show stat` CSV and
+ * stats socket answers (agent/traffic/haproxy_answer.c): `show stat` CSV and
  * `show info`. The socket's other end may be anything; the parser must
  * refuse with a message or give counts that hold together, never crash.
  *
@@ -10,7 +10,7 @@
  * no route is left. Parsing again gives the same result. A Pid accepted
  * by haproxy_answer_pid is positive. */
 #include "fuzz.h"
-#include "haproxy_answer.h"
+#include "traffic/haproxy_answer.h"
 #include "traffic.h"
 
 #include <stdlib.h>

@@ -10,7 +10,7 @@
  * crashes and finds it, finds none, or says why. */
 #include "fuzz.h"
 #include "lastgood.h"
-#include "state.h"
+#include "state/state.h"
 
 #include <fcntl.h>
 #include <stdbool.h>

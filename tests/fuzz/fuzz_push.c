@@ -1,13 +1,13 @@
-/* fuzz_push.c: libFuzzer target for agent/push.c and the candidate it
+/* fuzz_push.c: libFuzzer target for agent/state/push.c and the candidate it
  * builds. The input is a push message; it is decoded with bounds and, when
  * it decodes, built into a candidate against a small fixed state (strict
  * and not). Properties: a refusal always says why; a built candidate only
  * holds valid names; committing it and rebuilding the same push against the
  * new state gives no change at all (identical bodies are not changes). */
 #include "fuzz.h"
-#include "push.h"
+#include "state/push.h"
 #include "resource.h"
-#include "state.h"
+#include "state/state.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,9 +1,9 @@
 /* fuzz_render.c: libFuzzer target for the nginx and haproxy renderers
- * (agent/render*.c) with the real programs as the oracle, the way OSS-Fuzz
+ * (agent/consumer/render*.c) with the real programs as the oracle, the way OSS-Fuzz
  * runs nginx's conf_fuzzer and haproxy's fuzz_cfg_parser. The input is a
  * push (JSON); it is decoded (push_decode), built into a candidate against
  * an empty state (not strict), rendered by both renderers with the default
- * marker, and each accepted render is written out the way consumer_gen.c
+ * marker, and each accepted render is written out the way consumer/gen.c
  * writes a generation (the main file, the secrets under DIR/secrets/, for
  * nginx the check.nginx wrapper) into a private temp directory and checked
  * with `nginx -t -q -p DIR -e stderr -c DIR/check.nginx` and
@@ -40,10 +40,10 @@
  * use ports 61000-61999, outside the kernel's ephemeral range and the
  * integration tests' ports. */
 #include "fuzz.h"
-#include "push.h"
-#include "render.h"
-#include "runcmd.h"
-#include "state.h"
+#include "state/push.h"
+#include "consumer/render.h"
+#include "consumer/runcmd.h"
+#include "state/state.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -1,6 +1,6 @@
 /* fuzz_syslog.c: libFuzzer target for the access log line parser
- * (agent/traffic_syslog.c, tsl_parse) and the counting behind it
- * (agent/traffic_count.c): every datagram a local process may send the
+ * (agent/traffic/syslog.c, tsl_parse) and the counting behind it
+ * (agent/traffic/count.c): every datagram a local process may send the
  * agent's UDP port. Properties:
  *  - nothing crashes, and nothing is read outside the datagram;
  *  - an accepted line's fields are within it and in range: the generation
@@ -15,8 +15,8 @@
  *  - counted for a live generation, a datagram is exactly one of: a
  *    request of the live generation, a line of another, a drop by reason. */
 #include "fuzz.h"
-#include "traffic_count.h"
-#include "traffic_syslog.h"
+#include "traffic/count.h"
+#include "traffic/syslog.h"
 
 #include <math.h>
 #include <stdbool.h>

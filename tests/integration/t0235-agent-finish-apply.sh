@@ -40,7 +40,7 @@ NGINX_BUDGET_S=${T0235_NGINX_BUDGET:-30}
 NFILES=8
 
 # where the agent dies: in a blocking hook (check-hook, reload-hook) or at
-# a fault point (apply.c, consumer_files.c), in the pipeline's order
+# a fault point (apply.c, consumer/files.c), in the pipeline's order
 STEPS=(staged check-hook checked prepared pending swapping swapped reload-hook reloaded confirmed probed
 	committed applied)
 # what an offline boot must then serve: the version before the apply, or

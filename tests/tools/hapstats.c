@@ -1,4 +1,4 @@
-/* hapstats.c: the integration tests' handle on agent/haproxy_stats.c and
+/* hapstats.c: the integration tests' handle on agent/traffic/haproxy_stats.c and
  * the haproxy renderer, before tetherd carries them (t0952):
  *   hapstats read SOCKET [TIMEOUT]   haproxy_stats_read: the traffic as JSON
  *                                    on stdout, or the error on stderr (exit 1)
@@ -10,10 +10,10 @@
  *                                    file; the marker and the generation's id
  *                                    filled in as the agent does) */
 #include "buf.h"
-#include "haproxy_stats.h"
-#include "push.h"
-#include "render.h"
-#include "state.h"
+#include "traffic/haproxy_stats.h"
+#include "state/push.h"
+#include "consumer/render.h"
+#include "state/state.h"
 #include "traffic.h"
 
 #include <stdio.h>

@@ -1,6 +1,6 @@
-/* test_haproxy_stats.c: unit tests of agent/haproxy_answer.c (haproxy's
+/* test_haproxy_stats.c: unit tests of agent/traffic/haproxy_answer.c (haproxy's
  * `show stat` and `show info` answers: a real answer of Debian's haproxy
- * 2.6, then every kind of bad answer) and of agent/haproxy_stats.c (the
+ * 2.6, then every kind of bad answer) and of agent/traffic/haproxy_stats.c (the
  * base configuration's `stats socket` line; reading a socket that is
  * absent, silent or not haproxy, within the timeout; the commands' order:
  * a reload between them, an endless answer). The reading of a
@@ -20,8 +20,8 @@
 #include <unistd.h>
 
 #include "buf.h"
-#include "haproxy_answer.h"
-#include "haproxy_stats.h"
+#include "traffic/haproxy_answer.h"
+#include "traffic/haproxy_stats.h"
 #include "tmpdir.h"
 #include "traffic.h"
 
@@ -288,7 +288,7 @@ static void test_pid(void **st)
 	}
 }
 
-/* ---- haproxy_stats.c ---------------------------------------------------------- */
+/* ---- traffic/haproxy_stats.c --------------------------------------------- */
 
 struct dir {
 	char path[256];

@@ -20,8 +20,8 @@
 #include "buf.h"
 #include "lastgood.h"
 #include "log.h"
-#include "push.h"
-#include "state.h"
+#include "state/push.h"
+#include "state/state.h"
 #include "tmpdir.h"
 
 struct fx {

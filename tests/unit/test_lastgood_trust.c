@@ -25,8 +25,8 @@
 #include "lastgood.h"
 #include "log.h"
 #include "lthash.h"
-#include "push.h"
-#include "state.h"
+#include "state/push.h"
+#include "state/state.h"
 #include "statement.h"
 #include "tmpdir.h"
 

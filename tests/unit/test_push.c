@@ -1,4 +1,4 @@
-/* test_push.c: unit tests of agent/push.c: good deltas and snapshots, every
+/* test_push.c: unit tests of agent/state/push.c: good deltas and snapshots, every
  * shape error (version and nonce kept for the NACK), unknown fields, limits. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "buf.h"
-#include "push.h"
+#include "state/push.h"
 
 static const struct json_limits default_lim = { 1u << 20, 0 };
 

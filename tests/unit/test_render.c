@@ -1,5 +1,5 @@
-/* test_render.c: unit tests of agent/render.c, render_nginx.c and
- * render_haproxy.c through the two `struct renderer` objects: exact golden
+/* test_render.c: unit tests of agent/consumer/render.c, consumer/render_nginx.c and
+ * consumer/render_haproxy.c through the two `struct renderer` objects: exact golden
  * output of a small state for both; the same state renders the same bytes
  * whatever order it was built in; secrets become content-addressed 0600
  * files referenced under the secrets directory; the refusals (one host and
@@ -26,9 +26,9 @@
 #include <string.h>
 
 #include "buf.h"
-#include "push.h"
-#include "render.h"
-#include "state.h"
+#include "state/push.h"
+#include "consumer/render.h"
+#include "state/state.h"
 
 #define SECRETS "/srv/tether/secrets"
 #define MARKER "127.0.0.1:7099"

@@ -1,4 +1,4 @@
-/* test_runcmd.c: unit tests of agent/runcmd.c: exit codes, bounded output,
+/* test_runcmd.c: unit tests of agent/consumer/runcmd.c: exit codes, bounded output,
  * environment, timeouts that kill the process group, runcmd_describe. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "runcmd.h"
+#include "consumer/runcmd.h"
 
 static double now_s(void)
 {

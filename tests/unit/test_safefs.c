@@ -1,4 +1,4 @@
-/* test_safefs.c: unit tests of agent/safefs.c under a mkdtemp root: path and
+/* test_safefs.c: unit tests of agent/consumer/safefs.c under a mkdtemp root: path and
  * symlink confinement, atomic writes, modes under any umask, tree removal;
  * and what a boot uses for many files: the comparison (safefs_same), the
  * directory order, and batches (temp names until commit, both ways of
@@ -21,7 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "safefs.h"
+#include "consumer/safefs.h"
 #include "tmpdir.h"
 
 struct fx {

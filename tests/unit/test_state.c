@@ -1,4 +1,4 @@
-/* test_state.c: unit tests of agent/state.c: candidates from pushes checked
+/* test_state.c: unit tests of agent/state/state.c: candidates from pushes checked
  * whole, referrer counts and path indexes across commits, strict mode. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,8 +13,8 @@
 #include <unistd.h>
 
 #include "buf.h"
-#include "push.h"
-#include "state.h"
+#include "state/push.h"
+#include "state/state.h"
 
 #define CL(port) "{\"endpoints\":[{\"address\":\"10.0.0.1\",\"port\":" #port "}]}"
 #define LS "{\"port\":8080}"

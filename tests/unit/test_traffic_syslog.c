@@ -1,5 +1,5 @@
-/* test_traffic_syslog.c: unit tests of agent/traffic_syslog.c and
- * traffic_count.c: the line parser on lines as real nginx and haproxy send
+/* test_traffic_syslog.c: unit tests of agent/traffic/syslog.c and
+ * traffic/count.c: the line parser on lines as real nginx and haproxy send
  * them (RFC 3164 headers, with and without a host or a pid, both latency
  * units) and every refusal; the listener's address (loopback only); the
  * bounded reads over a real UDP socket (a batch at a time, an oversized
@@ -18,8 +18,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "traffic_count.h"
-#include "traffic_syslog.h"
+#include "traffic/count.h"
+#include "traffic/syslog.h"
 
 #define GEN "0123456789abcdef"
 #define NGINX_HDR "<190>Dec  2 03:30:00 tether: "

@@ -1,4 +1,4 @@
-/* consumer_gen.c: the nginx and haproxy consumers. Every change renders a
+/* consumer/gen.c: the nginx and haproxy consumers. Every change renders a
  * whole generation into OUTPUT_DIR/gen-<id> (id: a hash of its content, so
  * an equal state is the same generation and needs no reload); it goes live
  * by switching the OUTPUT_DIR/current symlink with one rename, so the
@@ -13,14 +13,12 @@
  * (safefs_batch) before anything points at them. With traffic stats the
  * renderer names the generation in its access log format: the id is
  * filled in (render_fill_gen) once the hash has made it. */
-#include "agent_config.h"
+#include "consumer/consumer.h"
+#include "consumer/render.h"
+#include "consumer/runcmd.h"
+#include "consumer/safefs.h"
 #include "json.h"
-#include "consumer.h"
-#include "haproxy_stats.h"
 #include "log.h"
-#include "render.h"
-#include "runcmd.h"
-#include "safefs.h"
 #include "util.h"
 #include "xmalloc.h"
 
@@ -745,35 +743,32 @@ static const struct consumer_ops gen_ops = {
 	.free = gen_free,
 };
 
-struct consumer *consumer_gen_new(const struct agent_config *cfg, char *err, size_t errlen)
+struct consumer *consumer_gen_new(const struct consumer_options *o, char *err, size_t errlen)
 {
-	bool nginx = strcmp(cfg->consumer, "nginx") == 0;
-	if (cfg->output_dir[0] != '/') {
+	bool nginx = strcmp(o->consumer, "nginx") == 0;
+	if (o->output_dir[0] != '/') {
 		snprintf(err, errlen, "output-dir must be an absolute path for the %s consumer (its configuration "
-			 "names files in it)", cfg->consumer);
+			 "names files in it)", o->consumer);
 		return NULL;
 	}
-	if (mkdir(cfg->output_dir, 0755) < 0 && errno != EEXIST) {
-		snprintf(err, errlen, "cannot create output directory '%s': %s", cfg->output_dir, strerror(errno));
+	if (mkdir(o->output_dir, 0755) < 0 && errno != EEXIST) {
+		snprintf(err, errlen, "cannot create output directory '%s': %s", o->output_dir, strerror(errno));
 		return NULL;
 	}
 	struct gen *g = xcalloc(1, sizeof(*g));
 	g->base.ops = &gen_ops;
-	g->base.output_dir = xstrdup(cfg->output_dir);
+	g->base.output_dir = xstrdup(o->output_dir);
 	g->rnd = nginx ? &render_nginx : &render_haproxy;
-	g->secrets_dir = xasprintf("%s/secrets", cfg->output_dir);
-	g->marker = cfg->marker && strcmp(cfg->marker, "off") != 0 ? xstrdup(cfg->marker) : NULL;
-	g->checker = xstrdup(nginx ? cfg->nginx : cfg->haproxy);
-	g->base_config = cfg->base_config ? xstrdup(cfg->base_config) : NULL;
-	g->traffic_syslog = cfg->traffic_listen ? xstrdup(cfg->traffic_listen) : NULL;
-	/* the renderer declares the stats socket unless the operator's base
-	 * configuration does (haproxy refuses one path bound twice) */
-	if (cfg->traffic_socket && (!cfg->base_config || !haproxy_stats_declared(cfg->base_config, cfg->traffic_socket)))
-		g->stats_socket = xstrdup(cfg->traffic_socket);
-	g->keep = cfg->generations ? (unsigned)cfg->generations : 3;
-	g->rootfd = open(cfg->output_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	g->secrets_dir = xasprintf("%s/secrets", o->output_dir);
+	g->marker = o->marker && strcmp(o->marker, "off") != 0 ? xstrdup(o->marker) : NULL;
+	g->checker = xstrdup(nginx ? o->nginx : o->haproxy);
+	g->base_config = o->base_config ? xstrdup(o->base_config) : NULL;
+	g->traffic_syslog = o->traffic_syslog ? xstrdup(o->traffic_syslog) : NULL;
+	g->stats_socket = o->stats_socket ? xstrdup(o->stats_socket) : NULL;
+	g->keep = o->generations ? (unsigned)o->generations : 3;
+	g->rootfd = open(o->output_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (g->rootfd < 0) {
-		snprintf(err, errlen, "cannot open output directory '%s': %s", cfg->output_dir, strerror(errno));
+		snprintf(err, errlen, "cannot open output directory '%s': %s", o->output_dir, strerror(errno));
 		gen_free(&g->base);
 		return NULL;
 	}

@@ -1,7 +1,7 @@
-/* traffic_count.c: the live generation's counters from access log lines
- * (see traffic_count.h). */
-#include "traffic_count.h"
-#include "traffic_syslog.h"
+/* traffic/count.c: the live generation's counters from access log lines
+ * (see traffic/count.h). */
+#include "traffic/count.h"
+#include "traffic/syslog.h"
 
 #include <stdio.h>
 #include <string.h>

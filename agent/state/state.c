@@ -1,5 +1,6 @@
-/* state.c: the agent's applied state and candidates (see state.h). */
-#include "state.h"
+/* state/state.c: the agent's applied state and candidates (see
+ * state/state.h). */
+#include "state/state.h"
 #include "buf.h"
 #include "json.h"
 #include "log.h"

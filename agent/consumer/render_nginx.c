@@ -1,14 +1,14 @@
-/* render_nginx.c: the nginx renderer: one upstream per cluster, one server
- * per (listener, host) with a location per route path, TLS from secrets,
- * a 404 default server per listener without a "*" route, and the marker
- * server. The operator's nginx.conf includes OUTPUT_DIR/current/ *.conf
- * (without the space) inside http {}. With traffic stats, each of our
- * servers sends its access log, one line per request naming the route and
- * the generation, to the agent over local syslog (docs/gates.md); at the
- * server level, since an `access_log off;` of the operator's at the http
- * level would turn off an http-level one of ours, and the operator's own
- * servers must not log our format. */
-#include "render.h"
+/* consumer/render_nginx.c: the nginx renderer: one upstream per cluster, one
+ * server per (listener, host) with a location per route path, TLS from
+ * secrets, a 404 default server per listener without a "*" route, and the
+ * marker server. The operator's nginx.conf includes
+ * OUTPUT_DIR/current/ *.conf (without the space) inside http {}. With
+ * traffic stats, each of our servers sends its access log, one line per
+ * request naming the route and the generation, to the agent over local
+ * syslog (docs/gates.md); at the server level, since an `access_log off;` of
+ * the operator's at the http level would turn off an http-level one of ours,
+ * and the operator's own servers must not log our format. */
+#include "consumer/render.h"
 #include "json.h"
 #include "xmalloc.h"
 

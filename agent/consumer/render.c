@@ -1,6 +1,6 @@
-/* render.c: what the renderers share: parsed and sorted state, output files
- * (see render.h). */
-#include "render.h"
+/* consumer/render.c: what the renderers share: parsed and sorted state,
+ * output files (see consumer/render.h). */
+#include "consumer/render.h"
 #include "json.h"
 #include "strmap.h"
 #include "xmalloc.h"

@@ -1,13 +1,13 @@
-/* render_haproxy.c: the haproxy renderer: a frontend per listener (TLS from
- * secrets) with host and path ACLs per route, a backend per cluster, a
- * 404 backend, and the marker frontend. The operator starts haproxy with
- * `-f BASE.cfg -f OUTPUT_DIR/current/` (master-worker mode to reload with
- * SIGUSR2). Every proxy carries its own mode and timeouts, so the file
- * works after any base configuration. For traffic-aware gates it may
- * declare the stats socket (a second `global` section, which haproxy
- * merges) and send each request's access log line (docs/gates.md) to the
- * agent's syslog listener, naming the route that served it. */
-#include "render.h"
+/* consumer/render_haproxy.c: the haproxy renderer: a frontend per listener
+ * (TLS from secrets) with host and path ACLs per route, a backend per
+ * cluster, a 404 backend, and the marker frontend. The operator starts
+ * haproxy with `-f BASE.cfg -f OUTPUT_DIR/current/` (master-worker mode to
+ * reload with SIGUSR2). Every proxy carries its own mode and timeouts, so the
+ * file works after any base configuration. For traffic-aware gates it may
+ * declare the stats socket (a second `global` section, which haproxy merges)
+ * and send each request's access log line (docs/gates.md) to the agent's
+ * syslog listener, naming the route that served it. */
+#include "consumer/render.h"
 #include "json.h"
 #include "xmalloc.h"
 

@@ -1,11 +1,11 @@
-/* safefs.h: file operations confined to a root directory: every path is
- * relative, walked one component at a time with O_NOFOLLOW, so no symlink
+/* consumer/safefs.h: file operations confined to a root directory: every path
+ * is relative, walked one component at a time with O_NOFOLLOW, so no symlink
  * (planted before or swapped during the walk) leads out of the root; files
- * are written to a fresh temp name (O_EXCL|O_NOFOLLOW), fsync'd, renamed
- * over the target, and the directory fsync'd. Errors come back as -1 with
- * errno and a message. For many files at once (a boot): a walk that keeps
- * its last directory open (safefs_dirs), a cheap comparison (safefs_same)
- * and a batch of atomic writes made durable together (safefs_batch). */
+ * are written to a fresh temp name (O_EXCL|O_NOFOLLOW), fsync'd, renamed over
+ * the target, and the directory fsync'd. Errors come back as -1 with errno
+ * and a message. For many files at once (a boot): a walk that keeps its last
+ * directory open (safefs_dirs), a cheap comparison (safefs_same) and a batch
+ * of atomic writes made durable together (safefs_batch). */
 #ifndef TETHER_SAFEFS_H
 #define TETHER_SAFEFS_H
 

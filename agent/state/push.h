@@ -1,4 +1,4 @@
-/* push.h: decoding of a push message (docs/protocol.md) with bounds:
+/* state/push.h: decoding of a push message (docs/protocol.md) with bounds:
  * size, nesting, duplicate keys (json_decode), then the shape: version,
  * base, full, nonce, statement, upserts [{name, version, body}], removed
  * [name]; "stale" (what the plane says of itself) is handed on as it is.

@@ -1,5 +1,6 @@
-/* safefs.c: confined, atomic file operations (see safefs.h). */
-#include "safefs.h"
+/* consumer/safefs.c: confined, atomic file operations (see
+ * consumer/safefs.h). */
+#include "consumer/safefs.h"
 #include "util.h"
 #include "xmalloc.h"
 

@@ -1,6 +1,6 @@
-/* runcmd.h: runs an operator's command (--check, --reload) with /bin/sh -c,
- * extra environment variables, a timeout (the whole process group is
- * killed), and its stderr captured (bounded) for the NACK message. */
+/* consumer/runcmd.h: runs an operator's command (--check, --reload) with
+ * /bin/sh -c, extra environment variables, a timeout (the whole process group
+ * is killed), and its stderr captured (bounded) for the NACK message. */
 #ifndef TETHER_RUNCMD_H
 #define TETHER_RUNCMD_H
 

@@ -1,10 +1,10 @@
-/* haproxy_answer.c: parses haproxy's answers to `show stat` (CSV) and
- * `show info` (see haproxy_answer.h): pure functions of the text, strict
- * (a field of the wrong type, a row of the wrong width, a count out of
- * range is an error naming it) and bounded (HAPROXY_ANSWER_MAX bytes,
- * lines of HAPROXY_LINE_MAX, HAPROXY_COLUMNS_MAX columns, the routes
- * struct traffic holds). Nothing is allocated but out's routes. */
-#include "haproxy_answer.h"
+/* traffic/haproxy_answer.c: parses haproxy's answers to `show stat` (CSV) and
+ * `show info` (see traffic/haproxy_answer.h): pure functions of the text,
+ * strict (a field of the wrong type, a row of the wrong width, a count out of
+ * range is an error naming it) and bounded (HAPROXY_ANSWER_MAX bytes, lines
+ * of HAPROXY_LINE_MAX, HAPROXY_COLUMNS_MAX columns, the routes struct traffic
+ * holds). Nothing is allocated but out's routes. */
+#include "traffic/haproxy_answer.h"
 
 #include <limits.h>
 #include <stdbool.h>

@@ -1,4 +1,4 @@
-/* traffic_count.h: counting the live generation's requests from access log
+/* traffic/count.h: counting the live generation's requests from access log
  * datagrams: a new live generation starts from zero, lines of another
  * generation are counted apart (never as the live one's), and what cannot
  * be counted is dropped and counted by reason. Pure: no I/O, no clock. */

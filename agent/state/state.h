@@ -1,4 +1,4 @@
-/* state.h: the agent's applied state (every resource at its canonical
+/* state/state.h: the agent's applied state (every resource at its canonical
  * body) and candidates: a push applied to a copy-on-write overlay of the
  * state, validated whole -- fields, names, every reference, file paths --
  * before anything changes. Building a candidate costs O(changed) for a
@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "pathindex.h"
-#include "push.h"
+#include "state/push.h"
 #include "strmap.h"
 
 struct res {

@@ -1,6 +1,6 @@
-/* runcmd.c: operator commands with a timeout and captured output (see
- * runcmd.h). */
-#include "runcmd.h"
+/* consumer/runcmd.c: operator commands with a timeout and captured output (see
+ * consumer/runcmd.h). */
+#include "consumer/runcmd.h"
 #include "sdnotify.h"
 #include "util.h"
 #include "xmalloc.h"

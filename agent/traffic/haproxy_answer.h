@@ -1,6 +1,6 @@
-/* haproxy_answer.h: haproxy's answers on its stats socket, parsed: pure
+/* traffic/haproxy_answer.h: haproxy's answers on its stats socket, parsed: pure
  * functions of the text (no I/O), strict and bounded, since the socket's
- * other end may be anything. haproxy_stats.c does the talking. */
+ * other end may be anything. traffic/haproxy_stats.c does the talking. */
 #ifndef TETHER_HAPROXY_ANSWER_H
 #define TETHER_HAPROXY_ANSWER_H
 

@@ -1,5 +1,5 @@
-/* push.c: push message decoding (see push.h). */
-#include "push.h"
+/* state/push.c: push message decoding (see state/push.h). */
+#include "state/push.h"
 #include "resource.h"
 #include "xmalloc.h"
 

@@ -1,4 +1,4 @@
-/* render.h: turning the applied state into a consumer's configuration.
+/* consumer/render.h: turning the applied state into a consumer's configuration.
  * A renderer is a pure function of the state (and a few options): the same
  * state gives the same bytes, so an unchanged render means no reload. It
  * writes nothing; it returns the files of one generation. Every value it
@@ -16,7 +16,7 @@
 
 #include "buf.h"
 #include "resource.h"
-#include "state.h"
+#include "state/state.h"
 
 struct render_file {
 	char *path;          /* relative to the generation directory, or to the

@@ -1,4 +1,4 @@
-/* consumer_files.c: the files consumer: each `file` resource is a file at
+/* consumer/files.c: the files consumer: each `file` resource is a file at
  * its path under --output-dir, with its mode. A push stages the files it
  * writes in OUTPUT_DIR/.tether-work/staging (the check runs there), then
  * swaps them in with renames, moving what they replace to .tether-work/backup
@@ -6,11 +6,10 @@
  * fsync'd first: after a crash, boot removes what the unfinished push added
  * and rewrites what differs from last-good. */
 #include "buf.h"
-#include "consumer.h"
-#include "fault.h"
+#include "consumer/consumer.h"
+#include "consumer/safefs.h"
 #include "json.h"
 #include "log.h"
-#include "safefs.h"
 #include "strmap.h"
 #include "xmalloc.h"
 
@@ -40,6 +39,7 @@ struct files {
 	char *staging;       /* its absolute path, for TETHER_STAGING */
 	struct file_op *ops;
 	size_t nops;
+	void (*fault)(const char *point);   /* consumer_options.fault */
 };
 
 /* The content and mode of a file resource's body. */
@@ -199,8 +199,8 @@ static int files_swap(struct consumer *c, char *err, size_t errlen)
 			return -1;
 		}
 		op->done = true;
-		if (i == 0)
-			fault_point("swapping");   /* a swap half done */
+		if (i == 0 && f->fault)
+			f->fault("swapping");   /* a swap half done */
 	}
 	for (size_t i = 0; i < f->nops; i++) {
 		if (safefs_sync_parent(f->rootfd, f->ops[i].path, err, errlen) < 0) {
@@ -482,8 +482,9 @@ static const struct consumer_ops files_ops = {
 	.free = files_free,
 };
 
-struct consumer *consumer_files_new(const char *output_dir, char *err, size_t errlen)
+struct consumer *consumer_files_new(const struct consumer_options *o, char *err, size_t errlen)
 {
+	const char *output_dir = o->output_dir;
 	if (mkdir(output_dir, 0755) < 0 && errno != EEXIST) {
 		snprintf(err, errlen, "cannot create output directory '%s': %s", output_dir, strerror(errno));
 		return NULL;
@@ -492,6 +493,7 @@ struct consumer *consumer_files_new(const char *output_dir, char *err, size_t er
 	f->base.ops = &files_ops;
 	f->base.output_dir = xstrdup(output_dir);
 	f->workfd = -1;
+	f->fault = o->fault;
 	f->rootfd = open(output_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (f->rootfd < 0) {
 		snprintf(err, errlen, "cannot open output directory '%s': %s", output_dir, strerror(errno));

@@ -1,19 +1,35 @@
-/* consumer.h: what the agent drives to make a state live. A consumer
+/* consumer/consumer.h: what the agent drives to make a state live. A consumer
  * renders a candidate into a staging area (the check runs on it), swaps it
  * live keeping the way back, and reverts or finishes; at boot it tells
  * whether an apply cut short had gone live (resume). Backends:
- * consumer_files.c (file resources under --output-dir) and consumer_gen.c
+ * consumer/files.c (file resources under --output-dir) and consumer/gen.c
  * (nginx and haproxy: whole generations behind an atomic symlink). */
 #ifndef TETHER_CONSUMER_H
 #define TETHER_CONSUMER_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
-#include "state.h"
+#include "state/state.h"
 
 struct consumer;
-struct agent_config;
+
+/* What the consumers take of tetherd's options: the core fills it in at
+ * start-up, and a consumer copies what it keeps. */
+struct consumer_options {
+	const char *consumer;       /* files, nginx or haproxy */
+	const char *output_dir;
+	const char *marker;         /* HOST:PORT of the generation marker; NULL or "off": none */
+	const char *nginx;          /* binaries for the default checks */
+	const char *haproxy;
+	const char *base_config;    /* haproxy: the operator's base, checked with ours (NULL: none) */
+	const char *traffic_syslog; /* where the access log goes (render_opts.traffic_syslog; NULL: off) */
+	const char *stats_socket;   /* haproxy: the stats socket the renderer declares (NULL: none) */
+	uint64_t generations;       /* generations kept on disk (0: 3) */
+	/* Called at the consumers' fault points (the core's fault_point); NULL: none. */
+	void (*fault)(const char *point);
+};
 
 struct consumer_ops {
 	const char *name;
@@ -66,12 +82,12 @@ struct consumer {
 	char *output_dir;
 };
 
-/* Makes the consumer the configuration names, over its output directory.
- * NULL with err when it cannot be used. */
-struct consumer *consumer_new(const struct agent_config *cfg, char *err, size_t errlen);
+/* Makes the consumer the options name, over its output directory. NULL
+ * with err when it cannot be used. */
+struct consumer *consumer_new(const struct consumer_options *o, char *err, size_t errlen);
 void consumer_free(struct consumer *c);
 
-struct consumer *consumer_files_new(const char *output_dir, char *err, size_t errlen);
-struct consumer *consumer_gen_new(const struct agent_config *cfg, char *err, size_t errlen);
+struct consumer *consumer_files_new(const struct consumer_options *o, char *err, size_t errlen);
+struct consumer *consumer_gen_new(const struct consumer_options *o, char *err, size_t errlen);
 
 #endif

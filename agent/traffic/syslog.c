@@ -1,8 +1,8 @@
-/* traffic_syslog.c: the access log over local syslog (see
- * traffic_syslog.h): the strict parser of one datagram, the loopback-only
+/* traffic/syslog.c: the access log over local syslog (see
+ * traffic/syslog.h): the strict parser of one datagram, the loopback-only
  * listener address, the nonblocking UDP socket and its bounded reads
  * (recvmmsg, a batch at a time, so a flood never holds the event loop). */
-#include "traffic_syslog.h"
+#include "traffic/syslog.h"
 #include "util.h"
 
 #include <arpa/inet.h>

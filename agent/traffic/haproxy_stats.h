@@ -1,4 +1,5 @@
-/* haproxy_stats.h: haproxy's stats socket: per-backend traffic counters for traffic-aware gates. */
+/* traffic/haproxy_stats.h: haproxy's stats socket: per-backend traffic
+ * counters for traffic-aware gates. */
 #ifndef TETHER_HAPROXY_STATS_H
 #define TETHER_HAPROXY_STATS_H
 

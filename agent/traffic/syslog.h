@@ -1,4 +1,4 @@
-/* traffic_syslog.h: the access log lines nginx (and haproxy) send the
+/* traffic/syslog.h: the access log lines nginx (and haproxy) send the
  * agent over local syslog (docs/gates.md): the strict line parser (a pure
  * function, fuzzed), the listener's address (loopback only) and its
  * nonblocking UDP socket, read a bounded batch at a time. */

@@ -1,9 +1,9 @@
-/* reload.c: hooks, reloads by signal, the marker and health probes (see
- * reload.h). */
-#include "reload.h"
+/* consumer/reload.c: hooks, reloads by signal, the marker and health probes
+ * (see consumer/reload.h). */
+#include "consumer/reload.h"
 #include "buf.h"
+#include "consumer/runcmd.h"
 #include "log.h"
-#include "runcmd.h"
 #include "sdnotify.h"
 #include "util.h"
 #include "xmalloc.h"
@@ -16,16 +16,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-int hook_run(const struct agent_config *cfg, const char *what, const char *cmd, uint64_t version,
+int hook_run(const struct reload_options *o, const char *what, const char *cmd, uint64_t version,
 	     const char *staging, char *err, size_t errlen)
 {
 	char st[4200], out[4200], ver[64];
 	snprintf(st, sizeof(st), "TETHER_STAGING=%s", staging ? staging : "");
-	snprintf(out, sizeof(out), "TETHER_OUTPUT=%s", cfg->output_dir);
+	snprintf(out, sizeof(out), "TETHER_OUTPUT=%s", o->output_dir);
 	snprintf(ver, sizeof(ver), "TETHER_VERSION=%llu", (unsigned long long)version);
 	const char *env[] = { st, out, ver, NULL };
 	struct runcmd_result res;
-	if (runcmd(cmd, env, cfg->command_timeout, &res, err, errlen) < 0)
+	if (runcmd(cmd, env, o->command_timeout, &res, err, errlen) < 0)
 		return -1;
 	if (res.exit_code == 0 && !res.timed_out)
 		return 0;
@@ -44,18 +44,18 @@ static int signal_number(const char *name)
 	return SIGUSR2;
 }
 
-int reload_consumer(const struct agent_config *cfg, uint64_t version, const char *staging, char *err, size_t errlen)
+int reload_consumer(const struct reload_options *o, uint64_t version, const char *staging, char *err, size_t errlen)
 {
-	if (cfg->reload)
-		return hook_run(cfg, "reload", cfg->reload, version, staging, err, errlen);
-	if (!cfg->pidfile)
+	if (o->reload)
+		return hook_run(o, "reload", o->reload, version, staging, err, errlen);
+	if (!o->pidfile)
 		return 0;
 	size_t len;
-	char *text = read_file_limited(cfg->pidfile, 64, &len);
+	char *text = read_file_limited(o->pidfile, 64, &len);
 	if (!text && errno == ENOENT)
 		return 1;
 	if (!text) {
-		snprintf(err, errlen, "cannot reload: pidfile '%s': %s", cfg->pidfile, strerror(errno));
+		snprintf(err, errlen, "cannot reload: pidfile '%s': %s", o->pidfile, strerror(errno));
 		return -1;
 	}
 	str_trim(text);
@@ -63,14 +63,14 @@ int reload_consumer(const struct agent_config *cfg, uint64_t version, const char
 	int rc = parse_uint_range(text, 2, 4194304, &pid);
 	free(text);
 	if (rc < 0) {
-		snprintf(err, errlen, "cannot reload: pidfile '%s' holds no pid", cfg->pidfile);
+		snprintf(err, errlen, "cannot reload: pidfile '%s' holds no pid", o->pidfile);
 		return -1;
 	}
-	if (kill((pid_t)pid, signal_number(cfg->signal)) < 0) {
+	if (kill((pid_t)pid, signal_number(o->signal)) < 0) {
 		if (errno == ESRCH)
 			return 1;   /* a stale pidfile: it is not running */
-		snprintf(err, errlen, "cannot reload: SIG%s to pid %llu (from '%s'): %s", cfg->signal,
-			 (unsigned long long)pid, cfg->pidfile, strerror(errno));
+		snprintf(err, errlen, "cannot reload: SIG%s to pid %llu (from '%s'): %s", o->signal,
+			 (unsigned long long)pid, o->pidfile, strerror(errno));
 		return -1;
 	}
 	return 0;

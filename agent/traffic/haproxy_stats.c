@@ -1,13 +1,13 @@
-/* haproxy_stats.c: talks to haproxy's stats socket (see haproxy_stats.h):
- * one connection per command (haproxy closes after one command when not
- * in prompt mode), nonblocking, every step under one deadline so a dead or
- * stuck haproxy costs at most the timeout; answers are read up to
- * HAPROXY_ANSWER_MAX and parsed by haproxy_answer.c (a failed read
- * leaves out without routes and with an empty gen). Also finds whether
- * the operator's base configuration declares the socket already. */
-#include "haproxy_stats.h"
-#include "haproxy_answer.h"
+/* traffic/haproxy_stats.c: talks to haproxy's stats socket (see
+ * traffic/haproxy_stats.h): one connection per command (haproxy closes after
+ * one command when not in prompt mode), nonblocking, every step under one
+ * deadline so a dead or stuck haproxy costs at most the timeout; answers are
+ * read up to HAPROXY_ANSWER_MAX and parsed by traffic/haproxy_answer.c (a
+ * failed read leaves out without routes and with an empty gen). Also finds
+ * whether the operator's base configuration declares the socket already. */
+#include "traffic/haproxy_stats.h"
 #include "buf.h"
+#include "traffic/haproxy_answer.h"
 
 #include <ctype.h>
 #include <errno.h>

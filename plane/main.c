@@ -60,7 +60,7 @@ int main(int argc, char **argv)
 	/* the store is open and it listens */
 	char ready[200];
 	snprintf(ready, sizeof(ready), "tether-plane %s listening on %s, store at version %llu", PACKAGE_VERSION,
-		 p.listen_addr, (unsigned long long)hub_version(p.hub));
+		 p.http.listen_addr, (unsigned long long)hub_version(p.core.hub));
 	sdnotify_ready(ready);
 
 	for (;;) {

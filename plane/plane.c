@@ -1,22 +1,23 @@
 /* plane.c: start-up and shutdown of the plane's parts, in order (see
  * plane.h). */
 #include "plane.h"
-#include "persist/persist.h"
-#include "core/writer.h"
+#include "api/api.h"
 #include "core/digests.h"
-#include "http/http.h"
 #include "core/events.h"
 #include "core/freshness.h"
 #include "core/hub.h"
-#include "log.h"
 #include "core/nodes.h"
 #include "core/pushcache.h"
-#include "rollout/gate.h"
-#include "rollout/rollout.h"
 #include "core/statements.h"
 #include "core/store.h"
-#include "http/tls.h"
 #include "core/tokens.h"
+#include "core/writer.h"
+#include "http/http.h"
+#include "http/tls.h"
+#include "log.h"
+#include "persist/persist.h"
+#include "rollout/gate.h"
+#include "rollout/rollout.h"
 #include "util.h"
 #include "xmalloc.h"
 
@@ -54,19 +55,57 @@ int plane_load_token(struct plane *p, char *err, size_t errlen)
 			return -1;
 		}
 	}
-	pthread_mutex_lock(&p->token_lock);
-	if (p->admin_token)
-		free_secret(p->admin_token, strlen(p->admin_token));
-	p->admin_token = tok;
-	pthread_mutex_unlock(&p->token_lock);
+	pthread_mutex_lock(&p->auth.token_lock);
+	if (p->auth.admin_token)
+		free_secret(p->auth.admin_token, strlen(p->auth.admin_token));
+	p->auth.admin_token = tok;
+	pthread_mutex_unlock(&p->auth.token_lock);
 	return 0;
 }
 
-uint64_t plane_target(struct plane *p, const char *node)
+/* ---- the hooks through which core asks the rollout and the gates ---- */
+
+static uint64_t hook_target(void *ctx, const char *node, uint64_t newest)
 {
+	struct plane *p = ctx;
 	uint64_t t = rollout_target(p->rollout, node);
-	uint64_t newest = hub_version(p->hub);
 	return t == VERSION_LATEST || t > newest ? newest : t;
+}
+
+static void hook_sent(void *ctx, const char *node, uint64_t version, bool has_content)
+{
+	struct plane *p = ctx;
+	rollout_sent(p->rollout, node, version, has_content);
+}
+
+static void hook_step(void *ctx)
+{
+	struct plane *p = ctx;
+	rollout_step(p->rollout);
+}
+
+static bool hook_wants_reports(void *ctx)
+{
+	struct plane *p = ctx;
+	return gate_wants_reports(p->gate);
+}
+
+static uint64_t hook_rollout_gen(void *ctx)
+{
+	struct plane *p = ctx;
+	return rollout_gen(p->rollout);
+}
+
+static void hook_rollout_json(void *ctx, uint64_t v, struct buf *out)
+{
+	struct plane *p = ctx;
+	rollout_relay_json(p->rollout, v, out);
+}
+
+static uint64_t hook_released(void *ctx, uint64_t v)
+{
+	struct plane *p = ctx;
+	return rollout_released_now(p->rollout, v);
 }
 
 /* The store moved to version after from elsewhere (n changes): the
@@ -74,12 +113,12 @@ uint64_t plane_target(struct plane *p, const char *node)
 static void followed(struct plane *p, uint64_t after, size_t n)
 {
 	log_info("store: version %llu from %s (%zu changes)", (unsigned long long)after,
-		 p->persist->ops->upstream ? "the upstream" : "another replica", n);
-	hub_notify(p->hub, after);
-	events_version(p->events, after, NULL, n, p->persist->ops->upstream ? "upstream" : "replica");
+		 p->core.persist->ops->upstream ? "the upstream" : "another replica", n);
+	hub_notify(p->core.hub, after);
+	events_version(p->core.events, after, NULL, n, p->core.persist->ops->upstream ? "upstream" : "replica");
 	/* a staged controller starts a rollout: on the keeper, not on this
 	 * thread (a step writes to the backend this thread reads) */
-	hub_wake_keeper(p->hub);
+	hub_wake_keeper(p->core.hub);
 }
 
 /* A version another replica committed, or the upstream sent (the
@@ -92,14 +131,14 @@ static int follow_cb(void *ctx, struct persist_remote *ch, size_t n, char **prun
 	uint64_t before, after;
 	if (p->catchup.on) {
 		/* a step of a catch-up: under its lock, announced at its end */
-		int rc = store_apply_remote(p->store, ch, n, pruned, npruned, version, horizon, &after);
+		int rc = store_apply_remote(p->core.store, ch, n, pruned, npruned, version, horizon, &after);
 		p->catchup.changes += n;
 		return rc;
 	}
-	store_write_lock(p->store);
-	before = store_version(p->store);
-	int rc = store_apply_remote(p->store, ch, n, pruned, npruned, version, horizon, &after);
-	store_write_unlock(p->store);
+	store_write_lock(p->core.store);
+	before = store_version(p->core.store);
+	int rc = store_apply_remote(p->core.store, ch, n, pruned, npruned, version, horizon, &after);
+	store_write_unlock(p->core.store);
 	if (after > before)
 		followed(p, after, n);
 	return rc;
@@ -111,22 +150,22 @@ static void follow_catchup(void *ctx, bool begin, bool ok)
 {
 	struct plane *p = ctx;
 	if (begin) {
-		store_write_lock(p->store);
-		store_hold(p->store, true);
+		store_write_lock(p->core.store);
+		store_hold(p->core.store, true);
 		p->catchup.on = true;
-		p->catchup.before = store_version(p->store);
+		p->catchup.before = store_version(p->core.store);
 		p->catchup.changes = 0;
 		return;
 	}
 	if (!p->catchup.on)
 		return;
-	uint64_t after = store_version(p->store);
+	uint64_t after = store_version(p->core.store);
 	p->catchup.on = false;
-	store_hold(p->store, false);
-	store_write_unlock(p->store);
+	store_hold(p->core.store, false);
+	store_write_unlock(p->core.store);
 	if (!ok)
 		log_warn("store: a catch-up from the upstream failed at version %llu; its nodes stay at %llu until "
-			 "it is done again", (unsigned long long)after, (unsigned long long)hub_version(p->hub));
+			 "it is done again", (unsigned long long)after, (unsigned long long)hub_version(p->core.hub));
 	else if (after > p->catchup.before)
 		followed(p, after, p->catchup.changes);
 }
@@ -135,11 +174,11 @@ static void follow_catchup(void *ctx, bool begin, bool ok)
 static int follow_node(void *ctx, const struct persist_node *n)
 {
 	struct plane *p = ctx;
-	int rc = nodes_merge(p->nodes, n);
+	int rc = nodes_merge(p->core.nodes, n);
 	rollout_record(p->rollout, n);   /* an ACK from another replica's node */
-	const char *self = p->persist->ops->replica ? p->persist->ops->replica(p->persist) : NULL;
+	const char *self = p->core.persist->ops->replica ? p->core.persist->ops->replica(p->core.persist) : NULL;
 	if (!self || !n->replica || strcmp(n->replica, self) != 0)
-		api_record_traffic(p, n, "another replica", false);   /* ours came back: recorded already */
+		api_record_traffic(&p->api, n, "another replica", false);   /* ours came back: recorded already */
 	return rc;
 }
 
@@ -155,13 +194,13 @@ static void follow_rollout(void *ctx, struct ro_run *run, bool has_released, uin
 static int follow_token(void *ctx, const struct persist_token *t)
 {
 	struct plane *p = ctx;
-	uint64_t before = tokens_gen(p->tokens);
-	if (tokens_merge(p->tokens, t) == 1) {
-		size_t closed = hub_close_token(p->hub, t->id);
+	uint64_t before = tokens_gen(p->core.tokens);
+	if (tokens_merge(p->core.tokens, t) == 1) {
+		size_t closed = hub_close_token(p->core.hub, t->id);
 		log_info("tokens: token %s revoked on another replica; %zu streams closed here", t->id, closed);
 	}
-	if (tokens_gen(p->tokens) != before)
-		hub_notify(p->hub, hub_version(p->hub));   /* relays below us take it */
+	if (tokens_gen(p->core.tokens) != before)
+		hub_notify(p->core.hub, hub_version(p->core.hub));   /* relays below us take it */
 	return 0;
 }
 
@@ -169,30 +208,30 @@ static int follow_token(void *ctx, const struct persist_token *t)
 static void follow_statement(void *ctx, uint64_t version, const char *sub, const char *token)
 {
 	struct plane *p = ctx;
-	if (p->statements)
-		statements_put(p->statements, version, sub, token);
+	if (p->core.statements)
+		statements_put(p->core.statements, version, sub, token);
 }
 
 /* A relay reached an upstream: it hears every node record again. */
 static void follow_resync(void *ctx)
 {
 	struct plane *p = ctx;
-	nodes_resync(p->nodes);
-	if (p->statements)
-		statements_retry_now(p->statements);
-	hub_wake_keeper(p->hub);
+	nodes_resync(p->core.nodes);
+	if (p->core.statements)
+		statements_retry_now(p->core.statements);
+	hub_wake_keeper(p->core.hub);
 }
 
 static char *fetch_statement(void *ctx, uint64_t version, const char *sub, char *err, size_t errlen)
 {
 	struct plane *p = ctx;
-	return p->persist->ops->statement(p->persist, version, sub, err, errlen);
+	return p->core.persist->ops->statement(p->core.persist, version, sub, err, errlen);
 }
 
 static bool relay_up_cb(void *ctx, const char *relay)
 {
 	struct plane *p = ctx;
-	return p->hub && hub_relay_up(p->hub, relay);
+	return p->core.hub && hub_relay_up(p->core.hub, relay);
 }
 
 static uint64_t target_cb(void *ctx, const char *node)
@@ -213,37 +252,50 @@ void plane_reload(struct plane *p)
 		else
 			log_info("SIGHUP: TLS certificate and key reloaded for new connections");
 	}
-	if (p->statements && p->cfg.signing_key) {
-		if (statements_load_key(p->statements, p->cfg.signing_key, err, sizeof(err)) < 0)
+	if (p->core.statements && p->cfg.signing_key) {
+		if (statements_load_key(p->core.statements, p->cfg.signing_key, err, sizeof(err)) < 0)
 			log_error("SIGHUP: %s (still signing with the old key)", err);
 	}
 }
 
-void plane_sent(struct plane *p, const char *node, uint64_t version, const char *nonce, bool has_content)
+/* The backend --store names ("sqlite", "etcd"), or a relay's with
+ * --upstream. NULL with err. */
+static struct persist *open_backend(const struct plane_config *c, char *err, size_t errlen)
 {
-	nodes_sent(p->nodes, node, version, nonce);
-	rollout_sent(p->rollout, node, version, has_content);
-}
-
-void plane_nonce(struct plane *p, char *out, size_t cap)
-{
-	uint64_t seq = atomic_fetch_add(&p->nonce_seq, 1) + 1;
-	snprintf(out, cap, "%s.%llx", p->boot_id, (unsigned long long)seq);
+	if (c->upstream) {
+		struct persist_relay_options o = {
+			.upstream = c->upstream, .relay_id = c->relay_id, .token_file = c->upstream_token_file,
+			.ca = c->upstream_ca, .cert = c->upstream_cert, .key = c->upstream_key,
+		};
+		return persist_relay_open(&o, err, errlen);
+	}
+	const char *name = c->store ? c->store : "sqlite";
+	if (strcmp(name, "sqlite") == 0)
+		return persist_sqlite_open(c->data, err, errlen);
+	if (strcmp(name, "etcd") == 0) {
+		struct persist_etcd_options o = {
+			.endpoints = c->etcd, .ca = c->etcd_ca, .cert = c->etcd_cert, .key = c->etcd_key,
+			.token_file = c->etcd_token_file, .prefix = c->etcd_prefix, .lease_ttl = c->lease_ttl,
+			.listen = c->listen,
+		};
+		return persist_etcd_open(&o, err, errlen);
+	}
+	snprintf(err, errlen, "store: unknown backend '%s'", name);
+	return NULL;
 }
 
 int plane_start(struct plane *p, char *err, size_t errlen)
 {
-	unsigned char rnd[4] = { 0 };
-	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
-		uint64_t t = (uint64_t)wall_ms();
-		memcpy(rnd, &t, sizeof(rnd));
-	}
-	snprintf(p->boot_id, sizeof(p->boot_id), "%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2], rnd[3]);
-	atomic_init(&p->nonce_seq, 0);
-	atomic_init(&p->stopping, false);
-	pthread_mutex_init(&p->token_lock, NULL);
-	p->listen_fd = -1;
-	p->started_ms = now_ms();
+	core_init(&p->core);
+	p->core.cfg = (struct core_config){ .heartbeat = p->cfg.heartbeat, .max_resources = p->cfg.max_resources };
+	p->core.hooks = (struct core_hooks){
+		.ctx = p, .target = hook_target, .sent = hook_sent, .step = hook_step,
+		.wants_reports = hook_wants_reports, .rollout_gen = hook_rollout_gen,
+		.rollout_json = hook_rollout_json, .released = hook_released,
+	};
+	pthread_mutex_init(&p->auth.token_lock, NULL);
+	p->auth.insecure = p->cfg.insecure;
+	p->http.listen_fd = -1;
 
 	if (sodium_init() < 0) {
 		snprintf(err, errlen, "libsodium failed to initialise");
@@ -257,14 +309,16 @@ int plane_start(struct plane *p, char *err, size_t errlen)
 			return -1;
 		tls_set_cert_roles(p->tls, p->cfg.cert_roles);
 	}
-	p->persist = persist_open(&p->cfg, err, errlen);
-	if (!p->persist)
+	p->auth.tls = p->tls;
+	p->core.persist = open_backend(&p->cfg, err, errlen);
+	if (!p->core.persist)
 		return -1;
-	p->tokens = tokens_open(p->persist, err, errlen);
-	if (!p->tokens)
+	p->core.tokens = tokens_open(p->core.persist, err, errlen);
+	if (!p->core.tokens)
 		return -1;
-	bool relay = p->persist->ops->upstream != NULL;
-	if (!relay && !p->cfg.insecure && !p->admin_token && tokens_count(p->tokens, ROLE_ADMIN) == 0) {
+	p->auth.tokens = p->core.tokens;
+	bool relay = p->core.persist->ops->upstream != NULL;
+	if (!relay && !p->cfg.insecure && !p->auth.admin_token && tokens_count(p->core.tokens, ROLE_ADMIN) == 0) {
 		snprintf(err, errlen, "no admin credential: give --admin-token-file FILE (its token makes the other "
 			 "tokens), or --insecure for a lab on loopback");
 		return -1;
@@ -276,68 +330,91 @@ int plane_start(struct plane *p, char *err, size_t errlen)
 		.history_max_age = (int64_t)p->cfg.history_max_age,
 		.max_resources = p->cfg.max_resources,
 	};
-	p->store = store_open(p->persist, &so, err, errlen);
-	if (!p->store)
+	p->core.store = store_open(p->core.persist, &so, err, errlen);
+	if (!p->core.store)
 		return -1;
 	int64_t poll_window = (int64_t)(p->cfg.heartbeat * 3000);
-	p->nodes = nodes_open(p->persist, p->cfg.max_nodes, poll_window, err, errlen);
-	if (!p->nodes)
+	p->core.nodes = nodes_open(p->core.persist, p->cfg.max_nodes, poll_window, err, errlen);
+	if (!p->core.nodes)
 		return -1;
-	p->gate = gate_new(&p->cfg, err, errlen);
+	struct gate_options go = plane_gate_options(&p->cfg);
+	p->gate = gate_new(&go, err, errlen);
 	if (!p->gate && err[0])
 		return -1;
-	p->rollout = rollout_open(p, err, errlen);
+	struct rollout_options ro = {
+		.mode = p->cfg.rollout, .stages = p->cfg.stages, .bake = p->cfg.bake, .ack_timeout = p->cfg.ack_timeout,
+	};
+	p->rollout = rollout_open(&p->core, p->gate, &ro, err, errlen);
 	if (!p->rollout)
 		return -1;
-	nodes_set_target(p->nodes, target_cb, p->rollout, p->cfg.lag_alert);
-	nodes_set_relay_up(p->nodes, relay_up_cb, p, relay);
-	p->pushes = pushcache_new(p->store, PUSH_CACHE_ENTRIES, PUSH_CACHE_BYTES);
-	pushcache_set_target(p->pushes, target_cb, p->rollout);
+	p->api = (struct api){
+		.cfg = { .max_body = p->cfg.max_body, .max_request = p->cfg.max_request, .max_depth = p->cfg.max_depth,
+			 .heartbeat = p->cfg.heartbeat, .rollout = p->cfg.rollout },
+		.core = &p->core, .auth = &p->auth, .http = &p->http, .rollout = p->rollout, .gate = p->gate,
+	};
+	nodes_set_target(p->core.nodes, target_cb, p->rollout, p->cfg.lag_alert);
+	nodes_set_relay_up(p->core.nodes, relay_up_cb, p, relay);
+	p->core.pushes = pushcache_new(p->core.store, PUSH_CACHE_ENTRIES, PUSH_CACHE_BYTES);
+	pushcache_set_target(p->core.pushes, target_cb, p->rollout);
 	if (p->cfg.signing_key) {
 		int64_t ttl = (int64_t)p->cfg.statement_ttl;
 		int64_t refresh = (int64_t)p->cfg.heartbeat;
 		if (refresh > ttl / 4)
 			refresh = ttl / 4;
-		p->digests = digests_new(p->store);
-		p->statements = statements_new(p->store, p->digests, ttl, refresh);
-		if (statements_load_key(p->statements, p->cfg.signing_key, err, errlen) < 0)
+		p->core.digests = digests_new(p->core.store);
+		p->core.statements = statements_new(p->core.store, p->core.digests, ttl, refresh);
+		if (statements_load_key(p->core.statements, p->cfg.signing_key, err, errlen) < 0)
 			return -1;
-		pushcache_set_digests(p->pushes, p->digests);
+		pushcache_set_digests(p->core.pushes, p->core.digests);
 	} else if (relay) {
 		/* a relay passes the upstream's statements on, never signs */
 		int64_t refresh = (int64_t)p->cfg.heartbeat;
-		p->statements = statements_new(p->store, NULL, (int64_t)p->cfg.statement_ttl, refresh);
-		statements_set_source(p->statements, fetch_statement, p);
+		p->core.statements = statements_new(p->core.store, NULL, (int64_t)p->cfg.statement_ttl, refresh);
+		statements_set_source(p->core.statements, fetch_statement, p);
 	}
-	p->fresh = freshness_new();
-	p->events = events_new(p->cfg.heartbeat);
-	if (events_start(p->events, err, errlen) < 0)
+	p->core.fresh = freshness_new();
+	p->core.events = events_new(p->cfg.heartbeat);
+	if (events_start(p->core.events, err, errlen) < 0)
 		return -1;
-	gate_set_events(p->gate, p->events);
-	p->hub = hub_new(p, store_version(p->store));
-	if (hub_start(p->hub, err, errlen) < 0)
+	gate_set_events(p->gate, p->core.events);
+	p->core.hub = hub_new(&p->core, store_version(p->core.store));
+	if (hub_start(p->core.hub, err, errlen) < 0)
 		return -1;
 	/* a shared store: what other replicas commit reaches our nodes too */
 	struct persist_follow f = { .ctx = p, .store = follow_cb, .node = follow_node, .token = follow_token,
 				    .rollout = follow_rollout, .statement = follow_statement, .resync = follow_resync,
 				    .catchup = follow_catchup };
-	if (p->persist->ops->follow && p->persist->ops->follow(p->persist, &f, err, errlen) < 0)
+	if (p->core.persist->ops->follow && p->core.persist->ops->follow(p->core.persist, &f, err, errlen) < 0)
 		return -1;
 	/* a commit to etcd may wait seconds: never on the threads that
 	 * serve the streams */
-	if (p->persist->ops->follow && !(p->writer = writer_start(p, err, errlen)))
+	if (p->core.persist->ops->follow && !(p->core.writer = writer_start(&p->core, &p->api, err, errlen)))
 		return -1;
-	if (http_start(p, err, errlen) < 0)
+	p->http.opt = (struct http_options){
+		.listen = p->cfg.listen,
+		.threads = (unsigned)p->cfg.threads,
+		.max_connections = (unsigned)p->cfg.max_connections,
+		.max_pending_per_address = (unsigned)p->cfg.max_pending_per_address,
+		.header_timeout = p->cfg.header_timeout,
+		.send_timeout = p->cfg.send_timeout,
+		.max_request = p->cfg.max_request,
+	};
+	p->http.routes = api_routes;
+	p->http.ctx = &p->api;
+	p->http.core = &p->core;
+	p->http.auth = &p->auth;
+	p->http.tls = p->tls;
+	if (http_start(&p->http, err, errlen) < 0)
 		return -1;
 	if (p->cfg.insecure) {
 		log_warn("--insecure: reads are open and any client may sync as any node; for a lab on loopback only");
-		if (!p->admin_token && !relay)
+		if (!p->auth.admin_token && !relay)
 			log_warn("--insecure without --admin-token-file: anyone who can reach %s can write",
-				 p->listen_addr);
+				 p->http.listen_addr);
 	}
-	if (!p->tls && !http_listens_on_loopback(p)) {
+	if (!p->tls && !http_listens_on_loopback(&p->http)) {
 		log_warn("**************************************************************************");
-		log_warn("WARNING: %s is not a loopback address and TLS is off (no --tls-cert):", p->listen_addr);
+		log_warn("WARNING: %s is not a loopback address and TLS is off (no --tls-cert):", p->http.listen_addr);
 		log_warn("WARNING: tokens, secrets and every push cross the network in clear text");
 		log_warn("**************************************************************************");
 	}
@@ -351,51 +428,51 @@ int plane_start(struct plane *p, char *err, size_t errlen)
 void plane_stop(struct plane *p)
 {
 	char err[512];
-	atomic_store(&p->stopping, true);
+	atomic_store(&p->core.stopping, true);
 	/* other replicas' changes stop here: what the follower touches (the
 	 * store, the nodes, the tokens, the hub) is freed below */
-	if (p->persist && p->persist->ops->unfollow)
-		p->persist->ops->unfollow(p->persist);
-	if (p->httpd)
-		http_quiesce(p);
-	events_stop(p->events);
-	if (p->hub)
-		hub_stop(p->hub);
-	writer_stop(p->writer);   /* answers what waits; the requests resume */
-	p->writer = NULL;
-	http_stop(p);
-	if (p->nodes && nodes_flush(p->nodes, err, sizeof(err)) < 0)
+	if (p->core.persist && p->core.persist->ops->unfollow)
+		p->core.persist->ops->unfollow(p->core.persist);
+	if (p->http.httpd)
+		http_quiesce(&p->http);
+	events_stop(p->core.events);
+	if (p->core.hub)
+		hub_stop(p->core.hub);
+	writer_stop(p->core.writer);   /* answers what waits; the requests resume */
+	p->core.writer = NULL;
+	http_stop(&p->http);
+	if (p->core.nodes && nodes_flush(p->core.nodes, err, sizeof(err)) < 0)
 		log_error("nodes: cannot save node records at exit: %s", err);
 	rollout_save(p->rollout);
-	hub_free(p->hub);
-	p->hub = NULL;
+	hub_free(p->core.hub);
+	p->core.hub = NULL;
 	gate_set_events(p->gate, NULL);
-	events_free(p->events);
-	freshness_free(p->fresh);
-	p->fresh = NULL;
-	p->events = NULL;
-	pushcache_free(p->pushes);
-	p->pushes = NULL;
-	statements_free(p->statements);
-	p->statements = NULL;
-	digests_free(p->digests);
-	p->digests = NULL;
+	events_free(p->core.events);
+	freshness_free(p->core.fresh);
+	p->core.fresh = NULL;
+	p->core.events = NULL;
+	pushcache_free(p->core.pushes);
+	p->core.pushes = NULL;
+	statements_free(p->core.statements);
+	p->core.statements = NULL;
+	digests_free(p->core.digests);
+	p->core.digests = NULL;
 	rollout_free(p->rollout);
 	p->rollout = NULL;
 	gate_free(p->gate);
 	p->gate = NULL;
-	nodes_free(p->nodes);
-	p->nodes = NULL;
-	tokens_free(p->tokens);
-	p->tokens = NULL;
-	store_free(p->store);
-	p->store = NULL;
-	persist_close(p->persist);
-	p->persist = NULL;
-	if (p->admin_token)
-		free_secret(p->admin_token, strlen(p->admin_token));
-	p->admin_token = NULL;
+	nodes_free(p->core.nodes);
+	p->core.nodes = NULL;
+	tokens_free(p->core.tokens);
+	p->core.tokens = NULL;
+	store_free(p->core.store);
+	p->core.store = NULL;
+	persist_close(p->core.persist);
+	p->core.persist = NULL;
+	if (p->auth.admin_token)
+		free_secret(p->auth.admin_token, strlen(p->auth.admin_token));
+	p->auth.admin_token = NULL;
 	tls_free(p->tls);
 	p->tls = NULL;
-	pthread_mutex_destroy(&p->token_lock);
+	pthread_mutex_destroy(&p->auth.token_lock);
 }

@@ -1,6 +1,9 @@
 /* plane.h: the control plane process: its configuration, the parts it is
  * made of, and their start-up and shutdown order. One struct plane per
- * process; handlers reach every part through it. */
+ * process; handlers reach every part through it. plane.c wires the wings:
+ * it fills each one's options from the plane's, hands api/'s route table
+ * to the server, and sets the hooks through which core tells the rollout
+ * and the gates what happened. */
 #ifndef TETHER_PLANE_H
 #define TETHER_PLANE_H
 
@@ -10,8 +13,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "api/api.h"
+#include "core/core.h"
 #include "http/auth.h"
+#include "http/http.h"
 #include "options.h"
+#include "rollout/gate.h"
 
 struct plane_config {
 	char *listen;
@@ -63,46 +70,20 @@ void plane_config_defaults(struct plane_config *c);
 /* Cross-field checks after parsing. Returns 0, or -1 with err. */
 int plane_config_check(struct plane_config *c, char *err, size_t errlen);
 
-struct plane_counters {
-	atomic_uint_fast64_t writes, write_errors, refused_writes;
-	atomic_uint_fast64_t pushes, snapshots, push_bytes, heartbeats;
-	atomic_uint_fast64_t polls, polls_not_modified;
-	atomic_uint_fast64_t streams_opened, streams_replaced;
-	atomic_uint_fast64_t requests;
-	atomic_uint_fast64_t auth_refused[REFUSED_N];
-};
-
 struct plane {
 	struct plane_config cfg;
-	struct persist *persist;       /* the store's backend (--store) */
-	struct writer *writer;         /* writes off the HTTP threads (a shared backend) */
-	struct store *store;
-	struct nodes *nodes;
-	struct pushcache *pushes;
+	struct core core;              /* store, streams, node records, writes (core/core.h) */
+	struct auth auth;              /* who is asking (http/auth.h) */
+	struct http_server http;       /* the server and its route table (http/http.h) */
+	struct api api;                /* what every handler gets (api/api.h) */
 	struct rollout *rollout;
-	struct hub *hub;
-	struct events *events;         /* GET /v1/events */
 	struct gate *gate;             /* traffic-aware gates; NULL: none configured */
-	struct freshness *fresh;       /* whether it can vouch that it is current */
+	struct plane_tls *tls;         /* NULL: plain HTTP */
 	struct {                       /* the follower's thread: a relay's catch-up (plane.c) */
 		bool on;
 		uint64_t before;
 		size_t changes;
 	} catchup;
-	struct tokens *tokens;
-	struct plane_tls *tls;         /* NULL: plain HTTP */
-	struct digests *digests;       /* NULL: no signing */
-	struct statements *statements;
-	struct httpd *httpd;
-	int listen_fd;
-	char listen_addr[80];          /* "127.0.0.1:7070", the real port */
-	pthread_mutex_t token_lock;
-	char *admin_token;             /* NULL: writes need no token */
-	char boot_id[12];
-	atomic_uint_fast64_t nonce_seq;
-	struct plane_counters ctr;
-	atomic_bool stopping;
-	int64_t started_ms;
 };
 
 /* Opens the store, loads node records, starts the hub and HTTP server. */
@@ -116,11 +97,7 @@ int plane_load_token(struct plane *p, char *err, size_t errlen);
  * take them; open streams keep theirs) and the signing key, each kept as
  * it was when its file fails to load. */
 void plane_reload(struct plane *p);
-/* Writes a fresh push nonce: "<boot id>.<sequence>". */
-void plane_nonce(struct plane *p, char *out, size_t cap);
-/* The version node should hold now: the newest, or its rollout target. */
-uint64_t plane_target(struct plane *p, const char *node);
-/* Records a push sent to node (node record and rollout counters). */
-void plane_sent(struct plane *p, const char *node, uint64_t version, const char *nonce, bool has_content);
+/* The options of each wing, from the plane's. */
+struct gate_options plane_gate_options(const struct plane_config *c);
 
 #endif

@@ -1,6 +1,6 @@
 /* plane_config.c: tether-plane's options, their defaults and checks. */
-#include "plane.h"
 #include "core/nodes.h"
+#include "plane.h"
 #include "rollout/gate.h"
 #include "rollout/rollout.h"
 #include "xmalloc.h"
@@ -208,7 +208,8 @@ int plane_config_check(struct plane_config *c, char *err, size_t errlen)
 		snprintf(err, errlen, "relay-id: '%.64s' must match [A-Za-z0-9._-]{1,200}", c->relay_id);
 		return -1;
 	}
-	if (gate_check_config(c, err, errlen) < 0)
+	struct gate_options go = plane_gate_options(c);
+	if (gate_check_config(&go, err, errlen) < 0)
 		return -1;
 	if (c->upstream) {
 		/* a relay serves the targets its upstream's rollouts say, and
@@ -238,4 +239,16 @@ int plane_config_check(struct plane_config *c, char *err, size_t errlen)
 		return -1;
 	}
 	return 0;
+}
+
+struct gate_options plane_gate_options(const struct plane_config *c)
+{
+	return (struct gate_options){
+		.error_rate = c->gate_error_rate,
+		.latency_p99 = c->gate_latency_p99,
+		.min_requests = c->gate_min_requests,
+		.max_nodes = c->max_nodes,
+		.rollout = c->rollout,
+		.relay = c->upstream != NULL,
+	};
 }

@@ -7,14 +7,15 @@
  * then computes its answer from the backend in a job (a *_run function):
  * with a shared backend on the reader thread (the revert on the writer
  * thread), the request suspended meanwhile (writer_call), else at once. */
+#include "api/api.h"
+#include "core/core.h"
+#include "core/store.h"
+#include "core/validate.h"
+#include "core/writer.h"
 #include "http/auth.h"
 #include "http/http.h"
 #include "json.h"
-#include "plane.h"
-#include "core/store.h"
 #include "util.h"
-#include "core/validate.h"
-#include "core/writer.h"
 #include "xmalloc.h"
 
 #include <stdio.h>
@@ -41,12 +42,12 @@ int history_message_check(const char *m, char *err, size_t errlen)
 	return 0;
 }
 
-static bool has_log(struct plane *p, struct http_conn *c, enum http_result *ret)
+static bool has_log(struct api *p, struct http_conn *c, enum http_result *ret)
 {
-	if (p->persist->ops->log_list)
+	if (p->core->persist->ops->log_list)
 		return true;
 	*ret = http_send_error(c, HTTP_NOT_IMPLEMENTED, "the %s store keeps no version history",
-			       p->persist->ops->name);
+			       p->core->persist->ops->name);
 	return false;
 }
 
@@ -143,16 +144,16 @@ static void answer_json(struct write_result *res, struct buf *b)
 
 /* Runs fn(p, arg) off the request's thread when the plane has a writer
  * (a shared backend), else here; free_arg(arg) after. */
-static enum http_result run(struct plane *p, struct http_conn *c, struct request *r, bool write, writer_fn fn,
+static enum http_result run(struct api *p, struct http_conn *c, struct request *r, bool write, writer_fn fn,
 			   void *arg, void (*free_arg)(void *))
 {
-	r->job = writer_call(p->writer, c, write, fn, arg, free_arg);
+	r->job = writer_call(p->core->writer, c, write, fn, arg, free_arg);
 	if (r->job)
 		return HTTP_YES;
-	struct write_result res;
+	struct write_result res = { 0 };
 	fn(p, arg, &res);
 	free_arg(arg);
-	return http_send(c, res.status, "application/json", &res.body, res.gzip_ok);
+	return http_send_result(c, &res);
 }
 
 /* GET /v1/history and /v1/history/{V}: what the job needs. */
@@ -171,25 +172,26 @@ static void history_job_free(void *arg)
 	free(j);
 }
 
-static void history_run(struct plane *p, void *arg, struct write_result *res)
+static void history_run(void *ctx, void *arg, struct write_result *res)
 {
+	struct api *p = ctx;
 	struct history_job *j = arg;
-	const struct persist_ops *ops = p->persist->ops;
+	const struct persist_ops *ops = p->core->persist->ops;
 	char err[512];
 	struct buf b = BUF_INIT;
 	struct listing l = { &b, 0, &j->who };
 	uint64_t floor = 0;
-	store_rdlock(p->store);
-	uint64_t cur = store_version(p->store);
-	store_rdunlock(p->store);
-	if (ops->log_floor(p->persist, &floor, err, sizeof(err)) < 0) {
+	store_rdlock(p->core->store);
+	uint64_t cur = store_version(p->core->store);
+	store_rdunlock(p->core->store);
+	if (ops->log_floor(p->core->persist, &floor, err, sizeof(err)) < 0) {
 		write_result_error(res, HTTP_INTERNAL_SERVER_ERROR, "history: %s", err);
 		return;
 	}
 	if (!j->one) {
 		buf_printf(&b, "{\"version\":%llu,\"floor\":%llu,\"versions\":[", (unsigned long long)cur,
 			   (unsigned long long)floor);
-		if (ops->log_list(p->persist, j->name, (size_t)j->limit, list_cb, &l, err, sizeof(err)) < 0) {
+		if (ops->log_list(p->core->persist, j->name, (size_t)j->limit, list_cb, &l, err, sizeof(err)) < 0) {
 			buf_release(&b);
 			write_result_error(res, HTTP_INTERNAL_SERVER_ERROR, "history: %s", err);
 			return;
@@ -201,7 +203,7 @@ static void history_run(struct plane *p, void *arg, struct write_result *res)
 	/* a version's record is kept when the state before it is */
 	if (check_kept(j->v, j->v ? floor + 1 : 1, cur, res) < 0)
 		return;
-	int rc = ops->log_get(p->persist, j->v, version_cb, change_cb, &l, err, sizeof(err));
+	int rc = ops->log_get(p->core->persist, j->v, version_cb, change_cb, &l, err, sizeof(err));
 	if (rc <= 0) {
 		buf_release(&b);
 		if (rc < 0)
@@ -215,12 +217,12 @@ static void history_run(struct plane *p, void *arg, struct write_result *res)
 	answer_json(res, &b);
 }
 
-enum http_result api_history(struct plane *p, struct http_conn *c, struct request *r, const char *version)
+enum http_result api_history(struct api *p, struct http_conn *c, struct request *r, const char *version)
 {
 	struct principal who;
 	enum http_result ret;
 	char err[512];
-	if (!auth_allow(p, c, ROLE_READER, &who, &ret) || !has_log(p, c, &ret))
+	if (!auth_allow(p->auth, c, ROLE_READER, &who, &ret) || !has_log(p, c, &ret))
 		return ret;
 	struct history_job *j = xcalloc(1, sizeof(*j));
 	j->who = who;
@@ -298,23 +300,23 @@ static const struct state *states_find(const struct states *st, const char *name
  * and on success the read lock is held, the store still at *cur, so the
  * caller takes the other names' states from memory. A commit landing
  * meanwhile means reading again. -1 with err, the lock not held. */
-static int log_states(struct plane *p, uint64_t v, const char *name, struct states *st, uint64_t *cur, char *err,
+static int log_states(struct api *p, uint64_t v, const char *name, struct states *st, uint64_t *cur, char *err,
 		      size_t errlen)
 {
 	for (int attempt = 0; attempt < 8; attempt++) {
-		store_rdlock(p->store);
-		uint64_t c = store_version(p->store);
-		store_rdunlock(p->store);
-		if (v < c && p->persist->ops->log_after(p->persist, v, c, name, states_cb, st, err, errlen) < 0) {
+		store_rdlock(p->core->store);
+		uint64_t c = store_version(p->core->store);
+		store_rdunlock(p->core->store);
+		if (v < c && p->core->persist->ops->log_after(p->core->persist, v, c, name, states_cb, st, err, errlen) < 0) {
 			states_release(st);
 			return -1;
 		}
-		store_rdlock(p->store);
-		if (store_version(p->store) == c) {
+		store_rdlock(p->core->store);
+		if (store_version(p->core->store) == c) {
 			*cur = c;
 			return 0;
 		}
-		store_rdunlock(p->store);
+		store_rdunlock(p->core->store);
 		states_release(st);
 	}
 	snprintf(err, errlen, "the store kept moving while the history was read; try again");
@@ -335,12 +337,13 @@ static void at_job_free(void *arg)
 	free(j);
 }
 
-static void get_at_run(struct plane *p, void *arg, struct write_result *res)
+static void get_at_run(void *ctx, void *arg, struct write_result *res)
 {
+	struct api *p = ctx;
 	struct at_job *j = arg;
 	char err[512];
 	uint64_t floor = 0, cur = 0;
-	if (p->persist->ops->log_floor(p->persist, &floor, err, sizeof(err)) < 0) {
+	if (p->core->persist->ops->log_floor(p->core->persist, &floor, err, sizeof(err)) < 0) {
 		write_result_error(res, HTTP_INTERNAL_SERVER_ERROR, "history: %s", err);
 		return;
 	}
@@ -357,11 +360,11 @@ static void get_at_run(struct plane *p, void *arg, struct write_result *res)
 		len = st.s[0].len;
 		st.s[0].body = NULL;
 	} else if (rc == 0) {
-		const struct store_entry *e = store_get(p->store, j->name);
+		const struct store_entry *e = store_get(p->core->store, j->name);
 		body = e && e->body ? xstrndup(e->body, e->body_len) : NULL;
 		len = e && e->body ? e->body_len : 0;
 	}
-	store_rdunlock(p->store);
+	store_rdunlock(p->core->store);
 	states_release(&st);
 	if (rc < 0)
 		return;
@@ -380,7 +383,7 @@ static void get_at_run(struct plane *p, void *arg, struct write_result *res)
 	answer_json(res, &b);
 }
 
-enum http_result api_history_get_at(struct plane *p, struct http_conn *c, struct request *r,
+enum http_result api_history_get_at(struct api *p, struct http_conn *c, struct request *r,
 				   const struct principal *who, const char *name, const char *at)
 {
 	enum http_result ret;
@@ -398,11 +401,11 @@ enum http_result api_history_get_at(struct plane *p, struct http_conn *c, struct
 
 /* Per name changed in (a, b] (b <= the store's version): its state at a
  * (before) and at b (after). Takes the store's read lock. */
-static int diff_states(struct plane *p, uint64_t a, uint64_t b, struct states *before, struct states *after,
+static int diff_states(struct api *p, uint64_t a, uint64_t b, struct states *before, struct states *after,
 		       char *err, size_t errlen)
 {
 	/* versions up to b are the past: no lock needed for them */
-	if (p->persist->ops->log_after(p->persist, a, b, NULL, states_cb, before, err, errlen) < 0)
+	if (p->core->persist->ops->log_after(p->core->persist, a, b, NULL, states_cb, before, err, errlen) < 0)
 		return -1;
 	struct states later = { 0 };
 	uint64_t cur;
@@ -416,13 +419,13 @@ static int diff_states(struct plane *p, uint64_t a, uint64_t b, struct states *b
 			ch.before = l->body;
 			ch.before_len = l->len;
 		} else {
-			const struct store_entry *e = store_get(p->store, name);
+			const struct store_entry *e = store_get(p->core->store, name);
 			ch.before = e ? e->body : NULL;
 			ch.before_len = e && e->body ? e->body_len : 0;
 		}
 		states_cb(after, &ch);
 	}
-	store_rdunlock(p->store);
+	store_rdunlock(p->core->store);
 	states_release(&later);
 	return 0;
 }
@@ -433,20 +436,21 @@ struct diff_job {
 	uint64_t a, b;
 };
 
-static void diff_run(struct plane *p, void *arg, struct write_result *res)
+static void diff_run(void *ctx, void *arg, struct write_result *res)
 {
+	struct api *p = ctx;
 	struct diff_job *j = arg;
 	char err[512];
 	uint64_t a = j->a, b = j->b, floor = 0;
-	if (p->persist->ops->log_floor(p->persist, &floor, err, sizeof(err)) < 0) {
+	if (p->core->persist->ops->log_floor(p->core->persist, &floor, err, sizeof(err)) < 0) {
 		write_result_error(res, HTTP_INTERNAL_SERVER_ERROR, "history: %s", err);
 		return;
 	}
 	uint64_t lo = a < b ? a : b, hi = a < b ? b : a;
 	struct states sa = { 0 }, sb = { 0 };
-	store_rdlock(p->store);
-	uint64_t cur = store_version(p->store);
-	store_rdunlock(p->store);
+	store_rdlock(p->core->store);
+	uint64_t cur = store_version(p->core->store);
+	store_rdunlock(p->core->store);
 	if (check_kept(lo, floor, cur, res) < 0 || check_kept(hi, floor, cur, res) < 0)
 		return;
 	if (diff_states(p, lo, hi, &sa, &sb, err, sizeof(err)) < 0) {
@@ -481,12 +485,12 @@ static void diff_run(struct plane *p, void *arg, struct write_result *res)
 	answer_json(res, &out);
 }
 
-enum http_result api_diff(struct plane *p, struct http_conn *c, struct request *r)
+enum http_result api_diff(struct api *p, struct http_conn *c, struct request *r)
 {
 	struct principal who;
 	enum http_result ret;
 	uint64_t a, b;
-	if (!auth_allow(p, c, ROLE_READER, &who, &ret) || !has_log(p, c, &ret))
+	if (!auth_allow(p->auth, c, ROLE_READER, &who, &ret) || !has_log(p, c, &ret))
 		return ret;
 	if (parse_version(http_query(c, "from"), &a) < 0 || parse_version(http_query(c, "to"), &b) < 0)
 		return http_send_error(c, HTTP_BAD_REQUEST, "diff: from and to must be versions");
@@ -513,24 +517,25 @@ static void revert_job_free(void *arg)
 
 /* The state at j->v from the log, committed against the version it was
  * read at (a write in between: 409). */
-static void revert_run(struct plane *p, void *arg, struct write_result *res)
+static void revert_run(void *ctx, void *arg, struct write_result *res)
 {
+	struct api *p = ctx;
 	struct revert_job *j = arg;
 	char err[1024];
 	uint64_t v = j->v, floor = 0;
-	if (p->persist->ops->log_floor(p->persist, &floor, err, sizeof(err)) < 0) {
+	if (p->core->persist->ops->log_floor(p->core->persist, &floor, err, sizeof(err)) < 0) {
 		write_result_error(res, HTTP_INTERNAL_SERVER_ERROR, "history: %s", err);
 		return;
 	}
 	/* read without the store's lock: the write is made against cur (a
 	 * write in between is 409) */
 	struct states st = { 0 };
-	store_rdlock(p->store);
-	uint64_t cur = store_version(p->store);
-	store_rdunlock(p->store);
+	store_rdlock(p->core->store);
+	uint64_t cur = store_version(p->core->store);
+	store_rdunlock(p->core->store);
 	if (check_kept(v, floor, cur, res) < 0)
 		return;
-	if (v < cur && p->persist->ops->log_after(p->persist, v, cur, NULL, states_cb, &st, err, sizeof(err)) < 0) {
+	if (v < cur && p->core->persist->ops->log_after(p->core->persist, v, cur, NULL, states_cb, &st, err, sizeof(err)) < 0) {
 		states_release(&st);
 		write_result_error(res, HTTP_INTERNAL_SERVER_ERROR, "history: %s", err);
 		return;
@@ -557,7 +562,7 @@ static void revert_run(struct plane *p, void *arg, struct write_result *res)
 		n++;
 	}
 	struct write_opts opts = { j->author, j->message, true, cur };
-	writer_commit(p, ch, n, false, &opts, res);
+	writer_commit(p->core, ch, n, false, &opts, res);
 	free(ch);
 	states_release(&st);
 }
@@ -565,12 +570,12 @@ static void revert_run(struct plane *p, void *arg, struct write_result *res)
 /* POST /v1/revert {"version":V,"message":M}: the state at V committed as
  * a new version, against the version it was computed on (a write in
  * between: 409, try again). */
-enum http_result api_revert(struct plane *p, struct http_conn *c, struct request *r)
+enum http_result api_revert(struct api *p, struct http_conn *c, struct request *r)
 {
 	struct principal who;
 	enum http_result ret;
 	char err[1024];
-	if (!auth_allow(p, c, ROLE_ADMIN, &who, &ret) || !has_log(p, c, &ret))
+	if (!auth_allow(p->auth, c, ROLE_ADMIN, &who, &ret) || !has_log(p, c, &ret))
 		return ret;
 	struct json_limits lim = { 64 * 1024, 4 };
 	cJSON *doc = json_decode(r->body.data ? r->body.data : "", r->body.len, &lim, err, sizeof(err));
@@ -605,7 +610,7 @@ enum http_result api_revert(struct plane *p, struct http_conn *c, struct request
 	struct revert_job *j = xcalloc(1, sizeof(*j));
 	j->v = v;
 	j->message = xstrdup(message);
-	auth_author(p, c, &who, j->author, sizeof(j->author));
+	auth_author(p->auth, c, &who, j->author, sizeof(j->author));
 	/* on the writer thread with a shared backend: in order with the writes */
 	return run(p, c, r, true, revert_run, j, revert_job_free);
 }

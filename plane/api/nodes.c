@@ -2,16 +2,17 @@
  * reports of traffic-aware gates (POST /v1/report, and an ACK's
  * "traffic"), and the node listing operators read (acked version, lag,
  * last NACK, connection, last traffic). */
-#include "http/auth.h"
-#include "http/http.h"
+#include "api/api.h"
+#include "core/core.h"
 #include "core/events.h"
 #include "core/freshness.h"
-#include "rollout/gate.h"
 #include "core/hub.h"
+#include "core/nodes.h"
+#include "http/auth.h"
+#include "http/http.h"
 #include "json.h"
 #include "log.h"
-#include "core/nodes.h"
-#include "plane.h"
+#include "rollout/gate.h"
 #include "rollout/rollout.h"
 #include "traffic.h"
 #include "util.h"
@@ -26,31 +27,31 @@
 /* A stale plane judges lag against the version it holds, which may be
  * old: its answer says so (Tether-Stale), and tetherctl nodes warns to ask
  * a plane that is current. */
-static enum http_result send_view(struct plane *p, struct http_conn *c, struct buf *b)
+static enum http_result send_view(struct api *p, struct http_conn *c, struct buf *b)
 {
 	char stale[300];
 	const char *const headers[] = { STALE_HEADER, stale, NULL };
-	bool is_stale = freshness_header(p->fresh, stale, sizeof(stale));
+	bool is_stale = freshness_header(p->core->fresh, stale, sizeof(stale));
 	buf_putc(b, '\n');
 	return http_send_headers(c, HTTP_OK, "application/json", b, true, is_stale ? headers : NULL);
 }
 
-enum http_result api_nodes(struct plane *p, struct http_conn *c, const char *method, const char *id)
+enum http_result api_nodes(struct api *p, struct http_conn *c, const char *method, const char *id)
 {
 	struct principal who;
 	enum http_result ret;
 	(void)method;
-	if (!auth_allow(p, c, ROLE_READER, &who, &ret))
+	if (!auth_allow(p->auth, c, ROLE_READER, &who, &ret))
 		return ret;
 	struct buf b = BUF_INIT;
-	uint64_t version = hub_version(p->hub);
+	uint64_t version = hub_version(p->core->hub);
 	if (!id) {
-		nodes_to_json(p->nodes, version, &b);
+		nodes_to_json(p->core->nodes, version, &b);
 		return send_view(p, c, &b);
 	}
 	if (!nodes_id_valid(id))
 		return http_send_error(c, HTTP_BAD_REQUEST, "node id '%.64s' must match [A-Za-z0-9._-]{1,200}", id);
-	if (nodes_one_to_json(p->nodes, id, version, &b) < 0) {
+	if (nodes_one_to_json(p->core->nodes, id, version, &b) < 0) {
 		buf_release(&b);
 		return http_send_error(c, HTTP_NOT_FOUND, "no node '%s'", id);
 	}
@@ -71,7 +72,7 @@ static void printable(char *out, size_t cap, const char *s)
  * the last is not); with pass_on, unless this plane is the controller
  * that judges it, it goes on with the node's record (nodes_set_traffic).
  * 0, or -1 with *status and err. */
-static int record_traffic(struct plane *p, const char *node, const cJSON *f, const uint64_t *version, bool pass_on,
+static int record_traffic(struct api *p, const char *node, const cJSON *f, const uint64_t *version, bool pass_on,
 			  unsigned *status, char *err, size_t errlen)
 {
 	struct traffic t;
@@ -84,7 +85,7 @@ static int record_traffic(struct plane *p, const char *node, const cJSON *f, con
 		snprintf(err, errlen, "version %llu, but its traffic is of version %llu", (unsigned long long)*version,
 			 (unsigned long long)t.version);
 	} else {
-		int taken = nodes_set_traffic(p->nodes, node, &t, pass_on && !rollout_leads(p->rollout));
+		int taken = nodes_set_traffic(p->core->nodes, node, &t, pass_on && !rollout_leads(p->rollout));
 		if (taken < 0) {
 			*status = HTTP_NOT_FOUND;
 			snprintf(err, errlen, "no node '%s' (connect first)", node);
@@ -101,7 +102,7 @@ static int record_traffic(struct plane *p, const char *node, const cJSON *f, con
 /* A node's "traffic" member (optional: 0 and nothing recorded when absent),
  * validated and recorded; with version (a report's), its traffic must be
  * of that version. 0, or -1 with the error answered. */
-static int take_traffic(struct plane *p, struct http_conn *c, const char *what, const cJSON *doc,
+static int take_traffic(struct api *p, struct http_conn *c, const char *what, const cJSON *doc,
 			const char *node, const uint64_t *version, bool required, enum http_result *ret)
 {
 	const cJSON *f = cJSON_GetObjectItemCaseSensitive(doc, "traffic");
@@ -119,7 +120,7 @@ static int take_traffic(struct plane *p, struct http_conn *c, const char *what, 
 	return 0;
 }
 
-void api_record_traffic(struct plane *p, const struct persist_node *pn, const char *from, bool pass_on)
+void api_record_traffic(struct api *p, const struct persist_node *pn, const char *from, bool pass_on)
 {
 	/* refusals said at most every 10 s, with how many there were (a
 	 * lying relay sends thousands of records a second) */
@@ -145,7 +146,7 @@ void api_record_traffic(struct plane *p, const struct persist_node *pn, const ch
 
 /* {"node","version","traffic"}: what a node's live generation served, sent
  * while the heartbeats ask for it (a rollout with gates runs). */
-enum http_result api_report(struct plane *p, struct http_conn *c, struct request *r)
+enum http_result api_report(struct api *p, struct http_conn *c, struct request *r)
 {
 	char err[512];
 	if (r->body.len > ACK_MAX_BYTES)
@@ -163,7 +164,7 @@ enum http_result api_report(struct plane *p, struct http_conn *c, struct request
 	} else if (!node || !nodes_id_valid(node)) {
 		ret = http_send_error(c, HTTP_UNPROCESSABLE_CONTENT,
 				      "report: node must be a string matching [A-Za-z0-9._-]{1,200}");
-	} else if (!auth_allow_node(p, c, node, &who, &ret)) {
+	} else if (!auth_allow_node(p->auth, c, node, &who, &ret)) {
 		/* answered */
 	} else if (!json_get_u64(cJSON_GetObjectItemCaseSensitive(doc, "version"), &version)) {
 		ret = http_send_error(c, HTTP_UNPROCESSABLE_CONTENT, "report: version must be a non-negative integer");
@@ -178,7 +179,7 @@ enum http_result api_report(struct plane *p, struct http_conn *c, struct request
 
 /* {"node","version","nonce","status":"ack"|"nack","error","healthy",
  * "traffic"} */
-enum http_result api_ack(struct plane *p, struct http_conn *c, struct request *r)
+enum http_result api_ack(struct api *p, struct http_conn *c, struct request *r)
 {
 	char err[512];
 	if (r->body.len > ACK_MAX_BYTES)
@@ -201,7 +202,7 @@ enum http_result api_ack(struct plane *p, struct http_conn *c, struct request *r
 		goto out;
 	}
 	struct principal who;
-	if (!auth_allow_node(p, c, m.node, &who, &ret))
+	if (!auth_allow_node(p->auth, c, m.node, &who, &ret))
 		goto out;
 	if (!json_get_u64(cJSON_GetObjectItemCaseSensitive(doc, "version"), &m.version)) {
 		ret = http_send_error(c, HTTP_UNPROCESSABLE_CONTENT, "ack: version must be a non-negative integer");
@@ -267,7 +268,7 @@ enum http_result api_ack(struct plane *p, struct http_conn *c, struct request *r
 		goto out;
 
 	enum ack_result res;
-	if (nodes_ack(p->nodes, &m, hub_version(p->hub), &res) < 0) {
+	if (nodes_ack(p->core->nodes, &m, hub_version(p->core->hub), &res) < 0) {
 		ret = http_send_error(c, HTTP_NOT_FOUND, "ack: no node '%s' (connect before acking)", m.node);
 		goto out;
 	}
@@ -277,10 +278,10 @@ enum http_result api_ack(struct plane *p, struct http_conn *c, struct request *r
 		goto out;
 	}
 	if (res == ACK_ACCEPTED && m.nack && has_holds && holds < m.version)
-		hub_stream_holds(p->hub, m.node, holds);
+		hub_stream_holds(p->core->hub, m.node, holds);
 	if (res == ACK_ACCEPTED)
-		events_ack(p->events, &m);   /* before the rollout's answer to it */
-	if (res == ACK_ACCEPTED && rollout_acked(p->rollout, &m) && nodes_flush(p->nodes, err, sizeof(err)) < 0)
+		events_ack(p->core->events, &m);   /* before the rollout's answer to it */
+	if (res == ACK_ACCEPTED && rollout_acked(p->rollout, &m) && nodes_flush(p->core->nodes, err, sizeof(err)) < 0)
 		log_warn("nodes: cannot save node records: %s (will retry)", err);
 	char shown[512];
 	printable(shown, sizeof(shown), m.error);

@@ -4,18 +4,19 @@
  * batches) and GET /v1/relay/statement (a signed statement of a version
  * for a subscription, which a relay cannot make itself). Each needs the
  * relay role (or admin). */
+#include "api/api.h"
+#include "core/core.h"
+#include "core/hub.h"
+#include "core/nodes.h"
+#include "core/statements.h"
+#include "core/tokens.h"
 #include "http/auth.h"
 #include "http/http.h"
-#include "core/hub.h"
 #include "json.h"
 #include "log.h"
-#include "core/nodes.h"
-#include "plane.h"
 #include "persist/records_json.h"
 #include "rollout/rollout.h"
-#include "core/statements.h"
 #include "sub.h"
-#include "core/tokens.h"
 #include "util.h"
 
 #include <stdio.h>
@@ -24,7 +25,7 @@
 
 #define MAX_RECORDS 10000
 
-enum http_result api_relay_stream(struct plane *p, struct http_conn *c)
+enum http_result api_relay_stream(struct api *p, struct http_conn *c)
 {
 	struct principal who;
 	enum http_result ret;
@@ -35,11 +36,11 @@ enum http_result api_relay_stream(struct plane *p, struct http_conn *c)
 	const char *v = http_query(c, "version");
 	if (v && parse_uint_range(v, 0, 9007199254740992ULL, &have) < 0)
 		return http_send_error(c, HTTP_BAD_REQUEST, "version: '%.32s' is not a non-negative integer", v);
-	if (!auth_allow_relay(p, c, &who, &ret))
+	if (!auth_allow_relay(p->auth, c, &who, &ret))
 		return ret;
-	struct stream *st = hub_relay_new(p->hub, c, relay, have, who.token_id);
-	if (who.token_id[0] && tokens_revoked(p->tokens, who.token_id))
-		hub_close_token(p->hub, who.token_id);
+	struct stream *st = hub_relay_new(p->core->hub, c, relay, have, who.token_id);
+	if (who.token_id[0] && tokens_revoked(p->core->tokens, who.token_id))
+		hub_close_token(p->core->hub, who.token_id);
 	struct http_response *resp = http_response_reader(hub_stream_read, st, hub_stream_free);
 	if (!resp) {
 		hub_stream_free(st);
@@ -55,11 +56,11 @@ enum http_result api_relay_stream(struct plane *p, struct http_conn *c)
 /* {"relay":"ID","nodes":[record...]}: every record goes into the registry
  * as a node behind that relay, and counts toward a rollout as an ACK or
  * NACK here would. */
-enum http_result api_relay_nodes(struct plane *p, struct http_conn *c, struct request *r)
+enum http_result api_relay_nodes(struct api *p, struct http_conn *c, struct request *r)
 {
 	struct principal who;
 	enum http_result ret;
-	if (!auth_allow_relay(p, c, &who, &ret))
+	if (!auth_allow_relay(p->auth, c, &who, &ret))
 		return ret;
 	char err[256];
 	struct json_limits lim = { .max_bytes = r->cap, .max_depth = 8 };
@@ -85,7 +86,7 @@ enum http_result api_relay_nodes(struct plane *p, struct http_conn *c, struct re
 			refused++;
 			continue;
 		}
-		if (nodes_relayed(p->nodes, &pn, relay) < 0) {
+		if (nodes_relayed(p->core->nodes, &pn, relay) < 0) {
 			refused++;
 			continue;
 		}
@@ -103,11 +104,11 @@ enum http_result api_relay_nodes(struct plane *p, struct http_conn *c, struct re
 
 /* ?version=V&sub=S -> {"statement":"..."}: signed here, or (a relay)
  * fetched from upstream. */
-enum http_result api_relay_statement(struct plane *p, struct http_conn *c)
+enum http_result api_relay_statement(struct api *p, struct http_conn *c)
 {
 	struct principal who;
 	enum http_result ret;
-	if (!auth_allow_relay(p, c, &who, &ret))
+	if (!auth_allow_relay(p->auth, c, &who, &ret))
 		return ret;
 	uint64_t version;
 	const char *v = http_query(c, "version");
@@ -117,7 +118,7 @@ enum http_result api_relay_statement(struct plane *p, struct http_conn *c)
 	char err[256];
 	if (sub_parse(http_query(c, "sub"), &sub, err, sizeof(err)) < 0)
 		return http_send_error(c, HTTP_BAD_REQUEST, "%s", err);
-	char *stmt = p->statements ? statements_get(p->statements, version, &sub, NULL) : NULL;
+	char *stmt = p->core->statements ? statements_get(p->core->statements, version, &sub, NULL) : NULL;
 	sub_release(&sub);
 	if (!stmt)
 		return http_send_error(c, HTTP_NOT_FOUND, "no statement of version %llu here (signing is off, "

@@ -2,17 +2,18 @@
  * and batch. Writes (admins) are validated on the candidate state and
  * committed as one version, durable before the answer. Reads need a
  * reader; only admins see a secret's key material. */
-#include "http/auth.h"
-#include "http/http.h"
+#include "api/api.h"
+#include "core/core.h"
 #include "core/hub.h"
-#include "json.h"
-#include "log.h"
-#include "plane.h"
-#include "rollout/rollout.h"
 #include "core/store.h"
-#include "util.h"
 #include "core/validate.h"
 #include "core/writer.h"
+#include "http/auth.h"
+#include "http/http.h"
+#include "json.h"
+#include "log.h"
+#include "rollout/rollout.h"
+#include "util.h"
 #include "xmalloc.h"
 
 #include <stdio.h>
@@ -21,7 +22,7 @@
 
 #define ERRLEN 1024
 
-static struct json_limits limits(struct plane *p, size_t max_bytes)
+static struct json_limits limits(struct api *p, size_t max_bytes)
 {
 	struct json_limits l = { max_bytes, (int)p->cfg.max_depth };
 	return l;
@@ -32,16 +33,16 @@ static struct json_limits limits(struct plane *p, size_t max_bytes)
  * the write lock, so two concurrent deletes cannot both succeed). With a
  * writer thread (a shared backend) the request waits suspended and is
  * answered when it is resumed (http.c). */
-static enum http_result commit_and_answer(struct plane *p, struct http_conn *c, struct request *r,
+static enum http_result commit_and_answer(struct api *p, struct http_conn *c, struct request *r,
 					 struct store_change *ch, size_t n, bool must_exist,
 					 const struct write_opts *opts)
 {
-	r->job = writer_submit(p->writer, c, ch, n, must_exist, opts);
+	r->job = writer_submit(p->core->writer, c, ch, n, must_exist, opts);
 	if (r->job)
 		return HTTP_YES;
-	struct write_result res;
-	writer_commit(p, ch, n, must_exist, opts, &res);
-	return http_send(c, res.status, "application/json", &res.body, false);
+	struct write_result res = { 0 };
+	writer_commit(p->core, ch, n, must_exist, opts, &res);
+	return http_send_result(c, &res);
 }
 
 #define REDACTED "[redacted]"
@@ -83,12 +84,12 @@ void api_append_body(struct buf *b, const struct principal *who, const char *nam
 	append_body(b, who, name, body, len);
 }
 
-static enum http_result get_one(struct plane *p, struct http_conn *c, const struct principal *who,
+static enum http_result get_one(struct api *p, struct http_conn *c, const struct principal *who,
 			       const char *name)
 {
 	struct buf b = BUF_INIT;
-	store_rdlock(p->store);
-	const struct store_entry *e = store_get(p->store, name);
+	store_rdlock(p->core->store);
+	const struct store_entry *e = store_get(p->core->store, name);
 	if (e && e->body) {
 		buf_puts(&b, "{\"name\":");
 		buf_json_string(&b, e->name);
@@ -96,13 +97,13 @@ static enum http_result get_one(struct plane *p, struct http_conn *c, const stru
 		append_body(&b, who, e->name, e->body, e->body_len);
 		buf_putc(&b, '}');
 	}
-	store_rdunlock(p->store);
+	store_rdunlock(p->core->store);
 	if (!b.len)
 		return http_send_error(c, HTTP_NOT_FOUND, "no resource '%s'", name);
 	return http_send_json(c, HTTP_OK, &b);
 }
 
-enum http_result api_resource(struct plane *p, struct http_conn *c, struct request *r,
+enum http_result api_resource(struct api *p, struct http_conn *c, struct request *r,
 			     const char *method, const char *name)
 {
 	char err[ERRLEN];
@@ -110,7 +111,7 @@ enum http_result api_resource(struct plane *p, struct http_conn *c, struct reque
 	struct principal who;
 	bool read = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
 
-	if (!auth_allow(p, c, read ? ROLE_READER : ROLE_ADMIN, &who, &ret))
+	if (!auth_allow(p->auth, c, read ? ROLE_READER : ROLE_ADMIN, &who, &ret))
 		return ret;
 	if (resource_fullname_check(name, err, sizeof(err)) < 0)
 		return http_send_error(c, HTTP_BAD_REQUEST, "%s", err);
@@ -121,7 +122,7 @@ enum http_result api_resource(struct plane *p, struct http_conn *c, struct reque
 
 	/* the version log's record: who, and the message of X-Tether-Message */
 	char author[320];
-	auth_author(p, c, &who, author, sizeof(author));
+	auth_author(p->auth, c, &who, author, sizeof(author));
 	struct write_opts opts = { author, http_header(c, "X-Tether-Message"), false, 0 };
 	if (opts.message && history_message_check(opts.message, err, sizeof(err)) < 0)
 		return http_send_error(c, HTTP_BAD_REQUEST, "X-Tether-Message: %s", err);
@@ -140,7 +141,7 @@ enum http_result api_resource(struct plane *p, struct http_conn *c, struct reque
 		return http_send_error(c, HTTP_BAD_REQUEST, "%s: %s", name, err);
 	struct store_change ch;
 	if (validate_upsert(name, body, &ch, err, sizeof(err)) < 0) {
-		atomic_fetch_add(&p->ctr.refused_writes, 1);
+		atomic_fetch_add(&p->core->ctr.refused_writes, 1);
 		cJSON_Delete(body);
 		return http_send_error(c, HTTP_UNPROCESSABLE_CONTENT, "%s", err);
 	}
@@ -153,11 +154,11 @@ static int cmp_entry(const void *a, const void *b)
 	return strcmp((*(const struct store_entry *const *)a)->name, (*(const struct store_entry *const *)b)->name);
 }
 
-enum http_result api_resources_list(struct plane *p, struct http_conn *c)
+enum http_result api_resources_list(struct api *p, struct http_conn *c)
 {
 	struct principal who;
 	enum http_result ret;
-	if (!auth_allow(p, c, ROLE_READER, &who, &ret))
+	if (!auth_allow(p->auth, c, ROLE_READER, &who, &ret))
 		return ret;
 	const char *prefix = http_query(c, "prefix");
 	const char *bodies = http_query(c, "bodies");
@@ -167,14 +168,14 @@ enum http_result api_resources_list(struct plane *p, struct http_conn *c)
 		return http_send_error(c, HTTP_BAD_REQUEST, "prefix: longer than %d bytes", RES_FULLNAME_MAX);
 
 	struct buf b = BUF_INIT;
-	store_rdlock(p->store);
-	size_t n = 0, cap = store_count(p->store);
+	store_rdlock(p->core->store);
+	size_t n = 0, cap = store_count(p->core->store);
 	const struct store_entry **all = xmalloc((cap ? cap : 1) * sizeof(*all));
-	for (const struct store_entry *e = store_oldest(p->store); e; e = e->next)
+	for (const struct store_entry *e = store_oldest(p->core->store); e; e = e->next)
 		if (e->body && (!plen || strncmp(e->name, prefix, plen) == 0) && n < cap)
 			all[n++] = e;
 	qsort(all, n, sizeof(*all), cmp_entry);
-	buf_printf(&b, "{\"version\":%llu,\"resources\":[", (unsigned long long)store_version(p->store));
+	buf_printf(&b, "{\"version\":%llu,\"resources\":[", (unsigned long long)store_version(p->core->store));
 	for (size_t i = 0; i < n; i++) {
 		if (i)
 			buf_putc(&b, ',');
@@ -188,7 +189,7 @@ enum http_result api_resources_list(struct plane *p, struct http_conn *c)
 		buf_putc(&b, '}');
 	}
 	buf_puts(&b, "]}");
-	store_rdunlock(p->store);
+	store_rdunlock(p->core->store);
 	free(all);
 	return http_send_json(c, HTTP_OK, &b);
 }
@@ -196,12 +197,12 @@ enum http_result api_resources_list(struct plane *p, struct http_conn *c)
 /* A batch: {"upserts":[{"name":N,"body":{...}}], "removes":[N], "message":M,
  * "base":V}; the message may come as X-Tether-Message and the base as
  * If-Match too. */
-enum http_result api_batch(struct plane *p, struct http_conn *c, struct request *r)
+enum http_result api_batch(struct api *p, struct http_conn *c, struct request *r)
 {
 	char err[ERRLEN];
 	enum http_result ret;
 	struct principal who;
-	if (!auth_allow(p, c, ROLE_ADMIN, &who, &ret))
+	if (!auth_allow(p->auth, c, ROLE_ADMIN, &who, &ret))
 		return ret;
 
 	struct json_limits lim = limits(p, p->cfg.max_request);
@@ -228,7 +229,7 @@ enum http_result api_batch(struct plane *p, struct http_conn *c, struct request 
 		}
 	}
 	char author[320];
-	auth_author(p, c, &who, author, sizeof(author));
+	auth_author(p->auth, c, &who, author, sizeof(author));
 	struct write_opts opts = { author, http_header(c, "X-Tether-Message"), false, 0 };
 	const cJSON *msg = cJSON_GetObjectItemCaseSensitive(doc, "message");
 	if (msg) {
@@ -338,6 +339,6 @@ fail:
 	free(ch);
 	cJSON_Delete(doc);
 	if (status == HTTP_UNPROCESSABLE_CONTENT)
-		atomic_fetch_add(&p->ctr.refused_writes, 1);
+		atomic_fetch_add(&p->core->ctr.refused_writes, 1);
 	return http_send_error(c, status, "%s", err);
 }

@@ -1,8 +1,9 @@
 /* api/rollouts.c: the rollout endpoints: GET /v1/rollouts (history),
  * GET /v1/rollouts/current and POST /v1/rollouts/current/abort. */
+#include "api/api.h"
+#include "core/core.h"
 #include "http/auth.h"
 #include "http/http.h"
-#include "plane.h"
 #include "rollout/rollout.h"
 #include "util.h"
 
@@ -13,11 +14,11 @@
 #define HISTORY_DEFAULT 20
 #define HISTORY_MAX 1000
 
-enum http_result api_rollouts(struct plane *p, struct http_conn *c)
+enum http_result api_rollouts(struct api *p, struct http_conn *c)
 {
 	struct principal who;
 	enum http_result ret;
-	if (!auth_allow(p, c, ROLE_READER, &who, &ret))
+	if (!auth_allow(p->auth, c, ROLE_READER, &who, &ret))
 		return ret;
 	uint64_t limit = HISTORY_DEFAULT;
 	const char *l = http_query(c, "limit");
@@ -33,7 +34,7 @@ enum http_result api_rollouts(struct plane *p, struct http_conn *c)
 }
 
 /* The current rollout's JSON (after the caller's check). */
-static enum http_result current(struct plane *p, struct http_conn *c)
+static enum http_result current(struct api *p, struct http_conn *c)
 {
 	struct buf b = BUF_INIT;
 	if (rollout_current_json(p->rollout, &b) < 0) {
@@ -46,20 +47,20 @@ static enum http_result current(struct plane *p, struct http_conn *c)
 	return http_send_json(c, HTTP_OK, &b);
 }
 
-enum http_result api_rollout_current(struct plane *p, struct http_conn *c)
+enum http_result api_rollout_current(struct api *p, struct http_conn *c)
 {
 	struct principal who;
 	enum http_result ret;
-	if (!auth_allow(p, c, ROLE_READER, &who, &ret))
+	if (!auth_allow(p->auth, c, ROLE_READER, &who, &ret))
 		return ret;
 	return current(p, c);
 }
 
-enum http_result api_rollout_abort(struct plane *p, struct http_conn *c)
+enum http_result api_rollout_abort(struct api *p, struct http_conn *c)
 {
 	struct principal who;
 	enum http_result ret;
-	if (!auth_allow(p, c, ROLE_OPERATOR, &who, &ret))
+	if (!auth_allow(p->auth, c, ROLE_OPERATOR, &who, &ret))
 		return ret;
 	log_info("rollout: abort asked by %s", who.who);
 	char err[512];

@@ -2,20 +2,21 @@
  * Events) and GET /v1/config (ETag polling with long-poll). Both take
  * node, version, sub and labels; both send a delta from the node's version
  * (a snapshot at 0), with a nonce the node echoes in its ACK. */
-#include "http/auth.h"
-#include "http/http.h"
+#include "api/api.h"
+#include "core/core.h"
 #include "core/freshness.h"
 #include "core/hub.h"
+#include "core/nodes.h"
+#include "core/pushcache.h"
+#include "core/statements.h"
+#include "core/tokens.h"
+#include "http/auth.h"
+#include "http/http.h"
 #include "json.h"
 #include "labels.h"
 #include "log.h"
-#include "core/nodes.h"
-#include "plane.h"
-#include "core/pushcache.h"
 #include "rollout/rollout.h"
-#include "core/statements.h"
 #include "strmap.h"
-#include "core/tokens.h"
 #include "util.h"
 #include "xmalloc.h"
 
@@ -81,28 +82,28 @@ static int params_parse(struct http_conn *c, struct sync_params *sp, bool use_la
 	return 0;
 }
 
-enum http_result api_stream(struct plane *p, struct http_conn *c)
+enum http_result api_stream(struct api *p, struct http_conn *c)
 {
 	struct sync_params sp;
 	struct principal who;
 	enum http_result ret;
 	if (params_parse(c, &sp, true, &ret) < 0)
 		return ret;
-	if (!auth_allow_node(p, c, sp.node, &who, &ret)) {
+	if (!auth_allow_node(p->auth, c, sp.node, &who, &ret)) {
 		params_release(&sp);
 		return ret;
 	}
-	if (nodes_seen(p->nodes, sp.node, sp.labels, "sse") < 0) {
+	if (nodes_seen(p->core->nodes, sp.node, sp.labels, "sse") < 0) {
 		params_release(&sp);
 		return http_send_error(c, HTTP_SERVICE_UNAVAILABLE, "node registry is full (max-nodes)");
 	}
-	nodes_set_sub(p->nodes, sp.node, sp.sub.canon);
+	nodes_set_sub(p->core->nodes, sp.node, sp.sub.canon);
 	bool gzip = http_accepts_gzip(c);
-	struct stream *st = hub_stream_new(p->hub, c, sp.node, sp.version, &sp.sub, gzip, who.token_id, sp.unacked);
+	struct stream *st = hub_stream_new(p->core->hub, c, sp.node, sp.version, &sp.sub, gzip, who.token_id, sp.unacked);
 	/* a revocation between the check above and now would have missed
 	 * this stream: look once more, now that it is registered */
-	if (who.token_id[0] && tokens_revoked(p->tokens, who.token_id))
-		hub_close_token(p->hub, who.token_id);
+	if (who.token_id[0] && tokens_revoked(p->core->tokens, who.token_id))
+		hub_close_token(p->core->hub, who.token_id);
 	log_info("stream: node %s connected at version %llu%s", sp.node, (unsigned long long)sp.version,
 		 gzip ? " (gzip)" : "");
 	params_release(&sp);
@@ -161,9 +162,9 @@ static bool etag_matches(const char *inm, const char *etag)
 #define CACHE_CONTROL "public, max-age=1, stale-if-error=86400"
 #define CACHE_CONTROL_PRIVATE "private, max-age=1, stale-if-error=86400"
 
-static bool every_node_gets(struct plane *p, uint64_t version)
+static bool every_node_gets(struct api *p, uint64_t version)
 {
-	uint64_t t, newest = hub_version(p->hub);
+	uint64_t t, newest = hub_version(p->core->hub);
 	if (!rollout_common_target(p->rollout, &t))
 		return false;
 	return version == (t == VERSION_LATEST || t > newest ? newest : t);
@@ -175,7 +176,7 @@ static bool carries_secret(const struct push_blob *b)
 	return memmem(b->raw, b->raw_len, upsert, sizeof(upsert) - 1) != NULL;
 }
 
-enum http_result api_config(struct plane *p, struct http_conn *c, struct request *r)
+enum http_result api_config(struct api *p, struct http_conn *c, struct request *r)
 {
 	struct sync_params sp;
 	struct principal who;
@@ -184,13 +185,13 @@ enum http_result api_config(struct plane *p, struct http_conn *c, struct request
 
 	bool resumed = r->waiter != NULL;
 	if (resumed) {
-		hub_waiter_release(p->hub, r->waiter);
+		hub_waiter_release(p->core->hub, r->waiter);
 		r->waiter = NULL;
 	}
 	if (params_parse(c, &sp, false, &ret) < 0)
 		return ret;
 	/* checked again when a long-poll resumes: its token may be revoked */
-	if (!auth_allow_node(p, c, sp.node, &who, &ret)) {
+	if (!auth_allow_node(p->auth, c, sp.node, &who, &ret)) {
 		params_release(&sp);
 		return ret;
 	}
@@ -201,44 +202,44 @@ enum http_result api_config(struct plane *p, struct http_conn *c, struct request
 		return http_send_error(c, HTTP_BAD_REQUEST, "wait: '%.32s' is not 0..%d seconds", w, MAX_WAIT_S);
 	}
 	if (!resumed) {
-		if (nodes_seen(p->nodes, sp.node, sp.labels, "poll") < 0) {
+		if (nodes_seen(p->core->nodes, sp.node, sp.labels, "poll") < 0) {
 			params_release(&sp);
 			return http_send_error(c, HTTP_SERVICE_UNAVAILABLE, "node registry is full (max-nodes)");
 		}
-		nodes_set_sub(p->nodes, sp.node, sp.sub.canon);
-		atomic_fetch_add(&p->ctr.polls, 1);
+		nodes_set_sub(p->core->nodes, sp.node, sp.sub.canon);
+		atomic_fetch_add(&p->core->ctr.polls, 1);
 	}
 
 	/* the node's target: the newest, or where its rollout stage stands */
-	uint64_t current = plane_target(p, sp.node);
+	uint64_t current = core_target(p->core, sp.node);
 	make_etag(etag, sizeof(etag), current, &sp.sub);
 	const char *inm = http_header(c, HTTP_HEADER_IF_NONE_MATCH);
 	bool up_to_date = etag_matches(inm, etag) || (!inm && sp.version == current && current > 0);
 
-	if (up_to_date && wait_s > 0 && !resumed && !atomic_load(&p->stopping)) {
-		r->waiter = hub_waiter_add(p->hub, c, sp.node, current, now_ms() + (int64_t)wait_s * 1000,
+	if (up_to_date && wait_s > 0 && !resumed && !atomic_load(&p->core->stopping)) {
+		r->waiter = hub_waiter_add(p->core->hub, c, sp.node, current, now_ms() + (int64_t)wait_s * 1000,
 					   who.token_id);
 		if (r->waiter) {
 			params_release(&sp);
 			return HTTP_YES;   /* suspended: answered when resumed */
 		}
-		current = plane_target(p, sp.node);
+		current = core_target(p->core, sp.node);
 		make_etag(etag, sizeof(etag), current, &sp.sub);
 		up_to_date = etag_matches(inm, etag);
 	}
 	if (up_to_date && inm) {
 		/* nothing new, but a fresh statement of the target: a polling
 		 * node stays fresh on 304s (and an HTTP cache refreshes it) */
-		char *stmt = p->statements ? statements_get(p->statements, current, &sp.sub, NULL) : NULL;
+		char *stmt = p->core->statements ? statements_get(p->core->statements, current, &sp.sub, NULL) : NULL;
 		params_release(&sp);
-		atomic_fetch_add(&p->ctr.polls_not_modified, 1);
+		atomic_fetch_add(&p->core->ctr.polls_not_modified, 1);
 		struct http_response *resp = http_response_buffer((char *)"", 0, NULL);
 		if (stmt)
 			http_response_header(resp, STATEMENT_HEADER, stmt);
 		free(stmt);
 		http_response_header(resp, HTTP_HEADER_ETAG, etag);
 		char stale[300];
-		bool is_stale = freshness_header(p->fresh, stale, sizeof(stale));
+		bool is_stale = freshness_header(p->core->fresh, stale, sizeof(stale));
 		if (is_stale)
 			http_response_header(resp, STALE_HEADER, stale);
 		/* it renews an answer a shared cache holds (a public one: no
@@ -252,25 +253,25 @@ enum http_result api_config(struct plane *p, struct http_conn *c, struct request
 		return ret;
 	}
 
-	struct push_blob *blob = pushcache_get_for(p->pushes, sp.version, sp.node, &sp.sub);
+	struct push_blob *blob = pushcache_get_for(p->core->pushes, sp.version, sp.node, &sp.sub);
 	char nonce[NONCE_MAX];
 	nodes_poll_nonce(nonce, sizeof(nonce), blob->version, blob->base);
 	make_etag(etag, sizeof(etag), blob->version, &sp.sub);
-	char *stmt = p->statements ? statements_get(p->statements, blob->version, &sp.sub,
+	char *stmt = p->core->statements ? statements_get(p->core->statements, blob->version, &sp.sub,
 						    blob->has_digest ? blob->digest : NULL) : NULL;
 	struct buf b = BUF_INIT;
 	buf_reserve(&b, blob->raw_len + 64 + (stmt ? strlen(stmt) : 0));
 	buf_printf(&b, "{\"nonce\":\"%s\"", nonce);
 	char stale[300];
-	bool is_stale = freshness_header(p->fresh, stale, sizeof(stale));
+	bool is_stale = freshness_header(p->core->fresh, stale, sizeof(stale));
 	if (is_stale)   /* the header's word, read once */
-		freshness_member(p->fresh, &b);
+		freshness_member(p->core->fresh, &b);
 	buf_putc(&b, ',');
 	if (stmt)
 		buf_printf(&b, "\"statement\":\"%s\",", stmt);
 	buf_append(&b, blob->raw, blob->raw_len);
 	buf_putc(&b, '\n');
-	plane_sent(p, sp.node, blob->version, nonce, blob->nup + blob->nrm > 0);
+	core_sent(p->core, sp.node, blob->version, nonce, blob->nup + blob->nrm > 0);
 	/* asked after the push was made: true for the version it brings */
 	bool shared = who.anonymous && every_node_gets(p, blob->version) && !carries_secret(blob) && !is_stale;
 	push_blob_unref(blob);

@@ -2,14 +2,15 @@
  * (for a node, or a role) and answers with it once; GET /v1/tokens lists
  * them (never a secret nor a hash); DELETE /v1/tokens/{id} revokes one at
  * once and closes the streams and long-polls that use it. */
+#include "api/api.h"
+#include "core/core.h"
+#include "core/hub.h"
+#include "core/nodes.h"
+#include "core/tokens.h"
 #include "http/auth.h"
 #include "http/http.h"
-#include "core/hub.h"
 #include "json.h"
 #include "log.h"
-#include "core/nodes.h"
-#include "plane.h"
-#include "core/tokens.h"
 
 #include <sodium.h>
 #include <stdio.h>
@@ -25,7 +26,7 @@ static void wipe_free(void *p)
 	free(p);
 }
 
-static enum http_result create(struct plane *p, struct http_conn *c, struct request *r,
+static enum http_result create(struct api *p, struct http_conn *c, struct request *r,
 			      const struct principal *who)
 {
 	char err[512];
@@ -89,12 +90,12 @@ static enum http_result create(struct plane *p, struct http_conn *c, struct requ
 	}
 	char *token = NULL;
 	struct token_info info;
-	if (tokens_create(p->tokens, role, node, name, &token, &info, err, sizeof(err)) < 0) {
+	if (tokens_create(p->core->tokens, role, node, name, &token, &info, err, sizeof(err)) < 0) {
 		log_error("tokens: cannot store a new token: %s", err);
 		ret = http_send_error(c, HTTP_INTERNAL_SERVER_ERROR, "tokens: cannot store the token: %s", err);
 		goto out;
 	}
-	hub_notify(p->hub, hub_version(p->hub));   /* relays take the new record */
+	hub_notify(p->core->hub, hub_version(p->core->hub));   /* relays take the new record */
 	if (role == ROLE_NODE)
 		log_info("tokens: %s made token %s for node %s", who->who, info.id, node);
 	else
@@ -130,32 +131,32 @@ out:
 	return ret;
 }
 
-enum http_result api_tokens(struct plane *p, struct http_conn *c, struct request *r, const char *method,
+enum http_result api_tokens(struct api *p, struct http_conn *c, struct request *r, const char *method,
 			   const char *id)
 {
 	struct principal who;
 	enum http_result ret;
-	if (!auth_allow(p, c, ROLE_ADMIN, &who, &ret))
+	if (!auth_allow(p->auth, c, ROLE_ADMIN, &who, &ret))
 		return ret;
 	if (!id) {
 		if (strcmp(method, "POST") == 0)
 			return create(p, c, r, &who);
 		struct buf b = BUF_INIT;
-		tokens_to_json(p->tokens, &b);
+		tokens_to_json(p->core->tokens, &b);
 		return http_send_json(c, HTTP_OK, &b);
 	}
 	if (strlen(id) != TOKEN_ID_LEN || strspn(id, "0123456789abcdef") != TOKEN_ID_LEN)
 		return http_send_error(c, HTTP_BAD_REQUEST, "tokens: an id is %d lower-case hex digits", TOKEN_ID_LEN);
 	char err[512];
-	int rc = tokens_revoke(p->tokens, id, err, sizeof(err));
+	int rc = tokens_revoke(p->core->tokens, id, err, sizeof(err));
 	if (rc < 0) {
 		log_error("tokens: cannot revoke %s: %s", id, err);
 		return http_send_error(c, HTTP_INTERNAL_SERVER_ERROR, "tokens: cannot revoke: %s", err);
 	}
 	if (rc == 0)
 		return http_send_error(c, HTTP_NOT_FOUND, "no token '%s'", id);
-	size_t closed = hub_close_token(p->hub, id);
-	hub_notify(p->hub, hub_version(p->hub));   /* relays take the revocation */
+	size_t closed = hub_close_token(p->core->hub, id);
+	hub_notify(p->core->hub, hub_version(p->core->hub));   /* relays take the revocation */
 	log_info("tokens: %s revoked token %s (%zu open connections closed)", who.who, id, closed);
 	struct buf b = BUF_INIT;
 	buf_printf(&b, "{\"id\":\"%s\",\"revoked\":true,\"closed\":%zu}", id, closed);

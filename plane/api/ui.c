@@ -1,8 +1,10 @@
 /* api/ui.c: GET /ui/ and /ui/FILE, the fleet console: static files compiled
  * into the binary (ui_assets.h). They hold no data, so they need no
  * credential; the page asks for a reader token and sends it to the API. */
-#include "http/http.h"
+#include "api/api.h"
 #include "api/ui_assets.h"
+#include "core/core.h"
+#include "http/http.h"
 
 #include <string.h>
 
@@ -20,7 +22,7 @@ static const char *type_of(const char *name)
 	return "application/octet-stream";
 }
 
-enum http_result api_ui(struct plane *p, struct http_conn *c, const char *rest)
+enum http_result api_ui(struct api *p, struct http_conn *c, const char *rest)
 {
 	(void)p;
 	const char *name = *rest ? rest : "index.html";

@@ -14,8 +14,8 @@
 #include <stdint.h>
 
 #include "core/delta.h"
-#include "lthash.h"
 #include "core/store.h"
+#include "lthash.h"
 
 struct digests *digests_new(struct store *s);
 void digests_free(struct digests *d);

@@ -5,12 +5,11 @@
  * restart is older than the ring and gets a reset, never a wrong gap. */
 #include "core/events.h"
 #include "alive.h"
-#include "log.h"
 #include "core/nodes.h"
-#include "rollout/rollout.h"
 #include "core/sse_writer.h"
 #include "core/store.h"
 #include "core/tokens.h"
+#include "log.h"
 #include "util.h"
 #include "xmalloc.h"
 
@@ -212,15 +211,12 @@ static unsigned long long json_num(const char *json, const char *key)
 	return p ? strtoull(p + strlen(key), NULL, 10) : 0;
 }
 
-void events_rollout(struct events *e, struct rollout *r)
+void events_rollout(struct events *e, const char *json)
 {
-	if (!e || !r)
+	if (!e || !json)
 		return;
 	struct buf b = BUF_INIT;
-	if (rollout_current_json(r, &b) < 0 || !b.data) {
-		buf_release(&b);
-		return;
-	}
+	buf_puts(&b, json);
 	/* one event per transition: id, state and stage */
 	char key[64];
 	const char *st = strstr(b.data, "\"state\":\"");

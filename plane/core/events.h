@@ -24,7 +24,6 @@ struct events;
 struct plane;
 struct ack_msg;
 struct store_change;
-struct rollout;
 
 /* heartbeat: seconds between heartbeat events. */
 struct events *events_new(double heartbeat);
@@ -42,9 +41,10 @@ void events_publish(struct events *e, const char *type, struct buf *data);
 void events_version(struct events *e, uint64_t version, const struct store_change *ch, size_t n,
 		    const char *origin);
 void events_ack(struct events *e, const struct ack_msg *m);
-/* Publishes the rollout as /v1/rollouts/current shows it when its id,
- * state or stage changed since the last one published. */
-void events_rollout(struct events *e, struct rollout *r);
+/* Publishes the rollout as /v1/rollouts/current shows it (json, from the
+ * rollout) when its id, state or stage changed since the last one
+ * published. */
+void events_rollout(struct events *e, const char *json);
 void events_node(struct events *e, const char *node, bool connected);
 
 /* A subscriber: with resume, from the event after last_id (a reset when

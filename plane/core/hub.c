@@ -2,23 +2,21 @@
  * and the keeper (what writes to the backend) (see hub.h). */
 #include "core/hub.h"
 #include "alive.h"
-#include "rollout/gate.h"
+#include "core/core.h"
 #include "core/events.h"
 #include "core/freshness.h"
-#include "gz.h"
-#include "log.h"
-#include "sdnotify.h"
 #include "core/nodes.h"
-#include "persist/persist.h"
-#include "plane.h"
 #include "core/pushcache.h"
-#include "persist/relay/state.h"
-#include "resource.h"
-#include "rollout/rollout.h"
+#include "core/relay_feed.h"
 #include "core/statements.h"
 #include "core/store.h"
-#include "strmap.h"
 #include "core/tokens.h"
+#include "gz.h"
+#include "log.h"
+#include "persist/persist.h"
+#include "resource.h"
+#include "sdnotify.h"
+#include "strmap.h"
 #include "util.h"
 #include "xmalloc.h"
 
@@ -82,7 +80,7 @@ struct waiter {
 };
 
 struct hub {
-	struct plane *p;
+	struct core *p;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	pthread_cond_t keeper_cond;     /* wakes the keeper (to stop, or to step a rollout) */
@@ -97,7 +95,7 @@ struct hub {
 	struct waiter *waiters;
 };
 
-struct hub *hub_new(struct plane *p, uint64_t version)
+struct hub *hub_new(struct core *p, uint64_t version)
 {
 	struct hub *h = xcalloc(1, sizeof(*h));
 	h->p = p;
@@ -165,7 +163,7 @@ void hub_notify(struct hub *h, uint64_t version)
 	/* a long-poll answers when its node's target moved */
 	for (struct waiter *w = h->waiters, *next; w; w = next) {
 		next = w->next;
-		if (plane_target(h->p, w->node) != w->have)
+		if (core_target(h->p, w->node) != w->have)
 			wake_waiter(h, w);
 	}
 	pthread_mutex_unlock(&h->lock);
@@ -343,12 +341,12 @@ static size_t out_copy(struct stream *st, char *buf, size_t max)
 /* How often nodes report their traffic, in seconds (0: they do not): a
  * gated rollout runs here (every second), or upstream of a relay (as
  * often as the upstream asks). */
-static unsigned report_every(struct plane *p, const struct persist_stats *ps)
+static unsigned report_every(struct core *p, const struct persist_stats *ps)
 {
-	return gate_wants_reports(p->gate) ? 1 : ps->report_s;
+	return core_wants_reports(p) ? 1 : ps->report_s;
 }
 
-static struct persist_stats stats_of(struct plane *p)
+static struct persist_stats stats_of(struct core *p)
 {
 	struct persist_stats ps = { .writable = true };
 	if (p->persist->ops->stats)
@@ -361,7 +359,7 @@ static void make_heartbeat(struct stream *st, const char *pre)
 	struct hub *h = st->hub;
 	struct buf text = BUF_INIT;
 	/* the version this node should hold: the newest, or its rollout target */
-	uint64_t target = plane_target(h->p, st->node);
+	uint64_t target = core_target(h->p, st->node);
 	buf_printf(&text, "%sevent: heartbeat\ndata: {\"version\":%llu,\"time\":%lld,\"interval\":%g", pre,
 		   (unsigned long long)target, (long long)wall_seconds(), h->p->cfg.heartbeat);
 	/* the signed word that the target is current: a node that hears no
@@ -397,7 +395,7 @@ static void make_heartbeat(struct stream *st, const char *pre)
  * be what it holds already. */
 static bool make_push(struct stream *st, const char *pre, uint64_t from)
 {
-	struct plane *p = st->hub->p;
+	struct core *p = st->hub->p;
 	struct push_blob *b = pushcache_get_for(p->pushes, from, st->node, &st->sub);
 	bool reack = st->reack;
 	st->reack = false;
@@ -407,7 +405,7 @@ static bool make_push(struct stream *st, const char *pre, uint64_t from)
 	}
 	char nonce[NONCE_MAX];
 	struct buf text = BUF_INIT;
-	plane_nonce(p, nonce, sizeof(nonce));
+	core_nonce(p, nonce, sizeof(nonce));
 	buf_printf(&text, "%sevent: push\nid: %llu\ndata: {\"nonce\":\"%s\"", pre,
 		   (unsigned long long)b->version, nonce);
 	freshness_member(p->fresh, &text);
@@ -449,7 +447,7 @@ static bool make_push(struct stream *st, const char *pre, uint64_t from)
 		  (unsigned long long)from, (unsigned long long)b->version, b->full ? "snapshot" : "delta",
 		  b->nup, b->nrm);
 	st->sent = b->version;
-	plane_sent(p, st->node, b->version, nonce, b->nup + b->nrm > 0);
+	core_sent(p, st->node, b->version, nonce, b->nup + b->nrm > 0);
 	atomic_fetch_add(&p->ctr.pushes, 1);
 	if (b->full)
 		atomic_fetch_add(&p->ctr.snapshots, 1);
@@ -470,7 +468,7 @@ static void relay_event(struct stream *st, const char *pre, const char *type, st
 	set_own(st, &text);
 }
 
-static double relay_heartbeat_s(const struct plane *p)
+static double relay_heartbeat_s(const struct core *p)
 {
 	return p->cfg.heartbeat < RELAY_HEARTBEAT_MAX_S ? p->cfg.heartbeat : RELAY_HEARTBEAT_MAX_S;
 }
@@ -481,7 +479,7 @@ static double relay_heartbeat_s(const struct plane *p)
 static ssize_t relay_read(struct stream *st, char *buf, size_t max)
 {
 	struct hub *h = st->hub;
-	struct plane *p = h->p;
+	struct core *p = h->p;
 	for (;;) {
 		size_t n = out_copy(st, buf, max);
 		if (n)
@@ -492,7 +490,7 @@ static ssize_t relay_read(struct stream *st, char *buf, size_t max)
 		bool closing = st->closing, hb = st->hb_due;
 		uint64_t v = hub_version(h);
 		bool need_tok = tokens_gen(p->tokens) != st->tok_gen;
-		bool need_ro = rollout_gen(p->rollout) != st->ro_gen;
+		bool need_ro = core_rollout_gen(p) != st->ro_gen;
 		/* a relay ahead of us (we follow a lagging upstream) waits */
 		bool need_state = (!st->state_sent && st->sent <= v) || v > st->sent;
 		if (!closing && !need_tok && !need_ro && !need_state && !hb) {
@@ -520,13 +518,13 @@ static ssize_t relay_read(struct stream *st, char *buf, size_t max)
 			tokens_records_json(p->tokens, &data);
 			relay_event(st, pre, "tokens", &data);
 		} else if (need_ro) {
-			st->ro_gen = rollout_gen(p->rollout);
-			rollout_relay_json(p->rollout, v, &data);
+			st->ro_gen = core_rollout_gen(p);
+			core_rollout_json(p, v, &data);
 			relay_event(st, pre, "rollout", &data);
 		} else if (need_state) {
 			uint64_t to;
 			bool full;
-			relay_state_encode(p->store, st->sent, rollout_released_now(p->rollout, v), &data, &to, &full);
+			relay_feed_encode(p->store, st->sent, core_released(p, v), &data, &to, &full);
 			char *stmt = p->statements ? statements_get(p->statements, to, NULL, NULL) : NULL;
 			if (stmt) {
 				buf_puts(&data, ",\"statement\":\"");
@@ -585,7 +583,7 @@ ssize_t hub_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 		pthread_mutex_lock(&h->lock);
 		bool closing = st->closing, hb = st->hb_due;
 		/* read under the lock: a commit or a retarget wakes us after */
-		uint64_t v = plane_target(h->p, st->node);
+		uint64_t v = core_target(h->p, st->node);
 		/* at the start any difference needs a push (a node ahead of the
 		 * plane gets a snapshot and decides); later only newer versions */
 		bool need_push = st->started ? v > st->sent : v != st->sent || st->reack;
@@ -686,7 +684,7 @@ struct waiter *hub_waiter_add(struct hub *h, struct http_conn *c, const char *no
 			      int64_t deadline_ms, const char *token_id)
 {
 	pthread_mutex_lock(&h->lock);
-	if (plane_target(h->p, node) != have || h->stop) {
+	if (core_target(h->p, node) != have || h->stop) {
 		pthread_mutex_unlock(&h->lock);
 		return NULL;
 	}
@@ -771,7 +769,7 @@ static void notify_status(struct hub *h)
 static void *ticker_main(void *arg)
 {
 	struct hub *h = arg;
-	struct plane *p = h->p;
+	struct core *p = h->p;
 	int64_t interval = (int64_t)(p->cfg.heartbeat * 1000);
 	int64_t relay_interval = (int64_t)(relay_heartbeat_s(p) * 1000);
 	int64_t next_hb = now_ms() + interval, next_lag = now_ms() + LAG_EVERY_MS;
@@ -863,7 +861,7 @@ static void *ticker_main(void *arg)
 static void *keeper_main(void *arg)
 {
 	struct hub *h = arg;
-	struct plane *p = h->p;
+	struct core *p = h->p;
 	int64_t next_prune = now_ms() + PRUNE_EVERY_MS, next_flush_warn = 0, next_log_trim = 0;
 	char err[512];
 	alive_enter("keeper");
@@ -872,7 +870,7 @@ static void *keeper_main(void *arg)
 		pthread_mutex_unlock(&h->lock);
 		alive_beat();
 		/* the rollout's gates: bake time, ACK timeouts, next rollout */
-		rollout_step(p->rollout);
+		core_step(p);
 		if (nodes_flush(p->nodes, err, sizeof(err)) < 0) {
 			/* every 200 ms while the backend (or a relay's upstream)
 			 * is away: say it once in a while, not each time */

@@ -15,11 +15,11 @@
 
 #include "core/delta.h"
 
-struct plane;
+struct core;
 struct stream;
 struct waiter;
 
-struct hub *hub_new(struct plane *p, uint64_t version);
+struct hub *hub_new(struct core *p, uint64_t version);
 int hub_start(struct hub *h, char *err, size_t errlen);
 /* Ends every stream (their readers finish cleanly), wakes every waiter,
  * waits up to a few seconds for them to go, and stops the ticker. */

@@ -12,8 +12,8 @@
 #include <stdint.h>
 
 #include "core/delta.h"
-#include "lthash.h"
 #include "core/store.h"
+#include "lthash.h"
 
 struct push_blob {
 	atomic_int refs;

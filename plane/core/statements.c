@@ -2,10 +2,10 @@
  * re-signed to stay fresh (see statements.h). */
 #include "core/statements.h"
 #include "core/digests.h"
+#include "core/store.h"
 #include "keys.h"
 #include "log.h"
 #include "statement.h"
-#include "core/store.h"
 #include "util.h"
 #include "xmalloc.h"
 

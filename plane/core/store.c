@@ -3,8 +3,8 @@
  * store.h). */
 #include "core/store.h"
 #include "json.h"
-#include "pathindex.h"
 #include "log.h"
+#include "pathindex.h"
 #include "persist/persist.h"
 #include "strmap.h"
 #include "util.h"
@@ -329,6 +329,12 @@ static void drop_tombstone(struct store *s, struct store_entry *e)
 
 /* ---- loading ----------------------------------------------------------- */
 
+/* The backend's history rows (persist_history_cb). */
+static int load_history_row(void *ctx, const char *name, uint64_t version, const char *body, size_t len)
+{
+	return store_attach_history(ctx, name, version, body, len);
+}
+
 static int load_row(void *ctx, const char *name, const char *body, size_t len,
 		    uint64_t version, int64_t deleted_at)
 {
@@ -373,7 +379,7 @@ struct store *store_open(struct persist *p, const struct store_opts *opts, char 
 	pthread_mutex_init(&s->writer, NULL);
 	pathindex_init(&s->paths);
 	if (p->ops->load(p, load_row, s, &s->version, &s->horizon, err, errlen) < 0 ||
-	    p->ops->load_history(p, s, &s->keep, &s->pin, err, errlen) < 0) {
+	    p->ops->load_history(p, load_history_row, s, &s->keep, &s->pin, err, errlen) < 0) {
 		store_free(s);
 		return NULL;
 	}
@@ -519,13 +525,16 @@ int store_commit_meta(struct store *s, struct store_change *changes, size_t n, p
 
 	/* states a pinned version may still need go to the history table in
 	 * the same transaction */
-	const struct store_entry **kept = xmalloc((neff ? neff : 1) * sizeof(*kept));
+	struct persist_state *kept = xmalloc((neff ? neff : 1) * sizeof(*kept));
 	size_t nkept = 0;
 	for (size_t i = 0; s->keep && i < neff; i++) {
 		const struct store_entry *e = find(s, eff[i].name);
 		if (e && e->version)
-			kept[nkept++] = e;
+			kept[nkept++] = (struct persist_state){ e->name, e->body, e->body_len, e->version, e->deleted_at };
 	}
+	struct persist_change *pch = xmalloc(neff * sizeof(*pch));
+	for (size_t i = 0; i < neff; i++)
+		pch[i] = (struct persist_change){ eff[i].name, eff[i].body, eff[i].body_len };
 	/* the digest elements: the new ones hashed outside the index lock,
 	 * the old ones copied before the swap overwrites them */
 	struct store_delta *deltas = xcalloc(neff, sizeof(*deltas));
@@ -548,7 +557,7 @@ int store_commit_meta(struct store *s, struct store_change *changes, size_t n, p
 	}
 	struct persist_commit txn = {
 		.version = s->version + 1, .horizon = horizon, .now = now,
-		.changes = eff, .nchanges = neff, .pruned = pruned, .npruned = npruned,
+		.changes = pch, .nchanges = neff, .pruned = pruned, .npruned = npruned,
 		.kept = kept, .nkept = nkept, .hook = hook, .hook_ctx = ctx,
 		.author = meta && meta->author ? meta->author : "plane",
 		.message = meta && meta->message ? meta->message : "",
@@ -558,6 +567,7 @@ int store_commit_meta(struct store *s, struct store_change *changes, size_t n, p
 	};
 	strmap_release(&revive);
 	int rc = s->p->ops->commit(s->p, &txn, err, errlen);
+	free(pch);
 	free(kept);
 	free(before);
 	free(before_len);

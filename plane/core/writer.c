@@ -3,16 +3,14 @@
  * requests, in arrival order; and the reader thread beside it, for the
  * calls (writer_call) that only read. */
 #include "core/writer.h"
-#include "core/freshness.h"
 #include "alive.h"
-#include "http/http.h"
+#include "core/core.h"
 #include "core/events.h"
+#include "core/freshness.h"
 #include "core/hub.h"
-#include "log.h"
-#include "plane.h"
-#include "rollout/rollout.h"
-#include "util.h"
 #include "core/validate.h"
+#include "log.h"
+#include "util.h"
 #include "xmalloc.h"
 
 #include <pthread.h>
@@ -49,7 +47,8 @@ struct queue {
 };
 
 struct writer {
-	struct plane *p;
+	struct core *p;
+	void *ctx;                   /* what a call's fn gets */
 	pthread_mutex_t lock;        /* both queues, the jobs' done and forgotten */
 	pthread_cond_t cond;
 	struct queue writes, reads;  /* the writer thread's; the reader thread's */
@@ -70,10 +69,10 @@ void write_result_error(struct write_result *res, unsigned status, const char *f
 	res->status = status;
 	res->gzip_ok = false;
 	buf_init(&res->body);
-	http_error_body(&res->body, msg);
+	res->error = xstrdup(msg);
 }
 
-void writer_commit(struct plane *p, struct store_change *ch, size_t n, bool must_exist,
+void writer_commit(struct core *p, struct store_change *ch, size_t n, bool must_exist,
 		   const struct write_opts *opts, struct write_result *res)
 {
 	struct store_meta meta = { opts ? opts->author : NULL, opts ? opts->message : NULL, 0, 0 };
@@ -174,7 +173,7 @@ void writer_commit(struct plane *p, struct store_change *ch, size_t n, bool must
 		log_info("store: version %llu (%zu changes)", (unsigned long long)version, n);
 		hub_notify(p->hub, version);
 		events_version(p->events, version, ch, n, "write");
-		rollout_step(p->rollout);   /* staged: the version becomes a rollout */
+		core_step(p);   /* staged: the version becomes a rollout */
 	}
 	res->status = HTTP_OK;
 	res->gzip_ok = false;
@@ -194,6 +193,7 @@ static void job_free(struct write_job *j)
 	free((char *)j->opts.author);
 	free((char *)j->opts.message);
 	buf_release(&j->res.body);
+	free(j->res.error);
 	free(j);
 }
 
@@ -238,7 +238,7 @@ static void *queue_main(void *arg)
 			write_result_error(&j->res, HTTP_SERVICE_UNAVAILABLE, "the plane is shutting down; nothing was %s",
 				     q == &w->writes ? "stored" : "read");
 		} else if (j->fn) {
-			j->fn(w->p, j->arg, &j->res);
+			j->fn(w->ctx, j->arg, &j->res);
 		} else {
 			writer_commit(w->p, j->ch, j->n, j->must_exist, &j->opts, &j->res);
 			for (size_t i = 0; i < j->n; i++)
@@ -255,10 +255,11 @@ static void *queue_main(void *arg)
 	return NULL;
 }
 
-struct writer *writer_start(struct plane *p, char *err, size_t errlen)
+struct writer *writer_start(struct core *p, void *ctx, char *err, size_t errlen)
 {
 	struct writer *w = xcalloc(1, sizeof(*w));
 	w->p = p;
+	w->ctx = ctx;
 	w->writes.w = w->reads.w = w;
 	pthread_mutex_init(&w->lock, NULL);
 	pthread_cond_init(&w->cond, NULL);
@@ -357,6 +358,7 @@ bool writer_take(struct write_job *j, struct write_result *res)
 		return false;
 	*res = j->res;
 	buf_init(&j->res.body);
+	j->res.error = NULL;
 	job_free(j);
 	return true;
 }

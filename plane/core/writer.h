@@ -16,15 +16,17 @@
 #include "buf.h"
 #include "core/store.h"
 
-struct plane;
+struct core;
 
-/* One write's (or call's) answer. */
+/* One write's (or call's) answer: a status and a JSON body, or a status
+ * and an error message (http/ writes it as every error answer). */
 struct write_result {
 	unsigned status;
 	struct buf body;             /* JSON */
 	bool gzip_ok;                /* may be sent compressed (when the client takes it) */
+	char *error;                 /* NULL: none */
 };
-/* An error answer: {"error": message}. */
+/* An error answer: status and message. */
 void write_result_error(struct write_result *res, unsigned status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
@@ -40,11 +42,12 @@ struct write_opts {
 /* Validates and commits changes (bodies taken, names borrowed), retrying
  * when another replica wrote first; fills res. must_exist: a single
  * DELETE, 404 when the name is not live. opts may be NULL. Any thread. */
-void writer_commit(struct plane *p, struct store_change *ch, size_t n, bool must_exist,
+void writer_commit(struct core *p, struct store_change *ch, size_t n, bool must_exist,
 		   const struct write_opts *opts, struct write_result *res);
 
 struct writer;
-struct writer *writer_start(struct plane *p, char *err, size_t errlen);
+/* ctx: what a call's fn gets (writer_call). */
+struct writer *writer_start(struct core *p, void *ctx, char *err, size_t errlen);
 /* Finishes the write in hand; those still queued are answered 503. */
 void writer_stop(struct writer *w);
 
@@ -58,7 +61,7 @@ struct write_job *writer_submit(struct writer *w, struct http_conn *c, struct st
  * (on the writer thread when write, in order with the writes, else on the
  * reader thread), then free_arg(arg). NULL when there is no writer: the
  * caller runs fn on its own thread. */
-typedef void (*writer_fn)(struct plane *p, void *arg, struct write_result *res);
+typedef void (*writer_fn)(void *ctx, void *arg, struct write_result *res);
 struct write_job *writer_call(struct writer *w, struct http_conn *c, bool write, writer_fn fn, void *arg,
 			      void (*free_arg)(void *));
 

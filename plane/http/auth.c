@@ -1,9 +1,8 @@
 /* http/auth.c: identifying callers and allowing or refusing them (see auth.h). */
 #include "http/auth.h"
 #include "http/http.h"
-#include "log.h"
-#include "plane.h"
 #include "http/tls.h"
+#include "log.h"
 #include "util.h"
 
 #include <stdio.h>
@@ -15,10 +14,10 @@ static const char *const refusal_names[REFUSED_N] = {
 	"no_credential", "bad_token", "revoked", "bad_certificate", "wrong_node", "role",
 };
 
-static enum http_result refuse(struct plane *p, struct http_conn *c, unsigned status, enum auth_refusal why,
+static enum http_result refuse(struct auth *a, struct http_conn *c, unsigned status, enum auth_refusal why,
 			      const char *who, const char *msg)
 {
-	atomic_fetch_add(&p->ctr.auth_refused[why], 1);
+	atomic_fetch_add(&a->refused[why], 1);
 	log_info("auth: %u refused (%s) %s: %s", status, refusal_names[why], who, msg);
 	struct buf b = BUF_INIT;
 	buf_puts(&b, "{\"error\":");
@@ -32,21 +31,21 @@ static enum http_result refuse(struct plane *p, struct http_conn *c, unsigned st
 /* Works out who is asking. Returns 0, or -1 after sending 401 for a
  * credential that does not verify (an unknown or revoked token, a bad
  * certificate): a bad credential never falls back to anonymous. */
-static int identify(struct plane *p, struct http_conn *c, struct principal *who, enum http_result *ret)
+static int identify(struct auth *a, struct http_conn *c, struct principal *who, enum http_result *ret)
 {
 	memset(who, 0, sizeof(*who));
 	const char *h = http_header(c, HTTP_HEADER_AUTHORIZATION);
 	if (h) {
 		if (strncasecmp(h, "Bearer ", 7) != 0 || !h[7]) {
-			*ret = refuse(p, c, HTTP_UNAUTHORIZED, REFUSED_BAD_TOKEN, "a caller",
+			*ret = refuse(a, c, HTTP_UNAUTHORIZED, REFUSED_BAD_TOKEN, "a caller",
 				      "Authorization must be 'Bearer TOKEN' (the admin token, or a token the plane issued)");
 			return -1;
 		}
 		const char *tok = h + 7;
 		bool admin = false;
-		pthread_mutex_lock(&p->token_lock);
-		admin = p->admin_token && str_secret_equal(tok, p->admin_token);
-		pthread_mutex_unlock(&p->token_lock);
+		pthread_mutex_lock(&a->token_lock);
+		admin = a->admin_token && str_secret_equal(tok, a->admin_token);
+		pthread_mutex_unlock(&a->token_lock);
 		if (admin) {
 			who->role = ROLE_ADMIN;
 			snprintf(who->who, sizeof(who->who), "the admin token (--admin-token-file)");
@@ -54,15 +53,15 @@ static int identify(struct plane *p, struct http_conn *c, struct principal *who,
 			return 0;
 		}
 		struct token_info ti;
-		if (!tokens_lookup(p->tokens, tok, &ti)) {
-			*ret = refuse(p, c, HTTP_UNAUTHORIZED, REFUSED_BAD_TOKEN, "a caller",
+		if (!tokens_lookup(a->tokens, tok, &ti)) {
+			*ret = refuse(a, c, HTTP_UNAUTHORIZED, REFUSED_BAD_TOKEN, "a caller",
 				      "unknown token (neither the admin token nor one the plane issued)");
 			return -1;
 		}
 		if (ti.revoked) {
 			char msg[64];
 			snprintf(msg, sizeof(msg), "token %s is revoked", ti.id);
-			*ret = refuse(p, c, HTTP_UNAUTHORIZED, REFUSED_REVOKED, ti.id, msg);
+			*ret = refuse(a, c, HTTP_UNAUTHORIZED, REFUSED_REVOKED, ti.id, msg);
 			return -1;
 		}
 		who->role = ti.role;
@@ -81,9 +80,9 @@ static int identify(struct plane *p, struct http_conn *c, struct principal *who,
 	}
 	char cn[201], err[512];
 	int role = ROLE_NODE;
-	int r = tls_peer_node(p->tls, c, cn, sizeof(cn), &role, err, sizeof(err));
+	int r = tls_peer_node(a->tls, c, cn, sizeof(cn), &role, err, sizeof(err));
 	if (r < 0) {
-		*ret = refuse(p, c, HTTP_UNAUTHORIZED, REFUSED_BAD_CERT, "a caller", err);
+		*ret = refuse(a, c, HTTP_UNAUTHORIZED, REFUSED_BAD_CERT, "a caller", err);
 		return -1;
 	}
 	if (r == 1 && role != ROLE_NODE) {
@@ -108,26 +107,26 @@ static int identify(struct plane *p, struct http_conn *c, struct principal *who,
 	return 0;
 }
 
-bool auth_allow(struct plane *p, struct http_conn *c, enum role need, struct principal *who,
+bool auth_allow(struct auth *a, struct http_conn *c, enum role need, struct principal *who,
 		enum http_result *ret)
 {
-	if (identify(p, c, who, ret) < 0)
+	if (identify(a, c, who, ret) < 0)
 		return false;
 	if (who->anonymous) {
-		if (p->cfg.insecure) {
+		if (a->insecure) {
 			bool has_admin;
-			pthread_mutex_lock(&p->token_lock);
-			has_admin = p->admin_token != NULL;
-			pthread_mutex_unlock(&p->token_lock);
+			pthread_mutex_lock(&a->token_lock);
+			has_admin = a->admin_token != NULL;
+			pthread_mutex_unlock(&a->token_lock);
 			/* a lab: reads are open, and so are writes unless an admin
 			 * token is set */
 			if (need <= ROLE_READER || !has_admin)
 				return true;
-			*ret = refuse(p, c, HTTP_UNAUTHORIZED, REFUSED_NO_CREDENTIAL, who->who,
+			*ret = refuse(a, c, HTTP_UNAUTHORIZED, REFUSED_NO_CREDENTIAL, who->who,
 				      "this needs 'Authorization: Bearer TOKEN' with an admin token");
 			return false;
 		}
-		*ret = refuse(p, c, HTTP_UNAUTHORIZED, REFUSED_NO_CREDENTIAL, who->who,
+		*ret = refuse(a, c, HTTP_UNAUTHORIZED, REFUSED_NO_CREDENTIAL, who->who,
 			      "this needs a credential: 'Authorization: Bearer TOKEN' (see docs/security.md)");
 		return false;
 	}
@@ -137,79 +136,79 @@ bool auth_allow(struct plane *p, struct http_conn *c, enum role need, struct pri
 		char msg[128];
 		snprintf(msg, sizeof(msg), "this needs the %s role; %s does not have it", role_name(need),
 			 who->role == ROLE_NODE ? "a node's credential" : role_name(who->role));
-		*ret = refuse(p, c, HTTP_FORBIDDEN, REFUSED_ROLE, who->who, msg);
+		*ret = refuse(a, c, HTTP_FORBIDDEN, REFUSED_ROLE, who->who, msg);
 		return false;
 	}
 	return true;
 }
 
-bool auth_allow_node(struct plane *p, struct http_conn *c, const char *node, struct principal *who,
+bool auth_allow_node(struct auth *a, struct http_conn *c, const char *node, struct principal *who,
 		     enum http_result *ret)
 {
-	if (identify(p, c, who, ret) < 0)
+	if (identify(a, c, who, ret) < 0)
 		return false;
 	if (who->anonymous) {
-		if (p->cfg.insecure)
+		if (a->insecure)
 			return true;
-		*ret = refuse(p, c, HTTP_UNAUTHORIZED, REFUSED_NO_CREDENTIAL, who->who,
+		*ret = refuse(a, c, HTTP_UNAUTHORIZED, REFUSED_NO_CREDENTIAL, who->who,
 			      "a node needs its credential: its token or its client certificate");
 		return false;
 	}
 	if (who->role != ROLE_NODE) {
-		*ret = refuse(p, c, HTTP_FORBIDDEN, REFUSED_ROLE, who->who,
+		*ret = refuse(a, c, HTTP_FORBIDDEN, REFUSED_ROLE, who->who,
 			      "only a node's own credential may sync or acknowledge as that node");
 		return false;
 	}
 	if (strcmp(who->node, node) != 0) {
 		char msg[512];
 		snprintf(msg, sizeof(msg), "this credential is node %.200s's, not %.200s's", who->node, node);
-		*ret = refuse(p, c, HTTP_FORBIDDEN, REFUSED_WRONG_NODE, who->who, msg);
+		*ret = refuse(a, c, HTTP_FORBIDDEN, REFUSED_WRONG_NODE, who->who, msg);
 		return false;
 	}
 	return true;
 }
 
-bool auth_allow_relay(struct plane *p, struct http_conn *c, struct principal *who, enum http_result *ret)
+bool auth_allow_relay(struct auth *a, struct http_conn *c, struct principal *who, enum http_result *ret)
 {
-	if (identify(p, c, who, ret) < 0)
+	if (identify(a, c, who, ret) < 0)
 		return false;
 	if (who->anonymous) {
-		if (p->cfg.insecure)
+		if (a->insecure)
 			return true;
-		*ret = refuse(p, c, HTTP_UNAUTHORIZED, REFUSED_NO_CREDENTIAL, who->who,
+		*ret = refuse(a, c, HTTP_UNAUTHORIZED, REFUSED_NO_CREDENTIAL, who->who,
 			      "a relay needs its credential: a relay token (tetherctl token create --role relay)");
 		return false;
 	}
 	if (who->role != ROLE_RELAY && who->role != ROLE_ADMIN) {
-		*ret = refuse(p, c, HTTP_FORBIDDEN, REFUSED_ROLE, who->who,
+		*ret = refuse(a, c, HTTP_FORBIDDEN, REFUSED_ROLE, who->who,
 			      "this needs the relay role (or admin)");
 		return false;
 	}
 	return true;
 }
 
-bool auth_precheck(struct plane *p, struct http_conn *c, enum auth_gate gate, enum http_result *ret)
+bool auth_precheck(struct auth *a, struct http_conn *c, enum auth_gate gate, enum http_result *ret)
 {
 	struct principal who;
 	switch (gate) {
 	case GATE_OPEN:
 		return true;
 	case GATE_OPERATOR:
-		return auth_allow(p, c, ROLE_OPERATOR, &who, ret);
+		return auth_allow(a, c, ROLE_OPERATOR, &who, ret);
 	case GATE_ADMIN:
-		return auth_allow(p, c, ROLE_ADMIN, &who, ret);
+		return auth_allow(a, c, ROLE_ADMIN, &who, ret);
 	case GATE_RELAY:
-		return auth_allow_relay(p, c, &who, ret);
+		return auth_allow_relay(a, c, &who, ret);
 	case GATE_NODE:
-		if (identify(p, c, &who, ret) < 0)
+		if (identify(a, c, &who, ret) < 0)
 			return false;
-		if (who.anonymous && !p->cfg.insecure) {
-			*ret = refuse(p, c, HTTP_UNAUTHORIZED, REFUSED_NO_CREDENTIAL, who.who,
+		if (who.anonymous && !a->insecure) {
+			*ret = refuse(a, c, HTTP_UNAUTHORIZED, REFUSED_NO_CREDENTIAL, who.who,
 				      "a node needs its credential: its token or its client certificate");
 			return false;
 		}
 		if (!who.anonymous && who.role != ROLE_NODE) {
-			*ret = refuse(p, c, HTTP_FORBIDDEN, REFUSED_ROLE, who.who,
+			*ret = refuse(a, c, HTTP_FORBIDDEN, REFUSED_ROLE, who.who,
 				      "only a node's own credential may sync or acknowledge as that node");
 			return false;
 		}
@@ -217,19 +216,19 @@ bool auth_precheck(struct plane *p, struct http_conn *c, enum auth_gate gate, en
 	case GATE_ANY:
 		break;
 	}
-	if (identify(p, c, &who, ret) < 0)
+	if (identify(a, c, &who, ret) < 0)
 		return false;
-	if (!who.anonymous || p->cfg.insecure)
+	if (!who.anonymous || a->insecure)
 		return true;
-	*ret = refuse(p, c, HTTP_UNAUTHORIZED, REFUSED_NO_CREDENTIAL, "anonymous",
+	*ret = refuse(a, c, HTTP_UNAUTHORIZED, REFUSED_NO_CREDENTIAL, "anonymous",
 		      "this needs a credential: 'Authorization: Bearer TOKEN' (see docs/security.md)");
 	return false;
 }
 
-void auth_author(struct plane *p, struct http_conn *c, const struct principal *who, char *out, size_t cap)
+void auth_author(struct auth *a, struct http_conn *c, const struct principal *who, char *out, size_t cap)
 {
 	char cn[201], err[512];
-	if (!who->by_cert && tls_peer_node(p->tls, c, cn, sizeof(cn), NULL, err, sizeof(err)) == 1)
+	if (!who->by_cert && tls_peer_node(a->tls, c, cn, sizeof(cn), NULL, err, sizeof(err)) == 1)
 		snprintf(out, cap, "%.250s with certificate CN=%s", who->author, cn);
 	else
 		snprintf(out, cap, "%s", who->author);
@@ -240,12 +239,12 @@ bool auth_sees_secrets(const struct principal *who)
 	return who->role == ROLE_ADMIN || who->anonymous;
 }
 
-void auth_metrics(struct plane *p, struct buf *out)
+void auth_metrics(struct auth *a, struct buf *out)
 {
 	buf_puts(out, "# HELP tether_auth_refused_total Requests refused: 401 (no or a bad credential) and 403 "
 		      "(a credential that does not grant it), by reason.\n"
 		      "# TYPE tether_auth_refused_total counter\n");
 	for (int i = 0; i < REFUSED_N; i++)
 		buf_printf(out, "tether_auth_refused_total{reason=\"%s\"} %llu\n", refusal_names[i],
-			   (unsigned long long)atomic_load(&p->ctr.auth_refused[i]));
+			   (unsigned long long)atomic_load(&a->refused[i]));
 }

@@ -18,13 +18,15 @@
 #ifndef TETHER_AUTH_H
 #define TETHER_AUTH_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include "net/httpd.h"
 
 #include "buf.h"
 #include "core/tokens.h"
 
-struct plane;
+struct plane_tls;
 
 struct principal {
 	enum role role;                     /* ROLE_NONE: anonymous */
@@ -46,16 +48,27 @@ enum auth_refusal {
 	REFUSED_N
 };
 
+/* What auth reads: the plane fills it at start-up (and the admin token on
+ * SIGHUP, under token_lock). */
+struct auth {
+	bool insecure;                 /* --insecure: open reads, anonymous nodes */
+	struct tokens *tokens;         /* the tokens the store issued */
+	struct plane_tls *tls;         /* NULL: plain HTTP (no client certificates) */
+	pthread_mutex_t token_lock;
+	char *admin_token;             /* --admin-token-file's; NULL: none */
+	atomic_uint_fast64_t refused[REFUSED_N];
+};
+
 /* Requires role need (ROLE_READER, ROLE_OPERATOR or ROLE_ADMIN). Fills
  * who; on refusal sends 401 or 403 (*ret) and returns false. */
-bool auth_allow(struct plane *p, struct http_conn *c, enum role need, struct principal *who,
+bool auth_allow(struct auth *a, struct http_conn *c, enum role need, struct principal *who,
 		enum http_result *ret);
 /* Requires the credential of node (stream, poll, ack). */
-bool auth_allow_node(struct plane *p, struct http_conn *c, const char *node, struct principal *who,
+bool auth_allow_node(struct auth *a, struct http_conn *c, const char *node, struct principal *who,
 		     enum http_result *ret);
 /* Requires a relay's credential (the relay role, or admin): the relay
  * stream carries every secret in clear and the token records' hashes. */
-bool auth_allow_relay(struct plane *p, struct http_conn *c, struct principal *who, enum http_result *ret);
+bool auth_allow_relay(struct auth *a, struct http_conn *c, struct principal *who, enum http_result *ret);
 /* What a route needs, known from its method and path alone. */
 enum auth_gate {
 	GATE_OPEN,       /* /healthz, the console's files */
@@ -68,7 +81,7 @@ enum auth_gate {
 /* On the headers, before any body is read: refuses (401 or 403, *ret) a
  * credential that does not check out, none at all where one is needed,
  * and one that cannot pass gate. Returns false when refused. */
-bool auth_precheck(struct plane *p, struct http_conn *c, enum auth_gate gate, enum http_result *ret);
+bool auth_precheck(struct auth *a, struct http_conn *c, enum auth_gate gate, enum http_result *ret);
 /* Whether who may see a secret's key material (admins, and anonymous
  * callers of an --insecure plane, as before roles existed). */
 bool auth_sees_secrets(const struct principal *who);
@@ -77,9 +90,9 @@ bool auth_sees_secrets(const struct principal *who);
  * token's name and role (its id without a name), "admin token", or
  * "anonymous"; a client certificate presented beside it adds its subject
  * ("alice (admin token) with certificate CN=ops-laptop"). */
-void auth_author(struct plane *p, struct http_conn *c, const struct principal *who, char *out, size_t cap);
+void auth_author(struct auth *a, struct http_conn *c, const struct principal *who, char *out, size_t cap);
 
 /* Appends tether_auth_refused_total{reason} to /metrics. */
-void auth_metrics(struct plane *p, struct buf *out);
+void auth_metrics(struct auth *a, struct buf *out);
 
 #endif

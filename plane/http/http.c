@@ -1,15 +1,14 @@
 /* http/http.c: the plane's HTTP server, routing and response helpers (see
  * http.h). */
 #include "http/http.h"
-#include "persist/persist.h"
-#include "http/auth.h"
-#include "gz.h"
+#include "core/core.h"
 #include "core/hub.h"
-#include "listen.h"
 #include "core/writer.h"
-#include "log.h"
-#include "plane.h"
+#include "gz.h"
+#include "http/auth.h"
 #include "http/tls.h"
+#include "listen.h"
+#include "log.h"
 #include "util.h"
 #include "xmalloc.h"
 
@@ -92,6 +91,18 @@ enum http_result http_send_json(struct http_conn *c, unsigned status, struct buf
 	return http_send(c, status, "application/json", body, true);
 }
 
+enum http_result http_send_result(struct http_conn *c, struct write_result *res)
+{
+	if (res->error) {
+		enum http_result ret = http_send_error(c, res->status, "%s", res->error);
+		free(res->error);
+		res->error = NULL;
+		buf_release(&res->body);
+		return ret;
+	}
+	return http_send(c, res->status, "application/json", &res->body, res->gzip_ok);
+}
+
 void http_error_body(struct buf *b, const char *msg)
 {
 	buf_puts(b, "{\"error\":");
@@ -135,164 +146,123 @@ static bool is(const char *method, const char *want)
 	return strcmp(method, want) == 0 || (strcmp(want, "GET") == 0 && strcmp(method, "HEAD") == 0);
 }
 
-/* A relay serves what its upstream holds: every change is the origin's
- * to make. */
-static bool relay_refuses(struct plane *p, const char *url, const char *method)
+/* Whether method is one of allow's ("GET, PUT"); GET takes HEAD too. */
+static bool allowed(const char *method, const char *allow)
 {
-	return p->persist->ops->upstream && !is(method, "GET") && strcmp(url, "/v1/ack") != 0 &&
-	       strcmp(url, "/v1/report") != 0 && !str_starts_with(url, "/v1/relay/");
+	for (const char *a = allow; *a;) {
+		a += strspn(a, ", ");
+		size_t n = strcspn(a, ", ");
+		if (n && ((strlen(method) == n && strncmp(method, a, n) == 0) ||
+			  (n == 3 && strncmp(a, "GET", 3) == 0 && strcmp(method, "HEAD") == 0)))
+			return true;
+		a += n;
+	}
+	return false;
 }
 
-static enum http_result route(struct plane *p, struct http_conn *c, struct request *r,
-			     const char *url, const char *method)
+/* The route of url (NULL: none); *rest gets what follows a prefix. */
+static const struct http_route *find_route(const struct http_server *h, const char *url, const char **rest)
 {
-	if (relay_refuses(p, url, method)) {
-		char up[512] = "";
-		p->persist->ops->upstream(p->persist, up, sizeof(up), NULL);
-		return http_send_error(c, 421, "this plane is a relay of %s: write to the origin", up);
+	for (const struct http_route *rt = h->routes; rt && rt->path; rt++) {
+		if (rt->prefix ? str_starts_with(url, rt->path) : strcmp(url, rt->path) == 0) {
+			*rest = rt->prefix ? url + strlen(rt->path) : "";
+			return rt;
+		}
 	}
-	if (strcmp(url, "/healthz") == 0)
-		return is(method, "GET") ? api_healthz(p, c) : method_not_allowed(c, method, "GET");
-	if (strcmp(url, "/metrics") == 0)
-		return is(method, "GET") ? api_metrics(p, c) : method_not_allowed(c, method, "GET");
-	if (strcmp(url, "/v1/status") == 0)
-		return is(method, "GET") ? api_status(p, c) : method_not_allowed(c, method, "GET");
-	if (strcmp(url, "/v1/events") == 0)
-		return is(method, "GET") ? api_events(p, c) : method_not_allowed(c, method, "GET");
-	if (strcmp(url, "/ui") == 0 || str_starts_with(url, "/ui/"))
-		return is(method, "GET") ? api_ui(p, c, url[3] ? url + 4 : "") : method_not_allowed(c, method, "GET");
-	if (strcmp(url, "/v1/stream") == 0)
-		return is(method, "GET") ? api_stream(p, c) : method_not_allowed(c, method, "GET");
-	if (strcmp(url, "/v1/config") == 0)
-		return is(method, "GET") ? api_config(p, c, r) : method_not_allowed(c, method, "GET");
-	if (strcmp(url, "/v1/ack") == 0)
-		return is(method, "POST") ? api_ack(p, c, r) : method_not_allowed(c, method, "POST");
-	if (strcmp(url, "/v1/report") == 0)
-		return is(method, "POST") ? api_report(p, c, r) : method_not_allowed(c, method, "POST");
-	if (strcmp(url, "/v1/batch") == 0)
-		return is(method, "POST") ? api_batch(p, c, r) : method_not_allowed(c, method, "POST");
-	if (strcmp(url, "/v1/relay/stream") == 0)
-		return is(method, "GET") ? api_relay_stream(p, c) : method_not_allowed(c, method, "GET");
-	if (strcmp(url, "/v1/relay/nodes") == 0)
-		return is(method, "POST") ? api_relay_nodes(p, c, r) : method_not_allowed(c, method, "POST");
-	if (strcmp(url, "/v1/relay/statement") == 0)
-		return is(method, "GET") ? api_relay_statement(p, c) : method_not_allowed(c, method, "GET");
-	if (strcmp(url, "/v1/resources") == 0 || strcmp(url, "/v1/resources/") == 0)
-		return is(method, "GET") ? api_resources_list(p, c) : method_not_allowed(c, method, "GET");
-	if (str_starts_with(url, "/v1/resources/")) {
-		if (!is(method, "GET") && !is(method, "PUT") && !is(method, "DELETE"))
-			return method_not_allowed(c, method, "GET, PUT, DELETE");
-		return api_resource(p, c, r, method, url + strlen("/v1/resources/"));
-	}
-	if (strcmp(url, "/v1/history") == 0)
-		return is(method, "GET") ? api_history(p, c, r, NULL) : method_not_allowed(c, method, "GET");
-	if (str_starts_with(url, "/v1/history/"))
-		return is(method, "GET") ? api_history(p, c, r, url + strlen("/v1/history/"))
-					 : method_not_allowed(c, method, "GET");
-	if (strcmp(url, "/v1/diff") == 0)
-		return is(method, "GET") ? api_diff(p, c, r) : method_not_allowed(c, method, "GET");
-	if (strcmp(url, "/v1/revert") == 0)
-		return is(method, "POST") ? api_revert(p, c, r) : method_not_allowed(c, method, "POST");
-	if (strcmp(url, "/v1/nodes") == 0)
-		return is(method, "GET") ? api_nodes(p, c, method, NULL) : method_not_allowed(c, method, "GET");
-	if (str_starts_with(url, "/v1/nodes/"))
-		return is(method, "GET") ? api_nodes(p, c, method, url + strlen("/v1/nodes/"))
-					 : method_not_allowed(c, method, "GET");
-	if (strcmp(url, "/v1/rollouts") == 0)
-		return is(method, "GET") ? api_rollouts(p, c) : method_not_allowed(c, method, "GET");
-	if (strcmp(url, "/v1/rollouts/current") == 0)
-		return is(method, "GET") ? api_rollout_current(p, c) : method_not_allowed(c, method, "GET");
-	if (strcmp(url, "/v1/rollouts/current/abort") == 0)
-		return is(method, "POST") ? api_rollout_abort(p, c) : method_not_allowed(c, method, "POST");
-	if (strcmp(url, "/v1/tokens") == 0) {
-		if (!is(method, "GET") && !is(method, "POST"))
-			return method_not_allowed(c, method, "GET, POST");
-		return api_tokens(p, c, r, method, NULL);
-	}
-	if (str_starts_with(url, "/v1/tokens/"))
-		return is(method, "DELETE") ? api_tokens(p, c, r, method, url + strlen("/v1/tokens/"))
-					    : method_not_allowed(c, method, "DELETE");
-	return http_send_error(c, HTTP_NOT_FOUND, "no such endpoint: %.200s", url);
+	*rest = "";
+	return NULL;
+}
+
+/* A relay serves what its upstream holds: every change is the origin's
+ * to make. */
+static bool relay_refuses(struct http_server *h, const struct http_route *rt, const char *method)
+{
+	return core_is_relay(h->core) && !is(method, "GET") && !(rt && rt->relay_serves);
+}
+
+static enum http_result refuse_on_relay(struct http_server *h, struct http_conn *c)
+{
+	char up[512] = "";
+	core_upstream(h->core, up, sizeof(up));
+	return http_send_error(c, 421, "this plane is a relay of %s: write to the origin", up);
+}
+
+static enum http_result route(struct http_server *h, struct http_conn *c, struct request *r, const char *url,
+			     const char *method)
+{
+	const char *rest;
+	const struct http_route *rt = find_route(h, url, &rest);
+	if (relay_refuses(h, rt, method))
+		return refuse_on_relay(h, c);
+	if (!rt || !rt->handler)
+		return http_send_error(c, HTTP_NOT_FOUND, "no such endpoint: %.200s", url);
+	if (!allowed(method, rt->allow))
+		return method_not_allowed(c, method, rt->allow);
+	return rt->handler(h->ctx, c, r, method, rest);
 }
 
 /* The most a request to url may upload: a batch or a resource is the
- * operator's own limit, an ACK or a token request small, anything else
- * (GETs, an abort) next to nothing. Bounded before anything is buffered. */
-static uint64_t body_cap(struct plane *p, const char *url)
+ * operator's own limit, the rest what its route says (anything else:
+ * GETs, an abort, next to nothing). Bounded before anything is buffered. */
+static uint64_t body_cap(struct http_server *h, const struct http_route *rt)
 {
-	if (strcmp(url, "/v1/batch") == 0 || str_starts_with(url, "/v1/resources/"))
-		return p->cfg.max_request;   /* a PUT's body is held to max-body after */
-	if (strcmp(url, "/v1/revert") == 0)
-		return 64 * 1024;   /* a revert's message may be escaped to 6 bytes a byte */
-	if (strcmp(url, "/v1/ack") == 0 || strcmp(url, "/v1/report") == 0)
-		return 256 * 1024;  /* traffic of up to 128 routes */
-	if (strcmp(url, "/v1/relay/nodes") == 0)
-		return 16u << 20;   /* a batch of node records from a relay */
-	return 4096;
+	if (!rt || !rt->body_cap)
+		return 4096;
+	return rt->body_cap == HTTP_CAP_MAX_REQUEST ? h->opt.max_request : rt->body_cap;
 }
 
-static void too_large(struct plane *p, struct http_conn *c, struct request *r)
+static void too_large(struct http_server *h, struct http_conn *c, struct request *r)
 {
 	http_send_error(c, HTTP_CONTENT_TOO_LARGE, "request body exceeds %llu bytes%s", (unsigned long long)r->cap,
-			r->cap == p->cfg.max_request ? " (max-request)" : "");
+			r->cap == h->opt.max_request ? " (max-request)" : "");
 }
 
 /* What a route needs of its caller, from its method and path alone: a
  * request with a body is refused on its headers when its credential
  * cannot make it, before a byte of the body is read. */
-static enum auth_gate gate_of(const char *url, const char *method)
+static enum auth_gate gate_of(const struct http_route *rt, const char *method)
 {
-	if (strcmp(url, "/healthz") == 0 || strcmp(url, "/ui") == 0 || str_starts_with(url, "/ui/"))
+	if (rt && rt->open)
 		return GATE_OPEN;
 	if (is(method, "GET"))
 		return GATE_ANY;   /* who may read what is the handler's to say */
-	if (strcmp(url, "/v1/ack") == 0 || strcmp(url, "/v1/report") == 0)
-		return GATE_NODE;
-	if (str_starts_with(url, "/v1/relay/"))
-		return GATE_RELAY;
-	if (strcmp(url, "/v1/rollouts/current/abort") == 0)
-		return GATE_OPERATOR;
-	if (strcmp(url, "/v1/batch") == 0 || strcmp(url, "/v1/revert") == 0 || str_starts_with(url, "/v1/resources/") ||
-	    strcmp(url, "/v1/tokens") == 0 || str_starts_with(url, "/v1/tokens/"))
-		return GATE_ADMIN;
-	return GATE_ANY;
+	return rt ? rt->gate : GATE_ANY;
 }
 
 /* The headers are in: the body's bound, the credential, the plane's
  * state. A refusal here is answered before any of the body is read. */
 static void on_headers(void *cls, struct http_conn *c, void **req)
 {
-	struct plane *p = cls;
-	const char *url = http_path(c), *method = http_method(c);
+	struct http_server *h = cls;
+	const char *url = http_path(c), *method = http_method(c), *rest;
+	const struct http_route *rt = find_route(h, url, &rest);
 	struct request *r = xcalloc(1, sizeof(*r));
 	buf_init(&r->body);
 	*req = r;
-	atomic_fetch_add(&p->ctr.requests, 1);
-	r->cap = body_cap(p, url);
+	atomic_fetch_add(&h->core->ctr.requests, 1);
+	r->cap = body_cap(h, rt);
 	int64_t len = http_content_length(c);
-	if (relay_refuses(p, url, method)) {
-		char up[512] = "";
-		p->persist->ops->upstream(p->persist, up, sizeof(up), NULL);
-		http_send_error(c, 421, "this plane is a relay of %s: write to the origin", up);
+	if (relay_refuses(h, rt, method)) {
+		refuse_on_relay(h, c);
 		return;
 	}
 	enum http_result ret;
-	if (!auth_precheck(p, c, gate_of(url, method), &ret))
+	if (!auth_precheck(h->auth, c, gate_of(rt, method), &ret))
 		return;
 	if (len >= 0 && (uint64_t)len > r->cap) {
 		r->too_big = true;
-		too_large(p, c, r);
+		too_large(h, c, r);
 	}
 }
 
 static void on_body(void *cls, struct http_conn *c, void *req, const char *data, size_t len)
 {
-	struct plane *p = cls;
+	struct http_server *h = cls;
 	struct request *r = req;
 	if (r->body.len + len > r->cap) {
 		r->too_big = true;
 		buf_release(&r->body);
-		too_large(p, c, r);   /* the rest is not read */
+		too_large(h, c, r);   /* the rest is not read */
 		return;
 	}
 	buf_append(&r->body, data, len);
@@ -300,7 +270,7 @@ static void on_body(void *cls, struct http_conn *c, void *req, const char *data,
 
 static void on_request(void *cls, struct http_conn *c, void *req)
 {
-	struct plane *p = cls;
+	struct http_server *h = cls;
 	struct request *r = req;
 	if (r->job) {
 		/* resumed: the writer (or reader) thread has the answer */
@@ -310,40 +280,40 @@ static void on_request(void *cls, struct http_conn *c, void *req)
 			return;
 		}
 		r->job = NULL;
-		http_send(c, res.status, "application/json", &res.body, res.gzip_ok);
+		http_send_result(c, &res);
 		return;
 	}
-	if (atomic_load(&p->stopping) && !r->waiter) {
+	if (atomic_load(&h->core->stopping) && !r->waiter) {
 		http_send_error(c, HTTP_SERVICE_UNAVAILABLE, "the plane is shutting down");
 		return;
 	}
-	route(p, c, r, http_path(c), http_method(c));
+	route(h, c, r, http_path(c), http_method(c));
 }
 
 static void on_completed(void *cls, struct http_conn *c, void *req)
 {
-	struct plane *p = cls;
+	struct http_server *h = cls;
 	struct request *r = req;
 	(void)c;
 	if (!r)
 		return;
 	if (r->waiter)
-		hub_waiter_release(p->hub, r->waiter);
+		hub_waiter_release(h->core->hub, r->waiter);
 	if (r->job)
-		writer_forget(p->writer, r->job);
+		writer_forget(h->core->writer, r->job);
 	buf_release(&r->body);
 	free(r);
 }
 
-int http_start(struct plane *p, char *err, size_t errlen)
+int http_start(struct http_server *h, char *err, size_t errlen)
 {
 	char lerr[512];
-	p->listen_fd = listen_tcp(p->cfg.listen, 4096, p->listen_addr, sizeof(p->listen_addr), lerr, sizeof(lerr));
-	if (p->listen_fd < 0) {
+	h->listen_fd = listen_tcp(h->opt.listen, 4096, h->listen_addr, sizeof(h->listen_addr), lerr, sizeof(lerr));
+	if (h->listen_fd < 0) {
 		snprintf(err, errlen, "listen: %s", lerr);
 		return -1;
 	}
-	unsigned limit = (unsigned)p->cfg.max_connections;
+	unsigned limit = h->opt.max_connections;
 	if (!limit) {
 		struct rlimit rl;
 		getrlimit(RLIMIT_NOFILE, &rl);
@@ -351,40 +321,40 @@ int http_start(struct plane *p, char *err, size_t errlen)
 		limit = cur > 64 ? (unsigned)(cur - 32) : 32;
 	}
 	struct httpd_config hc = {
-		.listen_fd = p->listen_fd,
-		.threads = (unsigned)p->cfg.threads,
+		.listen_fd = h->listen_fd,
+		.threads = h->opt.threads,
 		.max_connections = limit,
-		.max_pending_per_address = (unsigned)p->cfg.max_pending_per_address,
-		.header_timeout_ms = (unsigned)(p->cfg.header_timeout * 1000),
-		.idle_timeout_s = (unsigned)p->cfg.send_timeout,
+		.max_pending_per_address = h->opt.max_pending_per_address,
+		.header_timeout_ms = (unsigned)(h->opt.header_timeout * 1000),
+		.idle_timeout_s = h->opt.send_timeout,
 		/* the largest head we accept: a 200-byte node id with 32 labels
 		 * of 63/63 bytes, or a 4 KiB admin token, with room */
 		.max_header_bytes = 16384,
 	};
-	if (p->tls) {
-		hc.tls_creds = tls_credentials(p->tls);
-		hc.tls_priority = tls_priority(p->tls);
-		hc.tls_request_cert = tls_client_ca_pem(p->tls) != NULL;
+	if (h->tls) {
+		hc.tls_creds = tls_credentials(h->tls);
+		hc.tls_priority = tls_priority(h->tls);
+		hc.tls_request_cert = tls_client_ca_pem(h->tls) != NULL;
 	}
-	struct httpd_app app = { p, on_headers, on_body, on_request, on_completed };
-	p->httpd = httpd_start(&hc, &app, lerr, sizeof(lerr));
-	if (!p->httpd) {
-		snprintf(err, errlen, "cannot start the HTTP server on %s: %s", p->listen_addr, lerr);
-		close(p->listen_fd);
-		p->listen_fd = -1;
+	struct httpd_app app = { h, on_headers, on_body, on_request, on_completed };
+	h->httpd = httpd_start(&hc, &app, lerr, sizeof(lerr));
+	if (!h->httpd) {
+		snprintf(err, errlen, "cannot start the HTTP server on %s: %s", h->listen_addr, lerr);
+		close(h->listen_fd);
+		h->listen_fd = -1;
 		return -1;
 	}
-	log_info("listening on %s (%s, %llu threads, up to %u connections)", p->listen_addr,
-		 !p->tls ? "plain HTTP" : tls_client_ca_pem(p->tls) ? "HTTPS, client certificates" : "HTTPS",
-		 (unsigned long long)p->cfg.threads, limit);
+	log_info("listening on %s (%s, %u threads, up to %u connections)", h->listen_addr,
+		 !h->tls ? "plain HTTP" : tls_client_ca_pem(h->tls) ? "HTTPS, client certificates" : "HTTPS",
+		 h->opt.threads, limit);
 	return 0;
 }
 
-bool http_listens_on_loopback(struct plane *p)
+bool http_listens_on_loopback(struct http_server *h)
 {
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
-	if (p->listen_fd < 0 || getsockname(p->listen_fd, (struct sockaddr *)&ss, &sl) < 0)
+	if (h->listen_fd < 0 || getsockname(h->listen_fd, (struct sockaddr *)&ss, &sl) < 0)
 		return false;
 	if (ss.ss_family == AF_INET) {
 		const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
@@ -397,23 +367,23 @@ bool http_listens_on_loopback(struct plane *p)
 	return false;
 }
 
-void http_quiesce(struct plane *p)
+void http_quiesce(struct http_server *h)
 {
-	if (p->httpd) {
-		httpd_quiesce(p->httpd);
-		p->listen_fd = -1;   /* closed with it */
+	if (h->httpd) {
+		httpd_quiesce(h->httpd);
+		h->listen_fd = -1;   /* closed with it */
 	}
 }
 
-void http_stop(struct plane *p)
+void http_stop(struct http_server *h)
 {
-	if (p->httpd) {
-		httpd_stop(p->httpd);
-		p->httpd = NULL;
-		p->listen_fd = -1;
+	if (h->httpd) {
+		httpd_stop(h->httpd);
+		h->httpd = NULL;
+		h->listen_fd = -1;
 	}
-	if (p->listen_fd >= 0) {
-		close(p->listen_fd);
-		p->listen_fd = -1;
+	if (h->listen_fd >= 0) {
+		close(h->listen_fd);
+		h->listen_fd = -1;
 	}
 }

@@ -1,18 +1,25 @@
-/* http/http.h: the plane's side of its HTTP server (httpd.h): request state,
- * what a route needs before its body is read, routing, and the response
- * helpers every handler uses. Streams and long-polls are suspended, not
- * parked on threads. */
+/* http/http.h: the plane's side of its HTTP server (net/httpd.h): request
+ * state, routing by a table of routes (api/ gives it; this wing knows no
+ * handler by name), what a route needs before its body is read, and the
+ * response helpers every handler uses. Streams and long-polls are
+ * suspended, not parked on threads. */
 #ifndef TETHER_HTTP_H
 #define TETHER_HTTP_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+
+#include "http/auth.h"
 #include "net/httpd.h"
 
 #include "buf.h"
 
-struct plane;
+struct auth;
+struct core;
+struct plane_tls;
 struct waiter;
+struct write_result;
 
 /* A poll answer's statement, also on a 304 (docs/protocol.md). */
 #define STATEMENT_HEADER "Tether-Statement"
@@ -28,10 +35,56 @@ struct request {
 	struct write_job *job;      /* a suspended write or history read (writer.c) */
 };
 
-int http_start(struct plane *p, char *err, size_t errlen);
+/* A handler: ctx is the server's (the plane), rest the path after a
+ * prefix route's path ("" for an exact one). */
+typedef enum http_result (*http_handler)(void *ctx, struct http_conn *c, struct request *r, const char *method,
+					 const char *rest);
+
+/* The body bound of a route that takes --max-request (a PUT's body is
+ * held to --max-body after). */
+#define HTTP_CAP_MAX_REQUEST UINT64_MAX
+
+/* One route. The first whose path matches wins: an exact path, or, when
+ * prefix, any path starting with it (rest: what follows). */
+struct http_route {
+	const char *path;
+	bool prefix;
+	const char *allow;          /* its methods, as Allow lists them ("GET, PUT, DELETE"); GET takes HEAD */
+	enum auth_gate gate;        /* what a request other than a GET needs, before its body is read */
+	bool open;                  /* anyone, with any method (/healthz, the console's files) */
+	bool relay_serves;          /* a relay answers it though it is not a GET (else 421: the origin's) */
+	uint64_t body_cap;          /* the most its body may be (0: 4096; HTTP_CAP_MAX_REQUEST) */
+	http_handler handler;       /* NULL: no such endpoint (a prefix that only sets the gate) */
+};
+
+/* The server's options (the plane's, at start-up). */
+struct http_options {
+	const char *listen;
+	unsigned threads;
+	unsigned max_connections;          /* 0: from the open-files limit */
+	unsigned max_pending_per_address;
+	double header_timeout, send_timeout;   /* seconds */
+	uint64_t max_request;
+};
+
+/* The server. The plane fills what is above the line, http_start the rest. */
+struct http_server {
+	struct http_options opt;
+	const struct http_route *routes;   /* ends with a NULL path */
+	void *ctx;                         /* what handlers get */
+	struct core *core;                 /* the store's backend, the hub, the writer, counters */
+	struct auth *auth;
+	struct plane_tls *tls;             /* NULL: plain HTTP */
+	/* ---- */
+	struct httpd *httpd;
+	int listen_fd;
+	char listen_addr[80];              /* "127.0.0.1:7070", the real port */
+};
+
+int http_start(struct http_server *h, char *err, size_t errlen);
 /* Stops accepting new connections (before streams are closed). */
-void http_quiesce(struct plane *p);
-void http_stop(struct plane *p);
+void http_quiesce(struct http_server *h);
+void http_stop(struct http_server *h);
 
 /* Responses. Each takes ownership of body. */
 enum http_result http_send(struct http_conn *c, unsigned status, const char *type, struct buf *body,
@@ -47,50 +100,9 @@ enum http_result http_send_error(struct http_conn *c, unsigned status, const cha
 
 bool http_accepts_gzip(struct http_conn *c);
 /* Whether the plane listens on a loopback address only. */
-bool http_listens_on_loopback(struct plane *p);
-
-/* Handlers (api_*.c). rest is the path after the route's prefix. */
-enum http_result api_healthz(struct plane *p, struct http_conn *c);
-enum http_result api_metrics(struct plane *p, struct http_conn *c);
-enum http_result api_status(struct plane *p, struct http_conn *c);
-enum http_result api_resource(struct plane *p, struct http_conn *c, struct request *r,
-			     const char *method, const char *name);
-enum http_result api_resources_list(struct plane *p, struct http_conn *c);
-enum http_result api_batch(struct plane *p, struct http_conn *c, struct request *r);
-enum http_result api_nodes(struct plane *p, struct http_conn *c, const char *method, const char *id);
-enum http_result api_ack(struct plane *p, struct http_conn *c, struct request *r);
-enum http_result api_report(struct plane *p, struct http_conn *c, struct request *r);
-/* The traffic report in a node record that came from another replica
- * (pass_on false) or up from a relay (true), validated as POST /v1/report
- * validates it and recorded (a refused one is logged, naming from). */
-struct persist_node;
-void api_record_traffic(struct plane *p, const struct persist_node *pn, const char *from, bool pass_on);
-enum http_result api_stream(struct plane *p, struct http_conn *c);
-enum http_result api_relay_stream(struct plane *p, struct http_conn *c);
-enum http_result api_relay_nodes(struct plane *p, struct http_conn *c, struct request *r);
-enum http_result api_relay_statement(struct plane *p, struct http_conn *c);
-enum http_result api_config(struct plane *p, struct http_conn *c, struct request *r);
-enum http_result api_rollouts(struct plane *p, struct http_conn *c);
-enum http_result api_rollout_current(struct plane *p, struct http_conn *c);
-enum http_result api_rollout_abort(struct plane *p, struct http_conn *c);
-enum http_result api_events(struct plane *p, struct http_conn *c);
-enum http_result api_ui(struct plane *p, struct http_conn *c, const char *rest);
-enum http_result api_tokens(struct plane *p, struct http_conn *c, struct request *r, const char *method,
-			   const char *id);
-
-/* The version log (api/history.c): GET /v1/history, /v1/history/{V},
- * /v1/diff, /v1/resources/{name}?at=V and POST /v1/revert. With a shared
- * backend they read it off the HTTP threads (writer_call; r->job). */
-struct principal;
-enum http_result api_history(struct plane *p, struct http_conn *c, struct request *r, const char *version);
-enum http_result api_diff(struct plane *p, struct http_conn *c, struct request *r);
-enum http_result api_revert(struct plane *p, struct http_conn *c, struct request *r);
-enum http_result api_history_get_at(struct plane *p, struct http_conn *c, struct request *r,
-				   const struct principal *who, const char *name, const char *at);
-/* A write's message: at most 1024 bytes, no control characters. 0, or -1
- * with err. */
-int history_message_check(const char *m, char *err, size_t errlen);
-/* A resource body as who may see it (api/resources.c). */
-void api_append_body(struct buf *b, const struct principal *who, const char *name, const char *body, size_t len);
+bool http_listens_on_loopback(struct http_server *h);
+/* A write's (or a writer call's) answer: its body, or its error as every
+ * error answer is written. Takes the result's memory. */
+enum http_result http_send_result(struct http_conn *c, struct write_result *res);
 
 #endif

@@ -1,9 +1,9 @@
 /* http/tls.c: the plane's certificate, key and client-certificate checks
  * (see tls.h). */
 #include "http/tls.h"
-#include "log.h"
 #include "core/nodes.h"
 #include "core/tokens.h"
+#include "log.h"
 #include "util.h"
 #include "xmalloc.h"
 

@@ -1,23 +1,9 @@
-/* persist/persist.c: picks the persistence backend by name (--store) and the few
- * calls that dispatch through a commit in progress (see persist.h). */
+/* persist/persist.c: the few calls that dispatch through the backend in
+ * hand or a commit in progress (see persist/persist.h). */
 #include "persist/persist.h"
-#include "plane.h"
 
 #include <stdio.h>
 #include <string.h>
-
-struct persist *persist_open(const struct plane_config *cfg, char *err, size_t errlen)
-{
-	if (cfg->upstream)
-		return persist_relay_open(cfg, err, errlen);
-	const char *name = cfg->store ? cfg->store : "sqlite";
-	if (strcmp(name, "sqlite") == 0)
-		return persist_sqlite_open(cfg->data, err, errlen);
-	if (strcmp(name, "etcd") == 0)
-		return persist_etcd_open(cfg, err, errlen);
-	snprintf(err, errlen, "store: unknown backend '%s'", name);
-	return NULL;
-}
 
 void persist_close(struct persist *p)
 {

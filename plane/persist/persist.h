@@ -11,10 +11,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct plane_config;
-struct store;
-struct store_change;
-struct store_entry;
 struct ro_run;
 
 /* Errors beyond -1: the backend cannot be reached or has no quorum (a
@@ -38,16 +34,37 @@ struct persist_txn {
 };
 typedef int (*persist_hook)(void *ctx, struct persist_txn *tx, uint64_t version, char *err, size_t errlen);
 
+/* One change of a commit: a new body, or a deletion (body NULL). */
+struct persist_change {
+	const char *name;
+	const char *body;
+	size_t body_len;
+};
+
+/* A state moving to the history: name's body as of version (body NULL: a
+ * tombstone deleted at deleted_at). */
+struct persist_state {
+	const char *name;
+	const char *body;
+	size_t body_len;
+	uint64_t version;
+	int64_t deleted_at;
+};
+
+/* Loading the history: one older state of name (body NULL: deleted at
+ * that version). Returns 0, or -1 when the store holds no such name. */
+typedef int (*persist_history_cb)(void *ctx, const char *name, uint64_t version, const char *body, size_t len);
+
 /* What one store commit writes. */
 struct persist_commit {
 	uint64_t version;                  /* the new global version */
 	uint64_t horizon;                  /* the tombstone horizon after this commit */
 	int64_t now;                       /* deletion time for new tombstones */
-	const struct store_change *changes;
+	const struct persist_change *changes;
 	size_t nchanges;
 	const char *const *pruned;         /* tombstones dropped by this commit */
 	size_t npruned;
-	const struct store_entry *const *kept;  /* states moving to the history */
+	const struct persist_state *kept;  /* states moving to the history */
 	size_t nkept;
 	persist_hook hook;                 /* more writes in the same commit */
 	void *hook_ctx;
@@ -185,9 +202,9 @@ struct persist_ops {
 	 * order, the global version and the tombstone horizon */
 	int (*load)(struct persist *p, persist_resource_cb cb, void *ctx, uint64_t *version, uint64_t *horizon,
 		    char *err, size_t errlen);
-	/* the history rows into s, whether history is kept, and its pin */
-	int (*load_history)(struct persist *p, struct store *s, bool *keep, uint64_t *pin, char *err,
-			    size_t errlen);
+	/* the history rows, each to cb; whether history is kept, and its pin */
+	int (*load_history)(struct persist *p, persist_history_cb cb, void *ctx, bool *keep, uint64_t *pin,
+			    char *err, size_t errlen);
 	/* one version, durable before it returns; the hook runs inside */
 	int (*commit)(struct persist *p, const struct persist_commit *c, char *err, size_t errlen);
 	/* drops history no version >= floor needs (all when !keep); records the pin */
@@ -265,16 +282,30 @@ struct persist_ops {
 	char *(*statement)(struct persist *p, uint64_t version, const char *sub, char *err, size_t errlen);
 };
 
-/* Opens the backend cfg->store names ("sqlite", "etcd"). NULL with err. */
-struct persist *persist_open(const struct plane_config *cfg, char *err, size_t errlen);
+/* The backends. plane.c opens the one --store (or --upstream) names;
+ * each returns NULL with err. */
 void persist_close(struct persist *p);
 
-/* Opens the embedded SQLite backend in dir (tests call it directly). */
+/* The embedded SQLite backend in dir (tests call it directly). */
 struct persist *persist_sqlite_open(const char *dir, char *err, size_t errlen);
-/* Opens the etcd backend. */
-struct persist *persist_etcd_open(const struct plane_config *cfg, char *err, size_t errlen);
-/* Opens a relay's backend: the state of --upstream, in memory. */
-struct persist *persist_relay_open(const struct plane_config *cfg, char *err, size_t errlen);
+
+/* The etcd backend: a replica of a plane whose store etcd holds. */
+struct persist_etcd_options {
+	const char *endpoints;                 /* --etcd, comma-separated */
+	const char *ca, *cert, *key, *token_file;
+	const char *prefix;                    /* --etcd-prefix; NULL: "/tether/" */
+	double lease_ttl;                      /* the replica's lease; 0: 10 s */
+	const char *listen;                    /* part of the replica's name */
+};
+struct persist *persist_etcd_open(const struct persist_etcd_options *o, char *err, size_t errlen);
+
+/* A relay's backend: the state of its upstream, in memory. */
+struct persist_relay_options {
+	const char *upstream;                  /* --upstream: the planes it follows, comma-separated */
+	const char *relay_id;                  /* its name upstream; NULL: the host name */
+	const char *token_file, *ca, *cert, *key;
+};
+struct persist *persist_relay_open(const struct persist_relay_options *o, char *err, size_t errlen);
 
 /* Inside a commit's hook: adds a rollout record to the commit. */
 int persist_txn_rollout(struct persist_txn *tx, const struct ro_run *run, uint64_t released, char *err,

@@ -5,7 +5,6 @@
 #include "rollout/gate.h"
 #include "core/events.h"
 #include "log.h"
-#include "plane.h"
 #include "rollout/rollout.h"
 #include "strmap.h"
 #include "util.h"
@@ -84,7 +83,7 @@ struct gate {
 
 /* ---- the gate ------------------------------------------------------------ */
 
-struct gate *gate_new(const struct plane_config *cfg, char *err, size_t errlen)
+struct gate *gate_new(const struct gate_options *cfg, char *err, size_t errlen)
 {
 	if (errlen)
 		err[0] = 0;
@@ -97,15 +96,15 @@ struct gate *gate_new(const struct plane_config *cfg, char *err, size_t errlen)
 	strmap_init(&g->idx);
 	traffic_init(&g->kept);
 	atomic_init(&g->running, false);
-	if (cfg->gate_error_rate) {
-		gate_parse_limit("gate-error-rate", cfg->gate_error_rate, true, &g->err, err, errlen);
-		snprintf(g->err_text, sizeof(g->err_text), "%s", cfg->gate_error_rate);
+	if (cfg->error_rate) {
+		gate_parse_limit("gate-error-rate", cfg->error_rate, true, &g->err, err, errlen);
+		snprintf(g->err_text, sizeof(g->err_text), "%s", cfg->error_rate);
 	}
-	if (cfg->gate_latency_p99) {
-		gate_parse_limit("gate-latency-p99", cfg->gate_latency_p99, false, &g->p99, err, errlen);
-		snprintf(g->p99_text, sizeof(g->p99_text), "%s", cfg->gate_latency_p99);
+	if (cfg->latency_p99) {
+		gate_parse_limit("gate-latency-p99", cfg->latency_p99, false, &g->p99, err, errlen);
+		snprintf(g->p99_text, sizeof(g->p99_text), "%s", cfg->latency_p99);
 	}
-	g->min = cfg->gate_min_requests ? cfg->gate_min_requests : GATE_MIN_REQUESTS_DEFAULT;
+	g->min = cfg->min_requests ? cfg->min_requests : GATE_MIN_REQUESTS_DEFAULT;
 	g->max_nodes = cfg->max_nodes ? cfg->max_nodes : 100000;
 	g->every_ms = GATE_JUDGE_EVERY_MS;
 	return g;

@@ -49,8 +49,17 @@
 #include "traffic.h"
 
 struct gate;
-struct plane_config;
 struct events;
+
+/* The gates' options (the plane's, at start-up). */
+struct gate_options {
+	const char *error_rate;      /* --gate-error-rate: "0.01" or "2x"; NULL: none */
+	const char *latency_p99;     /* --gate-latency-p99: "50" (ms) or "2x"; NULL: none */
+	uint64_t min_requests;       /* --gate-min-requests; 0: not given */
+	uint64_t max_nodes;          /* --max-nodes; 0: the default */
+	const char *rollout;         /* --rollout: gates judge a staged one only */
+	bool relay;                  /* --upstream: a relay judges nothing */
+};
 
 #define GATE_MIN_REQUESTS_DEFAULT 100
 /* Reports alone are judged again at most this often (a judgement walks
@@ -60,7 +69,7 @@ struct events;
 
 /* The gate the options ask for: NULL (and err empty) when none is
  * configured, NULL with err when an option is wrong. */
-struct gate *gate_new(const struct plane_config *cfg, char *err, size_t errlen);
+struct gate *gate_new(const struct gate_options *cfg, char *err, size_t errlen);
 void gate_free(struct gate *g);
 
 /* A node's report of the traffic its live generation served (from an ACK
@@ -83,10 +92,10 @@ struct gate_limit {
 int gate_parse_limit(const char *option, const char *s, bool rate, struct gate_limit *out, char *err,
 		     size_t errlen);
 /* Whether any gate option is given. */
-bool gate_configured(const struct plane_config *c);
+bool gate_configured(const struct gate_options *c);
 /* The cross-checks of the gate options (plane_config_check): values well
  * formed, and any of them only with --rollout staged. 0, or -1 with err. */
-int gate_check_config(const struct plane_config *c, char *err, size_t errlen);
+int gate_check_config(const struct gate_options *c, char *err, size_t errlen);
 
 /* ---- the rollout's side --------------------------------------------------- */
 

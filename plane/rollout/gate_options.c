@@ -2,7 +2,6 @@
  * --gate-latency-p99, --gate-min-requests): their values parsed and
  * checked, with errors that name the option (see gate.h). */
 #include "rollout/gate.h"
-#include "plane.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,25 +56,25 @@ int gate_parse_limit(const char *option, const char *s, bool rate, struct gate_l
 	return 0;
 }
 
-bool gate_configured(const struct plane_config *c)
+bool gate_configured(const struct gate_options *c)
 {
-	return c->gate_error_rate || c->gate_latency_p99 || c->gate_min_requests;
+	return c->error_rate || c->latency_p99 || c->min_requests;
 }
 
-int gate_check_config(const struct plane_config *c, char *err, size_t errlen)
+int gate_check_config(const struct gate_options *c, char *err, size_t errlen)
 {
 	struct gate_limit l;
-	if (c->gate_error_rate && gate_parse_limit("gate-error-rate", c->gate_error_rate, true, &l, err, errlen) < 0)
+	if (c->error_rate && gate_parse_limit("gate-error-rate", c->error_rate, true, &l, err, errlen) < 0)
 		return -1;
-	if (c->gate_latency_p99 &&
-	    gate_parse_limit("gate-latency-p99", c->gate_latency_p99, false, &l, err, errlen) < 0)
+	if (c->latency_p99 &&
+	    gate_parse_limit("gate-latency-p99", c->latency_p99, false, &l, err, errlen) < 0)
 		return -1;
 	if (!gate_configured(c))
 		return 0;
-	const char *which = c->gate_error_rate ? "--gate-error-rate"
-			    : c->gate_latency_p99 ? "--gate-latency-p99"
+	const char *which = c->error_rate ? "--gate-error-rate"
+			    : c->latency_p99 ? "--gate-latency-p99"
 						  : "--gate-min-requests";
-	if (c->upstream) {
+	if (c->relay) {
 		snprintf(err, errlen, "%s: a relay (--upstream) judges no rollout; give the gates to the origin plane",
 			 which);
 		return -1;
@@ -84,7 +83,7 @@ int gate_check_config(const struct plane_config *c, char *err, size_t errlen)
 		snprintf(err, errlen, "%s needs --rollout staged: the gates judge the stages of a staged rollout", which);
 		return -1;
 	}
-	if (!c->gate_error_rate && !c->gate_latency_p99) {
+	if (!c->error_rate && !c->latency_p99) {
 		snprintf(err, errlen, "--gate-min-requests needs a gate to apply to: --gate-error-rate or "
 			 "--gate-latency-p99");
 		return -1;

@@ -7,21 +7,21 @@
  * targets changes them first and moves the store's history floor after,
  * so a push computed for an old target still finds its history. */
 #include "rollout/rollout.h"
-#include "persist/records_json.h"
+#include "core/core.h"
 #include "core/events.h"
-#include "rollout/gate.h"
 #include "core/hub.h"
-#include "resource.h"
-#include "log.h"
-#include "plane.h"
 #include "core/pushcache.h"
-#include "persist/persist.h"
-#include "persist/rollout_rec.h"
-#include "rollout/order.h"
 #include "core/store.h"
+#include "core/validate.h"
+#include "log.h"
+#include "persist/persist.h"
+#include "persist/records_json.h"
+#include "persist/rollout_rec.h"
+#include "resource.h"
+#include "rollout/gate.h"
+#include "rollout/order.h"
 #include "strmap.h"
 #include "util.h"
-#include "core/validate.h"
 #include "xmalloc.h"
 
 #include <cjson/cJSON.h>
@@ -39,7 +39,8 @@ struct member {
 };
 
 struct rollout {
-	struct plane *p;
+	struct core *p;
+	struct gate *gate;           /* NULL: none configured */
 	pthread_mutex_t ctl;
 	pthread_mutex_t lock;
 	bool staged;
@@ -263,7 +264,10 @@ static void wake_nodes(struct rollout *r)
 	store_rdunlock(r->p->store);
 	if (r->p->hub)
 		hub_notify(r->p->hub, newest);
-	events_rollout(r->p->events, r);
+	struct buf b = BUF_INIT;
+	if (rollout_current_json(r, &b) == 0 && b.data)
+		events_rollout(r->p->events, b.data);
+	buf_release(&b);
 }
 
 /* Under lock: frees the run's members and index. */
@@ -370,7 +374,7 @@ static void start(struct rollout *r, uint64_t from, uint64_t to)
 	r->started++;
 	index_members(r, NULL, 0);
 	pthread_mutex_unlock(&r->lock);
-	gate_set_running(r->p->gate, true);
+	gate_set_running(r->gate, true);
 
 	log_info("rollout %llu: version %llu -> %llu to %zu nodes, stages %u%% (%zu nodes) first", (unsigned long long)id,
 		 (unsigned long long)from, (unsigned long long)to, n, r->stages[0], run.reached);
@@ -518,7 +522,7 @@ static int write_rows(void *ctx, struct persist_txn *tx, uint64_t version, char 
 
 static int revert(struct rollout *r, enum ro_state final, const char *reason, char *err, size_t errlen)
 {
-	struct plane *p = r->p;
+	struct core *p = r->p;
 	/* the run's members and scalars are stable while ctl is held */
 	pthread_mutex_lock(&r->lock);
 	struct ro_run done = r->run;
@@ -644,7 +648,7 @@ enum action { ACT_NONE, ACT_START, ACT_ADVANCE, ACT_COMPLETE, ACT_REVERT };
  * sets the failure as a NACK does, which the step then reverts. */
 static enum gate_verdict judge(struct rollout *r)
 {
-	struct gate *g = r->p->gate;
+	struct gate *g = r->gate;
 	if (!g)
 		return GATE_PASS;
 	struct gate_stage_view v = { 0 };
@@ -694,7 +698,7 @@ void rollout_step(struct rollout *r)
 	pthread_mutex_lock(&r->lock);
 	bool running = in_progress(r);
 	pthread_mutex_unlock(&r->lock);
-	gate_set_running(r->p->gate, running);   /* nodes report while a rollout runs */
+	gate_set_running(r->gate, running);   /* nodes report while a rollout runs */
 	if (!lead_now(r)) {
 		pthread_mutex_unlock(&r->ctl);
 		return;   /* another replica is the controller: its records come */
@@ -924,10 +928,10 @@ int rollout_current_json(struct rollout *r, struct buf *out)
 		rc = 0;
 	}
 	pthread_mutex_unlock(&r->lock);
-	if (rc == 0 && r->p->gate && out->len && out->data[out->len - 1] == '}') {
+	if (rc == 0 && r->gate && out->len && out->data[out->len - 1] == '}') {
 		/* the gates' comparison (their own lock: not under ours) */
 		out->len--;
-		gate_json(r->p->gate, id, live, out);
+		gate_json(r->gate, id, live, out);
 		buf_putc(out, '}');
 	}
 	return rc;
@@ -998,7 +1002,7 @@ void rollout_metrics(struct rollout *r, struct buf *out)
 			      "# TYPE tether_replicas_up gauge\n");
 		buf_printf(out, "tether_replicas_up %zu\n", replicas);
 	}
-	gate_metrics(r->p->gate, out);
+	gate_metrics(r->gate, out);
 }
 
 /* ---- start-up, and replicas --------------------------------------------------- */
@@ -1088,7 +1092,7 @@ static int follow_records(struct rollout *r, char *err, size_t errlen)
  * pinned back to its baseline. At start, or on becoming the controller. */
 static int resume(struct rollout *r, char *err, size_t errlen)
 {
-	struct plane *p = r->p;
+	struct core *p = r->p;
 	struct ro_run run;
 	bool have;
 	uint64_t released;
@@ -1317,16 +1321,18 @@ uint64_t rollout_released_now(struct rollout *r, uint64_t newest)
 	return released;
 }
 
-struct rollout *rollout_open(struct plane *p, char *err, size_t errlen)
+struct rollout *rollout_open(struct core *p, struct gate *gate, const struct rollout_options *o, char *err,
+			     size_t errlen)
 {
 	struct rollout *r = xcalloc(1, sizeof(*r));
 	r->p = p;
+	r->gate = gate;
 	pthread_mutex_init(&r->ctl, NULL);
 	pthread_mutex_init(&r->lock, NULL);
 	strmap_init(&r->idx);
-	r->staged = strcmp(p->cfg.rollout, "staged") == 0;
+	r->staged = strcmp(o->mode, "staged") == 0;
 	r->shared = p->persist->ops->lead != NULL;
-	r->bake_ms = (int64_t)(p->cfg.bake * 1000);
+	r->bake_ms = (int64_t)(o->bake * 1000);
 	/* a rollout started before the known nodes are back would have no
 	 * members and reach them all at once: give them three heartbeats (a
 	 * poller's window) to reconnect */
@@ -1334,8 +1340,8 @@ struct rollout *rollout_open(struct plane *p, char *err, size_t errlen)
 	nodes_stats(p->nodes, &ns);
 	if (ns.nodes > 0)
 		r->start_after = now_ms() + (int64_t)(p->cfg.heartbeat * 3000);
-	r->ack_timeout_ms = (int64_t)(p->cfg.ack_timeout * 1000);
-	if (rollout_parse_stages(p->cfg.stages, r->stages, &r->nstages, err, errlen) < 0)
+	r->ack_timeout_ms = (int64_t)(o->ack_timeout * 1000);
+	if (rollout_parse_stages(o->stages, r->stages, &r->nstages, err, errlen) < 0)
 		goto fail;
 
 	if (!r->staged) {

@@ -22,16 +22,26 @@
 
 #define ROLLOUT_MAX_STAGES 16
 
-struct plane;
+struct core;
+struct gate;
 struct rollout;
+
+/* The rollout's options (the plane's, at start-up). */
+struct rollout_options {
+	const char *mode;            /* "staged" or "immediate" (--rollout) */
+	const char *stages;          /* "1,10,100" (--stages) */
+	double bake;                 /* seconds a stage bakes (--bake) */
+	double ack_timeout;          /* seconds a member has to ACK (--ack-timeout) */
+};
 
 /* Parses "1,10,100": increasing percentages 1..100 ending at 100. */
 int rollout_parse_stages(const char *s, unsigned *out, size_t *n, char *err, size_t errlen);
 
 /* Loads the last rollout and the released version; resumes a rollout in
- * progress (or, under --rollout immediate, ends it). Needs p->persist, p->store
- * and p->nodes. NULL with err on failure. */
-struct rollout *rollout_open(struct plane *p, char *err, size_t errlen);
+ * progress (or, under --rollout immediate, ends it). Needs the core's
+ * persist, store and nodes; gate may be NULL. NULL with err on failure. */
+struct rollout *rollout_open(struct core *p, struct gate *gate, const struct rollout_options *o, char *err,
+			     size_t errlen);
 void rollout_free(struct rollout *r);
 bool rollout_staged(const struct rollout *r);
 

@@ -1,5 +1,5 @@
 /* fuzz_relay.c: libFuzzer target for what a relay reads from its upstream
- * (plane/persist/relay/state.c, plane/records_json.c): the state event, and the
+ * (plane/persist/relay/state.c, plane/persist/records_json.c): the state event, and the
  * rollout, node and token records of the other events and of a relay's
  * POST /v1/relay/nodes. An upstream is authenticated, but a broken or
  * lying one must get a clear refusal, never a crash or a half state.

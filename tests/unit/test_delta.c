@@ -1,4 +1,4 @@
-/* test_delta.c: unit tests of plane/delta.c over a store in a temporary
+/* test_delta.c: unit tests of plane/core/delta.c over a store in a temporary
  * directory: the gap, snapshots, make-before-break order, subscriptions,
  * and deltas to an older target version over the store's history
  * (delta_collect_at). */

@@ -1,4 +1,4 @@
-/* test_digests.c: unit tests of plane/digests.c over a store in a
+/* test_digests.c: unit tests of plane/core/digests.c over a store in a
  * temporary directory. Every digest digests_at gives is checked against
  * one recomputed from scratch: with lthash_seed over the (name, body) of
  * the store's live entries for the newest version, and over a model of

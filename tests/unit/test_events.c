@@ -1,4 +1,4 @@
-/* test_events.c: unit tests of the operators' event bus (plane/events.c):
+/* test_events.c: unit tests of the operators' event bus (plane/core/events.c):
  * what a subscriber reads, resuming with Last-Event-ID, the reset beyond
  * the ring, a subscriber that falls a ring behind, the events' JSON, and
  * a revoked token. Subscribers here have no connection (never suspended). */

@@ -1,4 +1,4 @@
-/* test_gate.c: unit tests of plane/gate.c, the traffic-aware gates of
+/* test_gate.c: unit tests of plane/rollout/gate.c, the traffic-aware gates of
  * staged rollouts, driven with real struct traffic reports (counted with
  * traffic_observe, cumulative as agents send them): a bad canary caught on
  * its error rate (absolute and Nx) and on its p99 (ten times slower), the
@@ -29,6 +29,14 @@
 
 static struct plane_config cfg;
 
+/* The gates' options as the plane hands them over. */
+static const struct gate_options *go_of(const struct plane_config *c)
+{
+	static struct gate_options o;
+	o = plane_gate_options(c);
+	return &o;
+}
+
 static struct gate *make_gate(const char *rollout, const char *err_rate, const char *p99, uint64_t min)
 {
 	char err[256] = "x";
@@ -38,7 +46,8 @@ static struct gate *make_gate(const char *rollout, const char *err_rate, const c
 	cfg.gate_error_rate = err_rate ? xstrdup(err_rate) : NULL;
 	cfg.gate_latency_p99 = p99 ? xstrdup(p99) : NULL;
 	cfg.gate_min_requests = min;
-	struct gate *g = gate_new(&cfg, err, sizeof(err));
+	struct gate_options go = plane_gate_options(&cfg);
+	struct gate *g = gate_new(&go, err, sizeof(err));
 	if (!g)
 		fail_msg("gate_new: %s", err);
 	gate_set_judge_interval(g, 0);   /* every report judged at once */
@@ -775,34 +784,34 @@ static void test_options(void **state)
 	/* none: no gate, no error */
 	plane_config_defaults(&cfg);
 	err[0] = 'x';
-	assert_null(gate_new(&cfg, err, sizeof(err)));
+	assert_null(gate_new(go_of(&cfg), err, sizeof(err)));
 	assert_string_equal(err, "");
 	assert_false(gate_wants_reports(NULL));
 	gate_report(NULL, "n1", NULL);
 	/* any gate option without --rollout staged */
 	cfg.gate_error_rate = xstrdup("0.01");
-	assert_null(gate_new(&cfg, err, sizeof(err)));
+	assert_null(gate_new(go_of(&cfg), err, sizeof(err)));
 	expect_in(err, "--gate-error-rate needs --rollout staged");
-	assert_int_equal(gate_check_config(&cfg, err, sizeof(err)), -1);
+	assert_int_equal(gate_check_config(go_of(&cfg), err, sizeof(err)), -1);
 	free(cfg.gate_error_rate);
 	cfg.gate_error_rate = NULL;
 	cfg.gate_min_requests = 10;
-	assert_int_equal(gate_check_config(&cfg, err, sizeof(err)), -1);
+	assert_int_equal(gate_check_config(go_of(&cfg), err, sizeof(err)), -1);
 	expect_in(err, "--gate-min-requests needs --rollout staged");
 	free(cfg.rollout);
 	cfg.rollout = xstrdup("staged");
-	assert_int_equal(gate_check_config(&cfg, err, sizeof(err)), -1);
+	assert_int_equal(gate_check_config(go_of(&cfg), err, sizeof(err)), -1);
 	expect_in(err, "--gate-min-requests needs a gate");
 	/* a malformed value names its option */
 	cfg.gate_latency_p99 = xstrdup("fast");
-	assert_int_equal(gate_check_config(&cfg, err, sizeof(err)), -1);
+	assert_int_equal(gate_check_config(go_of(&cfg), err, sizeof(err)), -1);
 	expect_in(err, "--gate-latency-p99: 'fast' is not a value");
 	free(cfg.gate_latency_p99);
 	cfg.gate_latency_p99 = xstrdup("2x");
-	assert_int_equal(gate_check_config(&cfg, err, sizeof(err)), 0);
+	assert_int_equal(gate_check_config(go_of(&cfg), err, sizeof(err)), 0);
 	/* a relay judges nothing */
 	cfg.upstream = xstrdup("http://127.0.0.1:1");
-	assert_int_equal(gate_check_config(&cfg, err, sizeof(err)), -1);
+	assert_int_equal(gate_check_config(go_of(&cfg), err, sizeof(err)), -1);
 	expect_in(err, "a relay");
 	free(cfg.upstream);
 	cfg.upstream = NULL;

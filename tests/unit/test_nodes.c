@@ -1,4 +1,4 @@
-/* test_nodes.c: unit tests of plane/nodes.c: nonce-matched ACK and NACK
+/* test_nodes.c: unit tests of plane/core/nodes.c: nonce-matched ACK and NACK
  * handling, poll nonces, the registry limit, and write-behind persistence. */
 #include <setjmp.h>
 #include <stdarg.h>

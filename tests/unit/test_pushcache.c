@@ -1,4 +1,4 @@
-/* test_pushcache.c: unit tests of plane/pushcache.c: shared encoded pushes
+/* test_pushcache.c: unit tests of plane/core/pushcache.c: shared encoded pushes
  * keyed by (have, version, subscription), eviction, and the gzip fragment. */
 #include <setjmp.h>
 #include <stdarg.h>

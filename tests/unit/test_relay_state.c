@@ -1,7 +1,7 @@
 /* test_relay_state.c: unit tests of what a relay stream carries: the state
- * event written from a real store (plane/persist/relay/state.c: history included,
+ * event written from a real store (plane/core/relay_feed.c: history included,
  * ascending, snapshots with tombstones) and read back, what the reader
- * refuses (with a reason), and the records of plane/records_json.c (a
+ * refuses (with a reason), and the records of plane/persist/records_json.c (a
  * rollout, a node with its via column and verification failures, a token)
  * going to JSON and back unchanged. */
 #include <setjmp.h>
@@ -17,6 +17,7 @@
 #include "buf.h"
 #include "persist/sqlite/sqlite.h"
 #include "persist/records_json.h"
+#include "core/relay_feed.h"
 #include "persist/relay/state.h"
 #include "persist/rollout_rec.h"
 #include "core/store.h"
@@ -100,7 +101,7 @@ static void test_history_in_order(void **state)
 	struct buf b = BUF_INIT;
 	uint64_t to;
 	bool full;
-	relay_state_encode(f->s, 0, 2, &b, &to, &full);
+	relay_feed_encode(f->s, 0, 2, &b, &to, &full);
 	assert_int_equal(to, 4);
 	assert_true(full);
 	struct relay_state rs;
@@ -121,7 +122,7 @@ static void test_history_in_order(void **state)
 
 	/* a delta from 3: only what came after */
 	buf_reset(&b);
-	relay_state_encode(f->s, 3, 0, &b, &to, &full);
+	relay_feed_encode(f->s, 3, 0, &b, &to, &full);
 	assert_false(full);
 	decode_ok(&b, &rs);
 	assert_int_equal(rs.n, 1);
@@ -132,7 +133,7 @@ static void test_history_in_order(void **state)
 
 	/* up to date: no change, still a state (the relay knows it is there) */
 	buf_reset(&b);
-	relay_state_encode(f->s, 4, 0, &b, &to, &full);
+	relay_feed_encode(f->s, 4, 0, &b, &to, &full);
 	decode_ok(&b, &rs);
 	assert_int_equal(rs.n, 0);
 	assert_int_equal(rs.version, 4);

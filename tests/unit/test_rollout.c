@@ -1,5 +1,5 @@
 /* test_rollout.c: unit tests of the staged-rollout building blocks:
- * rollout_parse_stages (plane/rollout.c), rollout_stage_size and the
+ * rollout_parse_stages (plane/rollout/rollout.c), rollout_stage_size and the
  * label-stratified rollout_order (plane/rollout/order.c), and the rollout
  * rows and released version in SQLite (plane/persist/sqlite/rollout.c), the latter in
  * a temporary data directory. */

@@ -1,4 +1,4 @@
-/* test_store.c: unit tests of plane/store.c, persist/sqlite/store.c and db.c in a
+/* test_store.c: unit tests of plane/core/store.c, persist/sqlite/store.c and db.c in a
  * temporary data directory: versions, tombstones, the horizon, reopening,
  * and the history a staged rollout pins (store_set_pin, store_body_at). */
 #include <setjmp.h>

@@ -1,4 +1,4 @@
-/* test_tokens.c: unit tests of plane/tokens.c over a database in a
+/* test_tokens.c: unit tests of plane/core/tokens.c over a database in a
  * temporary directory: tokens for a node and for each role, lookups (and
  * near misses), revocation, the listing (which never shows a secret or a
  * hash), what the database keeps, and reopening it. */

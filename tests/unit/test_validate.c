@@ -1,4 +1,4 @@
-/* test_validate.c: unit tests of plane/validate.c: canonical upserts and the
+/* test_validate.c: unit tests of plane/core/validate.c: canonical upserts and the
  * candidate-state checks (references, removals, names twice, the limit). */
 #include <setjmp.h>
 #include <stdarg.h>

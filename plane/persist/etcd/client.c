@@ -14,9 +14,9 @@
  * at. */
 #include "persist/etcd/client.h"
 #include "alive.h"
-#include "persist/records_json.h"
 #include "buf.h"
 #include "log.h"
+#include "persist/records_json.h"
 #include "urllist.h"
 #include "util.h"
 #include "xmalloc.h"

@@ -8,12 +8,10 @@
  * reloads cheaply: the keys with their mod_revision, then only the bodies
  * that changed, and the names that went away. */
 #include "persist/etcd/etcd.h"
-#include "persist/records_json.h"
-#include "persist/etcd/value.h"
 #include "log.h"
-#include "plane.h"
+#include "persist/etcd/value.h"
+#include "persist/records_json.h"
 #include "persist/rollout_rec.h"
-#include "core/store.h"
 #include "strmap.h"
 #include "util.h"
 #include "xmalloc.h"
@@ -338,7 +336,8 @@ static int et_load(struct persist *p, persist_resource_cb cb, void *ctx, uint64_
 	return rc;
 }
 
-static int et_load_history(struct persist *p, struct store *s, bool *keep, uint64_t *pin, char *err, size_t errlen)
+static int et_load_history(struct persist *p, persist_history_cb cb, void *ctx, bool *keep, uint64_t *pin, char *err,
+			   size_t errlen)
 {
 	struct persist_etcd *x = pe(p);
 	char *pk = persist_etcd_key(p, "pin"), *pv = NULL;
@@ -372,7 +371,7 @@ static int et_load_history(struct persist *p, struct store *s, bool *keep, uint6
 		int64_t del;
 		uint64_t v;
 		if (!slash || etcd_value_parse(lc.rows[i].value, lc.rows[i].len, &v, &del, &body, &blen) < 0 ||
-		    store_attach_history(s, slash + 1, v, body, blen) < 0) {
+		    cb(ctx, slash + 1, v, body, blen) < 0) {
 			snprintf(err, errlen, "etcd: a malformed history entry '%s'", lc.rows[i].name);
 			rc = -1;
 		}
@@ -516,7 +515,7 @@ static int commit_once(struct persist *p, const struct persist_commit *c, char *
 		free(k);
 	}
 	for (size_t i = 0; i < c->nkept; i++) {
-		const struct store_entry *e = c->kept[i];
+		const struct persist_state *e = &c->kept[i];
 		size_t len;
 		char *v = etcd_value_format(e->body, e->body_len, e->version, e->deleted_at, &len);
 		char *k = persist_etcd_key(p, "hist/%020llu/%s", (unsigned long long)e->version, e->name);
@@ -1166,13 +1165,13 @@ static const struct persist_ops persist_etcd_ops = {
 	.controller = et_controller,
 };
 
-struct persist *persist_etcd_open(const struct plane_config *cfg, char *err, size_t errlen)
+struct persist *persist_etcd_open(const struct persist_etcd_options *cfg, char *err, size_t errlen)
 {
 	struct etcd_opts o = {
-		.endpoints = cfg->etcd, .ca = cfg->etcd_ca, .cert = cfg->etcd_cert, .key = cfg->etcd_key,
-		.token_file = cfg->etcd_token_file, .timeout_s = 5,
+		.endpoints = cfg->endpoints, .ca = cfg->ca, .cert = cfg->cert, .key = cfg->key,
+		.token_file = cfg->token_file, .timeout_s = 5,
 	};
-	const char *prefix = cfg->etcd_prefix ? cfg->etcd_prefix : "/tether/";
+	const char *prefix = cfg->prefix ? cfg->prefix : "/tether/";
 	if (!prefix[0] || prefix[strlen(prefix) - 1] != '/') {
 		snprintf(err, errlen, "etcd-prefix: '%s' must end with '/'", prefix);
 		return NULL;

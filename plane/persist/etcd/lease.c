@@ -6,9 +6,9 @@
  * the key if absent, in one transaction. The key's create_revision fences
  * the controller's writes: a replica that lost the key cannot record a
  * transition. The set of live replicas is followed from the watch. */
-#include "persist/etcd/etcd.h"
 #include "alive.h"
 #include "log.h"
+#include "persist/etcd/etcd.h"
 #include "strmap.h"
 #include "util.h"
 #include "xmalloc.h"

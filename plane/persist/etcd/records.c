@@ -4,8 +4,8 @@
  * records under tokens/ID, each a small JSON object (records_json.h). A batch of node
  * records is a few transactions of up to TXN_OPS puts, not one write per
  * node. */
-#include "persist/etcd/etcd.h"
 #include "json.h"
+#include "persist/etcd/etcd.h"
 #include "persist/records_json.h"
 #include "persist/rollout_rec.h"
 #include "util.h"

@@ -15,11 +15,10 @@
  * commits (its floor, and a time no record above it is older than) is
  * cached, so etcd is read for the age trim only when a record is due.
  * Reads scan the vlog/ keys. */
-#include "persist/etcd/etcd.h"
 #include "buf.h"
 #include "json.h"
 #include "log.h"
-#include "core/store.h"
+#include "persist/etcd/etcd.h"
 #include "util.h"
 #include "xmalloc.h"
 
@@ -312,7 +311,7 @@ static void record_ops(struct persist *p, cJSON *ops, const struct persist_commi
 	record_head(&b, c);
 	buf_puts(&b, ",\"changes\":[");
 	for (size_t i = 0; i < c->nchanges; i++) {
-		const struct store_change *x = &c->changes[i];
+		const struct persist_change *x = &c->changes[i];
 		buf_puts(&b, i ? ",{\"name\":" : "{\"name\":");
 		buf_json_string(&b, x->name);
 		buf_puts(&b, ",\"before\":");

@@ -7,10 +7,10 @@
  * compaction instead of skipping what was compacted. A watch etcd cancels
  * for its token (expired, unknown to the member it reached) reopens with a
  * new one. */
-#include "persist/etcd/client.h"
 #include "alive.h"
 #include "buf.h"
 #include "log.h"
+#include "persist/etcd/client.h"
 #include "util.h"
 #include "xmalloc.h"
 

@@ -14,10 +14,9 @@
  *   heartbeat  {"version","time","interval","statement","report"}
  * Until follow() the events wait in a queue (the plane starts with the
  * first state in hand); then they are handed over as they come. */
-#include "persist/persist.h"
 #include "json.h"
 #include "log.h"
-#include "plane.h"
+#include "persist/persist.h"
 #include "persist/records_json.h"
 #include "persist/relay/link.h"
 #include "persist/relay/state.h"
@@ -451,9 +450,10 @@ static int rl_load(struct persist *p, persist_resource_cb cb, void *ctx, uint64_
 	return 0;
 }
 
-static int rl_load_history(struct persist *p, struct store *s, bool *keep, uint64_t *pin, char *err, size_t errlen)
+static int rl_load_history(struct persist *p, persist_history_cb cb, void *ctx, bool *keep, uint64_t *pin,
+			   char *err, size_t errlen)
 {
-	(void)p, (void)s, (void)err, (void)errlen;
+	(void)p, (void)cb, (void)ctx, (void)err, (void)errlen;
 	*keep = true;   /* the rollout records set the floor */
 	*pin = 0;
 	return 0;
@@ -805,7 +805,7 @@ static const struct persist_ops persist_relay_ops = {
 	.statement = rl_statement,
 };
 
-struct persist *persist_relay_open(const struct plane_config *cfg, char *err, size_t errlen)
+struct persist *persist_relay_open(const struct persist_relay_options *cfg, char *err, size_t errlen)
 {
 	struct persist_relay *x = xcalloc(1, sizeof(*x));
 	x->base.ops = &persist_relay_ops;
@@ -821,8 +821,8 @@ struct persist *persist_relay_open(const struct plane_config *cfg, char *err, si
 		x->id = xstrdup(host);
 	}
 	struct relay_link_opts o = {
-		.urls = cfg->upstream, .relay_id = x->id, .token_file = cfg->upstream_token_file,
-		.ca_file = cfg->upstream_ca, .cert = cfg->upstream_cert, .key = cfg->upstream_key,
+		.urls = cfg->upstream, .relay_id = x->id, .token_file = cfg->token_file,
+		.ca_file = cfg->ca, .cert = cfg->cert, .key = cfg->key,
 		.max_event = MAX_EVENT_BYTES,
 	};
 	struct relay_link_cbs cbs = { .ctx = x, .resume = link_resume, .event = link_event, .health = link_health };

@@ -9,8 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "persist/sqlite/db.h"
 #include "persist/rollout_rec.h"
+#include "persist/sqlite/db.h"
 
 
 /* Writes the run (insert or replace) and the released version, durably,

@@ -37,9 +37,10 @@ static int sq_load(struct persist *p, persist_resource_cb cb, void *ctx, uint64_
 	return store_sqlite_load(persist_sqlite_db(p), cb, ctx, version, horizon, err, errlen);
 }
 
-static int sq_load_history(struct persist *p, struct store *s, bool *keep, uint64_t *pin, char *err, size_t errlen)
+static int sq_load_history(struct persist *p, persist_history_cb cb, void *ctx, bool *keep, uint64_t *pin,
+			   char *err, size_t errlen)
 {
-	return store_sqlite_load_history(persist_sqlite_db(p), s, keep, pin, err, errlen);
+	return store_sqlite_load_history(persist_sqlite_db(p), cb, ctx, keep, pin, err, errlen);
 }
 
 static int sq_commit(struct persist *p, const struct persist_commit *c, char *err, size_t errlen)

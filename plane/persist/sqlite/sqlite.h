@@ -6,8 +6,8 @@
 #ifndef TETHER_PERSIST_SQLITE_H
 #define TETHER_PERSIST_SQLITE_H
 
-#include "persist/sqlite/db.h"
 #include "persist/persist.h"
+#include "persist/sqlite/db.h"
 
 struct db *persist_sqlite_db(struct persist *p);
 

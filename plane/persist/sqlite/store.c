@@ -90,7 +90,7 @@ int store_sqlite_commit(struct db *db, const struct persist_commit *txn, struct 
 		goto rollback;
 	}
 	for (size_t i = 0; i < txn->nkept; i++) {
-		const struct store_entry *e = txn->kept[i];
+		const struct persist_state *e = &txn->kept[i];
 		sqlite3_bind_text(hist, 1, e->name, -1, SQLITE_STATIC);
 		sqlite3_bind_int64(hist, 2, (sqlite3_int64)e->version);
 		if (e->body)
@@ -101,7 +101,7 @@ int store_sqlite_commit(struct db *db, const struct persist_commit *txn, struct 
 			goto rollback;
 	}
 	for (size_t i = 0; i < txn->nchanges; i++) {
-		const struct store_change *c = &txn->changes[i];
+		const struct persist_change *c = &txn->changes[i];
 		if (c->body) {
 			sqlite3_bind_text(put, 1, c->name, -1, SQLITE_STATIC);
 			sqlite3_bind_int64(put, 2, (sqlite3_int64)txn->version);
@@ -146,7 +146,8 @@ out:
 	return rc;
 }
 
-int store_sqlite_load_history(struct db *db, struct store *s, bool *keep, uint64_t *pin, char *err, size_t errlen)
+int store_sqlite_load_history(struct db *db, persist_history_cb cb, void *ctx, bool *keep, uint64_t *pin, char *err,
+			      size_t errlen)
 {
 	sqlite3_stmt *st = NULL;
 	int rc = 0;
@@ -164,7 +165,7 @@ int store_sqlite_load_history(struct db *db, struct store *s, bool *keep, uint64
 		const char *name = (const char *)sqlite3_column_text(st, 0);
 		const char *body = (const char *)sqlite3_column_text(st, 2);
 		size_t len = body ? (size_t)sqlite3_column_bytes(st, 2) : 0;
-		if (!name || store_attach_history(s, name, (uint64_t)sqlite3_column_int64(st, 1), body, len) < 0) {
+		if (!name || cb(ctx, name, (uint64_t)sqlite3_column_int64(st, 1), body, len) < 0) {
 			snprintf(err, errlen, "database: history of '%s', which the store does not hold", name ? name : "?");
 			rc = -1;
 			goto out;

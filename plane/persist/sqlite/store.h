@@ -9,9 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "persist/sqlite/db.h"
 #include "persist/persist.h"
-#include "core/store.h"
+#include "persist/sqlite/db.h"
 
 /* Calls cb for every resource (body != NULL) and tombstone (body NULL) in
  * ascending version order; reads the global version and the tombstone
@@ -23,8 +22,9 @@ int store_sqlite_load(struct db *db, persist_resource_cb cb, void *ctx, uint64_t
 int store_sqlite_commit(struct db *db, const struct persist_commit *c, struct persist_txn *tx, char *err,
 			size_t errlen);
 
-/* Loads the history rows into s and the pin from meta. */
-int store_sqlite_load_history(struct db *db, struct store *s, bool *keep, uint64_t *pin, char *err, size_t errlen);
+/* Hands each history row to cb, and reads the pin from meta. */
+int store_sqlite_load_history(struct db *db, persist_history_cb cb, void *ctx, bool *keep, uint64_t *pin, char *err,
+			      size_t errlen);
 /* Drops history rows no version >= floor needs (all of them when !keep),
  * and records the pin. */
 int store_sqlite_trim_history(struct db *db, bool keep, uint64_t floor, char *err, size_t errlen);

@@ -5,7 +5,6 @@
 #include "persist/sqlite/vlog.h"
 #include "buf.h"
 #include "log.h"
-#include "core/store.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -105,7 +104,7 @@ int vlog_sqlite_write(struct db *db, const struct persist_commit *c, char *err, 
 	}
 	buf_putc(&names, '[');
 	for (size_t i = 0; i < c->nchanges; i++) {
-		const struct store_change *x = &c->changes[i];
+		const struct persist_change *x = &c->changes[i];
 		if (i)
 			buf_putc(&names, ',');
 		buf_json_string(&names, x->name);

@@ -4,8 +4,8 @@
 #ifndef TETHER_VLOG_SQLITE_H
 #define TETHER_VLOG_SQLITE_H
 
-#include "persist/sqlite/db.h"
 #include "persist/persist.h"
+#include "persist/sqlite/db.h"
 
 /* Inside the commit's transaction, db lock held: the version's record,
  * its changes, the rollout's revert marks, and the trim to retention. */

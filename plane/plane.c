@@ -65,11 +65,10 @@ int plane_load_token(struct plane *p, char *err, size_t errlen)
 
 /* ---- the hooks through which core asks the rollout and the gates ---- */
 
-static uint64_t hook_target(void *ctx, const char *node, uint64_t newest)
+static uint64_t hook_target(void *ctx, const char *node)
 {
 	struct plane *p = ctx;
-	uint64_t t = rollout_target(p->rollout, node);
-	return t == VERSION_LATEST || t > newest ? newest : t;
+	return rollout_target(p->rollout, node);   /* VERSION_LATEST: the newest */
 }
 
 static void hook_sent(void *ctx, const char *node, uint64_t version, bool has_content)

@@ -137,6 +137,7 @@ static void answer_json(struct write_result *res, struct buf *b)
 {
 	buf_putc(b, '\n');
 	res->status = HTTP_OK;
+	res->error = NULL;
 	res->body = *b;
 	res->gzip_ok = true;
 	buf_init(b);

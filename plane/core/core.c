@@ -31,8 +31,9 @@ void core_nonce(struct core *c, char *out, size_t cap)
 
 uint64_t core_target(struct core *c, const char *node)
 {
+	uint64_t t = c->hooks.target ? c->hooks.target(c->hooks.ctx, node) : UINT64_MAX;
 	uint64_t newest = hub_version(c->hub);
-	return c->hooks.target ? c->hooks.target(c->hooks.ctx, node, newest) : newest;
+	return t > newest ? newest : t;
 }
 
 void core_sent(struct core *c, const char *node, uint64_t version, const char *nonce, bool has_content)

@@ -33,9 +33,9 @@ struct core_counters {
  * wanted more often than the backend's own pace). ctx is plane.c's. */
 struct core_hooks {
 	void *ctx;
-	/* The version node should hold now (a staged rollout's target), at
-	 * most newest. */
-	uint64_t (*target)(void *ctx, const char *node, uint64_t newest);
+	/* The version node should hold now (a staged rollout's target), or
+	 * UINT64_MAX for the newest. */
+	uint64_t (*target)(void *ctx, const char *node);
 	/* A push of version went to node (has_content: not a heartbeat). */
 	void (*sent)(void *ctx, const char *node, uint64_t version, bool has_content);
 	/* A version was committed, or a tick passed: a staged rollout steps. */

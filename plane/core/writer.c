@@ -177,6 +177,7 @@ void writer_commit(struct core *p, struct store_change *ch, size_t n, bool must_
 	}
 	res->status = HTTP_OK;
 	res->gzip_ok = false;
+	res->error = NULL;
 	buf_init(&res->body);
 	buf_printf(&res->body, "{\"version\":%llu,\"changed\":%s}", (unsigned long long)version,
 		   changed ? "true" : "false");

@@ -94,11 +94,11 @@ enum http_result http_send_json(struct http_conn *c, unsigned status, struct buf
 enum http_result http_send_result(struct http_conn *c, struct write_result *res)
 {
 	if (res->error) {
-		enum http_result ret = http_send_error(c, res->status, "%s", res->error);
+		buf_release(&res->body);
+		http_error_body(&res->body, res->error);
 		free(res->error);
 		res->error = NULL;
-		buf_release(&res->body);
-		return ret;
+		return http_send(c, res->status, "application/json", &res->body, false);
 	}
 	return http_send(c, res->status, "application/json", &res->body, res->gzip_ok);
 }

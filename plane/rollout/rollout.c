@@ -264,10 +264,12 @@ static void wake_nodes(struct rollout *r)
 	store_rdunlock(r->p->store);
 	if (r->p->hub)
 		hub_notify(r->p->hub, newest);
-	struct buf b = BUF_INIT;
-	if (rollout_current_json(r, &b) == 0 && b.data)
-		events_rollout(r->p->events, b.data);
-	buf_release(&b);
+	if (r->p->events) {
+		struct buf b = BUF_INIT;
+		if (rollout_current_json(r, &b) == 0 && b.data)
+			events_rollout(r->p->events, b.data);
+		buf_release(&b);
+	}
 }
 
 /* Under lock: frees the run's members and index. */

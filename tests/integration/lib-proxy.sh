@@ -110,6 +110,13 @@ marker() {
 	curl -s --max-time 2 "http://127.0.0.1:$MARK/tether-generation"
 }
 
+# marker_is GEN: the marker answers generation GEN ("gen-<id>"). A fresh
+# connection may still reach a worker of the generation before while it
+# drains: the checks wait for it (wait_until), as the agent confirms.
+marker_is() {
+	[ "gen-$(marker)" = "$1" ]
+}
+
 # marker_is_current: the marker answers the generation current points at
 marker_is_current() {
 	local c

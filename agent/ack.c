@@ -6,7 +6,9 @@
  * They go to the plane the agent is on now: after a move to another plane
  * (--plane A,B) what was in flight is taken back, and what waits is sent
  * there once it answered (it knows the node then). Each carries the live
- * generation's traffic when the agent counts it (traffic/report.c). */
+ * generation's traffic when the agent counts it (traffic/report.c), and an
+ * ACK says how the change reached the consumer (over haproxy's runtime API,
+ * or a reload and why). */
 #include "agent_int.h"
 #include "credentials.h"
 #include "log.h"
@@ -25,7 +27,8 @@ bool ack_waiting(const struct agent *a)
 	return !a->ack.hold && (a->ack.has_pending || a->ack.nvq > 0);
 }
 
-void ack_queue(struct agent *a, uint64_t version, const char *nonce, const char *error, int healthy, bool verify)
+void ack_queue(struct agent *a, uint64_t version, const char *nonce, const char *error, int healthy, bool verify,
+	       const char *applied, const char *reason)
 {
 	struct buf *b = &a->ack.pending;
 	if (!error && version >= a->state.version)
@@ -59,6 +62,12 @@ void ack_queue(struct agent *a, uint64_t version, const char *nonce, const char 
 	}
 	if (healthy >= 0)
 		buf_printf(b, ",\"healthy\":%s", healthy ? "true" : "false");
+	/* how it reached the consumer (docs/protocol.md): today's plane
+	 * ignores fields it does not know and records neither */
+	if (applied)
+		buf_printf(b, ",\"applied\":\"%s\"", applied);
+	if (reason)
+		buf_printf(b, ",\"reload_reason\":\"%s\"", reason);
 	/* the live generation's traffic (traffic-aware gates) */
 	traffic_report_ack(&a->traffic, b);
 	buf_putc(b, '}');

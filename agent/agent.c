@@ -168,6 +168,20 @@ static void consumer_options_of(const struct agent_config *cfg, struct consumer_
 	 * configuration does (haproxy refuses one path bound twice) */
 	if (cfg->traffic_socket && (!cfg->base_config || !haproxy_stats_declared(cfg->base_config, cfg->traffic_socket)))
 		o->stats_socket = cfg->traffic_socket;
+	/* the runtime API's socket, level admin: one declaration when it is
+	 * --traffic-socket's path too (admin reads the counters as well) */
+	o->runtime_api = cfg->runtime_api != NULL;
+	if (cfg->runtime_api) {
+		char level[64];
+		if (!cfg->base_config || !haproxy_stats_declared_at(cfg->base_config, cfg->runtime_api, level, sizeof(level)))
+			o->admin_socket = cfg->runtime_api;
+		else if (strcmp(level, "admin") != 0)
+			log_warn("runtime-api: %s declares the stats socket %s at level %s: haproxy refuses `set server` "
+				 "there, so every change will reload; declare it with `level admin`", cfg->base_config,
+				 cfg->runtime_api, level);
+		if (o->stats_socket && strcmp(o->stats_socket, cfg->runtime_api) == 0)
+			o->stats_socket = NULL;
+	}
 }
 
 static int agent_boot(struct agent *a, char *err, size_t errlen)
@@ -249,25 +263,28 @@ static void reload_config(struct agent *a)
 			    !same_str(nc.key, a->cfg.key);
 	if (strcmp(nc.state_dir, a->cfg.state_dir) || strcmp(nc.output_dir, a->cfg.output_dir) ||
 	    strcmp(nc.consumer, a->cfg.consumer) || !same_str(nc.traffic_listen, a->cfg.traffic_listen) ||
-	    !same_str(nc.traffic_socket, a->cfg.traffic_socket))
-		log_warn("SIGHUP: state-dir, output-dir, consumer, traffic-listen and traffic-socket change only on "
-			 "restart");
+	    !same_str(nc.traffic_socket, a->cfg.traffic_socket) || !same_str(nc.runtime_api, a->cfg.runtime_api))
+		log_warn("SIGHUP: state-dir, output-dir, consumer, traffic-listen, traffic-socket and runtime-api "
+			 "change only on restart");
 	bool redial = strcmp(nc.plane, a->cfg.plane) || strcmp(nc.node, a->cfg.node) ||
 		      strcmp(nc.transport, a->cfg.transport) || (nc.labels == NULL) != (a->cfg.labels == NULL) ||
 		      (nc.labels && strcmp(nc.labels, a->cfg.labels)) || (nc.sub == NULL) != (a->cfg.sub == NULL) ||
 		      (nc.sub && strcmp(nc.sub, a->cfg.sub)) || redial_creds;
 	/* keep the parts that only a restart changes */
-	char *keep[5] = { nc.state_dir, nc.output_dir, nc.consumer, nc.traffic_listen, nc.traffic_socket };
+	char *keep[6] = { nc.state_dir, nc.output_dir, nc.consumer, nc.traffic_listen, nc.traffic_socket,
+			  nc.runtime_api };
 	nc.state_dir = a->cfg.state_dir;
 	nc.output_dir = a->cfg.output_dir;
 	nc.consumer = a->cfg.consumer;
 	nc.traffic_listen = a->cfg.traffic_listen;
 	nc.traffic_socket = a->cfg.traffic_socket;
+	nc.runtime_api = a->cfg.runtime_api;
 	a->cfg.state_dir = keep[0];
 	a->cfg.output_dir = keep[1];
 	a->cfg.consumer = keep[2];
 	a->cfg.traffic_listen = keep[3];
 	a->cfg.traffic_socket = keep[4];
+	a->cfg.runtime_api = keep[5];
 	fresh_carry(a, &nc);
 	sync_carry_plane(a, &nc);
 	agent_config_release(&a->cfg);

@@ -84,6 +84,9 @@ const struct opt_def agent_options[] = {
 	{ "traffic-socket", 0, OPT_STRING, OFF(traffic_socket), 0, 0, NULL, "PATH",
 	  "haproxy: read per-cluster traffic from haproxy's stats socket at PATH (declared in the generated "
 	  "configuration unless --base-config does; default: off)" },
+	{ "runtime-api", 0, OPT_STRING, OFF(runtime_api), 0, 0, NULL, "PATH",
+	  "haproxy: apply endpoint changes over haproxy's admin-level stats socket at PATH, without a reload "
+	  "(declared in the generated configuration unless --base-config does; default: off)" },
 	{ "stream-timeout", 0, OPT_SECONDS, OFF(stream_timeout), 0.1, 86400, NULL, "SECONDS",
 	  "a stream silent this long is dead (default: three heartbeats)" },
 	{ "backoff-max", 0, OPT_SECONDS, OFF(backoff_max), 0.1, 3600, NULL, "SECONDS",
@@ -276,6 +279,17 @@ int agent_config_check(struct agent_config *c, char *err, size_t errlen)
 		    strlen(c->traffic_socket) >= 108) {
 			snprintf(err, errlen, "traffic-socket: '%s' must be an absolute path of at most 107 bytes "
 				 "without spaces or quotes", c->traffic_socket);
+			return -1;
+		}
+	}
+	if (c->runtime_api) {
+		if (strcmp(c->consumer, "haproxy") != 0) {
+			snprintf(err, errlen, "runtime-api: haproxy's runtime API needs --consumer haproxy");
+			return -1;
+		}
+		if (c->runtime_api[0] != '/' || !render_safe(c->runtime_api) || strlen(c->runtime_api) >= 108) {
+			snprintf(err, errlen, "runtime-api: '%s' must be an absolute path of at most 107 bytes "
+				 "without spaces or quotes", c->runtime_api);
 			return -1;
 		}
 	}

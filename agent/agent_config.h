@@ -41,6 +41,7 @@ struct agent_config {
 	char *metrics_listen;      /* HOST:PORT serving the same text over HTTP */
 	char *traffic_listen;      /* loopback ADDR:PORT: the access log over syslog (UDP) */
 	char *traffic_socket;      /* haproxy's stats socket: its per-backend counters */
+	char *runtime_api;         /* haproxy's admin-level stats socket: endpoint changes without reloads */
 	double max_staleness;      /* newest statement older than this: stale (0: its expiry only) */
 	bool strict;
 	bool once;

@@ -36,6 +36,14 @@ enum trust_fail {
 	TF_DIGEST, TF_N
 };
 
+/* Why the consumer was reloaded (tetherd_reloads_total{reason}): a change
+ * without --runtime-api; with it, a change that is not only endpoints, or
+ * the runtime update's fallbacks; at boot; back onto the old output. */
+enum reload_reason {
+	RR_NO_RUNTIME_API, RR_CHANGE, RR_TEMPLATE_EXHAUSTED, RR_RUNTIME_FAILED, RR_READBACK_DIFFERS, RR_BOOT,
+	RR_REVERT, RR_N
+};
+
 /* An apply's phases, for the duration histogram (metrics.c). */
 enum apply_phase { PHASE_STAGE, PHASE_CHECK, PHASE_RELOAD, PHASE_PERSIST, APPLY_PHASES };
 #define APPLY_HIST_BUCKETS 14
@@ -167,6 +175,8 @@ struct agent {
 		uint64_t plane_moves;        /* moves to another plane of --plane's list (every move) */
 		uint64_t stale_moves;        /* ... of them, moves off a plane that said it was stale */
 		int64_t last_contact;        /* wall seconds the plane last confirmed what runs */
+		uint64_t runtime_updates;    /* changes made over haproxy's runtime API, no reload */
+		uint64_t reloads[RR_N];      /* the consumer reloaded, by reason */
 		struct apply_hist phase[APPLY_PHASES];
 	} m;
 };
@@ -234,11 +244,27 @@ void apply_boot_reload(struct agent *a);
  * boot then puts last-good back. Never ACKs. */
 void apply_resume(struct agent *a);
 
+/* apply_runtime.c */
+/* After the swap of c's generation: with --runtime-api, when c changes only
+ * clusters' endpoints, makes the running haproxy hold them over its runtime
+ * API and reads them back. true: the change serves without a reload (the
+ * consumer still serves the generation it loaded: no_reload). false: it
+ * takes a reload, *why says why (a fallback is logged, one line). */
+bool apply_runtime(struct agent *a, const struct candidate *c, enum reload_reason *why);
+/* The name of a reload's reason, for the metrics, the ACK and the log. */
+const char *reload_reason_name(enum reload_reason r);
+/* The consumer was reloaded (when the agent has a way to: --reload or
+ * --pidfile), for reason r: counted. */
+void apply_reloaded(struct agent *a, enum reload_reason r);
+
 /* ack.c */
 /* Queues the ACK (error NULL) or NACK of a push; healthy: -1 unknown;
  * verify: the NACK is a failed verification (the plane counts those even
- * when their nonce is stale: a replay shows). */
-void ack_queue(struct agent *a, uint64_t version, const char *nonce, const char *error, int healthy, bool verify);
+ * when their nonce is stale: a replay shows); applied: how an ACKed change
+ * reached the consumer ("runtime", "reload"; NULL: it did not touch it),
+ * reason: a reload's (reload_reason_name; NULL: none). */
+void ack_queue(struct agent *a, uint64_t version, const char *nonce, const char *error, int healthy, bool verify,
+	       const char *applied, const char *reason);
 void ack_start(struct agent *a);
 /* Whether an ACK or NACK waits to be sent (and may go: after a move to
  * another plane they wait until it answered). */

@@ -12,6 +12,10 @@
  *   journal   the apply in flight, durably: the candidate and the
  *             generation it goes live as (lastgood.pending, fdatasync'd)
  *   swap      the staged output made live (the way back kept)
+ *   runtime   haproxy --runtime-api, a change of clusters' endpoints only:
+ *             set over haproxy's runtime API and read back, in place of
+ *             the reload and the confirm (apply_runtime.c); else, or when
+ *             that fails, the reload
  *   reload    the consumer told (--reload, or the signal to --pidfile)
  *   confirm   the marker shows the new generation serving
  *   probe     --health
@@ -66,7 +70,7 @@ static void reject_as(struct agent *a, uint64_t version, const char *nonce, cons
 	a->rejected++;
 	agent_set_state(a, ST_DEGRADED);
 	if (nonce && *nonce)
-		ack_queue(a, version, nonce, why, healthy, verify);
+		ack_queue(a, version, nonce, why, healthy, verify, NULL, NULL);
 	agent_write_status(a);
 }
 
@@ -212,12 +216,16 @@ static void reload_back(struct agent *a)
 	struct reload_options ro = reload_opts(a);
 	if (reload_consumer(&ro, a->state.version, NULL, e2, sizeof(e2)) < 0)
 		log_error("apply: reload after putting the old output back failed: %s", e2);
+	else
+		apply_reloaded(a, RR_REVERT);
 }
 
 /* Where an apply spent its time, for the log, the metrics and the
- * benchmarks (microseconds). */
+ * benchmarks (microseconds), and how it reached the consumer. */
 struct phases {
 	int64_t stage, check, reload, persist;
+	const char *applied;        /* "runtime", "reload", or NULL: the consumer was not touched */
+	enum reload_reason why;     /* a reload's */
 };
 
 /* Stages, checks, journals, swaps, reloads, confirms, probes, persists and
@@ -279,10 +287,17 @@ static enum apply_result apply_candidate(struct agent *a, struct candidate *c, i
 			goto revert;
 		fault_point("swapped");
 		why = APPLY_REFUSED;
+		int rr = 0;
+		ph->applied = "runtime";
+		if (apply_runtime(a, c, &ph->why))
+			goto served;   /* no reload: the read-back confirmed it */
+		ph->applied = a->cfg.reload || a->cfg.pidfile ? "reload" : NULL;
 		a->last_reload_ms = now_ms();
-		int rr = reload_consumer(&ro, c->version, dir, err, errlen);
+		rr = reload_consumer(&ro, c->version, dir, err, errlen);
 		if (rr < 0)
 			goto revert;
+		if (rr == 0)
+			apply_reloaded(a, ph->why);
 		if (rr == 1)
 			log_warn("%s is not running (no process for %s): version %llu is live for when it starts",
 				 a->cfg.consumer, a->cfg.pidfile, (unsigned long long)c->version);
@@ -291,6 +306,7 @@ static enum apply_result apply_candidate(struct agent *a, struct candidate *c, i
 		if (rr == 0 && gen && reload_confirm(a->cfg.marker, gen, a->cfg.reload_timeout, err, errlen) < 0)
 			goto revert;
 		fault_point("confirmed");
+served:
 		if (a->cfg.health && rr == 0) {   /* nothing to probe while it is not running */
 			if (reload_health(a->cfg.health, a->cfg.health_timeout, (unsigned)a->cfg.health_retries, err,
 					  errlen) < 0) {
@@ -421,10 +437,15 @@ void apply_pending(struct agent *a, int64_t *wake)
 	char merged[48] = "";
 	if (npushes > 1)
 		snprintf(merged, sizeof(merged), "%zu pushes merged, ", npushes);
+	char how[64] = "";   /* with --runtime-api: how it went live */
+	if (a->cfg.runtime_api && ph.applied && strcmp(ph.applied, "runtime") == 0)
+		snprintf(how, sizeof(how), "; over the runtime API");
+	else if (a->cfg.runtime_api && ph.applied)
+		snprintf(how, sizeof(how), "; reloaded: %s", reload_reason_name(ph.why));
 	log_info("applied version %llu (%s, %s%zu changes, %lld ms, %.3f ms cpu; stage %lld, check %lld, "
-		 "reload %lld, persist %lld ms)", (unsigned long long)a->state.version, m.full ? "snapshot" : "delta",
+		 "reload %lld, persist %lld ms%s)", (unsigned long long)a->state.version, m.full ? "snapshot" : "delta",
 		 merged, changes, (long long)(now_ms() - t0), cpu_ms, (long long)ph.stage / 1000,
-		 (long long)ph.check / 1000, (long long)ph.reload / 1000, (long long)ph.persist / 1000);
+		 (long long)ph.check / 1000, (long long)ph.reload / 1000, (long long)ph.persist / 1000, how);
 	const int64_t us[APPLY_PHASES] = { ph.stage, ph.check, ph.reload, ph.persist };
 	metrics_observe_apply(a, us);
 	if (npushes > 1)
@@ -434,7 +455,12 @@ void apply_pending(struct agent *a, int64_t *wake)
 	a->last_error[0] = '\0';
 	a->last_sync = wall_seconds();
 	agent_set_state(a, a->state.version >= a->plane_version ? ST_SYNCED : ST_SYNCING);
-	ack_queue(a, m.version, m.nonce, NULL, healthy, false);
+	/* after a runtime update the traffic counts start over: the
+	 * generation haproxy loaded serves the new endpoints from now */
+	if (ph.applied && strcmp(ph.applied, "runtime") == 0)
+		traffic_report_restart(&a->traffic);
+	ack_queue(a, m.version, m.nonce, NULL, healthy, false, ph.applied,
+		  ph.applied && strcmp(ph.applied, "reload") == 0 ? reload_reason_name(ph.why) : NULL);
 	agent_write_status(a);
 	fault_point("applied");
 	trim_after(changes);
@@ -450,6 +476,8 @@ void apply_boot_reload(struct agent *a)
 		return;
 	struct reload_options ro = reload_opts(a);
 	int rr = reload_consumer(&ro, a->state.version, NULL, err, sizeof(err));
+	if (rr == 0)
+		apply_reloaded(a, RR_BOOT);
 	if (rr < 0)
 		log_warn("boot: reload of the consumer failed: %s", err);
 	else if (rr == 1)
@@ -496,6 +524,8 @@ static int resume_check(struct agent *a, const struct candidate *c, int *healthy
 		rr = reload_consumer(&ro, c->version, dir, err, errlen);
 		if (rr < 0)
 			return -1;
+		if (rr == 0)
+			apply_reloaded(a, RR_BOOT);
 		if (rr == 1)
 			log_info("boot: %s is not running yet (%s): version %llu is live for when it starts",
 				 a->cfg.consumer, a->cfg.pidfile, (unsigned long long)c->version);

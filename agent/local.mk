@@ -6,7 +6,7 @@
 # ---- agent ------------------------------------------------------------------
 libagent_la_SOURCES = \
 	agent/agent.c agent/agent.h agent/agent_int.h agent/agent_config.c agent/agent_config.h \
-	agent/ack.c agent/apply.c agent/sync.c agent/fresh.c agent/fresh.h \
+	agent/ack.c agent/apply.c agent/apply_runtime.c agent/sync.c agent/fresh.c agent/fresh.h \
 	agent/fault.c agent/fault.h \
 	agent/lastgood.c agent/lastgood.h \
 	agent/status.c agent/status.h \
@@ -15,6 +15,8 @@ libagent_la_SOURCES = \
 	agent/consumer/render.c agent/consumer/render.h agent/consumer/render_nginx.c \
 	agent/consumer/render_haproxy.c \
 	agent/consumer/reload.c agent/consumer/reload.h \
+	agent/consumer/runtime.c agent/consumer/runtime.h agent/consumer/runtime_state.c \
+	agent/consumer/runtime_api.c \
 	agent/consumer/runcmd.c agent/consumer/runcmd.h \
 	agent/consumer/safefs.c agent/consumer/safefs.h \
 	agent/traffic/report.c agent/traffic/report.h \

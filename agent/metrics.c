@@ -2,7 +2,8 @@
  * node_exporter's textfile collector, written atomically (temp file,
  * rename) whenever what it says changed, and the same text for
  * --metrics-listen (metrics_http.c). The versions, the state, pushes
- * applied, refused and merged, apply time by phase, the last sync,
+ * applied, refused and merged, apply time by phase, runtime updates and
+ * reloads by reason, the last sync,
  * reconnects, moves between planes, whether the plane says it is stale,
  * last-good's size, with --trust the verification figures
  * (staleness, refusals by reason), and with traffic stats the live
@@ -127,6 +128,13 @@ void metrics_text(const struct agent *a, struct buf *b, bool live)
 	counter(b, "tetherd_pushes_merged_total",
 		"Pushes that arrived while another waited and were applied with it, as one change.", a->m.merged);
 	histogram(b, a);
+	counter(b, "tetherd_runtime_updates_total",
+		"Changes applied over haproxy's runtime API (--runtime-api), without a reload.", a->m.runtime_updates);
+	buf_puts(b, "# HELP tetherd_reloads_total Reloads of the consumer, by reason.\n"
+		    "# TYPE tetherd_reloads_total counter\n");
+	for (int r = 0; r < RR_N; r++)
+		buf_printf(b, "tetherd_reloads_total{reason=\"%s\"} %llu\n", reload_reason_name((enum reload_reason)r),
+			   (unsigned long long)a->m.reloads[r]);
 	gauge(b, "tetherd_last_sync_timestamp_seconds",
 	      "When the plane last confirmed what this node runs (seconds since the epoch; 0: never).",
 	      (long long)a->m.last_contact);

@@ -26,6 +26,9 @@ struct consumer_options {
 	const char *base_config;    /* haproxy: the operator's base, checked with ours (NULL: none) */
 	const char *traffic_syslog; /* where the access log goes (render_opts.traffic_syslog; NULL: off) */
 	const char *stats_socket;   /* haproxy: the stats socket the renderer declares (NULL: none) */
+	const char *admin_socket;   /* haproxy: the admin-level socket it declares (NULL: none) */
+	bool runtime_api;           /* haproxy: --runtime-api (free server slots rendered; the
+	                             * generation served is followed apart from current) */
 	uint64_t generations;       /* generations kept on disk (0: 3) */
 	/* Called at the consumers' fault points (the core's fault_point); NULL: none. */
 	void (*fault)(const char *point);
@@ -52,9 +55,10 @@ struct consumer_ops {
 	/* The id of the staged generation the marker will answer once the
 	 * consumer serves it; NULL when the consumer has no marker. */
 	const char *(*generation)(struct consumer *c);
-	/* The id of the generation live now (what the output points at, as
-	 * its access log names it: traffic is counted per generation); NULL
-	 * when the consumer has none. */
+	/* The id of the generation the consumer serves now, as its access
+	 * log names it (traffic is counted per generation): what it loaded
+	 * last, which after runtime updates (no_reload) is not what the
+	 * output points at; NULL when the consumer has none. */
 	const char *(*live)(struct consumer *c);
 	/* The id of the staged generation (what swap makes live), kept in
 	 * last-good's record of the apply in flight; NULL when the consumer
@@ -72,6 +76,11 @@ struct consumer_ops {
 	int (*swap)(struct consumer *c, char *err, size_t errlen);
 	/* Puts back what swap replaced. */
 	int (*revert)(struct consumer *c, char *err, size_t errlen);
+	/* After swap: the new output went live without a reload (haproxy's
+	 * runtime API), so the consumer still serves the generation it had
+	 * loaded, and live keeps naming that one (until a reload, or revert).
+	 * NULL when the consumer has no generations. */
+	void (*no_reload)(struct consumer *c);
 	/* Forgets staging and what swap kept (after commit or revert). */
 	void (*finish)(struct consumer *c);
 	void (*free)(struct consumer *c);

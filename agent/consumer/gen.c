@@ -12,8 +12,13 @@
  * and the proxy reloads. New files are made durable in batches
  * (safefs_batch) before anything points at them. With traffic stats the
  * renderer names the generation in its access log format: the id is
- * filled in (render_fill_gen) once the hash has made it. */
+ * filled in (render_fill_gen) once the hash has made it. With haproxy's
+ * runtime API (--runtime-api) a generation may go live without a reload:
+ * then the proxy still serves the one it loaded (its marker and access
+ * log say so), which is followed apart from current (served, what the
+ * live op names) and kept on disk while it serves. */
 #include "consumer/consumer.h"
+#include "consumer/reload.h"
 #include "consumer/render.h"
 #include "consumer/runcmd.h"
 #include "consumer/safefs.h"
@@ -48,8 +53,13 @@ struct gen {
 	char *base_config;          /* haproxy: checked together with ours */
 	char *traffic_syslog;       /* render_opts.traffic_syslog (NULL: off) */
 	char *stats_socket;         /* render_opts.stats_socket (NULL: off) */
+	char *admin_socket;         /* render_opts.admin_socket (NULL: off) */
+	bool runtime;               /* --runtime-api: render_opts.runtime_slots */
 	unsigned keep;              /* generations kept */
 	char live[NAME_MAX_LEN];    /* what current points at ("" none) */
+	char served[NAME_MAX_LEN];  /* what the proxy loaded last: live, or after
+	                             * runtime updates an older one ("" none) */
+	char prev_served[NAME_MAX_LEN]; /* served before swap */
 	char staged[NAME_MAX_LEN];  /* the staged generation ("gen-<id>") */
 	char staged_id[ID_LEN + 1];
 	char *staged_path;          /* absolute, for TETHER_STAGING */
@@ -344,7 +354,8 @@ static bool dir_exists(int rootfd, const char *name)
 static int prepare(struct gen *g, const struct state *s, const struct candidate *c, char *err, size_t errlen)
 {
 	struct render_opts o = { .secrets_dir = g->secrets_dir, .marker = g->marker,
-				 .traffic_syslog = g->traffic_syslog, .stats_socket = g->stats_socket };
+				 .traffic_syslog = g->traffic_syslog, .stats_socket = g->stats_socket,
+				 .admin_socket = g->admin_socket, .runtime_slots = g->runtime };
 	struct render_out out = { 0 };
 	int rc = -1;
 	if (g->rnd->render(s, c, &o, &out, err, errlen) < 0) {
@@ -398,7 +409,8 @@ static int cmp_newest(const void *a, const void *b)
 	return strcmp(x->name, y->name);
 }
 
-/* Keeps the live generation and the newest others up to g->keep in all;
+/* Keeps the live generation, the one the proxy serves (after runtime
+ * updates: the one it loaded) and the newest others up to g->keep in all;
  * drops every secret no kept generation's configuration names. */
 static void prune(struct gen *g)
 {
@@ -424,7 +436,7 @@ static void prune(struct gen *g)
 	struct buf kept = BUF_INIT;   /* configuration text of what stays */
 	unsigned left = g->keep;
 	for (size_t i = 0; i < n; i++) {
-		bool live = strcmp(v[i].name, g->live) == 0;
+		bool live = strcmp(v[i].name, g->live) == 0 || strcmp(v[i].name, g->served) == 0;
 		bool tmp = strstr(v[i].name, ".tmp") != NULL;
 		if (!tmp && (live || left > 1)) {
 			if (!live)
@@ -453,6 +465,28 @@ static void prune(struct gen *g)
 	buf_release(&kept);
 }
 
+/* ---- the generation served ------------------------------------------------------ */
+
+/* At boot: what the proxy serves. A reload follows (reloading), or without
+ * the runtime API the proxy serves what current points at (or reads it
+ * when it starts). With it, after runtime updates the proxy may still run
+ * an older generation it loaded, with the live one's servers: its marker
+ * says which (one quick question; no answer: it is not running, and reads
+ * current when it starts). */
+static void served_at_boot(struct gen *g, bool reloading)
+{
+	snprintf(g->served, sizeof(g->served), "%s", g->live);
+	if (reloading || !g->runtime || !g->marker)
+		return;
+	char id[64];
+	if (reload_marker_read(g->marker, 1.0, id, sizeof(id)) < 0 || strlen(id) != ID_LEN ||
+	    strspn(id, "0123456789abcdef") != ID_LEN || strcmp(id, g->live + 4) == 0)
+		return;
+	snprintf(g->served, sizeof(g->served), "gen-%s", id);
+	log_info("%s: it serves generation %s, loaded before runtime updates made %s live", g->rnd->name, id,
+		 g->live);
+}
+
 /* ---- the consumer ops ------------------------------------------------------------ */
 
 static int gen_boot(struct consumer *c, const struct state *s, char *err, size_t errlen)
@@ -468,6 +502,7 @@ static int gen_boot(struct consumer *c, const struct state *s, char *err, size_t
 		bool repaired = g->created || g->secrets_written;
 		log_info("%s: %s/current %s version %llu (%s)", g->rnd->name, c->output_dir,
 			 repaired ? "repaired: serves" : "already serves", (unsigned long long)s->version, g->live);
+		served_at_boot(g, repaired);
 		prune(g);
 		return repaired;
 	}
@@ -476,6 +511,7 @@ static int gen_boot(struct consumer *c, const struct state *s, char *err, size_t
 	log_info("%s: %s/current now %s (version %llu)", g->rnd->name, c->output_dir, g->staged,
 		 (unsigned long long)s->version);
 	snprintf(g->live, sizeof(g->live), "%s", g->staged);
+	served_at_boot(g, true);
 	prune(g);
 	return 1;
 }
@@ -588,7 +624,7 @@ static const char *gen_generation(struct consumer *c)
 static const char *gen_live(struct consumer *c)
 {
 	struct gen *g = (struct gen *)c;
-	return strncmp(g->live, "gen-", 4) == 0 ? g->live + 4 : NULL;
+	return strncmp(g->served, "gen-", 4) == 0 ? g->served + 4 : NULL;
 }
 
 static const char *gen_staged_id(struct consumer *c)
@@ -607,6 +643,7 @@ static int gen_resume(struct consumer *c, const struct state *s, const struct ca
 	char want[NAME_MAX_LEN];
 	unlinkat(g->rootfd, "current.tmp", 0);
 	read_current(g, g->live, sizeof(g->live));
+	snprintf(g->served, sizeof(g->served), "%s", g->live);   /* the resumed apply reloads onto it */
 	snprintf(want, sizeof(want), "gen-%s", gen ? gen : "");
 	if (!gen || !*gen || strcmp(g->live, want) != 0)
 		return 0;   /* the swap did not happen (or was put back) */
@@ -683,6 +720,9 @@ static int gen_swap(struct consumer *c, char *err, size_t errlen)
 		return -1;
 	g->swapped = true;
 	snprintf(g->live, sizeof(g->live), "%s", g->staged);
+	/* a reload follows (unless no_reload says otherwise) */
+	snprintf(g->prev_served, sizeof(g->prev_served), "%s", g->served);
+	snprintf(g->served, sizeof(g->served), "%s", g->live);
 	return 0;
 }
 
@@ -694,8 +734,16 @@ static int gen_revert(struct consumer *c, char *err, size_t errlen)
 	if (set_current(g, g->prev, err, errlen) < 0)
 		return -1;
 	snprintf(g->live, sizeof(g->live), "%s", g->prev);
+	snprintf(g->served, sizeof(g->served), "%s", g->live);   /* reloaded onto, next */
 	g->swapped = false;
 	return 0;
+}
+
+static void gen_no_reload(struct consumer *c)
+{
+	struct gen *g = (struct gen *)c;
+	if (g->swapped)
+		snprintf(g->served, sizeof(g->served), "%s", g->prev_served);
 }
 
 static void gen_finish(struct consumer *c)
@@ -722,6 +770,7 @@ static void gen_free(struct consumer *c)
 	free(g->base_config);
 	free(g->traffic_syslog);
 	free(g->stats_socket);
+	free(g->admin_socket);
 	free(g->staged_path);
 	free(g->base.output_dir);
 	free(g);
@@ -739,6 +788,7 @@ static const struct consumer_ops gen_ops = {
 	.resume = gen_resume,
 	.swap = gen_swap,
 	.revert = gen_revert,
+	.no_reload = gen_no_reload,
 	.finish = gen_finish,
 	.free = gen_free,
 };
@@ -765,6 +815,8 @@ struct consumer *consumer_gen_new(const struct consumer_options *o, char *err, s
 	g->base_config = o->base_config ? xstrdup(o->base_config) : NULL;
 	g->traffic_syslog = o->traffic_syslog ? xstrdup(o->traffic_syslog) : NULL;
 	g->stats_socket = o->stats_socket ? xstrdup(o->stats_socket) : NULL;
+	g->admin_socket = o->admin_socket ? xstrdup(o->admin_socket) : NULL;
+	g->runtime = o->runtime_api && !nginx;
 	g->keep = o->generations ? (unsigned)o->generations : 3;
 	g->rootfd = open(o->output_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (g->rootfd < 0) {

@@ -157,6 +157,23 @@ int reload_confirm(const char *marker, const char *gen, double timeout_s, char *
 	return rc;
 }
 
+int reload_marker_read(const char *marker, double timeout_s, char *out, size_t cap)
+{
+	char *url = xasprintf("http://%s/tether-generation", marker);
+	struct buf b = BUF_INIT;
+	char cerr[256];
+	long status = get(url, timeout_s, &b, cerr, sizeof(cerr));
+	int rc = -1;
+	if (status == 200 && b.data) {
+		str_trim(b.data);
+		snprintf(out, cap, "%s", b.data);
+		rc = 0;
+	}
+	buf_release(&b);
+	free(url);
+	return rc;
+}
+
 int reload_health(const char *url, double timeout_s, unsigned retries, char *err, size_t errlen)
 {
 	struct buf b = BUF_INIT;

@@ -31,6 +31,10 @@ int reload_consumer(const struct reload_options *o, uint64_t version, const char
 /* Polls http://MARKER/tether-generation until it answers gen, for at most
  * timeout_s. */
 int reload_confirm(const char *marker, const char *gen, double timeout_s, char *err, size_t errlen);
+/* One GET of http://MARKER/tether-generation, within timeout_s: the
+ * generation it answers (trimmed, cut to cap) into out. 0, or -1 when it
+ * does not answer 200. */
+int reload_marker_read(const char *marker, double timeout_s, char *out, size_t cap);
 /* GETs url until a 2xx or 3xx, at most retries times. */
 int reload_health(const char *url, double timeout_s, unsigned retries, char *err, size_t errlen);
 

@@ -39,8 +39,21 @@ struct render_opts {
 	const char *traffic_syslog; /* "127.0.0.1:PORT": the agent's syslog listener,
 	                             * where the access log goes (one line per
 	                             * request in the format of docs/gates.md) */
-	const char *stats_socket;   /* haproxy: the stats socket to declare */
+	const char *stats_socket;   /* haproxy: the stats socket to declare, level user */
+	/* haproxy's runtime API (--runtime-api) */
+	const char *admin_socket;   /* the admin-level stats socket to declare (NULL: none) */
+	bool runtime_slots;         /* after each cluster's servers e0..e(n-1), disabled
+	                             * slots e(n)..e(n+h-1), h = RENDER_HEADROOM(n), that
+	                             * endpoints added at runtime take */
 };
+
+/* The disabled server slots after a cluster's n real servers with
+ * runtime_slots: as many again, at least 4. */
+#define RENDER_HEADROOM(n) ((n) > 4 ? (n) : 4)
+/* Where a disabled slot points (never used: a slot is given its address
+ * before it is made ready). */
+#define RENDER_SLOT_ADDR "127.0.0.1"
+#define RENDER_SLOT_PORT 1
 
 /* A renderer fills out with the generation's files, the first being the
  * main configuration; then the marker is appended to that file once the

@@ -6,7 +6,9 @@
  * file works after any base configuration. For traffic-aware gates it may
  * declare the stats socket (a second `global` section, which haproxy merges)
  * and send each request's access log line (docs/gates.md) to the agent's
- * syslog listener, naming the route that served it. */
+ * syslog listener, naming the route that served it. For haproxy's runtime
+ * API (--runtime-api) it declares the admin-level socket the same way and
+ * gives each backend free, disabled server slots after its real servers. */
 #include "consumer/render.h"
 #include "json.h"
 #include "xmalloc.h"
@@ -15,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int backends(const struct rstate *rs, struct buf *b, char *err, size_t errlen)
+static int backends(const struct rstate *rs, const struct render_opts *o, struct buf *b, char *err, size_t errlen)
 {
 	for (size_t i = 0; i < rs->n[RES_CLUSTER]; i++) {
 		const struct rres *c = &rs->by_type[RES_CLUSTER][i];
@@ -40,6 +42,12 @@ static int backends(const struct rstate *rs, struct buf *b, char *err, size_t er
 				   (int)port->valuedouble);
 			buf_printf(b, " weight %d\n", cJSON_IsNumber(w) ? (int)w->valuedouble : 1);
 		}
+		/* the runtime API's free slots: one server-template line
+		 * (haproxy names them e<n>..e<n+h-1>), disabled until an
+		 * endpoint added at runtime takes one */
+		if (o->runtime_slots)
+			buf_printf(b, "    server-template e %d-%d " RENDER_SLOT_ADDR ":%d disabled weight 1\n", n,
+				   n + RENDER_HEADROOM(n) - 1, RENDER_SLOT_PORT);
 		buf_puts(b, "\n");
 	}
 	buf_puts(b, "backend tether_not_found\n    mode http\n"
@@ -177,15 +185,26 @@ static int haproxy_body(const struct rstate *rs, const struct render_opts *o, st
 		snprintf(err, errlen, "the stats socket '%s' cannot be rendered safely", o->stats_socket);
 		return -1;
 	}
+	if (o->admin_socket && !render_safe(o->admin_socket)) {
+		snprintf(err, errlen, "the runtime API's socket '%s' cannot be rendered safely", o->admin_socket);
+		return -1;
+	}
 	if (o->traffic_syslog && !render_safe(o->traffic_syslog)) {
 		snprintf(err, errlen, "the traffic syslog address '%s' cannot be rendered safely", o->traffic_syslog);
 		return -1;
 	}
 	/* haproxy merges a second global section into the first (the base
-	 * configuration's); level user reads the counters, changes nothing */
-	if (o->stats_socket)
-		buf_printf(b, "global\n    stats socket %s mode 600 level user\n\n", o->stats_socket);
-	return frontends(rs, out, o, b, err, errlen) < 0 || backends(rs, b, err, errlen) < 0 ? -1 : 0;
+	 * configuration's); level user reads the counters, changes nothing;
+	 * level admin is the runtime API's (set server) */
+	if (o->stats_socket || o->admin_socket) {
+		buf_puts(b, "global\n");
+		if (o->admin_socket)
+			buf_printf(b, "    stats socket %s mode 600 level admin\n", o->admin_socket);
+		if (o->stats_socket)
+			buf_printf(b, "    stats socket %s mode 600 level user\n", o->stats_socket);
+		buf_puts(b, "\n");
+	}
+	return frontends(rs, out, o, b, err, errlen) < 0 || backends(rs, o, b, err, errlen) < 0 ? -1 : 0;
 }
 
 static int haproxy_render(const struct state *s, const struct candidate *c, const struct render_opts *o,

@@ -37,6 +37,13 @@ bool traffic_count_live(struct traffic_count *c, const char *gen, uint64_t versi
 	return true;
 }
 
+void traffic_count_restart(struct traffic_count *c, double now)
+{
+	traffic_clear(&c->t);   /* the generation and its version stay */
+	memset(c->slot, 0, sizeof(c->slot));
+	c->t.since = c->t.until = now;
+}
+
 /* The route called name (len bytes), added when new: through the index,
  * then traffic_route (which validates and appends); NULL when full. */
 static struct traffic_route *route_of(struct traffic_count *c, const char *name, size_t len)

@@ -39,6 +39,10 @@ void traffic_count_release(struct traffic_count *c);
  * seconds); the same one keeps its counters (and takes the version).
  * Returns whether it was new. */
 bool traffic_count_live(struct traffic_count *c, const char *gen, uint64_t version, double now);
+/* The same generation serves something else from now (a runtime update:
+ * haproxy changed its servers without a reload): its counters start from
+ * zero, since now; lines of it still count. */
+void traffic_count_restart(struct traffic_count *c, double now);
 /* Counts one datagram: data, its real length len (more than
  * TRAFFIC_SYSLOG_MAX: too long; data then holds only the start). */
 void traffic_count_datagram(struct traffic_count *c, const char *data, size_t len);

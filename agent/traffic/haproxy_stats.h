@@ -1,5 +1,6 @@
 /* traffic/haproxy_stats.h: haproxy's stats socket: per-backend traffic
- * counters for traffic-aware gates. */
+ * counters for traffic-aware gates, and whether the operator's base
+ * configuration declares a socket. */
 #ifndef TETHER_HAPROXY_STATS_H
 #define TETHER_HAPROXY_STATS_H
 
@@ -16,5 +17,9 @@ int haproxy_stats_read(const char *path, double timeout_s, struct traffic *out, 
 /* Whether the haproxy configuration file at base_cfg declares
  * `stats socket path` already (then the renderer must not). */
 bool haproxy_stats_declared(const char *base_cfg, const char *path);
+/* The same; when it does, level (cap bytes) gets the level it is declared
+ * at ("operator", haproxy 2.6's default, when the line names none): the
+ * runtime API (--runtime-api) needs "admin". */
+bool haproxy_stats_declared_at(const char *base_cfg, const char *path, char *level, size_t cap);
 
 #endif

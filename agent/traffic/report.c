@@ -153,6 +153,26 @@ void traffic_report_live(struct traffic_report *t)
 	t->last.version = version;
 }
 
+void traffic_report_restart(struct traffic_report *t)
+{
+	if (!t->on)
+		return;
+	double now = wall_now();
+	if (!t->from_socket) {
+		traffic_count_restart(&t->count, now);
+		return;
+	}
+	/* what haproxy counted so far was served before the change */
+	t->live_since = now;
+	traffic_clear(&t->base);
+	t->base.gen[0] = '\0';
+	socket_read(t, &t->base);
+	traffic_clear(&t->last);
+	snprintf(t->last.gen, sizeof(t->last.gen), "%s", t->live);
+	t->last.since = t->last.until = now;
+	t->last.version = t->host.version(t->host.ctx);
+}
+
 int traffic_report_fd(const struct traffic_report *t)
 {
 	return t->on && now_ms() >= t->next_read_ms ? t->fd : -1;

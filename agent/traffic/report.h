@@ -70,6 +70,10 @@ int traffic_report_start(struct traffic_report *t, const struct traffic_report_h
 void traffic_report_release(struct traffic_report *t);
 /* Follows the consumer's live generation: a new one counts from zero. */
 void traffic_report_live(struct traffic_report *t);
+/* The live generation serves something else from now without being
+ * another one (haproxy's runtime API changed its servers): its traffic is
+ * counted from zero, since now. */
+void traffic_report_restart(struct traffic_report *t);
 /* The descriptor the event loop waits on (-1: none, or not yet: datagrams
  * are read every TRAFFIC_READ_EVERY_MS, a batch a wake-up). */
 int traffic_report_fd(const struct traffic_report *t);

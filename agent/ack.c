@@ -92,6 +92,7 @@ void ack_start(struct agent *a)
 		buf_append(&a->ack.sent, a->ack.pending.data, a->ack.pending.len);
 		a->ack.has_pending = false;
 	}
+	log_debug("ack: posting %.600s", a->ack.sent.data ? a->ack.sent.data : "");   /* no secret in it */
 	a->ack.h = agent_post(a, "/v1/ack", &a->ack.sent, &a->ack.resp, 30000L, &a->ack.headers);
 	if (!a->ack.h)
 		requeue_sent(a);

@@ -3,7 +3,12 @@
  * TETHERD_FAULT=POINT[:N] in its environment it kills itself (SIGKILL, as
  * kill -9 would) the N-th time (default 1) it reaches POINT. Every point
  * it reaches is appended to $TETHERD_FAULT_LOG when set ("kill POINT"
- * last, where it died), so a test sees where it went. t0235 uses it. */
+ * last, where it died), so a test sees where it went. t0235 uses it.
+ * With TETHERD_PAUSE=POINT[:N] and TETHERD_PAUSE_DIR=DIR it stops there
+ * instead (the N-th time), alive: it writes DIR/paused (its pid and the
+ * point) and waits until DIR/resume exists (at most 60 s), removes both
+ * and goes on -- so a test can act at that moment (t0325 changes what
+ * haproxy holds between the runtime commands and their read-back). */
 #include "fault.h"
 
 #include <fcntl.h>
@@ -13,9 +18,9 @@
 #include <string.h>
 #include <unistd.h>
 
-static char point[64];
-static unsigned long want = 1, seen;
-static const char *trail;
+static char point[64], pause_point[64];
+static unsigned long want = 1, seen, pause_want = 1, pause_seen;
+static const char *trail, *pause_dir;
 
 static void note(const char *what, const char *p)
 {
@@ -32,9 +37,29 @@ static void note(const char *what, const char *p)
 	close(fd);
 }
 
+/* Stops alive at p until the test lets it go (TETHERD_PAUSE). */
+static void pause_at(const char *p)
+{
+	char paused[4096], resume[4096];
+	snprintf(paused, sizeof(paused), "%s/paused", pause_dir);
+	snprintf(resume, sizeof(resume), "%s/resume", pause_dir);
+	FILE *f = fopen(paused, "w");
+	if (f) {
+		fprintf(f, "%ld %s\n", (long)getpid(), p);
+		fclose(f);
+	}
+	note("pause ", p);
+	for (int i = 0; i < 3000 && access(resume, F_OK) != 0; i++)
+		usleep(20000);
+	unlink(resume);
+	unlink(paused);
+}
+
 static void kill_at(const char *p)
 {
 	note("", p);
+	if (pause_point[0] && pause_dir && strcmp(p, pause_point) == 0 && ++pause_seen == pause_want)
+		pause_at(p);
 	if (point[0] && strcmp(p, point) == 0 && ++seen == want) {
 		note("kill ", p);
 		raise(SIGKILL);
@@ -58,6 +83,18 @@ __attribute__((constructor)) static void arm(void)
 			}
 		}
 	}
-	if (point[0] || trail)
+	const char *pspec = getenv("TETHERD_PAUSE");
+	pause_dir = getenv("TETHERD_PAUSE_DIR");
+	if (pspec && *pspec) {
+		snprintf(pause_point, sizeof(pause_point), "%s", pspec);
+		char *colon = strchr(pause_point, ':');
+		if (colon) {
+			*colon = '\0';
+			pause_want = strtoul(colon + 1, NULL, 10);
+			if (pause_want == 0)
+				pause_want = 1;
+		}
+	}
+	if (point[0] || trail || pause_point[0])
 		fault_hook = kill_at;
 }

@@ -9,7 +9,11 @@
 #    new backend) with no reload -- the master logged none, the same worker
 #    serves, tetherd_runtime_updates_total counts it, the marker still
 #    answers the generation haproxy loaded while current is the new one --
-#    and ACKed ("applied":"runtime");
+#    and ACKed ("applied":"runtime"); the access log's lines (naming the
+#    generation haproxy loaded) are counted as the live generation's, and
+#    that generation stays on disk;
+#  - a runtime update whose --health probe then fails: the old generation
+#    is put back, haproxy reloaded onto it (revert), the version NACKed;
 #  - fallbacks to a reload, each served, ACKed with its reason, counted in
 #    tetherd_reloads_total{reason} and said in one log line: more endpoints
 #    than the running configuration's slots (template_exhausted); a route
@@ -164,6 +168,7 @@ B3=$TOOL_PORT
 free_port LP
 free_port MP
 free_port TLP   # the access log's syslog (UDP)
+free_port DP    # nothing listens here: a dead endpoint
 diag "backends b1 $B1, b2 $B2, b3 127.0.0.2:$B3; listener $LP, marker $MP, syslog $TLP"
 
 cat >"$WORK/base.cfg" <<'EOF'
@@ -195,7 +200,7 @@ check_eq "an absolute path with --consumer haproxy is accepted" "configuration O
 # ---- the plane, the agent, haproxy on the agent's first generation --------------
 AGENT_ARGS=(--consumer haproxy --pidfile "$HAP_PIDFILE" --marker "127.0.0.1:$MP" --base-config "$WORK/base.cfg"
 	--runtime-api "$SOCK" --metrics-file "$PROM" --traffic-listen "127.0.0.1:$TLP" --reload-timeout 3 --backoff-max 1
-	--log-level debug)
+	--health "http://127.0.0.1:$LP/health" --health-timeout 1 --health-retries 2 --log-level debug)
 HPID=""
 # start_h [VAR=VALUE...]: tetherd (the fault-point build: the same agent,
 # its points inert unless the environment arms them) as node h
@@ -359,6 +364,34 @@ check_eq "none of them as another generation's" 0 "$(m tetherd_traffic_other_gen
 more 20
 L1=$(lines)
 check_eq "no client request failed across the runtime updates ($((L1 - L0)) requests)" 0 "$(fails "$L0" "$L1")"
+
+# a runtime update haproxy takes, whose --health probe then fails: the old
+# generation is put back and reloaded onto, and the version NACKed (the
+# client loop held meanwhile: the endpoint is dead on purpose)
+touch "$WORK/hold"
+wait_until 10 test -e "$WORK/held"
+GBEFORE=$(cur_gen)
+VBEFORE=$(st h version)
+endpoints "$(ep 127.0.0.1 "$DP")"
+V=$(plane_version)
+check "a dead endpoint set over the runtime API, its health probe failing: version $V is NACKed" \
+	wait_until 20 has_nack h "$V"
+check "the NACK names the health probe" grep -q "health probe http://127.0.0.1:$LP/health failed" <<<"$(node_field h .last_nack.error)"
+check "the runtime update had gone through (read back)" \
+	grep -q "runtime: version $V: 1 command over $SOCK (1 cluster), read back" "$WORK/h.log"
+check_eq "current is the generation before" "$GBEFORE" "$(cur_gen)"
+check "haproxy was reloaded onto it" wait_until 10 reloads_ge $((R0 + 1))
+check "the marker answers it" wait_until 10 marker_is "$GBEFORE"
+NR[revert]=$((NR[revert] + 1))
+check_eq "tetherd_reloads_total{reason=\"revert\"} counts it" "${NR[revert]}" "$(m 'tetherd_reloads_total{reason="revert"}')"
+check_eq "the agent stays at version $VBEFORE" "$VBEFORE" "$(st h version)"
+check "b3 answers again" wait_until 5 serves_only /x "b3 /x"
+check_eq "haproxy's e0 is b3's again" "127.0.0.2 $B3" "$(slot 0 srv_addr) $(slot 0 srv_port)"
+wait_until 10 one_worker
+R0=$(reloads)
+W0=$(workers)
+GLOADED=$(cur_gen)
+rm -f "$WORK/hold"
 
 # ---- fallbacks to a reload ----------------------------------------------------------
 # expect_reload DESC REASON: the plane's newest version went live by a

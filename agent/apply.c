@@ -288,16 +288,18 @@ static enum apply_result apply_candidate(struct agent *a, struct candidate *c, i
 		fault_point("swapped");
 		why = APPLY_REFUSED;
 		int rr = 0;
-		ph->applied = "runtime";
-		if (apply_runtime(a, c, &ph->why))
+		if (apply_runtime(a, c, &ph->why)) {
+			ph->applied = "runtime";
 			goto served;   /* no reload: the read-back confirmed it */
-		ph->applied = a->cfg.reload || a->cfg.pidfile ? "reload" : NULL;
+		}
 		a->last_reload_ms = now_ms();
 		rr = reload_consumer(&ro, c->version, dir, err, errlen);
 		if (rr < 0)
 			goto revert;
-		if (rr == 0)
+		if (rr == 0 && (a->cfg.reload || a->cfg.pidfile)) {
+			ph->applied = "reload";
 			apply_reloaded(a, ph->why);
+		}
 		if (rr == 1)
 			log_warn("%s is not running (no process for %s): version %llu is live for when it starts",
 				 a->cfg.consumer, a->cfg.pidfile, (unsigned long long)c->version);

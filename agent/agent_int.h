@@ -16,6 +16,7 @@
 #include "agent_config.h"
 #include "buf.h"
 #include "fresh.h"
+#include "guard.h"
 #include "keys.h"
 #include "lthash.h"
 #include "sse_parser.h"
@@ -93,6 +94,7 @@ struct agent {
 	int live_healthy;                /* the live generation's last probe: -1 unknown */
 	int64_t retry_at_ms;             /* resync to retry a push that failed on I/O */
 	unsigned io_failures;
+	struct guard guard;              /* guard.c: applies held while old workers drain */
 
 	/* trust.c (with --trust) */
 	struct {

@@ -114,6 +114,12 @@ enum push_result apply_enqueue(struct agent *a, const char *text, size_t len, bo
 	if (p.version > a->plane_version)
 		a->plane_version = p.version;
 	uint64_t tip = queue_tip(a);
+	if (!p.full && p.base != tip && a->nqueue && p.base == a->state.version && p.version >= tip) {
+		/* a delta from the applied version while pushes wait (a poll's
+		 * answer while the drain guard holds them) carries all they do */
+		apply_drop_queue(a);
+		tip = queue_tip(a);
+	}
 	if (p.version < tip) {
 		snprintf(err, sizeof(err), "push version %llu is older than the applied version %llu",
 			 (unsigned long long)p.version, (unsigned long long)tip);
@@ -345,8 +351,10 @@ static void trim_after(size_t changes)
 
 void apply_pending(struct agent *a, int64_t *wake)
 {
-	if (!a->nqueue)
+	if (!a->nqueue) {
+		guard_idle(a, wake);
 		return;
+	}
 	int64_t now = now_ms();
 	int64_t ready = a->last_reload_ms + (int64_t)(a->cfg.min_reload_interval * 1000);
 	if (wake && a->last_reload_ms && now < ready) {
@@ -354,6 +362,10 @@ void apply_pending(struct agent *a, int64_t *wake)
 			*wake = ready;   /* too soon after a reload: merge what comes meanwhile */
 		return;
 	}
+	/* the drain guard: no reload while too many old workers still drain
+	 * (what arrives meanwhile is merged into this apply) */
+	if (guard_hold(a, wake))
+		return;
 	char err[ERRLEN];
 	struct push m;
 	merge(a, &m);

@@ -100,8 +100,8 @@ bool guard_hold(struct agent *a, int64_t *wake)
 	uint64_t version = a->queue[a->nqueue - 1].version;
 	if (!count(a, now) || g->last.draining <= g->limit) {
 		if (g->since_ms)
-			log_info("drain guard: %u old workers of %s still draining (at most %llu): version %llu goes "
-				 "live after %.1fs held", g->last.draining, a->cfg.consumer, (unsigned long long)g->limit,
+			log_info("drain guard: %s's old workers still draining: %u, at most %llu: version %llu goes "
+				 "live after %.1fs held", a->cfg.consumer, g->last.draining, (unsigned long long)g->limit,
 				 (unsigned long long)version, (double)(now - g->since_ms) / 1000.0);
 		end_spell(a, now);
 		return false;
@@ -109,17 +109,17 @@ bool guard_hold(struct agent *a, int64_t *wake)
 	if (!g->since_ms) {
 		g->since_ms = now;
 		g->deferred++;
-		log_info("drain guard: %u old workers of %s still draining (%.1f MiB; at most %llu): version %llu "
-			 "waits, for up to %gs (--max-defer)", g->last.draining, a->cfg.consumer,
+		log_info("drain guard: %s's old workers still draining: %u (%.1f MiB), more than %llu: version %llu "
+			 "waits, for up to %gs (--max-defer)", a->cfg.consumer, g->last.draining,
 			 mib(g->last.draining_bytes), (unsigned long long)g->limit, (unsigned long long)version,
 			 a->cfg.max_defer);
 		agent_set_state(a, ST_DEFERRED);
 		agent_write_status(a);
 	} else if (now >= g->since_ms + max_ms) {
 		g->forced++;
-		log_warn("drain guard: reloading after %gs (--max-defer) with %u old workers of %s still draining "
-			 "(%.1f MiB; at most %llu): version %llu goes live", a->cfg.max_defer, g->last.draining,
-			 a->cfg.consumer, mib(g->last.draining_bytes), (unsigned long long)g->limit,
+		log_warn("drain guard: reloading after %gs (--max-defer) with %s's old workers still draining: %u "
+			 "(%.1f MiB), more than %llu: version %llu goes live", a->cfg.max_defer, a->cfg.consumer,
+			 g->last.draining, mib(g->last.draining_bytes), (unsigned long long)g->limit,
 			 (unsigned long long)version);
 		end_spell(a, now);
 		return false;

@@ -65,10 +65,11 @@ static int count(struct agent *a, int64_t now)
 		return 0;
 	}
 	/* a master whose workers /proc does not show (another user's,
-	 * hidden: systemd's ProtectProc=invisible) cannot be guarded */
+	 * hidden by hidepid= from a user outside its gid= group) cannot be
+	 * guarded */
 	if (!dc.live && !dc.draining && !g->blind_logged)
 		log_warn("drain guard: %s's master (pid %ld) shows no worker in %s: its old workers cannot be counted "
-			 "(are they hidden? under systemd, ProtectProc=default)", a->cfg.consumer, dc.master, proc_root);
+			 "(does hidepid= hide them from this user?)", a->cfg.consumer, dc.master, proc_root);
 	g->blind_logged = !dc.live && !dc.draining;
 	g->last = dc;
 	g->limit = limit_of(a, &dc);

@@ -363,13 +363,15 @@ for r in stream fresh r0 r1 r2 r3 r4; do
 done
 start_agent h --consumer haproxy --pidfile "$HAP_PIDFILE" --marker "127.0.0.1:$HMARK" --base-config "$WORK/base.cfg" \
 	--max-draining 1 --metrics-listen 127.0.0.1:0 --backoff-max 1
-wait_until 20 test -f "$OUT/current/tether.cfg" || bail "the haproxy agent made no generation"
+VH=$(plane_version)
+# haproxy starts on the generation of the plane's version (not on the empty
+# one the agent boots with, which it would not reload from: no pidfile yet)
+wait_until 20 agent_at h "$VH" || bail "the haproxy agent did not apply version $VH"
 haproxy -W -p "$HAP_PIDFILE" -f "$WORK/base.cfg" -f "$OUT/current/" >>"$WORK/haproxy.log" 2>&1 &
 track_pid $!
 hap_at() {
 	agent_at h "$1" && [ "$(curl -s -m 2 "http://127.0.0.1:$HMARK/tether-generation")" = "$(readlink "$OUT/current" | sed 's/^gen-//')" ]
 }
-VH=$(plane_version)
 check "haproxy serves the agent's version $VH" wait_until 20 hap_at "$VH"
 wait_until 5 grep -q 'metrics: serving http://127.0.0.1:[0-9]*/metrics' "$WORK/h.log" || bail "no metrics port"
 HM=$(grep -o 'metrics: serving http://127.0.0.1:[0-9]*' "$WORK/h.log" | tail -n 1 | sed 's/.*://')

@@ -74,8 +74,10 @@ function stream(ms, again) {
 			st.streams_done++;
 		else
 			failed(endless ? 'forever' : 'stream', why);
+		/* a refused connection is tried again a little later, not in a
+		 * busy loop */
 		if (again && !stopping)
-			stream(hold, true);
+			setTimeout(() => stream(hold, true), ok ? 0 : 100);
 	};
 	const req = http.get(`${base}/stream?ms=${ms}`, { agent }, (res) => {
 		if (endless)

@@ -56,6 +56,11 @@ const struct opt_def agent_options[] = {
 	  "health probes before giving up (default 3)" },
 	{ "min-reload-interval", 0, OPT_SECONDS, OFF(min_reload_interval), 0, 3600, NULL, "SECONDS",
 	  "pushes arriving sooner after a reload wait and are merged (default 0)" },
+	{ "max-draining", 0, OPT_UINT, OFF(max_draining), 0, 100000, NULL, "N",
+	  "nginx/haproxy with --pidfile: hold a reload while more than N old workers still drain "
+	  "(default: twice the live workers)" },
+	{ "max-defer", 0, OPT_SECONDS, OFF(max_defer), 0, 3600, NULL, "SECONDS",
+	  "the longest a reload is held for draining workers; then it goes anyway (default 60; 0: never held)" },
 	{ "generations", 0, OPT_UINT, OFF(generations), 2, 100, NULL, "N",
 	  "nginx/haproxy generations kept on disk (default 3)" },
 	{ "nginx", 0, OPT_STRING, OFF(nginx), 0, 0, NULL, "PATH", "nginx binary for the default check (default nginx)" },
@@ -140,6 +145,8 @@ void agent_config_defaults(struct agent_config *c)
 	c->health_timeout = 2;
 	c->health_retries = 3;
 	c->generations = 3;
+	c->max_draining = AGENT_DRAINING_AUTO;
+	c->max_defer = 60;
 }
 
 static void planes_free(struct agent_config *c)
@@ -239,6 +246,11 @@ int agent_config_check(struct agent_config *c, char *err, size_t errlen)
 	}
 	if (c->reload && c->pidfile) {
 		snprintf(err, errlen, "give --reload or --pidfile, not both");
+		return -1;
+	}
+	if (c->max_draining != AGENT_DRAINING_AUTO && (!gen || !c->pidfile)) {
+		snprintf(err, errlen, "max-draining: the drain guard counts the workers of the master in --pidfile: "
+			 "it needs --consumer nginx or haproxy and --pidfile FILE");
 		return -1;
 	}
 	if (!c->signal)

@@ -11,6 +11,8 @@
 
 /* The most planes --plane lists (replicas or relays of one plane). */
 #define AGENT_MAX_PLANES 16
+/* --max-draining not given: twice the live workers (agent/guard.c). */
+#define AGENT_DRAINING_AUTO UINT64_MAX
 
 struct agent_config {
 	char *plane;               /* as given; checked: the URLs joined by commas */
@@ -57,6 +59,8 @@ struct agent_config {
 	double reload_timeout;     /* until the marker shows the new generation */
 	double health_timeout;
 	double min_reload_interval;
+	double max_defer;          /* the longest the drain guard holds a reload (0: never) */
+	uint64_t max_draining;     /* hold a reload while more old workers drain (AGENT_DRAINING_AUTO) */
 	uint64_t health_retries;
 	uint64_t generations;
 	uint64_t max_push_bytes;

@@ -16,6 +16,7 @@
 #include "agent_config.h"
 #include "buf.h"
 #include "fresh.h"
+#include "guard.h"
 #include "keys.h"
 #include "lthash.h"
 #include "sse_parser.h"
@@ -98,9 +99,11 @@ struct agent {
 	struct push *queue;              /* decoded pushes not applied yet */
 	size_t nqueue, capqueue;
 	int64_t last_reload_ms;
+	int64_t reload_sent_ms;          /* just before the last reload was asked for (the drain guard) */
 	int live_healthy;                /* the live generation's last probe: -1 unknown */
 	int64_t retry_at_ms;             /* resync to retry a push that failed on I/O */
 	unsigned io_failures;
+	struct guard guard;              /* guard.c: applies held while old workers drain */
 
 	/* trust.c (with --trust) */
 	struct {

@@ -45,6 +45,7 @@
 #include "agent_int.h"
 #include "consumer/consumer.h"
 #include "consumer/reload.h"
+#include "consumer/runtime.h"
 #include "fault.h"
 #include "lastgood.h"
 #include "log.h"
@@ -118,6 +119,12 @@ enum push_result apply_enqueue(struct agent *a, const char *text, size_t len, bo
 	if (p.version > a->plane_version)
 		a->plane_version = p.version;
 	uint64_t tip = queue_tip(a);
+	if (!p.full && p.base != tip && a->nqueue && p.base == a->state.version && p.version >= tip) {
+		/* a delta from the applied version while pushes wait (a poll's
+		 * answer while the drain guard holds them) carries all they do */
+		apply_drop_queue(a);
+		tip = queue_tip(a);
+	}
 	if (p.version < tip) {
 		snprintf(err, sizeof(err), "push version %llu is older than the applied version %llu",
 			 (unsigned long long)p.version, (unsigned long long)tip);
@@ -214,6 +221,7 @@ static void reload_back(struct agent *a)
 {
 	char e2[1024];
 	struct reload_options ro = reload_opts(a);
+	a->reload_sent_ms = now_ms();
 	if (reload_consumer(&ro, a->state.version, NULL, e2, sizeof(e2)) < 0)
 		log_error("apply: reload after putting the old output back failed: %s", e2);
 	else
@@ -293,6 +301,7 @@ static enum apply_result apply_candidate(struct agent *a, struct candidate *c, i
 			goto served;   /* no reload: the read-back confirmed it */
 		}
 		a->last_reload_ms = now_ms();
+		a->reload_sent_ms = now_ms();
 		rr = reload_consumer(&ro, c->version, dir, err, errlen);
 		if (rr < 0)
 			goto revert;
@@ -361,10 +370,36 @@ static void trim_after(size_t changes)
 		malloc_trim(0);
 }
 
+/* With --runtime-api: whether what is queued, merged, changes only
+ * clusters' endpoints (consumer/runtime.c's plan), so that it goes over
+ * haproxy's runtime API and reloads nothing. Builds the candidate once
+ * more, only with the option. */
+static bool queued_goes_runtime(struct agent *a)
+{
+	if (!a->cfg.runtime_api)
+		return false;
+	char err[ERRLEN];
+	struct push m;
+	merge(a, &m);
+	struct candidate c;
+	bool yes = false;
+	if (candidate_build(&a->state, &m, a->cfg.strict ? STATE_STRICT : 0, &c, err, sizeof(err)) == 0) {
+		struct rt_plan plan;
+		yes = runtime_plan(&c, &plan, err, sizeof(err)) == 1;
+		if (yes)
+			runtime_plan_release(&plan);
+		candidate_release(&c);
+	}
+	push_release(&m);
+	return yes;
+}
+
 void apply_pending(struct agent *a, int64_t *wake)
 {
-	if (!a->nqueue)
+	if (!a->nqueue) {
+		guard_idle(a, wake);
 		return;
+	}
 	int64_t now = now_ms();
 	int64_t ready = a->last_reload_ms + (int64_t)(a->cfg.min_reload_interval * 1000);
 	if (wake && a->last_reload_ms && now < ready) {
@@ -372,6 +407,11 @@ void apply_pending(struct agent *a, int64_t *wake)
 			*wake = ready;   /* too soon after a reload: merge what comes meanwhile */
 		return;
 	}
+	/* the drain guard: no reload while too many old workers still drain
+	 * (what arrives meanwhile is merged into this apply); an apply that
+	 * goes over haproxy's runtime API reloads nothing, so it never waits */
+	if (!queued_goes_runtime(a) && guard_hold(a, wake))
+		return;
 	char err[ERRLEN];
 	struct push m;
 	merge(a, &m);
@@ -477,6 +517,7 @@ void apply_boot_reload(struct agent *a)
 	if (!a->cfg.reload && !a->cfg.pidfile)
 		return;
 	struct reload_options ro = reload_opts(a);
+	a->reload_sent_ms = now_ms();
 	int rr = reload_consumer(&ro, a->state.version, NULL, err, sizeof(err));
 	if (rr == 0)
 		apply_reloaded(a, RR_BOOT);
@@ -523,6 +564,7 @@ static int resume_check(struct agent *a, const struct candidate *c, int *healthy
 		log_info("boot: the consumer serves generation %s already: no reload", gen);
 	} else {
 		a->last_reload_ms = now_ms();
+		a->reload_sent_ms = now_ms();
 		rr = reload_consumer(&ro, c->version, dir, err, errlen);
 		if (rr < 0)
 			return -1;

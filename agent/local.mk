@@ -7,13 +7,14 @@
 libagent_la_SOURCES = \
 	agent/agent.c agent/agent.h agent/agent_int.h agent/agent_config.c agent/agent_config.h \
 	agent/ack.c agent/apply.c agent/apply_runtime.c agent/sync.c agent/fresh.c agent/fresh.h \
-	agent/fault.c agent/fault.h \
+	agent/fault.c agent/fault.h agent/guard.c agent/guard.h \
 	agent/lastgood.c agent/lastgood.h \
 	agent/status.c agent/status.h \
 	agent/metrics.c agent/metrics_http.c agent/metrics_http.h agent/trust.c \
 	agent/consumer/consumer.c agent/consumer/consumer.h agent/consumer/files.c agent/consumer/gen.c \
 	agent/consumer/render.c agent/consumer/render.h agent/consumer/render_nginx.c \
-	agent/consumer/render_haproxy.c \
+	agent/consumer/render_haproxy.c agent/consumer/drain.c agent/consumer/drain.h \
+	agent/consumer/procfs.c agent/consumer/procfs.h \
 	agent/consumer/reload.c agent/consumer/reload.h \
 	agent/consumer/runtime.c agent/consumer/runtime.h agent/consumer/runtime_state.c \
 	agent/consumer/runtime_api.c \

@@ -5,8 +5,8 @@
  * applied, refused and merged, apply time by phase, runtime updates and
  * reloads by reason, the last sync,
  * reconnects, moves between planes, whether the plane says it is stale,
- * last-good's size, with --trust the verification figures
- * (staleness, refusals by reason), and with traffic stats the live
+ * last-good's size, the drain guard's counts (guard.c), with --trust the
+ * verification figures (staleness, refusals by reason), and with traffic stats the live
  * generation's requests, 5xx answers and latency per route. */
 #include "agent_int.h"
 #include "lastgood.h"
@@ -158,7 +158,7 @@ void metrics_text(const struct agent *a, struct buf *b, bool live)
 	      (long long)(li.snapshot_bytes + li.journal_bytes));
 	buf_puts(b, "# HELP tetherd_state The agent's state (1 for the current one).\n# TYPE tetherd_state gauge\n");
 	enum agent_state shown = a->written.state;
-	for (int s = ST_BOOTING; s <= ST_STALE; s++)
+	for (int s = ST_BOOTING; s <= ST_DEFERRED; s++)
 		buf_printf(b, "tetherd_state{state=\"%s\"} %d\n", status_state_name((enum agent_state)s), s == (int)shown);
 	if (a->trust.on) {
 		gauge(b, "tetherd_stale", "1 when no valid signed statement vouches for what runs.", a->trust.stale);
@@ -172,6 +172,7 @@ void metrics_text(const struct agent *a, struct buf *b, bool live)
 			buf_printf(b, "tetherd_verify_failures_total{reason=\"%s\"} %llu\n",
 				   trust_fail_name((enum trust_fail)f), (unsigned long long)a->trust.failures[f]);
 	}
+	guard_metrics(a, b, live);
 	traffic_metrics(a, b);
 }
 

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char *const names[] = { "booting", "offline", "syncing", "synced", "degraded", "stale" };
+static const char *const names[] = { "booting", "offline", "syncing", "synced", "degraded", "stale", "deferred" };
 
 const char *status_state_name(enum agent_state s)
 {

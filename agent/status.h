@@ -8,10 +8,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* stale: with --trust, no valid signed statement vouches for what runs
+/* deferred: an apply is held while the consumer's old workers drain
+ * (agent/guard.c).
+ * stale: with --trust, no valid signed statement vouches for what runs
  * any more (expired, or older than --max-staleness), or the plane dialled
  * now says it is stale (cut off from its source); it keeps serving. */
-enum agent_state { ST_BOOTING, ST_OFFLINE, ST_SYNCING, ST_SYNCED, ST_DEGRADED, ST_STALE };
+enum agent_state { ST_BOOTING, ST_OFFLINE, ST_SYNCING, ST_SYNCED, ST_DEGRADED, ST_STALE, ST_DEFERRED };
 
 struct status {
 	const char *node;

@@ -99,7 +99,7 @@ struct agent {
 	struct push *queue;              /* decoded pushes not applied yet */
 	size_t nqueue, capqueue;
 	int64_t last_reload_ms;
-	int64_t reload_sent_ms;          /* just before the last reload was asked for (the drain guard) */
+	bool runtime_failing;            /* the last runtime update fell back (failed, differs) */
 	int live_healthy;                /* the live generation's last probe: -1 unknown */
 	int64_t retry_at_ms;             /* resync to retry a push that failed on I/O */
 	unsigned io_failures;

@@ -47,6 +47,7 @@
 #include "consumer/reload.h"
 #include "consumer/runtime.h"
 #include "fault.h"
+#include "guard.h"
 #include "lastgood.h"
 #include "log.h"
 #include "strmap.h"
@@ -221,7 +222,7 @@ static void reload_back(struct agent *a)
 {
 	char e2[1024];
 	struct reload_options ro = reload_opts(a);
-	a->reload_sent_ms = now_ms();
+	guard_reload_sent(a);
 	if (reload_consumer(&ro, a->state.version, NULL, e2, sizeof(e2)) < 0)
 		log_error("apply: reload after putting the old output back failed: %s", e2);
 	else
@@ -301,7 +302,7 @@ static enum apply_result apply_candidate(struct agent *a, struct candidate *c, i
 			goto served;   /* no reload: the read-back confirmed it */
 		}
 		a->last_reload_ms = now_ms();
-		a->reload_sent_ms = now_ms();
+		guard_reload_sent(a);
 		rr = reload_consumer(&ro, c->version, dir, err, errlen);
 		if (rr < 0)
 			goto revert;
@@ -376,7 +377,10 @@ static void trim_after(size_t changes)
  * more, only with the option. */
 static bool queued_goes_runtime(struct agent *a)
 {
-	if (!a->cfg.runtime_api)
+	/* after a runtime update that fell back (a dead socket, one below
+	 * admin, a read-back that differs) the next is likely to reload too:
+	 * guarded like any reload until one goes through again */
+	if (!a->cfg.runtime_api || a->runtime_failing)
 		return false;
 	char err[ERRLEN];
 	struct push m;
@@ -410,7 +414,7 @@ void apply_pending(struct agent *a, int64_t *wake)
 	/* the drain guard: no reload while too many old workers still drain
 	 * (what arrives meanwhile is merged into this apply); an apply that
 	 * goes over haproxy's runtime API reloads nothing, so it never waits */
-	if (!queued_goes_runtime(a) && guard_hold(a, wake))
+	if (guard_hold(a, wake, queued_goes_runtime))
 		return;
 	char err[ERRLEN];
 	struct push m;
@@ -517,7 +521,7 @@ void apply_boot_reload(struct agent *a)
 	if (!a->cfg.reload && !a->cfg.pidfile)
 		return;
 	struct reload_options ro = reload_opts(a);
-	a->reload_sent_ms = now_ms();
+	guard_reload_sent(a);
 	int rr = reload_consumer(&ro, a->state.version, NULL, err, sizeof(err));
 	if (rr == 0)
 		apply_reloaded(a, RR_BOOT);
@@ -564,7 +568,7 @@ static int resume_check(struct agent *a, const struct candidate *c, int *healthy
 		log_info("boot: the consumer serves generation %s already: no reload", gen);
 	} else {
 		a->last_reload_ms = now_ms();
-		a->reload_sent_ms = now_ms();
+		guard_reload_sent(a);
 		rr = reload_consumer(&ro, c->version, dir, err, errlen);
 		if (rr < 0)
 			return -1;

@@ -62,6 +62,7 @@ bool apply_runtime(struct agent *a, const struct candidate *c, enum reload_reaso
 		*why = RR_RUNTIME_FAILED;
 		break;
 	}
+	a->runtime_failing = res == RUNTIME_DIFFERS || *why == RR_RUNTIME_FAILED;
 	if (res != RUNTIME_APPLIED) {
 		log_warn("runtime: version %llu reloads haproxy (%s, after %zu command%s): %s",
 			 (unsigned long long)c->version, reload_reason_name(*why), sent, sent == 1 ? "" : "s", err);

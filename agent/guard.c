@@ -34,15 +34,21 @@ static enum drain_kind kind_of(const struct agent *a)
 }
 
 /* When the agent last asked for a reload (just before the signal), in
- * clock ticks since boot (the unit of /proc's start times); 0: none yet. */
+ * clock ticks since boot (the unit of /proc's start times, taken on
+ * CLOCK_BOOTTIME then, so a suspend since does not move it); 0: none yet. */
 static uint64_t reloaded_ticks(const struct agent *a)
 {
-	struct timespec bt;
 	long hz = sysconf(_SC_CLK_TCK);
-	if (!a->reload_sent_ms || hz <= 0 || clock_gettime(CLOCK_BOOTTIME, &bt) < 0)
-		return 0;
-	int64_t at = (int64_t)bt.tv_sec * 1000 + bt.tv_nsec / 1000000 - (now_ms() - a->reload_sent_ms);
-	return at > 0 ? (uint64_t)at * (uint64_t)hz / 1000 : 0;
+	int64_t at = a->guard.reload_sent_boot;
+	return at > 0 && hz > 0 ? (uint64_t)at * (uint64_t)hz / 1000 : 0;
+}
+
+void guard_reload_sent(struct agent *a)
+{
+	struct timespec bt;
+	a->guard.reload_sent_ms = now_ms();
+	a->guard.reload_sent_boot =
+		clock_gettime(CLOCK_BOOTTIME, &bt) == 0 ? (int64_t)bt.tv_sec * 1000 + bt.tv_nsec / 1000000 : 0;
 }
 
 static uint64_t limit_of(const struct agent *a, const struct drain_count *dc)
@@ -99,7 +105,7 @@ static void end_spell(struct agent *a, int64_t now)
 	g->since_ms = 0;
 }
 
-bool guard_hold(struct agent *a, int64_t *wake)
+bool guard_hold(struct agent *a, int64_t *wake, bool (*no_reload)(struct agent *a))
 {
 	struct guard *g = &a->guard;
 	int64_t now = now_ms();
@@ -109,6 +115,10 @@ bool guard_hold(struct agent *a, int64_t *wake)
 	}
 	int64_t max_ms = (int64_t)(a->cfg.max_defer * 1000);
 	if (g->since_ms && now < g->next_ms && now < g->since_ms + max_ms) {
+		if (no_reload && no_reload(a)) {
+			end_spell(a, now);   /* what is queued now reloads nothing: it goes */
+			return false;
+		}
 		lower(wake, g->next_ms < g->since_ms + max_ms ? g->next_ms : g->since_ms + max_ms);
 		return true;
 	}
@@ -119,6 +129,10 @@ bool guard_hold(struct agent *a, int64_t *wake)
 				 "live after %.1fs held", a->cfg.consumer, g->last.draining, (unsigned long long)g->limit,
 				 (unsigned long long)version, (double)(now - g->since_ms) / 1000.0);
 		end_spell(a, now);
+		return false;
+	}
+	if (no_reload && no_reload(a)) {
+		end_spell(a, now);   /* it would hold, but this apply reloads nothing */
 		return false;
 	}
 	if (!g->since_ms) {
@@ -162,7 +176,7 @@ void guard_idle(struct agent *a, int64_t *wake)
 	 * it is counted again while old workers drain, and after a reload */
 	if (!wake || !a->cfg.metrics_file || !watching(a))
 		return;
-	if (!(g->counted && g->last.draining > 0) && a->last_reload_ms < g->counted_ms)
+	if (!(g->counted && g->last.draining > 0) && g->reload_sent_ms < g->counted_ms)
 		return;
 	if (now >= g->next_ms) {
 		count(a, now);

@@ -26,6 +26,8 @@ struct guard {
 	int64_t next_ms;           /* the next count, while holding or while workers drain */
 	bool counted;              /* last holds a count */
 	int64_t counted_ms;        /* when it was taken (monotonic ms) */
+	int64_t reload_sent_ms;    /* just before the last reload was asked for (monotonic ms); 0: none */
+	int64_t reload_sent_boot;  /* the same on CLOCK_BOOTTIME (ms), /proc's clock for start times */
 	struct drain_count last;   /* the last count: the gauges of --metrics-file */
 	uint64_t limit;            /* the limit of the last count */
 	uint64_t deferred;         /* spells of holding */
@@ -37,8 +39,13 @@ struct guard {
 
 /* Before the queued pushes are applied: true while they must wait
  * (*wake, if not NULL, lowered to when to count again); false to apply
- * now. */
-bool guard_hold(struct agent *a, int64_t *wake);
+ * now. no_reload, asked only when it would hold: whether the apply of what
+ * is queued reloads nothing (haproxy's runtime API), so it need not wait
+ * (NULL: every apply reloads). */
+bool guard_hold(struct agent *a, int64_t *wake, bool (*no_reload)(struct agent *a));
+/* Just before a reload is asked for: what the counts compare the
+ * workers' start times with. */
+void guard_reload_sent(struct agent *a);
 /* Nothing is queued: a spell of holding ends (the queue went with a
  * resync); with --metrics-file, while old workers drain, counts again now
  * and then so the file's gauges follow them (*wake lowered). */

@@ -484,7 +484,7 @@ void sync_done(struct agent *a, CURLcode code)
 					return;
 				}
 			}
-		} else if (a->astate != ST_DEGRADED) {
+		} else if (a->astate != ST_DEGRADED && !a->nqueue) {
 			agent_set_state(a, ST_SYNCED);
 			if (!a->last_sync)
 				a->last_sync = wall_seconds();

@@ -56,7 +56,10 @@ int haproxy_cli_ask(const char *path, const char *cmd, double deadline, size_t m
 	}
 	int rc = -1;
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		/* a unix socket with a full backlog says EAGAIN; wait for it */
+		/* a unix socket with a full backlog says EAGAIN, and poll does
+		 * not wait for it (the socket is not connecting): the second
+		 * connect below then fails at once too, and the caller falls
+		 * back (a reload). EINPROGRESS is waited for. */
 		if (errno != EAGAIN && errno != EINPROGRESS) {
 			snprintf(err, errlen, "%s: connect: %s", path, strerror(errno));
 			goto out;

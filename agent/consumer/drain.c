@@ -94,12 +94,19 @@ struct child {
 	uint64_t start;
 };
 
+/* nginx's workers whose title says they serve but that started before
+ * the last reload: old once the reload took (a worker started since). */
+struct nginx_old {
+	unsigned n;
+	uint64_t bytes;
+	bool fresh;                 /* a serving worker started since the reload */
+};
+
 /* nginx: a child by its title. A worker whose title says it serves but
  * that started before the last reload (reloaded, clock ticks since boot)
- * is kept in *old: it is old once the reload took, which the caller knows
- * when a worker started since. */
+ * is also counted in *old. */
 static void nginx_child(int dirfd, long pid, uint64_t start, uint64_t reloaded, struct drain_count *out,
-			struct child *old, size_t *nold, size_t cap, bool *fresh)
+			struct nginx_old *old)
 {
 	char raw[TITLE_MAX], title[TITLE_MAX];
 	ssize_t n = read_at(dirfd, pid, "cmdline", raw, sizeof(raw));
@@ -111,10 +118,12 @@ static void nginx_child(int dirfd, long pid, uint64_t start, uint64_t reloaded, 
 		out->draining_bytes += rss_of(dirfd, pid);
 	} else if (strstr(title, "worker process")) {
 		out->live++;
-		if (reloaded && start < reloaded && *nold < cap)
-			old[(*nold)++] = (struct child){ pid, start };
-		else if (reloaded && start >= reloaded)
-			*fresh = true;
+		if (reloaded && start < reloaded) {
+			old->n++;
+			old->bytes += rss_of(dirfd, pid);
+		} else if (reloaded) {
+			old->fresh = true;
+		}
 	}
 }
 
@@ -122,15 +131,13 @@ static void nginx_child(int dirfd, long pid, uint64_t start, uint64_t reloaded, 
  * took), the workers started before it are old, though the master may not
  * have retitled them yet (it does once the new ones run); when none did,
  * the reload has not taken (or failed) and the titles say it all. */
-static void nginx_retitled(int dirfd, const struct child *old, size_t nold, bool fresh, struct drain_count *out)
+static void nginx_retitled(const struct nginx_old *old, struct drain_count *out)
 {
-	if (!fresh)
+	if (!old->fresh)
 		return;
-	for (size_t i = 0; i < nold; i++) {
-		out->live--;
-		out->draining++;
-		out->draining_bytes += rss_of(dirfd, old[i].pid);
-	}
+	out->live -= old->n;
+	out->draining += old->n;
+	out->draining_bytes += old->bytes;
 }
 
 /* haproxy: the newest of the workers is live, the others drain. */
@@ -188,9 +195,7 @@ int drain_count(const char *proc_root, const char *pidfile, enum drain_kind kind
 	out->master = master;
 	struct child *kids = NULL;
 	size_t nkids = 0, cap = 0;
-	struct child old[64];   /* nginx: serving workers started before the last reload */
-	size_t nold = 0;
-	bool fresh = false;
+	struct nginx_old old = { 0 };
 	struct dirent *e;
 	while ((e = readdir(d))) {
 		uint64_t v;
@@ -201,7 +206,7 @@ int drain_count(const char *proc_root, const char *pidfile, enum drain_kind kind
 		if (read_stat(root, (long)v, &st) < 0 || st.ppid != master || st.state == 'Z')
 			continue;
 		if (kind == DRAIN_NGINX) {
-			nginx_child(root, (long)v, st.start, reloaded, out, old, &nold, sizeof(old) / sizeof(old[0]), &fresh);
+			nginx_child(root, (long)v, st.start, reloaded, out, &old);
 		} else if (strcmp(st.comm, ms.comm) == 0) {
 			if (nkids == cap) {
 				cap = cap ? cap * 2 : 16;
@@ -214,7 +219,7 @@ int drain_count(const char *proc_root, const char *pidfile, enum drain_kind kind
 	if (kind == DRAIN_HAPROXY)
 		haproxy_children(root, kids, nkids, out);
 	else
-		nginx_retitled(root, old, nold, fresh, out);
+		nginx_retitled(&old, out);
 	free(kids);
 	close(root);
 	return 1;

@@ -5,10 +5,36 @@
 # agent's output directory) and MARK (the marker's port) before using them.
 
 declare -A T_PORTS_TAKEN
+# Ports handed out are also reserved machine-wide (a directory per port,
+# made atomically, holding the test's pid) until the test ends: tests that
+# run side by side (make check -j2) pick from the same range, and a port
+# one of them checked free may be bound by the other before it is used.
+# A reservation whose test is gone is taken over.
+T_PORT_DIR=${TMPDIR:-/tmp}/tether-test-ports
+port_reserve() {
+	local d=$T_PORT_DIR/$1 owner
+	mkdir -p "$T_PORT_DIR" 2>/dev/null
+	if ! mkdir "$d" 2>/dev/null; then
+		owner=$(cat "$d/pid" 2>/dev/null)
+		# a reservation still being written, or a live test's
+		[ -n "$owner" ] || return 1
+		kill -0 "$owner" 2>/dev/null && return 1
+		rm -rf "$d" 2>/dev/null
+		mkdir "$d" 2>/dev/null || return 1
+	fi
+	echo $$ >"$d/pid"
+}
+ports_release() {
+	local p
+	for p in "${!T_PORTS_TAKEN[@]}"; do
+		[ "$(cat "$T_PORT_DIR/$p/pid" 2>/dev/null)" = $$ ] && rm -rf "${T_PORT_DIR:?}/$p"
+	done
+}
+T_CLEANUPS="$T_CLEANUPS ports_release"
 # free_port VAR: a free loopback TCP port into VAR: below the kernel's
 # ephemeral range (an outgoing connection's local port would make nginx's
 # bind() fail later), in use by no socket in any state, not handed out
-# before by this test.
+# before by this test nor reserved by another running beside it.
 free_port() {
 	local p i lo
 	lo=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null)
@@ -16,11 +42,13 @@ free_port() {
 	for i in $(seq 1 500); do
 		p=$((10000 + RANDOM % (lo - 10000)))
 		[ -z "${T_PORTS_TAKEN[$p]:-}" ] || continue
+		port_reserve "$p" || continue
 		if [ -z "$(ss -Htan "( sport = :$p )" 2>/dev/null)" ]; then
 			T_PORTS_TAKEN[$p]=1
 			printf -v "$1" '%s' "$p"
 			return 0
 		fi
+		rm -rf "${T_PORT_DIR:?}/$p"
 	done
 	bail "no free port found"
 }

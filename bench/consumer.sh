@@ -30,13 +30,6 @@ BENCH_ON_EXIT='eval "$PROXY_STOP"'
 BENCH_POLL=0.005   # the latencies are measured by polling: poll often
 . "$(dirname "$0")/lib.sh"
 need "$BUILDDIR/tether-plane" "$BUILDDIR/tetherd"
-free_port() {
-	local p
-	while :; do
-		p=$((10000 + RANDOM % 20000))   # below the ephemeral range (32768+)
-		ss -ltn | awk '{print $4}' | grep -q ":$p\$" || { echo "$p"; return; }
-	done
-}
 ms() { echo $(($(date +%s%N) / 1000000)); }
 median_of() { percentile 0.5; }
 

@@ -38,13 +38,6 @@ BENCH_POLL=0.05
 need "$BUILDDIR/tether-plane" "$BUILDDIR/tetherd"
 command -v nginx >/dev/null || die "nginx is not installed"
 command -v node >/dev/null || die "node is not installed"
-free_port() {
-	local p
-	while :; do
-		p=$((10000 + RANDOM % 20000))   # below the ephemeral range (32768+)
-		ss -Htan "( sport = :$p )" | grep -q . || { echo "$p"; return; }
-	done
-}
 
 # draining MASTER: "COUNT RSS_BYTES PSS_BYTES" of the master's old workers
 draining() {

@@ -193,3 +193,14 @@ bench_header() {
 	echo "commit: $rev"
 	echo "load average at start: $LOAD_START; at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 }
+
+# free_port: a loopback TCP port in use by no socket in any state, below the
+# kernel's ephemeral range (32768+: an outgoing connection's local port
+# would make a proxy's bind fail later)
+free_port() {
+	local p
+	while :; do
+		p=$((10000 + RANDOM % 20000))
+		ss -Htan "( sport = :$p )" | grep -q . || { echo "$p"; return; }
+	done
+}

@@ -38,13 +38,6 @@ need "$BUILDDIR/tether-plane" "$BUILDDIR/tetherd"
 for c in haproxy node jq curl; do
 	command -v "$c" >/dev/null 2>&1 || die "$c is not installed"
 done
-free_port() {
-	local p
-	while :; do
-		p=$((10000 + RANDOM % 20000))   # below the ephemeral range (32768+)
-		ss -ltn | awk '{print $4}' | grep -q ":$p\$" || { echo "$p"; return; }
-	done
-}
 # m FILE NAME: a metric's value in a --metrics-file (0 when absent)
 m() {
 	awk -v k="$2" '$1 == k {v = $2} END {print v + 0}' "$1" 2>/dev/null

@@ -10,7 +10,7 @@ libplane_la_SOURCES += plane/api/api.h plane/api/routes.c plane/api/events.c pla
 	plane/api/ui.c plane/api/ui_assets.h
 # http/: the plane's side of the server: dispatch by the route table, auth, TLS
 libplane_la_SOURCES += plane/http/auth.c plane/http/auth.h plane/http/http.c plane/http/http.h \
-	plane/http/tls.c plane/http/tls.h
+	plane/http/tickets.c plane/http/tickets.h plane/http/tls.c plane/http/tls.h
 # net/: the HTTP/1.1 server's engine (threads, connections, suspended requests) and its parser
 libplane_la_SOURCES += plane/net/httpd.c plane/net/httpd.h plane/net/http_request.c plane/net/http_request.h
 # rollout/: staged rollouts and their gates
@@ -22,21 +22,22 @@ libplane_la_SOURCES += plane/core/core.c plane/core/core.h plane/core/delta.c pl
 	plane/core/freshness.h plane/core/hub.c plane/core/hub.h plane/core/nodes.c plane/core/nodes.h \
 	plane/core/pushcache.c plane/core/pushcache.h plane/core/relay_feed.c plane/core/relay_feed.h plane/core/sse_writer.c plane/core/sse_writer.h \
 	plane/core/statements.c plane/core/statements.h plane/core/store.c plane/core/store.h \
-	plane/core/tokens.c plane/core/tokens.h plane/core/validate.c plane/core/validate.h \
+	plane/core/ticket_keeper.c plane/core/ticket_keeper.h plane/core/tokens.c plane/core/tokens.h plane/core/validate.c plane/core/validate.h \
 	plane/core/writer.c plane/core/writer.h
 # persist/: the seam
 libplane_la_SOURCES += plane/persist/persist.c plane/persist/persist.h plane/persist/records_json.c \
-	plane/persist/records_json.h plane/persist/rollout_rec.c plane/persist/rollout_rec.h
+	plane/persist/records_json.h plane/persist/rollout_rec.c plane/persist/rollout_rec.h \
+	plane/persist/ticket_keys.c plane/persist/ticket_keys.h
 # persist/sqlite/
 libplane_la_SOURCES += plane/persist/sqlite/db.c plane/persist/sqlite/db.h \
 	plane/persist/sqlite/nodes.c plane/persist/sqlite/rollout.c plane/persist/sqlite/rollout.h \
 	plane/persist/sqlite/sqlite.c plane/persist/sqlite/sqlite.h plane/persist/sqlite/store.c \
-	plane/persist/sqlite/store.h plane/persist/sqlite/tokens.c plane/persist/sqlite/vlog.c \
+	plane/persist/sqlite/store.h plane/persist/sqlite/ticket_keys.c plane/persist/sqlite/tokens.c plane/persist/sqlite/vlog.c \
 	plane/persist/sqlite/vlog.h
 # persist/etcd/
 libplane_la_SOURCES += plane/persist/etcd/client.c plane/persist/etcd/client.h \
 	plane/persist/etcd/etcd.c plane/persist/etcd/etcd.h plane/persist/etcd/hist.c \
-	plane/persist/etcd/lease.c plane/persist/etcd/records.c plane/persist/etcd/value.c \
+	plane/persist/etcd/lease.c plane/persist/etcd/records.c plane/persist/etcd/ticket_keys.c plane/persist/etcd/value.c \
 	plane/persist/etcd/value.h plane/persist/etcd/vlog.c plane/persist/etcd/watch.c
 # persist/relay/
 libplane_la_SOURCES += plane/persist/relay/link.c plane/persist/relay/link.h \

@@ -10,6 +10,7 @@
 #include "core/pushcache.h"
 #include "core/statements.h"
 #include "core/store.h"
+#include "core/ticket_keeper.h"
 #include "core/tokens.h"
 #include "core/writer.h"
 #include "http/http.h"
@@ -316,6 +317,12 @@ int plane_start(struct plane *p, char *err, size_t errlen)
 	if (!p->core.tokens)
 		return -1;
 	p->auth.tokens = p->core.tokens;
+	if (p->tls && p->cfg.tls_ticket_rotation > 0) {
+		/* a relay's backend keeps no keys: its own, in memory */
+		p->tickets = ticket_keeper_open(p->core.persist, (int64_t)p->cfg.tls_ticket_rotation, err, errlen);
+		if (!p->tickets)
+			return -1;
+	}
 	bool relay = p->core.persist->ops->upstream != NULL;
 	if (!relay && !p->cfg.insecure && !p->auth.admin_token && tokens_count(p->core.tokens, ROLE_ADMIN) == 0) {
 		snprintf(err, errlen, "no admin credential: give --admin-token-file FILE (its token makes the other "
@@ -403,6 +410,7 @@ int plane_start(struct plane *p, char *err, size_t errlen)
 	p->http.core = &p->core;
 	p->http.auth = &p->auth;
 	p->http.tls = p->tls;
+	p->http.tickets = p->tickets;
 	if (http_start(&p->http, err, errlen) < 0)
 		return -1;
 	if (p->cfg.insecure) {
@@ -464,6 +472,8 @@ void plane_stop(struct plane *p)
 	p->core.nodes = NULL;
 	tokens_free(p->core.tokens);
 	p->core.tokens = NULL;
+	ticket_keeper_free(p->tickets);
+	p->tickets = NULL;
 	store_free(p->core.store);
 	p->core.store = NULL;
 	persist_close(p->core.persist);

@@ -36,6 +36,7 @@ struct plane_config {
 	char *stages;
 	char *log_level;
 	char *tls_cert, *tls_key;      /* HTTPS */
+	double tls_ticket_rotation;    /* seconds; 0: no session tickets */
 	char *client_ca;               /* mutual TLS: nodes by certificate */
 	bool cert_roles;               /* and people, by OU=tether-ROLE */
 	char *signing_key;             /* statements signed with it */
@@ -79,6 +80,7 @@ struct plane {
 	struct rollout *rollout;
 	struct gate *gate;             /* traffic-aware gates; NULL: none configured */
 	struct plane_tls *tls;         /* NULL: plain HTTP */
+	struct ticket_keeper *tickets;       /* TLS session-ticket keys; NULL: none */
 	struct {                       /* the follower's thread: a relay's catch-up (plane.c) */
 		bool on;
 		uint64_t before;

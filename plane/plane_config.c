@@ -51,6 +51,10 @@ const struct opt_def plane_options[] = {
 	{ "tls-cert", 0, OPT_STRING, OFF(tls_cert), 0, 0, NULL, "FILE",
 	  "serve HTTPS with this certificate (PEM, chain after it); needs --tls-key" },
 	{ "tls-key", 0, OPT_STRING, OFF(tls_key), 0, 0, NULL, "FILE", "the certificate's private key (PEM)" },
+	{ "tls-ticket-rotation", 0, OPT_SECONDS, OFF(tls_ticket_rotation), 0, 604800, NULL, "SECONDS",
+	  "TLS session resumption: the session-ticket key (kept in the store, shared by replicas) is replaced "
+	  "this often, the previous one still accepted for one more period, and a ticket lives one period "
+	  "(default 86400); 0: no session tickets" },
 	{ "client-ca", 0, OPT_STRING, OFF(client_ca), 0, 0, NULL, "FILE",
 	  "mutual TLS: a client certificate this CA signs identifies a node (its CN)" },
 	{ "cert-roles", 0, OPT_FLAG, OFF(cert_roles), 0, 0, NULL, NULL,
@@ -128,6 +132,7 @@ void plane_config_defaults(struct plane_config *c)
 	c->heartbeat = 10;
 	c->lease_ttl = 10;
 	c->statement_ttl = 3600;
+	c->tls_ticket_rotation = 86400;
 	c->bake = 60;
 	c->ack_timeout = 60;
 	c->lag_alert = 60;
@@ -220,6 +225,10 @@ int plane_config_check(struct plane_config *c, char *err, size_t errlen)
 	}
 	if (c->cert_roles && !c->client_ca) {
 		snprintf(err, errlen, "--cert-roles needs --client-ca (the CA that signs the people's certificates)");
+		return -1;
+	}
+	if (c->tls_ticket_rotation > 0 && c->tls_ticket_rotation < 1) {
+		snprintf(err, errlen, "--tls-ticket-rotation: 0 (no session tickets) or at least 1 second");
 		return -1;
 	}
 	if (c->client_ca && !c->tls_cert) {

@@ -10,6 +10,7 @@
 #include "core/pushcache.h"
 #include "core/statements.h"
 #include "core/store.h"
+#include "core/ticket_keeper.h"
 #include "http/auth.h"
 #include "http/http.h"
 #include "persist/persist.h"
@@ -109,6 +110,15 @@ enum http_result api_metrics(struct api *p, struct http_conn *c)
 	httpd_stats(p->http->httpd, &hs);
 	metric(&b, "tether_http_connections", "gauge", "Open HTTP connections, streams included.", hs.open);
 	metric(&b, "tether_http_accepted_total", "counter", "HTTP connections accepted.", hs.accepted);
+	if (p->http->tls) {
+		buf_puts(&b, "# HELP tether_tls_handshakes_total TLS handshakes completed, by whether they resumed a "
+			 "session (a ticket) or were full.\n# TYPE tether_tls_handshakes_total counter\n");
+		buf_printf(&b, "tether_tls_handshakes_total{resumed=\"false\"} %llu\n", (unsigned long long)hs.tls_full);
+		buf_printf(&b, "tether_tls_handshakes_total{resumed=\"true\"} %llu\n", (unsigned long long)hs.tls_resumed);
+		metric(&b, "tether_tls_ticket_key_rotations_total", "counter",
+		       "Session-ticket key rotations this process made or read from the store.",
+		       ticket_keeper_rotations(p->http->tickets));
+	}
 	metric(&b, "tether_http_refused_total", "counter",
 	       "New connections closed at once: at --max-connections, with no connection still sending headers.",
 	       hs.refused_full);

@@ -6,6 +6,7 @@
 #include "core/writer.h"
 #include "gz.h"
 #include "http/auth.h"
+#include "http/tickets.h"
 #include "http/tls.h"
 #include "listen.h"
 #include "log.h"
@@ -305,6 +306,11 @@ static void on_completed(void *cls, struct http_conn *c, void *req)
 	free(r);
 }
 
+static int tls_session(void *cls, void *session)
+{
+	return tickets_session(cls, session);
+}
+
 int http_start(struct http_server *h, char *err, size_t errlen)
 {
 	char lerr[512];
@@ -335,6 +341,10 @@ int http_start(struct http_server *h, char *err, size_t errlen)
 		hc.tls_creds = tls_credentials(h->tls);
 		hc.tls_priority = tls_priority(h->tls);
 		hc.tls_request_cert = tls_client_ca_pem(h->tls) != NULL;
+		if (h->tickets) {
+			hc.tls_session = tls_session;
+			hc.tls_session_cls = h->tickets;
+		}
 	}
 	struct httpd_app app = { h, on_headers, on_body, on_request, on_completed };
 	h->httpd = httpd_start(&hc, &app, lerr, sizeof(lerr));

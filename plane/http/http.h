@@ -18,6 +18,7 @@
 struct auth;
 struct core;
 struct plane_tls;
+struct ticket_keeper;
 struct waiter;
 struct write_result;
 
@@ -75,6 +76,7 @@ struct http_server {
 	struct core *core;                 /* the store's backend, the hub, the writer, counters */
 	struct auth *auth;
 	struct plane_tls *tls;             /* NULL: plain HTTP */
+	struct ticket_keeper *tickets;           /* TLS session resumption; NULL: none */
 	/* ---- */
 	struct httpd *httpd;
 	int listen_fd;

@@ -132,6 +132,7 @@ struct httpd {
 	struct addr_count *addrs;
 	size_t naddrs, addrs_cap;
 	atomic_uint_fast64_t accepted, refused_full, evicted, header_timeouts, bad_requests, slow_bodies;
+	atomic_uint_fast64_t tls_full, tls_resumed;
 };
 
 static char listen_marker, wake_marker;
@@ -824,6 +825,7 @@ static void handshake(struct http_conn *c)
 {
 	int rc = gnutls_handshake(c->tls);
 	if (rc == GNUTLS_E_SUCCESS) {
+		atomic_fetch_add(gnutls_session_is_resumed(c->tls) ? &c->l->d->tls_resumed : &c->l->d->tls_full, 1);
 		c->st = S_HEAD;
 		c->last_ms = now_ms();
 		set_ev(c, EPOLLIN);
@@ -1070,7 +1072,8 @@ static void accept_some(struct loop *l)
 		if (d->cfg.tls_creds) {
 			if (gnutls_init(&c->tls, GNUTLS_SERVER | GNUTLS_NONBLOCK | GNUTLS_NO_SIGNAL) < 0 ||
 			    gnutls_priority_set(c->tls, d->cfg.tls_priority) < 0 ||
-			    gnutls_credentials_set(c->tls, GNUTLS_CRD_CERTIFICATE, d->cfg.tls_creds) < 0) {
+			    gnutls_credentials_set(c->tls, GNUTLS_CRD_CERTIFICATE, d->cfg.tls_creds) < 0 ||
+			    (d->cfg.tls_session && d->cfg.tls_session(d->cfg.tls_session_cls, c->tls) < 0)) {
 				if (c->tls)
 					gnutls_deinit(c->tls);
 				close(fd);
@@ -1407,4 +1410,6 @@ void httpd_stats(struct httpd *d, struct httpd_stats *out)
 	out->header_timeouts = atomic_load(&d->header_timeouts);
 	out->bad_requests = atomic_load(&d->bad_requests);
 	out->slow_bodies = atomic_load(&d->slow_bodies);
+	out->tls_full = atomic_load(&d->tls_full);
+	out->tls_resumed = atomic_load(&d->tls_resumed);
 }

@@ -92,6 +92,11 @@ struct httpd_config {
 	void *tls_creds;
 	void *tls_priority;
 	bool tls_request_cert;
+	/* called on each new TLS session (a gnutls_session_t) before its
+	 * handshake, to set it up further (session tickets); -1 drops the
+	 * connection. NULL: none */
+	int (*tls_session)(void *cls, void *session);
+	void *tls_session_cls;
 	/* where the server's own refusals and closes are counted (may be NULL) */
 	void (*log)(const char *msg);
 };
@@ -105,6 +110,7 @@ void httpd_stop(struct httpd *d);
 /* Counters since start, for /metrics. */
 struct httpd_stats {
 	uint64_t accepted, open, refused_full, evicted_pending, header_timeouts, bad_requests, slow_bodies;
+	uint64_t tls_full, tls_resumed;    /* TLS handshakes done: full, and resuming a session */
 };
 void httpd_stats(struct httpd *d, struct httpd_stats *out);
 

@@ -146,6 +146,17 @@ struct persist_token {
 };
 typedef int (*persist_token_cb)(void *ctx, const struct persist_token *t);
 
+/* The TLS session-ticket keys (http/tickets.c): GnuTLS master keys (64
+ * bytes each) the plane's replicas share, so a session resumes across a
+ * restart and a failover. A secret: never logged nor served. cur encrypts
+ * new tickets; prev (has_prev) still decrypts for one rotation period. */
+#define PERSIST_TICKET_KEY 64
+struct persist_ticket_keys {
+	unsigned char cur[PERSIST_TICKET_KEY], prev[PERSIST_TICKET_KEY];
+	bool has_prev;
+	int64_t created;                   /* wall seconds cur was made */
+};
+
 /* A change another replica committed, as the follower delivers it: body
  * (taken) NULL is a tombstone. */
 struct persist_remote {
@@ -250,6 +261,17 @@ struct persist_ops {
 	int (*tokens_load)(struct persist *p, persist_token_cb cb, void *ctx, char *err, size_t errlen);
 	int (*token_add)(struct persist *p, const struct persist_token *t, char *err, size_t errlen);
 	int (*token_revoke)(struct persist *p, const char *id, int64_t when, char *err, size_t errlen);
+
+	/* the TLS session-ticket keys (NULL: the backend keeps none, as a
+	 * relay's: its plane makes its own in memory). ticket_keys_load: 1
+	 * with *k and *rev (the backend's revision of them), 0 none stored;
+	 * ticket_keys_swap stores k when what is stored is still at rev (0:
+	 * none), else PERSIST_CONFLICT (another replica rotated first: load
+	 * again); durably, and *rev gets the new revision */
+	int (*ticket_keys_load)(struct persist *p, struct persist_ticket_keys *k, uint64_t *rev, char *err,
+				size_t errlen);
+	int (*ticket_keys_swap)(struct persist *p, const struct persist_ticket_keys *k, uint64_t *rev, char *err,
+				size_t errlen);
 
 	/* shared backends (NULL otherwise): follow what other replicas
 	 * commit, from just after what load read; and the figures */

@@ -12,7 +12,8 @@
  *   tokens/ID          a token record (JSON: the hash, never the token)
  *   vlog/VERSION, vrev/TO, vlog_floor   the version log (persist/etcd/vlog.c)
  *   replicas/ID        a replica that is up (on its lease)
- *   controller         the rollout controller's replica id (on its lease) */
+ *   controller         the rollout controller's replica id (on its lease)
+ *   ticket_keys        the TLS session-ticket keys (persist/ticket_keys.h) */
 #ifndef TETHER_PERSIST_ETCD_H
 #define TETHER_PERSIST_ETCD_H
 
@@ -96,6 +97,12 @@ int etcd_nodes_save(struct persist *p, const struct persist_node *recs, size_t n
 int etcd_tokens_load(struct persist *p, persist_token_cb cb, void *ctx, char *err, size_t errlen);
 int etcd_token_add(struct persist *p, const struct persist_token *t, char *err, size_t errlen);
 int etcd_token_revoke(struct persist *p, const char *id, int64_t when, char *err, size_t errlen);
+
+/* The TLS session-ticket keys (persist/etcd/ticket_keys.c). */
+int etcd_ticket_keys_load(struct persist *p, struct persist_ticket_keys *k, uint64_t *rev, char *err,
+			  size_t errlen);
+int etcd_ticket_keys_swap(struct persist *p, const struct persist_ticket_keys *k, uint64_t *rev, char *err,
+			  size_t errlen);
 
 /* This replica's lease (persist/etcd/lease.c): its key under replicas/, the
  * rollout controller's election, and the set of replicas up. */

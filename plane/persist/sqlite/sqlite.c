@@ -133,6 +133,8 @@ static const struct persist_ops persist_sqlite_ops = {
 	.tokens_load = tokens_sqlite_load,
 	.token_add = tokens_sqlite_add,
 	.token_revoke = tokens_sqlite_revoke,
+	.ticket_keys_load = ticket_keys_sqlite_load,
+	.ticket_keys_swap = ticket_keys_sqlite_swap,
 };
 
 struct persist *persist_sqlite_open(const char *dir, char *err, size_t errlen)
@@ -140,7 +142,7 @@ struct persist *persist_sqlite_open(const char *dir, char *err, size_t errlen)
 	struct db *db = db_open(dir, err, errlen);
 	if (!db)
 		return NULL;
-	if (tokens_sqlite_schema(db, err, errlen) < 0) {
+	if (tokens_sqlite_schema(db, err, errlen) < 0 || ticket_keys_sqlite_schema(db, err, errlen) < 0) {
 		db_close(db);
 		return NULL;
 	}

@@ -19,4 +19,11 @@ int tokens_sqlite_load(struct persist *p, persist_token_cb cb, void *ctx, char *
 int tokens_sqlite_add(struct persist *p, const struct persist_token *t, char *err, size_t errlen);
 int tokens_sqlite_revoke(struct persist *p, const char *id, int64_t when, char *err, size_t errlen);
 
+/* the TLS session-ticket keys (persist/sqlite/ticket_keys.c) */
+int ticket_keys_sqlite_schema(struct db *db, char *err, size_t errlen);
+int ticket_keys_sqlite_load(struct persist *p, struct persist_ticket_keys *k, uint64_t *rev, char *err,
+			    size_t errlen);
+int ticket_keys_sqlite_swap(struct persist *p, const struct persist_ticket_keys *k, uint64_t *rev, char *err,
+			    size_t errlen);
+
 #endif

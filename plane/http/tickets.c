@@ -1,0 +1,156 @@
+/* http/tickets.c: TLS session resumption on the plane's sessions (see
+ * tickets.h).
+ *
+ * GnuTLS takes one 64-byte master key per session
+ * (gnutls_session_ticket_enable_server) and derives the key that encrypts
+ * tickets from it by time window (3 ticket lifetimes), accepting the
+ * previous window's too. Our rotation (core/ticket_keeper.c) is of the
+ * master key itself: every period a new one, the previous kept one more
+ * period. A session gets its master when its ClientHello arrives (a
+ * handshake hook): the previous one when the offered ticket's key name is
+ * one the previous master derives (GnuTLS's derivation: SHA3-512 over the
+ * window number, 8 bytes big-endian, then the master; the first 16 bytes
+ * name the key), else the current one. A ticket neither made is refused
+ * by GnuTLS: a full handshake. */
+#include "http/tickets.h"
+#include "core/ticket_keeper.h"
+#include "util.h"
+
+#include <gnutls/crypto.h>
+#include <gnutls/gnutls.h>
+#include <stdbool.h>
+#include <string.h>
+
+/* GnuTLS derives ticket keys by windows of this many lifetimes (its
+ * STEK_ROTATION_PERIOD_PRODUCT) */
+#define WINDOW_LIFETIMES 3
+#define NAME_LEN 16
+
+/* The keeper for the hook, which has no closure of its own: one plane a
+ * process. */
+static struct ticket_keeper *the;
+
+/* ---- the ClientHello ------------------------------------------------------- */
+
+static bool take(const unsigned char **p, size_t *left, size_t n)
+{
+	if (*left < n)
+		return false;
+	*p += n;
+	*left -= n;
+	return true;
+}
+
+static bool len8(const unsigned char **p, size_t *left, size_t *out)
+{
+	if (*left < 1)
+		return false;
+	*out = (*p)[0];
+	return take(p, left, 1);
+}
+
+static bool len16(const unsigned char **p, size_t *left, size_t *out)
+{
+	if (*left < 2)
+		return false;
+	*out = (size_t)(*p)[0] << 8 | (*p)[1];
+	return take(p, left, 2);
+}
+
+int tickets_hello_key_name(const unsigned char *msg, size_t len, unsigned char name[16])
+{
+	const unsigned char *p = msg;
+	size_t left = len, n;
+	/* version, random, session id, cipher suites, compression methods */
+	if (!take(&p, &left, 2 + 32) || !len8(&p, &left, &n) || !take(&p, &left, n) || !len16(&p, &left, &n) ||
+	    !take(&p, &left, n) || !len8(&p, &left, &n) || !take(&p, &left, n) || !len16(&p, &left, &n) || n > left)
+		return 0;
+	left = n;   /* the extensions */
+	while (left >= 4) {
+		unsigned type = (unsigned)p[0] << 8 | p[1];
+		size_t elen = (size_t)p[2] << 8 | p[3];
+		take(&p, &left, 4);
+		if (elen > left)
+			return 0;
+		const unsigned char *e = p;
+		size_t el = elen;
+		if (type == 41) {
+			/* pre_shared_key: identities<7..2^16-1>, the first one's
+			 * identity<1..2^16-1> */
+			size_t ids, idlen;
+			if (!len16(&e, &el, &ids) || ids > el || !len16(&e, &el, &idlen) || idlen > ids - 2 ||
+			    idlen < NAME_LEN)
+				return 0;
+			memcpy(name, e, NAME_LEN);
+			return 1;
+		}
+		if (type == 35 && elen >= NAME_LEN) {
+			/* SessionTicket (TLS 1.2): the ticket, the whole extension */
+			memcpy(name, e, NAME_LEN);
+			return 1;
+		}
+		take(&p, &left, elen);
+	}
+	return 0;
+}
+
+/* The key name GnuTLS derives from master for window w. */
+static void derived_name(const unsigned char *master, uint64_t w, unsigned char out[NAME_LEN])
+{
+	unsigned char in[8 + PERSIST_TICKET_KEY], h[64];
+	for (int i = 0; i < 8; i++)
+		in[i] = (unsigned char)(w >> (56 - 8 * i));
+	memcpy(in + 8, master, PERSIST_TICKET_KEY);
+	gnutls_hash_fast(GNUTLS_DIG_SHA3_512, in, sizeof(in), h);
+	memcpy(out, h, NAME_LEN);
+	explicit_bzero(in, sizeof(in));
+	explicit_bzero(h, sizeof(h));
+}
+
+/* Whether the ticket named name was made with master (in this window or
+ * the one before: GnuTLS accepts no older). */
+static bool made_with(const unsigned char *master, const unsigned char name[NAME_LEN], int64_t lifetime)
+{
+	uint64_t w = (uint64_t)wall_seconds() / (uint64_t)(lifetime * WINDOW_LIFETIMES);
+	unsigned char n[NAME_LEN];
+	for (int back = 0; back < 2 && w >= (uint64_t)back; back++) {
+		derived_name(master, w - (uint64_t)back, n);
+		if (memcmp(n, name, NAME_LEN) == 0)
+			return true;
+	}
+	return false;
+}
+
+static int on_hello(gnutls_session_t s, unsigned htype, unsigned when, unsigned incoming, const gnutls_datum_t *msg)
+{
+	(void)htype;
+	(void)when;
+	struct ticket_keeper *t = the;
+	if (!incoming || !t || gnutls_session_get_ptr(s) != t)
+		return 0;
+	gnutls_session_set_ptr(s, NULL);   /* once: a second ClientHello (after a retry request) keeps it */
+	unsigned char name[NAME_LEN];
+	struct persist_ticket_keys k;
+	ticket_keeper_keys(t, &k);
+	int64_t period = ticket_keeper_period(t);
+	gnutls_datum_t key = { k.cur, PERSIST_TICKET_KEY };
+	if (k.has_prev && tickets_hello_key_name(msg->data, msg->size, name) == 1 &&
+	    !made_with(k.cur, name, period) && made_with(k.prev, name, period))
+		key.data = k.prev;
+	gnutls_session_ticket_enable_server(s, &key);
+	explicit_bzero(&k, sizeof(k));
+	return 0;
+}
+
+int tickets_session(struct ticket_keeper *t, void *session)
+{
+	gnutls_session_t s = session;
+	if (!t)
+		return 0;
+	the = t;
+	/* a ticket lives one period; GnuTLS's own key windows are three */
+	gnutls_db_set_cache_expiration(s, (int)ticket_keeper_period(t));
+	gnutls_session_set_ptr(s, t);
+	gnutls_handshake_set_hook_function(s, GNUTLS_HANDSHAKE_CLIENT_HELLO, GNUTLS_HOOK_PRE, on_hello);
+	return 0;
+}

@@ -1,0 +1,23 @@
+/* http/tickets.h: TLS session resumption on the plane's GnuTLS sessions,
+ * with the keys core/ticket_keeper.c keeps: a ticket made before a
+ * restart, on another replica or with the previous key resumes; one
+ * expired, unknown or from another deployment gets a full handshake. */
+#ifndef TETHER_TICKETS_H
+#define TETHER_TICKETS_H
+
+#include <stddef.h>
+
+struct ticket_keeper;
+
+/* A new server session (a gnutls_session_t) may resume: its ticket key is
+ * chosen when its ClientHello comes (the current key, or the previous one
+ * for a ticket that key made). 0, or -1. */
+int tickets_session(struct ticket_keeper *t, void *session);
+
+/* The first 16 bytes of the first ticket a ClientHello (its handshake
+ * message body, len bytes) offers: a TLS 1.3 pre_shared_key identity or a
+ * TLS 1.2 SessionTicket. 1 found, 0 none (or a malformed hello: GnuTLS
+ * refuses it itself). For the fuzzer too. */
+int tickets_hello_key_name(const unsigned char *msg, size_t len, unsigned char name[16]);
+
+#endif

@@ -322,6 +322,8 @@ static void agent_free(struct agent *a)
 	free(a->queue);
 	if (a->multi)
 		curl_multi_cleanup(a->multi);
+	if (a->share)
+		curl_share_cleanup(a->share);
 	consumer_free(a->cons);
 	lastgood_close(a->lg);
 	state_release(&a->state);
@@ -432,6 +434,11 @@ int agent_run(struct agent_config *cfg, int argc, char **argv)
 	sdnotify_init();
 	curl_global_init(strstr(a.cfg.plane, "https:") ? CURL_GLOBAL_DEFAULT : CURL_GLOBAL_NOTHING);
 	a.multi = curl_multi_init();
+	if ((a.share = curl_share_init()) != NULL &&
+	    curl_share_setopt(a.share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION) != CURLSHE_OK) {
+		curl_share_cleanup(a.share);
+		a.share = NULL;
+	}
 
 	if (agent_boot(&a, err, sizeof(err)) < 0) {
 		log_error("%s", err);

@@ -72,6 +72,11 @@ struct agent {
 	bool status_valid;
 
 	CURLM *multi;
+	/* the TLS sessions every transfer to the plane shares: a reconnect
+	 * (after a restart of the plane, or to another replica under the
+	 * same name) offers the last one and resumes it, not a full
+	 * handshake. One thread uses it: no locks. */
+	CURLSH *share;
 
 	/* sync.c */
 	CURL *sync;
@@ -190,9 +195,10 @@ void agent_write_status(struct agent *a);
 double agent_rand01(void);
 
 /* sync.c */
-/* Sets the plane's CA, our client certificate and our token (read from
- * --token-file now, so a new one is used at the next connection) on h;
- * returns headers with the Authorization line added. */
+/* Sets the plane's CA, our client certificate, our token (read from
+ * --token-file now, so a new one is used at the next connection) and the
+ * shared TLS session cache on h;
+ * returns headers with the Authorization line added. */ 
 struct curl_slist *agent_credentials(struct agent *a, CURL *h, struct curl_slist *headers);
 /* POSTs body (JSON) to path on the plane dialled now, with our
  * credentials, on the shared multi handle; the answer's body goes into

@@ -177,6 +177,8 @@ int64_t sync_stream_deadline(const struct agent *a)
 struct curl_slist *agent_credentials(struct agent *a, CURL *h, struct curl_slist *headers)
 {
 	char err[512];
+	if (a->share)
+		curl_easy_setopt(h, CURLOPT_SHARE, a->share);
 	char *token = NULL;
 	if (a->cfg.token_file && !(token = credentials_read_token(a->cfg.token_file, err, sizeof(err))))
 		log_warn("plane %s: %s; connecting without a token", sync_plane(a), err);

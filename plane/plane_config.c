@@ -54,7 +54,7 @@ const struct opt_def plane_options[] = {
 	{ "tls-ticket-rotation", 0, OPT_SECONDS, OFF(tls_ticket_rotation), 0, 604800, NULL, "SECONDS",
 	  "TLS session resumption: the session-ticket key (kept in the store, shared by replicas) is replaced "
 	  "this often, the previous one still accepted for one more period, and a ticket lives one period "
-	  "(default 86400); 0: no session tickets" },
+	  "(default 86400); 0: no session tickets (every handshake is a full one)" },
 	{ "client-ca", 0, OPT_STRING, OFF(client_ca), 0, 0, NULL, "FILE",
 	  "mutual TLS: a client certificate this CA signs identifies a node (its CN)" },
 	{ "cert-roles", 0, OPT_FLAG, OFF(cert_roles), 0, 0, NULL, NULL,

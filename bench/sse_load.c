@@ -27,7 +27,9 @@
  * (GnuTLS, non-blocking handshake driven by the same loop; the plane's
  * certificate is verified against --ca-file or the system's store, for
  * --tls-name or HOST; --cert/--key present a client certificate). The byte
- * figures then count the HTTP bytes inside TLS, not the records.
+ * figures then count the HTTP bytes inside TLS, not the records. A stream
+ * that reconnects offers its last session's data (its ticket), as tetherd
+ * does, unless --no-resume; the summary counts the offers and resumptions.
  *
  * With --failover HOST:PORT (bench/etcd.sh, t0820, t0840) the reconnects
  * go to that other plane (a replica), as tetherd's --plane A,B does, and so
@@ -129,6 +131,8 @@ struct stream {
 	uint16_t status;
 	uint32_t watching;    /* the epoll events asked for */
 	gnutls_session_t tls; /* --tls: this connection's session */
+	gnutls_datum_t resume; /* --tls: the last session's data (a ticket), offered on a reconnect */
+	bool ticket_kept;     /* this connection's ticket is in resume */
 	/* --reconnect: re-establishments (a first event on a new connection),
 	 * attempts to reconnect, first loss and newest return (wall ns) */
 	uint32_t est, attempts;
@@ -216,7 +220,7 @@ struct config {
 	uint64_t zones, ack_conns, reconnect_jitter_ms;
 	const char *prefix, *start_file, *start_arg, *nack_marker, *etcd_watch;
 	const char *ca_file, *cert_file, *key_file, *tls_name, *tls_priority;
-	bool gzip, per_stream, ack, tls, reconnect, failover;
+	bool gzip, per_stream, ack, tls, reconnect, failover, no_resume;
 };
 
 static struct config cfg;
@@ -260,6 +264,7 @@ static int64_t *heap_at;
 static uint32_t *heap_idx;
 static size_t heap_len;
 static uint64_t n_back, n_reest, n_lost, n_attempts, n_tls_streams;
+static uint64_t n_tls_offered, n_tls_resumed;   /* sessions offered on a reconnect; resumed */
 /* --reconnect: the first event of each new connection, by kind (a
  * heartbeat, a delta, a snapshot, anything else), and the snapshots
  * streams got on any connection after their first loss */
@@ -751,6 +756,8 @@ static void tls_step(struct stream *st, size_t i)
 		int rc = gnutls_handshake(st->tls);
 		if (rc == GNUTLS_E_SUCCESS) {
 			st->hs_ns = wall_ns();
+			if (gnutls_session_is_resumed(st->tls))
+				n_tls_resumed++;
 			send_request(st, i);
 			return;
 		}
@@ -800,6 +807,9 @@ static void stream_connected(struct stream *st, size_t i)
 	if (inet_pton(AF_INET, name, &a4) != 1)
 		gnutls_server_name_set(st->tls, GNUTLS_NAME_DNS, name, strlen(name));
 	gnutls_session_set_verify_cert(st->tls, name, 0);
+	st->ticket_kept = false;
+	if (st->resume.size && gnutls_session_set_data(st->tls, st->resume.data, st->resume.size) == 0)
+		n_tls_offered++;
 	gnutls_handshake_set_timeout(st->tls, GNUTLS_INDEFINITE_TIMEOUT);
 	gnutls_transport_set_int(st->tls, st->fd);
 	n_tls_streams++;
@@ -1641,10 +1651,28 @@ static void stream_feed(struct stream *st, const char *p, size_t n, int64_t t)
 	}
 }
 
+/* Keeps the connection's ticket once it came (a TLS 1.3 NewSessionTicket,
+ * after the handshake), for the next connection: taken now, as a session
+ * that fails (the plane killed) is no longer resumable. */
+static void keep_ticket(struct stream *st)
+{
+	if (cfg.no_resume || st->ticket_kept || !(gnutls_session_get_flags(st->tls) & GNUTLS_SFLAGS_SESSION_TICKET))
+		return;
+	gnutls_datum_t d = { NULL, 0 };
+	if (gnutls_session_get_data2(st->tls, &d) == 0 && d.size) {
+		gnutls_free(st->resume.data);
+		st->resume = d;
+		st->ticket_kept = true;
+	} else if (d.data) {
+		gnutls_free(d.data);
+	}
+}
+
 static void on_readable_tls(struct stream *st)
 {
 	for (;;) {
 		ssize_t r = gnutls_record_recv(st->tls, rbuf, sizeof(rbuf));
+		keep_ticket(st);
 		if (r > 0) {
 			stream_feed(st, rbuf, (size_t)r, wall_ns());
 			if (st->state != ST_HEADERS && st->state != ST_BODY)
@@ -2104,6 +2132,8 @@ static void report_reconnect(bool complete)
 	printf("reconnect.failed_http=%" PRIu64 "\n", f_http);
 	printf("reconnect.failed_closed=%" PRIu64 "\n", f_closed);
 	printf("reconnect.tls_sessions=%" PRIu64 "\n", n_tls_streams);
+	printf("reconnect.tls_offered=%" PRIu64 "\n", n_tls_offered);
+	printf("reconnect.tls_resumed=%" PRIu64 "\n", n_tls_resumed);
 	printf("reconnect.first_heartbeat=%" PRIu64 "\n", back_beat);
 	printf("reconnect.first_delta=%" PRIu64 "\n", back_delta);
 	printf("reconnect.first_snapshot=%" PRIu64 "\n", back_snap);
@@ -2150,6 +2180,7 @@ static void usage(void)
 	      "  --tls-name NAME    the name the plane's certificate must carry (default HOST)\n"
 	      "  --tls-priority P   GnuTLS priority string (default " TLS_PRIORITY_DEFAULT ")\n"
 	      "  --cert FILE --key FILE  a client certificate for every stream\n"
+	      "  --no-resume        a reconnecting stream does not offer its last TLS session (its ticket)\n"
 	      "  --reconnect        a stream that ends or fails reconnects; a last phase waits until all are back\n"
 	      "  --failover H:P     implies --reconnect: a lost stream comes back on this other plane\n"
 	      "  --reconnect-jitter MS  wait before each reconnect attempt: uniform in 0..MS (default 1000)\n"
@@ -2239,6 +2270,8 @@ static void parse_args(int argc, char **argv)
 			i++;
 		} else if (strcmp(a, "--tls") == 0) {
 			cfg.tls = true;
+		} else if (strcmp(a, "--no-resume") == 0) {
+			cfg.no_resume = true;
 		} else if (strcmp(a, "--ca-file") == 0 || strcmp(a, "--cert") == 0 || strcmp(a, "--key") == 0 ||
 			   strcmp(a, "--tls-name") == 0 || strcmp(a, "--tls-priority") == 0) {
 			if (!v)

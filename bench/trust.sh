@@ -16,20 +16,25 @@
 #           also the boot from last-good and the first sync; and
 #           bench/trust_micro: the checks one by one (sign, verify, the
 #           digest of a one-resource candidate) in microseconds
-#   storm   N streams (plain HTTP, then TLS, interleaved) to a plane that is
-#           killed (BENCH_TRUST_SIGNAL, SIGKILL) and restarted on the same
-#           port and data: the time until every stream is back with the
-#           first event of a new connection, from the kill and from the new
-#           plane's readiness, and when the plane handled each request (its
-#           log); the plane's and the client's CPU meanwhile; plane RSS per
-#           stream over plain HTTP and over TLS at the same N
+#   storm   N streams (plain HTTP, TLS resuming sessions, TLS with full
+#           handshakes; interleaved) to a plane that is killed
+#           (BENCH_TRUST_SIGNAL, SIGKILL) and restarted on the same port and
+#           data: the time until every stream is back with the first event
+#           of a new connection, from the kill and from the new plane's
+#           readiness, and when the plane handled each request (its log);
+#           the plane's and the client's CPU meanwhile; the handshakes the
+#           new plane resumed; plane RSS per stream in each mode at the
+#           same N
+#   failover  the same with two replicas on one etcd member: the streams'
+#           replica is killed and they come back on the other (sse_load
+#           --failover), which holds the same ticket keys
 #
 # Every plane is a lab on loopback (bench/lib.sh's PLANE_LAB_FLAGS), with
 # --heartbeat 3600 and --threads BENCH_THREADS. Results go to
 # BUILDDIR/bench-trust.txt; per-run figures, per-stream client output and
 # plane logs to BUILDDIR/bench-out/trust/.
 #
-# Knobs (environment): BENCH_TRUST_PARTS ("fanout agent storm"),
+# Knobs (environment): BENCH_TRUST_PARTS ("fanout agent storm failover"),
 # BENCH_TRUST_FANOUT_RUNS (5: runs of each mode in fanout),
 # BENCH_TRUST_STORM_RUNS (3: runs of each mode in storm),
 # BENCH_TRUST_STREAMS (10000), BENCH_WRITES (5), BENCH_CLUSTERS (1000),
@@ -38,7 +43,8 @@
 # BENCH_TRUST_JITTER (1000: a stream's reconnect delay is uniform in
 # 0..JITTER ms, drawn again after each failed attempt), BENCH_TRUST_SIGNAL
 # (KILL, or TERM: how the plane is stopped in storm), BENCH_TRUST_STORM_SIGN
-# (0; 1 adds --signing-key to the storm's planes), BENCH_TRUST_PERF (0; 1
+# (0; 1 adds --signing-key to the storm's planes), BENCH_TRUST_STORM_MODES
+# ("plain tls tls-full"), ETCD_BIN (etcd), BENCH_TRUST_PERF (0; 1
 # records `perf record -g` of the agent's pushes with --trust),
 # BENCH_PLANE (another tether-plane binary).
 
@@ -55,7 +61,7 @@ AGENT=$BUILDDIR/tetherd
 CTL=$BUILDDIR/tetherctl
 LOAD_BIN=$BUILDDIR/bench/sse_load
 MICRO_BIN=$BUILDDIR/bench/trust_micro
-PARTS=${BENCH_TRUST_PARTS:-fanout agent storm}
+PARTS=${BENCH_TRUST_PARTS:-fanout agent storm failover}
 FANOUT_RUNS=${BENCH_TRUST_FANOUT_RUNS:-5}
 STORM_RUNS=${BENCH_TRUST_STORM_RUNS:-3}
 N=${BENCH_TRUST_STREAMS:-10000}
@@ -68,12 +74,16 @@ AGENT_RUNS=${BENCH_TRUST_AGENT_RUNS:-3}
 JITTER=${BENCH_TRUST_JITTER:-1000}
 SIGNAL=${BENCH_TRUST_SIGNAL:-KILL}
 STORM_SIGN=${BENCH_TRUST_STORM_SIGN:-0}
+STORM_MODES=${BENCH_TRUST_STORM_MODES:-plain tls tls-full}
+ETCD_BIN=${ETCD_BIN:-$(command -v etcd || echo /usr/bin/etcd)}
 PERF=${BENCH_TRUST_PERF:-0}
 OUT=$BUILDDIR/bench-out/trust
 RESULTS=$BUILDDIR/bench-trust.txt
 # goals of the trust issue
 GOAL_P99_RATIO=1.2
 GOAL_AGENT_RATIO=1.5
+GOAL_STORM_RATIO=2
+GOAL_TLS_STREAM_B=14336
 
 BENCH_NAME=trust.sh
 . "$(dirname "$0")/lib.sh"
@@ -420,21 +430,55 @@ agent_report() {
 	echo
 }
 
-# ---- storm: TLS reconnects after a restart -------------------------------------------
+# ---- storm: TLS reconnects after a restart, and after a failover ------------------------
 
-# storm MODE RUN: MODE plain or tls; "key value" lines into
-# $OUT/storm.MODE.RUN.txt, per-stream return times (s after readiness)
-# into $OUT/storm.MODE.RUN.back
+# a one-member etcd for the failover part's two replicas
+ETCD=""
+start_etcd() {
+	local cport pport
+	read -r cport pport <<<"$(python3 -c 'import socket
+s = [socket.socket() for _ in range(2)]
+[x.bind(("127.0.0.1", 0)) for x in s]
+print(" ".join(str(x.getsockname()[1]) for x in s))')"
+	"$ETCD_BIN" --name m0 --data-dir "$OUT/etcd" --listen-client-urls "http://127.0.0.1:$cport" \
+		--advertise-client-urls "http://127.0.0.1:$cport" --listen-peer-urls "http://127.0.0.1:$pport" \
+		--initial-advertise-peer-urls "http://127.0.0.1:$pport" --initial-cluster "m0=http://127.0.0.1:$pport" \
+		--max-txn-ops 10000 >"$OUT/etcd.log" 2>&1 &
+	track $!
+	ETCD=http://127.0.0.1:$cport
+	wait_until 30 bash -c "curl -fsS -m 1 '$ETCD/health' | grep -q '\"health\":\"true\"'" ||
+		die "etcd did not start (see $OUT/etcd.log)"
+}
+
+# storm KIND MODE RUN: KIND restart (the plane is killed, BENCH_TRUST_SIGNAL,
+# and started again on the same port and data) or failover (two replicas
+# on one etcd; the streams' plane is killed, they come back on the other);
+# MODE plain, tls (session tickets: the streams offer their sessions and
+# resume) or tls-full (--tls-ticket-rotation 0 and sse_load --no-resume:
+# every reconnect a full handshake, as before tickets). "key value" lines
+# into $OUT/KIND.MODE.RUN.txt, per-stream return times (ms after
+# readiness, or after the kill for failover) into $OUT/KIND.MODE.RUN.back
 storm() {
-	local mode=$1 run=$2 dir=$OUT/storm.$1.$2 scheme=http pflags=() lflags=() cflags=()
-	if [ "$mode" = tls ]; then
+	local kind=$1 mode=$2 run=$3 dir=$OUT/$1.$2.$3 scheme=http pflags=() lflags=() cflags=() tag=$1.$2.$3
+	if [ "$mode" != plain ]; then
 		scheme=https
 		pflags=(--tls-cert "$PKI/server.pem" --tls-key "$PKI/server.key")
 		lflags=(--ca-file "$PKI/ca.pem")
 		cflags=(--cacert "$PKI/ca.pem")
 	fi
+	if [ "$mode" = tls-full ]; then
+		pflags+=(--tls-ticket-rotation 0)
+		lflags+=(--no-resume)
+	fi
 	[ "$STORM_SIGN" = 1 ] && pflags+=(--signing-key "$KEY")
 	mkdir -p "$dir"
+	local alt_pid="" alt_port=""
+	if [ "$kind" = failover ]; then
+		pflags+=(--store etcd --etcd "$ETCD" --etcd-prefix "/trust/$tag/")
+		start_plane "$dir/b" "$dir/planeB.log" 127.0.0.1:0 "${pflags[@]}"
+		alt_pid=$PLANE_PID alt_port=$PORT
+		lflags+=(--failover "127.0.0.1:$alt_port")
+	fi
 	start_plane "$dir" "$dir/plane1.log" 127.0.0.1:0 "${pflags[@]}"
 	clusters_batch "$CLUSTERS" >"$dir/batch.json"
 	local v1
@@ -448,44 +492,56 @@ storm() {
 		--per-stream --timeout 300 "${lflags[@]}" "127.0.0.1:$PORT" >"$dir/load.out" 2>"$dir/load.err" &
 	local lp=$!
 	track "$lp"
-	wait_for "$dir/load.out" '^ready=1' 300 || die "storm $mode: streams did not open"
-	[ "$(kv "$dir/load.out" connect.ok)" = "$N" ] || die "storm $mode: $(kv "$dir/load.out" connect.ok) of $N opened"
+	wait_for "$dir/load.out" '^ready=1' 300 || die "$kind $mode: streams did not open"
+	[ "$(kv "$dir/load.out" connect.ok)" = "$N" ] || die "$kind $mode: $(kv "$dir/load.out" connect.ok) of $N opened"
 	sleep 1   # node records written behind, connections settled
 	rss1=$(rss_kb "$PLANE_PID")
 	c1=$(cpu_ticks "$PLANE_PID")
 
-	# the restart: same port, same data
-	local t_kill t_dead old=$PLANE_PID
+	local t_kill t_dead old=$PLANE_PID t_start t_ready c_ready plog
 	t_kill=$EPOCHREALTIME
 	kill -"$SIGNAL" "$old"
 	wait "$old" 2>/dev/null
 	untrack "$old"
 	t_dead=$EPOCHREALTIME
-	start_plane "$dir" "$dir/plane2.log" "127.0.0.1:$PORT" "${pflags[@]}"
-	local c_ready t_start=$PLANE_T0 t_ready
+	if [ "$kind" = failover ]; then
+		# the other replica is up already: times are from the kill
+		PLANE_PID=$alt_pid PORT=$alt_port
+		plog=$dir/planeB.log
+		t_start=$t_kill t_ready=$t_kill
+	else
+		# the restart: same port, same data
+		plog=$dir/plane2.log
+		start_plane "$dir" "$plog" "127.0.0.1:$PORT" "${pflags[@]}"
+		t_start=$PLANE_T0
+		t_ready=$(log_epoch "$plog" 'info: listening on ')
+	fi
 	c_ready=$(cpu_ticks "$PLANE_PID")
-	t_ready=$(log_epoch "$dir/plane2.log" 'info: listening on ')
-	wait_for "$dir/load.out" '^reconnect\.done=1' 300 || die "storm $mode: not every stream came back"
-	local c_back
+	wait_for "$dir/load.out" '^reconnect\.done=1' 300 || die "$kind $mode: not every stream came back"
+	local c_back resumed=- full=-
 	c_back=$(cpu_ticks "$PLANE_PID")
 	rss3=$(rss_kb "$PLANE_PID")
+	if [ "$mode" != plain ]; then
+		resumed=$(metric https 'tether_tls_handshakes_total{resumed="true"}' "${cflags[@]}")
+		full=$(metric https 'tether_tls_handshakes_total{resumed="false"}' "${cflags[@]}")
+	fi
 	wait "$lp"
 	untrack "$lp"
 	stop_pid "$PLANE_PID"
-	rm -rf "$dir/data"
+	rm -rf "$dir/data" "$dir/b/data"
 	local f=$dir/load.out back
 	back=$(kv "$f" reconnect.back_last_at)
 	awk -v r="$t_ready" '/^rstream=/ {
 		for (i = 1; i <= NF; i++)
 			if ($i ~ /^back_at=/) { sub(/back_at=/, "", $i); print ($i - r) * 1000 }
-	}' "$f" >"$OUT/storm.$mode.$run.back"
+	}' "$f" >"$OUT/$tag.back"
 	# the plane's side: when it handled each stream's request (its log line,
-	# ms after its 'listening on' line; the log's clock is UTC time of day)
-	grep 'info: stream: node .* connected at version' "$dir/plane2.log" | cut -d' ' -f1 |
-		awk -v r="$(grep 'info: listening on ' "$dir/plane2.log" | tail -n 1 | cut -d' ' -f1)" '
+	# ms after readiness; the log's clock is UTC time of day)
+	grep 'info: stream: node .* connected at version' "$plog" | cut -d' ' -f1 |
+		awk -v r="$t_ready" '
 		function sec(t, a) { split(substr(t, 12, 12), a, ":"); return a[1] * 3600 + a[2] * 60 + a[3] }
-		{ d = (sec($1) - sec(r)) * 1000; if (d < 0) d += 86400000; printf "%.0f\n", d }' |
-		sort -n >"$OUT/storm.$mode.$run.served"
+		{ d = (sec($1) - (r % 86400)) * 1000; if (d < -43200000) d += 86400000; if (d >= 0) printf "%.0f\n", d }' |
+		sort -n >"$OUT/$tag.served"
 	{
 		echo "streams $(kv "$f" connect.ok)"
 		echo "connect_ms $(kv "$f" connect.ms)"
@@ -498,11 +554,11 @@ storm() {
 		echo "start_to_ready_ms $(awk -v a="$t_start" -v b="$t_ready" 'BEGIN { printf "%.0f", (b - a) * 1000 }')"
 		echo "back_from_kill_ms $(awk -v a="$t_kill" -v b="$back" 'BEGIN { printf "%.0f", (b - a) * 1000 }')"
 		echo "back_from_ready_ms $(awk -v a="$t_ready" -v b="$back" 'BEGIN { printf "%.0f", (b - a) * 1000 }')"
-		echo "back_p50_ms $(percentile 0.5 <"$OUT/storm.$mode.$run.back" | awk '{ printf "%.0f", $1 }')"
-		echo "back_p99_ms $(percentile 0.99 <"$OUT/storm.$mode.$run.back" | awk '{ printf "%.0f", $1 }')"
-		echo "served $(wc -l <"$OUT/storm.$mode.$run.served")"
-		echo "served_p50_ms $(percentile 0.5 <"$OUT/storm.$mode.$run.served")"
-		echo "served_last_ms $(tail -n 1 "$OUT/storm.$mode.$run.served")"
+		echo "back_p50_ms $(percentile 0.5 <"$OUT/$tag.back" | awk '{ printf "%.0f", $1 }')"
+		echo "back_p99_ms $(percentile 0.99 <"$OUT/$tag.back" | awk '{ printf "%.0f", $1 }')"
+		echo "served $(wc -l <"$OUT/$tag.served")"
+		echo "served_p50_ms $(percentile 0.5 <"$OUT/$tag.served")"
+		echo "served_last_ms $(tail -n 1 "$OUT/$tag.served")"
 		echo "storm_cpu_ms $(((c_back - c_ready) * 1000 / HZ))"
 		echo "plane_cpu_ms $((c_back * 1000 / HZ))"
 		echo "client_cpu_ms $(($(kv "$f" reconnect.cpu_user_ms) + $(kv "$f" reconnect.cpu_sys_ms) - \
@@ -514,51 +570,76 @@ storm() {
 		echo "failed_http $(kv "$f" reconnect.failed_http)"
 		echo "failed_closed $(kv "$f" reconnect.failed_closed)"
 		echo "reestablished $(kv "$f" reconnect.reestablished)"
-	} >"$OUT/storm.$mode.$run.txt"
-	[ "$(kv "$f" reconnect.back)" = "$N" ] || die "storm $mode run $run: $(kv "$f" reconnect.back) of $N back"
+		echo "tls_offered $(kv "$f" reconnect.tls_offered)"
+		echo "tls_resumed $(kv "$f" reconnect.tls_resumed)"
+		echo "plane_resumed $resumed"
+		echo "plane_full $full"
+	} >"$OUT/$tag.txt"
+	[ "$(kv "$f" reconnect.back)" = "$N" ] || die "$kind $mode run $run: $(kv "$f" reconnect.back) of $N back"
+}
+
+# storm_table KIND: the storm's table for restart or failover
+storm_table() {
+	local kind=$1 mode run
+	printf '    %-8s %6s %6s %13s %13s %17s %17s %10s %10s %9s %11s %15s\n' mode "down" "ready" "all back:kill" \
+		"all back:rdy" "p50/p99 from rdy" "plane: p50/last" "plane cpu" "client cpu" attempts "refused/tls" \
+		"resumed/full"
+	for mode in $STORM_MODES; do
+		local pat="$kind.$mode.*.txt"
+		printf '    %-8s %6s %6s %13s %13s %17s %17s %8sms %8sms %9s %11s %15s\n' "$mode" "$(med "$pat" exit_ms)" \
+			"$(med "$pat" start_to_ready_ms)" "$(med "$pat" back_from_kill_ms)" "$(med "$pat" back_from_ready_ms)" \
+			"$(med "$pat" back_p50_ms)/$(med "$pat" back_p99_ms)" \
+			"$(med "$pat" served_p50_ms)/$(med "$pat" served_last_ms)" "$(med "$pat" storm_cpu_ms)" \
+			"$(med "$pat" client_cpu_ms)" "$(med "$pat" attempts)" \
+			"$(med "$pat" failed_connect)/$(med "$pat" failed_tls)" \
+			"$(med "$pat" plane_resumed)/$(med "$pat" plane_full)"
+	done
+	echo "    per run, all back from the kill / from readiness (ms):"
+	for run in $(seq 1 "$STORM_RUNS"); do
+		for mode in $STORM_MODES; do
+			printf '      run %d %-8s %s / %s\n' "$run" "$mode" \
+				"$(awk '$1 == "back_from_kill_ms" { print $2 }' "$OUT/$kind.$mode.$run.txt")" \
+				"$(awk '$1 == "back_from_ready_ms" { print $2 }' "$OUT/$kind.$mode.$run.txt")"
+		done
+	done
+	local p t
+	p=$(med "$kind.plain.*.txt" back_from_kill_ms)
+	for mode in $STORM_MODES; do
+		[ "$mode" = plain ] && continue
+		t=$(med "$kind.$mode.*.txt" back_from_kill_ms)
+		echo "    $mode all back from the kill: $(div "$t" "$p")x plain HTTP (goal for tls: within ${GOAL_STORM_RATIO}x)"
+	done
 }
 
 storm_report() {
 	echo "(3) $N streams, the plane stopped with SIG$SIGNAL and restarted on the same port and data"
 	echo "    ($STORM_RUNS runs of each, interleaved; reconnect delay uniform in 0..$JITTER ms, drawn again after"
 	echo "    each failed attempt; 'back' = every stream has the first event of a new connection; ms)"
-	printf '    %-5s %6s %6s %13s %13s %17s %17s %10s %10s %9s %11s\n' mode "down" "ready" "all back:kill" \
-		"all back:rdy" "p50/p99 from rdy" "plane: p50/last" "plane cpu" "client cpu" attempts "refused/tls"
-	local mode
-	for mode in plain tls; do
-		local pat="storm.$mode.*.txt"
-		printf '    %-5s %6s %6s %13s %13s %17s %17s %8sms %8sms %9s %11s\n' "$mode" "$(med "$pat" exit_ms)" \
-			"$(med "$pat" start_to_ready_ms)" "$(med "$pat" back_from_kill_ms)" "$(med "$pat" back_from_ready_ms)" \
-			"$(med "$pat" back_p50_ms)/$(med "$pat" back_p99_ms)" \
-			"$(med "$pat" served_p50_ms)/$(med "$pat" served_last_ms)" "$(med "$pat" storm_cpu_ms)" \
-			"$(med "$pat" client_cpu_ms)" "$(med "$pat" attempts)" \
-			"$(med "$pat" failed_connect)/$(med "$pat" failed_tls)"
-	done
+	storm_table restart
 	echo "    (down = kill until the old plane had exited; ready = the new plane's start until its"
 	echo "    'listening on' line; from rdy = the client's first event on each new connection;"
 	echo "    plane = when the plane handled each stream's request (its log); plane cpu = from"
-	echo "    readiness until all were back; client = sse_load's CPU meanwhile)"
-	echo "    per run, all back from the kill / from readiness (ms):"
-	local run
-	for run in $(seq 1 "$STORM_RUNS"); do
-		for mode in plain tls; do
-			printf '      run %d %-5s %s / %s\n' "$run" "$mode" \
-				"$(awk '$1 == "back_from_kill_ms" { print $2 }' "$OUT/storm.$mode.$run.txt")" \
-				"$(awk '$1 == "back_from_ready_ms" { print $2 }' "$OUT/storm.$mode.$run.txt")"
-		done
-	done
+	echo "    readiness until all were back; client = sse_load's CPU meanwhile; resumed/full = the"
+	echo "    new plane's tether_tls_handshakes_total, its own readiness checks included)"
 	echo
-	echo "(4) plane RSS per stream at N = $N, plain HTTP vs TLS (medians of $STORM_RUNS runs)"
-	printf '    %-5s %10s %14s %12s %16s %18s\n' mode RSS/strm "after restart" "open all ms" "plane cpu open" \
+	echo "(4) plane RSS per stream at N = $N (medians of $STORM_RUNS runs)"
+	printf '    %-8s %10s %14s %12s %16s %18s\n' mode RSS/strm "after restart" "open all ms" "plane cpu open" \
 		"client cpu open"
-	for mode in plain tls; do
-		local pat="storm.$mode.*.txt"
-		printf '    %-5s %10s %14s %12s %14sms %16sms\n' "$mode" "$(med "$pat" rss_per_stream)" \
+	local mode
+	for mode in $STORM_MODES; do
+		local pat="restart.$mode.*.txt"
+		printf '    %-8s %10s %14s %12s %14sms %16sms\n' "$mode" "$(med "$pat" rss_per_stream)" \
 			"$(med "$pat" rss_per_stream_storm)" "$(med "$pat" connect_ms)" "$(med "$pat" open_cpu_ms)" \
 			"$(med "$pat" open_client_cpu_ms)"
 	done
-	echo "    TLS costs $(($(med 'storm.tls.*.txt' rss_per_stream) - $(med 'storm.plain.*.txt' rss_per_stream))) B" \
-		"more per stream ($(div "$(med 'storm.tls.*.txt' rss_per_stream)" "$(med 'storm.plain.*.txt' rss_per_stream)")x)"
+	echo "    (goal: a TLS stream <= $GOAL_TLS_STREAM_B B)"
+	echo
+}
+
+failover_report() {
+	echo "(3b) $N streams on one of two replicas sharing an etcd store; it is stopped with SIG$SIGNAL and"
+	echo "    the streams come back on the other (sse_load --failover); times from the kill ($STORM_RUNS runs)"
+	storm_table failover
 	echo
 }
 
@@ -592,17 +673,23 @@ for part in $PARTS; do
 			done
 		done
 		;;
-	storm)
+	storm | failover)
+		kind=restart
+		if [ "$part" = failover ]; then
+			kind=failover
+			need "$ETCD_BIN"
+			[ -n "$ETCD" ] || start_etcd
+		fi
 		for run in $(seq 1 "$STORM_RUNS"); do
-			order="plain tls"
-			[ $((run % 2)) = 0 ] && order="tls plain"
+			order=$STORM_MODES
+			[ $((run % 2)) = 0 ] && order=$(tr ' ' '\n' <<<"$STORM_MODES" | tac | tr '\n' ' ')
 			for mode in $order; do
-				log "storm run $run/$STORM_RUNS: $mode, $N streams, SIG$SIGNAL and restart"
-				storm "$mode" "$run"
+				log "$part run $run/$STORM_RUNS: $mode, $N streams, SIG$SIGNAL and $kind"
+				storm "$kind" "$mode" "$run"
 			done
 		done
 		;;
-	*) die "unknown part '$part' (fanout, agent, storm)" ;;
+	*) die "unknown part '$part' (fanout, agent, storm, failover)" ;;
 	esac
 done
 

@@ -311,6 +311,11 @@ static int tls_session(void *cls, void *session)
 	return tickets_session(cls, session);
 }
 
+static void tls_handshake_done(void *cls, void *session)
+{
+	tickets_handshake_done(cls, session);
+}
+
 int http_start(struct http_server *h, char *err, size_t errlen)
 {
 	char lerr[512];
@@ -343,7 +348,9 @@ int http_start(struct http_server *h, char *err, size_t errlen)
 		hc.tls_request_cert = tls_client_ca_pem(h->tls) != NULL;
 		if (h->tickets) {
 			hc.tls_session = tls_session;
+			hc.tls_handshake_done = tls_handshake_done;
 			hc.tls_session_cls = h->tickets;
+			hc.tls_init_flags = tickets_init_flags();
 		}
 	}
 	struct httpd_app app = { h, on_headers, on_body, on_request, on_completed };

@@ -154,3 +154,18 @@ int tickets_session(struct ticket_keeper *t, void *session)
 	gnutls_handshake_set_hook_function(s, GNUTLS_HANDSHAKE_CLIENT_HELLO, GNUTLS_HOOK_PRE, on_hello);
 	return 0;
 }
+
+unsigned tickets_init_flags(void)
+{
+	return GNUTLS_NO_AUTO_SEND_TICKET;
+}
+
+void tickets_handshake_done(struct ticket_keeper *t, void *session)
+{
+	gnutls_session_t s = session;
+	if (!t || gnutls_session_is_resumed(s) || gnutls_protocol_get_version(s) != GNUTLS_TLS1_3)
+		return;
+	/* best effort: right after the handshake the socket takes the few
+	 * hundred bytes; if not, the client goes without a ticket this time */
+	gnutls_session_ticket_send(s, 1, 0);
+}

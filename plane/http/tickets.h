@@ -14,6 +14,15 @@ struct ticket_keeper;
  * for a ticket that key made). 0, or -1. */
 int tickets_session(struct ticket_keeper *t, void *session);
 
+/* The gnutls_init flags a session with tickets needs (GnuTLS sends no
+ * ticket of its own accord: tickets_handshake_done does). */
+unsigned tickets_init_flags(void);
+/* A handshake is done: a full one gets one ticket (TLS 1.3's
+ * NewSessionTicket) to resume with next time; a resumed one none (the
+ * client keeps the ticket it resumed with, valid for its lifetime, and
+ * neither side spends the CPU of another). */
+void tickets_handshake_done(struct ticket_keeper *t, void *session);
+
 /* The first 16 bytes of the first ticket a ClientHello (its handshake
  * message body, len bytes) offers: a TLS 1.3 pre_shared_key identity or a
  * TLS 1.2 SessionTicket. 1 found, 0 none (or a malformed hello: GnuTLS

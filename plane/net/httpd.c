@@ -825,7 +825,10 @@ static void handshake(struct http_conn *c)
 {
 	int rc = gnutls_handshake(c->tls);
 	if (rc == GNUTLS_E_SUCCESS) {
-		atomic_fetch_add(gnutls_session_is_resumed(c->tls) ? &c->l->d->tls_resumed : &c->l->d->tls_full, 1);
+		struct httpd *d = c->l->d;
+		atomic_fetch_add(gnutls_session_is_resumed(c->tls) ? &d->tls_resumed : &d->tls_full, 1);
+		if (d->cfg.tls_handshake_done)
+			d->cfg.tls_handshake_done(d->cfg.tls_session_cls, c->tls);
 		c->st = S_HEAD;
 		c->last_ms = now_ms();
 		set_ev(c, EPOLLIN);
@@ -1070,7 +1073,7 @@ static void accept_some(struct loop *l)
 		http_request_init(&c->rq, &rq_hooks, c, d->cfg.max_header_bytes);
 		c->last_ms = now;
 		if (d->cfg.tls_creds) {
-			if (gnutls_init(&c->tls, GNUTLS_SERVER | GNUTLS_NONBLOCK | GNUTLS_NO_SIGNAL) < 0 ||
+			if (gnutls_init(&c->tls, GNUTLS_SERVER | GNUTLS_NONBLOCK | GNUTLS_NO_SIGNAL | d->cfg.tls_init_flags) < 0 ||
 			    gnutls_priority_set(c->tls, d->cfg.tls_priority) < 0 ||
 			    gnutls_credentials_set(c->tls, GNUTLS_CRD_CERTIFICATE, d->cfg.tls_creds) < 0 ||
 			    (d->cfg.tls_session && d->cfg.tls_session(d->cfg.tls_session_cls, c->tls) < 0)) {

@@ -96,7 +96,11 @@ struct httpd_config {
 	 * handshake, to set it up further (session tickets); -1 drops the
 	 * connection. NULL: none */
 	int (*tls_session)(void *cls, void *session);
+	/* with it: called when a handshake is done (the session resumed or
+	 * not), before the request is read */
+	void (*tls_handshake_done)(void *cls, void *session);
 	void *tls_session_cls;
+	unsigned tls_init_flags;           /* more gnutls_init flags */
 	/* where the server's own refusals and closes are counted (may be NULL) */
 	void (*log)(const char *msg);
 };

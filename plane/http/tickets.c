@@ -163,7 +163,7 @@ unsigned tickets_init_flags(void)
 void tickets_handshake_done(struct ticket_keeper *t, void *session)
 {
 	gnutls_session_t s = session;
-	if (!t || gnutls_session_is_resumed(s) || gnutls_protocol_get_version(s) != GNUTLS_TLS1_3)
+	if (!t || gnutls_protocol_get_version(s) != GNUTLS_TLS1_3)
 		return;
 	/* best effort: right after the handshake the socket takes the few
 	 * hundred bytes; if not, the client goes without a ticket this time */

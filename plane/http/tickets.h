@@ -17,10 +17,10 @@ int tickets_session(struct ticket_keeper *t, void *session);
 /* The gnutls_init flags a session with tickets needs (GnuTLS sends no
  * ticket of its own accord: tickets_handshake_done does). */
 unsigned tickets_init_flags(void);
-/* A handshake is done: a full one gets one ticket (TLS 1.3's
- * NewSessionTicket) to resume with next time; a resumed one none (the
- * client keeps the ticket it resumed with, valid for its lifetime, and
- * neither side spends the CPU of another). */
+/* A handshake is done: it gets one ticket (TLS 1.3's NewSessionTicket) to
+ * resume with next time, GnuTLS would send two. A resumed one gets one
+ * too: an OpenSSL client (tetherd's libcurl) does not offer a ticket it
+ * resumed with again. */
 void tickets_handshake_done(struct ticket_keeper *t, void *session);
 
 /* The first 16 bytes of the first ticket a ClientHello (its handshake

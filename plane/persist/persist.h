@@ -1,6 +1,7 @@
 /* persist/persist.h: the plane's persistence as one interface (OpenSMTPD's table
  * backends are the model): resources, tombstones and history; rollout
- * records and the released version; node records; token records. One
+ * records and the released version; node records; token records; the TLS
+ * session-ticket keys. One
  * backend runs (--store); persist/sqlite/sqlite.c is the embedded one. Nothing
  * outside the persist_* and *_sqlite files knows which. Each backend owns
  * its locking: every op may be called from any thread. */

@@ -18,6 +18,7 @@
 
 #include <gnutls/crypto.h>
 #include <gnutls/gnutls.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -28,7 +29,7 @@
 
 /* The keeper for the hook, which has no closure of its own: one plane a
  * process. */
-static struct ticket_keeper *the;
+static struct ticket_keeper *_Atomic the;
 
 /* ---- the ClientHello ------------------------------------------------------- */
 
@@ -125,7 +126,7 @@ static int on_hello(gnutls_session_t s, unsigned htype, unsigned when, unsigned 
 {
 	(void)htype;
 	(void)when;
-	struct ticket_keeper *t = the;
+	struct ticket_keeper *t = atomic_load(&the);
 	if (!incoming || !t || gnutls_session_get_ptr(s) != t)
 		return 0;
 	gnutls_session_set_ptr(s, NULL);   /* once: a second ClientHello (after a retry request) keeps it */
@@ -147,7 +148,7 @@ int tickets_session(struct ticket_keeper *t, void *session)
 	gnutls_session_t s = session;
 	if (!t)
 		return 0;
-	the = t;
+	atomic_store(&the, t);
 	/* a ticket lives one period; GnuTLS's own key windows are three */
 	gnutls_db_set_cache_expiration(s, (int)ticket_keeper_period(t));
 	gnutls_session_set_ptr(s, t);

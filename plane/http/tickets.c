@@ -79,8 +79,8 @@ int tickets_hello_key_name(const unsigned char *msg, size_t len, unsigned char n
 			/* pre_shared_key: identities<7..2^16-1>, the first one's
 			 * identity<1..2^16-1> */
 			size_t ids, idlen;
-			if (!len16(&e, &el, &ids) || ids > el || !len16(&e, &el, &idlen) || idlen > ids - 2 ||
-			    idlen < NAME_LEN)
+			if (!len16(&e, &el, &ids) || ids > el || ids < 2 || !len16(&e, &el, &idlen) ||
+			    idlen > ids - 2 || idlen > el || idlen < NAME_LEN)
 				return 0;
 			memcpy(name, e, NAME_LEN);
 			return 1;

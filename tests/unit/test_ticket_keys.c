@@ -226,6 +226,14 @@ static void test_hello_key_name(void **state)
 	/* every truncation is no ticket, not a read past the end */
 	for (size_t n = 0; n < len - 7; n++)
 		assert_int_equal(tickets_hello_key_name(msg, n, name), 0);
+	/* identities shorter than their own length field (0 or 1 bytes):
+	 * none, not an identity read past the extension */
+	unsigned char shortids[] = { 0, 41, 0, 20, 0, 1, 0, 16, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16 };
+	len = hello(msg, shortids, sizeof(shortids));
+	assert_int_equal(tickets_hello_key_name(msg, len, name), 0);
+	shortids[5] = 0;
+	len = hello(msg, shortids, sizeof(shortids));
+	assert_int_equal(tickets_hello_key_name(msg, len, name), 0);
 	/* a SessionTicket (TLS 1.2) */
 	unsigned char st[24] = { 0, 35, 0, 20 };
 	for (int i = 0; i < 20; i++)

@@ -311,9 +311,9 @@ static int tls_session(void *cls, void *session)
 	return tickets_session(cls, session);
 }
 
-static void tls_handshake_done(void *cls, void *session)
+static int tls_handshake_done(void *cls, void *session)
 {
-	tickets_handshake_done(cls, session);
+	return tickets_handshake_done(cls, session);
 }
 
 int http_start(struct http_server *h, char *err, size_t errlen)

@@ -95,6 +95,36 @@ int tickets_hello_key_name(const unsigned char *msg, size_t len, unsigned char n
 	return 0;
 }
 
+int tickets_hello_offers_tls13(const unsigned char *msg, size_t len)
+{
+	const unsigned char *p = msg;
+	size_t left = len, n;
+	if (!take(&p, &left, 2 + 32) || !len8(&p, &left, &n) || !take(&p, &left, n) || !len16(&p, &left, &n) ||
+	    !take(&p, &left, n) || !len8(&p, &left, &n) || !take(&p, &left, n) || !len16(&p, &left, &n) || n > left)
+		return 0;
+	left = n;   /* the extensions */
+	while (left >= 4) {
+		unsigned type = (unsigned)p[0] << 8 | p[1];
+		size_t elen = (size_t)p[2] << 8 | p[3];
+		take(&p, &left, 4);
+		if (elen > left)
+			return 0;
+		if (type == 43) {
+			/* supported_versions: versions<2..254>, two bytes each */
+			const unsigned char *e = p;
+			size_t el = elen, vl;
+			if (!len8(&e, &el, &vl) || vl > el)
+				return 0;
+			for (size_t i = 0; i + 1 < vl; i += 2)
+				if (e[i] == 0x03 && e[i + 1] == 0x04)
+					return 1;
+			return 0;
+		}
+		take(&p, &left, elen);
+	}
+	return 0;
+}
+
 /* The key name GnuTLS derives from master for window w. */
 static void derived_name(const unsigned char *master, uint64_t w, unsigned char out[NAME_LEN])
 {
@@ -130,6 +160,11 @@ static int on_hello(gnutls_session_t s, unsigned htype, unsigned when, unsigned 
 	if (!incoming || !t || gnutls_session_get_ptr(s) != t)
 		return 0;
 	gnutls_session_set_ptr(s, NULL);   /* once: a second ClientHello (after a retry request) keeps it */
+	/* TLS 1.3 only: a TLS 1.2 ticket holds the master secret itself, and
+	 * whoever has the key decrypts a recorded session with it. A hello
+	 * without TLS 1.3 gets tickets neither made nor taken. */
+	if (tickets_hello_offers_tls13(msg->data, msg->size) != 1)
+		return 0;
 	unsigned char name[NAME_LEN];
 	struct persist_ticket_keys k;
 	ticket_keeper_keys(t, &k);
@@ -161,12 +196,23 @@ unsigned tickets_init_flags(void)
 	return GNUTLS_NO_AUTO_SEND_TICKET;
 }
 
-void tickets_handshake_done(struct ticket_keeper *t, void *session)
+int tickets_handshake_done(struct ticket_keeper *t, void *session)
 {
 	gnutls_session_t s = session;
 	if (!t || gnutls_protocol_get_version(s) != GNUTLS_TLS1_3)
-		return;
-	/* best effort: right after the handshake the socket takes the few
-	 * hundred bytes; if not, the client goes without a ticket this time */
-	gnutls_session_ticket_send(s, 1, 0);
+		return 0;
+	/* no ticket to a client that showed a certificate: a ticket carries
+	 * the chain, and whoever holds the keys could forge one with any
+	 * real chain; such clients always do full handshakes (and
+	 * tls_peer_node takes no chain from a resumed session) */
+	unsigned n = 0;
+	if (gnutls_certificate_get_peers(s, &n) && n > 0)
+		return 0;
+	/* right after the handshake the socket takes the few hundred bytes;
+	 * if not, the caller calls again (with nothing else sent between:
+	 * GnuTLS keeps the encrypted ticket in its record buffer) */
+	int rc = gnutls_session_ticket_send(s, 1, 0);
+	if (rc == GNUTLS_E_AGAIN || rc == GNUTLS_E_INTERRUPTED)
+		return 1;
+	return rc < 0 ? -1 : 0;
 }

@@ -21,7 +21,13 @@ unsigned tickets_init_flags(void);
  * resume with next time, GnuTLS would send two. A resumed one gets one
  * too: an OpenSSL client (tetherd's libcurl) does not offer a ticket it
  * resumed with again. */
-void tickets_handshake_done(struct ticket_keeper *t, void *session);
+/* None to a client that presented a certificate, none but on TLS 1.3.
+ * 0 done (or nothing to send), 1 the socket is full: call again, before
+ * any other record is sent, when it is writable; -1 the session failed. */
+int tickets_handshake_done(struct ticket_keeper *t, void *session);
+
+/* Whether a ClientHello's supported_versions offers TLS 1.3: 1, else 0. */
+int tickets_hello_offers_tls13(const unsigned char *msg, size_t len);
 
 /* The first 16 bytes of the first ticket a ClientHello (its handshake
  * message body, len bytes) offers: a TLS 1.3 pre_shared_key identity or a

@@ -292,6 +292,14 @@ int tls_peer_node(struct plane_tls *t, struct http_conn *c, char *cn, size_t cap
 	const gnutls_datum_t *raw = gnutls_certificate_get_peers(s, &n);
 	if (!raw || n == 0)
 		return 0;
+	if (gnutls_session_is_resumed(s)) {
+		/* a resumed session's chain came out of a ticket, which anyone
+		 * holding the ticket keys can forge with any real chain: never
+		 * a credential (the plane gives no ticket to a session with a
+		 * client certificate, so an honest client never gets here) */
+		log_info("http: a resumed TLS session carries a client certificate: ignored (the caller has none)");
+		return 0;
+	}
 	if (n > CHAIN_MAX)
 		n = CHAIN_MAX;
 	gnutls_x509_crt_t chain[CHAIN_MAX];

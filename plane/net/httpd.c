@@ -59,6 +59,9 @@ struct http_conn {
 	struct loop *l;
 	int fd;
 	gnutls_session_t tls;
+	/* tls_handshake_done is not done (its ticket is in GnuTLS's record
+	 * buffer): it runs again before any other record is sent */
+	bool tls_post_pending;
 	enum cstate st;
 	uint32_t ev;              /* the epoll interest set now */
 	struct http_request rq;
@@ -480,6 +483,17 @@ static ssize_t send_plain(int fd, struct iovec *iov, size_t n)
 static ssize_t send_some(struct http_conn *c, const char *data, size_t len)
 {
 	if (c->tls) {
+		if (c->tls_post_pending) {
+			/* a record send now would flush the ticket and count its
+			 * bytes as the response's */
+			struct httpd *d = c->l->d;
+			int r = d->cfg.tls_handshake_done(d->cfg.tls_session_cls, c->tls);
+			if (r < 0)
+				return -1;
+			if (r > 0)
+				return 0;
+			c->tls_post_pending = false;
+		}
 		ssize_t n = gnutls_record_send(c->tls, data, len);
 		if (n >= 0)
 			return n;
@@ -827,8 +841,14 @@ static void handshake(struct http_conn *c)
 	if (rc == GNUTLS_E_SUCCESS) {
 		struct httpd *d = c->l->d;
 		atomic_fetch_add(gnutls_session_is_resumed(c->tls) ? &d->tls_resumed : &d->tls_full, 1);
-		if (d->cfg.tls_handshake_done)
-			d->cfg.tls_handshake_done(d->cfg.tls_session_cls, c->tls);
+		if (d->cfg.tls_handshake_done) {
+			int r = d->cfg.tls_handshake_done(d->cfg.tls_session_cls, c->tls);
+			if (r < 0) {
+				conn_close(c);
+				return;
+			}
+			c->tls_post_pending = r > 0;
+		}
 		c->st = S_HEAD;
 		c->last_ms = now_ms();
 		set_ev(c, EPOLLIN);

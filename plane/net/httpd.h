@@ -97,8 +97,10 @@ struct httpd_config {
 	 * connection. NULL: none */
 	int (*tls_session)(void *cls, void *session);
 	/* with it: called when a handshake is done (the session resumed or
-	 * not), before the request is read */
-	void (*tls_handshake_done)(void *cls, void *session);
+	 * not), before the request is read. 0 done, 1 not yet (the socket
+	 * is full: it is called again before any other record is sent),
+	 * -1 the connection fails */
+	int (*tls_handshake_done)(void *cls, void *session);
 	void *tls_session_cls;
 	unsigned tls_init_flags;           /* more gnutls_init flags */
 	/* where the server's own refusals and closes are counted (may be NULL) */

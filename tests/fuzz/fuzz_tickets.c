@@ -29,6 +29,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		    (k.has_prev && memcmp(again.prev, k.prev, sizeof(k.prev)) != 0))
 			abort();
 	}
+	int v13 = tickets_hello_offers_tls13((const unsigned char *)copy, size);
+	if (v13 != 0 && v13 != 1)
+		abort();
 	unsigned char name[16];
 	int found = tickets_hello_key_name((const unsigned char *)copy, size, name);
 	if (found != 0 && found != 1)

@@ -7,6 +7,7 @@
 # log, a metric, /v1/status or an export; a ticket from another
 # deployment, and one past its lifetime, get a full handshake (the
 # connection works); after a rotation the previous key still resumes;
+# a client that shows a certificate, and a TLS 1.2 client, get no ticket;
 # --tls-ticket-rotation 0 issues no tickets.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-tls.sh"
@@ -93,6 +94,22 @@ check_eq "an expired ticket (older than its period, its key gone) gets a full ha
 	"$(hello "$R" -sess_in "$WORK/s3.pem")"
 check "the rotations are counted" test "$(metric tether_tls_ticket_key_rotations_total)" -ge 2
 check_eq "the plane says nothing of a key" 0 "$(grep -ci 'ticket.*[0-9a-f]\{32\}' "$PLANE_LOG")"
+
+# ---- a client certificate: no ticket, no resumption ------------------------------------------
+# A ticket carries the client's chain, and the ticket keys' holder could
+# forge one with any real chain: a client that shows a certificate gets no
+# ticket, so it always does a full handshake; a token client still resumes.
+start_plane certs "${TLS[@]}" --client-ca "$PKI/ca.pem"
+C=$PLANE_PORT
+check_eq "a client with a certificate: a full handshake" New \
+	"$(hello "$C" -cert "$PKI/n1.pem" -key "$PKI/n1.key" -sess_out "$WORK/s5.pem")"
+check "and no ticket to resume with" test ! -s "$WORK/s5.pem"
+check_eq "a client without one on the same plane" New "$(hello "$C" -sess_out "$WORK/s6.pem")"
+check_eq "gets a ticket and resumes" Reused "$(hello "$C" -sess_in "$WORK/s6.pem")"
+check_eq "the plane resumed only that one" 1 "$(metric "$RESUMED")"
+# TLS 1.2 gets no ticket (one holds the master secret itself)
+check_eq "a TLS 1.2 client: a full handshake" New "$(hello "$C" -tls1_2 -sess_out "$WORK/s7.pem")"
+check_eq "and it does not resume" New "$(hello "$C" -tls1_2 -sess_in "$WORK/s7.pem")"
 
 # ---- no tickets ----------------------------------------------------------------------------
 start_plane none "${TLS[@]}" --tls-ticket-rotation 0

@@ -249,12 +249,36 @@ static void test_hello_key_name(void **state)
 	assert_int_equal(tickets_hello_key_name(msg, len, name), 0);
 }
 
+/* Tickets are TLS 1.3 only: whether a ClientHello's supported_versions
+ * offers 0x0304. */
+static void test_hello_offers_tls13(void **state)
+{
+	(void)state;
+	unsigned char msg[512];
+	unsigned char both[] = { 0, 43, 0, 5, 4, 0x03, 0x04, 0x03, 0x03 };
+	size_t len = hello(msg, both, sizeof(both));
+	assert_int_equal(tickets_hello_offers_tls13(msg, len), 1);
+	for (size_t n = 0; n < len; n++)
+		assert_int_equal(tickets_hello_offers_tls13(msg, n), 0);
+	unsigned char only12[] = { 0, 43, 0, 3, 2, 0x03, 0x03 };
+	len = hello(msg, only12, sizeof(only12));
+	assert_int_equal(tickets_hello_offers_tls13(msg, len), 0);
+	/* a TLS 1.2 hello: no supported_versions, a SessionTicket */
+	unsigned char st[24] = { 0, 35, 0, 20 };
+	len = hello(msg, st, sizeof(st));
+	assert_int_equal(tickets_hello_offers_tls13(msg, len), 0);
+	/* a list longer than its extension */
+	unsigned char lying[] = { 0, 43, 0, 3, 6, 0x03, 0x04 };
+	len = hello(msg, lying, sizeof(lying));
+	assert_int_equal(tickets_hello_offers_tls13(msg, len), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_codec_round_trip), cmocka_unit_test(test_codec_refuses),
 		cmocka_unit_test(test_sqlite_swap),      cmocka_unit_test(test_keeper),
-		cmocka_unit_test(test_hello_key_name),
+		cmocka_unit_test(test_hello_key_name),   cmocka_unit_test(test_hello_offers_tls13),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -319,9 +319,13 @@ int plane_start(struct plane *p, char *err, size_t errlen)
 	p->auth.tokens = p->core.tokens;
 	if (p->tls && p->cfg.tls_ticket_rotation > 0) {
 		/* a relay's backend keeps no keys: its own, in memory */
-		p->tickets = ticket_keeper_open(p->core.persist, (int64_t)p->cfg.tls_ticket_rotation, err, errlen);
-		if (!p->tickets)
-			return -1;
+		char terr[256];
+		p->tickets = ticket_keeper_open(p->core.persist, (int64_t)p->cfg.tls_ticket_rotation, terr,
+						sizeof(terr));
+		if (!p->tickets) {
+			/* tickets are a speed-up: without them, full handshakes */
+			log_error("%s: running without TLS session tickets", terr);
+		}
 	}
 	bool relay = p->core.persist->ops->upstream != NULL;
 	if (!relay && !p->cfg.insecure && !p->auth.admin_token && tokens_count(p->core.tokens, ROLE_ADMIN) == 0) {

@@ -55,8 +55,14 @@ static int refresh(struct ticket_keeper *t, bool *rotated, char *err, size_t err
 		int rc = 0;
 		if (t->p) {
 			rc = t->p->ops->ticket_keys_load(t->p, &k, &rev, err, errlen);
-			if (rc < 0)
+			if (rc == PERSIST_MALFORMED) {
+				/* keys are disposable: new ones over it (at its
+				 * revision), every ticket a full handshake once */
+				log_error("TLS session tickets: %s: replacing them with new keys", err);
+				rc = 0;
+			} else if (rc < 0) {
 				return -1;
+			}
 		} else {
 			pthread_mutex_lock(&t->lock);
 			k = t->k;

@@ -169,6 +169,12 @@ static int on_hello(gnutls_session_t s, unsigned htype, unsigned when, unsigned 
 	struct persist_ticket_keys k;
 	ticket_keeper_keys(t, &k);
 	int64_t period = ticket_keeper_period(t);
+	if (wall_seconds() - k.created >= 2 * period) {
+		/* overdue (the store has not let the keeper rotate it): no
+		 * tickets rather than a key kept forever */
+		explicit_bzero(&k, sizeof(k));
+		return 0;
+	}
 	gnutls_datum_t key = { k.cur, PERSIST_TICKET_KEY };
 	if (k.has_prev && tickets_hello_key_name(msg->data, msg->size, name) == 1 &&
 	    !made_with(k.cur, name, period) && made_with(k.prev, name, period))

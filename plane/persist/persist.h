@@ -22,6 +22,9 @@ struct ro_run;
 /* A rollout transition from a replica that is not the elected controller
  * (any more): it is not recorded, and the replica follows the records. */
 #define PERSIST_FENCED (-4)
+/* A record is there but cannot be read (ticket_keys_load: *rev is its
+ * revision, so a swap at it replaces it). */
+#define PERSIST_MALFORMED (-5)
 
 /* A backend instance: the backend's own struct begins with this. */
 struct persist {
@@ -265,7 +268,8 @@ struct persist_ops {
 
 	/* the TLS session-ticket keys (NULL: the backend keeps none, as a
 	 * relay's: its plane makes its own in memory). ticket_keys_load: 1
-	 * with *k and *rev (the backend's revision of them), 0 none stored;
+	 * with *k and *rev (the backend's revision of them), 0 none stored,
+	 * PERSIST_MALFORMED with *rev when what is stored cannot be decoded;
 	 * ticket_keys_swap stores k when what is stored is still at rev (0:
 	 * none), else PERSIST_CONFLICT (another replica rotated first: load
 	 * again); durably, and *rev gets the new revision */

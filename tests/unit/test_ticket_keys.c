@@ -2,17 +2,19 @@
  * form (plane/persist/ticket_keys.c), the SQLite backend's row (a swap
  * compares the revision; the database is 0600), the keeper
  * (plane/core/ticket_keeper.c: made once, kept across a reopen, rotated
- * when due with the previous key kept) and the ClientHello's ticket name
+ * when due with the previous key kept, a malformed row replaced) and the ClientHello's ticket name
  * (plane/http/tickets.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "core/ticket_keeper.h"
 #include "http/tickets.h"
@@ -159,6 +161,43 @@ static void test_keeper(void **state)
 	ticket_keeper_keys(t, &a);
 	assert_false(a.has_prev);
 	ticket_keeper_free(t);
+	/* a malformed row: keys are disposable, new ones over it (a
+	 * compare-and-swap at its revision), not a plane that will not start */
+	char path[128];
+	snprintf(path, sizeof(path), "%s/tether.db", dir);
+	sqlite3 *db;
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, "UPDATE ticket_keys SET keys = 'not keys', rev = rev + 1", NULL, NULL, NULL),
+			 SQLITE_OK);
+	assert_int_equal(p->ops->ticket_keys_load(p, &b, &rev, err, sizeof(err)), PERSIST_MALFORMED);
+	uint64_t bad_rev = rev;
+	assert_true(bad_rev > 0);
+	t = ticket_keeper_open(p, 86400, err, sizeof(err));
+	assert_non_null(t);
+	ticket_keeper_keys(t, &b);
+	assert_false(b.has_prev);
+	assert_memory_not_equal(b.cur, a.cur, PERSIST_TICKET_KEY);
+	ticket_keeper_free(t);
+	struct persist_ticket_keys c;
+	assert_int_equal(p->ops->ticket_keys_load(p, &c, &rev, err, sizeof(err)), 1);
+	assert_true(rev > bad_rev);
+	assert_memory_equal(c.cur, b.cur, PERSIST_TICKET_KEY);
+	/* the same while running: the minute's refresh replaces it */
+	t = ticket_keeper_open(p, 8, err, sizeof(err));   /* refreshes every 2 s */
+	assert_non_null(t);
+	assert_int_equal(sqlite3_exec(db, "UPDATE ticket_keys SET keys = 'x', rev = rev + 1", NULL, NULL, NULL),
+			 SQLITE_OK);
+	int loaded = 0;
+	for (int i = 0; i < 60 && loaded != 1; i++) {
+		struct timespec ts = { 0, 100 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+		loaded = p->ops->ticket_keys_load(p, &c, &rev, err, sizeof(err));
+	}
+	assert_int_equal(loaded, 1);
+	ticket_keeper_keys(t, &b);
+	assert_memory_equal(c.cur, b.cur, PERSIST_TICKET_KEY);
+	ticket_keeper_free(t);
+	sqlite3_close(db);
 	/* a backend without keys (a relay's): in memory */
 	t = ticket_keeper_open(NULL, 86400, err, sizeof(err));
 	assert_non_null(t);

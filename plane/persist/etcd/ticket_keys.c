@@ -29,16 +29,18 @@ int etcd_ticket_keys_load(struct persist *p, struct persist_ticket_keys *k, uint
 		struct etcd_kv d;
 		rc = -1;
 		if (etcd_kv_decode(kv, false, &d) == 0) {
-			if (d.value && ticket_keys_decode(d.value, d.value_len, k) == 0) {
-				*rev = d.mod_revision;
+			*rev = d.mod_revision;
+			rc = PERSIST_MALFORMED;
+			if (d.value && ticket_keys_decode(d.value, d.value_len, k) == 0)
 				rc = 1;
-			}
 			if (d.value)
 				explicit_bzero(d.value, d.value_len);
 			etcd_kv_release(&d);
 		}
 		if (rc < 0)
 			snprintf(err, errlen, "etcd: '%s' (the TLS session-ticket keys) is malformed", key);
+		if (rc == -1)
+			*rev = 0;   /* not even a key-value: not replaced */
 	}
 	free(key);
 	cJSON_Delete(resp);

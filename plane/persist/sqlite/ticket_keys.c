@@ -19,7 +19,8 @@ int ticket_keys_sqlite_schema(struct db *db, char *err, size_t errlen)
 	return rc;
 }
 
-/* The row, under db->lock: 1 with *k and *rev, 0 none, -1 with err. */
+/* The row, under db->lock: 1 with *k and *rev, 0 none, PERSIST_MALFORMED
+ * with *rev, -1 with err. */
 static int read_row(struct db *db, struct persist_ticket_keys *k, uint64_t *rev, char *err, size_t errlen)
 {
 	sqlite3_stmt *st = NULL;
@@ -33,9 +34,10 @@ static int read_row(struct db *db, struct persist_ticket_keys *k, uint64_t *rev,
 		const char *text = (const char *)sqlite3_column_text(st, 0);
 		size_t len = (size_t)sqlite3_column_bytes(st, 0);
 		*rev = (uint64_t)sqlite3_column_int64(st, 1);
-		if (!text || ticket_keys_decode(text, len, k) < 0)
+		if (!text || ticket_keys_decode(text, len, k) < 0) {
 			snprintf(err, errlen, "database: the TLS session-ticket keys are malformed");
-		else
+			rc = PERSIST_MALFORMED;
+		} else
 			rc = 1;
 	} else if (step == SQLITE_DONE) {
 		*rev = 0;
@@ -69,7 +71,8 @@ int ticket_keys_sqlite_swap(struct persist *p, const struct persist_ticket_keys 
 	pthread_mutex_lock(&db->lock);
 	if (db_set_sync(db, 1, err, errlen) < 0 || db_exec(db, "BEGIN IMMEDIATE", err, errlen) < 0)
 		goto out;
-	if (read_row(db, &was, &now_rev, err, errlen) < 0) {
+	int r = read_row(db, &was, &now_rev, err, errlen);
+	if (r < 0 && r != PERSIST_MALFORMED) {   /* a malformed row is replaced */
 		db_rollback(db);
 		goto out;
 	}

@@ -37,7 +37,9 @@ check_eq "one key set is in etcd, under the prefix" 1 "$stored"
 
 check_eq "a session on replica a" New "$(hello "$A_PORT" -sess_out "$WORK/a.pem")"
 check_eq "resumes on replica b" Reused "$(hello "$B_PORT" -sess_in "$WORK/a.pem")"
-check_eq "and one from b on a" Reused "$(hello "$A_PORT" -sess_in "$WORK/a.pem")"
+# the other way: a ticket replica b made resumes on a
+check_eq "a session on replica b" New "$(hello "$B_PORT" -sess_out "$WORK/b.pem")"
+check_eq "and one from b on a" Reused "$(hello "$A_PORT" -sess_in "$WORK/b.pem")"
 
 # ---- a rotation on one replica is the other's ---------------------------------------
 check "a replica rotates the key" wait_until 15 grep -q "the key rotated" "$A_LOG" "$B_LOG"

@@ -22,9 +22,11 @@
 #           data: the time until every stream is back with the first event
 #           of a new connection, from the kill and from the new plane's
 #           readiness, and when the plane handled each request (its log);
-#           the plane's and the client's CPU meanwhile; the handshakes the
+#           the plane's and the clients' CPU meanwhile; the handshakes the
 #           new plane resumed; plane RSS per stream in each mode at the
-#           same N
+#           same N. The streams are spread over BENCH_TRUST_CLIENTS sse_load
+#           processes (the same number in every mode); "all back" is the
+#           latest of them, the clients' CPU their sum
 #   failover  the same with two replicas on one etcd member: the streams'
 #           replica is killed and they come back on the other (sse_load
 #           --failover), which holds the same ticket keys
@@ -37,6 +39,9 @@
 # Knobs (environment): BENCH_TRUST_PARTS ("fanout agent storm failover"),
 # BENCH_TRUST_FANOUT_RUNS (5: runs of each mode in fanout),
 # BENCH_TRUST_STORM_RUNS (3: runs of each mode in storm),
+# BENCH_TRUST_CLIENTS (2, the cores of the machine it was written on: the
+# load processes of storm and failover; 1 is how it ran before: one
+# single-threaded client paying every stream's handshake),
 # BENCH_TRUST_STREAMS (10000), BENCH_WRITES (5), BENCH_CLUSTERS (1000),
 # BENCH_THREADS (2), BENCH_AGENT_SIZES ("1000 100000"), BENCH_PUSHES (100),
 # BENCH_TRUST_AGENT_RUNS (3: runs of each mode and size in agent),
@@ -64,6 +69,7 @@ MICRO_BIN=$BUILDDIR/bench/trust_micro
 PARTS=${BENCH_TRUST_PARTS:-fanout agent storm failover}
 FANOUT_RUNS=${BENCH_TRUST_FANOUT_RUNS:-5}
 STORM_RUNS=${BENCH_TRUST_STORM_RUNS:-3}
+CLIENTS=${BENCH_TRUST_CLIENTS:-2}
 N=${BENCH_TRUST_STREAMS:-10000}
 WRITES=${BENCH_WRITES:-5}
 CLUSTERS=${BENCH_CLUSTERS:-1000}
@@ -488,12 +494,23 @@ storm() {
 	local rss0 rss1 rss3 c0 c1
 	rss0=$(rss_kb "$PLANE_PID")
 	c0=$(cpu_ticks "$PLANE_PID")
-	"$LOAD_BIN" -n "$N" --version "$v1" --prefix "s$run-" --reconnect --reconnect-jitter "$JITTER" \
-		--per-stream --timeout 300 "${lflags[@]}" "127.0.0.1:$PORT" >"$dir/load.out" 2>"$dir/load.err" &
-	local lp=$!
-	track "$lp"
-	wait_for "$dir/load.out" '^ready=1' 300 || die "$kind $mode: streams did not open"
-	[ "$(kv "$dir/load.out" connect.ok)" = "$N" ] || die "$kind $mode: $(kv "$dir/load.out" connect.ok) of $N opened"
+	# the N streams over CLIENTS load processes (the first takes the
+	# remainder), each with its own node names; the same CLIENTS in every
+	# mode
+	local j cnt lps=() opened=0
+	for j in $(seq 0 $((CLIENTS - 1))); do
+		cnt=$((N / CLIENTS))
+		[ "$j" -eq 0 ] && cnt=$((cnt + N % CLIENTS))
+		"$LOAD_BIN" -n "$cnt" --version "$v1" --prefix "s$run-p$j-" --reconnect --reconnect-jitter "$JITTER" \
+			--per-stream --timeout 300 "${lflags[@]}" "127.0.0.1:$PORT" >"$dir/load.$j.out" 2>"$dir/load.$j.err" &
+		lps+=($!)
+		track $!
+	done
+	for j in $(seq 0 $((CLIENTS - 1))); do
+		wait_for "$dir/load.$j.out" '^ready=1' 300 || die "$kind $mode: process $j's streams did not open"
+		opened=$((opened + $(kv "$dir/load.$j.out" connect.ok)))
+	done
+	[ "$opened" = "$N" ] || die "$kind $mode: $opened of $N opened"
 	sleep 1   # node records written behind, connections settled
 	rss1=$(rss_kb "$PLANE_PID")
 	c1=$(cpu_ticks "$PLANE_PID")
@@ -517,7 +534,9 @@ storm() {
 		t_ready=$(log_epoch "$plog" 'info: listening on ')
 	fi
 	c_ready=$(cpu_ticks "$PLANE_PID")
-	wait_for "$dir/load.out" '^reconnect\.done=1' 300 || die "$kind $mode: not every stream came back"
+	for j in $(seq 0 $((CLIENTS - 1))); do
+		wait_for "$dir/load.$j.out" '^reconnect\.done=1' 300 || die "$kind $mode: not every stream came back"
+	done
 	local c_back resumed=- full=-
 	c_back=$(cpu_ticks "$PLANE_PID")
 	rss3=$(rss_kb "$PLANE_PID")
@@ -525,11 +544,14 @@ storm() {
 		resumed=$(metric https 'tether_tls_handshakes_total{resumed="true"}' "${cflags[@]}")
 		full=$(metric https 'tether_tls_handshakes_total{resumed="false"}' "${cflags[@]}")
 	fi
-	wait "$lp"
-	untrack "$lp"
+	for j in "${lps[@]}"; do
+		wait "$j"
+		untrack "$j"
+	done
 	stop_pid "$PLANE_PID"
 	rm -rf "$dir/data" "$dir/b/data"
 	local f=$dir/load.out back
+	load_merge "$dir"/load.[0-9]*.out >"$f"
 	back=$(kv "$f" reconnect.back_last_at)
 	awk -v r="$t_ready" '/^rstream=/ {
 		for (i = 1; i <= NF; i++)
@@ -543,6 +565,7 @@ storm() {
 		{ d = (sec($1) - (r % 86400)) * 1000; if (d < -43200000) d += 86400000; if (d >= 0) printf "%.0f\n", d }' |
 		sort -n >"$OUT/$tag.served"
 	{
+		echo "clients $CLIENTS"
 		echo "streams $(kv "$f" connect.ok)"
 		echo "connect_ms $(kv "$f" connect.ms)"
 		echo "open_cpu_ms $(((c1 - c0) * 1000 / HZ))"
@@ -578,6 +601,20 @@ storm() {
 	[ "$(kv "$f" reconnect.back)" = "$N" ] || die "$kind $mode run $run: $(kv "$f" reconnect.back) of $N back"
 }
 
+# load_merge FILE...: the load processes' outputs as one (what storm reads):
+# the per-stream lines of all; times to open all and the last stream back
+# the latest of any process; attempts_max the largest; counts and CPU the
+# sums
+load_merge() {
+	awk -F= '
+	/^rstream=/ { print; next }
+	$1 == "connect.ms" || $1 == "reconnect.back_last_at" || $1 == "reconnect.attempts_max" {
+		if (!($1 in v) || $2 + 0 > v[$1] + 0) v[$1] = $2; next }
+	$1 ~ /^(connect\.(ok|cpu_user_ms|cpu_sys_ms)|reconnect\.(back|attempts|failed_connect|failed_tls|failed_http|failed_closed|reestablished|tls_offered|tls_resumed|cpu_user_ms|cpu_sys_ms))$/ {
+		v[$1] += $2; next }
+	END { for (k in v) print k "=" v[k] }' "$@"
+}
+
 # storm_table KIND: the storm's table for restart or failover
 storm_table() {
 	local kind=$1 mode run
@@ -609,18 +646,25 @@ storm_table() {
 		t=$(med "$kind.$mode.*.txt" back_from_kill_ms)
 		echo "    $mode all back from the kill: $(div "$t" "$p")x plain HTTP (goal for tls: within ${GOAL_STORM_RATIO}x)"
 	done
+	for mode in $STORM_MODES; do
+		echo "    $mode: plane cpu per reconnect $(awk -v c="$(med "$kind.$mode.*.txt" storm_cpu_ms)" -v n="$N" \
+			'BEGIN { printf "%.3f", c / n }') ms, clients' cpu per reconnect $(awk \
+			-v c="$(med "$kind.$mode.*.txt" client_cpu_ms)" -v n="$N" 'BEGIN { printf "%.3f", c / n }') ms"
+	done
 }
 
 storm_report() {
 	echo "(3) $N streams, the plane stopped with SIG$SIGNAL and restarted on the same port and data"
-	echo "    ($STORM_RUNS runs of each, interleaved; reconnect delay uniform in 0..$JITTER ms, drawn again after"
-	echo "    each failed attempt; 'back' = every stream has the first event of a new connection; ms)"
+	echo "    ($STORM_RUNS runs of each, interleaved; $CLIENTS load processes; reconnect delay uniform in 0..$JITTER ms,"
+	echo "    drawn again after each failed attempt; 'back' = every stream has the first event of a new"
+	echo "    connection, in every load process; ms)"
 	storm_table restart
 	echo "    (down = kill until the old plane had exited; ready = the new plane's start until its"
 	echo "    'listening on' line; from rdy = the client's first event on each new connection;"
 	echo "    plane = when the plane handled each stream's request (its log); plane cpu = from"
-	echo "    readiness until all were back; client = sse_load's CPU meanwhile; resumed/full = the"
-	echo "    new plane's tether_tls_handshakes_total, its own readiness checks included)"
+	echo "    readiness until all were back; client = the sse_load processes' CPU meanwhile, summed;"
+	echo "    resumed/full = the new plane's tether_tls_handshakes_total, its own readiness checks"
+	echo "    included)"
 	echo
 	echo "(4) plane RSS per stream at N = $N (medians of $STORM_RUNS runs)"
 	printf '    %-8s %10s %14s %12s %16s %18s\n' mode RSS/strm "after restart" "open all ms" "plane cpu open" \
@@ -638,7 +682,8 @@ storm_report() {
 
 failover_report() {
 	echo "(3b) $N streams on one of two replicas sharing an etcd store; it is stopped with SIG$SIGNAL and"
-	echo "    the streams come back on the other (sse_load --failover); times from the kill ($STORM_RUNS runs)"
+	echo "    the streams come back on the other (sse_load --failover); times from the kill ($STORM_RUNS runs,"
+	echo "    $CLIENTS load processes)"
 	storm_table failover
 	echo
 }

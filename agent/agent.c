@@ -324,6 +324,8 @@ static void agent_free(struct agent *a)
 		curl_multi_cleanup(a->multi);
 	if (a->share)
 		curl_share_cleanup(a->share);
+	if (a->share_old)
+		curl_share_cleanup(a->share_old);
 	consumer_free(a->cons);
 	lastgood_close(a->lg);
 	state_release(&a->state);

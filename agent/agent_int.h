@@ -77,6 +77,11 @@ struct agent {
 	 * same name) offers the last one and resumes it, not a full
 	 * handshake. One thread uses it: no locks. */
 	CURLSH *share;
+	/* the one before a flush, freed once no handle holds it */
+	CURLSH *share_old;
+	/* --cert's and --key's mtimes and sizes when last read: a change
+	 * flushes the sessions */
+	uint64_t cred_stamp;
 
 	/* sync.c */
 	CURL *sync;
@@ -200,6 +205,9 @@ double agent_rand01(void);
  * shared TLS session cache on h;
  * returns headers with the Authorization line added. */ 
 struct curl_slist *agent_credentials(struct agent *a, CURL *h, struct curl_slist *headers);
+/* Empties the shared TLS session cache: the next connection is a full
+ * handshake (after a refusal, or new --cert/--key files). */
+void agent_flush_sessions(struct agent *a, const char *why);
 /* POSTs body (JSON) to path on the plane dialled now, with our
  * credentials, on the shared multi handle; the answer's body goes into
  * answer. The handle, or NULL; *headers is the caller's to free

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 #define DEFAULT_HEARTBEAT_S 10.0
 #define MIN_EVENT_RATE 16384     /* bytes a second an event must at least arrive at */
@@ -174,9 +175,55 @@ int64_t sync_stream_deadline(const struct agent *a)
 	return silent < stalled ? silent : stalled;
 }
 
+void agent_flush_sessions(struct agent *a, const char *why)
+{
+	if (!a->share)
+		return;
+	if (a->share_old) {
+		if (curl_share_cleanup(a->share_old) != CURLSHE_OK)
+			return;   /* a handle still holds the one flushed before */
+		a->share_old = NULL;
+	}
+	CURLSH *s = curl_share_init();
+	if (!s || curl_share_setopt(s, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION) != CURLSHE_OK) {
+		if (s)
+			curl_share_cleanup(s);
+		return;
+	}
+	/* each transfer sets its share anew (agent_credentials): the old
+	 * cache is left by every handle at its next transfer */
+	a->share_old = a->share;
+	a->share = s;
+	log_info("TLS: the shared session cache is emptied (%s): the next connection is a full handshake", why);
+}
+
+/* --cert's and --key's mtimes and sizes together (0: none, or unreadable). */
+static uint64_t cred_stamp(const struct agent *a)
+{
+	uint64_t h = 0;
+	const char *files[2] = { a->cfg.cert, a->cfg.key };
+	for (int i = 0; i < 2; i++) {
+		struct stat st;
+		if (!files[i] || stat(files[i], &st) != 0)
+			continue;
+		h = h * 1000003u ^ (uint64_t)st.st_mtim.tv_sec;
+		h = h * 1000003u ^ (uint64_t)st.st_mtim.tv_nsec;
+		h = h * 1000003u ^ (uint64_t)st.st_size;
+	}
+	return h;
+}
+
 struct curl_slist *agent_credentials(struct agent *a, CURL *h, struct curl_slist *headers)
 {
 	char err[512];
+	if (a->cfg.cert) {
+		uint64_t stamp = cred_stamp(a);
+		if (a->cred_stamp && stamp != a->cred_stamp)
+			agent_flush_sessions(a, "--cert or --key changed");
+		a->cred_stamp = stamp;
+	}
+	if (a->share_old && curl_share_cleanup(a->share_old) == CURLSHE_OK)
+		a->share_old = NULL;
 	if (a->share)
 		curl_easy_setopt(h, CURLOPT_SHARE, a->share);
 	char *token = NULL;
@@ -514,6 +561,9 @@ void sync_done(struct agent *a, CURLcode code)
 		log_error("plane %s refused this node's credentials (%s): check --token-file, --cert and --key",
 			  sync_plane(a), why);
 		snprintf(a->last_error, sizeof(a->last_error), "plane %s: %s", sync_plane(a), why);
+		/* no session from before (other credentials, another plane's
+		 * ticket) into the next attempt */
+		agent_flush_sessions(a, "the plane refused this node's credentials");
 	}
 	if (a->got_event) {
 		/* a stream that worked and ended: come back soon (not at once:

@@ -8,7 +8,8 @@
 # deployment, and one past its lifetime, get a full handshake (the
 # connection works); after a rotation the previous key still resumes;
 # a client that shows a certificate, and a TLS 1.2 client, get no ticket;
-# --tls-ticket-rotation 0 issues no tickets.
+# tetherd empties its session cache on a 401; --tls-ticket-rotation 0
+# issues no tickets.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-tls.sh"
 need_cmd openssl python3
@@ -59,6 +60,14 @@ check "tetherd reconnects to the restarted plane and resumes its session" wait_u
 put file/a '{"path":"a.txt","content":"two\n"}' >/dev/null
 check "tetherd applies version 2 over the resumed session" wait_until 10 agent_at n1 2
 check_eq "a session from before the kill resumes after it" Reused "$(hello "$PORT" -sess_in "$WORK/s1.pem")"
+
+# a refusal (401) empties tetherd's session cache: no session from before
+# into the next attempt
+echo tt1_000000000000_nope >"$WORK/bad.token"
+start_agent n9 --ca-file "$PKI/ca.pem" --token-file "$WORK/bad.token"
+check "tetherd empties its TLS session cache when the plane refuses it" \
+	wait_until 15 grep -q "session cache is emptied (the plane refused" "$WORK/n9.log"
+stop_pid "$AGENT_PID"
 
 # ---- the keys at rest, and nowhere else --------------------------------------------
 DB=$WORK/p.data/tether.db

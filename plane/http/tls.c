@@ -278,6 +278,11 @@ static int ou_role(gnutls_x509_crt_t crt)
 	}
 }
 
+bool tls_session_cert_usable(void *session)
+{
+	return !gnutls_session_is_resumed(session);
+}
+
 int tls_peer_node(struct plane_tls *t, struct http_conn *c, char *cn, size_t cap, int *role, char *err,
 		  size_t errlen)
 {
@@ -292,11 +297,9 @@ int tls_peer_node(struct plane_tls *t, struct http_conn *c, char *cn, size_t cap
 	const gnutls_datum_t *raw = gnutls_certificate_get_peers(s, &n);
 	if (!raw || n == 0)
 		return 0;
-	if (gnutls_session_is_resumed(s)) {
-		/* a resumed session's chain came out of a ticket, which anyone
-		 * holding the ticket keys can forge with any real chain: never
-		 * a credential (the plane gives no ticket to a session with a
-		 * client certificate, so an honest client never gets here) */
+	if (!tls_session_cert_usable(s)) {
+		/* the plane gives no ticket to a session with a client
+		 * certificate, so an honest client never gets here */
 		log_info("http: a resumed TLS session carries a client certificate: ignored (the caller has none)");
 		return 0;
 	}

@@ -33,6 +33,12 @@ const char *tls_client_ca_pem(struct plane_tls *t);
  * every certificate is a node. */
 void tls_set_cert_roles(struct plane_tls *t, bool on);
 
+/* Whether a session's client certificate may be a credential (a
+ * gnutls_session_t): not when the session resumed, whose chain came out of
+ * a ticket (which whoever holds the ticket keys can forge, with any real
+ * chain). */
+bool tls_session_cert_usable(void *session);
+
 /* Who the client certificate presented on c is: 1 with its CN in cn and
  * in *role ROLE_NODE (the CN is the node id) or, with --cert-roles, the
  * role its OU names; 0 when none was presented (or mutual TLS is off); -1

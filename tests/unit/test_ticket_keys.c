@@ -2,13 +2,20 @@
  * form (plane/persist/ticket_keys.c), the SQLite backend's row (a swap
  * compares the revision; the database is 0600), the keeper
  * (plane/core/ticket_keeper.c: made once, kept across a reopen, rotated
- * when due with the previous key kept, a malformed row replaced) and the ClientHello's ticket name
+ * when due with the previous key kept, a malformed row replaced), the
+ * client-certificate rule (no ticket to such a client; a resumed
+ * session's certificate is no credential: in-process GnuTLS) and the ClientHello's ticket name
  * (plane/http/tickets.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <gnutls/gnutls.h>
+#include <gnutls/x509.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +25,7 @@
 
 #include "core/ticket_keeper.h"
 #include "http/tickets.h"
+#include "http/tls.h"
 #include "persist/persist.h"
 #include "persist/ticket_keys.h"
 #include "tmpdir.h"
@@ -312,12 +320,181 @@ static void test_hello_offers_tls13(void **state)
 	assert_int_equal(tickets_hello_offers_tls13(msg, len), 0);
 }
 
+/* ---- in-process TLS: a client certificate and tickets ---------------------- */
+
+/* A self-signed certificate (CA:TRUE, good for both ends) and its key. */
+static void make_cert(const char *cn, gnutls_x509_crt_t *crt, gnutls_x509_privkey_t *key)
+{
+	assert_int_equal(gnutls_x509_privkey_init(key), 0);
+	assert_int_equal(gnutls_x509_privkey_generate(*key, GNUTLS_PK_ECDSA,
+						      GNUTLS_CURVE_TO_BITS(GNUTLS_ECC_CURVE_SECP256R1), 0), 0);
+	assert_int_equal(gnutls_x509_crt_init(crt), 0);
+	gnutls_x509_crt_set_version(*crt, 3);
+	unsigned char serial[4] = { 1, 2, 3, 4 };
+	gnutls_x509_crt_set_serial(*crt, serial, sizeof(serial));
+	time_t now = time(NULL);
+	gnutls_x509_crt_set_activation_time(*crt, now - 60);
+	gnutls_x509_crt_set_expiration_time(*crt, now + 3600);
+	gnutls_x509_crt_set_dn_by_oid(*crt, GNUTLS_OID_X520_COMMON_NAME, 0, cn, (unsigned)strlen(cn));
+	gnutls_x509_crt_set_key(*crt, *key);
+	gnutls_x509_crt_set_basic_constraints(*crt, 1, -1);
+	assert_true(gnutls_x509_crt_sign2(*crt, *crt, *key, GNUTLS_DIG_SHA256, 0) >= 0);
+}
+
+struct client_run {
+	int fd;
+	gnutls_certificate_credentials_t creds;
+	gnutls_datum_t in;      /* a session to resume (size 0: none) */
+	gnutls_datum_t out;     /* the session after (gnutls_free) */
+	int resumed, rc;
+};
+
+static void *client(void *arg)
+{
+	struct client_run *r = arg;
+	gnutls_session_t s;
+	gnutls_init(&s, GNUTLS_CLIENT);
+	gnutls_priority_set_direct(s, "NORMAL:-VERS-ALL:+VERS-TLS1.3", NULL);
+	gnutls_credentials_set(s, GNUTLS_CRD_CERTIFICATE, r->creds);
+	gnutls_transport_set_int(s, r->fd);
+	if (r->in.size)
+		gnutls_session_set_data(s, r->in.data, r->in.size);
+	int rc;
+	do
+		rc = gnutls_handshake(s);
+	while (rc < 0 && !gnutls_error_is_fatal(rc));
+	r->rc = rc;
+	if (rc == 0) {
+		r->resumed = gnutls_session_is_resumed(s);
+		/* the server's one byte, after any ticket */
+		char b;
+		do
+			rc = (int)gnutls_record_recv(s, &b, 1);
+		while (rc == GNUTLS_E_AGAIN || rc == GNUTLS_E_INTERRUPTED);
+		gnutls_session_get_data2(s, &r->out);
+	}
+	gnutls_bye(s, GNUTLS_SHUT_WR);
+	gnutls_deinit(s);
+	return NULL;
+}
+
+/* One connection: the server side with creds (a CA to request client
+ * certificates of), ticket key key; the plane's own path when t is given
+ * (its hook, one ticket after the handshake), else GnuTLS's own tickets
+ * (what whoever holds the keys can make). Returns whether the server
+ * resumed; *usable whether a certificate came and may be a credential. */
+static int connect_once(gnutls_certificate_credentials_t screds, gnutls_certificate_credentials_t ccreds,
+			struct ticket_keeper *t, const gnutls_datum_t *key, gnutls_datum_t *sess, int *peers,
+			int *usable)
+{
+	int sv[2];
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	struct client_run r = { .fd = sv[1], .creds = ccreds, .in = *sess };
+	pthread_t th;
+	pthread_create(&th, NULL, client, &r);
+	gnutls_session_t s;
+	gnutls_init(&s, GNUTLS_SERVER | (t ? tickets_init_flags() : 0));
+	gnutls_priority_set_direct(s, "NORMAL:-VERS-ALL:+VERS-TLS1.3", NULL);
+	gnutls_credentials_set(s, GNUTLS_CRD_CERTIFICATE, screds);
+	gnutls_certificate_server_set_request(s, GNUTLS_CERT_REQUEST);
+	if (t)
+		tickets_session(t, s);
+	else
+		gnutls_session_ticket_enable_server(s, key);
+	gnutls_transport_set_int(s, sv[0]);
+	int rc;
+	do
+		rc = gnutls_handshake(s);
+	while (rc < 0 && !gnutls_error_is_fatal(rc));
+	assert_int_equal(rc, 0);
+	if (t)
+		assert_int_equal(tickets_handshake_done(t, s), 0);
+	unsigned n = 0;
+	*peers = gnutls_certificate_get_peers(s, &n) != NULL && n > 0;
+	*usable = tls_session_cert_usable(s);
+	int resumed = gnutls_session_is_resumed(s);
+	do
+		rc = (int)gnutls_record_send(s, "x", 1);
+	while (rc == GNUTLS_E_AGAIN || rc == GNUTLS_E_INTERRUPTED);
+	pthread_join(th, NULL);
+	assert_int_equal(r.rc, 0);
+	assert_int_equal(r.resumed, resumed);
+	gnutls_deinit(s);
+	close(sv[0]);
+	close(sv[1]);
+	if (sess->size)
+		gnutls_free(sess->data);
+	*sess = r.out;
+	return resumed;
+}
+
+/* A client that shows a certificate gets no ticket from the plane (it
+ * never resumes), one without does; and a certificate out of a resumed
+ * session (a ticket made with the keys: what their thief can forge) is no
+ * credential. */
+static void test_no_ticket_with_client_cert(void **state)
+{
+	(void)state;
+	gnutls_x509_crt_t scrt, ccrt;
+	gnutls_x509_privkey_t skey, ckey;
+	make_cert("server", &scrt, &skey);
+	make_cert("n1", &ccrt, &ckey);
+	gnutls_certificate_credentials_t screds, ccert, canon;
+	gnutls_certificate_allocate_credentials(&screds);
+	gnutls_certificate_set_x509_key(screds, &scrt, 1, skey);
+	gnutls_certificate_set_x509_trust(screds, &ccrt, 1);
+	gnutls_certificate_allocate_credentials(&ccert);
+	gnutls_certificate_set_x509_key(ccert, &ccrt, 1, ckey);
+	gnutls_certificate_allocate_credentials(&canon);
+	char err[256];
+	struct ticket_keeper *t = ticket_keeper_open(NULL, 86400, err, sizeof(err));
+	assert_non_null(t);
+	gnutls_datum_t key = { NULL, 0 }, sess = { NULL, 0 };
+	int peers, usable;
+	/* the plane's path, with a certificate: a full handshake, no ticket */
+	assert_int_equal(connect_once(screds, ccert, t, NULL, &sess, &peers, &usable), 0);
+	assert_true(peers);
+	assert_true(usable);
+	assert_int_equal(connect_once(screds, ccert, t, NULL, &sess, &peers, &usable), 0);
+	assert_true(usable);
+	if (sess.size)
+		gnutls_free(sess.data);
+	sess = (gnutls_datum_t){ NULL, 0 };
+	/* without one: a ticket, and it resumes */
+	assert_int_equal(connect_once(screds, canon, t, NULL, &sess, &peers, &usable), 0);
+	assert_false(peers);
+	assert_int_equal(connect_once(screds, canon, t, NULL, &sess, &peers, &usable), 1);
+	if (sess.size)
+		gnutls_free(sess.data);
+	sess = (gnutls_datum_t){ NULL, 0 };
+	/* a ticket with a chain in it, made with the key (GnuTLS's own
+	 * tickets): the resumed session has the chain, which is no credential */
+	assert_int_equal(gnutls_session_ticket_key_generate(&key), 0);
+	assert_int_equal(connect_once(screds, ccert, NULL, &key, &sess, &peers, &usable), 0);
+	assert_true(peers && usable);
+	assert_int_equal(connect_once(screds, ccert, NULL, &key, &sess, &peers, &usable), 1);
+	assert_true(peers);
+	assert_false(usable);
+	if (sess.size)
+		gnutls_free(sess.data);
+	gnutls_free(key.data);
+	ticket_keeper_free(t);
+	gnutls_certificate_free_credentials(screds);
+	gnutls_certificate_free_credentials(ccert);
+	gnutls_certificate_free_credentials(canon);
+	gnutls_x509_crt_deinit(scrt);
+	gnutls_x509_crt_deinit(ccrt);
+	gnutls_x509_privkey_deinit(skey);
+	gnutls_x509_privkey_deinit(ckey);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_codec_round_trip), cmocka_unit_test(test_codec_refuses),
 		cmocka_unit_test(test_sqlite_swap),      cmocka_unit_test(test_keeper),
 		cmocka_unit_test(test_hello_key_name),   cmocka_unit_test(test_hello_offers_tls13),
+		cmocka_unit_test(test_no_ticket_with_client_cert),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

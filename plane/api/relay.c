@@ -1,7 +1,8 @@
 /* api/relay.c: what a plane offers the relays below it (docs/protocol.md,
  * "Relays"): GET /v1/relay/stream (the state, rollout and token records,
- * heartbeats), POST /v1/relay/nodes (the relay's node records, in
- * batches) and GET /v1/relay/statement (a signed statement of a version
+ * heartbeats), POST /v1/relay/changes (what the relay's nodes changed,
+ * in batches), POST /v1/relay/nodes (a relay's node records as JSON, as
+ * relays before the changes sent them) and GET /v1/relay/statement (a signed statement of a version
  * for a subscription, which a relay cannot make itself). Each needs the
  * relay role (or admin). */
 #include "api/api.h"
@@ -14,6 +15,7 @@
 #include "http/http.h"
 #include "json.h"
 #include "log.h"
+#include "persist/node_changes.h"
 #include "persist/records_json.h"
 #include "rollout/rollout.h"
 #include "sub.h"
@@ -24,6 +26,7 @@
 #include <string.h>
 
 #define MAX_RECORDS 10000
+#define MAX_CHANGES 100000
 
 enum http_result api_relay_stream(struct api *p, struct http_conn *c)
 {
@@ -100,6 +103,61 @@ enum http_result api_relay_nodes(struct api *p, struct http_conn *c, struct requ
 	struct buf b = BUF_INIT;
 	buf_printf(&b, "{\"taken\":%zu,\"refused\":%zu}", taken, refused);
 	return http_send_json(c, HTTP_OK, &b);
+}
+
+/* A batch of node changes (persist/node_changes.h): decoded whole first
+ * (a malformed batch changes nothing), then each change taken into the
+ * registry, counted toward a rollout, its traffic report judged. A change
+ * for a node that is not behind the sending relay is refused alone. */
+enum http_result api_relay_changes(struct api *p, struct http_conn *c, struct request *r)
+{
+	struct principal who;
+	enum http_result ret;
+	if (!auth_allow_relay(p->auth, c, &who, &ret))
+		return ret;
+	struct node_changes b;
+	char err[400], first[400] = "";
+	if (node_changes_decode(r->body.data ? r->body.data : "", r->body.len, MAX_CHANGES, &b, err, sizeof(err)) < 0) {
+		node_changes_release(&b);
+		return http_send_error(c, strstr(err, "more than") ? HTTP_CONTENT_TOO_LARGE : HTTP_BAD_REQUEST,
+				       "relay changes: %s", err);
+	}
+	nodes_relay_held(p->core->nodes, b.relay, b.held);
+	size_t taken = 0, refused = 0;
+	for (size_t i = 0; i < b.n; i++) {
+		const struct node_change *ch = &b.ch[i];
+		if (nodes_relay_change(p->core->nodes, b.relay, ch, err, sizeof(err)) < 0) {
+			if (!refused++)
+				snprintf(first, sizeof(first), "%s", err);
+			continue;
+		}
+		taken++;
+		/* a member's ACK or NACK from behind the relay */
+		struct persist_node pn = { .id = ch->node, .labels = "", .transport = "", .healthy = ch->healthy };
+		if (ch->kind == NC_ACK) {
+			pn.sent_version = pn.acked_version = ch->version;
+			rollout_record(p->rollout, &pn);
+		} else if (ch->kind == NC_NACK) {
+			pn.sent_version = pn.nack_version = ch->version;
+			pn.has_nack = true;
+			pn.nack_error = ch->error;
+			rollout_record(p->rollout, &pn);
+		} else if (ch->kind == NC_TRAFFIC) {
+			pn.traffic = ch->report;
+			api_record_traffic(p, &pn, b.relay, true);
+		}
+	}
+	if (refused)
+		log_warn("relay %s: %zu of %zu node changes refused; the first: %s", b.relay, refused, b.n, first);
+	struct buf out = BUF_INIT;
+	buf_printf(&out, "{\"taken\":%zu,\"refused\":%zu,\"first_refusal\":", taken, refused);
+	if (refused)
+		buf_json_string(&out, first);
+	else
+		buf_puts(&out, "null");
+	buf_putc(&out, '}');
+	node_changes_release(&b);
+	return http_send_json(c, HTTP_OK, &out);
 }
 
 /* ?version=V&sub=S -> {"statement":"..."}: signed here, or (a relay)

@@ -75,6 +75,7 @@ struct nodes {
 	void *relay_ctx;
 	bool own_only;               /* a relay: /v1/nodes lists the nodes it serves itself */
 	int64_t lag_alert_ms;
+	struct strmap held;          /* relay -> the version it last said it holds */
 };
 
 void nodes_set_target(struct nodes *n, nodes_target_fn fn, void *ctx, double lag_alert_s)
@@ -401,6 +402,158 @@ int nodes_relayed(struct nodes *n, const struct persist_node *pn, const char *re
 	return 0;
 }
 
+/* Whether the relay nearest this plane on r's path is relay. */
+static bool behind(const struct node_rec *r, const char *relay)
+{
+	if (!r->via)
+		return false;
+	size_t k = strcspn(r->via, ",");
+	return strlen(relay) == k && memcmp(r->via, relay, k) == 0;
+}
+
+static void where(const struct node_rec *r, char *out, size_t cap)
+{
+	if (!r)
+		snprintf(out, cap, "unknown here");
+	else if (r->via)
+		snprintf(out, cap, "behind relay %.*s", (int)strcspn(r->via, ","), r->via);
+	else
+		snprintf(out, cap, "not behind a relay");
+}
+
+void nodes_relay_held(struct nodes *n, const char *relay, uint64_t held)
+{
+	pthread_mutex_lock(&n->lock);
+	intptr_t cur;
+	if (strmap_get(&n->held, relay, &cur))
+		*strmap_ref(&n->held, relay) = (intptr_t)held;
+	else
+		strmap_put(&n->held, xstrdup(relay), (intptr_t)held);
+	pthread_mutex_unlock(&n->lock);
+}
+
+/* Under lock: a 'c' line (the node's connection through relay). */
+static int relay_conn(struct nodes *n, struct node_rec *r, const char *relay, const struct node_change *c,
+		      int64_t now, char *err, size_t errlen)
+{
+	if (r && !behind(r, relay) && !c->streaming) {
+		/* the node moved on (to another relay, or here): a word
+		 * from the one it left is old news */
+		char w[260];
+		where(r, w, sizeof(w));
+		snprintf(err, errlen, "node '%s' is %s: relay %s's word that it is not streaming there is not taken",
+			 c->node, w, relay);
+		return -1;
+	}
+	if (!r) {
+		if (n->len >= n->max) {
+			snprintf(err, errlen, "node '%s': the registry is full (--max-nodes %zu)", c->node, n->max);
+			return -1;
+		}
+		r = add(n, c->node);
+		r->first_seen = c->first_seen ? c->first_seen : now;
+		log_info("nodes: new node '%s' behind relay %s", c->node, relay);
+	}
+	if (c->first_seen && (!r->first_seen || c->first_seen < r->first_seen))
+		r->first_seen = c->first_seen;
+	r->last_seen = now;
+	if (strcmp(r->labels, c->labels) != 0) {
+		free(r->labels);
+		r->labels = xstrdup(c->labels);
+	}
+	copy_str(r->transport, sizeof(r->transport), c->transport);
+	if (c->sub && (!r->sub || strcmp(r->sub, c->sub) != 0)) {
+		free(r->sub);
+		r->sub = xstrdup(c->sub);
+	}
+	char *via = c->via[0] ? xasprintf("%s,%s", relay, c->via) : xstrdup(relay);
+	if (r->via && strcmp(r->via, via) == 0) {
+		free(via);
+	} else {
+		free(r->via);
+		r->via = via;
+	}
+	r->via_streaming = c->streaming;
+	mark_dirty(n, r);
+	return 0;
+}
+
+int nodes_relay_change(struct nodes *n, const char *relay, const struct node_change *c, char *err, size_t errlen)
+{
+	int64_t now = wall_seconds();
+	pthread_mutex_lock(&n->lock);
+	struct node_rec *r = lookup(n, c->node);
+	int rc = 0;
+	if (c->kind == NC_CONN) {
+		rc = relay_conn(n, r, relay, c, now, err, errlen);
+		goto out;
+	}
+	if (!r || !behind(r, relay)) {
+		char w[260];
+		where(r, w, sizeof(w));
+		snprintf(err, errlen, "node '%s' is %s, not behind relay %s: its '%c' line is not taken (a 'c' line "
+			 "of the node first)", c->node, w, relay, c->kind);
+		rc = -1;
+		goto out;
+	}
+	r->last_seen = now;
+	/* what the node answered shows that it had the version */
+	if ((c->kind == NC_ACK || c->kind == NC_NACK) && c->version > r->sent_version) {
+		r->sent_version = c->version;
+		r->sent_nonce[0] = '\0';   /* the relay's, not ours */
+		r->sent_at = now;
+	}
+	switch (c->kind) {
+	case NC_ACK:
+		if (c->version > r->acked_version)
+			r->acked_version = c->version;
+		r->acked_at = now;
+		if (c->healthy >= 0)
+			r->healthy = c->healthy;
+		if (c->count > r->acks) {
+			n->acks += c->count - r->acks;
+			r->acks = c->count;
+		}
+		break;
+	case NC_NACK:
+		r->has_nack = true;
+		r->nack_version = c->version;
+		copy_str(r->nack_nonce, sizeof(r->nack_nonce), c->nonce);
+		free(r->nack_error);
+		r->nack_error = xstrdup(c->error ? c->error : "");
+		r->nack_at = now;
+		if (c->healthy >= 0)
+			r->healthy = c->healthy;
+		if (c->count > r->nacks) {
+			n->nacks += c->count - r->nacks;
+			r->nacks = c->count;
+		}
+		break;
+	case NC_STALE:
+		if (c->count > r->stale) {
+			n->stale += c->count - r->stale;
+			r->stale = c->count;
+		}
+		break;
+	case NC_VERIFY:
+		if (c->count > r->verify_failures) {
+			n->verify_failures += c->count - r->verify_failures;
+			r->verify_failures = c->count;
+			r->vf_version = c->version;
+			free(r->vf_error);
+			r->vf_error = xstrdup(c->error ? c->error : "");
+			r->vf_at = now;
+		}
+		break;
+	default:
+		goto out;   /* a traffic report: nodes_set_traffic takes it */
+	}
+	mark_dirty(n, r);
+out:
+	pthread_mutex_unlock(&n->lock);
+	return rc;
+}
+
 void nodes_set_relay_up(struct nodes *n, bool (*fn)(void *ctx, const char *relay), void *ctx, bool own_only)
 {
 	pthread_mutex_lock(&n->lock);
@@ -428,6 +581,7 @@ struct nodes *nodes_open(struct persist *p, size_t max_nodes, int64_t poll_windo
 	pthread_mutex_init(&n->lock, NULL);
 	pthread_mutex_init(&n->flush_lock, NULL);
 	strmap_init(&n->by_id);
+	strmap_init(&n->held);
 	if (p->ops->nodes_load(p, load_one, n, err, errlen) < 0) {
 		nodes_free(n);
 		return NULL;
@@ -453,6 +607,9 @@ void nodes_free(struct nodes *n)
 	free(n->all);
 	free(n->dirty);
 	strmap_release(&n->by_id);
+	for (size_t i = 0; i < n->held.cap; i++)
+		free((char *)n->held.slots[i].key);
+	strmap_release(&n->held);
 	pthread_mutex_destroy(&n->lock);
 	pthread_mutex_destroy(&n->flush_lock);
 	free(n);
@@ -663,6 +820,24 @@ static bool connected(const struct nodes *n, const struct node_rec *r, int64_t m
 	       (r->via && r->via_streaming && n->relay_up && relay_near_up(n, r->via));
 }
 
+/* What a node was sent: behind a relay that streams to it, at least its
+ * target as far as the relay holds it (the relay said which version it
+ * holds; the versions and nonces it sends its nodes stay there). */
+static uint64_t sent_of(const struct nodes *n, const struct node_rec *r, uint64_t target)
+{
+	intptr_t held;
+	size_t k;
+	char first[RES_NAME_MAX + 1];
+	if (!r->via || !r->via_streaming || (k = strcspn(r->via, ",")) >= sizeof(first))
+		return r->sent_version;
+	memcpy(first, r->via, k);
+	first[k] = '\0';
+	if (!strmap_get(&n->held, first, &held))
+		return r->sent_version;
+	uint64_t derived = (uint64_t)held < target ? (uint64_t)held : target;
+	return derived > r->sent_version ? derived : r->sent_version;
+}
+
 static void rec_json(const struct nodes *n, const struct node_rec *r, uint64_t plane_version,
 		     int64_t mono, struct buf *out)
 {
@@ -689,9 +864,9 @@ static void rec_json(const struct nodes *n, const struct node_rec *r, uint64_t p
 		buf_json_string(out, r->sub);
 	else
 		buf_puts(out, "null");
-	buf_printf(out, ",\"sent_version\":%llu,\"sent_nonce\":", (unsigned long long)r->sent_version);
-	buf_json_string(out, r->sent_nonce);
 	uint64_t target = target_of(n, r, plane_version);
+	buf_printf(out, ",\"sent_version\":%llu,\"sent_nonce\":", (unsigned long long)sent_of(n, r, target));
+	buf_json_string(out, r->sent_nonce);
 	uint64_t lag = target > r->acked_version ? target - r->acked_version : 0;
 	buf_printf(out, ",\"target_version\":%llu,\"acked_version\":%llu,\"lag\":%llu,\"lagging\":%s",
 		   (unsigned long long)target, (unsigned long long)r->acked_version, (unsigned long long)lag,

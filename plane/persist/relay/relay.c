@@ -16,6 +16,7 @@
  * first state in hand); then they are handed over as they come. */
 #include "json.h"
 #include "log.h"
+#include "persist/node_changes.h"
 #include "persist/persist.h"
 #include "persist/records_json.h"
 #include "persist/relay/link.h"
@@ -36,8 +37,17 @@
 #define FIRST_STATE_WAIT_MS 15000
 #define CALL_TIMEOUT_MS 5000
 #define MAX_EVENT_BYTES (256u << 20)
-#define NODES_BATCH 5000             /* records a POST */
-#define NODES_BATCH_BYTES (8u << 20) /* and its bytes: under the upstream's 16 MiB */
+#define NODES_BATCH 50000            /* node changes a POST (the upstream takes 100,000) */
+#define NODES_BATCH_BYTES (4u << 20) /* and about its bytes: under the upstream's 16 MiB */
+
+/* What the upstream last heard of a node (persist/node_changes.h): the
+ * next save sends what differs. */
+struct up_heard {
+	uint64_t conn;               /* a hash of the connection's parts */
+	uint64_t acked_version, acks;
+	int healthy;
+	uint64_t nack_version, nacks, stale, vf;
+};
 
 struct queued {
 	char *type, *data;
@@ -65,7 +75,12 @@ struct persist_relay {
 	struct strmap view;          /* name -> version * 2 + live: what the store holds */
 	uint64_t horizon;
 	bool applied_once;
-	atomic_uint report_s;        /* the report interval the upstream's last heartbeat asked for (0: none) */
+	atomic_uint report_s;
+	/* the nodes' saver's only (nodes_flush, one at a time): what the
+	 * upstream heard of each node (id -> struct up_heard *), forgotten
+	 * when the link reaches an upstream (heard_reset) */
+	struct strmap heard_up;
+	atomic_bool heard_reset;        /* the report interval the upstream's last heartbeat asked for (0: none) */
 	/* under lock: the upstream's own word that it is stale (its last
 	 * heartbeat's "stale"; cleared by one without), whether the stream
 	 * open now brought a heartbeat yet, and the last judgment (kept
@@ -86,6 +101,8 @@ struct persist_relay {
 /* A relay moves off a stale upstream to the next of --upstream at most
  * this often. */
 #define MOVE_HOLD_MS 30000
+
+static void heard_forget(struct persist_relay *x);
 
 static struct persist_relay *X(struct persist *p)
 {
@@ -404,6 +421,7 @@ static void link_health(void *ctx, bool up, const char *url, const char *why)
 		bool following = x->following;
 		pthread_mutex_unlock(&x->lock);
 		/* a new upstream (or the old one back) hears every node again */
+		atomic_store(&x->heard_reset, true);
 		if (following && x->f.resync)
 			x->f.resync(x->f.ctx);
 	} else {
@@ -434,6 +452,8 @@ static void rl_close(struct persist *p)
 	for (size_t i = 0; i < x->view.cap; i++)
 		free((char *)x->view.slots[i].key);
 	strmap_release(&x->view);
+	heard_forget(x);
+	strmap_release(&x->heard_up);
 	pthread_mutex_destroy(&x->lock);
 	pthread_cond_destroy(&x->cond);
 	free(x->id);
@@ -542,55 +562,179 @@ static int rl_nodes_load(struct persist *p, persist_node_cb cb, void *ctx, char 
 	return 0;   /* the nodes report again */
 }
 
-/* A batch of node records, up: {"relay":ID,"nodes":[record...]} in body. */
+/* A batch of node changes, up (persist/node_changes.h). */
 static int post_batch(struct persist_relay *x, const struct buf *body, size_t n, char *err, size_t errlen)
 {
 	struct buf out = BUF_INIT;
-	long st = relay_link_call(x->link, "POST", "/v1/relay/nodes", body->data, body->len, CALL_TIMEOUT_MS, &out,
-				  err, errlen);
+	long st = relay_link_call(x->link, "POST", "/v1/relay/changes", body->data, body->len, CALL_TIMEOUT_MS,
+				  &out, err, errlen);
 	if (st != 200 && st >= 0)
-		snprintf(err, errlen, "the upstream refused %zu node records (%ld): %.*s", n, st,
+		snprintf(err, errlen, "the upstream refused %zu node changes (%ld): %.*s", n, st,
 			 (int)(out.len > 300 ? 300 : out.len), out.data ? out.data : "");
 	buf_release(&out);
 	return st == 200 ? 0 : PERSIST_UNAVAILABLE;
 }
 
-/* The records up, in batches of at most NODES_BATCH records and
- * NODES_BATCH_BYTES (a record may carry a traffic report). */
+static uint64_t fnv(uint64_t h, const void *data, size_t len)
+{
+	const unsigned char *p = data;
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ p[i]) * 1099511628211ULL;
+	return h;
+}
+
+static uint64_t fnv_str(uint64_t h, const char *s)
+{
+	/* NULL and "" differ; the NUL ends each string */
+	if (!s)
+		return fnv(h, "\x01", 1);
+	return fnv(h, s, strlen(s) + 1);
+}
+
+/* What the upstream heard of a record's connection (labels, subscription,
+ * transport, first seen, relays beyond, streaming), as one hash. */
+static uint64_t conn_hash(const struct persist_node *r)
+{
+	uint64_t h = 14695981039346656037ULL;
+	unsigned char st = r->streaming ? 1 : 0;
+	h = fnv(h, &st, 1);
+	h = fnv(h, &r->first_seen, sizeof(r->first_seen));
+	h = fnv_str(h, r->transport);
+	h = fnv_str(h, r->via && r->via[0] ? r->via : "");
+	h = fnv_str(h, r->sub);
+	return fnv_str(h, r->labels);
+}
+
+static struct up_heard heard_of(const struct persist_node *r)
+{
+	return (struct up_heard){
+		.conn = conn_hash(r), .acked_version = r->acked_version, .acks = r->acks, .healthy = r->healthy,
+		.nack_version = r->has_nack ? r->nack_version : 0, .nacks = r->nacks, .stale = r->stale,
+		.vf = r->verify_failures,
+	};
+}
+
+/* The lines of what r changed since the upstream last heard of it (h:
+ * NULL, never). Returns how many. */
+static size_t changes_of(const struct persist_node *r, const struct up_heard *h, struct buf *out)
+{
+	struct up_heard now = heard_of(r);
+	size_t k = 0;
+	struct node_change c = { .node = r->id, .healthy = r->healthy };
+	if (!h || h->conn != now.conn) {
+		c.kind = NC_CONN;
+		c.streaming = r->streaming;
+		c.transport = r->transport ? r->transport : "";
+		c.first_seen = r->first_seen;
+		c.via = r->via ? r->via : "";
+		c.sub = r->sub;
+		c.labels = r->labels;
+		node_changes_put(out, &c);
+		k++;
+	}
+	if (r->acked_version && (!h || h->acked_version != now.acked_version || h->acks != now.acks ||
+				 h->healthy != now.healthy)) {
+		c.kind = NC_ACK;
+		c.version = r->acked_version;
+		c.count = r->acks;
+		node_changes_put(out, &c);
+		k++;
+	}
+	if (r->has_nack && (!h || h->nack_version != now.nack_version || h->nacks != now.nacks)) {
+		c.kind = NC_NACK;
+		c.version = r->nack_version;
+		c.count = r->nacks;
+		c.nonce = r->nack_nonce;
+		c.error = r->nack_error;
+		node_changes_put(out, &c);
+		k++;
+	}
+	if (r->stale && (!h || h->stale != now.stale)) {
+		c.kind = NC_STALE;
+		c.count = r->stale;
+		node_changes_put(out, &c);
+		k++;
+	}
+	if (r->verify_failures && (!h || h->vf != now.vf)) {
+		c.kind = NC_VERIFY;
+		c.count = r->verify_failures;
+		c.version = r->vf_version;
+		c.error = r->vf_error;
+		node_changes_put(out, &c);
+		k++;
+	}
+	if (r->traffic) {
+		c.kind = NC_TRAFFIC;
+		c.report = r->traffic;
+		node_changes_put(out, &c);
+		k++;
+	}
+	return k;
+}
+
+static void heard_forget(struct persist_relay *x)
+{
+	for (size_t i = 0; i < x->heard_up.cap; i++)
+		if (x->heard_up.slots[i].key) {
+			free((char *)x->heard_up.slots[i].key);
+			free((void *)x->heard_up.slots[i].val);
+		}
+	strmap_release(&x->heard_up);
+	strmap_init(&x->heard_up);
+}
+
+/* Records [from, to) went up: the upstream has heard them. */
+static void heard_set(struct persist_relay *x, const struct persist_node *recs, size_t from, size_t to)
+{
+	for (size_t i = from; i < to; i++) {
+		intptr_t v;
+		struct up_heard *h;
+		if (strmap_get(&x->heard_up, recs[i].id, &v)) {
+			h = (struct up_heard *)v;
+		} else {
+			h = xmalloc(sizeof(*h));
+			strmap_put(&x->heard_up, xstrdup(recs[i].id), (intptr_t)h);
+		}
+		*h = heard_of(&recs[i]);
+	}
+}
+
+/* What the records changed that the upstream needs, up in batches of at
+ * most NODES_BATCH changes and NODES_BATCH_BYTES. A record whose only
+ * change is the push this relay sent (version, nonce) sends nothing. */
 static int rl_nodes_save(struct persist *p, const struct persist_node *recs, size_t n, char *err, size_t errlen)
 {
 	struct persist_relay *x = X(p);
+	if (atomic_exchange(&x->heard_reset, false))
+		heard_forget(x);
+	pthread_mutex_lock(&x->lock);
+	uint64_t held = x->version;
+	pthread_mutex_unlock(&x->lock);
 	struct buf body = BUF_INIT;
-	size_t in = 0;
+	size_t in = 0, from = 0;
 	int rc = 0;
-	for (size_t i = 0; i <= n && rc == 0; i++) {
-		char *rec = NULL;
-		size_t len = 0;
-		if (i < n) {
-			cJSON *o = record_node_to_json(&recs[i]);
-			rec = cJSON_PrintUnformatted(o);
-			cJSON_Delete(o);
-			len = strlen(rec);
-		}
-		if (in && (!rec || in == NODES_BATCH || body.len + len + 2 > NODES_BATCH_BYTES)) {
-			buf_puts(&body, "]}");
+	node_changes_begin(&body, x->id, held);
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		intptr_t v;
+		const struct up_heard *h = strmap_get(&x->heard_up, recs[i].id, &v) ? (const struct up_heard *)v : NULL;
+		in += changes_of(&recs[i], h, &body);
+		if (in >= NODES_BATCH || body.len >= NODES_BATCH_BYTES) {
+			node_changes_end(&body, in);
 			rc = post_batch(x, &body, in, err, errlen);
+			if (rc == 0)
+				heard_set(x, recs, from, i + 1);
 			buf_reset(&body);
+			node_changes_begin(&body, x->id, held);
 			in = 0;
+			from = i + 1;
 		}
-		if (rec && rc == 0) {
-			if (!in) {
-				buf_puts(&body, "{\"relay\":");
-				buf_json_string(&body, x->id);
-				buf_puts(&body, ",\"nodes\":[");
-			} else {
-				buf_putc(&body, ',');
-			}
-			buf_append(&body, rec, len);
-			in++;
-		}
-		free(rec);
 	}
+	if (rc == 0 && in) {
+		node_changes_end(&body, in);
+		rc = post_batch(x, &body, in, err, errlen);
+	}
+	if (rc == 0)
+		heard_set(x, recs, from, n);
 	buf_release(&body);
 	return rc;
 }
@@ -812,6 +956,7 @@ struct persist *persist_relay_open(const struct persist_relay_options *cfg, char
 	pthread_mutex_init(&x->lock, NULL);
 	pthread_cond_init(&x->cond, NULL);
 	strmap_init(&x->view);
+	strmap_init(&x->heard_up);
 	if (cfg->relay_id) {
 		x->id = xstrdup(cfg->relay_id);
 	} else {

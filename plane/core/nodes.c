@@ -53,6 +53,7 @@ struct node_rec {
 	int64_t poll_seen_ms;        /* monotonic time of the last poll */
 	int64_t behind_since_ms;     /* monotonic; 0 while at its target */
 	bool dirty;
+	bool dirty_more;             /* more than its ACK part changed since it was written */
 };
 
 struct nodes {
@@ -173,7 +174,8 @@ void nodes_poll_nonce(char *out, size_t cap, uint64_t version, uint64_t base)
 	snprintf(out, cap, "p%llu-%llu", (unsigned long long)version, (unsigned long long)base);
 }
 
-static void mark_dirty(struct nodes *n, struct node_rec *r)
+/* To be written: only its ACK part changed (mark_acked), or more. */
+static void mark_acked(struct nodes *n, struct node_rec *r)
 {
 	if (r->dirty)
 		return;
@@ -183,6 +185,12 @@ static void mark_dirty(struct nodes *n, struct node_rec *r)
 		n->dirty = xrealloc(n->dirty, n->dirtycap * sizeof(*n->dirty));
 	}
 	n->dirty[n->ndirty++] = r;
+}
+
+static void mark_dirty(struct nodes *n, struct node_rec *r)
+{
+	r->dirty_more = true;
+	mark_acked(n, r);
 }
 
 static struct node_rec *lookup(struct nodes *n, const char *id)
@@ -548,7 +556,10 @@ int nodes_relay_change(struct nodes *n, const char *relay, const struct node_cha
 	default:
 		goto out;   /* a traffic report: nodes_set_traffic takes it */
 	}
-	mark_dirty(n, r);
+	if (c->kind == NC_ACK)
+		mark_acked(n, r);   /* the backend may write just that part */
+	else
+		mark_dirty(n, r);
 out:
 	pthread_mutex_unlock(&n->lock);
 	return rc;
@@ -1050,7 +1061,7 @@ int nodes_flush(struct nodes *n, char *err, size_t errlen)
 		copies[i].sub = r->sub ? xstrdup(r->sub) : NULL;
 		copies[i].traffic = r->traffic_out && r->traffic ? xstrdup(r->traffic) : NULL;
 		r->traffic_out = false;
-		r->dirty = false;
+		r->dirty = r->dirty_more = false;
 	}
 	n->ndirty = 0;
 	pthread_mutex_unlock(&n->lock);
@@ -1069,7 +1080,7 @@ int nodes_flush(struct nodes *n, char *err, size_t errlen)
 			.replica = self, .streaming = r->streams > 0 || (copies[i].via && r->via_streaming),
 			.via = copies[i].via, .verify_failures = r->verify_failures, .vf_version = r->vf_version,
 			.vf_error = copies[i].vf_error, .vf_at = r->vf_at, .sub = copies[i].sub,
-			.traffic = copies[i].traffic,
+			.traffic = copies[i].traffic, .acks_only = !r->dirty_more,
 		};
 	}
 	int rc = n->p->ops->nodes_save(n->p, recs, cnt, err, errlen);

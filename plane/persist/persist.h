@@ -136,6 +136,11 @@ struct persist_node {
 	 * the origin, whose gates judge it (NULL: none). etcd keeps it in the
 	 * record until the next write; SQLite does not store it. */
 	const char *traffic;
+	/* only its ACK part (acked version and time, health, ACKs; sent
+	 * version, nonce and time; last seen) changed since it was last
+	 * written: a backend may write just that part (every field is filled
+	 * all the same). Never set on a record not written before. */
+	bool acks_only;
 };
 typedef int (*persist_node_cb)(void *ctx, const struct persist_node *n);
 

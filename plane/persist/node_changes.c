@@ -186,7 +186,8 @@ static const char *jstring(struct node_changes *b, struct cursor *c, const char 
 {
 	char *s = c->p;
 	if (s >= c->eol || *s != '"') {
-		fail(c, name, s >= c->eol ? "missing" : "must be a JSON string");
+		fail(c, name, s >= c->eol ? "missing" : strcmp(name, "sub") == 0 ? "must be - or a JSON string" :
+			      "must be a JSON string");
 		return NULL;
 	}
 	char *q = s + 1;

@@ -440,13 +440,16 @@ void nodes_relay_held(struct nodes *n, const char *relay, uint64_t held)
 	pthread_mutex_unlock(&n->lock);
 }
 
+static bool relay_near_up(const struct nodes *n, const char *via);
+
 /* Under lock: a 'c' line (the node's connection through relay). */
 static int relay_conn(struct nodes *n, struct node_rec *r, const char *relay, const struct node_change *c,
 		      int64_t now, char *err, size_t errlen)
 {
-	if (r && !behind(r, relay) && !c->streaming) {
-		/* the node moved on (to another relay, or here): a word
-		 * from the one it left is old news */
+	if (r && !behind(r, relay) && !c->streaming &&
+	    (r->streams > 0 || (r->via && r->via_streaming && n->relay_up && relay_near_up(n, r->via)))) {
+		/* the node streams from another relay that is up, or from
+		 * this plane: a word from the one it left is old news */
 		char w[260];
 		where(r, w, sizeof(w));
 		snprintf(err, errlen, "node '%s' is %s: relay %s's word that it is not streaming there is not taken",

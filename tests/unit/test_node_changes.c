@@ -155,6 +155,14 @@ static struct node_change ch(char kind, const char *node)
 				     .streaming = true, .healthy = -1 };
 }
 
+static bool r1_down;
+
+static bool up(void *ctx, const char *relay)
+{
+	(void)ctx;
+	return strcmp(relay, "r1") != 0 || !r1_down;
+}
+
 static void test_nodes_owner(void **state)
 {
 	(void)state;
@@ -164,6 +172,7 @@ static void test_nodes_owner(void **state)
 	assert_non_null(db);
 	struct nodes *n = nodes_open(db, 3, 10000, err, sizeof(err));
 	assert_non_null(n);
+	nodes_set_relay_up(n, up, NULL, false);
 
 	/* an ACK of a node nobody placed is refused, naming the node */
 	struct node_change a = ch(NC_ACK, "n1");
@@ -187,11 +196,18 @@ static void test_nodes_owner(void **state)
 	a.version = 6;
 	assert_int_equal(nodes_relay_change(n, "r2", &a, err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "node 'n1' is behind relay r1, not behind relay r2"));
-	/* ... nor say it left r2 ... */
+	/* ... nor say it is n1's relay while r1 is up and streams to it ... */
 	struct node_change gone = ch(NC_CONN, "n1");
 	gone.streaming = false;
 	assert_int_equal(nodes_relay_change(n, "r2", &gone, err, sizeof(err)), -1);
-	/* ... until the node streams from it (a failover) */
+	assert_non_null(strstr(err, "node 'n1' is behind relay r1"));
+	/* ... but once r1 is gone, n1 is r2's (streaming or polling) ... */
+	r1_down = true;
+	assert_int_equal(nodes_relay_change(n, "r2", &gone, err, sizeof(err)), 0);
+	assert_int_equal(nodes_relay_change(n, "r1", &a, err, sizeof(err)), -1);
+	r1_down = false;
+	assert_int_equal(nodes_relay_change(n, "r1", &c, err, sizeof(err)), 0);
+	/* ... and a node that streams from r2 is r2's (a failover) */
 	assert_int_equal(nodes_relay_change(n, "r2", &c, err, sizeof(err)), 0);
 	assert_int_equal(nodes_relay_change(n, "r2", &a, err, sizeof(err)), 0);
 	assert_int_equal(nodes_relay_change(n, "r1", &a, err, sizeof(err)), -1);

@@ -571,6 +571,15 @@ static int post_batch(struct persist_relay *x, const struct buf *body, size_t n,
 	if (st != 200 && st >= 0)
 		snprintf(err, errlen, "the upstream refused %zu node changes (%ld): %.*s", n, st,
 			 (int)(out.len > 300 ? 300 : out.len), out.data ? out.data : "");
+	if (st == 200) {
+		/* some refused alone (a node another relay holds): said, not retried */
+		cJSON *o = cJSON_ParseWithLength(out.data ? out.data : "", out.len);
+		uint64_t refused = record_u64(o, "refused");
+		if (refused)
+			log_warn("relay: the upstream refused %llu of %zu node changes; the first: %.300s",
+				 (unsigned long long)refused, n, record_str(o, "first_refusal"));
+		cJSON_Delete(o);
+	}
 	buf_release(&out);
 	return st == 200 ? 0 : PERSIST_UNAVAILABLE;
 }

@@ -410,6 +410,8 @@ int nodes_relayed(struct nodes *n, const struct persist_node *pn, const char *re
 	return 0;
 }
 
+#define RELAYS_MAX 10000
+
 /* Whether the relay nearest this plane on r's path is relay. */
 static bool behind(const struct node_rec *r, const char *relay)
 {
@@ -435,7 +437,7 @@ void nodes_relay_held(struct nodes *n, const char *relay, uint64_t held)
 	intptr_t cur;
 	if (strmap_get(&n->held, relay, &cur))
 		*strmap_ref(&n->held, relay) = (intptr_t)held;
-	else
+	else if (n->held.len < RELAYS_MAX)   /* names are the relays' word: bounded */
 		strmap_put(&n->held, xstrdup(relay), (intptr_t)held);
 	pthread_mutex_unlock(&n->lock);
 }

@@ -6,6 +6,7 @@
 # broken or lying relay could send, each refused whole with its line and
 # field named (truncated, an unknown field, an unknown kind, too many
 # changes, a body over the route's cap), and nothing of them taken; a
+# strict node's NACK comes up and the origin flags it lagging; a
 # relay speaking for a node behind another relay is refused that change
 # alone; the JSON records of relays before the changes are still taken
 # at POST /v1/relay/nodes.
@@ -35,7 +36,7 @@ origin_acked() {
 	[ "$(origin_field "$1" .acked_version)" = "$2" ]
 }
 
-start_plane origin --heartbeat 1
+start_plane origin --heartbeat 1 --lag-alert 1
 ORIGIN=$PLANE_URL
 V1=$(put_file a a1)
 start_plane r1 --upstream "$ORIGIN" --relay-id r1 --heartbeat 1
@@ -44,7 +45,8 @@ R1_LOG=$PLANE_LOG
 PLANE_URL=$R1
 start_agent n1 --backoff-max 1 --stream-timeout 3
 start_agent n2 --backoff-max 1 --stream-timeout 3
-check "n1 and n2 run version $V1 through r1" wait_until 15 all_at "$V1" n1 n2
+start_agent s3 --strict --backoff-max 1 --stream-timeout 3
+check "n1, n2 and s3 run version $V1 through r1" wait_until 15 all_at "$V1" n1 n2 s3
 V2=$(put_file b b1)
 check "n1 and n2 run version $V2" wait_until 15 all_at "$V2" n1 n2
 PLANE_URL=$ORIGIN
@@ -102,6 +104,18 @@ check "the origin logs the refusal with its count" grep -q "relay rX: 3 of 3 nod
 V3=$(put_file c c1)
 check "a new version reaches the origin's record of n1 through r1" wait_until 15 origin_acked n1 "$V3"
 check "... and of n2" wait_until 10 origin_acked n2 "$V3"
+
+# ---- a NACK and a lag alert through r1 -----------------------------------------------------
+V4=$(curl -sS -X PUT --data-binary '{"endpoints":[{"address":"127.0.0.1","port":9002}],"newfield":1}' \
+	"$ORIGIN/v1/resources/cluster/web" | jq -r .version)
+check "n1 applies version $V4 (an unknown field) and the origin has its ACK" wait_until 15 origin_acked n1 "$V4"
+check "the strict s3 NACKs it, and the origin has the NACK through r1" wait_until 15 sh -c \
+	"curl -sS '$ORIGIN/v1/nodes/s3' | jq -e '.last_nack.version == $V4 and (.last_nack.error | length > 0)'"
+check "after --lag-alert (1 s) the origin flags s3 lagging" wait_until 10 sh -c \
+	"curl -sS '$ORIGIN/v1/nodes/s3' | jq -e '.lagging and .target_version == $V4 and .acked_version < $V4'"
+check_eq "... and not n1" "false 0" "$(origin_field n1 '"\(.lagging) \(.lag)"')"
+check_eq "the origin's metrics count one node lagging" 1 \
+	"$(curl -sS "$ORIGIN/metrics" | awk '$1 == "tether_nodes_lagging" {print $2}')"
 
 # ---- an older relay's JSON records are still taken --------------------------------------------
 check_eq "POST /v1/relay/nodes (JSON records) still answers 200" 200 \

@@ -75,12 +75,12 @@ struct persist_relay {
 	struct strmap view;          /* name -> version * 2 + live: what the store holds */
 	uint64_t horizon;
 	bool applied_once;
-	atomic_uint report_s;
+	atomic_uint report_s;        /* the report interval the upstream's last heartbeat asked for (0: none) */
 	/* the nodes' saver's only (nodes_flush, one at a time): what the
 	 * upstream heard of each node (id -> struct up_heard *), forgotten
 	 * when the link reaches an upstream (heard_reset) */
 	struct strmap heard_up;
-	atomic_bool heard_reset;        /* the report interval the upstream's last heartbeat asked for (0: none) */
+	atomic_bool heard_reset;
 	/* under lock: the upstream's own word that it is stale (its last
 	 * heartbeat's "stale"; cleared by one without), whether the stream
 	 * open now brought a heartbeat yet, and the last judgment (kept

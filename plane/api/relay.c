@@ -2,9 +2,9 @@
  * "Relays"): GET /v1/relay/stream (the state, rollout and token records,
  * heartbeats), POST /v1/relay/changes (what the relay's nodes changed,
  * in batches), POST /v1/relay/nodes (a relay's node records as JSON, as
- * relays before the changes sent them) and GET /v1/relay/statement (a signed statement of a version
- * for a subscription, which a relay cannot make itself). Each needs the
- * relay role (or admin). */
+ * relays before the changes sent them) and GET /v1/relay/statement (a
+ * signed statement of a version for a subscription, which a relay cannot
+ * make itself). Each needs the relay role (or admin). */
 #include "api/api.h"
 #include "core/core.h"
 #include "core/hub.h"
@@ -117,10 +117,10 @@ enum http_result api_relay_changes(struct api *p, struct http_conn *c, struct re
 		return ret;
 	struct node_changes b;
 	char err[400], first[400] = "";
-	if (node_changes_decode(r->body.data ? r->body.data : "", r->body.len, MAX_CHANGES, &b, err, sizeof(err)) < 0) {
+	int rc = node_changes_decode(r->body.data ? r->body.data : "", r->body.len, MAX_CHANGES, &b, err, sizeof(err));
+	if (rc < 0) {
 		node_changes_release(&b);
-		return http_send_error(c, strstr(err, "more than") ? HTTP_CONTENT_TOO_LARGE : HTTP_BAD_REQUEST,
-				       "relay changes: %s", err);
+		return http_send_error(c, rc == -2 ? HTTP_CONTENT_TOO_LARGE : HTTP_BAD_REQUEST, "relay changes: %s", err);
 	}
 	nodes_relay_held(p->core->nodes, b.relay, b.held);
 	size_t taken = 0, refused = 0;

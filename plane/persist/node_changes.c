@@ -443,8 +443,10 @@ int node_changes_decode(const char *data, size_t len, size_t max, struct node_ch
 			ended = true;
 			continue;
 		}
-		if (b->n == max)
-			return fail(&c, "batch", "more than %zu changes", max);
+		if (b->n == max) {
+			fail(&c, "batch", "more than %zu changes", max);
+			return -2;
+		}
 		if (b->n == cap) {
 			cap = cap ? cap * 2 : 256;
 			b->ch = xrealloc(b->ch, cap * sizeof(*b->ch));

@@ -81,8 +81,8 @@ void node_changes_put(struct buf *out, const struct node_change *c);
 void node_changes_end(struct buf *out, size_t count);
 
 /* Decodes a batch of at most max changes into b (released by
- * node_changes_release, also after a failure). 0, or -1 with err naming
- * the line and the field. */
+ * node_changes_release, also after a failure). 0; -1 with err naming the
+ * line and the field; -2 (err says so) for more than max changes. */
 int node_changes_decode(const char *data, size_t len, size_t max, struct node_changes *b, char *err,
 			size_t errlen);
 void node_changes_release(struct node_changes *b);

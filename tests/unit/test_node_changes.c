@@ -138,6 +138,13 @@ static void test_refusals(void **state)
 	R("t n1 [1]\nend 1\n", 10, "line 2 ('t' n1): report: must be a JSON object");
 	R("v n1 0 3 \"e\"\nend 1\n", 10, "line 2 ('v' n1): failures: must be an integer in 1..");
 	R("s n1 1\ns n2 1\nend 2\n", 1, "line 3: batch: more than 1 changes");
+	{
+		struct node_changes d2;
+		char e2[200];
+		const char *many = "tether-changes 1 r1 5\ns n1 1\ns n2 1\nend 2\n";
+		assert_int_equal(node_changes_decode(many, strlen(many), 1, &d2, e2, sizeof(e2)), -2);
+		node_changes_release(&d2);
+	}
 	R("end 3\n", 10, "line 2: end: says 3 changes");
 #undef R
 	/* a NUL byte anywhere */

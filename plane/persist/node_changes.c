@@ -132,8 +132,8 @@ static char *field(struct cursor *c, const char *name)
 /* The rest of the line as one field (JSON text). */
 static char *rest(struct cursor *c, const char *name)
 {
-	if (c->p >= c->eol) {
-		fail(c, name, "missing");
+	if (c->p >= c->eol || *c->p == ' ') {
+		fail(c, name, c->p >= c->eol ? "missing" : "empty");
 		return NULL;
 	}
 	char *f = c->p;

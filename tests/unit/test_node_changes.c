@@ -136,6 +136,8 @@ static void test_refusals(void **state)
 	R("c n1 1 sse 1 - - [1]\nend 1\n", 10, "line 2 ('c' n1): labels: must be a JSON object of strings");
 	R("c n1 1 sse 1 -\nend 1\n", 10, "line 2 ('c' n1): sub: missing");
 	R("t n1 [1]\nend 1\n", 10, "line 2 ('t' n1): report: must be a JSON object");
+	R("t n1  {}\nend 1\n", 10, "line 2 ('t' n1): report: empty");
+	R("c n1 1 sse 1 - -  {}\nend 1\n", 10, "line 2 ('c' n1): labels: empty");
 	R("v n1 0 3 \"e\"\nend 1\n", 10, "line 2 ('v' n1): failures: must be an integer in 1..");
 	R("s n1 1\ns n2 1\nend 2\n", 1, "line 3: batch: more than 1 changes");
 	{

@@ -288,6 +288,8 @@ static int conn(struct node_changes *b, struct cursor *c, struct node_change *ch
 	}
 	if (!(f = rest(c, "labels")))
 		return -1;
+	if (f[0] != '{')
+		return fail(c, "labels", "must be a JSON object of strings");
 	char err[200];
 	struct json_limits lim = { 16384, 2 };
 	cJSON *o = json_decode(f, strlen(f), &lim, err, sizeof(err));
@@ -332,6 +334,8 @@ static int report(struct cursor *c, struct node_change *ch)
 	size_t l = strlen(f);
 	if (l > REPORT_MAX)
 		return fail(c, "report", "longer than %d bytes", REPORT_MAX);
+	if (f[0] != '{')
+		return fail(c, "report", "must be a JSON object (a traffic report)");
 	char err[200];
 	struct json_limits lim = { REPORT_MAX, 8 };
 	cJSON *o = json_decode(f, l, &lim, err, sizeof(err));

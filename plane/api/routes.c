@@ -2,6 +2,7 @@
  * methods, what its caller needs before the body is read, the most its
  * body may be, and its handler. plane.c hands the table to the server. */
 #include "api/api.h"
+#include "traffic.h"
 
 #include <stddef.h>
 
@@ -191,8 +192,8 @@ const struct http_route api_routes[] = {
 	{ "/v1/stream", false, "GET", GATE_ANY, false, false, 0, stream },
 	{ "/v1/config", false, "GET", GATE_ANY, false, false, 0, config },
 	/* traffic of up to 128 routes */
-	{ "/v1/ack", false, "POST", GATE_NODE, false, true, 256 * 1024, ack },
-	{ "/v1/report", false, "POST", GATE_NODE, false, true, 256 * 1024, report },
+	{ "/v1/ack", false, "POST", GATE_NODE, false, true, TRAFFIC_REPORT_MAX, ack },
+	{ "/v1/report", false, "POST", GATE_NODE, false, true, TRAFFIC_REPORT_MAX, report },
 	{ "/v1/batch", false, "POST", GATE_ADMIN, false, false, HTTP_CAP_MAX_REQUEST, batch },
 	{ "/v1/relay/stream", false, "GET", GATE_RELAY, false, true, 0, relay_stream },
 	/* a batch of node changes from a relay; and of node records, from a

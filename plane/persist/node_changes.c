@@ -6,6 +6,8 @@
 #include "json.h"
 #include "labels.h"
 #include "resource.h"
+#include "sub.h"
+#include "traffic.h"
 #include "util.h"
 #include "xmalloc.h"
 
@@ -16,7 +18,7 @@
 
 #define VIA_MAX 1024
 #define ERROR_MAX 4096
-#define REPORT_MAX 65536
+#define REPORT_MAX TRAFFIC_REPORT_MAX
 #define VERSION_MAX 9007199254740992ULL
 #define TIME_MAX (1ULL << 40)
 
@@ -32,8 +34,14 @@ static void put_healthy(struct buf *out, int h)
 	buf_puts(out, h < 0 ? " -" : h ? " 1" : " 0");
 }
 
-void node_changes_put(struct buf *out, const struct node_change *c)
+int node_changes_put(struct buf *out, const struct node_change *c)
 {
+	/* what the decoder would refuse (and with it the whole batch) is not
+	 * sent: the limits are the plane's own, so only a record the plane
+	 * could not have taken from a node breaks them */
+	if ((c->sub && strlen(c->sub) > SUB_TEXT_MAX) || (c->report && strlen(c->report) > REPORT_MAX) ||
+	    ((c->kind == NC_NACK || c->kind == NC_VERIFY) && c->error && strlen(c->error) > ERROR_MAX))
+		return -1;
 	buf_putc(out, c->kind);
 	buf_putc(out, ' ');
 	buf_puts(out, c->node);
@@ -72,6 +80,7 @@ void node_changes_put(struct buf *out, const struct node_change *c)
 		break;
 	}
 	buf_putc(out, '\n');
+	return 0;
 }
 
 void node_changes_end(struct buf *out, size_t count)
@@ -283,7 +292,7 @@ static int conn(struct node_changes *b, struct cursor *c, struct node_change *ch
 		if (strcmp(f, "-") != 0)
 			return fail(c, "sub", "must be - or a JSON string");
 		ch->sub = NULL;
-	} else if (!(ch->sub = jstring(b, c, "sub", ERROR_MAX, false))) {
+	} else if (!(ch->sub = jstring(b, c, "sub", SUB_TEXT_MAX, false))) {
 		return -1;
 	}
 	if (!(f = rest(c, "labels")))

@@ -75,8 +75,11 @@ struct node_changes {
 
 /* Appends the header line. */
 void node_changes_begin(struct buf *out, const char *relay, uint64_t held);
-/* Appends one change's line (its strings as the struct above says). */
-void node_changes_put(struct buf *out, const struct node_change *c);
+/* Appends one change's line (its strings as the struct above says): 0; or
+ * -1, appending nothing, for a change the decoder would refuse for its
+ * size (a subscription over SUB_TEXT_MAX, an error over 4096 bytes, a
+ * report over TRAFFIC_REPORT_MAX). */
+int node_changes_put(struct buf *out, const struct node_change *c);
 /* Appends the end line. */
 void node_changes_end(struct buf *out, size_t count);
 

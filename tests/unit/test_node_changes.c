@@ -18,6 +18,8 @@
 #include "core/nodes.h"
 #include "persist/node_changes.h"
 #include "persist/persist.h"
+#include "sub.h"
+#include "traffic.h"
 #include "tmpdir.h"
 
 static void test_round_trip(void **state)
@@ -172,6 +174,51 @@ static bool up(void *ctx, const char *relay)
 	return strcmp(relay, "r1") != 0 || !r1_down;
 }
 
+/* The plane's own limits: a legal report (128 routes, long names: ~100 KB)
+ * and a legal subscription (64 prefixes of 220 bytes: ~14 KB) go through;
+ * beyond them the encoder puts nothing rather than a batch the decoder
+ * refuses whole. */
+static void test_limits(void **state)
+{
+	(void)state;
+	size_t rl = 100 * 1024, sl = SUB_TEXT_MAX;
+	char *rep = malloc(TRAFFIC_REPORT_MAX + 16), *sub = malloc(SUB_TEXT_MAX + 16);
+	memset(rep, 'x', TRAFFIC_REPORT_MAX + 8);
+	memcpy(rep, "{\"gen\":\"", 8);
+	memcpy(rep + rl - 2, "\"}", 3);
+	memset(sub, 'a', sl);
+	for (size_t i = 220; i < sl; i += 221)
+		sub[i] = ',';
+	sub[sl] = 0;
+	struct buf b = BUF_INIT;
+	node_changes_begin(&b, "r1", 1);
+	struct node_change t = { .kind = NC_TRAFFIC, .node = "n1", .report = rep };
+	struct node_change c = { .kind = NC_CONN, .node = "n1", .transport = "", .via = "", .sub = sub, .labels = "{}" };
+	assert_int_equal(node_changes_put(&b, &t), 0);
+	assert_int_equal(node_changes_put(&b, &c), 0);
+	node_changes_end(&b, 2);
+	struct node_changes d;
+	char err[400];
+	int rc = node_changes_decode(b.data, b.len, 10, &d, err, sizeof(err));
+	if (rc)
+		print_error("%s\n", err);
+	assert_int_equal(rc, 0);
+	assert_int_equal(d.n, 2);
+	assert_int_equal(strlen(d.ch[1].sub), sl);
+	node_changes_release(&d);
+	size_t before = b.len;
+	memcpy(rep + rl - 2, "xxx", 3);
+	memcpy(rep + TRAFFIC_REPORT_MAX - 1, "\"}", 3);
+	assert_int_equal(node_changes_put(&b, &t), -1);
+	sub[sl] = 'a';
+	sub[sl + 1] = 0;
+	assert_int_equal(node_changes_put(&b, &c), -1);
+	assert_int_equal(b.len, before);
+	buf_release(&b);
+	free(rep);
+	free(sub);
+}
+
 static void test_nodes_owner(void **state)
 {
 	(void)state;
@@ -252,6 +299,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_round_trip),
 		cmocka_unit_test(test_refusals),
+		cmocka_unit_test(test_limits),
 		cmocka_unit_test(test_nodes_owner),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -562,7 +562,9 @@ static int rl_nodes_load(struct persist *p, persist_node_cb cb, void *ctx, char 
 	return 0;   /* the nodes report again */
 }
 
-/* A batch of node changes, up (persist/node_changes.h). */
+/* A batch of node changes, up (persist/node_changes.h): 0, taken; 1, refused
+ * whole for what it holds (400, 413, 422: said, and not to be sent again);
+ * PERSIST_UNAVAILABLE, to be tried again. */
 static int post_batch(struct persist_relay *x, const struct buf *body, size_t n, char *err, size_t errlen)
 {
 	struct buf out = BUF_INIT;
@@ -581,6 +583,13 @@ static int post_batch(struct persist_relay *x, const struct buf *body, size_t n,
 		cJSON_Delete(o);
 	}
 	buf_release(&out);
+	if (st == 400 || st == 413 || st == 422) {
+		/* the batch itself is refused: sent again it would be refused
+		 * again, and hold up every change after it. Said, and dropped
+		 * (as heard: a node's next change goes up as usual). */
+		log_warn("relay: %s; dropped", err);
+		return 1;
+	}
 	return st == 200 ? 0 : PERSIST_UNAVAILABLE;
 }
 
@@ -623,6 +632,17 @@ static struct up_heard heard_of(const struct persist_node *r)
 	};
 }
 
+/* One line; a change too big for the upstream's decoder is left out,
+ * said, rather than have the whole batch refused again and again. */
+static void put(struct buf *out, const struct node_change *c, size_t *k)
+{
+	if (node_changes_put(out, c) == 0)
+		(*k)++;
+	else
+		log_warn("relay: node %s: its '%c' change is larger than the upstream takes; not sent", c->node,
+			 c->kind);
+}
+
 /* The lines of what r changed since the upstream last heard of it (h:
  * NULL, never). Returns how many. */
 static size_t changes_of(const struct persist_node *r, const struct up_heard *h, struct buf *out)
@@ -638,16 +658,14 @@ static size_t changes_of(const struct persist_node *r, const struct up_heard *h,
 		c.via = r->via ? r->via : "";
 		c.sub = r->sub;
 		c.labels = r->labels;
-		node_changes_put(out, &c);
-		k++;
+		put(out, &c, &k);
 	}
 	if (r->acked_version && (!h || h->acked_version != now.acked_version || h->acks != now.acks ||
 				 h->healthy != now.healthy)) {
 		c.kind = NC_ACK;
 		c.version = r->acked_version;
 		c.count = r->acks;
-		node_changes_put(out, &c);
-		k++;
+		put(out, &c, &k);
 	}
 	if (r->has_nack && (!h || h->nack_version != now.nack_version || h->nacks != now.nacks)) {
 		c.kind = NC_NACK;
@@ -655,28 +673,24 @@ static size_t changes_of(const struct persist_node *r, const struct up_heard *h,
 		c.count = r->nacks;
 		c.nonce = r->nack_nonce;
 		c.error = r->nack_error;
-		node_changes_put(out, &c);
-		k++;
+		put(out, &c, &k);
 	}
 	if (r->stale && (!h || h->stale != now.stale)) {
 		c.kind = NC_STALE;
 		c.count = r->stale;
-		node_changes_put(out, &c);
-		k++;
+		put(out, &c, &k);
 	}
 	if (r->verify_failures && (!h || h->vf != now.vf)) {
 		c.kind = NC_VERIFY;
 		c.count = r->verify_failures;
 		c.version = r->vf_version;
 		c.error = r->vf_error;
-		node_changes_put(out, &c);
-		k++;
+		put(out, &c, &k);
 	}
 	if (r->traffic) {
 		c.kind = NC_TRAFFIC;
 		c.report = r->traffic;
-		node_changes_put(out, &c);
-		k++;
+		put(out, &c, &k);
 	}
 	return k;
 }
@@ -730,6 +744,8 @@ static int rl_nodes_save(struct persist *p, const struct persist_node *recs, siz
 		if (in >= NODES_BATCH || body.len >= NODES_BATCH_BYTES) {
 			node_changes_end(&body, in);
 			rc = post_batch(x, &body, in, err, errlen);
+			if (rc == 1)
+				rc = 0;
 			if (rc == 0)
 				heard_set(x, recs, from, i + 1);
 			buf_reset(&body);
@@ -741,6 +757,8 @@ static int rl_nodes_save(struct persist *p, const struct persist_node *recs, siz
 	if (rc == 0 && in) {
 		node_changes_end(&body, in);
 		rc = post_batch(x, &body, in, err, errlen);
+		if (rc == 1)
+			rc = 0;
 	}
 	if (rc == 0)
 		heard_set(x, recs, from, n);

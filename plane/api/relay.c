@@ -18,6 +18,7 @@
 #include "persist/node_changes.h"
 #include "persist/records_json.h"
 #include "rollout/rollout.h"
+#include "strmap.h"
 #include "sub.h"
 #include "util.h"
 
@@ -27,6 +28,7 @@
 
 #define MAX_RECORDS 10000
 #define MAX_CHANGES 100000
+#define REFUSED_NAMED 1000    /* refused nodes an answer names */
 
 enum http_result api_relay_stream(struct api *p, struct http_conn *c)
 {
@@ -123,12 +125,27 @@ enum http_result api_relay_changes(struct api *p, struct http_conn *c, struct re
 		return http_send_error(c, rc == -2 ? HTTP_CONTENT_TOO_LARGE : HTTP_BAD_REQUEST, "relay changes: %s", err);
 	}
 	nodes_relay_held(p->core->nodes, b.relay, b.held);
-	size_t taken = 0, refused = 0;
+	size_t taken = 0, refused = 0, named = 0;
+	bool more = false;
+	struct buf ids = BUF_INIT;
+	struct strmap seen;   /* the nodes named, pointing into the batch */
+	strmap_init(&seen);
 	for (size_t i = 0; i < b.n; i++) {
 		const struct node_change *ch = &b.ch[i];
 		if (nodes_relay_change(p->core->nodes, b.relay, ch, err, sizeof(err)) < 0) {
 			if (!refused++)
 				snprintf(first, sizeof(first), "%s", err);
+			/* each node named once, at most REFUSED_NAMED of them */
+			intptr_t v;
+			if (!strmap_get(&seen, ch->node, &v)) {
+				if (named < REFUSED_NAMED) {
+					buf_puts(&ids, named++ ? "," : "");
+					buf_json_string(&ids, ch->node);
+					strmap_put(&seen, ch->node, 1);
+				} else {
+					more = true;
+				}
+			}
 			continue;
 		}
 		taken++;
@@ -155,7 +172,12 @@ enum http_result api_relay_changes(struct api *p, struct http_conn *c, struct re
 		buf_json_string(&out, first);
 	else
 		buf_puts(&out, "null");
-	buf_putc(&out, '}');
+	buf_puts(&out, ",\"refused_nodes\":[");
+	if (ids.len)
+		buf_append(&out, ids.data, ids.len);
+	buf_printf(&out, "],\"refused_nodes_more\":%s}", more ? "true" : "false");
+	buf_release(&ids);
+	strmap_release(&seen);
 	node_changes_release(&b);
 	return http_send_json(c, HTTP_OK, &out);
 }

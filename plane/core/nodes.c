@@ -1051,8 +1051,11 @@ int nodes_flush(struct nodes *n, char *err, size_t errlen)
 	size_t cnt = n->ndirty;
 	if (!cnt) {
 		pthread_mutex_unlock(&n->lock);
+		/* a relay says up the version it holds also when no node
+		 * changed (it sends nothing when that did not move either) */
+		int rc = n->p->ops->upstream ? n->p->ops->nodes_save(n->p, NULL, 0, err, errlen) : 0;
 		pthread_mutex_unlock(&n->flush_lock);
-		return 0;
+		return rc;
 	}
 	struct rec_copy *copies = xmalloc(cnt * sizeof(*copies));
 	for (size_t i = 0; i < cnt; i++) {
@@ -1072,6 +1075,7 @@ int nodes_flush(struct nodes *n, char *err, size_t errlen)
 	pthread_mutex_unlock(&n->lock);
 
 	struct persist_node *recs = xcalloc(cnt, sizeof(*recs));
+	bool *again = xcalloc(cnt ? cnt : 1, sizeof(*again));
 	const char *self = self_replica(n);
 	for (size_t i = 0; i < cnt; i++) {
 		const struct node_rec *r = &copies[i].r;
@@ -1085,16 +1089,20 @@ int nodes_flush(struct nodes *n, char *err, size_t errlen)
 			.replica = self, .streaming = r->streams > 0 || (copies[i].via && r->via_streaming),
 			.via = copies[i].via, .verify_failures = r->verify_failures, .vf_version = r->vf_version,
 			.vf_error = copies[i].vf_error, .vf_at = r->vf_at, .sub = copies[i].sub,
-			.traffic = copies[i].traffic, .acks_only = !r->dirty_more,
+			.traffic = copies[i].traffic, .acks_only = !r->dirty_more, .again = &again[i],
 		};
 	}
 	int rc = n->p->ops->nodes_save(n->p, recs, cnt, err, errlen);
 	free(recs);
-	if (rc < 0) {
-		/* keep them dirty so the next flush tries again */
+	bool any = rc < 0;
+	for (size_t i = 0; i < cnt && !any; i++)
+		any = again[i];
+	if (any) {
+		/* keep them dirty so the next flush tries again (all of them
+		 * after a failure; else those the upstream refused) */
 		pthread_mutex_lock(&n->lock);
 		for (size_t i = 0; i < cnt; i++) {
-			struct node_rec *r = lookup(n, copies[i].r.id);
+			struct node_rec *r = rc < 0 || again[i] ? lookup(n, copies[i].r.id) : NULL;
 			if (r) {
 				mark_dirty(n, r);
 				r->traffic_out |= copies[i].traffic != NULL;
@@ -1102,6 +1110,7 @@ int nodes_flush(struct nodes *n, char *err, size_t errlen)
 		}
 		pthread_mutex_unlock(&n->lock);
 	}
+	free(again);
 	for (size_t i = 0; i < cnt; i++) {
 		free(copies[i].r.id);
 		free(copies[i].labels);

@@ -141,6 +141,10 @@ struct persist_node {
 	 * written: a backend may write just that part (every field is filled
 	 * all the same). Never set on a record not written before. */
 	bool acks_only;
+	/* set by nodes_save (a relay's): the upstream refused this record's
+	 * changes, so keep it dirty to go again at a later flush (NULL: not
+	 * asked) */
+	bool *again;
 };
 typedef int (*persist_node_cb)(void *ctx, const struct persist_node *n);
 

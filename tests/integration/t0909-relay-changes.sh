@@ -99,6 +99,8 @@ check_eq "n1's record is untouched (ACKed version, ACKs, no NACK)" "$V2 $acks_be
 check_eq "n2 is still behind r1, connected" "r1 true" "$(origin_field n2 '"\(.via | join(",")) \(.connected)"')"
 check "the origin logs the refusal with its count" grep -q "relay rX: 3 of 3 node changes refused" \
 	"$WORK/origin.log"
+check_eq "... and names the refused nodes, once each (the sender sends them again later)" '["n1","n2"] false' \
+	"$(jq -c -r '"\(.refused_nodes) \(.refused_nodes_more)"' "$WORK/answer")"
 
 # ---- the nodes keep ACKing through r1 --------------------------------------------------------
 V3=$(put_file c c1)
@@ -116,6 +118,17 @@ check "after --lag-alert (1 s) the origin flags s3 lagging" wait_until 10 sh -c 
 check_eq "... and not n1" "false 0" "$(origin_field n1 '"\(.lagging) \(.lag)"')"
 check_eq "the origin's metrics count one node lagging" 1 \
 	"$(curl -sS "$ORIGIN/metrics" | awk '$1 == "tether_nodes_lagging" {print $2}')"
+
+# ---- nodes that do not answer: the version r1 holds goes up all the same ------------------
+kill -STOP "${APID[n1]}" "${APID[n2]}" "${APID[s3]}"
+V5=$(put_file d d1)
+sent_is() {
+	[ "$(origin_field "$1" .sent_version)" = "$2" ]
+}
+check "with no node answering, the origin's sent version of n1 reaches $V5 (a batch of no changes)" \
+	wait_until 10 sent_is n1 "$V5"
+check_eq "... its ACKed version still older" true "$(origin_field n1 ".acked_version < $V5")"
+kill -CONT "${APID[n1]}" "${APID[n2]}" "${APID[s3]}"
 
 # ---- an older relay's JSON records are still taken --------------------------------------------
 check_eq "POST /v1/relay/nodes (JSON records) still answers 200" 200 \

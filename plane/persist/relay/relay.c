@@ -47,7 +47,17 @@ struct up_heard {
 	uint64_t acked_version, acks;
 	int healthy;
 	uint64_t nack_version, nacks, stale, vf;
+	/* the upstream refused the node's last changes: nothing of it is
+	 * heard (known false), and it goes again whole at retry_at (monotonic
+	 * ms), backing off with each refusal in a row */
+	bool known;
+	unsigned refusals;
+	int64_t retry_at;
 };
+
+/* a refused node goes again after 1 s, 2 s, 4 s, ... at most a minute */
+#define REFUSED_RETRY_MS 1000
+#define REFUSED_RETRY_MAX_MS 60000
 
 struct queued {
 	char *type, *data;
@@ -81,6 +91,7 @@ struct persist_relay {
 	 * when the link reaches an upstream (heard_reset) */
 	struct strmap heard_up;
 	atomic_bool heard_reset;
+	uint64_t held_up;            /* the version held the upstream last heard of */
 	/* under lock: the upstream's own word that it is stale (its last
 	 * heartbeat's "stale"; cleared by one without), whether the stream
 	 * open now brought a heartbeat yet, and the last judgment (kept
@@ -565,7 +576,8 @@ static int rl_nodes_load(struct persist *p, persist_node_cb cb, void *ctx, char 
 /* A batch of node changes, up (persist/node_changes.h): 0, taken; 1, refused
  * whole for what it holds (400, 413, 422: said, and not to be sent again);
  * PERSIST_UNAVAILABLE, to be tried again. */
-static int post_batch(struct persist_relay *x, const struct buf *body, size_t n, char *err, size_t errlen)
+static int post_batch(struct persist_relay *x, const struct buf *body, size_t n, struct strmap *refused_ids,
+		      cJSON **answer, char *err, size_t errlen)
 {
 	struct buf out = BUF_INIT;
 	long st = relay_link_call(x->link, "POST", "/v1/relay/changes", body->data, body->len, CALL_TIMEOUT_MS,
@@ -574,13 +586,19 @@ static int post_batch(struct persist_relay *x, const struct buf *body, size_t n,
 		snprintf(err, errlen, "the upstream refused %zu node changes (%ld): %.*s", n, st,
 			 (int)(out.len > 300 ? 300 : out.len), out.data ? out.data : "");
 	if (st == 200) {
-		/* some refused alone (a node another relay holds): said, not retried */
+		/* some refused alone (a node another relay holds): said, and
+		 * the nodes named go again later, backing off (heard_set) */
 		cJSON *o = cJSON_ParseWithLength(out.data ? out.data : "", out.len);
 		uint64_t refused = record_u64(o, "refused");
 		if (refused)
 			log_warn("relay: the upstream refused %llu of %zu node changes; the first: %.300s",
 				 (unsigned long long)refused, n, record_str(o, "first_refusal"));
-		cJSON_Delete(o);
+		/* the nodes it names go again later (heard_set) */
+		const cJSON *ids = cJSON_GetObjectItemCaseSensitive(o, "refused_nodes"), *it;
+		cJSON_ArrayForEach(it, ids)
+			if (cJSON_IsString(it))
+				strmap_put(refused_ids, it->valuestring, 1);
+		*answer = o;
 	}
 	buf_release(&out);
 	if (st == 400 || st == 413 || st == 422) {
@@ -628,7 +646,7 @@ static struct up_heard heard_of(const struct persist_node *r)
 	return (struct up_heard){
 		.conn = conn_hash(r), .acked_version = r->acked_version, .acks = r->acks, .healthy = r->healthy,
 		.nack_version = r->has_nack ? r->nack_version : 0, .nacks = r->nacks, .stale = r->stale,
-		.vf = r->verify_failures,
+		.vf = r->verify_failures, .known = true,
 	};
 }
 
@@ -649,6 +667,8 @@ static size_t changes_of(const struct persist_node *r, const struct up_heard *h,
 {
 	struct up_heard now = heard_of(r);
 	size_t k = 0;
+	if (h && !h->known)
+		h = NULL;
 	struct node_change c = { .node = r->id, .healthy = r->healthy };
 	if (!h || h->conn != now.conn) {
 		c.kind = NC_CONN;
@@ -706,17 +726,32 @@ static void heard_forget(struct persist_relay *x)
 	strmap_init(&x->heard_up);
 }
 
-/* Records [from, to) went up: the upstream has heard them. */
-static void heard_set(struct persist_relay *x, const struct persist_node *recs, size_t from, size_t to)
+/* Records [from, to) went up: the upstream has heard them, but for those
+ * it refused (in refused) and those held back (again set already). */
+static void heard_set(struct persist_relay *x, const struct persist_node *recs, size_t from, size_t to,
+		      const struct strmap *refused)
 {
 	for (size_t i = from; i < to; i++) {
 		intptr_t v;
 		struct up_heard *h;
+		if (recs[i].again && *recs[i].again)
+			continue;
 		if (strmap_get(&x->heard_up, recs[i].id, &v)) {
 			h = (struct up_heard *)v;
 		} else {
-			h = xmalloc(sizeof(*h));
+			h = xcalloc(1, sizeof(*h));
 			strmap_put(&x->heard_up, xstrdup(recs[i].id), (intptr_t)h);
+		}
+		if (refused && strmap_get(refused, recs[i].id, &v)) {
+			unsigned k = h->known ? 0 : h->refusals;
+			if (k < 31)
+				k++;
+			int64_t wait = REFUSED_RETRY_MS << (k - 1 < 6 ? k - 1 : 6);
+			*h = (struct up_heard){ .known = false, .refusals = k,
+						.retry_at = now_ms() + (wait < REFUSED_RETRY_MAX_MS ? wait : REFUSED_RETRY_MAX_MS) };
+			if (recs[i].again)
+				*recs[i].again = true;
+			continue;
 		}
 		*h = heard_of(&recs[i]);
 	}
@@ -728,40 +763,52 @@ static void heard_set(struct persist_relay *x, const struct persist_node *recs, 
 static int rl_nodes_save(struct persist *p, const struct persist_node *recs, size_t n, char *err, size_t errlen)
 {
 	struct persist_relay *x = X(p);
-	if (atomic_exchange(&x->heard_reset, false))
+	if (atomic_exchange(&x->heard_reset, false)) {
 		heard_forget(x);
+		x->held_up = 0;
+	}
 	pthread_mutex_lock(&x->lock);
 	uint64_t held = x->version;
 	pthread_mutex_unlock(&x->lock);
 	struct buf body = BUF_INIT;
 	size_t in = 0, from = 0;
 	int rc = 0;
+	int64_t now = now_ms();
 	node_changes_begin(&body, x->id, held);
-	for (size_t i = 0; i < n && rc == 0; i++) {
-		intptr_t v;
-		const struct up_heard *h = strmap_get(&x->heard_up, recs[i].id, &v) ? (const struct up_heard *)v : NULL;
-		in += changes_of(&recs[i], h, &body);
-		if (in >= NODES_BATCH || body.len >= NODES_BATCH_BYTES) {
+	for (size_t i = 0; i <= n && rc == 0; i++) {
+		if (i < n) {
+			intptr_t v;
+			const struct up_heard *h =
+				strmap_get(&x->heard_up, recs[i].id, &v) ? (const struct up_heard *)v : NULL;
+			if (h && !h->known && h->refusals && now < h->retry_at && recs[i].again) {
+				*recs[i].again = true;   /* refused lately: held back, dirty */
+				continue;
+			}
+			in += changes_of(&recs[i], h, &body);
+		}
+		/* the last batch goes also without a change when the version
+		 * held moved: the origin derives its nodes' sent_version from it */
+		bool last = i == n && (in || held != x->held_up);
+		if (last || in >= NODES_BATCH || body.len >= NODES_BATCH_BYTES) {
 			node_changes_end(&body, in);
-			rc = post_batch(x, &body, in, err, errlen);
+			struct strmap refused;
+			strmap_init(&refused);
+			cJSON *answer = NULL;
+			rc = post_batch(x, &body, in, &refused, &answer, err, errlen);
 			if (rc == 1)
 				rc = 0;
-			if (rc == 0)
-				heard_set(x, recs, from, i + 1);
+			if (rc == 0) {
+				heard_set(x, recs, from, i < n ? i + 1 : n, &refused);
+				x->held_up = held;
+			}
+			strmap_release(&refused);
+			cJSON_Delete(answer);
 			buf_reset(&body);
 			node_changes_begin(&body, x->id, held);
 			in = 0;
 			from = i + 1;
 		}
 	}
-	if (rc == 0 && in) {
-		node_changes_end(&body, in);
-		rc = post_batch(x, &body, in, err, errlen);
-		if (rc == 1)
-			rc = 0;
-	}
-	if (rc == 0)
-		heard_set(x, recs, from, n);
 	buf_release(&body);
 	return rc;
 }

@@ -549,8 +549,16 @@ int nodes_relay_change(struct nodes *n, const char *relay, const struct node_cha
 		}
 		break;
 	case NC_VERIFY:
-		if (c->count > r->verify_failures) {
-			n->verify_failures += c->count - r->verify_failures;
+		/* the count is the relay's, since it (or the node's stream to
+		 * it) started: lower after a relay's restart or a failover, so
+		 * the details are taken whenever they differ, not only when the
+		 * count grew; the count shown is the sender's */
+		if (c->count > r->verify_failures || c->version != r->vf_version ||
+		    strcmp(c->error ? c->error : "", r->vf_error ? r->vf_error : "") != 0) {
+			if (c->count > r->verify_failures)
+				n->verify_failures += c->count - r->verify_failures;
+			else if (c->count < r->verify_failures)
+				n->verify_failures += c->count;   /* a count restarted: all new */
 			r->verify_failures = c->count;
 			r->vf_version = c->version;
 			free(r->vf_error);

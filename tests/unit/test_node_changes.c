@@ -270,6 +270,25 @@ static void test_nodes_owner(void **state)
 	assert_true(nodes_versions(n, "n1", &sent, &acked, &healthy));
 	assert_int_equal(acked, 6);
 
+	/* a verification failure's details are taken when they differ, also
+	 * with a lower count (the relay's count restarted after its restart
+	 * or a failover) */
+	struct node_change v = ch(NC_VERIFY, "n1");
+	v.count = 3;
+	v.version = 6;
+	v.error = "signature: no key";
+	assert_int_equal(nodes_relay_change(n, "r2", &v, err, sizeof(err)), 0);
+	v.count = 1;
+	v.version = 7;
+	v.error = "signature: replayed";
+	assert_int_equal(nodes_relay_change(n, "r2", &v, err, sizeof(err)), 0);
+	struct buf j = BUF_INIT;
+	assert_int_equal(nodes_one_to_json(n, "n1", 7, &j), 0);
+	buf_putc(&j, 0);
+	assert_non_null(strstr(j.data, "\"version\":7"));
+	assert_non_null(strstr(j.data, "signature: replayed"));
+	buf_release(&j);
+
 	/* the registry's limit holds */
 	struct node_change c2 = ch(NC_CONN, "n2"), c3 = ch(NC_CONN, "n3"), c4 = ch(NC_CONN, "n4");
 	assert_int_equal(nodes_relay_change(n, "r1", &c2, err, sizeof(err)), 0);

@@ -30,6 +30,14 @@
 #define MAX_CHANGES 100000
 #define REFUSED_NAMED 1000    /* refused nodes an answer names */
 
+/* The credential a relay's request came with, as its stream records it: a
+ * store token's id, else who it is (a client certificate's subject, the
+ * admin token, anonymous on a plane without authentication). */
+static const char *relay_cred(const struct principal *who)
+{
+	return who->token_id[0] ? who->token_id : who->who;
+}
+
 enum http_result api_relay_stream(struct api *p, struct http_conn *c)
 {
 	struct principal who;
@@ -43,7 +51,7 @@ enum http_result api_relay_stream(struct api *p, struct http_conn *c)
 		return http_send_error(c, HTTP_BAD_REQUEST, "version: '%.32s' is not a non-negative integer", v);
 	if (!auth_allow_relay(p->auth, c, &who, &ret))
 		return ret;
-	struct stream *st = hub_relay_new(p->core->hub, c, relay, have, who.token_id);
+	struct stream *st = hub_relay_new(p->core->hub, c, relay, have, who.token_id, relay_cred(&who));
 	if (who.token_id[0] && tokens_revoked(p->core->tokens, who.token_id))
 		hub_close_token(p->core->hub, who.token_id);
 	struct http_response *resp = http_response_reader(hub_stream_read, st, hub_stream_free);
@@ -123,6 +131,18 @@ enum http_result api_relay_changes(struct api *p, struct http_conn *c, struct re
 	if (rc < 0) {
 		node_changes_release(&b);
 		return http_send_error(c, rc == -2 ? HTTP_CONTENT_TOO_LARGE : HTTP_BAD_REQUEST, "relay changes: %s", err);
+	}
+	/* the header's RELAY is the sender's word: taken only from the
+	 * credential that holds relay RELAY's stream here */
+	if (!hub_relay_by(p->core->hub, b.relay, relay_cred(&who))) {
+		log_warn("relay changes: %s names relay %s, which holds no stream here opened with that credential; "
+			 "refused", who.who, b.relay);
+		ret = http_send_error(c, HTTP_FORBIDDEN,
+				      "relay changes: relay %s holds no stream here (GET /v1/relay/stream) opened with "
+				      "this credential",
+				      b.relay);
+		node_changes_release(&b);
+		return ret;
 	}
 	nodes_relay_held(p->core->nodes, b.relay, b.held);
 	size_t taken = 0, refused = 0, named = 0;

@@ -458,6 +458,14 @@ static int relay_conn(struct nodes *n, struct node_rec *r, const char *relay, co
 			 c->node, w, relay);
 		return -1;
 	}
+	if (r && r->streams > 0 && c->streaming) {
+		/* a node with a stream open here is this plane's: no relay
+		 * takes it over by its word (a real failover closes the
+		 * stream here first) */
+		snprintf(err, errlen, "node '%s' streams from this plane: relay %s's word that it streams there is not taken",
+			 c->node, relay);
+		return -1;
+	}
 	if (!r) {
 		if (n->len >= n->max) {
 			snprintf(err, errlen, "node '%s': the registry is full (--max-nodes %zu)", c->node, n->max);

@@ -89,6 +89,12 @@ check_eq "none of them placed a node" "$count" "$(nodes_count)"
 check_eq "... and the origin still answers" 200 "$(curl -sS -o /dev/null -w '%{http_code}' "$ORIGIN/healthz")"
 
 # ---- a lying relay: it speaks only for the nodes behind it ----------------------------------
+printf 'tether-changes 1 r9 99\nend 0\n' >"$WORK/no-stream"
+check_eq "a batch naming a relay that holds no stream here is refused (403)" 403 "$(post "$WORK/no-stream")"
+check "... saying so" answer_has "relay r9 holds no stream here"
+curl -sSN "$ORIGIN/v1/relay/stream?relay=rX" >/dev/null 2>&1 &
+track_pid $!
+check "rX follows the origin" wait_until 10 grep -q "relay rX: following" "$WORK/origin.log"
 printf 'tether-changes 1 rX 99\na n1 99 0 500\nc n2 0 sse 1 - - {}\nn n1 99 0 1 k "forged"\nend 3\n' >"$WORK/lying"
 check_eq "a batch about r1's nodes from rX is answered (200)" 200 "$(post "$WORK/lying")"
 check_eq "... every change refused, none taken" "0 3" "$(jq -r '"\(.taken) \(.refused)"' "$WORK/answer")"

@@ -289,6 +289,13 @@ static void test_nodes_owner(void **state)
 	assert_non_null(strstr(j.data, "signature: replayed"));
 	buf_release(&j);
 
+	/* a node with a stream open here is not taken over by a relay's word */
+	nodes_stream_open(n, "n1");
+	assert_int_equal(nodes_relay_change(n, "r1", &c, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "node 'n1' streams from this plane"));
+	nodes_stream_close(n, "n1");
+	assert_int_equal(nodes_relay_change(n, "r2", &c, err, sizeof(err)), 0);
+
 	/* the registry's limit holds */
 	struct node_change c2 = ch(NC_CONN, "n2"), c3 = ch(NC_CONN, "n3"), c4 = ch(NC_CONN, "n4");
 	assert_int_equal(nodes_relay_change(n, "r1", &c2, err, sizeof(err)), 0);

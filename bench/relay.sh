@@ -60,7 +60,10 @@
 # the load clients' --timeout), BENCH_RELAY_OPEN_TIMEOUT (60 s: streams not
 # all open by then mean a stalled relay), BENCH_RELAY_PERF (0; 1 records `perf
 # record -g` of the origin and of relay r1 during the writes of the first
-# run, into each N's directory), BENCH_PLANE (another tether-plane binary).
+# run, into each N's directory), BENCH_RELAY_ACK (0; 1: every node ACKs
+# every push, sse_load --ack, to the relay it streams from or, direct, to
+# the origin: the relays then carry the ACKs up), BENCH_PLANE (another
+# tether-plane binary).
 # Results in BUILDDIR/bench-relay.txt; per-run figures (n<N>.r<RUN>.txt),
 # every load client's output (one line per stream and write) and every
 # plane's log in BUILDDIR/bench-out/relay/.
@@ -88,6 +91,9 @@ TIMEOUT=${BENCH_RELAY_TIMEOUT:-300}
 OPEN_TIMEOUT=${BENCH_RELAY_OPEN_TIMEOUT:-60}
 STALL_GRACE=30
 PERF=${BENCH_RELAY_PERF:-0}
+ACK=${BENCH_RELAY_ACK:-0}
+ACK_OPT=()
+[ "$ACK" = 1 ] && ACK_OPT=(--ack)
 OUT=$BUILDDIR/bench-out/relay
 RESULTS=$BUILDDIR/bench-relay.txt
 # goals of issue 11
@@ -279,7 +285,7 @@ start_loads() {
 			[ "$SPREAD" -gt 0 ] && fo=(--failover "127.0.0.1:${RPORT[$(((k + 1 + j % (n - 1)) % n))]}"
 				--reconnect-jitter "$JITTER")
 			"$LOAD_BIN" -n "$cnt" --version "$v" --prefix "r${k}p$j-" --wait-push $((v + 1)) --rounds "$WRITES" \
-				--start-file "$dir/start" --per-stream --timeout "$TIMEOUT" "${fo[@]}" \
+				--start-file "$dir/start" --per-stream --timeout "$TIMEOUT" "${fo[@]}" "${ACK_OPT[@]}" \
 				"127.0.0.1:${RPORT[$k]}" >"$dir/load.$k.$j" 2>"$dir/load.$k.$j.err" &
 			LPIDS+=($!)
 			LOUTS+=("$dir/load.$k.$j")
@@ -429,14 +435,16 @@ writes() {
 		# relays are done with this one (the node records going up)
 		echo "w$w.settle_s $(settle "$ORIGIN_PID" "${RPID[@]}")" >>"$figs"
 	done
+	# the CPU first: a GET /metrics formats every node's gauges (at
+	# 100,000 nodes, tens of ms of the origin's CPU), no write's work
 	read -r mc1 mq1 ms1 <<<"$(machine_cpu)"
-	b1=$(metric "$ORIGIN_PORT" tether_push_bytes_total)
-	q1=$(metric "$ORIGIN_PORT" tether_requests_total)
 	c1=$(cpu_ms "$ORIGIN_PID")
 	r1=$(cpu_ms "${RPID[@]}")
 	x1=0
 	for p in "${RPID[@]}"; do x1=$((x1 + $(ctxt_sum "$p"))); done
 	m1=$(machine_ctxt)
+	b1=$(metric "$ORIGIN_PORT" tether_push_bytes_total)
+	q1=$(metric "$ORIGIN_PORT" tether_requests_total)
 	{
 		echo "origin_bytes_per_write $(((b1 - b0) / WRITES))"
 		echo "origin_cpu_ms_per_write $(((c1 - c0) / WRITES))"
@@ -715,7 +723,7 @@ run_direct() {
 		cnt=$((DIRECT / procs))
 		[ "$j" -eq 0 ] && cnt=$((cnt + DIRECT % procs))
 		"$LOAD_BIN" -n "$cnt" --version "$v" --prefix "d$j-" --wait-push $((v + 1)) --rounds "$WRITES" \
-			--start-file "$dir/start" --per-stream --timeout "$TIMEOUT" "127.0.0.1:$ORIGIN_PORT" \
+			--start-file "$dir/start" --per-stream --timeout "$TIMEOUT" "${ACK_OPT[@]}" "127.0.0.1:$ORIGIN_PORT" \
 			>"$dir/load.$j" 2>"$dir/load.$j.err" &
 		LPIDS+=($!)
 		LOUTS+=("$dir/load.$j")
@@ -781,6 +789,7 @@ verdict() {
 	echo "    a load process up to $CLIENT_MAX"
 	echo "planes: $PLANE_BIN --threads $THREADS --heartbeat 3600 --max-nodes $MAX_NODES $PLANE_LAB_FLAGS"
 	echo "relays: the same with --upstream http://ORIGIN --relay-id rK; $CLUSTERS clusters; $WRITES writes per run;"
+	[ "$ACK" = 1 ] && echo "nodes: every node ACKs every push (sse_load --ack)"
 	echo "    $RUNS runs of each N (medians of the runs; 'worst' is the largest over every write of every run)"
 	if [ "$RELAY_METRICS" = 1 ]; then
 		echo "relay /metrics: answers"

@@ -8,7 +8,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "resource.h"
+
 #define SUB_MAX_PREFIXES 64
+/* the longest canonical text: every prefix at its longest, comma-joined */
+#define SUB_TEXT_MAX (SUB_MAX_PREFIXES * (RES_FULLNAME_MAX + 1))
 
 struct sub {
 	size_t n;

@@ -21,6 +21,10 @@
 #define TRAFFIC_ROUTES_MAX 128
 #define TRAFFIC_ROUTE_LEN 208     /* a route's name, NUL included */
 #define TRAFFIC_GEN_LEN 72
+/* the most a report (or an ACK carrying one) may hold: 128 routes of 40
+ * buckets; the plane's POST /v1/ack and /v1/report and a relay's changes
+ * take this much */
+#define TRAFFIC_REPORT_MAX (256 * 1024)
 
 struct traffic_route {
 	char name[TRAFFIC_ROUTE_LEN]; /* "route/api" */

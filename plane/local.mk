@@ -26,7 +26,7 @@ libplane_la_SOURCES += plane/core/core.c plane/core/core.h plane/core/delta.c pl
 	plane/core/writer.c plane/core/writer.h
 # persist/: the seam
 libplane_la_SOURCES += plane/persist/persist.c plane/persist/persist.h plane/persist/records_json.c \
-	plane/persist/records_json.h plane/persist/rollout_rec.c plane/persist/rollout_rec.h \
+	plane/persist/records_json.h plane/persist/node_changes.c plane/persist/node_changes.h plane/persist/rollout_rec.c plane/persist/rollout_rec.h \
 	plane/persist/ticket_keys.c plane/persist/ticket_keys.h
 # persist/sqlite/
 libplane_la_SOURCES += plane/persist/sqlite/db.c plane/persist/sqlite/db.h \

@@ -60,6 +60,7 @@ void api_record_traffic(struct api *p, const struct persist_node *pn, const char
 enum http_result api_stream(struct api *p, struct http_conn *c);
 enum http_result api_relay_stream(struct api *p, struct http_conn *c);
 enum http_result api_relay_nodes(struct api *p, struct http_conn *c, struct request *r);
+enum http_result api_relay_changes(struct api *p, struct http_conn *c, struct request *r);
 enum http_result api_relay_statement(struct api *p, struct http_conn *c);
 enum http_result api_config(struct api *p, struct http_conn *c, struct request *r);
 enum http_result api_rollouts(struct api *p, struct http_conn *c);

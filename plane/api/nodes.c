@@ -22,7 +22,7 @@
 #include <string.h>
 
 /* an ACK or a report may carry traffic: up to 128 routes of 40 buckets */
-#define ACK_MAX_BYTES (256 * 1024)
+#define ACK_MAX_BYTES TRAFFIC_REPORT_MAX
 
 /* A stale plane judges lag against the version it holds, which may be
  * old: its answer says so (Tether-Stale), and tetherctl nodes warns to ask

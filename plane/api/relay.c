@@ -1,9 +1,10 @@
 /* api/relay.c: what a plane offers the relays below it (docs/protocol.md,
  * "Relays"): GET /v1/relay/stream (the state, rollout and token records,
- * heartbeats), POST /v1/relay/nodes (the relay's node records, in
- * batches) and GET /v1/relay/statement (a signed statement of a version
- * for a subscription, which a relay cannot make itself). Each needs the
- * relay role (or admin). */
+ * heartbeats), POST /v1/relay/changes (what the relay's nodes changed,
+ * in batches), POST /v1/relay/nodes (a relay's node records as JSON, as
+ * relays before the changes sent them) and GET /v1/relay/statement (a
+ * signed statement of a version for a subscription, which a relay cannot
+ * make itself). Each needs the relay role (or admin). */
 #include "api/api.h"
 #include "core/core.h"
 #include "core/hub.h"
@@ -14,8 +15,10 @@
 #include "http/http.h"
 #include "json.h"
 #include "log.h"
+#include "persist/node_changes.h"
 #include "persist/records_json.h"
 #include "rollout/rollout.h"
+#include "strmap.h"
 #include "sub.h"
 #include "util.h"
 
@@ -24,6 +27,16 @@
 #include <string.h>
 
 #define MAX_RECORDS 10000
+#define MAX_CHANGES 100000
+#define REFUSED_NAMED 1000    /* refused nodes an answer names */
+
+/* The credential a relay's request came with, as its stream records it: a
+ * store token's id, else who it is (a client certificate's subject, the
+ * admin token, anonymous on a plane without authentication). */
+static const char *relay_cred(const struct principal *who)
+{
+	return who->token_id[0] ? who->token_id : who->who;
+}
 
 enum http_result api_relay_stream(struct api *p, struct http_conn *c)
 {
@@ -38,7 +51,7 @@ enum http_result api_relay_stream(struct api *p, struct http_conn *c)
 		return http_send_error(c, HTTP_BAD_REQUEST, "version: '%.32s' is not a non-negative integer", v);
 	if (!auth_allow_relay(p->auth, c, &who, &ret))
 		return ret;
-	struct stream *st = hub_relay_new(p->core->hub, c, relay, have, who.token_id);
+	struct stream *st = hub_relay_new(p->core->hub, c, relay, have, who.token_id, relay_cred(&who));
 	if (who.token_id[0] && tokens_revoked(p->core->tokens, who.token_id))
 		hub_close_token(p->core->hub, who.token_id);
 	struct http_response *resp = http_response_reader(hub_stream_read, st, hub_stream_free);
@@ -100,6 +113,93 @@ enum http_result api_relay_nodes(struct api *p, struct http_conn *c, struct requ
 	struct buf b = BUF_INIT;
 	buf_printf(&b, "{\"taken\":%zu,\"refused\":%zu}", taken, refused);
 	return http_send_json(c, HTTP_OK, &b);
+}
+
+/* A batch of node changes (persist/node_changes.h): decoded whole first
+ * (a malformed batch changes nothing), then each change taken into the
+ * registry, counted toward a rollout, its traffic report judged. A change
+ * for a node that is not behind the sending relay is refused alone. */
+enum http_result api_relay_changes(struct api *p, struct http_conn *c, struct request *r)
+{
+	struct principal who;
+	enum http_result ret;
+	if (!auth_allow_relay(p->auth, c, &who, &ret))
+		return ret;
+	struct node_changes b;
+	char err[400], first[400] = "";
+	int rc = node_changes_decode(r->body.data ? r->body.data : "", r->body.len, MAX_CHANGES, &b, err, sizeof(err));
+	if (rc < 0) {
+		node_changes_release(&b);
+		return http_send_error(c, rc == -2 ? HTTP_CONTENT_TOO_LARGE : HTTP_BAD_REQUEST, "relay changes: %s", err);
+	}
+	/* the header's RELAY is the sender's word: taken only from the
+	 * credential that holds relay RELAY's stream here */
+	if (!hub_relay_by(p->core->hub, b.relay, relay_cred(&who))) {
+		log_warn("relay changes: %s names relay %s, which holds no stream here opened with that credential; "
+			 "refused", who.who, b.relay);
+		ret = http_send_error(c, HTTP_FORBIDDEN,
+				      "relay changes: relay %s holds no stream here (GET /v1/relay/stream) opened with "
+				      "this credential",
+				      b.relay);
+		node_changes_release(&b);
+		return ret;
+	}
+	nodes_relay_held(p->core->nodes, b.relay, b.held);
+	size_t taken = 0, refused = 0, named = 0;
+	bool more = false;
+	struct buf ids = BUF_INIT;
+	struct strmap seen;   /* the nodes named, pointing into the batch */
+	strmap_init(&seen);
+	for (size_t i = 0; i < b.n; i++) {
+		const struct node_change *ch = &b.ch[i];
+		if (nodes_relay_change(p->core->nodes, b.relay, ch, err, sizeof(err)) < 0) {
+			if (!refused++)
+				snprintf(first, sizeof(first), "%s", err);
+			/* each node named once, at most REFUSED_NAMED of them */
+			intptr_t v;
+			if (!strmap_get(&seen, ch->node, &v)) {
+				if (named < REFUSED_NAMED) {
+					buf_puts(&ids, named++ ? "," : "");
+					buf_json_string(&ids, ch->node);
+					strmap_put(&seen, ch->node, 1);
+				} else {
+					more = true;
+				}
+			}
+			continue;
+		}
+		taken++;
+		/* a member's ACK or NACK from behind the relay */
+		struct persist_node pn = { .id = ch->node, .labels = "", .transport = "", .healthy = ch->healthy };
+		if (ch->kind == NC_ACK) {
+			pn.sent_version = pn.acked_version = ch->version;
+			rollout_record(p->rollout, &pn);
+		} else if (ch->kind == NC_NACK) {
+			pn.sent_version = pn.nack_version = ch->version;
+			pn.has_nack = true;
+			pn.nack_error = ch->error;
+			rollout_record(p->rollout, &pn);
+		} else if (ch->kind == NC_TRAFFIC) {
+			pn.traffic = ch->report;
+			api_record_traffic(p, &pn, b.relay, true);
+		}
+	}
+	if (refused)
+		log_warn("relay %s: %zu of %zu node changes refused; the first: %s", b.relay, refused, b.n, first);
+	struct buf out = BUF_INIT;
+	buf_printf(&out, "{\"taken\":%zu,\"refused\":%zu,\"first_refusal\":", taken, refused);
+	if (refused)
+		buf_json_string(&out, first);
+	else
+		buf_puts(&out, "null");
+	buf_puts(&out, ",\"refused_nodes\":[");
+	if (ids.len)
+		buf_append(&out, ids.data, ids.len);
+	buf_printf(&out, "],\"refused_nodes_more\":%s}", more ? "true" : "false");
+	buf_release(&ids);
+	strmap_release(&seen);
+	node_changes_release(&b);
+	return http_send_json(c, HTTP_OK, &out);
 }
 
 /* ?version=V&sub=S -> {"statement":"..."}: signed here, or (a relay)

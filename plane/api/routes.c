@@ -2,6 +2,7 @@
  * methods, what its caller needs before the body is read, the most its
  * body may be, and its handler. plane.c hands the table to the server. */
 #include "api/api.h"
+#include "traffic.h"
 
 #include <stddef.h>
 
@@ -80,6 +81,13 @@ static enum http_result relay_nodes(void *ctx, struct http_conn *c, struct reque
 {
 	(void)m, (void)rest;
 	return api_relay_nodes(PLANE(ctx), c, r);
+}
+
+static enum http_result relay_changes(void *ctx, struct http_conn *c, struct request *r, const char *m,
+				      const char *rest)
+{
+	(void)m, (void)rest;
+	return api_relay_changes(PLANE(ctx), c, r);
 }
 
 static enum http_result relay_statement(void *ctx, struct http_conn *c, struct request *r, const char *m,
@@ -184,11 +192,13 @@ const struct http_route api_routes[] = {
 	{ "/v1/stream", false, "GET", GATE_ANY, false, false, 0, stream },
 	{ "/v1/config", false, "GET", GATE_ANY, false, false, 0, config },
 	/* traffic of up to 128 routes */
-	{ "/v1/ack", false, "POST", GATE_NODE, false, true, 256 * 1024, ack },
-	{ "/v1/report", false, "POST", GATE_NODE, false, true, 256 * 1024, report },
+	{ "/v1/ack", false, "POST", GATE_NODE, false, true, TRAFFIC_REPORT_MAX, ack },
+	{ "/v1/report", false, "POST", GATE_NODE, false, true, TRAFFIC_REPORT_MAX, report },
 	{ "/v1/batch", false, "POST", GATE_ADMIN, false, false, HTTP_CAP_MAX_REQUEST, batch },
 	{ "/v1/relay/stream", false, "GET", GATE_RELAY, false, true, 0, relay_stream },
-	/* a batch of node records from a relay */
+	/* a batch of node changes from a relay; and of node records, from a
+	 * relay of before 0.x (JSON) */
+	{ "/v1/relay/changes", false, "POST", GATE_RELAY, false, true, 16u << 20, relay_changes },
 	{ "/v1/relay/nodes", false, "POST", GATE_RELAY, false, true, 16u << 20, relay_nodes },
 	{ "/v1/relay/statement", false, "GET", GATE_RELAY, false, true, 0, relay_statement },
 	{ "/v1/relay/", true, "GET", GATE_RELAY, false, true, 0, NULL },

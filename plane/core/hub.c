@@ -41,6 +41,7 @@ struct stream {
 	struct http_conn *conn;
 	char node[RES_NAME_MAX + 1];
 	char token_id[TOKEN_ID_LEN + 1];   /* the token it came with, or "" */
+	char cred[320];                    /* a relay's: its credential (hub_relay_new) */
 	struct sub sub;
 	uint64_t sent;               /* the node holds (or was sent) this version */
 	/* under hub->lock */
@@ -245,7 +246,7 @@ struct stream *hub_stream_new(struct hub *h, struct http_conn *c, const char *no
 }
 
 struct stream *hub_relay_new(struct hub *h, struct http_conn *c, const char *relay, uint64_t have,
-			     const char *token_id)
+			     const char *token_id, const char *cred)
 {
 	struct stream *st = xcalloc(1, sizeof(*st));
 	st->hub = h;
@@ -254,6 +255,7 @@ struct stream *hub_relay_new(struct hub *h, struct http_conn *c, const char *rel
 	st->tok_gen = st->ro_gen = UINT64_MAX;   /* both go out first */
 	snprintf(st->node, sizeof(st->node), "%s", relay);
 	snprintf(st->token_id, sizeof(st->token_id), "%s", token_id ? token_id : "");
+	snprintf(st->cred, sizeof(st->cred), "%s", cred ? cred : "");
 	st->sent = have;
 	pthread_mutex_lock(&h->lock);
 	list_add(h, &h->by_relay, st);   /* one stream per relay */
@@ -270,6 +272,16 @@ bool hub_relay_up(struct hub *h, const char *relay)
 	bool up = strmap_get(&h->by_relay, relay, &v) && v && !((struct stream *)v)->closing;
 	pthread_mutex_unlock(&h->lock);
 	return up;
+}
+
+bool hub_relay_by(struct hub *h, const char *relay, const char *cred)
+{
+	pthread_mutex_lock(&h->lock);
+	intptr_t v = 0;
+	bool ok = strmap_get(&h->by_relay, relay, &v) && v && !((struct stream *)v)->closing &&
+		  strcmp(((struct stream *)v)->cred, cred ? cred : "") == 0;
+	pthread_mutex_unlock(&h->lock);
+	return ok;
 }
 
 void hub_stream_free(void *cls)

@@ -41,11 +41,14 @@ size_t hub_stream_count(struct hub *h);
 struct stream *hub_stream_new(struct hub *h, struct http_conn *c, const char *node, uint64_t have,
 			      struct sub *sub, bool gzip, const char *token_id, bool unacked);
 /* A relay's stream (docs/protocol.md, "Relays"), from the relay's version
- * have; an older stream of the same relay is closed. */
+ * have; an older stream of the same relay is closed. cred names the
+ * credential it was opened with (api_relay_cred). */
 struct stream *hub_relay_new(struct hub *h, struct http_conn *c, const char *relay, uint64_t have,
-			     const char *token_id);
+			     const char *token_id, const char *cred);
 /* Whether relay holds a stream here now. */
 bool hub_relay_up(struct hub *h, const char *relay);
+/* Whether relay holds a stream here now opened with credential cred. */
+bool hub_relay_by(struct hub *h, const char *relay, const char *cred);
 /* A token was revoked: closes the streams opened with it and wakes the
  * long-polls made with it (they are refused when they answer). Returns
  * how many. */

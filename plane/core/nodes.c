@@ -53,6 +53,7 @@ struct node_rec {
 	int64_t poll_seen_ms;        /* monotonic time of the last poll */
 	int64_t behind_since_ms;     /* monotonic; 0 while at its target */
 	bool dirty;
+	bool dirty_more;             /* more than its ACK part changed since it was written */
 };
 
 struct nodes {
@@ -75,6 +76,7 @@ struct nodes {
 	void *relay_ctx;
 	bool own_only;               /* a relay: /v1/nodes lists the nodes it serves itself */
 	int64_t lag_alert_ms;
+	struct strmap held;          /* relay -> the version it last said it holds */
 };
 
 void nodes_set_target(struct nodes *n, nodes_target_fn fn, void *ctx, double lag_alert_s)
@@ -172,7 +174,8 @@ void nodes_poll_nonce(char *out, size_t cap, uint64_t version, uint64_t base)
 	snprintf(out, cap, "p%llu-%llu", (unsigned long long)version, (unsigned long long)base);
 }
 
-static void mark_dirty(struct nodes *n, struct node_rec *r)
+/* To be written: only its ACK part changed (mark_acked), or more. */
+static void mark_acked(struct nodes *n, struct node_rec *r)
 {
 	if (r->dirty)
 		return;
@@ -182,6 +185,12 @@ static void mark_dirty(struct nodes *n, struct node_rec *r)
 		n->dirty = xrealloc(n->dirty, n->dirtycap * sizeof(*n->dirty));
 	}
 	n->dirty[n->ndirty++] = r;
+}
+
+static void mark_dirty(struct nodes *n, struct node_rec *r)
+{
+	r->dirty_more = true;
+	mark_acked(n, r);
 }
 
 static struct node_rec *lookup(struct nodes *n, const char *id)
@@ -401,6 +410,182 @@ int nodes_relayed(struct nodes *n, const struct persist_node *pn, const char *re
 	return 0;
 }
 
+#define RELAYS_MAX 10000
+
+/* Whether the relay nearest this plane on r's path is relay. */
+static bool behind(const struct node_rec *r, const char *relay)
+{
+	if (!r->via)
+		return false;
+	size_t k = strcspn(r->via, ",");
+	return strlen(relay) == k && memcmp(r->via, relay, k) == 0;
+}
+
+static void where(const struct node_rec *r, char *out, size_t cap)
+{
+	if (!r)
+		snprintf(out, cap, "unknown here");
+	else if (r->via)
+		snprintf(out, cap, "behind relay %.*s", (int)strcspn(r->via, ","), r->via);
+	else
+		snprintf(out, cap, "not behind a relay");
+}
+
+void nodes_relay_held(struct nodes *n, const char *relay, uint64_t held)
+{
+	pthread_mutex_lock(&n->lock);
+	intptr_t cur;
+	if (strmap_get(&n->held, relay, &cur))
+		*strmap_ref(&n->held, relay) = (intptr_t)held;
+	else if (n->held.len < RELAYS_MAX)   /* names are the relays' word: bounded */
+		strmap_put(&n->held, xstrdup(relay), (intptr_t)held);
+	pthread_mutex_unlock(&n->lock);
+}
+
+static bool relay_near_up(const struct nodes *n, const char *via);
+
+/* Under lock: a 'c' line (the node's connection through relay). */
+static int relay_conn(struct nodes *n, struct node_rec *r, const char *relay, const struct node_change *c,
+		      int64_t now, char *err, size_t errlen)
+{
+	if (r && !behind(r, relay) && !c->streaming &&
+	    (r->streams > 0 || (r->via && r->via_streaming && n->relay_up && relay_near_up(n, r->via)))) {
+		/* the node streams from another relay that is up, or from
+		 * this plane: a word from the one it left is old news */
+		char w[260];
+		where(r, w, sizeof(w));
+		snprintf(err, errlen, "node '%s' is %s: relay %s's word that it is not streaming there is not taken",
+			 c->node, w, relay);
+		return -1;
+	}
+	if (r && r->streams > 0 && c->streaming) {
+		/* a node with a stream open here is this plane's: no relay
+		 * takes it over by its word (a real failover closes the
+		 * stream here first) */
+		snprintf(err, errlen, "node '%s' streams from this plane: relay %s's word that it streams there is not taken",
+			 c->node, relay);
+		return -1;
+	}
+	if (!r) {
+		if (n->len >= n->max) {
+			snprintf(err, errlen, "node '%s': the registry is full (--max-nodes %zu)", c->node, n->max);
+			return -1;
+		}
+		r = add(n, c->node);
+		r->first_seen = c->first_seen ? c->first_seen : now;
+		log_info("nodes: new node '%s' behind relay %s", c->node, relay);
+	}
+	if (c->first_seen && (!r->first_seen || c->first_seen < r->first_seen))
+		r->first_seen = c->first_seen;
+	r->last_seen = now;
+	if (strcmp(r->labels, c->labels) != 0) {
+		free(r->labels);
+		r->labels = xstrdup(c->labels);
+	}
+	copy_str(r->transport, sizeof(r->transport), c->transport);
+	if (c->sub && (!r->sub || strcmp(r->sub, c->sub) != 0)) {
+		free(r->sub);
+		r->sub = xstrdup(c->sub);
+	}
+	char *via = c->via[0] ? xasprintf("%s,%s", relay, c->via) : xstrdup(relay);
+	if (r->via && strcmp(r->via, via) == 0) {
+		free(via);
+	} else {
+		free(r->via);
+		r->via = via;
+	}
+	r->via_streaming = c->streaming;
+	mark_dirty(n, r);
+	return 0;
+}
+
+int nodes_relay_change(struct nodes *n, const char *relay, const struct node_change *c, char *err, size_t errlen)
+{
+	int64_t now = wall_seconds();
+	pthread_mutex_lock(&n->lock);
+	struct node_rec *r = lookup(n, c->node);
+	int rc = 0;
+	if (c->kind == NC_CONN) {
+		rc = relay_conn(n, r, relay, c, now, err, errlen);
+		goto out;
+	}
+	if (!r || !behind(r, relay)) {
+		char w[260];
+		where(r, w, sizeof(w));
+		snprintf(err, errlen, "node '%s' is %s, not behind relay %s: its '%c' line is not taken (a 'c' line "
+			 "of the node first)", c->node, w, relay, c->kind);
+		rc = -1;
+		goto out;
+	}
+	r->last_seen = now;
+	/* what the node answered shows that it had the version */
+	if ((c->kind == NC_ACK || c->kind == NC_NACK) && c->version > r->sent_version) {
+		r->sent_version = c->version;
+		r->sent_nonce[0] = '\0';   /* the relay's, not ours */
+		r->sent_at = now;
+	}
+	switch (c->kind) {
+	case NC_ACK:
+		if (c->version > r->acked_version)
+			r->acked_version = c->version;
+		r->acked_at = now;
+		if (c->healthy >= 0)
+			r->healthy = c->healthy;
+		if (c->count > r->acks) {
+			n->acks += c->count - r->acks;
+			r->acks = c->count;
+		}
+		break;
+	case NC_NACK:
+		r->has_nack = true;
+		r->nack_version = c->version;
+		copy_str(r->nack_nonce, sizeof(r->nack_nonce), c->nonce);
+		free(r->nack_error);
+		r->nack_error = xstrdup(c->error ? c->error : "");
+		r->nack_at = now;
+		if (c->healthy >= 0)
+			r->healthy = c->healthy;
+		if (c->count > r->nacks) {
+			n->nacks += c->count - r->nacks;
+			r->nacks = c->count;
+		}
+		break;
+	case NC_STALE:
+		if (c->count > r->stale) {
+			n->stale += c->count - r->stale;
+			r->stale = c->count;
+		}
+		break;
+	case NC_VERIFY:
+		/* the count is the relay's, since it (or the node's stream to
+		 * it) started: lower after a relay's restart or a failover, so
+		 * the details are taken whenever they differ, not only when the
+		 * count grew; the count shown is the sender's */
+		if (c->count > r->verify_failures || c->version != r->vf_version ||
+		    strcmp(c->error ? c->error : "", r->vf_error ? r->vf_error : "") != 0) {
+			if (c->count > r->verify_failures)
+				n->verify_failures += c->count - r->verify_failures;
+			else if (c->count < r->verify_failures)
+				n->verify_failures += c->count;   /* a count restarted: all new */
+			r->verify_failures = c->count;
+			r->vf_version = c->version;
+			free(r->vf_error);
+			r->vf_error = xstrdup(c->error ? c->error : "");
+			r->vf_at = now;
+		}
+		break;
+	default:
+		goto out;   /* a traffic report: nodes_set_traffic takes it */
+	}
+	if (c->kind == NC_ACK)
+		mark_acked(n, r);   /* the backend may write just that part */
+	else
+		mark_dirty(n, r);
+out:
+	pthread_mutex_unlock(&n->lock);
+	return rc;
+}
+
 void nodes_set_relay_up(struct nodes *n, bool (*fn)(void *ctx, const char *relay), void *ctx, bool own_only)
 {
 	pthread_mutex_lock(&n->lock);
@@ -428,6 +613,7 @@ struct nodes *nodes_open(struct persist *p, size_t max_nodes, int64_t poll_windo
 	pthread_mutex_init(&n->lock, NULL);
 	pthread_mutex_init(&n->flush_lock, NULL);
 	strmap_init(&n->by_id);
+	strmap_init(&n->held);
 	if (p->ops->nodes_load(p, load_one, n, err, errlen) < 0) {
 		nodes_free(n);
 		return NULL;
@@ -453,6 +639,9 @@ void nodes_free(struct nodes *n)
 	free(n->all);
 	free(n->dirty);
 	strmap_release(&n->by_id);
+	for (size_t i = 0; i < n->held.cap; i++)
+		free((char *)n->held.slots[i].key);
+	strmap_release(&n->held);
 	pthread_mutex_destroy(&n->lock);
 	pthread_mutex_destroy(&n->flush_lock);
 	free(n);
@@ -663,6 +852,24 @@ static bool connected(const struct nodes *n, const struct node_rec *r, int64_t m
 	       (r->via && r->via_streaming && n->relay_up && relay_near_up(n, r->via));
 }
 
+/* What a node was sent: behind a relay that streams to it, at least its
+ * target as far as the relay holds it (the relay said which version it
+ * holds; the versions and nonces it sends its nodes stay there). */
+static uint64_t sent_of(const struct nodes *n, const struct node_rec *r, uint64_t target)
+{
+	intptr_t held;
+	size_t k;
+	char first[RES_NAME_MAX + 1];
+	if (!r->via || !r->via_streaming || (k = strcspn(r->via, ",")) >= sizeof(first))
+		return r->sent_version;
+	memcpy(first, r->via, k);
+	first[k] = '\0';
+	if (!strmap_get(&n->held, first, &held))
+		return r->sent_version;
+	uint64_t derived = (uint64_t)held < target ? (uint64_t)held : target;
+	return derived > r->sent_version ? derived : r->sent_version;
+}
+
 static void rec_json(const struct nodes *n, const struct node_rec *r, uint64_t plane_version,
 		     int64_t mono, struct buf *out)
 {
@@ -689,9 +896,9 @@ static void rec_json(const struct nodes *n, const struct node_rec *r, uint64_t p
 		buf_json_string(out, r->sub);
 	else
 		buf_puts(out, "null");
-	buf_printf(out, ",\"sent_version\":%llu,\"sent_nonce\":", (unsigned long long)r->sent_version);
-	buf_json_string(out, r->sent_nonce);
 	uint64_t target = target_of(n, r, plane_version);
+	buf_printf(out, ",\"sent_version\":%llu,\"sent_nonce\":", (unsigned long long)sent_of(n, r, target));
+	buf_json_string(out, r->sent_nonce);
 	uint64_t lag = target > r->acked_version ? target - r->acked_version : 0;
 	buf_printf(out, ",\"target_version\":%llu,\"acked_version\":%llu,\"lag\":%llu,\"lagging\":%s",
 		   (unsigned long long)target, (unsigned long long)r->acked_version, (unsigned long long)lag,
@@ -860,8 +1067,11 @@ int nodes_flush(struct nodes *n, char *err, size_t errlen)
 	size_t cnt = n->ndirty;
 	if (!cnt) {
 		pthread_mutex_unlock(&n->lock);
+		/* a relay says up the version it holds also when no node
+		 * changed (it sends nothing when that did not move either) */
+		int rc = n->p->ops->upstream ? n->p->ops->nodes_save(n->p, NULL, 0, err, errlen) : 0;
 		pthread_mutex_unlock(&n->flush_lock);
-		return 0;
+		return rc;
 	}
 	struct rec_copy *copies = xmalloc(cnt * sizeof(*copies));
 	for (size_t i = 0; i < cnt; i++) {
@@ -875,12 +1085,13 @@ int nodes_flush(struct nodes *n, char *err, size_t errlen)
 		copies[i].sub = r->sub ? xstrdup(r->sub) : NULL;
 		copies[i].traffic = r->traffic_out && r->traffic ? xstrdup(r->traffic) : NULL;
 		r->traffic_out = false;
-		r->dirty = false;
+		r->dirty = r->dirty_more = false;
 	}
 	n->ndirty = 0;
 	pthread_mutex_unlock(&n->lock);
 
 	struct persist_node *recs = xcalloc(cnt, sizeof(*recs));
+	bool *again = xcalloc(cnt ? cnt : 1, sizeof(*again));
 	const char *self = self_replica(n);
 	for (size_t i = 0; i < cnt; i++) {
 		const struct node_rec *r = &copies[i].r;
@@ -894,16 +1105,20 @@ int nodes_flush(struct nodes *n, char *err, size_t errlen)
 			.replica = self, .streaming = r->streams > 0 || (copies[i].via && r->via_streaming),
 			.via = copies[i].via, .verify_failures = r->verify_failures, .vf_version = r->vf_version,
 			.vf_error = copies[i].vf_error, .vf_at = r->vf_at, .sub = copies[i].sub,
-			.traffic = copies[i].traffic,
+			.traffic = copies[i].traffic, .acks_only = !r->dirty_more, .again = &again[i],
 		};
 	}
 	int rc = n->p->ops->nodes_save(n->p, recs, cnt, err, errlen);
 	free(recs);
-	if (rc < 0) {
-		/* keep them dirty so the next flush tries again */
+	bool any = rc < 0;
+	for (size_t i = 0; i < cnt && !any; i++)
+		any = again[i];
+	if (any) {
+		/* keep them dirty so the next flush tries again (all of them
+		 * after a failure; else those the upstream refused) */
 		pthread_mutex_lock(&n->lock);
 		for (size_t i = 0; i < cnt; i++) {
-			struct node_rec *r = lookup(n, copies[i].r.id);
+			struct node_rec *r = rc < 0 || again[i] ? lookup(n, copies[i].r.id) : NULL;
 			if (r) {
 				mark_dirty(n, r);
 				r->traffic_out |= copies[i].traffic != NULL;
@@ -911,6 +1126,7 @@ int nodes_flush(struct nodes *n, char *err, size_t errlen)
 		}
 		pthread_mutex_unlock(&n->lock);
 	}
+	free(again);
 	for (size_t i = 0; i < cnt; i++) {
 		free(copies[i].r.id);
 		free(copies[i].labels);

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "persist/node_changes.h"
 #include "persist/persist.h"
 
 #define NONCE_MAX 48
@@ -51,6 +52,17 @@ int nodes_merge(struct nodes *n, const struct persist_node *pn);
  * the store or, on a relay, further up. -1 when it is new and the table is
  * full. */
 int nodes_relayed(struct nodes *n, const struct persist_node *pn, const char *relay);
+/* Takes in one change a relay sent up (POST /v1/relay/changes,
+ * persist/node_changes.h) and marks the record to be written (to the
+ * store or, on a relay, further up). A 'c' line places the node behind
+ * relay (it takes a node another relay had: nodes move on failover, but
+ * not a "not streaming" word from a relay the node has left); every other
+ * line is for a node behind relay only. A traffic line is only checked
+ * (nodes_set_traffic takes the report). 0; -1 with err when refused. */
+int nodes_relay_change(struct nodes *n, const char *relay, const struct node_change *c, char *err, size_t errlen);
+/* The version relay says it holds: a node behind it that it streams to
+ * was sent its target up to that (/v1/nodes's sent_version). */
+void nodes_relay_held(struct nodes *n, const char *relay, uint64_t held);
 /* Relays below this plane: fn says whether a relay holds its stream here
  * (a node behind it counts connected while it does). own_only: this plane
  * is a relay itself, and lists only the nodes it serves. */

@@ -140,6 +140,15 @@ struct persist_node {
 	 * the origin, whose gates judge it (NULL: none). etcd keeps it in the
 	 * record until the next write; SQLite does not store it. */
 	const char *traffic;
+	/* only its ACK part (acked version and time, health, ACKs; sent
+	 * version, nonce and time; last seen) changed since it was last
+	 * written: a backend may write just that part (every field is filled
+	 * all the same). Never set on a record not written before. */
+	bool acks_only;
+	/* set by nodes_save (a relay's): the upstream refused this record's
+	 * changes, so keep it dirty to go again at a later flush (NULL: not
+	 * asked) */
+	bool *again;
 };
 typedef int (*persist_node_cb)(void *ctx, const struct persist_node *n);
 

@@ -80,6 +80,21 @@ check_eq "the relay token cannot write through the origin" 403 \
 	"$(curl -sS -o /dev/null -w '%{http_code}' -X PUT -H "Authorization: Bearer $(cat "$WORK/relay.token")" \
 		--data-binary '{"path":"x.txt","content":"x"}' "$ORIGIN/v1/resources/file/x")"
 
+# a batch of node changes names its relay: taken only from the credential
+# that holds that relay's stream at the origin
+actl token create --role relay --name other-relay >"$WORK/other.token" || bail "cannot make a second relay token"
+printf 'tether-changes 1 edge 1\nend 0\n' >"$WORK/forged"
+changes_as() {
+	curl -sS -o "$WORK/answer" -w '%{http_code}' -X POST -H "Authorization: Bearer $(cat "$1")" \
+		--data-binary "@$WORK/forged" "$ORIGIN/v1/relay/changes"
+}
+check "the relay edge follows the origin" wait_until 10 grep -q "relay edge: following" "$WORK/origin.log"
+check_eq "a batch naming relay edge sent with another relay's token is refused (403)" 403 \
+	"$(changes_as "$WORK/other.token")"
+check "... saying so" grep -q "relay edge holds no stream here (GET /v1/relay/stream) opened with this credential" \
+	"$WORK/answer"
+check_eq "with edge's own token it is taken (200)" 200 "$(changes_as "$WORK/relay.token")"
+
 # the malicious relay: the real relay, its output rewritten
 start_tool atk attack-proxy.mjs --target "127.0.0.1:$RELAY_PORT"
 ATK=$TOOL_PORT

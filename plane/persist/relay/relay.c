@@ -16,6 +16,7 @@
  * first state in hand); then they are handed over as they come. */
 #include "json.h"
 #include "log.h"
+#include "persist/node_changes.h"
 #include "persist/persist.h"
 #include "persist/records_json.h"
 #include "persist/relay/link.h"
@@ -36,8 +37,27 @@
 #define FIRST_STATE_WAIT_MS 15000
 #define CALL_TIMEOUT_MS 5000
 #define MAX_EVENT_BYTES (256u << 20)
-#define NODES_BATCH 5000             /* records a POST */
-#define NODES_BATCH_BYTES (8u << 20) /* and its bytes: under the upstream's 16 MiB */
+#define NODES_BATCH 50000            /* node changes a POST (the upstream takes 100,000) */
+#define NODES_BATCH_BYTES (4u << 20) /* and about its bytes: under the upstream's 16 MiB */
+
+/* What the upstream last heard of a node (persist/node_changes.h): the
+ * next save sends what differs. */
+struct up_heard {
+	uint64_t conn;               /* a hash of the connection's parts */
+	uint64_t acked_version, acks;
+	int healthy;
+	uint64_t nack_version, nacks, stale, vf;
+	/* the upstream refused the node's last changes: nothing of it is
+	 * heard (known false), and it goes again whole at retry_at (monotonic
+	 * ms), backing off with each refusal in a row */
+	bool known;
+	unsigned refusals;
+	int64_t retry_at;
+};
+
+/* a refused node goes again after 1 s, 2 s, 4 s, ... at most a minute */
+#define REFUSED_RETRY_MS 1000
+#define REFUSED_RETRY_MAX_MS 60000
 
 struct queued {
 	char *type, *data;
@@ -66,6 +86,12 @@ struct persist_relay {
 	uint64_t horizon;
 	bool applied_once;
 	atomic_uint report_s;        /* the report interval the upstream's last heartbeat asked for (0: none) */
+	/* the nodes' saver's only (nodes_flush, one at a time): what the
+	 * upstream heard of each node (id -> struct up_heard *), forgotten
+	 * when the link reaches an upstream (heard_reset) */
+	struct strmap heard_up;
+	atomic_bool heard_reset;
+	uint64_t held_up;            /* the version held the upstream last heard of */
 	/* under lock: the upstream's own word that it is stale (its last
 	 * heartbeat's "stale"; cleared by one without), whether the stream
 	 * open now brought a heartbeat yet, and the last judgment (kept
@@ -86,6 +112,8 @@ struct persist_relay {
 /* A relay moves off a stale upstream to the next of --upstream at most
  * this often. */
 #define MOVE_HOLD_MS 30000
+
+static void heard_forget(struct persist_relay *x);
 
 static struct persist_relay *X(struct persist *p)
 {
@@ -404,6 +432,7 @@ static void link_health(void *ctx, bool up, const char *url, const char *why)
 		bool following = x->following;
 		pthread_mutex_unlock(&x->lock);
 		/* a new upstream (or the old one back) hears every node again */
+		atomic_store(&x->heard_reset, true);
 		if (following && x->f.resync)
 			x->f.resync(x->f.ctx);
 	} else {
@@ -434,6 +463,8 @@ static void rl_close(struct persist *p)
 	for (size_t i = 0; i < x->view.cap; i++)
 		free((char *)x->view.slots[i].key);
 	strmap_release(&x->view);
+	heard_forget(x);
+	strmap_release(&x->heard_up);
 	pthread_mutex_destroy(&x->lock);
 	pthread_cond_destroy(&x->cond);
 	free(x->id);
@@ -542,54 +573,241 @@ static int rl_nodes_load(struct persist *p, persist_node_cb cb, void *ctx, char 
 	return 0;   /* the nodes report again */
 }
 
-/* A batch of node records, up: {"relay":ID,"nodes":[record...]} in body. */
-static int post_batch(struct persist_relay *x, const struct buf *body, size_t n, char *err, size_t errlen)
+/* A batch of node changes, up (persist/node_changes.h): 0, taken; 1, refused
+ * whole for what it holds (400, 413, 422: said, and not to be sent again);
+ * PERSIST_UNAVAILABLE, to be tried again. */
+static int post_batch(struct persist_relay *x, const struct buf *body, size_t n, struct strmap *refused_ids,
+		      cJSON **answer, char *err, size_t errlen)
 {
 	struct buf out = BUF_INIT;
-	long st = relay_link_call(x->link, "POST", "/v1/relay/nodes", body->data, body->len, CALL_TIMEOUT_MS, &out,
-				  err, errlen);
+	long st = relay_link_call(x->link, "POST", "/v1/relay/changes", body->data, body->len, CALL_TIMEOUT_MS,
+				  &out, err, errlen);
 	if (st != 200 && st >= 0)
-		snprintf(err, errlen, "the upstream refused %zu node records (%ld): %.*s", n, st,
+		snprintf(err, errlen, "the upstream refused %zu node changes (%ld): %.*s", n, st,
 			 (int)(out.len > 300 ? 300 : out.len), out.data ? out.data : "");
+	if (st == 200) {
+		/* some refused alone (a node another relay holds): said, and
+		 * the nodes named go again later, backing off (heard_set) */
+		cJSON *o = cJSON_ParseWithLength(out.data ? out.data : "", out.len);
+		uint64_t refused = record_u64(o, "refused");
+		if (refused)
+			log_warn("relay: the upstream refused %llu of %zu node changes; the first: %.300s",
+				 (unsigned long long)refused, n, record_str(o, "first_refusal"));
+		/* the nodes it names go again later (heard_set) */
+		const cJSON *ids = cJSON_GetObjectItemCaseSensitive(o, "refused_nodes"), *it;
+		cJSON_ArrayForEach(it, ids)
+			if (cJSON_IsString(it))
+				strmap_put(refused_ids, it->valuestring, 1);
+		*answer = o;
+	}
 	buf_release(&out);
+	if (st == 400 || st == 413 || st == 422) {
+		/* the batch itself is refused: sent again it would be refused
+		 * again, and hold up every change after it. Said, and dropped
+		 * (as heard: a node's next change goes up as usual). */
+		log_warn("relay: %s; dropped", err);
+		return 1;
+	}
 	return st == 200 ? 0 : PERSIST_UNAVAILABLE;
 }
 
-/* The records up, in batches of at most NODES_BATCH records and
- * NODES_BATCH_BYTES (a record may carry a traffic report). */
+static uint64_t fnv(uint64_t h, const void *data, size_t len)
+{
+	const unsigned char *p = data;
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ p[i]) * 1099511628211ULL;
+	return h;
+}
+
+static uint64_t fnv_str(uint64_t h, const char *s)
+{
+	/* NULL and "" differ; the NUL ends each string */
+	if (!s)
+		return fnv(h, "\x01", 1);
+	return fnv(h, s, strlen(s) + 1);
+}
+
+/* What the upstream heard of a record's connection (labels, subscription,
+ * transport, first seen, relays beyond, streaming), as one hash. */
+static uint64_t conn_hash(const struct persist_node *r)
+{
+	uint64_t h = 14695981039346656037ULL;
+	unsigned char st = r->streaming ? 1 : 0;
+	h = fnv(h, &st, 1);
+	h = fnv(h, &r->first_seen, sizeof(r->first_seen));
+	h = fnv_str(h, r->transport);
+	h = fnv_str(h, r->via && r->via[0] ? r->via : "");
+	h = fnv_str(h, r->sub);
+	return fnv_str(h, r->labels);
+}
+
+static struct up_heard heard_of(const struct persist_node *r)
+{
+	return (struct up_heard){
+		.conn = conn_hash(r), .acked_version = r->acked_version, .acks = r->acks, .healthy = r->healthy,
+		.nack_version = r->has_nack ? r->nack_version : 0, .nacks = r->nacks, .stale = r->stale,
+		.vf = r->verify_failures, .known = true,
+	};
+}
+
+/* One line; a change too big for the upstream's decoder is left out,
+ * said, rather than have the whole batch refused again and again. */
+static void put(struct buf *out, const struct node_change *c, size_t *k)
+{
+	if (node_changes_put(out, c) == 0)
+		(*k)++;
+	else
+		log_warn("relay: node %s: its '%c' change is larger than the upstream takes; not sent", c->node,
+			 c->kind);
+}
+
+/* The lines of what r changed since the upstream last heard of it (h:
+ * NULL, never). Returns how many. */
+static size_t changes_of(const struct persist_node *r, const struct up_heard *h, struct buf *out)
+{
+	struct up_heard now = heard_of(r);
+	size_t k = 0;
+	if (h && !h->known)
+		h = NULL;
+	struct node_change c = { .node = r->id, .healthy = r->healthy };
+	if (!h || h->conn != now.conn) {
+		c.kind = NC_CONN;
+		c.streaming = r->streaming;
+		c.transport = r->transport ? r->transport : "";
+		c.first_seen = r->first_seen;
+		c.via = r->via ? r->via : "";
+		c.sub = r->sub;
+		c.labels = r->labels;
+		put(out, &c, &k);
+	}
+	if (r->acked_version && (!h || h->acked_version != now.acked_version || h->acks != now.acks ||
+				 h->healthy != now.healthy)) {
+		c.kind = NC_ACK;
+		c.version = r->acked_version;
+		c.count = r->acks;
+		put(out, &c, &k);
+	}
+	if (r->has_nack && (!h || h->nack_version != now.nack_version || h->nacks != now.nacks)) {
+		c.kind = NC_NACK;
+		c.version = r->nack_version;
+		c.count = r->nacks;
+		c.nonce = r->nack_nonce;
+		c.error = r->nack_error;
+		put(out, &c, &k);
+	}
+	if (r->stale && (!h || h->stale != now.stale)) {
+		c.kind = NC_STALE;
+		c.count = r->stale;
+		put(out, &c, &k);
+	}
+	if (r->verify_failures && (!h || h->vf != now.vf)) {
+		c.kind = NC_VERIFY;
+		c.count = r->verify_failures;
+		c.version = r->vf_version;
+		c.error = r->vf_error;
+		put(out, &c, &k);
+	}
+	if (r->traffic) {
+		c.kind = NC_TRAFFIC;
+		c.report = r->traffic;
+		put(out, &c, &k);
+	}
+	return k;
+}
+
+static void heard_forget(struct persist_relay *x)
+{
+	for (size_t i = 0; i < x->heard_up.cap; i++)
+		if (x->heard_up.slots[i].key) {
+			free((char *)x->heard_up.slots[i].key);
+			free((void *)x->heard_up.slots[i].val);
+		}
+	strmap_release(&x->heard_up);
+	strmap_init(&x->heard_up);
+}
+
+/* Records [from, to) went up: the upstream has heard them, but for those
+ * it refused (in refused) and those held back (again set already). */
+static void heard_set(struct persist_relay *x, const struct persist_node *recs, size_t from, size_t to,
+		      const struct strmap *refused)
+{
+	for (size_t i = from; i < to; i++) {
+		intptr_t v;
+		struct up_heard *h;
+		if (recs[i].again && *recs[i].again)
+			continue;
+		if (strmap_get(&x->heard_up, recs[i].id, &v)) {
+			h = (struct up_heard *)v;
+		} else {
+			h = xcalloc(1, sizeof(*h));
+			strmap_put(&x->heard_up, xstrdup(recs[i].id), (intptr_t)h);
+		}
+		if (refused && strmap_get(refused, recs[i].id, &v)) {
+			unsigned k = h->known ? 0 : h->refusals;
+			if (k < 31)
+				k++;
+			int64_t wait = REFUSED_RETRY_MS << (k - 1 < 6 ? k - 1 : 6);
+			*h = (struct up_heard){ .known = false, .refusals = k,
+						.retry_at = now_ms() + (wait < REFUSED_RETRY_MAX_MS ? wait : REFUSED_RETRY_MAX_MS) };
+			if (recs[i].again)
+				*recs[i].again = true;
+			continue;
+		}
+		*h = heard_of(&recs[i]);
+	}
+}
+
+/* What the records changed that the upstream needs, up in batches of at
+ * most NODES_BATCH changes and NODES_BATCH_BYTES. A record whose only
+ * change is the push this relay sent (version, nonce) sends nothing. */
 static int rl_nodes_save(struct persist *p, const struct persist_node *recs, size_t n, char *err, size_t errlen)
 {
 	struct persist_relay *x = X(p);
+	if (atomic_exchange(&x->heard_reset, false)) {
+		heard_forget(x);
+		x->held_up = 0;
+	}
+	pthread_mutex_lock(&x->lock);
+	uint64_t held = x->version;
+	pthread_mutex_unlock(&x->lock);
 	struct buf body = BUF_INIT;
-	size_t in = 0;
+	size_t in = 0, from = 0;
 	int rc = 0;
+	int64_t now = now_ms();
+	node_changes_begin(&body, x->id, held);
 	for (size_t i = 0; i <= n && rc == 0; i++) {
-		char *rec = NULL;
-		size_t len = 0;
 		if (i < n) {
-			cJSON *o = record_node_to_json(&recs[i]);
-			rec = cJSON_PrintUnformatted(o);
-			cJSON_Delete(o);
-			len = strlen(rec);
-		}
-		if (in && (!rec || in == NODES_BATCH || body.len + len + 2 > NODES_BATCH_BYTES)) {
-			buf_puts(&body, "]}");
-			rc = post_batch(x, &body, in, err, errlen);
-			buf_reset(&body);
-			in = 0;
-		}
-		if (rec && rc == 0) {
-			if (!in) {
-				buf_puts(&body, "{\"relay\":");
-				buf_json_string(&body, x->id);
-				buf_puts(&body, ",\"nodes\":[");
-			} else {
-				buf_putc(&body, ',');
+			intptr_t v;
+			const struct up_heard *h =
+				strmap_get(&x->heard_up, recs[i].id, &v) ? (const struct up_heard *)v : NULL;
+			if (h && !h->known && h->refusals && now < h->retry_at && recs[i].again) {
+				*recs[i].again = true;   /* refused lately: held back, dirty */
+				continue;
 			}
-			buf_append(&body, rec, len);
-			in++;
+			in += changes_of(&recs[i], h, &body);
 		}
-		free(rec);
+		/* the last batch goes also without a change when the version
+		 * held moved: the origin derives its nodes' sent_version from it */
+		bool last = i == n && (in || held != x->held_up);
+		if (last || in >= NODES_BATCH || body.len >= NODES_BATCH_BYTES) {
+			node_changes_end(&body, in);
+			struct strmap refused;
+			strmap_init(&refused);
+			cJSON *answer = NULL;
+			rc = post_batch(x, &body, in, &refused, &answer, err, errlen);
+			if (rc == 1)
+				rc = 0;
+			if (rc == 0) {
+				heard_set(x, recs, from, i < n ? i + 1 : n, &refused);
+				x->held_up = held;
+			}
+			strmap_release(&refused);
+			cJSON_Delete(answer);
+			buf_reset(&body);
+			node_changes_begin(&body, x->id, held);
+			in = 0;
+			from = i + 1;
+		}
 	}
 	buf_release(&body);
 	return rc;
@@ -812,6 +1030,7 @@ struct persist *persist_relay_open(const struct persist_relay_options *cfg, char
 	pthread_mutex_init(&x->lock, NULL);
 	pthread_cond_init(&x->cond, NULL);
 	strmap_init(&x->view);
+	strmap_init(&x->heard_up);
 	if (cfg->relay_id) {
 		x->id = xstrdup(cfg->relay_id);
 	} else {

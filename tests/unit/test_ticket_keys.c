@@ -4,8 +4,8 @@
  * (plane/core/ticket_keeper.c: made once, kept across a reopen, rotated
  * when due with the previous key kept, a malformed row replaced), the
  * client-certificate rule (no ticket to such a client; a resumed
- * session's certificate is no credential: in-process GnuTLS) and the ClientHello's ticket name
- * (plane/http/tickets.c). */
+ * session's certificate is no credential: in-process GnuTLS) and the
+ * ClientHello's ticket name (plane/http/tickets.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -346,7 +346,13 @@ check "it is served: b1 and b3 both answer" wait_until 5 sh -c "[ \"\$(for i in 
 endpoints "$(ep 127.0.0.2 "$B3" 1)" "$(ep 127.0.0.1 "$B1" 3)"
 expect_runtime "a weight changed"
 check_eq "haproxy's e1 weighs 3" 3 "$(slot 1 srv_uweight)"
-check_eq "8 requests are spread 1:3 (b1 weighs 3)" "b1=6 b3=2" "$(spread 8)"
+# haproxy's weighted round robin is exact over a cycle, but where the cycle
+# starts after a weight changes at runtime is haproxy's (8 requests once
+# gave b1=7 b3=1): 40 requests, 1:3 give b1 30 +- 3 (equal weights: 20)
+SPREAD=$(spread 40)
+check "40 requests are spread about 1:3 (b1 weighs 3): $SPREAD" \
+	awk -v s="$SPREAD" 'BEGIN { n = split(s, kv, /[ =]/); for (i = 1; i < n; i += 2) c[kv[i]] = kv[i + 1]
+		exit !(c["b1"] >= 27 && c["b1"] <= 33 && c["b1"] + c["b3"] == 40) }'
 
 endpoints "$(ep 127.0.0.2 "$B3" 1)"
 expect_runtime "an endpoint removed"

@@ -58,15 +58,27 @@ static bool len16(const unsigned char **p, size_t *left, size_t *out)
 	return take(p, left, 2);
 }
 
+/* Moves *p past a ClientHello's version, random, session id, cipher
+ * suites and compression methods, and sets *left to its extensions'
+ * length. */
+static bool hello_extensions(const unsigned char *msg, size_t len, const unsigned char **p, size_t *left)
+{
+	size_t n;
+	*p = msg;
+	*left = len;
+	if (!take(p, left, 2 + 32) || !len8(p, left, &n) || !take(p, left, n) || !len16(p, left, &n) ||
+	    !take(p, left, n) || !len8(p, left, &n) || !take(p, left, n) || !len16(p, left, &n) || n > *left)
+		return false;
+	*left = n;
+	return true;
+}
+
 int tickets_hello_key_name(const unsigned char *msg, size_t len, unsigned char name[16])
 {
-	const unsigned char *p = msg;
-	size_t left = len, n;
-	/* version, random, session id, cipher suites, compression methods */
-	if (!take(&p, &left, 2 + 32) || !len8(&p, &left, &n) || !take(&p, &left, n) || !len16(&p, &left, &n) ||
-	    !take(&p, &left, n) || !len8(&p, &left, &n) || !take(&p, &left, n) || !len16(&p, &left, &n) || n > left)
+	const unsigned char *p;
+	size_t left;
+	if (!hello_extensions(msg, len, &p, &left))
 		return 0;
-	left = n;   /* the extensions */
 	while (left >= 4) {
 		unsigned type = (unsigned)p[0] << 8 | p[1];
 		size_t elen = (size_t)p[2] << 8 | p[3];
@@ -97,12 +109,10 @@ int tickets_hello_key_name(const unsigned char *msg, size_t len, unsigned char n
 
 int tickets_hello_offers_tls13(const unsigned char *msg, size_t len)
 {
-	const unsigned char *p = msg;
-	size_t left = len, n;
-	if (!take(&p, &left, 2 + 32) || !len8(&p, &left, &n) || !take(&p, &left, n) || !len16(&p, &left, &n) ||
-	    !take(&p, &left, n) || !len8(&p, &left, &n) || !take(&p, &left, n) || !len16(&p, &left, &n) || n > left)
+	const unsigned char *p;
+	size_t left;
+	if (!hello_extensions(msg, len, &p, &left))
 		return 0;
-	left = n;   /* the extensions */
 	while (left >= 4) {
 		unsigned type = (unsigned)p[0] << 8 | p[1];
 		size_t elen = (size_t)p[2] << 8 | p[3];

@@ -39,3 +39,15 @@ pki_cert() {
 served_serial() {
 	openssl s_client -connect "127.0.0.1:$1" </dev/null 2>/dev/null | openssl x509 -noout -serial 2>/dev/null
 }
+
+# hello PORT [OPENSSL ARGS...]: one TLS connection to the plane on PORT
+# (GET /healthz), trusting $PKI/ca.pem; prints "Reused" or "New"
+hello() {
+	local port=$1
+	shift
+	# a request, and its answer read to the end: the session's ticket
+	# (sent right after the handshake) is in before the connection closes
+	printf 'GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n' |
+		openssl s_client -connect "127.0.0.1:$port" -CAfile "$PKI/ca.pem" -ign_eof "$@" 2>&1 |
+		sed -n 's/^\(Reused\|New\), TLS.*/\1/p'
+}

@@ -28,17 +28,6 @@ export TETHER_CA_FILE=$PKI/ca.pem
 CURL_OPTS=(--cacert "$PKI/ca.pem")
 RESUMED='tether_tls_handshakes_total{resumed="true"}'
 
-# hello PORT [OPENSSL ARGS...]: one TLS connection (GET /healthz); prints
-# "Reused" or "New"
-hello() {
-	local port=$1
-	shift
-	# a request, and its answer read to the end: the session's ticket
-	# (sent right after the handshake) is in before the connection closes
-	printf 'GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n' |
-		openssl s_client -connect "127.0.0.1:$port" -CAfile "$PKI/ca.pem" -ign_eof "$@" 2>&1 |
-		sed -n 's/^\(Reused\|New\), TLS.*/\1/p'
-}
 
 start_plane p "${TLS[@]}" --heartbeat 0.5
 PORT=$PLANE_PORT

@@ -16,15 +16,6 @@ PKI=$WORK/pki
 make_pki "$PKI" n1
 TLS=(--tls-cert "$PKI/server.pem" --tls-key "$PKI/server.key")
 CURL_OPTS=(--cacert "$PKI/ca.pem")
-hello() {
-	local port=$1
-	shift
-	# a request, and its answer read to the end: the session's ticket
-	# (sent right after the handshake) is in before the connection closes
-	printf 'GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n' |
-		openssl s_client -connect "127.0.0.1:$port" -CAfile "$PKI/ca.pem" -ign_eof "$@" 2>&1 |
-		sed -n 's/^\(Reused\|New\), TLS.*/\1/p'
-}
 
 etcd_cluster_start 1
 E=(--store etcd --etcd "$ETCD_ENDPOINTS" --etcd-prefix /t0835/ --tls-ticket-rotation 6)

@@ -499,6 +499,19 @@ static int relay_conn(struct nodes *n, struct node_rec *r, const char *relay, co
 	return 0;
 }
 
+/* A relay's count of a node's ACKs, NACKs, stale ACKs or verification
+ * failures, into the node's (*seen) and the plane's total: it counts since
+ * the relay (or the node's stream to it) started, so a lower one restarted
+ * and is all new. */
+static void take_count(uint64_t *total, uint64_t *seen, uint64_t count)
+{
+	if (count > *seen)
+		*total += count - *seen;
+	else if (count < *seen)
+		*total += count;
+	*seen = count;
+}
+
 int nodes_relay_change(struct nodes *n, const char *relay, const struct node_change *c, char *err, size_t errlen)
 {
 	int64_t now = wall_seconds();
@@ -531,10 +544,7 @@ int nodes_relay_change(struct nodes *n, const char *relay, const struct node_cha
 		r->acked_at = now;
 		if (c->healthy >= 0)
 			r->healthy = c->healthy;
-		if (c->count > r->acks) {
-			n->acks += c->count - r->acks;
-			r->acks = c->count;
-		}
+		take_count(&n->acks, &r->acks, c->count);
 		break;
 	case NC_NACK:
 		r->has_nack = true;
@@ -545,16 +555,10 @@ int nodes_relay_change(struct nodes *n, const char *relay, const struct node_cha
 		r->nack_at = now;
 		if (c->healthy >= 0)
 			r->healthy = c->healthy;
-		if (c->count > r->nacks) {
-			n->nacks += c->count - r->nacks;
-			r->nacks = c->count;
-		}
+		take_count(&n->nacks, &r->nacks, c->count);
 		break;
 	case NC_STALE:
-		if (c->count > r->stale) {
-			n->stale += c->count - r->stale;
-			r->stale = c->count;
-		}
+		take_count(&n->stale, &r->stale, c->count);
 		break;
 	case NC_VERIFY:
 		/* the count is the relay's, since it (or the node's stream to
@@ -563,11 +567,7 @@ int nodes_relay_change(struct nodes *n, const char *relay, const struct node_cha
 		 * count grew; the count shown is the sender's */
 		if (c->count > r->verify_failures || c->version != r->vf_version ||
 		    strcmp(c->error ? c->error : "", r->vf_error ? r->vf_error : "") != 0) {
-			if (c->count > r->verify_failures)
-				n->verify_failures += c->count - r->verify_failures;
-			else if (c->count < r->verify_failures)
-				n->verify_failures += c->count;   /* a count restarted: all new */
-			r->verify_failures = c->count;
+			take_count(&n->verify_failures, &r->verify_failures, c->count);
 			r->vf_version = c->version;
 			free(r->vf_error);
 			r->vf_error = xstrdup(c->error ? c->error : "");

@@ -73,20 +73,32 @@ static bool hello_extensions(const unsigned char *msg, size_t len, const unsigne
 	return true;
 }
 
+/* The next extension of a ClientHello's (*p, *left: what hello_extensions
+ * left): its type, and its body in *e, *el. 1: one; 0: no more, or one
+ * that runs past the rest. */
+static int next_extension(const unsigned char **p, size_t *left, unsigned *type, const unsigned char **e,
+			  size_t *el)
+{
+	if (*left < 4)
+		return 0;
+	*type = (unsigned)(*p)[0] << 8 | (*p)[1];
+	*el = (size_t)(*p)[2] << 8 | (*p)[3];
+	take(p, left, 4);
+	if (*el > *left)
+		return 0;
+	*e = *p;
+	take(p, left, *el);
+	return 1;
+}
+
 int tickets_hello_key_name(const unsigned char *msg, size_t len, unsigned char name[16])
 {
-	const unsigned char *p;
-	size_t left;
+	const unsigned char *p, *e;
+	size_t left, el;
+	unsigned type;
 	if (!hello_extensions(msg, len, &p, &left))
 		return 0;
-	while (left >= 4) {
-		unsigned type = (unsigned)p[0] << 8 | p[1];
-		size_t elen = (size_t)p[2] << 8 | p[3];
-		take(&p, &left, 4);
-		if (elen > left)
-			return 0;
-		const unsigned char *e = p;
-		size_t el = elen;
+	while (next_extension(&p, &left, &type, &e, &el)) {
 		if (type == 41) {
 			/* pre_shared_key: identities<7..2^16-1>, the first one's
 			 * identity<1..2^16-1> */
@@ -97,40 +109,32 @@ int tickets_hello_key_name(const unsigned char *msg, size_t len, unsigned char n
 			memcpy(name, e, NAME_LEN);
 			return 1;
 		}
-		if (type == 35 && elen >= NAME_LEN) {
+		if (type == 35 && el >= NAME_LEN) {
 			/* SessionTicket (TLS 1.2): the ticket, the whole extension */
 			memcpy(name, e, NAME_LEN);
 			return 1;
 		}
-		take(&p, &left, elen);
 	}
 	return 0;
 }
 
 int tickets_hello_offers_tls13(const unsigned char *msg, size_t len)
 {
-	const unsigned char *p;
-	size_t left;
+	const unsigned char *p, *e;
+	size_t left, el, vl;
+	unsigned type;
 	if (!hello_extensions(msg, len, &p, &left))
 		return 0;
-	while (left >= 4) {
-		unsigned type = (unsigned)p[0] << 8 | p[1];
-		size_t elen = (size_t)p[2] << 8 | p[3];
-		take(&p, &left, 4);
-		if (elen > left)
+	while (next_extension(&p, &left, &type, &e, &el)) {
+		if (type != 43)
+			continue;
+		/* supported_versions: versions<2..254>, two bytes each */
+		if (!len8(&e, &el, &vl) || vl > el)
 			return 0;
-		if (type == 43) {
-			/* supported_versions: versions<2..254>, two bytes each */
-			const unsigned char *e = p;
-			size_t el = elen, vl;
-			if (!len8(&e, &el, &vl) || vl > el)
-				return 0;
-			for (size_t i = 0; i + 1 < vl; i += 2)
-				if (e[i] == 0x03 && e[i + 1] == 0x04)
-					return 1;
-			return 0;
-		}
-		take(&p, &left, elen);
+		for (size_t i = 0; i + 1 < vl; i += 2)
+			if (e[i] == 0x03 && e[i + 1] == 0x04)
+				return 1;
+		return 0;
 	}
 	return 0;
 }

@@ -22,7 +22,7 @@
 
 #define MISSING_CELL_CHARS 80
 
-int secrets_fetch(const struct ctl_ctx *cx, struct seal_fleet *f)
+int secrets_fetch(const struct ctl_ctx *cx, struct sealer_fleet *f)
 {
 	struct client_answer ans = { 0, BUF_INIT, "" };
 	char err[512];
@@ -31,7 +31,7 @@ int secrets_fetch(const struct ctl_ctx *cx, struct seal_fleet *f)
 		return 1;
 	ctl_warn_stale(cx, &ans);
 	int rc = 0;
-	if (seal_fleet_parse(ans.body.data ? ans.body.data : "", ans.body.len, f, err, sizeof(err)) < 0) {
+	if (sealer_fleet_parse(ans.body.data ? ans.body.data : "", ans.body.len, f, err, sizeof(err)) < 0) {
 		ctl_error("unexpected answer from the plane to GET /v1/secrets: %s", err);
 		rc = 1;
 	}
@@ -40,13 +40,13 @@ int secrets_fetch(const struct ctl_ctx *cx, struct seal_fleet *f)
 }
 
 /* --recovery-key FILE into r (when given). Returns 0, or 1 after printing why. */
-static int recovery_from(const struct ctl_ctx *cx, struct seal_recovery *r, bool *given)
+static int recovery_from(const struct ctl_ctx *cx, struct sealer_recovery *r, bool *given)
 {
 	char err[1024];
 	*given = cx->recovery_key != NULL;
 	if (!*given)
 		return 0;
-	if (seal_recovery_load(cx->recovery_key, r, err, sizeof(err)) < 0) {
+	if (sealer_recovery_load(cx->recovery_key, r, err, sizeof(err)) < 0) {
 		ctl_error("%s", err);
 		return 1;
 	}
@@ -58,8 +58,8 @@ static int recovery_from(const struct ctl_ctx *cx, struct seal_recovery *r, bool
 int cmd_put_sealed(const struct ctl_ctx *cx, int argc, char **argv)
 {
 	const char *name = argv[0];
-	struct seal_fleet f = { 0 };
-	struct seal_recovery r;
+	struct sealer_fleet f = { 0 };
+	struct sealer_recovery r;
 	struct buf path = BUF_INIT;
 	struct client_answer ans = { 0, BUF_INIT, "" };
 	char err[1024], *plain = NULL, *stored = NULL;
@@ -98,11 +98,11 @@ int cmd_put_sealed(const struct ctl_ctx *cx, int argc, char **argv)
 		goto out;
 	unsigned char rpk[32];
 	char rkid[KEY_ID_LEN + 1];
-	if (seal_recovery_choose(&f, have_r ? &r : NULL, rpk, rkid, err, sizeof(err)) < 0) {
+	if (sealer_recovery_choose(&f, have_r ? &r : NULL, rpk, rkid, err, sizeof(err)) < 0) {
 		ctl_error("put --seal %s: %s", name, err);
 		goto out;
 	}
-	stored = seal_stored_body(name, plain, strlen(plain), &f, rpk, rkid, &nwraps, err, sizeof(err));
+	stored = sealer_stored_body(name, plain, strlen(plain), &f, rpk, rkid, &nwraps, err, sizeof(err));
 	if (!stored) {
 		ctl_error("put --seal: %s", err);
 		goto out;
@@ -119,13 +119,13 @@ out:
 		sodium_memzero(plain, strlen(plain));
 		free(plain);
 	}
-	seal_json_wipe(doc);   /* the parsed body's strings hold the plaintext too */
+	sealer_json_wipe(doc);   /* the parsed body's strings hold the plaintext too */
 	cJSON_Delete(doc);
 	free(stored);
 	buf_release(&ans.body);
 	buf_release(&path);
-	seal_fleet_release(&f);
-	seal_recovery_forget(&r);
+	sealer_fleet_release(&f);
+	sealer_recovery_forget(&r);
 	return rc;
 }
 
@@ -133,7 +133,7 @@ out:
 
 int cmd_secrets_status(const struct ctl_ctx *cx, int argc, char **argv)
 {
-	struct seal_fleet f;
+	struct sealer_fleet f;
 	(void)argc;
 	(void)argv;
 	if (cx->json) {
@@ -152,7 +152,7 @@ int cmd_secrets_status(const struct ctl_ctx *cx, int argc, char **argv)
 	table_row(&t, head);
 	size_t plain = 0, lacking = 0;
 	for (size_t i = 0; i < f.nsecrets; i++) {
-		const struct seal_secret *s = &f.secrets[i];
+		const struct sealer_secret *s = &f.secrets[i];
 		struct buf m = BUF_INIT;
 		for (size_t k = 0; k < s->nmissing; k++)
 			buf_printf(&m, "%s%s", k ? "," : "", s->missing[k]);
@@ -172,16 +172,16 @@ int cmd_secrets_status(const struct ctl_ctx *cx, int argc, char **argv)
 	printf(", %zu node key%s\n", f.n, f.n == 1 ? "" : "s");
 	if (lacking)
 		printf("run 'tetherctl secrets reseal --recovery-key FILE' to wrap them for the missing nodes\n");
-	seal_fleet_release(&f);
+	sealer_fleet_release(&f);
 	return CTL_EXIT_OK;
 }
 
 /* ---- secrets reseal ------------------------------------------------------------- */
 
 /* Whether f lists name as sealed with missing wraps. */
-static bool wanted(const struct seal_fleet *f, const char *name)
+static bool wanted(const struct sealer_fleet *f, const char *name)
 {
-	const struct seal_secret *s = seal_fleet_secret(f, name);
+	const struct sealer_secret *s = sealer_fleet_secret(f, name);
 	return s && s->sealed && s->nmissing > 0;
 }
 
@@ -189,7 +189,7 @@ static bool wanted(const struct seal_fleet *f, const char *name)
  * appending its batch entry to batch and a line for people to report.
  * Returns the number of secrets resealed, or -1 after printing every
  * failure. */
-static int reseal_all(const cJSON *list, const struct seal_fleet *f, const struct seal_recovery *r,
+static int reseal_all(const cJSON *list, const struct sealer_fleet *f, const struct sealer_recovery *r,
 		      struct buf *batch, struct buf *report, size_t *wraps)
 {
 	int n = 0, failed = 0;
@@ -210,7 +210,7 @@ static int reseal_all(const cJSON *list, const struct seal_fleet *f, const struc
 			continue;
 		}
 		cJSON *added = cJSON_CreateArray();
-		int k = seal_add_wraps(body, name, f, r, added, err, sizeof(err));
+		int k = sealer_add_wraps(body, name, f, r, added, err, sizeof(err));
 		if (k < 0) {
 			ctl_error("%s", err);
 			failed++;
@@ -237,8 +237,8 @@ static int reseal_all(const cJSON *list, const struct seal_fleet *f, const struc
 
 int cmd_secrets_reseal(const struct ctl_ctx *cx, int argc, char **argv)
 {
-	struct seal_fleet f = { 0 };
-	struct seal_recovery r;
+	struct sealer_fleet f = { 0 };
+	struct sealer_recovery r;
 	struct client_answer ans = { 0, BUF_INIT, "" }, wrote = { 0, BUF_INIT, "" };
 	struct buf batch = BUF_INIT, report = BUF_INIT;
 	cJSON *doc = NULL;
@@ -323,8 +323,8 @@ out:
 	buf_release(&wrote.body);
 	buf_release(&batch);
 	buf_release(&report);
-	seal_fleet_release(&f);
-	seal_recovery_forget(&r);
+	sealer_fleet_release(&f);
+	sealer_recovery_forget(&r);
 	return rc;
 }
 

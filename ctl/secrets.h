@@ -1,17 +1,17 @@
 /* secrets.h: tetherctl's sealed-secret steps that need the plane, shared by
  * put --seal and the secrets commands (cmd_secrets.c) and sync
- * (sync_seal.c). The network-free parts are in seal.h. */
+ * (sync_seal.c). The network-free parts are in sealer.h. */
 #ifndef TETHER_CTL_SECRETS_H
 #define TETHER_CTL_SECRETS_H
 
 #include <stddef.h>
 
 #include "commands.h"
-#include "seal.h"
+#include "sealer.h"
 #include "tree.h"
 
 /* GET /v1/secrets into f. Returns 0, or 1 after printing why. */
-int secrets_fetch(const struct ctl_ctx *cx, struct seal_fleet *f);
+int secrets_fetch(const struct ctl_ctx *cx, struct sealer_fleet *f);
 
 /* sync's sealing of the tree's secrets against the plane's stored bodies
  * (names sorted, canonical; n of them): each secret entry's body becomes

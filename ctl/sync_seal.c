@@ -27,9 +27,9 @@
 
 struct sync_seal {
 	const struct ctl_ctx *cx;
-	struct seal_fleet fleet;
+	struct sealer_fleet fleet;
 	bool fetched, have_r;
-	struct seal_recovery r;
+	struct sealer_recovery r;
 };
 
 /* The plane's body of name (names sorted), or NULL. */
@@ -99,7 +99,7 @@ static int sealed_file(struct sync_seal *s, struct tree_entry *e, cJSON *fdoc, c
 		return 1;
 	}
 	if (s->have_r && s->r.has_secret) {
-		if (seal_add_wraps(fdoc, e->name, &s->fleet, &s->r, NULL, err, sizeof(err)) < 0) {
+		if (sealer_add_wraps(fdoc, e->name, &s->fleet, &s->r, NULL, err, sizeof(err)) < 0) {
 			ctl_error("'%s': %s", e->path, err);
 			return 1;
 		}
@@ -118,11 +118,11 @@ static int seal_file(struct sync_seal *s, struct tree_entry *e, const cJSON *fdo
 	}
 	unsigned char rpk[32];
 	char rkid[KEY_ID_LEN + 1];
-	if (seal_recovery_choose(&s->fleet, s->have_r ? &s->r : NULL, rpk, rkid, err, sizeof(err)) < 0) {
+	if (sealer_recovery_choose(&s->fleet, s->have_r ? &s->r : NULL, rpk, rkid, err, sizeof(err)) < 0) {
 		ctl_error("'%s': cannot seal %s: %s", e->path, e->name, err);
 		return 1;
 	}
-	char *stored = seal_stored_body(e->name, e->body, strlen(e->body), &s->fleet, rpk, rkid, NULL, err, sizeof(err));
+	char *stored = sealer_stored_body(e->name, e->body, strlen(e->body), &s->fleet, rpk, rkid, NULL, err, sizeof(err));
 	if (!stored) {
 		ctl_error("'%s': %s", e->path, err);
 		return 1;
@@ -143,7 +143,7 @@ static int plaintext_file(struct sync_seal *s, struct tree_entry *e, const cJSON
 			return 1;
 		}
 		size_t len = 0;
-		char *plain = seal_open(pdoc, e->name, &s->r, &len, err, sizeof(err));
+		char *plain = sealer_open(pdoc, e->name, &s->r, &len, err, sizeof(err));
 		if (!plain) {
 			ctl_error("'%s': the plane's copy does not open: %s", e->path, err);
 			return 1;
@@ -158,7 +158,7 @@ static int plaintext_file(struct sync_seal *s, struct tree_entry *e, const cJSON
 			sodium_memzero(canon, strlen(canon));
 			cJSON_free(canon);
 		}
-		seal_json_wipe(pl);
+		sealer_json_wipe(pl);
 		cJSON_Delete(pl);
 		envelope_wipe(plain);
 		if (same) {
@@ -189,7 +189,7 @@ static int fetch(struct sync_seal *s)
 				ctl_error("%s", refusal);
 			rc = 1;
 		}
-	} else if (seal_fleet_parse(ans.body.data ? ans.body.data : "", ans.body.len, &s->fleet, err, sizeof(err)) < 0) {
+	} else if (sealer_fleet_parse(ans.body.data ? ans.body.data : "", ans.body.len, &s->fleet, err, sizeof(err)) < 0) {
 		ctl_error("unexpected answer from the plane to GET /v1/secrets: %s", err);
 		rc = 1;
 	} else {
@@ -207,7 +207,7 @@ int sync_seal(const struct ctl_ctx *cx, struct tree *t, size_t n, char *const *n
 	int rc = 0;
 	char err[1024];
 	if (cx->recovery_key) {
-		if (seal_recovery_load(cx->recovery_key, &s.r, err, sizeof(err)) < 0) {
+		if (sealer_recovery_load(cx->recovery_key, &s.r, err, sizeof(err)) < 0) {
 			ctl_error("%s", err);
 			return 1;
 		}
@@ -227,11 +227,11 @@ int sync_seal(const struct ctl_ctx *cx, struct tree *t, size_t n, char *const *n
 			rc = sealed_file(&s, e, fdoc, p, pdoc);
 		else
 			rc = plaintext_file(&s, e, fdoc, p, pdoc);
-		seal_json_wipe(fdoc);   /* a plaintext file's strings */
+		sealer_json_wipe(fdoc);   /* a plaintext file's strings */
 		cJSON_Delete(fdoc);
 		cJSON_Delete(pdoc);
 	}
-	seal_fleet_release(&s.fleet);
-	seal_recovery_forget(&s.r);
+	sealer_fleet_release(&s.fleet);
+	sealer_recovery_forget(&s.r);
 	return rc;
 }

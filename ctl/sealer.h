@@ -1,10 +1,10 @@
-/* seal.h: tetherctl's side of sealed secrets, without the network: the
+/* sealer.h: tetherctl's side of sealed secrets, without the network: the
  * plane's GET /v1/secrets answer read and checked, the node keys a name
  * reaches, a secret sealed into its stored form, wraps added with the
  * recovery key (reseal), and a stored secret opened with it (sync). The
  * commands are in cmd_secrets.c and cmd_sync.c. */
-#ifndef TETHER_CTL_SEAL_H
-#define TETHER_CTL_SEAL_H
+#ifndef TETHER_CTL_SEALER_H
+#define TETHER_CTL_SEALER_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -14,7 +14,7 @@
 #include "sub.h"
 
 /* A node with a live key, as GET /v1/secrets lists it. */
-struct seal_node {
+struct sealer_node {
 	char *node;
 	char kid[KEY_ID_LEN + 1];
 	unsigned char xpk[32];   /* X25519, what wraps are sealed to */
@@ -22,7 +22,7 @@ struct seal_node {
 };
 
 /* A secret as GET /v1/secrets lists it. */
-struct seal_secret {
+struct sealer_secret {
 	char *name;
 	unsigned long long version;
 	bool sealed;
@@ -30,18 +30,18 @@ struct seal_secret {
 	char **missing;          /* node IDs */
 };
 
-struct seal_fleet {
+struct sealer_fleet {
 	bool sealed_secrets;     /* the plane runs with --sealed-secrets */
 	bool has_recovery;
 	unsigned char rpk[32];
 	char rkid[KEY_ID_LEN + 1];
 	size_t n, nsecrets;
-	struct seal_node *nodes;
-	struct seal_secret *secrets;
+	struct sealer_node *nodes;
+	struct sealer_secret *secrets;
 };
 
 /* The recovery key's halves, from tetherctl's --recovery-key FILE. */
-struct seal_recovery {
+struct sealer_recovery {
 	bool has_secret;
 	unsigned char pk[32], sk[32];
 	char kid[KEY_ID_LEN + 1];
@@ -49,29 +49,29 @@ struct seal_recovery {
 
 /* Reads GET /v1/secrets' answer; every key is checked (base64, its id the
  * one given). Returns 0, or -1 with err. */
-int seal_fleet_parse(const char *text, size_t len, struct seal_fleet *f, char *err, size_t errlen);
-void seal_fleet_release(struct seal_fleet *f);
+int sealer_fleet_parse(const char *text, size_t len, struct sealer_fleet *f, char *err, size_t errlen);
+void sealer_fleet_release(struct sealer_fleet *f);
 /* Whether node n's subscription reaches resource name. */
-bool seal_reaches(const struct seal_node *n, const char *name);
+bool sealer_reaches(const struct sealer_node *n, const char *name);
 /* The listed secret name, or NULL. */
-const struct seal_secret *seal_fleet_secret(const struct seal_fleet *f, const char *name);
+const struct sealer_secret *sealer_fleet_secret(const struct sealer_fleet *f, const char *name);
 
 /* Loads --recovery-key FILE: a secret key (then both halves), or a public
  * one (FILE.pub: pk only). Returns 0, or -1 with err. */
-int seal_recovery_load(const char *path, struct seal_recovery *r, char *err, size_t errlen);
-void seal_recovery_forget(struct seal_recovery *r);
+int sealer_recovery_load(const char *path, struct sealer_recovery *r, char *err, size_t errlen);
+void sealer_recovery_forget(struct sealer_recovery *r);
 
 /* The recovery key to seal to: the plane's, or r's when the plane has
  * none (r may be NULL); both given must be the same key. Returns 0 with
  * pk and kid set, or -1 with err. */
-int seal_recovery_choose(const struct seal_fleet *f, const struct seal_recovery *r, unsigned char pk[32],
+int sealer_recovery_choose(const struct sealer_fleet *f, const struct sealer_recovery *r, unsigned char pk[32],
 			 char kid[KEY_ID_LEN + 1], char *err, size_t errlen);
 
 /* Seals plaintext (a secret's body text) for name into its stored form:
  * {"sealed":...,"wraps":{KID:WRAP...}} with a wrap for every node of f
  * that name reaches. Canonical JSON, malloc'd; *nwraps set (may be NULL).
  * NULL with err. */
-char *seal_stored_body(const char *name, const char *plain, size_t plain_len, const struct seal_fleet *f,
+char *sealer_stored_body(const char *name, const char *plain, size_t plain_len, const struct sealer_fleet *f,
 		       const unsigned char rpk[32], const char *rkid, size_t *nwraps, char *err, size_t errlen);
 
 /* Reseal: adds to stored (a parsed stored body of name) a wrap for every
@@ -80,17 +80,17 @@ char *seal_stored_body(const char *name, const char *plain, size_t plain_len, co
  * re-encrypts. The node IDs wrapped for are appended to added (a cJSON
  * array, may be NULL). Returns how many wraps were added, or -1 with err
  * naming the secret. */
-int seal_add_wraps(cJSON *stored, const char *name, const struct seal_fleet *f, const struct seal_recovery *r,
+int sealer_add_wraps(cJSON *stored, const char *name, const struct sealer_fleet *f, const struct sealer_recovery *r,
 		   cJSON *added, char *err, size_t errlen);
 
 /* Opens a sealed body (stored or push form) of name with the recovery
  * key. Returns its plaintext (free it with envelope_wipe), or NULL with
  * err naming the secret. */
-char *seal_open(const cJSON *body, const char *name, const struct seal_recovery *r, size_t *len, char *err,
+char *sealer_open(const cJSON *body, const char *name, const struct sealer_recovery *r, size_t *len, char *err,
 		size_t errlen);
 
 /* Wipes every string of a parsed tree (a plaintext body's) before it is
  * freed. NULL is fine. */
-void seal_json_wipe(cJSON *v);
+void sealer_json_wipe(cJSON *v);
 
 #endif

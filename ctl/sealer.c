@@ -1,8 +1,8 @@
-/* seal.c: tetherctl's sealing without the network (see seal.h): the
+/* sealer.c: tetherctl's sealing without the network (see sealer.h): the
  * plane's list of node keys, sealing to the nodes a name reaches, reseal's
  * added wraps and opening with the recovery key. Plaintext lives in
  * memory the caller wipes; no message here quotes it. */
-#include "seal.h"
+#include "sealer.h"
 #include "envelope.h"
 #include "json.h"
 #include "nodekey.h"
@@ -24,7 +24,7 @@ static unsigned char *dk_alloc(const char *name, char *err, size_t errlen)
 
 /* ---- the plane's answer ----------------------------------------------------- */
 
-static int parse_recovery(const cJSON *rec, struct seal_fleet *f, char *err, size_t errlen)
+static int parse_recovery(const cJSON *rec, struct sealer_fleet *f, char *err, size_t errlen)
 {
 	if (!rec || cJSON_IsNull(rec))
 		return 0;
@@ -44,7 +44,7 @@ static int parse_recovery(const cJSON *rec, struct seal_fleet *f, char *err, siz
 	return 0;
 }
 
-static int parse_node(const cJSON *it, struct seal_node *n, char *err, size_t errlen)
+static int parse_node(const cJSON *it, struct sealer_node *n, char *err, size_t errlen)
 {
 	const char *node = json_get_string(it, "node"), *kid = json_get_string(it, "key_id");
 	const char *key = json_get_string(it, "key");
@@ -70,7 +70,7 @@ static int parse_node(const cJSON *it, struct seal_node *n, char *err, size_t er
 	return 0;
 }
 
-static int parse_secret(const cJSON *it, struct seal_secret *s, char *err, size_t errlen)
+static int parse_secret(const cJSON *it, struct sealer_secret *s, char *err, size_t errlen)
 {
 	const char *name = json_get_string(it, "name");
 	const cJSON *missing = cJSON_GetObjectItemCaseSensitive(it, "missing");
@@ -90,7 +90,7 @@ static int parse_secret(const cJSON *it, struct seal_secret *s, char *err, size_
 	return 0;
 }
 
-int seal_fleet_parse(const char *text, size_t len, struct seal_fleet *f, char *err, size_t errlen)
+int sealer_fleet_parse(const char *text, size_t len, struct sealer_fleet *f, char *err, size_t errlen)
 {
 	memset(f, 0, sizeof(*f));
 	struct json_limits lim = { 0, 8 };
@@ -124,11 +124,11 @@ int seal_fleet_parse(const char *text, size_t len, struct seal_fleet *f, char *e
 out:
 	cJSON_Delete(doc);
 	if (rc < 0)
-		seal_fleet_release(f);
+		sealer_fleet_release(f);
 	return rc;
 }
 
-void seal_fleet_release(struct seal_fleet *f)
+void sealer_fleet_release(struct sealer_fleet *f)
 {
 	for (size_t i = 0; i < f->n; i++) {
 		free(f->nodes[i].node);
@@ -146,12 +146,12 @@ void seal_fleet_release(struct seal_fleet *f)
 	memset(f, 0, sizeof(*f));
 }
 
-bool seal_reaches(const struct seal_node *n, const char *name)
+bool sealer_reaches(const struct sealer_node *n, const char *name)
 {
 	return !n->sub.canon || sub_match(&n->sub, name);
 }
 
-const struct seal_secret *seal_fleet_secret(const struct seal_fleet *f, const char *name)
+const struct sealer_secret *sealer_fleet_secret(const struct sealer_fleet *f, const char *name)
 {
 	for (size_t i = 0; i < f->nsecrets; i++)
 		if (strcmp(f->secrets[i].name, name) == 0)
@@ -161,7 +161,7 @@ const struct seal_secret *seal_fleet_secret(const struct seal_fleet *f, const ch
 
 /* ---- the recovery key --------------------------------------------------------- */
 
-int seal_recovery_load(const char *path, struct seal_recovery *r, char *err, size_t errlen)
+int sealer_recovery_load(const char *path, struct sealer_recovery *r, char *err, size_t errlen)
 {
 	memset(r, 0, sizeof(*r));
 	char perr[512];
@@ -173,19 +173,19 @@ int seal_recovery_load(const char *path, struct seal_recovery *r, char *err, siz
 	}
 	if (recovery_load_secret(path, r->sk, r->pk, r->kid, perr, sizeof(perr)) < 0) {
 		snprintf(err, errlen, "--recovery-key: %s", perr);
-		seal_recovery_forget(r);
+		sealer_recovery_forget(r);
 		return -1;
 	}
 	r->has_secret = true;
 	return 0;
 }
 
-void seal_recovery_forget(struct seal_recovery *r)
+void sealer_recovery_forget(struct sealer_recovery *r)
 {
 	sodium_memzero(r, sizeof(*r));
 }
 
-int seal_recovery_choose(const struct seal_fleet *f, const struct seal_recovery *r, unsigned char pk[32],
+int sealer_recovery_choose(const struct sealer_fleet *f, const struct sealer_recovery *r, unsigned char pk[32],
 			 char kid[KEY_ID_LEN + 1], char *err, size_t errlen)
 {
 	if (f->has_recovery && r && strcmp(f->rkid, r->kid) != 0) {
@@ -207,13 +207,13 @@ int seal_recovery_choose(const struct seal_fleet *f, const struct seal_recovery 
 
 /* Adds a wrap of dk for each node of f that name reaches and wraps lacks;
  * appends their IDs to added (may be NULL). Returns how many. */
-static int add_wraps(cJSON *wraps, const char *name, const struct seal_fleet *f,
+static int add_wraps(cJSON *wraps, const char *name, const struct sealer_fleet *f,
 		     const unsigned char dk[ENVELOPE_DK_BYTES], cJSON *added, char *err, size_t errlen)
 {
 	int n = 0;
 	for (size_t i = 0; i < f->n; i++) {
-		const struct seal_node *nd = &f->nodes[i];
-		if (!seal_reaches(nd, name) || cJSON_GetObjectItemCaseSensitive(wraps, nd->kid))
+		const struct sealer_node *nd = &f->nodes[i];
+		if (!sealer_reaches(nd, name) || cJSON_GetObjectItemCaseSensitive(wraps, nd->kid))
 			continue;
 		char *w = envelope_wrap(dk, nd->xpk);
 		if (!w) {
@@ -229,7 +229,7 @@ static int add_wraps(cJSON *wraps, const char *name, const struct seal_fleet *f,
 	return n;
 }
 
-char *seal_stored_body(const char *name, const char *plain, size_t plain_len, const struct seal_fleet *f,
+char *sealer_stored_body(const char *name, const char *plain, size_t plain_len, const struct sealer_fleet *f,
 		       const unsigned char rpk[32], const char *rkid, size_t *nwraps, char *err, size_t errlen)
 {
 	unsigned char *dk = dk_alloc(name, err, errlen);
@@ -255,7 +255,7 @@ out:
 }
 
 /* The data key of a sealed body, opened with the recovery key. */
-static int open_dk(const cJSON *body, const char *name, const struct seal_recovery *r, struct envelope *e,
+static int open_dk(const cJSON *body, const char *name, const struct sealer_recovery *r, struct envelope *e,
 		   unsigned char dk[ENVELOPE_DK_BYTES], char *err, size_t errlen)
 {
 	char e2[256];
@@ -281,7 +281,7 @@ fail:
 	return -1;
 }
 
-int seal_add_wraps(cJSON *stored, const char *name, const struct seal_fleet *f, const struct seal_recovery *r,
+int sealer_add_wraps(cJSON *stored, const char *name, const struct sealer_fleet *f, const struct sealer_recovery *r,
 		   cJSON *added, char *err, size_t errlen)
 {
 	struct envelope e;
@@ -306,7 +306,7 @@ out:
 	return n;
 }
 
-char *seal_open(const cJSON *body, const char *name, const struct seal_recovery *r, size_t *len, char *err,
+char *sealer_open(const cJSON *body, const char *name, const struct sealer_recovery *r, size_t *len, char *err,
 		size_t errlen)
 {
 	struct envelope e;
@@ -324,11 +324,11 @@ char *seal_open(const cJSON *body, const char *name, const struct seal_recovery 
 	return plain;
 }
 
-void seal_json_wipe(cJSON *v)
+void sealer_json_wipe(cJSON *v)
 {
 	for (; v; v = v->next) {
 		if (cJSON_IsString(v) && v->valuestring)
 			sodium_memzero(v->valuestring, strlen(v->valuestring));
-		seal_json_wipe(v->child);
+		sealer_json_wipe(v->child);
 	}
 }

@@ -1,4 +1,4 @@
-/* test_seal.c: unit tests of ctl/seal.c, tetherctl's sealing without the
+/* test_sealer.c: unit tests of ctl/sealer.c, tetherctl's sealing without the
  * network: the plane's GET /v1/secrets answer (keys checked against their
  * ids, subscriptions), which nodes a name reaches, a secret sealed to
  * them (each wrap opens with its node's key, none for the others), the
@@ -19,7 +19,7 @@
 #include "envelope.h"
 #include "json.h"
 #include "nodekey.h"
-#include "seal.h"
+#include "sealer.h"
 #include "tmpdir.h"
 
 static const char BODY[] = "{\"cert\":\"-----BEGIN CERTIFICATE-----\\nC\\n\",\"key\":\"-----BEGIN PRIVATE KEY-----\\nK\\n\"}";
@@ -28,7 +28,7 @@ static const char BODY[] = "{\"cert\":\"-----BEGIN CERTIFICATE-----\\nC\\n\",\"k
 static struct {
 	char dir[64], rpath[128], rpub[128];
 	struct node_key a, b, c;
-	struct seal_recovery rec;   /* loaded from rpath */
+	struct sealer_recovery rec;   /* loaded from rpath */
 	char *answer;               /* a GET /v1/secrets answer for them */
 } T;
 
@@ -80,7 +80,7 @@ static int group_setup(void **state)
 		if (nodekey_make(p, keys[i], err, sizeof(err)) < 0)
 			return -1;
 	}
-	if (recovery_generate(T.rpath, err, sizeof(err)) < 0 || seal_recovery_load(T.rpath, &T.rec, err, sizeof(err)) < 0)
+	if (recovery_generate(T.rpath, err, sizeof(err)) < 0 || sealer_recovery_load(T.rpath, &T.rec, err, sizeof(err)) < 0)
 		return -1;
 	T.answer = answer_for(T.rec.kid, T.a.kid);
 	return 0;
@@ -93,14 +93,14 @@ static int group_teardown(void **state)
 	nodekey_forget(&T.a);
 	nodekey_forget(&T.b);
 	nodekey_forget(&T.c);
-	seal_recovery_forget(&T.rec);
+	sealer_recovery_forget(&T.rec);
 	return test_tmpdir_remove(T.dir);
 }
 
-static void fleet(struct seal_fleet *f)
+static void fleet(struct sealer_fleet *f)
 {
 	char err[512] = "";
-	if (seal_fleet_parse(T.answer, strlen(T.answer), f, err, sizeof(err)) < 0)
+	if (sealer_fleet_parse(T.answer, strlen(T.answer), f, err, sizeof(err)) < 0)
 		fail_msg("answer refused: %s", err);
 }
 
@@ -109,7 +109,7 @@ static void fleet(struct seal_fleet *f)
 static void test_fleet_parse(void **state)
 {
 	(void)state;
-	struct seal_fleet f;
+	struct sealer_fleet f;
 	fleet(&f);
 	assert_true(f.sealed_secrets);
 	assert_true(f.has_recovery);
@@ -120,46 +120,46 @@ static void test_fleet_parse(void **state)
 	assert_string_equal(f.nodes[1].kid, T.b.kid);
 	assert_memory_equal(f.nodes[1].xpk, T.b.xpk, 32);
 	/* who reaches what: a every name, b only secret/web, c only cluster/ */
-	assert_true(seal_reaches(&f.nodes[0], "secret/web"));
-	assert_true(seal_reaches(&f.nodes[0], "secret/db"));
-	assert_true(seal_reaches(&f.nodes[1], "secret/web"));
-	assert_true(seal_reaches(&f.nodes[1], "secret/web2"));   /* a prefix */
-	assert_false(seal_reaches(&f.nodes[1], "secret/db"));
-	assert_false(seal_reaches(&f.nodes[2], "secret/web"));
+	assert_true(sealer_reaches(&f.nodes[0], "secret/web"));
+	assert_true(sealer_reaches(&f.nodes[0], "secret/db"));
+	assert_true(sealer_reaches(&f.nodes[1], "secret/web"));
+	assert_true(sealer_reaches(&f.nodes[1], "secret/web2"));   /* a prefix */
+	assert_false(sealer_reaches(&f.nodes[1], "secret/db"));
+	assert_false(sealer_reaches(&f.nodes[2], "secret/web"));
 	/* the secrets */
 	assert_int_equal(f.nsecrets, 2);
-	const struct seal_secret *s = seal_fleet_secret(&f, "secret/web");
+	const struct sealer_secret *s = sealer_fleet_secret(&f, "secret/web");
 	assert_non_null(s);
 	assert_true(s->sealed);
 	assert_int_equal(s->version, 7);
 	assert_int_equal(s->nmissing, 1);
 	assert_string_equal(s->missing[0], "b");
-	s = seal_fleet_secret(&f, "secret/old");
+	s = sealer_fleet_secret(&f, "secret/old");
 	assert_false(s->sealed);
-	assert_null(seal_fleet_secret(&f, "secret/none"));
-	seal_fleet_release(&f);
+	assert_null(sealer_fleet_secret(&f, "secret/none"));
+	sealer_fleet_release(&f);
 
 	/* a plane without sealed secrets: no recovery key */
 	static const char plain[] = "{\"sealed_secrets\":false,\"recovery\":null,\"nodes\":[],\"secrets\":[]}";
 	char err[512];
-	assert_int_equal(seal_fleet_parse(plain, strlen(plain), &f, err, sizeof(err)), 0);
+	assert_int_equal(sealer_fleet_parse(plain, strlen(plain), &f, err, sizeof(err)), 0);
 	assert_false(f.sealed_secrets);
 	assert_false(f.has_recovery);
-	seal_fleet_release(&f);
+	sealer_fleet_release(&f);
 }
 
 static void test_fleet_refusals(void **state)
 {
 	(void)state;
-	struct seal_fleet f;
+	struct sealer_fleet f;
 	char err[512];
 	/* a key whose id is not the one given (a plane that mixed them up) */
 	char *t = answer_for(T.rec.kid, T.b.kid);
-	assert_int_equal(seal_fleet_parse(t, strlen(t), &f, err, sizeof(err)), -1);
+	assert_int_equal(sealer_fleet_parse(t, strlen(t), &f, err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "nodes: node a: the key's id is"));
 	free(t);
 	t = answer_for("0123456789abcdef", T.a.kid);
-	assert_int_equal(seal_fleet_parse(t, strlen(t), &f, err, sizeof(err)), -1);
+	assert_int_equal(sealer_fleet_parse(t, strlen(t), &f, err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "recovery: the key's id is"));
 	free(t);
 	static const char *const bad[] = {
@@ -174,7 +174,7 @@ static void test_fleet_refusals(void **state)
 	};
 	for (int i = 0; bad[i]; i++) {
 		err[0] = '\0';
-		if (seal_fleet_parse(bad[i], strlen(bad[i]), &f, err, sizeof(err)) == 0)
+		if (sealer_fleet_parse(bad[i], strlen(bad[i]), &f, err, sizeof(err)) == 0)
 			fail_msg("accepted: %s", bad[i]);
 		assert_true(err[0] != '\0');
 		assert_int_equal(f.n, 0);
@@ -186,34 +186,34 @@ static void test_fleet_refusals(void **state)
 static void test_recovery(void **state)
 {
 	(void)state;
-	struct seal_recovery r;
+	struct sealer_recovery r;
 	char err[512];
-	assert_int_equal(seal_recovery_load(T.rpub, &r, err, sizeof(err)), 0);
+	assert_int_equal(sealer_recovery_load(T.rpub, &r, err, sizeof(err)), 0);
 	assert_false(r.has_secret);
 	assert_string_equal(r.kid, T.rec.kid);
 	assert_true(T.rec.has_secret);
-	struct seal_recovery none;
-	assert_int_equal(seal_recovery_load("/nonexistent/recovery", &none, err, sizeof(err)), -1);
+	struct sealer_recovery none;
+	assert_int_equal(sealer_recovery_load("/nonexistent/recovery", &none, err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "--recovery-key: "));
 
-	struct seal_fleet f;
+	struct sealer_fleet f;
 	fleet(&f);
 	unsigned char pk[32];
 	char kid[KEY_ID_LEN + 1];
 	/* the plane's, the same given, or the given one when the plane has none */
-	assert_int_equal(seal_recovery_choose(&f, NULL, pk, kid, err, sizeof(err)), 0);
+	assert_int_equal(sealer_recovery_choose(&f, NULL, pk, kid, err, sizeof(err)), 0);
 	assert_string_equal(kid, T.rec.kid);
-	assert_int_equal(seal_recovery_choose(&f, &r, pk, kid, err, sizeof(err)), 0);
-	struct seal_recovery other = r;
+	assert_int_equal(sealer_recovery_choose(&f, &r, pk, kid, err, sizeof(err)), 0);
+	struct sealer_recovery other = r;
 	memcpy(other.kid, "0123456789abcdef", KEY_ID_LEN + 1);
-	assert_int_equal(seal_recovery_choose(&f, &other, pk, kid, err, sizeof(err)), -1);
+	assert_int_equal(sealer_recovery_choose(&f, &other, pk, kid, err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "the plane's recovery key is"));
 	f.has_recovery = false;
-	assert_int_equal(seal_recovery_choose(&f, NULL, pk, kid, err, sizeof(err)), -1);
+	assert_int_equal(sealer_recovery_choose(&f, NULL, pk, kid, err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "--recovery-key FILE"));
-	assert_int_equal(seal_recovery_choose(&f, &other, pk, kid, err, sizeof(err)), 0);
+	assert_int_equal(sealer_recovery_choose(&f, &other, pk, kid, err, sizeof(err)), 0);
 	assert_string_equal(kid, "0123456789abcdef");
-	seal_fleet_release(&f);
+	sealer_fleet_release(&f);
 }
 
 /* ---- sealing ------------------------------------------------------------------------ */
@@ -238,11 +238,11 @@ static char *open_as(const cJSON *stored, const char *name, const struct node_ke
 static void test_stored_body(void **state)
 {
 	(void)state;
-	struct seal_fleet f;
+	struct sealer_fleet f;
 	fleet(&f);
 	char err[512];
 	size_t nw = 99;
-	char *text = seal_stored_body("secret/web", BODY, strlen(BODY), &f, f.rpk, f.rkid, &nw, err, sizeof(err));
+	char *text = sealer_stored_body("secret/web", BODY, strlen(BODY), &f, f.rpk, f.rkid, &nw, err, sizeof(err));
 	if (!text)
 		fail_msg("seal: %s", err);
 	assert_int_equal(nw, 2);   /* a and b; c's subscription does not reach it */
@@ -264,20 +264,20 @@ static void test_stored_body(void **state)
 	envelope_wipe(p);
 	/* the recovery key opens it too */
 	size_t len;
-	p = seal_open(doc, "secret/web", &T.rec, &len, err, sizeof(err));
+	p = sealer_open(doc, "secret/web", &T.rec, &len, err, sizeof(err));
 	assert_non_null(p);
 	assert_int_equal(len, strlen(BODY));
 	envelope_wipe(p);
 	/* a name nobody but a reaches */
 	free(text);
-	text = seal_stored_body("secret/db", BODY, strlen(BODY), &f, f.rpk, f.rkid, &nw, err, sizeof(err));
+	text = sealer_stored_body("secret/db", BODY, strlen(BODY), &f, f.rpk, f.rkid, &nw, err, sizeof(err));
 	assert_int_equal(nw, 1);
 	/* a name that is not a secret's */
-	assert_null(seal_stored_body("web", BODY, strlen(BODY), &f, f.rpk, f.rkid, &nw, err, sizeof(err)));
+	assert_null(sealer_stored_body("web", BODY, strlen(BODY), &f, f.rpk, f.rkid, &nw, err, sizeof(err)));
 	assert_non_null(strstr(err, "secret/NAME"));
 	free(text);
 	cJSON_Delete(doc);
-	seal_fleet_release(&f);
+	sealer_fleet_release(&f);
 }
 
 /* ---- reseal's merge --------------------------------------------------------------- */
@@ -285,13 +285,13 @@ static void test_stored_body(void **state)
 static void test_add_wraps(void **state)
 {
 	(void)state;
-	struct seal_fleet f;
+	struct sealer_fleet f;
 	fleet(&f);
 	char err[512];
 	/* sealed when only a had a key: then b registered */
-	struct seal_fleet only_a = f;
+	struct sealer_fleet only_a = f;
 	only_a.n = 1;
-	char *text = seal_stored_body("secret/web", BODY, strlen(BODY), &only_a, f.rpk, f.rkid, NULL, err, sizeof(err));
+	char *text = sealer_stored_body("secret/web", BODY, strlen(BODY), &only_a, f.rpk, f.rkid, NULL, err, sizeof(err));
 	assert_non_null(text);
 	cJSON *doc = cJSON_Parse(text);
 	cJSON_AddItemToObject(doc, "superseded", cJSON_CreateStringArray((const char *[]){ "0123456789abcdef0123456789abcdef" }, 1));
@@ -299,7 +299,7 @@ static void test_add_wraps(void **state)
 	char *wrap_a = strdup(json_get_string(cJSON_GetObjectItemCaseSensitive(doc, "wraps"), T.a.kid));
 
 	cJSON *added = cJSON_CreateArray();
-	int n = seal_add_wraps(doc, "secret/web", &f, &T.rec, added, err, sizeof(err));
+	int n = sealer_add_wraps(doc, "secret/web", &f, &T.rec, added, err, sizeof(err));
 	if (n < 0)
 		fail_msg("reseal: %s", err);
 	assert_int_equal(n, 1);
@@ -315,31 +315,31 @@ static void test_add_wraps(void **state)
 	assert_string_equal(p, BODY);
 	envelope_wipe(p);
 	/* again: nothing left to add */
-	assert_int_equal(seal_add_wraps(doc, "secret/web", &f, &T.rec, NULL, err, sizeof(err)), 0);
+	assert_int_equal(sealer_add_wraps(doc, "secret/web", &f, &T.rec, NULL, err, sizeof(err)), 0);
 
 	/* refusals: a public recovery key, another recovery key, no envelope */
-	struct seal_recovery pub;
-	assert_int_equal(seal_recovery_load(T.rpub, &pub, err, sizeof(err)), 0);
-	assert_int_equal(seal_add_wraps(doc, "secret/web", &f, &pub, NULL, err, sizeof(err)), -1);
+	struct sealer_recovery pub;
+	assert_int_equal(sealer_recovery_load(T.rpub, &pub, err, sizeof(err)), 0);
+	assert_int_equal(sealer_add_wraps(doc, "secret/web", &f, &pub, NULL, err, sizeof(err)), -1);
 	assert_string_equal(err, "secret/web: --recovery-key is a public key: opening needs the secret half");
-	struct seal_recovery other = T.rec;
+	struct sealer_recovery other = T.rec;
 	crypto_box_keypair(other.pk, other.sk);
 	keys_id(other.pk, other.kid);
-	assert_int_equal(seal_add_wraps(doc, "secret/web", &f, &other, NULL, err, sizeof(err)), -1);
+	assert_int_equal(sealer_add_wraps(doc, "secret/web", &f, &other, NULL, err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "secret/web: sealed to recovery key"));
 	/* a key with the right id but the wrong secret half does not open it */
 	memcpy(other.kid, T.rec.kid, sizeof(other.kid));
-	assert_int_equal(seal_add_wraps(doc, "secret/web", &f, &other, NULL, err, sizeof(err)), -1);
+	assert_int_equal(sealer_add_wraps(doc, "secret/web", &f, &other, NULL, err, sizeof(err)), -1);
 	assert_string_equal(err, "secret/web: the recovery wrap does not open with this key");
-	assert_null(seal_open(doc, "secret/web", &other, NULL, err, sizeof(err)));
-	seal_recovery_forget(&other);
+	assert_null(sealer_open(doc, "secret/web", &other, NULL, err, sizeof(err)));
+	sealer_recovery_forget(&other);
 	cJSON *plain = cJSON_Parse(BODY);
-	assert_int_equal(seal_add_wraps(plain, "secret/web", &f, &T.rec, NULL, err, sizeof(err)), -1);
+	assert_int_equal(sealer_add_wraps(plain, "secret/web", &f, &T.rec, NULL, err, sizeof(err)), -1);
 	assert_string_equal(err, "secret/web: sealed: must be an object");
 	/* the envelope under another name does not open */
-	assert_null(seal_open(doc, "secret/db", &T.rec, NULL, err, sizeof(err)));
+	assert_null(sealer_open(doc, "secret/db", &T.rec, NULL, err, sizeof(err)));
 	assert_non_null(strstr(err, "does not decrypt"));
-	seal_json_wipe(plain);
+	sealer_json_wipe(plain);
 	assert_string_equal(json_get_string(plain, "cert"), "");
 	cJSON_Delete(plain);
 	cJSON_Delete(added);
@@ -348,7 +348,7 @@ static void test_add_wraps(void **state)
 	free(sealed_after);
 	free(text);
 	cJSON_Delete(doc);
-	seal_fleet_release(&f);
+	sealer_fleet_release(&f);
 }
 
 int main(void)

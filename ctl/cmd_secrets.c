@@ -12,6 +12,7 @@
 #include "request.h"
 #include "resource.h"
 #include "secrets.h"
+#include "strmap.h"
 #include "xmalloc.h"
 
 #include <inttypes.h>
@@ -178,26 +179,21 @@ int cmd_secrets_status(const struct ctl_ctx *cx, int argc, char **argv)
 
 /* ---- secrets reseal ------------------------------------------------------------- */
 
-/* Whether f lists name as sealed with missing wraps. */
-static bool wanted(const struct sealer_fleet *f, const char *name)
-{
-	const struct sealer_secret *s = sealer_fleet_secret(f, name);
-	return s && s->sealed && s->nmissing > 0;
-}
 
 /* Adds the wraps to each wanted secret of the plane's list (resources),
  * appending its batch entry to batch and a line for people to report.
  * Returns the number of secrets resealed, or -1 after printing every
  * failure. */
-static int reseal_all(const cJSON *list, const struct sealer_fleet *f, const struct sealer_recovery *r,
-		      struct buf *batch, struct buf *report, size_t *wraps)
+static int reseal_all(const cJSON *list, const struct sealer_fleet *f, const struct strmap *wanted,
+		      const struct sealer_recovery *r, struct buf *batch, struct buf *report, size_t *wraps)
 {
+	intptr_t v;
 	int n = 0, failed = 0;
 	char err[1024];
 	for (const cJSON *e = list->child; e; e = e->next) {
 		const char *name = json_get_string(e, "name");
 		cJSON *body = cJSON_GetObjectItemCaseSensitive(e, "body");
-		if (!name || !wanted(f, name))
+		if (!name || !strmap_get(wanted, name, &v))
 			continue;
 		if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(body, "sealed"))) {
 			ctl_error("%s: the plane redacts secrets for this token: reseal needs an admin token", name);
@@ -244,6 +240,7 @@ int cmd_secrets_reseal(const struct ctl_ctx *cx, int argc, char **argv)
 	cJSON *doc = NULL;
 	bool have_r;
 	int rc = CTL_EXIT_FAILED;
+	struct strmap wanted;
 	(void)argc;
 	(void)argv;
 	memset(&r, 0, sizeof(r));
@@ -252,6 +249,7 @@ int cmd_secrets_reseal(const struct ctl_ctx *cx, int argc, char **argv)
 			  "data keys)");
 		return CTL_EXIT_USAGE;
 	}
+	strmap_init(&wanted);
 	if (recovery_from(cx, &r, &have_r) != 0)
 		goto out;
 	if (!r.has_secret) {
@@ -260,10 +258,11 @@ int cmd_secrets_reseal(const struct ctl_ctx *cx, int argc, char **argv)
 	}
 	if (secrets_fetch(cx, &f) != 0)
 		goto out;
-	size_t need = 0;
+	/* the secrets the plane lists as sealed with missing wraps */
 	for (size_t i = 0; i < f.nsecrets; i++)
-		need += f.secrets[i].sealed && f.secrets[i].nmissing > 0;
-	if (!need) {
+		if (f.secrets[i].sealed && f.secrets[i].nmissing > 0)
+			strmap_put(&wanted, f.secrets[i].name, 1);
+	if (!wanted.len) {
 		printf("nothing to reseal: every sealed secret has a wrap for each node key it reaches\n");
 		rc = CTL_EXIT_OK;
 		goto out;
@@ -282,7 +281,7 @@ int cmd_secrets_reseal(const struct ctl_ctx *cx, int argc, char **argv)
 	buf_json_string(&batch, cx->message ? cx->message : "tetherctl secrets reseal");
 	buf_puts(&batch, ",\"upserts\":[");
 	size_t wraps = 0;
-	int n = reseal_all(list, &f, &r, &batch, &report, &wraps);
+	int n = reseal_all(list, &f, &wanted, &r, &batch, &report, &wraps);
 	if (n < 0) {
 		ctl_error("secrets reseal: nothing was written");
 		goto out;
@@ -323,6 +322,7 @@ out:
 	buf_release(&wrote.body);
 	buf_release(&batch);
 	buf_release(&report);
+	strmap_release(&wanted);
 	sealer_fleet_release(&f);
 	sealer_recovery_forget(&r);
 	return rc;

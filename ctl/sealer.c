@@ -6,6 +6,7 @@
 #include "envelope.h"
 #include "json.h"
 #include "nodekey.h"
+#include "strmap.h"
 #include "xmalloc.h"
 
 #include <sodium.h>
@@ -206,26 +207,35 @@ int sealer_recovery_choose(const struct sealer_fleet *f, const struct sealer_rec
 /* ---- sealing ------------------------------------------------------------------- */
 
 /* Adds a wrap of dk for each node of f that name reaches and wraps lacks;
- * appends their IDs to added (may be NULL). Returns how many. */
+ * appends their IDs to added (may be NULL). Returns how many. One hash
+ * lookup a node: O(nodes + wraps), for fleets of thousands. */
 static int add_wraps(cJSON *wraps, const char *name, const struct sealer_fleet *f,
 		     const unsigned char dk[ENVELOPE_DK_BYTES], cJSON *added, char *err, size_t errlen)
 {
+	struct strmap have;
+	strmap_init(&have);
+	for (const cJSON *w = wraps->child; w; w = w->next)
+		strmap_put(&have, w->string, 1);
 	int n = 0;
+	intptr_t v;
 	for (size_t i = 0; i < f->n; i++) {
 		const struct sealer_node *nd = &f->nodes[i];
-		if (!sealer_reaches(nd, name) || cJSON_GetObjectItemCaseSensitive(wraps, nd->kid))
+		if (!sealer_reaches(nd, name) || strmap_get(&have, nd->kid, &v))
 			continue;
 		char *w = envelope_wrap(dk, nd->xpk);
 		if (!w) {
 			snprintf(err, errlen, "%s: node %s's key %s cannot be sealed to", name, nd->node, nd->kid);
-			return -1;
+			n = -1;
+			break;
 		}
 		cJSON_AddStringToObject(wraps, nd->kid, w);
 		free(w);
+		strmap_put(&have, nd->kid, 1);
 		if (added)
 			cJSON_AddItemToArray(added, cJSON_CreateString(nd->node));
 		n++;
 	}
+	strmap_release(&have);
 	return n;
 }
 

@@ -69,7 +69,7 @@ static const struct command commands[] = {
 	{ "diff", NULL, "V1 V2 [--json]", "what differs between two versions", 2, 2, OPT_JSON, false, cmd_diff },
 	{ "revert", NULL, "VERSION [--message TEXT]", "commit the state at VERSION as a new version", 1, 1,
 	  OPT_MESSAGE, false, cmd_revert },
-	{ "nodes", NULL, "[--json]", "per node: acked version, lag, connection, last NACK, labels",
+	{ "nodes", NULL, "[--json]", "per node: acked version, lag, connection, key, last NACK, labels",
 	  0, 0, OPT_JSON, false, cmd_nodes },
 	{ "rollout", "status", "[--json]", "the current or last rollout", 0, 0, OPT_JSON, false,
 	  cmd_rollout_status },
@@ -78,7 +78,7 @@ static const struct command commands[] = {
 	  0, 0, OPT_JSON, false, cmd_watch },
 	{ "status", NULL, "[--state-dir DIR] [--json]", "the local agent's status (" CTL_DEFAULT_STATE_DIR
 	  "/status.json)", 0, 0, OPT_JSON | OPT_STATE_DIR, true, cmd_status },
-	{ "keygen", NULL, "[--recovery] FILE",
+	{ "keygen", NULL, "FILE [--recovery]",
 	  "a new Ed25519 signing key (--recovery: an X25519 recovery key): FILE (secret, 0600) and FILE.pub", 1, 1,
 	  OPT_RECOVERY, true, cmd_keygen },
 	{ "token", "create", "--node ID | --role ROLE [--name TEXT] [--json]",

@@ -7,6 +7,8 @@
  *   - a plaintext file, when P is sealed, is opened against P with
  *     --recovery-key (needed: else an error naming the file and the
  *     option): the same plaintext is unchanged, another is sealed anew;
+ *     when P is sealed to a recovery key the plane no longer names (a
+ *     replaced one), it is sealed anew without comparing;
  *   - a plaintext file, when P is plaintext or absent, is sealed when the
  *     plane requires sealed secrets (--sealed-secrets), as put --seal
  *     does, unless it equals P; otherwise it is sent as before.
@@ -136,6 +138,11 @@ static int plaintext_file(struct sync_seal *s, struct tree_entry *e, const cJSON
 {
 	char err[1024];
 	if (p && envelope_is_sealed(pdoc)) {
+		/* sealed to a recovery key the plane no longer names (it was
+		 * replaced): sealed again, whatever the plaintext */
+		const char *rk = json_get_string(cJSON_GetObjectItemCaseSensitive(pdoc, "sealed"), "rk");
+		if (s->fleet.has_recovery && rk && strcmp(rk, s->fleet.rkid) != 0)
+			return seal_file(s, e, fdoc);
 		if (!s->have_r || !s->r.has_secret) {
 			ctl_error("'%s': %s is sealed on the plane and the file is plaintext: to compare them, give "
 				  "--recovery-key FILE (the recovery key's secret half); or write the file sealed (export "

@@ -9,8 +9,10 @@
 # writes the envelope alone and sync of it changes nothing; a plaintext
 # file against a sealed copy needs --recovery-key (an error naming the
 # file and the option without it), is unchanged when the same and sealed
-# anew when not; `secrets revoke` clears a node's KEY. Refusals: put --seal
-# of a non-secret, reseal with the public half, a revoke with no key.
+# anew when not; `secrets revoke` clears a node's KEY; after the plane
+# restarts with a new recovery key, sync seals the secret to it. Refusals:
+# put --seal of a non-secret or to another recovery key than the plane's,
+# reseal with the public half, a revoke with no key.
 . "$(dirname "$0")/lib.sh"
 
 [ -x "$AGENT_BIN" ] || bail "no $AGENT_BIN: build first"
@@ -169,5 +171,21 @@ check_eq "nodes: c's KEY is -" "-" "$(ctl nodes | awk '$1 == "c" {print $6}')"
 OUT=$(ctl secrets revoke c 2>&1)
 check_eq "a node without a live key: exit 1" "1" "$?"
 check "the plane's 404" grep -q "no live key" <<<"$OUT"
+
+# ---- a new recovery key: the plane restarted with it, sync seals again -------------------------
+
+"$CTL_BIN" keygen --recovery "$WORK/recovery2" >/dev/null 2>&1 || bail "keygen --recovery failed"
+RKID2=$(cut -d' ' -f3 "$WORK/recovery2.pub")
+stop_pid "$PLANE_PID"
+start_plane p --sealed-secrets "$WORK/recovery2.pub"
+OUT=$(ctl sync "$WORK/plain" 2>&1)
+check "a copy sealed to the replaced recovery key is sealed anew, no --recovery-key needed" \
+	grep -q "^version [0-9]*: 0 created, 1 changed, 0 deleted" <<<"$OUT"
+check_eq "to the new recovery key" "$RKID2" "$(stored | jq -r .sealed.rk)"
+OUT=$(ctl sync "$WORK/plain" --recovery-key "$WORK/recovery2" 2>&1)
+check "and then it matches" grep -q "^nothing to do" <<<"$OUT"
+OUT=$(ctl put secret/web --seal --recovery-key "$WORK/recovery.pub" "$WORK/one.json" 2>&1)
+check_eq "put --seal with another recovery key than the plane's: exit 1" "1" "$?"
+check "naming both" grep -q "the plane's recovery key is $RKID2, --recovery-key's is $RKID" <<<"$OUT"
 
 done_testing

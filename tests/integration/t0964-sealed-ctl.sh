@@ -177,7 +177,8 @@ check "the plane's 404" grep -q "no live key" <<<"$OUT"
 "$CTL_BIN" keygen --recovery "$WORK/recovery2" >/dev/null 2>&1 || bail "keygen --recovery failed"
 RKID2=$(cut -d' ' -f3 "$WORK/recovery2.pub")
 stop_pid "$PLANE_PID"
-start_plane p --sealed-secrets "$WORK/recovery2.pub"
+# another name (its own log: p.log's "listening on" is the old port), the same data
+start_plane p2 --data "$WORK/p.data" --sealed-secrets "$WORK/recovery2.pub"
 OUT=$(ctl sync "$WORK/plain" 2>&1)
 check "a copy sealed to the replaced recovery key is sealed anew, no --recovery-key needed" \
 	grep -q "^version [0-9]*: 0 created, 1 changed, 0 deleted" <<<"$OUT"

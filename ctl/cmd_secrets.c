@@ -166,7 +166,7 @@ int cmd_secrets_status(const struct ctl_ctx *cx, int argc, char **argv)
 	}
 	table_print(&t);
 	table_release(&t);
-	printf("%zu secret%s: %zu plaintext, %zu missing wraps; sealed secrets %s", f.nsecrets,
+	printf("%zu secret%s: %zu plaintext, %zu with wraps missing; sealed secrets %s", f.nsecrets,
 	       f.nsecrets == 1 ? "" : "s", plain, lacking, f.sealed_secrets ? "required" : "not required");
 	if (f.has_recovery)
 		printf(", recovery key %s", f.rkid);

@@ -120,11 +120,13 @@ static void test_revoked_list(void **state)
 	memset(&s2, 0, sizeof(s2));
 	struct nodekey_reg r = reg_of(30, 1, 0);
 	assert_int_equal(nodekeys_judge(&s2, "n1", &r, &changed, err, sizeof(err)), NK_REGISTERED);
+	assert_true(nodekeys_take_revoked(&s2, "0000000000000001"));   /* the list grew; the key stays */
 	assert_false(nodekeys_take_revoked(&s2, "0000000000000001"));
 	assert_string_equal(s2.kid, r.kid);
 	assert_false(nodekeys_take_revoked(&s2, ""));
 	char list[64];
 	snprintf(list, sizeof(list), "0000000000000002,%s", r.kid);
+	assert_true(nodekeys_listed(list, r.kid));
 	assert_true(nodekeys_take_revoked(&s2, list));
 	assert_string_equal(s2.key, "");
 	assert_true(nodekeys_listed(s2.revoked, r.kid));

@@ -13,10 +13,13 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <sodium.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "buf.h"
 #include "core/nodes.h"
 #include "core/sealed.h"
 #include "core/store.h"
@@ -69,7 +72,7 @@ static void test_missing(void **state)
 	}
 	keys.nlive = 25;
 	sealed_fleet_of(&keys, &f);
-	assert_int_equal(sealed_missing(&f, "secret/tls", wraps, idx), 25);
+	assert_int_equal(sealed_missing(&f, "secret/tls", NULL, idx), 25);
 	sealed_missing_error(&f, "secret/tls", idx, 25, err, sizeof(err));
 	assert_non_null(strstr(err, "n19 and 5 more (keys"));
 	assert_null(strstr(err, "n20"));
@@ -264,6 +267,56 @@ static void test_check(void **state)
 	free(reg);
 }
 
+/* A database of schema 3 (before node keys) is upgraded in place: its
+ * node records load, and a key registered then is kept across a restart. */
+static void test_migration(void **state)
+{
+	struct fixture *f = *state;
+	char dir[128], path[160], err[300];
+	snprintf(dir, sizeof(dir), "%s/old", f->dir);
+	assert_int_equal(mkdir(dir, 0700), 0);
+	snprintf(path, sizeof(path), "%s/tether.db", dir);
+	sqlite3 *db;
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db,
+		"CREATE TABLE meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL);"
+		"INSERT INTO meta VALUES('schema', 3);"
+		"CREATE TABLE nodes(node TEXT PRIMARY KEY, labels TEXT NOT NULL DEFAULT '{}',"
+		"  first_seen INTEGER NOT NULL, last_seen INTEGER NOT NULL, transport TEXT NOT NULL DEFAULT '',"
+		"  sent_version INTEGER NOT NULL DEFAULT 0, sent_nonce TEXT NOT NULL DEFAULT '',"
+		"  sent_at INTEGER NOT NULL DEFAULT 0, acked_version INTEGER NOT NULL DEFAULT 0,"
+		"  acked_at INTEGER NOT NULL DEFAULT 0, healthy INTEGER, nack_version INTEGER, nack_nonce TEXT,"
+		"  nack_error TEXT, nack_at INTEGER, acks INTEGER NOT NULL DEFAULT 0, nacks INTEGER NOT NULL DEFAULT 0,"
+		"  stale_acks INTEGER NOT NULL DEFAULT 0, sub TEXT);"
+		"INSERT INTO nodes(node, first_seen, last_seen, transport, sub) VALUES('old1', 1, 2, 'sse', 'secret/');",
+		NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	for (int round = 0; round < 2; round++) {
+		struct persist *p = persist_sqlite_open(dir, err, sizeof(err));
+		assert_non_null(p);
+		struct nodes *n = nodes_open(p, 10, 60000, err, sizeof(err));
+		assert_non_null(n);
+		struct buf b = BUF_INIT;
+		assert_int_equal(nodes_one_to_json(n, "old1", 0, &b), 0);
+		char want[64];
+		snprintf(want, sizeof(want), "\"key_id\":\"%s\"", f->k1.kid);
+		if (round == 0) {
+			assert_non_null(strstr(b.data, "\"key_id\":null"));
+			char *reg = nodekey_registration("old1", &f->k1, NULL, 100);
+			struct nodes_key_answer ans;
+			assert_int_equal(nodes_key_register(n, "old1", reg, strlen(reg), NULL, &ans, err, sizeof(err)), 0);
+			free(reg);
+			assert_int_equal(nodes_flush(n, err, sizeof(err)), 0);
+		} else {
+			assert_non_null(strstr(b.data, want));
+			assert_non_null(strstr(b.data, "\"sub\":\"secret/\""));
+		}
+		buf_release(&b);
+		nodes_free(n);
+		persist_close(p);
+	}
+}
+
 int main(void)
 {
 	if (sodium_init() < 0)
@@ -271,6 +324,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_missing),
 		cmocka_unit_test_setup_teardown(test_check, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_migration, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1210,6 +1210,7 @@ int nodes_flush(struct nodes *n, char *err, size_t errlen)
 
 	struct persist_node *recs = xcalloc(cnt, sizeof(*recs));
 	bool *again = xcalloc(cnt ? cnt : 1, sizeof(*again));
+	bool *key_sent = xcalloc(cnt ? cnt : 1, sizeof(*key_sent));
 	const char *self = self_replica(n);
 	for (size_t i = 0; i < cnt; i++) {
 		const struct node_rec *r = &copies[i].r;
@@ -1225,7 +1226,7 @@ int nodes_flush(struct nodes *n, char *err, size_t errlen)
 			.vf_error = copies[i].vf_error, .vf_at = r->vf_at, .sub = copies[i].sub,
 			.traffic = copies[i].traffic, .acks_only = !r->dirty_more, .again = &again[i],
 			.key = r->key.key, .key_id = r->key.kid, .key_at = r->key.key_at, .revoked = r->key.revoked,
-			.key_reg = copies[i].key_reg, .held_version = r->held_version,
+			.key_reg = copies[i].key_reg, .key_sent = &key_sent[i], .held_version = r->held_version,
 			.held_reason = copies[i].held_reason, .held_at = r->held_at,
 		};
 	}
@@ -1233,20 +1234,21 @@ int nodes_flush(struct nodes *n, char *err, size_t errlen)
 	free(recs);
 	bool any = rc < 0;
 	for (size_t i = 0; i < cnt && !any; i++)
-		any = again[i];
+		any = again[i] || (copies[i].key_reg && !key_sent[i] && n->p->ops->upstream);
 	if (any) {
 		/* keep them dirty so the next flush tries again (all of them
 		 * after a failure; else those the upstream refused) */
 		pthread_mutex_lock(&n->lock);
 		for (size_t i = 0; i < cnt; i++) {
-			struct node_rec *r = rc < 0 || again[i] ? lookup(n, copies[i].r.id) : NULL;
+			bool reg_back = copies[i].key_reg && !key_sent[i];
+			struct node_rec *r = rc < 0 || again[i] || reg_back ? lookup(n, copies[i].r.id) : NULL;
 			if (r) {
 				mark_dirty(n, r);
 				r->traffic_out |= copies[i].traffic != NULL;
-				/* a registration the upstream refused is not
-				 * sent again (the node registers at its next
-				 * connection); one that did not get there is */
-				if (rc < 0 && !r->key_reg) {
+				/* a registration the upstream answered (took
+				 * or refused) is not sent again; one that did
+				 * not get there is, unless a newer one came */
+				if ((rc < 0 || reg_back) && !r->key_reg) {
 					r->key_reg = copies[i].key_reg;
 					copies[i].key_reg = NULL;
 				}
@@ -1255,6 +1257,7 @@ int nodes_flush(struct nodes *n, char *err, size_t errlen)
 		pthread_mutex_unlock(&n->lock);
 	}
 	free(again);
+	free(key_sent);
 	for (size_t i = 0; i < cnt; i++) {
 		free(copies[i].r.id);
 		free(copies[i].labels);

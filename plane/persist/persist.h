@@ -154,8 +154,11 @@ struct persist_node {
 	int64_t key_at;
 	const char *revoked;
 	/* a relay's: a registration its node sent, to go up as a 'k' line
-	 * (NULL: none; no backend stores it) */
+	 * (NULL: none; no backend stores it); the backend sets *key_sent
+	 * when the upstream answered the batch that held it (taken or
+	 * refused: it is not sent again) */
 	const char *key_reg;
+	bool *key_sent;
 	/* a held NACK (the node has no wrap for a sealed secret it would
 	 * receive): the version, why, and when (held_at 0: none) */
 	uint64_t held_version;

@@ -8,10 +8,15 @@
  *   sealtool seal NAME RECOVERY.pub [KEY..] stdin: a secret's body; prints its stored form,
  *                                          wrapped for each node key file
  *   sealtool push                          stdin: a stored body; prints its push body
- *   sealtool open NAME KEY WRAP            stdin: a push body; opens it with KEY's wrap */
+ *   sealtool open NAME KEY WRAP            stdin: a push body; opens it with KEY's wrap
+ *   sealtool digest                        stdin: a full poll answer; prints the state digest of
+ *                                          its bodies and the one its statement signs, as a node
+ *                                          computes them */
 #include "envelope.h"
 #include "json.h"
+#include "lthash.h"
 #include "nodekey.h"
+#include "statement.h"
 
 #include <cjson/cJSON.h>
 #include <sodium.h>
@@ -117,6 +122,40 @@ static int open_push(int argc, char **argv)
 	return 0;
 }
 
+static int digest(void)
+{
+	size_t len;
+	char *text = read_all(stdin, &len);
+	cJSON *doc = cJSON_ParseWithLength(text, len);
+	free(text);
+	const cJSON *up = cJSON_GetObjectItemCaseSensitive(doc, "upserts"), *it;
+	if (!cJSON_IsArray(up))
+		return die("digest", "not a poll answer (no upserts)");
+	struct lthash h;
+	lthash_init(&h);
+	cJSON_ArrayForEach(it, up) {
+		const char *name = json_get_string(it, "name");
+		char *body = json_encode_canonical(cJSON_GetObjectItemCaseSensitive(it, "body"));
+		unsigned char seed[LTHASH_SEED_BYTES];
+		lthash_seed(name, body, strlen(body), seed);
+		lthash_add(&h, seed);
+		free(body);
+	}
+	unsigned char d[LTHASH_DIGEST_BYTES];
+	char hex[2 * LTHASH_DIGEST_BYTES + 1], signed_hex[2 * LTHASH_DIGEST_BYTES + 1] = "-";
+	lthash_digest(&h, d);
+	lthash_digest_hex(d, hex);
+	const char *tok = json_get_string(doc, "statement");
+	struct statement st;
+	if (tok && statement_peek(tok, strlen(tok), &st) == 0) {
+		lthash_digest_hex(st.digest, signed_hex);
+		statement_release(&st);
+	}
+	printf("%s %s\n", hex, signed_hex);
+	cJSON_Delete(doc);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	char err[300];
@@ -179,5 +218,7 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(cmd, "open") == 0)
 		return open_push(argc, argv);
+	if (strcmp(cmd, "digest") == 0)
+		return digest();
 	return usage();
 }

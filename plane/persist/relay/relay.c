@@ -751,7 +751,9 @@ static void heard_set(struct persist_relay *x, const struct persist_node *recs, 
 		intptr_t v;
 		struct up_heard *h;
 		if (recs[i].again && *recs[i].again)
-			continue;
+			continue;   /* held back: not sent */
+		if (recs[i].key_reg && recs[i].key_sent)
+			*recs[i].key_sent = true;
 		if (strmap_get(&x->heard_up, recs[i].id, &v)) {
 			h = (struct up_heard *)v;
 		} else {

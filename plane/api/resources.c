@@ -8,6 +8,7 @@
 #include "core/store.h"
 #include "core/validate.h"
 #include "core/writer.h"
+#include "envelope.h"
 #include "http/auth.h"
 #include "http/http.h"
 #include "json.h"
@@ -61,6 +62,12 @@ static void append_body(struct buf *b, const struct principal *who, const char *
 	if (!v || !cJSON_IsObject(v)) {
 		cJSON_Delete(v);
 		buf_puts(b, "{}");
+		return;
+	}
+	if (envelope_is_sealed(v)) {
+		/* a sealed secret: nothing in it opens without a key */
+		cJSON_Delete(v);
+		buf_append(b, body, len);
 		return;
 	}
 	/* in place: each member's value becomes a string (keys are unique) */

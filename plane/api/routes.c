@@ -149,13 +149,15 @@ static enum http_result nodes_one(void *ctx, struct http_conn *c, struct request
 	/* /v1/nodes/ID/key: its key for sealed secrets */
 	size_t k = strcspn(rest, "/");
 	if (rest[k] == '/' && strcmp(rest + k, "/key") == 0 && k < 256) {
+		if (strcmp(m, "POST") != 0 && strcmp(m, "DELETE") != 0)
+			return http_send_not_allowed(c, m, "POST, DELETE");
 		char id[256];
 		memcpy(id, rest, k);
 		id[k] = '\0';
 		return api_node_key(PLANE(ctx), c, r, m, id);
 	}
-	if (strcmp(m, "GET") != 0)
-		return http_send_error(c, HTTP_METHOD_NOT_ALLOWED, "/v1/nodes/%.200s: GET only", rest);
+	if (strcmp(m, "GET") != 0 && strcmp(m, "HEAD") != 0)
+		return http_send_not_allowed(c, m, "GET");
 	return api_nodes(PLANE(ctx), c, m, rest);
 }
 

@@ -154,9 +154,13 @@ enum http_result api_relay_changes(struct api *p, struct http_conn *c, struct re
 	for (size_t i = 0; i < b.n; i++) {
 		const struct node_change *ch = &b.ch[i];
 		struct nodes_key_answer ka = { 0 };
-		int crc = ch->kind == NC_KEY ? nodes_key_register(p->core->nodes, ch->node, ch->reg, ch->reg_len, b.relay,
-								  &ka, err, sizeof(err))
-					     : nodes_relay_change(p->core->nodes, b.relay, ch, err, sizeof(err));
+		unsigned kst;
+		/* a 'k' line: judged at the origin; a relay in between passes it on */
+		int crc = ch->kind != NC_KEY ? nodes_relay_change(p->core->nodes, b.relay, ch, err, sizeof(err))
+			  : core_is_relay(p->core) ? nodes_key_forward(p->core->nodes, ch->node, ch->reg, ch->reg_len,
+								       b.relay, &kst, err, sizeof(err))
+			  : nodes_key_register(p->core->nodes, ch->node, ch->reg, ch->reg_len, b.relay, &ka, err,
+					       sizeof(err));
 		if (crc < 0) {
 			if (!refused++)
 				snprintf(first, sizeof(first), "%s", err);

@@ -34,7 +34,7 @@ static enum http_result key_post(struct api *p, struct http_conn *c, struct requ
 	if (core_is_relay(p->core)) {
 		/* the origin judges it: up as a 'k' line with the node's next record */
 		unsigned st;
-		if (nodes_key_forward(p->core->nodes, id, text, len, &st, err, sizeof(err)) < 0)
+		if (nodes_key_forward(p->core->nodes, id, text, len, NULL, &st, err, sizeof(err)) < 0)
 			return http_send_error(c, st, "%s", err);
 		buf_puts(&b, "{\"node\":");
 		buf_json_string(&b, id);

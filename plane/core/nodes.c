@@ -1333,8 +1333,8 @@ int nodes_key_register(struct nodes *n, const char *id, const char *text, size_t
 	return 0;
 }
 
-int nodes_key_forward(struct nodes *n, const char *id, const char *text, size_t len, unsigned *http, char *err,
-		      size_t errlen)
+int nodes_key_forward(struct nodes *n, const char *id, const char *text, size_t len, const char *relay,
+		      unsigned *http, char *err, size_t errlen)
 {
 	struct nodekey_reg reg;
 	*http = 400;
@@ -1342,6 +1342,14 @@ int nodes_key_forward(struct nodes *n, const char *id, const char *text, size_t 
 		return -1;
 	pthread_mutex_lock(&n->lock);
 	struct node_rec *r = lookup(n, id);
+	if (r && relay && !behind(r, relay)) {
+		char w[260];
+		where(r, w, sizeof(w));
+		pthread_mutex_unlock(&n->lock);
+		*http = 403;
+		snprintf(err, errlen, "node '%s' is %s, not behind relay %s: its 'k' line is not taken", id, w, relay);
+		return -1;
+	}
 	if (r) {
 		free(r->key_reg);
 		r->key_reg = xstrndup(text, len);

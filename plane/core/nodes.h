@@ -141,9 +141,11 @@ struct nodes_key_answer {
 int nodes_key_register(struct nodes *n, const char *id, const char *text, size_t len, const char *relay,
 		       struct nodes_key_answer *ans, char *err, size_t errlen);
 /* A relay's: rule 1 here, then the registration goes up as a 'k' line
- * with the node's next record. 0, or -1 with *http and err. */
-int nodes_key_forward(struct nodes *n, const char *id, const char *text, size_t len, unsigned *http, char *err,
-		      size_t errlen);
+ * with the node's next record. relay: a relay below this one it came
+ * through (its 'k' line: the node must be behind it), or NULL (the node's
+ * POST). 0, or -1 with *http and err. */
+int nodes_key_forward(struct nodes *n, const char *id, const char *text, size_t len, const char *relay,
+		      unsigned *http, char *err, size_t errlen);
 /* The live key's id joins the node's revoked ones and the key is
  * cleared (kid gets it). 0; 1 no live key; -1 no such node. */
 int nodes_key_revoke(struct nodes *n, const char *id, char kid[KEY_ID_LEN + 1]);

@@ -5,11 +5,12 @@
 # applies its rules (a key for a node that has one, not endorsed, is
 # refused up there, and the origin keeps the old one); the old JSON record
 # path (POST /v1/relay/nodes) cannot set a key; a relay answers DELETE with
-# 403. A sealed secret: r1 answers GET /v1/wraps from its replicated stored
-# bodies, the push body a node gets is byte for byte the origin's, and the
-# state digest of r1's answer is the one the origin signed. A held NACK at
-# r1 goes up as an 'h' line. Last, with etcd: a key registered at one
-# replica is seen at the other (skipped without etcd).
+# 403; a relay below a relay passes a 'k' line on. A sealed secret: r1
+# answers GET /v1/wraps from its replicated stored bodies, the push body a
+# node gets is byte for byte the origin's, and the state digest of r1's
+# answer is the one the origin signed. A held NACK at r1 goes up as an 'h'
+# line. Last, with etcd: a key registered at one replica is seen at the
+# other, and a revocation too (skipped without etcd).
 . "$(dirname "$0")/lib.sh"
 
 SEALTOOL=$TOP_BUILDDIR/tests/tools/sealtool
@@ -83,6 +84,16 @@ check_eq "... the key and the revoked list untouched" "$K1B 0" "$(field_on "$ORI
 check_eq "DELETE at a relay: 403" 403 "$(curl -sS -o "$WORK/answer" -w '%{http_code}' -X DELETE "$R1/v1/nodes/n1/key")"
 check "... saying to revoke at the origin" grep -q "a relay never revokes a key" "$WORK/answer"
 check_eq "the key is still n1's" "$K1B" "$(field_on "$ORIGIN" n1 .key_id)"
+
+# a relay below a relay: r1 passes r2's 'k' line on, the origin judges it
+start_plane r2 --upstream "$R1" --relay-id r2 --heartbeat 1
+R2=$PLANE_URL
+check "r2 follows r1" wait_until 10 grep -q "relay r2: following" "$WORK/r1.log"
+poll_on "$R2" n5 secret/ >/dev/null
+check "the origin lists n5 behind r1, r2" wait_until 10 field_is "$ORIGIN" n5 '.via | join(",")' r1,r2
+reg n5 "$WORK/n1c.key" 100
+check_eq "n5 registers at r2 (202)" 202 "$(key_post "$R2" n5 "$WORK/reg.json")"
+check "the origin registers it through r1 and r2" wait_until 10 field_is "$ORIGIN" n5 .key_id "$K1C"
 
 # ---- a sealed secret through the relay -------------------------------------------------------------
 

@@ -97,7 +97,8 @@ check "the origin registers it through r1 and r2" wait_until 10 field_is "$ORIGI
 
 # ---- a sealed secret through the relay -------------------------------------------------------------
 
-"$SEALTOOL" seal secret/tls "$WORK/rec.pub" "$WORK/n1b.key" <"$WORK/plain" >"$WORK/a.json"
+# sealed to n1 and n5 (both reached by secret/)
+"$SEALTOOL" seal secret/tls "$WORK/rec.pub" "$WORK/n1b.key" "$WORK/n1c.key" <"$WORK/plain" >"$WORK/a.json"
 ID=$(jq -r .sealed.id "$WORK/a.json")
 V=$(curl -sS -X PUT --data-binary "@$WORK/a.json" "$ORIGIN/v1/resources/secret/tls" | jq -r .version)
 check "the origin takes the sealed secret" test "$V" -ge 1

@@ -9,7 +9,8 @@
 # batch: one path), a malformed envelope, another recovery key, a wrap
 # missing for a node the secret reaches (named), a replayed envelope; what
 # nodes get is the push body (no wraps) while GET /v1/resources keeps the
-# stored one; GET /v1/wraps, GET /v1/secrets. Then a held NACK on a staged
+# stored one; GET /v1/wraps, GET /v1/secrets, and who may call each (a
+# node its own key, an admin revokes). Then a held NACK on a staged
 # plane: not a NACK, the rollout stays in progress and shows it held, and
 # an ACK of the version ends the hold.
 . "$(dirname "$0")/lib.sh"
@@ -201,6 +202,37 @@ start_plane again --data "$WORK/origin.data" --sealed-secrets "$WORK/rec.pub"
 check_eq "after a restart n1's key and revoked key are known" "$K3 $K1B" "$(node_field n1 '"\(.key_id) \(.key_revoked | join(","))"')"
 reg n1 "$WORK/n1b.key" 5000
 check_eq "... and the revoked key is still refused" 403 "$(key_post n1 "$WORK/reg.json" | cut -d' ' -f1)"
+stop_pid "$PLANE_PID"
+
+# ---- who may: a node its own key, writers /v1/secrets, anyone known /v1/wraps -----------------------
+
+head -c 32 /dev/urandom | base64 | tr -d '/+=' >"$WORK/admin.tok"
+ADMIN=$(cat "$WORK/admin.tok")
+SECURE=1 start_plane secure --data "$WORK/origin.data" --admin-token-file "$WORK/admin.tok" \
+	--sealed-secrets "$WORK/rec.pub"
+token() { # token JSON: a new token's secret
+	curl -sS -X POST -H "Authorization: Bearer $ADMIN" --data "$1" "$PLANE_URL/v1/tokens" | jq -r .token
+}
+code() { # code TOKEN METHOD PATH [CURL ARGS...]
+	local t=$1 m=$2 p=$3
+	shift 3
+	curl -sS -o /dev/null -w '%{http_code}' -X "$m" ${t:+-H "Authorization: Bearer $t"} "$@" "$PLANE_URL$p"
+}
+T1=$(token '{"node":"n1"}')
+T2=$(token '{"node":"n2"}')
+TR=$(token '{"role":"reader"}')
+reg n1 "$WORK/n1c.key" 6000
+check_eq "n1's own token registers n1's key" 200 "$(code "$T1" POST /v1/nodes/n1/key --data-binary "@$WORK/reg.json")"
+check_eq "n2's token cannot register n1's key (403)" 403 "$(code "$T2" POST /v1/nodes/n1/key --data-binary "@$WORK/reg.json")"
+check_eq "no credential: 401" 401 "$(code "" POST /v1/nodes/n1/key --data-binary "@$WORK/reg.json")"
+check_eq "an admin may" 200 "$(code "$ADMIN" POST /v1/nodes/n1/key --data-binary "@$WORK/reg.json")"
+check_eq "a node cannot revoke (403)" 403 "$(code "$T1" DELETE /v1/nodes/n1/key)"
+check_eq "a reader reads /v1/secrets" 200 "$(code "$TR" GET /v1/secrets)"
+check_eq "a node does not (403)" 403 "$(code "$T1" GET /v1/secrets)"
+check_eq "nor does anyone without a credential (401)" 401 "$(code "" GET /v1/secrets)"
+check_eq "a node asks for its wraps" 200 "$(code "$T1" GET "/v1/wraps?kid=$K3&names=secret/tls")"
+check_eq "... a reader too" 200 "$(code "$TR" GET "/v1/wraps?kid=$K3&names=secret/tls")"
+check_eq "... not without a credential (401)" 401 "$(code "" GET "/v1/wraps?kid=$K3&names=secret/tls")"
 stop_pid "$PLANE_PID"
 
 # ---- a held NACK on a staged plane ----------------------------------------------------------------

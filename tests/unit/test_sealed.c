@@ -160,7 +160,7 @@ static int write_one(struct fixture *f, const struct sealed_conf *conf, const ch
 		     size_t errlen, char **stored)
 {
 	struct store_change ch = { .name = name, .body = body, .body_len = strlen(body) };
-	int rc = sealed_check(conf, f->s, f->n, &ch, 1, err, errlen);
+	int rc = sealed_check(conf, f->s, f->n, &ch, 1, false, err, errlen);
 	if (rc == 0) {
 		uint64_t v;
 		bool changed;

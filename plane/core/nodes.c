@@ -268,15 +268,16 @@ static void take_holder(struct nodes *n, struct node_rec *r, const struct persis
 
 /* Under lock: pn's key for sealed secrets, from a replica's record (never
  * a relay's): the revoked ids join r's (a revocation anywhere holds
- * everywhere), and a live key not revoked here is taken when r has none
- * or pn's is newer. true when r changed. */
+ * everywhere), a live key not revoked here is taken when pn's
+ * registration is newer than r's high-water mark (or r never had one),
+ * and the mark is the higher of the two. true when r changed. */
 static bool take_key(struct node_rec *r, const struct persist_node *pn)
 {
 	bool changed = nodekeys_take_revoked(&r->key, pn->revoked);
 	bool newer = pn->key_at > r->key.key_at;
 	if (pn->key && pn->key[0] && pn->key_id && pn->key_id[0] && !nodekeys_listed(r->key.revoked, pn->key_id) &&
 	    strlen(pn->key) < sizeof(r->key.key) && strlen(pn->key_id) < sizeof(r->key.kid) &&
-	    (!r->key.key[0] || newer) && strcmp(pn->key, r->key.key) != 0) {
+	    (newer || (!r->key.key[0] && !r->key.key_at)) && strcmp(pn->key, r->key.key) != 0) {
 		snprintf(r->key.key, sizeof(r->key.key), "%s", pn->key);
 		snprintf(r->key.kid, sizeof(r->key.kid), "%s", pn->key_id);
 		snprintf(r->key.via, sizeof(r->key.via), "%s", pn->key_via ? pn->key_via : "");

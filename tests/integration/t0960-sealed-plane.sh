@@ -311,4 +311,33 @@ check "an ACK of the version ends the hold" wait_until 10 sh -c "[ \"\$(curl -sS
 check "... and the rollout completes" wait_until 15 ro_ended 2
 check_eq "... completed" completed "$(ro .state)"
 
+# a rollout's automatic revert that brings an older envelope back: no
+# replay, and the superseded list kept (the replaced id in, the live out)
+# push_ack N: ACK (or, with nack, NACK) h1's N-th push
+push_ack() {
+	local d
+	d=$(push_data "$WORK/h1.sse" "$1")
+	curl -sS -X POST --data-binary "{\"node\":\"h1\",\"version\":$(echo "$d" | jq .version),\"nonce\":\"$(echo "$d" | jq -r .nonce)\",\"status\":\"${2:-ack}\",\"error\":\"x\"}" \
+		"$PLANE_URL/v1/ack" >/dev/null
+}
+seal secret/s "$WORK/rec.pub" >"$WORK/ra.json"
+seal secret/s "$WORK/rec.pub" >"$WORK/rb.json"
+RA=$(jq -r .sealed.id "$WORK/ra.json")
+RB=$(jq -r .sealed.id "$WORK/rb.json")
+n=$(grep -c '^event: push' "$WORK/h1.sse")
+check_eq "envelope A of secret/s: taken" 200 "$(put_status secret/s "$WORK/ra.json" | cut -d' ' -f1)"
+check "h1 gets it" wait_until 15 has_pushes "$WORK/h1.sse" $((n + 1))
+push_ack $((n + 1))
+check "... its rollout completes" wait_until 15 ro_ended 3
+check_eq "envelope B replaces it" 200 "$(put_status secret/s "$WORK/rb.json" | cut -d' ' -f1)"
+check "h1 gets B" wait_until 15 has_pushes "$WORK/h1.sse" $((n + 2))
+push_ack $((n + 2)) nack
+check "h1's NACK ends B's rollout" wait_until 20 ro_ended 4
+check_eq "... rolled back" rolled_back "$(ro .state)"
+stored=$(curl -sS "$PLANE_URL/v1/resources/secret/s")
+check_eq "the revert brought A back, B listed as superseded (A, live, not)" "$RA [\"$RB\"]" \
+	"$(echo "$stored" | jq -c -r '"\(.body.sealed.id) \(.body.superseded)"')"
+check_eq "a plain write of B is a replay" "422 secret/s: envelope $RB was replaced before: a replayed envelope" \
+	"$(put_status secret/s "$WORK/rb.json")"
+
 done_testing

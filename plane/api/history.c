@@ -564,7 +564,7 @@ static void revert_run(void *ctx, void *arg, struct write_result *res)
 		}
 		n++;
 	}
-	struct write_opts opts = { j->author, j->message, true, cur };
+	struct write_opts opts = { j->author, j->message, true, cur, true };
 	writer_commit(p->core, ch, n, false, &opts, res);
 	free(ch);
 	states_release(&st);

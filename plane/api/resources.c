@@ -132,7 +132,7 @@ enum http_result api_resource(struct api *p, struct http_conn *c, struct request
 	/* the version log's record: who, and the message of X-Tether-Message */
 	char author[320];
 	auth_author(p->auth, c, &who, author, sizeof(author));
-	struct write_opts opts = { author, http_header(c, "X-Tether-Message"), false, 0 };
+	struct write_opts opts = { author, http_header(c, "X-Tether-Message"), false, 0, false };
 	if (opts.message && history_message_check(opts.message, err, sizeof(err)) < 0)
 		return http_send_error(c, HTTP_BAD_REQUEST, "X-Tether-Message: %s", err);
 	if (strcmp(method, "DELETE") == 0) {
@@ -241,7 +241,7 @@ enum http_result api_batch(struct api *p, struct http_conn *c, struct request *r
 	}
 	char author[320];
 	auth_author(p->auth, c, &who, author, sizeof(author));
-	struct write_opts opts = { author, http_header(c, "X-Tether-Message"), false, 0 };
+	struct write_opts opts = { author, http_header(c, "X-Tether-Message"), false, 0, false };
 	const cJSON *msg = cJSON_GetObjectItemCaseSensitive(doc, "message");
 	if (msg) {
 		if (!cJSON_IsString(msg)) {

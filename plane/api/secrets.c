@@ -160,6 +160,8 @@ enum http_result api_secrets(struct api *p, struct http_conn *c)
 		buf_json_string(&b, k->kid);
 		buf_puts(&b, ",\"key\":");
 		buf_json_string(&b, k->key);
+		buf_puts(&b, ",\"key_via\":");   /* "" direct, else the relays it came through */
+		buf_json_string(&b, k->via ? k->via : "");
 		buf_puts(&b, ",\"sub\":");
 		if (k->sub)
 			buf_json_string(&b, k->sub);

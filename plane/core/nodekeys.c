@@ -48,6 +48,7 @@ bool nodekeys_revoke(struct nodekey_state *st)
 	list_add(st->revoked, sizeof(st->revoked), st->kid);
 	st->key[0] = '\0';
 	st->kid[0] = '\0';
+	st->via[0] = '\0';
 	return true;
 }
 
@@ -70,6 +71,7 @@ bool nodekeys_take_revoked(struct nodekey_state *st, const char *list)
 	if (st->key[0] && nodekeys_listed(st->revoked, st->kid)) {
 		st->key[0] = '\0';
 		st->kid[0] = '\0';
+		st->via[0] = '\0';
 		changed = true;
 	}
 	return changed;
@@ -86,37 +88,57 @@ static bool same_key(const char *b64, const unsigned char pk[32])
 	return sodium_memcmp(raw, pk, sizeof(raw)) == 0;
 }
 
+/* A key is set: reg's, from via, its time the new mark. */
+static void take(struct nodekey_state *st, const struct nodekey_reg *reg, const char *via)
+{
+	snprintf(st->key, sizeof(st->key), "%s", reg->key_b64);
+	snprintf(st->kid, sizeof(st->kid), "%s", reg->kid);
+	snprintf(st->via, sizeof(st->via), "%s", via ? via : "");
+	st->key_at = reg->at;
+}
+
 enum nodekey_verdict nodekeys_judge(struct nodekey_state *st, const char *id, const struct nodekey_reg *reg,
-				    bool *changed, char *err, size_t errlen)
+				    int64_t now, const char *via, bool *changed, char *err, size_t errlen)
 {
 	*changed = false;
 	err[0] = '\0';
+	/* 1 (the plane's part): at not far ahead, so one registration cannot
+	 * block every later one */
+	if (reg->at > now + NODEKEYS_SKEW_MAX) {
+		snprintf(err, errlen, "node %s: key registration: at: more than %d s ahead of the plane's clock: check "
+			 "the node's clock", id, NODEKEYS_SKEW_MAX);
+		return NK_FUTURE;
+	}
 	/* 2: a revoked key never comes back */
 	if (nodekeys_listed(st->revoked, reg->kid)) {
 		snprintf(err, errlen, "node %s: key %s was revoked; make a new one: tetherd --rotate-key", id, reg->kid);
 		return NK_REVOKED;
 	}
+	bool same = st->key[0] && same_key(st->key, reg->pk);
+	/* a key set needs a registration newer than every one taken */
+	if (!same && reg->at <= st->key_at && (!st->key[0] || (reg->has_prev && same_key(st->key, reg->prev)))) {
+		snprintf(err, errlen, "node %s: key registration: at: %lld is not after the newest registration taken "
+			 "for this node (%lld): an old registration is never taken again; the node makes a new one "
+			 "(tetherd registers at its next connection)", id, (long long)reg->at, (long long)st->key_at);
+		return NK_STALE;
+	}
 	/* 3: none live: trust on first use */
 	if (!st->key[0]) {
-		snprintf(st->key, sizeof(st->key), "%s", reg->key_b64);
-		snprintf(st->kid, sizeof(st->kid), "%s", reg->kid);
-		st->key_at = reg->at;
+		take(st, reg, via);
 		*changed = true;
 		return NK_REGISTERED;
 	}
 	/* 4: the same key again (each connection registers) */
-	if (same_key(st->key, reg->pk)) {
+	if (same) {
 		if (reg->at > st->key_at) {
 			st->key_at = reg->at;
 			*changed = true;
 		}
 		return NK_UNCHANGED;
 	}
-	/* 5: another key, endorsed by the stored one, and newer */
-	if (reg->has_prev && same_key(st->key, reg->prev) && reg->at > st->key_at) {
-		snprintf(st->key, sizeof(st->key), "%s", reg->key_b64);
-		snprintf(st->kid, sizeof(st->kid), "%s", reg->kid);
-		st->key_at = reg->at;
+	/* 5: another key, endorsed by the stored one (newer: above) */
+	if (reg->has_prev && same_key(st->key, reg->prev)) {
+		take(st, reg, via);
 		*changed = true;
 		return NK_ROTATED;
 	}
@@ -143,5 +165,5 @@ const char *nodekeys_status(enum nodekey_verdict v)
 
 unsigned nodekeys_http(enum nodekey_verdict v)
 {
-	return v == NK_REVOKED ? 403 : v == NK_CONFLICT ? 409 : 200;
+	return v == NK_REVOKED ? 403 : v == NK_CONFLICT || v == NK_STALE ? 409 : v == NK_FUTURE ? 400 : 200;
 }

@@ -20,7 +20,12 @@
 struct nodekey_state {
 	char key[48];                          /* base64 Ed25519 public key; "": none live */
 	char kid[KEY_ID_LEN + 1];
-	int64_t key_at;                        /* the registration's time */
+	/* the newest registration's time taken for this node: a high-water
+	 * mark, kept across revocations and rotations (a key that is set
+	 * needs a registration newer than it; nothing lowers it) */
+	int64_t key_at;
+	char via[256];                         /* where the live key came from: "" direct, else the
+						* relays as in a record's via (nearest first) */
 	char revoked[NODEKEYS_REVOKED_LEN];    /* revoked key ids, comma-joined, oldest first */
 };
 
@@ -30,13 +35,22 @@ enum nodekey_verdict {
 	NK_ROTATED,        /* rule 5: a new key the stored one endorsed */
 	NK_REVOKED,        /* rule 2: 403 */
 	NK_CONFLICT,       /* rule 5 refused: 409 */
+	NK_STALE,          /* a new key whose at is not above key_at: 409 */
+	NK_FUTURE,         /* at more than NODEKEYS_SKEW_MAX ahead of now: 400 */
 };
 
-/* Rules 2 to 5 for reg (of node id) against st, which is updated when the
- * registration is taken. A refusal's text goes to err. *changed: st moved
- * (a new key, or rule 4's newer time). */
+/* How far a registration's at may be ahead of the plane's clock. */
+#define NODEKEYS_SKEW_MAX 600
+
+/* Rules 2 to 5 for reg (of node id) against st at wall time now, which
+ * is updated when the registration is taken (st->via set to via, NULL
+ * ""). First at's bound (NK_FUTURE); a registration that sets a key
+ * (rule 3, and 5) needs at > st->key_at (NK_STALE: an old registration,
+ * or a rotated-out key's, is never taken again); rule 4 raises key_at,
+ * never lowers it. A refusal's text goes to err. *changed: st moved (a
+ * new key, or rule 4's newer time). */
 enum nodekey_verdict nodekeys_judge(struct nodekey_state *st, const char *id, const struct nodekey_reg *reg,
-				    bool *changed, char *err, size_t errlen);
+				    int64_t now, const char *via, bool *changed, char *err, size_t errlen);
 /* The answer's "status" of a verdict taken, and the HTTP status of any. */
 const char *nodekeys_status(enum nodekey_verdict v);
 unsigned nodekeys_http(enum nodekey_verdict v);
@@ -44,7 +58,8 @@ unsigned nodekeys_http(enum nodekey_verdict v);
 /* Whether kid is in a comma-joined list. */
 bool nodekeys_listed(const char *list, const char *kid);
 /* The live key's id joins the revoked list (the oldest dropped past
- * NODEKEYS_REVOKED_MAX) and the key is cleared. false: no live key. */
+ * NODEKEYS_REVOKED_MAX) and the key is cleared (key_at stays: the mark).
+ * false: no live key. */
 bool nodekeys_revoke(struct nodekey_state *st);
 /* Adds the ids of list (comma-joined) that st->revoked lacks; a live key
  * that is now listed is cleared. true when st changed. */

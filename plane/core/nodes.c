@@ -268,16 +268,23 @@ static void take_holder(struct nodes *n, struct node_rec *r, const struct persis
 
 /* Under lock: pn's key for sealed secrets, from a replica's record (never
  * a relay's): the revoked ids join r's (a revocation anywhere holds
- * everywhere), and a live key not revoked here is taken when r has none
- * or pn's is newer. true when r changed. */
+ * everywhere), a live key not revoked here is taken when pn's
+ * registration is newer than r's high-water mark (or r never had one),
+ * and the mark is the higher of the two. true when r changed. */
 static bool take_key(struct node_rec *r, const struct persist_node *pn)
 {
 	bool changed = nodekeys_take_revoked(&r->key, pn->revoked);
+	bool newer = pn->key_at > r->key.key_at;
 	if (pn->key && pn->key[0] && pn->key_id && pn->key_id[0] && !nodekeys_listed(r->key.revoked, pn->key_id) &&
 	    strlen(pn->key) < sizeof(r->key.key) && strlen(pn->key_id) < sizeof(r->key.kid) &&
-	    (!r->key.key[0] || pn->key_at > r->key.key_at) && strcmp(pn->key, r->key.key) != 0) {
+	    (newer || (!r->key.key[0] && !r->key.key_at)) && strcmp(pn->key, r->key.key) != 0) {
 		snprintf(r->key.key, sizeof(r->key.key), "%s", pn->key);
 		snprintf(r->key.kid, sizeof(r->key.kid), "%s", pn->key_id);
+		snprintf(r->key.via, sizeof(r->key.via), "%s", pn->key_via ? pn->key_via : "");
+		changed = true;
+	}
+	/* the registrations' high-water mark: the highest any replica took */
+	if (newer) {
 		r->key.key_at = pn->key_at;
 		changed = true;
 	}
@@ -1026,6 +1033,12 @@ static void rec_json(const struct nodes *n, const struct node_rec *r, uint64_t p
 		v += k + (v[k] == ',');
 	}
 	buf_putc(out, ']');
+	/* where the live key came from: "" direct, else the relays */
+	buf_puts(out, ",\"key_via\":");
+	if (r->key.key[0])
+		buf_json_string(out, r->key.via);
+	else
+		buf_puts(out, "null");
 	buf_printf(out, ",\"verify_failures\":%llu", (unsigned long long)r->verify_failures);
 	if (r->vf_error) {
 		buf_printf(out, ",\"last_verify_failure\":{\"version\":%llu,\"error\":", (unsigned long long)r->vf_version);
@@ -1226,6 +1239,7 @@ int nodes_flush(struct nodes *n, char *err, size_t errlen)
 			.vf_error = copies[i].vf_error, .vf_at = r->vf_at, .sub = copies[i].sub,
 			.traffic = copies[i].traffic, .acks_only = !r->dirty_more, .again = &again[i],
 			.key = r->key.key, .key_id = r->key.kid, .key_at = r->key.key_at, .revoked = r->key.revoked,
+			.key_via = r->key.via,
 			.key_reg = copies[i].key_reg, .key_sent = &key_sent[i], .held_version = r->held_version,
 			.held_reason = copies[i].held_reason, .held_at = r->held_at,
 		};
@@ -1292,6 +1306,37 @@ static int reg_parse(const char *id, const char *text, size_t len, struct nodeke
 	return 0;
 }
 
+/* Under lock: id's record for a registration; one that registers before
+ * its first stream or poll reached this plane (or, relay set, before its
+ * relay's 'c' line) gets a record now, behind relay. NULL with *http and
+ * err: the registry is full, or the node is elsewhere. */
+static struct node_rec *key_rec(struct nodes *n, const char *id, const char *relay, unsigned *http, char *err,
+				size_t errlen)
+{
+	struct node_rec *r = lookup(n, id);
+	if (r && relay && !behind(r, relay)) {
+		char w[260];
+		where(r, w, sizeof(w));
+		*http = 403;
+		snprintf(err, errlen, "node '%s' is %s, not behind relay %s: its 'k' line is not taken", id, w, relay);
+		return NULL;
+	}
+	if (r)
+		return r;
+	if (n->len >= n->max) {
+		*http = 503;
+		snprintf(err, errlen, "node '%s': the registry is full (--max-nodes %zu): its key is not taken", id, n->max);
+		return NULL;
+	}
+	r = add(n, id);
+	r->first_seen = r->last_seen = wall_seconds();
+	if (relay)
+		r->via = xstrdup(relay);
+	log_info("nodes: new node '%s' (its key registration came first)%s%s", id, relay ? " behind relay " : "",
+		 relay ? relay : "");
+	return r;
+}
+
 int nodes_key_register(struct nodes *n, const char *id, const char *text, size_t len, const char *relay,
 		       struct nodes_key_answer *ans, char *err, size_t errlen)
 {
@@ -1302,22 +1347,14 @@ int nodes_key_register(struct nodes *n, const char *id, const char *text, size_t
 		return -1;
 	snprintf(ans->kid, sizeof(ans->kid), "%s", reg.kid);
 	pthread_mutex_lock(&n->lock);
-	struct node_rec *r = lookup(n, id);
-	if (!r || (relay && !behind(r, relay))) {
+	struct node_rec *r = key_rec(n, id, relay, &ans->http, err, errlen);
+	if (!r) {
 		pthread_mutex_unlock(&n->lock);
-		if (!r) {
-			ans->http = 404;
-			snprintf(err, errlen, "no node '%s' (connect first, then register its key)", id);
-		} else {
-			char w[260];
-			where(r, w, sizeof(w));
-			ans->http = 403;
-			snprintf(err, errlen, "node '%s' is %s, not behind relay %s: its 'k' line is not taken", id, w,
-				 relay);
-		}
 		return -1;
 	}
-	enum nodekey_verdict v = nodekeys_judge(&r->key, id, &reg, &ans->changed, err, errlen);
+	/* a key through relays: they are the node's path (r->via) */
+	enum nodekey_verdict v = nodekeys_judge(&r->key, id, &reg, wall_seconds(), relay ? r->via : NULL,
+						&ans->changed, err, errlen);
 	ans->http = nodekeys_http(v);
 	ans->status = nodekeys_status(v);
 	if (ans->changed)
@@ -1340,27 +1377,21 @@ int nodes_key_forward(struct nodes *n, const char *id, const char *text, size_t 
 	*http = 400;
 	if (reg_parse(id, text, len, &reg, err, errlen) < 0)
 		return -1;
-	pthread_mutex_lock(&n->lock);
-	struct node_rec *r = lookup(n, id);
-	if (r && relay && !behind(r, relay)) {
-		char w[260];
-		where(r, w, sizeof(w));
-		pthread_mutex_unlock(&n->lock);
-		*http = 403;
-		snprintf(err, errlen, "node '%s' is %s, not behind relay %s: its 'k' line is not taken", id, w, relay);
+	if (reg.at > wall_seconds() + NODEKEYS_SKEW_MAX) {
+		snprintf(err, errlen, "node %s: key registration: at: more than %d s ahead of the plane's clock: check "
+			 "the node's clock", id, NODEKEYS_SKEW_MAX);
 		return -1;
 	}
+	pthread_mutex_lock(&n->lock);
+	struct node_rec *r = key_rec(n, id, relay, http, err, errlen);
 	if (r) {
 		free(r->key_reg);
 		r->key_reg = xstrndup(text, len);
 		mark_dirty(n, r);
 	}
 	pthread_mutex_unlock(&n->lock);
-	if (!r) {
-		*http = 404;
-		snprintf(err, errlen, "no node '%s' (connect first, then register its key)", id);
+	if (!r)
 		return -1;
-	}
 	*http = 202;
 	return 0;
 }
@@ -1401,6 +1432,7 @@ void nodes_keys_get(struct nodes *n, struct nodes_keys *out)
 			k->node = xstrdup(r->id);
 			k->key = xstrdup(r->key.key);
 			k->sub = r->sub ? xstrdup(r->sub) : NULL;
+			k->via = xstrdup(r->key.via);
 			snprintf(k->kid, sizeof(k->kid), "%s", r->key.kid);
 		}
 		for (const char *v = r->key.revoked; *v;) {
@@ -1426,6 +1458,7 @@ void nodes_keys_release(struct nodes_keys *k)
 		free(k->live[i].node);
 		free(k->live[i].key);
 		free(k->live[i].sub);
+		free(k->live[i].via);
 	}
 	free(k->live);
 	for (size_t i = 0; i < k->nrevoked; i++)

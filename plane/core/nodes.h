@@ -128,20 +128,23 @@ int nodes_ack(struct nodes *n, const struct ack_msg *m, uint64_t plane_version, 
 
 /* What a registration did. */
 struct nodes_key_answer {
-	unsigned http;               /* 200, or 400, 403, 404, 409 with err */
+	unsigned http;               /* 200, or 400, 403, 409, 503 with err */
 	const char *status;          /* "registered", "unchanged", "rotated" (200) */
 	char kid[KEY_ID_LEN + 1];    /* the registration's key id */
 	bool changed;                /* the record's key moved: event "key" (not for "unchanged") */
 };
 /* Applies registration text for node id: rule 1 (it parses, its node is
  * id), then rules 2 to 5 (core/nodekeys.h). relay: the relay it came
- * through (a 'k' line: the node must be behind it), or NULL. The record
- * is written behind as any change. Returns 0 with the answer (http 200),
+ * through (a 'k' line: the node must be behind it; the key's via is the
+ * node's path), or NULL. A node with no record yet (it registers before
+ * its first stream gets here) gets one (behind relay). The record is
+ * written behind as any change. Returns 0 with the answer (http 200),
  * or -1 with ans->http and err. */
 int nodes_key_register(struct nodes *n, const char *id, const char *text, size_t len, const char *relay,
 		       struct nodes_key_answer *ans, char *err, size_t errlen);
-/* A relay's: rule 1 here, then the registration goes up as a 'k' line
- * with the node's next record. relay: a relay below this one it came
+/* A relay's: rule 1 here (and at's bound), then the registration goes up
+ * as a 'k' line with the node's next record (made now when the node has
+ * none yet). relay: a relay below this one it came
  * through (its 'k' line: the node must be behind it), or NULL (the node's
  * POST). 0, or -1 with *http and err. */
 int nodes_key_forward(struct nodes *n, const char *id, const char *text, size_t len, const char *relay,
@@ -154,6 +157,7 @@ int nodes_key_revoke(struct nodes *n, const char *id, char kid[KEY_ID_LEN + 1]);
  * every revoked key id. */
 struct nodes_key {
 	char *node, *key, *sub;      /* sub: NULL unknown, "" every name */
+	char *via;                   /* where the key came from: "" direct, else the relays */
 	char kid[KEY_ID_LEN + 1];
 };
 struct nodes_keys {

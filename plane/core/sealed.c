@@ -126,7 +126,8 @@ static cJSON *current_of(struct store *s, const char *name, const char **id, con
 
 /* One secret's checks; body rewritten into the stored form. */
 static int check_one(const struct sealed_conf *conf, struct store *s, const struct sealed_fleet *f,
-		     const struct nodes_keys *keys, struct store_change *c, size_t *idx, char *err, size_t errlen)
+		     const struct nodes_keys *keys, struct store_change *c, bool revert, size_t *idx, char *err,
+		     size_t errlen)
 {
 	cJSON *doc = cJSON_ParseWithLength(c->body, c->body_len);
 	int rc = -1;
@@ -163,7 +164,8 @@ static int check_one(const struct sealed_conf *conf, struct store *s, const stru
 	const char *cur_id;
 	const cJSON *old_list;
 	prev = current_of(s, c->name, &cur_id, &old_list);
-	if (superseded(old_list, id)) {
+	/* a revert brings an older envelope back on purpose: not a replay */
+	if (!revert && superseded(old_list, id)) {
 		snprintf(err, errlen, "%s: envelope %s was replaced before: a replayed envelope", c->name, id);
 		goto out;
 	}
@@ -175,7 +177,10 @@ static int check_one(const struct sealed_conf *conf, struct store *s, const stru
 		if (w->string && nodes_keys_revoked(keys, w->string))
 			cJSON_DeleteItemFromObjectCaseSensitive(wraps, w->string);
 	}
-	if (conf) {
+	/* a revert is not refused for nodes that came since (they are held
+	 * until tetherctl secrets reseal adds their wraps): a revert that
+	 * could not be made would leave the bad version in place */
+	if (conf && !revert) {
 		size_t n = sealed_missing(f, c->name, wraps, idx);
 		if (n) {
 			sealed_missing_error(f, c->name, idx, n, err, errlen);
@@ -183,11 +188,13 @@ static int check_one(const struct sealed_conf *conf, struct store *s, const stru
 		}
 	}
 	/* "superseded" is the plane's: the stored list, and the stored id
-	 * when this envelope replaces it (the oldest dropped past the max) */
+	 * when this envelope replaces it (the oldest dropped past the max);
+	 * never the live id (a revert's envelope leaves the list: it may be
+	 * written again, e.g. by a reseal, until another replaces it) */
 	cJSON *list = cJSON_CreateArray();
 	const cJSON *it;
 	cJSON_ArrayForEach(it, old_list)
-		if (cJSON_IsString(it))
+		if (cJSON_IsString(it) && strcmp(it->valuestring, id) != 0)
 			cJSON_AddItemToArray(list, cJSON_CreateString(it->valuestring));
 	if (cur_id && strcmp(cur_id, id) != 0 && !superseded(list, cur_id))
 		cJSON_AddItemToArray(list, cJSON_CreateString(cur_id));
@@ -199,6 +206,18 @@ static int check_one(const struct sealed_conf *conf, struct store *s, const stru
 	else
 		cJSON_Delete(list);
 	char *canon = json_encode_canonical(doc);
+	/* what nodes will get of it: a body the push form refuses is never
+	 * stored (the store would push a marker in its place) */
+	char *push = NULL;
+	size_t plen;
+	int pr = envelope_push_body_checked(canon, strlen(canon), &push, &plen, why, sizeof(why));
+	if (pr != 1) {
+		snprintf(err, errlen, "%s: %s", c->name, pr == 0 ? "not a sealed body" : why);
+		free(push);
+		free(canon);
+		goto out;
+	}
+	free(push);
 	free(c->body);
 	c->body = canon;
 	c->body_len = strlen(canon);
@@ -210,7 +229,7 @@ out:
 }
 
 int sealed_check(const struct sealed_conf *conf, struct store *s, struct nodes *n, struct store_change *ch,
-		 size_t nch, char *err, size_t errlen)
+		 size_t nch, bool revert, char *err, size_t errlen)
 {
 	bool any = false;
 	for (size_t i = 0; i < nch && !any; i++)
@@ -223,7 +242,7 @@ int sealed_check(const struct sealed_conf *conf, struct store *s, struct nodes *
 	int rc = 0;
 	for (size_t i = 0; i < nch && rc == 0; i++)
 		if (ch[i].body && strncmp(ch[i].name, "secret/", 7) == 0)
-			rc = check_one(conf, s, &f, &f.keys, &ch[i], idx, err, errlen);
+			rc = check_one(conf, s, &f, &f.keys, &ch[i], revert, idx, err, errlen);
 	free(idx);
 	sealed_fleet_release(&f);
 	return rc;

@@ -42,12 +42,16 @@ size_t sealed_missing(const struct sealed_fleet *f, const char *name, const cJSO
 void sealed_missing_error(const struct sealed_fleet *f, const char *name, const size_t *idx, size_t n, char *err,
 			  size_t errlen);
 
-/* Checks the secrets among ch (a write, under the store's writer lock)
- * and rewrites each sealed body into the form the store keeps. conf NULL:
- * no --sealed-secrets (plaintext taken; a sealed body's form checked).
+/* Checks the secrets among ch (a write, under the store's writer lock;
+ * it takes the nodes' lock) and rewrites each sealed body into the form
+ * the store keeps. conf NULL: no --sealed-secrets (plaintext taken; a
+ * sealed body's form checked). revert: the write is a revert (tetherctl
+ * revert, a rollout's): an older envelope back is no replay, and nodes
+ * without a wrap do not refuse it (they are held); the superseded list is
+ * kept all the same (the replaced id appended, the live one left out).
  * Returns 0, or -1 with err (a 422). */
 int sealed_check(const struct sealed_conf *conf, struct store *s, struct nodes *n, struct store_change *ch,
-		 size_t nch, char *err, size_t errlen);
+		 size_t nch, bool revert, char *err, size_t errlen);
 
 /* At start with --sealed-secrets: says, once each, which secrets in the
  * store are plaintext (names only). Hold a store lock. */

@@ -219,13 +219,28 @@ static void keep_state(struct store *s, struct store_entry *e)
 	e->stored_len = 0;
 }
 
+/* What nodes get in place of a sealed secret whose stored body is damaged
+ * (sealed but invalid: from etcd or a relay's feed, never a write's): a
+ * body every node refuses (a NACK naming the secret; it keeps its last
+ * good state), so nothing of the stored text -- its wraps, or whatever a
+ * damaged store put beside them -- leaves the plane. */
+#define PUSH_DAMAGED "{\"sealed\":null}"
+
 /* A sealed secret's push body (malloc'd, *plen set) of a stored body, or
- * NULL: the body is what nodes get as it is. */
+ * NULL: the body is what nodes get as it is. Every secret's body is
+ * asked (a "sealed" spelled with escapes is still one). */
 static char *push_form(const char *name, const char *body, size_t len, size_t *plen)
 {
-	if (strncmp(name, "secret/", 7) != 0 || !memmem(body, len, "\"sealed\"", 8))
+	if (strncmp(name, "secret/", 7) != 0)
 		return NULL;
-	return envelope_push_body(body, len, plen);
+	char *out = NULL, err[300];
+	int rc = envelope_push_body_checked(body, len, &out, plen, err, sizeof(err));
+	if (rc >= 0)
+		return out;
+	log_error("store: %s: the stored sealed body is damaged (%s): nodes are sent %s in its place, which they "
+		  "refuse; write it again (tetherctl put %s --seal)", name, err, PUSH_DAMAGED, name);
+	*plen = strlen(PUSH_DAMAGED);
+	return xstrdup(PUSH_DAMAGED);
 }
 
 const char *store_stored(const struct store_entry *e, size_t *len)
@@ -403,7 +418,7 @@ static int load_row(void *ctx, const char *name, const char *body, size_t len,
 			log_error("store: stored body of '%s' does not parse: %s", name, err);
 			return -1;
 		}
-		if (resource_validate(name, v, 0, &refs, err, sizeof(err)) < 0) {
+		if (resource_validate(name, v, RES_V_STORED, &refs, err, sizeof(err)) < 0) {
 			/* keep serving it: it was valid when written, and a newer
 			 * plane may have written it */
 			log_warn("store: stored '%s' no longer validates: %s", name, err);
@@ -703,7 +718,7 @@ int store_apply_remote(struct store *s, struct persist_remote *ch, size_t n, cha
 			/* another replica validated it: a body that does not
 			 * parse here is a newer plane's or a damaged key; its
 			 * references are unknown, and it is served as it is */
-			if (!v || resource_validate(c->name, v, 0, &refs[i], verr, sizeof(verr)) < 0)
+			if (!v || resource_validate(c->name, v, RES_V_STORED, &refs[i], verr, sizeof(verr)) < 0)
 				log_warn("store: '%s' from another replica does not validate here: %s", c->name, verr);
 			cJSON_Delete(v);
 			size_t plen;

@@ -12,7 +12,8 @@
 int validate_upsert(const char *name, cJSON *body, struct store_change *out, char *err, size_t errlen)
 {
 	memset(out, 0, sizeof(*out));
-	if (resource_validate(name, body, 0, &out->refs, err, errlen) < 0)
+	/* a sealed secret is written in its stored form (with "wraps") */
+	if (resource_validate(name, body, RES_V_STORED, &out->refs, err, errlen) < 0)
 		return -1;
 	out->name = name;
 	out->body = json_encode_canonical(body);

@@ -134,7 +134,7 @@ void writer_commit(struct core *p, struct store_change *ch, size_t n, bool must_
 		}
 		rc = validate_candidate(p->store, ch, n, p->cfg.max_resources, err, sizeof(err));
 		if (rc == 0)   /* sealed secrets: the checks, and the form the store keeps */
-			rc = sealed_check(p->sealed, p->store, p->nodes, ch, n, err, sizeof(err));
+			rc = sealed_check(p->sealed, p->store, p->nodes, ch, n, opts && opts->revert, err, sizeof(err));
 		int cr = rc == 0 ? store_commit_meta(p->store, ch, n, NULL, NULL, &meta, &version, &changed, err,
 						     sizeof(err)) : 0;
 		store_write_unlock(p->store);

@@ -37,6 +37,7 @@ struct write_opts {
 	const char *author, *message;
 	bool has_base;
 	uint64_t base;
+	bool revert;                 /* tetherctl revert: sealed_check's revert */
 };
 
 /* Validates and commits changes (bodies taken, names borrowed), retrying

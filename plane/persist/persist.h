@@ -153,6 +153,10 @@ struct persist_node {
 	const char *key, *key_id;
 	int64_t key_at;
 	const char *revoked;
+	/* key_at is the high-water mark of the node's registrations (kept
+	 * when no key is live); key_via where the live key came from ("" or
+	 * NULL: direct, else the relays as in via) */
+	const char *key_via;
 	/* a relay's: a registration its node sent, to go up as a 'k' line
 	 * (NULL: none; no backend stores it); the backend sets *key_sent
 	 * when the upstream answered the batch that held it (taken or

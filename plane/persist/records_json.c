@@ -142,8 +142,11 @@ cJSON *record_node_to_json(const struct persist_node *r)
 	if (r->key && r->key[0]) {
 		cJSON_AddStringToObject(o, "key", r->key);
 		cJSON_AddStringToObject(o, "key_id", r->key_id ? r->key_id : "");
-		num(o, "key_at", (uint64_t)(r->key_at > 0 ? r->key_at : 0));
+		if (r->key_via && r->key_via[0])
+			cJSON_AddStringToObject(o, "key_via", r->key_via);
 	}
+	if (r->key_at > 0)   /* the registrations' high-water mark, key or none */
+		num(o, "key_at", (uint64_t)r->key_at);
 	if (r->revoked && r->revoked[0])
 		cJSON_AddStringToObject(o, "revoked", r->revoked);
 	if (r->held_at) {
@@ -175,6 +178,7 @@ int record_node_from_json(const cJSON *o, struct persist_node *n)
 		.vf_at = (int64_t)record_u64(o, "vf_at"),
 		.key = record_str(o, "key"), .key_id = record_str(o, "key_id"),
 		.key_at = (int64_t)(record_u64(o, "key_at") & INT64_MAX), .revoked = record_str(o, "revoked"),
+		.key_via = record_str(o, "key_via"),
 		.held_version = record_u64(o, "held_version"), .held_reason = record_str(o, "held_reason"),
 		.held_at = (int64_t)(record_u64(o, "held_at") & INT64_MAX),
 	};

@@ -11,6 +11,7 @@
 #include "core/events.h"
 #include "core/hub.h"
 #include "core/pushcache.h"
+#include "core/sealed.h"
 #include "core/store.h"
 #include "core/validate.h"
 #include "log.h"
@@ -454,7 +455,7 @@ static void old_refs(struct store_change *c)
 {
 	char err[256];
 	cJSON *doc = cJSON_ParseWithLength(c->body, c->body_len);
-	if (!doc || resource_validate(c->name, doc, 0, &c->refs, err, sizeof(err)) < 0)
+	if (!doc || resource_validate(c->name, doc, RES_V_STORED, &c->refs, err, sizeof(err)) < 0)
 		log_warn("rollout: the reverted body of %s no longer passes the checks (%s); restored as it was",
 			 c->name, doc ? err : "not JSON");
 	cJSON_Delete(doc);
@@ -564,6 +565,12 @@ static int revert(struct rollout *r, enum ro_state final, const char *reason, ch
 		next.nmembers = done.nmembers;
 		next.started_at = next.stage_at = wall_ms();
 	}
+	/* sealed secrets: an older envelope back is no replay; the stored
+	 * form (the superseded list) kept as for any write. Its checks never
+	 * stop a revert: one refused is logged, and committed as it was */
+	char serr[600];
+	if (n && sealed_check(p->sealed, p->store, p->nodes, ch, n, true, serr, sizeof(serr)) < 0)
+		log_warn("rollout %llu: the revert puts back %s", (unsigned long long)done.id, serr);
 	struct revert_rows rows = { &done, pending ? &next : NULL };
 	uint64_t rv = 0;
 	bool changed = false;

@@ -2,17 +2,21 @@
 # t0960-sealed-plane.sh: sealed secrets on one plane (SQLite), with real
 # keys, registrations and envelopes (tests/tools/sealtool, common/'s code).
 # A node's key: the registration rules 1 to 5 (malformed, another node's,
-# first use, the same key, another key refused unless the stored one
-# endorsed it and it is newer), an admin's revocation, the revoked key
-# refused, a new key taken; /v1/nodes shows key_id and key_revoked, and
-# the key outlives a restart. --sealed-secrets: plaintext refused (PUT and
+# at too far ahead, first use -- also of a node with no record yet --, the
+# same key, another key refused unless the stored one endorsed it and it
+# is newer), an admin's revocation, the revoked key refused, a new key
+# taken only with a registration newer than every one taken before (the
+# high-water mark, across the revocation and a restart); /v1/nodes shows
+# key_id, key_via and key_revoked, and the key outlives a restart. --sealed-secrets: plaintext refused (PUT and
 # batch: one path), a malformed envelope, another recovery key, a wrap
 # missing for a node the secret reaches (named), a replayed envelope; what
 # nodes get is the push body (no wraps) while GET /v1/resources keeps the
 # stored one; GET /v1/wraps, GET /v1/secrets, and who may call each (a
 # node its own key, an admin revokes). Then a held NACK on a staged
 # plane: not a NACK, the rollout stays in progress and shows it held, and
-# an ACK of the version ends the hold.
+# an ACK of the version ends the hold. A revert (POST /v1/revert) that
+# brings an older envelope back is no replay; a plain write of a replaced
+# one stays refused.
 . "$(dirname "$0")/lib.sh"
 
 SEALTOOL=$TOP_BUILDDIR/tests/tools/sealtool
@@ -66,6 +70,7 @@ K1B=$("$SEALTOOL" key "$WORK/n1b.key")
 K3=$("$SEALTOOL" key "$WORK/n1c.key")
 K2=$("$SEALTOOL" key "$WORK/n2.key")
 K4=$("$SEALTOOL" key "$WORK/n4.key")
+KG=$("$SEALTOOL" key "$WORK/ghost.key")
 printf '{"cert":"-----BEGIN CERTIFICATE-----\\nMIIB\\n-----END CERTIFICATE-----\\n","key":"-----BEGIN PRIVATE KEY-----\\nMIIE\\n-----END PRIVATE KEY-----\\n"}' >"$WORK/plain"
 
 start_plane origin --sealed-secrets "$WORK/rec.pub"
@@ -85,8 +90,16 @@ reg n2 "$WORK/n2.key"
 out=$(key_post n1 "$WORK/reg.json")
 check_eq "another node's registration: 400" 400 "${out%% *}"
 check "... naming the field" grep -q 'node: names another node' "$WORK/answer"
-reg ghost "$WORK/n2.key"
-check_eq "an unknown node's: 404" 404 "$(key_post ghost "$WORK/reg.json" | cut -d' ' -f1)"
+reg n1 "$WORK/n1.key" $(($(date +%s) + 700))
+out=$(key_post n1 "$WORK/reg.json")
+check_eq "at more than 600 s ahead: 400" 400 "${out%% *}"
+check_eq "... saying what to check" "node n1: key registration: at: more than 600 s ahead of the plane's clock: check the node's clock" \
+	"$(jq -r .error "$WORK/answer")"
+reg ghost "$WORK/ghost.key"
+check_eq "a node with no record yet (it registers before its first stream): registered" "200 registered" \
+	"$(key_post ghost "$WORK/reg.json" | { read -r c b; echo "$c $(echo "$b" | jq -r .status)"; })"
+check_eq "... its record made, its key direct (key_via \"\")" "$KG " "$(node_field ghost '"\(.key_id) \(.key_via)"')"
+check_eq "... an admin revokes it (out of the way of the writes below)" 200 "$(api_status DELETE /v1/nodes/ghost/key)"
 reg n1 "$WORK/n1.key" 1000
 check_eq "first use: registered" "200 registered $K1" \
 	"$(key_post n1 "$WORK/reg.json" | sed 's/^\([0-9]*\) /\1 /' | { read -r c b; echo "$c $(echo "$b" | jq -r '"\(.status) \(.key_id)"')"; })"
@@ -119,15 +132,20 @@ out=$(key_post n1 "$WORK/reg.json")
 check_eq "the revoked key registered again: 403" 403 "${out%% *}"
 check_eq "... saying to make a new one" "node n1: key $K1B was revoked; make a new one: tetherd --rotate-key" \
 	"$(jq -r .error "$WORK/answer")"
-reg n1 "$WORK/n1c.key" 100
-check_eq "a new key after the revocation: registered" "200 registered" \
+reg n1 "$WORK/n1c.key" 2000
+out=$(key_post n1 "$WORK/reg.json")
+check_eq "a new key after the revocation, no newer than a registration taken before: 409" 409 "${out%% *}"
+check_eq "... saying why" "node n1: key registration: at: 2000 is not after the newest registration taken for this node (2000): an old registration is never taken again; the node makes a new one (tetherd registers at its next connection)" \
+	"$(jq -r .error "$WORK/answer")"
+reg n1 "$WORK/n1c.key" 2001
+check_eq "a new key after the revocation, newer: registered" "200 registered" \
 	"$(key_post n1 "$WORK/reg.json" | { read -r c b; echo "$c $(echo "$b" | jq -r .status)"; })"
 reg n2 "$WORK/n2.key"
 key_post n2 "$WORK/reg.json" >/dev/null
 check_eq "n2 has its key" "$K2" "$(key_id_of n2)"
 
-want="n1 registered n1 rotated n1 revoked n1 registered n2 registered"
-wait_until 10 sh -c "[ \"\$(grep -c '^event: key' '$WORK/events.sse')\" -ge 5 ]"
+want="ghost registered ghost revoked n1 registered n1 rotated n1 revoked n1 registered n2 registered"
+wait_until 10 sh -c "[ \"\$(grep -c '^event: key' '$WORK/events.sse')\" -ge 7 ]"
 check_eq "event key for each registration, rotation and revocation" "$want" "$(key_events)"
 stop_pid $EVENTS_PID
 
@@ -139,7 +157,7 @@ check_eq "a plaintext secret is refused (422)" \
 jq -cn --slurpfile b "$WORK/plain" '{upserts:[{name:"secret/tls",body:$b[0]}]}' >"$WORK/batch.json"
 code=$(curl -sS -o "$WORK/answer" -w '%{http_code}' -X POST --data-binary "@$WORK/batch.json" "$PLANE_URL/v1/batch")
 check_eq "... in a batch too (one path)" "422 plaintext refused" "$code $(jq -r .error "$WORK/answer" | grep -o 'plaintext refused')"
-echo '{"sealed":{"v":1}}' >"$WORK/bad"
+echo '{"sealed":{"v":1},"wraps":{}}' >"$WORK/bad"
 out=$(put_status secret/tls "$WORK/bad")
 check "a malformed envelope is refused, naming the field" starts "$out" "422 secret/tls: sealed."
 seal secret/tls "$WORK/other.pub" "$WORK/n1c.key" >"$WORK/other.json"
@@ -164,6 +182,9 @@ check_eq "the plane keeps its own superseded list (the client's ignored)" "[\"$I
 check_eq "GET /v1/resources shows the stored body, wraps and all" "$K3" "$(echo "$stored" | jq -r '.body.wraps | keys | join(",")')"
 check_eq "the first envelope again is a replay, refused" \
 	"422 secret/tls: envelope $IDA was replaced before: a replayed envelope" "$(put_status secret/tls "$WORK/a.json")"
+"$SEALTOOL" push <"$WORK/b.json" >"$WORK/pushform.json"
+out=$(put_status secret/tls "$WORK/pushform.json")
+check "a write of the push form (no wraps) is refused, naming wraps (RES_V_STORED)" starts "$out" "422 secret/tls: wraps"
 
 # what nodes get: the push body, at the origin's digest
 pushed=$(poll n1 secret/ | jq -c '.upserts[] | select(.name == "secret/tls") | .body')
@@ -188,13 +209,29 @@ reg n4 "$WORK/n4.key"
 key_post n4 "$WORK/reg.json" >/dev/null
 s=$(curl -sS "$PLANE_URL/v1/secrets")
 check_eq "/v1/secrets: sealed, the recovery key" "true $RKID" "$(echo "$s" | jq -r '"\(.sealed_secrets) \(.recovery.key_id)"')"
-check_eq "... the live keys with their subscriptions" "n1:$K3:secret/ n2:$K2:cluster/ n4:$K4:" \
-	"$(echo "$s" | jq -r '[.nodes[] | "\(.node):\(.key_id):\(.sub)"] | sort | join(" ")')"
+check_eq "... the live keys with their subscriptions and where they came from (direct)" \
+	"n1:$K3:secret/: n2:$K2:cluster/: n4:$K4::" \
+	"$(echo "$s" | jq -r '[.nodes[] | "\(.node):\(.key_id):\(.sub):\(.key_via)"] | sort | join(" ")')"
 check_eq "... secret/tls sealed, its id, n4 (every name) missing" "secret/tls true $IDB n4" \
 	"$(echo "$s" | jq -r '.secrets[] | "\(.name) \(.sealed) \(.id) \(.missing | join(","))"')"
 seal secret/tls "$WORK/rec.pub" "$WORK/n1c.key" >"$WORK/c.json"
 out=$(put_status secret/tls "$WORK/c.json")
 check "a write now misses n4, named" starts "$out" "422 secret/tls: no wrap for nodes n4 (keys $K4)"
+
+# a revert that brings the first envelope back is no replay (nor refused
+# for n4, which came since: n4 is held until a reseal)
+out=$(curl -sS -o "$WORK/answer" -w '%{http_code}' -X POST --data "{\"version\":$VA}" "$PLANE_URL/v1/revert")
+check_eq "a revert to the first envelope's version: 200" 200 "$out"
+stored=$(curl -sS "$PLANE_URL/v1/resources/secret/tls")
+check_eq "... it is back, the one it replaced listed as superseded (the live one not)" "$IDA [\"$IDB\"]" \
+	"$(echo "$stored" | jq -c -r '"\(.body.sealed.id) \(.body.superseded)"')"
+check_eq "a plain write of the replaced envelope is a replay" \
+	"422 secret/tls: envelope $IDB was replaced before: a replayed envelope" "$(put_status secret/tls "$WORK/b.json")"
+seal secret/tls "$WORK/rec.pub" "$WORK/n1c.key" "$WORK/n4.key" >"$WORK/d.json"
+out=$(put_status secret/tls "$WORK/d.json")
+check "a new envelope for n1 and n4 replaces it" test "${out%% *}" = 200
+check_eq "a plain re-PUT of the first envelope is still a replay (422)" \
+	"422 secret/tls: envelope $IDA was replaced before: a replayed envelope" "$(put_status secret/tls "$WORK/a.json")"
 
 # the keys outlive a restart (SQLite)
 stop_pid "$PLANE_PID"
@@ -202,6 +239,9 @@ start_plane again --data "$WORK/origin.data" --sealed-secrets "$WORK/rec.pub"
 check_eq "after a restart n1's key and revoked key are known" "$K3 $K1B" "$(node_field n1 '"\(.key_id) \(.key_revoked | join(","))"')"
 reg n1 "$WORK/n1b.key" 5000
 check_eq "... and the revoked key is still refused" 403 "$(key_post n1 "$WORK/reg.json" | cut -d' ' -f1)"
+reg ghost "$WORK/n4.key" 1
+check_eq "... and ghost's mark: a first key after its revocation needs a newer at (409)" 409 \
+	"$(key_post ghost "$WORK/reg.json" | cut -d' ' -f1)"
 stop_pid "$PLANE_PID"
 
 # ---- who may: a node its own key, writers /v1/secrets, anyone known /v1/wraps -----------------------
@@ -270,5 +310,34 @@ curl -sS -X POST --data-binary "{\"node\":\"h1\",\"version\":$V2,\"nonce\":\"$NO
 check "an ACK of the version ends the hold" wait_until 10 sh -c "[ \"\$(curl -sS '$PLANE_URL/v1/nodes/h1' | jq -r .held)\" = null ]"
 check "... and the rollout completes" wait_until 15 ro_ended 2
 check_eq "... completed" completed "$(ro .state)"
+
+# a rollout's automatic revert that brings an older envelope back: no
+# replay, and the superseded list kept (the replaced id in, the live out)
+# push_ack N: ACK (or, with nack, NACK) h1's N-th push
+push_ack() {
+	local d
+	d=$(push_data "$WORK/h1.sse" "$1")
+	curl -sS -X POST --data-binary "{\"node\":\"h1\",\"version\":$(echo "$d" | jq .version),\"nonce\":\"$(echo "$d" | jq -r .nonce)\",\"status\":\"${2:-ack}\",\"error\":\"x\"}" \
+		"$PLANE_URL/v1/ack" >/dev/null
+}
+seal secret/s "$WORK/rec.pub" >"$WORK/ra.json"
+seal secret/s "$WORK/rec.pub" >"$WORK/rb.json"
+RA=$(jq -r .sealed.id "$WORK/ra.json")
+RB=$(jq -r .sealed.id "$WORK/rb.json")
+n=$(grep -c '^event: push' "$WORK/h1.sse")
+check_eq "envelope A of secret/s: taken" 200 "$(put_status secret/s "$WORK/ra.json" | cut -d' ' -f1)"
+check "h1 gets it" wait_until 15 has_pushes "$WORK/h1.sse" $((n + 1))
+push_ack $((n + 1))
+check "... its rollout completes" wait_until 15 ro_ended 3
+check_eq "envelope B replaces it" 200 "$(put_status secret/s "$WORK/rb.json" | cut -d' ' -f1)"
+check "h1 gets B" wait_until 15 has_pushes "$WORK/h1.sse" $((n + 2))
+push_ack $((n + 2)) nack
+check "h1's NACK ends B's rollout" wait_until 20 ro_ended 4
+check_eq "... rolled back" rolled_back "$(ro .state)"
+stored=$(curl -sS "$PLANE_URL/v1/resources/secret/s")
+check_eq "the revert brought A back, B listed as superseded (A, live, not)" "$RA [\"$RB\"]" \
+	"$(echo "$stored" | jq -c -r '"\(.body.sealed.id) \(.body.superseded)"')"
+check_eq "a plain write of B is a replay" "422 secret/s: envelope $RB was replaced before: a replayed envelope" \
+	"$(put_status secret/s "$WORK/rb.json")"
 
 done_testing

@@ -3,7 +3,9 @@
 # envelopes (tests/tools/sealtool). A node behind relay r1 registers its key
 # there: r1 answers 202 and sends it up as a 'k' line, and the origin
 # applies its rules (a key for a node that has one, not endorsed, is
-# refused up there, and the origin keeps the old one); the old JSON record
+# refused up there, and the origin keeps the old one); a node that
+# registers before its first stream reached r1 gets a record at r1 and at
+# the origin, behind r1; key_via names the relays a key came through; the old JSON record
 # path (POST /v1/relay/nodes) cannot set a key; a relay answers DELETE with
 # 403; a relay below a relay passes a 'k' line on. A sealed secret: r1
 # answers GET /v1/wraps from its replicated stored bodies, the push body a
@@ -41,6 +43,7 @@ RKID=$("$SEALTOOL" recovery "$WORK/rec") || bail "sealtool recovery"
 K1=$("$SEALTOOL" key "$WORK/n1.key")
 K1B=$("$SEALTOOL" key "$WORK/n1b.key")
 K1C=$("$SEALTOOL" key "$WORK/n1c.key")
+KG=$("$SEALTOOL" key "$WORK/ghost.key")
 printf '{"cert":"-----BEGIN CERTIFICATE-----\\nMIIB\\n-----END CERTIFICATE-----\\n","key":"-----BEGIN PRIVATE KEY-----\\nMIIE\\n-----END PRIVATE KEY-----\\n"}' >"$WORK/plain"
 
 start_plane origin --heartbeat 1 --signing-key "$WORK/sign" --sealed-secrets "$WORK/rec.pub"
@@ -59,10 +62,16 @@ check_eq "r1 takes the registration: 202" 202 "$(key_post "$R1" n1 "$WORK/reg.js
 check_eq "... forwarded" forwarded "$(jq -r .status "$WORK/answer")"
 check "the origin registers it from r1's 'k' line" wait_until 10 field_is "$ORIGIN" n1 .key_id "$K1"
 check "... and says so" grep -q "node n1: key $K1 registered through relay r1" "$WORK/origin.log"
+check_eq "... its key_via: r1" r1 "$(field_on "$ORIGIN" n1 .key_via)"
+check_eq "... in GET /v1/secrets too" r1 "$(curl -sS "$ORIGIN/v1/secrets" | jq -r '.nodes[] | select(.node == "n1") | .key_via')"
 echo 'junk' >"$WORK/junk"
 check_eq "r1 refuses a registration that does not parse (400)" 400 "$(key_post "$R1" n1 "$WORK/junk")"
-reg ghost "$WORK/n1.key" 1000
-check_eq "r1 refuses one for a node it does not know (404)" 404 "$(key_post "$R1" ghost "$WORK/reg.json")"
+reg ghost "$WORK/ghost.key" 1000
+check_eq "a node r1 has not seen yet registers (202)" 202 "$(key_post "$R1" ghost "$WORK/reg.json")"
+check "the origin, which has not seen it either, registers it behind r1" \
+	wait_until 10 field_is "$ORIGIN" ghost '"\(.key_id) \(.key_via) \(.via | join(","))"' "$KG r1 r1"
+check_eq "... an admin revokes it at the origin (out of the way of the writes below)" 200 \
+	"$(curl -sS -o /dev/null -w '%{http_code}' -X DELETE "$ORIGIN/v1/nodes/ghost/key")"
 
 before=$(refusals)
 reg n1 "$WORK/n1b.key" 2000
@@ -94,6 +103,7 @@ check "the origin lists n5 behind r1, r2" wait_until 10 field_is "$ORIGIN" n5 '.
 reg n5 "$WORK/n1c.key" 100
 check_eq "n5 registers at r2 (202)" 202 "$(key_post "$R2" n5 "$WORK/reg.json")"
 check "the origin registers it through r1 and r2" wait_until 10 field_is "$ORIGIN" n5 .key_id "$K1C"
+check_eq "... its key_via: r1,r2" r1,r2 "$(field_on "$ORIGIN" n5 .key_via)"
 
 # ---- a sealed secret through the relay -------------------------------------------------------------
 
@@ -156,6 +166,10 @@ if [ -x "${ETCD_BIN:-}" ]; then
 	check "... reaches a" wait_until 10 field_is "$A" e1 '.key_revoked | join(",")' "$K1C"
 	reg e1 "$WORK/n1c.key" 300
 	check_eq "... where the revoked key is refused (403)" 403 "$(key_post "$A" e1 "$WORK/reg.json")"
+	reg e1 "$WORK/ghost.key" 100
+	check_eq "b holds a's high-water mark: a first key after the revocation, no newer than a's, is refused (409)" \
+		409 "$(key_post "$B" e1 "$WORK/reg.json")"
+	check "... saying why" grep -q "at: 100 is not after the newest registration taken for this node (100)" "$WORK/answer"
 else
 	ok "# SKIP replicas: etcd is not installed (Debian's etcd-server)"
 fi

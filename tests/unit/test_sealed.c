@@ -28,6 +28,7 @@
 #include "nodekey.h"
 #include "persist/persist.h"
 #include "tmpdir.h"
+#include "util.h"
 
 static struct nodes_key key_of(const char *node, const char *kid, const char *sub)
 {
@@ -156,11 +157,11 @@ static char *sealed_body(const char *name, const unsigned char rpk[32], const ch
 }
 
 /* Runs the checks on one change of name to body (taken); 0 commits it. */
-static int write_one(struct fixture *f, const struct sealed_conf *conf, const char *name, char *body, char *err,
-		     size_t errlen, char **stored)
+static int write_as(struct fixture *f, const struct sealed_conf *conf, const char *name, char *body, bool revert,
+		    char *err, size_t errlen, char **stored)
 {
 	struct store_change ch = { .name = name, .body = body, .body_len = strlen(body) };
-	int rc = sealed_check(conf, f->s, f->n, &ch, 1, err, errlen);
+	int rc = sealed_check(conf, f->s, f->n, &ch, 1, revert, err, errlen);
 	if (rc == 0) {
 		uint64_t v;
 		bool changed;
@@ -175,6 +176,12 @@ static int write_one(struct fixture *f, const struct sealed_conf *conf, const ch
 	}
 	free(ch.body);
 	return rc;
+}
+
+static int write_one(struct fixture *f, const struct sealed_conf *conf, const char *name, char *body, char *err,
+		     size_t errlen, char **stored)
+{
+	return write_as(f, conf, name, body, false, err, errlen, stored);
 }
 
 static const char *id_of(const char *stored, char *out)
@@ -267,6 +274,176 @@ static void test_check(void **state)
 	free(reg);
 }
 
+/* Reverts (tetherctl revert, a rollout's): an older envelope back is no
+ * replay; the superseded list stays the plane's (the replaced id
+ * appended, the live one left out), so the live envelope may be written
+ * again (a reseal) and a replaced one stays refused. */
+static void test_revert(void **state)
+{
+	struct fixture *f = *state;
+	char err[2048], want[600];
+	char *stored = NULL;
+	assert_int_equal(nodes_seen(f->n, "n1", NULL, "sse"), 0);
+	nodes_set_sub(f->n, "n1", "secret/");
+	char *reg = nodekey_registration("n1", &f->k1, NULL, 100);
+	struct nodes_key_answer ans;
+	assert_int_equal(nodes_key_register(f->n, "n1", reg, strlen(reg), NULL, &ans, err, sizeof(err)), 0);
+	free(reg);
+	char *a = sealed_body("secret/tls", f->conf.pk, f->conf.kid, &f->k1, NULL);
+	char *a_again = strdup(a), *a_later = strdup(a), *a_revert = strdup(a);
+	char ida[ENVELOPE_ID_LEN + 1], idb[ENVELOPE_ID_LEN + 1], idc[ENVELOPE_ID_LEN + 1];
+	assert_int_equal(write_one(f, &f->conf, "secret/tls", a, err, sizeof(err), &stored), 0);
+	id_of(stored, ida);
+	free(stored);
+	char *b = sealed_body("secret/tls", f->conf.pk, f->conf.kid, &f->k1, NULL);
+	char *b_again = strdup(b);
+	assert_int_equal(write_one(f, &f->conf, "secret/tls", b, err, sizeof(err), &stored), 0);
+	id_of(stored, idb);
+	free(stored);
+	/* a plain write of A is a replay; the revert to A is taken */
+	assert_int_equal(write_one(f, &f->conf, "secret/tls", a_again, err, sizeof(err), NULL), -1);
+	assert_non_null(strstr(err, "a replayed envelope"));
+	assert_int_equal(write_as(f, &f->conf, "secret/tls", a_revert, true, err, sizeof(err), &stored), 0);
+	cJSON *doc = cJSON_Parse(stored);
+	const cJSON *list = cJSON_GetObjectItemCaseSensitive(doc, "superseded");
+	assert_int_equal(cJSON_GetArraySize(list), 1);   /* B replaced; A live, so not listed */
+	assert_string_equal(cJSON_GetArrayItem(list, 0)->valuestring, idb);
+	assert_string_equal(json_get_string(cJSON_GetObjectItemCaseSensitive(doc, "sealed"), "id"), ida);
+	cJSON_Delete(doc);
+	free(stored);
+	/* B again (plain): a replay */
+	assert_int_equal(write_one(f, &f->conf, "secret/tls", b_again, err, sizeof(err), NULL), -1);
+	snprintf(want, sizeof(want), "secret/tls: envelope %s was replaced before: a replayed envelope", idb);
+	assert_string_equal(err, want);
+	/* C replaces A: A is listed again, and a plain write of it refused */
+	char *c = sealed_body("secret/tls", f->conf.pk, f->conf.kid, &f->k1, NULL);
+	assert_int_equal(write_one(f, &f->conf, "secret/tls", c, err, sizeof(err), &stored), 0);
+	id_of(stored, idc);
+	snprintf(want, sizeof(want), "\"superseded\":[\"%s\",\"%s\"]", idb, ida);
+	assert_non_null(strstr(stored, want));
+	free(stored);
+	assert_int_equal(write_one(f, &f->conf, "secret/tls", a_later, err, sizeof(err), NULL), -1);
+	snprintf(want, sizeof(want), "secret/tls: envelope %s was replaced before: a replayed envelope", ida);
+	assert_string_equal(err, want);
+	/* a revert is not refused for a node that came since without a wrap */
+	struct node_key k2;
+	char path[160];
+	snprintf(path, sizeof(path), "%s/n2.key", f->dir);
+	assert_int_equal(nodekey_make(path, &k2, err, sizeof(err)), 0);
+	assert_int_equal(nodes_seen(f->n, "n2", NULL, "sse"), 0);
+	nodes_set_sub(f->n, "n2", "secret/");
+	reg = nodekey_registration("n2", &k2, NULL, 100);
+	assert_int_equal(nodes_key_register(f->n, "n2", reg, strlen(reg), NULL, &ans, err, sizeof(err)), 0);
+	free(reg);
+	char *d = sealed_body("secret/tls", f->conf.pk, f->conf.kid, &f->k1, NULL);
+	char *d_revert = strdup(d);
+	assert_int_equal(write_one(f, &f->conf, "secret/tls", d, err, sizeof(err), NULL), -1);
+	assert_non_null(strstr(err, "no wrap for nodes n2"));
+	assert_int_equal(write_as(f, &f->conf, "secret/tls", d_revert, true, err, sizeof(err), NULL), 0);
+	nodekey_forget(&k2);
+}
+
+/* A stored sealed body that is damaged (sealed but invalid: from etcd or
+ * a relay's feed, never a write) is never pushed as it is: nodes get a
+ * marker they refuse; the stored text stays beside it. */
+static void test_damaged(void **state)
+{
+	struct fixture *f = *state;
+	char dir[128], path[160], err[300];
+	snprintf(dir, sizeof(dir), "%s/damaged", f->dir);
+	struct store_opts opts = { .tombstone_keep = 1000 };
+	struct persist *p = persist_sqlite_open(dir, err, sizeof(err));
+	assert_non_null(p);
+	struct store *s = store_open(p, &opts, err, sizeof(err));
+	assert_non_null(s);
+	const char *plain = "{\"cert\":\"-----BEGIN C\",\"key\":\"-----BEGIN K\"}";
+	struct store_change ch = { .name = "secret/x", .body = strdup(plain), .body_len = strlen(plain) };
+	uint64_t v;
+	bool changed;
+	store_write_lock(s);
+	assert_int_equal(store_commit(s, &ch, 1, &v, &changed, err, sizeof(err)), 0);
+	store_write_unlock(s);
+	free(ch.body);
+	store_free(s);
+	persist_close(p);
+	snprintf(path, sizeof(path), "%s/tether.db", dir);
+	sqlite3 *db;
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, "UPDATE resources SET body = '{\"sealed\":{\"v\":1},\"wraps\":{\"k\":\"w\"}}'"
+				      " WHERE name = 'secret/x'", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	p = persist_sqlite_open(dir, err, sizeof(err));
+	assert_non_null(p);
+	s = store_open(p, &opts, err, sizeof(err));
+	assert_non_null(s);
+	const struct store_entry *e = store_get(s, "secret/x");
+	assert_non_null(e);
+	assert_int_equal(e->body_len, strlen("{\"sealed\":null}"));
+	assert_memory_equal(e->body, "{\"sealed\":null}", e->body_len);
+	size_t len;
+	assert_non_null(strstr(store_stored(e, &len), "wraps"));
+	store_free(s);
+	persist_close(p);
+}
+
+/* Registrations on the plane: a node with no record yet (it registers
+ * before its first stream, directly or in a relay's 'k' line) gets one;
+ * where its key came from; at's bound; the high-water mark of at kept
+ * across a revoke and a restart (below, test_migration). */
+static void test_register(void **state)
+{
+	struct fixture *f = *state;
+	char err[600];
+	struct nodes_key_answer ans;
+	struct buf b = BUF_INIT;
+	/* n1 has no record: taken, and made */
+	char *reg = nodekey_registration("n1", &f->k1, NULL, 100);
+	assert_int_equal(nodes_key_register(f->n, "n1", reg, strlen(reg), NULL, &ans, err, sizeof(err)), 0);
+	assert_string_equal(ans.status, "registered");
+	free(reg);
+	assert_int_equal(nodes_one_to_json(f->n, "n1", 0, &b), 0);
+	assert_non_null(strstr(b.data, "\"key_via\":\"\""));
+	buf_release(&b);
+	/* n3 through relay r1 (a 'k' line before any 'c' line): made behind r1 */
+	struct node_key k3;
+	char path[160];
+	snprintf(path, sizeof(path), "%s/n3.key", f->dir);
+	assert_int_equal(nodekey_make(path, &k3, err, sizeof(err)), 0);
+	reg = nodekey_registration("n3", &k3, NULL, 100);
+	assert_int_equal(nodes_key_register(f->n, "n3", reg, strlen(reg), "r1", &ans, err, sizeof(err)), 0);
+	assert_int_equal(nodes_one_to_json(f->n, "n3", 0, &b), 0);
+	assert_non_null(strstr(b.data, "\"key_via\":\"r1\""));
+	assert_non_null(strstr(b.data, "\"via\":[\"r1\"]"));
+	buf_release(&b);
+	struct nodes_keys keys;
+	nodes_keys_get(f->n, &keys);
+	assert_int_equal(keys.nlive, 2);
+	for (size_t i = 0; i < keys.nlive; i++)
+		assert_string_equal(keys.live[i].via, strcmp(keys.live[i].node, "n3") == 0 ? "r1" : "");
+	nodes_keys_release(&keys);
+	/* another relay's 'k' line for it: 403 */
+	assert_int_equal(nodes_key_register(f->n, "n3", reg, strlen(reg), "r2", &ans, err, sizeof(err)), -1);
+	assert_int_equal(ans.http, 403);
+	free(reg);
+	/* at more than 600 s ahead: 400 */
+	reg = nodekey_registration("n3", &k3, NULL, wall_seconds() + 700);
+	assert_int_equal(nodes_key_register(f->n, "n3", reg, strlen(reg), "r1", &ans, err, sizeof(err)), -1);
+	assert_int_equal(ans.http, 400);
+	assert_non_null(strstr(err, "at: more than 600 s ahead of the plane's clock: check the node's clock"));
+	unsigned http;
+	assert_int_equal(nodes_key_forward(f->n, "n3", reg, strlen(reg), NULL, &http, err, sizeof(err)), -1);
+	assert_int_equal(http, 400);
+	free(reg);
+	/* a relay's forward makes the record too */
+	reg = nodekey_registration("n4", &k3, NULL, 100);
+	assert_int_equal(nodes_key_forward(f->n, "n4", reg, strlen(reg), NULL, &http, err, sizeof(err)), 0);
+	assert_int_equal(http, 202);
+	assert_int_equal(nodes_one_to_json(f->n, "n4", 0, &b), 0);
+	buf_release(&b);
+	free(reg);
+	nodekey_forget(&k3);
+}
+
 /* A database of schema 3 (before node keys) is upgraded in place: its
  * node records load, and a key registered then is kept across a restart. */
 static void test_migration(void **state)
@@ -291,7 +468,7 @@ static void test_migration(void **state)
 		"INSERT INTO nodes(node, first_seen, last_seen, transport, sub) VALUES('old1', 1, 2, 'sse', 'secret/');",
 		NULL, NULL, NULL), SQLITE_OK);
 	sqlite3_close(db);
-	for (int round = 0; round < 2; round++) {
+	for (int round = 0; round < 3; round++) {
 		struct persist *p = persist_sqlite_open(dir, err, sizeof(err));
 		assert_non_null(p);
 		struct nodes *n = nodes_open(p, 10, 60000, err, sizeof(err));
@@ -307,9 +484,31 @@ static void test_migration(void **state)
 			assert_int_equal(nodes_key_register(n, "old1", reg, strlen(reg), NULL, &ans, err, sizeof(err)), 0);
 			free(reg);
 			assert_int_equal(nodes_flush(n, err, sizeof(err)), 0);
-		} else {
+		} else if (round == 1) {
 			assert_non_null(strstr(b.data, want));
 			assert_non_null(strstr(b.data, "\"sub\":\"secret/\""));
+			assert_non_null(strstr(b.data, "\"key_via\":\"\""));
+			char kid[KEY_ID_LEN + 1];
+			assert_int_equal(nodes_key_revoke(n, "old1", kid), 0);
+			assert_int_equal(nodes_flush(n, err, sizeof(err)), 0);
+		} else {
+			/* the mark (100) outlived the revoke and the restart: a new
+			 * key needs a registration after it */
+			assert_non_null(strstr(b.data, "\"key_id\":null"));
+			struct node_key k2;
+			char kp[200];
+			snprintf(kp, sizeof(kp), "%s/k2.key", dir);
+			assert_int_equal(nodekey_make(kp, &k2, err, sizeof(err)), 0);
+			char *reg = nodekey_registration("old1", &k2, NULL, 100);
+			struct nodes_key_answer ans;
+			assert_int_equal(nodes_key_register(n, "old1", reg, strlen(reg), NULL, &ans, err, sizeof(err)), -1);
+			assert_int_equal(ans.http, 409);
+			assert_non_null(strstr(err, "at: 100 is not after the newest registration taken"));
+			free(reg);
+			reg = nodekey_registration("old1", &k2, NULL, 101);
+			assert_int_equal(nodes_key_register(n, "old1", reg, strlen(reg), NULL, &ans, err, sizeof(err)), 0);
+			free(reg);
+			nodekey_forget(&k2);
 		}
 		buf_release(&b);
 		nodes_free(n);
@@ -325,6 +524,9 @@ int main(void)
 		cmocka_unit_test(test_missing),
 		cmocka_unit_test_setup_teardown(test_check, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_migration, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_revert, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_damaged, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_register, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

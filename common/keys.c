@@ -36,18 +36,30 @@ void keys_forget(struct signing_key *k)
 
 #define B64_ALPHABET "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/="
 
-/* Decodes exactly n bytes of standard base64 from s[0..len): its alphabet
- * only (libsodium 1.0.18 reads bytes >= 0x80 as '/'). */
-static int b64_exact(const char *s, size_t len, unsigned char *out, size_t n)
+int keys_b64_decode(const char *s, size_t len, unsigned char *out, size_t cap, size_t *got)
 {
-	size_t got = 0;
 	const char *end = NULL;
+	*got = 0;
 	for (size_t i = 0; i < len; i++)
 		if (!s[i] || !strchr(B64_ALPHABET, s[i]))
 			return -1;
-	if (sodium_base642bin(out, n, s, len, NULL, &got, &end, sodium_base64_VARIANT_ORIGINAL) != 0)
+	if (sodium_base642bin(out, cap, s, len, NULL, got, &end, sodium_base64_VARIANT_ORIGINAL) != 0)
 		return -1;
-	return got == n && end == s + len ? 0 : -1;
+	return end == s + len ? 0 : -1;
+}
+
+char *keys_b64_encode(const void *data, size_t n)
+{
+	size_t cap = sodium_base64_ENCODED_LEN(n, sodium_base64_VARIANT_ORIGINAL);
+	char *out = xmalloc(cap);
+	sodium_bin2base64(out, cap, data, n, sodium_base64_VARIANT_ORIGINAL);
+	return out;
+}
+
+int keys_b64_exact(const char *s, size_t len, unsigned char *out, size_t n)
+{
+	size_t got = 0;
+	return keys_b64_decode(s, len, out, n, &got) == 0 && got == n ? 0 : -1;
 }
 
 /* Writes text to a new file (refused if it exists) with mode, durably. */
@@ -84,6 +96,17 @@ int keys_generate(const char *path, char *err, size_t errlen)
 	sodium_bin2base64(pk64, sizeof(pk64), k.pk, sizeof(k.pk), sodium_base64_VARIANT_ORIGINAL);
 	char *secret = xasprintf("%s %s\n", SECRET_TAG, sk64);
 	char *public = xasprintf("%s %s %s\n", PUBLIC_TAG, pk64, k.kid);
+	int rc = keys_write_pair(path, secret, public, err, errlen);
+	sodium_memzero(sk64, sizeof(sk64));
+	sodium_memzero(secret, strlen(secret));
+	keys_forget(&k);
+	free(secret);
+	free(public);
+	return rc;
+}
+
+int keys_write_pair(const char *path, const char *secret, const char *public, char *err, size_t errlen)
+{
 	char *pubpath = xasprintf("%s.pub", path);
 	int rc = -1;
 	if (access(pubpath, F_OK) == 0) {
@@ -98,11 +121,6 @@ int keys_generate(const char *path, char *err, size_t errlen)
 	}
 	rc = 0;
 out:
-	sodium_memzero(sk64, sizeof(sk64));
-	sodium_memzero(secret, strlen(secret));
-	keys_forget(&k);
-	free(secret);
-	free(public);
 	free(pubpath);
 	return rc;
 }
@@ -122,7 +140,7 @@ int keys_load_secret(const char *path, struct signing_key *k, char *err, size_t 
 		goto out;
 	}
 	const char *b = text + tag + 1;
-	if (b64_exact(b, strlen(b), k->sk, sizeof(k->sk)) < 0) {
+	if (keys_b64_exact(b, strlen(b), k->sk, sizeof(k->sk)) < 0) {
 		snprintf(err, errlen, "signing key '%s' does not hold 64 bytes of base64", path);
 		goto out;
 	}
@@ -191,7 +209,7 @@ int keys_parse_trust(const char *text, size_t len, const char *name, struct trus
 			return -1;
 		}
 		struct trusted_key *k = &t->key[t->n];
-		if (b64_exact(b, bl, k->pk, sizeof(k->pk)) < 0) {
+		if (keys_b64_exact(b, bl, k->pk, sizeof(k->pk)) < 0) {
 			snprintf(err, errlen, "%s:%zu: the key is not 32 bytes of base64", name, lineno);
 			return -1;
 		}

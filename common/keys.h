@@ -54,6 +54,22 @@ int keys_parse_trust(const char *text, size_t len, const char *name, struct trus
 /* The trusted key with this id, or NULL. */
 const struct trusted_key *keys_find(const struct trust *t, const char *kid);
 
+/* Decodes exactly n bytes of standard padded base64 from s[0..len): its
+ * alphabet only (libsodium 1.0.18 reads bytes >= 0x80 as '/'), no white
+ * space, one spelling (libsodium refuses nonzero trailing bits). Returns 0
+ * or -1. Shared by every key file and sealed envelope (nodekey.h,
+ * envelope.h). */
+int keys_b64_exact(const char *s, size_t len, unsigned char *out, size_t n);
+/* The same for at most cap bytes; *got says how many. */
+int keys_b64_decode(const char *s, size_t len, unsigned char *out, size_t cap, size_t *got);
+/* n bytes as standard padded base64 (malloc'd, NUL-terminated). */
+char *keys_b64_encode(const void *data, size_t n);
+
+/* Writes a key pair's files: path (mode 0600, refused if it exists) and
+ * path.pub (0644, refused if it exists), both durably; on failure neither
+ * is left. Returns 0, or -1 with err (never the secret text). */
+int keys_write_pair(const char *path, const char *secret, const char *public, char *err, size_t errlen);
+
 /* Wipes a secret key from memory. */
 void keys_forget(struct signing_key *k);
 

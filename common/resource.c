@@ -1,6 +1,7 @@
 /* resource.c: names, types, field validation and references of resources
  * (see resource.h). The tables here are the schema of INTERFACE.md. */
 #include "resource.h"
+#include "envelope.h"
 #include "json.h"
 #include "xmalloc.h"
 
@@ -346,11 +347,30 @@ static bool pem_like(const char *s)
 	return strstr(s, "-----BEGIN ") != NULL && strlen(s) <= 65536;
 }
 
+/* A sealed secret (envelope.h): its stored form (sealed, wraps, and the
+ * plane's superseded), or its push form (sealed only). What it holds is
+ * checked by the node that opens it. */
+static int validate_sealed(struct vctx *v, const cJSON *b)
+{
+	char e[256];
+	int rc;
+	if (cJSON_GetArraySize(b) == 1) {
+		struct envelope env;
+		rc = envelope_decode(cJSON_GetObjectItemCaseSensitive(b, "sealed"), &env, e, sizeof(e));
+		envelope_release(&env);
+	} else {
+		rc = envelope_check_stored(b, e, sizeof(e));
+	}
+	return rc < 0 ? fail(v, "%s", e) : 0;
+}
+
 static int validate_secret(struct vctx *v, const cJSON *b, struct res_refs *refs)
 {
 	static const char *const fields[] = { "cert", "key", NULL };
 	int rc;
 	(void)refs;
+	if (envelope_is_sealed(b))
+		return validate_sealed(v, b);
 	if (check_unknown(v, b, fields, "") < 0)
 		return -1;
 	const char *cert = opt_string(v, b, "cert", true, &rc);

@@ -151,8 +151,11 @@ static cJSON *parse_plain(const struct res *r, const char *plain, size_t len, ch
 		snprintf(err, errlen, "%s: its opened body is not JSON", r->name);
 		return NULL;
 	}
-	cJSON *b = cJSON_ParseWithLengthOpts(plain, len, NULL, 1);
-	if (!b || !cJSON_IsObject(b) || !unique_members(b) || envelope_is_sealed(b)) {
+	const char *end = NULL;
+	cJSON *b = cJSON_ParseWithLengthOpts(plain, len, &end, 0);
+	while (end && end < plain + len && strchr(" \t\r\n", *end))
+		end++;   /* white space after the value (checked above) */
+	if (!b || end != plain + len || !cJSON_IsObject(b) || !unique_members(b) || envelope_is_sealed(b)) {
 		snprintf(err, errlen, "%s: its opened body is not a secret's body", r->name);
 		sealed_body_free(b);
 		return NULL;

@@ -335,6 +335,7 @@ static void agent_free(struct agent *a)
 	sync_stop(a);
 	ack_release(a);
 	fresh_release(a);
+	keyreg_release(a);   /* its transfer leaves the multi handle before it goes */
 	traffic_report_release(&a->traffic);
 	apply_drop_queue(a);
 	free(a->queue);

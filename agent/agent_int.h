@@ -329,6 +329,7 @@ void ack_release(struct agent *a);
  * under way; --rotate-key rotates; loads STATE_DIR/wraps.json. 0, or -1
  * with err. */
 int seal_init(struct agent *a, char *err, size_t errlen);
+/* The keys (wiped) and the wraps; keyreg_release ends the registration. */
 void seal_release(struct agent *a);
 /* STATE_DIR/node.key (old: node.key.old), malloc'd. */
 char *seal_key_path(const struct agent *a, bool old);

@@ -106,7 +106,6 @@ void seal_release(struct agent *a)
 	nodekey_forget(&a->seal.key);
 	nodekey_forget(&a->seal.prev);
 	wraps_release(&a->seal.wraps);
-	keyreg_release(a);
 }
 
 /* The key that opens a wrap for kid: ours, or the one a rotation replaced. */

@@ -379,6 +379,9 @@ enum seal_result seal_prepare(struct agent *a, const struct candidate *cand, cha
 			continue;
 		cJSON *b = NULL;
 		if (seal_open(a, c.v[i].r, &b, err, errlen) < 0) {
+			/* a wrap that does not open is not kept: the next push of
+			 * the envelope asks the plane again */
+			wraps_del(&a->seal.wraps, c.v[i].r->name);
 			res = SEAL_VERIFY;
 			goto out;
 		}

@@ -60,6 +60,18 @@ void wraps_put(struct wraps *w, const char *name, const char *id, const char *ki
 	w->dirty = true;
 }
 
+void wraps_del(struct wraps *w, const char *name)
+{
+	intptr_t v;
+	if (!strmap_get(&w->by_name, name, &v))
+		return;
+	struct wrap_entry *e = (struct wrap_entry *)v;
+	strmap_del(&w->by_name, name);
+	entry_free(e);
+	w->n--;
+	w->dirty = true;
+}
+
 void wraps_each(const struct wraps *w, void (*fn)(void *ctx, const struct wrap_entry *e), void *ctx)
 {
 	for (size_t i = 0; i < w->by_name.cap; i++)

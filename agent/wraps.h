@@ -40,6 +40,8 @@ void wraps_release(struct wraps *w);
 const struct wrap_entry *wraps_get(const struct wraps *w, const char *name);
 /* Adds or replaces name's entry (the values as checked by wraps_parse). */
 void wraps_put(struct wraps *w, const char *name, const char *id, const char *kid, const char *wrap);
+/* Drops name's entry (none: nothing). */
+void wraps_del(struct wraps *w, const char *name);
 /* Calls fn for every entry (unordered). */
 void wraps_each(const struct wraps *w, void (*fn)(void *ctx, const struct wrap_entry *e), void *ctx);
 /* Drops every entry keep says no to. */

@@ -121,6 +121,13 @@ static void test_put_prune(void **st)
 	assert_true(w.dirty);
 	assert_int_equal(w.n, 100);
 	assert_string_equal(wraps_get(&w, "secret/s7")->id, ID2);
+	w.dirty = false;
+	wraps_del(&w, "secret/s7");
+	wraps_del(&w, "secret/none");
+	assert_true(w.dirty);
+	assert_null(wraps_get(&w, "secret/s7"));
+	assert_int_equal(w.n, 99);
+	wraps_put(&w, "secret/s7", ID2, KID, WRAP2);
 	/* pruned to the even ones (a state's secrets) */
 	wraps_prune(&w, even, NULL);
 	assert_int_equal(w.n, 50);

@@ -404,7 +404,9 @@ static int run_once(struct agent *a)
 		long status = 0;
 		curl_easy_getinfo(a->sync, CURLINFO_RESPONSE_CODE, &status);
 		sync_done(a, code);
-		if (a->rejected > rejected) {
+		/* refused, or held for want of a wrap of a sealed secret:
+		 * not synced either way */
+		if (a->rejected > rejected || a->seal.held_version > a->state.version) {
 			free(plane);
 			rc = 1;
 			break;

@@ -301,6 +301,27 @@ static void test_prepare(void **st)
 	seal_committed(&f->a);
 	assert_int_equal(f->a.seal.wraps.n, 1);
 
+	/* a wrap held for the envelope that opens to another data key: a
+	 * verification failure, and the wrap is dropped (asked for again) */
+	char *wrap6, id6[ENVELOPE_ID_LEN + 1], *wrap7, id7[ENVELOPE_ID_LEN + 1];
+	char *body6 = seal_body(f, "secret/web", PLAIN, f->a.seal.key.xpk, &wrap6, id6);
+	char *body7 = seal_body(f, "secret/web", PLAIN, f->a.seal.key.xpk, &wrap7, id7);
+	wraps_put(&f->a.seal.wraps, "secret/web", id6, f->a.seal.key.kid, wrap7);
+	text = push_of(3, 2, "secret/web", body6);
+	assert_int_equal(push_decode(text, strlen(text), NULL, &p, err, sizeof(err)), 0);
+	assert_int_equal(candidate_build(&f->a.state, &p, 0, &c, err, sizeof(err)), 0);
+	assert_int_equal(seal_prepare(&f->a, &c, err, sizeof(err)), SEAL_VERIFY);
+	assert_non_null(strstr(err, "secret/web: the wrap for key"));
+	assert_null(wraps_get(&f->a.seal.wraps, "secret/web"));
+	candidate_release(&c);
+	push_release(&p);
+	free(text);
+	free(body6);
+	free(body7);
+	free(wrap6);
+	free(wrap7);
+	wraps_put(&f->a.seal.wraps, "secret/web", id2, f->a.seal.key.kid, wrap2);
+
 	/* an envelope whose wrap is not held, and no plane to ask: a failure
 	 * to fetch (tried again), not a hold */
 	char id3[ENVELOPE_ID_LEN + 1];

@@ -7,10 +7,11 @@
 # wrap, and the key's text is in no log, status.json or last-good, which
 # keeps the sealed body. The node's key revoked, a new version sealed
 # without it is held (one "held" NACK, the node keeps serving the old
-# certificate); tetherd --rotate-key registers a new key id (node.key.old
-# kept until the plane took it), and the version sealed to it applies. A
-# wrap swapped for another envelope's is a verification NACK, and the node
-# keeps serving. With the plane down and the output wiped, a boot from
+# certificate); a restart's registration of the revoked key is refused
+# (403, logged with the plane's words); tetherd --rotate-key registers a
+# new key id (node.key.old kept until the plane took it), and the version
+# sealed to it applies. A wrap swapped for another envelope's is a
+# verification NACK, and the node keeps serving. With the plane down and the output wiped, a boot from
 # last-good (with wraps.json) serves the sealed secret again.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-proxy.sh"
@@ -151,6 +152,13 @@ check "and nginx still serves the old certificate" serves one
 check "status.json says why" sh -c "jq -r .last_error '$STATE/status.json' | grep -qF 'version $V2 held: secret/tls'"
 check "the agent logged the hold" grep -qF "push $V2 held" "$WORK/ng.log"
 
+# a restart registers the revoked key again: refused, and said with the plane's words
+stop_pid "${APID[ng]}" TERM
+start_agent ng "${AGENT_ARGS[@]}"
+check "the plane's refusal of the revoked key is logged as an error, with what to do" \
+	wait_until 10 sh -c "grep -F 'error: key: ' '$WORK/ng.log' | grep -F 'refused node key $KID1 (HTTP 403)' | grep -qF 'tetherd --rotate-key'"
+check "the node keeps serving the old certificate" serves one
+
 # ---- --rotate-key: a new key, registered; the version sealed to it applies ------------------
 stop_pid "${APID[ng]}" TERM
 start_agent ng "${AGENT_ARGS[@]}" --rotate-key
@@ -170,7 +178,7 @@ check "the version sealed to the new key applies ($V3)" wait_until 20 agent_at n
 check "nginx serves the new certificate" wait_until 10 serves two
 check "https:// verified against it reaches A" wait_until 10 through two
 check "the ACK of $V3 clears the hold" wait_until 10 sh -c "curl -s '$PLANE_URL/v1/nodes/ng' | jq -e '.held == null and .acked_version == $V3' >/dev/null"
-check_eq "one held NACK a version per agent process (two in all, for $V2)" 2 "$(grep -c "push $V2 held" "$WORK/ng.log")"
+check_eq "one held NACK a version per agent process (three in all, for $V2)" 3 "$(grep -c "push $V2 held" "$WORK/ng.log")"
 check_eq "wraps.json is pruned to the state's secret, for the new key" "$KID2 $ID3 1" \
 	"$(jq -r '.kid + " " + .wraps["secret/tls"].id + " " + (.wraps|length|tostring)' "$STATE/wraps.json")"
 

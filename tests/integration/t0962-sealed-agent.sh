@@ -59,20 +59,6 @@ through() {
 	[ "$(curl -s --max-time 3 --cacert "$WORK/$1.crt" --resolve "localhost:$LTLS:127.0.0.1" \
 		"https://localhost:$LTLS/t")" = "A /t" ]
 }
-# inflated FILE...: every zlib stream in the files, inflated (last-good's
-# snapshots and journal records are compressed)
-inflated() {
-	node -e '
-const fs = require("fs"), zlib = require("zlib");
-for (const f of process.argv.slice(1)) {
-	const b = fs.readFileSync(f);
-	for (let i = 0; i + 2 <= b.length; i++) {
-		if (b[i] !== 0x78 || ((b[i] << 8) | b[i + 1]) % 31 !== 0)
-			continue;
-		try { process.stdout.write(zlib.inflateSync(b.subarray(i), { finishFlush: zlib.constants.Z_SYNC_FLUSH })); } catch (e) {}
-	}
-}' "$@"
-}
 keyline() {
 	sed -n '10p' "$WORK/$1.key"
 }

@@ -4,9 +4,10 @@
  * (and refused when its wrap is another envelope's, for another key, or
  * it is opened as another secret); a candidate's secrets prepared from the
  * wraps held (wraps.json written, pruned after the commit) or, with none
- * and no plane, a failure to fetch; the nginx renderer writing the
- * plaintext only into the secret files while the state keeps the sealed
- * body; a boot's check of last-good's secrets. */
+ * and no plane, a failure to fetch, or a wrap that does not open (a
+ * verification failure, the wrap dropped); the nginx and haproxy renderers
+ * writing the plaintext only into the secret files while the state keeps
+ * the sealed body; a boot's check of last-good's secrets; --rotate-key. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -255,6 +256,19 @@ static void test_render_opened(void **st)
 		assert_true(strstr(out.files[i].data.data, "secretcert") || strstr(out.files[i].data.data, "secretkey"));
 	}
 	assert_int_equal(secrets, 2);
+	render_out_release(&out);
+	/* haproxy: one file, the certificate and its key */
+	if (render_haproxy.render(&f->a.state, NULL, &o, &out, err, sizeof(err)) < 0)
+		fail_msg("render: %s", err);
+	secrets = 0;
+	for (size_t i = 0; i < out.n; i++) {
+		if (!out.files[i].secret)
+			continue;
+		secrets++;
+		assert_non_null(strstr(out.files[i].data.data, "secretcert"));
+		assert_non_null(strstr(out.files[i].data.data, "secretkey"));
+	}
+	assert_int_equal(secrets, 1);
 	render_out_release(&out);
 	/* the state keeps the sealed body */
 	const struct res *r = state_get(&f->a.state, "secret/web");

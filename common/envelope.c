@@ -5,6 +5,7 @@
 #include "envelope.h"
 #include "json.h"
 #include "resource.h"
+#include "util.h"
 #include "xmalloc.h"
 
 #include <sodium.h>
@@ -35,10 +36,10 @@ static bool lower_hex(const char *s, size_t n)
 /* name must be "secret/NAME", a valid full name. */
 static int name_check(const char *name, char *err, size_t errlen)
 {
-	char e[128];
+	char e[128], show[STR_SHOW_BUF];
 	if (!name || resource_type_of(name) != RES_SECRET || resource_fullname_check(name, e, sizeof(e)) < 0) {
-		snprintf(err, errlen, "a sealed secret's name must be its full name, secret/NAME ('%.64s' is not)",
-			 name ? name : "");
+		snprintf(err, errlen, "a sealed secret's name must be its full name, secret/NAME ('%s' is not)",
+			 str_show(name, show));
 		return -1;
 	}
 	return 0;
@@ -134,7 +135,8 @@ int envelope_decode(const cJSON *sealed, struct envelope *e, char *err, size_t e
 	for (const cJSON *it = sealed->child; it; it = it->next) {
 		int i = field_index(it->string, sealed_fields);
 		if (i < 0) {
-			snprintf(err, errlen, "sealed: unknown field '%.64s'", it->string);
+			char show[STR_SHOW_BUF];
+			snprintf(err, errlen, "sealed: unknown field '%s'", str_show(it->string, show));
 			goto fail;
 		}
 		if (seen & (1u << i)) {
@@ -169,6 +171,16 @@ bool envelope_is_sealed(const cJSON *body)
 	return cJSON_IsObject(body) && cJSON_GetObjectItemCaseSensitive(body, "sealed") != NULL;
 }
 
+static int str_ptr_cmp(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* wraps: at most ENVELOPE_WRAPS_MAX (counted before anything is decoded),
+ * each a node key id -> 80 bytes of base64, and no id twice: the tree may
+ * come from a parser that keeps duplicate keys (cJSON_Parse), and then the
+ * first (cJSON_GetObjectItem) and the last (a hash filled in order) would
+ * be two different wraps for one node. */
 static int check_wraps(const cJSON *w, char *err, size_t errlen)
 {
 	if (!cJSON_IsObject(w)) {
@@ -176,15 +188,18 @@ static int check_wraps(const cJSON *w, char *err, size_t errlen)
 		return -1;
 	}
 	size_t n = 0;
-	unsigned char raw[ENVELOPE_WRAP_BYTES];
 	for (const cJSON *it = w->child; it; it = it->next) {
 		if (++n > ENVELOPE_WRAPS_MAX) {
 			snprintf(err, errlen, "wraps: more than %d", ENVELOPE_WRAPS_MAX);
 			return -1;
 		}
+	}
+	unsigned char raw[ENVELOPE_WRAP_BYTES];
+	for (const cJSON *it = w->child; it; it = it->next) {
 		if (!lower_hex(it->string, KEY_ID_LEN)) {
-			snprintf(err, errlen, "wraps: '%.64s' is not a node key id (%d lowercase hex digits)",
-				 it->string, KEY_ID_LEN);
+			char show[STR_SHOW_BUF];
+			snprintf(err, errlen, "wraps: '%s' is not a node key id (%d lowercase hex digits)",
+				 str_show(it->string, show), KEY_ID_LEN);
 			return -1;
 		}
 		if (!cJSON_IsString(it) ||
@@ -194,7 +209,22 @@ static int check_wraps(const cJSON *w, char *err, size_t errlen)
 			return -1;
 		}
 	}
-	return 0;
+	if (n < 2)
+		return 0;
+	const char **ids = xmalloc(n * sizeof(*ids));
+	size_t i = 0;
+	for (const cJSON *it = w->child; it; it = it->next)
+		ids[i++] = it->string;
+	qsort(ids, n, sizeof(*ids), str_ptr_cmp);
+	int rc = 0;
+	for (i = 1; i < n && rc == 0; i++) {
+		if (strcmp(ids[i - 1], ids[i]) == 0) {
+			snprintf(err, errlen, "wraps.%s: given twice (one wrap per node key)", ids[i]);
+			rc = -1;
+		}
+	}
+	free(ids);
+	return rc;
 }
 
 static int check_superseded(const cJSON *s, char *err, size_t errlen)
@@ -229,8 +259,9 @@ int envelope_check_stored(const cJSON *body, char *err, size_t errlen)
 	for (const cJSON *it = body->child; it; it = it->next) {
 		int i = field_index(it->string, fields);
 		if (i < 0) {
-			snprintf(err, errlen, "unknown field '%.64s' beside 'sealed' (a sealed secret holds only sealed, "
-				 "wraps and superseded)", it->string);
+			char show[STR_SHOW_BUF];
+			snprintf(err, errlen, "unknown field '%s' beside 'sealed' (a sealed secret holds only sealed, "
+				 "wraps and superseded)", str_show(it->string, show));
 			return -1;
 		}
 		if (seen & (1u << i)) {
@@ -258,23 +289,115 @@ int envelope_check_stored(const cJSON *body, char *err, size_t errlen)
 	return 0;
 }
 
-char *envelope_push_body(const char *stored, size_t len, size_t *out_len)
+/* Does a text json_decode refused still read (leniently, as cJSON_Parse
+ * does) as an object with a member "sealed"? Then it is a sealed body
+ * gone bad (a duplicate key, bad UTF-8), not plaintext. */
+static bool lenient_sealed(const char *text, size_t len)
 {
-	char err[128];
+	char *copy = xstrndup(text, len);   /* cJSON reads to a NUL */
+	cJSON *doc = cJSON_Parse(copy);
+	free(copy);
+	bool sealed = false;
+	for (const cJSON *it = cJSON_IsObject(doc) ? doc->child : NULL; it && !sealed; it = it->next)
+		sealed = it->string && strcmp(it->string, "sealed") == 0;
+	cJSON_Delete(doc);
+	return sealed;
+}
+
+int envelope_push_body_checked(const char *stored, size_t len, char **out, size_t *out_len, char *err,
+			       size_t errlen)
+{
+	char jerr[160];
 	struct json_limits lim = { 0, 0 };
-	cJSON *doc = json_decode(stored, len, &lim, err, sizeof(err));
+	*out = NULL;
+	if (out_len)
+		*out_len = 0;
+	if (!stored)
+		return 0;
+	cJSON *doc = json_decode(stored, len, &lim, jerr, sizeof(jerr));
+	if (!doc) {
+		if (!lenient_sealed(stored, len))
+			return 0;
+		snprintf(err, errlen, "a sealed secret's body is not valid JSON: %s", jerr);
+		return -1;
+	}
 	if (!envelope_is_sealed(doc)) {
 		cJSON_Delete(doc);
-		return NULL;
+		return 0;
+	}
+	/* the push form ({"sealed"} alone) is its own push body; anything
+	 * else must be a whole stored form */
+	int rc;
+	if (cJSON_GetArraySize(doc) == 1) {
+		struct envelope e;
+		rc = envelope_decode(cJSON_GetObjectItemCaseSensitive(doc, "sealed"), &e, err, errlen);
+		envelope_release(&e);
+	} else {
+		rc = envelope_check_stored(doc, err, errlen);
+	}
+	if (rc < 0) {
+		cJSON_Delete(doc);
+		return -1;
 	}
 	cJSON *push = cJSON_CreateObject();
 	cJSON_AddItemToObject(push, "sealed", cJSON_DetachItemFromObjectCaseSensitive(doc, "sealed"));
 	cJSON_Delete(doc);
-	char *text = json_encode_canonical(push);
+	*out = json_encode_canonical(push);
 	cJSON_Delete(push);
 	if (out_len)
-		*out_len = strlen(text);
-	return text;
+		*out_len = strlen(*out);
+	return 1;
+}
+
+char *envelope_push_body(const char *stored, size_t len, size_t *out_len)
+{
+	char err[256], *out = NULL;
+	size_t n = 0;
+	if (envelope_push_body_checked(stored, len, &out, &n, err, sizeof(err)) != 1)
+		return NULL;
+	if (out_len)
+		*out_len = n;
+	return out;
+}
+
+/* Wipes every string of a tree (keys and values) that held plaintext. */
+static void wipe_tree(cJSON *v)
+{
+	for (; v; v = v->next) {
+		if (v->string)
+			sodium_memzero(v->string, strlen(v->string));
+		if (v->valuestring)
+			sodium_memzero(v->valuestring, strlen(v->valuestring));
+		v->valuedouble = 0;
+		v->valueint = 0;
+		wipe_tree(v->child);
+	}
+}
+
+/* Is plain a JSON object with a member "sealed" (a sealed body sealed
+ * again: it would open to an envelope, not to a secret)? Every copy of the
+ * plaintext made on the way is wiped. */
+static bool plain_is_sealed(const unsigned char *plain, size_t len)
+{
+	size_t i = 0;
+	while (i < len && (plain[i] == ' ' || plain[i] == '\t' || plain[i] == '\n' || plain[i] == '\r'))
+		i++;
+	if (i == len || plain[i] != '{')
+		return false;
+	char *copy = xmalloc(len + 1);
+	memcpy(copy, plain, len);
+	copy[len] = '\0';
+	cJSON *doc = cJSON_Parse(copy);
+	sodium_memzero(copy, len);
+	free(copy);
+	bool sealed = false;
+	for (const cJSON *it = cJSON_IsObject(doc) ? doc->child : NULL; it && !sealed; it = it->next)
+		sealed = it->string && strcmp(it->string, "sealed") == 0;
+	if (doc) {
+		wipe_tree(doc->child);
+		cJSON_Delete(doc);
+	}
+	return sealed;
 }
 
 static void add_b64(cJSON *o, const char *field, const void *data, size_t n)
@@ -295,8 +418,16 @@ cJSON *envelope_seal(const char *name, const unsigned char *plain, size_t plain_
 			 plain_len, ENVELOPE_BODY_MAX);
 		return NULL;
 	}
-	if (!recovery_kid || !lower_hex(recovery_kid, KEY_ID_LEN)) {
-		snprintf(err, errlen, "%s: the recovery key id is not %d hex digits", name, KEY_ID_LEN);
+	char rk[KEY_ID_LEN + 1];
+	keys_id(recovery_pk, rk);
+	if (recovery_kid && strcmp(recovery_kid, rk) != 0) {
+		snprintf(err, errlen, "%s: the recovery key id does not match the key (its id is %s): take both from "
+			 "the same RECOVERY.pub", name, rk);
+		return NULL;
+	}
+	if (plain_is_sealed(plain, plain_len)) {
+		snprintf(err, errlen, "%s: the plaintext is itself a sealed secret's body (a file written by export?): "
+			 "seal the secret's plaintext body (cert, key)", name);
 		return NULL;
 	}
 	unsigned char idb[ENVELOPE_ID_LEN / 2], nonce[24], kc[32], recovery[ENVELOPE_WRAP_BYTES];
@@ -321,7 +452,7 @@ cJSON *envelope_seal(const char *name, const unsigned char *plain, size_t plain_
 	cJSON *s = cJSON_CreateObject();
 	cJSON_AddNumberToObject(s, "v", 1);
 	cJSON_AddStringToObject(s, "id", id);
-	cJSON_AddStringToObject(s, "rk", recovery_kid);
+	cJSON_AddStringToObject(s, "rk", rk);
 	add_b64(s, "recovery", recovery, sizeof(recovery));
 	add_b64(s, "kc", kc, sizeof(kc));
 	add_b64(s, "nonce", nonce, sizeof(nonce));
@@ -387,6 +518,15 @@ char *envelope_open(const struct envelope *e, const char *name, const unsigned c
 		return NULL;
 	if (!e->ct || e->ct_len < ABYTES) {
 		snprintf(err, errlen, "does not decrypt: no ciphertext");
+		return NULL;
+	}
+	/* the AEAD does not commit to its key: whatever way dk came (a wrap
+	 * from a relay, one kept from another envelope), it must be the key
+	 * this envelope was sealed with */
+	unsigned char kc[32];
+	key_commitment(dk, kc);
+	if (sodium_memcmp(kc, e->kc, sizeof(kc)) != 0) {
+		snprintf(err, errlen, "opens to another data key (not this envelope's)");
 		return NULL;
 	}
 	size_t mlen = e->ct_len - ABYTES;

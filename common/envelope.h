@@ -60,18 +60,38 @@ void envelope_release(struct envelope *e);
 bool envelope_is_sealed(const cJSON *body);
 
 /* Checks a stored body: "sealed" valid, "wraps" an object of key id ->
- * wrap (each 80 bytes of base64), "superseded" (optional) an array of
- * ids, nothing else. Returns 0 or -1 with err naming the field. */
+ * wrap (each 80 bytes of base64, at most ENVELOPE_WRAPS_MAX, no id twice
+ * even in a tree from a parser that keeps duplicates), "superseded"
+ * (optional) an array of ids, nothing else. Returns 0 or -1 with err
+ * naming the field (a key from the body shown through str_show). */
 int envelope_check_stored(const cJSON *body, char *err, size_t errlen);
 
 /* The push body of a stored one: {"sealed":...} in canonical JSON (sorted
- * keys, no spaces), the same bytes at the origin and every relay. Returns
- * malloc'd text (*len set), or NULL when body is not sealed. */
+ * keys, no spaces), the same bytes at the origin and every relay. The
+ * body is checked first: a whole stored form (envelope_check_stored), or
+ * the push form itself ({"sealed"} alone, envelope_decode). Returns
+ *    1  sealed: *out is malloc'd text (*out_len set, may be NULL);
+ *    0  not sealed: plaintext, or not a JSON object with "sealed" (*out
+ *       NULL): push the stored text as it is;
+ *   -1  sealed but invalid (*out NULL, err names the field; also a text
+ *       that has "sealed" but that json_decode refuses, e.g. a duplicate
+ *       key): refuse the body, never push the stored text (it holds the
+ *       wraps, and whatever else a damaged store put beside them). */
+int envelope_push_body_checked(const char *stored, size_t len, char **out, size_t *out_len, char *err,
+			       size_t errlen);
+/* The same, returning *out: NULL both when the body is not sealed and when
+ * it is sealed but invalid. Callers that fall back to the stored text on
+ * NULL must use envelope_push_body_checked to tell the two apart. */
 char *envelope_push_body(const char *stored, size_t len, size_t *out_len);
 
 /* Seals plaintext (a secret's body text) for name: a fresh id, data key
- * and nonce; the recovery wrap for recovery_pk (X25519). Returns a new
- * "sealed" object and the data key in dk (wipe it after wrapping). */
+ * and nonce; the recovery wrap for recovery_pk (X25519). sealed.rk is
+ * keys_id(recovery_pk), computed here: recovery_kid, when not NULL, must
+ * be that id ("the recovery key id does not match the key" otherwise), so
+ * an envelope never names one recovery key and wraps to another. A
+ * plaintext that is itself a sealed body (a JSON object with "sealed") is
+ * refused. Returns a new "sealed" object and the data key in dk (wipe it
+ * after wrapping), or NULL with err (never the plaintext). */
 cJSON *envelope_seal(const char *name, const unsigned char *plain, size_t plain_len,
 		     const unsigned char recovery_pk[32], const char *recovery_kid,
 		     unsigned char dk[ENVELOPE_DK_BYTES], char *err, size_t errlen);
@@ -90,9 +110,11 @@ int envelope_unwrap_recovery(const struct envelope *e, const unsigned char x2551
 			     const unsigned char x25519_sk[32], unsigned char dk[ENVELOPE_DK_BYTES],
 			     char *err, size_t errlen);
 
-/* Decrypts e's body for name with dk. Returns the plaintext in memory from
+/* Decrypts e's body for name with dk, after checking dk against e's key
+ * commitment whatever way dk came. Returns the plaintext in memory from
  * sodium_malloc (NUL-terminated, *len set; free it with envelope_wipe), or
- * NULL with err ("does not decrypt: changed, or another secret's"). */
+ * NULL with err ("opens to another data key (not this envelope's)", "does
+ * not decrypt: changed, or another secret's"). */
 char *envelope_open(const struct envelope *e, const char *name, const unsigned char dk[ENVELOPE_DK_BYTES],
 		    size_t *len, char *err, size_t errlen);
 void envelope_wipe(char *plain);

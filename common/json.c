@@ -2,6 +2,7 @@
 #include "json.h"
 #include "buf.h"
 #include "json_syntax.h"
+#include "util.h"
 #include "xmalloc.h"
 
 #include <math.h>
@@ -30,13 +31,27 @@ static void path_push_index(char *path, size_t cap, int i)
 		snprintf(path + n, cap - n, "[%d]", i);
 }
 
+/* The error of check_dups: key (may be NULL) and path are the peer's, so
+ * shown through str_show; apart, so the buffers are not in every frame of
+ * the recursion. */
+static __attribute__((noinline)) void dups_error(char *err, size_t errlen, const char *what, const char *key,
+						 const char *path)
+{
+	char show[STR_SHOW_BUF], where[STR_SHOW_BUF];
+	if (key)
+		snprintf(err, errlen, "%s '%s'%s%s", what, str_show(key, show), *path ? " in " : "",
+			 str_show(path, where));
+	else
+		snprintf(err, errlen, "%s%s%s", what, *path ? " at " : "", str_show(path, where));
+}
+
 /* Refuses duplicate keys and numbers out of a double's range (cJSON reads
  * 1e999 as infinity, which would print back as null). */
 static int check_dups(const cJSON *v, char *path, size_t cap, char *err, size_t errlen)
 {
 	size_t saved = strlen(path);
 	if (cJSON_IsNumber(v) && !isfinite(v->valuedouble)) {
-		snprintf(err, errlen, "number out of range%s%s", *path ? " at " : "", path);
+		dups_error(err, errlen, "number out of range", NULL, path);
 		return -1;
 	}
 	if (cJSON_IsObject(v)) {
@@ -51,8 +66,7 @@ static int check_dups(const cJSON *v, char *path, size_t cap, char *err, size_t 
 			qsort(keys, n, sizeof(*keys), key_cmp);
 			for (i = 1; i < n; i++) {
 				if (strcmp(keys[i - 1]->string, keys[i]->string) == 0) {
-					snprintf(err, errlen, "duplicate key '%s'%s%s", keys[i]->string,
-						 *path ? " in " : "", path);
+					dups_error(err, errlen, "duplicate key", keys[i]->string, path);
 					free(keys);
 					return -1;
 				}

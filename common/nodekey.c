@@ -43,7 +43,10 @@ void nodekey_forget(struct node_key *k)
 	sodium_memzero(k, sizeof(*k));
 }
 
-int nodekey_make(const char *path, struct node_key *k, char *err, size_t errlen)
+/* Makes a new key into k and writes it to path durably (write_file_durable:
+ * 0600 whatever the umask, the directory fsync'd): replacing path, or only
+ * when path does not exist (-1 with errno EEXIST, err unset, k wiped). */
+static int make_key(const char *path, struct node_key *k, bool replace, char *err, size_t errlen)
 {
 	if (sodium_ready(err, errlen) < 0)
 		return -1;
@@ -51,12 +54,13 @@ int nodekey_make(const char *path, struct node_key *k, char *err, size_t errlen)
 	if (derive(k) < 0) {
 		nodekey_forget(k);
 		snprintf(err, errlen, "node key '%s': the new key has no X25519 form (try again)", path);
+		errno = EINVAL;
 		return -1;
 	}
 	char *b64 = keys_b64_encode(k->sk, sizeof(k->sk));
 	char *text = xasprintf("%s %s\n", NODE_TAG, b64);
 	size_t len = strlen(text);
-	int rc = write_file_replace(path, text, len, 0600, true);
+	int rc = write_file_durable(path, text, len, 0600, replace);
 	int e = errno;
 	sodium_memzero(b64, strlen(b64));
 	sodium_memzero(text, len);
@@ -64,10 +68,17 @@ int nodekey_make(const char *path, struct node_key *k, char *err, size_t errlen)
 	free(text);
 	if (rc < 0) {
 		nodekey_forget(k);
-		snprintf(err, errlen, "cannot write node key '%s': %s", path, strerror(e));
+		if (e != EEXIST || replace)
+			snprintf(err, errlen, "cannot write node key '%s': %s", path, strerror(e));
+		errno = e;
 		return -1;
 	}
 	return 0;
+}
+
+int nodekey_make(const char *path, struct node_key *k, char *err, size_t errlen)
+{
+	return make_key(path, k, true, err, errlen);
 }
 
 int nodekey_load(const char *path, struct node_key *k, char *err, size_t errlen)
@@ -76,7 +87,7 @@ int nodekey_load(const char *path, struct node_key *k, char *err, size_t errlen)
 	if (sodium_ready(err, errlen) < 0)
 		return -1;
 	size_t len = 0;
-	char *text = read_owner_secret(path, KEY_FILE_MAX, "node key", &len, err, errlen);
+	char *text = read_key_file(path, KEY_FILE_MAX, "node key", &len, err, errlen);
 	if (!text)
 		return -1;
 	int rc = -1;
@@ -119,10 +130,14 @@ int nodekey_load_or_make(const char *path, struct node_key *k, bool *made, char 
 	struct stat st;
 	*made = false;
 	if (lstat(path, &st) < 0 && errno == ENOENT) {
-		if (nodekey_make(path, k, err, errlen) < 0)
+		/* created by link(2): another tetherd (or --rotate-key) that made
+		 * one since keeps it, and this one loads it */
+		if (make_key(path, k, false, err, errlen) == 0) {
+			*made = true;
+			return 0;
+		}
+		if (errno != EEXIST)
 			return -1;
-		*made = true;
-		return 0;
 	}
 	return nodekey_load(path, k, err, errlen);
 }
@@ -170,7 +185,7 @@ int recovery_load_secret(const char *path, unsigned char sk[32], unsigned char p
 	if (sodium_ready(err, errlen) < 0)
 		return -1;
 	size_t len = 0;
-	char *text = read_owner_secret(path, KEY_FILE_MAX, "recovery key", &len, err, errlen);
+	char *text = read_key_file(path, KEY_FILE_MAX, "recovery key", &len, err, errlen);
 	if (!text)
 		return -1;
 	int rc = -1;
@@ -331,7 +346,8 @@ int nodekey_reg_parse(const char *text, size_t len, struct nodekey_reg *r, char 
 			if (strcmp(reg_fields[j], it->string) == 0)
 				i = j;
 		if (i < 0) {
-			snprintf(err, errlen, "registration: unknown field '%.64s'", it->string);
+			char show[STR_SHOW_BUF];
+			snprintf(err, errlen, "registration: unknown field '%s'", str_show(it->string, show));
 			goto out;
 		}
 		f[i] = it;   /* json_decode refused duplicate keys */

@@ -3,6 +3,7 @@
 #include "resource.h"
 #include "envelope.h"
 #include "json.h"
+#include "util.h"
 #include "xmalloc.h"
 
 #include <arpa/inet.h>
@@ -58,7 +59,8 @@ int resource_fullname_check(const char *fullname, char *err, size_t errlen)
 {
 	const char *slash = strchr(fullname, '/');
 	if (!slash) {
-		snprintf(err, errlen, "name '%.64s' must be 'type/name'", fullname);
+		char show[STR_SHOW_BUF];
+		snprintf(err, errlen, "name '%s' must be 'type/name'", str_show(fullname, show));
 		return -1;
 	}
 	if (resource_type_of(fullname) == RES_UNKNOWN) {
@@ -67,7 +69,9 @@ int resource_fullname_check(const char *fullname, char *err, size_t errlen)
 		return -1;
 	}
 	if (!resource_name_valid(slash + 1)) {
-		snprintf(err, errlen, "name '%.64s' must match [A-Za-z0-9._-]{1,%d}", slash + 1, RES_NAME_MAX);
+		char show[STR_SHOW_BUF];
+		snprintf(err, errlen, "name '%s' must match [A-Za-z0-9._-]{1,%d}", str_show(slash + 1, show),
+			 RES_NAME_MAX);
 		return -1;
 	}
 	return 0;
@@ -207,8 +211,9 @@ static int check_unknown(struct vctx *v, const cJSON *obj, const char *const *fi
 	if (!(v->flags & RES_STRICT))
 		return 0;
 	for (const cJSON *c = obj->child; c; c = c->next) {
+		char show[STR_SHOW_BUF];
 		if (!known(c->string, fields))
-			return fail(v, "unknown field '%s%s%.64s'", where, *where ? "." : "", c->string);
+			return fail(v, "unknown field '%s%s%s'", where, *where ? "." : "", str_show(c->string, show));
 	}
 	return 0;
 }
@@ -348,12 +353,17 @@ static bool pem_like(const char *s)
 }
 
 /* A sealed secret (envelope.h): its stored form (sealed, wraps, and the
- * plane's superseded), or its push form (sealed only). What it holds is
- * checked by the node that opens it. */
+ * plane's superseded), or its push form (sealed only) unless RES_V_STORED.
+ * What it holds is checked by the node that opens it; an opened body
+ * (RES_V_PLAINTEXT) is never sealed again. */
 static int validate_sealed(struct vctx *v, const cJSON *b)
 {
 	char e[256];
 	int rc;
+	if (v->flags & RES_V_PLAINTEXT)
+		return fail(v, "sealed: an opened secret must be plaintext");
+	if ((v->flags & RES_V_STORED) && !cJSON_GetObjectItemCaseSensitive(b, "wraps"))
+		return fail(v, "wraps: missing: a sealed secret's write carries its wraps ({} for none)");
 	if (cJSON_GetArraySize(b) == 1) {
 		struct envelope env;
 		rc = envelope_decode(cJSON_GetObjectItemCaseSensitive(b, "sealed"), &env, e, sizeof(e));

@@ -24,7 +24,11 @@ enum res_type {
 };
 
 /* Flags for resource_validate. */
-#define RES_STRICT 1u   /* unknown fields are errors (the agent's --strict) */
+#define RES_STRICT 1u        /* unknown fields are errors (the agent's --strict) */
+#define RES_V_PLAINTEXT 2u   /* a secret must be plaintext, never sealed: the body
+				an envelope opened to (the agent, after envelope_open) */
+#define RES_V_STORED 4u      /* a sealed secret must be its stored form, with
+				"wraps" ({} for none): a write (the plane) */
 
 struct res_refs {
 	int n;
@@ -42,7 +46,11 @@ bool resource_name_valid(const char *name);
 int resource_fullname_check(const char *fullname, char *err, size_t errlen);
 
 /* Validates a body of a known type: an object; known fields of the right
- * type and range; with RES_STRICT, no unknown fields. On success fills refs
+ * type and range; with RES_STRICT, no unknown fields. A secret is
+ * plaintext (cert, key) or sealed (envelope.h): without RES_V_* flags,
+ * either, and a sealed one in its stored or its push form (what a node
+ * receives); RES_V_PLAINTEXT refuses a sealed one, RES_V_STORED its push
+ * form. On success fills refs
  * (may be NULL) with the names the body references. Errors name the
  * resource and the field: "cluster/web: endpoints[0].port must be ...". */
 int resource_validate(const char *fullname, const cJSON *body, unsigned flags,

@@ -161,6 +161,31 @@ bool str_secret_equal(const char *a, const char *b)
 	return diff == 0;
 }
 
+const char *str_show(const char *s, char out[STR_SHOW_BUF])
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t i = 0, o = 0;
+	if (!s)
+		s = "";
+	for (; s[i] && i < STR_SHOW_MAX; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c >= 0x20 && c < 0x7f && c != '\\') {
+			out[o++] = (char)c;
+		} else {
+			out[o++] = '\\';
+			out[o++] = 'x';
+			out[o++] = hex[c >> 4];
+			out[o++] = hex[c & 15];
+		}
+	}
+	if (s[i]) {
+		memcpy(out + o, "...", 3);
+		o += 3;
+	}
+	out[o] = '\0';
+	return out;
+}
+
 int write_full(int fd, const void *data, size_t len)
 {
 	const char *p = data;
@@ -316,6 +341,86 @@ char *read_owner_secret(const char *path, size_t max, const char *what, size_t *
 		return NULL;
 	}
 	return s;
+}
+
+char *read_key_file(const char *path, size_t max, const char *what, size_t *len, char *err, size_t errlen)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	if (fd < 0) {
+		if (errno == ELOOP)
+			snprintf(err, errlen, "%s '%s' is a symbolic link: give the file itself (a key is never read "
+				 "through a link)", what, path);
+		else
+			snprintf(err, errlen, "cannot open %s '%s': %s", what, path, strerror(errno));
+		return NULL;
+	}
+	struct stat st;
+	char *s = NULL;
+	if (fstat(fd, &st) < 0) {
+		snprintf(err, errlen, "cannot read %s '%s': %s", what, path, strerror(errno));
+	} else if (!S_ISREG(st.st_mode)) {
+		snprintf(err, errlen, "%s '%s' is not a regular file", what, path);
+	} else if (st.st_uid != geteuid()) {
+		snprintf(err, errlen, "%s '%s' belongs to uid %u, not to this user (uid %u): a key file must be the "
+			 "user's own (chown it, or move it away and make a new one)", what, path, (unsigned)st.st_uid,
+			 (unsigned)geteuid());
+	} else if (st.st_mode & 077) {
+		snprintf(err, errlen, "%s '%s' is accessible by group or others (mode %04o): chmod 600 it", what, path,
+			 (unsigned)(st.st_mode & 07777));
+	} else if (!(s = read_secret_fd(fd, max, len, NULL))) {
+		snprintf(err, errlen, "cannot read %s '%s': %s", what, path, strerror(errno));
+	}
+	close(fd);
+	return s;
+}
+
+int fsync_parent_dir(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	char *dir = slash ? xstrndup(path, slash == path ? 1 : (size_t)(slash - path)) : xstrdup(".");
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	free(dir);
+	if (fd < 0)
+		return -1;
+	/* a file system that cannot sync a directory says EINVAL: nothing to do */
+	int rc = fsync(fd) < 0 && errno != EINVAL ? -1 : 0;
+	int e = errno;
+	close(fd);
+	errno = e;
+	return rc;
+}
+
+int write_file_durable(const char *path, const void *data, size_t len, mode_t mode, bool replace)
+{
+	char *tmp = xasprintf("%s.tmp.XXXXXX", path);
+	int rc = -1, e = 0;
+	int fd = mkostemp(tmp, O_CLOEXEC);   /* O_EXCL, 0600: never through a link */
+	if (fd < 0) {
+		e = errno;
+		goto out;
+	}
+	if (fchmod(fd, mode) < 0 || write_full(fd, data, len) < 0 || fsync(fd) < 0) {
+		e = errno;
+		close(fd);
+		unlink(tmp);
+		goto out;
+	}
+	if (close(fd) < 0 || (replace ? rename(tmp, path) : link(tmp, path)) < 0) {
+		e = errno;
+		unlink(tmp);
+		goto out;
+	}
+	if (!replace)
+		unlink(tmp);
+	if (fsync_parent_dir(path) < 0) {
+		e = errno;
+		goto out;
+	}
+	rc = 0;
+out:
+	free(tmp);
+	errno = e;
+	return rc;
 }
 
 int write_file_replace(const char *path, const void *data, size_t len, mode_t mode, bool durable)

@@ -38,6 +38,13 @@ int hex_digit(int c);
 char *str_trim(char *s);
 /* Constant-time comparison of two NUL-terminated secrets. */
 bool str_secret_equal(const char *a, const char *b);
+/* s made fit for an error message or a log line, when it came from a peer
+ * (a JSON key, a field): printable ASCII as it is, a backslash and every
+ * other byte as \xNN; at most STR_SHOW_MAX bytes of s, then "...". Writes
+ * into out (STR_SHOW_BUF bytes) and returns it; NULL shows as "". */
+#define STR_SHOW_MAX 64
+#define STR_SHOW_BUF (STR_SHOW_MAX * 4 + 4)
+const char *str_show(const char *s, char out[STR_SHOW_BUF]);
 
 /* Reads a whole small file into a new allocated NUL-terminated buffer.
  * Refuses files over max bytes. Returns NULL and sets errno on failure. */
@@ -53,12 +60,26 @@ char *read_secret_fd(int fd, size_t max, size_t *len, mode_t *mode);
  * read as above, or NULL with err naming it as what ("signing key") --
  * unreadable, or open to group or others. Never quotes its content. */
 char *read_owner_secret(const char *path, size_t max, const char *what, size_t *len, char *err, size_t errlen);
+/* A key file (a node key, a recovery key): as read_owner_secret, and also
+ * never through a symbolic link, never waiting on a FIFO or a device (only
+ * a regular file), and only one the effective user owns: someone who can
+ * write into its directory cannot plant a key of their own. */
+char *read_key_file(const char *path, size_t max, const char *what, size_t *len, char *err, size_t errlen);
 /* Wipes len bytes of s, then frees it (NULL is fine). */
 void free_secret(char *s, size_t len);
 /* Replaces path with data, whole or not at all: a temp file beside it
  * (path.tmp, created anew, never through a link), written, fsync'd when
  * durable, then renamed over path. Returns 0, or -1 with errno. */
 int write_file_replace(const char *path, const void *data, size_t len, mode_t mode, bool durable);
+/* Puts data at path durably: a new temp file beside it with a unique name
+ * (path.tmp.XXXXXX, mode, never through a link), written and fsync'd, then
+ * renamed over path (replace) or link(2)ed to it (!replace: an existing
+ * path is never replaced; -1 with EEXIST), then the directory fsync'd so
+ * the name survives a power loss. The temp file never stays behind.
+ * Returns 0, or -1 with errno. */
+int write_file_durable(const char *path, const void *data, size_t len, mode_t mode, bool replace);
+/* fsyncs the directory that holds path. Returns 0, or -1 with errno. */
+int fsync_parent_dir(const char *path);
 /* Writes all of data, retrying short writes and EINTR. Returns 0 or -1. */
 int write_full(int fd, const void *data, size_t len);
 /* A new listing of the directory name below dirfd ("." for dirfd itself),

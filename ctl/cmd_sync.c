@@ -9,15 +9,19 @@
  * admins. Comparing against that would report every secret changed (and
  * export would write files the plane refuses), so when the answer is
  * redacted, secrets are left out on both sides, with a warning: sync and
- * export of secrets need an admin token. */
+ * export of secrets need an admin token. Sealed secrets: export writes
+ * their push form (the envelope without the wraps); sync seals or matches
+ * secret files first (sync_seal.c). */
 #include "commands.h"
 #include "buf.h"
 #include "ctl.h"
+#include "envelope.h"
 #include "json.h"
 #include "linediff.h"
 #include "output.h"
 #include "request.h"
 #include "resource.h"
+#include "secrets.h"
 #include "sub.h"
 #include "tree.h"
 #include "util.h"
@@ -400,6 +404,11 @@ int cmd_sync(const struct ctl_ctx *cx, int argc, char **argv)
 		ctl_error("warning: the plane redacts secrets for this token (not an admin): %zu secret%s on the "
 			  "plane and every secret/ file left out; sync them with an admin token",
 			  r.secrets_skipped, r.secrets_skipped == 1 ? "" : "s");
+	/* secrets sealed, or matched to the plane's envelopes (sync_seal.c) */
+	if (!r.redacted && sync_seal(cx, &t, r.n, r.name, r.body) != 0) {
+		ctl_error("nothing was sent");
+		goto out;
+	}
 	diff_compute(&t, &r, cx->prune, r.redacted, &d);
 	if (d.n == 0) {
 		printf("nothing to do: '%s' matches the plane at version %" PRIu64 "\n", argv[0], r.version);
@@ -544,7 +553,12 @@ int cmd_export(const struct ctl_ctx *cx, int argc, char **argv)
 			goto out;
 		}
 		*slash = '/';
-		pretty(&text, r.body[i]);
+		/* a sealed secret as its push form: the envelope, not the wraps */
+		char *push = resource_type_of(r.name[i]) == RES_SECRET
+				     ? envelope_push_body(r.body[i], strlen(r.body[i]), NULL)
+				     : NULL;
+		pretty(&text, push ? push : r.body[i]);
+		free(push);
 		mode_t mode = resource_type_of(r.name[i]) == RES_SECRET ? 0600 : 0644;
 		if (write_file_replace(path, text.data, text.len, mode, false) < 0) {
 			ctl_error("cannot write '%s': %s", path, strerror(errno));

@@ -1,11 +1,13 @@
-/* cmd_trust.c: tetherctl's trust commands: keygen (a signing key pair,
- * made locally) and the plane's tokens (create, ls, revoke). A token is
- * printed once, on stdout, as one line: the plane keeps only its hash. */
+/* cmd_trust.c: tetherctl's trust commands: keygen (a signing key pair, or
+ * sealed secrets' recovery key, made locally) and the plane's tokens
+ * (create, ls, revoke). A token is printed once, on stdout, as one line:
+ * the plane keeps only its hash. */
 #include "buf.h"
 #include "commands.h"
 #include "ctl.h"
 #include "json.h"
 #include "keys.h"
+#include "nodekey.h"
 #include "output.h"
 #include "request.h"
 #include "xmalloc.h"
@@ -19,13 +21,17 @@
 int cmd_keygen(const struct ctl_ctx *cx, int argc, char **argv)
 {
 	char err[1024];
-	(void)cx;
 	(void)argc;
-	if (keys_generate(argv[0], err, sizeof(err)) < 0) {
+	if ((cx->recovery ? recovery_generate(argv[0], err, sizeof(err)) : keys_generate(argv[0], err, sizeof(err))) <
+	    0) {
 		ctl_error("keygen: %s", err);
 		return CTL_EXIT_FAILED;
 	}
-	printf("%s (secret, mode 0600) and %s.pub written\n", argv[0], argv[0]);
+	if (cx->recovery)
+		printf("%s (recovery key, secret, mode 0600) and %s.pub written: keep %s offline; the plane takes "
+		       "%s.pub (--sealed-secrets)\n", argv[0], argv[0], argv[0], argv[0]);
+	else
+		printf("%s (secret, mode 0600) and %s.pub written\n", argv[0], argv[0]);
 	return CTL_EXIT_OK;
 }
 

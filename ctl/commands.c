@@ -28,91 +28,6 @@
 #define NACK_CELL_CHARS 48
 #define LABELS_CELL_CHARS 60
 
-/* ---- input ------------------------------------------------------------- */
-
-/* Reads FILE, or standard input for "-", whole: pipes and process
- * substitution included, which read_file_limited refuses. Returns a new
- * allocated NUL-terminated text, or NULL with a message in err. */
-static char *read_input(const char *path, size_t *len, char *err, size_t errlen)
-{
-	bool is_stdin = strcmp(path, "-") == 0;
-	const char *what = is_stdin ? "standard input" : path;
-	struct buf b = BUF_INIT;
-	struct stat st;
-	int fd = is_stdin ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		snprintf(err, errlen, "cannot open '%s': %s", path, strerror(errno));
-		return NULL;
-	}
-	if (fstat(fd, &st) == 0) {
-		if (S_ISDIR(st.st_mode)) {
-			snprintf(err, errlen, "cannot read '%s': %s", what, strerror(EISDIR));
-			goto fail;
-		}
-		if (S_ISREG(st.st_mode) && (uint64_t)st.st_size > CTL_MAX_INPUT)
-			goto too_big;
-	}
-	for (;;) {
-		buf_reserve(&b, 65536);
-		ssize_t r = read(fd, b.data + b.len, b.cap - b.len - 1);
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			snprintf(err, errlen, "cannot read '%s': %s", what, strerror(errno));
-			goto fail;
-		}
-		if (r == 0)
-			break;
-		b.len += (size_t)r;
-		b.data[b.len] = '\0';
-		if (b.len > CTL_MAX_INPUT)
-			goto too_big;
-	}
-	if (!is_stdin)
-		close(fd);
-	return buf_detach(&b, len);
-too_big:
-	snprintf(err, errlen, "'%s' is larger than %zu MiB: refusing to read it", what, CTL_MAX_INPUT >> 20);
-fail:
-	if (!is_stdin)
-		close(fd);
-	buf_release(&b);
-	return NULL;
-}
-
-/* Reads FILE (or "-") and checks it is a JSON object before the plane
- * sees it: a quick local answer for a typo, the plane still judges.
- * Returns a new allocated text, or NULL after printing why. */
-static char *read_json_object(const char *path, const char *what, size_t *len)
-{
-	char err[1024];
-	cJSON *doc = NULL;
-	char *shown = strcmp(path, "-") == 0 ? xstrdup("standard input") : xasprintf("'%s'", path);
-	char *text = read_input(path, len, err, sizeof(err));
-	if (!text) {
-		ctl_error("%s", err);
-		goto fail;
-	}
-	struct json_limits lim = { CTL_MAX_INPUT, CTL_JSON_DEPTH };
-	doc = json_decode(text, *len, &lim, err, sizeof(err));
-	if (!doc) {
-		ctl_error("%s: %s", shown, err);
-		goto fail;
-	}
-	if (!cJSON_IsObject(doc)) {
-		ctl_error("%s: %s must be a JSON object", shown, what);
-		goto fail;
-	}
-	cJSON_Delete(doc);
-	free(shown);
-	return text;
-fail:
-	cJSON_Delete(doc);
-	free(text);
-	free(shown);
-	return NULL;
-}
-
 static void resource_path(struct buf *path, const char *name)
 {
 	buf_puts(path, "/v1/resources/");
@@ -127,7 +42,13 @@ int cmd_put(const struct ctl_ctx *cx, int argc, char **argv)
 	struct client_answer ans = { 0, BUF_INIT, "" };
 	size_t len;
 	int rc = 1;
-	char *body = read_json_object(argc > 1 ? argv[1] : "-", "a resource body", &len);
+	if (cx->seal)
+		return cmd_put_sealed(cx, argc, argv);
+	if (cx->recovery_key) {
+		ctl_error("put: --recovery-key goes with --seal");
+		return CTL_EXIT_USAGE;
+	}
+	char *body = ctl_read_json_object(argc > 1 ? argv[1] : "-", "a resource body", &len);
 	if (!body)
 		goto fail;
 	resource_path(&path, argv[0]);
@@ -253,7 +174,7 @@ int cmd_apply(const struct ctl_ctx *cx, int argc, char **argv)
 	size_t len;
 	int rc = 1;
 	(void)argc;
-	char *body = read_json_object(argv[0], "a batch", &len);
+	char *body = ctl_read_json_object(argv[0], "a batch", &len);
 	if (!body)
 		goto fail;
 	if (ctl_call(cx, "POST", "/v1/batch", body, len, &ans) != 0)
@@ -321,7 +242,7 @@ static char *lag_cell(const cJSON *node)
 int cmd_nodes(const struct ctl_ctx *cx, int argc, char **argv)
 {
 	struct client_answer ans = { 0, BUF_INIT, "" };
-	struct table t = { 7, 0, NULL };
+	struct table t = { 8, 0, NULL };
 	cJSON *doc = NULL;
 	int rc = 1;
 	(void)argc;
@@ -342,7 +263,7 @@ int cmd_nodes(const struct ctl_ctx *cx, int argc, char **argv)
 		goto fail;
 	}
 	char *head[] = { xstrdup("NODE"), xstrdup("TARGET"), xstrdup("ACKED"), xstrdup("LAG"), xstrdup("CONNECTED"),
-			 xstrdup("LAST NACK"), xstrdup("LABELS") };
+			 xstrdup("KEY"), xstrdup("LAST NACK"), xstrdup("LABELS") };
 	table_row(&t, head);
 	for (const cJSON *n = doc->child; n; n = n->next) {
 		const char *id = json_get_string(n, "node");
@@ -352,6 +273,7 @@ int cmd_nodes(const struct ctl_ctx *cx, int argc, char **argv)
 			value_cell(cJSON_GetObjectItemCaseSensitive(n, "acked_version")),
 			lag_cell(n),
 			value_cell(cJSON_GetObjectItemCaseSensitive(n, "connected")),
+			value_cell(cJSON_GetObjectItemCaseSensitive(n, "key_id")),
 			nack_cell(cJSON_GetObjectItemCaseSensitive(n, "last_nack")),
 			labels_cell(cJSON_GetObjectItemCaseSensitive(n, "labels")),
 		};

@@ -25,6 +25,9 @@ struct ctl_ctx {
 	bool force;               /* export: into a non-empty directory */
 	const char *limit;        /* log -n N */
 	const char *at;           /* get --at VERSION */
+	bool seal;                /* put --seal */
+	bool recovery;            /* keygen --recovery: an X25519 recovery key */
+	const char *recovery_key; /* --recovery-key FILE: put --seal, sync, secrets reseal */
 };
 
 int cmd_put(const struct ctl_ctx *cx, int argc, char **argv);
@@ -50,5 +53,11 @@ int cmd_keygen(const struct ctl_ctx *cx, int argc, char **argv);
 int cmd_token_create(const struct ctl_ctx *cx, int argc, char **argv);
 int cmd_token_ls(const struct ctl_ctx *cx, int argc, char **argv);
 int cmd_token_revoke(const struct ctl_ctx *cx, int argc, char **argv);
+
+/* cmd_secrets.c: sealed secrets */
+int cmd_put_sealed(const struct ctl_ctx *cx, int argc, char **argv);
+int cmd_secrets_status(const struct ctl_ctx *cx, int argc, char **argv);
+int cmd_secrets_reseal(const struct ctl_ctx *cx, int argc, char **argv);
+int cmd_secrets_revoke(const struct ctl_ctx *cx, int argc, char **argv);
 
 #endif

@@ -28,10 +28,14 @@
 #define OPT_FORCE 512u
 #define OPT_LIMIT 1024u
 #define OPT_AT 2048u
+#define OPT_SEAL 4096u
+#define OPT_RECOVERY 8192u
+#define OPT_RECOVERY_KEY 16384u
 
 /* The option of each OPT_ bit, for "unknown option" messages. */
 static const char *const opt_names[] = { "--json", "--state-dir", "--node", "--role", "--name",
-					  "--prune", "--dry-run", "--message", "--base", "--force", "-n", "--at" };
+					  "--prune", "--dry-run", "--message", "--base", "--force", "-n", "--at",
+					  "--seal", "--recovery", "--recovery-key" };
 
 struct command {
 	const char *name, *sub;   /* "rollout" "status"; sub NULL for one word */
@@ -44,17 +48,18 @@ struct command {
 };
 
 static const struct command commands[] = {
-	{ "put", NULL, "NAME [FILE|-] [--message TEXT]",
-	  "upsert one resource (body: a JSON object; stdin without FILE)", 1, 2, OPT_MESSAGE, false, cmd_put },
+	{ "put", NULL, "NAME [FILE|-] [--message TEXT] [--seal [--recovery-key FILE]]",
+	  "upsert one resource (body: a JSON object; stdin without FILE); --seal: a secret sealed here", 1, 2,
+	  OPT_MESSAGE | OPT_SEAL | OPT_RECOVERY_KEY, false, cmd_put },
 	{ "get", NULL, "NAME [--at VERSION]", "print the body of a resource (as it was at VERSION)", 1, 1, OPT_AT,
 	  false, cmd_get },
 	{ "rm", NULL, "NAME [--message TEXT]", "delete a resource", 1, 1, OPT_MESSAGE, false, cmd_rm },
 	{ "ls", NULL, "[PREFIX]", "list names with their versions", 0, 1, 0, false, cmd_ls },
 	{ "apply", NULL, "FILE [--message TEXT]", "one batch {\"upserts\":[...],\"removes\":[...]} as one version",
 	  1, 1, OPT_MESSAGE, false, cmd_apply },
-	{ "sync", NULL, "DIR [--prune] [--dry-run] [--message TEXT] [--base VERSION]",
+	{ "sync", NULL, "DIR [--prune] [--dry-run] [--message TEXT] [--base VERSION] [--recovery-key FILE]",
 	  "make the plane match DIR/<type>/<name>.json, one version (--dry-run: diff, exit 3 on changes)", 1, 1,
-	  OPT_PRUNE | OPT_DRY_RUN | OPT_MESSAGE | OPT_BASE, false, cmd_sync },
+	  OPT_PRUNE | OPT_DRY_RUN | OPT_MESSAGE | OPT_BASE | OPT_RECOVERY_KEY, false, cmd_sync },
 	{ "export", NULL, "DIR [--force]", "write the plane's resources as DIR/<type>/<name>.json", 1, 1, OPT_FORCE,
 	  false, cmd_export },
 	{ "log", NULL, "[NAME] [-n N] [--json]", "the versions, newest first: who, when, why, what (default 20)",
@@ -64,7 +69,7 @@ static const struct command commands[] = {
 	{ "diff", NULL, "V1 V2 [--json]", "what differs between two versions", 2, 2, OPT_JSON, false, cmd_diff },
 	{ "revert", NULL, "VERSION [--message TEXT]", "commit the state at VERSION as a new version", 1, 1,
 	  OPT_MESSAGE, false, cmd_revert },
-	{ "nodes", NULL, "[--json]", "per node: acked version, lag, connection, last NACK, labels",
+	{ "nodes", NULL, "[--json]", "per node: acked version, lag, connection, key, last NACK, labels",
 	  0, 0, OPT_JSON, false, cmd_nodes },
 	{ "rollout", "status", "[--json]", "the current or last rollout", 0, 0, OPT_JSON, false,
 	  cmd_rollout_status },
@@ -73,8 +78,9 @@ static const struct command commands[] = {
 	  0, 0, OPT_JSON, false, cmd_watch },
 	{ "status", NULL, "[--state-dir DIR] [--json]", "the local agent's status (" CTL_DEFAULT_STATE_DIR
 	  "/status.json)", 0, 0, OPT_JSON | OPT_STATE_DIR, true, cmd_status },
-	{ "keygen", NULL, "FILE", "a new Ed25519 signing key: FILE (secret, 0600) and FILE.pub", 1, 1, 0, true,
-	  cmd_keygen },
+	{ "keygen", NULL, "FILE [--recovery]",
+	  "a new Ed25519 signing key (--recovery: an X25519 recovery key): FILE (secret, 0600) and FILE.pub", 1, 1,
+	  OPT_RECOVERY, true, cmd_keygen },
 	{ "token", "create", "--node ID | --role ROLE [--name TEXT] [--json]",
 	  "a new token (ROLE: admin, operator, reader, relay), printed once", 0, 0,
 	  OPT_NODE | OPT_ROLE | OPT_NAME | OPT_JSON, false,
@@ -82,6 +88,13 @@ static const struct command commands[] = {
 	{ "token", "ls", "[--json]", "the tokens (never their secret part)", 0, 0, OPT_JSON, false, cmd_token_ls },
 	{ "token", "revoke", "ID", "revoke a token at once (its open streams close)", 1, 1, 0, false,
 	  cmd_token_revoke },
+	{ "secrets", "status", "[--json]", "per secret: version, sealed, the nodes without a wrap", 0, 0, OPT_JSON,
+	  false, cmd_secrets_status },
+	{ "secrets", "reseal", "--recovery-key FILE [--message TEXT]",
+	  "wrap sealed secrets' data keys for the nodes that lack them, one version", 0, 0,
+	  OPT_RECOVERY_KEY | OPT_MESSAGE, false, cmd_secrets_reseal },
+	{ "secrets", "revoke", "NODE [--json]", "revoke a node's key (it must make a new one)", 1, 1, OPT_JSON, false,
+	  cmd_secrets_revoke },
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -269,6 +282,11 @@ static int parse(int argc, char **argv, struct parsed *p)
 				return usage_error(NULL, "option '--at' needs a version");
 			p->cx.at = v;
 			p->opts_seen |= OPT_AT;
+		} else if ((v = option_value(argc, argv, &i, "--recovery-key", &missing))) {
+			if (missing)
+				return usage_error(NULL, "option '--recovery-key' needs a file");
+			p->cx.recovery_key = v;
+			p->opts_seen |= OPT_RECOVERY_KEY;
 		} else if ((v = option_value(argc, argv, &i, "--state-dir", &missing))) {
 			if (missing)
 				return usage_error(NULL, "option '--state-dir' needs a directory");
@@ -288,6 +306,12 @@ static int parse(int argc, char **argv, struct parsed *p)
 		} else if (strcmp(a, "--dry-run") == 0) {
 			p->cx.dry_run = true;
 			p->opts_seen |= OPT_DRY_RUN;
+		} else if (strcmp(a, "--seal") == 0) {
+			p->cx.seal = true;
+			p->opts_seen |= OPT_SEAL;
+		} else if (strcmp(a, "--recovery") == 0) {
+			p->cx.recovery = true;
+			p->opts_seen |= OPT_RECOVERY;
 		} else if (strcmp(a, "--force") == 0) {
 			p->cx.force = true;
 			p->opts_seen |= OPT_FORCE;
@@ -348,6 +372,8 @@ static int run(int argc, char **argv)
 					 words[1]);
 		else if (name_known && strcmp(words[0], "token") == 0)
 			rc = usage_error(NULL, "'token' needs a command: create, ls or revoke");
+		else if (name_known && strcmp(words[0], "secrets") == 0)
+			rc = usage_error(NULL, "'secrets' needs a command: status, reseal or revoke");
 		else if (name_known)
 			rc = usage_error(NULL, "'%s' needs a command: status or abort", words[0]);
 		else

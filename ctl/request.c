@@ -1,7 +1,7 @@
 /* request.c: one request of tetherctl to the plane, with the credentials
  * the command line and the environment give, tried on each plane of
- * --plane A,B in turn while client_try_next allows, and the parsing of its
- * JSON answers (see request.h). */
+ * --plane A,B in turn while client_try_next allows, the parsing of its
+ * JSON answers, and reading a JSON object to send (see request.h). */
 #include "request.h"
 #include "credentials.h"
 #include "ctl.h"
@@ -9,11 +9,15 @@
 #include "log.h"
 #include "xmalloc.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 int ctl_planes(const struct ctl_ctx *cx, char **urls, char **token, struct credentials *cr)
 {
@@ -208,4 +212,86 @@ void ctl_warn_stale(const struct ctl_ctx *cx, const struct client_answer *ans)
 		"tetherctl: warning: %s is stale since %s (%s): what it says is judged against the version it "
 		"holds, which may be old; ask a plane that is current\n",
 		cx->plane ? cx->plane : "the plane", when, why);
+}
+
+/* ---- input to send ------------------------------------------------------------- */
+
+/* Reads FILE, or standard input for "-", whole: pipes and process
+ * substitution included, which read_file_limited refuses. Returns a new
+ * allocated NUL-terminated text, or NULL with a message in err. */
+static char *read_input(const char *path, size_t *len, char *err, size_t errlen)
+{
+	bool is_stdin = strcmp(path, "-") == 0;
+	const char *what = is_stdin ? "standard input" : path;
+	struct buf b = BUF_INIT;
+	struct stat st;
+	int fd = is_stdin ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		snprintf(err, errlen, "cannot open '%s': %s", path, strerror(errno));
+		return NULL;
+	}
+	if (fstat(fd, &st) == 0) {
+		if (S_ISDIR(st.st_mode)) {
+			snprintf(err, errlen, "cannot read '%s': %s", what, strerror(EISDIR));
+			goto fail;
+		}
+		if (S_ISREG(st.st_mode) && (uint64_t)st.st_size > CTL_MAX_INPUT)
+			goto too_big;
+	}
+	for (;;) {
+		buf_reserve(&b, 65536);
+		ssize_t r = read(fd, b.data + b.len, b.cap - b.len - 1);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			snprintf(err, errlen, "cannot read '%s': %s", what, strerror(errno));
+			goto fail;
+		}
+		if (r == 0)
+			break;
+		b.len += (size_t)r;
+		b.data[b.len] = '\0';
+		if (b.len > CTL_MAX_INPUT)
+			goto too_big;
+	}
+	if (!is_stdin)
+		close(fd);
+	return buf_detach(&b, len);
+too_big:
+	snprintf(err, errlen, "'%s' is larger than %zu MiB: refusing to read it", what, CTL_MAX_INPUT >> 20);
+fail:
+	if (!is_stdin)
+		close(fd);
+	buf_release(&b);
+	return NULL;
+}
+
+char *ctl_read_json_object(const char *path, const char *what, size_t *len)
+{
+	char err[1024];
+	cJSON *doc = NULL;
+	char *shown = strcmp(path, "-") == 0 ? xstrdup("standard input") : xasprintf("'%s'", path);
+	char *text = read_input(path, len, err, sizeof(err));
+	if (!text) {
+		ctl_error("%s", err);
+		goto fail;
+	}
+	struct json_limits lim = { CTL_MAX_INPUT, CTL_JSON_DEPTH };
+	doc = json_decode(text, *len, &lim, err, sizeof(err));
+	if (!doc) {
+		ctl_error("%s: %s", shown, err);
+		goto fail;
+	}
+	if (!cJSON_IsObject(doc)) {
+		ctl_error("%s: %s must be a JSON object", shown, what);
+		goto fail;
+	}
+	cJSON_Delete(doc);
+	free(shown);
+	return text;
+fail:
+	cJSON_Delete(doc);
+	free(text);
+	free(shown);
+	return NULL;
 }

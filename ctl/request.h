@@ -38,4 +38,11 @@ cJSON *ctl_answer_json(const struct client_answer *ans);
 /* Prints "version N" from {"version": N, "changed": bool}; 0 or 1. */
 int ctl_print_version(const struct client_answer *ans);
 
+/* Reads FILE (or "-" for standard input, whole, pipes included; at most
+ * CTL_MAX_INPUT) and checks it is a JSON object (what names it in the
+ * message) before the plane sees it: a quick local answer for a typo, the
+ * plane still judges. Returns a new allocated text (*len set), or NULL
+ * after printing why. */
+char *ctl_read_json_object(const char *path, const char *what, size_t *len);
+
 #endif

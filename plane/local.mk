@@ -6,7 +6,7 @@ libplane_la_SOURCES =
 libplane_la_SOURCES += plane/plane.c plane/plane.h plane/plane_config.c
 # api/: the handlers and their route table
 libplane_la_SOURCES += plane/api/api.h plane/api/routes.c plane/api/events.c plane/api/history.c plane/api/nodes.c plane/api/relay.c \
-	plane/api/resources.c plane/api/rollouts.c plane/api/status.c plane/api/sync.c plane/api/tokens.c \
+	plane/api/resources.c plane/api/rollouts.c plane/api/secrets.c plane/api/status.c plane/api/sync.c plane/api/tokens.c \
 	plane/api/ui.c plane/api/ui_assets.h
 # http/: the plane's side of the server: dispatch by the route table, auth, TLS
 libplane_la_SOURCES += plane/http/auth.c plane/http/auth.h plane/http/http.c plane/http/http.h \
@@ -19,8 +19,8 @@ libplane_la_SOURCES += plane/rollout/gate.c plane/rollout/gate.h plane/rollout/g
 # core/: store, deltas, streams, writes, node records, events
 libplane_la_SOURCES += plane/core/core.c plane/core/core.h plane/core/delta.c plane/core/delta.h plane/core/digests.c \
 	plane/core/digests.h plane/core/events.c plane/core/events.h plane/core/freshness.c \
-	plane/core/freshness.h plane/core/hub.c plane/core/hub.h plane/core/nodes.c plane/core/nodes.h \
-	plane/core/pushcache.c plane/core/pushcache.h plane/core/relay_feed.c plane/core/relay_feed.h plane/core/sse_writer.c plane/core/sse_writer.h \
+	plane/core/freshness.h plane/core/hub.c plane/core/hub.h plane/core/nodekeys.c plane/core/nodekeys.h plane/core/nodes.c plane/core/nodes.h \
+	plane/core/pushcache.c plane/core/pushcache.h plane/core/relay_feed.c plane/core/relay_feed.h plane/core/sealed.c plane/core/sealed.h plane/core/sse_writer.c plane/core/sse_writer.h \
 	plane/core/statements.c plane/core/statements.h plane/core/store.c plane/core/store.h \
 	plane/core/ticket_keeper.c plane/core/ticket_keeper.h plane/core/tokens.c plane/core/tokens.h plane/core/validate.c plane/core/validate.h \
 	plane/core/writer.c plane/core/writer.h

@@ -362,6 +362,15 @@ int plane_start(struct plane *p, char *err, size_t errlen)
 			 .heartbeat = p->cfg.heartbeat, .rollout = p->cfg.rollout },
 		.core = &p->core, .auth = &p->auth, .http = &p->http, .rollout = p->rollout, .gate = p->gate,
 	};
+	if (p->cfg.sealed_secrets) {
+		if (sealed_conf_load(p->cfg.sealed_secrets, &p->sealed, err, errlen) < 0)
+			return -1;
+		p->core.sealed = &p->sealed;
+		log_info("--sealed-secrets: secrets are kept sealed (recovery key %s)", p->sealed.kid);
+		store_rdlock(p->core.store);
+		sealed_log_plaintext(p->core.store);
+		store_rdunlock(p->core.store);
+	}
 	nodes_set_target(p->core.nodes, target_cb, p->rollout, p->cfg.lag_alert);
 	nodes_set_relay_up(p->core.nodes, relay_up_cb, p, relay);
 	p->core.pushes = pushcache_new(p->core.store, PUSH_CACHE_ENTRIES, PUSH_CACHE_BYTES);

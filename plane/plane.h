@@ -15,6 +15,7 @@
 
 #include "api/api.h"
 #include "core/core.h"
+#include "core/sealed.h"
 #include "http/auth.h"
 #include "http/http.h"
 #include "options.h"
@@ -40,6 +41,7 @@ struct plane_config {
 	char *client_ca;               /* mutual TLS: nodes by certificate */
 	bool cert_roles;               /* and people, by OU=tether-ROLE */
 	char *signing_key;             /* statements signed with it */
+	char *sealed_secrets;          /* the recovery key's public file: secrets are kept sealed */
 	bool insecure;                 /* open reads and anonymous nodes (a lab) */
 	double statement_ttl;
 	double heartbeat;
@@ -81,6 +83,7 @@ struct plane {
 	struct gate *gate;             /* traffic-aware gates; NULL: none configured */
 	struct plane_tls *tls;         /* NULL: plain HTTP */
 	struct ticket_keeper *tickets;       /* TLS session-ticket keys; NULL: none */
+	struct sealed_conf sealed;     /* --sealed-secrets (core.sealed points here) */
 	struct {                       /* the follower's thread: a relay's catch-up (plane.c) */
 		bool on;
 		uint64_t before;

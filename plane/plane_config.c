@@ -62,6 +62,10 @@ const struct opt_def plane_options[] = {
 	  "tether-relay has that role, named by its CN (without it every client certificate is a node)" },
 	{ "signing-key", 0, OPT_STRING, OFF(signing_key), 0, 0, NULL, "FILE",
 	  "sign every push's and heartbeat's statement with this Ed25519 key (tetherctl keygen)" },
+	{ "sealed-secrets", 0, OPT_STRING, OFF(sealed_secrets), 0, 0, NULL, "RECOVERY.pub",
+	  "keep secrets sealed: a write of a plaintext secret, of an envelope not sealed to this recovery key "
+	  "(tetherctl keygen --recovery), or missing a wrap for a node key whose subscription reaches it is "
+	  "refused (docs/protocol.md \"Sealed secrets\")" },
 	{ "statement-ttl", 0, OPT_SECONDS, OFF(statement_ttl), 10, 31536000, NULL, "SECONDS",
 	  "how long a signed statement stays valid (default 3600)" },
 	{ "insecure", 0, OPT_FLAG, OFF(insecure), 0, 0, NULL, NULL,

@@ -51,6 +51,12 @@ enum http_result api_resources_list(struct api *p, struct http_conn *c);
 enum http_result api_batch(struct api *p, struct http_conn *c, struct request *r);
 enum http_result api_nodes(struct api *p, struct http_conn *c, const char *method, const char *id);
 enum http_result api_ack(struct api *p, struct http_conn *c, struct request *r);
+/* Sealed secrets (api/secrets.c): POST or DELETE /v1/nodes/ID/key, GET
+ * /v1/secrets, GET /v1/wraps. */
+enum http_result api_node_key(struct api *p, struct http_conn *c, struct request *r, const char *method,
+			      const char *id);
+enum http_result api_secrets(struct api *p, struct http_conn *c);
+enum http_result api_wraps(struct api *p, struct http_conn *c);
 enum http_result api_report(struct api *p, struct http_conn *c, struct request *r);
 /* The traffic report in a node record that came from another replica
  * (pass_on false) or up from a relay (true), validated as POST /v1/report

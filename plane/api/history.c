@@ -362,8 +362,9 @@ static void get_at_run(void *ctx, void *arg, struct write_result *res)
 		st.s[0].body = NULL;
 	} else if (rc == 0) {
 		const struct store_entry *e = store_get(p->core->store, j->name);
-		body = e && e->body ? xstrndup(e->body, e->body_len) : NULL;
-		len = e && e->body ? e->body_len : 0;
+		const char *live = e && e->body ? store_stored(e, &len) : NULL;
+		body = live ? xstrndup(live, len) : NULL;
+		len = live ? len : 0;
 	}
 	store_rdunlock(p->core->store);
 	states_release(&st);
@@ -421,8 +422,9 @@ static int diff_states(struct api *p, uint64_t a, uint64_t b, struct states *bef
 			ch.before_len = l->len;
 		} else {
 			const struct store_entry *e = store_get(p->core->store, name);
-			ch.before = e ? e->body : NULL;
-			ch.before_len = e && e->body ? e->body_len : 0;
+			ch.before = e && e->body ? store_stored(e, &ch.before_len) : NULL;
+			if (!ch.before)
+				ch.before_len = 0;
 		}
 		states_cb(after, &ch);
 	}

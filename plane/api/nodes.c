@@ -249,6 +249,18 @@ enum http_result api_ack(struct api *p, struct http_conn *c, struct request *r)
 		m.verify = cJSON_IsTrue(f);
 	}
 
+	/* a held NACK (sealed secrets): the node has no wrap for a secret
+	 * it would receive; recorded apart, never a NACK's failure */
+	f = cJSON_GetObjectItemCaseSensitive(doc, "held");
+	if (f && !cJSON_IsNull(f)) {
+		if (!cJSON_IsBool(f) || (cJSON_IsTrue(f) && (!m.nack || m.verify))) {
+			ret = http_send_error(c, HTTP_UNPROCESSABLE_CONTENT,
+					      "ack: held must be true or false, and true only on a nack without verify");
+			goto out;
+		}
+		m.held = cJSON_IsTrue(f);
+	}
+
 	/* a NACK may say which version the node still runs */
 	uint64_t holds = 0;
 	bool has_holds = false;
@@ -281,11 +293,16 @@ enum http_result api_ack(struct api *p, struct http_conn *c, struct request *r)
 		hub_stream_holds(p->core->hub, m.node, holds);
 	if (res == ACK_ACCEPTED)
 		events_ack(p->core->events, &m);   /* before the rollout's answer to it */
-	if (res == ACK_ACCEPTED && rollout_acked(p->rollout, &m) && nodes_flush(p->core->nodes, err, sizeof(err)) < 0)
+	/* a held member stays pending: the rollout is not told (one rule:
+	 * a held NACK is no NACK for counts, stages, gates) */
+	if (res == ACK_ACCEPTED && !m.held && rollout_acked(p->rollout, &m) &&
+	    nodes_flush(p->core->nodes, err, sizeof(err)) < 0)
 		log_warn("nodes: cannot save node records: %s (will retry)", err);
 	char shown[512];
 	printable(shown, sizeof(shown), m.error);
-	if (m.nack && m.verify)
+	if (m.nack && m.held && res == ACK_ACCEPTED)
+		log_info("node %s: held at version %llu: %s", m.node, (unsigned long long)m.version, shown);
+	else if (m.nack && m.verify)
 		log_warn("node %s: refused version %llu, which failed its verification: %s", m.node,
 			 (unsigned long long)m.version, shown);
 	else if (m.nack && res == ACK_ACCEPTED)

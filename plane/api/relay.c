@@ -7,6 +7,7 @@
  * make itself). Each needs the relay role (or admin). */
 #include "api/api.h"
 #include "core/core.h"
+#include "core/events.h"
 #include "core/hub.h"
 #include "core/nodes.h"
 #include "core/statements.h"
@@ -152,7 +153,15 @@ enum http_result api_relay_changes(struct api *p, struct http_conn *c, struct re
 	strmap_init(&seen);
 	for (size_t i = 0; i < b.n; i++) {
 		const struct node_change *ch = &b.ch[i];
-		if (nodes_relay_change(p->core->nodes, b.relay, ch, err, sizeof(err)) < 0) {
+		struct nodes_key_answer ka = { 0 };
+		unsigned kst;
+		/* a 'k' line: judged at the origin; a relay in between passes it on */
+		int crc = ch->kind != NC_KEY ? nodes_relay_change(p->core->nodes, b.relay, ch, err, sizeof(err))
+			  : core_is_relay(p->core) ? nodes_key_forward(p->core->nodes, ch->node, ch->reg, ch->reg_len,
+								       b.relay, &kst, err, sizeof(err))
+			  : nodes_key_register(p->core->nodes, ch->node, ch->reg, ch->reg_len, b.relay, &ka, err,
+					       sizeof(err));
+		if (crc < 0) {
 			if (!refused++)
 				snprintf(first, sizeof(first), "%s", err);
 			/* each node named once, at most REFUSED_NAMED of them */
@@ -182,6 +191,12 @@ enum http_result api_relay_changes(struct api *p, struct http_conn *c, struct re
 		} else if (ch->kind == NC_TRAFFIC) {
 			pn.traffic = ch->report;
 			api_record_traffic(p, &pn, b.relay, true);
+		} else if (ch->kind == NC_KEY && ka.changed) {
+			events_key(p->core->events, ch->node, ka.kid, ka.status);
+		} else if (ch->kind == NC_HELD) {
+			struct ack_msg m = { .node = ch->node, .version = ch->version, .nonce = ch->nonce, .nack = true,
+					     .held = true, .error = ch->error, .healthy = -1 };
+			events_ack(p->core->events, &m);
 		}
 	}
 	if (refused)

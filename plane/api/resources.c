@@ -8,6 +8,7 @@
 #include "core/store.h"
 #include "core/validate.h"
 #include "core/writer.h"
+#include "envelope.h"
 #include "http/auth.h"
 #include "http/http.h"
 #include "json.h"
@@ -63,6 +64,12 @@ static void append_body(struct buf *b, const struct principal *who, const char *
 		buf_puts(b, "{}");
 		return;
 	}
+	if (envelope_is_sealed(v)) {
+		/* a sealed secret: nothing in it opens without a key */
+		cJSON_Delete(v);
+		buf_append(b, body, len);
+		return;
+	}
 	/* in place: each member's value becomes a string (keys are unique) */
 	for (cJSON *m = v->child; m; m = m->next) {
 		if (strcmp(m->string, "cert") == 0)
@@ -94,7 +101,9 @@ static enum http_result get_one(struct api *p, struct http_conn *c, const struct
 		buf_puts(&b, "{\"name\":");
 		buf_json_string(&b, e->name);
 		buf_printf(&b, ",\"version\":%llu,\"body\":", (unsigned long long)e->version);
-		append_body(&b, who, e->name, e->body, e->body_len);
+		size_t len;
+		const char *body = store_stored(e, &len);   /* a sealed secret's with its wraps */
+		append_body(&b, who, e->name, body, len);
 		buf_putc(&b, '}');
 	}
 	store_rdunlock(p->core->store);
@@ -184,7 +193,9 @@ enum http_result api_resources_list(struct api *p, struct http_conn *c)
 		buf_printf(&b, ",\"version\":%llu", (unsigned long long)all[i]->version);
 		if (with_body) {
 			buf_puts(&b, ",\"body\":");
-			append_body(&b, &who, all[i]->name, all[i]->body, all[i]->body_len);
+			size_t len;
+			const char *body = store_stored(all[i], &len);
+			append_body(&b, &who, all[i]->name, body, len);
 		}
 		buf_putc(&b, '}');
 	}

@@ -2,9 +2,11 @@
  * methods, what its caller needs before the body is read, the most its
  * body may be, and its handler. plane.c hands the table to the server. */
 #include "api/api.h"
+#include "nodekey.h"
 #include "traffic.h"
 
 #include <stddef.h>
+#include <string.h>
 
 /* Adapters: the handlers keep the arguments they use. */
 #define PLANE(ctx) ((struct api *)(ctx))
@@ -144,8 +146,31 @@ static enum http_result nodes_list(void *ctx, struct http_conn *c, struct reques
 
 static enum http_result nodes_one(void *ctx, struct http_conn *c, struct request *r, const char *m, const char *rest)
 {
-	(void)r;
+	/* /v1/nodes/ID/key: its key for sealed secrets */
+	size_t k = strcspn(rest, "/");
+	if (rest[k] == '/' && strcmp(rest + k, "/key") == 0 && k < 256) {
+		if (strcmp(m, "POST") != 0 && strcmp(m, "DELETE") != 0)
+			return http_send_not_allowed(c, m, "POST, DELETE");
+		char id[256];
+		memcpy(id, rest, k);
+		id[k] = '\0';
+		return api_node_key(PLANE(ctx), c, r, m, id);
+	}
+	if (strcmp(m, "GET") != 0 && strcmp(m, "HEAD") != 0)
+		return http_send_not_allowed(c, m, "GET");
 	return api_nodes(PLANE(ctx), c, m, rest);
+}
+
+static enum http_result secrets(void *ctx, struct http_conn *c, struct request *r, const char *m, const char *rest)
+{
+	(void)r, (void)m, (void)rest;
+	return api_secrets(PLANE(ctx), c);
+}
+
+static enum http_result wraps(void *ctx, struct http_conn *c, struct request *r, const char *m, const char *rest)
+{
+	(void)r, (void)m, (void)rest;
+	return api_wraps(PLANE(ctx), c);
 }
 
 static enum http_result rollouts(void *ctx, struct http_conn *c, struct request *r, const char *m, const char *rest)
@@ -211,7 +236,11 @@ const struct http_route api_routes[] = {
 	/* a revert's message may be escaped to 6 bytes a byte */
 	{ "/v1/revert", false, "POST", GATE_ADMIN, false, false, 64 * 1024, revert },
 	{ "/v1/nodes", false, "GET", GATE_ANY, false, false, 0, nodes_list },
-	{ "/v1/nodes/", true, "GET", GATE_ANY, false, false, 0, nodes_one },
+	/* and POST, DELETE /v1/nodes/ID/key (a node's key: its own credential
+	 * or an admin's, the handler says; a relay takes a node's POST) */
+	{ "/v1/nodes/", true, "GET, POST, DELETE", GATE_ANY, false, true, NODEKEY_REG_MAX, nodes_one },
+	{ "/v1/secrets", false, "GET", GATE_ANY, false, false, 0, secrets },
+	{ "/v1/wraps", false, "GET", GATE_ANY, false, false, 0, wraps },
 	{ "/v1/rollouts", false, "GET", GATE_ANY, false, false, 0, rollouts },
 	{ "/v1/rollouts/current", false, "GET", GATE_ANY, false, false, 0, rollout_current },
 	{ "/v1/rollouts/current/abort", false, "POST", GATE_OPERATOR, false, false, 0, rollout_abort },

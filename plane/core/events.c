@@ -195,13 +195,28 @@ void events_ack(struct events *e, const struct ack_msg *m)
 	if (m->healthy >= 0)
 		buf_printf(&b, ",\"healthy\":%s", m->healthy ? "true" : "false");
 	if (m->nack) {
-		buf_puts(&b, ",\"error\":");
+		buf_puts(&b, m->held ? ",\"reason\":" : ",\"error\":");
 		buf_json_string(&b, m->error ? m->error : "");
 		if (m->verify)
 			buf_puts(&b, ",\"verify\":true");
 	}
 	buf_putc(&b, '}');
-	events_publish(e, m->nack ? "nack" : "ack", &b);
+	events_publish(e, m->nack && m->held ? "held" : m->nack ? "nack" : "ack", &b);
+}
+
+void events_key(struct events *e, const char *node, const char *kid, const char *what)
+{
+	if (!e)
+		return;
+	struct buf b = BUF_INIT;
+	buf_puts(&b, "{\"node\":");
+	buf_json_string(&b, node);
+	buf_puts(&b, ",\"key_id\":");
+	buf_json_string(&b, kid);
+	buf_puts(&b, ",\"what\":");
+	buf_json_string(&b, what);
+	buf_printf(&b, ",\"time\":%.3f}", (double)wall_ms() / 1000);
+	events_publish(e, "key", &b);
 }
 
 /* The first number after "key": in a JSON object (our own output). */

@@ -40,6 +40,9 @@ void events_publish(struct events *e, const char *type, struct buf *data);
 /* The publishers' short forms. */
 void events_version(struct events *e, uint64_t version, const struct store_change *ch, size_t n,
 		    const char *origin);
+/* A node's key for sealed secrets registered, rotated or revoked (what):
+ * event "key" {"node","key_id","what"}. */
+void events_key(struct events *e, const char *node, const char *kid, const char *what);
 void events_ack(struct events *e, const struct ack_msg *m);
 /* Publishes the rollout as /v1/rollouts/current shows it (json, from the
  * rollout) when its id, state or stage changed since the last one

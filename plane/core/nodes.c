@@ -1,6 +1,7 @@
 /* core/nodes.c: per-node records, nonce-matched ACK handling, write-behind
  * persistence (see nodes.h). */
 #include "core/nodes.h"
+#include "core/nodekeys.h"
 #include "log.h"
 #include "resource.h"
 #include "strmap.h"
@@ -52,6 +53,11 @@ struct node_rec {
 	bool via_streaming;          /* the relay nearest it holds its stream */
 	int64_t poll_seen_ms;        /* monotonic time of the last poll */
 	int64_t behind_since_ms;     /* monotonic; 0 while at its target */
+	struct nodekey_state key;    /* its key for sealed secrets, and the revoked ones */
+	char *key_reg;               /* a relay's: a registration to pass up ('k' line) */
+	uint64_t held_version, helds;   /* its last held NACK (held_at 0: none), and how many */
+	char *held_reason;
+	int64_t held_at;
 	bool dirty;
 	bool dirty_more;             /* more than its ACK part changed since it was written */
 };
@@ -69,7 +75,7 @@ struct nodes {
 	struct node_rec **dirty;
 	size_t ndirty, dirtycap;
 	int64_t poll_window_ms;
-	uint64_t acks, nacks, stale, verify_failures;
+	uint64_t acks, nacks, stale, verify_failures, helds;
 	nodes_target_fn target;
 	void *target_ctx;
 	bool (*relay_up)(void *ctx, const char *relay);
@@ -231,6 +237,17 @@ bool nodes_nacked(struct nodes *n, const char *id, uint64_t min, char *err, size
 	return nacked;
 }
 
+bool nodes_held(struct nodes *n, const char *id, uint64_t min, char *why, size_t whylen)
+{
+	pthread_mutex_lock(&n->lock);
+	const struct node_rec *r = lookup(n, id);
+	bool held = r && r->held_at && r->held_version >= min && r->acked_version < r->held_version;
+	if (held)
+		snprintf(why, whylen, "%s", r->held_reason ? r->held_reason : "");
+	pthread_mutex_unlock(&n->lock);
+	return held;
+}
+
 static const char *self_replica(const struct nodes *n)
 {
 	return n->p->ops->replica ? n->p->ops->replica(n->p) : NULL;
@@ -247,6 +264,62 @@ static void take_holder(struct nodes *n, struct node_rec *r, const struct persis
 		copy_str(r->holder, sizeof(r->holder), pn->replica);
 	else if (strcmp(r->holder, pn->replica) == 0)
 		r->holder[0] = 0;
+}
+
+/* Under lock: pn's key for sealed secrets, from a replica's record (never
+ * a relay's): the revoked ids join r's (a revocation anywhere holds
+ * everywhere), and a live key not revoked here is taken when r has none
+ * or pn's is newer. true when r changed. */
+static bool take_key(struct node_rec *r, const struct persist_node *pn)
+{
+	bool changed = nodekeys_take_revoked(&r->key, pn->revoked);
+	if (pn->key && pn->key[0] && pn->key_id && pn->key_id[0] && !nodekeys_listed(r->key.revoked, pn->key_id) &&
+	    strlen(pn->key) < sizeof(r->key.key) && strlen(pn->key_id) < sizeof(r->key.kid) &&
+	    (!r->key.key[0] || pn->key_at > r->key.key_at) && strcmp(pn->key, r->key.key) != 0) {
+		snprintf(r->key.key, sizeof(r->key.key), "%s", pn->key);
+		snprintf(r->key.kid, sizeof(r->key.kid), "%s", pn->key_id);
+		r->key.key_at = pn->key_at;
+		changed = true;
+	}
+	return changed;
+}
+
+/* Under lock: pn's held NACK when newer than r's, and none once r acked
+ * its version or a later one. */
+static void take_held(struct node_rec *r, const struct persist_node *pn)
+{
+	if (pn->held_at > r->held_at && pn->held_version > r->acked_version) {
+		r->held_version = pn->held_version;
+		free(r->held_reason);
+		r->held_reason = xstrdup(pn->held_reason ? pn->held_reason : "");
+		r->held_at = pn->held_at;
+	}
+	if (r->held_at && r->acked_version >= r->held_version) {
+		r->held_at = 0;
+		free(r->held_reason);
+		r->held_reason = NULL;
+	}
+}
+
+/* Under lock: a held NACK of version (why: the node's error). */
+static void set_held(struct nodes *n, struct node_rec *r, uint64_t version, const char *why, int64_t now)
+{
+	r->held_version = version;
+	free(r->held_reason);
+	r->held_reason = xstrndup(why ? why : "", why ? strnlen(why, NODE_ERROR_MAX) : 0);
+	r->held_at = now;
+	r->helds++;
+	n->helds++;
+}
+
+/* Under lock: an ACK of the held version or a later one ends the hold. */
+static void clear_held(struct node_rec *r)
+{
+	if (r->held_at && r->acked_version >= r->held_version) {
+		r->held_at = 0;
+		free(r->held_reason);
+		r->held_reason = NULL;
+	}
 }
 
 /* Under lock: a new record r takes pn whole. */
@@ -279,6 +352,8 @@ static void load_into(struct nodes *n, struct node_rec *r, const struct persist_
 		free(r->sub);
 		r->sub = xstrdup(pn->sub);
 	}
+	take_key(r, pn);
+	take_held(r, pn);
 	take_holder(n, r, pn);
 }
 
@@ -375,6 +450,8 @@ int nodes_merge(struct nodes *n, const struct persist_node *pn)
 		return r ? 0 : -1;
 	}
 	merge_into(n, r, pn);
+	take_key(r, pn);
+	take_held(r, pn);
 	take_holder(n, r, pn);
 	/* a node polling another replica: its window counts here too */
 	int64_t ago = wall_seconds() - pn->last_seen;
@@ -532,7 +609,7 @@ int nodes_relay_change(struct nodes *n, const char *relay, const struct node_cha
 	}
 	r->last_seen = now;
 	/* what the node answered shows that it had the version */
-	if ((c->kind == NC_ACK || c->kind == NC_NACK) && c->version > r->sent_version) {
+	if ((c->kind == NC_ACK || c->kind == NC_NACK || c->kind == NC_HELD) && c->version > r->sent_version) {
 		r->sent_version = c->version;
 		r->sent_nonce[0] = '\0';   /* the relay's, not ours */
 		r->sent_at = now;
@@ -545,6 +622,10 @@ int nodes_relay_change(struct nodes *n, const char *relay, const struct node_cha
 		if (c->healthy >= 0)
 			r->healthy = c->healthy;
 		take_count(&n->acks, &r->acks, c->count);
+		clear_held(r);
+		break;
+	case NC_HELD:
+		set_held(n, r, c->version, c->error, now);
 		break;
 	case NC_NACK:
 		r->has_nack = true;
@@ -634,6 +715,8 @@ void nodes_free(struct nodes *n)
 		free(n->all[i]->via);
 		free(n->all[i]->sub);
 		free(n->all[i]->traffic);
+		free(n->all[i]->key_reg);
+		free(n->all[i]->held_reason);
 		free(n->all[i]);
 	}
 	free(n->all);
@@ -805,6 +888,12 @@ int nodes_ack(struct nodes *n, const struct ack_msg *m, uint64_t plane_version, 
 		*res = ACK_STALE;
 	} else if (m->version != r->sent_version) {
 		*res = ACK_MISMATCH;
+	} else if (m->nack && m->held) {
+		/* not a NACK: the node waits for a wrap (no count, no gate) */
+		set_held(n, r, m->version, m->error, now);
+		if (m->healthy >= 0)
+			r->healthy = m->healthy;
+		*res = ACK_ACCEPTED;
 	} else if (m->nack) {
 		r->has_nack = true;
 		r->nack_version = m->version;
@@ -823,6 +912,7 @@ int nodes_ack(struct nodes *n, const struct ack_msg *m, uint64_t plane_version, 
 		r->acked_at = now;
 		r->acks++;
 		n->acks++;
+		clear_held(r);
 		if (m->healthy >= 0)
 			r->healthy = m->healthy;
 		*res = ACK_ACCEPTED;
@@ -917,6 +1007,25 @@ static void rec_json(const struct nodes *n, const struct node_rec *r, uint64_t p
 	} else {
 		buf_puts(out, ",\"last_nack\":null");
 	}
+	if (r->held_at) {
+		buf_printf(out, ",\"held\":{\"version\":%llu,\"reason\":", (unsigned long long)r->held_version);
+		buf_json_string(out, r->held_reason ? r->held_reason : "");
+		buf_printf(out, ",\"time\":%lld}", (long long)r->held_at);
+	} else {
+		buf_puts(out, ",\"held\":null");
+	}
+	buf_puts(out, ",\"key_id\":");
+	if (r->key.key[0])
+		buf_json_string(out, r->key.kid);
+	else
+		buf_puts(out, "null");
+	buf_puts(out, ",\"key_revoked\":[");
+	for (const char *v = r->key.revoked; *v;) {
+		size_t k = strcspn(v, ",");
+		buf_printf(out, "%s\"%.*s\"", v == r->key.revoked ? "" : ",", (int)k, v);
+		v += k + (v[k] == ',');
+	}
+	buf_putc(out, ']');
 	buf_printf(out, ",\"verify_failures\":%llu", (unsigned long long)r->verify_failures);
 	if (r->vf_error) {
 		buf_printf(out, ",\"last_verify_failure\":{\"version\":%llu,\"error\":", (unsigned long long)r->vf_version);
@@ -1046,6 +1155,12 @@ void nodes_metrics(struct nodes *n, uint64_t plane_version, struct buf *out)
 		if (n->all[i]->traffic)
 			buf_printf(out, "tether_node_traffic_latency_p99_ms{node=\"%s\"} %.3f\n", n->all[i]->id,
 				   n->all[i]->t_p99);
+	buf_puts(out, "# HELP tether_held_total Held NACKs each node sent (no wrap for a sealed secret it would "
+		      "receive: it waits for a writer to seal to its key; not NACKs).\n"
+		      "# TYPE tether_held_total counter\n");
+	for (size_t i = 0; i < n->len; i++)
+		buf_printf(out, "tether_held_total{node=\"%s\"} %llu\n", n->all[i]->id,
+			   (unsigned long long)n->all[i]->helds);
 	buf_puts(out, "# HELP tether_node_nacks_total NACKs each node sent.\n"
 		      "# TYPE tether_node_nacks_total counter\n");
 	for (size_t i = 0; i < n->len; i++)
@@ -1057,7 +1172,7 @@ void nodes_metrics(struct nodes *n, uint64_t plane_version, struct buf *out)
 /* Snapshot of one record for writing without the nodes lock. */
 struct rec_copy {
 	struct node_rec r;
-	char *labels, *nack_error, *via, *vf_error, *sub, *traffic;
+	char *labels, *nack_error, *via, *vf_error, *sub, *traffic, *key_reg, *held_reason;
 };
 
 int nodes_flush(struct nodes *n, char *err, size_t errlen)
@@ -1084,6 +1199,9 @@ int nodes_flush(struct nodes *n, char *err, size_t errlen)
 		copies[i].vf_error = r->vf_error ? xstrdup(r->vf_error) : NULL;
 		copies[i].sub = r->sub ? xstrdup(r->sub) : NULL;
 		copies[i].traffic = r->traffic_out && r->traffic ? xstrdup(r->traffic) : NULL;
+		copies[i].key_reg = r->key_reg;   /* goes up once */
+		r->key_reg = NULL;
+		copies[i].held_reason = r->held_reason ? xstrdup(r->held_reason) : NULL;
 		r->traffic_out = false;
 		r->dirty = r->dirty_more = false;
 	}
@@ -1092,6 +1210,7 @@ int nodes_flush(struct nodes *n, char *err, size_t errlen)
 
 	struct persist_node *recs = xcalloc(cnt, sizeof(*recs));
 	bool *again = xcalloc(cnt ? cnt : 1, sizeof(*again));
+	bool *key_sent = xcalloc(cnt ? cnt : 1, sizeof(*key_sent));
 	const char *self = self_replica(n);
 	for (size_t i = 0; i < cnt; i++) {
 		const struct node_rec *r = &copies[i].r;
@@ -1106,27 +1225,39 @@ int nodes_flush(struct nodes *n, char *err, size_t errlen)
 			.via = copies[i].via, .verify_failures = r->verify_failures, .vf_version = r->vf_version,
 			.vf_error = copies[i].vf_error, .vf_at = r->vf_at, .sub = copies[i].sub,
 			.traffic = copies[i].traffic, .acks_only = !r->dirty_more, .again = &again[i],
+			.key = r->key.key, .key_id = r->key.kid, .key_at = r->key.key_at, .revoked = r->key.revoked,
+			.key_reg = copies[i].key_reg, .key_sent = &key_sent[i], .held_version = r->held_version,
+			.held_reason = copies[i].held_reason, .held_at = r->held_at,
 		};
 	}
 	int rc = n->p->ops->nodes_save(n->p, recs, cnt, err, errlen);
 	free(recs);
 	bool any = rc < 0;
 	for (size_t i = 0; i < cnt && !any; i++)
-		any = again[i];
+		any = again[i] || (copies[i].key_reg && !key_sent[i] && n->p->ops->upstream);
 	if (any) {
 		/* keep them dirty so the next flush tries again (all of them
 		 * after a failure; else those the upstream refused) */
 		pthread_mutex_lock(&n->lock);
 		for (size_t i = 0; i < cnt; i++) {
-			struct node_rec *r = rc < 0 || again[i] ? lookup(n, copies[i].r.id) : NULL;
+			bool reg_back = copies[i].key_reg && !key_sent[i];
+			struct node_rec *r = rc < 0 || again[i] || reg_back ? lookup(n, copies[i].r.id) : NULL;
 			if (r) {
 				mark_dirty(n, r);
 				r->traffic_out |= copies[i].traffic != NULL;
+				/* a registration the upstream answered (took
+				 * or refused) is not sent again; one that did
+				 * not get there is, unless a newer one came */
+				if ((rc < 0 || reg_back) && !r->key_reg) {
+					r->key_reg = copies[i].key_reg;
+					copies[i].key_reg = NULL;
+				}
 			}
 		}
 		pthread_mutex_unlock(&n->lock);
 	}
 	free(again);
+	free(key_sent);
 	for (size_t i = 0; i < cnt; i++) {
 		free(copies[i].r.id);
 		free(copies[i].labels);
@@ -1135,8 +1266,170 @@ int nodes_flush(struct nodes *n, char *err, size_t errlen)
 		free(copies[i].vf_error);
 		free(copies[i].sub);
 		free(copies[i].traffic);
+		free(copies[i].key_reg);
+		free(copies[i].held_reason);
 	}
 	free(copies);
 	pthread_mutex_unlock(&n->flush_lock);
 	return rc;
+}
+
+/* ---- keys for sealed secrets ------------------------------------------------- */
+
+/* Rule 1: text parses, its signatures check, and it is id's. */
+static int reg_parse(const char *id, const char *text, size_t len, struct nodekey_reg *reg, char *err, size_t errlen)
+{
+	char why[300];
+	if (nodekey_reg_parse(text, len, reg, why, sizeof(why)) < 0) {
+		snprintf(err, errlen, "node %s: key registration: %s", id, why);
+		return -1;
+	}
+	if (strcmp(reg->node, id) != 0) {
+		snprintf(err, errlen, "node %s: key registration: node: names another node; a node registers its own "
+			 "key (POST /v1/nodes/%s/key)", id, id);
+		return -1;
+	}
+	return 0;
+}
+
+int nodes_key_register(struct nodes *n, const char *id, const char *text, size_t len, const char *relay,
+		       struct nodes_key_answer *ans, char *err, size_t errlen)
+{
+	struct nodekey_reg reg;
+	memset(ans, 0, sizeof(*ans));
+	ans->http = 400;
+	if (reg_parse(id, text, len, &reg, err, errlen) < 0)
+		return -1;
+	snprintf(ans->kid, sizeof(ans->kid), "%s", reg.kid);
+	pthread_mutex_lock(&n->lock);
+	struct node_rec *r = lookup(n, id);
+	if (!r || (relay && !behind(r, relay))) {
+		pthread_mutex_unlock(&n->lock);
+		if (!r) {
+			ans->http = 404;
+			snprintf(err, errlen, "no node '%s' (connect first, then register its key)", id);
+		} else {
+			char w[260];
+			where(r, w, sizeof(w));
+			ans->http = 403;
+			snprintf(err, errlen, "node '%s' is %s, not behind relay %s: its 'k' line is not taken", id, w,
+				 relay);
+		}
+		return -1;
+	}
+	enum nodekey_verdict v = nodekeys_judge(&r->key, id, &reg, &ans->changed, err, errlen);
+	ans->http = nodekeys_http(v);
+	ans->status = nodekeys_status(v);
+	if (ans->changed)
+		mark_dirty(n, r);
+	if (v == NK_UNCHANGED)
+		ans->changed = false;   /* a newer time only: no event */
+	pthread_mutex_unlock(&n->lock);
+	if (ans->http != 200)
+		return -1;
+	if (v != NK_UNCHANGED)
+		log_info("nodes: node %s: key %s %s%s%s", id, reg.kid, ans->status, relay ? " through relay " : "",
+			 relay ? relay : "");
+	return 0;
+}
+
+int nodes_key_forward(struct nodes *n, const char *id, const char *text, size_t len, const char *relay,
+		      unsigned *http, char *err, size_t errlen)
+{
+	struct nodekey_reg reg;
+	*http = 400;
+	if (reg_parse(id, text, len, &reg, err, errlen) < 0)
+		return -1;
+	pthread_mutex_lock(&n->lock);
+	struct node_rec *r = lookup(n, id);
+	if (r && relay && !behind(r, relay)) {
+		char w[260];
+		where(r, w, sizeof(w));
+		pthread_mutex_unlock(&n->lock);
+		*http = 403;
+		snprintf(err, errlen, "node '%s' is %s, not behind relay %s: its 'k' line is not taken", id, w, relay);
+		return -1;
+	}
+	if (r) {
+		free(r->key_reg);
+		r->key_reg = xstrndup(text, len);
+		mark_dirty(n, r);
+	}
+	pthread_mutex_unlock(&n->lock);
+	if (!r) {
+		*http = 404;
+		snprintf(err, errlen, "no node '%s' (connect first, then register its key)", id);
+		return -1;
+	}
+	*http = 202;
+	return 0;
+}
+
+int nodes_key_revoke(struct nodes *n, const char *id, char kid[KEY_ID_LEN + 1])
+{
+	pthread_mutex_lock(&n->lock);
+	struct node_rec *r = lookup(n, id);
+	int rc = -1;
+	if (r) {
+		snprintf(kid, KEY_ID_LEN + 1, "%s", r->key.kid);
+		rc = nodekeys_revoke(&r->key) ? 0 : 1;
+		if (rc == 0)
+			mark_dirty(n, r);
+	}
+	pthread_mutex_unlock(&n->lock);
+	return rc;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void nodes_keys_get(struct nodes *n, struct nodes_keys *out)
+{
+	memset(out, 0, sizeof(*out));
+	pthread_mutex_lock(&n->lock);
+	size_t cap = 0;
+	for (size_t i = 0; i < n->len; i++) {
+		const struct node_rec *r = n->all[i];
+		if (r->key.key[0]) {
+			if (out->nlive == cap) {
+				cap = cap ? cap * 2 : 16;
+				out->live = xrealloc(out->live, cap * sizeof(*out->live));
+			}
+			struct nodes_key *k = &out->live[out->nlive++];
+			k->node = xstrdup(r->id);
+			k->key = xstrdup(r->key.key);
+			k->sub = r->sub ? xstrdup(r->sub) : NULL;
+			snprintf(k->kid, sizeof(k->kid), "%s", r->key.kid);
+		}
+		for (const char *v = r->key.revoked; *v;) {
+			size_t k = strcspn(v, ",");
+			out->revoked = xrealloc(out->revoked, (out->nrevoked + 1) * sizeof(*out->revoked));
+			out->revoked[out->nrevoked++] = xstrndup(v, k);
+			v += k + (v[k] == ',');
+		}
+	}
+	pthread_mutex_unlock(&n->lock);
+	if (out->nrevoked)
+		qsort(out->revoked, out->nrevoked, sizeof(*out->revoked), cmp_str);
+}
+
+bool nodes_keys_revoked(const struct nodes_keys *k, const char *kid)
+{
+	return k->nrevoked && bsearch(&kid, k->revoked, k->nrevoked, sizeof(*k->revoked), cmp_str) != NULL;
+}
+
+void nodes_keys_release(struct nodes_keys *k)
+{
+	for (size_t i = 0; i < k->nlive; i++) {
+		free(k->live[i].node);
+		free(k->live[i].key);
+		free(k->live[i].sub);
+	}
+	free(k->live);
+	for (size_t i = 0; i < k->nrevoked; i++)
+		free(k->revoked[i]);
+	free(k->revoked);
+	memset(k, 0, sizeof(*k));
 }

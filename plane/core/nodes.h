@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "keys.h"
 #include "persist/node_changes.h"
 #include "persist/persist.h"
 
@@ -30,6 +31,8 @@ struct ack_msg {
 	const char *error;   /* NACK reason, may be NULL */
 	int healthy;         /* -1 unknown, 0 unhealthy, 1 healthy */
 	bool verify;         /* a NACK of a push that failed the node's --trust checks */
+	bool held;           /* a held NACK: no wrap for a sealed secret it would receive; not a NACK (no
+			      * count, no gate, no rollout failure: the member stays pending) */
 };
 
 struct nodes_stats {
@@ -88,6 +91,10 @@ bool nodes_versions(struct nodes *n, const char *id, uint64_t *sent, uint64_t *a
  * err): what a rollout controller taking over finds. */
 bool nodes_nacked(struct nodes *n, const char *id, uint64_t min, char *err, size_t errlen);
 
+/* Whether id's record holds a held NACK of a version >= min that no ACK
+ * ended (its reason into why): a rollout's member that waits for a wrap. */
+bool nodes_held(struct nodes *n, const char *id, uint64_t min, char *why, size_t whylen);
+
 /* Checks a node id: [A-Za-z0-9._-]{1,200}. */
 bool nodes_id_valid(const char *id);
 
@@ -116,6 +123,48 @@ void nodes_sent(struct nodes *n, const char *id, uint64_t version, const char *n
  * its nonce (a replayed push carries an old one): it moves nothing, but
  * shows. Returns 0 with *res set, or -1 for an unknown node. */
 int nodes_ack(struct nodes *n, const struct ack_msg *m, uint64_t plane_version, enum ack_result *res);
+
+/* ---- keys for sealed secrets (docs/protocol.md "Sealed secrets") ---- */
+
+/* What a registration did. */
+struct nodes_key_answer {
+	unsigned http;               /* 200, or 400, 403, 404, 409 with err */
+	const char *status;          /* "registered", "unchanged", "rotated" (200) */
+	char kid[KEY_ID_LEN + 1];    /* the registration's key id */
+	bool changed;                /* the record's key moved: event "key" (not for "unchanged") */
+};
+/* Applies registration text for node id: rule 1 (it parses, its node is
+ * id), then rules 2 to 5 (core/nodekeys.h). relay: the relay it came
+ * through (a 'k' line: the node must be behind it), or NULL. The record
+ * is written behind as any change. Returns 0 with the answer (http 200),
+ * or -1 with ans->http and err. */
+int nodes_key_register(struct nodes *n, const char *id, const char *text, size_t len, const char *relay,
+		       struct nodes_key_answer *ans, char *err, size_t errlen);
+/* A relay's: rule 1 here, then the registration goes up as a 'k' line
+ * with the node's next record. relay: a relay below this one it came
+ * through (its 'k' line: the node must be behind it), or NULL (the node's
+ * POST). 0, or -1 with *http and err. */
+int nodes_key_forward(struct nodes *n, const char *id, const char *text, size_t len, const char *relay,
+		      unsigned *http, char *err, size_t errlen);
+/* The live key's id joins the node's revoked ones and the key is
+ * cleared (kid gets it). 0; 1 no live key; -1 no such node. */
+int nodes_key_revoke(struct nodes *n, const char *id, char kid[KEY_ID_LEN + 1]);
+
+/* A copy of the nodes' keys: the live ones (node, key, key id, sub) and
+ * every revoked key id. */
+struct nodes_key {
+	char *node, *key, *sub;      /* sub: NULL unknown, "" every name */
+	char kid[KEY_ID_LEN + 1];
+};
+struct nodes_keys {
+	struct nodes_key *live;
+	size_t nlive;
+	char **revoked;              /* sorted */
+	size_t nrevoked;
+};
+void nodes_keys_get(struct nodes *n, struct nodes_keys *out);
+bool nodes_keys_revoked(const struct nodes_keys *k, const char *kid);
+void nodes_keys_release(struct nodes_keys *k);
 
 /* Appends the JSON array of every node (sorted by id). */
 void nodes_to_json(struct nodes *n, uint64_t plane_version, struct buf *out);

@@ -37,10 +37,15 @@ static void add(struct items *it, const char *name, const char *body, size_t len
 /* e's states after `after`: the current one and the history's. */
 static void states(struct items *it, const struct store_entry *e, uint64_t after)
 {
+	/* stored bodies: a relay keeps a sealed secret's wraps (GET
+	 * /v1/wraps) and makes its push form itself, as this plane does */
+	size_t len;
+	const char *body = e->body ? store_stored(e, &len) : NULL;
 	if (e->version > after)
-		add(it, e->name, e->body, e->body_len, e->version, e->body ? 0 : e->deleted_at);
+		add(it, e->name, body, body ? len : 0, e->version, e->body ? 0 : e->deleted_at);
 	for (const struct store_hist *h = e->hist; h && h->version > after; h = h->next)
-		add(it, e->name, h->body, h->body_len, h->version, 0);
+		add(it, e->name, h->stored ? h->stored : h->body, h->stored ? h->stored_len : h->body_len, h->version,
+		    0);
 }
 
 static int cmp_item(const void *a, const void *b)

@@ -2,6 +2,7 @@
  * order, and the commit path that persists first and swaps second (see
  * store.h). */
 #include "core/store.h"
+#include "envelope.h"
 #include "json.h"
 #include "log.h"
 #include "pathindex.h"
@@ -191,6 +192,7 @@ static void hist_free(struct store_hist *h)
 	while (h) {
 		struct store_hist *next = h->next;
 		free(h->body);
+		free(h->stored);
 		free(h);
 		h = next;
 	}
@@ -206,11 +208,48 @@ static void keep_state(struct store *s, struct store_entry *e)
 	h->version = e->version;
 	h->body = e->body;
 	h->body_len = e->body_len;
+	h->stored = e->stored;
+	h->stored_len = e->stored_len;
 	memcpy(h->elem, e->elem, sizeof(h->elem));
 	h->next = e->hist;
 	e->hist = h;
 	e->body = NULL;
 	e->body_len = 0;
+	e->stored = NULL;
+	e->stored_len = 0;
+}
+
+/* A sealed secret's push body (malloc'd, *plen set) of a stored body, or
+ * NULL: the body is what nodes get as it is. */
+static char *push_form(const char *name, const char *body, size_t len, size_t *plen)
+{
+	if (strncmp(name, "secret/", 7) != 0 || !memmem(body, len, "\"sealed\"", 8))
+		return NULL;
+	return envelope_push_body(body, len, plen);
+}
+
+const char *store_stored(const struct store_entry *e, size_t *len)
+{
+	*len = e->stored ? e->stored_len : e->body_len;
+	return e->stored ? e->stored : e->body;
+}
+
+const char *store_stored_at(const struct store_entry *e, uint64_t x, size_t *len, uint64_t *version)
+{
+	if (e->version <= x) {
+		*version = e->version;
+		return store_stored(e, len);
+	}
+	for (const struct store_hist *h = e->hist; h; h = h->next) {
+		if (h->version <= x) {
+			*len = h->stored ? h->stored_len : h->body_len;
+			*version = h->version;
+			return h->stored ? h->stored : h->body;
+		}
+	}
+	*len = 0;
+	*version = 0;
+	return NULL;
 }
 
 const unsigned char *store_elem_at(const struct store_entry *e, uint64_t x)
@@ -249,13 +288,14 @@ static void entry_free(struct store_entry *e)
 	refs_free(e);
 	free(e->name);
 	free(e->body);
+	free(e->stored);
 	free(e);
 }
 
 /* ---- in-memory apply --------------------------------------------------- */
 
-/* Makes e live with body (taken) at version; elem is its digest element
- * (NULL: computed here). The new references are not counted here: the
+/* Makes e live with body (taken: its stored form) at version; elem is its
+ * digest element, of its push form (NULL: computed here). The new references are not counted here: the
  * caller counts them (refs_adjust +1) once every entry of the write exists,
  * since a referrer may come before what it references. */
 static void apply_upsert(struct store *s, const char *name, char *body, size_t len,
@@ -276,11 +316,22 @@ static void apply_upsert(struct store *s, const char *name, char *body, size_t l
 		keep_state(s, e);   /* may move the body into the history */
 		if (was_live) {
 			free(e->body);
+			free(e->stored);
+			e->stored = NULL;
 		} else {
 			tomb_unlink(s, e);
 			s->tombs--;
 			s->live++;
 		}
+	}
+	size_t plen;
+	char *push = push_form(name, body, len, &plen);
+	if (push) {
+		/* nodes get the push form; the stored one stays beside it */
+		e->stored = body;
+		e->stored_len = len;
+		body = push;
+		len = plen;
 	}
 	e->body = body;
 	e->body_len = len;
@@ -305,8 +356,11 @@ static void apply_remove(struct store *s, const char *name, uint64_t version, in
 	refs_free(e);
 	keep_state(s, e);
 	free(e->body);
+	free(e->stored);
 	e->body = NULL;
 	e->body_len = 0;
+	e->stored = NULL;
+	e->stored_len = 0;
 	path_set(s, e);
 	e->version = version;
 	e->deleted_at = now;
@@ -482,8 +536,9 @@ int store_commit_meta(struct store *s, struct store_change *changes, size_t n, p
 	for (size_t i = 0; i < n; i++) {
 		const struct store_entry *e = find(s, changes[i].name);
 		if (changes[i].body) {
-			if (e && e->body && e->body_len == changes[i].body_len &&
-			    memcmp(e->body, changes[i].body, e->body_len) == 0)
+			size_t slen;
+			const char *cur = e && e->body ? store_stored(e, &slen) : NULL;
+			if (cur && slen == changes[i].body_len && memcmp(cur, changes[i].body, slen) == 0)
 				continue;   /* identical desired state: no new version */
 			if (e && !e->body) {
 				revived++;
@@ -529,8 +584,10 @@ int store_commit_meta(struct store *s, struct store_change *changes, size_t n, p
 	size_t nkept = 0;
 	for (size_t i = 0; s->keep && i < neff; i++) {
 		const struct store_entry *e = find(s, eff[i].name);
+		size_t slen = 0;
+		const char *st = e && e->body ? store_stored(e, &slen) : NULL;
 		if (e && e->version)
-			kept[nkept++] = (struct persist_state){ e->name, e->body, e->body_len, e->version, e->deleted_at };
+			kept[nkept++] = (struct persist_state){ e->name, st, slen, e->version, e->deleted_at };
 	}
 	struct persist_change *pch = xmalloc(neff * sizeof(*pch));
 	for (size_t i = 0; i < neff; i++)
@@ -545,13 +602,16 @@ int store_commit_meta(struct store *s, struct store_change *changes, size_t n, p
 		const struct store_entry *e = find(s, eff[i].name);
 		deltas[i].name = eff[i].name;
 		if (e && e->body) {
-			before[i] = e->body;
-			before_len[i] = e->body_len;
+			before[i] = store_stored(e, &before_len[i]);
 			memcpy(olds[i], e->elem, LTHASH_SEED_BYTES);
 			deltas[i].old_elem = olds[i];
 		}
 		if (eff[i].body) {
-			lthash_seed(eff[i].name, eff[i].body, eff[i].body_len, eff[i].elem);
+			/* the digest covers what nodes get: a sealed secret's push form */
+			size_t plen;
+			char *push = push_form(eff[i].name, eff[i].body, eff[i].body_len, &plen);
+			lthash_seed(eff[i].name, push ? push : eff[i].body, push ? plen : eff[i].body_len, eff[i].elem);
+			free(push);
 			deltas[i].new_elem = eff[i].elem;
 		}
 	}
@@ -646,7 +706,10 @@ int store_apply_remote(struct store *s, struct persist_remote *ch, size_t n, cha
 			if (!v || resource_validate(c->name, v, 0, &refs[i], verr, sizeof(verr)) < 0)
 				log_warn("store: '%s' from another replica does not validate here: %s", c->name, verr);
 			cJSON_Delete(v);
-			lthash_seed(c->name, c->body, c->body_len, news[i]);
+			size_t plen;
+			char *push = push_form(c->name, c->body, c->body_len, &plen);
+			lthash_seed(c->name, push ? push : c->body, push ? plen : c->body_len, news[i]);
+			free(push);
 			deltas[i].new_elem = news[i];
 		}
 	}
@@ -797,8 +860,16 @@ int store_attach_history(struct store *s, const char *name, uint64_t version, co
 	h->version = version;
 	h->body = body ? xstrndup(body, len) : NULL;
 	h->body_len = body ? len : 0;
+	size_t plen;
+	char *push = body ? push_form(name, body, len, &plen) : NULL;
+	if (push) {
+		h->stored = h->body;
+		h->stored_len = h->body_len;
+		h->body = push;
+		h->body_len = plen;
+	}
 	if (body)
-		lthash_seed(name, body, len, h->elem);
+		lthash_seed(name, h->body, h->body_len, h->elem);
 	struct store_hist **pp = &e->hist;
 	while (*pp)
 		pp = &(*pp)->next;

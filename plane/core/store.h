@@ -24,14 +24,20 @@ struct store_hist {
 	uint64_t version;           /* the version that made this state */
 	char *body;                 /* NULL: deleted at that version */
 	size_t body_len;
+	char *stored;               /* a sealed secret's stored body (body: its push body); NULL: body */
+	size_t stored_len;
 	unsigned char elem[LTHASH_SEED_BYTES];   /* its digest element (bodies only) */
 	struct store_hist *next;    /* older */
 };
 
 struct store_entry {
 	char *name;
-	char *body;                 /* canonical JSON; NULL for a tombstone */
+	char *body;                 /* canonical JSON; NULL for a tombstone. What nodes get: a sealed
+				     * secret's push body (envelope_push_body), which the digest covers */
 	size_t body_len;
+	char *stored;               /* a sealed secret's stored body (with its wraps), as written and
+				     * persisted, what the relay feed sends; NULL: the same as body */
+	size_t stored_len;
 	uint64_t version;           /* version of the last change (upsert or delete) */
 	unsigned char elem[LTHASH_SEED_BYTES];   /* digest element of (name, body); live only */
 	int64_t deleted_at;         /* wall seconds; tombstones only */
@@ -63,7 +69,9 @@ struct store_meta {
 };
 
 /* One change of a write: body NULL removes the resource. The store takes
- * ownership of body (malloc'd canonical JSON) when it commits. */
+ * ownership of body (malloc'd canonical JSON) when it commits. A sealed
+ * secret's body is its stored form: the store keeps it beside its push
+ * body (store_entry). */
 struct store_change {
 	const char *name;
 	char *body;
@@ -90,6 +98,10 @@ uint64_t store_horizon(struct store *s);
 size_t store_count(struct store *s);
 size_t store_tombstone_count(struct store *s);
 const struct store_entry *store_get(struct store *s, const char *name);
+/* The stored body of e (a sealed secret's with its wraps; else its body),
+ * and the same as of version x (store_body_at's rules). */
+const char *store_stored(const struct store_entry *e, size_t *len);
+const char *store_stored_at(const struct store_entry *e, uint64_t x, size_t *len, uint64_t *version);
 /* Newest change first: walk with ->prev; stop at version <= v. */
 const struct store_entry *store_newest(struct store *s);
 const struct store_entry *store_oldest(struct store *s);

@@ -8,6 +8,7 @@
 #include "core/events.h"
 #include "core/freshness.h"
 #include "core/hub.h"
+#include "core/sealed.h"
 #include "core/validate.h"
 #include "log.h"
 #include "util.h"
@@ -132,6 +133,8 @@ void writer_commit(struct core *p, struct store_change *ch, size_t n, bool must_
 			return;
 		}
 		rc = validate_candidate(p->store, ch, n, p->cfg.max_resources, err, sizeof(err));
+		if (rc == 0)   /* sealed secrets: the checks, and the form the store keeps */
+			rc = sealed_check(p->sealed, p->store, p->nodes, ch, n, err, sizeof(err));
 		int cr = rc == 0 ? store_commit_meta(p->store, ch, n, NULL, NULL, &meta, &version, &changed, err,
 						     sizeof(err)) : 0;
 		store_write_unlock(p->store);

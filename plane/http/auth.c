@@ -168,6 +168,28 @@ bool auth_allow_node(struct auth *a, struct http_conn *c, const char *node, stru
 	return true;
 }
 
+bool auth_allow_node_or_admin(struct auth *a, struct http_conn *c, const char *node, struct principal *who,
+			      enum http_result *ret)
+{
+	if (identify(a, c, who, ret) < 0)
+		return false;
+	if (!who->anonymous && who->role == ROLE_ADMIN)
+		return true;
+	return auth_allow_node(a, c, node, who, ret);
+}
+
+bool auth_allow_any(struct auth *a, struct http_conn *c, struct principal *who, enum http_result *ret)
+{
+	if (identify(a, c, who, ret) < 0)
+		return false;
+	if (who->anonymous && !a->insecure) {
+		*ret = refuse(a, c, HTTP_UNAUTHORIZED, REFUSED_NO_CREDENTIAL, who->who,
+			      "this needs a credential: a node's or a role's (see docs/security.md)");
+		return false;
+	}
+	return true;
+}
+
 bool auth_allow_relay(struct auth *a, struct http_conn *c, struct principal *who, enum http_result *ret)
 {
 	if (identify(a, c, who, ret) < 0)

@@ -69,6 +69,12 @@ bool auth_allow_node(struct auth *a, struct http_conn *c, const char *node, stru
 /* Requires a relay's credential (the relay role, or admin): the relay
  * stream carries every secret in clear and the token records' hashes. */
 bool auth_allow_relay(struct auth *a, struct http_conn *c, struct principal *who, enum http_result *ret);
+/* Sealed secrets: a node's own credential or an admin's (a node's key),
+ * and any credential that checks out, of a node or a role (GET /v1/wraps;
+ * anonymous only with --insecure). */
+bool auth_allow_node_or_admin(struct auth *a, struct http_conn *c, const char *node, struct principal *who,
+			      enum http_result *ret);
+bool auth_allow_any(struct auth *a, struct http_conn *c, struct principal *who, enum http_result *ret);
 /* What a route needs, known from its method and path alone. */
 enum auth_gate {
 	GATE_OPEN,       /* /healthz, the console's files */

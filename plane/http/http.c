@@ -126,7 +126,7 @@ enum http_result http_send_error(struct http_conn *c, unsigned status, const cha
 
 /* ---- routing ------------------------------------------------------------ */
 
-static enum http_result method_not_allowed(struct http_conn *c, const char *method, const char *allow)
+enum http_result http_send_not_allowed(struct http_conn *c, const char *method, const char *allow)
 {
 	struct buf b = BUF_INIT;
 	char msg[256];
@@ -198,7 +198,7 @@ static enum http_result route(struct http_server *h, struct http_conn *c, struct
 	if (!rt || !rt->handler)
 		return http_send_error(c, HTTP_NOT_FOUND, "no such endpoint: %.200s", url);
 	if (!allowed(method, rt->allow))
-		return method_not_allowed(c, method, rt->allow);
+		return http_send_not_allowed(c, method, rt->allow);
 	return rt->handler(h->ctx, c, r, method, rest);
 }
 

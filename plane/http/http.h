@@ -99,6 +99,10 @@ enum http_result http_send_json(struct http_conn *c, unsigned status, struct buf
 void http_error_body(struct buf *b, const char *msg);
 enum http_result http_send_error(struct http_conn *c, unsigned status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* 405 with the Allow header: for a handler whose route takes methods some
+ * of its paths do not (/v1/nodes/ID is GET, /v1/nodes/ID/key POST and
+ * DELETE). */
+enum http_result http_send_not_allowed(struct http_conn *c, const char *method, const char *allow);
 
 bool http_accepts_gzip(struct http_conn *c);
 /* Whether the plane listens on a loopback address only. */

@@ -4,6 +4,7 @@
  * field. */
 #include "persist/node_changes.h"
 #include "json.h"
+#include "nodekey.h"
 #include "labels.h"
 #include "resource.h"
 #include "sub.h"
@@ -11,6 +12,7 @@
 #include "util.h"
 #include "xmalloc.h"
 
+#include <sodium.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,7 +42,9 @@ int node_changes_put(struct buf *out, const struct node_change *c)
 	 * sent: the limits are the plane's own, so only a record the plane
 	 * could not have taken from a node breaks them */
 	if ((c->sub && strlen(c->sub) > SUB_TEXT_MAX) || (c->report && strlen(c->report) > REPORT_MAX) ||
-	    ((c->kind == NC_NACK || c->kind == NC_VERIFY) && c->error && strlen(c->error) > ERROR_MAX))
+	    ((c->kind == NC_NACK || c->kind == NC_VERIFY || c->kind == NC_HELD) && c->error &&
+	     strlen(c->error) > ERROR_MAX) ||
+	    (c->kind == NC_KEY && (!c->reg || c->reg_len == 0 || c->reg_len > NODEKEY_REG_MAX)))
 		return -1;
 	buf_putc(out, c->kind);
 	buf_putc(out, ' ');
@@ -77,6 +81,23 @@ int node_changes_put(struct buf *out, const struct node_change *c)
 	case NC_TRAFFIC:
 		buf_putc(out, ' ');
 		buf_puts(out, c->report);
+		break;
+	case NC_KEY: {
+		size_t cap = sodium_base64_ENCODED_LEN(c->reg_len, sodium_base64_VARIANT_ORIGINAL);
+		char *b64 = xmalloc(cap);
+		sodium_bin2base64(b64, cap, (const unsigned char *)c->reg, c->reg_len, sodium_base64_VARIANT_ORIGINAL);
+		buf_putc(out, ' ');
+		buf_puts(out, b64);
+		free(b64);
+		break;
+	}
+	case NC_HELD:
+		buf_printf(out, " %llu %s ", (unsigned long long)c->version, c->nonce && c->nonce[0] ? c->nonce : "-");
+		const char *e = c->error ? c->error : "";
+		while (*e && ((unsigned char)*e <= ' ' || *e == 0x7f))
+			e++;   /* the decoder takes no empty reason */
+		for (e = *e ? e : "-"; *e; e++)
+			buf_putc(out, (unsigned char)*e < 0x20 || *e == 0x7f ? ' ' : *e);
 		break;
 	}
 	buf_putc(out, '\n');
@@ -356,13 +377,53 @@ static int report(struct cursor *c, struct node_change *ch)
 	return 0;
 }
 
+/* k: the registration, base64 of at most NODEKEY_REG_MAX bytes (its
+ * content is the plane's to judge). */
+static int registration(struct node_changes *b, struct cursor *c, struct node_change *ch)
+{
+	char *f = rest(c, "registration");
+	if (!f)
+		return -1;
+	size_t l = strlen(f);
+	if (l > sodium_base64_ENCODED_LEN(NODEKEY_REG_MAX, sodium_base64_VARIANT_ORIGINAL))
+		return fail(c, "registration", "longer than %d bytes", NODEKEY_REG_MAX);
+	char *bin = xmalloc(NODEKEY_REG_MAX + 1);
+	size_t len = 0;
+	if (sodium_base642bin((unsigned char *)bin, NODEKEY_REG_MAX, f, l, NULL, &len, NULL,
+			      sodium_base64_VARIANT_ORIGINAL) != 0 || len == 0 || memchr(bin, '\0', len)) {
+		free(bin);
+		return fail(c, "registration", "must be standard base64 of a key registration");
+	}
+	bin[len] = '\0';
+	ch->reg = own(b, bin);
+	ch->reg_len = len;
+	return 0;
+}
+
+/* h: VERSION NONCE REASON (the rest of the line). */
+static int held(struct cursor *c, struct node_change *ch)
+{
+	if (num(c, "version", 1, VERSION_MAX, &ch->version) < 0 || nonce(c, &ch->nonce) < 0)
+		return -1;
+	char *f = rest(c, "reason");
+	if (!f)
+		return -1;
+	if (strlen(f) > ERROR_MAX)
+		return fail(c, "reason", "longer than %d bytes", ERROR_MAX);
+	for (const char *s = f; *s; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			return fail(c, "reason", "holds a control character");
+	ch->error = f;
+	return 0;
+}
+
 static int change(struct node_changes *b, struct cursor *c, struct node_change *ch)
 {
 	char *k = field(c, "kind");
 	if (!k)
 		return -1;
-	if (strlen(k) != 1 || !strchr("cansvt", k[0]))
-		return fail(c, "kind", "unknown (one of c, a, n, s, v, t)");
+	if (strlen(k) != 1 || !strchr("cansvtkh", k[0]))
+		return fail(c, "kind", "unknown (one of c, a, n, s, v, t, k, h)");
 	c->kind = ch->kind = k[0];
 	ch->healthy = -1;
 	if (node_id(c, &ch->node) < 0)
@@ -389,6 +450,10 @@ static int change(struct node_changes *b, struct cursor *c, struct node_change *
 		    num(c, "version", 0, VERSION_MAX, &ch->version) < 0)
 			return -1;
 		return (ch->error = jstring(b, c, "error", ERROR_MAX, true)) ? 0 : -1;
+	case NC_KEY:
+		return registration(b, c, ch);
+	case NC_HELD:
+		return held(c, ch);
 	default:
 		return report(c, ch);
 	}

@@ -13,12 +13,16 @@
  *   s NODE STALE
  *   v NODE FAILURES VERSION ERROR
  *   t NODE REPORT
+ *   k NODE REGISTRATION                    (a node's key, sealed secrets)
+ *   h NODE VERSION NONCE REASON            (a held NACK, sealed secrets)
  *   end COUNT                              (COUNT: the change lines above)
  *
  * STREAMING 0 or 1; HEALTHY -, 0 or 1; VIA - or the relays beyond, nearest
  * first, comma-joined; SUB - (unknown) or a JSON string; NONCE printable,
  * no space; ERROR a JSON string; LABELS a JSON object of strings; REPORT a
- * JSON object (a traffic report). Numbers are decimal. A batch that breaks
+ * JSON object (a traffic report); REGISTRATION the node's key registration
+ * (nodekey.h) as standard base64, as the node sent it; REASON the rest of
+ * the line, printable (control characters sent as spaces). Numbers are decimal. A batch that breaks
  * any of it is refused whole, naming the line and the field. */
 #ifndef TETHER_NODE_CHANGES_H
 #define TETHER_NODE_CHANGES_H
@@ -39,6 +43,8 @@ enum node_change_kind {
 	NC_STALE = 's',
 	NC_VERIFY = 'v',
 	NC_TRAFFIC = 't',
+	NC_KEY = 'k',
+	NC_HELD = 'h',
 };
 
 /* One change. Strings are NUL-terminated; decoded, they belong to the
@@ -53,12 +59,15 @@ struct node_change {
 	const char *via;             /* "": none beyond the sender */
 	const char *sub;             /* NULL: unknown */
 	const char *labels;          /* canonical JSON object */
-	/* a, n, v */
+	/* k: the registration's text (decoded) and its length */
+	const char *reg;
+	size_t reg_len;
+	/* a, n, v, h */
 	uint64_t version;
 	int healthy;                 /* -1 unknown */
 	uint64_t count;              /* a: ACKs, n: NACKs, s: stale ACKs, v: failures */
-	const char *nonce;           /* n */
-	const char *error;           /* n, v */
+	const char *nonce;           /* n, h */
+	const char *error;           /* n, v; h: the reason */
 	const char *report;          /* t: JSON text */
 };
 

@@ -145,6 +145,25 @@ struct persist_node {
 	 * written: a backend may write just that part (every field is filled
 	 * all the same). Never set on a record not written before. */
 	bool acks_only;
+	/* its key for sealed secrets (docs/protocol.md "Sealed secrets"):
+	 * the Ed25519 public key as base64 and its id (NULL or "": none
+	 * live), the registration's time, and up to 16 revoked key ids,
+	 * comma-joined (NULL or "": none). Taken from replicas, never from
+	 * a relay's record (POST /v1/relay/nodes). */
+	const char *key, *key_id;
+	int64_t key_at;
+	const char *revoked;
+	/* a relay's: a registration its node sent, to go up as a 'k' line
+	 * (NULL: none; no backend stores it); the backend sets *key_sent
+	 * when the upstream answered the batch that held it (taken or
+	 * refused: it is not sent again) */
+	const char *key_reg;
+	bool *key_sent;
+	/* a held NACK (the node has no wrap for a sealed secret it would
+	 * receive): the version, why, and when (held_at 0: none) */
+	uint64_t held_version;
+	const char *held_reason;
+	int64_t held_at;
 	/* set by nodes_save (a relay's): the upstream refused this record's
 	 * changes, so keep it dirty to go again at a later flush (NULL: not
 	 * asked) */

@@ -139,6 +139,18 @@ cJSON *record_node_to_json(const struct persist_node *r)
 		cJSON_AddStringToObject(o, "vf_error", r->vf_error ? r->vf_error : "");
 		num(o, "vf_at", (uint64_t)r->vf_at);
 	}
+	if (r->key && r->key[0]) {
+		cJSON_AddStringToObject(o, "key", r->key);
+		cJSON_AddStringToObject(o, "key_id", r->key_id ? r->key_id : "");
+		num(o, "key_at", (uint64_t)(r->key_at > 0 ? r->key_at : 0));
+	}
+	if (r->revoked && r->revoked[0])
+		cJSON_AddStringToObject(o, "revoked", r->revoked);
+	if (r->held_at) {
+		num(o, "held_version", r->held_version);
+		cJSON_AddStringToObject(o, "held_reason", r->held_reason ? r->held_reason : "");
+		num(o, "held_at", (uint64_t)r->held_at);
+	}
 	return o;
 }
 
@@ -161,6 +173,10 @@ int record_node_from_json(const cJSON *o, struct persist_node *n)
 		.via = record_str(o, "via"),
 		.verify_failures = record_u64(o, "verify_failures"), .vf_version = record_u64(o, "vf_version"),
 		.vf_at = (int64_t)record_u64(o, "vf_at"),
+		.key = record_str(o, "key"), .key_id = record_str(o, "key_id"),
+		.key_at = (int64_t)(record_u64(o, "key_at") & INT64_MAX), .revoked = record_str(o, "revoked"),
+		.held_version = record_u64(o, "held_version"), .held_reason = record_str(o, "held_reason"),
+		.held_at = (int64_t)(record_u64(o, "held_at") & INT64_MAX),
 	};
 	if (n->verify_failures)
 		n->vf_error = record_str(o, "vf_error");

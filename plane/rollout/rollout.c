@@ -473,7 +473,7 @@ static size_t revert_changes(struct store *s, uint64_t from, uint64_t to, bool e
 			continue;   /* written after the rollout's version: the next rollout's */
 		size_t len;
 		uint64_t v;
-		const char *body = store_body_at(e, from, &len, &v);
+		const char *body = store_stored_at(e, from, &len, &v);   /* a sealed secret's wraps too */
 		if (!body && !e->body)
 			continue;   /* absent then and now */
 		if (n == cap) {
@@ -918,6 +918,17 @@ int rollout_current_json(struct rollout *r, struct buf *out)
 	int rc = -1;
 	uint64_t id = r->run.id;
 	bool live = in_progress(r);
+	/* the members still pending, to ask the node records which are held
+	 * (not under our lock: nodes before rollout) */
+	char **pending = NULL;
+	size_t npending = 0;
+	uint64_t to = r->run.to;
+	if (live && r->m) {
+		pending = xcalloc(r->run.nmembers ? r->run.nmembers : 1, sizeof(*pending));
+		for (size_t i = 0; i < r->run.nmembers && i < r->run.reached; i++)
+			if (!r->m[i].acked && !r->m[i].nacked && !r->m[i].unhealthy)
+				pending[npending++] = xstrdup(r->run.members[i]);
+	}
 	if (r->have_run) {
 		run_json(r, &r->run, true, out);
 		if (r->shared && out->len && out->data[out->len - 1] == '}') {
@@ -930,6 +941,28 @@ int rollout_current_json(struct rollout *r, struct buf *out)
 		rc = 0;
 	}
 	pthread_mutex_unlock(&r->lock);
+	if (rc == 0 && pending && out->len && out->data[out->len - 1] == '}') {
+		/* members held (no wrap for a sealed secret yet): pending, and why */
+		out->len--;
+		buf_puts(out, ",\"held\":[");
+		size_t k = 0;
+		for (size_t i = 0; i < npending; i++) {
+			char why[NODE_ERROR_MAX];
+			if (!nodes_held(r->p->nodes, pending[i], to, why, sizeof(why)))
+				continue;
+			buf_puts(out, k++ ? ",{\"node\":" : "{\"node\":");
+			buf_json_string(out, pending[i]);
+			char *reason = xasprintf("held: %s", why);
+			buf_puts(out, ",\"reason\":");
+			buf_json_string(out, reason);
+			free(reason);
+			buf_putc(out, '}');
+		}
+		buf_puts(out, "]}");
+	}
+	for (size_t i = 0; i < npending; i++)
+		free(pending[i]);
+	free(pending);
 	if (rc == 0 && r->gate && out->len && out->data[out->len - 1] == '}') {
 		/* the gates' comparison (their own lock: not under ours) */
 		out->len--;

@@ -124,6 +124,15 @@ async function loadStatus() {
 	state.stale = st.stale || null;
 }
 
+// Why a node is not at its target: its NACK, or a held NACK (it waits for
+// a writer to seal a secret to its key: not a failure).
+function memberReason(n) {
+	if (n.held && n.held.version > (n.acked_version || 0) &&
+	    !(n.last_nack && n.last_nack.version > n.held.version))
+		return 'held: ' + n.held.reason;
+	return n.last_nack ? 'v' + n.last_nack.version + ': ' + n.last_nack.error : '';
+}
+
 function renderNodes() {
 	const counts = { synced: 0, lagging: 0, nacked: 0, offline: 0, stale: 0 };
 	const rows = [];
@@ -142,7 +151,7 @@ function renderNodes() {
 			el('td', {}, n.acked_version ?? ''),
 			el('td', {}, n.target_version ?? ''),
 			labels,
-			el('td', { class: 'err' }, n.last_nack ? 'v' + n.last_nack.version + ': ' + n.last_nack.error : '')));
+			el('td', { class: 'err' }, memberReason(n))));
 	}
 	$('nodes').tBodies[0].replaceChildren(...rows);
 	for (const [k, v] of Object.entries(counts))
@@ -279,6 +288,8 @@ function logEvent(type, id, data) {
 	case 'version': text = 'version ' + data.version + ': ' + (data.names || []).join(', '); break;
 	case 'ack': text = data.node + ' ACKed ' + data.version; break;
 	case 'nack': text = data.node + ' NACKed ' + data.version + ': ' + data.error; break;
+	case 'held': text = data.node + ' held at ' + data.version + ': ' + data.reason; break;
+	case 'key': text = data.node + ' key ' + data.key_id + ' ' + data.what; break;
 	case 'rollout': text = 'rollout #' + data.id + ' ' + data.state + ' at stage ' + data.stage + '% (' +
 		data.from_version + ' \u2192 ' + data.to_version + ')' + (data.reason ? ': ' + data.reason : ''); break;
 	case 'node': text = data.node + (data.connected ? ' connected' : ' disconnected'); break;
@@ -406,6 +417,13 @@ function onEvent(type, id, raw) {
 			if (data.healthy !== undefined)
 				n.healthy = data.healthy;
 		}
+		renderNodes();
+		break;
+	}
+	case 'held': {
+		const n = state.nodes.get(data.node);
+		if (n)
+			n.held = { version: data.version, reason: data.reason, time: data.time };
 		renderNodes();
 		break;
 	}

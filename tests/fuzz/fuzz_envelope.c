@@ -2,18 +2,23 @@
  * nodekey_reg_parse (common/nodekey.c). Each input is used four ways:
  *
  *   1. as a stored body: envelope_check_stored either refuses it, saying
- *      why, or accepts it; then its push body exists, is the canonical
- *      {"sealed":...} only, is its own push body, and resource_validate
- *      takes both forms; its envelope decodes, and the test key's wrap
- *      never opens it (it was not sealed to that key).
- *   2. as any text: envelope_push_body gives NULL, or one canonical
- *      member "sealed", whose push body is itself.
+ *      why, or accepts it; then its push body exists (checked: 1), is the
+ *      canonical {"sealed":...} only, whose envelope decodes, is its own
+ *      push body; resource_validate takes both forms, with RES_V_STORED
+ *      only the stored one, with RES_V_PLAINTEXT neither; a wrap for the
+ *      fixed test key, should one open, must not crash envelope_open.
+ *   2. as any text: envelope_push_body_checked answers 1 (and a push body:
+ *      one canonical member "sealed" that envelope_decode takes, whose
+ *      push body is itself), 0 (no push body; then the text is no JSON
+ *      object with a valid sealed form) or -1 (with a reason, no push
+ *      body); envelope_push_body gives a push body exactly for 1.
  *   3. as a registration: nodekey_reg_parse refuses it with a reason and
  *      an empty result, or what it accepts is consistent (the key id is
  *      the key's, the node ID is valid, the base64 is the key's).
  *   4. as a plaintext body: sealed for a fixed recovery key, wrapped to a
  *      fixed node key, it opens back to the same bytes, with both keys,
- *      and only under its own name; and a node ID made from it registers
+ *      and only under its own name (unless it is itself a sealed body:
+ *      then sealing refuses it); and a node ID made from it registers
  *      and parses back to the same fields. */
 #include "envelope.h"
 #include "fuzz.h"
@@ -60,6 +65,10 @@ static cJSON *check_push(const char *push, size_t len)
 	cJSON *doc = json_decode(push, len, &lim, err, sizeof(err));
 	if (!doc || cJSON_GetArraySize(doc) != 1 || !envelope_is_sealed(doc))
 		abort();
+	struct envelope e;
+	if (envelope_decode(cJSON_GetObjectItemCaseSensitive(doc, "sealed"), &e, err, sizeof(err)) != 0)
+		abort();   /* a push body whose envelope is not valid */
+	envelope_release(&e);
 	size_t len2 = 0;
 	char *again = envelope_push_body(push, len, &len2);
 	if (!again || len2 != len || memcmp(again, push, len) != 0)
@@ -85,12 +94,18 @@ static void as_stored(const char *text, size_t size)
 	}
 	if (!envelope_is_sealed(doc) || !cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(doc, "wraps")))
 		abort();
-	if (resource_validate("secret/f", doc, 0, NULL, err, sizeof(err)) < 0)
+	if (resource_validate("secret/f", doc, 0, NULL, err, sizeof(err)) < 0 ||
+	    resource_validate("secret/f", doc, RES_V_STORED, NULL, err, sizeof(err)) < 0 ||
+	    resource_validate("secret/f", doc, RES_V_PLAINTEXT, NULL, err, sizeof(err)) == 0)
 		abort();
 	size_t len = 0;
-	char *push = envelope_push_body(text, size, &len);
+	char *push = NULL;
+	if (envelope_push_body_checked(text, size, &push, &len, err, sizeof(err)) != 1)
+		abort();
 	cJSON *pdoc = check_push(push, len);
-	if (resource_validate("secret/f", pdoc, 0, NULL, err, sizeof(err)) < 0)
+	if (resource_validate("secret/f", pdoc, 0, NULL, err, sizeof(err)) < 0 ||
+	    resource_validate("secret/f", pdoc, RES_V_STORED, NULL, err, sizeof(err)) == 0 ||
+	    resource_validate("secret/f", pdoc, RES_V_PLAINTEXT, NULL, err, sizeof(err)) == 0)
 		abort();
 	struct envelope e;
 	if (envelope_decode(cJSON_GetObjectItemCaseSensitive(pdoc, "sealed"), &e, err, sizeof(err)) < 0)
@@ -110,14 +125,46 @@ static void as_stored(const char *text, size_t size)
 	cJSON_Delete(doc);
 }
 
+/* Would the text pass as a sealed body: a JSON object with "sealed",
+ * a valid push form or a valid stored form? */
+static bool valid_sealed(const char *text, size_t size)
+{
+	struct json_limits lim = { 0, 0 };
+	char err[256];
+	cJSON *doc = json_decode(text, size, &lim, err, sizeof(err));
+	bool ok = false;
+	if (envelope_is_sealed(doc)) {
+		if (cJSON_GetArraySize(doc) == 1) {
+			struct envelope e;
+			ok = envelope_decode(cJSON_GetObjectItemCaseSensitive(doc, "sealed"), &e, err, sizeof(err)) == 0;
+			envelope_release(&e);
+		} else {
+			ok = envelope_check_stored(doc, err, sizeof(err)) == 0;
+		}
+	}
+	cJSON_Delete(doc);
+	return ok;
+}
+
 /* 2: the input is any text. */
 static void as_push(const char *text, size_t size)
 {
-	size_t len = 0;
-	char *push = envelope_push_body(text, size, &len);
-	if (!push)
-		return;
-	cJSON_Delete(check_push(push, len));
+	size_t len = 0, len1 = 0;
+	char err[256] = "", *push = NULL;
+	int rc = envelope_push_body_checked(text, size, &push, &len, err, sizeof(err));
+	char *plain = envelope_push_body(text, size, &len1);
+	if ((rc == 1) != (push != NULL) || (rc == 1) != (plain != NULL) || rc < -1 || rc > 1)
+		abort();
+	if (rc == -1 && !err[0])
+		abort();
+	if ((rc == 1) != valid_sealed(text, size))
+		abort();   /* accepted an invalid body, or refused a valid one */
+	if (push) {
+		if (len1 != len || memcmp(plain, push, len) != 0)
+			abort();
+		cJSON_Delete(check_push(push, len));
+	}
+	free(plain);
 	free(push);
 }
 
@@ -152,8 +199,27 @@ static void as_plaintext(const uint8_t *data, size_t size)
 		return;
 	unsigned char dk[ENVELOPE_DK_BYTES], dk2[ENVELOPE_DK_BYTES];
 	char err[256] = "";
-	cJSON *s = envelope_seal("secret/f", data, size, rpk, rkid, dk, err, sizeof(err));
-	if (!s)
+	cJSON *s = envelope_seal("secret/f", data, size, rpk, size & 1 ? rkid : NULL, dk, err, sizeof(err));
+	if (!s) {
+		/* only a sealed body is refused: a JSON object with "sealed" */
+		if (!strstr(err, "the plaintext is itself a sealed secret's body"))
+			abort();
+		char *copy = malloc(size + 1);
+		if (!copy)
+			abort();
+		memcpy(copy, data, size);
+		copy[size] = '\0';
+		cJSON *doc = cJSON_Parse(copy);
+		free(copy);
+		bool sealed = false;
+		for (const cJSON *it = cJSON_IsObject(doc) ? doc->child : NULL; it; it = it->next)
+			sealed |= strcmp(it->string, "sealed") == 0;
+		cJSON_Delete(doc);
+		if (!sealed)
+			abort();
+		return;
+	}
+	if (strcmp(json_get_string(s, "rk"), rkid) != 0)
 		abort();
 	char *wrap = envelope_wrap(dk, node.xpk);
 	struct envelope e;

@@ -5,10 +5,12 @@
  *
  * Checks on what node_changes_decode accepts: a valid relay id, every
  * change of a known kind with a valid node id, versions and counts in
- * range, labels and reports JSON objects; and that encoding the decoded
+ * range, labels and reports JSON objects, a key registration of 1 to
+ * NODEKEY_REG_MAX bytes, a held NACK's reason; and that encoding the decoded
  * changes again decodes to the same changes (the encoder and the decoder
  * agree). */
 #include "fuzz.h"
+#include "nodekey.h"
 #include "persist/node_changes.h"
 #include "resource.h"
 
@@ -37,9 +39,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	node_changes_begin(&again, b.relay, b.held);
 	for (size_t i = 0; i < b.n; i++) {
 		const struct node_change *c = &b.ch[i];
-		if (!strchr("cansvt", c->kind) || !resource_name_valid(c->node))
+		if (!strchr("cansvtkh", c->kind) || !resource_name_valid(c->node))
 			abort();
-		if ((c->kind == NC_ACK || c->kind == NC_NACK) && c->version == 0)
+		if ((c->kind == NC_ACK || c->kind == NC_NACK || c->kind == NC_HELD) && c->version == 0)
+			abort();
+		if (c->kind == NC_KEY && (!c->reg || !c->reg_len || c->reg_len > NODEKEY_REG_MAX))
+			abort();
+		if (c->kind == NC_HELD && (!c->error || !c->error[0] || !c->nonce))
 			abort();
 		if (c->kind == NC_CONN && (!c->labels || c->labels[0] != '{' || !c->via || !c->transport))
 			abort();
@@ -60,7 +66,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		    !same_str(x->via, y->via) || !same_str(x->error, y->error) || !same_str(x->report, y->report) ||
 		    !same_str(x->transport, y->transport))
 			abort();
-		if (x->kind == NC_NACK && !same_str(x->nonce, y->nonce))
+		if ((x->kind == NC_NACK || x->kind == NC_HELD) && !same_str(x->nonce, y->nonce))
+			abort();
+		if (x->kind == NC_KEY && (x->reg_len != y->reg_len || memcmp(x->reg, y->reg, x->reg_len) != 0))
 			abort();
 	}
 	node_changes_release(&d);

@@ -47,7 +47,7 @@ has_all() {
 
 # ---- commands and sub-commands -----------------------------------------------------
 
-check_eq "the commands" "apply diff export get help keygen log ls nodes put revert rm rollout show status sync token watch" "$(comp '')"
+check_eq "the commands" "apply diff export get help keygen log ls nodes put revert rm rollout secrets show status sync token watch" "$(comp '')"
 check_eq "a command by its start" "revert rm rollout" "$(comp r)"
 check_eq "log takes --json" "--json" "$(comp log --j)"
 check_eq "log takes -n" "-n" "$(comp log -n)"
@@ -121,6 +121,9 @@ check_eq "no name where a command takes none" "" "$(comp --plane "$PLANE_URL" ge
 start_agent n1 --consumer files
 check "the agent connects" wait_until 10 node_acked n1 3
 check_eq "token create --node: the plane's nodes" "n1" "$(comp --plane "$PLANE_URL" token create --node '')"
+check_eq "secrets revoke: the plane's nodes" "n1" "$(comp --plane "$PLANE_URL" secrets revoke '')"
+check_eq "secrets' sub-commands" "reseal revoke status" "$(comp secrets '')"
+check_eq "--recovery-key: files" "batch.json" "$(cd "$WORK/files" && comp secrets reseal --recovery-key ba)"
 TOK=$("$CTL_BIN" --plane "$PLANE_URL" token create --role reader --json 2>/dev/null | jq -r .id)
 check "a token was made to revoke" test -n "$TOK" -a "$TOK" != null
 check_eq "token revoke: the plane's token ids" "$TOK" "$(comp --plane "$PLANE_URL" token revoke '')"

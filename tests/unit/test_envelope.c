@@ -3,8 +3,12 @@
  * recovery), a wrong key, a wrap moved between envelopes (the key
  * commitment), ciphertext moved between secrets or names (the AAD), every
  * field's refusals (truncated, odd and non-alphabet base64, wrong types,
- * unknown and missing fields), the stored form's wraps and superseded, the
- * push body's canonical bytes, and resource_validate of both forms. */
+ * unknown and missing fields), the stored form's wraps (duplicates, the
+ * cap) and superseded, the push body's canonical bytes and its refusals
+ * (envelope_push_body_checked), the key commitment checked by
+ * envelope_open itself, the recovery key id computed by envelope_seal,
+ * peer-given keys shown sanitized in errors, no plaintext in any error,
+ * and resource_validate of both forms (and its RES_V_* flags). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,6 +24,7 @@
 #include "json.h"
 #include "keys.h"
 #include "resource.h"
+#include "util.h"
 
 static const char BODY[] = "{\"cert\":\"-----BEGIN CERTIFICATE-----\\nMIIB\\n-----END CERTIFICATE-----\\n\","
 			   "\"key\":\"-----BEGIN PRIVATE KEY-----\\nSECRETKEYBYTES\\n-----END PRIVATE KEY-----\\n\"}";
@@ -107,7 +112,6 @@ static void expect_field_err(const cJSON *sealed, const char *field, const char 
 	if (strncmp(err, want, strlen(want)) != 0)
 		fail_msg("%s='%s': error '%s', want '%s...'", field, value ? value : "(none)", err, want);
 	assert_null(e.ct);
-	assert_null(strstr(err, "SECRETKEYBYTES"));
 	cJSON_Delete(c);
 }
 
@@ -123,9 +127,6 @@ static void test_round_trip(void **state)
 	assert_string_equal(e.rk, K.rkid);
 	assert_int_equal(strlen(e.id), ENVELOPE_ID_LEN);
 	assert_int_equal(e.ct_len, strlen(BODY) + crypto_aead_xchacha20poly1305_ietf_ABYTES);
-	/* the ciphertext does not hold the plaintext */
-	assert_null(memmem(e.ct, e.ct_len, "SECRETKEYBYTES", 14));
-	assert_null(strstr(s.stored, "SECRETKEYBYTES"));
 
 	/* node a, node b and the recovery key each get the data key back */
 	unsigned char dk[ENVELOPE_DK_BYTES];
@@ -214,7 +215,11 @@ static void test_names_must_be_full(void **state)
 	}
 	/* a recovery key id that is not one */
 	assert_null(envelope_seal("secret/a", (const unsigned char *)"x", 1, K.rpk, "XYZ", dk, err, sizeof(err)));
-	assert_non_null(strstr(err, "recovery key id"));
+	assert_non_null(strstr(err, "recovery key id does not match the key"));
+	/* a name with control characters is shown escaped */
+	assert_null(envelope_seal("secret/a\nb\x1b", (const unsigned char *)"x", 1, K.rpk, NULL, dk, err,
+				  sizeof(err)));
+	assert_non_null(strstr(err, "('secret/a\\x0ab\\x1b' is not)"));
 	/* opening under a short name is refused the same way */
 	struct sealed s;
 	seal(&s, "secret/web", BODY);
@@ -307,6 +312,7 @@ static void test_ciphertext_swapped(void **state)
 	assert_string_equal(err, "does not decrypt: changed, or another secret's");
 	envelope_release(&e);
 	cJSON_Delete(c);
+	static const char aead[] = "does not decrypt: changed, or another secret's";
 
 	/* the whole of s's envelope served as secret/b: the name is bound */
 	decode_ok(s.sealed, &e);
@@ -315,12 +321,21 @@ static void test_ciphertext_swapped(void **state)
 	/* and its id too: s's ciphertext under another id */
 	char saved = e.id[0];
 	e.id[0] = saved == 'a' ? 'b' : 'a';
+	err[0] = '\0';
 	assert_null(envelope_open(&e, "secret/a", s.dk, NULL, err, sizeof(err)));
+	assert_string_equal(err, aead);
 	e.id[0] = saved;
-	/* one flipped byte of the ciphertext */
+	/* one flipped byte of the ciphertext, of the nonce */
 	e.ct[3] ^= 0x20;
+	err[0] = '\0';
 	assert_null(envelope_open(&e, "secret/a", s.dk, NULL, err, sizeof(err)));
+	assert_string_equal(err, aead);
 	e.ct[3] ^= 0x20;
+	e.nonce[0] ^= 1;
+	err[0] = '\0';
+	assert_null(envelope_open(&e, "secret/a", s.dk, NULL, err, sizeof(err)));
+	assert_string_equal(err, aead);
+	e.nonce[0] ^= 1;
 	char *plain = envelope_open(&e, "secret/a", s.dk, NULL, err, sizeof(err));
 	assert_non_null(plain);
 	envelope_wipe(plain);
@@ -415,8 +430,178 @@ static void test_field_refusals(void **state)
 	unseal(&s);
 }
 
+/* envelope_open checks the key commitment itself: a data key that came
+ * some other way than envelope_unwrap (kept from another envelope, or
+ * given with a changed kc) is refused before decrypting. */
+static void test_open_checks_commitment(void **state)
+{
+	(void)state;
+	struct sealed s, t;
+	seal(&s, "secret/web", BODY);
+	seal(&t, "secret/web", BODY);
+	struct envelope e;
+	decode_ok(s.sealed, &e);
+	char err[256] = "";
+	/* t's data key on s */
+	assert_null(envelope_open(&e, "secret/web", t.dk, NULL, err, sizeof(err)));
+	assert_string_equal(err, "opens to another data key (not this envelope's)");
+	/* the right data key, but kc changed: s's ciphertext would decrypt,
+	 * yet the envelope no longer commits to that key */
+	e.kc[0] ^= 1;
+	err[0] = '\0';
+	char *plain = envelope_open(&e, "secret/web", s.dk, NULL, err, sizeof(err));
+	if (plain) {
+		envelope_wipe(plain);
+		fail_msg("opened with a kc that is not the data key's");
+	}
+	assert_string_equal(err, "opens to another data key (not this envelope's)");
+	e.kc[0] ^= 1;
+	plain = envelope_open(&e, "secret/web", s.dk, NULL, err, sizeof(err));
+	assert_non_null(plain);
+	envelope_wipe(plain);
+	envelope_release(&e);
+	unseal(&s);
+	unseal(&t);
+}
+
+/* envelope_seal computes sealed.rk from the recovery key: an id given
+ * beside the key must be the key's. */
+static void test_seal_recovery_kid(void **state)
+{
+	(void)state;
+	unsigned char dk[ENVELOPE_DK_BYTES];
+	char err[256] = "";
+	/* a well-formed id of another key (node a's) */
+	cJSON *s = envelope_seal("secret/a", (const unsigned char *)"x", 1, K.rpk, K.akid, dk, err, sizeof(err));
+	if (s) {
+		cJSON_Delete(s);
+		fail_msg("sealed with a recovery key id that is not the key's");
+	}
+	assert_non_null(strstr(err, "secret/a: the recovery key id does not match the key"));
+	/* the key's own id, or none: rk is the key's */
+	for (int i = 0; i < 2; i++) {
+		s = envelope_seal("secret/a", (const unsigned char *)"x", 1, K.rpk, i ? NULL : K.rkid, dk, err,
+				  sizeof(err));
+		if (!s)
+			fail_msg("seal: %s", err);
+		assert_string_equal(json_get_string(s, "rk"), K.rkid);
+		cJSON_Delete(s);
+	}
+	sodium_memzero(dk, sizeof(dk));
+}
+
+/* A plaintext that is itself a sealed body (a file export wrote) is not
+ * sealed again. */
+static void test_seal_refuses_sealed_plaintext(void **state)
+{
+	(void)state;
+	struct sealed s;
+	seal(&s, "secret/web", BODY);
+	char *push = envelope_push_body(s.stored, strlen(s.stored), NULL);
+	assert_non_null(push);
+	const char *const bodies[] = { s.stored, push, " \n{\"sealed\":1}", "{\"sealed\":\"SECRETKEYBYTES\"}",
+				       "{\"cert\":\"x\",\"sealed\":{}}", NULL };
+	unsigned char dk[ENVELOPE_DK_BYTES];
+	for (int i = 0; bodies[i]; i++) {
+		char err[256] = "";
+		cJSON *c = envelope_seal("secret/x", (const unsigned char *)bodies[i], strlen(bodies[i]), K.rpk, K.rkid,
+					 dk, err, sizeof(err));
+		if (c) {
+			cJSON_Delete(c);
+			fail_msg("sealed a sealed body: %s", bodies[i]);
+		}
+		assert_non_null(strstr(err, "secret/x: the plaintext is itself a sealed secret's body"));
+		assert_null(strstr(err, "SECRETKEYBYTES"));
+	}
+	/* a plaintext that only mentions "sealed" is fine */
+	const char *const fine[] = { "{\"cert\":\"sealed\",\"key\":\"x\"}", "[{\"sealed\":1}]", "sealed",
+				     "{\"x\":{\"sealed\":1}}", "{", NULL };
+	for (int i = 0; fine[i]; i++) {
+		char err[256] = "";
+		cJSON *c = envelope_seal("secret/x", (const unsigned char *)fine[i], strlen(fine[i]), K.rpk, K.rkid, dk,
+					 err, sizeof(err));
+		if (!c)
+			fail_msg("refused '%s': %s", fine[i], err);
+		cJSON_Delete(c);
+	}
+	sodium_memzero(dk, sizeof(dk));
+	free(push);
+	unseal(&s);
+}
+
+/* No error of seal, unwrap or open holds any part of the plaintext. */
+static void test_errors_hold_no_plaintext(void **state)
+{
+	(void)state;
+	static const char mark[] = "SECRETKEYBYTES";
+	struct sealed s, t;
+	seal(&s, "secret/web", BODY);
+	seal(&t, "secret/web", BODY);
+	struct envelope e;
+	decode_ok(s.sealed, &e);
+	char err[512];
+	unsigned char dk[ENVELOPE_DK_BYTES];
+	/* each failing call; its error must be set and free of the mark */
+	for (int i = 0; i < 8; i++) {
+		memset(err, 0, sizeof(err));
+		bool failed = false;
+		char *p = NULL;
+		switch (i) {
+		case 0: p = envelope_open(&e, "secret/other", s.dk, NULL, err, sizeof(err)); break;
+		case 1: p = envelope_open(&e, "secret/web", t.dk, NULL, err, sizeof(err)); break;
+		case 2:
+			e.ct[0] ^= 1;
+			p = envelope_open(&e, "secret/web", s.dk, NULL, err, sizeof(err));
+			e.ct[0] ^= 1;
+			break;
+		case 3: p = envelope_open(&e, "web", s.dk, NULL, err, sizeof(err)); break;
+		case 4:
+			failed = envelope_unwrap(&e, t.wrap_a, strlen(t.wrap_a), K.apk, K.ask, dk, err, sizeof(err)) < 0;
+			break;
+		case 5: failed = envelope_unwrap_recovery(&e, K.apk, K.ask, dk, err, sizeof(err)) < 0; break;
+		case 6: {
+			/* a body over the size cap, the mark in it */
+			size_t n = ENVELOPE_BODY_MAX + 1;
+			char *big = malloc(n);
+			assert_non_null(big);
+			for (size_t j = 0; j < n; j++)
+				big[j] = mark[j % (sizeof(mark) - 1)];
+			cJSON *c = envelope_seal("secret/big", (unsigned char *)big, n, K.rpk, K.rkid, dk, err,
+						 sizeof(err));
+			failed = c == NULL;
+			cJSON_Delete(c);
+			free(big);
+			break;
+		}
+		default: {
+			const char *body = "{\"sealed\":{\"SECRETKEYBYTES\":\"SECRETKEYBYTES\"}}";
+			cJSON *c = envelope_seal("secret/web", (const unsigned char *)body, strlen(body), K.rpk, K.rkid,
+						 dk, err, sizeof(err));
+			failed = c == NULL;
+			cJSON_Delete(c);
+			break;
+		}
+		}
+		if (i < 4)
+			failed = p == NULL;
+		envelope_wipe(p);
+		if (!failed)
+			fail_msg("case %d did not fail", i);
+		if (!err[0])
+			fail_msg("case %d: no error", i);
+		if (strstr(err, mark) || strstr(err, "BEGIN"))
+			fail_msg("case %d: the error holds plaintext: %s", i, err);
+	}
+	envelope_release(&e);
+	unseal(&s);
+	unseal(&t);
+}
+
 /* ---- the stored form -------------------------------------------------------- */
 
+/* Checks text as the plane's paths may parse it: cJSON_Parse (which keeps
+ * duplicate keys) and, when it takes the text, json_decode: the answer
+ * must not depend on the parser. */
 static int check_stored_text(const char *text, char *err, size_t errlen)
 {
 	cJSON *doc = cJSON_Parse(text);
@@ -424,6 +609,16 @@ static int check_stored_text(const char *text, char *err, size_t errlen)
 		fail_msg("test text does not parse: %s", text);
 	int rc = envelope_check_stored(doc, err, errlen);
 	cJSON_Delete(doc);
+	char jerr[256], err2[256];
+	struct json_limits lim = { 0, 0 };
+	doc = json_decode(text, strlen(text), &lim, jerr, sizeof(jerr));
+	if (doc) {
+		int rc2 = envelope_check_stored(doc, err2, sizeof(err2));
+		cJSON_Delete(doc);
+		if (rc2 != rc || (rc < 0 && strcmp(err, err2) != 0))
+			fail_msg("json_decode's tree answers %d (%s), cJSON_Parse's %d (%s)", rc2, rc2 ? err2 : "",
+				 rc, rc ? err : "");
+	}
 	return rc;
 }
 
@@ -478,6 +673,28 @@ static void test_stored_form(void **state)
 	expect_stored(&s, "{\"ABCDEF0123456789\":\"x\"}", NULL, NULL,
 		      "wraps: 'ABCDEF0123456789' is not a node key id (16 lowercase hex digits)");
 	expect_stored(&s, "{\"abc\":\"x\"}", NULL, NULL, "wraps: 'abc' is not a node key id (16 lowercase hex digits)");
+	/* a peer's keys are shown escaped, and cut */
+	expect_stored(&s, "{\"a\\nb\\u001b[2J\\\\\":\"x\"}", NULL, NULL,
+		      "wraps: 'a\\x0ab\\x1b[2J\\x5c' is not a node key id (16 lowercase hex digits)");
+	expect_stored(&s, "{}", NULL, "\"\\u0007\":1",
+		      "unknown field '\\x07' beside 'sealed' (a sealed secret holds only sealed, wraps and superseded)");
+	char longkey[160], longwant[256];
+	memset(longkey, 'k', 100);
+	snprintf(longkey + 100, sizeof(longkey) - 100, "\":1");
+	memmove(longkey + 1, longkey, strlen(longkey) + 1);
+	longkey[0] = '"';
+	snprintf(longwant, sizeof(longwant), "unknown field '%.64s...' beside 'sealed' (a sealed secret holds only "
+		 "sealed, wraps and superseded)", longkey + 1);
+	expect_stored(&s, "{}", NULL, longkey, longwant);
+	/* the same node key id twice: whichever a reader takes, another one
+	 * takes the other (cJSON_Parse keeps both; json_decode refuses it) */
+	char dup[512], dupwant[128];
+	snprintf(dup, sizeof(dup), "{\"%s\":\"%s\",\"%s\":\"%s\",\"%s\":\"%s\"}", K.akid, s.wrap_a, K.bkid,
+		 s.wrap_b, K.akid, s.wrap_b);
+	snprintf(dupwant, sizeof(dupwant), "wraps.%s: given twice (one wrap per node key)", K.akid);
+	expect_stored(&s, dup, NULL, NULL, dupwant);
+	snprintf(dup, sizeof(dup), "{\"%s\":\"%s\",\"%s\":\"%s\"}", K.akid, s.wrap_a, K.akid, s.wrap_a);
+	expect_stored(&s, dup, NULL, NULL, dupwant);
 	char bad[256], want[128];
 	snprintf(bad, sizeof(bad), "{\"%s\":\"%.*s\"}", K.akid, (int)strlen(s.wrap_a) - 4, s.wrap_a);
 	snprintf(want, sizeof(want), "wraps.%s: must be 80 bytes of standard base64 (with padding)", K.akid);
@@ -510,6 +727,31 @@ static void test_stored_form(void **state)
 	comma[1] = '\0';
 	expect_stored(&s, "{}", many, NULL, NULL);
 	free(many);
+	unseal(&s);
+}
+
+/* wraps: exactly ENVELOPE_WRAPS_MAX is fine, one more is refused. */
+static void test_wraps_max(void **state)
+{
+	(void)state;
+	struct sealed s;
+	seal(&s, "secret/web", BODY);
+	cJSON *doc = cJSON_CreateObject();
+	cJSON_AddItemToObject(doc, "sealed", cJSON_Duplicate(s.sealed, true));
+	cJSON *w = cJSON_AddObjectToObject(doc, "wraps");
+	char kid[KEY_ID_LEN + 1];
+	for (unsigned i = 0; i < ENVELOPE_WRAPS_MAX; i++) {
+		snprintf(kid, sizeof(kid), "%016x", i);
+		cJSON_AddItemToObject(w, kid, cJSON_CreateString(s.wrap_a));
+	}
+	char err[256] = "";
+	if (envelope_check_stored(doc, err, sizeof(err)) < 0)
+		fail_msg("%d wraps refused: %s", ENVELOPE_WRAPS_MAX, err);
+	snprintf(kid, sizeof(kid), "%016x", ENVELOPE_WRAPS_MAX);
+	cJSON_AddItemToObject(w, kid, cJSON_CreateString(s.wrap_a));
+	assert_int_equal(envelope_check_stored(doc, err, sizeof(err)), -1);
+	assert_string_equal(err, "wraps: more than 100000");
+	cJSON_Delete(doc);
 	unseal(&s);
 }
 
@@ -565,11 +807,76 @@ static void test_push_body(void **state)
 	free(other);
 	free(push);
 
-	/* not sealed: NULL */
+	/* not sealed: NULL, and 0 from the checked form */
 	static const char *const plain[] = { "{\"cert\":\"a\",\"key\":\"b\"}", "[]", "not json", "", "\"sealed\"",
-					     "{\"sealed\":1,\"sealed\":2}", NULL };
-	for (int i = 0; plain[i]; i++)
+					     "{\"x\":{\"sealed\":1}}", "[{\"sealed\":1}]", "{\"cert\":1,\"cert\":2}",
+					     "{\"sealed\":", NULL };
+	char err[256], *out;
+	for (int i = 0; plain[i]; i++) {
 		assert_null(envelope_push_body(plain[i], strlen(plain[i]), &len));
+		out = (char *)"x";
+		if (envelope_push_body_checked(plain[i], strlen(plain[i]), &out, &len, err, sizeof(err)) != 0)
+			fail_msg("'%s' is not sealed", plain[i]);
+		assert_null(out);
+	}
+	/* the stored text and the push body: 1, the same bytes */
+	assert_int_equal(envelope_push_body_checked(s.stored, strlen(s.stored), &out, &len, err, sizeof(err)), 1);
+	assert_non_null(out);
+	assert_int_equal(len, strlen(out));
+	push = envelope_push_body(s.stored, strlen(s.stored), NULL);
+	assert_string_equal(out, push);
+	free(push);
+	free(out);
+	unseal(&s);
+}
+
+/* A body that is sealed but not valid is not "not sealed": -1 with the
+ * field named, and envelope_push_body gives NULL (never the body). */
+static void expect_push_refused(const char *text, const char *want)
+{
+	char err[256] = "", *out = (char *)"x";
+	size_t len = 7;
+	int rc = envelope_push_body_checked(text, strlen(text), &out, &len, err, sizeof(err));
+	if (rc != -1)
+		fail_msg("'%.200s': %d, want -1 (%s)", text, rc, want);
+	assert_null(out);
+	assert_int_equal(len, 0);
+	if (strncmp(err, want, strlen(want)) != 0)
+		fail_msg("'%.200s': error '%s', want '%s...'", text, err, want);
+	char *p = envelope_push_body(text, strlen(text), NULL);
+	if (p) {
+		free(p);
+		fail_msg("'%.200s': envelope_push_body gave a push body", text);
+	}
+}
+
+static void test_push_body_refusals(void **state)
+{
+	(void)state;
+	struct sealed s;
+	seal(&s, "secret/web", BODY);
+	expect_push_refused("{\"sealed\":1}", "sealed: must be an object");
+	expect_push_refused("{\"sealed\":{\"x\":1}}", "sealed: unknown field 'x'");
+	expect_push_refused("{\"sealed\":{\"v\":1}}", "sealed.id: missing");
+	expect_push_refused("{\"sealed\":null,\"wraps\":{}}", "sealed: must be an object");
+	/* text json_decode refuses, but which reads as sealed */
+	expect_push_refused("{\"sealed\":1,\"sealed\":2}", "a sealed secret's body is not valid JSON: duplicate key");
+	char *t = stored_with(&s, "{}", NULL, "\"sealed\":{}");
+	expect_push_refused(t, "a sealed secret's body is not valid JSON: duplicate key 'sealed'");
+	free(t);
+	/* a stored form that is not one: no wraps, bad wraps, extra members */
+	t = stored_with(&s, NULL, "[]", NULL);
+	expect_push_refused(t, "wraps: missing");
+	free(t);
+	t = stored_with(&s, "{\"0123456789abcdef\":\"AAAA\"}", NULL, NULL);
+	expect_push_refused(t, "wraps.0123456789abcdef: must be 80 bytes");
+	free(t);
+	t = stored_with(&s, "{}", NULL, "\"cert\":\"x\"");
+	expect_push_refused(t, "unknown field 'cert' beside 'sealed'");
+	free(t);
+	t = stored_with(&s, "{}", "[1]", NULL);
+	expect_push_refused(t, "superseded[0]: must be an envelope id");
+	free(t);
 	unseal(&s);
 }
 
@@ -616,6 +923,58 @@ static void test_resource_validate(void **state)
 	unseal(&s);
 }
 
+static int validate_flags(const char *name, const char *text, unsigned flags, char *err, size_t errlen)
+{
+	struct json_limits lim = { 0, 0 };
+	char jerr[256];
+	cJSON *doc = json_decode(text, strlen(text), &lim, jerr, sizeof(jerr));
+	if (!doc)
+		fail_msg("test text does not decode: %s: %s", jerr, text);
+	err[0] = '\0';
+	int rc = resource_validate(name, doc, flags, NULL, err, errlen);
+	cJSON_Delete(doc);
+	return rc;
+}
+
+/* RES_V_PLAINTEXT (an opened body) refuses any sealed form; RES_V_STORED
+ * (a write) refuses the push form: a sealed write carries its wraps. */
+static void test_resource_validate_flags(void **state)
+{
+	(void)state;
+	struct sealed s;
+	seal(&s, "secret/web", BODY);
+	char *push = envelope_push_body(s.stored, strlen(s.stored), NULL);
+	char *no_wraps = stored_with(&s, NULL, "[]", NULL);
+	char err[256];
+	static const char plain[] = "{\"cert\":\"-----BEGIN X\",\"key\":\"-----BEGIN Y\"}";
+	const char *const sealed_forms[] = { s.stored, push, no_wraps, "{\"sealed\":1}", NULL };
+	for (int i = 0; sealed_forms[i]; i++) {
+		assert_int_equal(validate_flags("secret/web", sealed_forms[i], RES_V_PLAINTEXT, err, sizeof(err)), -1);
+		assert_string_equal(err, "secret/web: sealed: an opened secret must be plaintext");
+		assert_int_equal(validate_flags("secret/web", sealed_forms[i], RES_V_PLAINTEXT | RES_STRICT, err,
+						sizeof(err)), -1);
+		assert_string_equal(err, "secret/web: sealed: an opened secret must be plaintext");
+	}
+	assert_int_equal(validate_flags("secret/web", plain, RES_V_PLAINTEXT | RES_STRICT, err, sizeof(err)), 0);
+	assert_int_equal(validate_flags("secret/web", plain, RES_V_STORED, err, sizeof(err)), 0);
+	/* the stored form is a write's; the push form and one without wraps are not */
+	assert_int_equal(validate_flags("secret/web", s.stored, RES_V_STORED, err, sizeof(err)), 0);
+	static const char nowraps[] =
+		"secret/web: wraps: missing: a sealed secret's write carries its wraps ({} for none)";
+	assert_int_equal(validate_flags("secret/web", push, RES_V_STORED, err, sizeof(err)), -1);
+	assert_string_equal(err, nowraps);
+	assert_int_equal(validate_flags("secret/web", no_wraps, RES_V_STORED, err, sizeof(err)), -1);
+	assert_string_equal(err, nowraps);
+	/* without the flag the push form stays valid (what nodes receive) */
+	assert_int_equal(validate_flags("secret/web", push, 0, err, sizeof(err)), 0);
+	/* other types do not care */
+	assert_int_equal(validate_flags("cluster/c", "{\"endpoints\":[]}", RES_V_PLAINTEXT | RES_V_STORED, err,
+					sizeof(err)), 0);
+	free(no_wraps);
+	free(push);
+	unseal(&s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -626,9 +985,16 @@ int main(void)
 		cmocka_unit_test(test_wrap_swapped_between_envelopes),
 		cmocka_unit_test(test_ciphertext_swapped),
 		cmocka_unit_test(test_field_refusals),
+		cmocka_unit_test(test_open_checks_commitment),
+		cmocka_unit_test(test_seal_recovery_kid),
+		cmocka_unit_test(test_seal_refuses_sealed_plaintext),
+		cmocka_unit_test(test_errors_hold_no_plaintext),
 		cmocka_unit_test(test_stored_form),
+		cmocka_unit_test(test_wraps_max),
 		cmocka_unit_test(test_push_body),
+		cmocka_unit_test(test_push_body_refusals),
 		cmocka_unit_test(test_resource_validate),
+		cmocka_unit_test(test_resource_validate_flags),
 	};
 	return cmocka_run_group_tests(tests, group_setup, NULL);
 }

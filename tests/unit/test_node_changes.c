@@ -39,6 +39,9 @@ static void test_round_trip(void **state)
 		{ .kind = NC_STALE, .node = "n1", .count = 3 },
 		{ .kind = NC_VERIFY, .node = "n2", .count = 1, .version = 39, .error = "signature: no key" },
 		{ .kind = NC_TRAFFIC, .node = "n1", .report = "{\"gen\":\"g1\",\"version\":41,\"routes\":[]}" },
+		{ .kind = NC_KEY, .node = "n1", .reg = "{\"node\":\"n1\",\"key\":\"a b\"}", .reg_len = 25 },
+		{ .kind = NC_HELD, .node = "n2", .version = 42, .nonce = "p42-1",
+		  .error = "secret/tls: no wrap for this node's key 0123456789abcdef" },
 	};
 	size_t n = sizeof(in) / sizeof(in[0]);
 	for (size_t i = 0; i < n; i++)
@@ -86,6 +89,15 @@ static void test_round_trip(void **state)
 		case NC_TRAFFIC:
 			assert_string_equal(o->report, in[i].report);
 			break;
+		case NC_KEY:
+			assert_int_equal(o->reg_len, in[i].reg_len);
+			assert_memory_equal(o->reg, in[i].reg, in[i].reg_len);
+			break;
+		case NC_HELD:
+			assert_int_equal(o->version, in[i].version);
+			assert_string_equal(o->nonce, in[i].nonce);
+			assert_string_equal(o->error, in[i].error);
+			break;
 		}
 	}
 	node_changes_release(&d);
@@ -120,6 +132,10 @@ static void test_refusals(void **state)
 	R("a n1 5 1 3\nend 2\n", 10, "line 3: end: says 2 changes, the batch holds 1");
 	R("end 0\na n1 5 1 3\n", 10, "line 3: batch: a line after the 'end' line");
 	R("x n1 5\nend 1\n", 10, "line 2: kind: unknown");
+	R("k n1\nend 1\n", 10, "line 2 ('k' n1): registration: missing");
+	R("k n1 !!!\nend 1\n", 10, "line 2 ('k' n1): registration: must be standard base64");
+	R("h n1 5 p5-1\nend 1\n", 10, "line 2 ('h' n1): reason: missing");
+	R("h n1 0 p5-1 why\nend 1\n", 10, "line 2 ('h' n1): version: must be an integer");
 	R("a n/1 5 1 3\nend 1\n", 10, "line 2 ('a'): node: must match");
 	R("a n1 0 1 3\nend 1\n", 10, "line 2 ('a' n1): version: must be an integer in 1..");
 	R("a n1 5 2 3\nend 1\n", 10, "line 2 ('a' n1): healthy: must be -, 0 or 1");

@@ -4,18 +4,25 @@
  * recovery key files (secret and public halves, every refusal), and
  * signed registrations: a good one, a bad signature, a changed node, at or
  * key, an endorsed rotation, an endorsement by the wrong key, and
- * malformed texts. */
+ * malformed texts. Key files: 0600 under umask(0), never read through a
+ * symlink, a FIFO or another user's file, and first creation never
+ * replaces a key another process made (one left in place, a temp file of
+ * another creator, concurrent creators). Node IDs with "\n", "/" or 201
+ * bytes are refused in registrations; a peer's keys are shown escaped. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "buf.h"
@@ -70,6 +77,18 @@ static char *slurp(const char *path)
 	return s;
 }
 
+/* Files in the test directory whose names start with prefix. */
+static int count_tmp(const char *prefix)
+{
+	DIR *d = opendir(dir);
+	assert_non_null(d);
+	int n = 0;
+	for (struct dirent *de; (de = readdir(d));)
+		n += strncmp(de->d_name, prefix, strlen(prefix)) == 0;
+	closedir(d);
+	return n;
+}
+
 /* ---- node key files ---------------------------------------------------------- */
 
 static void test_load_or_make(void **state)
@@ -86,6 +105,7 @@ static void test_load_or_make(void **state)
 	assert_int_equal(stat(path, &st), 0);
 	assert_int_equal(st.st_mode & 0777, 0600);
 	assert_int_equal(access(in_dir("node.key.tmp"), F_OK), -1);
+	assert_int_equal(count_tmp("node.key.tmp"), 0);
 	char *text = slurp(path);
 	assert_true(strncmp(text, "tether-node-secret ", 19) == 0);
 	assert_int_equal(strlen(text), 19 + 88 + 1);
@@ -212,6 +232,191 @@ static void test_node_key_refusals(void **state)
 	assert_int_equal(nodekey_make(in_dir("no/such/node.key"), &k, err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "cannot write node key"));
 	free(good);
+	unlink(path);
+}
+
+/* A key is 0600 whatever the umask. */
+static void test_mode_under_umask0(void **state)
+{
+	(void)state;
+	mode_t old = umask(0);
+	const char *a = in_dir("u.key"), *b = in_dir("u2.key");
+	struct node_key k;
+	bool made = false;
+	char err[256] = "";
+	int rc1 = nodekey_make(a, &k, err, sizeof(err));
+	nodekey_forget(&k);
+	int rc2 = nodekey_load_or_make(b, &k, &made, err, sizeof(err));
+	nodekey_forget(&k);
+	umask(old);
+	assert_int_equal(rc1, 0);
+	assert_int_equal(rc2, 0);
+	assert_true(made);
+	struct stat st;
+	assert_int_equal(stat(a, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0600);
+	assert_int_equal(stat(b, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0600);
+	unlink(a);
+	unlink(b);
+}
+
+/* nodekey_load_or_make never replaces a key: one in place is loaded; a
+ * temp file another creator is writing is left alone; of creators that
+ * start together, one key wins and every one of them ends with it. */
+static void test_load_or_make_never_replaces(void **state)
+{
+	(void)state;
+	const char *path = in_dir("keep.key");
+	struct node_key k, k2;
+	bool made = true;
+	char err[256] = "";
+	assert_int_equal(nodekey_make(path, &k, err, sizeof(err)), 0);
+	char *before = slurp(path);
+	assert_int_equal(nodekey_load_or_make(path, &k2, &made, err, sizeof(err)), 0);
+	assert_false(made);
+	assert_memory_equal(k.pk, k2.pk, 32);
+	char *after = slurp(path);
+	assert_string_equal(before, after);
+	free(before);
+	free(after);
+	unlink(path);
+
+	/* another creator's temp file (the old fixed name, path.tmp) */
+	char tmp[256];
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	spit(tmp, "another creator's\n", 0600);
+	assert_int_equal(nodekey_load_or_make(path, &k2, &made, err, sizeof(err)), 0);
+	assert_true(made);
+	char *t = slurp(tmp);
+	assert_string_equal(t, "another creator's\n");
+	free(t);
+	unlink(tmp);
+	assert_int_equal(count_tmp("keep.key.tmp"), 0);
+	unlink(path);
+
+	/* creators that start together */
+	enum { N = 6 };
+	int go[2], out[2];
+	assert_int_equal(pipe(go), 0);
+	assert_int_equal(pipe(out), 0);
+	pid_t pids[N];
+	for (int i = 0; i < N; i++) {
+		pids[i] = fork();
+		assert_true(pids[i] >= 0);
+		if (pids[i] == 0) {
+			close(go[1]);
+			char c;
+			if (read(go[0], &c, 1) != 0)   /* EOF: everyone starts */
+				_exit(2);
+			struct node_key ck;
+			bool cm;
+			char cerr[256];
+			char line[KEY_ID_LEN + 2] = "-";
+			if (nodekey_load_or_make(path, &ck, &cm, cerr, sizeof(cerr)) == 0)
+				snprintf(line, sizeof(line), "%s", ck.kid);
+			line[KEY_ID_LEN] = cm ? '+' : ' ';
+			line[KEY_ID_LEN + 1] = '\n';
+			_exit(write(out[1], line, sizeof(line)) == (ssize_t)sizeof(line) ? 0 : 3);
+		}
+	}
+	close(go[0]);
+	close(go[1]);
+	close(out[1]);
+	for (int i = 0; i < N; i++) {
+		int st;
+		assert_int_equal(waitpid(pids[i], &st, 0), pids[i]);
+		assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	}
+	char lines[N][KEY_ID_LEN + 2];
+	size_t got = 0;
+	for (ssize_t r; got < sizeof(lines) && (r = read(out[0], (char *)lines + got, sizeof(lines) - got)) > 0;)
+		got += (size_t)r;
+	close(out[0]);
+	assert_int_equal(got, sizeof(lines));
+	struct node_key on_disk;
+	if (nodekey_load(path, &on_disk, err, sizeof(err)) < 0)
+		fail_msg("load: %s", err);
+	int makers = 0;
+	for (int i = 0; i < N; i++) {
+		if (memcmp(lines[i], on_disk.kid, KEY_ID_LEN) != 0)
+			fail_msg("creator %d ended with key %.*s, the file holds %s", i, KEY_ID_LEN, lines[i],
+				 on_disk.kid);
+		makers += lines[i][KEY_ID_LEN] == '+';
+	}
+	assert_int_equal(makers, 1);
+	assert_int_equal(count_tmp("keep.key.tmp"), 0);
+	nodekey_forget(&on_disk);
+	nodekey_forget(&k);
+	nodekey_forget(&k2);
+	unlink(path);
+}
+
+static void alarm_fail(int sig)
+{
+	(void)sig;
+	static const char m[] = "test_nodekey: a key file read blocked (a FIFO?)\n";
+	(void)!write(2, m, sizeof(m) - 1);
+	_exit(1);
+}
+
+/* Key files are not read through a symlink, from a FIFO (without
+ * blocking), a directory, or a file another user owns. */
+static void test_key_file_kinds(void **state)
+{
+	(void)state;
+	const char *path = in_dir("kind.key"), *link = in_dir("link.key"), *fifo = in_dir("fifo.key");
+	struct node_key k;
+	char err[512] = "";
+	bool made;
+	assert_int_equal(nodekey_make(path, &k, err, sizeof(err)), 0);
+	nodekey_forget(&k);
+	/* a symlink to a good key */
+	unlink(link);
+	assert_int_equal(symlink(path, link), 0);
+	expect_load_err(link, "is a symbolic link");
+	assert_int_equal(nodekey_load_or_make(link, &k, &made, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "is a symbolic link"));
+	unsigned char sk[32], pk[32];
+	char kid[KEY_ID_LEN + 1];
+	const char *rpath = in_dir("rec.key"), *rlink = in_dir("rec.link");
+	assert_int_equal(recovery_generate(rpath, err, sizeof(err)), 0);
+	unlink(rlink);
+	assert_int_equal(symlink(rpath, rlink), 0);
+	assert_int_equal(recovery_load_secret(rlink, sk, pk, kid, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "recovery key"));
+	assert_non_null(strstr(err, "is a symbolic link"));
+	/* a FIFO: refused at once (no writer would ever come) */
+	unlink(fifo);
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	void (*old)(int) = signal(SIGALRM, alarm_fail);
+	alarm(10);
+	expect_load_err(fifo, "is not a regular file");
+	assert_int_equal(recovery_load_secret(fifo, sk, pk, kid, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "is not a regular file"));
+	alarm(0);
+	signal(SIGALRM, old);
+	/* a directory */
+	expect_load_err(dir, "is not a regular file");
+	/* another user's file, 0600: only root can make one */
+	if (geteuid() == 0) {
+		assert_int_equal(chown(path, 65534, 65534), 0);
+		expect_load_err(path, "belongs to uid 65534, not to this user");
+		assert_int_equal(nodekey_load_or_make(path, &k, &made, err, sizeof(err)), -1);
+		assert_int_equal(chown(rpath, 65534, 65534), 0);
+		assert_int_equal(recovery_load_secret(rpath, sk, pk, kid, err, sizeof(err)), -1);
+		assert_non_null(strstr(err, "belongs to uid 65534"));
+	} else {
+		print_message("(not root: another user's key file is not tried)\n");
+	}
+	sodium_memzero(sk, sizeof(sk));
+	char pub[256];
+	snprintf(pub, sizeof(pub), "%s.pub", rpath);
+	unlink(pub);
+	unlink(rpath);
+	unlink(rlink);
+	unlink(fifo);
+	unlink(link);
 	unlink(path);
 }
 
@@ -416,6 +621,24 @@ static void test_registration(void **state)
 	expect_member_err(reg, "node", "\"web 1\"", "node: must be a node ID");
 	expect_member_err(reg, "node", "\"\"", "node: must be a node ID");
 	expect_member_err(reg, "node", "1", "node: must be a node ID");
+	/* node IDs that would make the signed message ambiguous, or too long:
+	 * refused even when correctly signed */
+	char id201[202];
+	memset(id201, 'n', 201);
+	id201[201] = '\0';
+	const char *const bad_ids[] = { "web\n1", "web-1\ntether-node-key-v1", "a/b", "../x", id201, ".", NULL };
+	for (int i = 0; bad_ids[i]; i++) {
+		char *signed_bad = nodekey_registration(bad_ids[i], &key_a, NULL, 1796036900);
+		assert_non_null(signed_bad);
+		expect_reg_err(signed_bad, "node: must be a node ID");
+		free(signed_bad);
+	}
+	id201[200] = '\0';   /* 200 bytes: the longest */
+	char *longest = nodekey_registration(id201, &key_a, NULL, 1796036900);
+	if (parse(longest, &r, err, sizeof(err)) < 0)
+		fail_msg("a 200-byte node ID refused: %s", err);
+	assert_string_equal(r.node, id201);
+	free(longest);
 	expect_member_err(reg, "node", NULL, "node: missing");
 	expect_member_err(reg, "key", "\"AAAA\"", "key: must be an Ed25519 public key");
 	expect_member_err(reg, "key", "null", "key: must be an Ed25519 public key");
@@ -442,6 +665,17 @@ static void test_registration(void **state)
 	buf_printf(&x, "%s\"extra\":1}", t);
 	char *extra = buf_detach(&x, NULL);
 	expect_reg_err(extra, "registration: unknown field 'extra'");
+	free(extra);
+	/* a peer's keys, in errors, escaped (no raw control bytes in logs) */
+	x = (struct buf)BUF_INIT;
+	buf_printf(&x, "%s\"\\u001b[2J\\n\\\\\":1}", t);
+	extra = buf_detach(&x, NULL);
+	expect_reg_err(extra, "registration: unknown field '\\x1b[2J\\x0a\\x5c'");
+	free(extra);
+	x = (struct buf)BUF_INIT;
+	buf_printf(&x, "%s\"\\u0007\":1,\"\\u0007\":2}", t);
+	extra = buf_detach(&x, NULL);
+	expect_reg_err(extra, "registration: duplicate key '\\x07'");
 	free(extra);
 	free(t);
 	/* a duplicate member (a signed one and another) */
@@ -524,6 +758,9 @@ int main(void)
 		cmocka_unit_test(test_load_or_make),
 		cmocka_unit_test(test_envelope_to_node_key),
 		cmocka_unit_test(test_node_key_refusals),
+		cmocka_unit_test(test_mode_under_umask0),
+		cmocka_unit_test(test_load_or_make_never_replaces),
+		cmocka_unit_test(test_key_file_kinds),
 		cmocka_unit_test(test_recovery_keys),
 		cmocka_unit_test(test_registration),
 		cmocka_unit_test(test_rotation),

@@ -98,7 +98,7 @@ static uint64_t acked(struct fixture *f, const char *id)
 static enum ack_result ack(struct fixture *f, const char *id, uint64_t version, const char *nonce, bool nack,
 			   const char *error, uint64_t plane_version)
 {
-	struct ack_msg m = { id, version, nonce, nack, error, -1, false };
+	struct ack_msg m = { id, version, nonce, nack, error, -1, false, false };
 	enum ack_result res = (enum ack_result)-1;
 	assert_int_equal(nodes_ack(f->n, &m, plane_version, &res), 0);
 	return res;
@@ -237,7 +237,7 @@ static void test_health_recorded(void **state)
 	assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(r, "healthy")));
 	cJSON_Delete(r);
 	nodes_sent(f->n, "n1", 1, "b.1");
-	struct ack_msg m = { "n1", 1, "b.1", false, NULL, 0, false };
+	struct ack_msg m = { "n1", 1, "b.1", false, NULL, 0, false, false };
 	enum ack_result res;
 	assert_int_equal(nodes_ack(f->n, &m, 1, &res), 0);
 	assert_int_equal(res, ACK_ACCEPTED);
@@ -289,7 +289,7 @@ static void test_poll_nonce(void **state)
 static void test_unknown_node(void **state)
 {
 	struct fixture *f = *state;
-	struct ack_msg m = { "ghost", 1, "b.1", false, NULL, -1, false };
+	struct ack_msg m = { "ghost", 1, "b.1", false, NULL, -1, false, false };
 	enum ack_result res = ACK_ACCEPTED;
 	assert_int_equal(nodes_ack(f->n, &m, 1, &res), -1);
 	struct buf b = BUF_INIT;
@@ -449,7 +449,7 @@ static void test_flush_and_reopen(void **state)
 	nodes_sent(f->n, "n1", 4, "b.1");
 	assert_int_equal(ack(f, "n1", 4, "b.1", false, NULL, 5), ACK_ACCEPTED);
 	nodes_sent(f->n, "n1", 5, "b.2");
-	struct ack_msg m = { "n1", 5, "b.2", true, "check failed: \"x\"", 1, false };
+	struct ack_msg m = { "n1", 5, "b.2", true, "check failed: \"x\"", 1, false, false };
 	enum ack_result res;
 	assert_int_equal(nodes_ack(f->n, &m, 5, &res), 0);
 	assert_int_equal(res, ACK_ACCEPTED);

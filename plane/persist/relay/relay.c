@@ -47,6 +47,7 @@ struct up_heard {
 	uint64_t acked_version, acks;
 	int healthy;
 	uint64_t nack_version, nacks, stale, vf;
+	int64_t held_at;             /* its held NACK's time (0: none) */
 	/* the upstream refused the node's last changes: nothing of it is
 	 * heard (known false), and it goes again whole at retry_at (monotonic
 	 * ms), backing off with each refusal in a row */
@@ -646,7 +647,7 @@ static struct up_heard heard_of(const struct persist_node *r)
 	return (struct up_heard){
 		.conn = conn_hash(r), .acked_version = r->acked_version, .acks = r->acks, .healthy = r->healthy,
 		.nack_version = r->has_nack ? r->nack_version : 0, .nacks = r->nacks, .stale = r->stale,
-		.vf = r->verify_failures, .known = true,
+		.vf = r->verify_failures, .held_at = r->held_at, .known = true,
 	};
 }
 
@@ -712,6 +713,21 @@ static size_t changes_of(const struct persist_node *r, const struct up_heard *h,
 		c.report = r->traffic;
 		put(out, &c, &k);
 	}
+	if (r->held_at && (!h || h->held_at != now.held_at)) {
+		c.kind = NC_HELD;
+		c.version = r->held_version;
+		c.nonce = "";
+		c.error = r->held_reason;
+		put(out, &c, &k);
+	}
+	if (r->key_reg) {
+		/* a node's key registration: the upstream judges it (sent
+		 * once; the node registers again at its next connection) */
+		c.kind = NC_KEY;
+		c.reg = r->key_reg;
+		c.reg_len = strlen(r->key_reg);
+		put(out, &c, &k);
+	}
 	return k;
 }
 
@@ -735,7 +751,9 @@ static void heard_set(struct persist_relay *x, const struct persist_node *recs, 
 		intptr_t v;
 		struct up_heard *h;
 		if (recs[i].again && *recs[i].again)
-			continue;
+			continue;   /* held back: not sent */
+		if (recs[i].key_reg && recs[i].key_sent)
+			*recs[i].key_sent = true;
 		if (strmap_get(&x->heard_up, recs[i].id, &v)) {
 			h = (struct up_heard *)v;
 		} else {

@@ -14,8 +14,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* 2: the version log (vlog, vlog_changes); 3: nodes.sub */
-#define SCHEMA_VERSION 3
+/* 2: the version log (vlog, vlog_changes); 3: nodes.sub; 4: a node's key
+ * for sealed secrets (nodes.key, key_id, key_at, revoked) and its held
+ * NACK (held_version, held_reason, held_at) */
+#define SCHEMA_VERSION 4
 
 static const char schema[] =
 	"CREATE TABLE IF NOT EXISTS meta("
@@ -52,7 +54,20 @@ static const char schema[] =
 	"  healthy INTEGER,"
 	"  nack_version INTEGER, nack_nonce TEXT, nack_error TEXT, nack_at INTEGER,"
 	"  acks INTEGER NOT NULL DEFAULT 0, nacks INTEGER NOT NULL DEFAULT 0,"
-	"  stale_acks INTEGER NOT NULL DEFAULT 0, sub TEXT);";
+	"  stale_acks INTEGER NOT NULL DEFAULT 0, sub TEXT,"
+	"  key TEXT, key_id TEXT, key_at INTEGER NOT NULL DEFAULT 0, revoked TEXT,"
+	"  held_version INTEGER NOT NULL DEFAULT 0, held_reason TEXT, held_at INTEGER NOT NULL DEFAULT 0);";
+
+/* Schema 4's columns of nodes, as an older database gets them. */
+static const char *const nodes_v4[][2] = {
+	{ "key", "ALTER TABLE nodes ADD COLUMN key TEXT" },
+	{ "key_id", "ALTER TABLE nodes ADD COLUMN key_id TEXT" },
+	{ "key_at", "ALTER TABLE nodes ADD COLUMN key_at INTEGER NOT NULL DEFAULT 0" },
+	{ "revoked", "ALTER TABLE nodes ADD COLUMN revoked TEXT" },
+	{ "held_version", "ALTER TABLE nodes ADD COLUMN held_version INTEGER NOT NULL DEFAULT 0" },
+	{ "held_reason", "ALTER TABLE nodes ADD COLUMN held_reason TEXT" },
+	{ "held_at", "ALTER TABLE nodes ADD COLUMN held_at INTEGER NOT NULL DEFAULT 0" },
+};
 
 /* Whether table has a column called col. */
 static bool has_column(struct db *db, const char *table, const char *col)
@@ -253,6 +268,13 @@ struct db *db_open(const char *dir, char *err, size_t errlen)
 	if (have && ver < 3 && !has_column(db, "nodes", "sub") &&
 	    db_exec(db, "ALTER TABLE nodes ADD COLUMN sub TEXT", err, errlen) < 0)
 		goto fail;
+	/* 4: node keys and held NACKs (each column asked of the table) */
+	for (size_t i = 0; have && ver < 4 && i < sizeof(nodes_v4) / sizeof(nodes_v4[0]); i++)
+		if (!has_column(db, "nodes", nodes_v4[i][0]) && db_exec(db, nodes_v4[i][1], err, errlen) < 0)
+			goto fail;
+	if (have && ver < 4)
+		log_info("database in '%s': schema %lld upgraded to %d (node keys for sealed secrets)", dir, ver,
+			 SCHEMA_VERSION);
 	if ((!have || ver < SCHEMA_VERSION) && db_meta_set(db, "schema", SCHEMA_VERSION, err, errlen) < 0)
 		goto fail;
 	return db;

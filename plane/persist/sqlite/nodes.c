@@ -18,7 +18,8 @@ int nodes_sqlite_load(struct persist *p, persist_node_cb cb, void *ctx, char *er
 	static const char sql[] =
 		"SELECT node, labels, first_seen, last_seen, transport, sent_version, sent_nonce,"
 		" sent_at, acked_version, acked_at, healthy, nack_version, nack_nonce, nack_error,"
-		" nack_at, acks, nacks, stale_acks, sub FROM nodes";
+		" nack_at, acks, nacks, stale_acks, sub, key, key_id, key_at, revoked, held_version,"
+		" held_reason, held_at FROM nodes";
 	struct db *db = persist_sqlite_db(p);
 	sqlite3_stmt *st = NULL;
 	int rc = -1;
@@ -45,6 +46,9 @@ int nodes_sqlite_load(struct persist *p, persist_node_cb cb, void *ctx, char *er
 			.acks = (uint64_t)sqlite3_column_int64(st, 15), .nacks = (uint64_t)sqlite3_column_int64(st, 16),
 			.stale = (uint64_t)sqlite3_column_int64(st, 17),
 			.sub = (const char *)sqlite3_column_text(st, 18),
+			.key = text_or(st, 19, ""), .key_id = text_or(st, 20, ""), .key_at = sqlite3_column_int64(st, 21),
+			.revoked = text_or(st, 22, ""), .held_version = (uint64_t)sqlite3_column_int64(st, 23),
+			.held_reason = text_or(st, 24, ""), .held_at = sqlite3_column_int64(st, 25),
 		};
 		if (cb(ctx, &n) < 0) {
 			snprintf(err, errlen, "nodes: a record could not be loaded");
@@ -67,8 +71,9 @@ int nodes_sqlite_save(struct persist *p, const struct persist_node *recs, size_t
 	static const char sql[] =
 		"INSERT OR REPLACE INTO nodes(node, labels, first_seen, last_seen, transport,"
 		" sent_version, sent_nonce, sent_at, acked_version, acked_at, healthy,"
-		" nack_version, nack_nonce, nack_error, nack_at, acks, nacks, stale_acks, sub)"
-		" VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+		" nack_version, nack_nonce, nack_error, nack_at, acks, nacks, stale_acks, sub,"
+		" key, key_id, key_at, revoked, held_version, held_reason, held_at)"
+		" VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
 	/* a record whose ACK part alone changed: that part (about half the
 	 * cost of replacing the row) */
 	static const char acks_sql[] =
@@ -140,6 +145,24 @@ int nodes_sqlite_save(struct persist *p, const struct persist_node *recs, size_t
 			sqlite3_bind_text(st, 19, r->sub, -1, SQLITE_STATIC);
 		else
 			sqlite3_bind_null(st, 19);
+		if (r->key && r->key[0]) {
+			sqlite3_bind_text(st, 20, r->key, -1, SQLITE_STATIC);
+			sqlite3_bind_text(st, 21, r->key_id ? r->key_id : "", -1, SQLITE_STATIC);
+		} else {
+			sqlite3_bind_null(st, 20);
+			sqlite3_bind_null(st, 21);
+		}
+		sqlite3_bind_int64(st, 22, r->key_at);
+		if (r->revoked && r->revoked[0])
+			sqlite3_bind_text(st, 23, r->revoked, -1, SQLITE_STATIC);
+		else
+			sqlite3_bind_null(st, 23);
+		sqlite3_bind_int64(st, 24, (sqlite3_int64)(r->held_at ? r->held_version : 0));
+		if (r->held_at)
+			sqlite3_bind_text(st, 25, r->held_reason ? r->held_reason : "", -1, SQLITE_STATIC);
+		else
+			sqlite3_bind_null(st, 25);
+		sqlite3_bind_int64(st, 26, r->held_at);
 		if (sqlite3_step(st) != SQLITE_DONE) {
 			snprintf(err, errlen, "database: %s", sqlite3_errmsg(db->conn));
 			goto rollback;

@@ -1,0 +1,368 @@
+/* cmd_secrets.c: tetherctl's sealed secrets (docs/protocol.md, "Sealed
+ * secrets"): put --seal, secrets status, secrets reseal and secrets
+ * revoke. Sealing happens here, on the operator's machine: the plane gets
+ * only the envelope and its wraps. The plaintext a command reads is wiped
+ * once sealed and never printed. */
+#include "commands.h"
+#include "buf.h"
+#include "ctl.h"
+#include "envelope.h"
+#include "json.h"
+#include "output.h"
+#include "request.h"
+#include "resource.h"
+#include "secrets.h"
+#include "strmap.h"
+#include "xmalloc.h"
+
+#include <inttypes.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MISSING_CELL_CHARS 80
+
+int secrets_fetch(const struct ctl_ctx *cx, struct sealer_fleet *f)
+{
+	struct client_answer ans = { 0, BUF_INIT, "" };
+	char err[512];
+	memset(f, 0, sizeof(*f));
+	if (ctl_call(cx, "GET", "/v1/secrets", NULL, 0, &ans) != 0)
+		return 1;
+	ctl_warn_stale(cx, &ans);
+	int rc = 0;
+	if (sealer_fleet_parse(ans.body.data ? ans.body.data : "", ans.body.len, f, err, sizeof(err)) < 0) {
+		ctl_error("unexpected answer from the plane to GET /v1/secrets: %s", err);
+		rc = 1;
+	}
+	buf_release(&ans.body);
+	return rc;
+}
+
+/* --recovery-key FILE into r (when given). Returns 0, or 1 after printing why. */
+static int recovery_from(const struct ctl_ctx *cx, struct sealer_recovery *r, bool *given)
+{
+	char err[1024];
+	*given = cx->recovery_key != NULL;
+	if (!*given)
+		return 0;
+	if (sealer_recovery_load(cx->recovery_key, r, err, sizeof(err)) < 0) {
+		ctl_error("%s", err);
+		return 1;
+	}
+	return 0;
+}
+
+/* ---- put --seal ------------------------------------------------------------- */
+
+int cmd_put_sealed(const struct ctl_ctx *cx, int argc, char **argv)
+{
+	const char *name = argv[0];
+	struct sealer_fleet f = { 0 };
+	struct sealer_recovery r;
+	struct buf path = BUF_INIT;
+	struct client_answer ans = { 0, BUF_INIT, "" };
+	char err[1024], *plain = NULL, *stored = NULL;
+	size_t len = 0, nwraps = 0;
+	cJSON *doc = NULL;
+	bool have_r = false;
+	int rc = CTL_EXIT_FAILED;
+	memset(&r, 0, sizeof(r));
+
+	if (resource_type_of(name) != RES_SECRET) {
+		ctl_error("put --seal: '%s' is not a secret: only secret/NAME is sealed", name);
+		return CTL_EXIT_USAGE;
+	}
+	char *text = ctl_read_json_object(argc > 1 ? argv[1] : "-", "a resource body", &len);
+	if (!text)
+		goto out;
+	/* the plane cannot look inside an envelope: the body is checked here */
+	struct json_limits lim = { CTL_MAX_INPUT, CTL_JSON_DEPTH };
+	doc = json_decode(text, len, &lim, err, sizeof(err));
+	sodium_memzero(text, len);
+	free(text);
+	if (!doc) {
+		ctl_error("put --seal %s: %s", name, err);
+		goto out;
+	}
+	if (envelope_is_sealed(doc)) {
+		ctl_error("put --seal: the body of %s is sealed already: put it without --seal", name);
+		goto out;
+	}
+	if (resource_validate(name, doc, 0, NULL, err, sizeof(err)) < 0) {
+		ctl_error("%s", err);
+		goto out;
+	}
+	plain = json_encode_canonical(doc);
+	if (recovery_from(cx, &r, &have_r) != 0 || secrets_fetch(cx, &f) != 0)
+		goto out;
+	unsigned char rpk[32];
+	char rkid[KEY_ID_LEN + 1];
+	if (sealer_recovery_choose(&f, have_r ? &r : NULL, rpk, rkid, err, sizeof(err)) < 0) {
+		ctl_error("put --seal %s: %s", name, err);
+		goto out;
+	}
+	stored = sealer_stored_body(name, plain, strlen(plain), &f, rpk, rkid, &nwraps, err, sizeof(err));
+	if (!stored) {
+		ctl_error("put --seal: %s", err);
+		goto out;
+	}
+	buf_puts(&path, "/v1/resources/");
+	client_escape(&path, name, true);
+	if (ctl_call(cx, "PUT", path.data, stored, strlen(stored), &ans) != 0)
+		goto out;
+	rc = ctl_print_version(&ans);
+	if (rc == 0)
+		printf("%s sealed to recovery key %s and %zu node key%s\n", name, rkid, nwraps, nwraps == 1 ? "" : "s");
+out:
+	if (plain) {
+		sodium_memzero(plain, strlen(plain));
+		free(plain);
+	}
+	sealer_json_wipe(doc);   /* the parsed body's strings hold the plaintext too */
+	cJSON_Delete(doc);
+	free(stored);
+	buf_release(&ans.body);
+	buf_release(&path);
+	sealer_fleet_release(&f);
+	sealer_recovery_forget(&r);
+	return rc;
+}
+
+/* ---- secrets status ------------------------------------------------------------ */
+
+int cmd_secrets_status(const struct ctl_ctx *cx, int argc, char **argv)
+{
+	struct sealer_fleet f;
+	(void)argc;
+	(void)argv;
+	if (cx->json) {
+		struct client_answer ans = { 0, BUF_INIT, "" };
+		if (ctl_call(cx, "GET", "/v1/secrets", NULL, 0, &ans) != 0)
+			return CTL_EXIT_FAILED;
+		ctl_warn_stale(cx, &ans);
+		print_raw(&ans);
+		buf_release(&ans.body);
+		return CTL_EXIT_OK;
+	}
+	if (secrets_fetch(cx, &f) != 0)
+		return CTL_EXIT_FAILED;
+	struct table t = { 4, 0, NULL };
+	char *head[] = { xstrdup("SECRET"), xstrdup("VERSION"), xstrdup("SEALED"), xstrdup("MISSING") };
+	table_row(&t, head);
+	size_t plain = 0, lacking = 0;
+	for (size_t i = 0; i < f.nsecrets; i++) {
+		const struct sealer_secret *s = &f.secrets[i];
+		struct buf m = BUF_INIT;
+		for (size_t k = 0; k < s->nmissing; k++)
+			buf_printf(&m, "%s%s", k ? "," : "", s->missing[k]);
+		char *row[] = { cell_text(s->name, 200), xasprintf("%llu", s->version), xstrdup(s->sealed ? "yes" : "no"),
+				cell_text(m.len ? m.data : "-", MISSING_CELL_CHARS) };
+		table_row(&t, row);
+		buf_release(&m);
+		plain += !s->sealed;
+		lacking += s->nmissing > 0;
+	}
+	table_print(&t);
+	table_release(&t);
+	printf("%zu secret%s: %zu plaintext, %zu with wraps missing; sealed secrets %s", f.nsecrets,
+	       f.nsecrets == 1 ? "" : "s", plain, lacking, f.sealed_secrets ? "required" : "not required");
+	if (f.has_recovery)
+		printf(", recovery key %s", f.rkid);
+	printf(", %zu node key%s\n", f.n, f.n == 1 ? "" : "s");
+	if (lacking)
+		printf("run 'tetherctl secrets reseal --recovery-key FILE' to wrap them for the missing nodes\n");
+	sealer_fleet_release(&f);
+	return CTL_EXIT_OK;
+}
+
+/* ---- secrets reseal ------------------------------------------------------------- */
+
+
+/* Adds the wraps to each wanted secret of the plane's list (resources),
+ * appending its batch entry to batch and a line for people to report.
+ * Returns the number of secrets resealed, or -1 after printing every
+ * failure. */
+static int reseal_all(const cJSON *list, const struct sealer_fleet *f, const struct strmap *wanted,
+		      const struct sealer_recovery *r, struct buf *batch, struct buf *report, size_t *wraps)
+{
+	intptr_t v;
+	int n = 0, failed = 0;
+	char err[1024];
+	for (const cJSON *e = list->child; e; e = e->next) {
+		const char *name = json_get_string(e, "name");
+		cJSON *body = cJSON_GetObjectItemCaseSensitive(e, "body");
+		if (!name || !strmap_get(wanted, name, &v))
+			continue;
+		if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(body, "sealed"))) {
+			ctl_error("%s: the plane redacts secrets for this token: reseal needs an admin token", name);
+			failed++;
+			continue;
+		}
+		if (!envelope_is_sealed(body)) {
+			ctl_error("%s: the plane's copy is not sealed", name);
+			failed++;
+			continue;
+		}
+		cJSON *added = cJSON_CreateArray();
+		int k = sealer_add_wraps(body, name, f, r, added, err, sizeof(err));
+		if (k < 0) {
+			ctl_error("%s", err);
+			failed++;
+		} else if (k == 0) {
+			ctl_error("warning: %s: the plane lists missing wraps, but every node it reaches has one "
+				  "(left alone)", name);
+		} else {
+			char *text = json_encode_canonical(body);
+			buf_puts(batch, n ? ",{\"name\":" : "{\"name\":");
+			buf_json_string(batch, name);
+			buf_printf(batch, ",\"body\":%s}", text);
+			free(text);
+			buf_printf(report, "%s: wrapped for", name);
+			for (const cJSON *a = added->child; a; a = a->next)
+				buf_printf(report, "%s %s", a == added->child ? "" : ",", a->valuestring);
+			buf_putc(report, '\n');
+			*wraps += (size_t)k;
+			n++;
+		}
+		cJSON_Delete(added);
+	}
+	return failed ? -1 : n;
+}
+
+int cmd_secrets_reseal(const struct ctl_ctx *cx, int argc, char **argv)
+{
+	struct sealer_fleet f = { 0 };
+	struct sealer_recovery r;
+	struct client_answer ans = { 0, BUF_INIT, "" }, wrote = { 0, BUF_INIT, "" };
+	struct buf batch = BUF_INIT, report = BUF_INIT;
+	cJSON *doc = NULL;
+	bool have_r;
+	int rc = CTL_EXIT_FAILED;
+	struct strmap wanted;
+	(void)argc;
+	(void)argv;
+	memset(&r, 0, sizeof(r));
+	if (!cx->recovery_key) {
+		ctl_error("secrets reseal: --recovery-key FILE is needed (the recovery key's secret half opens the "
+			  "data keys)");
+		return CTL_EXIT_USAGE;
+	}
+	strmap_init(&wanted);
+	if (recovery_from(cx, &r, &have_r) != 0)
+		goto out;
+	if (!r.has_secret) {
+		ctl_error("secrets reseal: '%s' is a public key: give the recovery key's secret half", cx->recovery_key);
+		goto out;
+	}
+	if (secrets_fetch(cx, &f) != 0)
+		goto out;
+	/* the secrets the plane lists as sealed with missing wraps */
+	for (size_t i = 0; i < f.nsecrets; i++)
+		if (f.secrets[i].sealed && f.secrets[i].nmissing > 0)
+			strmap_put(&wanted, f.secrets[i].name, 1);
+	if (!wanted.len) {
+		printf("nothing to reseal: every sealed secret has a wrap for each node key it reaches\n");
+		rc = CTL_EXIT_OK;
+		goto out;
+	}
+	if (ctl_call(cx, "GET", "/v1/resources?prefix=secret%2F", NULL, 0, &ans) != 0)
+		goto out;
+	if (!(doc = ctl_answer_json(&ans)))
+		goto out;
+	uint64_t base;
+	const cJSON *list = cJSON_GetObjectItemCaseSensitive(doc, "resources");
+	if (!json_get_u64(cJSON_GetObjectItemCaseSensitive(doc, "version"), &base) || !cJSON_IsArray(list)) {
+		ctl_error("unexpected answer from the plane: no version or resources");
+		goto out;
+	}
+	buf_printf(&batch, "{\"base\":%" PRIu64 ",\"message\":", base);
+	buf_json_string(&batch, cx->message ? cx->message : "tetherctl secrets reseal");
+	buf_puts(&batch, ",\"upserts\":[");
+	size_t wraps = 0;
+	int n = reseal_all(list, &f, &wanted, &r, &batch, &report, &wraps);
+	if (n < 0) {
+		ctl_error("secrets reseal: nothing was written");
+		goto out;
+	}
+	if (n == 0) {
+		printf("nothing to reseal\n");
+		rc = CTL_EXIT_OK;
+		goto out;
+	}
+	buf_puts(&batch, "],\"removes\":[]}");
+	char refusal[2048];
+	if (ctl_call_refusal(cx, "POST", "/v1/batch", batch.data, batch.len, &wrote, refusal, sizeof(refusal)) != 0) {
+		if (wrote.status)
+			ctl_error("%s", refusal);
+		if (wrote.status == 409)
+			ctl_error("the plane is no longer at version %" PRIu64 " (someone wrote in between): nothing was "
+				  "written; run secrets reseal again", base);
+		else if (wrote.status)
+			ctl_error("the plane refused the reseal (HTTP %ld): nothing was written", wrote.status);
+		goto out;
+	}
+	cJSON *vdoc = ctl_answer_json(&wrote);
+	uint64_t v = 0;
+	if (!vdoc || !json_get_u64(cJSON_GetObjectItemCaseSensitive(vdoc, "version"), &v)) {
+		if (vdoc)
+			ctl_error("unexpected answer from the plane: no version");
+		cJSON_Delete(vdoc);
+		goto out;
+	}
+	cJSON_Delete(vdoc);
+	fwrite(report.data, 1, report.len, stdout);
+	printf("version %" PRIu64 ": %d secret%s resealed, %zu wrap%s added (nothing re-encrypted)\n", v, n,
+	       n == 1 ? "" : "s", wraps, wraps == 1 ? "" : "s");
+	rc = CTL_EXIT_OK;
+out:
+	cJSON_Delete(doc);
+	buf_release(&ans.body);
+	buf_release(&wrote.body);
+	buf_release(&batch);
+	buf_release(&report);
+	strmap_release(&wanted);
+	sealer_fleet_release(&f);
+	sealer_recovery_forget(&r);
+	return rc;
+}
+
+/* ---- secrets revoke ---------------------------------------------------------------- */
+
+int cmd_secrets_revoke(const struct ctl_ctx *cx, int argc, char **argv)
+{
+	struct buf path = BUF_INIT;
+	struct client_answer ans = { 0, BUF_INIT, "" };
+	int rc = CTL_EXIT_FAILED;
+	(void)argc;
+	if (!resource_name_valid(argv[0])) {
+		ctl_error("secrets revoke: '%s' is not a node ID ([A-Za-z0-9._-])", argv[0]);
+		return CTL_EXIT_USAGE;
+	}
+	buf_puts(&path, "/v1/nodes/");
+	client_escape(&path, argv[0], false);
+	buf_puts(&path, "/key");
+	if (ctl_call(cx, "DELETE", path.data, NULL, 0, &ans) != 0)
+		goto out;
+	if (cx->json) {
+		print_raw(&ans);
+		rc = CTL_EXIT_OK;
+		goto out;
+	}
+	cJSON *doc = ctl_answer_json(&ans);
+	if (!doc)
+		goto out;
+	const char *kid = json_get_string(doc, "key_id");
+	if (kid && (strlen(kid) != KEY_ID_LEN || strspn(kid, "0123456789abcdef") != KEY_ID_LEN))
+		kid = NULL;   /* the plane's text never reaches the terminal unchecked */
+	printf("node %s: key %s revoked: it can no longer register, and writes drop its wraps; the node "
+	       "registers a new key with 'tetherd --rotate-key', then run 'tetherctl secrets reseal'\n",
+	       argv[0], kid ? kid : "?");
+	cJSON_Delete(doc);
+	rc = CTL_EXIT_OK;
+out:
+	buf_release(&ans.body);
+	buf_release(&path);
+	return rc;
+}

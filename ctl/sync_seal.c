@@ -1,0 +1,244 @@
+/* sync_seal.c: tetherctl sync's sealed secrets (see secrets.h). For each
+ * secret file, against the plane's stored body P:
+ *   - a sealed file (export writes the push form, {"sealed":...}) is
+ *     unchanged when its "sealed" is P's; otherwise it is sent as it is,
+ *     with its own wraps (none in a push form), and with --recovery-key
+ *     the wraps of every node key it reaches added;
+ *   - a plaintext file, when P is sealed, is opened against P with
+ *     --recovery-key (needed: else an error naming the file and the
+ *     option): the same plaintext is unchanged, another is sealed anew;
+ *     when P is sealed to a recovery key the plane no longer names (a
+ *     replaced one), it is sealed anew without comparing;
+ *   - a plaintext file, when P is plaintext or absent, is sealed when the
+ *     plane requires sealed secrets (--sealed-secrets), as put --seal
+ *     does, unless it equals P; otherwise it is sent as before.
+ * "Unchanged" makes the entry's body P's own text, so the diff skips it.
+ * Plaintext bodies replaced by their envelope are wiped first. */
+#include "secrets.h"
+#include "ctl.h"
+#include "envelope.h"
+#include "json.h"
+#include "request.h"
+#include "resource.h"
+#include "xmalloc.h"
+
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct sync_seal {
+	const struct ctl_ctx *cx;
+	struct sealer_fleet fleet;
+	bool fetched, have_r;
+	struct sealer_recovery r;
+};
+
+/* The plane's body of name (names sorted), or NULL. */
+static const char *remote_body(size_t n, char *const *names, char *const *bodies, const char *name)
+{
+	for (size_t lo = 0, hi = n; lo < hi;) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(names[mid], name);
+		if (c == 0)
+			return bodies[mid];
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+static cJSON *parse(const char *text)
+{
+	struct json_limits lim = { 0, CTL_JSON_DEPTH };
+	char err[128];
+	return json_decode(text, strlen(text), &lim, err, sizeof(err));
+}
+
+/* The entry's body replaced by text (taken); a plaintext one wiped. */
+static void set_body(struct tree_entry *e, char *text)
+{
+	sodium_memzero(e->body, strlen(e->body));
+	cJSON_free(e->body);
+	e->body = text;
+}
+
+/* The canonical text of body's "sealed" (malloc'd), or NULL. */
+static char *sealed_text(const cJSON *body)
+{
+	cJSON *c = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(body, "sealed"), true);
+	char *text = c ? json_encode_canonical(c) : NULL;
+	cJSON_Delete(c);
+	return text;
+}
+
+static bool same_sealed(const cJSON *a, const cJSON *b)
+{
+	char *x = sealed_text(a), *y = sealed_text(b);
+	bool same = x && y && strcmp(x, y) == 0;
+	cJSON_free(x);
+	cJSON_free(y);
+	return same;
+}
+
+/* A sealed file: P's text when it holds the same envelope, else the file's
+ * envelope in the stored form (with --recovery-key, wrapped for the
+ * nodes it reaches). */
+static int sealed_file(struct sync_seal *s, struct tree_entry *e, cJSON *fdoc, const char *p, const cJSON *pdoc)
+{
+	char err[1024];
+	if (p && envelope_is_sealed(pdoc) && same_sealed(fdoc, pdoc)) {
+		set_body(e, xstrdup(p));
+		return 0;
+	}
+	cJSON_DeleteItemFromObjectCaseSensitive(fdoc, "superseded");
+	if (!cJSON_GetObjectItemCaseSensitive(fdoc, "wraps"))
+		cJSON_AddObjectToObject(fdoc, "wraps");
+	if (envelope_check_stored(fdoc, err, sizeof(err)) < 0) {
+		ctl_error("'%s': %s: %s", e->path, e->name, err);
+		return 1;
+	}
+	if (s->have_r && s->r.has_secret) {
+		if (sealer_add_wraps(fdoc, e->name, &s->fleet, &s->r, NULL, err, sizeof(err)) < 0) {
+			ctl_error("'%s': %s", e->path, err);
+			return 1;
+		}
+	}
+	set_body(e, json_encode_canonical(fdoc));
+	return 0;
+}
+
+/* A plaintext file sealed anew, as put --seal does. */
+static int seal_file(struct sync_seal *s, struct tree_entry *e, const cJSON *fdoc)
+{
+	char err[1024];
+	if (resource_validate(e->name, fdoc, 0, NULL, err, sizeof(err)) < 0) {
+		ctl_error("'%s': %s", e->path, err);
+		return 1;
+	}
+	unsigned char rpk[32];
+	char rkid[KEY_ID_LEN + 1];
+	if (sealer_recovery_choose(&s->fleet, s->have_r ? &s->r : NULL, rpk, rkid, err, sizeof(err)) < 0) {
+		ctl_error("'%s': cannot seal %s: %s", e->path, e->name, err);
+		return 1;
+	}
+	char *stored = sealer_stored_body(e->name, e->body, strlen(e->body), &s->fleet, rpk, rkid, NULL, err, sizeof(err));
+	if (!stored) {
+		ctl_error("'%s': %s", e->path, err);
+		return 1;
+	}
+	set_body(e, stored);
+	return 0;
+}
+
+static int plaintext_file(struct sync_seal *s, struct tree_entry *e, const cJSON *fdoc, const char *p,
+			  const cJSON *pdoc)
+{
+	char err[1024];
+	if (p && envelope_is_sealed(pdoc)) {
+		/* sealed to a recovery key the plane no longer names (it was
+		 * replaced): sealed again, whatever the plaintext */
+		const char *rk = json_get_string(cJSON_GetObjectItemCaseSensitive(pdoc, "sealed"), "rk");
+		if (s->fleet.has_recovery && rk && strcmp(rk, s->fleet.rkid) != 0)
+			return seal_file(s, e, fdoc);
+		if (!s->have_r || !s->r.has_secret) {
+			ctl_error("'%s': %s is sealed on the plane and the file is plaintext: to compare them, give "
+				  "--recovery-key FILE (the recovery key's secret half); or write the file sealed (export "
+				  "writes it so), or put it with 'tetherctl put %s --seal'", e->path, e->name, e->name);
+			return 1;
+		}
+		size_t len = 0;
+		char *plain = sealer_open(pdoc, e->name, &s->r, &len, err, sizeof(err));
+		if (!plain) {
+			ctl_error("'%s': the plane's copy does not open: %s", e->path, err);
+			return 1;
+		}
+		/* the plane's plaintext in canonical form, as the tree's is */
+		struct json_limits lim = { 0, CTL_JSON_DEPTH };
+		char jerr[128];
+		cJSON *pl = json_decode(plain, len, &lim, jerr, sizeof(jerr));
+		char *canon = pl ? json_encode_canonical(pl) : NULL;
+		bool same = canon && strcmp(canon, e->body) == 0;
+		if (canon) {
+			sodium_memzero(canon, strlen(canon));
+			cJSON_free(canon);
+		}
+		sealer_json_wipe(pl);
+		cJSON_Delete(pl);
+		envelope_wipe(plain);
+		if (same) {
+			set_body(e, xstrdup(p));
+			return 0;
+		}
+		return seal_file(s, e, fdoc);
+	}
+	if (p && strcmp(p, e->body) == 0)
+		return 0;
+	return s->fleet.sealed_secrets ? seal_file(s, e, fdoc) : 0;
+}
+
+/* GET /v1/secrets, once; a plane that does not know it (404) has no
+ * sealed secrets and no node keys. Returns 0 or 1 (printed). */
+static int fetch(struct sync_seal *s)
+{
+	if (s->fetched)
+		return 0;
+	struct client_answer ans = { 0, BUF_INIT, "" };
+	char refusal[1024], err[512];
+	int rc = 0;
+	if (ctl_call_refusal(s->cx, "GET", "/v1/secrets", NULL, 0, &ans, refusal, sizeof(refusal)) != 0) {
+		if (ans.status == 404) {
+			s->fetched = true;
+		} else {
+			if (ans.status)
+				ctl_error("%s", refusal);
+			rc = 1;
+		}
+	} else if (sealer_fleet_parse(ans.body.data ? ans.body.data : "", ans.body.len, &s->fleet, err, sizeof(err)) < 0) {
+		ctl_error("unexpected answer from the plane to GET /v1/secrets: %s", err);
+		rc = 1;
+	} else {
+		s->fetched = true;
+	}
+	buf_release(&ans.body);
+	return rc;
+}
+
+int sync_seal(const struct ctl_ctx *cx, struct tree *t, size_t n, char *const *names, char *const *bodies)
+{
+	struct sync_seal s;
+	memset(&s, 0, sizeof(s));
+	s.cx = cx;
+	int rc = 0;
+	char err[1024];
+	if (cx->recovery_key) {
+		if (sealer_recovery_load(cx->recovery_key, &s.r, err, sizeof(err)) < 0) {
+			ctl_error("%s", err);
+			return 1;
+		}
+		s.have_r = true;
+	}
+	for (size_t i = 0; i < t->n && rc == 0; i++) {
+		struct tree_entry *e = &t->e[i];
+		if (resource_type_of(e->name) != RES_SECRET)
+			continue;
+		if ((rc = fetch(&s)) != 0)
+			break;
+		const char *p = remote_body(n, names, bodies, e->name);
+		cJSON *fdoc = parse(e->body), *pdoc = p ? parse(p) : NULL;
+		if (!fdoc)
+			rc = 1;   /* tree_read parsed it once: cannot happen */
+		else if (envelope_is_sealed(fdoc))
+			rc = sealed_file(&s, e, fdoc, p, pdoc);
+		else
+			rc = plaintext_file(&s, e, fdoc, p, pdoc);
+		sealer_json_wipe(fdoc);   /* a plaintext file's strings */
+		cJSON_Delete(fdoc);
+		cJSON_Delete(pdoc);
+	}
+	sealer_fleet_release(&s.fleet);
+	sealer_recovery_forget(&s.r);
+	return rc;
+}

@@ -1,0 +1,262 @@
+/* api/secrets.c: sealed secrets (docs/protocol.md "Sealed secrets"): a
+ * node's key (POST and DELETE /v1/nodes/ID/key), what a writer needs to
+ * seal (GET /v1/secrets) and a node's wraps (GET /v1/wraps). */
+#include "api/api.h"
+#include "core/core.h"
+#include "core/events.h"
+#include "core/nodes.h"
+#include "core/sealed.h"
+#include "core/store.h"
+#include "http/auth.h"
+#include "http/http.h"
+#include "json.h"
+#include "log.h"
+#include "nodekey.h"
+#include "strmap.h"
+#include "xmalloc.h"
+
+#include <sodium.h>
+#include <stdio.h>
+#include <string.h>
+
+#define WRAPS_NAMES_MAX 1000
+
+static enum http_result key_post(struct api *p, struct http_conn *c, struct request *r, const char *id)
+{
+	struct principal who;
+	enum http_result ret;
+	if (!auth_allow_node_or_admin(p->auth, c, id, &who, &ret))
+		return ret;
+	const char *text = r->body.data ? r->body.data : "";
+	size_t len = r->body.len;
+	char err[600];
+	struct buf b = BUF_INIT;
+	if (core_is_relay(p->core)) {
+		/* the origin judges it: up as a 'k' line with the node's next record */
+		unsigned st;
+		if (nodes_key_forward(p->core->nodes, id, text, len, NULL, &st, err, sizeof(err)) < 0)
+			return http_send_error(c, st, "%s", err);
+		buf_puts(&b, "{\"node\":");
+		buf_json_string(&b, id);
+		buf_puts(&b, ",\"status\":\"forwarded\"}");
+		return http_send_json(c, 202, &b);
+	}
+	struct nodes_key_answer ans;
+	if (nodes_key_register(p->core->nodes, id, text, len, NULL, &ans, err, sizeof(err)) < 0) {
+		if (ans.http == 403 || ans.http == 409)
+			log_warn("node %s: key %s refused: %s", id, ans.kid, err);
+		return http_send_error(c, ans.http, "%s", err);
+	}
+	if (ans.changed)
+		events_key(p->core->events, id, ans.kid, ans.status);
+	buf_puts(&b, "{\"node\":");
+	buf_json_string(&b, id);
+	buf_puts(&b, ",\"key_id\":");
+	buf_json_string(&b, ans.kid);
+	buf_printf(&b, ",\"status\":\"%s\"}", ans.status);
+	return http_send_json(c, HTTP_OK, &b);
+}
+
+static enum http_result key_delete(struct api *p, struct http_conn *c, const char *id)
+{
+	struct principal who;
+	enum http_result ret;
+	if (core_is_relay(p->core))
+		return http_send_error(c, HTTP_FORBIDDEN, "node %s: a relay never revokes a key; revoke it at the origin "
+				       "(tetherctl secrets revoke %s against the origin)", id, id);
+	if (!auth_allow(p->auth, c, ROLE_ADMIN, &who, &ret))
+		return ret;
+	char kid[KEY_ID_LEN + 1] = "";
+	int rc = nodes_key_revoke(p->core->nodes, id, kid);
+	if (rc < 0)
+		return http_send_error(c, HTTP_NOT_FOUND, "no node '%s'", id);
+	if (rc > 0)
+		return http_send_error(c, HTTP_NOT_FOUND, "node %s has no live key to revoke", id);
+	log_info("node %s: key %s revoked by %s", id, kid, who.who);
+	events_key(p->core->events, id, kid, "revoked");
+	struct buf b = BUF_INIT;
+	buf_puts(&b, "{\"node\":");
+	buf_json_string(&b, id);
+	buf_puts(&b, ",\"key_id\":");
+	buf_json_string(&b, kid);
+	buf_puts(&b, ",\"status\":\"revoked\"}");
+	return http_send_json(c, HTTP_OK, &b);
+}
+
+enum http_result api_node_key(struct api *p, struct http_conn *c, struct request *r, const char *method,
+			      const char *id)
+{
+	if (!nodes_id_valid(id))
+		return http_send_error(c, HTTP_BAD_REQUEST, "node id '%.64s' must match [A-Za-z0-9._-]{1,200}", id);
+	if (strcmp(method, "POST") == 0)
+		return key_post(p, c, r, id);
+	if (strcmp(method, "DELETE") == 0)
+		return key_delete(p, c, id);
+	return http_send_error(c, HTTP_METHOD_NOT_ALLOWED, "/v1/nodes/%s/key: POST (register) or DELETE (revoke)", id);
+}
+
+static void put_names(struct buf *b, const struct sealed_fleet *f, const size_t *idx, size_t n)
+{
+	buf_putc(b, '[');
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			buf_putc(b, ',');
+		buf_json_string(b, f->keys.live[idx[i]].node);
+	}
+	buf_putc(b, ']');
+}
+
+/* One secret's entry of GET /v1/secrets. */
+static void secret_json(const struct store_entry *e, const struct sealed_fleet *f, size_t *idx, struct buf *b)
+{
+	size_t len;
+	const char *text = store_stored(e, &len);
+	cJSON *doc = cJSON_ParseWithLength(text, len);
+	const cJSON *sealed = cJSON_GetObjectItemCaseSensitive(doc, "sealed");
+	buf_puts(b, "{\"name\":");
+	buf_json_string(b, e->name);
+	buf_printf(b, ",\"version\":%llu,\"sealed\":%s,\"id\":", (unsigned long long)e->version,
+		   sealed ? "true" : "false");
+	const char *id = sealed ? json_get_string(sealed, "id") : NULL;
+	if (id)
+		buf_json_string(b, id);
+	else
+		buf_puts(b, "null");
+	buf_puts(b, ",\"missing\":");
+	size_t n = sealed ? sealed_missing(f, e->name, cJSON_GetObjectItemCaseSensitive(doc, "wraps"), idx) : 0;
+	put_names(b, f, idx, n);
+	buf_putc(b, '}');
+	cJSON_Delete(doc);
+}
+
+enum http_result api_secrets(struct api *p, struct http_conn *c)
+{
+	struct principal who;
+	enum http_result ret;
+	if (!auth_allow(p->auth, c, ROLE_READER, &who, &ret))
+		return ret;
+	struct sealed_fleet f;
+	sealed_fleet_get(p->core->nodes, &f);   /* before the store's lock: store, then nodes */
+	struct buf b = BUF_INIT;
+	const struct sealed_conf *conf = p->core->sealed;
+	buf_printf(&b, "{\"sealed_secrets\":%s,\"recovery\":", conf ? "true" : "false");
+	if (conf) {
+		char pk[sodium_base64_ENCODED_LEN(32, sodium_base64_VARIANT_ORIGINAL)];
+		sodium_bin2base64(pk, sizeof(pk), conf->pk, sizeof(conf->pk), sodium_base64_VARIANT_ORIGINAL);
+		buf_puts(&b, "{\"key_id\":");
+		buf_json_string(&b, conf->kid);
+		buf_puts(&b, ",\"key\":");
+		buf_json_string(&b, pk);
+		buf_putc(&b, '}');
+	} else {
+		buf_puts(&b, "null");
+	}
+	buf_puts(&b, ",\"nodes\":[");
+	for (size_t i = 0; i < f.keys.nlive; i++) {
+		const struct nodes_key *k = &f.keys.live[i];
+		buf_puts(&b, i ? ",{\"node\":" : "{\"node\":");
+		buf_json_string(&b, k->node);
+		buf_puts(&b, ",\"key_id\":");
+		buf_json_string(&b, k->kid);
+		buf_puts(&b, ",\"key\":");
+		buf_json_string(&b, k->key);
+		buf_puts(&b, ",\"sub\":");
+		if (k->sub)
+			buf_json_string(&b, k->sub);
+		else
+			buf_puts(&b, "null");
+		buf_putc(&b, '}');
+	}
+	buf_puts(&b, "],\"secrets\":[");
+	size_t *idx = xcalloc(f.keys.nlive ? f.keys.nlive : 1, sizeof(*idx));
+	store_rdlock(p->core->store);
+	/* oldest change first, so the list's order is stable per version */
+	bool first = true;
+	for (const struct store_entry *e = store_oldest(p->core->store); e; e = e->next) {
+		if (!e->body || strncmp(e->name, "secret/", 7) != 0)
+			continue;
+		if (!first)
+			buf_putc(&b, ',');
+		first = false;
+		secret_json(e, &f, idx, &b);
+	}
+	store_rdunlock(p->core->store);
+	buf_puts(&b, "]}\n");
+	free(idx);
+	sealed_fleet_release(&f);
+	return http_send_json(c, HTTP_OK, &b);
+}
+
+static bool kid_valid(const char *kid)
+{
+	return kid && strlen(kid) == KEY_ID_LEN && strspn(kid, "0123456789abcdef") == KEY_ID_LEN;
+}
+
+enum http_result api_wraps(struct api *p, struct http_conn *c)
+{
+	struct principal who;
+	enum http_result ret;
+	if (!auth_allow_any(p->auth, c, &who, &ret))
+		return ret;
+	const char *kid = http_query(c, "kid"), *names = http_query(c, "names");
+	if (!kid_valid(kid))
+		return http_send_error(c, HTTP_BAD_REQUEST, "kid: required, a node key id (%d hex digits)", KEY_ID_LEN);
+	if (!names || !*names)
+		return http_send_error(c, HTTP_BAD_REQUEST, "names: required, secret names comma-joined (secret/a,secret/b)");
+	/* every name checked before any is answered */
+	char *list = xstrdup(names);
+	size_t count = 0;
+	char *save = NULL;
+	char **each = xcalloc(WRAPS_NAMES_MAX, sizeof(*each));
+	for (char *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		char err[300];
+		if (count == WRAPS_NAMES_MAX || strncmp(t, "secret/", 7) != 0 ||
+		    resource_fullname_check(t, err, sizeof(err)) < 0) {
+			enum http_result r = count == WRAPS_NAMES_MAX
+				? http_send_error(c, HTTP_BAD_REQUEST, "names: at most %d", WRAPS_NAMES_MAX)
+				: http_send_error(c, HTTP_BAD_REQUEST, "names: '%.200s' is not a secret's name (secret/NAME)", t);
+			free(each);
+			free(list);
+			return r;
+		}
+		each[count++] = t;
+	}
+	struct buf b = BUF_INIT;
+	buf_puts(&b, "{\"kid\":");
+	buf_json_string(&b, kid);
+	buf_puts(&b, ",\"wraps\":{");
+	bool first = true;
+	struct strmap seen;
+	strmap_init(&seen);
+	store_rdlock(p->core->store);
+	for (size_t i = 0; i < count; i++) {
+		intptr_t v;
+		if (strmap_get(&seen, each[i], &v))
+			continue;
+		strmap_put(&seen, each[i], 1);
+		const struct store_entry *e = store_get(p->core->store, each[i]);
+		if (!e || !e->body || !e->stored)
+			continue;   /* absent, or not sealed */
+		cJSON *doc = cJSON_ParseWithLength(e->stored, e->stored_len);
+		const char *id = json_get_string(cJSON_GetObjectItemCaseSensitive(doc, "sealed"), "id");
+		const cJSON *w = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(doc, "wraps"), kid);
+		if (id && cJSON_IsString(w)) {
+			if (!first)
+				buf_putc(&b, ',');
+			first = false;
+			buf_json_string(&b, e->name);
+			buf_puts(&b, ":{\"id\":");
+			buf_json_string(&b, id);
+			buf_puts(&b, ",\"wrap\":");
+			buf_json_string(&b, w->valuestring);
+			buf_putc(&b, '}');
+		}
+		cJSON_Delete(doc);
+	}
+	store_rdunlock(p->core->store);
+	strmap_release(&seen);
+	buf_puts(&b, "}}\n");
+	free(each);
+	free(list);
+	return http_send_json(c, HTTP_OK, &b);
+}

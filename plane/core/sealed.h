@@ -1,0 +1,56 @@
+/* core/sealed.h: sealed secrets on the plane (docs/protocol.md "Sealed
+ * secrets"): the checks every write of a secret passes (one path: the
+ * writer's, for PUT, batch and sync alike), the stored form the plane
+ * keeps (client "superseded" ignored, the plane's own list kept, wraps of
+ * revoked keys dropped), and which nodes lack a wrap. */
+#ifndef TETHER_SEALED_H
+#define TETHER_SEALED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <cjson/cJSON.h>
+
+#include "core/nodes.h"
+#include "core/store.h"
+#include "keys.h"
+#include "sub.h"
+
+/* --sealed-secrets RECOVERY.pub: the fleet's recovery key. */
+struct sealed_conf {
+	unsigned char pk[32];
+	char kid[KEY_ID_LEN + 1];
+};
+int sealed_conf_load(const char *path, struct sealed_conf *c, char *err, size_t errlen);
+
+/* The live node keys and their subscriptions, parsed once per write. */
+struct sealed_fleet {
+	struct nodes_keys keys;
+	struct sub *subs;            /* one per keys.live; an unknown sub reaches every name */
+};
+void sealed_fleet_get(struct nodes *n, struct sealed_fleet *f);
+/* The same from keys (taken): for tests and callers that have them. */
+void sealed_fleet_of(struct nodes_keys *keys, struct sealed_fleet *f);
+void sealed_fleet_release(struct sealed_fleet *f);
+
+/* The live-key nodes whose subscription reaches name and that wraps (an
+ * object of key id -> wrap; NULL: none) has no wrap for: their indexes in
+ * f->keys.live into idx (room for f->keys.nlive), in order. O(nodes +
+ * wraps). Returns how many. */
+size_t sealed_missing(const struct sealed_fleet *f, const char *name, const cJSON *wraps, size_t *idx);
+/* The error of a write that misses them (at most 20 named). */
+void sealed_missing_error(const struct sealed_fleet *f, const char *name, const size_t *idx, size_t n, char *err,
+			  size_t errlen);
+
+/* Checks the secrets among ch (a write, under the store's writer lock)
+ * and rewrites each sealed body into the form the store keeps. conf NULL:
+ * no --sealed-secrets (plaintext taken; a sealed body's form checked).
+ * Returns 0, or -1 with err (a 422). */
+int sealed_check(const struct sealed_conf *conf, struct store *s, struct nodes *n, struct store_change *ch,
+		 size_t nch, char *err, size_t errlen);
+
+/* At start with --sealed-secrets: says, once each, which secrets in the
+ * store are plaintext (names only). Hold a store lock. */
+void sealed_log_plaintext(struct store *s);
+
+#endif

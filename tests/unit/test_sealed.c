@@ -1,0 +1,330 @@
+/* test_sealed.c: unit tests of sealed secrets on the plane
+ * (plane/core/sealed.c, and the node keys of plane/core/nodes.c): which
+ * nodes lack a wrap (their subscriptions, one lookup each), the error
+ * naming at most 20, and a write's checks against a real store and node
+ * registry: plaintext refused with --sealed-secrets and taken without,
+ * a malformed envelope, another recovery key, a missing wrap, the
+ * plane's own "superseded" list and a replayed envelope refused, a
+ * revoked key's wrap dropped. Keys and envelopes are real
+ * (common/nodekey.c, common/envelope.c). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <sodium.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "buf.h"
+#include "core/nodes.h"
+#include "core/sealed.h"
+#include "core/store.h"
+#include "envelope.h"
+#include "json.h"
+#include "nodekey.h"
+#include "persist/persist.h"
+#include "tmpdir.h"
+
+static struct nodes_key key_of(const char *node, const char *kid, const char *sub)
+{
+	struct nodes_key k = { .node = strdup(node), .key = strdup("k"), .sub = sub ? strdup(sub) : NULL };
+	snprintf(k.kid, sizeof(k.kid), "%s", kid);
+	return k;
+}
+
+static void test_missing(void **state)
+{
+	(void)state;
+	struct nodes_keys keys = { 0 };
+	keys.live = calloc(25, sizeof(*keys.live));
+	keys.live[0] = key_of("web1", "0000000000000001", "secret/");
+	keys.live[1] = key_of("db1", "0000000000000002", "cluster/,secret/db");
+	keys.live[2] = key_of("any", "0000000000000003", NULL);   /* unknown: every name */
+	keys.live[3] = key_of("all", "0000000000000004", "");
+	keys.nlive = 4;
+	struct sealed_fleet f;
+	sealed_fleet_of(&keys, &f);
+	cJSON *wraps = cJSON_Parse("{\"0000000000000001\":\"w\",\"00000000000000ff\":\"w\"}");
+	size_t idx[25];
+	assert_int_equal(sealed_missing(&f, "secret/tls", wraps, idx), 2);
+	assert_int_equal(idx[0], 2);
+	assert_int_equal(idx[1], 3);
+	assert_int_equal(sealed_missing(&f, "secret/db", wraps, idx), 3);
+	assert_int_equal(sealed_missing(&f, "secret/db", NULL, idx), 4);
+	char err[2048];
+	sealed_missing_error(&f, "secret/tls", idx, 2, err, sizeof(err));
+	assert_string_equal(err, "secret/tls: no wrap for nodes web1, db1 (keys 0000000000000001, 0000000000000002): "
+			    "seal to them (tetherctl put --seal) or run tetherctl secrets reseal");
+	sealed_fleet_release(&f);
+
+	/* 25 missing: 20 named, then how many more */
+	memset(&keys, 0, sizeof(keys));
+	keys.live = calloc(25, sizeof(*keys.live));
+	for (int i = 0; i < 25; i++) {
+		char node[16], kid[17];
+		snprintf(node, sizeof(node), "n%02d", i);
+		snprintf(kid, sizeof(kid), "%016x", i);
+		keys.live[i] = key_of(node, kid, "");
+	}
+	keys.nlive = 25;
+	sealed_fleet_of(&keys, &f);
+	assert_int_equal(sealed_missing(&f, "secret/tls", NULL, idx), 25);
+	sealed_missing_error(&f, "secret/tls", idx, 25, err, sizeof(err));
+	assert_non_null(strstr(err, "n19 and 5 more (keys"));
+	assert_null(strstr(err, "n20"));
+	assert_non_null(strstr(err, "0000000000000013 and 5 more)"));
+	sealed_fleet_release(&f);
+	cJSON_Delete(wraps);
+}
+
+struct fixture {
+	char dir[64];
+	struct persist *db;
+	struct store *s;
+	struct nodes *n;
+	struct sealed_conf conf;
+	unsigned char other_pk[32];
+	char other_kid[KEY_ID_LEN + 1];
+	struct node_key k1;
+};
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+	char err[300], path[128];
+	if (!f || test_tmpdir_make(f->dir, sizeof(f->dir), "sealed") < 0)
+		return -1;
+	*state = f;
+	struct store_opts opts = { .tombstone_keep = 1000 };
+	if (!(f->db = persist_sqlite_open(f->dir, err, sizeof(err))) ||
+	    !(f->s = store_open(f->db, &opts, err, sizeof(err))) ||
+	    !(f->n = nodes_open(f->db, 10, 60000, err, sizeof(err))))
+		return -1;
+	snprintf(path, sizeof(path), "%s/recovery", f->dir);
+	if (recovery_generate(path, err, sizeof(err)) < 0)
+		return -1;
+	snprintf(path, sizeof(path), "%s/recovery.pub", f->dir);
+	if (sealed_conf_load(path, &f->conf, err, sizeof(err)) < 0)
+		return -1;
+	snprintf(path, sizeof(path), "%s/other", f->dir);
+	if (recovery_generate(path, err, sizeof(err)) < 0)
+		return -1;
+	snprintf(path, sizeof(path), "%s/other.pub", f->dir);
+	if (recovery_load_public(path, f->other_pk, f->other_kid, err, sizeof(err)) < 0)
+		return -1;
+	snprintf(path, sizeof(path), "%s/n1.key", f->dir);
+	return nodekey_make(path, &f->k1, err, sizeof(err));
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+	nodes_free(f->n);
+	store_free(f->s);
+	persist_close(f->db);
+	nodekey_forget(&f->k1);
+	int rc = test_tmpdir_remove(f->dir);
+	free(f);
+	return rc;
+}
+
+/* A stored body of name sealed to rpk, wrapped for k (NULL: none), with
+ * extra members (JSON text of an object's members, or NULL). */
+static char *sealed_body(const char *name, const unsigned char rpk[32], const char *rkid, const struct node_key *k,
+			 const char *extra)
+{
+	unsigned char dk[ENVELOPE_DK_BYTES];
+	char err[300];
+	const char *plain = "{\"cert\":\"-----BEGIN C\",\"key\":\"-----BEGIN K\"}";
+	cJSON *sealed = envelope_seal(name, (const unsigned char *)plain, strlen(plain), rpk, rkid, dk, err, sizeof(err));
+	assert_non_null(sealed);
+	cJSON *doc = extra ? cJSON_Parse(extra) : cJSON_CreateObject();
+	cJSON_AddItemToObject(doc, "sealed", sealed);
+	cJSON *wraps = cJSON_AddObjectToObject(doc, "wraps");
+	if (k) {
+		char *w = envelope_wrap(dk, k->xpk);
+		cJSON_AddStringToObject(wraps, k->kid, w);
+		free(w);
+	}
+	char *text = json_encode_canonical(doc);
+	cJSON_Delete(doc);
+	return text;
+}
+
+/* Runs the checks on one change of name to body (taken); 0 commits it. */
+static int write_one(struct fixture *f, const struct sealed_conf *conf, const char *name, char *body, char *err,
+		     size_t errlen, char **stored)
+{
+	struct store_change ch = { .name = name, .body = body, .body_len = strlen(body) };
+	int rc = sealed_check(conf, f->s, f->n, &ch, 1, err, errlen);
+	if (rc == 0) {
+		uint64_t v;
+		bool changed;
+		store_write_lock(f->s);
+		assert_int_equal(store_commit(f->s, &ch, 1, &v, &changed, err, errlen), 0);
+		store_write_unlock(f->s);
+		if (stored) {
+			size_t len;
+			const char *t = store_stored(store_get(f->s, name), &len);
+			*stored = strndup(t, len);
+		}
+	}
+	free(ch.body);
+	return rc;
+}
+
+static const char *id_of(const char *stored, char *out)
+{
+	cJSON *doc = cJSON_Parse(stored);
+	snprintf(out, ENVELOPE_ID_LEN + 1, "%s", json_get_string(cJSON_GetObjectItemCaseSensitive(doc, "sealed"), "id"));
+	cJSON_Delete(doc);
+	return out;
+}
+
+static void test_check(void **state)
+{
+	struct fixture *f = *state;
+	char err[2048], want[600];
+	char *stored = NULL;
+	/* n1 streams with sub secret/ and has a key */
+	assert_int_equal(nodes_seen(f->n, "n1", NULL, "sse"), 0);
+	nodes_set_sub(f->n, "n1", "secret/");
+	char *reg = nodekey_registration("n1", &f->k1, NULL, 100);
+	struct nodes_key_answer ans;
+	assert_int_equal(nodes_key_register(f->n, "n2", reg, strlen(reg), NULL, &ans, err, sizeof(err)), -1);
+	assert_int_equal(ans.http, 400);
+	assert_non_null(strstr(err, "node: names another node"));
+	assert_int_equal(nodes_key_register(f->n, "n1", reg, strlen(reg), NULL, &ans, err, sizeof(err)), 0);
+	assert_string_equal(ans.status, "registered");
+	free(reg);
+
+	/* plaintext: refused with --sealed-secrets, taken without */
+	const char *plain = "{\"cert\":\"-----BEGIN C\",\"key\":\"-----BEGIN K\"}";
+	assert_int_equal(write_one(f, &f->conf, "secret/tls", strdup(plain), err, sizeof(err), NULL), -1);
+	assert_string_equal(err, "secret/tls: plaintext refused: this plane keeps secrets sealed (--sealed-secrets); "
+			    "write it with tetherctl put secret/tls --seal");
+	assert_int_equal(write_one(f, NULL, "secret/plain", strdup(plain), err, sizeof(err), NULL), 0);
+	/* malformed: the field named */
+	assert_int_equal(write_one(f, &f->conf, "secret/tls", strdup("{\"sealed\":{\"v\":1}}"), err, sizeof(err), NULL),
+			 -1);
+	assert_non_null(strstr(err, "secret/tls: sealed."));
+	/* another recovery key */
+	char *b = sealed_body("secret/tls", f->other_pk, f->other_kid, &f->k1, NULL);
+	assert_int_equal(write_one(f, &f->conf, "secret/tls", b, err, sizeof(err), NULL), -1);
+	assert_non_null(strstr(err, "secret/tls: sealed.rk: "));
+	/* no wrap for n1 */
+	b = sealed_body("secret/tls", f->conf.pk, f->conf.kid, NULL, NULL);
+	assert_int_equal(write_one(f, &f->conf, "secret/tls", b, err, sizeof(err), NULL), -1);
+	snprintf(want, sizeof(want), "secret/tls: no wrap for nodes n1 (keys %s): seal to them", f->k1.kid);
+	assert_non_null(strstr(err, want));
+	/* A: taken; a client's "superseded" ignored */
+	char *a = sealed_body("secret/tls", f->conf.pk, f->conf.kid, &f->k1,
+			      "{\"superseded\":[\"00000000000000000000000000000000\"]}");
+	char *a_copy = strdup(a);
+	assert_int_equal(write_one(f, &f->conf, "secret/tls", a, err, sizeof(err), &stored), 0);
+	assert_null(strstr(stored, "superseded"));
+	char ida[ENVELOPE_ID_LEN + 1], idb[ENVELOPE_ID_LEN + 1];
+	id_of(stored, ida);
+	free(stored);
+	/* what nodes get is the push form */
+	const struct store_entry *e = store_get(f->s, "secret/tls");
+	size_t plen;
+	char *push = envelope_push_body(e->stored, e->stored_len, &plen);
+	assert_int_equal(e->body_len, plen);
+	assert_memory_equal(e->body, push, plen);
+	assert_null(strstr(e->body, "wraps"));
+	free(push);
+	/* B replaces A: the plane lists A as superseded */
+	b = sealed_body("secret/tls", f->conf.pk, f->conf.kid, &f->k1, NULL);
+	assert_int_equal(write_one(f, &f->conf, "secret/tls", b, err, sizeof(err), &stored), 0);
+	id_of(stored, idb);
+	snprintf(want, sizeof(want), "\"superseded\":[\"%s\"]", ida);
+	assert_non_null(strstr(stored, want));
+	free(stored);
+	/* A again: a replay, refused */
+	assert_int_equal(write_one(f, &f->conf, "secret/tls", a_copy, err, sizeof(err), NULL), -1);
+	snprintf(want, sizeof(want), "secret/tls: envelope %s was replaced before: a replayed envelope", ida);
+	assert_string_equal(err, want);
+	/* n1's key revoked: a wrap for it is dropped, and nothing is missing */
+	char kid[KEY_ID_LEN + 1];
+	assert_int_equal(nodes_key_revoke(f->n, "n1", kid), 0);
+	assert_string_equal(kid, f->k1.kid);
+	assert_int_equal(nodes_key_revoke(f->n, "n1", kid), 1);
+	b = sealed_body("secret/tls", f->conf.pk, f->conf.kid, &f->k1, NULL);
+	assert_int_equal(write_one(f, &f->conf, "secret/tls", b, err, sizeof(err), &stored), 0);
+	assert_null(strstr(stored, f->k1.kid));
+	snprintf(want, sizeof(want), "\"superseded\":[\"%s\",\"%s\"]", ida, idb);
+	assert_non_null(strstr(stored, want));
+	free(stored);
+	/* and its registration is refused (rule 2) */
+	reg = nodekey_registration("n1", &f->k1, NULL, 200);
+	assert_int_equal(nodes_key_register(f->n, "n1", reg, strlen(reg), NULL, &ans, err, sizeof(err)), -1);
+	assert_int_equal(ans.http, 403);
+	free(reg);
+}
+
+/* A database of schema 3 (before node keys) is upgraded in place: its
+ * node records load, and a key registered then is kept across a restart. */
+static void test_migration(void **state)
+{
+	struct fixture *f = *state;
+	char dir[128], path[160], err[300];
+	snprintf(dir, sizeof(dir), "%s/old", f->dir);
+	assert_int_equal(mkdir(dir, 0700), 0);
+	snprintf(path, sizeof(path), "%s/tether.db", dir);
+	sqlite3 *db;
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db,
+		"CREATE TABLE meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL);"
+		"INSERT INTO meta VALUES('schema', 3);"
+		"CREATE TABLE nodes(node TEXT PRIMARY KEY, labels TEXT NOT NULL DEFAULT '{}',"
+		"  first_seen INTEGER NOT NULL, last_seen INTEGER NOT NULL, transport TEXT NOT NULL DEFAULT '',"
+		"  sent_version INTEGER NOT NULL DEFAULT 0, sent_nonce TEXT NOT NULL DEFAULT '',"
+		"  sent_at INTEGER NOT NULL DEFAULT 0, acked_version INTEGER NOT NULL DEFAULT 0,"
+		"  acked_at INTEGER NOT NULL DEFAULT 0, healthy INTEGER, nack_version INTEGER, nack_nonce TEXT,"
+		"  nack_error TEXT, nack_at INTEGER, acks INTEGER NOT NULL DEFAULT 0, nacks INTEGER NOT NULL DEFAULT 0,"
+		"  stale_acks INTEGER NOT NULL DEFAULT 0, sub TEXT);"
+		"INSERT INTO nodes(node, first_seen, last_seen, transport, sub) VALUES('old1', 1, 2, 'sse', 'secret/');",
+		NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	for (int round = 0; round < 2; round++) {
+		struct persist *p = persist_sqlite_open(dir, err, sizeof(err));
+		assert_non_null(p);
+		struct nodes *n = nodes_open(p, 10, 60000, err, sizeof(err));
+		assert_non_null(n);
+		struct buf b = BUF_INIT;
+		assert_int_equal(nodes_one_to_json(n, "old1", 0, &b), 0);
+		char want[64];
+		snprintf(want, sizeof(want), "\"key_id\":\"%s\"", f->k1.kid);
+		if (round == 0) {
+			assert_non_null(strstr(b.data, "\"key_id\":null"));
+			char *reg = nodekey_registration("old1", &f->k1, NULL, 100);
+			struct nodes_key_answer ans;
+			assert_int_equal(nodes_key_register(n, "old1", reg, strlen(reg), NULL, &ans, err, sizeof(err)), 0);
+			free(reg);
+			assert_int_equal(nodes_flush(n, err, sizeof(err)), 0);
+		} else {
+			assert_non_null(strstr(b.data, want));
+			assert_non_null(strstr(b.data, "\"sub\":\"secret/\""));
+		}
+		buf_release(&b);
+		nodes_free(n);
+		persist_close(p);
+	}
+}
+
+int main(void)
+{
+	if (sodium_init() < 0)
+		return 1;
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_missing),
+		cmocka_unit_test_setup_teardown(test_check, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_migration, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -418,6 +418,10 @@ static int run_once(struct agent *a)
 				  code != CURLE_OK ? curl_easy_strerror(code) : "HTTP error");
 		free(plane);
 	}
+	/* the node key's registration, when the plane answered */
+	keyreg_tick(a);
+	if (a->seal.reg_h)
+		run_until_done(a);
 	/* deliver the ACK or NACK before leaving */
 	for (int tries = 0; tries < 5 && ack_waiting(a); tries++) {
 		ack_start(a);
@@ -521,6 +525,7 @@ int agent_run(struct agent_config *cfg, int argc, char **argv)
 		}
 		if (ack_waiting(&a) && !a.ack.h && now >= a.ack.next_ms)
 			ack_start(&a);
+		keyreg_tick(&a);
 		if (a.retry_at_ms && now >= a.retry_at_ms) {
 			/* resync: the plane sends the gap from our version again */
 			a.retry_at_ms = 0;
@@ -549,6 +554,8 @@ int agent_run(struct agent_config *cfg, int argc, char **argv)
 		}
 		if (ack_waiting(&a) && !a.ack.h && a.ack.next_ms < wake)
 			wake = a.ack.next_ms;
+		if (a.seal.reg_due)
+			wake = now;   /* a registration to start */
 		if (wd > 0 && now + wd / 2 < wake)
 			wake = now + wd / 2;
 		metrics_http_service(&a, &wake);

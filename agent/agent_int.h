@@ -196,6 +196,7 @@ struct agent {
 		struct buf reg_body, reg_resp;
 		bool reg_prev;               /* ... it carries prev's endorsement */
 		bool reg_conn;               /* registered (or tried) on this connection */
+		bool reg_due;                /* ... to start at the loop's next turn */
 		char reg_said[1024];         /* the last thing said of it */
 	} seal;
 
@@ -350,11 +351,15 @@ void seal_committed(struct agent *a);
 int seal_check_state(struct agent *a, char *err, size_t errlen);
 
 /* keyreg.c */
-/* A connection to a plane or relay starts (stream: every one; poll: the
- * first poll after keyreg_lost): registers the node key, once. */
-void keyreg_connected(struct agent *a, bool stream);
-/* The connection was lost (a failure, a move): the next one registers. */
+/* The plane or relay dialled answered (a stream's first event, a poll's
+ * answer): the node key is registered once on this connection (due: the
+ * loop's keyreg_tick starts it; this runs inside transfer callbacks). */
+void keyreg_answered(struct agent *a);
+/* The connection was lost, or a new one opens (a failure, a move, each
+ * stream): the next answer registers again. */
 void keyreg_lost(struct agent *a);
+/* The event loop's turn: starts a registration that is due. */
+void keyreg_tick(struct agent *a);
 void keyreg_start(struct agent *a);
 void keyreg_done(struct agent *a, CURLcode code);
 void keyreg_release(struct agent *a);

@@ -1,7 +1,8 @@
 /* keyreg.c: the node's key registration (POST /v1/nodes/{id}/key, body
  * nodekey_registration()): once per connection to a plane or relay (each
- * stream; a poller's first poll after a failure or a move), so a plane
- * that lost it, or a new replica, has it. During a rotation (node.key.old
+ * stream; a poller's first poll after a failure or a move), once the plane
+ * answered (it knows the node then), so a plane that lost it, or a new
+ * replica, has it. During a rotation (node.key.old
  * present) the registration carries the old key's endorsement, and
  * node.key.old goes once the plane answered 200. A failure is said once
  * (the same one again only at debug) and tried again at the next
@@ -53,17 +54,25 @@ void keyreg_start(struct agent *a)
 	log_debug("key: registering node key %s with %s", a->seal.key.kid, sync_plane(a));
 }
 
-void keyreg_connected(struct agent *a, bool stream)
+void keyreg_answered(struct agent *a)
 {
-	if (stream || !a->seal.reg_conn) {
+	if (!a->seal.reg_conn) {
 		a->seal.reg_conn = true;
-		keyreg_start(a);
+		a->seal.reg_due = true;   /* started by keyreg_tick, outside the transfer's callback */
 	}
 }
 
 void keyreg_lost(struct agent *a)
 {
 	a->seal.reg_conn = false;
+}
+
+void keyreg_tick(struct agent *a)
+{
+	if (a->seal.reg_due && !a->seal.reg_h) {
+		a->seal.reg_due = false;
+		keyreg_start(a);
+	}
 }
 
 /* Says what happened, once: the same words again go to debug. */

@@ -83,6 +83,7 @@ static void answered(struct agent *a)
 	a->attempt = 0;
 	a->plane_failures = 0;
 	ack_plane_answered(a);
+	keyreg_answered(a);
 }
 
 /* An attempt that did not work (a connection that failed, an error
@@ -516,9 +517,10 @@ void sync_start(struct agent *a)
 	a->last_event_ms = a->last_byte_ms;
 	a->event_bytes = 0;
 	curl_multi_add_handle(a->multi, h);
-	/* the node key, once per connection (a poller's first poll after a
-	 * failure or a move) */
-	keyreg_connected(a, !poll);
+	/* each stream is a connection: its first event registers the node
+	 * key (a poller's first answer after a failure or a move) */
+	if (!poll)
+		keyreg_lost(a);
 }
 
 void sync_stop(struct agent *a)

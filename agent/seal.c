@@ -306,14 +306,17 @@ static int fetch(struct agent *a, const struct collect *c, char *err, size_t err
 	struct buf path = BUF_INIT, answer = BUF_INIT;
 	buf_printf(&path, "/v1/wraps?kid=%s&names=", a->seal.key.kid);
 	bool first = true;
+	CURL *esc_h = curl_easy_init();   /* curl_easy_escape wants one before 7.82 */
 	for (size_t i = 0; i < c->n; i++) {
 		if (!c->v[i].fetch)
 			continue;
-		char *esc = curl_easy_escape(NULL, c->v[i].r->name, 0);
-		buf_printf(&path, "%s%s", first ? "" : ",", esc ? esc : "");
+		char *esc = esc_h ? curl_easy_escape(esc_h, c->v[i].r->name, 0) : NULL;
+		buf_printf(&path, "%s%s", first ? "" : ",", esc ? esc : c->v[i].r->name);
 		curl_free(esc);
 		first = false;
 	}
+	if (esc_h)
+		curl_easy_cleanup(esc_h);
 	int rc = -1;
 	char e2[1024];
 	long status = agent_get_now(a, path.data, &answer, 30000L, e2, sizeof(e2));

@@ -8,7 +8,8 @@
  * there once it answered (it knows the node then). Each carries the live
  * generation's traffic when the agent counts it (traffic/report.c), and an
  * ACK says how the change reached the consumer (over haproxy's runtime API,
- * or a reload and why). */
+ * or a reload and why). A NACK with "held" says the node waits for a wrap
+ * of a sealed secret (seal.c), not that it refused the push. */
 #include "agent_int.h"
 #include "credentials.h"
 #include "log.h"
@@ -27,8 +28,8 @@ bool ack_waiting(const struct agent *a)
 	return !a->ack.hold && (a->ack.has_pending || a->ack.nvq > 0);
 }
 
-void ack_queue(struct agent *a, uint64_t version, const char *nonce, const char *error, int healthy, bool verify,
-	       const char *applied, const char *reason)
+static void queue(struct agent *a, uint64_t version, const char *nonce, const char *error, int healthy, bool verify,
+		  bool held, const char *applied, const char *reason)
 {
 	struct buf *b = &a->ack.pending;
 	if (!error && version >= a->state.version)
@@ -57,6 +58,9 @@ void ack_queue(struct agent *a, uint64_t version, const char *nonce, const char 
 		buf_printf(b, ",\"current_version\":%llu", (unsigned long long)a->state.version);
 		if (verify)
 			buf_puts(b, ",\"verify\":true");
+		/* held, not refused: no wrap for a sealed secret yet */
+		if (held)
+			buf_puts(b, ",\"held\":true");
 	} else {
 		buf_puts(b, ",\"status\":\"ack\"");
 	}
@@ -75,6 +79,17 @@ void ack_queue(struct agent *a, uint64_t version, const char *nonce, const char 
 		a->ack.has_pending = true;
 	a->ack.attempt = 0;
 	a->ack.next_ms = now_ms();
+}
+
+void ack_queue(struct agent *a, uint64_t version, const char *nonce, const char *error, int healthy, bool verify,
+	       const char *applied, const char *reason)
+{
+	queue(a, version, nonce, error, healthy, verify, false, applied, reason);
+}
+
+void ack_queue_held(struct agent *a, uint64_t version, const char *nonce, const char *error)
+{
+	queue(a, version, nonce, error, -1, false, true, NULL, NULL);
 }
 
 static bool requeue_sent(struct agent *a);

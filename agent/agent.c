@@ -157,9 +157,10 @@ static int traffic_start(struct agent *a, char *err, size_t errlen)
 }
 
 /* What the consumers take of the options (consumer/consumer.h). */
-static void consumer_options_of(const struct agent_config *cfg, struct consumer_options *o)
+static void consumer_options_of(struct agent *a, struct consumer_options *o)
 {
-	*o = (struct consumer_options){
+	const struct agent_config *cfg = &a->cfg;
+	*o = (struct consumer_options){ .opener = &a->seal.opener,
 		.consumer = cfg->consumer, .output_dir = cfg->output_dir, .marker = cfg->marker,
 		.nginx = cfg->nginx, .haproxy = cfg->haproxy, .base_config = cfg->base_config,
 		.traffic_syslog = cfg->traffic_listen, .generations = cfg->generations, .fault = fault_point,
@@ -194,13 +195,17 @@ static int agent_boot(struct agent *a, char *err, size_t errlen)
 		return -1;
 	if (trust_init(a, err, errlen) < 0)
 		return -1;
+	/* the node key (made at the first start; --rotate-key) and the wraps
+	 * last-good's sealed secrets open with */
+	if (seal_init(a, err, errlen) < 0)
+		return -1;
 	/* with --trust a generation is loaded only when its statement
 	 * verifies and its state is what the statement signs */
 	if (a->trust.on)
 		lastgood_set_verify(a->lg, trust_boot_verify, a);
 	agent_write_status(a);
 	struct consumer_options co;
-	consumer_options_of(&a->cfg, &co);
+	consumer_options_of(a, &co);
 	a->cons = consumer_new(&co, err, errlen);
 	if (!a->cons)
 		return -1;
@@ -225,6 +230,19 @@ static int agent_boot(struct agent *a, char *err, size_t errlen)
 	 * (or, refused, dropped) before the consumer boots on last-good */
 	if (loaded >= 0)
 		apply_resume(a);
+	/* last-good's sealed secrets open with the wraps kept beside it;
+	 * when they do not (wraps.json lost, a key rotated since), what
+	 * serves now is left alone and the plane's snapshot brings the state
+	 * back, its wraps fetched afresh */
+	if (a->state.version > 0 && seal_check_state(a, lerr, sizeof(lerr)) < 0) {
+		log_error("last-good: version %llu cannot be rendered here: %s; the live output is left as it is "
+			  "until the plane's snapshot", (unsigned long long)a->state.version, lerr);
+		snprintf(a->last_error, sizeof(a->last_error), "last-good's sealed secrets do not open: %s", lerr);
+		state_release(&a->state);
+		state_init(&a->state);
+		agent_set_state(a, ST_OFFLINE);
+		return 0;
+	}
 	/* whether the plane has our ACK of what we hold is the plane's to
 	 * know (it may have been lost with us): until we ACK a version, the
 	 * stream asks for a push of it to ACK, which the plane sends only
@@ -317,6 +335,7 @@ static void agent_free(struct agent *a)
 	sync_stop(a);
 	ack_release(a);
 	fresh_release(a);
+	keyreg_release(a);   /* its transfer leaves the multi handle before it goes */
 	traffic_report_release(&a->traffic);
 	apply_drop_queue(a);
 	free(a->queue);
@@ -333,6 +352,7 @@ static void agent_free(struct agent *a)
 	buf_release(&a->body);
 	buf_release(&a->resp_statement);
 	trust_release(a);
+	seal_release(a);
 	metrics_release();
 	free((char *)a->written.last_error);
 	free((char *)a->written.key_id);
@@ -351,9 +371,14 @@ static CURLcode run_until_done(struct agent *a)
 	CURLMsg *m;
 	int left;
 	CURLcode code = CURLE_OK;
-	while ((m = curl_multi_info_read(a->multi, &left)))
-		if (m->msg == CURLMSG_DONE)
+	while ((m = curl_multi_info_read(a->multi, &left))) {
+		if (m->msg != CURLMSG_DONE)
+			continue;
+		if (m->easy_handle == a->seal.reg_h)
+			keyreg_done(a, m->data.result);   /* the node key's registration, beside the poll */
+		else
 			code = m->data.result;
+	}
 	return code;
 }
 
@@ -379,7 +404,9 @@ static int run_once(struct agent *a)
 		long status = 0;
 		curl_easy_getinfo(a->sync, CURLINFO_RESPONSE_CODE, &status);
 		sync_done(a, code);
-		if (a->rejected > rejected) {
+		/* refused, or held for want of a wrap of a sealed secret:
+		 * not synced either way */
+		if (a->rejected > rejected || a->seal.held_version > a->state.version) {
 			free(plane);
 			rc = 1;
 			break;
@@ -391,6 +418,10 @@ static int run_once(struct agent *a)
 				  code != CURLE_OK ? curl_easy_strerror(code) : "HTTP error");
 		free(plane);
 	}
+	/* the node key's registration, when the plane answered */
+	keyreg_tick(a);
+	if (a->seal.reg_h)
+		run_until_done(a);
 	/* deliver the ACK or NACK before leaving */
 	for (int tries = 0; tries < 5 && ack_waiting(a); tries++) {
 		ack_start(a);
@@ -494,6 +525,7 @@ int agent_run(struct agent_config *cfg, int argc, char **argv)
 		}
 		if (ack_waiting(&a) && !a.ack.h && now >= a.ack.next_ms)
 			ack_start(&a);
+		keyreg_tick(&a);
 		if (a.retry_at_ms && now >= a.retry_at_ms) {
 			/* resync: the plane sends the gap from our version again */
 			a.retry_at_ms = 0;
@@ -522,6 +554,8 @@ int agent_run(struct agent_config *cfg, int argc, char **argv)
 		}
 		if (ack_waiting(&a) && !a.ack.h && a.ack.next_ms < wake)
 			wake = a.ack.next_ms;
+		if (a.seal.reg_due)
+			wake = now;   /* a registration to start */
 		if (wd > 0 && now + wd / 2 < wake)
 			wake = now + wd / 2;
 		metrics_http_service(&a, &wake);
@@ -558,6 +592,8 @@ int agent_run(struct agent_config *cfg, int argc, char **argv)
 				traffic_report_done(&a.traffic, m->data.result);
 			else if (m->easy_handle == a.fresh.h)
 				fresh_done(&a, m->data.result);
+			else if (m->easy_handle == a.seal.reg_h)
+				keyreg_done(&a, m->data.result);
 		}
 	}
 	log_info("stopping at version %llu", (unsigned long long)a.state.version);

@@ -115,6 +115,8 @@ const struct opt_def agent_options[] = {
 	{ "max-depth", 0, OPT_UINT, OFF(max_depth), 4, 512, NULL, "N", "deepest JSON nesting accepted (default 32)" },
 	{ "once", 0, OPT_FLAG, OFF(once), 0, 0, NULL, NULL,
 	  "sync to the plane's current version, apply, exit 0 (non-zero on failure)" },
+	{ "rotate-key", 0, OPT_FLAG, OFF(rotate_key), 0, 0, NULL, NULL,
+	  "make a new node key (STATE_DIR/node.key) at start, register it endorsed by the old one, then run" },
 	{ "check-config", 0, OPT_FLAG, OFF(check_config), 0, 0, NULL, NULL,
 	  "check the configuration, print 'configuration OK', exit" },
 	{ "log-level", 0, OPT_CHOICE, OFF(log_level), 0, 0, levels, "LEVEL", "debug, info (default), warn or error" },

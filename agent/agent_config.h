@@ -47,6 +47,7 @@ struct agent_config {
 	double max_staleness;      /* newest statement older than this: stale (0: its expiry only) */
 	bool strict;
 	bool once;
+	bool rotate_key;           /* make a new node key at start, endorsed by the old one */
 	bool check_config;
 	double stream_timeout;     /* 0: three advertised heartbeats */
 	double backoff_max;

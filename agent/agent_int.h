@@ -19,12 +19,15 @@
 #include "guard.h"
 #include "keys.h"
 #include "lthash.h"
+#include "nodekey.h"
 #include "sse_parser.h"
 #include "state/push.h"
+#include "state/sealed.h"
 #include "state/state.h"
 #include "status.h"
 #include "sub.h"
 #include "traffic/report.h"
+#include "wraps.h"
 
 #define ERRLEN 4096
 #define ACK_VERIFY_MAX 16
@@ -177,6 +180,26 @@ struct agent {
 		bool staying_logged;         /* "every plane listed is stale" said, once a spell */
 	} fresh;
 
+	/* seal.c and keyreg.c: sealed secrets -- the node's key, the wraps
+	 * its secrets open with, and the key's registration */
+	struct {
+		struct node_key key;         /* STATE_DIR/node.key */
+		struct node_key prev;        /* node.key.old: the key a rotation replaces */
+		bool has_prev;
+		bool prev_gone;              /* ... the plane took the new one (prev kept in memory only) */
+		struct wraps wraps;          /* STATE_DIR/wraps.json */
+		struct sealed_opener opener; /* what the renderers open sealed secrets with */
+		bool undumpable;             /* PR_SET_DUMPABLE 0 done */
+		uint64_t held_version;       /* the last version held for want of a wrap (NACKed once) */
+		CURL *reg_h;                 /* the registration in flight */
+		struct curl_slist *reg_headers;
+		struct buf reg_body, reg_resp;
+		bool reg_prev;               /* ... it carries prev's endorsement */
+		bool reg_conn;               /* registered (or tried) on this connection */
+		bool reg_due;                /* ... to start at the loop's next turn */
+		char reg_said[1024];         /* the last thing said of it */
+	} seal;
+
 	/* traffic/report.c (with --traffic-listen or --traffic-socket): the
 	 * live generation's traffic, in ACKs and reports */
 	struct traffic_report traffic;
@@ -214,6 +237,11 @@ void agent_flush_sessions(struct agent *a, const char *why);
  * (credentials_free_headers) with it. */
 CURL *agent_post(struct agent *a, const char *path, const struct buf *body, struct buf *answer, long timeout_ms,
 		 struct curl_slist **headers);
+/* GETs path from the plane dialled now, with our credentials, and waits
+ * for it (at most timeout_ms): the HTTP status with the body in answer, or
+ * -1 with err. */
+long agent_get_now(struct agent *a, const char *path, struct buf *answer, long timeout_ms, char *err,
+		   size_t errlen);
 void sync_start(struct agent *a);
 void sync_stop(struct agent *a);
 void sync_done(struct agent *a, CURLcode code);
@@ -275,6 +303,9 @@ const char *reload_reason_name(enum reload_reason r);
 void apply_reloaded(struct agent *a, enum reload_reason r);
 
 /* ack.c */
+/* A NACK of a push the node holds (no wrap for a sealed secret): "held":
+ * true, which the plane neither counts as a NACK nor lets fail a rollout. */
+void ack_queue_held(struct agent *a, uint64_t version, const char *nonce, const char *error);
 /* Queues the ACK (error NULL) or NACK of a push; healthy: -1 unknown;
  * verify: the NACK is a failed verification (the plane counts those even
  * when their nonce is stale: a replay shows); applied: how an ACKed change
@@ -293,6 +324,45 @@ void ack_plane_moved(struct agent *a);
 void ack_plane_answered(struct agent *a);
 void ack_done(struct agent *a, CURLcode code);
 void ack_release(struct agent *a);
+
+/* seal.c */
+/* Loads (or makes) STATE_DIR/node.key, and node.key.old of a rotation
+ * under way; --rotate-key rotates; loads STATE_DIR/wraps.json. 0, or -1
+ * with err. */
+int seal_init(struct agent *a, char *err, size_t errlen);
+/* The keys (wiped) and the wraps; keyreg_release ends the registration. */
+void seal_release(struct agent *a);
+/* STATE_DIR/node.key (old: node.key.old), malloc'd. */
+char *seal_key_path(const struct agent *a, bool old);
+/* The renderers' opener (struct sealed_opener, ctx: the agent). */
+int seal_open(void *ctx, const struct res *r, cJSON **body, char *err, size_t errlen);
+/* SEAL_HELD: a secret has no wrap for this node's key (a held NACK);
+ * SEAL_VERIFY: one does not open (a verification NACK); SEAL_FAILED: the
+ * wraps could not be fetched or kept (I/O: tried again). */
+enum seal_result { SEAL_OK, SEAL_HELD, SEAL_VERIFY, SEAL_FAILED };
+/* Before a (verified) candidate is staged: every sealed secret of the
+ * state it makes has a wrap that opens (fetched with one GET /v1/wraps
+ * when missing), and STATE_DIR/wraps.json holds them. err names the
+ * secret and what failed. */
+enum seal_result seal_prepare(struct agent *a, const struct candidate *c, char *err, size_t errlen);
+/* After a commit: the wraps are pruned to the state's secrets and kept. */
+void seal_committed(struct agent *a);
+/* Boot: whether every sealed secret of a->state opens. 0, or -1 with err. */
+int seal_check_state(struct agent *a, char *err, size_t errlen);
+
+/* keyreg.c */
+/* The plane or relay dialled answered (a stream's first event, a poll's
+ * answer): the node key is registered once on this connection (due: the
+ * loop's keyreg_tick starts it; this runs inside transfer callbacks). */
+void keyreg_answered(struct agent *a);
+/* The connection was lost, or a new one opens (a failure, a move, each
+ * stream): the next answer registers again. */
+void keyreg_lost(struct agent *a);
+/* The event loop's turn: starts a registration that is due. */
+void keyreg_tick(struct agent *a);
+void keyreg_start(struct agent *a);
+void keyreg_done(struct agent *a, CURLcode code);
+void keyreg_release(struct agent *a);
 
 /* metrics.c: writes --metrics-file when what it says changed. */
 void metrics_write(struct agent *a);

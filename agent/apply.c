@@ -24,6 +24,12 @@
  *             journal of the apply in flight; then the state moves and
  *             the ACK is queued: the plane hears only of what is durable
  *
+ * Sealed secrets (seal.c): after --trust's checks and before the stage,
+ * each sealed secret of the candidate's state needs a wrap for this node's
+ * key that opens it: missing ones come from one GET /v1/wraps; none is a
+ * held push (a NACK with "held", once per version), one that does not
+ * open a verification NACK. The renderers open them in memory.
+ *
  * A failure before the swap changes nothing; one after it voids the
  * journal (durably) first, then puts the old output back and reloads onto
  * it; either way the newest push is NACKed. Only an applied push moves
@@ -79,6 +85,38 @@ static void reject_as(struct agent *a, uint64_t version, const char *nonce, cons
 static void reject(struct agent *a, uint64_t version, const char *nonce, const char *why, int healthy)
 {
 	reject_as(a, version, nonce, why, healthy, false);
+}
+
+/* A push that waits for a wrap of a sealed secret (seal.c): not refused,
+ * held -- the node keeps serving what it has, and tells the plane once
+ * per version (a NACK with "held"), which holds the node until a writer
+ * seals to its key; the version that brings the wrap applies. */
+static void hold(struct agent *a, const struct push *m, const char *why)
+{
+	if (a->seal.held_version == m->version) {
+		log_debug("push %llu still held: %s", (unsigned long long)m->version, why);
+		return;
+	}
+	a->seal.held_version = m->version;
+	log_warn("push %llu held: %s; serving version %llu", (unsigned long long)m->version, why,
+		 (unsigned long long)a->state.version);
+	snprintf(a->last_error, sizeof(a->last_error), "version %llu held: %.4000s", (unsigned long long)m->version, why);
+	if (m->nonce[0])
+		ack_queue_held(a, m->version, m->nonce, why);
+	agent_write_status(a);
+}
+
+/* A push that failed for a reason not its own (I/O): asked for again a
+ * little later, backing off. */
+static void retry_later(struct agent *a, uint64_t version)
+{
+	a->io_failures++;
+	double cap = a->cfg.backoff_min * pow(2.0, a->io_failures > 20 ? 20 : a->io_failures);
+	if (cap > a->cfg.backoff_max)
+		cap = a->cfg.backoff_max;
+	int64_t w = (int64_t)((0.5 + 0.5 * agent_rand01()) * cap * 1000.0);
+	a->retry_at_ms = now_ms() + w;
+	log_info("push %llu failed on I/O: retrying it in %.1fs", (unsigned long long)version, (double)w / 1000.0);
 }
 
 void apply_drop_queue(struct agent *a)
@@ -342,6 +380,7 @@ served:
 	ph->persist += now_us() - tp;
 	fault_point("committed");
 	state_commit(&a->state, c);
+	seal_committed(a);   /* the wraps kept: the state's secrets only */
 	ops->finish(a->cons);
 	return APPLY_OK;
 revert:;
@@ -449,6 +488,21 @@ void apply_pending(struct agent *a, int64_t *wake)
 		goto out;
 	}
 	c.statement = m.statement;
+	/* sealed secrets, once the candidate is verified: each has a wrap
+	 * for this node's key (fetched when missing) that opens it */
+	enum seal_result sr = seal_prepare(a, &c, err, sizeof(err));
+	if (sr != SEAL_OK) {
+		candidate_release(&c);
+		if (sr == SEAL_HELD) {
+			hold(a, &m, err);
+		} else if (sr == SEAL_VERIFY) {
+			reject_as(a, m.version, m.nonce, err, -1, true);
+		} else {
+			reject(a, m.version, m.nonce, err, -1);
+			retry_later(a, m.version);
+		}
+		goto out;
+	}
 	size_t changes = c.n;
 	int healthy;
 	struct phases ph;
@@ -456,17 +510,8 @@ void apply_pending(struct agent *a, int64_t *wake)
 	candidate_release(&c);
 	if (ar != APPLY_OK) {
 		reject(a, m.version, m.nonce, err, healthy);
-		if (ar == APPLY_FAILED) {
-			/* not the push's fault: ask for it again a little later */
-			a->io_failures++;
-			double cap = a->cfg.backoff_min * pow(2.0, a->io_failures > 20 ? 20 : a->io_failures);
-			if (cap > a->cfg.backoff_max)
-				cap = a->cfg.backoff_max;
-			int64_t w = (int64_t)((0.5 + 0.5 * agent_rand01()) * cap * 1000.0);
-			a->retry_at_ms = now_ms() + w;
-			log_info("push %llu failed on I/O: retrying it in %.1fs", (unsigned long long)m.version,
-				 (double)w / 1000.0);
-		}
+		if (ar == APPLY_FAILED)
+			retry_later(a, m.version);   /* not the push's fault: ask for it again a little later */
 		goto out;
 	}
 	a->io_failures = 0;
@@ -654,6 +699,7 @@ void apply_resume(struct agent *a)
 		goto out;
 	}
 	state_commit(&a->state, &c);
+	seal_committed(a);
 	trust_applied(a, &m, &digest);
 	if (healthy >= 0)
 		a->live_healthy = healthy;

@@ -11,6 +11,7 @@ libagent_la_SOURCES = \
 	agent/lastgood.c agent/lastgood.h \
 	agent/status.c agent/status.h \
 	agent/metrics.c agent/metrics_http.c agent/metrics_http.h agent/trust.c \
+	agent/seal.c agent/keyreg.c agent/wraps.c agent/wraps.h \
 	agent/consumer/consumer.c agent/consumer/consumer.h agent/consumer/files.c agent/consumer/gen.c \
 	agent/consumer/render.c agent/consumer/render.h agent/consumer/render_nginx.c \
 	agent/consumer/render_haproxy.c agent/consumer/drain.c agent/consumer/drain.h \
@@ -25,7 +26,8 @@ libagent_la_SOURCES = \
 	agent/traffic/haproxy_answer.c agent/traffic/haproxy_answer.h \
 	agent/traffic/haproxy_stats.c agent/traffic/haproxy_stats.h \
 	agent/state/state.c agent/state/state.h \
-	agent/state/push.c agent/state/push.h
+	agent/state/push.c agent/state/push.h \
+	agent/state/sealed.c agent/state/sealed.h
 libagent_la_CFLAGS = $(AM_CFLAGS) $(CURL_CFLAGS) $(SODIUM_CFLAGS)
 libagent_la_LIBADD = libcommon.la $(CURL_LIBS) $(SODIUM_LIBS) -lm
 

@@ -64,6 +64,7 @@ static void move_on(struct agent *a, const char *why)
 		return;
 	const char *from = sync_plane(a);
 	a->plane_idx = (a->plane_idx + 1) % a->cfg.nplanes;
+	keyreg_lost(a);
 	a->m.plane_moves++;
 	fresh_plane_changed(a);
 	/* the first move of an outage is news; later rounds over planes
@@ -82,6 +83,7 @@ static void answered(struct agent *a)
 	a->attempt = 0;
 	a->plane_failures = 0;
 	ack_plane_answered(a);
+	keyreg_answered(a);
 }
 
 /* An attempt that did not work (a connection that failed, an error
@@ -147,6 +149,7 @@ void sync_move_to(struct agent *a, size_t idx, const char *why)
 	 * the gap from the applied version again */
 	apply_drop_queue(a);
 	a->plane_idx = idx;
+	keyreg_lost(a);
 	a->m.plane_moves++;
 	a->plane_failures = 0;
 	a->attempt = 0;
@@ -268,6 +271,50 @@ CURL *agent_post(struct agent *a, const char *path, const struct buf *body, stru
 	free(url);
 	curl_multi_add_handle(a->multi, h);
 	return h;
+}
+
+/* A GET's answer, up to 64 MiB (the wraps of many secrets). */
+static size_t collect_big(char *ptr, size_t size, size_t n, void *ud)
+{
+	struct buf *b = ud;
+	size_t len = size * n;
+	if (b->len + len > (64u << 20))
+		return 0;   /* the transfer fails: too large */
+	buf_append(b, ptr, len);
+	return len;
+}
+
+long agent_get_now(struct agent *a, const char *path, struct buf *answer, long timeout_ms, char *err,
+		   size_t errlen)
+{
+	CURL *h = curl_easy_init();
+	if (!h) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	buf_reset(answer);
+	char *url = xasprintf("%s%s", sync_plane(a), path);
+	struct curl_slist *headers = agent_credentials(a, h, NULL);
+	char cerr[CURL_ERROR_SIZE] = "";
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, cerr);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect_big);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, answer);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)(a->cfg.connect_timeout * 1000));
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
+	curl_easy_setopt(h, CURLOPT_USERAGENT, "tetherd/" PACKAGE_VERSION);
+	free(url);
+	CURLcode code = curl_easy_perform(h);
+	long status = -1;
+	if (code == CURLE_OK)
+		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+	else
+		snprintf(err, errlen, "%s", cerr[0] ? cerr : curl_easy_strerror(code));
+	curl_easy_cleanup(h);
+	credentials_free_headers(headers);
+	return status;
 }
 
 static void on_heartbeat(struct agent *a, const char *data, size_t len)
@@ -470,6 +517,10 @@ void sync_start(struct agent *a)
 	a->last_event_ms = a->last_byte_ms;
 	a->event_bytes = 0;
 	curl_multi_add_handle(a->multi, h);
+	/* each stream is a connection: its first event registers the node
+	 * key (a poller's first answer after a failure or a move) */
+	if (!poll)
+		keyreg_lost(a);
 }
 
 void sync_stop(struct agent *a)
@@ -486,6 +537,7 @@ void sync_stop(struct agent *a)
 
 void sync_went_offline(struct agent *a, const char *why)
 {
+	keyreg_lost(a);   /* the next connection registers the node key again */
 	if (!a->offline_logged)
 		log_warn("plane %s: %s; serving version %llu, retrying", sync_plane(a), why,
 			 (unsigned long long)a->state.version);

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "state/sealed.h"
 #include "state/state.h"
 
 struct consumer;
@@ -30,6 +31,9 @@ struct consumer_options {
 	bool runtime_api;           /* haproxy: --runtime-api (free server slots rendered; the
 	                             * generation served is followed apart from current) */
 	uint64_t generations;       /* generations kept on disk (0: 3) */
+	/* How a renderer opens a sealed secret (the core's; kept by
+	 * reference: it lives as long as the consumer); NULL: none. */
+	const struct sealed_opener *opener;
 	/* Called at the consumers' fault points (the core's fault_point); NULL: none. */
 	void (*fault)(const char *point);
 };

@@ -48,6 +48,7 @@ struct gen {
 	const struct renderer *rnd;
 	int rootfd;
 	char *secrets_dir;          /* absolute */
+	const struct sealed_opener *opener;   /* the core's (consumer_options) */
 	char *marker;               /* NULL: none */
 	char *checker;              /* nginx or haproxy binary */
 	char *base_config;          /* haproxy: checked together with ours */
@@ -355,7 +356,7 @@ static int prepare(struct gen *g, const struct state *s, const struct candidate 
 {
 	struct render_opts o = { .secrets_dir = g->secrets_dir, .marker = g->marker,
 				 .traffic_syslog = g->traffic_syslog, .stats_socket = g->stats_socket,
-				 .admin_socket = g->admin_socket, .runtime_slots = g->runtime };
+				 .admin_socket = g->admin_socket, .runtime_slots = g->runtime, .opener = g->opener };
 	struct render_out out = { 0 };
 	int rc = -1;
 	if (g->rnd->render(s, c, &o, &out, err, errlen) < 0) {
@@ -817,6 +818,7 @@ struct consumer *consumer_gen_new(const struct consumer_options *o, char *err, s
 	g->stats_socket = o->stats_socket ? xstrdup(o->stats_socket) : NULL;
 	g->admin_socket = o->admin_socket ? xstrdup(o->admin_socket) : NULL;
 	g->runtime = o->runtime_api && !nginx;
+	g->opener = o->opener;
 	g->keep = o->generations ? (unsigned)o->generations : 3;
 	g->rootfd = open(o->output_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (g->rootfd < 0) {

@@ -18,6 +18,8 @@ void render_out_release(struct render_out *out)
 {
 	for (size_t i = 0; i < out->n; i++) {
 		free(out->files[i].path);
+		if (out->files[i].secret && out->files[i].data.data)
+			sodium_memzero(out->files[i].data.data, out->files[i].data.len);
 		buf_release(&out->files[i].data);
 	}
 	free(out->files);
@@ -48,6 +50,7 @@ const char *render_add_secret(struct render_out *out, const char *name, const ch
 		if (out->files[i].secret && strcmp(out->files[i].path, path) == 0)
 			return out->files[i].path;
 	struct buf *b = render_add(out, path, 0600);
+	buf_reserve(b, len + 1);   /* one allocation: no copy of key material left behind by a move */
 	buf_append(b, data, len);
 	out->files[out->n - 1].secret = true;
 	return out->files[out->n - 1].path;
@@ -141,6 +144,7 @@ bool render_safe(const char *s)
 
 struct load_ctx {
 	struct rstate *rs;
+	const struct sealed_opener *opener;
 	const struct strmap *skip;   /* names the candidate replaces or removes */
 	size_t cap[RES_TYPE_COUNT];
 	char *err;
@@ -156,8 +160,19 @@ static void load_one(void *ctx, const struct res *r)
 	enum res_type t = resource_type_of(r->name);
 	if (t >= RES_TYPE_COUNT)
 		return;
-	cJSON *body = json_decode(r->body, r->body_len, NULL, l->err, l->errlen);
-	if (!body) {
+	cJSON *body = NULL;
+	if (sealed_is(r)) {
+		/* its plaintext, opened for this render only */
+		if (!l->opener) {
+			snprintf(l->err, l->errlen, "%s: sealed, and nothing here can open it", r->name);
+			l->rc = -1;
+			return;
+		}
+		if (l->opener->open(l->opener->ctx, r, &body, l->err, l->errlen) < 0) {
+			l->rc = -1;
+			return;
+		}
+	} else if (!(body = json_decode(r->body, r->body_len, NULL, l->err, l->errlen))) {
 		l->rc = -1;
 		return;
 	}
@@ -179,6 +194,12 @@ static int cmp_rres(const void *a, const void *b)
 
 int rstate_load(const struct state *s, const struct candidate *c, struct rstate *rs, char *err, size_t errlen)
 {
+	return rstate_load_opened(s, c, NULL, rs, err, errlen);
+}
+
+int rstate_load_opened(const struct state *s, const struct candidate *c, const struct sealed_opener *opener,
+		       struct rstate *rs, char *err, size_t errlen)
+{
 	memset(rs, 0, sizeof(*rs));
 	struct strmap skip;
 	strmap_init(&skip);
@@ -186,7 +207,7 @@ int rstate_load(const struct state *s, const struct candidate *c, struct rstate 
 		const struct res *r = c->items[i].new_res ? c->items[i].new_res : c->items[i].old;
 		*strmap_ref(&skip, r->name) = 1;
 	}
-	struct load_ctx l = { .rs = rs, .skip = c ? &skip : NULL, .err = err, .errlen = errlen };
+	struct load_ctx l = { .rs = rs, .opener = opener, .skip = c ? &skip : NULL, .err = err, .errlen = errlen };
 	state_each(s, load_one, &l);
 	l.skip = NULL;
 	for (size_t i = 0; c && i < c->n; i++)
@@ -206,8 +227,12 @@ int rstate_load(const struct state *s, const struct candidate *c, struct rstate 
 void rstate_release(struct rstate *rs)
 {
 	for (int t = 0; t < RES_TYPE_COUNT; t++) {
-		for (size_t i = 0; i < rs->n[t]; i++)
-			cJSON_Delete(rs->by_type[t][i].body);
+		for (size_t i = 0; i < rs->n[t]; i++) {
+			if (t == RES_SECRET)
+				sealed_body_free(rs->by_type[t][i].body);   /* key material */
+			else
+				cJSON_Delete(rs->by_type[t][i].body);
+		}
 		free(rs->by_type[t]);
 	}
 	memset(rs, 0, sizeof(*rs));
@@ -336,7 +361,7 @@ int render_main(const struct state *s, const struct candidate *c, const struct r
 		struct render_out *out, const char *main_name, render_body_fn body, char *err, size_t errlen)
 {
 	struct rstate rs;
-	if (rstate_load(s, c, &rs, err, errlen) < 0)
+	if (rstate_load_opened(s, c, o->opener, &rs, err, errlen) < 0)
 		return -1;
 	int rc = -1;
 	/* the main file is the first; it is written into a local buffer,

@@ -16,6 +16,7 @@
 
 #include "buf.h"
 #include "resource.h"
+#include "state/sealed.h"
 #include "state/state.h"
 
 struct render_file {
@@ -45,6 +46,9 @@ struct render_opts {
 	bool runtime_slots;         /* after each cluster's servers e0..e(n-1), disabled
 	                             * slots e(n)..e(n+h-1), h = RENDER_HEADROOM(n), that
 	                             * endpoints added at runtime take */
+	/* sealed secrets: how their plaintext is had (NULL: a sealed secret
+	 * cannot be rendered) */
+	const struct sealed_opener *opener;
 };
 
 /* The disabled server slots after a cluster's n real servers with
@@ -72,6 +76,7 @@ struct renderer {
 extern const struct renderer render_nginx;
 extern const struct renderer render_haproxy;
 
+/* Frees out; a secret file's data is wiped first. */
 void render_out_release(struct render_out *out);
 /* Adds a file; returns its buffer for the caller to fill (valid until the
  * next file is added: the array moves). */
@@ -99,8 +104,12 @@ struct rstate {
 };
 
 /* Parses every resource of s with c applied (c may be NULL), sorted by
- * name within each type. */
+ * name within each type; a sealed secret's body is its opened plaintext
+ * body (opener NULL: refused). */
 int rstate_load(const struct state *s, const struct candidate *c, struct rstate *rs, char *err, size_t errlen);
+int rstate_load_opened(const struct state *s, const struct candidate *c, const struct sealed_opener *opener,
+		       struct rstate *rs, char *err, size_t errlen);
+/* Frees rs; secrets' bodies (plaintext key material) are wiped first. */
 void rstate_release(struct rstate *rs);
 /* The resource of type t called bare, or NULL. */
 const struct rres *rstate_find(const struct rstate *rs, enum res_type t, const char *bare);

@@ -13,6 +13,7 @@
 #include "json.h"
 #include "xmalloc.h"
 
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,11 +107,13 @@ static int frontends(const struct rstate *rs, struct render_out *out, const stru
 			}
 			/* haproxy reads the certificate and its key from one file */
 			struct buf pem = BUF_INIT;
+			buf_reserve(&pem, strlen(cert) + strlen(key) + 2);   /* one allocation: wiped below */
 			buf_puts(&pem, cert);
 			if (pem.len && pem.data[pem.len - 1] != '\n')
 				buf_putc(&pem, '\n');
 			buf_puts(&pem, key);
 			const char *name = render_add_secret(out, sname, "pem", pem.data, pem.len);
+			sodium_memzero(pem.data, pem.len);
 			buf_release(&pem);
 			buf_printf(b, " ssl crt %s/%s", o->secrets_dir, name);
 		}

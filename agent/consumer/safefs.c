@@ -364,7 +364,7 @@ bool safefs_same(struct safefs_dirs *d, const char *path, const void *data, size
 			n += (size_t)r;
 		}
 		same = n == len && memcmp(have, data, len) == 0;
-		free(have);
+		free_secret(have, len + 1);   /* it may be a secret's key */
 	}
 	close(fd);
 	return same;

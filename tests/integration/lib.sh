@@ -517,6 +517,24 @@ files_of() {
 	(cd "$1" && find . -path ./.tether-work -prune -o ! -type d -print | sort | xargs)
 }
 
+# inflated FILE...: every zlib stream in the files, inflated, one after the
+# other (last-good's snapshots and journal records are compressed: what a
+# test looks for in them).
+inflated() {
+	node -e '
+const fs = require("fs"), zlib = require("zlib");
+for (const f of process.argv.slice(1)) {
+	const b = fs.readFileSync(f);
+	for (let i = 0; i + 2 <= b.length; i++) {
+		if (b[i] !== 0x78 || ((b[i] << 8) | b[i + 1]) % 31 !== 0)
+			continue;
+		try {
+			process.stdout.write(zlib.inflateSync(b.subarray(i), { finishFlush: zlib.constants.Z_SYNC_FLUSH }));
+		} catch (e) {}
+	}
+}' "$@"
+}
+
 # count_ge N PATTERN FILE: FILE has at least N lines matching PATTERN.
 count_ge() {
 	[ "$(grep -c -- "$2" "$3" 2>/dev/null)" -ge "$1" ]

@@ -1,0 +1,216 @@
+#!/usr/bin/env bash
+# t0962-sealed-agent.sh: sealed secrets at a real nginx node. A plane with
+# --sealed-secrets and tetherd --consumer nginx: the node makes its key
+# (STATE_DIR/node.key, 0600) and registers it; a TLS listener's sealed
+# secret is opened in memory and nginx serves its certificate (compared
+# with what was sealed); the secret files are 0600, wraps.json holds the
+# wrap, and the key's text is in no log, status.json or last-good, which
+# keeps the sealed body. The node's key revoked, a new version sealed
+# without it is held (one "held" NACK, the node keeps serving the old
+# certificate); a restart's registration of the revoked key is refused
+# (403, logged with the plane's words); tetherd --rotate-key registers a
+# new key id (node.key.old kept until the plane took it), and the version
+# sealed to it applies. A wrap swapped for another envelope's is a
+# verification NACK, and the node keeps serving. With the plane down and the output wiped, a boot from
+# last-good (with wraps.json) serves the sealed secret again.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib-proxy.sh"
+
+[ -x "$AGENT_BIN" ] || bail "no $AGENT_BIN: build first"
+SEALTOOL=$TOP_BUILDDIR/tests/tools/sealtool
+[ -x "$SEALTOOL" ] || bail "no $SEALTOOL: build first (make check builds it)"
+need_cmd nginx node openssl
+
+trap t_cleanup EXIT
+
+# ---- helpers of this test ---------------------------------------------------------
+
+# cert N: a self-signed certificate for localhost, $WORK/N.crt and N.key
+cert() {
+	openssl req -x509 -newkey rsa:2048 -nodes -subj "/CN=localhost/O=$1" -addext subjectAltName=DNS:localhost \
+		-days 1 -keyout "$WORK/$1.key" -out "$WORK/$1.crt" >/dev/null 2>&1 || bail "openssl cannot make a certificate"
+}
+# sealed N [NODEKEY...]: the stored body of secret/tls holding certificate N,
+# sealed to the recovery key and wrapped for each node key file
+sealed() {
+	local n=$1
+	shift
+	jq -cn --rawfile cert "$WORK/$n.crt" --rawfile key "$WORK/$n.key" '{cert:$cert,key:$key}' |
+		"$SEALTOOL" seal secret/tls "$WORK/recovery.pub" "$@"
+}
+# put_secret FILE: PUT secret/tls's stored body; prints the new version
+put_secret() {
+	curl -sS -X PUT --data-binary "@$1" "$PLANE_URL/v1/resources/secret/tls" | jq -r .version
+}
+# fp FILE: a certificate's SHA-256 fingerprint
+fp() {
+	openssl x509 -in "$1" -noout -fingerprint -sha256 | cut -d= -f2
+}
+# served_fp: the fingerprint of the certificate nginx serves on the TLS listener
+served_fp() {
+	openssl s_client -connect "127.0.0.1:$LTLS" -servername localhost </dev/null 2>/dev/null |
+		openssl x509 -noout -fingerprint -sha256 2>/dev/null | cut -d= -f2
+}
+serves() {
+	[ "$(served_fp)" = "$(fp "$WORK/$1.crt")" ]
+}
+# through N: a request over TLS, verified against certificate N, reaches A
+through() {
+	[ "$(curl -s --max-time 3 --cacert "$WORK/$1.crt" --resolve "localhost:$LTLS:127.0.0.1" \
+		"https://localhost:$LTLS/t")" = "A /t" ]
+}
+keyline() {
+	sed -n '10p' "$WORK/$1.key"
+}
+st_ng() {
+	jq -r "$1" "$WORK/ng.state/status.json" 2>/dev/null
+}
+
+# ---- plane, nginx, the node ------------------------------------------------------------
+start_tool ba backend.mjs 0 A
+PA=$TOOL_PORT
+free_port LTLS
+free_port MARK
+OUT=$WORK/ng.out
+STATE=$WORK/ng.state
+"$SEALTOOL" recovery "$WORK/recovery" >/dev/null || bail "sealtool cannot make a recovery key"
+cert one
+cert two
+check "the two certificates differ" test "$(fp "$WORK/one.crt")" != "$(fp "$WORK/two.crt")"
+AGENT_ARGS=(--consumer nginx --pidfile "$WORK/nginx.pid" --marker "127.0.0.1:$MARK" --reload-timeout 5
+	--backoff-min 0.1 --backoff-max 1)
+
+start_plane p --heartbeat 1 --sealed-secrets "$WORK/recovery.pub"
+write_nginx_conf "$OUT"
+start_nginx
+put cluster/a "{\"endpoints\":[{\"address\":\"127.0.0.1\",\"port\":$PA}]}" >/dev/null
+V0=$(plane_version)
+
+start_agent ng "${AGENT_ARGS[@]}"
+check "the agent applies version $V0" wait_until 20 agent_at ng "$V0"
+check "the node made its key, STATE_DIR/node.key" test -f "$STATE/node.key"
+check_eq "node.key is 0600" 600 "$(stat -c %a "$STATE/node.key")"
+KID1=$("$SEALTOOL" key "$STATE/node.key")
+check "its id is a key id ($KID1)" sh -c "echo '$KID1' | grep -Eq '^[0-9a-f]{16}\$'"
+check "the log says it made it" grep -qF "node key $KID1 made" "$WORK/ng.log"
+check "the plane has the node's key (registered at the connection)" \
+	wait_until 10 sh -c "[ \"\$(curl -s '$PLANE_URL/v1/nodes/ng' | jq -r .key_id)\" = '$KID1' ]"
+check_eq "a plaintext secret is refused by this plane (422)" 422 \
+	"$(jq -cn --rawfile cert "$WORK/one.crt" --rawfile key "$WORK/one.key" '{cert:$cert,key:$key}' |
+		curl -s -o /dev/null -w '%{http_code}' -X PUT --data-binary @- "$PLANE_URL/v1/resources/secret/plain")"
+
+# ---- a TLS listener from a sealed secret --------------------------------------------------
+sealed one "$STATE/node.key" >"$WORK/s1.json" || bail "sealtool cannot seal"
+ID1=$(jq -r .sealed.id "$WORK/s1.json")
+jq -n --slurpfile s "$WORK/s1.json" --argjson port "$LTLS" '{upserts:[
+ {name:"secret/tls", body:$s[0]},
+ {name:"listener/tls", body:{address:"127.0.0.1", port:$port, tls:{secret:"tls"}}},
+ {name:"route/tls", body:{listener:"tls", host:"*", path:"/", cluster:"a"}}]}' >"$WORK/tls.json"
+ctl apply "$WORK/tls.json" >/dev/null || bail "the plane refused the sealed secret"
+V1=$(plane_version)
+check "the agent applies version $V1 (a sealed secret)" wait_until 20 agent_at ng "$V1"
+check "https:// through nginx, verified against the sealed certificate, reaches A" wait_until 10 through one
+check_eq "nginx serves the certificate that was sealed" "$(fp "$WORK/one.crt")" "$(served_fp)"
+check "the plane has the ACK of $V1" wait_until 10 node_acked ng "$V1"
+crt=$(grep -o 'ssl_certificate [^;]*' "$OUT/current/tether.conf" | awk '{print $2}')
+keyf=$(grep -o 'ssl_certificate_key [^;]*' "$OUT/current/tether.conf" | awk '{print $2}')
+check "the certificate file is what was sealed" cmp -s "$crt" "$WORK/one.crt"
+check "the key file is what was sealed" cmp -s "$keyf" "$WORK/one.key"
+check_eq "every secret file is 0600" "" "$(find "$OUT/secrets" -type f ! -perm 0600 | xargs)"
+check_eq "wraps.json is 0600" 600 "$(stat -c %a "$STATE/wraps.json" 2>/dev/null)"
+check_eq "wraps.json holds secret/tls's wrap for the node's key" "$KID1 $ID1" \
+	"$(jq -r '.kid + " " + .wraps["secret/tls"].id' "$STATE/wraps.json")"
+inflated "$STATE"/lastgood-* >"$WORK/lastgood.txt"
+check "last-good keeps the sealed body (its envelope id)" grep -qF "$ID1" "$WORK/lastgood.txt"
+check "last-good holds no plaintext secret body" sh -c "! grep -qF 'BEGIN PRIVATE KEY' '$WORK/lastgood.txt'"
+
+# ---- held: no wrap for the node's key ------------------------------------------------------
+check_eq "an admin revokes the node's key (DELETE /v1/nodes/ng/key)" 200 "$(api_status DELETE /v1/nodes/ng/key)"
+check_eq "the plane lists it revoked" "null $KID1" "$(node_field ng '(.key_id|tostring) + " " + (.key_revoked|join(","))')"
+sealed two >"$WORK/s2.json"
+V2=$(put_secret "$WORK/s2.json")
+check "a version sealed to no node is taken ($V2)" test "$V2" -gt "$V1"
+check "the plane records the node held at $V2" wait_until 20 sh -c "[ \"\$(curl -s '$PLANE_URL/v1/nodes/ng' | jq -r .held.version)\" = '$V2' ]"
+check "the reason names the secret and the node's key" \
+	sh -c "curl -s '$PLANE_URL/v1/nodes/ng' | jq -r .held.reason | grep -qF 'secret/tls: no wrap for this node'\''s key $KID1'"
+check "the node still runs $V1" agent_at ng "$V1"
+check "and nginx still serves the old certificate" serves one
+check "status.json says why" sh -c "jq -r .last_error '$STATE/status.json' | grep -qF 'version $V2 held: secret/tls'"
+check "the agent logged the hold" grep -qF "push $V2 held" "$WORK/ng.log"
+
+# a restart registers the revoked key again: refused, and said with the plane's words
+stop_pid "${APID[ng]}" TERM
+start_agent ng "${AGENT_ARGS[@]}"
+check "the plane's refusal of the revoked key is logged as an error, with what to do" \
+	wait_until 10 sh -c "grep -F 'error: key: ' '$WORK/ng.log' | grep -F 'refused node key $KID1 (HTTP 403)' | grep -qF 'tetherd --rotate-key'"
+check "the node keeps serving the old certificate" serves one
+
+# ---- --rotate-key: a new key, registered; the version sealed to it applies ------------------
+stop_pid "${APID[ng]}" TERM
+start_agent ng "${AGENT_ARGS[@]}" --rotate-key
+check "the restarted agent says it made a new key" wait_until 10 grep -q "rotate-key: node key [0-9a-f]* made to replace $KID1" "$WORK/ng.log"
+KID2=$("$SEALTOOL" key "$STATE/node.key")
+check "the new key id differs ($KID1 -> $KID2)" test -n "$KID2" -a "$KID2" != "$KID1"
+check "the plane has the new key" wait_until 10 sh -c "[ \"\$(curl -s '$PLANE_URL/v1/nodes/ng' | jq -r .key_id)\" = '$KID2' ]"
+check "node.key.old goes once the plane took the new key" wait_until 10 test ! -e "$STATE/node.key.old"
+check_eq "node.key is 0600" 600 "$(stat -c %a "$STATE/node.key")"
+check "the node booted on last-good and still serves the old certificate" serves one
+check "held again at $V2 (no wrap for the new key either)" \
+	wait_until 20 sh -c "curl -s '$PLANE_URL/v1/nodes/ng' | jq -r .held.reason | grep -qF '$KID2'"
+sealed two "$STATE/node.key" >"$WORK/s3.json"
+ID3=$(jq -r .sealed.id "$WORK/s3.json")
+V3=$(put_secret "$WORK/s3.json")
+check "the version sealed to the new key applies ($V3)" wait_until 20 agent_at ng "$V3"
+check "nginx serves the new certificate" wait_until 10 serves two
+check "https:// verified against it reaches A" wait_until 10 through two
+check "the ACK of $V3 clears the hold" wait_until 10 sh -c "curl -s '$PLANE_URL/v1/nodes/ng' | jq -e '.held == null and .acked_version == $V3' >/dev/null"
+check_eq "one held NACK a version per agent process (three in all, for $V2)" 3 "$(grep -c "push $V2 held" "$WORK/ng.log")"
+check_eq "wraps.json is pruned to the state's secret, for the new key" "$KID2 $ID3 1" \
+	"$(jq -r '.kid + " " + .wraps["secret/tls"].id + " " + (.wraps|length|tostring)' "$STATE/wraps.json")"
+
+# ---- a wrap swapped for another envelope's: a verification NACK -----------------------------
+sealed one "$STATE/node.key" >"$WORK/a.json"
+sealed one "$STATE/node.key" >"$WORK/b.json"
+jq -c --slurpfile b "$WORK/b.json" --arg k "$KID2" '.wraps[$k] = $b[0].wraps[$k]' "$WORK/a.json" >"$WORK/swapped.json"
+check "the swapped wrap is another envelope's" test "$(jq -r ".wraps[\"$KID2\"]" "$WORK/swapped.json")" != "$(jq -r ".wraps[\"$KID2\"]" "$WORK/a.json")"
+VF0=$(node_field ng .verify_failures)
+V4=$(put_secret "$WORK/swapped.json")
+check "the plane took it ($V4: its form is right)" test "$V4" -gt "$V3"
+check "the node NACKs it as a failed verification" \
+	wait_until 20 sh -c "[ \"\$(curl -s '$PLANE_URL/v1/nodes/ng' | jq -r .verify_failures)\" -gt '$VF0' ]"
+check "naming the secret and what failed" sh -c "curl -s '$PLANE_URL/v1/nodes/ng' | jq -r .last_verify_failure.error | grep -F 'secret/tls: the wrap for key $KID2' | grep -qF 'a relay or the plane changed it'"
+check "the node still runs $V3" agent_at ng "$V3"
+check "and serves the same certificate" serves two
+V5=$(put_secret "$WORK/a.json")
+check "the right wrap applies ($V5)" wait_until 20 agent_at ng "$V5"
+check "nginx serves it" wait_until 10 serves one
+
+# ---- what holds the key's text: nothing but the secret files --------------------------------
+check "the key texts are long enough to look for" test "$(keyline one | wc -c)" -ge 40 -a "$(keyline two | wc -c)" -ge 40
+inflated "$STATE"/lastgood-* >"$WORK/lastgood.txt"
+check "last-good holds the sealed body of $V5" grep -qF "$(jq -r .sealed.id "$WORK/a.json")" "$WORK/lastgood.txt"
+for k in one two; do
+	leaks=$(grep -lF -- "$(keyline $k)" "$WORK/ng.log" "$WORK/p.log" "$STATE/status.json" "$STATE/wraps.json" \
+		"$WORK/lastgood.txt" "$STATE"/* "$OUT"/gen-*/* 2>/dev/null | xargs)
+	check_eq "key $k's text is in no log, status.json, wraps.json or last-good" "" "$leaks"
+done
+check "the logs were there to look in" test -s "$WORK/ng.log" -a -s "$WORK/p.log"
+
+# ---- an offline boot from last-good ----------------------------------------------------------
+stop_pid "${APID[ng]}" TERM
+stop_pid "$PLANE_PID" TERM
+stop_nginx
+rm -rf "$OUT"
+start_agent ng "${AGENT_ARGS[@]}"
+check "the agent renders last-good with the plane down" wait_until 10 test -f "$OUT/current/tether.conf"
+check "status.json: offline at version $V5" wait_until 10 sh -c "[ \"\$(jq -r '.state + \" \" + (.version|tostring)' '$STATE/status.json')\" = 'offline $V5' ]"
+check_eq "two secret files, 0600" 2 "$(find "$OUT/secrets" -type f -perm 0600 | wc -l)"
+start_nginx
+check "nginx serves the sealed certificate from last-good" wait_until 10 serves one
+check "https:// through it reaches A" wait_until 10 through one
+
+stop_pid "${APID[ng]}" TERM
+check_eq "SIGTERM: the agent exits 0" 0 "$?"
+check "no sanitizer report in any log" sh -c "! grep -l -E 'AddressSanitizer|LeakSanitizer|runtime error:' '$WORK'/*.log"
+
+done_testing

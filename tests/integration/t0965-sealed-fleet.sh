@@ -120,8 +120,9 @@ EOF
 V=$(plane_version)
 check "both agents apply version $V" wait_until 30 all_at "$V" ng fl
 check "nginx serves TLS with the sealed certificate" wait_until 10 sh -c "[ \"\$(openssl s_client -connect 127.0.0.1:$LTLS </dev/null 2>/dev/null | openssl x509 -noout -fingerprint -sha256)\" = '$WANT_FP' ]"
-check "the rendered key file is 0600" sh -c "find '$OUT/current/' -name '*key*' -perm 0600 | grep -q ."
-check "secrets status lists secret/site sealed with no node missing" sh -c "'$CTL_BIN' --plane '$ORIGIN' secrets status | grep -w 'secret/site' | grep -qv 'ng\|fl'"
+check "the rendered key file is 0600" sh -c "find '$OUT/secrets/' -type f -perm 0600 | grep -q ."
+check "secrets status: secret/site is sealed and misses no node" sh -c \
+	"'$CTL_BIN' --plane '$ORIGIN' secrets status | awk '\$1 == \"secret/site\"' | tr -s ' ' | grep -Eqx 'secret/site [0-9]+ yes -'"
 
 # ---- where the key is not ----------------------------------------------------------
 absent_mem() {
@@ -152,7 +153,7 @@ for n in 1 2; do
 	check "the agents' state (last-good, wraps) does not hold it (line $n)" absent_files "$ndl" "$WORK/ng.state" "$WORK/fl.state"
 	check "the agents' logs do not hold it (line $n)" absent_files "$ndl" "$WORK/ng.log" "$WORK/fl.log"
 done
-check "the key is where nginx reads it (the probe of the file search works)" sh -c "grep -rqF -- '$NEEDLE1' '$OUT/current/'"
+check "the key is where nginx reads it (the probe of the file search works)" sh -c "grep -rqF -- '$NEEDLE1' '$OUT/secrets/'"
 
 # ---- an etcd-backed origin: no etcd value holds the key -------------------------------
 . "$(dirname "$0")/lib-etcd.sh"

@@ -698,6 +698,36 @@ static enum gate_verdict judge(struct rollout *r)
 	return verdict;
 }
 
+/* Under ctl (members stable): which reached members the node records say
+ * are held for the run's version -- asked only once the ack timeout has
+ * passed with members unacked, and not under our lock (nodes before
+ * rollout). NULL: nothing to ask (or none reached). A held member waits
+ * for a writer to seal to it: it never fails the stage. */
+static bool *held_members(struct rollout *r)
+{
+	pthread_mutex_lock(&r->lock);
+	bool ask = in_progress(r) && r->m && r->run.reached && r->acked_reached != r->run.reached &&
+		   now_ms() - r->wait_from > r->ack_timeout_ms;
+	size_t reached = r->run.reached;
+	uint64_t to = r->run.to;
+	bool *unacked = NULL;
+	if (ask) {
+		unacked = xcalloc(reached, sizeof(*unacked));
+		for (size_t i = 0; i < reached; i++)
+			unacked[i] = !r->m[i].acked;
+	}
+	pthread_mutex_unlock(&r->lock);
+	if (!ask)
+		return NULL;
+	bool *held = xcalloc(reached, sizeof(*held));
+	for (size_t i = 0; i < reached; i++) {
+		char why[NODE_ERROR_MAX];
+		held[i] = unacked[i] && nodes_held(r->p->nodes, r->run.members[i], to, why, sizeof(why));
+	}
+	free(unacked);
+	return held;
+}
+
 void rollout_step(struct rollout *r)
 {
 	if (!r || !r->staged)
@@ -722,6 +752,7 @@ void rollout_step(struct rollout *r)
 		uint64_t newest = store_version(r->p->store);
 		store_rdunlock(r->p->store);
 		enum gate_verdict verdict = judge(r);
+		bool *held = held_members(r);
 
 		pthread_mutex_lock(&r->lock);
 		if (in_progress(r)) {
@@ -736,17 +767,22 @@ void rollout_step(struct rollout *r)
 			} else if (r->acked_reached == run->reached) {
 				if (wall_ms() - run->stage_at >= r->bake_ms)
 					act = run->reached == run->nmembers ? ACT_COMPLETE : ACT_ADVANCE;
-			} else if (now - r->wait_from > r->ack_timeout_ms) {
+			} else if (now - r->wait_from > r->ack_timeout_ms && held) {
+				/* a held member stays pending: only the others time out
+				 * (held NULL: the timeout passed since it was asked: next step) */
 				for (size_t i = 0; i < run->reached; i++) {
-					if (!r->m[i].acked) {
+					if (!r->m[i].acked && !(held && held[i])) {
 						reason = xasprintf("node %s: no ACK of version %llu within %llds", run->members[i],
 								   (unsigned long long)run->to,
 								   (long long)(r->ack_timeout_ms / 1000));
 						break;
 					}
 				}
-				act = ACT_REVERT;
+				if (reason)
+					act = ACT_REVERT;
 			}
+			free(held);
+			held = NULL;
 			/* the gates judged the bake a moment ago: not yet over then */
 			if ((act == ACT_ADVANCE || act == ACT_COMPLETE) && run->nmembers && verdict == GATE_JUDGING)
 				act = ACT_NONE;
@@ -759,6 +795,7 @@ void rollout_step(struct rollout *r)
 			to = newest;
 		}
 		pthread_mutex_unlock(&r->lock);
+		free(held);
 
 		if (act == ACT_NONE)
 			break;

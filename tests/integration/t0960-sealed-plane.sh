@@ -340,4 +340,31 @@ check_eq "the revert brought A back, B listed as superseded (A, live, not)" "$RA
 check_eq "a plain write of B is a replay" "422 secret/s: envelope $RB was replaced before: a replayed envelope" \
 	"$(put_status secret/s "$WORK/rb.json")"
 
+# ---- a held member never times out (--ack-timeout 2) ---------------------------------------------
+
+# a1 is held, b2 says nothing: the ack timeout reverts for b2 alone -- not
+# for a1, whatever the members' order
+stop_pid "$PLANE_PID"
+start_plane heldto --rollout staged --stages 100 --bake 1 --heartbeat 1 --ack-timeout 2
+curl -sSN "$PLANE_URL/v1/stream?node=a1&version=0" >"$WORK/a1.sse" 2>/dev/null &
+track_pid $!
+curl -sSN "$PLANE_URL/v1/stream?node=b2&version=0" >"$WORK/b2.sse" 2>/dev/null &
+track_pid $!
+wait_until 10 sh -c "[ \"\$(curl -sS '$PLANE_URL/v1/nodes' | jq '[.[] | select(.connected)] | length')\" = 2 ]" ||
+	bail "a1 and b2 did not connect"
+V3=$(put file/a '{"path":"a.txt","content":"3\n"}' | jq -r .version)
+# push_of FILE VERSION: the data of the push of VERSION in an SSE capture
+push_of() {
+	grep '^data: ' "$1" | sed 's/^data: //' | jq -c --argjson v "$2" 'select(.version? == $v)' 2>/dev/null | head -n 1 | grep .
+}
+check "a1 gets version $V3" wait_until 15 push_of "$WORK/a1.sse" "$V3"
+check "b2 gets version $V3" wait_until 15 push_of "$WORK/b2.sse" "$V3"
+d=$(push_of "$WORK/a1.sse" "$V3")
+out=$(curl -sS -X POST --data-binary "{\"node\":\"a1\",\"version\":$V3,\"nonce\":\"$(echo "$d" | jq -r .nonce)\",\"status\":\"nack\",\"held\":true,\"current_version\":0,\"error\":\"secret/tls: no wrap for this node's key $K3\"}" \
+	"$PLANE_URL/v1/ack")
+check_eq "a1's held NACK is accepted" accepted "$(echo "$out" | jq -r .result)"
+check "the ack timeout ends the rollout (b2 never answers)" wait_until 20 sh -c "curl -sS '$PLANE_URL/v1/rollouts/current' | jq -e '.state != \"in_progress\"'"
+check_eq "... rolled back for b2, the silent one: the held a1 never fails it" \
+	"rolled_back node b2: no ACK of version $V3 within 2s" "$(ro '"\(.state) \(.reason)"')"
+
 done_testing

@@ -93,15 +93,30 @@ enum http_result api_relay_nodes(struct api *p, struct http_conn *c, struct requ
 		return http_send_error(c, HTTP_CONTENT_TOO_LARGE, "relay nodes: at most %d records a batch",
 				       MAX_RECORDS);
 	}
+	/* RELAY is the sender's word, as in a changes batch: taken only from
+	 * the credential that holds relay RELAY's stream here */
+	if (!hub_relay_by(p->core->hub, relay, relay_cred(&who))) {
+		log_warn("relay nodes: %s names relay %s, which holds no stream here opened with that credential; "
+			 "refused", who.who, relay);
+		ret = http_send_error(c, HTTP_FORBIDDEN,
+				      "relay nodes: relay %s holds no stream here (GET /v1/relay/stream) opened with "
+				      "this credential",
+				      relay);
+		cJSON_Delete(doc);
+		return ret;
+	}
 	size_t taken = 0, refused = 0;
+	char first[300] = "";
 	cJSON_ArrayForEach(it, arr) {
 		struct persist_node pn;
 		if (record_node_from_json(it, &pn) < 0 || !nodes_id_valid(pn.id)) {
-			refused++;
+			if (!refused++)
+				snprintf(first, sizeof(first), "a record without a valid id");
 			continue;
 		}
-		if (nodes_relayed(p->core->nodes, &pn, relay) < 0) {
-			refused++;
+		if (nodes_relayed(p->core->nodes, &pn, relay, err, sizeof(err)) < 0) {
+			if (!refused++)
+				snprintf(first, sizeof(first), "%s", err);
 			continue;
 		}
 		rollout_record(p->rollout, &pn);   /* a member's ACK or NACK from behind the relay */
@@ -110,7 +125,7 @@ enum http_result api_relay_nodes(struct api *p, struct http_conn *c, struct requ
 	}
 	cJSON_Delete(doc);
 	if (refused)
-		log_warn("relay %s: %zu node records refused (malformed, or the registry is full)", relay, refused);
+		log_warn("relay %s: %zu node records refused; the first: %s", relay, refused, first);
 	struct buf b = BUF_INIT;
 	buf_printf(&b, "{\"taken\":%zu,\"refused\":%zu}", taken, refused);
 	return http_send_json(c, HTTP_OK, &b);

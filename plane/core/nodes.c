@@ -472,12 +472,22 @@ int nodes_merge(struct nodes *n, const struct persist_node *pn)
 	return 0;
 }
 
-int nodes_relayed(struct nodes *n, const struct persist_node *pn, const char *relay)
+static int relay_claim(const struct nodes *n, const struct node_rec *r, const char *node, const char *relay,
+		       bool streaming, char *err, size_t errlen);
+
+int nodes_relayed(struct nodes *n, const struct persist_node *pn, const char *relay, char *err, size_t errlen)
 {
 	pthread_mutex_lock(&n->lock);
+	/* the 'c' line's rules: a node streaming from this plane (or from
+	 * another relay that is up) is not moved by a relay's word */
+	if (relay_claim(n, lookup(n, pn->id), pn->id, relay, pn->streaming, err, errlen) < 0) {
+		pthread_mutex_unlock(&n->lock);
+		return -1;
+	}
 	bool added;
 	struct node_rec *r = lookup_or_add(n, pn->id, &added);
 	if (!r) {
+		snprintf(err, errlen, "node '%s': the registry is full (--max-nodes %zu)", pn->id, n->max);
 		pthread_mutex_unlock(&n->lock);
 		return -1;
 	}
@@ -528,28 +538,39 @@ void nodes_relay_held(struct nodes *n, const char *relay, uint64_t held)
 
 static bool relay_near_up(const struct nodes *n, const char *via);
 
-/* Under lock: a 'c' line (the node's connection through relay). */
-static int relay_conn(struct nodes *n, struct node_rec *r, const char *relay, const struct node_change *c,
-		      int64_t now, char *err, size_t errlen)
+/* Under lock: whether relay's word about node (r: its record, NULL none)
+ * -- that it is behind relay, streaming there or not -- may move it
+ * there; the 'c' line's rules, and POST /v1/relay/nodes's. */
+static int relay_claim(const struct nodes *n, const struct node_rec *r, const char *node, const char *relay,
+		       bool streaming, char *err, size_t errlen)
 {
-	if (r && !behind(r, relay) && !c->streaming &&
+	if (r && !behind(r, relay) && !streaming &&
 	    (r->streams > 0 || (r->via && r->via_streaming && n->relay_up && relay_near_up(n, r->via)))) {
 		/* the node streams from another relay that is up, or from
 		 * this plane: a word from the one it left is old news */
 		char w[260];
 		where(r, w, sizeof(w));
 		snprintf(err, errlen, "node '%s' is %s: relay %s's word that it is not streaming there is not taken",
-			 c->node, w, relay);
+			 node, w, relay);
 		return -1;
 	}
-	if (r && r->streams > 0 && c->streaming) {
+	if (r && r->streams > 0 && streaming) {
 		/* a node with a stream open here is this plane's: no relay
 		 * takes it over by its word (a real failover closes the
 		 * stream here first) */
 		snprintf(err, errlen, "node '%s' streams from this plane: relay %s's word that it streams there is not taken",
-			 c->node, relay);
+			 node, relay);
 		return -1;
 	}
+	return 0;
+}
+
+/* Under lock: a 'c' line (the node's connection through relay). */
+static int relay_conn(struct nodes *n, struct node_rec *r, const char *relay, const struct node_change *c,
+		      int64_t now, char *err, size_t errlen)
+{
+	if (relay_claim(n, r, c->node, relay, c->streaming, err, errlen) < 0)
+		return -1;
 	if (!r) {
 		if (n->len >= n->max) {
 			snprintf(err, errlen, "node '%s': the registry is full (--max-nodes %zu)", c->node, n->max);
@@ -1306,19 +1327,29 @@ static int reg_parse(const char *id, const char *text, size_t len, struct nodeke
 	return 0;
 }
 
-/* Under lock: id's record for a registration; one that registers before
- * its first stream or poll reached this plane (or, relay set, before its
- * relay's 'c' line) gets a record now, behind relay. NULL with *http and
- * err: the registry is full, or the node is elsewhere. */
+/* Under lock: id's record for a registration. Through a relay (a 'k'
+ * line): only a node the relay holds -- its record behind the relay, put
+ * there by the relay's 'c' line (which has the stream checks), and no
+ * stream open to it here or at another replica; a relay's line never
+ * makes a record. Directly: one that registers before its first stream
+ * or poll gets a record now (its subscription unknown: no secret reaches
+ * it until it is). NULL with *http and err: the registry is full, or the
+ * node is not the relay's. */
 static struct node_rec *key_rec(struct nodes *n, const char *id, const char *relay, unsigned *http, char *err,
 				size_t errlen)
 {
 	struct node_rec *r = lookup(n, id);
-	if (r && relay && !behind(r, relay)) {
+	if (relay && (!r || !behind(r, relay) || r->streams > 0 || r->holder[0])) {
 		char w[260];
-		where(r, w, sizeof(w));
+		if (r && r->streams > 0)
+			snprintf(w, sizeof(w), "streaming from this plane");
+		else if (r && r->holder[0])
+			snprintf(w, sizeof(w), "streaming from replica %s", r->holder);
+		else
+			where(r, w, sizeof(w));
 		*http = 403;
-		snprintf(err, errlen, "node '%s' is %s, not behind relay %s: its 'k' line is not taken", id, w, relay);
+		snprintf(err, errlen, "node '%s' is %s, not behind relay %s: its 'k' line is not taken (a 'c' line of "
+			 "the node first)", id, w, relay);
 		return NULL;
 	}
 	if (r)
@@ -1330,10 +1361,7 @@ static struct node_rec *key_rec(struct nodes *n, const char *id, const char *rel
 	}
 	r = add(n, id);
 	r->first_seen = r->last_seen = wall_seconds();
-	if (relay)
-		r->via = xstrdup(relay);
-	log_info("nodes: new node '%s' (its key registration came first)%s%s", id, relay ? " behind relay " : "",
-		 relay ? relay : "");
+	log_info("nodes: new node '%s' (its key registration came first)", id);
 	return r;
 }
 

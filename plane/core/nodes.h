@@ -52,9 +52,11 @@ void nodes_free(struct nodes *n);
 int nodes_merge(struct nodes *n, const struct persist_node *pn);
 /* Takes in a record a relay sent up (POST /v1/relay/nodes): the node is
  * behind relay (and pn->via, the relays behind that one). Written on, to
- * the store or, on a relay, further up. -1 when it is new and the table is
- * full. */
-int nodes_relayed(struct nodes *n, const struct persist_node *pn, const char *relay);
+ * the store or, on a relay, further up. -1 with err when it is new and the
+ * table is full, or when the 'c' line's rules refuse the relay's word (a
+ * node streaming from this plane, or from another relay that is up, is
+ * not moved). */
+int nodes_relayed(struct nodes *n, const struct persist_node *pn, const char *relay, char *err, size_t errlen);
 /* Takes in one change a relay sent up (POST /v1/relay/changes,
  * persist/node_changes.h) and marks the record to be written (to the
  * store or, on a relay, further up). A 'c' line places the node behind

@@ -29,12 +29,25 @@ void sealed_fleet_of(struct nodes_keys *keys, struct sealed_fleet *f)
 	f->keys = *keys;
 	memset(keys, 0, sizeof(*keys));
 	f->subs = xcalloc(f->keys.nlive ? f->keys.nlive : 1, sizeof(*f->subs));
+	/* a node whose subscription is not known yet (it registered before
+	 * its first stream or poll) or cannot be read is no sealing target:
+	 * no name reaches it (it is held when it comes; reseal covers it) */
+	size_t kept = 0;
 	for (size_t i = 0; i < f->keys.nlive; i++) {
+		struct nodes_key *k = &f->keys.live[i];
 		char e[128];
-		/* an unknown or unreadable subscription reaches every name */
-		if (!f->keys.live[i].sub || sub_parse(f->keys.live[i].sub, &f->subs[i], e, sizeof(e)) < 0)
-			memset(&f->subs[i], 0, sizeof(f->subs[i]));
+		if (k->sub && sub_parse(k->sub, &f->subs[kept], e, sizeof(e)) == 0) {
+			if (kept != i)
+				f->keys.live[kept] = *k;
+			kept++;
+			continue;
+		}
+		free(k->node);
+		free(k->key);
+		free(k->sub);
+		free(k->via);
 	}
+	f->keys.nlive = kept;
 }
 
 void sealed_fleet_get(struct nodes *n, struct sealed_fleet *f)

@@ -26,7 +26,8 @@ int sealed_conf_load(const char *path, struct sealed_conf *c, char *err, size_t 
 /* The live node keys and their subscriptions, parsed once per write. */
 struct sealed_fleet {
 	struct nodes_keys keys;
-	struct sub *subs;            /* one per keys.live; an unknown sub reaches every name */
+	struct sub *subs;            /* one per keys.live (a key whose node's sub is not known
+				      * is left out: no name reaches it) */
 };
 void sealed_fleet_get(struct nodes *n, struct sealed_fleet *f);
 /* The same from keys (taken): for tests and callers that have them. */

@@ -9,7 +9,7 @@
 # strict node's NACK comes up and the origin flags it lagging; a
 # relay speaking for a node behind another relay is refused that change
 # alone; the JSON records of relays before the changes are still taken
-# at POST /v1/relay/nodes.
+# at POST /v1/relay/nodes (from the relay holding its stream; 403 else).
 . "$(dirname "$0")/lib.sh"
 
 [ -x "$AGENT_BIN" ] || bail "no $AGENT_BIN: build first"
@@ -137,6 +137,14 @@ check_eq "... its ACKed version still older" true "$(origin_field n1 ".acked_ver
 kill -CONT "${APID[n1]}" "${APID[n2]}" "${APID[s3]}"
 
 # ---- an older relay's JSON records are still taken --------------------------------------------
+# (from the relay that holds relay "old"'s stream: the records are its word)
+code=$(curl -sS -o "$WORK/answer" -w '%{http_code}' -X POST \
+	--data-binary '{"relay":"old","nodes":[{"id":"o1","labels":"{}","transport":"sse","streaming":true}]}' \
+	"$ORIGIN/v1/relay/nodes")
+check_eq "POST /v1/relay/nodes from a relay that holds no stream here: 403" 403 "$code"
+curl -sSN "$ORIGIN/v1/relay/stream?relay=old&version=0" >"$WORK/old.sse" 2>/dev/null &
+track_pid $!
+wait_until 10 grep -q '^event:' "$WORK/old.sse" || bail "relay old's stream did not open"
 check_eq "POST /v1/relay/nodes (JSON records) still answers 200" 200 \
 	"$(curl -sS -o "$WORK/answer" -w '%{http_code}' -X POST \
 		--data-binary '{"relay":"old","nodes":[{"id":"o1","labels":"{}","transport":"sse","streaming":true}]}' \

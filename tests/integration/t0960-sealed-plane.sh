@@ -149,6 +149,13 @@ wait_until 10 sh -c "[ \"\$(grep -c '^event: key' '$WORK/events.sse')\" -ge 7 ]"
 check_eq "event key for each registration, rotation and revocation" "$want" "$(key_events)"
 stop_pid $EVENTS_PID
 
+# a relay cannot claim a node by its record: POST /v1/relay/nodes needs the
+# relay's own stream here, as a changes batch does
+code=$(curl -sS -o "$WORK/answer" -w '%{http_code}' -X POST \
+	--data '{"relay":"rX","nodes":[{"id":"n1","labels":{},"transport":"sse","streaming":true}]}' "$PLANE_URL/v1/relay/nodes")
+check_eq "POST /v1/relay/nodes naming a relay that holds no stream here: 403" 403 "$code"
+check_eq "... n1 is not moved behind it" 0 "$(node_field n1 '.via | length')"
+
 # ---- writes with --sealed-secrets ------------------------------------------------------------------
 
 check_eq "a plaintext secret is refused (422)" \

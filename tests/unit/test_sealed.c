@@ -26,6 +26,7 @@
 #include "envelope.h"
 #include "json.h"
 #include "nodekey.h"
+#include "persist/node_changes.h"
 #include "persist/persist.h"
 #include "tmpdir.h"
 #include "util.h"
@@ -44,18 +45,22 @@ static void test_missing(void **state)
 	keys.live = calloc(25, sizeof(*keys.live));
 	keys.live[0] = key_of("web1", "0000000000000001", "secret/");
 	keys.live[1] = key_of("db1", "0000000000000002", "cluster/,secret/db");
-	keys.live[2] = key_of("any", "0000000000000003", NULL);   /* unknown: every name */
+	keys.live[2] = key_of("any", "0000000000000003", NULL);   /* unknown yet: no name reaches it */
 	keys.live[3] = key_of("all", "0000000000000004", "");
-	keys.nlive = 4;
+	keys.live[4] = key_of("bad", "0000000000000005", "secret/a b");   /* unreadable: none either */
+	keys.nlive = 5;
 	struct sealed_fleet f;
 	sealed_fleet_of(&keys, &f);
+	assert_int_equal(f.keys.nlive, 3);   /* no sealing target while its sub is unknown */
+	assert_string_equal(f.keys.live[2].node, "all");
 	cJSON *wraps = cJSON_Parse("{\"0000000000000001\":\"w\",\"00000000000000ff\":\"w\"}");
 	size_t idx[25];
-	assert_int_equal(sealed_missing(&f, "secret/tls", wraps, idx), 2);
+	assert_int_equal(sealed_missing(&f, "secret/tls", wraps, idx), 1);
 	assert_int_equal(idx[0], 2);
-	assert_int_equal(idx[1], 3);
-	assert_int_equal(sealed_missing(&f, "secret/db", wraps, idx), 3);
-	assert_int_equal(sealed_missing(&f, "secret/db", NULL, idx), 4);
+	assert_int_equal(sealed_missing(&f, "secret/db", wraps, idx), 2);
+	assert_int_equal(sealed_missing(&f, "secret/db", NULL, idx), 3);
+	idx[0] = 0;
+	idx[1] = 1;
 	char err[2048];
 	sealed_missing_error(&f, "secret/tls", idx, 2, err, sizeof(err));
 	assert_string_equal(err, "secret/tls: no wrap for nodes web1, db1 (keys 0000000000000001, 0000000000000002): "
@@ -404,18 +409,34 @@ static void test_register(void **state)
 	assert_int_equal(nodes_one_to_json(f->n, "n1", 0, &b), 0);
 	assert_non_null(strstr(b.data, "\"key_via\":\"\""));
 	buf_release(&b);
-	/* n3 through relay r1 (a 'k' line before any 'c' line): made behind r1 */
+	/* ... but its subscription is not known: no sealing target yet */
+	struct nodes_keys keys;
+	nodes_keys_get(f->n, &keys);
+	assert_int_equal(keys.nlive, 1);
+	struct sealed_fleet fl;
+	sealed_fleet_of(&keys, &fl);
+	assert_int_equal(fl.keys.nlive, 0);
+	sealed_fleet_release(&fl);
+	/* n3 through relay r1 (a 'k' line before any 'c' line): refused, no
+	 * record made (a relay cannot invent nodes) */
 	struct node_key k3;
 	char path[160];
 	snprintf(path, sizeof(path), "%s/n3.key", f->dir);
 	assert_int_equal(nodekey_make(path, &k3, err, sizeof(err)), 0);
 	reg = nodekey_registration("n3", &k3, NULL, 100);
+	assert_int_equal(nodes_key_register(f->n, "n3", reg, strlen(reg), "r1", &ans, err, sizeof(err)), -1);
+	assert_int_equal(ans.http, 403);
+	assert_non_null(strstr(err, "node 'n3' is unknown here, not behind relay r1: its 'k' line is not taken"));
+	assert_int_equal(nodes_one_to_json(f->n, "n3", 0, &b), -1);
+	/* after r1's 'c' line for it: taken, behind r1 */
+	struct node_change c = { .kind = 'c', .node = "n3", .streaming = true, .transport = "sse", .via = "",
+				 .sub = "secret/", .labels = "{}" };
+	assert_int_equal(nodes_relay_change(f->n, "r1", &c, err, sizeof(err)), 0);
 	assert_int_equal(nodes_key_register(f->n, "n3", reg, strlen(reg), "r1", &ans, err, sizeof(err)), 0);
 	assert_int_equal(nodes_one_to_json(f->n, "n3", 0, &b), 0);
 	assert_non_null(strstr(b.data, "\"key_via\":\"r1\""));
 	assert_non_null(strstr(b.data, "\"via\":[\"r1\"]"));
 	buf_release(&b);
-	struct nodes_keys keys;
 	nodes_keys_get(f->n, &keys);
 	assert_int_equal(keys.nlive, 2);
 	for (size_t i = 0; i < keys.nlive; i++)
@@ -434,13 +455,48 @@ static void test_register(void **state)
 	assert_int_equal(nodes_key_forward(f->n, "n3", reg, strlen(reg), NULL, &http, err, sizeof(err)), -1);
 	assert_int_equal(http, 400);
 	free(reg);
-	/* a relay's forward makes the record too */
+	/* a relay's forward of its own node's POST makes the record too */
 	reg = nodekey_registration("n4", &k3, NULL, 100);
 	assert_int_equal(nodes_key_forward(f->n, "n4", reg, strlen(reg), NULL, &http, err, sizeof(err)), 0);
 	assert_int_equal(http, 202);
 	assert_int_equal(nodes_one_to_json(f->n, "n4", 0, &b), 0);
 	buf_release(&b);
 	free(reg);
+	/* ... but a forward of a 'k' line (a mid relay) does not */
+	reg = nodekey_registration("n9", &k3, NULL, 100);
+	assert_int_equal(nodes_key_forward(f->n, "n9", reg, strlen(reg), "r1", &http, err, sizeof(err)), -1);
+	assert_int_equal(http, 403);
+	assert_int_equal(nodes_one_to_json(f->n, "n9", 0, &b), -1);
+	free(reg);
+
+	/* n5 streams from this plane: no relay claims it, by a record
+	 * (POST /v1/relay/nodes) or a 'c' line, and its 'k' lines are refused */
+	assert_int_equal(nodes_seen(f->n, "n5", "{}", "sse"), 0);
+	nodes_stream_open(f->n, "n5");
+	struct persist_node pn = { .id = "n5", .labels = "{}", .transport = "sse", .streaming = true };
+	assert_int_equal(nodes_relayed(f->n, &pn, "r1", err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "node 'n5' streams from this plane"));
+	pn.streaming = false;
+	assert_int_equal(nodes_relayed(f->n, &pn, "r1", err, sizeof(err)), -1);
+	c.node = "n5";
+	assert_int_equal(nodes_relay_change(f->n, "r1", &c, err, sizeof(err)), -1);
+	assert_int_equal(nodes_one_to_json(f->n, "n5", 0, &b), 0);
+	assert_null(strstr(b.data, "\"via\":[\"r1\"]"));
+	buf_release(&b);
+	reg = nodekey_registration("n5", &k3, NULL, 100);
+	assert_int_equal(nodes_key_register(f->n, "n5", reg, strlen(reg), "r1", &ans, err, sizeof(err)), -1);
+	assert_int_equal(ans.http, 403);
+	free(reg);
+	/* n3 (behind r1) opens a stream here: r1's 'k' lines for it stop */
+	nodes_stream_open(f->n, "n3");
+	reg = nodekey_registration("n3", &k3, NULL, 200);
+	assert_int_equal(nodes_key_register(f->n, "n3", reg, strlen(reg), "r1", &ans, err, sizeof(err)), -1);
+	assert_int_equal(ans.http, 403);
+	assert_non_null(strstr(err, "node 'n3' is streaming from this plane, not behind relay r1"));
+	free(reg);
+	/* a record for a node the registry does not know: behind r1 */
+	pn.id = "n6";
+	assert_int_equal(nodes_relayed(f->n, &pn, "r1", err, sizeof(err)), 0);
 	nodekey_forget(&k3);
 }
 

@@ -373,6 +373,7 @@ int plane_start(struct plane *p, char *err, size_t errlen)
 	}
 	nodes_set_target(p->core.nodes, target_cb, p->rollout, p->cfg.lag_alert);
 	nodes_set_relay_up(p->core.nodes, relay_up_cb, p, relay);
+	nodes_set_approve_relay_keys(p->core.nodes, p->cfg.approve_relay_keys);
 	p->core.pushes = pushcache_new(p->core.store, PUSH_CACHE_ENTRIES, PUSH_CACHE_BYTES);
 	pushcache_set_target(p->core.pushes, target_cb, p->rollout);
 	if (p->cfg.signing_key) {

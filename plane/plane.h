@@ -42,6 +42,7 @@ struct plane_config {
 	bool cert_roles;               /* and people, by OU=tether-ROLE */
 	char *signing_key;             /* statements signed with it */
 	char *sealed_secrets;          /* the recovery key's public file: secrets are kept sealed */
+	bool approve_relay_keys;       /* a relay's first key for a node waits for an admin */
 	bool insecure;                 /* open reads and anonymous nodes (a lab) */
 	double statement_ttl;
 	double heartbeat;

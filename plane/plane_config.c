@@ -66,6 +66,9 @@ const struct opt_def plane_options[] = {
 	  "keep secrets sealed: a write of a plaintext secret, of an envelope not sealed to this recovery key "
 	  "(tetherctl keygen --recovery), or missing a wrap for a node key whose subscription reaches it is "
 	  "refused (docs/protocol.md \"Sealed secrets\")" },
+	{ "approve-relay-keys", 0, OPT_FLAG, OFF(approve_relay_keys), 0, 0, NULL, NULL,
+	  "a node's first key (or first after a revoke) that comes through a relay waits for an admin's "
+	  "POST /v1/nodes/ID/key/approve before secrets are sealed to it (without it: trust on first use)" },
 	{ "statement-ttl", 0, OPT_SECONDS, OFF(statement_ttl), 10, 31536000, NULL, "SECONDS",
 	  "how long a signed statement stays valid (default 3600)" },
 	{ "insecure", 0, OPT_FLAG, OFF(insecure), 0, 0, NULL, NULL,

@@ -55,6 +55,9 @@ enum http_result api_ack(struct api *p, struct http_conn *c, struct request *r);
  * /v1/secrets, GET /v1/wraps. */
 enum http_result api_node_key(struct api *p, struct http_conn *c, struct request *r, const char *method,
 			      const char *id);
+/* POST /v1/nodes/ID/key/approve {"key_id":KID}: an admin approves the key
+ * a relay sent that waits (--approve-relay-keys). */
+enum http_result api_node_key_approve(struct api *p, struct http_conn *c, struct request *r, const char *id);
 enum http_result api_secrets(struct api *p, struct http_conn *c);
 enum http_result api_wraps(struct api *p, struct http_conn *c);
 enum http_result api_report(struct api *p, struct http_conn *c, struct request *r);

@@ -156,6 +156,15 @@ static enum http_result nodes_one(void *ctx, struct http_conn *c, struct request
 		id[k] = '\0';
 		return api_node_key(PLANE(ctx), c, r, m, id);
 	}
+	/* /v1/nodes/ID/key/approve: an admin approves a relay's key */
+	if (rest[k] == '/' && strcmp(rest + k, "/key/approve") == 0 && k < 256) {
+		if (strcmp(m, "POST") != 0)
+			return http_send_not_allowed(c, m, "POST");
+		char id[256];
+		memcpy(id, rest, k);
+		id[k] = '\0';
+		return api_node_key_approve(PLANE(ctx), c, r, id);
+	}
 	if (strcmp(m, "GET") != 0 && strcmp(m, "HEAD") != 0)
 		return http_send_not_allowed(c, m, "GET");
 	return api_nodes(PLANE(ctx), c, m, rest);
@@ -237,7 +246,8 @@ const struct http_route api_routes[] = {
 	{ "/v1/revert", false, "POST", GATE_ADMIN, false, false, 64 * 1024, revert },
 	{ "/v1/nodes", false, "GET", GATE_ANY, false, false, 0, nodes_list },
 	/* and POST, DELETE /v1/nodes/ID/key (a node's key: its own credential
-	 * or an admin's, the handler says; a relay takes a node's POST) */
+	 * or an admin's, the handler says; a relay takes a node's POST), POST
+	 * /v1/nodes/ID/key/approve (an admin's) */
 	{ "/v1/nodes/", true, "GET, POST, DELETE", GATE_ANY, false, true, NODEKEY_REG_MAX, nodes_one },
 	{ "/v1/secrets", false, "GET", GATE_ANY, false, false, 0, secrets },
 	{ "/v1/wraps", false, "GET", GATE_ANY, false, false, 0, wraps },

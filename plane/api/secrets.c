@@ -83,6 +83,46 @@ static enum http_result key_delete(struct api *p, struct http_conn *c, const cha
 	return http_send_json(c, HTTP_OK, &b);
 }
 
+enum http_result api_node_key_approve(struct api *p, struct http_conn *c, struct request *r, const char *id)
+{
+	struct principal who;
+	enum http_result ret;
+	if (!nodes_id_valid(id))
+		return http_send_error(c, HTTP_BAD_REQUEST, "node id '%.64s' must match [A-Za-z0-9._-]{1,200}", id);
+	if (core_is_relay(p->core))
+		return http_send_error(c, HTTP_FORBIDDEN, "node %s: a relay never approves a key; approve it at the "
+				       "origin (tetherctl secrets approve %s KID against the origin)", id, id);
+	if (!auth_allow(p->auth, c, ROLE_ADMIN, &who, &ret))
+		return ret;
+	char err[400];
+	struct json_limits lim = { .max_bytes = r->cap, .max_depth = 4 };
+	cJSON *doc = json_decode(r->body.data ? r->body.data : "", r->body.len, &lim, err, sizeof(err));
+	if (!doc)
+		return http_send_error(c, HTTP_BAD_REQUEST, "node %s: key approval: %s", id, err);
+	const char *kid = json_get_string(doc, "key_id");
+	if (!cJSON_IsObject(doc) || !kid || strlen(kid) != KEY_ID_LEN ||
+	    strspn(kid, "0123456789abcdef") != KEY_ID_LEN) {
+		cJSON_Delete(doc);
+		return http_send_error(c, HTTP_BAD_REQUEST, "node %s: key approval: key_id: required, the pending key's "
+				       "id (%d hex digits, as /v1/nodes shows in key_pending)", id, KEY_ID_LEN);
+	}
+	char k[KEY_ID_LEN + 1];
+	snprintf(k, sizeof(k), "%s", kid);
+	cJSON_Delete(doc);
+	unsigned st = nodes_key_approve(p->core->nodes, id, k, err, sizeof(err));
+	if (st != 200)
+		return http_send_error(c, st, "%s", err);
+	log_info("node %s: key %s approved by %s", id, k, who.who);
+	events_key(p->core->events, id, k, "approved");
+	struct buf b = BUF_INIT;
+	buf_puts(&b, "{\"node\":");
+	buf_json_string(&b, id);
+	buf_puts(&b, ",\"key_id\":");
+	buf_json_string(&b, k);
+	buf_puts(&b, ",\"status\":\"approved\"}");
+	return http_send_json(c, HTTP_OK, &b);
+}
+
 enum http_result api_node_key(struct api *p, struct http_conn *c, struct request *r, const char *method,
 			      const char *id)
 {
@@ -167,6 +207,18 @@ enum http_result api_secrets(struct api *p, struct http_conn *c)
 			buf_json_string(&b, k->sub);
 		else
 			buf_puts(&b, "null");
+		buf_putc(&b, '}');
+	}
+	/* keys waiting for an admin (--approve-relay-keys): no sealing target */
+	buf_puts(&b, "],\"pending\":[");
+	for (size_t i = 0; i < f.keys.npending; i++) {
+		const struct nodes_key *k = &f.keys.pending[i];
+		buf_puts(&b, i ? ",{\"node\":" : "{\"node\":");
+		buf_json_string(&b, k->node);
+		buf_puts(&b, ",\"key_pending\":");
+		buf_json_string(&b, k->kid);
+		buf_puts(&b, ",\"key_via\":");
+		buf_json_string(&b, k->via ? k->via : "");
 		buf_putc(&b, '}');
 	}
 	buf_puts(&b, "],\"secrets\":[");

@@ -49,6 +49,7 @@ bool nodekeys_revoke(struct nodekey_state *st)
 	st->key[0] = '\0';
 	st->kid[0] = '\0';
 	st->via[0] = '\0';
+	st->pending = false;
 	return true;
 }
 
@@ -72,6 +73,7 @@ bool nodekeys_take_revoked(struct nodekey_state *st, const char *list)
 		st->key[0] = '\0';
 		st->kid[0] = '\0';
 		st->via[0] = '\0';
+		st->pending = false;
 		changed = true;
 	}
 	return changed;

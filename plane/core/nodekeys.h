@@ -27,6 +27,10 @@ struct nodekey_state {
 	char via[256];                         /* where the live key came from: "" direct, else the
 						* relays as in a record's via (nearest first) */
 	char revoked[NODEKEYS_REVOKED_LEN];    /* revoked key ids, comma-joined, oldest first */
+	/* --approve-relay-keys: the live key came through a relay as the
+	 * node's first (or first after a revoke) and waits for an admin's
+	 * approval: no sealing target until then */
+	bool pending;
 };
 
 enum nodekey_verdict {

@@ -81,6 +81,7 @@ struct nodes {
 	bool (*relay_up)(void *ctx, const char *relay);
 	void *relay_ctx;
 	bool own_only;               /* a relay: /v1/nodes lists the nodes it serves itself */
+	bool approve_relay_keys;     /* --approve-relay-keys: a first key through a relay waits */
 	int64_t lag_alert_ms;
 	struct strmap held;          /* relay -> the version it last said it holds */
 };
@@ -281,6 +282,11 @@ static bool take_key(struct node_rec *r, const struct persist_node *pn)
 		snprintf(r->key.key, sizeof(r->key.key), "%s", pn->key);
 		snprintf(r->key.kid, sizeof(r->key.kid), "%s", pn->key_id);
 		snprintf(r->key.via, sizeof(r->key.via), "%s", pn->key_via ? pn->key_via : "");
+		r->key.pending = pn->key_pending;
+		changed = true;
+	} else if (r->key.pending && !pn->key_pending && pn->key && strcmp(pn->key, r->key.key) == 0) {
+		/* approved at another replica (an approval is never undone) */
+		r->key.pending = false;
 		changed = true;
 	}
 	/* the registrations' high-water mark: the highest any replica took */
@@ -704,6 +710,13 @@ void nodes_set_relay_up(struct nodes *n, bool (*fn)(void *ctx, const char *relay
 	pthread_mutex_unlock(&n->lock);
 }
 
+void nodes_set_approve_relay_keys(struct nodes *n, bool on)
+{
+	pthread_mutex_lock(&n->lock);
+	n->approve_relay_keys = on;
+	pthread_mutex_unlock(&n->lock);
+}
+
 void nodes_resync(struct nodes *n)
 {
 	pthread_mutex_lock(&n->lock);
@@ -1042,8 +1055,14 @@ static void rec_json(const struct nodes *n, const struct node_rec *r, uint64_t p
 	} else {
 		buf_puts(out, ",\"held\":null");
 	}
+	/* a pending key (--approve-relay-keys) is not live: key_pending names it */
 	buf_puts(out, ",\"key_id\":");
-	if (r->key.key[0])
+	if (r->key.key[0] && !r->key.pending)
+		buf_json_string(out, r->key.kid);
+	else
+		buf_puts(out, "null");
+	buf_puts(out, ",\"key_pending\":");
+	if (r->key.key[0] && r->key.pending)
 		buf_json_string(out, r->key.kid);
 	else
 		buf_puts(out, "null");
@@ -1260,7 +1279,7 @@ int nodes_flush(struct nodes *n, char *err, size_t errlen)
 			.vf_error = copies[i].vf_error, .vf_at = r->vf_at, .sub = copies[i].sub,
 			.traffic = copies[i].traffic, .acks_only = !r->dirty_more, .again = &again[i],
 			.key = r->key.key, .key_id = r->key.kid, .key_at = r->key.key_at, .revoked = r->key.revoked,
-			.key_via = r->key.via,
+			.key_via = r->key.via, .key_pending = r->key.pending,
 			.key_reg = copies[i].key_reg, .key_sent = &key_sent[i], .held_version = r->held_version,
 			.held_reason = copies[i].held_reason, .held_at = r->held_at,
 		};
@@ -1380,11 +1399,35 @@ int nodes_key_register(struct nodes *n, const char *id, const char *text, size_t
 		pthread_mutex_unlock(&n->lock);
 		return -1;
 	}
+	/* a key a relay sent that waits for approval is no key of the node's
+	 * own asking: the node's own registration of it approves it, of
+	 * another key replaces it (rule 3, not rule 5) */
+	bool was_pending = r->key.key[0] && r->key.pending;
+	bool own_pending = was_pending && !relay && strcmp(r->key.kid, reg.kid) == 0;
+	struct nodekey_state before = r->key;
+	if (was_pending && !relay && !own_pending) {
+		r->key.key[0] = r->key.kid[0] = r->key.via[0] = '\0';
+		r->key.pending = false;
+	}
 	/* a key through relays: they are the node's path (r->via) */
 	enum nodekey_verdict v = nodekeys_judge(&r->key, id, &reg, wall_seconds(), relay ? r->via : NULL,
 						&ans->changed, err, errlen);
 	ans->http = nodekeys_http(v);
 	ans->status = nodekeys_status(v);
+	if (ans->http != 200) {
+		r->key = before;   /* nothing of a refusal */
+		ans->changed = false;
+	} else if (v == NK_REGISTERED && relay && n->approve_relay_keys) {
+		r->key.pending = true;   /* a first key through a relay: an admin approves it */
+		ans->status = "pending";
+	} else if (v == NK_REGISTERED && was_pending) {
+		ans->status = "replaced";   /* the node's own key, not the relay's */
+	} else if (own_pending && v == NK_UNCHANGED) {
+		r->key.pending = false;
+		ans->changed = true;
+		ans->status = "approved";
+		v = NK_REGISTERED;   /* an event */
+	}
 	if (ans->changed)
 		mark_dirty(n, r);
 	if (v == NK_UNCHANGED)
@@ -1424,6 +1467,31 @@ int nodes_key_forward(struct nodes *n, const char *id, const char *text, size_t 
 	return 0;
 }
 
+unsigned nodes_key_approve(struct nodes *n, const char *id, const char *kid, char *err, size_t errlen)
+{
+	pthread_mutex_lock(&n->lock);
+	struct node_rec *r = lookup(n, id);
+	unsigned http = 200;
+	if (!r) {
+		http = 404;
+		snprintf(err, errlen, "no node '%s'", id);
+	} else if (!r->key.key[0] || !r->key.pending) {
+		http = 409;
+		snprintf(err, errlen, "node %s has no key waiting for approval%s%s", id,
+			 r->key.key[0] ? "; its key is live: " : "", r->key.key[0] ? r->key.kid : "");
+	} else if (strcmp(r->key.kid, kid) != 0) {
+		http = 409;
+		snprintf(err, errlen, "node %s: the key waiting for approval is %s, not %s: check the key id the node "
+			 "logged (tetherd says \"node key KID\") and approve that one, or revoke it: tetherctl secrets "
+			 "revoke %s", id, r->key.kid, kid, id);
+	} else {
+		r->key.pending = false;
+		mark_dirty(n, r);
+	}
+	pthread_mutex_unlock(&n->lock);
+	return http;
+}
+
 int nodes_key_revoke(struct nodes *n, const char *id, char kid[KEY_ID_LEN + 1])
 {
 	pthread_mutex_lock(&n->lock);
@@ -1448,10 +1516,22 @@ void nodes_keys_get(struct nodes *n, struct nodes_keys *out)
 {
 	memset(out, 0, sizeof(*out));
 	pthread_mutex_lock(&n->lock);
-	size_t cap = 0;
+	size_t cap = 0, pcap = 0, rcap = 0;
 	for (size_t i = 0; i < n->len; i++) {
 		const struct node_rec *r = n->all[i];
-		if (r->key.key[0]) {
+		if (r->key.key[0] && r->key.pending) {
+			/* waits for an admin: listed apart, no sealing target */
+			if (out->npending == pcap) {
+				pcap = pcap ? pcap * 2 : 4;
+				out->pending = xrealloc(out->pending, pcap * sizeof(*out->pending));
+			}
+			struct nodes_key *k = &out->pending[out->npending++];
+			k->node = xstrdup(r->id);
+			k->key = xstrdup(r->key.key);
+			k->sub = r->sub ? xstrdup(r->sub) : NULL;
+			k->via = xstrdup(r->key.via);
+			snprintf(k->kid, sizeof(k->kid), "%s", r->key.kid);
+		} else if (r->key.key[0]) {
 			if (out->nlive == cap) {
 				cap = cap ? cap * 2 : 16;
 				out->live = xrealloc(out->live, cap * sizeof(*out->live));
@@ -1465,7 +1545,10 @@ void nodes_keys_get(struct nodes *n, struct nodes_keys *out)
 		}
 		for (const char *v = r->key.revoked; *v;) {
 			size_t k = strcspn(v, ",");
-			out->revoked = xrealloc(out->revoked, (out->nrevoked + 1) * sizeof(*out->revoked));
+			if (out->nrevoked == rcap) {
+				rcap = rcap ? rcap * 2 : 16;
+				out->revoked = xrealloc(out->revoked, rcap * sizeof(*out->revoked));
+			}
 			out->revoked[out->nrevoked++] = xstrndup(v, k);
 			v += k + (v[k] == ',');
 		}
@@ -1489,6 +1572,13 @@ void nodes_keys_release(struct nodes_keys *k)
 		free(k->live[i].via);
 	}
 	free(k->live);
+	for (size_t i = 0; i < k->npending; i++) {
+		free(k->pending[i].node);
+		free(k->pending[i].key);
+		free(k->pending[i].sub);
+		free(k->pending[i].via);
+	}
+	free(k->pending);
 	for (size_t i = 0; i < k->nrevoked; i++)
 		free(k->revoked[i]);
 	free(k->revoked);

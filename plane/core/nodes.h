@@ -72,6 +72,11 @@ void nodes_relay_held(struct nodes *n, const char *relay, uint64_t held);
  * (a node behind it counts connected while it does). own_only: this plane
  * is a relay itself, and lists only the nodes it serves. */
 void nodes_set_relay_up(struct nodes *n, bool (*fn)(void *ctx, const char *relay), void *ctx, bool own_only);
+/* --approve-relay-keys: a node's first key (or first after a revoke) that
+ * comes through a relay waits for nodes_key_approve (not live until then);
+ * rotations it endorses need none, and the node's own registration of it
+ * at this plane approves it. */
+void nodes_set_approve_relay_keys(struct nodes *n, bool on);
 /* Marks every record to be written again (a relay reached an upstream:
  * it hears them all). */
 void nodes_resync(struct nodes *n);
@@ -131,7 +136,9 @@ int nodes_ack(struct nodes *n, const struct ack_msg *m, uint64_t plane_version, 
 /* What a registration did. */
 struct nodes_key_answer {
 	unsigned http;               /* 200, or 400, 403, 409, 503 with err */
-	const char *status;          /* "registered", "unchanged", "rotated" (200) */
+	const char *status;          /* "registered", "unchanged", "rotated"; with --approve-relay-keys
+				      * "pending" (a relay's first key), "approved" (the node's own
+				      * registration of a pending key), "replaced" (of another key) */
 	char kid[KEY_ID_LEN + 1];    /* the registration's key id */
 	bool changed;                /* the record's key moved: event "key" (not for "unchanged") */
 };
@@ -154,9 +161,13 @@ int nodes_key_forward(struct nodes *n, const char *id, const char *text, size_t 
 /* The live key's id joins the node's revoked ones and the key is
  * cleared (kid gets it). 0; 1 no live key; -1 no such node. */
 int nodes_key_revoke(struct nodes *n, const char *id, char kid[KEY_ID_LEN + 1]);
+/* An admin approves node id's pending key kid (--approve-relay-keys):
+ * 200; 404 no such node; 409 with err when no key waits or it is not
+ * kid. */
+unsigned nodes_key_approve(struct nodes *n, const char *id, const char *kid, char *err, size_t errlen);
 
-/* A copy of the nodes' keys: the live ones (node, key, key id, sub) and
- * every revoked key id. */
+/* A copy of the nodes' keys: the live ones (node, key, key id, sub), the
+ * pending ones apart, and every revoked key id. */
 struct nodes_key {
 	char *node, *key, *sub;      /* sub: NULL unknown, "" every name */
 	char *via;                   /* where the key came from: "" direct, else the relays */
@@ -165,6 +176,8 @@ struct nodes_key {
 struct nodes_keys {
 	struct nodes_key *live;
 	size_t nlive;
+	struct nodes_key *pending;   /* waiting for an admin (--approve-relay-keys): not live */
+	size_t npending;
 	char **revoked;              /* sorted */
 	size_t nrevoked;
 };

@@ -157,6 +157,7 @@ struct persist_node {
 	 * when no key is live); key_via where the live key came from ("" or
 	 * NULL: direct, else the relays as in via) */
 	const char *key_via;
+	bool key_pending;                  /* the live key waits for an admin (--approve-relay-keys) */
 	/* a relay's: a registration its node sent, to go up as a 'k' line
 	 * (NULL: none; no backend stores it); the backend sets *key_sent
 	 * when the upstream answered the batch that held it (taken or

@@ -144,6 +144,8 @@ cJSON *record_node_to_json(const struct persist_node *r)
 		cJSON_AddStringToObject(o, "key_id", r->key_id ? r->key_id : "");
 		if (r->key_via && r->key_via[0])
 			cJSON_AddStringToObject(o, "key_via", r->key_via);
+		if (r->key_pending)
+			cJSON_AddTrueToObject(o, "key_pending");
 	}
 	if (r->key_at > 0)   /* the registrations' high-water mark, key or none */
 		num(o, "key_at", (uint64_t)r->key_at);
@@ -179,6 +181,7 @@ int record_node_from_json(const cJSON *o, struct persist_node *n)
 		.key = record_str(o, "key"), .key_id = record_str(o, "key_id"),
 		.key_at = (int64_t)(record_u64(o, "key_at") & INT64_MAX), .revoked = record_str(o, "revoked"),
 		.key_via = record_str(o, "key_via"),
+		.key_pending = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "key_pending")),
 		.held_version = record_u64(o, "held_version"), .held_reason = record_str(o, "held_reason"),
 		.held_at = (int64_t)(record_u64(o, "held_at") & INT64_MAX),
 	};

@@ -500,6 +500,112 @@ static void test_register(void **state)
 	nodekey_forget(&k3);
 }
 
+/* --approve-relay-keys: a first key through a relay waits (not live, not
+ * a sealing target) until an admin approves that key id, or the node's
+ * own registration of it; an endorsed rotation needs no approval; after a
+ * revoke the next one through a relay waits again; the node's own new key
+ * replaces a pending one; the state outlives a restart. */
+static void test_pending(void **state)
+{
+	struct fixture *f = *state;
+	char err[600], path[160];
+	struct nodes_key_answer ans;
+	struct buf b = BUF_INIT;
+	nodes_set_approve_relay_keys(f->n, true);
+	struct node_change c = { .kind = 'c', .node = "n7", .streaming = true, .transport = "sse", .via = "",
+				 .sub = "secret/", .labels = "{}" };
+	assert_int_equal(nodes_relay_change(f->n, "r1", &c, err, sizeof(err)), 0);
+	struct node_key k2, k3;
+	snprintf(path, sizeof(path), "%s/k2.key", f->dir);
+	assert_int_equal(nodekey_make(path, &k2, err, sizeof(err)), 0);
+	snprintf(path, sizeof(path), "%s/k3.key", f->dir);
+	assert_int_equal(nodekey_make(path, &k3, err, sizeof(err)), 0);
+	char *reg = nodekey_registration("n7", &f->k1, NULL, 100);
+	assert_int_equal(nodes_key_register(f->n, "n7", reg, strlen(reg), "r1", &ans, err, sizeof(err)), 0);
+	assert_string_equal(ans.status, "pending");
+	assert_true(ans.changed);
+	free(reg);
+	struct nodes_keys keys;
+	nodes_keys_get(f->n, &keys);
+	assert_int_equal(keys.nlive, 0);
+	assert_int_equal(keys.npending, 1);
+	assert_string_equal(keys.pending[0].kid, f->k1.kid);
+	nodes_keys_release(&keys);
+	char want[80];
+	snprintf(want, sizeof(want), "\"key_id\":null,\"key_pending\":\"%s\"", f->k1.kid);
+	assert_int_equal(nodes_one_to_json(f->n, "n7", 0, &b), 0);
+	assert_non_null(strstr(b.data, want));
+	buf_release(&b);
+	/* the same key through the relay again: still pending */
+	reg = nodekey_registration("n7", &f->k1, NULL, 101);
+	assert_int_equal(nodes_key_register(f->n, "n7", reg, strlen(reg), "r1", &ans, err, sizeof(err)), 0);
+	free(reg);
+	nodes_keys_get(f->n, &keys);
+	assert_int_equal(keys.nlive, 0);
+	nodes_keys_release(&keys);
+	/* approval: another key id 409, no node 404, the key's id 200 */
+	assert_int_equal(nodes_key_approve(f->n, "n7", k2.kid, err, sizeof(err)), 409);
+	assert_non_null(strstr(err, "the key waiting for approval is"));
+	assert_int_equal(nodes_key_approve(f->n, "nope", f->k1.kid, err, sizeof(err)), 404);
+	assert_int_equal(nodes_key_approve(f->n, "n7", f->k1.kid, err, sizeof(err)), 200);
+	assert_int_equal(nodes_key_approve(f->n, "n7", f->k1.kid, err, sizeof(err)), 409);   /* none waits */
+	nodes_keys_get(f->n, &keys);
+	assert_int_equal(keys.nlive, 1);
+	assert_int_equal(keys.npending, 0);
+	nodes_keys_release(&keys);
+	/* an endorsed rotation through the relay: live at once */
+	reg = nodekey_registration("n7", &k2, &f->k1, 200);
+	assert_int_equal(nodes_key_register(f->n, "n7", reg, strlen(reg), "r1", &ans, err, sizeof(err)), 0);
+	assert_string_equal(ans.status, "rotated");
+	free(reg);
+	nodes_keys_get(f->n, &keys);
+	assert_int_equal(keys.nlive, 1);
+	assert_string_equal(keys.live[0].kid, k2.kid);
+	nodes_keys_release(&keys);
+	/* revoked: the next key through the relay waits again */
+	char kid[KEY_ID_LEN + 1];
+	assert_int_equal(nodes_key_revoke(f->n, "n7", kid), 0);
+	reg = nodekey_registration("n7", &k3, NULL, 300);
+	assert_int_equal(nodes_key_register(f->n, "n7", reg, strlen(reg), "r1", &ans, err, sizeof(err)), 0);
+	assert_string_equal(ans.status, "pending");
+	free(reg);
+	/* the state outlives a restart */
+	assert_int_equal(nodes_flush(f->n, err, sizeof(err)), 0);
+	nodes_free(f->n);
+	f->n = nodes_open(f->db, 10, 60000, err, sizeof(err));
+	assert_non_null(f->n);
+	nodes_set_approve_relay_keys(f->n, true);
+	nodes_keys_get(f->n, &keys);
+	assert_int_equal(keys.nlive, 0);
+	assert_int_equal(keys.npending, 1);
+	nodes_keys_release(&keys);
+	/* the node's own registration of it approves it */
+	reg = nodekey_registration("n7", &k3, NULL, 301);
+	assert_int_equal(nodes_key_register(f->n, "n7", reg, strlen(reg), NULL, &ans, err, sizeof(err)), 0);
+	assert_string_equal(ans.status, "approved");
+	free(reg);
+	nodes_keys_get(f->n, &keys);
+	assert_int_equal(keys.nlive, 1);
+	nodes_keys_release(&keys);
+	/* a relay's pending key for n8, and n8's own, other key: the node's replaces it */
+	c.node = "n8";
+	assert_int_equal(nodes_relay_change(f->n, "r1", &c, err, sizeof(err)), 0);
+	reg = nodekey_registration("n8", &k2, NULL, 100);
+	assert_int_equal(nodes_key_register(f->n, "n8", reg, strlen(reg), "r1", &ans, err, sizeof(err)), 0);
+	assert_string_equal(ans.status, "pending");
+	free(reg);
+	reg = nodekey_registration("n8", &f->k1, NULL, 101);
+	assert_int_equal(nodes_key_register(f->n, "n8", reg, strlen(reg), NULL, &ans, err, sizeof(err)), 0);
+	assert_string_equal(ans.status, "replaced");
+	free(reg);
+	snprintf(want, sizeof(want), "\"key_id\":\"%s\",\"key_pending\":null", f->k1.kid);
+	assert_int_equal(nodes_one_to_json(f->n, "n8", 0, &b), 0);
+	assert_non_null(strstr(b.data, want));
+	buf_release(&b);
+	nodekey_forget(&k2);
+	nodekey_forget(&k3);
+}
+
 /* A database of schema 3 (before node keys) is upgraded in place: its
  * node records load, and a key registered then is kept across a restart. */
 static void test_migration(void **state)
@@ -583,6 +689,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_revert, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_damaged, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_register, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pending, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

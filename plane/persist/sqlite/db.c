@@ -18,8 +18,9 @@
  * for sealed secrets (nodes.key, key_id, key_at, revoked) and its held
  * NACK (held_version, held_reason, held_at); 5: where the key came from
  * (nodes.key_via; key_at became the registrations' high-water mark,
- * kept when no key is live) */
-#define SCHEMA_VERSION 5
+ * kept when no key is live); 6: nodes.key_pending (a relay's key waiting
+ * for an admin, --approve-relay-keys) */
+#define SCHEMA_VERSION 6
 
 static const char schema[] =
 	"CREATE TABLE IF NOT EXISTS meta("
@@ -59,9 +60,9 @@ static const char schema[] =
 	"  stale_acks INTEGER NOT NULL DEFAULT 0, sub TEXT,"
 	"  key TEXT, key_id TEXT, key_at INTEGER NOT NULL DEFAULT 0, revoked TEXT,"
 	"  held_version INTEGER NOT NULL DEFAULT 0, held_reason TEXT, held_at INTEGER NOT NULL DEFAULT 0,"
-	"  key_via TEXT);";
+	"  key_via TEXT, key_pending INTEGER NOT NULL DEFAULT 0);";
 
-/* Schema 4's and 5's columns of nodes, as an older database gets them. */
+/* Schema 4's to 6's columns of nodes, as an older database gets them. */
 static const char *const nodes_added[][2] = {
 	{ "key", "ALTER TABLE nodes ADD COLUMN key TEXT" },
 	{ "key_id", "ALTER TABLE nodes ADD COLUMN key_id TEXT" },
@@ -71,6 +72,7 @@ static const char *const nodes_added[][2] = {
 	{ "held_reason", "ALTER TABLE nodes ADD COLUMN held_reason TEXT" },
 	{ "held_at", "ALTER TABLE nodes ADD COLUMN held_at INTEGER NOT NULL DEFAULT 0" },
 	{ "key_via", "ALTER TABLE nodes ADD COLUMN key_via TEXT" },   /* schema 5 */
+	{ "key_pending", "ALTER TABLE nodes ADD COLUMN key_pending INTEGER NOT NULL DEFAULT 0" },   /* 6 */
 };
 
 /* Whether table has a column called col. */
@@ -272,11 +274,12 @@ struct db *db_open(const char *dir, char *err, size_t errlen)
 	if (have && ver < 3 && !has_column(db, "nodes", "sub") &&
 	    db_exec(db, "ALTER TABLE nodes ADD COLUMN sub TEXT", err, errlen) < 0)
 		goto fail;
-	/* 4: node keys and held NACKs; 5: key_via (each column asked of the table) */
-	for (size_t i = 0; have && ver < 5 && i < sizeof(nodes_added) / sizeof(nodes_added[0]); i++)
+	/* 4: node keys and held NACKs; 5: key_via; 6: key_pending (each column
+	 * asked of the table) */
+	for (size_t i = 0; have && ver < 6 && i < sizeof(nodes_added) / sizeof(nodes_added[0]); i++)
 		if (!has_column(db, "nodes", nodes_added[i][0]) && db_exec(db, nodes_added[i][1], err, errlen) < 0)
 			goto fail;
-	if (have && ver < 5)
+	if (have && ver < 6)
 		log_info("database in '%s': schema %lld upgraded to %d (node keys for sealed secrets)", dir, ver,
 			 SCHEMA_VERSION);
 	if ((!have || ver < SCHEMA_VERSION) && db_meta_set(db, "schema", SCHEMA_VERSION, err, errlen) < 0)

@@ -19,7 +19,7 @@ int nodes_sqlite_load(struct persist *p, persist_node_cb cb, void *ctx, char *er
 		"SELECT node, labels, first_seen, last_seen, transport, sent_version, sent_nonce,"
 		" sent_at, acked_version, acked_at, healthy, nack_version, nack_nonce, nack_error,"
 		" nack_at, acks, nacks, stale_acks, sub, key, key_id, key_at, revoked, held_version,"
-		" held_reason, held_at, key_via FROM nodes";
+		" held_reason, held_at, key_via, key_pending FROM nodes";
 	struct db *db = persist_sqlite_db(p);
 	sqlite3_stmt *st = NULL;
 	int rc = -1;
@@ -49,7 +49,7 @@ int nodes_sqlite_load(struct persist *p, persist_node_cb cb, void *ctx, char *er
 			.key = text_or(st, 19, ""), .key_id = text_or(st, 20, ""), .key_at = sqlite3_column_int64(st, 21),
 			.revoked = text_or(st, 22, ""), .held_version = (uint64_t)sqlite3_column_int64(st, 23),
 			.held_reason = text_or(st, 24, ""), .held_at = sqlite3_column_int64(st, 25),
-			.key_via = text_or(st, 26, ""),
+			.key_via = text_or(st, 26, ""), .key_pending = sqlite3_column_int(st, 27) != 0,
 		};
 		if (cb(ctx, &n) < 0) {
 			snprintf(err, errlen, "nodes: a record could not be loaded");
@@ -73,8 +73,8 @@ int nodes_sqlite_save(struct persist *p, const struct persist_node *recs, size_t
 		"INSERT OR REPLACE INTO nodes(node, labels, first_seen, last_seen, transport,"
 		" sent_version, sent_nonce, sent_at, acked_version, acked_at, healthy,"
 		" nack_version, nack_nonce, nack_error, nack_at, acks, nacks, stale_acks, sub,"
-		" key, key_id, key_at, revoked, held_version, held_reason, held_at, key_via)"
-		" VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+		" key, key_id, key_at, revoked, held_version, held_reason, held_at, key_via, key_pending)"
+		" VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
 	/* a record whose ACK part alone changed: that part (about half the
 	 * cost of replacing the row) */
 	static const char acks_sql[] =
@@ -168,6 +168,7 @@ int nodes_sqlite_save(struct persist *p, const struct persist_node *recs, size_t
 			sqlite3_bind_text(st, 27, r->key_via, -1, SQLITE_STATIC);
 		else
 			sqlite3_bind_null(st, 27);
+		sqlite3_bind_int(st, 28, r->key && r->key[0] && r->key_pending);
 		if (sqlite3_step(st) != SQLITE_DONE) {
 			snprintf(err, errlen, "database: %s", sqlite3_errmsg(db->conn));
 			goto rollback;

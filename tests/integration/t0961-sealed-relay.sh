@@ -145,6 +145,47 @@ check_eq "... with its reason, not as a NACK" "secret/tls: no wrap for this node
 PLANE_URL=$ORIGIN
 check_eq "... counted as held at the origin" 1 "$(metric 'tether_held_total{node="n1"}')"
 
+# ---- --approve-relay-keys: a relay's first key for a node waits for an admin ---------------------
+
+start_plane o2 --heartbeat 1 --sealed-secrets "$WORK/rec.pub" --approve-relay-keys
+O2=$PLANE_URL
+start_plane r3 --upstream "$O2" --relay-id r3 --heartbeat 1
+R3=$PLANE_URL
+check "r3 follows o2" wait_until 10 grep -q "relay r3: following" "$WORK/o2.log"
+poll_on "$R3" p1 secret/ >/dev/null
+check "o2 lists p1 behind r3" wait_until 10 field_is "$O2" p1 '.via | join(",")' r3
+reg p1 "$WORK/n1.key" 5000
+check_eq "p1 registers at r3 (202)" 202 "$(key_post "$R3" p1 "$WORK/reg.json")"
+check "o2 keeps it pending: key_pending, no key_id" wait_until 10 field_is "$O2" p1 '"\(.key_pending) \(.key_id)"' "$K1 null"
+s=$(curl -sS "$O2/v1/secrets")
+check_eq "/v1/secrets lists it as pending, not among the nodes to seal to" "p1:$K1:r3 0" \
+	"$(echo "$s" | jq -r '"\(.pending | map("\(.node):\(.key_pending):\(.key_via)") | join(" ")) \(.nodes | length)"')"
+"$SEALTOOL" seal secret/p "$WORK/rec.pub" <"$WORK/plain" >"$WORK/p.json"
+check_eq "a secret without p1's wrap is taken (p1 is no target yet)" 200 \
+	"$(curl -sS -o /dev/null -w '%{http_code}' -X PUT --data-binary "@$WORK/p.json" "$O2/v1/resources/secret/p")"
+approve() { # approve NODE KID: prints the status
+	curl -sS -o "$WORK/answer" -w '%{http_code}' -X POST --data "{\"key_id\":\"$2\"}" "$O2/v1/nodes/$1/key/approve"
+}
+check_eq "approving another key id: 409" 409 "$(approve p1 "$K1B")"
+check "... naming the pending one" grep -q "the key waiting for approval is $K1, not $K1B" "$WORK/answer"
+check_eq "approving at a relay: 403" 403 \
+	"$(curl -sS -o /dev/null -w '%{http_code}' -X POST --data "{\"key_id\":\"$K1\"}" "$R3/v1/nodes/p1/key/approve")"
+check_eq "a bad key_id: 400" 400 "$(approve p1 xyz)"
+check_eq "an admin approves it: 200 approved" "200 approved" "$(approve p1 "$K1") $(jq -r .status "$WORK/answer")"
+check_eq "... now live" "$K1 null" "$(field_on "$O2" p1 '"\(.key_id) \(.key_pending)"')"
+"$SEALTOOL" seal secret/p "$WORK/rec.pub" <"$WORK/plain" >"$WORK/p2.json"
+check_eq "... and a write without its wrap is refused" 422 \
+	"$(curl -sS -o /dev/null -w '%{http_code}' -X PUT --data-binary "@$WORK/p2.json" "$O2/v1/resources/secret/p")"
+check_eq "nothing waits now: 409" 409 "$(approve p1 "$K1")"
+reg p1 "$WORK/n1b.key" 6000 "$WORK/n1.key"
+key_post "$R3" p1 "$WORK/reg.json" >/dev/null
+check "an endorsed rotation through r3 needs no approval" wait_until 10 field_is "$O2" p1 .key_id "$K1B"
+curl -sS -o /dev/null -X DELETE "$O2/v1/nodes/p1/key"
+reg p1 "$WORK/n1c.key" 7000
+key_post "$R3" p1 "$WORK/reg.json" >/dev/null
+check "after a revoke, the next key through r3 waits again" wait_until 10 field_is "$O2" p1 .key_pending "$K1C"
+stop_pid "$PLANE_PID"
+
 # ---- replicas (etcd): a key registered at one is seen at the other ----------------------------------
 
 . "$(dirname "$0")/lib-etcd.sh"

@@ -141,7 +141,7 @@ static void put_names(struct buf *b, const struct sealed_fleet *f, const size_t 
 	for (size_t i = 0; i < n; i++) {
 		if (i)
 			buf_putc(b, ',');
-		buf_json_string(b, f->keys.live[idx[i]].node);
+		buf_json_string(b, f->k->live[idx[i]].node);
 	}
 	buf_putc(b, ']');
 }
@@ -192,8 +192,8 @@ enum http_result api_secrets(struct api *p, struct http_conn *c)
 		buf_puts(&b, "null");
 	}
 	buf_puts(&b, ",\"nodes\":[");
-	for (size_t i = 0; i < f.keys.nlive; i++) {
-		const struct nodes_key *k = &f.keys.live[i];
+	for (size_t i = 0; i < f.k->nlive; i++) {
+		const struct nodes_key *k = &f.k->live[i];
 		buf_puts(&b, i ? ",{\"node\":" : "{\"node\":");
 		buf_json_string(&b, k->node);
 		buf_puts(&b, ",\"key_id\":");
@@ -211,8 +211,8 @@ enum http_result api_secrets(struct api *p, struct http_conn *c)
 	}
 	/* keys waiting for an admin (--approve-relay-keys): no sealing target */
 	buf_puts(&b, "],\"pending\":[");
-	for (size_t i = 0; i < f.keys.npending; i++) {
-		const struct nodes_key *k = &f.keys.pending[i];
+	for (size_t i = 0; i < f.k->npending; i++) {
+		const struct nodes_key *k = &f.k->pending[i];
 		buf_puts(&b, i ? ",{\"node\":" : "{\"node\":");
 		buf_json_string(&b, k->node);
 		buf_puts(&b, ",\"key_pending\":");
@@ -222,7 +222,7 @@ enum http_result api_secrets(struct api *p, struct http_conn *c)
 		buf_putc(&b, '}');
 	}
 	buf_puts(&b, "],\"secrets\":[");
-	size_t *idx = xcalloc(f.keys.nlive ? f.keys.nlive : 1, sizeof(*idx));
+	size_t *idx = xcalloc(f.k->nlive ? f.k->nlive : 1, sizeof(*idx));
 	store_rdlock(p->core->store);
 	/* oldest change first, so the list's order is stable per version */
 	bool first = true;

@@ -5,6 +5,7 @@
 #include "log.h"
 #include "resource.h"
 #include "strmap.h"
+#include "sub.h"
 #include "traffic.h"
 #include "util.h"
 #include "xmalloc.h"
@@ -84,6 +85,10 @@ struct nodes {
 	bool approve_relay_keys;     /* --approve-relay-keys: a first key through a relay waits */
 	int64_t lag_alert_ms;
 	struct strmap held;          /* relay -> the version it last said it holds */
+	/* the sealing targets' snapshot (nodes_keys_hold): rebuilt when
+	 * keys_gen moved, i.e. a key, its pending flag or a subscription */
+	uint64_t keys_gen;
+	struct nodes_keys *keys_snap;
 };
 
 void nodes_set_target(struct nodes *n, nodes_target_fn fn, void *ctx, double lag_alert_s)
@@ -364,8 +369,10 @@ static void load_into(struct nodes *n, struct node_rec *r, const struct persist_
 	if (pn->sub) {
 		free(r->sub);
 		r->sub = xstrdup(pn->sub);
+		n->keys_gen++;
 	}
 	take_key(r, pn);
+	n->keys_gen++;
 	take_held(r, pn);
 	take_holder(n, r, pn);
 }
@@ -395,6 +402,7 @@ static void merge_into(struct nodes *n, struct node_rec *r, const struct persist
 	if (pn->sub && (!r->sub || (pn->last_seen >= r->last_seen && strcmp(pn->sub, r->sub) != 0))) {
 		free(r->sub);
 		r->sub = xstrdup(pn->sub);
+		n->keys_gen++;
 	}
 	if (pn->first_seen && (!r->first_seen || pn->first_seen < r->first_seen))
 		r->first_seen = pn->first_seen;
@@ -457,13 +465,16 @@ int nodes_merge(struct nodes *n, const struct persist_node *pn)
 	bool added;
 	struct node_rec *r = lookup_or_add(n, pn->id, &added);
 	if (!r || added) {
-		if (r)
+		if (r) {
 			load_into(n, r, pn);
+			n->keys_gen++;
+		}
 		pthread_mutex_unlock(&n->lock);
 		return r ? 0 : -1;
 	}
 	merge_into(n, r, pn);
-	take_key(r, pn);
+	if (take_key(r, pn))
+		n->keys_gen++;
 	take_held(r, pn);
 	take_holder(n, r, pn);
 	/* a node polling another replica: its window counts here too */
@@ -597,6 +608,7 @@ static int relay_conn(struct nodes *n, struct node_rec *r, const char *relay, co
 	if (c->sub && (!r->sub || strcmp(r->sub, c->sub) != 0)) {
 		free(r->sub);
 		r->sub = xstrdup(c->sub);
+		n->keys_gen++;
 	}
 	char *via = c->via[0] ? xasprintf("%s,%s", relay, c->via) : xstrdup(relay);
 	if (r->via && strcmp(r->via, via) == 0) {
@@ -762,6 +774,10 @@ void nodes_free(struct nodes *n)
 	}
 	free(n->all);
 	free(n->dirty);
+	if (n->keys_snap && --n->keys_snap->refs == 0) {
+		nodes_keys_release(n->keys_snap);
+		free(n->keys_snap);
+	}
 	strmap_release(&n->by_id);
 	for (size_t i = 0; i < n->held.cap; i++)
 		free((char *)n->held.slots[i].key);
@@ -807,6 +823,7 @@ void nodes_set_sub(struct nodes *n, const char *id, const char *canon)
 	if (r && (!r->sub || strcmp(r->sub, canon) != 0)) {
 		free(r->sub);
 		r->sub = xstrdup(canon);
+		n->keys_gen++;
 		mark_dirty(n, r);
 	}
 	pthread_mutex_unlock(&n->lock);
@@ -1428,8 +1445,10 @@ int nodes_key_register(struct nodes *n, const char *id, const char *text, size_t
 		ans->status = "approved";
 		v = NK_REGISTERED;   /* an event */
 	}
-	if (ans->changed)
+	if (ans->changed) {
 		mark_dirty(n, r);
+		n->keys_gen++;
+	}
 	if (v == NK_UNCHANGED)
 		ans->changed = false;   /* a newer time only: no event */
 	pthread_mutex_unlock(&n->lock);
@@ -1487,6 +1506,7 @@ unsigned nodes_key_approve(struct nodes *n, const char *id, const char *kid, cha
 	} else {
 		r->key.pending = false;
 		mark_dirty(n, r);
+		n->keys_gen++;
 	}
 	pthread_mutex_unlock(&n->lock);
 	return http;
@@ -1500,8 +1520,10 @@ int nodes_key_revoke(struct nodes *n, const char *id, char kid[KEY_ID_LEN + 1])
 	if (r) {
 		snprintf(kid, KEY_ID_LEN + 1, "%s", r->key.kid);
 		rc = nodekeys_revoke(&r->key) ? 0 : 1;
-		if (rc == 0)
+		if (rc == 0) {
 			mark_dirty(n, r);
+			n->keys_gen++;
+		}
 	}
 	pthread_mutex_unlock(&n->lock);
 	return rc;
@@ -1516,6 +1538,7 @@ void nodes_keys_get(struct nodes *n, struct nodes_keys *out)
 {
 	memset(out, 0, sizeof(*out));
 	pthread_mutex_lock(&n->lock);
+	out->gen = n->keys_gen;
 	size_t cap = 0, pcap = 0, rcap = 0;
 	for (size_t i = 0; i < n->len; i++) {
 		const struct node_rec *r = n->all[i];
@@ -1558,6 +1581,70 @@ void nodes_keys_get(struct nodes *n, struct nodes_keys *out)
 		qsort(out->revoked, out->nrevoked, sizeof(*out->revoked), cmp_str);
 }
 
+void nodes_keys_index(struct nodes_keys *k)
+{
+	k->subs = xcalloc(k->nlive ? k->nlive : 1, sizeof(*k->subs));
+	size_t kept = 0;
+	for (size_t i = 0; i < k->nlive; i++) {
+		struct nodes_key *key = &k->live[i];
+		char e[128];
+		if (key->sub && sub_parse(key->sub, &k->subs[kept], e, sizeof(e)) == 0) {
+			if (kept != i)
+				k->live[kept] = *key;
+			kept++;
+			continue;
+		}
+		free(key->node);
+		free(key->key);
+		free(key->sub);
+		free(key->via);
+	}
+	k->nlive = kept;
+}
+
+const struct nodes_keys *nodes_keys_hold(struct nodes *n)
+{
+	pthread_mutex_lock(&n->lock);
+	struct nodes_keys *s = n->keys_snap;
+	if (s && s->gen == n->keys_gen) {
+		s->refs++;
+		pthread_mutex_unlock(&n->lock);
+		return s;
+	}
+	pthread_mutex_unlock(&n->lock);
+	/* the copy takes the lock once; the parsing is outside it */
+	s = xcalloc(1, sizeof(*s));
+	nodes_keys_get(n, s);
+	nodes_keys_index(s);
+	s->refs = 2;   /* the caller's and the cache's */
+	struct nodes_keys *old = NULL;
+	pthread_mutex_lock(&n->lock);
+	old = n->keys_snap;
+	n->keys_snap = s;
+	if (old && --old->refs > 0)
+		old = NULL;   /* still held: its last holder frees it */
+	pthread_mutex_unlock(&n->lock);
+	if (old) {
+		nodes_keys_release(old);
+		free(old);
+	}
+	return s;
+}
+
+void nodes_keys_drop(struct nodes *n, const struct nodes_keys *k)
+{
+	if (!k)
+		return;
+	struct nodes_keys *s = (struct nodes_keys *)k;
+	pthread_mutex_lock(&n->lock);
+	bool last = --s->refs == 0;
+	pthread_mutex_unlock(&n->lock);
+	if (last) {
+		nodes_keys_release(s);
+		free(s);
+	}
+}
+
 bool nodes_keys_revoked(const struct nodes_keys *k, const char *kid)
 {
 	return k->nrevoked && bsearch(&kid, k->revoked, k->nrevoked, sizeof(*k->revoked), cmp_str) != NULL;
@@ -1579,6 +1666,9 @@ void nodes_keys_release(struct nodes_keys *k)
 		free(k->pending[i].via);
 	}
 	free(k->pending);
+	for (size_t i = 0; k->subs && i < k->nlive; i++)
+		sub_release(&k->subs[i]);
+	free(k->subs);
 	for (size_t i = 0; i < k->nrevoked; i++)
 		free(k->revoked[i]);
 	free(k->revoked);

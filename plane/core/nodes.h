@@ -13,6 +13,7 @@
 #include "keys.h"
 #include "persist/node_changes.h"
 #include "persist/persist.h"
+#include "sub.h"
 
 #define NONCE_MAX 48
 #define NODE_ERROR_MAX 4096
@@ -178,10 +179,24 @@ struct nodes_keys {
 	size_t nlive;
 	struct nodes_key *pending;   /* waiting for an admin (--approve-relay-keys): not live */
 	size_t npending;
+	struct sub *subs;            /* nodes_keys_index: live[i]'s parsed subscription */
+	uint64_t gen;                /* the registry's key generation it was copied at */
+	unsigned refs;               /* nodes_keys_hold's */
 	char **revoked;              /* sorted */
 	size_t nrevoked;
 };
 void nodes_keys_get(struct nodes *n, struct nodes_keys *out);
+/* Keeps of k's live keys those whose node's subscription is known and
+ * reads (a node that registered before its first stream or poll is no
+ * sealing target: no name reaches it until its subscription is known),
+ * and parses each into k->subs. */
+void nodes_keys_index(struct nodes_keys *k);
+/* A shared, read-only copy of the keys, indexed (nodes_keys_index): made
+ * once per change of a key, a pending flag or a subscription, so a write
+ * of a secret or GET /v1/secrets costs the registry's lock nothing
+ * fleet-sized when nothing moved. Give it back with nodes_keys_drop. */
+const struct nodes_keys *nodes_keys_hold(struct nodes *n);
+void nodes_keys_drop(struct nodes *n, const struct nodes_keys *k);
 bool nodes_keys_revoked(const struct nodes_keys *k, const char *kid);
 void nodes_keys_release(struct nodes_keys *k);
 

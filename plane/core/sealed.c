@@ -26,43 +26,26 @@ int sealed_conf_load(const char *path, struct sealed_conf *c, char *err, size_t 
 
 void sealed_fleet_of(struct nodes_keys *keys, struct sealed_fleet *f)
 {
-	f->keys = *keys;
+	memset(f, 0, sizeof(*f));
+	f->own = *keys;
 	memset(keys, 0, sizeof(*keys));
-	f->subs = xcalloc(f->keys.nlive ? f->keys.nlive : 1, sizeof(*f->subs));
-	/* a node whose subscription is not known yet (it registered before
-	 * its first stream or poll) or cannot be read is no sealing target:
-	 * no name reaches it (it is held when it comes; reseal covers it) */
-	size_t kept = 0;
-	for (size_t i = 0; i < f->keys.nlive; i++) {
-		struct nodes_key *k = &f->keys.live[i];
-		char e[128];
-		if (k->sub && sub_parse(k->sub, &f->subs[kept], e, sizeof(e)) == 0) {
-			if (kept != i)
-				f->keys.live[kept] = *k;
-			kept++;
-			continue;
-		}
-		free(k->node);
-		free(k->key);
-		free(k->sub);
-		free(k->via);
-	}
-	f->keys.nlive = kept;
+	nodes_keys_index(&f->own);
+	f->k = &f->own;
 }
 
 void sealed_fleet_get(struct nodes *n, struct sealed_fleet *f)
 {
-	struct nodes_keys k;
-	nodes_keys_get(n, &k);
-	sealed_fleet_of(&k, f);
+	memset(f, 0, sizeof(*f));
+	f->k = nodes_keys_hold(n);
+	f->n = n;
 }
 
 void sealed_fleet_release(struct sealed_fleet *f)
 {
-	for (size_t i = 0; i < f->keys.nlive; i++)
-		sub_release(&f->subs[i]);
-	free(f->subs);
-	nodes_keys_release(&f->keys);
+	if (f->n)
+		nodes_keys_drop(f->n, f->k);
+	else
+		nodes_keys_release(&f->own);
 	memset(f, 0, sizeof(*f));
 }
 
@@ -76,9 +59,9 @@ size_t sealed_missing(const struct sealed_fleet *f, const char *name, const cJSO
 			if (w->string)
 				strmap_put(&have, w->string, 1);
 	size_t n = 0;
-	for (size_t i = 0; i < f->keys.nlive; i++) {
+	for (size_t i = 0; i < f->k->nlive; i++) {
 		intptr_t v;
-		if (sub_match(&f->subs[i], name) && !strmap_get(&have, f->keys.live[i].kid, &v))
+		if (sub_match(&f->k->subs[i], name) && !strmap_get(&have, f->k->live[i].kid, &v))
 			idx[n++] = i;
 	}
 	strmap_release(&have);
@@ -90,8 +73,8 @@ void sealed_missing_error(const struct sealed_fleet *f, const char *name, const 
 {
 	struct buf nodes = BUF_INIT, kids = BUF_INIT;
 	for (size_t i = 0; i < n && i < MISSING_NAMED; i++) {
-		buf_printf(&nodes, "%s%s", i ? ", " : "", f->keys.live[idx[i]].node);
-		buf_printf(&kids, "%s%s", i ? ", " : "", f->keys.live[idx[i]].kid);
+		buf_printf(&nodes, "%s%s", i ? ", " : "", f->k->live[idx[i]].node);
+		buf_printf(&kids, "%s%s", i ? ", " : "", f->k->live[idx[i]].kid);
 	}
 	if (n > MISSING_NAMED) {
 		buf_printf(&nodes, " and %zu more", n - MISSING_NAMED);
@@ -251,11 +234,18 @@ int sealed_check(const struct sealed_conf *conf, struct store *s, struct nodes *
 		return 0;
 	struct sealed_fleet f;
 	sealed_fleet_get(n, &f);
-	size_t *idx = xcalloc(f.keys.nlive ? f.keys.nlive : 1, sizeof(*idx));
+	size_t *idx = xcalloc(f.k->nlive ? f.k->nlive : 1, sizeof(*idx));
 	int rc = 0;
-	for (size_t i = 0; i < nch && rc == 0; i++)
-		if (ch[i].body && strncmp(ch[i].name, "secret/", 7) == 0)
-			rc = check_one(conf, s, &f, &f.keys, &ch[i], revert, idx, err, errlen);
+	/* a revert checks every change (each refused one stays as it was,
+	 * the others get their stored form and superseded lists): the first
+	 * refusal is the one said */
+	for (size_t i = 0; i < nch && (rc == 0 || revert); i++) {
+		if (!ch[i].body || strncmp(ch[i].name, "secret/", 7) != 0)
+			continue;
+		char more[512];
+		if (check_one(conf, s, &f, f.k, &ch[i], revert, idx, rc ? more : err, rc ? sizeof(more) : errlen) < 0)
+			rc = -1;
+	}
 	free(idx);
 	sealed_fleet_release(&f);
 	return rc;

@@ -23,12 +23,16 @@ struct sealed_conf {
 };
 int sealed_conf_load(const char *path, struct sealed_conf *c, char *err, size_t errlen);
 
-/* The live node keys and their subscriptions, parsed once per write. */
+/* The sealing targets: the live node keys whose node's subscription is
+ * known, each with it parsed (k->subs), and the revoked key ids. */
 struct sealed_fleet {
-	struct nodes_keys keys;
-	struct sub *subs;            /* one per keys.live (a key whose node's sub is not known
-				      * is left out: no name reaches it) */
+	const struct nodes_keys *k;
+	struct nodes *n;             /* held from n (nodes_keys_hold); NULL: own */
+	struct nodes_keys own;
 };
+/* The registry's shared snapshot (remade only when a key or a
+ * subscription moved). Not under the store's lock when it can be helped:
+ * it takes the nodes' lock. */
 void sealed_fleet_get(struct nodes *n, struct sealed_fleet *f);
 /* The same from keys (taken): for tests and callers that have them. */
 void sealed_fleet_of(struct nodes_keys *keys, struct sealed_fleet *f);
@@ -49,7 +53,9 @@ void sealed_missing_error(const struct sealed_fleet *f, const char *name, const 
  * sealed body's form checked). revert: the write is a revert (tetherctl
  * revert, a rollout's): an older envelope back is no replay, and nodes
  * without a wrap do not refuse it (they are held); the superseded list is
- * kept all the same (the replaced id appended, the live one left out).
+ * kept all the same (the replaced id appended, the live one left out),
+ * and every change is checked: one refused leaves the others' forms
+ * done (err says the first refused).
  * Returns 0, or -1 with err (a 422). */
 int sealed_check(const struct sealed_conf *conf, struct store *s, struct nodes *n, struct store_change *ch,
 		 size_t nch, bool revert, char *err, size_t errlen);

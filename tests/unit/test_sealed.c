@@ -51,8 +51,8 @@ static void test_missing(void **state)
 	keys.nlive = 5;
 	struct sealed_fleet f;
 	sealed_fleet_of(&keys, &f);
-	assert_int_equal(f.keys.nlive, 3);   /* no sealing target while its sub is unknown */
-	assert_string_equal(f.keys.live[2].node, "all");
+	assert_int_equal(f.k->nlive, 3);   /* no sealing target while its sub is unknown */
+	assert_string_equal(f.k->live[2].node, "all");
 	cJSON *wraps = cJSON_Parse("{\"0000000000000001\":\"w\",\"00000000000000ff\":\"w\"}");
 	size_t idx[25];
 	assert_int_equal(sealed_missing(&f, "secret/tls", wraps, idx), 1);
@@ -346,6 +346,67 @@ static void test_revert(void **state)
 	assert_non_null(strstr(err, "no wrap for nodes n2"));
 	assert_int_equal(write_as(f, &f->conf, "secret/tls", d_revert, true, err, sizeof(err), NULL), 0);
 	nodekey_forget(&k2);
+
+	/* a revert of two secrets whose first is refused (plaintext): the
+	 * second still gets the plane's superseded list */
+	char *e1 = sealed_body("secret/s", f->conf.pk, f->conf.kid, &f->k1, NULL);
+	assert_int_equal(write_one(f, NULL, "secret/s", e1, err, sizeof(err), &stored), 0);
+	char ide[ENVELOPE_ID_LEN + 1];
+	id_of(stored, ide);
+	free(stored);
+	struct store_change two[2] = {
+		{ .name = "secret/a-plain", .body = strdup("{\"cert\":\"x\",\"key\":\"y\"}") },
+		{ .name = "secret/s", .body = sealed_body("secret/s", f->conf.pk, f->conf.kid, &f->k1, NULL) },
+	};
+	for (int i = 0; i < 2; i++)
+		two[i].body_len = strlen(two[i].body);
+	char *plain_before = strdup(two[0].body);
+	assert_int_equal(sealed_check(&f->conf, f->s, f->n, two, 2, true, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "secret/a-plain: plaintext refused"));
+	assert_string_equal(two[0].body, plain_before);   /* left as it was */
+	snprintf(want, sizeof(want), "\"superseded\":[\"%s\"]", ide);
+	assert_non_null(strstr(two[1].body, want));
+	free(plain_before);
+	free(two[0].body);
+	free(two[1].body);
+}
+
+/* The registry's shared snapshot of the sealing targets: the same one
+ * while nothing moved (no fleet-sized copy per write), a new one once a
+ * key or a subscription moved; one still held outlives the cache's. */
+static void test_snapshot(void **state)
+{
+	struct fixture *f = *state;
+	char err[600];
+	assert_int_equal(nodes_seen(f->n, "n1", NULL, "sse"), 0);
+	nodes_set_sub(f->n, "n1", "secret/");
+	const struct nodes_keys *a = nodes_keys_hold(f->n);
+	const struct nodes_keys *b = nodes_keys_hold(f->n);
+	assert_ptr_equal(a, b);
+	assert_int_equal(a->nlive, 0);
+	nodes_keys_drop(f->n, b);
+	char *reg = nodekey_registration("n1", &f->k1, NULL, 100);
+	struct nodes_key_answer ans;
+	assert_int_equal(nodes_key_register(f->n, "n1", reg, strlen(reg), NULL, &ans, err, sizeof(err)), 0);
+	free(reg);
+	b = nodes_keys_hold(f->n);
+	assert_ptr_not_equal(a, b);
+	assert_int_equal(b->nlive, 1);
+	assert_true(sub_match(&b->subs[0], "secret/x"));
+	assert_int_equal(a->nlive, 0);   /* still held: unchanged */
+	nodes_keys_drop(f->n, a);
+	/* an ACK moves nothing */
+	nodes_sent(f->n, "n1", 1, "nonce1");
+	a = nodes_keys_hold(f->n);
+	assert_ptr_equal(a, b);
+	nodes_keys_drop(f->n, a);
+	/* a new subscription does */
+	nodes_set_sub(f->n, "n1", "cluster/");
+	a = nodes_keys_hold(f->n);
+	assert_ptr_not_equal(a, b);
+	assert_false(sub_match(&a->subs[0], "secret/x"));
+	nodes_keys_drop(f->n, a);
+	nodes_keys_drop(f->n, b);
 }
 
 /* A stored sealed body that is damaged (sealed but invalid: from etcd or
@@ -415,7 +476,7 @@ static void test_register(void **state)
 	assert_int_equal(keys.nlive, 1);
 	struct sealed_fleet fl;
 	sealed_fleet_of(&keys, &fl);
-	assert_int_equal(fl.keys.nlive, 0);
+	assert_int_equal(fl.k->nlive, 0);
 	sealed_fleet_release(&fl);
 	/* n3 through relay r1 (a 'k' line before any 'c' line): refused, no
 	 * record made (a relay cannot invent nodes) */
@@ -690,6 +751,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_damaged, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_register, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pending, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_snapshot, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -49,6 +49,22 @@ void sealed_fleet_release(struct sealed_fleet *f)
 	memset(f, 0, sizeof(*f));
 }
 
+size_t sealed_missing_by(const struct sealed_fleet *f, const char *name, sealed_has_fn has, const void *ctx,
+			 size_t *idx)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < f->k->nlive; i++)
+		if (sub_match(&f->k->subs[i], name) && !has(ctx, f->k->live[i].kid))
+			idx[n++] = i;
+	return n;
+}
+
+static bool in_map(const void *ctx, const char *kid)
+{
+	intptr_t v;
+	return strmap_get((struct strmap *)ctx, kid, &v);
+}
+
 size_t sealed_missing(const struct sealed_fleet *f, const char *name, const cJSON *wraps, size_t *idx)
 {
 	struct strmap have;   /* the wraps' key ids: one lookup per node */
@@ -58,12 +74,7 @@ size_t sealed_missing(const struct sealed_fleet *f, const char *name, const cJSO
 		cJSON_ArrayForEach(w, wraps)
 			if (w->string)
 				strmap_put(&have, w->string, 1);
-	size_t n = 0;
-	for (size_t i = 0; i < f->k->nlive; i++) {
-		intptr_t v;
-		if (sub_match(&f->k->subs[i], name) && !strmap_get(&have, f->k->live[i].kid, &v))
-			idx[n++] = i;
-	}
+	size_t n = sealed_missing_by(f, name, in_map, &have, idx);
 	strmap_release(&have);
 	return n;
 }

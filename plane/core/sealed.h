@@ -43,6 +43,10 @@ void sealed_fleet_release(struct sealed_fleet *f);
  * f->keys.live into idx (room for f->keys.nlive), in order. O(nodes +
  * wraps). Returns how many. */
 size_t sealed_missing(const struct sealed_fleet *f, const char *name, const cJSON *wraps, size_t *idx);
+/* The same with the wraps asked of has (e.g. a store entry's index). */
+typedef bool (*sealed_has_fn)(const void *ctx, const char *kid);
+size_t sealed_missing_by(const struct sealed_fleet *f, const char *name, sealed_has_fn has, const void *ctx,
+			 size_t *idx);
 /* The error of a write that misses them (at most 20 named). */
 void sealed_missing_error(const struct sealed_fleet *f, const char *name, const size_t *idx, size_t n, char *err,
 			  size_t errlen);

@@ -2,6 +2,7 @@
  * order, and the commit path that persists first and swaps second (see
  * store.h). */
 #include "core/store.h"
+#include "core/wrapindex.h"
 #include "envelope.h"
 #include "json.h"
 #include "log.h"
@@ -217,6 +218,8 @@ static void keep_state(struct store *s, struct store_entry *e)
 	e->body_len = 0;
 	e->stored = NULL;
 	e->stored_len = 0;
+	wrapindex_free(e->wraps);   /* only the live state is asked */
+	e->wraps = NULL;
 }
 
 /* What nodes get in place of a sealed secret whose stored body is damaged
@@ -241,6 +244,16 @@ static char *push_form(const char *name, const char *body, size_t len, size_t *p
 		  "refuse; write it again (tetherctl put %s --seal)", name, err, PUSH_DAMAGED, name);
 	*plen = strlen(PUSH_DAMAGED);
 	return xstrdup(PUSH_DAMAGED);
+}
+
+const char *store_envelope_id(const struct store_entry *e)
+{
+	return e->body ? wrapindex_id(e->wraps) : NULL;
+}
+
+const char *store_wrap(const struct store_entry *e, const char *kid)
+{
+	return e->body ? wrapindex_get(e->wraps, kid) : NULL;
 }
 
 const char *store_stored(const struct store_entry *e, size_t *len)
@@ -304,6 +317,7 @@ static void entry_free(struct store_entry *e)
 	free(e->name);
 	free(e->body);
 	free(e->stored);
+	wrapindex_free(e->wraps);
 	free(e);
 }
 
@@ -333,6 +347,8 @@ static void apply_upsert(struct store *s, const char *name, char *body, size_t l
 			free(e->body);
 			free(e->stored);
 			e->stored = NULL;
+			wrapindex_free(e->wraps);
+			e->wraps = NULL;
 		} else {
 			tomb_unlink(s, e);
 			s->tombs--;
@@ -342,9 +358,11 @@ static void apply_upsert(struct store *s, const char *name, char *body, size_t l
 	size_t plen;
 	char *push = push_form(name, body, len, &plen);
 	if (push) {
-		/* nodes get the push form; the stored one stays beside it */
+		/* nodes get the push form; the stored one stays beside it,
+		 * its wraps indexed by key id */
 		e->stored = body;
 		e->stored_len = len;
+		e->wraps = strcmp(push, PUSH_DAMAGED) == 0 ? NULL : wrapindex_make(body, len);
 		body = push;
 		len = plen;
 	}
@@ -372,6 +390,8 @@ static void apply_remove(struct store *s, const char *name, uint64_t version, in
 	keep_state(s, e);
 	free(e->body);
 	free(e->stored);
+	wrapindex_free(e->wraps);
+	e->wraps = NULL;
 	e->body = NULL;
 	e->body_len = 0;
 	e->stored = NULL;

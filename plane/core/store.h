@@ -18,6 +18,8 @@
 #include "persist/persist.h"
 #include "resource.h"
 
+struct wrapindex;
+
 /* An older state of an entry, kept while a staged rollout may still send
  * nodes a version before its last change. */
 struct store_hist {
@@ -38,6 +40,7 @@ struct store_entry {
 	char *stored;               /* a sealed secret's stored body (with its wraps), as written and
 				     * persisted, what the relay feed sends; NULL: the same as body */
 	size_t stored_len;
+	struct wrapindex *wraps;    /* stored's wraps by key id (NULL: none, or a damaged body) */
 	uint64_t version;           /* version of the last change (upsert or delete) */
 	unsigned char elem[LTHASH_SEED_BYTES];   /* digest element of (name, body); live only */
 	int64_t deleted_at;         /* wall seconds; tombstones only */
@@ -100,6 +103,11 @@ size_t store_tombstone_count(struct store *s);
 const struct store_entry *store_get(struct store *s, const char *name);
 /* The stored body of e (a sealed secret's with its wraps; else its body),
  * and the same as of version x (store_body_at's rules). */
+/* A live sealed secret's envelope id and its wrap for node key kid (NULL:
+ * none, or not a sealed secret), from the index made when it entered the
+ * store: no parse. */
+const char *store_envelope_id(const struct store_entry *e);
+const char *store_wrap(const struct store_entry *e, const char *kid);
 const char *store_stored(const struct store_entry *e, size_t *len);
 const char *store_stored_at(const struct store_entry *e, uint64_t x, size_t *len, uint64_t *version);
 /* Newest change first: walk with ->prev; stop at version <= v. */

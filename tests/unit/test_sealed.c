@@ -371,6 +371,57 @@ static void test_revert(void **state)
 	free(two[1].body);
 }
 
+/* The store indexes a sealed secret's wraps by key id when it enters:
+ * store_wrap and store_envelope_id answer without a parse, and follow a
+ * replacement and a delete; a plaintext secret has none. */
+static void test_wrap_index(void **state)
+{
+	struct fixture *f = *state;
+	char err[600];
+	char *stored = NULL;
+	char *a = sealed_body("secret/w", f->conf.pk, f->conf.kid, &f->k1, NULL);
+	assert_int_equal(write_one(f, NULL, "secret/w", a, err, sizeof(err), &stored), 0);
+	char ida[ENVELOPE_ID_LEN + 1];
+	id_of(stored, ida);
+	cJSON *doc = cJSON_Parse(stored);
+	const char *w = json_get_string(cJSON_GetObjectItemCaseSensitive(doc, "wraps"), f->k1.kid);
+	store_rdlock(f->s);
+	const struct store_entry *e = store_get(f->s, "secret/w");
+	assert_string_equal(store_envelope_id(e), ida);
+	assert_string_equal(store_wrap(e, f->k1.kid), w);
+	assert_null(store_wrap(e, "00000000000000ff"));
+	store_rdunlock(f->s);
+	cJSON_Delete(doc);
+	free(stored);
+	/* replaced by an envelope without n1's wrap */
+	char *b = sealed_body("secret/w", f->conf.pk, f->conf.kid, NULL, NULL);
+	assert_int_equal(write_one(f, NULL, "secret/w", b, err, sizeof(err), &stored), 0);
+	char idb[ENVELOPE_ID_LEN + 1];
+	id_of(stored, idb);
+	free(stored);
+	store_rdlock(f->s);
+	e = store_get(f->s, "secret/w");
+	assert_string_equal(store_envelope_id(e), idb);
+	assert_null(store_wrap(e, f->k1.kid));
+	store_rdunlock(f->s);
+	/* deleted: none */
+	struct store_change del = { .name = "secret/w" };
+	uint64_t v;
+	bool changed;
+	store_write_lock(f->s);
+	assert_int_equal(store_commit(f->s, &del, 1, &v, &changed, err, sizeof(err)), 0);
+	e = store_get(f->s, "secret/w");
+	assert_null(store_envelope_id(e));
+	assert_null(store_wrap(e, f->k1.kid));
+	store_write_unlock(f->s);
+	/* plaintext: none */
+	assert_int_equal(write_one(f, NULL, "secret/p", strdup("{\"cert\":\"x\",\"key\":\"y\"}"), err, sizeof(err),
+				   NULL), 0);
+	store_rdlock(f->s);
+	assert_null(store_envelope_id(store_get(f->s, "secret/p")));
+	store_rdunlock(f->s);
+}
+
 /* The registry's shared snapshot of the sealing targets: the same one
  * while nothing moved (no fleet-sized copy per write), a new one once a
  * key or a subscription moved; one still held outlives the cache's. */
@@ -752,6 +803,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_register, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pending, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_snapshot, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_wrap_index, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

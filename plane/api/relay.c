@@ -161,7 +161,8 @@ enum http_result api_relay_changes(struct api *p, struct http_conn *c, struct re
 		return ret;
 	}
 	nodes_relay_held(p->core->nodes, b.relay, b.held);
-	size_t taken = 0, refused = 0, named = 0;
+	size_t taken = 0, refused = 0, named = 0, refused_keys = 0;
+	char first_key[400] = "";
 	bool more = false;
 	struct buf ids = BUF_INIT;
 	struct strmap seen;   /* the nodes named, pointing into the batch */
@@ -176,6 +177,16 @@ enum http_result api_relay_changes(struct api *p, struct http_conn *c, struct re
 								       b.relay, &kst, err, sizeof(err))
 			  : nodes_key_register(p->core->nodes, ch->node, ch->reg, ch->reg_len, b.relay, &ka, err,
 					       sizeof(err));
+		if (crc < 0 && ch->kind == NC_KEY) {
+			/* a registration refused (a revoked key, one not endorsed):
+			 * the origin's log and event say it; the node's record and
+			 * its other lines stand, so the relay is not told to send
+			 * them again (refused_nodes) */
+			if (!refused_keys++)
+				snprintf(first_key, sizeof(first_key), "%s", err);
+			log_warn("relay %s: node %s: key registration refused: %s", b.relay, ch->node, err);
+			continue;
+		}
 		if (crc < 0) {
 			if (!refused++)
 				snprintf(first, sizeof(first), "%s", err);
@@ -225,7 +236,13 @@ enum http_result api_relay_changes(struct api *p, struct http_conn *c, struct re
 	buf_puts(&out, ",\"refused_nodes\":[");
 	if (ids.len)
 		buf_append(&out, ids.data, ids.len);
-	buf_printf(&out, "],\"refused_nodes_more\":%s}", more ? "true" : "false");
+	buf_printf(&out, "],\"refused_nodes_more\":%s,\"refused_keys\":%zu,\"first_key_refusal\":",
+		   more ? "true" : "false", refused_keys);
+	if (refused_keys)
+		buf_json_string(&out, first_key);
+	else
+		buf_puts(&out, "null");
+	buf_putc(&out, '}');
 	buf_release(&ids);
 	strmap_release(&seen);
 	node_changes_release(&b);

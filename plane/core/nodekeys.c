@@ -53,13 +53,38 @@ bool nodekeys_revoke(struct nodekey_state *st)
 	return true;
 }
 
+bool nodekeys_kid_valid(const char *kid, size_t len)
+{
+	if (len != KEY_ID_LEN)
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if (!((kid[i] >= '0' && kid[i] <= '9') || (kid[i] >= 'a' && kid[i] <= 'f')))
+			return false;
+	return true;
+}
+
+bool nodekeys_key_valid(const char *key_b64, const char *kid)
+{
+	unsigned char raw[32];
+	size_t len = 0;
+	if (!key_b64 || !kid || strlen(key_b64) >= sizeof(((struct nodekey_state *)0)->key) ||
+	    sodium_base642bin(raw, sizeof(raw), key_b64, strlen(key_b64), NULL, &len, NULL,
+			      sodium_base64_VARIANT_ORIGINAL) != 0 || len != sizeof(raw))
+		return false;
+	char want[KEY_ID_LEN + 1];
+	keys_id(raw, want);
+	return strcmp(want, kid) == 0;
+}
+
 bool nodekeys_take_revoked(struct nodekey_state *st, const char *list)
 {
 	bool changed = false;
 	char one[KEY_ID_LEN + 1];
 	for (const char *p = list ? list : ""; *p;) {
 		size_t k = strcspn(p, ",");
-		if (k && k < sizeof(one)) {
+		/* a key id as keys_id makes them, nothing else (the list comes
+		 * from a replica's record or a database row) */
+		if (nodekeys_kid_valid(p, k)) {
 			memcpy(one, p, k);
 			one[k] = '\0';
 			if (!nodekeys_listed(st->revoked, one)) {

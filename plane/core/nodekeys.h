@@ -59,6 +59,10 @@ enum nodekey_verdict nodekeys_judge(struct nodekey_state *st, const char *id, co
 const char *nodekeys_status(enum nodekey_verdict v);
 unsigned nodekeys_http(enum nodekey_verdict v);
 
+/* Whether kid (len bytes) is a key id: 16 lowercase hex digits. */
+bool nodekeys_kid_valid(const char *kid, size_t len);
+/* Whether key_b64 is a 32-byte key in base64 whose keys_id is kid. */
+bool nodekeys_key_valid(const char *key_b64, const char *kid);
 /* Whether kid is in a comma-joined list. */
 bool nodekeys_listed(const char *list, const char *kid);
 /* The live key's id joins the revoked list (the oldest dropped past

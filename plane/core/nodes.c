@@ -281,8 +281,10 @@ static bool take_key(struct node_rec *r, const struct persist_node *pn)
 {
 	bool changed = nodekeys_take_revoked(&r->key, pn->revoked);
 	bool newer = pn->key_at > r->key.key_at;
-	if (pn->key && pn->key[0] && pn->key_id && pn->key_id[0] && !nodekeys_listed(r->key.revoked, pn->key_id) &&
-	    strlen(pn->key) < sizeof(r->key.key) && strlen(pn->key_id) < sizeof(r->key.kid) &&
+	/* a key whose id is its own (a damaged or hostile record is not
+	 * taken into the live set) */
+	if (pn->key && pn->key[0] && pn->key_id && nodekeys_key_valid(pn->key, pn->key_id) &&
+	    !nodekeys_listed(r->key.revoked, pn->key_id) &&
 	    (newer || (!r->key.key[0] && !r->key.key_at)) && strcmp(pn->key, r->key.key) != 0) {
 		snprintf(r->key.key, sizeof(r->key.key), "%s", pn->key);
 		snprintf(r->key.kid, sizeof(r->key.kid), "%s", pn->key_id);
@@ -1086,7 +1088,11 @@ static void rec_json(const struct nodes *n, const struct node_rec *r, uint64_t p
 	buf_puts(out, ",\"key_revoked\":[");
 	for (const char *v = r->key.revoked; *v;) {
 		size_t k = strcspn(v, ",");
-		buf_printf(out, "%s\"%.*s\"", v == r->key.revoked ? "" : ",", (int)k, v);
+		char one[KEY_ID_LEN + 1];
+		snprintf(one, sizeof(one), "%.*s", (int)(k < KEY_ID_LEN ? k : KEY_ID_LEN), v);
+		if (v != r->key.revoked)
+			buf_putc(out, ',');
+		buf_json_string(out, one);
 		v += k + (v[k] == ',');
 	}
 	buf_putc(out, ']');

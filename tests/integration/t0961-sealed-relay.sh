@@ -35,7 +35,7 @@ field_is() {
 	[ "$(field_on "$1" "$2" "$3")" = "$4" ]
 }
 refusals() {
-	grep -c 'node changes refused' "$WORK/origin.log"
+	grep -c 'key registration refused' "$WORK/origin.log"
 }
 
 "$CTL_BIN" keygen "$WORK/sign" >/dev/null || bail "keygen failed"
@@ -76,8 +76,10 @@ check_eq "... an admin revokes it at the origin (out of the way of the writes be
 before=$(refusals)
 reg n1 "$WORK/n1b.key" 2000
 check_eq "another key, not endorsed: r1 passes it on (202)" 202 "$(key_post "$R1" n1 "$WORK/reg.json")"
-check "... the origin refuses r1's 'k' line" wait_until 10 sh -c "[ \$(grep -c 'node changes refused' '$WORK/origin.log') -gt $before ]"
-check "... saying why" grep -q "node n1 already has key $K1; a new key must be endorsed" "$WORK/origin.log"
+check "... the origin refuses r1's 'k' line" wait_until 10 sh -c "[ \$(grep -c 'key registration refused' '$WORK/origin.log') -gt $before ]"
+check "... saying why" grep -q "node n1: key registration refused: node n1 already has key $K1; a new key must be endorsed" "$WORK/origin.log"
+check "... a refusal of the key alone: r1 is not told to send n1's record again" \
+	sh -c "! grep -q 'the upstream refused' '$WORK/r1.log'"
 check_eq "... and keeps n1's key" "$K1" "$(field_on "$ORIGIN" n1 .key_id)"
 reg n1 "$WORK/n1b.key" 2000 "$WORK/n1.key"
 key_post "$R1" n1 "$WORK/reg.json" >/dev/null

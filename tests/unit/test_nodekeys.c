@@ -168,6 +168,22 @@ static void test_revoked_list(void **state)
 	assert_string_equal(s2.key, "");
 	assert_true(nodekeys_listed(s2.revoked, r.kid));
 	assert_true(nodekeys_listed(s2.revoked, "0000000000000002"));
+	/* from a damaged or hostile record only key ids are taken: no quote,
+	 * no other length, no upper case */
+	struct nodekey_state s3;
+	memset(&s3, 0, sizeof(s3));
+	assert_false(nodekeys_take_revoked(&s3, "\"],\"x\":[\",abc,000000000000000A,00000000000000001"));
+	assert_string_equal(s3.revoked, "");
+	assert_true(nodekeys_take_revoked(&s3, "x\",00000000000000ab"));
+	assert_string_equal(s3.revoked, "00000000000000ab");
+	/* a key is valid only with its own id */
+	char real[KEY_ID_LEN + 1];
+	keys_id(r.pk, real);
+	assert_true(nodekeys_key_valid(r.key_b64, real));
+	assert_false(nodekeys_key_valid(r.key_b64, r.kid));   /* (the tests' made-up id) */
+	assert_false(nodekeys_key_valid("bm90IGEga2V5", real));
+	assert_true(nodekeys_kid_valid("0123456789abcdef", 16));
+	assert_false(nodekeys_kid_valid("0123456789abcdeF", 16));
 }
 
 int main(void)

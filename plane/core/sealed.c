@@ -110,12 +110,26 @@ static bool superseded(const cJSON *list, const char *id)
 }
 
 /* The stored entry's envelope id and "superseded" list (prev: its parsed
- * stored body, the caller's to delete). */
+ * stored body, the caller's to delete). A deleted sealed secret's ids
+ * are its list (none live): its revival may not bring an old one back. */
 static cJSON *current_of(struct store *s, const char *name, const char **id, const cJSON **list)
 {
 	*id = NULL;
 	*list = NULL;
 	const struct store_entry *e = store_get(s, name);
+	if (e && !e->body && store_gone_ids(e)) {
+		cJSON *prev = cJSON_CreateObject();
+		cJSON *arr = cJSON_AddArrayToObject(prev, "superseded");
+		for (const char *p = store_gone_ids(e); *p;) {
+			size_t k = strcspn(p, ",");
+			char *one = xstrndup(p, k);
+			cJSON_AddItemToArray(arr, cJSON_CreateString(one));
+			free(one);
+			p += k + (p[k] == ',');
+		}
+		*list = arr;
+		return prev;
+	}
 	if (!e || !e->body)
 		return NULL;
 	size_t len;

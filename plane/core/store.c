@@ -2,6 +2,7 @@
  * order, and the commit path that persists first and swaps second (see
  * store.h). */
 #include "core/store.h"
+#include "buf.h"
 #include "core/wrapindex.h"
 #include "envelope.h"
 #include "json.h"
@@ -246,6 +247,28 @@ static char *push_form(const char *name, const char *body, size_t len, size_t *p
 	return xstrdup(PUSH_DAMAGED);
 }
 
+const char *store_gone_ids(const struct store_entry *e)
+{
+	return e->body ? NULL : e->gone_ids;
+}
+
+/* A sealed secret's stored body's envelope ids: its superseded list and
+ * its own id, comma-joined (NULL: none). */
+static char *ids_of(const char *stored, size_t len)
+{
+	cJSON *doc = cJSON_ParseWithLength(stored, len);
+	struct buf b = BUF_INIT;
+	const cJSON *it;
+	cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(doc, "superseded"))
+		if (cJSON_IsString(it) && !strchr(it->valuestring, ','))
+			buf_printf(&b, "%s%s", b.len ? "," : "", it->valuestring);
+	const char *id = json_get_string(cJSON_GetObjectItemCaseSensitive(doc, "sealed"), "id");
+	if (id && !strchr(id, ','))
+		buf_printf(&b, "%s%s", b.len ? "," : "", id);
+	cJSON_Delete(doc);
+	return b.len ? buf_detach(&b, NULL) : NULL;
+}
+
 const char *store_envelope_id(const struct store_entry *e)
 {
 	return e->body ? wrapindex_id(e->wraps) : NULL;
@@ -318,6 +341,7 @@ static void entry_free(struct store_entry *e)
 	free(e->body);
 	free(e->stored);
 	wrapindex_free(e->wraps);
+	free(e->gone_ids);
 	free(e);
 }
 
@@ -353,6 +377,8 @@ static void apply_upsert(struct store *s, const char *name, char *body, size_t l
 			tomb_unlink(s, e);
 			s->tombs--;
 			s->live++;
+			free(e->gone_ids);   /* the writer's check had them */
+			e->gone_ids = NULL;
 		}
 	}
 	size_t plen;
@@ -387,6 +413,10 @@ static void apply_remove(struct store *s, const char *name, uint64_t version, in
 	list_unlink(s, e);
 	refs_adjust(s, e, -1);
 	refs_free(e);
+	/* a sealed secret's envelope ids outlive it: written again, an old
+	 * envelope is still a replay */
+	free(e->gone_ids);
+	e->gone_ids = e->stored ? ids_of(e->stored, e->stored_len) : NULL;
 	keep_state(s, e);
 	free(e->body);
 	free(e->stored);

@@ -41,6 +41,9 @@ struct store_entry {
 				     * persisted, what the relay feed sends; NULL: the same as body */
 	size_t stored_len;
 	struct wrapindex *wraps;    /* stored's wraps by key id (NULL: none, or a damaged body) */
+	char *gone_ids;             /* a deleted sealed secret's: its envelope ids (superseded and the
+				     * last), comma-joined, for the replay check of its revival;
+				     * memory only */
 	uint64_t version;           /* version of the last change (upsert or delete) */
 	unsigned char elem[LTHASH_SEED_BYTES];   /* digest element of (name, body); live only */
 	int64_t deleted_at;         /* wall seconds; tombstones only */
@@ -108,6 +111,9 @@ const struct store_entry *store_get(struct store *s, const char *name);
  * store: no parse. */
 const char *store_envelope_id(const struct store_entry *e);
 const char *store_wrap(const struct store_entry *e, const char *kid);
+/* A tombstone's envelope ids of the sealed secret it deleted (NULL: none
+ * known), comma-joined. */
+const char *store_gone_ids(const struct store_entry *e);
 const char *store_stored(const struct store_entry *e, size_t *len);
 const char *store_stored_at(const struct store_entry *e, uint64_t x, size_t *len, uint64_t *version);
 /* Newest change first: walk with ->prev; stop at version <= v. */

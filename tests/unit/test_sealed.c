@@ -395,6 +395,7 @@ static void test_wrap_index(void **state)
 	free(stored);
 	/* replaced by an envelope without n1's wrap */
 	char *b = sealed_body("secret/w", f->conf.pk, f->conf.kid, NULL, NULL);
+	char *b_copy = strdup(b);
 	assert_int_equal(write_one(f, NULL, "secret/w", b, err, sizeof(err), &stored), 0);
 	char idb[ENVELOPE_ID_LEN + 1];
 	id_of(stored, idb);
@@ -414,6 +415,31 @@ static void test_wrap_index(void **state)
 	assert_null(store_envelope_id(e));
 	assert_null(store_wrap(e, f->k1.kid));
 	store_write_unlock(f->s);
+	/* replay across the delete: A and B were secret/w's: written again
+	 * after the delete, each is a replay; a new one carries them on */
+	char *a2 = sealed_body("secret/w", f->conf.pk, f->conf.kid, &f->k1, NULL);
+	assert_int_equal(write_one(f, &f->conf, "secret/w", a2, err, sizeof(err), &stored), 0);   /* C */
+	char idc[ENVELOPE_ID_LEN + 1];
+	id_of(stored, idc);
+	free(stored);
+	store_write_lock(f->s);
+	del.body = NULL;
+	assert_int_equal(store_commit(f->s, &del, 1, &v, &changed, err, sizeof(err)), 0);
+	store_write_unlock(f->s);
+	store_rdlock(f->s);
+	char want[200];
+	snprintf(want, sizeof(want), "%s,%s", idb, idc);
+	assert_non_null(strstr(store_gone_ids(store_get(f->s, "secret/w")), want));
+	store_rdunlock(f->s);
+	assert_int_equal(write_one(f, &f->conf, "secret/w", strdup(b_copy), err, sizeof(err), NULL), -1);
+	snprintf(want, sizeof(want), "secret/w: envelope %s was replaced before: a replayed envelope", idb);
+	assert_string_equal(err, want);
+	char *d = sealed_body("secret/w", f->conf.pk, f->conf.kid, &f->k1, NULL);
+	assert_int_equal(write_one(f, &f->conf, "secret/w", d, err, sizeof(err), &stored), 0);
+	snprintf(want, sizeof(want), "\"superseded\":[\"%s\",\"%s\",\"%s\"]", ida, idb, idc);
+	assert_non_null(strstr(stored, want));
+	free(stored);
+	free(b_copy);
 	/* plaintext: none */
 	assert_int_equal(write_one(f, NULL, "secret/p", strdup("{\"cert\":\"x\",\"key\":\"y\"}"), err, sizeof(err),
 				   NULL), 0);

@@ -74,6 +74,16 @@ static enum http_result key_delete(struct api *p, struct http_conn *c, const cha
 		return http_send_error(c, HTTP_NOT_FOUND, "node %s has no live key to revoke", id);
 	log_info("node %s: key %s revoked by %s", id, kid, who.who);
 	events_key(p->core->events, id, kid, "revoked");
+	/* the same key live on another node (a copied node.key): revoked there too */
+	char **also;
+	size_t nalso = nodes_key_revoke_everywhere(p->core->nodes, kid, &also);
+	for (size_t i = 0; i < nalso; i++) {
+		log_warn("node %s: key %s revoked too: it was node %s's as well (node.key copied between hosts?)", also[i],
+			 kid, id);
+		events_key(p->core->events, also[i], kid, "revoked");
+		free(also[i]);
+	}
+	free(also);
 	struct buf b = BUF_INIT;
 	buf_puts(&b, "{\"node\":");
 	buf_json_string(&b, id);

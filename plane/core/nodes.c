@@ -89,6 +89,12 @@ struct nodes {
 	 * keys_gen moved, i.e. a key, its pending flag or a subscription */
 	uint64_t keys_gen;
 	struct nodes_keys *keys_snap;
+	/* every node's revoked key ids (a key revoked on one node is taken
+	 * on none): remade when revoked_gen moved (a revocation, a record
+	 * loaded or merged) */
+	struct strmap revoked_all;
+	uint64_t revoked_gen, revoked_built;
+	bool revoked_ready;
 };
 
 void nodes_set_target(struct nodes *n, nodes_target_fn fn, void *ctx, double lag_alert_s)
@@ -375,6 +381,7 @@ static void load_into(struct nodes *n, struct node_rec *r, const struct persist_
 	}
 	take_key(r, pn);
 	n->keys_gen++;
+	n->revoked_gen++;
 	take_held(r, pn);
 	take_holder(n, r, pn);
 }
@@ -475,8 +482,10 @@ int nodes_merge(struct nodes *n, const struct persist_node *pn)
 		return r ? 0 : -1;
 	}
 	merge_into(n, r, pn);
-	if (take_key(r, pn))
+	if (take_key(r, pn)) {
 		n->keys_gen++;
+		n->revoked_gen++;
+	}
 	take_held(r, pn);
 	take_holder(n, r, pn);
 	/* a node polling another replica: its window counts here too */
@@ -784,6 +793,9 @@ void nodes_free(struct nodes *n)
 	for (size_t i = 0; i < n->held.cap; i++)
 		free((char *)n->held.slots[i].key);
 	strmap_release(&n->held);
+	for (size_t i = 0; n->revoked_all.slots && i < n->revoked_all.cap; i++)
+		free((char *)n->revoked_all.slots[i].key);
+	strmap_release(&n->revoked_all);
 	pthread_mutex_destroy(&n->lock);
 	pthread_mutex_destroy(&n->flush_lock);
 	free(n);
@@ -1353,6 +1365,33 @@ int nodes_flush(struct nodes *n, char *err, size_t errlen)
 
 /* ---- keys for sealed secrets ------------------------------------------------- */
 
+/* Under lock: whether kid is revoked on any node. */
+static bool revoked_anywhere(struct nodes *n, const char *kid)
+{
+	if (n->revoked_built != n->revoked_gen || !n->revoked_ready) {
+		for (size_t i = 0; n->revoked_all.slots && i < n->revoked_all.cap; i++)
+			free((char *)n->revoked_all.slots[i].key);
+		strmap_release(&n->revoked_all);
+		strmap_init(&n->revoked_all);
+		for (size_t i = 0; i < n->len; i++) {
+			for (const char *v = n->all[i]->key.revoked; *v;) {
+				size_t k = strcspn(v, ",");
+				char *one = xstrndup(v, k);
+				intptr_t x;
+				if (strmap_get(&n->revoked_all, one, &x))
+					free(one);
+				else
+					strmap_put(&n->revoked_all, one, 1);
+				v += k + (v[k] == ',');
+			}
+		}
+		n->revoked_built = n->revoked_gen;
+		n->revoked_ready = true;
+	}
+	intptr_t x;
+	return strmap_get(&n->revoked_all, kid, &x);
+}
+
 /* Rule 1: text parses, its signatures check, and it is id's. */
 static int reg_parse(const char *id, const char *text, size_t len, struct nodekey_reg *reg, char *err, size_t errlen)
 {
@@ -1422,6 +1461,15 @@ int nodes_key_register(struct nodes *n, const char *id, const char *text, size_t
 		pthread_mutex_unlock(&n->lock);
 		return -1;
 	}
+	/* rule 2 for every node: a key revoked on one is taken on none (a
+	 * copied node.key, or a stolen one registered elsewhere) */
+	if (revoked_anywhere(n, reg.kid) && !nodekeys_listed(r->key.revoked, reg.kid)) {
+		ans->http = 403;
+		snprintf(err, errlen, "node %s: key %s was revoked (on another node: was node.key copied between "
+			 "hosts?); make a new one: tetherd --rotate-key", id, reg.kid);
+		pthread_mutex_unlock(&n->lock);
+		return -1;
+	}
 	/* a key a relay sent that waits for approval is no key of the node's
 	 * own asking: the node's own registration of it approves it, of
 	 * another key replaces it (rule 3, not rule 5) */
@@ -1453,7 +1501,8 @@ int nodes_key_register(struct nodes *n, const char *id, const char *text, size_t
 	}
 	if (ans->changed) {
 		mark_dirty(n, r);
-		n->keys_gen++;
+		if (v != NK_UNCHANGED)
+			n->keys_gen++;   /* (a newer time alone moves no target) */
 	}
 	if (v == NK_UNCHANGED)
 		ans->changed = false;   /* a newer time only: no event */
@@ -1529,10 +1578,32 @@ int nodes_key_revoke(struct nodes *n, const char *id, char kid[KEY_ID_LEN + 1])
 		if (rc == 0) {
 			mark_dirty(n, r);
 			n->keys_gen++;
+			n->revoked_gen++;
 		}
 	}
 	pthread_mutex_unlock(&n->lock);
 	return rc;
+}
+
+size_t nodes_key_revoke_everywhere(struct nodes *n, const char *kid, char ***ids)
+{
+	*ids = NULL;
+	size_t cnt = 0;
+	pthread_mutex_lock(&n->lock);
+	for (size_t i = 0; i < n->len; i++) {
+		struct node_rec *r = n->all[i];
+		if (!r->key.key[0] || strcmp(r->key.kid, kid) != 0 || !nodekeys_revoke(&r->key))
+			continue;
+		*ids = xrealloc(*ids, (cnt + 1) * sizeof(**ids));
+		(*ids)[cnt++] = xstrdup(r->id);
+		mark_dirty(n, r);
+	}
+	if (cnt) {
+		n->keys_gen++;
+		n->revoked_gen++;
+	}
+	pthread_mutex_unlock(&n->lock);
+	return cnt;
 }
 
 static int cmp_str(const void *a, const void *b)

@@ -162,6 +162,10 @@ int nodes_key_forward(struct nodes *n, const char *id, const char *text, size_t 
 /* The live key's id joins the node's revoked ones and the key is
  * cleared (kid gets it). 0; 1 no live key; -1 no such node. */
 int nodes_key_revoke(struct nodes *n, const char *id, char kid[KEY_ID_LEN + 1]);
+/* After a revocation of kid: the nodes that still have it live (the same
+ * key on another node: a copied node.key) have it revoked too; their ids
+ * (malloc'd, each and the array) into *ids. Returns how many. */
+size_t nodes_key_revoke_everywhere(struct nodes *n, const char *kid, char ***ids);
 /* An admin approves node id's pending key kid (--approve-relay-keys):
  * 200; 404 no such node; 409 with err when no key waits or it is not
  * kid. */

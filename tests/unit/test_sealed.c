@@ -371,6 +371,36 @@ static void test_revert(void **state)
 	free(two[1].body);
 }
 
+/* One key on two nodes (a copied node.key): revoked on one, it is revoked
+ * on the other too, and no node registers it again. */
+static void test_revoked_everywhere(void **state)
+{
+	struct fixture *f = *state;
+	char err[600], kid[KEY_ID_LEN + 1];
+	struct nodes_key_answer ans;
+	const char *nodes[] = { "c1", "c2" };
+	for (int i = 0; i < 2; i++) {
+		char *reg = nodekey_registration(nodes[i], &f->k1, NULL, 100);
+		assert_int_equal(nodes_key_register(f->n, nodes[i], reg, strlen(reg), NULL, &ans, err, sizeof(err)), 0);
+		free(reg);
+	}
+	assert_int_equal(nodes_key_revoke(f->n, "c1", kid), 0);
+	char **also;
+	assert_int_equal(nodes_key_revoke_everywhere(f->n, kid, &also), 1);
+	assert_string_equal(also[0], "c2");
+	free(also[0]);
+	free(also);
+	struct nodes_keys keys;
+	nodes_keys_get(f->n, &keys);
+	assert_int_equal(keys.nlive, 0);
+	nodes_keys_release(&keys);
+	char *reg = nodekey_registration("c3", &f->k1, NULL, 200);
+	assert_int_equal(nodes_key_register(f->n, "c3", reg, strlen(reg), NULL, &ans, err, sizeof(err)), -1);
+	assert_int_equal(ans.http, 403);
+	assert_non_null(strstr(err, "was revoked (on another node"));
+	free(reg);
+}
+
 /* The store indexes a sealed secret's wraps by key id when it enters:
  * store_wrap and store_envelope_id answer without a parse, and follow a
  * replacement and a delete; a plaintext secret has none. */
@@ -728,7 +758,10 @@ static void test_pending(void **state)
 	/* a relay's pending key for n8, and n8's own, other key: the node's replaces it */
 	c.node = "n8";
 	assert_int_equal(nodes_relay_change(f->n, "r1", &c, err, sizeof(err)), 0);
-	reg = nodekey_registration("n8", &k2, NULL, 100);
+	struct node_key k4;   /* (k2 is revoked on n7: on no node again) */
+	snprintf(path, sizeof(path), "%s/k4.key", f->dir);
+	assert_int_equal(nodekey_make(path, &k4, err, sizeof(err)), 0);
+	reg = nodekey_registration("n8", &k4, NULL, 100);
 	assert_int_equal(nodes_key_register(f->n, "n8", reg, strlen(reg), "r1", &ans, err, sizeof(err)), 0);
 	assert_string_equal(ans.status, "pending");
 	free(reg);
@@ -742,6 +775,7 @@ static void test_pending(void **state)
 	buf_release(&b);
 	nodekey_forget(&k2);
 	nodekey_forget(&k3);
+	nodekey_forget(&k4);
 }
 
 /* A database of schema 3 (before node keys) is upgraded in place: its
@@ -830,6 +864,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_pending, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_snapshot, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_wrap_index, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_revoked_everywhere, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -182,12 +182,47 @@ static void secret_json(const struct store_entry *e, const struct sealed_fleet *
 	buf_putc(b, '}');
 }
 
+/* ?names=N1,N2 of GET /v1/secrets into a set (NULL: every secret); -1
+ * with err for a name that is not a secret's. */
+static int names_filter(const char *names, struct strmap *set, char **list, char *err, size_t errlen)
+{
+	*list = NULL;
+	if (!names)
+		return 0;
+	*list = xstrdup(names);
+	char *save = NULL;
+	size_t count = 0;
+	for (char *t = strtok_r(*list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		char why[300];
+		if (++count > WRAPS_NAMES_MAX) {
+			snprintf(err, errlen, "names: at most %d", WRAPS_NAMES_MAX);
+			return -1;
+		}
+		if (strncmp(t, "secret/", 7) != 0 || resource_fullname_check(t, why, sizeof(why)) < 0) {
+			snprintf(err, errlen, "names: '%.200s' is not a secret's name (secret/NAME)", t);
+			return -1;
+		}
+		strmap_put(set, t, 1);
+	}
+	return 0;
+}
+
 enum http_result api_secrets(struct api *p, struct http_conn *c)
 {
 	struct principal who;
 	enum http_result ret;
 	if (!auth_allow(p->auth, c, ROLE_READER, &who, &ret))
 		return ret;
+	/* ?names=: only those secrets (a writer sealing one needs one) */
+	struct strmap only;
+	strmap_init(&only);
+	char *names = NULL, ferr[300];
+	const char *q = http_query(c, "names");
+	if (names_filter(q, &only, &names, ferr, sizeof(ferr)) < 0) {
+		strmap_release(&only);
+		free(names);
+		return http_send_error(c, HTTP_BAD_REQUEST, "%s", ferr);
+	}
 	struct sealed_fleet f;
 	sealed_fleet_get(p->core->nodes, &f);   /* before the store's lock: store, then nodes */
 	struct buf b = BUF_INIT;
@@ -240,7 +275,8 @@ enum http_result api_secrets(struct api *p, struct http_conn *c)
 	/* oldest change first, so the list's order is stable per version */
 	bool first = true;
 	for (const struct store_entry *e = store_oldest(p->core->store); e; e = e->next) {
-		if (!e->body || strncmp(e->name, "secret/", 7) != 0)
+		intptr_t v;
+		if (!e->body || strncmp(e->name, "secret/", 7) != 0 || (q && !strmap_get(&only, e->name, &v)))
 			continue;
 		if (!first)
 			buf_putc(&b, ',');
@@ -251,6 +287,8 @@ enum http_result api_secrets(struct api *p, struct http_conn *c)
 	buf_puts(&b, "]}\n");
 	free(idx);
 	sealed_fleet_release(&f);
+	strmap_release(&only);
+	free(names);
 	return http_send_json(c, HTTP_OK, &b);
 }
 

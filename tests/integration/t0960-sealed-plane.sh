@@ -221,6 +221,9 @@ check_eq "... the live keys with their subscriptions and where they came from (d
 	"$(echo "$s" | jq -r '[.nodes[] | "\(.node):\(.key_id):\(.sub):\(.key_via)"] | sort | join(" ")')"
 check_eq "... secret/tls sealed, its id, n4 (every name) missing" "secret/tls true $IDB n4" \
 	"$(echo "$s" | jq -r '.secrets[] | "\(.name) \(.sealed) \(.id) \(.missing | join(","))"')"
+check_eq "?names= lists only those secrets" "secret/tls|" \
+	"$(curl -sS "$PLANE_URL/v1/secrets?names=secret/tls" | jq -r '[.secrets[].name] | join(",")')|$(curl -sS "$PLANE_URL/v1/secrets?names=secret/none" | jq -r '[.secrets[].name] | join(",")')"
+check_eq "... a name that is not a secret's: 400" 400 "$(api_status GET "/v1/secrets?names=file/a")"
 seal secret/tls "$WORK/rec.pub" "$WORK/n1c.key" >"$WORK/c.json"
 out=$(put_status secret/tls "$WORK/c.json")
 check "a write now misses n4, named" starts "$out" "422 secret/tls: no wrap for nodes n4 (keys $K4)"

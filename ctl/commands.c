@@ -44,8 +44,8 @@ int cmd_put(const struct ctl_ctx *cx, int argc, char **argv)
 	int rc = 1;
 	if (cx->seal)
 		return cmd_put_sealed(cx, argc, argv);
-	if (cx->recovery_key) {
-		ctl_error("put: --recovery-key goes with --seal");
+	if (cx->recovery_key || cx->output) {
+		ctl_error("put: %s goes with --seal", cx->recovery_key ? "--recovery-key" : "--output");
 		return CTL_EXIT_USAGE;
 	}
 	char *body = ctl_read_json_object(argc > 1 ? argv[1] : "-", "a resource body", &len);
@@ -197,6 +197,13 @@ static char *value_cell(const cJSON *v)
 	return cell;
 }
 
+/* Where a node's live key came from: "-" direct or none, else the relays
+ * it was registered through (whose holder could have made it). */
+static char *via_cell(const cJSON *via)
+{
+	return cell_text(cJSON_IsString(via) && via->valuestring[0] ? via->valuestring : "-", 200);
+}
+
 static char *labels_cell(const cJSON *labels)
 {
 	struct buf b = BUF_INIT;
@@ -242,7 +249,7 @@ static char *lag_cell(const cJSON *node)
 int cmd_nodes(const struct ctl_ctx *cx, int argc, char **argv)
 {
 	struct client_answer ans = { 0, BUF_INIT, "" };
-	struct table t = { 8, 0, NULL };
+	struct table t = { 9, 0, NULL };
 	cJSON *doc = NULL;
 	int rc = 1;
 	(void)argc;
@@ -263,7 +270,7 @@ int cmd_nodes(const struct ctl_ctx *cx, int argc, char **argv)
 		goto fail;
 	}
 	char *head[] = { xstrdup("NODE"), xstrdup("TARGET"), xstrdup("ACKED"), xstrdup("LAG"), xstrdup("CONNECTED"),
-			 xstrdup("KEY"), xstrdup("LAST NACK"), xstrdup("LABELS") };
+			 xstrdup("KEY"), xstrdup("VIA"), xstrdup("LAST NACK"), xstrdup("LABELS") };
 	table_row(&t, head);
 	for (const cJSON *n = doc->child; n; n = n->next) {
 		const char *id = json_get_string(n, "node");
@@ -274,6 +281,7 @@ int cmd_nodes(const struct ctl_ctx *cx, int argc, char **argv)
 			lag_cell(n),
 			value_cell(cJSON_GetObjectItemCaseSensitive(n, "connected")),
 			value_cell(cJSON_GetObjectItemCaseSensitive(n, "key_id")),
+			via_cell(cJSON_GetObjectItemCaseSensitive(n, "key_via")),
 			nack_cell(cJSON_GetObjectItemCaseSensitive(n, "last_nack")),
 			labels_cell(cJSON_GetObjectItemCaseSensitive(n, "labels")),
 		};

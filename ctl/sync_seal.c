@@ -1,9 +1,11 @@
 /* sync_seal.c: tetherctl sync's sealed secrets (see secrets.h). For each
  * secret file, against the plane's stored body P:
  *   - a sealed file (export writes the push form, {"sealed":...}) is
- *     unchanged when its "sealed" is P's; otherwise it is sent as it is,
- *     with its own wraps (none in a push form), and with --recovery-key
- *     the wraps of every node key it reaches added;
+ *     unchanged when its "sealed" is P's; otherwise it is sent with its
+ *     own wraps (put --seal --output writes them; none in a push form),
+ *     with --recovery-key's secret half the wraps of every node key it
+ *     reaches added; without it, a node it reaches that has no wrap in
+ *     it is an error naming the file and the two ways out;
  *   - a plaintext file, when P is sealed, is opened against P with
  *     --recovery-key (needed: else an error naming the file and the
  *     option): the same plaintext is unchanged, another is sealed anew;
@@ -105,6 +107,20 @@ static int sealed_file(struct sync_seal *s, struct tree_entry *e, cJSON *fdoc, c
 			ctl_error("'%s': %s", e->path, err);
 			return 1;
 		}
+	} else {
+		/* its own wraps only: every node it reaches must have one, else
+		 * the plane refuses it (--sealed-secrets) or holds those nodes */
+		struct buf who = BUF_INIT;
+		size_t n = sealer_unwrapped(fdoc, e->name, &s->fleet, &who);
+		if (n) {
+			ctl_error("'%s': %s: the file's envelope has no wraps for %zu node%s it reaches (%s): give "
+				  "--recovery-key FILE (the secret half) to wrap them, or write the file with 'tetherctl "
+				  "put %s --seal --output FILE'", e->path, e->name, n, n == 1 ? "" : "s", who.data,
+				  e->name);
+			buf_release(&who);
+			return 1;
+		}
+		buf_release(&who);
 	}
 	set_body(e, json_encode_canonical(fdoc));
 	return 0;
@@ -124,7 +140,8 @@ static int seal_file(struct sync_seal *s, struct tree_entry *e, const cJSON *fdo
 		ctl_error("'%s': cannot seal %s: %s", e->path, e->name, err);
 		return 1;
 	}
-	char *stored = sealer_stored_body(e->name, e->body, strlen(e->body), &s->fleet, rpk, rkid, NULL, err, sizeof(err));
+	char *stored = sealer_stored_body(e->name, e->body, strlen(e->body), &s->fleet, rpk, rkid, NULL, NULL, err,
+					  sizeof(err));
 	if (!stored) {
 		ctl_error("'%s': %s", e->path, err);
 		return 1;
@@ -236,6 +253,7 @@ int sync_seal(const struct ctl_ctx *cx, struct tree *t, size_t n, char *const *n
 			rc = plaintext_file(&s, e, fdoc, p, pdoc);
 		sealer_json_wipe(fdoc);   /* a plaintext file's strings */
 		cJSON_Delete(fdoc);
+		sealer_json_wipe(pdoc);   /* an admin's plaintext copy */
 		cJSON_Delete(pdoc);
 	}
 	sealer_fleet_release(&s.fleet);

@@ -22,7 +22,7 @@ static void check_sealed(const struct sealer_fleet *f, const char *name)
 	char rkid[KEY_ID_LEN + 1], err[256];
 	keys_id(rpk, rkid);
 	size_t nw = 0;
-	char *text = sealer_stored_body(name, "{}", 2, f, rpk, rkid, &nw, err, sizeof(err));
+	char *text = sealer_stored_body(name, "{}", 2, f, rpk, rkid, &nw, NULL, err, sizeof(err));
 	if (!text)
 		abort();
 	cJSON *doc = cJSON_Parse(text);

@@ -70,7 +70,7 @@ check "node b registers its key" wait_until 20 has_kid b
 KA=$(kid_of a)
 KB=$(kid_of b)
 OUT=$(ctl nodes)
-check_eq "nodes: a KEY column" "NODE TARGET ACKED LAG CONNECTED KEY LAST NACK LABELS" "$(head -n 1 <<<"$OUT" | tr -s ' ')"
+check_eq "nodes: a KEY column" "NODE TARGET ACKED LAG CONNECTED KEY VIA LAST NACK LABELS" "$(head -n 1 <<<"$OUT" | tr -s ' ')"
 check_eq "nodes: a's key id" "$KA" "$(awk '$1 == "a" {print $6}' <<<"$OUT")"
 
 # ---- put --seal -------------------------------------------------------------------------------

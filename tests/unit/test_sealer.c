@@ -242,7 +242,7 @@ static void test_stored_body(void **state)
 	fleet(&f);
 	char err[512];
 	size_t nw = 99;
-	char *text = sealer_stored_body("secret/web", BODY, strlen(BODY), &f, f.rpk, f.rkid, &nw, err, sizeof(err));
+	char *text = sealer_stored_body("secret/web", BODY, strlen(BODY), &f, f.rpk, f.rkid, &nw, NULL, err, sizeof(err));
 	if (!text)
 		fail_msg("seal: %s", err);
 	assert_int_equal(nw, 2);   /* a and b; c's subscription does not reach it */
@@ -270,10 +270,10 @@ static void test_stored_body(void **state)
 	envelope_wipe(p);
 	/* a name nobody but a reaches */
 	free(text);
-	text = sealer_stored_body("secret/db", BODY, strlen(BODY), &f, f.rpk, f.rkid, &nw, err, sizeof(err));
+	text = sealer_stored_body("secret/db", BODY, strlen(BODY), &f, f.rpk, f.rkid, &nw, NULL, err, sizeof(err));
 	assert_int_equal(nw, 1);
 	/* a name that is not a secret's */
-	assert_null(sealer_stored_body("web", BODY, strlen(BODY), &f, f.rpk, f.rkid, &nw, err, sizeof(err)));
+	assert_null(sealer_stored_body("web", BODY, strlen(BODY), &f, f.rpk, f.rkid, &nw, NULL, err, sizeof(err)));
 	assert_non_null(strstr(err, "secret/NAME"));
 	free(text);
 	cJSON_Delete(doc);
@@ -291,7 +291,7 @@ static void test_add_wraps(void **state)
 	/* sealed when only a had a key: then b registered */
 	struct sealer_fleet only_a = f;
 	only_a.n = 1;
-	char *text = sealer_stored_body("secret/web", BODY, strlen(BODY), &only_a, f.rpk, f.rkid, NULL, err, sizeof(err));
+	char *text = sealer_stored_body("secret/web", BODY, strlen(BODY), &only_a, f.rpk, f.rkid, NULL, NULL, err, sizeof(err));
 	assert_non_null(text);
 	cJSON *doc = cJSON_Parse(text);
 	cJSON_AddItemToObject(doc, "superseded", cJSON_CreateStringArray((const char *[]){ "0123456789abcdef0123456789abcdef" }, 1));

@@ -354,6 +354,10 @@ int cmd_secrets_reseal(const struct ctl_ctx *cx, int argc, char **argv)
 		ctl_error("unexpected answer from the plane: no version or resources");
 		goto out;
 	}
+	if (cx->base && parse_u64(cx->base, &base) < 0) {   /* ctl.c checked it */
+		ctl_error("--base: '%s' is not a version", cx->base);
+		goto out;
+	}
 	buf_printf(&batch, "{\"base\":%" PRIu64 ",\"message\":", base);
 	buf_json_string(&batch, cx->message ? cx->message : "tetherctl secrets reseal");
 	buf_puts(&batch, ",\"upserts\":[");

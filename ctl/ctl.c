@@ -92,9 +92,9 @@ static const struct command commands[] = {
 	  cmd_token_revoke },
 	{ "secrets", "status", "[--json]", "per secret: version, sealed, the nodes without a wrap", 0, 0, OPT_JSON,
 	  false, cmd_secrets_status },
-	{ "secrets", "reseal", "--recovery-key FILE [--message TEXT]",
+	{ "secrets", "reseal", "--recovery-key FILE [--message TEXT] [--base VERSION]",
 	  "wrap sealed secrets' data keys for the nodes that lack them, one version", 0, 0,
-	  OPT_RECOVERY_KEY | OPT_MESSAGE, false, cmd_secrets_reseal },
+	  OPT_RECOVERY_KEY | OPT_MESSAGE | OPT_BASE, false, cmd_secrets_reseal },
 	{ "secrets", "revoke", "NODE [--json]", "revoke a node's key (it must make a new one)", 1, 1, OPT_JSON, false,
 	  cmd_secrets_revoke },
 };

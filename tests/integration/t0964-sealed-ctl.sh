@@ -359,4 +359,18 @@ check "a reader's export: the sealed secret, as its envelope" test "$(jq -c keys
 check "not the plaintext one" test ! -e "$WORK/rexport/secret/web.json"
 check "saying so" grep -q "1 secret not exported" <<<"$OUT"
 
+# a damaged sealed body in the store (edited behind the plane's back): export refuses it
+need_cmd sqlite3
+stop_pid "$PLANE_PID"
+sqlite3 "$WORK/q.data/tether.db" \
+	"UPDATE resources SET body = '{\"sealed\":{\"v\":1},\"wraps\":{},\"extra\":\"damaged-store-marker\"}' WHERE name = 'secret/db'" ||
+	bail "cannot edit the store"
+SECURE=1 start_plane q2 --data "$WORK/q.data" --admin-token-file "$WORK/admin.tok"
+OUT=$(adm export "$WORK/damaged" 2>&1)
+check_eq "export of a damaged sealed body: exit 1" "1" "$?"
+check "naming it, not exported" grep -q "secret/db: the plane's sealed body is damaged: .*; not exported" <<<"$OUT"
+check "the file is not written" test ! -e "$WORK/damaged/secret/db.json"
+check "nothing of the stored text in the directory" bash -c "! grep -rqF damaged-store-marker '$WORK/damaged'"
+check "the others are" test -e "$WORK/damaged/secret/web.json"
+
 done_testing

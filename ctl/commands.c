@@ -8,7 +8,9 @@
 #include "ctl.h"
 #include "output.h"
 #include "request.h"
+#include "resource.h"
 #include "rollout_gate.h"
+#include "sealer.h"
 #include "json.h"
 #include "util.h"
 #include "xmalloc.h"
@@ -17,6 +19,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,7 +51,12 @@ int cmd_put(const struct ctl_ctx *cx, int argc, char **argv)
 		ctl_error("put: %s goes with --seal", cx->recovery_key ? "--recovery-key" : "--output");
 		return CTL_EXIT_USAGE;
 	}
-	char *body = ctl_read_json_object(argc > 1 ? argv[1] : "-", "a resource body", &len);
+	/* a plaintext secret's text is wiped after use */
+	bool secret = resource_type_of(argv[0]) == RES_SECRET;
+	if (secret)
+		sealer_no_dumps();
+	char *body = secret ? ctl_read_json_object_secret(argc > 1 ? argv[1] : "-", "a resource body", &len)
+			    : ctl_read_json_object(argc > 1 ? argv[1] : "-", "a resource body", &len);
 	if (!body)
 		goto fail;
 	resource_path(&path, argv[0]);
@@ -58,6 +66,8 @@ int cmd_put(const struct ctl_ctx *cx, int argc, char **argv)
 fail:
 	buf_release(&ans.body);
 	buf_release(&path);
+	if (body && secret)
+		sodium_memzero(body, len);
 	free(body);
 	return rc;
 }

@@ -174,11 +174,11 @@ static int plaintext_file(struct sync_seal *s, struct tree_entry *e, const cJSON
 		struct json_limits lim = { 0, CTL_JSON_DEPTH };
 		char jerr[128];
 		cJSON *pl = json_decode(plain, len, &lim, jerr, sizeof(jerr));
-		char *canon = pl ? json_encode_canonical(pl) : NULL;
+		char *canon = pl ? sealer_canonical_secret(pl, len) : NULL;
 		bool same = canon && strcmp(canon, e->body) == 0;
 		if (canon) {
 			sodium_memzero(canon, strlen(canon));
-			cJSON_free(canon);
+			free(canon);
 		}
 		sealer_json_wipe(pl);
 		cJSON_Delete(pl);

@@ -253,6 +253,73 @@ check_eq "an export of a replaced envelope: refused (exit 1)" "1" "$?"
 check "the plane's words, on the file" grep -q "'$WORK/desired/secret/web.json': secret/web: envelope .* was replaced before: a replayed envelope" <<<"$OUT"
 check "and what to do" grep -qF "'$WORK/desired/secret/web.json' holds an envelope the plane has replaced since; to restore that value, sync its plaintext (with --recovery-key) or put it with --seal: a new envelope" <<<"$OUT"
 
+# ---- reseal while a node registers: the plane's 422, and what to do -----------------------------------
+
+# a pass-through to the plane that holds POST /v1/batch until told (files:
+# the events): the real plane answers everything
+cat >"$WORK/hold.py" <<'PY'
+import http.client, http.server, os, sys, time
+up, held, release, portfile = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(n) if n else None
+        if self.command == "POST" and self.path.startswith("/v1/batch"):
+            open(held, "w").close()
+            while not os.path.exists(release):
+                time.sleep(0.02)
+        c = http.client.HTTPConnection("127.0.0.1", up, timeout=60)
+        hdrs = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection", "expect")}
+        c.request(self.command, self.path, body, hdrs)
+        r = c.getresponse()
+        data = r.read()
+        self.send_response(r.status)
+        for k, v in r.getheaders():
+            if k.lower() not in ("transfer-encoding", "connection", "content-length"):
+                self.send_header(k, v)
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(data)
+    do_GET = do_POST = do_PUT = do_DELETE = do
+    def log_message(self, *a):
+        pass
+s = http.server.HTTPServer(("127.0.0.1", 0), H)
+with open(portfile + ".tmp", "w") as f:
+    f.write(str(s.server_address[1]))
+os.rename(portfile + ".tmp", portfile)
+s.serve_forever()
+PY
+need_cmd python3
+python3 "$WORK/hold.py" "$PLANE_PORT" "$WORK/held" "$WORK/release" "$WORK/hold.port" >>"$WORK/hold.log" 2>&1 &
+HOLD_PID=$!
+track_pid "$HOLD_PID"
+check "the pass-through is up" wait_until 10 test -s "$WORK/hold.port"
+start_agent e --consumer files --sub secret/
+check "node e registers its key" wait_until 20 has_kid e
+KE=$(kid_of e)
+"$CTL_BIN" --plane "http://127.0.0.1:$(cat "$WORK/hold.port")" secrets reseal --recovery-key "$WORK/recovery" \
+	>"$WORK/reseal.out" 2>&1 &
+RESEAL_PID=$!
+check "reseal sends its batch (held)" wait_until 20 test -e "$WORK/held"
+start_agent f --consumer files --sub secret/
+check "node f registers its key in between" wait_until 20 has_kid f
+KF=$(kid_of f)
+touch "$WORK/release"
+wait "$RESEAL_PID"
+check_eq "the plane refuses the reseal (422): exit 1" "1" "$?"
+check "the plane's words, and to run it again" \
+	grep -q "the plane refused the reseal (HTTP 422): nothing was written; if a node registered a key in between, run secrets reseal again" "$WORK/reseal.out"
+check "nothing written: e still misses secret/web" grep -q "e" <<<"$(missing)"
+stop_pid "$HOLD_PID"
+OUT=$(ctl secrets reseal --recovery-key "$WORK/recovery" 2>&1)
+check "run again, it wraps both" grep -qF "secret/web: wrapped for e (key $KE), f (key $KF)" <<<"$OUT"
+# e and f leave: their keys revoked, so what follows seals to a and c only
+stop_pid "${APID[e]}" TERM
+stop_pid "${APID[f]}" TERM
+ctl secrets revoke e >/dev/null 2>&1 && ctl secrets revoke f >/dev/null 2>&1 || bail "cannot revoke e and f"
+
 # ---- a key that leaked (tetherctl.1, EXAMPLES) ------------------------------------------------------
 
 ID_BEFORE=$(stored | jq -r .sealed.id)

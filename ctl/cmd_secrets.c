@@ -381,7 +381,7 @@ int cmd_secrets_reseal(const struct ctl_ctx *cx, int argc, char **argv)
 			ctl_error("the plane is no longer at version %" PRIu64 " (someone wrote in between): nothing was "
 				  "written; run secrets reseal again", base);
 		else if (wrote.status == 403)
-			ctl_error("secrets reseal needs an admin token (TETHER_TOKEN / --token): nothing was written");
+			ctl_error("secrets reseal needs an admin token (--token-file or TETHER_TOKEN_FILE): nothing was written");
 		else if (wrote.status == 422)
 			ctl_error("the plane refused the reseal (HTTP 422): nothing was written; if a node registered a "
 				  "key in between, run secrets reseal again");

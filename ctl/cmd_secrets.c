@@ -13,8 +13,10 @@
 #include "resource.h"
 #include "secrets.h"
 #include "strmap.h"
+#include "util.h"
 #include "xmalloc.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <sodium.h>
 #include <stdio.h>
@@ -56,6 +58,35 @@ static int recovery_from(const struct ctl_ctx *cx, struct sealer_recovery *r, bo
 
 /* ---- put --seal ------------------------------------------------------------- */
 
+/* "secret/NAME sealed to recovery key R and N node keys[, K via relays
+ * (r1, r2)]", and a warning when no node can open it. */
+static void put_report(const char *name, const char *rkid, size_t nwraps, const cJSON *added, const char *where)
+{
+	struct buf who = BUF_INIT, via = BUF_INIT;
+	size_t nvia = 0;
+	for (const cJSON *a = added ? added->child : NULL; a; a = a->next) {
+		const char *r = json_get_string(a, "via");
+		if (r && *r) {
+			buf_printf(&via, "%s%s: %s", nvia ? "; " : "", json_get_string(a, "node"), r);
+			nvia++;
+		}
+	}
+	sealer_added_text(added, &who);
+	if (nwraps)
+		printf("wrapped for %s\n", who.data);
+	printf("%s sealed to recovery key %s and %zu node key%s", name, rkid, nwraps, nwraps == 1 ? "" : "s");
+	if (nvia)
+		printf(", %zu via relays (%s)", nvia, via.data);
+	if (where)
+		printf(": written to '%s'", where);
+	putchar('\n');
+	if (!nwraps)
+		ctl_error("warning: %s reaches no node with a registered key: no node can open it until one "
+			  "registers and 'tetherctl secrets reseal' runs", name);
+	buf_release(&who);
+	buf_release(&via);
+}
+
 int cmd_put_sealed(const struct ctl_ctx *cx, int argc, char **argv)
 {
 	const char *name = argv[0];
@@ -65,16 +96,18 @@ int cmd_put_sealed(const struct ctl_ctx *cx, int argc, char **argv)
 	struct client_answer ans = { 0, BUF_INIT, "" };
 	char err[1024], *plain = NULL, *stored = NULL;
 	size_t len = 0, nwraps = 0;
-	cJSON *doc = NULL;
+	cJSON *doc = NULL, *added = cJSON_CreateArray();
 	bool have_r = false;
 	int rc = CTL_EXIT_FAILED;
 	memset(&r, 0, sizeof(r));
 
 	if (resource_type_of(name) != RES_SECRET) {
 		ctl_error("put --seal: '%s' is not a secret: only secret/NAME is sealed", name);
-		return CTL_EXIT_USAGE;
+		rc = CTL_EXIT_USAGE;
+		goto out;
 	}
-	char *text = ctl_read_json_object(argc > 1 ? argv[1] : "-", "a resource body", &len);
+	sealer_no_dumps();   /* before the plaintext is read */
+	char *text = ctl_read_json_object_secret(argc > 1 ? argv[1] : "-", "a resource body", &len);
 	if (!text)
 		goto out;
 	/* the plane cannot look inside an envelope: the body is checked here */
@@ -94,7 +127,7 @@ int cmd_put_sealed(const struct ctl_ctx *cx, int argc, char **argv)
 		ctl_error("%s", err);
 		goto out;
 	}
-	plain = json_encode_canonical(doc);
+	plain = sealer_canonical_secret(doc, len);
 	if (recovery_from(cx, &r, &have_r) != 0 || secrets_fetch(cx, &f) != 0)
 		goto out;
 	unsigned char rpk[32];
@@ -103,9 +136,25 @@ int cmd_put_sealed(const struct ctl_ctx *cx, int argc, char **argv)
 		ctl_error("put --seal %s: %s", name, err);
 		goto out;
 	}
-	stored = sealer_stored_body(name, plain, strlen(plain), &f, rpk, rkid, &nwraps, err, sizeof(err));
+	stored = sealer_stored_body(name, plain, strlen(plain), &f, rpk, rkid, &nwraps, added, err, sizeof(err));
 	if (!stored) {
 		ctl_error("put --seal: %s", err);
+		goto out;
+	}
+	if (cx->output) {
+		/* the stored form, wraps included: a file sync sends as it is */
+		struct buf pretty_text = BUF_INIT;
+		json_pretty(&pretty_text, stored);
+		buf_putc(&pretty_text, '\n');
+		int w = write_file_replace(cx->output, pretty_text.data, pretty_text.len, 0600, false);
+		int saved = errno;
+		buf_release(&pretty_text);
+		if (w < 0) {
+			ctl_error("put --seal: cannot write '%s': %s; nothing was written", cx->output, strerror(saved));
+			goto out;
+		}
+		put_report(name, rkid, nwraps, added, cx->output);
+		rc = CTL_EXIT_OK;
 		goto out;
 	}
 	buf_puts(&path, "/v1/resources/");
@@ -114,7 +163,7 @@ int cmd_put_sealed(const struct ctl_ctx *cx, int argc, char **argv)
 		goto out;
 	rc = ctl_print_version(&ans);
 	if (rc == 0)
-		printf("%s sealed to recovery key %s and %zu node key%s\n", name, rkid, nwraps, nwraps == 1 ? "" : "s");
+		put_report(name, rkid, nwraps, added, NULL);
 out:
 	if (plain) {
 		sodium_memzero(plain, strlen(plain));
@@ -122,6 +171,7 @@ out:
 	}
 	sealer_json_wipe(doc);   /* the parsed body's strings hold the plaintext too */
 	cJSON_Delete(doc);
+	cJSON_Delete(added);
 	free(stored);
 	buf_release(&ans.body);
 	buf_release(&path);
@@ -171,6 +221,17 @@ int cmd_secrets_status(const struct ctl_ctx *cx, int argc, char **argv)
 	if (f.has_recovery)
 		printf(", recovery key %s", f.rkid);
 	printf(", %zu node key%s\n", f.n, f.n == 1 ? "" : "s");
+	/* keys a relay registered could be the relay's own (trust on first use) */
+	struct buf via = BUF_INIT;
+	size_t nvia = 0;
+	for (size_t i = 0; i < f.n; i++)
+		if (f.nodes[i].via && f.nodes[i].via[0])
+			buf_printf(&via, "%s%s (key %s, via %s)", nvia++ ? ", " : "", f.nodes[i].node, f.nodes[i].kid,
+				   f.nodes[i].via);
+	if (nvia)
+		printf("%zu node key%s registered through a relay (check before sealing to %s): %s\n", nvia,
+		       nvia == 1 ? "" : "s", nvia == 1 ? "it" : "them", via.data);
+	buf_release(&via);
 	if (lacking)
 		printf("run 'tetherctl secrets reseal --recovery-key FILE' to wrap them for the missing nodes\n");
 	sealer_fleet_release(&f);
@@ -182,34 +243,46 @@ int cmd_secrets_status(const struct ctl_ctx *cx, int argc, char **argv)
 
 /* Adds the wraps to each wanted secret of the plane's list (resources),
  * appending its batch entry to batch and a line for people to report.
- * Returns the number of secrets resealed, or -1 after printing every
- * failure. */
+ * What it cannot do for a secret is printed, naming it, why and what to
+ * do, and counted in *failed; the others go on. Returns the number of
+ * secrets resealed. */
 static int reseal_all(const cJSON *list, const struct sealer_fleet *f, const struct strmap *wanted,
-		      const struct sealer_recovery *r, struct buf *batch, struct buf *report, size_t *wraps)
+		      const struct sealer_recovery *r, struct buf *batch, struct buf *report, size_t *wraps,
+		      size_t *failed)
 {
 	intptr_t v;
-	int n = 0, failed = 0;
+	int n = 0;
 	char err[1024];
 	for (const cJSON *e = list->child; e; e = e->next) {
 		const char *name = json_get_string(e, "name");
 		cJSON *body = cJSON_GetObjectItemCaseSensitive(e, "body");
 		if (!name || !strmap_get(wanted, name, &v))
 			continue;
-		if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(body, "sealed"))) {
-			ctl_error("%s: the plane redacts secrets for this token: reseal needs an admin token", name);
-			failed++;
+		if (!envelope_is_sealed(body)) {
+			ctl_error("%s: the plane's copy is not sealed (it changed since GET /v1/secrets): left alone; "
+				  "run secrets reseal again", name);
+			(*failed)++;
 			continue;
 		}
-		if (!envelope_is_sealed(body)) {
-			ctl_error("%s: the plane's copy is not sealed", name);
-			failed++;
+		/* sealed to a recovery key the plane no longer names: reseal
+		 * cannot help (the plane refuses it), a new envelope can */
+		const char *rk = json_get_string(cJSON_GetObjectItemCaseSensitive(body, "sealed"), "rk");
+		if (f->has_recovery && rk && strcmp(rk, f->rkid) != 0) {
+			char shown[KEY_ID_LEN + 1];
+			snprintf(shown, sizeof(shown), "%s", rk);
+			for (char *c = shown; *c; c++)
+				if (!strchr("0123456789abcdef", *c))
+					*c = '?';   /* the plane's text, checked before a terminal */
+			ctl_error("%s: sealed to recovery key %s (not the plane's %s): seal it again (tetherctl put %s "
+				  "--seal, or sync its plaintext); left alone", name, shown, f->rkid, name);
+			(*failed)++;
 			continue;
 		}
 		cJSON *added = cJSON_CreateArray();
 		int k = sealer_add_wraps(body, name, f, r, added, err, sizeof(err));
 		if (k < 0) {
-			ctl_error("%s", err);
-			failed++;
+			ctl_error("%s; left alone", err);
+			(*failed)++;
 		} else if (k == 0) {
 			ctl_error("warning: %s: the plane lists missing wraps, but every node it reaches has one "
 				  "(left alone)", name);
@@ -219,16 +292,15 @@ static int reseal_all(const cJSON *list, const struct sealer_fleet *f, const str
 			buf_json_string(batch, name);
 			buf_printf(batch, ",\"body\":%s}", text);
 			free(text);
-			buf_printf(report, "%s: wrapped for", name);
-			for (const cJSON *a = added->child; a; a = a->next)
-				buf_printf(report, "%s %s", a == added->child ? "" : ",", a->valuestring);
+			buf_printf(report, "%s: wrapped for ", name);
+			sealer_added_text(added, report);
 			buf_putc(report, '\n');
 			*wraps += (size_t)k;
 			n++;
 		}
 		cJSON_Delete(added);
 	}
-	return failed ? -1 : n;
+	return n;
 }
 
 int cmd_secrets_reseal(const struct ctl_ctx *cx, int argc, char **argv)
@@ -258,6 +330,11 @@ int cmd_secrets_reseal(const struct ctl_ctx *cx, int argc, char **argv)
 	}
 	if (secrets_fetch(cx, &f) != 0)
 		goto out;
+	if (f.has_recovery && strcmp(f.rkid, r.kid) != 0) {
+		ctl_error("secrets reseal: the plane's recovery key is %s, --recovery-key's is %s: give the plane's",
+			  f.rkid, r.kid);
+		goto out;
+	}
 	/* the secrets the plane lists as sealed with missing wraps */
 	for (size_t i = 0; i < f.nsecrets; i++)
 		if (f.secrets[i].sealed && f.secrets[i].nmissing > 0)
@@ -277,18 +354,22 @@ int cmd_secrets_reseal(const struct ctl_ctx *cx, int argc, char **argv)
 		ctl_error("unexpected answer from the plane: no version or resources");
 		goto out;
 	}
+	if (cx->base && parse_u64(cx->base, &base) < 0) {   /* ctl.c checked it */
+		ctl_error("--base: '%s' is not a version", cx->base);
+		goto out;
+	}
 	buf_printf(&batch, "{\"base\":%" PRIu64 ",\"message\":", base);
 	buf_json_string(&batch, cx->message ? cx->message : "tetherctl secrets reseal");
 	buf_puts(&batch, ",\"upserts\":[");
-	size_t wraps = 0;
-	int n = reseal_all(list, &f, &wanted, &r, &batch, &report, &wraps);
-	if (n < 0) {
-		ctl_error("secrets reseal: nothing was written");
-		goto out;
-	}
+	size_t wraps = 0, failed = 0;
+	int n = reseal_all(list, &f, &wanted, &r, &batch, &report, &wraps, &failed);
 	if (n == 0) {
-		printf("nothing to reseal\n");
-		rc = CTL_EXIT_OK;
+		if (failed)
+			ctl_error("secrets reseal: %zu secret%s left alone (above): nothing was written", failed,
+				  failed == 1 ? "" : "s");
+		else
+			printf("nothing to reseal\n");
+		rc = failed ? CTL_EXIT_FAILED : CTL_EXIT_OK;
 		goto out;
 	}
 	buf_puts(&batch, "],\"removes\":[]}");
@@ -299,6 +380,11 @@ int cmd_secrets_reseal(const struct ctl_ctx *cx, int argc, char **argv)
 		if (wrote.status == 409)
 			ctl_error("the plane is no longer at version %" PRIu64 " (someone wrote in between): nothing was "
 				  "written; run secrets reseal again", base);
+		else if (wrote.status == 403)
+			ctl_error("secrets reseal needs an admin token (--token-file or TETHER_TOKEN_FILE): nothing was written");
+		else if (wrote.status == 422)
+			ctl_error("the plane refused the reseal (HTTP 422): nothing was written; if a node registered a "
+				  "key in between, run secrets reseal again");
 		else if (wrote.status)
 			ctl_error("the plane refused the reseal (HTTP %ld): nothing was written", wrote.status);
 		goto out;
@@ -315,7 +401,9 @@ int cmd_secrets_reseal(const struct ctl_ctx *cx, int argc, char **argv)
 	fwrite(report.data, 1, report.len, stdout);
 	printf("version %" PRIu64 ": %d secret%s resealed, %zu wrap%s added (nothing re-encrypted)\n", v, n,
 	       n == 1 ? "" : "s", wraps, wraps == 1 ? "" : "s");
-	rc = CTL_EXIT_OK;
+	if (failed)
+		ctl_error("secrets reseal: %zu secret%s left alone (above)", failed, failed == 1 ? "" : "s");
+	rc = failed ? CTL_EXIT_FAILED : CTL_EXIT_OK;
 out:
 	cJSON_Delete(doc);
 	buf_release(&ans.body);

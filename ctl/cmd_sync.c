@@ -30,6 +30,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <sodium.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,6 +59,8 @@ struct remote {
 static void remote_release(struct remote *r)
 {
 	for (size_t i = 0; i < r->n; i++) {
+		if (resource_type_of(r->name[i]) == RES_SECRET)   /* an admin's plaintext copy */
+			sodium_memzero(r->body[i], strlen(r->body[i]));
 		free(r->name[i]);
 		cJSON_free(r->body[i]);
 	}
@@ -72,6 +75,34 @@ static bool secret_redacted(const cJSON *body)
 		if (cJSON_IsString(m) && strcmp(m->valuestring, REDACTED) == 0)
 			return true;
 	return false;
+}
+
+/* Drops every secret from r: when the plane redacted some, sync leaves
+ * secrets out on both sides (a sealed one is not redacted, but comparing
+ * or pruning only some would be wrong and could print a plaintext file). */
+static void remote_drop_secrets(struct remote *r)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < r->n; i++) {
+		if (resource_type_of(r->name[i]) == RES_SECRET) {
+			r->secrets_skipped++;
+			sodium_memzero(r->body[i], strlen(r->body[i]));
+			free(r->name[i]);
+			cJSON_free(r->body[i]);
+			continue;
+		}
+		r->name[k] = r->name[i];
+		r->body[k] = r->body[i];
+		k++;
+	}
+	r->n = k;
+}
+
+/* Whether a canonical body is a plaintext secret's: its text is never
+ * printed (a dry run's diff shows that it changes, not how). */
+static bool plaintext_secret(const char *name, const char *body)
+{
+	return resource_type_of(name) == RES_SECRET && body && strncmp(body, "{\"sealed\":", 10) != 0;
 }
 
 /* GET /v1/resources into r. Returns 0 or 1 (printed). */
@@ -172,14 +203,17 @@ static void diff_compute(const struct tree *t, const struct remote *r, bool prun
 				continue;
 			diff_add(d, CH_CREATE, e->name, e->path, NULL, e->body);
 		} else if (cmp > 0) {
-			if (prune)
+			if (skip_secrets && resource_type_of(r->name[j]) == RES_SECRET)
+				;   /* left out: not kept, not deleted */
+			else if (prune)
 				diff_add(d, CH_DELETE, r->name[j], NULL, r->body[j], NULL);
 			else
 				d->kept++;
 			j++;
 		} else {
 			const struct tree_entry *e = &t->e[i++];
-			if (strcmp(e->body, r->body[j]) != 0)
+			bool skip = skip_secrets && resource_type_of(e->name) == RES_SECRET;
+			if (!skip && strcmp(e->body, r->body[j]) != 0)
 				diff_add(d, CH_CHANGE, e->name, e->path, r->body[j], e->body);
 			j++;
 		}
@@ -271,6 +305,10 @@ static void print_diff(const struct diff *d, const struct fleet *f, const struct
 			printf(": reaches %zu node%s", count, count == 1 ? "" : "s");
 		}
 		putchar('\n');
+		if (plaintext_secret(c->name, c->old) || plaintext_secret(c->name, c->new)) {
+			printf("  (a plaintext secret: its body is not shown)\n");
+			continue;
+		}
 		buf_reset(&a);
 		buf_reset(&b);
 		if (c->old)
@@ -314,6 +352,9 @@ static void print_refusal(const struct tree *t, long status, const char *msg, ui
 		ctl_error("'%s': %s", e->path, msg);
 	else
 		ctl_error("%s", msg);
+	if (e && strstr(msg, "a replayed envelope"))
+		ctl_error("'%s' holds an envelope the plane has replaced since; to restore that value, sync its "
+			  "plaintext (with --recovery-key) or put it with --seal: a new envelope", e->path);
 	ctl_error("the plane refused the batch (HTTP %ld): nothing was applied", status);
 }
 
@@ -384,6 +425,7 @@ int cmd_sync(const struct ctl_ctx *cx, int argc, char **argv)
 	(void)argc;
 	memset(&r, 0, sizeof(r));
 
+	sealer_no_dumps();   /* secret files may hold plaintext */
 	/* every file is read and checked before anything is sent */
 	if (tree_read(argv[0], &t, err, sizeof(err)) < 0) {
 		ctl_error("%s", err);
@@ -400,10 +442,12 @@ int cmd_sync(const struct ctl_ctx *cx, int argc, char **argv)
 			goto out;
 		}
 	}
-	if (r.redacted)
+	if (r.redacted) {
+		remote_drop_secrets(&r);
 		ctl_error("warning: the plane redacts secrets for this token (not an admin): %zu secret%s on the "
 			  "plane and every secret/ file left out; sync them with an admin token",
 			  r.secrets_skipped, r.secrets_skipped == 1 ? "" : "s");
+	}
 	/* secrets sealed, or matched to the plane's envelopes (sync_seal.c) */
 	if (!r.redacted && sync_seal(cx, &t, r.n, r.name, r.body) != 0) {
 		ctl_error("nothing was sent");
@@ -514,7 +558,7 @@ int cmd_export(const struct ctl_ctx *cx, int argc, char **argv)
 	struct remote r;
 	struct buf text = BUF_INIT;
 	int rc = CTL_EXIT_FAILED;
-	size_t removed = 0;
+	size_t removed = 0, damaged = 0;
 	(void)argc;
 	memset(&r, 0, sizeof(r));
 
@@ -528,6 +572,7 @@ int cmd_export(const struct ctl_ctx *cx, int argc, char **argv)
 			  "removing the files of resources the plane does not have)", dir);
 		goto out;
 	}
+	sealer_no_dumps();   /* an admin gets plaintext secrets */
 	if (remote_fetch(cx, &r) != 0)
 		goto out;
 	if (used < 0 && mkdir(dir, 0755) < 0) {
@@ -553,10 +598,17 @@ int cmd_export(const struct ctl_ctx *cx, int argc, char **argv)
 			goto out;
 		}
 		*slash = '/';
-		/* a sealed secret as its push form: the envelope, not the wraps */
-		char *push = resource_type_of(r.name[i]) == RES_SECRET
-				     ? envelope_push_body(r.body[i], strlen(r.body[i]), NULL)
-				     : NULL;
+		/* a sealed secret as its push form: the envelope, not the wraps;
+		 * a damaged one is not written at all */
+		char *push = NULL, perr[512];
+		size_t plen;
+		if (resource_type_of(r.name[i]) == RES_SECRET &&
+		    envelope_push_body_checked(r.body[i], strlen(r.body[i]), &push, &plen, perr, sizeof(perr)) < 0) {
+			ctl_error("%s: the plane's sealed body is damaged: %s; not exported", r.name[i], perr);
+			damaged++;
+			free(path);
+			continue;
+		}
 		pretty(&text, push ? push : r.body[i]);
 		free(push);
 		mode_t mode = resource_type_of(r.name[i]) == RES_SECRET ? 0600 : 0644;
@@ -573,7 +625,9 @@ int cmd_export(const struct ctl_ctx *cx, int argc, char **argv)
 	if (removed)
 		printf(" (%zu stale file%s removed)", removed, removed == 1 ? "" : "s");
 	putchar('\n');
-	rc = CTL_EXIT_OK;
+	if (damaged)
+		ctl_error("%zu damaged sealed secret%s not exported (above)", damaged, damaged == 1 ? "" : "s");
+	rc = damaged ? CTL_EXIT_FAILED : CTL_EXIT_OK;
 out:
 	buf_release(&text);
 	remote_release(&r);

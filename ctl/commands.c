@@ -8,7 +8,9 @@
 #include "ctl.h"
 #include "output.h"
 #include "request.h"
+#include "resource.h"
 #include "rollout_gate.h"
+#include "sealer.h"
 #include "json.h"
 #include "util.h"
 #include "xmalloc.h"
@@ -17,6 +19,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,11 +47,16 @@ int cmd_put(const struct ctl_ctx *cx, int argc, char **argv)
 	int rc = 1;
 	if (cx->seal)
 		return cmd_put_sealed(cx, argc, argv);
-	if (cx->recovery_key) {
-		ctl_error("put: --recovery-key goes with --seal");
+	if (cx->recovery_key || cx->output) {
+		ctl_error("put: %s goes with --seal", cx->recovery_key ? "--recovery-key" : "--output");
 		return CTL_EXIT_USAGE;
 	}
-	char *body = ctl_read_json_object(argc > 1 ? argv[1] : "-", "a resource body", &len);
+	/* a plaintext secret's text is wiped after use */
+	bool secret = resource_type_of(argv[0]) == RES_SECRET;
+	if (secret)
+		sealer_no_dumps();
+	char *body = secret ? ctl_read_json_object_secret(argc > 1 ? argv[1] : "-", "a resource body", &len)
+			    : ctl_read_json_object(argc > 1 ? argv[1] : "-", "a resource body", &len);
 	if (!body)
 		goto fail;
 	resource_path(&path, argv[0]);
@@ -58,6 +66,8 @@ int cmd_put(const struct ctl_ctx *cx, int argc, char **argv)
 fail:
 	buf_release(&ans.body);
 	buf_release(&path);
+	if (body && secret)
+		sodium_memzero(body, len);
 	free(body);
 	return rc;
 }
@@ -197,6 +207,13 @@ static char *value_cell(const cJSON *v)
 	return cell;
 }
 
+/* Where a node's live key came from: "-" direct or none, else the relays
+ * it was registered through (whose holder could have made it). */
+static char *via_cell(const cJSON *via)
+{
+	return cell_text(cJSON_IsString(via) && via->valuestring[0] ? via->valuestring : "-", 200);
+}
+
 static char *labels_cell(const cJSON *labels)
 {
 	struct buf b = BUF_INIT;
@@ -242,7 +259,7 @@ static char *lag_cell(const cJSON *node)
 int cmd_nodes(const struct ctl_ctx *cx, int argc, char **argv)
 {
 	struct client_answer ans = { 0, BUF_INIT, "" };
-	struct table t = { 8, 0, NULL };
+	struct table t = { 9, 0, NULL };
 	cJSON *doc = NULL;
 	int rc = 1;
 	(void)argc;
@@ -263,7 +280,7 @@ int cmd_nodes(const struct ctl_ctx *cx, int argc, char **argv)
 		goto fail;
 	}
 	char *head[] = { xstrdup("NODE"), xstrdup("TARGET"), xstrdup("ACKED"), xstrdup("LAG"), xstrdup("CONNECTED"),
-			 xstrdup("KEY"), xstrdup("LAST NACK"), xstrdup("LABELS") };
+			 xstrdup("KEY"), xstrdup("VIA"), xstrdup("LAST NACK"), xstrdup("LABELS") };
 	table_row(&t, head);
 	for (const cJSON *n = doc->child; n; n = n->next) {
 		const char *id = json_get_string(n, "node");
@@ -274,6 +291,7 @@ int cmd_nodes(const struct ctl_ctx *cx, int argc, char **argv)
 			lag_cell(n),
 			value_cell(cJSON_GetObjectItemCaseSensitive(n, "connected")),
 			value_cell(cJSON_GetObjectItemCaseSensitive(n, "key_id")),
+			via_cell(cJSON_GetObjectItemCaseSensitive(n, "key_via")),
 			nack_cell(cJSON_GetObjectItemCaseSensitive(n, "last_nack")),
 			labels_cell(cJSON_GetObjectItemCaseSensitive(n, "labels")),
 		};

@@ -28,6 +28,7 @@ struct ctl_ctx {
 	bool seal;                /* put --seal */
 	bool recovery;            /* keygen --recovery: an X25519 recovery key */
 	const char *recovery_key; /* --recovery-key FILE: put --seal, sync, secrets reseal */
+	const char *output;       /* --output FILE: put --seal writes the stored form there */
 };
 
 int cmd_put(const struct ctl_ctx *cx, int argc, char **argv);

@@ -31,11 +31,12 @@
 #define OPT_SEAL 4096u
 #define OPT_RECOVERY 8192u
 #define OPT_RECOVERY_KEY 16384u
+#define OPT_OUTPUT 32768u
 
 /* The option of each OPT_ bit, for "unknown option" messages. */
 static const char *const opt_names[] = { "--json", "--state-dir", "--node", "--role", "--name",
 					  "--prune", "--dry-run", "--message", "--base", "--force", "-n", "--at",
-					  "--seal", "--recovery", "--recovery-key" };
+					  "--seal", "--recovery", "--recovery-key", "--output" };
 
 struct command {
 	const char *name, *sub;   /* "rollout" "status"; sub NULL for one word */
@@ -48,9 +49,10 @@ struct command {
 };
 
 static const struct command commands[] = {
-	{ "put", NULL, "NAME [FILE|-] [--message TEXT] [--seal [--recovery-key FILE]]",
-	  "upsert one resource (body: a JSON object; stdin without FILE); --seal: a secret sealed here", 1, 2,
-	  OPT_MESSAGE | OPT_SEAL | OPT_RECOVERY_KEY, false, cmd_put },
+	{ "put", NULL, "NAME [FILE|-] [--message TEXT] [--seal [--recovery-key FILE] [--output FILE]]",
+	  "upsert one resource (body: a JSON object; stdin without FILE); --seal: a secret sealed here "
+	  "(--output: its stored form written to FILE, for sync)", 1, 2,
+	  OPT_MESSAGE | OPT_SEAL | OPT_RECOVERY_KEY | OPT_OUTPUT, false, cmd_put },
 	{ "get", NULL, "NAME [--at VERSION]", "print the body of a resource (as it was at VERSION)", 1, 1, OPT_AT,
 	  false, cmd_get },
 	{ "rm", NULL, "NAME [--message TEXT]", "delete a resource", 1, 1, OPT_MESSAGE, false, cmd_rm },
@@ -90,9 +92,9 @@ static const struct command commands[] = {
 	  cmd_token_revoke },
 	{ "secrets", "status", "[--json]", "per secret: version, sealed, the nodes without a wrap", 0, 0, OPT_JSON,
 	  false, cmd_secrets_status },
-	{ "secrets", "reseal", "--recovery-key FILE [--message TEXT]",
+	{ "secrets", "reseal", "--recovery-key FILE [--message TEXT] [--base VERSION]",
 	  "wrap sealed secrets' data keys for the nodes that lack them, one version", 0, 0,
-	  OPT_RECOVERY_KEY | OPT_MESSAGE, false, cmd_secrets_reseal },
+	  OPT_RECOVERY_KEY | OPT_MESSAGE | OPT_BASE, false, cmd_secrets_reseal },
 	{ "secrets", "revoke", "NODE [--json]", "revoke a node's key (it must make a new one)", 1, 1, OPT_JSON, false,
 	  cmd_secrets_revoke },
 };
@@ -287,6 +289,11 @@ static int parse(int argc, char **argv, struct parsed *p)
 				return usage_error(NULL, "option '--recovery-key' needs a file");
 			p->cx.recovery_key = v;
 			p->opts_seen |= OPT_RECOVERY_KEY;
+		} else if ((v = option_value(argc, argv, &i, "--output", &missing))) {
+			if (missing)
+				return usage_error(NULL, "option '--output' needs a file");
+			p->cx.output = v;
+			p->opts_seen |= OPT_OUTPUT;
 		} else if ((v = option_value(argc, argv, &i, "--state-dir", &missing))) {
 			if (missing)
 				return usage_error(NULL, "option '--state-dir' needs a directory");

@@ -7,11 +7,13 @@
 #include "ctl.h"
 #include "json.h"
 #include "log.h"
+#include "sealer.h"
 #include "xmalloc.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -216,15 +218,48 @@ void ctl_warn_stale(const struct ctl_ctx *cx, const struct client_answer *ans)
 
 /* ---- input to send ------------------------------------------------------------- */
 
+/* Makes room to read into b. A secret's buffer is never realloc'd (that
+ * would leave a copy behind): a bigger one is taken, the old one wiped. */
+static void input_grow(struct buf *b, bool secret, size_t want)
+{
+	if (!secret) {
+		buf_reserve(b, want);
+		return;
+	}
+	if (b->cap > b->len + 1)
+		return;
+	size_t cap = b->cap ? b->cap * 2 : want + 1;
+	char *n = xmalloc(cap);
+	if (b->len)
+		memcpy(n, b->data, b->len);
+	n[b->len] = '\0';
+	if (b->data) {
+		sodium_memzero(b->data, b->cap);
+		free(b->data);
+	}
+	b->data = n;
+	b->cap = cap;
+}
+
+static void input_release(struct buf *b, bool secret)
+{
+	if (secret && b->data)
+		sodium_memzero(b->data, b->cap);
+	buf_release(b);
+}
+
 /* Reads FILE, or standard input for "-", whole: pipes and process
- * substitution included, which read_file_limited refuses. Returns a new
- * allocated NUL-terminated text, or NULL with a message in err. */
-static char *read_input(const char *path, size_t *len, char *err, size_t errlen)
+ * substitution included, which read_file_limited refuses. A secret's is
+ * read into one buffer sized from fstat (wiped when it must grow or on
+ * failure). Returns a new allocated NUL-terminated text, or NULL with a
+ * message in err. */
+static char *read_input(const char *path, size_t *len, bool secret, char *err, size_t errlen)
 {
 	bool is_stdin = strcmp(path, "-") == 0;
 	const char *what = is_stdin ? "standard input" : path;
 	struct buf b = BUF_INIT;
 	struct stat st;
+	size_t want = 65536;
 	int fd = is_stdin ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		snprintf(err, errlen, "cannot open '%s': %s", path, strerror(errno));
@@ -237,9 +272,11 @@ static char *read_input(const char *path, size_t *len, char *err, size_t errlen)
 		}
 		if (S_ISREG(st.st_mode) && (uint64_t)st.st_size > CTL_MAX_INPUT)
 			goto too_big;
+		if (S_ISREG(st.st_mode) && secret)
+			want = (size_t)st.st_size + 1;   /* one read, and one for the end */
 	}
 	for (;;) {
-		buf_reserve(&b, 65536);
+		input_grow(&b, secret, want);
 		ssize_t r = read(fd, b.data + b.len, b.cap - b.len - 1);
 		if (r < 0) {
 			if (errno == EINTR)
@@ -262,16 +299,16 @@ too_big:
 fail:
 	if (!is_stdin)
 		close(fd);
-	buf_release(&b);
+	input_release(&b, secret);
 	return NULL;
 }
 
-char *ctl_read_json_object(const char *path, const char *what, size_t *len)
+static char *read_json_object(const char *path, const char *what, size_t *len, bool secret)
 {
 	char err[1024];
 	cJSON *doc = NULL;
 	char *shown = strcmp(path, "-") == 0 ? xstrdup("standard input") : xasprintf("'%s'", path);
-	char *text = read_input(path, len, err, sizeof(err));
+	char *text = read_input(path, len, secret, err, sizeof(err));
 	if (!text) {
 		ctl_error("%s", err);
 		goto fail;
@@ -286,12 +323,28 @@ char *ctl_read_json_object(const char *path, const char *what, size_t *len)
 		ctl_error("%s: %s must be a JSON object", shown, what);
 		goto fail;
 	}
+	if (secret)
+		sealer_json_wipe(doc);
 	cJSON_Delete(doc);
 	free(shown);
 	return text;
 fail:
+	if (secret)
+		sealer_json_wipe(doc);
 	cJSON_Delete(doc);
+	if (text && secret)
+		sodium_memzero(text, *len);
 	free(text);
 	free(shown);
 	return NULL;
+}
+
+char *ctl_read_json_object(const char *path, const char *what, size_t *len)
+{
+	return read_json_object(path, what, len, false);
+}
+
+char *ctl_read_json_object_secret(const char *path, const char *what, size_t *len)
+{
+	return read_json_object(path, what, len, true);
 }

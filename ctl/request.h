@@ -44,5 +44,9 @@ int ctl_print_version(const struct client_answer *ans);
  * plane still judges. Returns a new allocated text (*len set), or NULL
  * after printing why. */
 char *ctl_read_json_object(const char *path, const char *what, size_t *len);
+/* The same for a plaintext secret: read into one buffer (no realloc'd
+ * copies left behind), the probe tree and, on failure, the text wiped.
+ * The caller wipes the text (sodium_memzero) before freeing it. */
+char *ctl_read_json_object_secret(const char *path, const char *what, size_t *len);
 
 #endif

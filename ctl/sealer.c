@@ -6,11 +6,14 @@
 #include "envelope.h"
 #include "json.h"
 #include "nodekey.h"
+#include "resource.h"
 #include "strmap.h"
 #include "xmalloc.h"
 
 #include <sodium.h>
 #include <stdio.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -65,6 +68,21 @@ static int parse_node(const cJSON *it, struct sealer_node *n, char *err, size_t 
 		return -1;
 	}
 	memcpy(n->kid, mine, sizeof(mine));
+	/* the relays a key came through, shown to people: checked as IDs */
+	const char *via = json_get_string(it, "key_via");
+	n->via = xstrdup("");
+	if (via && *via) {
+		char *copy = xstrdup(via), *save = NULL;
+		for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+			if (!resource_name_valid(tok)) {
+				free(copy);
+				snprintf(err, errlen, "nodes: node %s: key_via is not a list of relay IDs", node);
+				return -1;
+			}
+		free(copy);
+		free(n->via);
+		n->via = xstrdup(via);
+	}
 	char serr[256];
 	if (cJSON_IsString(sub) && sub_parse(sub->valuestring, &n->sub, serr, sizeof(serr)) < 0)
 		memset(&n->sub, 0, sizeof(n->sub));   /* unreadable: every name, as the plane counts it */
@@ -76,8 +94,14 @@ static int parse_secret(const cJSON *it, struct sealer_secret *s, char *err, siz
 	const char *name = json_get_string(it, "name");
 	const cJSON *missing = cJSON_GetObjectItemCaseSensitive(it, "missing");
 	uint64_t v = 0;
+	char nerr[256];
 	if (!name || !json_get_u64(cJSON_GetObjectItemCaseSensitive(it, "version"), &v)) {
 		snprintf(err, errlen, "secrets: an entry without a name or version");
+		return -1;
+	}
+	/* the plane's text reaches the terminal: names checked */
+	if (resource_fullname_check(name, nerr, sizeof(nerr)) < 0 || resource_type_of(name) != RES_SECRET) {
+		snprintf(err, errlen, "secrets: an entry whose name is not a secret's");
 		return -1;
 	}
 	s->name = xstrdup(name);
@@ -85,9 +109,13 @@ static int parse_secret(const cJSON *it, struct sealer_secret *s, char *err, siz
 	s->sealed = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(it, "sealed"));
 	size_t cap = cJSON_IsArray(missing) ? (size_t)cJSON_GetArraySize(missing) : 0;
 	s->missing = xcalloc(cap ? cap : 1, sizeof(*s->missing));
-	for (const cJSON *m = cap ? missing->child : NULL; m && s->nmissing < cap; m = m->next)
-		if (cJSON_IsString(m))
-			s->missing[s->nmissing++] = xstrdup(m->valuestring);
+	for (const cJSON *m = cap ? missing->child : NULL; m && s->nmissing < cap; m = m->next) {
+		if (!cJSON_IsString(m) || !resource_name_valid(m->valuestring)) {
+			snprintf(err, errlen, "secrets: %s: missing: an entry that is not a node ID", name);
+			return -1;
+		}
+		s->missing[s->nmissing++] = xstrdup(m->valuestring);
+	}
 	return 0;
 }
 
@@ -133,6 +161,7 @@ void sealer_fleet_release(struct sealer_fleet *f)
 {
 	for (size_t i = 0; i < f->n; i++) {
 		free(f->nodes[i].node);
+		free(f->nodes[i].via);
 		if (f->nodes[i].sub.canon)
 			sub_release(&f->nodes[i].sub);
 	}
@@ -172,6 +201,7 @@ int sealer_recovery_load(const char *path, struct sealer_recovery *r, char *err,
 		snprintf(err, errlen, "--recovery-key: %s", perr);
 		return -1;
 	}
+	sealer_no_dumps();   /* before the secret half is in memory */
 	if (recovery_load_secret(path, r->sk, r->pk, r->kid, perr, sizeof(perr)) < 0) {
 		snprintf(err, errlen, "--recovery-key: %s", perr);
 		sealer_recovery_forget(r);
@@ -231,8 +261,13 @@ static int add_wraps(cJSON *wraps, const char *name, const struct sealer_fleet *
 		cJSON_AddStringToObject(wraps, nd->kid, w);
 		free(w);
 		strmap_put(&have, nd->kid, 1);
-		if (added)
-			cJSON_AddItemToArray(added, cJSON_CreateString(nd->node));
+		if (added) {
+			cJSON *a = cJSON_CreateObject();
+			cJSON_AddStringToObject(a, "node", nd->node);
+			cJSON_AddStringToObject(a, "key_id", nd->kid);
+			cJSON_AddStringToObject(a, "via", nd->via ? nd->via : "");
+			cJSON_AddItemToArray(added, a);
+		}
 		n++;
 	}
 	strmap_release(&have);
@@ -240,7 +275,8 @@ static int add_wraps(cJSON *wraps, const char *name, const struct sealer_fleet *
 }
 
 char *sealer_stored_body(const char *name, const char *plain, size_t plain_len, const struct sealer_fleet *f,
-		       const unsigned char rpk[32], const char *rkid, size_t *nwraps, char *err, size_t errlen)
+		       const unsigned char rpk[32], const char *rkid, size_t *nwraps, cJSON *added, char *err,
+		       size_t errlen)
 {
 	unsigned char *dk = dk_alloc(name, err, errlen);
 	if (!dk)
@@ -252,7 +288,7 @@ char *sealer_stored_body(const char *name, const char *plain, size_t plain_len, 
 	cJSON *doc = cJSON_CreateObject();
 	cJSON_AddItemToObject(doc, "sealed", sealed);
 	cJSON *wraps = cJSON_AddObjectToObject(doc, "wraps");
-	int n = add_wraps(wraps, name, f, dk, NULL, err, errlen);
+	int n = add_wraps(wraps, name, f, dk, added, err, errlen);
 	if (n >= 0) {
 		text = json_encode_canonical(doc);
 		if (nwraps)
@@ -341,4 +377,66 @@ void sealer_json_wipe(cJSON *v)
 			sodium_memzero(v->valuestring, strlen(v->valuestring));
 		sealer_json_wipe(v->child);
 	}
+}
+
+size_t sealer_unwrapped(const cJSON *stored, const char *name, const struct sealer_fleet *f, struct buf *names)
+{
+	const cJSON *wraps = cJSON_GetObjectItemCaseSensitive(stored, "wraps");
+	struct strmap have;
+	strmap_init(&have);
+	for (const cJSON *w = cJSON_IsObject(wraps) ? wraps->child : NULL; w; w = w->next)
+		strmap_put(&have, w->string, 1);
+	size_t n = 0;
+	intptr_t v;
+	for (size_t i = 0; i < f->n; i++) {
+		const struct sealer_node *nd = &f->nodes[i];
+		if (!sealer_reaches(nd, name) || strmap_get(&have, nd->kid, &v))
+			continue;
+		if (names && n < 20)
+			buf_printf(names, "%s%s", n ? ", " : "", nd->node);
+		n++;
+	}
+	if (names && n > 20)
+		buf_printf(names, " and %zu more", n - 20);
+	strmap_release(&have);
+	return n;
+}
+
+size_t sealer_added_text(const cJSON *added, struct buf *out)
+{
+	size_t via = 0;
+	for (const cJSON *a = added ? added->child : NULL; a; a = a->next) {
+		const char *node = json_get_string(a, "node"), *kid = json_get_string(a, "key_id");
+		const char *rel = json_get_string(a, "via");
+		buf_printf(out, "%s%s (key %s", a == added->child ? "" : ", ", node ? node : "?", kid ? kid : "?");
+		if (rel && *rel) {
+			buf_printf(out, ", via %s", rel);
+			via++;
+		}
+		buf_putc(out, ')');
+	}
+	return via;
+}
+
+void sealer_no_dumps(void)
+{
+	struct rlimit none = { 0, 0 };
+	(void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	(void)setrlimit(RLIMIT_CORE, &none);
+}
+
+char *sealer_canonical_secret(cJSON *doc, size_t hint)
+{
+	/* canonical text of a parsed text: at most 6 bytes (\uXXXX) per byte */
+	struct buf b = BUF_INIT;
+	buf_reserve(&b, hint * 6 + 64);
+	size_t cap = b.cap;
+	json_encode_canonical_buf(doc, &b);
+	if (b.cap != cap) {   /* cannot happen with the bound above; still no copy kept */
+		char *n = xstrdup(b.data);
+		sodium_memzero(b.data, b.cap);
+		buf_release(&b);
+		return n;
+	}
+	return buf_detach(&b, NULL);
 }

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <cjson/cJSON.h>
 
+#include "buf.h"
 #include "keys.h"
 #include "sub.h"
 
@@ -19,6 +20,7 @@ struct sealer_node {
 	char kid[KEY_ID_LEN + 1];
 	unsigned char xpk[32];   /* X25519, what wraps are sealed to */
 	struct sub sub;          /* canon NULL: unknown, reaches every name */
+	char *via;               /* where the key came from: "" direct, else the relays */
 };
 
 /* A secret as GET /v1/secrets lists it. */
@@ -69,16 +71,33 @@ int sealer_recovery_choose(const struct sealer_fleet *f, const struct sealer_rec
 
 /* Seals plaintext (a secret's body text) for name into its stored form:
  * {"sealed":...,"wraps":{KID:WRAP...}} with a wrap for every node of f
- * that name reaches. Canonical JSON, malloc'd; *nwraps set (may be NULL).
- * NULL with err. */
+ * that name reaches. Canonical JSON, malloc'd; *nwraps set (may be NULL);
+ * the nodes wrapped for appended to added (as sealer_add_wraps, may be
+ * NULL). NULL with err. */
 char *sealer_stored_body(const char *name, const char *plain, size_t plain_len, const struct sealer_fleet *f,
-		       const unsigned char rpk[32], const char *rkid, size_t *nwraps, char *err, size_t errlen);
+		       const unsigned char rpk[32], const char *rkid, size_t *nwraps, cJSON *added, char *err,
+		       size_t errlen);
+
+/* The nodes of f that name reaches and stored (a parsed stored or push
+ * body) has no wrap for: their IDs appended to names (comma-separated, at
+ * most 20, then "and N more"; may be NULL). Returns how many. */
+size_t sealer_unwrapped(const cJSON *stored, const char *name, const struct sealer_fleet *f, struct buf *names);
+
+/* One line per node of added (an array sealer_add_wraps filled):
+ * "NODE (key KID)" or "NODE (key KID, via RELAYS)", comma-joined into out;
+ * returns how many of them came through a relay. */
+size_t sealer_added_text(const cJSON *added, struct buf *out);
+
+/* No core dump and no ptrace by another process of the same user while a
+ * recovery key or a plaintext secret is in memory:
+ * prctl(PR_SET_DUMPABLE, 0) and RLIMIT_CORE 0. Idempotent. */
+void sealer_no_dumps(void);
 
 /* Reseal: adds to stored (a parsed stored body of name) a wrap for every
  * node of f that name reaches and stored lacks, opening the data key with
  * the recovery key r; drops "superseded" (the plane keeps it). Never
- * re-encrypts. The node IDs wrapped for are appended to added (a cJSON
- * array, may be NULL). Returns how many wraps were added, or -1 with err
+ * re-encrypts. The nodes wrapped for are appended to added (a cJSON
+ * array of {"node","key_id","via"}, may be NULL). Returns how many wraps were added, or -1 with err
  * naming the secret. */
 int sealer_add_wraps(cJSON *stored, const char *name, const struct sealer_fleet *f, const struct sealer_recovery *r,
 		   cJSON *added, char *err, size_t errlen);
@@ -88,6 +107,12 @@ int sealer_add_wraps(cJSON *stored, const char *name, const struct sealer_fleet 
  * err naming the secret. */
 char *sealer_open(const cJSON *body, const char *name, const struct sealer_recovery *r, size_t *len, char *err,
 		size_t errlen);
+
+/* json_encode_canonical of a plaintext body into one buffer reserved up
+ * front from hint (the text it was parsed from: its length), so no
+ * realloc leaves a partial copy behind; grown only past that, the old
+ * buffer wiped. Free it with free() after sodium_memzero. */
+char *sealer_canonical_secret(cJSON *doc, size_t hint);
 
 /* Wipes every string of a parsed tree (a plaintext body's) before it is
  * freed. NULL is fine. */

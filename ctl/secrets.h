@@ -19,5 +19,9 @@ int secrets_fetch(const struct ctl_ctx *cx, struct sealer_fleet *f);
  * stored form sealed (sync_seal.c has the rules). Returns 0, or 1 after
  * printing why (naming the file). */
 int sync_seal(const struct ctl_ctx *cx, struct tree *t, size_t n, char *const *names, char *const *bodies);
+/* The same rules without the network: f the plane's GET /v1/secrets (all
+ * zero for a plane without it), r --recovery-key (NULL: none). */
+int sync_seal_rules(const struct sealer_fleet *f, const struct sealer_recovery *r, struct tree *t, size_t n,
+		    char *const *names, char *const *bodies);
 
 #endif

@@ -1,9 +1,11 @@
 /* sync_seal.c: tetherctl sync's sealed secrets (see secrets.h). For each
  * secret file, against the plane's stored body P:
  *   - a sealed file (export writes the push form, {"sealed":...}) is
- *     unchanged when its "sealed" is P's; otherwise it is sent as it is,
- *     with its own wraps (none in a push form), and with --recovery-key
- *     the wraps of every node key it reaches added;
+ *     unchanged when its "sealed" is P's; otherwise it is sent with its
+ *     own wraps (put --seal --output writes them; none in a push form),
+ *     with --recovery-key's secret half the wraps of every node key it
+ *     reaches added; without it, a node it reaches that has no wrap in
+ *     it is an error naming the file and the two ways out;
  *   - a plaintext file, when P is sealed, is opened against P with
  *     --recovery-key (needed: else an error naming the file and the
  *     option): the same plaintext is unchanged, another is sealed anew;
@@ -28,10 +30,8 @@
 #include <string.h>
 
 struct sync_seal {
-	const struct ctl_ctx *cx;
-	struct sealer_fleet fleet;
-	bool fetched, have_r;
-	struct sealer_recovery r;
+	const struct sealer_fleet *fleet;
+	const struct sealer_recovery *r;   /* --recovery-key, or NULL */
 };
 
 /* The plane's body of name (names sorted), or NULL. */
@@ -100,11 +100,25 @@ static int sealed_file(struct sync_seal *s, struct tree_entry *e, cJSON *fdoc, c
 		ctl_error("'%s': %s: %s", e->path, e->name, err);
 		return 1;
 	}
-	if (s->have_r && s->r.has_secret) {
-		if (sealer_add_wraps(fdoc, e->name, &s->fleet, &s->r, NULL, err, sizeof(err)) < 0) {
+	if (s->r && s->r->has_secret) {
+		if (sealer_add_wraps(fdoc, e->name, s->fleet, s->r, NULL, err, sizeof(err)) < 0) {
 			ctl_error("'%s': %s", e->path, err);
 			return 1;
 		}
+	} else {
+		/* its own wraps only: every node it reaches must have one, else
+		 * the plane refuses it (--sealed-secrets) or holds those nodes */
+		struct buf who = BUF_INIT;
+		size_t n = sealer_unwrapped(fdoc, e->name, s->fleet, &who);
+		if (n) {
+			ctl_error("'%s': %s: the file's envelope has no wraps for %zu node%s it reaches (%s): give "
+				  "--recovery-key FILE (the secret half) to wrap them, or write the file with 'tetherctl "
+				  "put %s --seal --output FILE'", e->path, e->name, n, n == 1 ? "" : "s", who.data,
+				  e->name);
+			buf_release(&who);
+			return 1;
+		}
+		buf_release(&who);
 	}
 	set_body(e, json_encode_canonical(fdoc));
 	return 0;
@@ -120,11 +134,12 @@ static int seal_file(struct sync_seal *s, struct tree_entry *e, const cJSON *fdo
 	}
 	unsigned char rpk[32];
 	char rkid[KEY_ID_LEN + 1];
-	if (sealer_recovery_choose(&s->fleet, s->have_r ? &s->r : NULL, rpk, rkid, err, sizeof(err)) < 0) {
+	if (sealer_recovery_choose(s->fleet, s->r, rpk, rkid, err, sizeof(err)) < 0) {
 		ctl_error("'%s': cannot seal %s: %s", e->path, e->name, err);
 		return 1;
 	}
-	char *stored = sealer_stored_body(e->name, e->body, strlen(e->body), &s->fleet, rpk, rkid, NULL, err, sizeof(err));
+	char *stored = sealer_stored_body(e->name, e->body, strlen(e->body), s->fleet, rpk, rkid, NULL, NULL, err,
+					  sizeof(err));
 	if (!stored) {
 		ctl_error("'%s': %s", e->path, err);
 		return 1;
@@ -141,16 +156,16 @@ static int plaintext_file(struct sync_seal *s, struct tree_entry *e, const cJSON
 		/* sealed to a recovery key the plane no longer names (it was
 		 * replaced): sealed again, whatever the plaintext */
 		const char *rk = json_get_string(cJSON_GetObjectItemCaseSensitive(pdoc, "sealed"), "rk");
-		if (s->fleet.has_recovery && rk && strcmp(rk, s->fleet.rkid) != 0)
+		if (s->fleet->has_recovery && rk && strcmp(rk, s->fleet->rkid) != 0)
 			return seal_file(s, e, fdoc);
-		if (!s->have_r || !s->r.has_secret) {
+		if (!s->r || !s->r->has_secret) {
 			ctl_error("'%s': %s is sealed on the plane and the file is plaintext: to compare them, give "
 				  "--recovery-key FILE (the recovery key's secret half); or write the file sealed (export "
 				  "writes it so), or put it with 'tetherctl put %s --seal'", e->path, e->name, e->name);
 			return 1;
 		}
 		size_t len = 0;
-		char *plain = sealer_open(pdoc, e->name, &s->r, &len, err, sizeof(err));
+		char *plain = sealer_open(pdoc, e->name, s->r, &len, err, sizeof(err));
 		if (!plain) {
 			ctl_error("'%s': the plane's copy does not open: %s", e->path, err);
 			return 1;
@@ -159,11 +174,11 @@ static int plaintext_file(struct sync_seal *s, struct tree_entry *e, const cJSON
 		struct json_limits lim = { 0, CTL_JSON_DEPTH };
 		char jerr[128];
 		cJSON *pl = json_decode(plain, len, &lim, jerr, sizeof(jerr));
-		char *canon = pl ? json_encode_canonical(pl) : NULL;
+		char *canon = pl ? sealer_canonical_secret(pl, len) : NULL;
 		bool same = canon && strcmp(canon, e->body) == 0;
 		if (canon) {
 			sodium_memzero(canon, strlen(canon));
-			cJSON_free(canon);
+			free(canon);
 		}
 		sealer_json_wipe(pl);
 		cJSON_Delete(pl);
@@ -176,56 +191,40 @@ static int plaintext_file(struct sync_seal *s, struct tree_entry *e, const cJSON
 	}
 	if (p && strcmp(p, e->body) == 0)
 		return 0;
-	return s->fleet.sealed_secrets ? seal_file(s, e, fdoc) : 0;
+	return s->fleet->sealed_secrets ? seal_file(s, e, fdoc) : 0;
 }
 
-/* GET /v1/secrets, once; a plane that does not know it (404) has no
- * sealed secrets and no node keys. Returns 0 or 1 (printed). */
-static int fetch(struct sync_seal *s)
+/* GET /v1/secrets; a plane that does not know it (404) has no sealed
+ * secrets and no node keys. Returns 0 or 1 (printed). */
+static int fetch(const struct ctl_ctx *cx, struct sealer_fleet *f)
 {
-	if (s->fetched)
-		return 0;
 	struct client_answer ans = { 0, BUF_INIT, "" };
 	char refusal[1024], err[512];
 	int rc = 0;
-	if (ctl_call_refusal(s->cx, "GET", "/v1/secrets", NULL, 0, &ans, refusal, sizeof(refusal)) != 0) {
-		if (ans.status == 404) {
-			s->fetched = true;
-		} else {
+	memset(f, 0, sizeof(*f));
+	if (ctl_call_refusal(cx, "GET", "/v1/secrets", NULL, 0, &ans, refusal, sizeof(refusal)) != 0) {
+		if (ans.status != 404) {
 			if (ans.status)
 				ctl_error("%s", refusal);
 			rc = 1;
 		}
-	} else if (sealer_fleet_parse(ans.body.data ? ans.body.data : "", ans.body.len, &s->fleet, err, sizeof(err)) < 0) {
+	} else if (sealer_fleet_parse(ans.body.data ? ans.body.data : "", ans.body.len, f, err, sizeof(err)) < 0) {
 		ctl_error("unexpected answer from the plane to GET /v1/secrets: %s", err);
 		rc = 1;
-	} else {
-		s->fetched = true;
 	}
 	buf_release(&ans.body);
 	return rc;
 }
 
-int sync_seal(const struct ctl_ctx *cx, struct tree *t, size_t n, char *const *names, char *const *bodies)
+int sync_seal_rules(const struct sealer_fleet *f, const struct sealer_recovery *r, struct tree *t, size_t n,
+		    char *const *names, char *const *bodies)
 {
-	struct sync_seal s;
-	memset(&s, 0, sizeof(s));
-	s.cx = cx;
+	struct sync_seal s = { f, r };
 	int rc = 0;
-	char err[1024];
-	if (cx->recovery_key) {
-		if (sealer_recovery_load(cx->recovery_key, &s.r, err, sizeof(err)) < 0) {
-			ctl_error("%s", err);
-			return 1;
-		}
-		s.have_r = true;
-	}
 	for (size_t i = 0; i < t->n && rc == 0; i++) {
 		struct tree_entry *e = &t->e[i];
 		if (resource_type_of(e->name) != RES_SECRET)
 			continue;
-		if ((rc = fetch(&s)) != 0)
-			break;
 		const char *p = remote_body(n, names, bodies, e->name);
 		cJSON *fdoc = parse(e->body), *pdoc = p ? parse(p) : NULL;
 		if (!fdoc)
@@ -236,9 +235,32 @@ int sync_seal(const struct ctl_ctx *cx, struct tree *t, size_t n, char *const *n
 			rc = plaintext_file(&s, e, fdoc, p, pdoc);
 		sealer_json_wipe(fdoc);   /* a plaintext file's strings */
 		cJSON_Delete(fdoc);
+		sealer_json_wipe(pdoc);   /* an admin's plaintext copy */
 		cJSON_Delete(pdoc);
 	}
-	sealer_fleet_release(&s.fleet);
-	sealer_recovery_forget(&s.r);
+	return rc;
+}
+
+int sync_seal(const struct ctl_ctx *cx, struct tree *t, size_t n, char *const *names, char *const *bodies)
+{
+	struct sealer_fleet f;
+	struct sealer_recovery r;
+	char err[1024];
+	bool any = false;
+	memset(&f, 0, sizeof(f));
+	memset(&r, 0, sizeof(r));
+	for (size_t i = 0; i < t->n && !any; i++)
+		any = resource_type_of(t->e[i].name) == RES_SECRET;
+	if (!any)
+		return 0;
+	if (cx->recovery_key && sealer_recovery_load(cx->recovery_key, &r, err, sizeof(err)) < 0) {
+		ctl_error("%s", err);
+		return 1;
+	}
+	int rc = fetch(cx, &f);
+	if (rc == 0)
+		rc = sync_seal_rules(&f, cx->recovery_key ? &r : NULL, t, n, names, bodies);
+	sealer_fleet_release(&f);
+	sealer_recovery_forget(&r);
 	return rc;
 }

@@ -7,12 +7,14 @@
 #include "json.h"
 #include "request.h"
 #include "resource.h"
+#include "sealer.h"
 #include "util.h"
 #include "xmalloc.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
+#include <sodium.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,14 +102,20 @@ static int read_one(struct tree *t, const char *path, const char *name, char *er
 		snprintf(err, errlen, "cannot read '%s': %s", path, strerror(errno));
 		return -1;
 	}
+	/* a secret file's text and tree may hold plaintext: wiped */
+	bool secret = resource_type_of(name) == RES_SECRET;
 	struct json_limits lim = { CTL_MAX_INPUT, CTL_JSON_DEPTH };
 	cJSON *doc = json_decode(text, len, &lim, jerr, sizeof(jerr));
+	if (secret)
+		sodium_memzero(text, len);
 	free(text);
 	if (!doc) {
 		snprintf(err, errlen, "'%s': %s", path, jerr);
 		return -1;
 	}
 	if (!cJSON_IsObject(doc)) {
+		if (secret)
+			sealer_json_wipe(doc);
 		cJSON_Delete(doc);
 		snprintf(err, errlen, "'%s': %s must be a JSON object", path, name);
 		return -1;
@@ -119,7 +127,9 @@ static int read_one(struct tree *t, const char *path, const char *name, char *er
 	struct tree_entry *e = &t->e[t->n++];
 	e->name = xstrdup(name);
 	e->path = xstrdup(path);
-	e->body = json_encode_canonical(doc);
+	e->body = secret ? sealer_canonical_secret(doc, len) : json_encode_canonical(doc);
+	if (secret)
+		sealer_json_wipe(doc);
 	cJSON_Delete(doc);
 	return 0;
 }
@@ -243,6 +253,8 @@ out:
 void tree_release(struct tree *t)
 {
 	for (size_t i = 0; i < t->n; i++) {
+		if (t->e[i].body && resource_type_of(t->e[i].name) == RES_SECRET)
+			sodium_memzero(t->e[i].body, strlen(t->e[i].body));
 		free(t->e[i].name);
 		free(t->e[i].path);
 		cJSON_free(t->e[i].body);

@@ -206,14 +206,14 @@ curl -s "$PLANE_URL/v1/config?node=edge-2&version=0" >/dev/null
 ctl nodes
 check_eq "nodes exits 0" 0 "$RC"
 check_eq "nodes prints a header and one line per node" 3 "$(echo "$OUT" | wc -l | tr -d ' ')"
-check_eq "the header names the columns" "NODE TARGET ACKED LAG CONNECTED KEY LAST NACK LABELS" "$(echo "$OUT" | head -n 1 | tr -s ' ')"
+check_eq "the header names the columns" "NODE TARGET ACKED LAG CONNECTED KEY VIA LAST NACK LABELS" "$(echo "$OUT" | head -n 1 | tr -s ' ')"
 line=$(echo "$OUT" | grep '^edge-1 ')
 check_eq "a node's target and acked version, lag and connection" "edge-1 4 0 4 yes" "$(echo "$line" | awk '{print $1, $2, $3, $4, $5}')"
 check_has "a node's last NACK is shown" "$line" 'v4: nginx: [emerg] unknown directive'
 check_has "a long NACK is truncated for the table" "$line" '...'
 check "a long NACK is not printed whole" test "${#line}" -lt 200
 check_has "a node's labels are shown" "$line" "role=edge,zone=eu"
-check_eq "a node without a NACK shows -" "edge-2 - -" "$(echo "$OUT" | grep '^edge-2 ' | awk '{print $1, $6, $7}')"
+check_eq "a node without a key or a NACK shows -" "edge-2 - - -" "$(echo "$OUT" | grep '^edge-2 ' | awk '{print $1, $6, $7, $8}')"
 ctl nodes --json
 check_eq "nodes --json exits 0" 0 "$RC"
 check_eq "nodes --json prints the plane's JSON" "$(curl -s "$PLANE_URL/v1/nodes" | jq -c '[.[] | {node, acked_version, last_nack}]')" \

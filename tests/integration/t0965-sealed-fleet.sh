@@ -105,10 +105,7 @@ KNG=$(key_of ng)
 check "the nginx agent's node.key is 0600" test "$(stat -c %a "$WORK/ng.state/node.key")" = 600
 check "tetherctl nodes shows each node's key id" sh -c "'$CTL_BIN' --plane '$ORIGIN' nodes | grep -w ng | grep -qw '$KNG'"
 
-# ---- a plaintext secret is refused; a sealed one serves --------------------------------
-check_eq "a plaintext secret is refused with 422" 422 \
-	"$(curl -sS -o "$WORK/plain.out" -w '%{http_code}' -X PUT --data-binary @"$WORK/site.json" "$ORIGIN/v1/resources/secret/site")"
-check "its error says how to seal it" grep -q -- '--seal' "$WORK/plain.out"
+# ---- a sealed secret serves -----------------------------------------------------------
 check "tetherctl put --seal seals on this machine and writes" ctl put secret/site "$WORK/site.json" --seal
 ctl apply - >/dev/null <<EOF || bail "cannot write the listener"
 {"upserts":[
@@ -154,6 +151,15 @@ for n in 1 2; do
 	check "the agents' logs do not hold it (line $n)" absent_files "$ndl" "$WORK/ng.log" "$WORK/fl.log"
 done
 check "the key is where nginx reads it (the probe of the file search works)" sh -c "grep -rqF -- '$NEEDLE1' '$OUT/secrets/'"
+
+# ---- a plaintext write is refused ------------------------------------------------------
+# (after the memory checks: the refused body passed through the origin's memory)
+check_eq "a plaintext secret is refused with 422" 422 \
+	"$(curl -sS -o "$WORK/plain.out" -w '%{http_code}' -X PUT --data-binary @"$WORK/site.json" "$ORIGIN/v1/resources/secret/site")"
+check "its error says how to seal it" grep -q -- '--seal' "$WORK/plain.out"
+check "the refused write changed nothing (version $V)" test "$(plane_version)" = "$V"
+check "the refusal logged no part of the key" absent_files "$NEEDLE1" "$WORK/origin.log" "$WORK/plain.out"
+check "nor did it reach the store" absent_files "$NEEDLE1" "$WORK/origin.data"
 
 # ---- an etcd-backed origin: no etcd value holds the key -------------------------------
 . "$(dirname "$0")/lib-etcd.sh"

@@ -14,12 +14,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 
 #include "buf.h"
 #include "envelope.h"
 #include "json.h"
 #include "nodekey.h"
 #include "sealer.h"
+#include "secrets.h"
+#include "xmalloc.h"
 #include "tmpdir.h"
 
 static const char BODY[] = "{\"cert\":\"-----BEGIN CERTIFICATE-----\\nC\\n\",\"key\":\"-----BEGIN PRIVATE KEY-----\\nK\\n\"}";
@@ -242,7 +246,7 @@ static void test_stored_body(void **state)
 	fleet(&f);
 	char err[512];
 	size_t nw = 99;
-	char *text = sealer_stored_body("secret/web", BODY, strlen(BODY), &f, f.rpk, f.rkid, &nw, err, sizeof(err));
+	char *text = sealer_stored_body("secret/web", BODY, strlen(BODY), &f, f.rpk, f.rkid, &nw, NULL, err, sizeof(err));
 	if (!text)
 		fail_msg("seal: %s", err);
 	assert_int_equal(nw, 2);   /* a and b; c's subscription does not reach it */
@@ -270,10 +274,10 @@ static void test_stored_body(void **state)
 	envelope_wipe(p);
 	/* a name nobody but a reaches */
 	free(text);
-	text = sealer_stored_body("secret/db", BODY, strlen(BODY), &f, f.rpk, f.rkid, &nw, err, sizeof(err));
+	text = sealer_stored_body("secret/db", BODY, strlen(BODY), &f, f.rpk, f.rkid, &nw, NULL, err, sizeof(err));
 	assert_int_equal(nw, 1);
 	/* a name that is not a secret's */
-	assert_null(sealer_stored_body("web", BODY, strlen(BODY), &f, f.rpk, f.rkid, &nw, err, sizeof(err)));
+	assert_null(sealer_stored_body("web", BODY, strlen(BODY), &f, f.rpk, f.rkid, &nw, NULL, err, sizeof(err)));
 	assert_non_null(strstr(err, "secret/NAME"));
 	free(text);
 	cJSON_Delete(doc);
@@ -291,7 +295,7 @@ static void test_add_wraps(void **state)
 	/* sealed when only a had a key: then b registered */
 	struct sealer_fleet only_a = f;
 	only_a.n = 1;
-	char *text = sealer_stored_body("secret/web", BODY, strlen(BODY), &only_a, f.rpk, f.rkid, NULL, err, sizeof(err));
+	char *text = sealer_stored_body("secret/web", BODY, strlen(BODY), &only_a, f.rpk, f.rkid, NULL, NULL, err, sizeof(err));
 	assert_non_null(text);
 	cJSON *doc = cJSON_Parse(text);
 	cJSON_AddItemToObject(doc, "superseded", cJSON_CreateStringArray((const char *[]){ "0123456789abcdef0123456789abcdef" }, 1));
@@ -304,7 +308,14 @@ static void test_add_wraps(void **state)
 		fail_msg("reseal: %s", err);
 	assert_int_equal(n, 1);
 	assert_int_equal(cJSON_GetArraySize(added), 1);
-	assert_string_equal(cJSON_GetArrayItem(added, 0)->valuestring, "b");
+	assert_string_equal(json_get_string(cJSON_GetArrayItem(added, 0), "node"), "b");
+	assert_string_equal(json_get_string(cJSON_GetArrayItem(added, 0), "key_id"), T.b.kid);
+	struct buf shown = BUF_INIT;
+	assert_int_equal(sealer_added_text(added, &shown), 0);   /* none via a relay */
+	char want[128];
+	snprintf(want, sizeof(want), "b (key %s)", T.b.kid);
+	assert_string_equal(shown.data, want);
+	buf_release(&shown);
 	/* the envelope is the same (never re-encrypted), a's wrap kept as it was */
 	char *sealed_after = canon_of(cJSON_GetObjectItemCaseSensitive(doc, "sealed"));
 	assert_string_equal(sealed_before, sealed_after);
@@ -351,6 +362,238 @@ static void test_add_wraps(void **state)
 	sealer_fleet_release(&f);
 }
 
+
+/* ---- what the plane says, checked; unknown subscriptions ------------------------- */
+
+/* An answer with one node (key of a) whose "sub" and "key_via" members are
+ * given raw, and one secret entry given raw. */
+static char *answer_raw(const char *sub, const char *via, const char *secret)
+{
+	char *ka = b64(T.a.pk, 32), *kb = b64(T.b.pk, 32), *rk = b64(T.rec.pk, 32);
+	struct buf b = BUF_INIT;
+	buf_printf(&b, "{\"sealed_secrets\":true,\"recovery\":{\"key_id\":\"%s\",\"key\":\"%s\"},\"nodes\":["
+		       "{\"node\":\"a\",\"key_id\":\"%s\",\"key\":\"%s\",\"sub\":%s,\"key_via\":%s},"
+		       "{\"node\":\"b\",\"key_id\":\"%s\",\"key\":\"%s\",\"sub\":\"cluster/\",\"key_via\":\"\"}],"
+		       "\"secrets\":[%s]}",
+		   T.rec.kid, rk, T.a.kid, ka, sub, via, T.b.kid, kb, secret);
+	free(ka);
+	free(kb);
+	free(rk);
+	return buf_detach(&b, NULL);
+}
+
+static void test_unknown_sub_reaches_all(void **state)
+{
+	(void)state;
+	const char *subs[] = { "null", "\"%%not a sub((\"", "17" };
+	for (size_t i = 0; i < 3; i++) {
+		char *text = answer_raw(subs[i], "\"\"", ""), err[512] = "";
+		struct sealer_fleet f;
+		if (sealer_fleet_parse(text, strlen(text), &f, err, sizeof(err)) < 0)
+			fail_msg("%s refused: %s", subs[i], err);
+		/* as the plane counts it: every name is reached, so sealed to */
+		assert_true(sealer_reaches(&f.nodes[0], "secret/web"));
+		assert_true(sealer_reaches(&f.nodes[0], "secret/zzz"));
+		assert_false(sealer_reaches(&f.nodes[1], "secret/web"));
+		size_t nw = 0;
+		char *stored = sealer_stored_body("secret/zzz", BODY, strlen(BODY), &f, f.rpk, f.rkid, &nw, NULL, err,
+						  sizeof(err));
+		assert_non_null(stored);
+		assert_int_equal(nw, 1);
+		cJSON *doc = cJSON_Parse(stored);
+		assert_non_null(json_get_string(cJSON_GetObjectItemCaseSensitive(doc, "wraps"), T.a.kid));
+		cJSON_Delete(doc);
+		free(stored);
+		sealer_fleet_release(&f);
+		free(text);
+	}
+}
+
+static void test_via_and_names(void **state)
+{
+	(void)state;
+	char err[512], *text = answer_raw("null", "\"r1,r2\"", "");
+	struct sealer_fleet f;
+	assert_int_equal(sealer_fleet_parse(text, strlen(text), &f, err, sizeof(err)), 0);
+	assert_string_equal(f.nodes[0].via, "r1,r2");
+	assert_string_equal(f.nodes[1].via, "");
+	cJSON *added = cJSON_CreateArray();
+	char *stored = sealer_stored_body("secret/web", BODY, strlen(BODY), &f, f.rpk, f.rkid, NULL, added, err,
+					  sizeof(err));
+	assert_non_null(stored);
+	struct buf shown = BUF_INIT;
+	assert_int_equal(sealer_added_text(added, &shown), 1);
+	char want[128];
+	snprintf(want, sizeof(want), "a (key %s, via r1,r2)", T.a.kid);
+	assert_string_equal(shown.data, want);
+	buf_release(&shown);
+	cJSON_Delete(added);
+	free(stored);
+	sealer_fleet_release(&f);
+	free(text);
+	/* the plane's text reaches a terminal: refused when it is not IDs and names */
+	struct {
+		const char *via, *secret, *err;
+	} bad[] = {
+		{ "\"r1,\\u001b[2J\"", "", "nodes: node a: key_via is not a list of relay IDs" },
+		{ "\"\"", "{\"name\":\"cluster/web\",\"version\":1,\"sealed\":true,\"missing\":[]}",
+		  "secrets: an entry whose name is not a secret's" },
+		{ "\"\"", "{\"name\":\"secret/\\u001b[2J\",\"version\":1,\"sealed\":true,\"missing\":[]}",
+		  "secrets: an entry whose name is not a secret's" },
+		{ "\"\"", "{\"name\":\"secret/web\",\"version\":1,\"sealed\":true,\"missing\":[\"a b\"]}",
+		  "secrets: secret/web: missing: an entry that is not a node ID" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		text = answer_raw("null", bad[i].via, bad[i].secret);
+		assert_int_equal(sealer_fleet_parse(text, strlen(text), &f, err, sizeof(err)), -1);
+		assert_string_equal(err, bad[i].err);
+		free(text);
+	}
+}
+
+static void test_unwrapped(void **state)
+{
+	(void)state;
+	struct sealer_fleet f, only_a;
+	fleet(&f);
+	only_a = f;
+	only_a.n = 1;
+	char err[512];
+	char *text = sealer_stored_body("secret/web", BODY, strlen(BODY), &only_a, f.rpk, f.rkid, NULL, NULL, err,
+					sizeof(err));
+	cJSON *doc = cJSON_Parse(text);
+	struct buf who = BUF_INIT;
+	assert_int_equal(sealer_unwrapped(doc, "secret/web", &f, &who), 1);   /* b; c is not reached */
+	assert_string_equal(who.data, "b");
+	assert_int_equal(sealer_unwrapped(doc, "secret/web", &only_a, NULL), 0);
+	/* a push form (no wraps) lacks every reached node */
+	cJSON_DeleteItemFromObjectCaseSensitive(doc, "wraps");
+	assert_int_equal(sealer_unwrapped(doc, "secret/web", &f, NULL), 2);
+	buf_release(&who);
+	cJSON_Delete(doc);
+	free(text);
+	sealer_fleet_release(&f);
+}
+
+static void test_no_dumps(void **state)
+{
+	(void)state;
+	sealer_no_dumps();
+	assert_int_equal(prctl(PR_GET_DUMPABLE, 0, 0, 0, 0), 0);
+	struct rlimit rl;
+	assert_int_equal(getrlimit(RLIMIT_CORE, &rl), 0);
+	assert_int_equal(rl.rlim_cur, 0);
+}
+
+/* ---- sync's rules (sync_seal_rules) ------------------------------------------------- */
+
+static void tree_one(struct tree *t, const char *name, const char *body)
+{
+	t->n = t->cap = 1;
+	t->e = xcalloc(1, sizeof(*t->e));
+	t->e[0].name = xstrdup(name);
+	t->e[0].path = xasprintf("DIR/%s.json", name);
+	t->e[0].body = xstrdup(body);
+}
+
+/* One sync rule: the file body, the plane's (NULL: none), the recovery key
+ * (NULL: none). Returns sync_seal_rules's answer; *out the entry's body. */
+static int rule(const struct sealer_fleet *f, const struct sealer_recovery *r, const char *file, const char *plane,
+		char **out)
+{
+	struct tree t;
+	char *names[] = { (char *)"secret/web" }, *bodies[] = { (char *)plane };
+	tree_one(&t, "secret/web", file);
+	int rc = sync_seal_rules(f, r, &t, plane ? 1 : 0, names, bodies);
+	*out = xstrdup(t.e[0].body);
+	tree_release(&t);
+	return rc;
+}
+
+static void test_sync_rules(void **state)
+{
+	(void)state;
+	struct sealer_fleet f, only_a, none;
+	fleet(&f);
+	only_a = f;
+	only_a.n = 1;
+	memset(&none, 0, sizeof(none));
+	struct sealer_recovery pub;
+	char err[512], *out, *plain = NULL;
+	assert_int_equal(sealer_recovery_load(T.rpub, &pub, err, sizeof(err)), 0);
+	/* a sealed file wrapped for a only; b (secret/web) has a key too */
+	char *partial = sealer_stored_body("secret/web", BODY, strlen(BODY), &only_a, f.rpk, f.rkid, NULL, NULL, err,
+					   sizeof(err));
+	char *full = sealer_stored_body("secret/web", BODY, strlen(BODY), &f, f.rpk, f.rkid, NULL, NULL, err,
+					sizeof(err));
+	size_t plen;
+	char *push = NULL;
+	assert_int_equal(envelope_push_body_checked(partial, strlen(partial), &push, &plen, err, sizeof(err)), 1);
+
+	/* without the recovery key's secret half: refused, naming b */
+	assert_int_equal(rule(&f, NULL, partial, NULL, &out), 1);
+	assert_string_equal(out, partial);
+	free(out);
+	assert_int_equal(rule(&f, &pub, push, NULL, &out), 1);
+	free(out);
+	/* with it: b's wrap added, a's kept, the envelope the same */
+	assert_int_equal(rule(&f, &T.rec, push, NULL, &out), 0);
+	cJSON *doc = cJSON_Parse(out);
+	assert_int_equal(sealer_unwrapped(doc, "secret/web", &f, NULL), 0);
+	plain = open_as(doc, "secret/web", &T.b);
+	assert_string_equal(plain, BODY);
+	envelope_wipe(plain);
+	cJSON_Delete(doc);
+	free(out);
+	/* a file with every wrap it needs (put --seal --output): no key needed, sent as it is */
+	assert_int_equal(rule(&f, NULL, full, NULL, &out), 0);
+	assert_string_equal(out, full);
+	free(out);
+	/* the plane's envelope in the file (an export): the plane's text, unchanged */
+	assert_int_equal(rule(&f, NULL, push, partial, &out), 0);
+	assert_string_equal(out, partial);
+	free(out);
+
+	/* a plaintext file against a sealed copy: needs the secret half */
+	char *canon = NULL;
+	{
+		cJSON *b = cJSON_Parse(BODY);
+		canon = json_encode_canonical(b);
+		cJSON_Delete(b);
+	}
+	assert_int_equal(rule(&f, NULL, canon, partial, &out), 1);
+	free(out);
+	assert_int_equal(rule(&f, &T.rec, canon, partial, &out), 0);   /* the same plaintext */
+	assert_string_equal(out, partial);
+	free(out);
+	const char *other = "{\"cert\":\"-----BEGIN CERTIFICATE-----\\nD\\n\",\"key\":\"-----BEGIN PRIVATE KEY-----\\nL\\n\"}";
+	assert_int_equal(rule(&f, &T.rec, other, partial, &out), 0);    /* another: sealed anew */
+	doc = cJSON_Parse(out);
+	assert_true(envelope_is_sealed(doc));
+	assert_int_equal(sealer_unwrapped(doc, "secret/web", &f, NULL), 0);
+	assert_null(strstr(out, "BEGIN"));
+	cJSON_Delete(doc);
+	free(out);
+	/* a new plaintext file: sealed when the plane requires it, else sent as it is */
+	assert_int_equal(rule(&f, NULL, canon, NULL, &out), 0);
+	assert_null(strstr(out, "BEGIN"));
+	free(out);
+	assert_int_equal(rule(&none, NULL, canon, NULL, &out), 0);
+	assert_string_equal(out, canon);
+	free(out);
+	/* equal to a plaintext copy on the plane: unchanged */
+	assert_int_equal(rule(&f, NULL, canon, canon, &out), 0);
+	assert_string_equal(out, canon);
+	free(out);
+
+	free(canon);
+	free(push);
+	free(partial);
+	free(full);
+	sealer_recovery_forget(&pub);
+	sealer_fleet_release(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -359,6 +602,11 @@ int main(void)
 		cmocka_unit_test(test_recovery),
 		cmocka_unit_test(test_stored_body),
 		cmocka_unit_test(test_add_wraps),
+		cmocka_unit_test(test_unknown_sub_reaches_all),
+		cmocka_unit_test(test_via_and_names),
+		cmocka_unit_test(test_unwrapped),
+		cmocka_unit_test(test_no_dumps),
+		cmocka_unit_test(test_sync_rules),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

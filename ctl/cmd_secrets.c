@@ -1,6 +1,6 @@
 /* cmd_secrets.c: tetherctl's sealed secrets (docs/protocol.md, "Sealed
- * secrets"): put --seal, secrets status, secrets reseal and secrets
- * revoke. Sealing happens here, on the operator's machine: the plane gets
+ * secrets"): put --seal, secrets status, secrets reseal, secrets revoke
+ * and secrets approve. Sealing happens here, on the operator's machine: the plane gets
  * only the envelope and its wraps. The plaintext a command reads is wiped
  * once sealed and never printed. */
 #include "commands.h"
@@ -182,22 +182,61 @@ out:
 
 /* ---- secrets status ------------------------------------------------------------ */
 
+static bool key_id_ok(const char *kid)
+{
+	return kid && strlen(kid) == KEY_ID_LEN && strspn(kid, "0123456789abcdef") == KEY_ID_LEN;
+}
+
+/* The plane's "pending" list (--approve-relay-keys): a line per key that
+ * waits for an admin, with the command that approves it. The plane's text
+ * is checked before it reaches the terminal. Returns how many. */
+static size_t status_pending(const struct buf *body)
+{
+	char err[256];
+	struct json_limits lim = { 0, 8 };
+	cJSON *doc = json_decode(body->data ? body->data : "", body->len, &lim, err, sizeof(err));
+	const cJSON *list = doc ? cJSON_GetObjectItemCaseSensitive(doc, "pending") : NULL;
+	size_t n = 0;
+	for (const cJSON *e = cJSON_IsArray(list) ? list->child : NULL; e; e = e->next) {
+		const char *node = json_get_string(e, "node");
+		const char *kid = json_get_string(e, "key_pending");
+		const char *via = json_get_string(e, "key_via");
+		if (!node || !resource_name_valid(node) || !key_id_ok(kid))
+			continue;
+		char *shown = cell_text(via && *via ? via : "-", 200);
+		if (!n)
+			printf("keys waiting for approval (--approve-relay-keys; no secret is sealed to them until "
+			       "then):\n");
+		printf("  node %s: key %s via %s: check it is the key the node logged (tetherd says \"node key "
+		       "%s\"), then run 'tetherctl secrets approve %s %s'\n",
+		       node, kid, shown, kid, node, kid);
+		free(shown);
+		n++;
+	}
+	cJSON_Delete(doc);
+	return n;
+}
+
 int cmd_secrets_status(const struct ctl_ctx *cx, int argc, char **argv)
 {
 	struct sealer_fleet f;
+	struct client_answer ans = { 0, BUF_INIT, "" };
+	char err[512];
 	(void)argc;
 	(void)argv;
+	if (ctl_call(cx, "GET", "/v1/secrets", NULL, 0, &ans) != 0)
+		return CTL_EXIT_FAILED;
+	ctl_warn_stale(cx, &ans);
 	if (cx->json) {
-		struct client_answer ans = { 0, BUF_INIT, "" };
-		if (ctl_call(cx, "GET", "/v1/secrets", NULL, 0, &ans) != 0)
-			return CTL_EXIT_FAILED;
-		ctl_warn_stale(cx, &ans);
 		print_raw(&ans);
 		buf_release(&ans.body);
 		return CTL_EXIT_OK;
 	}
-	if (secrets_fetch(cx, &f) != 0)
+	if (sealer_fleet_parse(ans.body.data ? ans.body.data : "", ans.body.len, &f, err, sizeof(err)) < 0) {
+		ctl_error("unexpected answer from the plane to GET /v1/secrets: %s", err);
+		buf_release(&ans.body);
 		return CTL_EXIT_FAILED;
+	}
 	struct table t = { 4, 0, NULL };
 	char *head[] = { xstrdup("SECRET"), xstrdup("VERSION"), xstrdup("SEALED"), xstrdup("MISSING") };
 	table_row(&t, head);
@@ -232,9 +271,14 @@ int cmd_secrets_status(const struct ctl_ctx *cx, int argc, char **argv)
 		printf("%zu node key%s registered through a relay (check before sealing to %s): %s\n", nvia,
 		       nvia == 1 ? "" : "s", nvia == 1 ? "it" : "them", via.data);
 	buf_release(&via);
+	size_t npending = status_pending(&ans.body);
 	if (lacking)
 		printf("run 'tetherctl secrets reseal --recovery-key FILE' to wrap them for the missing nodes\n");
+	else if (npending)
+		printf("once approved, run 'tetherctl secrets reseal --recovery-key FILE' to wrap the sealed secrets "
+		       "for them\n");
 	sealer_fleet_release(&f);
+	buf_release(&ans.body);
 	return CTL_EXIT_OK;
 }
 
@@ -442,7 +486,7 @@ int cmd_secrets_revoke(const struct ctl_ctx *cx, int argc, char **argv)
 	if (!doc)
 		goto out;
 	const char *kid = json_get_string(doc, "key_id");
-	if (kid && (strlen(kid) != KEY_ID_LEN || strspn(kid, "0123456789abcdef") != KEY_ID_LEN))
+	if (!key_id_ok(kid))
 		kid = NULL;   /* the plane's text never reaches the terminal unchecked */
 	printf("node %s: key %s revoked: it can no longer register, and writes drop its wraps; the node "
 	       "registers a new key with 'tetherd --rotate-key', then run 'tetherctl secrets reseal'\n",
@@ -452,5 +496,65 @@ int cmd_secrets_revoke(const struct ctl_ctx *cx, int argc, char **argv)
 out:
 	buf_release(&ans.body);
 	buf_release(&path);
+	return rc;
+}
+
+/* ---- secrets approve --------------------------------------------------------------- */
+
+int cmd_secrets_approve(const struct ctl_ctx *cx, int argc, char **argv)
+{
+	struct buf path = BUF_INIT, body = BUF_INIT;
+	struct client_answer ans = { 0, BUF_INIT, "" };
+	char refusal[1024];
+	int rc = CTL_EXIT_FAILED;
+	(void)argc;
+	if (!resource_name_valid(argv[0])) {
+		ctl_error("secrets approve: '%s' is not a node ID ([A-Za-z0-9._-])", argv[0]);
+		return CTL_EXIT_USAGE;
+	}
+	if (!key_id_ok(argv[1])) {
+		ctl_error("secrets approve %s: '%s' is not a key id (%d lowercase hex digits, as 'tetherctl secrets "
+			  "status' and tetherd's \"node key KID\" show it)", argv[0], argv[1], KEY_ID_LEN);
+		return CTL_EXIT_USAGE;
+	}
+	buf_puts(&path, "/v1/nodes/");
+	client_escape(&path, argv[0], false);
+	buf_puts(&path, "/key/approve");
+	buf_puts(&body, "{\"key_id\":");
+	buf_json_string(&body, argv[1]);
+	buf_putc(&body, '}');
+	if (ctl_call_refusal(cx, "POST", path.data, body.data, body.len, &ans, refusal, sizeof(refusal)) != 0) {
+		if (ans.status)
+			ctl_error("secrets approve %s %s: %s", argv[0], argv[1], refusal);
+		if (ans.status == 409)
+			ctl_error("the plane refused the approval (HTTP 409): nothing was approved; 'tetherctl secrets "
+				  "status' lists the keys waiting for approval");
+		else if (ans.status == 403)
+			ctl_error("secrets approve needs an admin token at the origin plane (not a relay): nothing was "
+				  "approved");
+		goto out;
+	}
+	if (cx->json) {
+		print_raw(&ans);
+		rc = CTL_EXIT_OK;
+		goto out;
+	}
+	cJSON *doc = ctl_answer_json(&ans);
+	if (!doc)
+		goto out;
+	const char *status = json_get_string(doc, "status");
+	if (!status || strcmp(status, "approved") != 0) {
+		ctl_error("unexpected answer from the plane: no \"status\":\"approved\"");
+		cJSON_Delete(doc);
+		goto out;
+	}
+	printf("node %s: key %s approved: run 'tetherctl secrets reseal --recovery-key FILE' to wrap the sealed "
+	       "secrets for it\n", argv[0], argv[1]);
+	cJSON_Delete(doc);
+	rc = CTL_EXIT_OK;
+out:
+	buf_release(&ans.body);
+	buf_release(&path);
+	buf_release(&body);
 	return rc;
 }

@@ -214,6 +214,21 @@ static char *via_cell(const cJSON *via)
 	return cell_text(cJSON_IsString(via) && via->valuestring[0] ? via->valuestring : "-", 200);
 }
 
+/* the live key's id, else a pending one (--approve-relay-keys) as
+ * "KID (pending)": no secret is sealed to it until an admin approves */
+static char *key_cell(const cJSON *node)
+{
+	const cJSON *kid = cJSON_GetObjectItemCaseSensitive(node, "key_id");
+	const cJSON *pending = cJSON_GetObjectItemCaseSensitive(node, "key_pending");
+	if (!cJSON_IsString(kid) && cJSON_IsString(pending) && pending->valuestring[0]) {
+		char *id = cell_text(pending->valuestring, 40);
+		char *cell = xasprintf("%s (pending)", id);
+		free(id);
+		return cell;
+	}
+	return value_cell(kid);
+}
+
 static char *labels_cell(const cJSON *labels)
 {
 	struct buf b = BUF_INIT;
@@ -290,7 +305,7 @@ int cmd_nodes(const struct ctl_ctx *cx, int argc, char **argv)
 			value_cell(cJSON_GetObjectItemCaseSensitive(n, "acked_version")),
 			lag_cell(n),
 			value_cell(cJSON_GetObjectItemCaseSensitive(n, "connected")),
-			value_cell(cJSON_GetObjectItemCaseSensitive(n, "key_id")),
+			key_cell(n),
 			via_cell(cJSON_GetObjectItemCaseSensitive(n, "key_via")),
 			nack_cell(cJSON_GetObjectItemCaseSensitive(n, "last_nack")),
 			labels_cell(cJSON_GetObjectItemCaseSensitive(n, "labels")),

@@ -60,5 +60,6 @@ int cmd_put_sealed(const struct ctl_ctx *cx, int argc, char **argv);
 int cmd_secrets_status(const struct ctl_ctx *cx, int argc, char **argv);
 int cmd_secrets_reseal(const struct ctl_ctx *cx, int argc, char **argv);
 int cmd_secrets_revoke(const struct ctl_ctx *cx, int argc, char **argv);
+int cmd_secrets_approve(const struct ctl_ctx *cx, int argc, char **argv);
 
 #endif

@@ -97,6 +97,9 @@ static const struct command commands[] = {
 	  OPT_RECOVERY_KEY | OPT_MESSAGE | OPT_BASE, false, cmd_secrets_reseal },
 	{ "secrets", "revoke", "NODE [--json]", "revoke a node's key (it must make a new one)", 1, 1, OPT_JSON, false,
 	  cmd_secrets_revoke },
+	{ "secrets", "approve", "NODE KID [--json]",
+	  "approve a node's key that waits for an admin (the plane's --approve-relay-keys)", 2, 2, OPT_JSON, false,
+	  cmd_secrets_approve },
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -380,7 +383,7 @@ static int run(int argc, char **argv)
 		else if (name_known && strcmp(words[0], "token") == 0)
 			rc = usage_error(NULL, "'token' needs a command: create, ls or revoke");
 		else if (name_known && strcmp(words[0], "secrets") == 0)
-			rc = usage_error(NULL, "'secrets' needs a command: status, reseal or revoke");
+			rc = usage_error(NULL, "'secrets' needs a command: status, reseal, revoke or approve");
 		else if (name_known)
 			rc = usage_error(NULL, "'%s' needs a command: status or abort", words[0]);
 		else

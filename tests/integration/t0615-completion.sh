@@ -122,7 +122,7 @@ start_agent n1 --consumer files
 check "the agent connects" wait_until 10 node_acked n1 3
 check_eq "token create --node: the plane's nodes" "n1" "$(comp --plane "$PLANE_URL" token create --node '')"
 check_eq "secrets revoke: the plane's nodes" "n1" "$(comp --plane "$PLANE_URL" secrets revoke '')"
-check_eq "secrets' sub-commands" "reseal revoke status" "$(comp secrets '')"
+check_eq "secrets' sub-commands" "approve reseal revoke status" "$(comp secrets '')"
 check_eq "--recovery-key: files" "batch.json" "$(cd "$WORK/files" && comp secrets reseal --recovery-key ba)"
 TOK=$("$CTL_BIN" --plane "$PLANE_URL" token create --role reader --json 2>/dev/null | jq -r .id)
 check "a token was made to revoke" test -n "$TOK" -a "$TOK" != null

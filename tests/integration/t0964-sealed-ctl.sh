@@ -20,7 +20,10 @@
 # without the recovery key's secret half, wrapped with it); an older
 # export (a replayed envelope, said what to do); reseal's 409 (--base) and
 # its per-secret refusal of a secret sealed to the replaced recovery key;
-# --json outputs; and on a plane with tokens and without --sealed-secrets:
+# --json outputs; with --approve-relay-keys, a key through a relay pending
+# (nodes, secrets status, put --seal leaves it out) until secrets approve
+# (a wrong id, a bad id, an unknown node, at the relay: refused), then
+# reseal wraps for it and the node applies it; and on a plane with tokens and without --sealed-secrets:
 # put --seal needs --recovery-key (sealed to the .pub, a warning when no
 # node can open it), and a reader's sync --dry-run prints no plaintext
 # and leaves every secret out.
@@ -390,6 +393,72 @@ check "the old one is named, with what to do" grep -qF "secret/db: sealed to rec
 check "d has its wrap of secret/web" test "$(stored | jq -r --arg d "$KD" '.wraps[$d] // empty')" != ""
 check_eq "secret/db still misses d" "d" \
 	"$(curl -sS "$PLANE_URL/v1/secrets" | jq -r '.secrets[] | select(.name == "secret/db") | .missing | join(",")')"
+
+# ---- --approve-relay-keys: a key through a relay waits for an admin's secrets approve -------------
+
+start_plane o --heartbeat 1 --sealed-secrets "$WORK/recovery.pub" --approve-relay-keys
+O=$PLANE_URL
+start_plane r --upstream "$O" --relay-id r --heartbeat 1
+R=$PLANE_URL
+PLANE_URL=$O
+check "r follows o" wait_until 10 grep -q "relay r: following" "$WORK/o.log"
+pending_of() {
+	node_field "$1" '.key_pending // empty'
+}
+has_pending() {
+	[ -n "$(pending_of "$1")" ]
+}
+start_agent g --consumer files --sub secret/ --plane "$R"
+check "g's key, through r, waits at o" wait_until 20 has_pending g
+KG=$(pending_of g)
+check_eq "no live key while it waits" "" "$(kid_of g)"
+check "tetherd logged the key id the admin checks" grep -q "node key $KG" "$WORK/g.log"
+OUT=$(ctl nodes)
+check_eq "nodes: KEY shows it pending, VIA the relay" "$KG (pending) r" "$(awk '$1 == "g" {print $6, $7, $8}' <<<"$OUT")"
+OUT=$(ctl secrets status 2>&1)
+check "secrets status: a line for it, the relay and the command to approve it" grep -qF \
+	"  node g: key $KG via r: check it is the key the node logged (tetherd says \"node key $KG\"), then run 'tetherctl secrets approve g $KG'" <<<"$OUT"
+check "secrets status: no node key to seal to" grep -q ", 0 node keys$" <<<"$OUT"
+check "secrets status: reseal once approved" grep -qF "once approved, run 'tetherctl secrets reseal --recovery-key FILE'" <<<"$OUT"
+check_eq "secrets status --json: the plane's pending list" "g:$KG:r" \
+	"$(ctl secrets status --json | jq -r '.pending | map("\(.node):\(.key_pending):\(.key_via)") | join(" ")')"
+OUT=$(ctl put secret/gate --seal "$WORK/one.json" 2>&1)
+check "put --seal succeeds" grep -q "^version [0-9]*$" <<<"$OUT"
+check_eq "... and does not wrap for the pending key" "[]" \
+	"$(curl -sS "$O/v1/resources/secret/gate" | jq -c '.body.wraps | keys')"
+check "... warning that no node can open it" grep -q "warning: secret/gate reaches no node with a registered key" <<<"$OUT"
+check "g is held: no wrap for its key" wait_until 20 grep -qF "secret/gate: no wrap for this node's key $KG" "$WORK/g.log"
+OUT=$(ctl secrets approve g "$KA" 2>&1)
+check_eq "approve with another key id: exit 1" "1" "$?"
+check "the plane's reason: the key that waits and the one given" \
+	grep -qF "secrets approve g $KA: node g: the key waiting for approval is $KG, not $KA" <<<"$OUT"
+check "... its 409 and what to do" grep -qF "the plane refused the approval (HTTP 409): nothing was approved; 'tetherctl secrets status' lists the keys waiting for approval" <<<"$OUT"
+check_eq "... still pending" "$KG" "$(pending_of g)"
+OUT=$(ctl secrets approve g 0123 2>&1)
+check_eq "approve with a malformed key id: a usage error" "2" "$?"
+check "... naming it and the form" grep -qF "secrets approve g: '0123' is not a key id (16 lowercase hex digits" <<<"$OUT"
+OUT=$(ctl secrets approve nosuch "$KG" 2>&1)
+check_eq "approve for an unknown node: exit 1" "1" "$?"
+check "... naming it" grep -qF "no node 'nosuch'" <<<"$OUT"
+OUT=$("$CTL_BIN" --plane "$R" secrets approve g "$KG" 2>&1)
+check_eq "approve at the relay: exit 1" "1" "$?"
+check "... saying to approve at the origin" grep -qF "a relay never approves a key; approve it at the origin" <<<"$OUT"
+# tetherctl.1, EXAMPLES: approve, then reseal
+OUT=$(cd "$WORK" && tetherctl secrets approve g "$KG" 2>&1)
+check_eq "approve with the right id" "node g: key $KG approved: run 'tetherctl secrets reseal --recovery-key FILE' to wrap the sealed secrets for it" "$OUT"
+check_eq "... now live, nothing pending" "$KG " "$(kid_of g) $(pending_of g)"
+check_eq "nodes: KEY the live key" "$KG r" "$(ctl nodes | awk '$1 == "g" {print $6, $7}')"
+check_eq "secrets status: secret/gate misses g now" "secret/gate yes g" \
+	"$(ctl secrets status | awk '$1 == "secret/gate" {print $1, $3, $4}')"
+OUT=$(ctl secrets approve g "$KG" --json 2>&1)
+check_eq "approving again: exit 1" "1" "$?"
+check "... the key is live" grep -qF "node g has no key waiting for approval; its key is live: $KG" <<<"$OUT"
+OUT=$(cd "$WORK" && tetherctl secrets reseal --recovery-key recovery 2>&1)
+check "reseal wraps secret/gate for g, via r" grep -qF "secret/gate: wrapped for g (key $KG, via r)" <<<"$OUT"
+VG=$(sed -n 's/^version \([0-9]*\): 1 secret resealed, 1 wrap added.*/\1/p' <<<"$OUT")
+check "in one version" test -n "$VG"
+check_eq "the stored body: a wrap for g" "[\"$KG\"]" "$(curl -sS "$O/v1/resources/secret/gate" | jq -c '.body.wraps | keys')"
+check "g opens and applies it" wait_until 20 node_acked g "$VG"
 
 # ---- a plane with tokens, without --sealed-secrets -----------------------------------------------------
 

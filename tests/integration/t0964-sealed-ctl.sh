@@ -422,6 +422,22 @@ check "secrets status: no node key to seal to" grep -q ", 0 node keys$" <<<"$OUT
 check "secrets status: reseal once approved" grep -qF "once approved, run 'tetherctl secrets reseal --recovery-key FILE'" <<<"$OUT"
 check_eq "secrets status --json: the plane's pending list" "g:$KG:r" \
 	"$(ctl secrets status --json | jq -r '.pending | map("\(.node):\(.key_pending):\(.key_via)") | join(" ")')"
+# contrib/bash-completion/tetherctl (as t0615 drives it): secrets approve
+# completes the nodes whose key waits, then that node's key id
+comp_approve() (
+	PATH=$TOP_BUILDDIR:$PATH
+	# shellcheck source=/dev/null
+	. "$TOP_SRCDIR/contrib/bash-completion/tetherctl" || exit 1
+	COMP_WORDS=(tetherctl --plane "$PLANE_URL" secrets approve "$@")
+	COMP_CWORD=$((${#COMP_WORDS[@]} - 1))
+	COMP_LINE="${COMP_WORDS[*]}"
+	COMP_POINT=${#COMP_LINE}
+	COMPREPLY=()
+	_tetherctl
+	printf '%s\n' "${COMPREPLY[@]}" | sed '/^$/d' | LC_ALL=C sort | paste -sd ' ' -
+)
+check_eq "completion: secrets approve offers the waiting node" "g" "$(comp_approve '')"
+check_eq "completion: then its key id" "$KG" "$(comp_approve g '')"
 OUT=$(ctl put secret/gate --seal "$WORK/one.json" 2>&1)
 check "put --seal succeeds" grep -q "^version [0-9]*$" <<<"$OUT"
 check_eq "... and does not wrap for the pending key" "[]" \

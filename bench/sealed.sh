@@ -11,7 +11,7 @@
 #           --sealed-secrets, the secret written in clear) against sealed
 #           (--sealed-secrets, every node's key registered, tetherctl put
 #           --seal): the bytes the relay read from the origin for the write
-#           (its /proc rchar, nothing else talks to it meanwhile), the bytes
+#           (tcp_info's bytes_received of its connections to the origin), the bytes
 #           of pushes the relay sent its nodes (tether_push_bytes_total),
 #           and, sealed, each node's one GET /v1/wraps through the relay
 #           (curl's header and body sizes, summed)
@@ -59,7 +59,8 @@ start() {
 	track "$PID"
 	wait_until 10 grep -q 'listening on ' "$OUT/$name.log" || die "plane $name did not start"
 	URL=http://127.0.0.1:$(grep -o 'listening on [^ ]*' "$OUT/$name.log" | tail -n 1 | sed 's/.*://')
-	wait_until 10 curl -fsS "$URL/healthz" >/dev/null || die "plane $name is not healthy"
+	wait_until 10 curl -fsS -o /dev/null "$URL/healthz" ||
+		die "plane $name is not healthy: $(curl -sS "$URL/healthz" 2>&1; tail -n 3 "$OUT/$name.log")"
 }
 version_of() {
 	curl -fsS "$1/healthz" | sed 's/.*"version":\([0-9]*\).*/\1/'
@@ -67,8 +68,12 @@ version_of() {
 metric_of() {
 	curl -fsS "$1/metrics" | awk -v m="$2" '$1 == m {print $2}'
 }
-rchar() {
-	awk '$1 == "rchar:" {print $2}' "/proc/$1/io"
+# rx_from PORT: bytes received so far on the established connections to
+# loopback port PORT (tcp_info's bytes_received, summed): what the relay
+# read from the origin
+rx_from() {
+	ss -tinH state established "( dport = :$1 )" | grep -o 'bytes_received:[0-9]*' |
+		awk -F: '{ s += $2 } END { print s + 0 }'
 }
 # cert N: a certificate and key as a secret's body in $OUT/secret-N.json
 cert() {
@@ -93,10 +98,11 @@ if [[ " $PARTS " == *" micro "* ]]; then
 fi
 
 # ---- bytes ---------------------------------------------------------------------
-# one_run MODE R: origin + relay + NODES streams; writes secret/s twice
-# (the second write is the one measured)
+# one_run MODE R: origin + relay + NODES streams on the relay (nodes n0..,
+# every name); sealed: each node's key registered; secret/s written twice,
+# the second write measured
 one_run() {
-	local mode=$1 r=$2 origin opid relay rpid lpid v rc0 rc1 pb0 pb1 wraps_b=0
+	local mode=$1 r=$2 origin opid oport relay rpid lpid v rc0 rc1 pb0 pb1 wraps_b=0 f
 	rm -rf "$OUT/o.data" "$OUT/r.data" "$OUT/keys"
 	mkdir -p "$OUT/keys"
 	if [ "$mode" = sealed ]; then
@@ -105,10 +111,21 @@ one_run() {
 		start o
 	fi
 	origin=$URL opid=$PID
+	oport=${origin##*:}
 	start r --upstream "$origin" --relay-id r1
 	relay=$URL rpid=$PID
+	v=$(version_of "$origin")
+	f=$OUT/load-$mode-$r.txt
+	"$LOAD_BIN" -n "$NODES" --prefix n --version "$v" --wait-push $((v + 1)) --rounds 2 --timeout 120 \
+		"${relay#http://}" >"$f" 2>&1 &
+	lpid=$!
+	track "$lpid"
+	wait_until 60 grep -q '^ready=1' "$f" || die "the streams did not connect"
+	# the origin knows every node (through the relay) before a key is sealed to
+	wait_until 30 sh -c "[ \"\$(curl -fsS '$origin/v1/nodes' | jq '[.nodes[] | select(.id | startswith(\"n\"))] | length')\" = $NODES ]" ||
+		die "the origin does not list the $NODES nodes"
 	if [ "$mode" = sealed ]; then
-		# every node's key, registered at the origin (as tetherd does)
+		# every node's key, registered (as tetherd does)
 		for i in $(seq 0 $((NODES - 1))); do
 			"$SEALTOOL" key "$OUT/keys/n$i.key" >/dev/null
 			"$SEALTOOL" reg "n$i" "$OUT/keys/n$i.key" >"$OUT/keys/n$i.reg"
@@ -120,15 +137,8 @@ one_run() {
 	else
 		"$CTL_BIN" --plane "$origin" put secret/s "$OUT/secret-1.json" >>"$OUT/cmd.log" 2>&1 || die "put failed"
 	fi
-	v=$(version_of "$origin")
-	wait_until 30 sh -c "[ \"\$(curl -fsS '$relay/healthz' | sed 's/.*\"version\":\([0-9]*\).*/\1/')\" = $v ]" ||
-		die "the relay did not reach version $v"
-	"$LOAD_BIN" -n "$NODES" --prefix n --version "$v" --wait-push $((v + 1)) --timeout 120 \
-		"${relay#http://}" >"$OUT/load-$mode-$r.txt" 2>&1 &
-	lpid=$!
-	track "$lpid"
-	wait_until 60 grep -q '^ready=1' "$OUT/load-$mode-$r.txt" || die "the streams did not connect"
-	rc0=$(rchar "$rpid")
+	wait_until 60 grep -q '^round.1.complete=' "$f" || die "the first write did not reach every node"
+	rc0=$(rx_from "$oport")
 	pb0=$(metric_of "$relay" tether_push_bytes_total)
 	if [ "$mode" = sealed ]; then
 		"$CTL_BIN" --plane "$origin" put secret/s "$OUT/secret-2.json" --seal >>"$OUT/cmd.log" 2>&1 ||
@@ -136,21 +146,24 @@ one_run() {
 	else
 		"$CTL_BIN" --plane "$origin" put secret/s "$OUT/secret-2.json" >>"$OUT/cmd.log" 2>&1 || die "put failed"
 	fi
-	wait "$lpid" || die "sse_load failed (see $OUT/load-$mode-$r.txt)"
+	wait "$lpid" || die "sse_load failed (see $f)"
 	untrack "$lpid"
-	rc1=$(rchar "$rpid")
+	rc1=$(rx_from "$oport")
 	pb1=$(metric_of "$relay" tether_push_bytes_total)
+	stored=$(curl -fsS "$origin/v1/resources/secret/s" | wc -c)
 	if [ "$mode" = sealed ]; then
+		nw=$(curl -fsS "$origin/v1/resources/secret/s" | jq '.body.wraps // {} | length')
+		[ "$nw" -ge "$NODES" ] || die "the sealed secret holds $nw wraps, not $NODES"
 		for i in $(seq 0 $((NODES - 1))); do
 			kid=$("$SEALTOOL" key "$OUT/keys/n$i.key")
-			curl -fsS -o /dev/null -w '%{size_header} %{size_download} %{size_request}\n' \
+			curl -fsS -o "$OUT/wrap.json" -w '%{size_header} %{size_download} %{size_request}\n' \
 				"$relay/v1/wraps?kid=$kid&names=secret/s"
+			jq -e '.wraps["secret/s"].wrap' "$OUT/wrap.json" >/dev/null || die "no wrap for n$i at the relay"
 		done >"$OUT/wraps-$r.txt"
 		wraps_b=$(awk '{ s += $1 + $2 + $3 } END { print s }' "$OUT/wraps-$r.txt")
 	fi
-	echo "$mode $r $((rc1 - rc0)) $((pb1 - pb0)) $wraps_b" >>"$OUT/bytes.txt"
-	log "$mode run $r: origin -> relay $((rc1 - rc0)) B, relay -> $NODES nodes $((pb1 - pb0)) B (pushes), wraps $wraps_b B"
-	stop_pid "$lpid" 2>/dev/null
+	echo "$mode $r $((rc1 - rc0)) $((pb1 - pb0)) $wraps_b $(kv "$f" round.2.wire_bytes.total) $stored" >>"$OUT/bytes.txt"
+	log "$mode run $r: origin -> relay $((rc1 - rc0)) B, relay -> $NODES nodes $((pb1 - pb0)) B (pushes), wraps $wraps_b B, stored body $stored B"
 	stop_pid "$rpid"
 	stop_pid "$opid"
 }
@@ -167,9 +180,9 @@ if [[ " $PARTS " == *" bytes "* ]]; then
 	{
 		echo
 		echo "bytes: a change of one secret (2048-bit RSA certificate and key) reaching $NODES nodes through one relay; medians of $RUNS runs"
-		printf '  %-10s %22s %26s %22s\n' "" "origin->relay (write)" "relay->nodes (pushes)" "wraps (GET /v1/wraps)"
-		printf '  %-10s %22s %26s %22s\n' plaintext "$(col plain 3)" "$(col plain 4)" "-"
-		printf '  %-10s %22s %26s %22s\n' sealed "$(col sealed 3)" "$(col sealed 4)" "$(col sealed 5)"
+		printf '  %-10s %14s %22s %22s %22s %22s\n' "" "stored body" "origin->relay (write)" "relay->nodes (pushes)" "nodes' wire (sse_load)" "wraps (GET /v1/wraps)"
+		printf '  %-10s %14s %22s %22s %22s %22s\n' plaintext "$(col plain 7)" "$(col plain 3)" "$(col plain 4)" "$(col plain 6)" "-"
+		printf '  %-10s %14s %22s %22s %22s %22s\n' sealed "$(col sealed 7)" "$(col sealed 3)" "$(col sealed 4)" "$(col sealed 6)" "$(col sealed 5)"
 	} >>"$RESULTS"
 fi
 
@@ -190,7 +203,11 @@ if [[ " $PARTS " == *" reseal "* ]]; then
 		"$CTL_BIN" --plane "$origin" sync "$OUT/tree" --recovery-key "$OUT/rec" >>"$OUT/cmd.log" 2>&1 ||
 			die "sync failed"
 		sync_ms=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", (b - a) * 1000 }')
-		for i in $(seq 1 "$NEW"); do
+		"$LOAD_BIN" -n "$NEW" --prefix m --linger 3600 "${origin#http://}" >"$OUT/load-m.txt" 2>&1 &
+		mpid=$!
+		track "$mpid"
+		wait_until 60 grep -q '^ready=1' "$OUT/load-m.txt" || die "the new nodes' streams did not connect"
+		for i in $(seq 0 $((NEW - 1))); do
 			"$SEALTOOL" key "$OUT/keys/m$i.key" >/dev/null
 			"$SEALTOOL" reg "m$i" "$OUT/keys/m$i.key" >"$OUT/keys/m$i.reg"
 			curl -fsS -o /dev/null -X POST --data-binary "@$OUT/keys/m$i.reg" "$origin/v1/nodes/m$i/key" ||
@@ -200,10 +217,13 @@ if [[ " $PARTS " == *" reseal "* ]]; then
 		"$CTL_BIN" --plane "$origin" secrets reseal --recovery-key "$OUT/rec" >>"$OUT/cmd.log" 2>&1 ||
 			die "reseal failed"
 		reseal_ms=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", (b - a) * 1000 }')
-		missing=$("$CTL_BIN" --plane "$origin" secrets status 2>/dev/null | grep -c ' m[0-9]')
-		[ "$missing" = 0 ] || die "after reseal, $missing secrets still miss a new node"
+		missing=$(curl -fsS "$origin/v1/secrets" | jq '[.secrets[].missing | length] | add')
+		[ "$missing" = 0 ] || die "after reseal, $missing wraps are still missing"
+		wrapped=$(curl -fsS "$origin/v1/resources/secret/s1" | jq '.body.wraps | length')
+		[ "$wrapped" -ge "$NEW" ] || die "after reseal, secret/s1 holds $wrapped wraps, not $NEW"
 		echo "$r $sync_ms $reseal_ms" >>"$OUT/reseal.txt"
 		log "reseal run $r: sync (seal $SECRETS) $sync_ms ms, reseal for $NEW new nodes $reseal_ms ms"
+		stop_pid "$mpid"
 		stop_pid "$opid"
 	done
 	{

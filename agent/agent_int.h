@@ -355,6 +355,10 @@ enum seal_result { SEAL_OK, SEAL_HELD, SEAL_VERIFY, SEAL_FAILED };
  * when missing), and STATE_DIR/wraps.json holds them. err names the
  * secret and what failed. */
 enum seal_result seal_prepare(struct agent *a, const struct candidate *c, char *err, size_t errlen);
+/* A push that did not validate: when it holds the plane's marker of a
+ * damaged stored body ({"sealed":null}), err becomes what that means and
+ * what the operator does (the schema's words say neither). */
+void seal_damaged_marker(const struct push *m, char *err, size_t errlen);
 /* After a commit: the wraps are pruned to the state's secrets and kept;
  * node.key.old goes when a rotation is done. */
 void seal_committed(struct agent *a);

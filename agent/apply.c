@@ -122,21 +122,6 @@ static void fetch_failed(struct agent *a, uint64_t version, const char *why)
 	agent_write_status(a);
 }
 
-/* A push that does not validate because the plane sent its marker of a
- * damaged stored body ({"sealed":null}, envelope_push_body_checked): err
- * says so, and what the operator does, instead of the schema's words. */
-static void damaged_marker(const struct push *m, char *err, size_t errlen)
-{
-	for (size_t i = 0; i < m->nup; i++) {
-		const cJSON *s = m->up[i].body ? cJSON_GetObjectItemCaseSensitive(m->up[i].body, "sealed") : NULL;
-		if (s && cJSON_IsNull(s)) {
-			snprintf(err, errlen, "%s: the plane sent its damaged-body marker: its stored sealed body is "
-				 "damaged; write it again (tetherctl put %s --seal)", m->up[i].name, m->up[i].name);
-			return;
-		}
-	}
-}
-
 /* A push that failed for a reason not its own (I/O): asked for again a
  * little later, backing off. */
 static void retry_later(struct agent *a, uint64_t version)
@@ -500,7 +485,7 @@ void apply_pending(struct agent *a, int64_t *wake)
 	 * it is not what the plane signed either: then it was changed on the
 	 * way, and is treated as such */
 	if (!built && trust_check_unvalidated(a, &m, err, sizeof(err)) == 0) {
-		damaged_marker(&m, err, sizeof(err));
+		seal_damaged_marker(&m, err, sizeof(err));
 		reject(a, m.version, m.nonce, err, -1);
 		goto out;
 	}

@@ -569,6 +569,18 @@ out:
 	return res;
 }
 
+void seal_damaged_marker(const struct push *m, char *err, size_t errlen)
+{
+	for (size_t i = 0; i < m->nup; i++) {
+		const cJSON *s = m->up[i].body ? cJSON_GetObjectItemCaseSensitive(m->up[i].body, "sealed") : NULL;
+		if (s && cJSON_IsNull(s)) {
+			snprintf(err, errlen, "%s: the plane sent its damaged-body marker: its stored sealed body is "
+				 "damaged; write it again (tetherctl put %s --seal)", m->up[i].name, m->up[i].name);
+			return;
+		}
+	}
+}
+
 /* ---- after a commit, and at boot ------------------------------------------- */
 
 static bool keep_current(void *ctx, const struct wrap_entry *w)

@@ -488,6 +488,37 @@ static void test_rotate(void **st)
 	free(wrap);
 }
 
+/* The plane's marker of a damaged stored body: the refusal says so, and
+ * what to do. */
+static void test_damaged_marker(void **st)
+{
+	(void)st;
+	struct state s;
+	state_init(&s);
+	char *text = push_of(1, 0, "secret/tls", "{\"sealed\":null}");
+	struct push p;
+	struct candidate c;
+	char err[1024];
+	assert_int_equal(push_decode(text, strlen(text), NULL, &p, err, sizeof(err)), 0);
+	assert_int_equal(candidate_build(&s, &p, 0, &c, err, sizeof(err)), -1);
+	seal_damaged_marker(&p, err, sizeof(err));
+	assert_string_equal(err, "secret/tls: the plane sent its damaged-body marker: its stored sealed body is "
+				 "damaged; write it again (tetherctl put secret/tls --seal)");
+	push_release(&p);
+	free(text);
+	/* another refusal keeps its words */
+	text = push_of(1, 0, "secret/tls", "{\"sealed\":1}");
+	assert_int_equal(push_decode(text, strlen(text), NULL, &p, err, sizeof(err)), 0);
+	assert_int_equal(candidate_build(&s, &p, 0, &c, err, sizeof(err)), -1);
+	char before[1024];
+	snprintf(before, sizeof(before), "%s", err);
+	seal_damaged_marker(&p, err, sizeof(err));
+	assert_string_equal(err, before);
+	push_release(&p);
+	free(text);
+	state_release(&s);
+}
+
 int main(void)
 {
 	log_init("test_seal", LOG_LVL_ERROR);
@@ -497,6 +528,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_render_opened, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_prepare, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_rotate, setup, teardown),
+		cmocka_unit_test(test_damaged_marker),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -368,11 +368,11 @@ static int collect(struct agent *a, const struct state *s, const struct candidat
  * names and WRAPS_BATCH_URL bytes of path (the plane takes 1000 names and
  * a 16 KiB request head); *next gets where the next batch starts. What
  * comes for the envelope wanted goes into the cache. 0, or -1 with err. */
-static int fetch_batch(struct agent *a, struct need *v, size_t n, size_t from, bool upgrade, size_t *next,
-		       char *err, size_t errlen)
+static int fetch_batch(struct agent *a, const char *kid, struct need *v, size_t n, size_t from, bool upgrade,
+		       size_t *next, char *err, size_t errlen)
 {
 	struct buf path = BUF_INIT, answer = BUF_INIT;
-	buf_printf(&path, "/v1/wraps?kid=%s&names=", a->seal.key.kid);
+	buf_printf(&path, "/v1/wraps?kid=%s&names=", kid);
 	size_t count = 0, i = from;
 	CURL *esc_h = curl_easy_init();   /* curl_easy_escape wants one before 7.82 */
 	for (; i < n && count < WRAPS_BATCH_NAMES; i++) {
@@ -414,7 +414,7 @@ static int fetch_batch(struct agent *a, struct need *v, size_t n, size_t from, b
 	}
 	struct wraps got;
 	wraps_init(&got);
-	if (wraps_parse(answer.data ? answer.data : "", answer.len, a->seal.key.kid, &got, e2, sizeof(e2)) < 0) {
+	if (wraps_parse(answer.data ? answer.data : "", answer.len, kid, &got, e2, sizeof(e2)) < 0) {
 		snprintf(err, errlen, "%s answered GET /v1/wraps with something else: %s", sync_plane(a), e2);
 		wraps_release(&got);
 		goto out;
@@ -423,13 +423,13 @@ static int fetch_batch(struct agent *a, struct need *v, size_t n, size_t from, b
 		/* a wrap of another envelope (the plane moved on meanwhile)
 		 * is no use for this one */
 		const struct wrap_entry *w = v[k].fetch ? wraps_get(&got, v[k].r->name, v[k].id) : NULL;
-		if (w && strcmp(w->kid, a->seal.key.kid) == 0) {
+		if (w && strcmp(w->kid, kid) == 0) {
 			wraps_put(&a->seal.wraps, w->name, w->id, w->kid, w->wrap);
 			v[k].fetch = false;
 			v[k].fetched = true;
 			/* a wrap for the new key: the plane (the origin, behind
 			 * a relay) took it */
-			if (a->seal.has_prev)
+			if (a->seal.has_prev && strcmp(kid, a->seal.key.kid) == 0)
 				a->seal.prev_taken = true;
 		}
 	}
@@ -441,16 +441,32 @@ out:
 	return rc;
 }
 
-/* Every batch of v's names that need a wrap. 0, or -1 with err. */
-static int fetch(struct agent *a, struct need *v, size_t n, bool upgrade, char *err, size_t errlen)
+/* Every batch of v's names that need a wrap for kid. 0, or -1 with err. */
+static int fetch_for(struct agent *a, const char *kid, struct need *v, size_t n, bool upgrade, char *err,
+		     size_t errlen)
 {
 	for (size_t i = 0; i < n;) {
 		size_t next;
-		if (fetch_batch(a, v, n, i, upgrade, &next, err, errlen) < 0)
+		if (fetch_batch(a, kid, v, n, i, upgrade, &next, err, errlen) < 0)
 			return -1;
 		i = next;
 	}
 	return 0;
+}
+
+/* The wraps for this node's key; during a rotation, what the plane has
+ * for none of them but for the key it replaces (an envelope sealed before
+ * the plane took the new key) is asked for that key's. 0, or -1 with err. */
+static int fetch(struct agent *a, struct need *v, size_t n, bool upgrade, char *err, size_t errlen)
+{
+	if (fetch_for(a, a->seal.key.kid, v, n, upgrade, err, errlen) < 0)
+		return -1;
+	if (!a->seal.has_prev || a->seal.prev_gone)
+		return 0;   /* node.key.old is gone: a wrap for it would not open after a restart */
+	size_t missing = 0;
+	for (size_t i = 0; i < n; i++)
+		missing += v[i].fetch && !v[i].usable;
+	return missing ? fetch_for(a, a->seal.prev.kid, v, n, false, err, errlen) : 0;
 }
 
 /* Whether the wraps for the old key are worth asking the plane for their

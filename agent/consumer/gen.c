@@ -846,6 +846,14 @@ struct consumer *consumer_gen_new(const struct consumer_options *o, char *err, s
 		gen_free(&g->base);
 		return NULL;
 	}
+	/* its parents as needed (0755: a tmpfs's /run/tetherd), itself 0700 */
+	for (char *p = strchr(g->secrets_dir + 1, '/'); p; p = strchr(p + 1, '/')) {
+		*p = '\0';
+		int rc = mkdir(g->secrets_dir, 0755);
+		*p = '/';
+		if (rc < 0 && errno != EEXIST)
+			break;
+	}
 	if (mkdir(g->secrets_dir, 0700) < 0 && errno != EEXIST) {
 		snprintf(err, errlen, "cannot create the secrets directory '%s': %s", g->secrets_dir, strerror(errno));
 		gen_free(&g->base);

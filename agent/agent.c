@@ -243,6 +243,11 @@ static int agent_boot(struct agent *a, char *err, size_t errlen)
 		snprintf(a->last_error, sizeof(a->last_error), "last-good's sealed secrets do not open: %s", lerr);
 		state_release(&a->state);
 		state_init(&a->state);
+		/* --trust: the digest is the empty state's now (last-good's
+		 * would make every push a mismatch) */
+		lthash_init(&a->trust.digest);
+		free(a->trust.statement);
+		a->trust.statement = NULL;
 		agent_set_state(a, ST_OFFLINE);
 		return 0;
 	}

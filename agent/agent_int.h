@@ -186,6 +186,9 @@ struct agent {
 		struct node_key key;         /* STATE_DIR/node.key */
 		struct node_key prev;        /* node.key.old: the key a rotation replaces */
 		bool has_prev;
+		struct node_key older;       /* node.key.older: the key before prev, kept while
+					      * applied wraps are for it (a second --rotate-key) */
+		bool has_older;
 		bool prev_gone;              /* ... node.key.old removed (prev kept in memory only) */
 		bool prev_taken;             /* ... the plane took the new key (a 200, or a wrap for it) */
 		int64_t upgrade_at_ms;       /* when to ask for the new key's wraps again (a rotation) */

@@ -42,6 +42,7 @@
 
 #define NODE_KEY_FILE "node.key"
 #define NODE_KEY_OLD "node.key.old"
+#define NODE_KEY_OLDER "node.key.older"
 /* one GET /v1/wraps: the plane takes 1000 names (WRAPS_NAMES_MAX) and a
  * 16 KiB request head; a relay the same */
 #define WRAPS_BATCH_NAMES 200
@@ -75,14 +76,32 @@ static int rotate(struct agent *a, char *err, size_t errlen)
 	char *cur = seal_key_path(a, false), *old = seal_key_path(a, true);
 	int rc = -1;
 	if (a->seal.has_prev) {
-		size_t n = wraps_for(a, a->seal.prev.kid);
+		/* the key before it still opens last-good's wraps: kept as
+		 * node.key.older (only for those) until none needs it */
+		bool needed = wraps_for(a, a->seal.prev.kid) > 0;
 		log_warn("rotate-key: the rotation from %s to %s was not confirmed by the plane (behind a relay it "
-			 "answers 202); %s is dropped and %s now endorses a new key%s", a->seal.prev.kid,
-			 a->seal.key.kid, a->seal.prev.kid, a->seal.key.kid,
-			 n ? " (wraps.json still held wraps for the dropped key: those secrets open again once the "
-			     "plane serves wraps for the new key: tetherctl secrets reseal)" : "");
-		nodekey_forget(&a->seal.prev);
+			 "answers 202): %s now endorses a new key%s", a->seal.prev.kid, a->seal.key.kid, a->seal.key.kid,
+			 needed ? "; the old key stays in node.key.older while last-good's wraps are for it"
+				: "; the old key is dropped (no wrap held needs it)");
+		char *older = xasprintf("%s/%s", a->cfg.state_dir, NODE_KEY_OLDER);
+		if (needed) {
+			if (a->seal.has_older && wraps_for(a, a->seal.older.kid))
+				log_warn("rotate-key: key %s (node.key.older) is dropped: its wraps no longer open",
+					 a->seal.older.kid);
+			if (rename(old, older) < 0) {
+				snprintf(err, errlen, "rotate-key: cannot keep %s as %s: %s", old, older, strerror(errno));
+				free(older);
+				goto out;
+			}
+			nodekey_forget(&a->seal.older);
+			a->seal.older = a->seal.prev;
+			a->seal.has_older = true;
+		} else {
+			nodekey_forget(&a->seal.prev);
+		}
+		sodium_memzero(&a->seal.prev, sizeof(a->seal.prev));
 		a->seal.has_prev = false;
+		free(older);
 	}
 	/* the old key is kept under its new name first (a link: node.key
 	 * stays whole); a crash after it is undone at the next start */
@@ -147,6 +166,15 @@ int seal_init(struct agent *a, char *err, size_t errlen)
 			a->seal.has_prev = false;
 		}
 	}
+	char *older = xasprintf("%s/%s", a->cfg.state_dir, NODE_KEY_OLDER);
+	if (access(older, F_OK) == 0) {
+		if (nodekey_load(older, &a->seal.older, err, errlen) < 0) {
+			free(older);
+			goto out;
+		}
+		a->seal.has_older = true;
+	}
+	free(older);
 	char werr[1024];
 	if (wraps_load(a->cfg.state_dir, &a->seal.wraps, werr, sizeof(werr)) < 0)
 		log_warn("sealed secrets: %s; ignored (the wraps are fetched again from the plane)", werr);
@@ -163,6 +191,7 @@ void seal_release(struct agent *a)
 {
 	nodekey_forget(&a->seal.key);
 	nodekey_forget(&a->seal.prev);
+	nodekey_forget(&a->seal.older);
 	wraps_release(&a->seal.wraps);
 }
 
@@ -173,6 +202,8 @@ static const struct node_key *key_for(const struct agent *a, const char *kid)
 		return &a->seal.key;
 	if (a->seal.has_prev && strcmp(kid, a->seal.prev.kid) == 0)
 		return &a->seal.prev;
+	if (a->seal.has_older && strcmp(kid, a->seal.older.kid) == 0)
+		return &a->seal.older;
 	return NULL;
 }
 
@@ -614,6 +645,18 @@ static bool keep_current(void *ctx, const struct wrap_entry *w)
  * until then a restart still opens last-good offline. */
 static void drop_prev_when_done(struct agent *a)
 {
+	if (a->seal.has_older && !wraps_for(a, a->seal.older.kid)) {
+		char *older = xasprintf("%s/%s", a->cfg.state_dir, NODE_KEY_OLDER);
+		if (unlink(older) < 0 && errno != ENOENT) {
+			log_warn("key: cannot remove %s: %s", older, strerror(errno));
+		} else {
+			log_info("key: no wrap of the applied state is for key %s any more; %s removed",
+				 a->seal.older.kid, older);
+			nodekey_forget(&a->seal.older);
+			a->seal.has_older = false;
+		}
+		free(older);
+	}
 	if (!a->seal.has_prev || a->seal.prev_gone || !a->seal.prev_taken || wraps_for(a, a->seal.prev.kid))
 		return;
 	char *old = seal_key_path(a, true);
@@ -664,7 +707,8 @@ void seal_tick(struct agent *a)
 	 * state's wraps for the new key, asked for once a backoff, while
 	 * connected (the plane answered) and nothing else is applying */
 	if (!a->seal.has_prev || a->seal.prev_gone || !a->seal.reg_conn || a->nqueue ||
-	    !wraps_for(a, a->seal.prev.kid) || !upgrade_due(a))
+	    !(wraps_for(a, a->seal.prev.kid) + (a->seal.has_older ? wraps_for(a, a->seal.older.kid) : 0)) ||
+	    !upgrade_due(a))
 		return;
 	struct collect c;
 	char err[ERRLEN];

@@ -382,6 +382,14 @@ static void test_prepare(void **st)
 	free(wrap2);
 }
 
+/* The wrap held for (secret/web, id). */
+static const char *held_wrap(struct fx *f, const char *id)
+{
+	const struct wrap_entry *w = wraps_get(&f->a.seal.wraps, "secret/web", id);
+	assert_non_null(w);
+	return w->wrap;
+}
+
 static void test_rotate(void **st)
 {
 	struct fx *f = *st;
@@ -483,6 +491,36 @@ static void test_rotate(void **st)
 	assert_string_not_equal(f->a.seal.key.kid, mid_kid);
 	assert_string_not_equal(f->a.seal.key.kid, new_kid);
 	assert_string_equal(f->a.seal.prev.kid, mid_kid);
+	/* ... and the key before it, which last-good's wrap is for, stays in
+	 * node.key.older: last-good still opens */
+	assert_true(f->a.seal.has_older);
+	assert_string_equal(f->a.seal.older.kid, new_kid);
+	char *older = xasprintf("%s/node.key.older", f->dir);
+	assert_int_equal(stat(older, &s), 0);
+	assert_int_equal(seal_check_state(&f->a, err, sizeof(err)), 0);
+	seal_release(&f->a);
+	memset(&f->a.seal, 0, sizeof(f->a.seal));
+	f->a.cfg.rotate_key = false;
+	assert_int_equal(seal_init(&f->a, err, sizeof(err)), 0);   /* a restart: still opens */
+	assert_true(f->a.seal.has_older);
+	assert_int_equal(seal_check_state(&f->a, err, sizeof(err)), 0);
+	/* once the applied wraps are for the newest key, node.key.older goes */
+	web = state_get(&f->a.state, "secret/web");
+	doc = json_decode(web->body, web->body_len, NULL, err, sizeof(err));
+	assert_int_equal(envelope_decode(cJSON_GetObjectItemCaseSensitive(doc, "sealed"), &e, err, sizeof(err)), 0);
+	assert_int_equal(envelope_unwrap(&e, held_wrap(f, id), strlen(held_wrap(f, id)), f->a.seal.older.xpk,
+					 f->a.seal.older.xsk, dk, err, sizeof(err)), 0);
+	char *wrap4 = envelope_wrap(dk, f->a.seal.key.xpk);
+	sodium_memzero(dk, sizeof(dk));
+	envelope_release(&e);
+	cJSON_Delete(doc);
+	wraps_put(&f->a.seal.wraps, "secret/web", id, f->a.seal.key.kid, wrap4);
+	seal_committed(&f->a);
+	assert_false(f->a.seal.has_older);
+	assert_int_not_equal(stat(older, &s), 0);
+	assert_int_equal(seal_check_state(&f->a, err, sizeof(err)), 0);
+	free(wrap4);
+	free(older);
 	free(cur);
 	free(old);
 	free(wrap);

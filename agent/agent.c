@@ -541,10 +541,12 @@ int agent_run(struct agent_config *cfg, int argc, char **argv)
 		keyreg_tick(&a);
 		seal_tick(&a);
 		if (a.retry_at_ms && now >= a.retry_at_ms) {
-			/* resync: the plane sends the gap from our version again */
+			/* resync: the plane sends the gap from our version again
+			 * (a long poll in flight waits for a newer version: it
+			 * is started again too) */
 			a.retry_at_ms = 0;
 			a.etag[0] = '\0';
-			if (a.sync && a.kind == SYNC_STREAM) {
+			if (a.sync) {
 				sync_stop(&a);
 				sync_schedule(&a, false);
 			}

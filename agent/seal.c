@@ -47,6 +47,7 @@
  * 16 KiB request head; a relay the same */
 #define WRAPS_BATCH_NAMES 200
 #define WRAPS_BATCH_URL 8192
+#define WRAPS_FETCH_TIMEOUT_MS 10000L
 
 char *seal_key_path(const struct agent *a, bool old)
 {
@@ -428,7 +429,9 @@ static int fetch_batch(struct agent *a, const char *kid, struct need *v, size_t 
 	}
 	int rc = -1;
 	char e2[1024];
-	long status = agent_get_now(a, path.data, &answer, 30000L, e2, sizeof(e2));
+	/* short: the loop waits meanwhile; a plane that does not answer in
+	 * time is asked again after a backoff (no NACK) */
+	long status = agent_get_now(a, path.data, &answer, WRAPS_FETCH_TIMEOUT_MS, e2, sizeof(e2));
 	if (status < 0) {
 		snprintf(err, errlen, "cannot fetch the wraps of its sealed secrets from %s: %s", sync_plane(a), e2);
 		goto out;

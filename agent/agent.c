@@ -161,7 +161,8 @@ static void consumer_options_of(struct agent *a, struct consumer_options *o)
 {
 	const struct agent_config *cfg = &a->cfg;
 	*o = (struct consumer_options){ .opener = &a->seal.opener,
-		.consumer = cfg->consumer, .output_dir = cfg->output_dir, .marker = cfg->marker,
+		.consumer = cfg->consumer, .output_dir = cfg->output_dir, .secrets_dir = cfg->secrets_dir,
+		.marker = cfg->marker,
 		.nginx = cfg->nginx, .haproxy = cfg->haproxy, .base_config = cfg->base_config,
 		.traffic_syslog = cfg->traffic_listen, .generations = cfg->generations, .fault = fault_point,
 	};
@@ -230,8 +231,10 @@ static int agent_boot(struct agent *a, char *err, size_t errlen)
 	 * (or, refused, dropped) before the consumer boots on last-good */
 	if (loaded >= 0)
 		apply_resume(a);
-	/* last-good's sealed secrets open with the wraps kept beside it;
-	 * when they do not (wraps.json lost, a key rotated since), what
+	/* last-good's sealed secrets open with the wraps kept beside it
+	 * (per envelope: an apply that failed or was cut short left its
+	 * candidate's beside them, pruned here); when they do not
+	 * (wraps.json lost, node.key replaced by hand), what
 	 * serves now is left alone and the plane's snapshot brings the state
 	 * back, its wraps fetched afresh */
 	if (a->state.version > 0 && seal_check_state(a, lerr, sizeof(lerr)) < 0) {
@@ -240,9 +243,16 @@ static int agent_boot(struct agent *a, char *err, size_t errlen)
 		snprintf(a->last_error, sizeof(a->last_error), "last-good's sealed secrets do not open: %s", lerr);
 		state_release(&a->state);
 		state_init(&a->state);
+		/* --trust: the digest is the empty state's now (last-good's
+		 * would make every push a mismatch) */
+		lthash_init(&a->trust.digest);
+		free(a->trust.statement);
+		a->trust.statement = NULL;
 		agent_set_state(a, ST_OFFLINE);
 		return 0;
 	}
+	if (a->state.version > 0)
+		seal_abandoned(a);
 	/* whether the plane has our ACK of what we hold is the plane's to
 	 * know (it may have been lost with us): until we ACK a version, the
 	 * stream asks for a push of it to ACK, which the plane sends only
@@ -281,16 +291,18 @@ static void reload_config(struct agent *a)
 			    !same_str(nc.key, a->cfg.key);
 	if (strcmp(nc.state_dir, a->cfg.state_dir) || strcmp(nc.output_dir, a->cfg.output_dir) ||
 	    strcmp(nc.consumer, a->cfg.consumer) || !same_str(nc.traffic_listen, a->cfg.traffic_listen) ||
-	    !same_str(nc.traffic_socket, a->cfg.traffic_socket) || !same_str(nc.runtime_api, a->cfg.runtime_api))
-		log_warn("SIGHUP: state-dir, output-dir, consumer, traffic-listen, traffic-socket and runtime-api "
-			 "change only on restart");
+	    !same_str(nc.traffic_socket, a->cfg.traffic_socket) || !same_str(nc.runtime_api, a->cfg.runtime_api) ||
+	    !same_str(nc.secrets_dir, a->cfg.secrets_dir))
+		log_warn("SIGHUP: state-dir, output-dir, secrets-dir, consumer, traffic-listen, traffic-socket and "
+			 "runtime-api change only on restart");
 	bool redial = strcmp(nc.plane, a->cfg.plane) || strcmp(nc.node, a->cfg.node) ||
 		      strcmp(nc.transport, a->cfg.transport) || (nc.labels == NULL) != (a->cfg.labels == NULL) ||
 		      (nc.labels && strcmp(nc.labels, a->cfg.labels)) || (nc.sub == NULL) != (a->cfg.sub == NULL) ||
 		      (nc.sub && strcmp(nc.sub, a->cfg.sub)) || redial_creds;
 	/* keep the parts that only a restart changes */
-	char *keep[6] = { nc.state_dir, nc.output_dir, nc.consumer, nc.traffic_listen, nc.traffic_socket,
-			  nc.runtime_api };
+	char *keep[7] = { nc.state_dir, nc.output_dir, nc.consumer, nc.traffic_listen, nc.traffic_socket,
+			  nc.runtime_api, nc.secrets_dir };
+	nc.secrets_dir = a->cfg.secrets_dir;
 	nc.state_dir = a->cfg.state_dir;
 	nc.output_dir = a->cfg.output_dir;
 	nc.consumer = a->cfg.consumer;
@@ -303,6 +315,7 @@ static void reload_config(struct agent *a)
 	a->cfg.traffic_listen = keep[3];
 	a->cfg.traffic_socket = keep[4];
 	a->cfg.runtime_api = keep[5];
+	a->cfg.secrets_dir = keep[6];
 	fresh_carry(a, &nc);
 	sync_carry_plane(a, &nc);
 	agent_config_release(&a->cfg);
@@ -526,11 +539,14 @@ int agent_run(struct agent_config *cfg, int argc, char **argv)
 		if (ack_waiting(&a) && !a.ack.h && now >= a.ack.next_ms)
 			ack_start(&a);
 		keyreg_tick(&a);
+		seal_tick(&a);
 		if (a.retry_at_ms && now >= a.retry_at_ms) {
-			/* resync: the plane sends the gap from our version again */
+			/* resync: the plane sends the gap from our version again
+			 * (a long poll in flight waits for a newer version: it
+			 * is started again too) */
 			a.retry_at_ms = 0;
 			a.etag[0] = '\0';
-			if (a.sync && a.kind == SYNC_STREAM) {
+			if (a.sync) {
 				sync_stop(&a);
 				sync_schedule(&a, false);
 			}
@@ -556,6 +572,8 @@ int agent_run(struct agent_config *cfg, int argc, char **argv)
 			wake = a.ack.next_ms;
 		if (a.seal.reg_due)
 			wake = now;   /* a registration to start */
+		if (a.seal.reg_retry_ms && !a.seal.reg_h && a.seal.reg_retry_ms < wake)
+			wake = a.seal.reg_retry_ms;
 		if (wd > 0 && now + wd / 2 < wake)
 			wake = now + wd / 2;
 		metrics_http_service(&a, &wake);

@@ -31,6 +31,9 @@ const struct opt_def agent_options[] = {
 	  "last-good state and status.json (default /var/lib/tetherd)" },
 	{ "output-dir", 'o', OPT_STRING, OFF(output_dir), 0, 0, NULL, "DIR",
 	  "where the consumer's files go (default /etc/tether)" },
+	{ "secrets-dir", 0, OPT_STRING, OFF(secrets_dir), 0, 0, NULL, "DIR",
+	  "where nginx's and haproxy's secret files go, 0600 (absolute; default OUTPUT_DIR/secrets): a tmpfs "
+	  "keeps them off the disk" },
 	{ "transport", 't', OPT_CHOICE, OFF(transport), 0, 0, transports, "sse|poll",
 	  "a Server-Sent Events stream (default) or ETag long-polling" },
 	{ "labels", 'l', OPT_STRING, OFF(labels), 0, 0, NULL, "k=v,...", "labels the plane groups nodes by" },
@@ -240,6 +243,11 @@ int agent_config_check(struct agent_config *c, char *err, size_t errlen)
 	bool gen = strcmp(c->consumer, "files") != 0;
 	if (gen && c->output_dir[0] != '/') {
 		snprintf(err, errlen, "output-dir: the %s consumer needs an absolute path", c->consumer);
+		return -1;
+	}
+	if (c->secrets_dir && c->secrets_dir[0] != '/') {
+		snprintf(err, errlen, "secrets-dir: '%s' is not an absolute path (the consumer's configuration names "
+			 "files in it)", c->secrets_dir);
 		return -1;
 	}
 	if (gen && !c->reload && !c->pidfile) {

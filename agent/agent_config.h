@@ -21,6 +21,7 @@ struct agent_config {
 	char *node;
 	char *state_dir;
 	char *output_dir;
+	char *secrets_dir;          /* --secrets-dir (NULL: OUTPUT_DIR/secrets) */
 	char *transport;
 	char *labels;
 	char *sub;

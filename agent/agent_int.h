@@ -186,17 +186,30 @@ struct agent {
 		struct node_key key;         /* STATE_DIR/node.key */
 		struct node_key prev;        /* node.key.old: the key a rotation replaces */
 		bool has_prev;
-		bool prev_gone;              /* ... the plane took the new one (prev kept in memory only) */
+		struct node_key older;       /* node.key.older: the key before prev, kept while
+					      * applied wraps are for it (a second --rotate-key) */
+		bool has_older;
+		bool prev_gone;              /* ... node.key.old removed (prev kept in memory only) */
+		bool prev_taken;             /* ... the plane took the new key (a 200, or a wrap for it) */
+		int64_t upgrade_at_ms;       /* when to ask for the new key's wraps again (a rotation) */
+		unsigned verify_failures;    /* in a row, for the backoff */
+		uint64_t bad_version;        /* the last version whose wrap or ciphertext did not verify */
+		int64_t bad_until_ms;        /* ... not fetched again before */
+		char bad_err[1024];          /* ... and why */
 		struct wraps wraps;          /* STATE_DIR/wraps.json */
 		struct sealed_opener opener; /* what the renderers open sealed secrets with */
 		bool undumpable;             /* PR_SET_DUMPABLE 0 done */
+		bool dir_noted;              /* the secrets directory's file system said */
 		uint64_t held_version;       /* the last version held for want of a wrap (NACKed once) */
+		uint64_t fetch_failed_version;   /* the last version whose wraps could not be fetched */
 		CURL *reg_h;                 /* the registration in flight */
 		struct curl_slist *reg_headers;
 		struct buf reg_body, reg_resp;
 		bool reg_prev;               /* ... it carries prev's endorsement */
 		bool reg_conn;               /* registered (or tried) on this connection */
 		bool reg_due;                /* ... to start at the loop's next turn */
+		int64_t reg_retry_ms;        /* a failed one is tried again then (0: none) */
+		unsigned reg_failures;       /* in a row, for the backoff */
 		char reg_said[1024];         /* the last thing said of it */
 	} seal;
 
@@ -345,8 +358,21 @@ enum seal_result { SEAL_OK, SEAL_HELD, SEAL_VERIFY, SEAL_FAILED };
  * when missing), and STATE_DIR/wraps.json holds them. err names the
  * secret and what failed. */
 enum seal_result seal_prepare(struct agent *a, const struct candidate *c, char *err, size_t errlen);
-/* After a commit: the wraps are pruned to the state's secrets and kept. */
+/* A push that did not validate: when it holds the plane's marker of a
+ * damaged stored body ({"sealed":null}), err becomes what that means and
+ * what the operator does (the schema's words say neither). */
+void seal_damaged_marker(const struct push *m, char *err, size_t errlen);
+/* After a commit: the wraps are pruned to the state's secrets and kept;
+ * node.key.old goes when a rotation is done. */
 void seal_committed(struct agent *a);
+/* After an apply failed (or at boot, once an interrupted one was settled):
+ * the candidate's wraps go, the applied state's stay. */
+void seal_abandoned(struct agent *a);
+/* The plane answered 200 to a registration endorsed by node.key.old. */
+void seal_key_taken(struct agent *a);
+/* The event loop's turn: after a rotation, asks (once a backoff) for the
+ * applied state's wraps for the new key. */
+void seal_tick(struct agent *a);
 /* Boot: whether every sealed secret of a->state opens. 0, or -1 with err. */
 int seal_check_state(struct agent *a, char *err, size_t errlen);
 

@@ -106,6 +106,22 @@ static void hold(struct agent *a, const struct push *m, const char *why)
 	agent_write_status(a);
 }
 
+/* The wraps of a push's sealed secrets could not be fetched: said (once
+ * per version; again at debug) and shown in status.json, never NACKed. */
+static void fetch_failed(struct agent *a, uint64_t version, const char *why)
+{
+	if (a->seal.fetch_failed_version == version) {
+		log_debug("push %llu waits for its wraps: %s", (unsigned long long)version, why);
+	} else {
+		a->seal.fetch_failed_version = version;
+		log_warn("push %llu waits for its wraps: %s; serving version %llu", (unsigned long long)version, why,
+			 (unsigned long long)a->state.version);
+	}
+	snprintf(a->last_error, sizeof(a->last_error), "version %llu waits for its wraps: %.4000s",
+		 (unsigned long long)version, why);
+	agent_write_status(a);
+}
+
 /* A push that failed for a reason not its own (I/O): asked for again a
  * little later, backing off. */
 static void retry_later(struct agent *a, uint64_t version)
@@ -469,6 +485,7 @@ void apply_pending(struct agent *a, int64_t *wake)
 	 * it is not what the plane signed either: then it was changed on the
 	 * way, and is treated as such */
 	if (!built && trust_check_unvalidated(a, &m, err, sizeof(err)) == 0) {
+		seal_damaged_marker(&m, err, sizeof(err));
 		reject(a, m.version, m.nonce, err, -1);
 		goto out;
 	}
@@ -493,12 +510,21 @@ void apply_pending(struct agent *a, int64_t *wake)
 	enum seal_result sr = seal_prepare(a, &c, err, sizeof(err));
 	if (sr != SEAL_OK) {
 		candidate_release(&c);
+		seal_abandoned(a);
 		if (sr == SEAL_HELD) {
 			hold(a, &m, err);
 		} else if (sr == SEAL_VERIFY) {
 			reject_as(a, m.version, m.nonce, err, -1, true);
+			/* asked for again after a backoff, as a digest mismatch */
+			if (!a->retry_at_ms || a->retry_at_ms > a->seal.bad_until_ms)
+				a->retry_at_ms = a->seal.bad_until_ms;
 		} else {
-			reject(a, m.version, m.nonce, err, -1);
+			/* the wraps could not be fetched (the plane or relay
+			 * unreachable, a 5xx): not the push's fault, and no
+			 * NACK -- a rollout stage never fails for an outage of
+			 * a moment; the push is asked for again after a
+			 * backoff, and status.json says why meanwhile */
+			fetch_failed(a, m.version, err);
 			retry_later(a, m.version);
 		}
 		goto out;
@@ -509,6 +535,7 @@ void apply_pending(struct agent *a, int64_t *wake)
 	enum apply_result ar = apply_candidate(a, &c, &healthy, &ph, err, sizeof(err));
 	candidate_release(&c);
 	if (ar != APPLY_OK) {
+		seal_abandoned(a);   /* the candidate's wraps go; last-good's stay */
 		reject(a, m.version, m.nonce, err, healthy);
 		if (ar == APPLY_FAILED)
 			retry_later(a, m.version);   /* not the push's fault: ask for it again a little later */

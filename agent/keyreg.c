@@ -2,12 +2,15 @@
  * nodekey_registration()): once per connection to a plane or relay (each
  * stream; a poller's first poll after a failure or a move), once the plane
  * answered (it knows the node then), so a plane that lost it, or a new
- * replica, has it. During a rotation (node.key.old
- * present) the registration carries the old key's endorsement, and
- * node.key.old goes once the plane answered 200. A failure is said once
- * (the same one again only at debug) and tried again at the next
- * connection; a refusal (403, 409) is an error the operator must act on,
- * with the plane's own words. */
+ * replica, has it. During a rotation (node.key.old present) the
+ * registration carries the old key's endorsement; the plane's 200 tells
+ * seal.c the new key was taken (node.key.old goes once no wrap of the
+ * applied state needs it). A failure that may pass (no answer, 5xx, 429,
+ * 401) is tried again after a backoff (--backoff-min doubling up to
+ * --backoff-max), also on a connection that stays up (a poller); a
+ * refusal (403, 409) and a 400 are errors the operator must act on, with
+ * the plane's own words, tried again only at the next connection. Each
+ * outcome is said once (the same one again only at debug). */
 #include "agent_int.h"
 #include "credentials.h"
 #include "json.h"
@@ -16,6 +19,7 @@
 #include "xmalloc.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,10 +73,27 @@ void keyreg_lost(struct agent *a)
 
 void keyreg_tick(struct agent *a)
 {
-	if (a->seal.reg_due && !a->seal.reg_h) {
+	if (a->seal.reg_h)
+		return;
+	if (a->seal.reg_retry_ms && now_ms() >= a->seal.reg_retry_ms && a->seal.reg_conn) {
+		a->seal.reg_retry_ms = 0;
+		a->seal.reg_due = true;
+	}
+	if (a->seal.reg_due) {
 		a->seal.reg_due = false;
 		keyreg_start(a);
 	}
+}
+
+/* A failure that may pass: tried again after a backoff. */
+static void retry_later(struct agent *a)
+{
+	a->seal.reg_failures++;
+	double cap = a->cfg.backoff_min * pow(2.0, a->seal.reg_failures > 20 ? 20 : a->seal.reg_failures);
+	if (cap > a->cfg.backoff_max)
+		cap = a->cfg.backoff_max;
+	double w = (0.5 + 0.5 * agent_rand01()) * cap;
+	a->seal.reg_retry_ms = now_ms() + (int64_t)(w * 1000.0);
 }
 
 /* Says what happened, once: the same words again go to debug. */
@@ -109,13 +130,15 @@ void keyreg_done(struct agent *a, CURLcode code)
 	reg_close(a);
 	char msg[700];
 	if (code != CURLE_OK) {
-		say(a, LOG_LVL_WARN, "key: cannot register node key %s with %s (%s); trying again at the next connection",
+		retry_later(a);
+		say(a, LOG_LVL_WARN, "key: cannot register node key %s with %s (%s); trying again after a backoff",
 		    a->seal.key.kid, sync_plane(a), curl_easy_strerror(code));
-		keyreg_lost(a);
 		return;
 	}
 	plane_error(&a->seal.reg_resp, msg, sizeof(msg));
 	if (status == 200) {
+		a->seal.reg_failures = 0;
+		a->seal.reg_retry_ms = 0;
 		char e[64];
 		cJSON *v = json_decode(a->seal.reg_resp.data ? a->seal.reg_resp.data : "", a->seal.reg_resp.len, NULL, e,
 				       sizeof(e));
@@ -123,37 +146,40 @@ void keyreg_done(struct agent *a, CURLcode code)
 		say(a, LOG_LVL_INFO, "key: node key %s %s at %s", a->seal.key.kid, st ? st : "registered",
 		    sync_plane(a));
 		cJSON_Delete(v);
-		if (a->seal.reg_prev && !a->seal.prev_gone) {
-			/* the plane holds the new key: the old one may go (its
-			 * wraps still open while this process runs) */
-			char *old = seal_key_path(a, true);
-			if (unlink(old) < 0)
-				log_warn("key: cannot remove %s: %s", old, strerror(errno));
-			else
-				log_info("key: the rotation from %s to %s is registered; %s removed", a->seal.prev.kid,
-					 a->seal.key.kid, old);
-			free(old);
-			a->seal.prev_gone = true;
-		}
+		/* the plane holds the new key: the old one goes once no wrap
+		 * of the applied state needs it (seal.c) */
+		if (a->seal.reg_prev)
+			seal_key_taken(a);
 		return;
 	}
 	if (status == 202) {
 		/* a relay took it and sends it up: the origin's answer is
-		 * not ours to see, so node.key.old stays until a 200 */
+		 * not ours to see; a rotation is known taken once the relay
+		 * serves wraps for the new key (seal.c) */
+		a->seal.reg_failures = 0;
 		say(a, LOG_LVL_INFO, "key: node key %s forwarded by %s to its upstream", a->seal.key.kid, sync_plane(a));
 		return;
 	}
 	if (status == 403 || status == 409) {
-		say(a, LOG_LVL_ERROR, "key: %s refused node key %s (HTTP %ld): %s", sync_plane(a), a->seal.key.kid,
-		    status, msg);
+		say(a, LOG_LVL_ERROR, "key: %s refused node key %s (HTTP %ld): %s%s", sync_plane(a), a->seal.key.kid,
+		    status, msg, status == 403 && a->seal.has_prev && !a->seal.prev_gone
+				? " (node.key.old, of an unfinished rotation, goes with the next tetherd --rotate-key)"
+				: "");
 		return;
 	}
-	if (status == 404 || status == 405)
+	if (status == 400) {
+		say(a, LOG_LVL_ERROR, "key: %s refused the registration of node key %s (HTTP 400): %s (a clock far "
+		    "off? check the node's time)", sync_plane(a), a->seal.key.kid, msg);
+		return;
+	}
+	if (status == 404 || status == 405) {
 		say(a, LOG_LVL_INFO, "key: %s takes no node keys (HTTP %ld): sealed secrets cannot reach this node "
 		    "through it", sync_plane(a), status);
-	else
-		say(a, LOG_LVL_WARN, "key: %s did not take node key %s (HTTP %ld: %s); trying again at the next "
-		    "connection", sync_plane(a), a->seal.key.kid, status, msg);
+		return;
+	}
+	retry_later(a);
+	say(a, LOG_LVL_WARN, "key: %s did not take node key %s (HTTP %ld: %s); trying again after a backoff",
+	    sync_plane(a), a->seal.key.kid, status, msg);
 }
 
 void keyreg_release(struct agent *a)

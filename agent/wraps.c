@@ -21,8 +21,15 @@ void wraps_init(struct wraps *w)
 
 static void entry_free(struct wrap_entry *e)
 {
+	free(e->key);
 	free(e->name);
 	free(e);
+}
+
+/* The map's key of (name, id): names hold no newline. malloc'd. */
+static char *key_of(const char *name, const char *id)
+{
+	return xasprintf("%s\n%s", name, id);
 }
 
 void wraps_release(struct wraps *w)
@@ -34,24 +41,30 @@ void wraps_release(struct wraps *w)
 	memset(w, 0, sizeof(*w));
 }
 
-const struct wrap_entry *wraps_get(const struct wraps *w, const char *name)
+const struct wrap_entry *wraps_get(const struct wraps *w, const char *name, const char *id)
 {
 	intptr_t v;
-	return strmap_get(&w->by_name, name, &v) ? (const struct wrap_entry *)v : NULL;
+	char *k = key_of(name, id);
+	bool got = strmap_get(&w->by_name, k, &v);
+	free(k);
+	return got ? (const struct wrap_entry *)v : NULL;
 }
 
 void wraps_put(struct wraps *w, const char *name, const char *id, const char *kid, const char *wrap)
 {
 	intptr_t v;
 	struct wrap_entry *e;
-	if (strmap_get(&w->by_name, name, &v)) {
+	char *k = key_of(name, id);
+	if (strmap_get(&w->by_name, k, &v)) {
+		free(k);
 		e = (struct wrap_entry *)v;
-		if (!strcmp(e->id, id) && !strcmp(e->kid, kid) && !strcmp(e->wrap, wrap))
+		if (!strcmp(e->kid, kid) && !strcmp(e->wrap, wrap))
 			return;
 	} else {
 		e = xcalloc(1, sizeof(*e));
+		e->key = k;
 		e->name = xstrdup(name);
-		strmap_put(&w->by_name, e->name, (intptr_t)e);
+		strmap_put(&w->by_name, e->key, (intptr_t)e);
 		w->n++;
 	}
 	snprintf(e->id, sizeof(e->id), "%s", id);
@@ -60,13 +73,16 @@ void wraps_put(struct wraps *w, const char *name, const char *id, const char *ki
 	w->dirty = true;
 }
 
-void wraps_del(struct wraps *w, const char *name)
+void wraps_del(struct wraps *w, const char *name, const char *id)
 {
 	intptr_t v;
-	if (!strmap_get(&w->by_name, name, &v))
+	char *k = key_of(name, id);
+	bool got = strmap_get(&w->by_name, k, &v);
+	free(k);
+	if (!got)
 		return;
 	struct wrap_entry *e = (struct wrap_entry *)v;
-	strmap_del(&w->by_name, name);
+	strmap_del(&w->by_name, e->key);
 	entry_free(e);
 	w->n--;
 	w->dirty = true;
@@ -90,7 +106,7 @@ void wraps_prune(struct wraps *w, bool (*keep)(void *ctx, const struct wrap_entr
 			drop[nd++] = e;
 	}
 	for (size_t i = 0; i < nd; i++) {
-		strmap_del(&w->by_name, drop[i]->name);
+		strmap_del(&w->by_name, drop[i]->key);
 		entry_free(drop[i]);
 		w->n--;
 		w->dirty = true;
@@ -128,6 +144,41 @@ static int fail(char *err, size_t errlen, const char *what)
 	return -1;
 }
 
+/* One entry x of name: checked (0), or -1 with err. */
+static int check_entry(const char *name, const cJSON *x, const char *top, char *err, size_t errlen)
+{
+	const char *id = json_get_string(x, "id"), *wrap = json_get_string(x, "wrap");
+	const char *ekid = cJSON_GetObjectItemCaseSensitive(x, "kid") ? json_get_string(x, "kid") : top;
+	if (!cJSON_IsObject(x) || !id || !lower_hex(id, ENVELOPE_ID_LEN)) {
+		snprintf(err, errlen, "wraps.%s.id: missing, or not an envelope id (32 hex digits)", name);
+		return -1;
+	}
+	if (!wrap || !wrap_b64(wrap)) {
+		snprintf(err, errlen, "wraps.%s.wrap: missing, or not the base64 of %d bytes", name,
+			 ENVELOPE_WRAP_BYTES);
+		return -1;
+	}
+	if (!ekid || !lower_hex(ekid, KEY_ID_LEN)) {
+		snprintf(err, errlen, "wraps.%s.kid: not a key id (16 hex digits)", name);
+		return -1;
+	}
+	const cJSON *f;
+	cJSON_ArrayForEach(f, x)
+	{
+		if (strcmp(f->string, "id") && strcmp(f->string, "wrap") && strcmp(f->string, "kid")) {
+			snprintf(err, errlen, "wraps.%s: unknown field '%.64s'", name, f->string);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static void put_entry(struct wraps *w, const char *name, const cJSON *x, const char *top)
+{
+	const char *ekid = cJSON_GetObjectItemCaseSensitive(x, "kid") ? json_get_string(x, "kid") : top;
+	wraps_put(w, name, json_get_string(x, "id"), ekid, json_get_string(x, "wrap"));
+}
+
 int wraps_parse(const char *text, size_t len, const char *kid, struct wraps *w, char *err, size_t errlen)
 {
 	char e2[256];
@@ -156,44 +207,48 @@ int wraps_parse(const char *text, size_t len, const char *kid, struct wraps *w, 
 	const cJSON *x;
 	cJSON_ArrayForEach(x, wr)
 	{
-		if (++n > ENVELOPE_WRAPS_MAX) {
-			fail(err, errlen, "wraps: too many entries");
-			goto out;
-		}
 		const char *name = x->string;
 		char ferr[256];
 		if (resource_fullname_check(name, ferr, sizeof(ferr)) < 0 || resource_type_of(name) != RES_SECRET) {
 			snprintf(err, errlen, "wraps: '%.*s' is not a secret's name", RES_FULLNAME_MAX, name);
 			goto out;
 		}
-		const char *id = json_get_string(x, "id"), *wrap = json_get_string(x, "wrap");
-		const char *ekid = cJSON_GetObjectItemCaseSensitive(x, "kid") ? json_get_string(x, "kid") : top;
-		if (!cJSON_IsObject(x) || !id || !lower_hex(id, ENVELOPE_ID_LEN)) {
-			snprintf(err, errlen, "wraps.%s.id: missing, or not an envelope id (32 hex digits)", name);
-			goto out;
-		}
-		if (!wrap || !wrap_b64(wrap)) {
-			snprintf(err, errlen, "wraps.%s.wrap: missing, or not the base64 of %d bytes", name,
-				 ENVELOPE_WRAP_BYTES);
-			goto out;
-		}
-		if (!ekid || !lower_hex(ekid, KEY_ID_LEN)) {
-			snprintf(err, errlen, "wraps.%s.kid: not a key id (16 hex digits)", name);
-			goto out;
-		}
-		cJSON *f;
-		cJSON_ArrayForEach(f, x)
-		{
-			if (strcmp(f->string, "id") && strcmp(f->string, "wrap") && strcmp(f->string, "kid")) {
-				snprintf(err, errlen, "wraps.%s: unknown field '%.64s'", name, f->string);
+		/* a name's entries: one object, or (a file holding the
+		 * committed envelope's and a candidate's) an array of them */
+		if (cJSON_IsArray(x)) {
+			int k = cJSON_GetArraySize(x);
+			if (k < 1 || k > WRAPS_PER_NAME_MAX) {
+				snprintf(err, errlen, "wraps.%s: 1 to %d entries", name, WRAPS_PER_NAME_MAX);
 				goto out;
 			}
+			const cJSON *y;
+			cJSON_ArrayForEach(y, x)
+			{
+				if (++n > ENVELOPE_WRAPS_MAX) {
+					fail(err, errlen, "wraps: too many entries");
+					goto out;
+				}
+				if (check_entry(name, y, top, err, errlen) < 0)
+					goto out;
+			}
+			continue;
 		}
+		if (++n > ENVELOPE_WRAPS_MAX) {
+			fail(err, errlen, "wraps: too many entries");
+			goto out;
+		}
+		if (check_entry(name, x, top, err, errlen) < 0)
+			goto out;
 	}
 	cJSON_ArrayForEach(x, wr)
 	{
-		const char *ekid = cJSON_GetObjectItemCaseSensitive(x, "kid") ? json_get_string(x, "kid") : top;
-		wraps_put(w, x->string, json_get_string(x, "id"), ekid, json_get_string(x, "wrap"));
+		if (cJSON_IsArray(x)) {
+			const cJSON *y;
+			cJSON_ArrayForEach(y, x)
+				put_entry(w, x->string, y, top);
+		} else {
+			put_entry(w, x->string, x, top);
+		}
 	}
 	rc = 0;
 out:
@@ -203,7 +258,17 @@ out:
 
 static int cmp_entry(const void *a, const void *b)
 {
-	return strcmp((*(const struct wrap_entry *const *)a)->name, (*(const struct wrap_entry *const *)b)->name);
+	const struct wrap_entry *x = *(const struct wrap_entry *const *)a, *y = *(const struct wrap_entry *const *)b;
+	int c = strcmp(x->name, y->name);
+	return c ? c : strcmp(x->id, y->id);
+}
+
+static void entry_text(const struct wrap_entry *e, const char *kid, struct buf *out)
+{
+	buf_printf(out, "{\"id\":\"%s\"", e->id);
+	if (strcmp(e->kid, kid) != 0)
+		buf_printf(out, ",\"kid\":\"%s\"", e->kid);
+	buf_printf(out, ",\"wrap\":\"%s\"}", e->wrap);
 }
 
 void wraps_text(const struct wraps *w, const char *kid, struct buf *out)
@@ -216,14 +281,24 @@ void wraps_text(const struct wraps *w, const char *kid, struct buf *out)
 	qsort(v, n, sizeof(*v), cmp_entry);
 	buf_reset(out);
 	buf_printf(out, "{\"kid\":\"%s\",\"wraps\":{", kid);
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < n;) {
+		size_t j = i + 1;   /* v[i..j): one name's entries */
+		while (j < n && strcmp(v[j]->name, v[i]->name) == 0)
+			j++;
 		if (i)
 			buf_putc(out, ',');
 		buf_json_string(out, v[i]->name);
-		buf_printf(out, ":{\"id\":\"%s\"", v[i]->id);
-		if (strcmp(v[i]->kid, kid) != 0)
-			buf_printf(out, ",\"kid\":\"%s\"", v[i]->kid);
-		buf_printf(out, ",\"wrap\":\"%s\"}", v[i]->wrap);
+		buf_putc(out, ':');
+		if (j - i > 1)
+			buf_putc(out, '[');
+		for (size_t k = i; k < j; k++) {
+			if (k > i)
+				buf_putc(out, ',');
+			entry_text(v[k], kid, out);
+		}
+		if (j - i > 1)
+			buf_putc(out, ']');
+		i = j;
 	}
 	buf_puts(out, "}}\n");
 	free(v);

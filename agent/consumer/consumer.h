@@ -21,6 +21,7 @@ struct consumer;
 struct consumer_options {
 	const char *consumer;       /* files, nginx or haproxy */
 	const char *output_dir;
+	const char *secrets_dir;    /* nginx, haproxy: the secret files' (absolute; NULL: OUTPUT_DIR/secrets) */
 	const char *marker;         /* HOST:PORT of the generation marker; NULL or "off": none */
 	const char *nginx;          /* binaries for the default checks */
 	const char *haproxy;

@@ -3,8 +3,11 @@
  * an equal state is the same generation and needs no reload); it goes live
  * by switching the OUTPUT_DIR/current symlink with one rename, so the
  * consumer never reads a mix of two generations; swapping back is the same
- * rename. Key material goes to OUTPUT_DIR/secrets (0700), one file per
- * content (0600), shared by the generations that use it. Old generations
+ * rename. Key material goes to OUTPUT_DIR/secrets or --secrets-dir (0700;
+ * a tmpfs keeps it off the disk), one file per content (0600), shared by
+ * the generations that use it; it is written before the generation that
+ * names it goes live, so the swap stays one rename. Temp files a crash
+ * left there are removed at start. Old generations
  * and unused secrets are pruned. A generation on disk is checked before it
  * is used again (at boot: the live one), file by file against the render,
  * since its name says what it should hold, not what it holds; one that
@@ -47,6 +50,7 @@ struct gen {
 	struct consumer base;
 	const struct renderer *rnd;
 	int rootfd;
+	int secretsfd;              /* secrets_dir (OUTPUT_DIR/secrets or --secrets-dir) */
 	char *secrets_dir;          /* absolute */
 	const struct sealed_opener *opener;   /* the core's (consumer_options) */
 	char *marker;               /* NULL: none */
@@ -129,18 +133,16 @@ static void make_id(const struct render_out *out, char id[ID_LEN + 1])
 static int write_secrets(struct gen *g, const struct render_out *out, char *err, size_t errlen)
 {
 	struct safefs_dirs dirs;
-	struct safefs_batch *batch = safefs_batch_new(g->rootfd);
+	struct safefs_batch *batch = safefs_batch_new(g->secretsfd);
 	int rc = -1;
-	safefs_dirs_init(&dirs, g->rootfd);
+	safefs_dirs_init(&dirs, g->secretsfd);
 	for (size_t i = 0; i < out->n; i++) {
 		const struct render_file *f = &out->files[i];
 		if (!f->secret)
 			continue;
-		char *path = xasprintf("secrets/%s", f->path);
 		int wrc = 0;
-		if (!safefs_same(&dirs, path, f->data.data, f->data.len, 0600))
-			wrc = safefs_batch_write(batch, path, f->data.data, f->data.len, 0600, err, errlen);
-		free(path);
+		if (!safefs_same(&dirs, f->path, f->data.data, f->data.len, 0600))
+			wrc = safefs_batch_write(batch, f->path, f->data.data, f->data.len, 0600, err, errlen);
 		if (wrc < 0)
 			goto out;
 	}
@@ -410,6 +412,21 @@ static int cmp_newest(const void *a, const void *b)
 	return strcmp(x->name, y->name);
 }
 
+/* Start: a crash between a secret's temp file and the batch's rename
+ * left it (plaintext, 0600, a name never used again): removed. No batch
+ * runs yet. */
+static void prune_temps(struct gen *g)
+{
+	DIR *d = opendir_at(g->secretsfd, ".");
+	if (!d)
+		return;
+	struct dirent *de;
+	while ((de = readdir(d)) != NULL)
+		if (strncmp(de->d_name, ".tether-tmp-", 12) == 0 && unlinkat(dirfd(d), de->d_name, 0) == 0)
+			log_info("%s: removed %s, left by a crash", g->secrets_dir, de->d_name);
+	closedir(d);
+}
+
 /* Keeps the live generation, the one the proxy serves (after runtime
  * updates: the one it loaded) and the newest others up to g->keep in all;
  * drops every secret no kept generation's configuration names. */
@@ -454,7 +471,7 @@ static void prune(struct gen *g)
 		safefs_remove_tree(g->rootfd, v[i].name);
 	}
 	free(v);
-	d = opendir_at(g->rootfd, "secrets");
+	d = opendir_at(g->secretsfd, ".");
 	if (d) {
 		while ((de = readdir(d)) != NULL) {
 			if (de->d_name[0] == '.' || (kept.data && strstr(kept.data, de->d_name)))
@@ -765,6 +782,8 @@ static void gen_free(struct consumer *c)
 	struct gen *g = (struct gen *)c;
 	if (g->rootfd >= 0)
 		close(g->rootfd);
+	if (g->secretsfd >= 0)
+		close(g->secretsfd);
 	free(g->secrets_dir);
 	free(g->marker);
 	free(g->checker);
@@ -810,7 +829,8 @@ struct consumer *consumer_gen_new(const struct consumer_options *o, char *err, s
 	g->base.ops = &gen_ops;
 	g->base.output_dir = xstrdup(o->output_dir);
 	g->rnd = nginx ? &render_nginx : &render_haproxy;
-	g->secrets_dir = xasprintf("%s/secrets", o->output_dir);
+	g->secrets_dir = o->secrets_dir ? xstrdup(o->secrets_dir) : xasprintf("%s/secrets", o->output_dir);
+	g->secretsfd = -1;
 	g->marker = o->marker && strcmp(o->marker, "off") != 0 ? xstrdup(o->marker) : NULL;
 	g->checker = xstrdup(nginx ? o->nginx : o->haproxy);
 	g->base_config = o->base_config ? xstrdup(o->base_config) : NULL;
@@ -826,10 +846,25 @@ struct consumer *consumer_gen_new(const struct consumer_options *o, char *err, s
 		gen_free(&g->base);
 		return NULL;
 	}
-	if (mkdirat(g->rootfd, "secrets", 0700) < 0 && errno != EEXIST) {
-		snprintf(err, errlen, "cannot create '%s': %s", g->secrets_dir, strerror(errno));
+	/* its parents as needed (0755: a tmpfs's /run/tetherd), itself 0700 */
+	for (char *p = strchr(g->secrets_dir + 1, '/'); p; p = strchr(p + 1, '/')) {
+		*p = '\0';
+		int rc = mkdir(g->secrets_dir, 0755);
+		*p = '/';
+		if (rc < 0 && errno != EEXIST)
+			break;
+	}
+	if (mkdir(g->secrets_dir, 0700) < 0 && errno != EEXIST) {
+		snprintf(err, errlen, "cannot create the secrets directory '%s': %s", g->secrets_dir, strerror(errno));
 		gen_free(&g->base);
 		return NULL;
 	}
+	g->secretsfd = open(g->secrets_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (g->secretsfd < 0) {
+		snprintf(err, errlen, "cannot open the secrets directory '%s': %s", g->secrets_dir, strerror(errno));
+		gen_free(&g->base);
+		return NULL;
+	}
+	prune_temps(g);
 	return &g->base;
 }

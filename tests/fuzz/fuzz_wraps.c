@@ -1,5 +1,6 @@
 /* fuzz_wraps.c: libFuzzer target for agent/wraps.c's parser (the plane's
- * answer to GET /v1/wraps, and STATE_DIR/wraps.json). Properties: a
+ * answer to GET /v1/wraps, and STATE_DIR/wraps.json, where a secret may
+ * hold an array of entries, one per envelope). Properties: a
  * refusal says why and adds nothing; what parses prints (wraps_text) to a
  * text that parses to the same entries, and prints the same again. */
 #include "fuzz.h"

@@ -9,10 +9,21 @@
 # without it is held (one "held" NACK, the node keeps serving the old
 # certificate); a restart's registration of the revoked key is refused
 # (403, logged with the plane's words); tetherd --rotate-key registers a
-# new key id (node.key.old kept until the plane took it), and the version
-# sealed to it applies. A wrap swapped for another envelope's is a
-# verification NACK, and the node keeps serving. With the plane down and the output wiped, a boot from
-# last-good (with wraps.json) serves the sealed secret again.
+# new key id (node.key.old kept until the plane took it and the state's
+# wraps are for the new key), and the version sealed to it applies. A wrap
+# swapped for another envelope's is a verification NACK, and the node
+# keeps serving. 450 more sealed secrets with long names arrive in one
+# push: their wraps come in batches the plane takes (names, URL length).
+# A version with a new envelope refused by --check leaves wraps.json able
+# to open last-good. A rotation with no revocation: the plane takes the
+# new key, node.key.old stays while last-good's wraps are for the old key,
+# a restart with the plane unreachable still boots on last-good, and once
+# a writer reseals the node fetches the new key's wraps and node.key.old
+# goes. With the plane down and the output wiped, a boot from last-good
+# (with wraps.json) serves the sealed secret again, and removes a secret
+# temp file a crash left; --secrets-dir puts the secret files on a real
+# tmpfs (the log says "tmpfs") or a plain directory (the log says whether
+# it is one), made 0700, named by the configuration.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-proxy.sh"
 
@@ -78,7 +89,7 @@ cert one
 cert two
 check "the two certificates differ" test "$(fp "$WORK/one.crt")" != "$(fp "$WORK/two.crt")"
 AGENT_ARGS=(--consumer nginx --pidfile "$WORK/nginx.pid" --marker "127.0.0.1:$MARK" --reload-timeout 5
-	--backoff-min 0.1 --backoff-max 1)
+	--backoff-min 0.1 --backoff-max 1 --check "test ! -e '$WORK/refuse'")
 
 start_plane p --heartbeat 1 --sealed-secrets "$WORK/recovery.pub"
 write_nginx_conf "$OUT"
@@ -152,7 +163,7 @@ check "the restarted agent says it made a new key" wait_until 10 grep -q "rotate
 KID2=$("$SEALTOOL" key "$STATE/node.key")
 check "the new key id differs ($KID1 -> $KID2)" test -n "$KID2" -a "$KID2" != "$KID1"
 check "the plane has the new key" wait_until 10 sh -c "[ \"\$(curl -s '$PLANE_URL/v1/nodes/ng' | jq -r .key_id)\" = '$KID2' ]"
-check "node.key.old goes once the plane took the new key" wait_until 10 test ! -e "$STATE/node.key.old"
+check "node.key.old stays while last-good's wraps are for $KID1" test -e "$STATE/node.key.old"
 check_eq "node.key is 0600" 600 "$(stat -c %a "$STATE/node.key")"
 check "the node booted on last-good and still serves the old certificate" serves one
 check "held again at $V2 (no wrap for the new key either)" \
@@ -161,6 +172,8 @@ sealed two "$STATE/node.key" >"$WORK/s3.json"
 ID3=$(jq -r .sealed.id "$WORK/s3.json")
 V3=$(put_secret "$WORK/s3.json")
 check "the version sealed to the new key applies ($V3)" wait_until 20 agent_at ng "$V3"
+check "node.key.old goes once the plane took the new key and the state's wraps are for it" \
+	wait_until 10 test ! -e "$STATE/node.key.old"
 check "nginx serves the new certificate" wait_until 10 serves two
 check "https:// verified against it reaches A" wait_until 10 through two
 check "the ACK of $V3 clears the hold" wait_until 10 sh -c "curl -s '$PLANE_URL/v1/nodes/ng' | jq -e '.held == null and .acked_version == $V3' >/dev/null"
@@ -185,10 +198,69 @@ V5=$(put_secret "$WORK/a.json")
 check "the right wrap applies ($V5)" wait_until 20 agent_at ng "$V5"
 check "nginx serves it" wait_until 10 serves one
 
+# ---- many sealed secrets in one push: the wraps come in batches -------------------------------
+LONG=padding-padding-padding-padding-padding-padding-padding
+for i in $(seq 1 450); do
+	jq -cn --rawfile cert "$WORK/one.crt" --rawfile key "$WORK/one.key" '{cert:$cert,key:$key}' |
+		"$SEALTOOL" seal "secret/b$i-$LONG" "$WORK/recovery.pub" "$STATE/node.key" |
+		jq -c --arg n "secret/b$i-$LONG" '{name:$n, body:.}'
+done | jq -s '{upserts:.}' >"$WORK/many.json"
+check_eq "450 sealed secrets to put" 450 "$(jq '.upserts|length' "$WORK/many.json")"
+check "their names, escaped, are more than the plane's 16 KiB request head" \
+	test "$(jq -r '[.upserts[].name]|join(",")' "$WORK/many.json" | sed 's,/,%2F,g' | wc -c)" -gt 16384
+ctl apply "$WORK/many.json" >/dev/null || bail "the plane refused the 450 sealed secrets"
+VB=$(plane_version)
+check "the agent applies them ($VB)" wait_until 30 agent_at ng "$VB"
+check_eq "wraps.json holds 451 secrets' wraps" 451 "$(jq '.wraps|length' "$STATE/wraps.json")"
+check "nginx still serves" serves one
+
+# ---- a refused apply of a new envelope: wraps.json still opens last-good --------------------------
+ID5=$(jq -r .sealed.id "$WORK/a.json")
+touch "$WORK/refuse"
+sealed two "$STATE/node.key" >"$WORK/s6.json"
+V6=$(put_secret "$WORK/s6.json")
+check "--check refuses version $V6" wait_until 20 grep -qF "push $V6 refused" "$WORK/ng.log"
+check "the node still runs $VB" agent_at ng "$VB"
+check_eq "wraps.json keeps last-good's envelope of secret/tls (and only it, after the failure)" "$ID5" \
+	"$(jq -r '.wraps["secret/tls"] | if type == "array" then map(.id)|join(",") else .id end' "$STATE/wraps.json")"
+rm -f "$WORK/refuse"
+free_port DEAD
+stop_pid "${APID[ng]}" TERM
+PLANE_URL=http://127.0.0.1:$DEAD start_agent ng "${AGENT_ARGS[@]}"
+check "a restart with no plane boots on last-good ($VB)" wait_until 10 sh -c "[ \"\$(jq -r '.state + \" \" + (.version|tostring)' '$STATE/status.json')\" = 'offline $VB' ]"
+check "last-good's sealed secrets opened" sh -c "! grep -qF 'cannot be rendered here' '$WORK/ng.log'"
+check "nginx serves last-good's certificate" serves one
+
+# ---- a rotation with no revocation: last-good opens offline until the new key's wraps come --------
+stop_pid "${APID[ng]}" TERM
+start_agent ng "${AGENT_ARGS[@]}" --rotate-key
+check "a new key replaces $KID2" wait_until 10 grep -q "rotate-key: node key [0-9a-f]* made to replace $KID2" "$WORK/ng.log"
+KID3=$("$SEALTOOL" key "$STATE/node.key")
+check "the plane takes the rotation" wait_until 10 grep -qF "key: node key $KID3 rotated at" "$WORK/ng.log"
+check "the plane has $KID3" sh -c "[ \"\$(curl -s '$PLANE_URL/v1/nodes/ng' | jq -r .key_id)\" = '$KID3' ]"
+check "the node applies $V6 (sealed before the rotation) with the old key's wrap, not held" \
+	wait_until 30 agent_at ng "$V6"
+check "nginx serves $V6's certificate" wait_until 10 serves two
+check "node.key.old stays: last-good's wraps are for $KID2" test -e "$STATE/node.key.old"
+stop_pid "${APID[ng]}" TERM
+LINES=$(wc -l <"$WORK/ng.log")
+PLANE_URL=http://127.0.0.1:$DEAD start_agent ng "${AGENT_ARGS[@]}"
+check "after the rotation, a restart with no plane boots on last-good ($V6)" wait_until 10 sh -c "[ \"\$(jq -r '.state + \" \" + (.version|tostring)' '$STATE/status.json')\" = 'offline $V6' ]"
+check "its sealed secrets opened with node.key.old" sh -c "! tail -n +$LINES '$WORK/ng.log' | grep -qF 'cannot be rendered here'"
+check "nginx serves last-good's certificate" serves two
+stop_pid "${APID[ng]}" TERM
+start_agent ng "${AGENT_ARGS[@]}"
+check "back online at $V6" wait_until 10 sh -c "[ \"\$(jq -r '.state + \" \" + (.version|tostring)' '$STATE/status.json')\" = 'synced $V6' ]"
+ctl secrets reseal --recovery-key "$WORK/recovery" >"$WORK/reseal.out" 2>&1 || bail "tetherctl secrets reseal failed: $(cat "$WORK/reseal.out")"
+check "once resealed, the node holds wraps for $KID3 only, and node.key.old goes" \
+	wait_until 30 sh -c "test ! -e '$STATE/node.key.old' && ! grep -qF '$KID2' '$STATE/wraps.json'"
+check "the log says the rotation is done" grep -qF "key: the rotation from $KID2 to $KID3 is done" "$WORK/ng.log"
+check "nginx serves $V6's certificate" wait_until 10 serves two
+
 # ---- what holds the key's text: nothing but the secret files --------------------------------
 check "the key texts are long enough to look for" test "$(keyline one | wc -c)" -ge 40 -a "$(keyline two | wc -c)" -ge 40
 inflated "$STATE"/lastgood-* >"$WORK/lastgood.txt"
-check "last-good holds the sealed body of $V5" grep -qF "$(jq -r .sealed.id "$WORK/a.json")" "$WORK/lastgood.txt"
+check "last-good holds the sealed body of $V6" grep -qF "$(jq -r .sealed.id "$WORK/s6.json")" "$WORK/lastgood.txt"
 for k in one two; do
 	leaks=$(grep -lF -- "$(keyline $k)" "$WORK/ng.log" "$WORK/p.log" "$STATE/status.json" "$STATE/wraps.json" \
 		"$WORK/lastgood.txt" "$STATE"/* "$OUT"/gen-*/* 2>/dev/null | xargs)
@@ -200,14 +272,54 @@ check "the logs were there to look in" test -s "$WORK/ng.log" -a -s "$WORK/p.log
 stop_pid "${APID[ng]}" TERM
 stop_pid "$PLANE_PID" TERM
 stop_nginx
+VL=$(jq -r .version "$STATE/status.json")
 rm -rf "$OUT"
+mkdir -p "$OUT/secrets"
+echo "plaintext left by a crash" >"$OUT/secrets/.tether-tmp-secret-x-0123.key"
 start_agent ng "${AGENT_ARGS[@]}"
 check "the agent renders last-good with the plane down" wait_until 10 test -f "$OUT/current/tether.conf"
-check "status.json: offline at version $V5" wait_until 10 sh -c "[ \"\$(jq -r '.state + \" \" + (.version|tostring)' '$STATE/status.json')\" = 'offline $V5' ]"
+check "status.json: offline at version $VL" wait_until 10 sh -c "[ \"\$(jq -r '.state + \" \" + (.version|tostring)' '$STATE/status.json')\" = 'offline $VL' ]"
 check_eq "two secret files, 0600" 2 "$(find "$OUT/secrets" -type f -perm 0600 | wc -l)"
+check "the temp file a crash left in secrets/ is removed at start" test ! -e "$OUT/secrets/.tether-tmp-secret-x-0123.key"
 start_nginx
-check "nginx serves the sealed certificate from last-good" wait_until 10 serves one
-check "https:// through it reaches A" wait_until 10 through one
+check "nginx serves the sealed certificate from last-good" wait_until 10 serves two
+check "https:// through it reaches A" wait_until 10 through two
+
+# ---- --secrets-dir: a tmpfs, and a plain directory --------------------------------------------
+TMPSEC=$WORK/tmpsec
+mkdir -p "$TMPSEC"
+if mount -t tmpfs -o size=4m,mode=0755 tmpfs "$TMPSEC" 2>"$WORK/mount.err"; then
+	MOUNTS="$MOUNTS $TMPSEC"
+	stop_pid "${APID[ng]}" TERM
+	start_agent ng "${AGENT_ARGS[@]}" --secrets-dir "$TMPSEC/secrets"
+	check "the log says the secrets directory is a tmpfs" wait_until 10 grep -qF "sealed secrets: their files go to $TMPSEC/secrets: tmpfs" "$WORK/ng.log"
+	check "the configuration names the files there" wait_until 10 grep -qF "ssl_certificate_key $TMPSEC/secrets/" "$OUT/current/tether.conf"
+	check_eq "the directory was made 0700" 700 "$(stat -c %a "$TMPSEC/secrets")"
+	check_eq "two secret files there, 0600" 2 "$(find "$TMPSEC/secrets" -type f -perm 0600 | wc -l)"
+	check "the key file holds what was sealed" cmp -s "$(grep -o 'ssl_certificate_key [^;]*' "$OUT/current/tether.conf" | awk '{print $2}')" "$WORK/two.key"
+	check "nginx serves the certificate from the tmpfs" wait_until 10 serves two
+	check "https:// through it reaches A" wait_until 10 through two
+	# a reboot empties the tmpfs: the next start writes the files again
+	stop_pid "${APID[ng]}" TERM
+	rm -rf "$TMPSEC/secrets"
+	start_agent ng "${AGENT_ARGS[@]}" --secrets-dir "$TMPSEC/secrets"
+	check "an emptied tmpfs gets its secret files again at start" wait_until 10 sh -c "[ \"\$(find '$TMPSEC/secrets' -type f -perm 0600 | wc -l)\" = 2 ]"
+	check "and nginx keeps serving" wait_until 10 through two
+else
+	ok "--secrets-dir on a tmpfs # SKIP mount -t tmpfs failed: $(head -c 200 "$WORK/mount.err" | tr '\n' ' ')"
+fi
+PLAIN=$WORK/plainsec
+stop_pid "${APID[ng]}" TERM
+start_agent ng "${AGENT_ARGS[@]}" --secrets-dir "$PLAIN/secrets"
+if [ "$(stat -f -c %T "$WORK")" = tmpfs ]; then want="$PLAIN/secrets: tmpfs"; else want="$PLAIN/secrets: not tmpfs: secrets reach the disk"; fi
+check "the log says what the plain directory is ($want)" wait_until 10 grep -qF "sealed secrets: their files go to $want" "$WORK/ng.log"
+check "the configuration names the files there" wait_until 10 grep -qF "ssl_certificate_key $PLAIN/secrets/" "$OUT/current/tether.conf"
+check_eq "made 0700" 700 "$(stat -c %a "$PLAIN/secrets")"
+check "nginx serves the certificate from there" wait_until 10 through two
+"$AGENT_BIN" --node x --plane http://127.0.0.1:1 --state-dir "$WORK/x.state" --output-dir "$WORK/x.out" \
+	--consumer nginx --pidfile "$WORK/nginx.pid" --secrets-dir rel --once >"$WORK/rel.out" 2>&1
+check_eq "a relative --secrets-dir is refused (exit 2)" 2 "$?"
+check "saying why" grep -qF "secrets-dir: 'rel' is not an absolute path" "$WORK/rel.out"
 
 stop_pid "${APID[ng]}" TERM
 check_eq "SIGTERM: the agent exits 0" 0 "$?"

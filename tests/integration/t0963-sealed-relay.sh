@@ -9,8 +9,13 @@
 # the push is the sealed body alone (no wraps, no plaintext). A secret
 # sealed without the node's key (its key revoked at the origin) holds the
 # node, and the origin hears of it through the relay; the version sealed
-# to the node's rotated key applies. last-good and wraps.json keep no
-# plaintext, and a boot with both planes down opens last-good.
+# to the node's rotated key applies, and node.key.old goes once the relay
+# served a wrap for the new key (its 202 says nothing of the origin). A
+# rotation the origin took but that no wrap confirmed yet, then
+# --rotate-key again: a new key anyway, endorsed by the unconfirmed one,
+# which the origin takes; the version sealed to it applies. last-good and
+# wraps.json keep no plaintext, and a boot with both planes down opens
+# last-good.
 . "$(dirname "$0")/lib.sh"
 
 [ -x "$AGENT_BIN" ] || bail "no $AGENT_BIN: build first"
@@ -29,6 +34,13 @@ sealed() {
 }
 put_secret() {
 	curl -sS -X PUT --data-binary "@$1" "$ORIGIN/v1/resources/secret/tls" | jq -r .version
+}
+# next_second: waits for the clock's next second (a registration's "at" is
+# in seconds and must be after the last one the origin took)
+next_second() {
+	local t
+	t=$(date +%s)
+	wait_until 3 sh -c "[ \$(date +%s) -gt $t ]"
 }
 origin_node() {
 	curl -sS "$ORIGIN/v1/nodes/n1" | jq -r "$1"
@@ -76,6 +88,7 @@ check "the node is held at $V2, and the origin hears of it through the relay" \
 check "the held reason names the secret" sh -c "curl -sS '$ORIGIN/v1/nodes/n1' | jq -r .held.reason | grep -qF 'secret/tls: no wrap for this node'"
 check "the node still runs $V1" agent_at n1 "$V1"
 stop_pid "${APID[n1]}" TERM
+next_second
 start_agent n1 --plane "$R1" --trust "$WORK/sign.pub" --backoff-min 0.1 --backoff-max 1 --rotate-key
 KID2=""
 check "the restarted node makes a new key" wait_until 10 grep -q "rotate-key: node key [0-9a-f]* made to replace $KID1" "$WORK/n1.log"
@@ -88,11 +101,40 @@ V3=$(put_secret "$WORK/s3.json")
 check "the version sealed to the new key applies ($V3)" wait_until 20 agent_at n1 "$V3"
 check "the ACK of $V3 clears the hold at the origin" \
 	wait_until 10 sh -c "curl -sS '$ORIGIN/v1/nodes/n1' | jq -e '.held == null and .acked_version == $V3' >/dev/null"
+check "node.key.old goes once the relay served a wrap for the new key" wait_until 10 test ! -e "$STATE/node.key.old"
+check "the log says the rotation is done" grep -qF "key: the rotation from $KID1 to $KID2 is done" "$WORK/n1.log"
+ID3=$(jq -r .sealed.id "$WORK/s3.json")
+
+# ---- --rotate-key twice behind the relay, the first unconfirmed ----------------------------------
+stop_pid "${APID[n1]}" TERM
+next_second
+start_agent n1 --plane "$R1" --trust "$WORK/sign.pub" --backoff-min 0.1 --backoff-max 1 --rotate-key
+check "a new key replaces $KID2" wait_until 10 grep -q "rotate-key: node key [0-9a-f]* made to replace $KID2" "$WORK/n1.log"
+KID3=$("$SEALTOOL" key "$STATE/node.key")
+check "the origin takes $KID3 through the relay" \
+	wait_until 10 sh -c "[ \"\$(curl -sS '$ORIGIN/v1/nodes/n1' | jq -r .key_id)\" = '$KID3' ]"
+check "node.key.old stays: no wrap for $KID3 yet, and last-good's are for $KID2" test -f "$STATE/node.key.old"
+stop_pid "${APID[n1]}" TERM
+next_second
+start_agent n1 --plane "$R1" --trust "$WORK/sign.pub" --backoff-min 0.1 --backoff-max 1 --rotate-key
+check "--rotate-key again makes a new key anyway, saying the rotation was unconfirmed" \
+	wait_until 10 grep -qF "rotate-key: the rotation from $KID2 to $KID3 was not confirmed by the plane" "$WORK/n1.log"
+check "$KID2, which last-good's wrap is for, stays in node.key.older" test -f "$STATE/node.key.older"
+check "and last-good ($V3) still opened at that start" sh -c "! grep -q 'cannot be rendered here' '$WORK/n1.log'"
+KID4=$("$SEALTOOL" key "$STATE/node.key")
+check "a fourth key ($KID4)" test -n "$KID4" -a "$KID4" != "$KID3" -a "$KID4" != "$KID2"
+check "the origin takes $KID4 (endorsed by $KID3)" \
+	wait_until 10 sh -c "[ \"\$(curl -sS '$ORIGIN/v1/nodes/n1' | jq -r .key_id)\" = '$KID4' ]"
+sealed MIIEfourthsecretkeytext "$STATE/node.key" >"$WORK/s4.json"
+V4=$(put_secret "$WORK/s4.json")
+check "the version sealed to $KID4 applies ($V4)" wait_until 20 agent_at n1 "$V4"
+check "node.key.old and node.key.older go" wait_until 10 sh -c "test ! -e '$STATE/node.key.old' && test ! -e '$STATE/node.key.older'"
+V3=$V4
 
 # ---- no plaintext on disk; a boot with both planes down ------------------------------------------
 inflated "$STATE"/lastgood-* >"$WORK/lastgood.txt"
-check "last-good holds the sealed body of $V3" grep -qF "$(jq -r .sealed.id "$WORK/s3.json")" "$WORK/lastgood.txt"
-leaks=$(grep -rlF -e MIIEfirstsecret -e MIIEsecondsecret -e MIIEthirdsecret "$STATE" "$WORK/lastgood.txt" \
+check "last-good holds the sealed body of $V4" grep -qF "$(jq -r .sealed.id "$WORK/s4.json")" "$WORK/lastgood.txt"
+leaks=$(grep -rlF -e MIIEfirstsecret -e MIIEsecondsecret -e MIIEthirdsecret -e MIIEfourthsecret "$STATE" "$WORK/lastgood.txt" \
 	"$WORK/n1.log" "$WORK/n1.out" "$WORK/origin.log" "$WORK/r1.log" 2>/dev/null | xargs)
 check_eq "no key text in the node's state (last-good inflated), output, logs or the planes' logs" "" "$leaks"
 stop_pid "${APID[n1]}" TERM

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -56,6 +57,10 @@ static int setup(void **st)
 	f->a.cfg.planes = f->planes;
 	f->a.cfg.nplanes = 1;
 	f->a.cfg.connect_timeout = 2;
+	f->a.cfg.backoff_min = 1;
+	f->a.cfg.backoff_max = 30;
+	f->a.cfg.output_dir = f->dir;
+	f->a.cfg.consumer = (char *)"nginx";
 	state_init(&f->a.state);
 	char err[512];
 	if (seal_init(&f->a, err, sizeof(err)) < 0) {
@@ -137,6 +142,10 @@ static void test_node_key_file(void **st)
 	assert_string_equal(k.kid, f->a.seal.key.kid);
 	nodekey_forget(&k);
 	free(path);
+	/* not dumpable from the moment the key is loaded, before any secret
+	 * was opened */
+	assert_int_equal(prctl(PR_GET_DUMPABLE, 0, 0, 0, 0), 0);
+	assert_true(f->a.seal.undumpable);
 }
 
 static void test_open(void **st)
@@ -152,7 +161,7 @@ static void test_open(void **st)
 	cJSON *b = NULL;
 	/* no wrap yet */
 	assert_int_equal(seal_open(&f->a, r, &b, err, sizeof(err)), -1);
-	assert_non_null(strstr(err, "secret/web: no wrap for this node's key"));
+	assert_non_null(strstr(err, "secret/web: no wrap for its envelope"));
 	wraps_put(&f->a.seal.wraps, "secret/web", id, f->a.seal.key.kid, wrap);
 	assert_int_equal(seal_open(&f->a, r, &b, err, sizeof(err)), 0);
 	assert_non_null(b);
@@ -283,6 +292,7 @@ static void test_prepare(void **st)
 	struct fx *f = *st;
 	char *wrap, id[ENVELOPE_ID_LEN + 1];
 	sealed_state(f, &wrap, id);
+	wraps_put(&f->a.seal.wraps, "secret/web", id, f->a.seal.key.kid, wrap);
 	char err[1024];
 	/* a new envelope of secret/web comes; its wrap is held already */
 	char *wrap2, id2[ENVELOPE_ID_LEN + 1];
@@ -299,7 +309,10 @@ static void test_prepare(void **st)
 	struct wraps disk;
 	wraps_init(&disk);
 	assert_int_equal(wraps_load(f->dir, &disk, err, sizeof(err)), 0);
-	assert_string_equal(wraps_get(&disk, "secret/web")->id, id2);
+	assert_non_null(wraps_get(&disk, "secret/web", id2));
+	/* ... beside the committed envelope's: an apply that fails or is cut
+	 * short leaves last-good openable */
+	assert_non_null(wraps_get(&disk, "secret/web", id));
 	wraps_release(&disk);
 	char path[128];
 	snprintf(path, sizeof(path), "%s/wraps.json", f->dir);
@@ -314,9 +327,15 @@ static void test_prepare(void **st)
 	free(text);
 	seal_committed(&f->a);
 	assert_int_equal(f->a.seal.wraps.n, 1);
+	assert_non_null(wraps_get(&f->a.seal.wraps, "secret/web", id2));
+	wraps_init(&disk);
+	assert_int_equal(wraps_load(f->dir, &disk, err, sizeof(err)), 0);
+	assert_int_equal(disk.n, 1);   /* pruned at the commit */
+	wraps_release(&disk);
 
 	/* a wrap held for the envelope that opens to another data key: a
-	 * verification failure, and the wrap is dropped (asked for again) */
+	 * verification failure; that wrap is dropped, the committed one
+	 * stays, and the version is not fetched again before a backoff */
 	char *wrap6, id6[ENVELOPE_ID_LEN + 1], *wrap7, id7[ENVELOPE_ID_LEN + 1];
 	char *body6 = seal_body(f, "secret/web", PLAIN, f->a.seal.key.xpk, &wrap6, id6);
 	char *body7 = seal_body(f, "secret/web", PLAIN, f->a.seal.key.xpk, &wrap7, id7);
@@ -326,7 +345,15 @@ static void test_prepare(void **st)
 	assert_int_equal(candidate_build(&f->a.state, &p, 0, &c, err, sizeof(err)), 0);
 	assert_int_equal(seal_prepare(&f->a, &c, err, sizeof(err)), SEAL_VERIFY);
 	assert_non_null(strstr(err, "secret/web: the wrap for key"));
-	assert_null(wraps_get(&f->a.seal.wraps, "secret/web"));
+	assert_null(wraps_get(&f->a.seal.wraps, "secret/web", id6));
+	assert_non_null(wraps_get(&f->a.seal.wraps, "secret/web", id2));
+	assert_int_equal(f->a.seal.bad_version, 3);
+	char first[1024];
+	snprintf(first, sizeof(first), "%s", err);
+	err[0] = '\0';
+	assert_int_equal(seal_prepare(&f->a, &c, err, sizeof(err)), SEAL_VERIFY);
+	assert_string_equal(err, first);   /* remembered, not fetched */
+	f->a.seal.bad_until_ms = 0;
 	candidate_release(&c);
 	push_release(&p);
 	free(text);
@@ -334,7 +361,6 @@ static void test_prepare(void **st)
 	free(body7);
 	free(wrap6);
 	free(wrap7);
-	wraps_put(&f->a.seal.wraps, "secret/web", id2, f->a.seal.key.kid, wrap2);
 
 	/* an envelope whose wrap is not held, and no plane to ask: a failure
 	 * to fetch (tried again), not a hold */
@@ -346,12 +372,22 @@ static void test_prepare(void **st)
 	assert_int_equal(seal_prepare(&f->a, &c, err, sizeof(err)), SEAL_FAILED);
 	assert_non_null(strstr(err, "cannot fetch the wraps"));
 	candidate_release(&c);
+	seal_abandoned(&f->a);
+	assert_int_equal(f->a.seal.wraps.n, 1);
 	push_release(&p);
 	free(text);
 	free(body2);
 	free(body3);
 	free(wrap);
 	free(wrap2);
+}
+
+/* The wrap held for (secret/web, id). */
+static const char *held_wrap(struct fx *f, const char *id)
+{
+	const struct wrap_entry *w = wraps_get(&f->a.seal.wraps, "secret/web", id);
+	assert_non_null(w);
+	return w->wrap;
 }
 
 static void test_rotate(void **st)
@@ -385,17 +421,140 @@ static void test_rotate(void **st)
 	assert_true(r.has_prev);
 	assert_string_equal(r.prev_kid, old_kid);
 	free(reg);
-	/* a second start with --rotate-key while one is under way does not
-	 * rotate again */
+	/* the plane has no wrap for the new key yet (none to ask here): a
+	 * candidate of the state still prepares with the old key's wrap --
+	 * not held, not a failure */
+	char *text = push_of(2, 1, "listener/l", "{\"port\":8444,\"tls\":{\"secret\":\"web\"}}");
+	struct push p;
+	struct candidate c;
+	assert_int_equal(push_decode(text, strlen(text), NULL, &p, err, sizeof(err)), 0);
+	assert_int_equal(candidate_build(&f->a.state, &p, 0, &c, err, sizeof(err)), 0);
+	if (seal_prepare(&f->a, &c, err, sizeof(err)) != SEAL_OK)
+		fail_msg("seal_prepare after a rotation: %s", err);
+	assert_true(f->a.seal.upgrade_at_ms > now_ms());   /* asked for again only after a backoff */
+	candidate_release(&c);
+	push_release(&p);
+	free(text);
+	/* the plane took the new key (a 200): node.key.old stays while the
+	 * applied state's wraps are for it (a restart opens last-good) ... */
+	seal_key_taken(&f->a);
+	assert_int_equal(stat(old, &s), 0);
+	assert_false(f->a.seal.prev_gone);
+	/* ... and goes once they are for the new key */
+	unsigned char dk[ENVELOPE_DK_BYTES];
+	struct envelope e;
+	const struct res *web = state_get(&f->a.state, "secret/web");
+	cJSON *doc = json_decode(web->body, web->body_len, NULL, err, sizeof(err));
+	assert_int_equal(envelope_decode(cJSON_GetObjectItemCaseSensitive(doc, "sealed"), &e, err, sizeof(err)), 0);
+	assert_int_equal(envelope_unwrap(&e, wrap, strlen(wrap), f->a.seal.prev.xpk, f->a.seal.prev.xsk, dk, err,
+					 sizeof(err)), 0);
+	char *wrap_new = envelope_wrap(dk, f->a.seal.key.xpk);
+	sodium_memzero(dk, sizeof(dk));
+	envelope_release(&e);
+	cJSON_Delete(doc);
+	wraps_put(&f->a.seal.wraps, "secret/web", id, f->a.seal.key.kid, wrap_new);
+	seal_committed(&f->a);
+	assert_true(f->a.seal.prev_gone);
+	assert_int_not_equal(stat(old, &s), 0);
+	assert_int_equal(seal_check_state(&f->a, err, sizeof(err)), 0);
+	free(wrap_new);
+
+	/* a crash between the rotation's link and its new key: node.key.old
+	 * is node.key; the next start takes it for no rotation, and
+	 * --rotate-key then rotates */
 	char new_kid[KEY_ID_LEN + 1];
 	snprintf(new_kid, sizeof(new_kid), "%s", f->a.seal.key.kid);
+	char *cur = seal_key_path(&f->a, false);
+	assert_int_equal(link(cur, old), 0);
+	seal_release(&f->a);
+	memset(&f->a.seal, 0, sizeof(f->a.seal));
+	f->a.cfg.rotate_key = false;
+	assert_int_equal(seal_init(&f->a, err, sizeof(err)), 0);
+	assert_false(f->a.seal.has_prev);
+	assert_int_not_equal(stat(old, &s), 0);
+	assert_int_equal(link(cur, old), 0);
+	seal_release(&f->a);
+	memset(&f->a.seal, 0, sizeof(f->a.seal));
+	f->a.cfg.rotate_key = true;
+	assert_int_equal(seal_init(&f->a, err, sizeof(err)), 0);
+	assert_string_not_equal(f->a.seal.key.kid, new_kid);
+	assert_true(f->a.seal.has_prev);
+	assert_string_equal(f->a.seal.prev.kid, new_kid);
+
+	/* a second --rotate-key while that one is unconfirmed (a relay's
+	 * 202): a new key anyway, endorsed by the unconfirmed one */
+	char mid_kid[KEY_ID_LEN + 1];
+	snprintf(mid_kid, sizeof(mid_kid), "%s", f->a.seal.key.kid);
 	seal_release(&f->a);
 	memset(&f->a.seal, 0, sizeof(f->a.seal));
 	assert_int_equal(seal_init(&f->a, err, sizeof(err)), 0);
-	assert_string_equal(f->a.seal.key.kid, new_kid);
-	assert_string_equal(f->a.seal.prev.kid, old_kid);
+	assert_string_not_equal(f->a.seal.key.kid, mid_kid);
+	assert_string_not_equal(f->a.seal.key.kid, new_kid);
+	assert_string_equal(f->a.seal.prev.kid, mid_kid);
+	/* ... and the key before it, which last-good's wrap is for, stays in
+	 * node.key.older: last-good still opens */
+	assert_true(f->a.seal.has_older);
+	assert_string_equal(f->a.seal.older.kid, new_kid);
+	char *older = xasprintf("%s/node.key.older", f->dir);
+	assert_int_equal(stat(older, &s), 0);
+	assert_int_equal(seal_check_state(&f->a, err, sizeof(err)), 0);
+	seal_release(&f->a);
+	memset(&f->a.seal, 0, sizeof(f->a.seal));
+	f->a.cfg.rotate_key = false;
+	assert_int_equal(seal_init(&f->a, err, sizeof(err)), 0);   /* a restart: still opens */
+	assert_true(f->a.seal.has_older);
+	assert_int_equal(seal_check_state(&f->a, err, sizeof(err)), 0);
+	/* once the applied wraps are for the newest key, node.key.older goes */
+	web = state_get(&f->a.state, "secret/web");
+	doc = json_decode(web->body, web->body_len, NULL, err, sizeof(err));
+	assert_int_equal(envelope_decode(cJSON_GetObjectItemCaseSensitive(doc, "sealed"), &e, err, sizeof(err)), 0);
+	assert_int_equal(envelope_unwrap(&e, held_wrap(f, id), strlen(held_wrap(f, id)), f->a.seal.older.xpk,
+					 f->a.seal.older.xsk, dk, err, sizeof(err)), 0);
+	char *wrap4 = envelope_wrap(dk, f->a.seal.key.xpk);
+	sodium_memzero(dk, sizeof(dk));
+	envelope_release(&e);
+	cJSON_Delete(doc);
+	wraps_put(&f->a.seal.wraps, "secret/web", id, f->a.seal.key.kid, wrap4);
+	seal_committed(&f->a);
+	assert_false(f->a.seal.has_older);
+	assert_int_not_equal(stat(older, &s), 0);
+	assert_int_equal(seal_check_state(&f->a, err, sizeof(err)), 0);
+	free(wrap4);
+	free(older);
+	free(cur);
 	free(old);
 	free(wrap);
+}
+
+/* The plane's marker of a damaged stored body: the refusal says so, and
+ * what to do. */
+static void test_damaged_marker(void **st)
+{
+	(void)st;
+	struct state s;
+	state_init(&s);
+	char *text = push_of(1, 0, "secret/tls", "{\"sealed\":null}");
+	struct push p;
+	struct candidate c;
+	char err[1024];
+	assert_int_equal(push_decode(text, strlen(text), NULL, &p, err, sizeof(err)), 0);
+	assert_int_equal(candidate_build(&s, &p, 0, &c, err, sizeof(err)), -1);
+	seal_damaged_marker(&p, err, sizeof(err));
+	assert_string_equal(err, "secret/tls: the plane sent its damaged-body marker: its stored sealed body is "
+				 "damaged; write it again (tetherctl put secret/tls --seal)");
+	push_release(&p);
+	free(text);
+	/* another refusal keeps its words */
+	text = push_of(1, 0, "secret/tls", "{\"sealed\":1}");
+	assert_int_equal(push_decode(text, strlen(text), NULL, &p, err, sizeof(err)), 0);
+	assert_int_equal(candidate_build(&s, &p, 0, &c, err, sizeof(err)), -1);
+	char before[1024];
+	snprintf(before, sizeof(before), "%s", err);
+	seal_damaged_marker(&p, err, sizeof(err));
+	assert_string_equal(err, before);
+	push_release(&p);
+	free(text);
+	state_release(&s);
 }
 
 int main(void)
@@ -407,6 +566,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_render_opened, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_prepare, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_rotate, setup, teardown),
+		cmocka_unit_test(test_damaged_marker),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

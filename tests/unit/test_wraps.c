@@ -41,15 +41,16 @@ static void test_parse_answer(void **st)
 			       KID, &w, err), 0);
 	assert_int_equal(w.n, 2);
 	assert_true(w.dirty);
-	const struct wrap_entry *e = wraps_get(&w, "secret/a");
+	const struct wrap_entry *e = wraps_get(&w, "secret/a", ID1);
 	assert_non_null(e);
 	assert_string_equal(e->id, ID1);
 	assert_string_equal(e->kid, KID);
 	assert_string_equal(e->wrap, WRAP);
-	e = wraps_get(&w, "secret/b");
+	e = wraps_get(&w, "secret/b", ID2);
 	assert_non_null(e);
 	assert_string_equal(e->kid, KID2);   /* an entry's own kid wins */
-	assert_null(wraps_get(&w, "secret/c"));
+	assert_null(wraps_get(&w, "secret/c", ID1));
+	assert_null(wraps_get(&w, "secret/a", ID2));   /* another envelope of a */
 	/* printed back: sorted, the entry's own kid only where it differs */
 	struct buf b = BUF_INIT;
 	wraps_text(&w, KID, &b);
@@ -83,6 +84,10 @@ static void test_parse_refusals(void **st)
 		{ "{\"kid\":\"" KID "\",\"wraps\":{\"secret/a\":{\"id\":\"" ID1 "\",\"wrap\":\"" WRAP "\",\"x\":1}}}", NULL,
 		  "unknown field 'x'" },
 		{ "{\"kid\":\"" KID "\",\"wraps\":{\"secret/a\":\"" WRAP "\"}}", NULL, "wraps.secret/a.id" },
+		{ "{\"kid\":\"" KID "\",\"wraps\":{\"secret/a\":[]}}", NULL, "wraps.secret/a: 1 to 4 entries" },
+		{ "{\"kid\":\"" KID "\",\"wraps\":{\"secret/a\":[{\"id\":\"" ID1 "\",\"wrap\":\"" WRAP "\"},"
+		  "{\"id\":\"" ID2 "\",\"wrap\":\"AAAA\"}]}}", NULL, "wraps.secret/a.wrap" },
+		{ "{\"kid\":\"" KID "\",\"wraps\":{\"secret/a\":[1]}}", NULL, "wraps.secret/a.id" },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct wraps w;
@@ -117,15 +122,25 @@ static void test_put_prune(void **st)
 	w.dirty = false;
 	wraps_put(&w, "secret/s7", ID1, KID, WRAP);   /* the same: no change */
 	assert_false(w.dirty);
+	/* another envelope of s7: beside the first, not instead of it */
 	wraps_put(&w, "secret/s7", ID2, KID, WRAP2);
 	assert_true(w.dirty);
-	assert_int_equal(w.n, 100);
-	assert_string_equal(wraps_get(&w, "secret/s7")->id, ID2);
+	assert_int_equal(w.n, 101);
+	assert_string_equal(wraps_get(&w, "secret/s7", ID2)->wrap, WRAP2);
+	assert_string_equal(wraps_get(&w, "secret/s7", ID1)->wrap, WRAP);
+	/* the same envelope for another key: replaced */
+	wraps_put(&w, "secret/s7", ID2, KID2, WRAP);
+	assert_int_equal(w.n, 101);
+	assert_string_equal(wraps_get(&w, "secret/s7", ID2)->kid, KID2);
 	w.dirty = false;
-	wraps_del(&w, "secret/s7");
-	wraps_del(&w, "secret/none");
+	wraps_del(&w, "secret/s7", ID2);
+	wraps_del(&w, "secret/s7", ID2);
+	wraps_del(&w, "secret/none", ID1);
 	assert_true(w.dirty);
-	assert_null(wraps_get(&w, "secret/s7"));
+	assert_null(wraps_get(&w, "secret/s7", ID2));
+	assert_non_null(wraps_get(&w, "secret/s7", ID1));
+	assert_int_equal(w.n, 100);
+	wraps_del(&w, "secret/s7", ID1);
 	assert_int_equal(w.n, 99);
 	wraps_put(&w, "secret/s7", ID2, KID, WRAP2);
 	/* pruned to the even ones (a state's secrets) */
@@ -133,7 +148,7 @@ static void test_put_prune(void **st)
 	assert_int_equal(w.n, 50);
 	for (int i = 0; i < 100; i++) {
 		snprintf(name, sizeof(name), "secret/s%d", i);
-		assert_true((wraps_get(&w, name) != NULL) == (i % 2 == 0));
+		assert_true((wraps_get(&w, name, i == 7 ? ID2 : ID1) != NULL) == (i % 2 == 0));
 	}
 	wraps_release(&w);
 }
@@ -164,8 +179,8 @@ static void test_save_load(void **st)
 	assert_int_equal(wraps_load(dir, &back, err, sizeof(err)), 0);
 	assert_int_equal(back.n, 2);
 	assert_false(back.dirty);
-	assert_string_equal(wraps_get(&back, "secret/old")->kid, KID2);
-	assert_string_equal(wraps_get(&back, "secret/a")->wrap, WRAP);
+	assert_string_equal(wraps_get(&back, "secret/old", ID2)->kid, KID2);
+	assert_string_equal(wraps_get(&back, "secret/a", ID1)->wrap, WRAP);
 	wraps_release(&back);
 	/* a damaged file: an error naming it, nothing loaded */
 	snprintf(path, sizeof(path), "%s/wraps.json", dir);
@@ -179,6 +194,45 @@ static void test_save_load(void **st)
 	test_tmpdir_remove(dir);
 }
 
+/* A secret with the committed envelope's wrap and a candidate's: both in
+ * wraps.json (an array), both back, and one entry again once pruned. */
+static bool only_id1(void *ctx, const struct wrap_entry *e)
+{
+	(void)ctx;
+	return strcmp(e->id, ID1) == 0;
+}
+
+static void test_two_envelopes(void **st)
+{
+	(void)st;
+	char dir[64];
+	char err[1024];
+	assert_int_equal(test_tmpdir_make(dir, sizeof(dir), "wraps2"), 0);
+	struct wraps w, back;
+	wraps_init(&w);
+	wraps_init(&back);
+	wraps_put(&w, "secret/a", ID1, KID2, WRAP);
+	wraps_put(&w, "secret/a", ID2, KID, WRAP2);
+	wraps_put(&w, "secret/b", ID1, KID, WRAP);
+	struct buf b = BUF_INIT;
+	wraps_text(&w, KID, &b);
+	assert_string_equal(b.data, "{\"kid\":\"" KID "\",\"wraps\":{\"secret/a\":[{\"id\":\"" ID1 "\",\"kid\":\"" KID2
+				    "\",\"wrap\":\"" WRAP "\"},{\"id\":\"" ID2 "\",\"wrap\":\"" WRAP2 "\"}],"
+				    "\"secret/b\":{\"id\":\"" ID1 "\",\"wrap\":\"" WRAP "\"}}}\n");
+	buf_release(&b);
+	assert_int_equal(wraps_save(dir, &w, KID, err, sizeof(err)), 0);
+	assert_int_equal(wraps_load(dir, &back, err, sizeof(err)), 0);
+	assert_int_equal(back.n, 3);
+	assert_string_equal(wraps_get(&back, "secret/a", ID1)->kid, KID2);
+	assert_string_equal(wraps_get(&back, "secret/a", ID2)->wrap, WRAP2);
+	wraps_prune(&back, only_id1, NULL);
+	assert_int_equal(back.n, 2);
+	assert_null(wraps_get(&back, "secret/a", ID2));
+	wraps_release(&back);
+	wraps_release(&w);
+	test_tmpdir_remove(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -186,6 +240,7 @@ int main(void)
 		cmocka_unit_test(test_parse_refusals),
 		cmocka_unit_test(test_put_prune),
 		cmocka_unit_test(test_save_load),
+		cmocka_unit_test(test_two_envelopes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

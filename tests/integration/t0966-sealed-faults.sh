@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# t0963-sealed-faults.sh: a node's sealed secrets when its plane fails for
+# t0966-sealed-faults.sh: a node's sealed secrets when its plane fails for
 # a moment. A poller (files consumer) dials the plane through a small
 # proxy that answers 503 to what the test says: its key registration
 # refused with a 503 is tried again after a backoff on the same healthy

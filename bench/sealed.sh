@@ -53,12 +53,15 @@ bench_header "Sealed secrets" >"$RESULTS"
 start() {
 	local name=$1
 	shift
+	# removed here, not by the child's redirection: a wait could read the
+	# last run's log before the child truncates it
+	rm -f "$OUT/$name.log"
 	"$PLANE_BIN" $PLANE_LAB_FLAGS --listen 127.0.0.1:0 --data "$OUT/$name.data" --heartbeat 3600 "$@" \
 		>"$OUT/$name.log" 2>&1 &
 	PID=$!
 	track "$PID"
-	wait_until 10 grep -q 'listening on ' "$OUT/$name.log" || die "plane $name did not start"
-	URL=http://127.0.0.1:$(grep -o 'listening on [^ ]*' "$OUT/$name.log" | tail -n 1 | sed 's/.*://')
+	wait_until 10 grep -aEq 'listening on [0-9.]+:[0-9]+ ' "$OUT/$name.log" || die "plane $name did not start"
+	URL=http://127.0.0.1:$(grep -ao 'listening on [^ ]*' "$OUT/$name.log" | tail -n 1 | sed 's/.*://')
 	wait_until 10 curl -fsS -o /dev/null "$URL/healthz" ||
 		die "plane $name is not healthy: $(curl -sS "$URL/healthz" 2>&1; tail -n 3 "$OUT/$name.log")"
 }
@@ -122,7 +125,7 @@ one_run() {
 	track "$lpid"
 	wait_until 60 grep -q '^ready=1' "$f" || die "the streams did not connect"
 	# the origin knows every node (through the relay) before a key is sealed to
-	wait_until 30 sh -c "[ \"\$(curl -fsS '$origin/v1/nodes' | jq '[.nodes[] | select(.id | startswith(\"n\"))] | length')\" = $NODES ]" ||
+	wait_until 30 sh -c "[ \"\$(curl -fsS '$origin/v1/nodes' | jq '[.[] | select(.node | startswith(\"n\"))] | length')\" = $NODES ]" ||
 		die "the origin does not list the $NODES nodes"
 	if [ "$mode" = sealed ]; then
 		# every node's key, registered (as tetherd does)

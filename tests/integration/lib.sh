@@ -215,13 +215,17 @@ start_plane() {
 	[ $has_data = 1 ] || args+=(--data "$WORK/$name.data")
 	[ "${SECURE:-0}" = 1 ] || args+=(--insecure)
 	PLANE_LOG=$WORK/$name.log
+	# a plane started again under the same name appends to its log: wait
+	# for a "listening on" line after the ones already there
+	local before
+	before=$(grep -ac 'listening on [0-9.]*:[0-9][0-9]* ' "$PLANE_LOG" 2>/dev/null)
 	"$PLANE_BIN" "${args[@]}" >>"$PLANE_LOG" 2>&1 &
 	PLANE_PID=$!
 	track_pid "$PLANE_PID"
-	if ! wait_until 10 grep -q 'listening on ' "$PLANE_LOG"; then
+	if ! wait_until 10 sh -c "[ \"\$(grep -ac 'listening on [0-9.]*:[0-9][0-9]* ' '$PLANE_LOG')\" -gt ${before:-0} ]"; then
 		bail "plane $name did not start"
 	fi
-	PLANE_PORT=$(grep -o 'listening on [^ ]*' "$PLANE_LOG" | tail -n 1 | sed 's/.*://')
+	PLANE_PORT=$(grep -ao 'listening on [0-9.]*:[0-9]*' "$PLANE_LOG" | tail -n 1 | sed 's/.*://')
 	if [ $has_tls = 1 ]; then
 		PLANE_URL=https://127.0.0.1:$PLANE_PORT
 		# -k only to see it is up: the tests check the certificate

@@ -17,7 +17,7 @@
  * so a relay that passes a registration on cannot change it, and only the
  * holder of a node's key can replace it (the plane's rules: protocol.md).
  *
- * Trust model of registrations (what the plane implements, seal-spec.md):
+ * Trust model of registrations (what the plane implements: docs/protocol.md, "Sealed secrets"):
  *   - Trust on first use. A node's first key (none stored, or none since an
  *     admin's revoke) is taken from whoever holds the node's credential.
  *     That includes a relay: it sees its nodes' bearer tokens, so it can

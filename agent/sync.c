@@ -248,27 +248,36 @@ static size_t collect_answer(char *ptr, size_t size, size_t n, void *ud)
 	return len;
 }
 
-CURL *agent_post(struct agent *a, const char *path, const struct buf *body, struct buf *answer, long timeout_ms,
-		 struct curl_slist **headers)
+/* What every request to the plane sets: the URL (path on the plane the
+ * agent is on), headers, where the answer goes, timeouts, the agent's name;
+ * answer is emptied first. */
+static void request_setup(struct agent *a, CURL *h, const char *path, struct curl_slist *headers,
+			  curl_write_callback collect, struct buf *answer, long timeout_ms)
 {
-	CURL *h = curl_easy_init();
-	if (!h)
-		return NULL;
 	buf_reset(answer);
 	char *url = xasprintf("%s%s", sync_plane(a), path);
-	*headers = curl_slist_append(NULL, "Content-Type: application/json");
-	*headers = agent_credentials(a, h, *headers);
 	curl_easy_setopt(h, CURLOPT_URL, url);
-	curl_easy_setopt(h, CURLOPT_POSTFIELDS, body->data);
-	curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)body->len);
-	curl_easy_setopt(h, CURLOPT_HTTPHEADER, *headers);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect_answer);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, answer);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)(a->cfg.connect_timeout * 1000));
 	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
 	curl_easy_setopt(h, CURLOPT_USERAGENT, "tetherd/" PACKAGE_VERSION);
 	free(url);
+}
+
+CURL *agent_post(struct agent *a, const char *path, const struct buf *body, struct buf *answer, long timeout_ms,
+		 struct curl_slist **headers)
+{
+	CURL *h = curl_easy_init();
+	if (!h)
+		return NULL;
+	*headers = curl_slist_append(NULL, "Content-Type: application/json");
+	*headers = agent_credentials(a, h, *headers);
+	request_setup(a, h, path, *headers, collect_answer, answer, timeout_ms);
+	curl_easy_setopt(h, CURLOPT_POSTFIELDS, body->data);
+	curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)body->len);
 	curl_multi_add_handle(a->multi, h);
 	return h;
 }
@@ -292,20 +301,10 @@ long agent_get_now(struct agent *a, const char *path, struct buf *answer, long t
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	buf_reset(answer);
-	char *url = xasprintf("%s%s", sync_plane(a), path);
 	struct curl_slist *headers = agent_credentials(a, h, NULL);
 	char cerr[CURL_ERROR_SIZE] = "";
-	curl_easy_setopt(h, CURLOPT_URL, url);
-	curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+	request_setup(a, h, path, headers, collect_big, answer, timeout_ms);
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, cerr);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect_big);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, answer);
-	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)(a->cfg.connect_timeout * 1000));
-	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
-	curl_easy_setopt(h, CURLOPT_USERAGENT, "tetherd/" PACKAGE_VERSION);
-	free(url);
 	CURLcode code = curl_easy_perform(h);
 	long status = -1;
 	if (code == CURLE_OK)

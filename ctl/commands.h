@@ -21,6 +21,7 @@ struct ctl_ctx {
 	const char *node, *role, *name;   /* token create: whose token */
 	bool prune, dry_run;      /* sync */
 	const char *message;      /* --message: the version log's why (writes, sync) */
+	const char *override;     /* --override REASON: pass a guard or a freeze (X-Tether-Override) */
 	const char *base;         /* sync: the version the batch must apply to (default: the one compared) */
 	bool force;               /* export: into a non-empty directory */
 	const char *limit;        /* log -n N */

@@ -32,11 +32,12 @@
 #define OPT_RECOVERY 8192u
 #define OPT_RECOVERY_KEY 16384u
 #define OPT_OUTPUT 32768u
+#define OPT_OVERRIDE 65536u
 
 /* The option of each OPT_ bit, for "unknown option" messages. */
 static const char *const opt_names[] = { "--json", "--state-dir", "--node", "--role", "--name",
 					  "--prune", "--dry-run", "--message", "--base", "--force", "-n", "--at",
-					  "--seal", "--recovery", "--recovery-key", "--output" };
+					  "--seal", "--recovery", "--recovery-key", "--output", "--override" };
 
 struct command {
 	const char *name, *sub;   /* "rollout" "status"; sub NULL for one word */
@@ -49,19 +50,21 @@ struct command {
 };
 
 static const struct command commands[] = {
-	{ "put", NULL, "NAME [FILE|-] [--message TEXT] [--seal [--recovery-key FILE] [--output FILE]]",
+	{ "put", NULL, "NAME [FILE|-] [--message TEXT] [--override REASON] [--seal [--recovery-key FILE] [--output FILE]]",
 	  "upsert one resource (body: a JSON object; stdin without FILE); --seal: a secret sealed here "
 	  "(--output: its stored form written to FILE, for sync)", 1, 2,
-	  OPT_MESSAGE | OPT_SEAL | OPT_RECOVERY_KEY | OPT_OUTPUT, false, cmd_put },
+	  OPT_MESSAGE | OPT_OVERRIDE | OPT_SEAL | OPT_RECOVERY_KEY | OPT_OUTPUT, false, cmd_put },
 	{ "get", NULL, "NAME [--at VERSION]", "print the body of a resource (as it was at VERSION)", 1, 1, OPT_AT,
 	  false, cmd_get },
-	{ "rm", NULL, "NAME [--message TEXT]", "delete a resource", 1, 1, OPT_MESSAGE, false, cmd_rm },
+	{ "rm", NULL, "NAME [--message TEXT] [--override REASON]", "delete a resource", 1, 1,
+	  OPT_MESSAGE | OPT_OVERRIDE, false, cmd_rm },
 	{ "ls", NULL, "[PREFIX]", "list names with their versions", 0, 1, 0, false, cmd_ls },
-	{ "apply", NULL, "FILE [--message TEXT]", "one batch {\"upserts\":[...],\"removes\":[...]} as one version",
-	  1, 1, OPT_MESSAGE, false, cmd_apply },
-	{ "sync", NULL, "DIR [--prune] [--dry-run] [--message TEXT] [--base VERSION] [--recovery-key FILE]",
+	{ "apply", NULL, "FILE [--message TEXT] [--override REASON]",
+	  "one batch {\"upserts\":[...],\"removes\":[...]} as one version", 1, 1, OPT_MESSAGE | OPT_OVERRIDE, false,
+	  cmd_apply },
+	{ "sync", NULL, "DIR [--prune] [--dry-run] [--message TEXT] [--override REASON] [--base VERSION] [--recovery-key FILE]",
 	  "make the plane match DIR/<type>/<name>.json, one version (--dry-run: diff, exit 3 on changes)", 1, 1,
-	  OPT_PRUNE | OPT_DRY_RUN | OPT_MESSAGE | OPT_BASE | OPT_RECOVERY_KEY, false, cmd_sync },
+	  OPT_PRUNE | OPT_DRY_RUN | OPT_MESSAGE | OPT_OVERRIDE | OPT_BASE | OPT_RECOVERY_KEY, false, cmd_sync },
 	{ "export", NULL, "DIR [--force]", "write the plane's resources as DIR/<type>/<name>.json", 1, 1, OPT_FORCE,
 	  false, cmd_export },
 	{ "log", NULL, "[NAME] [-n N] [--json]", "the versions, newest first: who, when, why, what (default 20)",
@@ -69,8 +72,8 @@ static const struct command commands[] = {
 	{ "show", NULL, "VERSION [--json]", "what a version changed, with who, when and why", 1, 1, OPT_JSON, false,
 	  cmd_show },
 	{ "diff", NULL, "V1 V2 [--json]", "what differs between two versions", 2, 2, OPT_JSON, false, cmd_diff },
-	{ "revert", NULL, "VERSION [--message TEXT]", "commit the state at VERSION as a new version", 1, 1,
-	  OPT_MESSAGE, false, cmd_revert },
+	{ "revert", NULL, "VERSION [--message TEXT] [--override REASON]",
+	  "commit the state at VERSION as a new version", 1, 1, OPT_MESSAGE | OPT_OVERRIDE, false, cmd_revert },
 	{ "nodes", NULL, "[--json]", "per node: acked version, lag, connection, key, last NACK, labels",
 	  0, 0, OPT_JSON, false, cmd_nodes },
 	{ "rollout", "status", "[--json]", "the current or last rollout", 0, 0, OPT_JSON, false,
@@ -277,6 +280,16 @@ static int parse(int argc, char **argv, struct parsed *p)
 				return usage_error(NULL, "option '--message': at most 1024 bytes");
 			p->cx.message = v;
 			p->opts_seen |= OPT_MESSAGE;
+		} else if ((v = option_value(argc, argv, &i, "--override", &missing))) {
+			if (missing || !*v)
+				return usage_error(NULL, "option '--override' needs a reason");
+			for (const char *m = v; *m; m++)
+				if ((unsigned char)*m < 0x20 || *m == 0x7f)
+					return usage_error(NULL, "option '--override': no control characters (one line)");
+			if (strlen(v) > 1024)
+				return usage_error(NULL, "option '--override': at most 1024 bytes");
+			p->cx.override = v;
+			p->opts_seen |= OPT_OVERRIDE;
 		} else if ((v = option_value(argc, argv, &i, "-n", &missing))) {
 			if (missing)
 				return usage_error(NULL, "option '-n' needs a number");

@@ -77,6 +77,11 @@ static int call(const struct ctl_ctx *cx, const char *method, const char *path, 
 			client_set_header(c, h);
 			free(h);
 		}
+		if (cx->override) {
+			char *h = xasprintf("X-Tether-Override: %s", cx->override);
+			client_set_header(c, h);
+			free(h);
+		}
 		if (client_request(c, method, path, body, body_len, ans) == 0) {
 			client_free(c);
 			rc = 0;

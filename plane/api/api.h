@@ -92,6 +92,12 @@ enum http_result api_history_get_at(struct api *p, struct http_conn *c, struct r
 /* A write's message: at most 1024 bytes, no control characters. 0, or -1
  * with err. */
 int history_message_check(const char *m, char *err, size_t errlen);
+/* A write's X-Tether-Override (tetherctl --override REASON) into opts,
+ * checked as a message, and whether who is an admin. 0, or -1 with err
+ * naming the header. */
+struct write_opts;
+int api_override(struct http_conn *c, const struct principal *who, struct write_opts *opts, char *err,
+		 size_t errlen);
 /* A resource body as who may see it (api/resources.c). */
 void api_append_body(struct buf *b, const struct principal *who, const char *name, const char *body, size_t len);
 

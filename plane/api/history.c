@@ -42,6 +42,25 @@ int history_message_check(const char *m, char *err, size_t errlen)
 	return 0;
 }
 
+int api_override(struct http_conn *c, const struct principal *who, struct write_opts *opts, char *err,
+		 size_t errlen)
+{
+	char why[256];
+	opts->admin = auth_sees_secrets(who);
+	opts->override = http_header(c, "X-Tether-Override");
+	if (!opts->override)
+		return 0;
+	if (!opts->override[0]) {
+		snprintf(err, errlen, "X-Tether-Override: give a reason (tetherctl --override REASON)");
+		return -1;
+	}
+	if (history_message_check(opts->override, why, sizeof(why)) < 0) {
+		snprintf(err, errlen, "X-Tether-Override: %s", why);
+		return -1;
+	}
+	return 0;
+}
+
 static bool has_log(struct api *p, struct http_conn *c, enum http_result *ret)
 {
 	if (p->core->persist->ops->log_list)
@@ -508,6 +527,8 @@ enum http_result api_diff(struct api *p, struct http_conn *c, struct request *r)
 struct revert_job {
 	uint64_t v;
 	char *message;
+	char *override;
+	bool admin;
 	char author[320];
 };
 
@@ -515,6 +536,7 @@ static void revert_job_free(void *arg)
 {
 	struct revert_job *j = arg;
 	free(j->message);
+	free(j->override);
 	free(j);
 }
 
@@ -564,7 +586,7 @@ static void revert_run(void *ctx, void *arg, struct write_result *res)
 		}
 		n++;
 	}
-	struct write_opts opts = { j->author, j->message, true, cur, true };
+	struct write_opts opts = { j->author, j->message, true, cur, true, j->override, j->admin };
 	writer_commit(p->core, ch, n, false, &opts, res);
 	free(ch);
 	states_release(&st);
@@ -614,6 +636,13 @@ enum http_result api_revert(struct api *p, struct http_conn *c, struct request *
 	j->v = v;
 	j->message = xstrdup(message);
 	auth_author(p->auth, c, &who, j->author, sizeof(j->author));
+	struct write_opts ov = { 0 };
+	if (api_override(c, &who, &ov, err, sizeof(err)) < 0) {
+		revert_job_free(j);
+		return http_send_error(c, HTTP_BAD_REQUEST, "%s", err);
+	}
+	j->override = ov.override ? xstrdup(ov.override) : NULL;
+	j->admin = ov.admin;
 	/* on the writer thread with a shared backend: in order with the writes */
 	return run(p, c, r, true, revert_run, j, revert_job_free);
 }

@@ -132,9 +132,11 @@ enum http_result api_resource(struct api *p, struct http_conn *c, struct request
 	/* the version log's record: who, and the message of X-Tether-Message */
 	char author[320];
 	auth_author(p->auth, c, &who, author, sizeof(author));
-	struct write_opts opts = { author, http_header(c, "X-Tether-Message"), false, 0, false };
+	struct write_opts opts = { author, http_header(c, "X-Tether-Message"), false, 0, false, NULL, false };
 	if (opts.message && history_message_check(opts.message, err, sizeof(err)) < 0)
 		return http_send_error(c, HTTP_BAD_REQUEST, "X-Tether-Message: %s", err);
+	if (api_override(c, &who, &opts, err, sizeof(err)) < 0)
+		return http_send_error(c, HTTP_BAD_REQUEST, "%s", err);
 	if (strcmp(method, "DELETE") == 0) {
 		struct store_change ch = { .name = name };
 		return commit_and_answer(p, c, r, &ch, 1, true, &opts);
@@ -241,7 +243,9 @@ enum http_result api_batch(struct api *p, struct http_conn *c, struct request *r
 	}
 	char author[320];
 	auth_author(p->auth, c, &who, author, sizeof(author));
-	struct write_opts opts = { author, http_header(c, "X-Tether-Message"), false, 0, false };
+	struct write_opts opts = { author, http_header(c, "X-Tether-Message"), false, 0, false, NULL, false };
+	if (api_override(c, &who, &opts, err, sizeof(err)) < 0)
+		goto fail;
 	const cJSON *msg = cJSON_GetObjectItemCaseSensitive(doc, "message");
 	if (msg) {
 		if (!cJSON_IsString(msg)) {

@@ -196,6 +196,7 @@ static void job_free(struct write_job *j)
 	free(j->ch);
 	free((char *)j->opts.author);
 	free((char *)j->opts.message);
+	free((char *)j->opts.override);
 	buf_release(&j->res.body);
 	free(j->res.error);
 	free(j);
@@ -339,6 +340,7 @@ struct write_job *writer_submit(struct writer *w, struct http_conn *c, struct st
 		j->opts = *opts;
 		j->opts.author = opts->author ? xstrdup(opts->author) : NULL;
 		j->opts.message = opts->message ? xstrdup(opts->message) : NULL;
+		j->opts.override = opts->override ? xstrdup(opts->override) : NULL;
 	}
 	j->ch = xcalloc(n ? n : 1, sizeof(*j->ch));
 	j->names = xcalloc(n ? n : 1, sizeof(*j->names));

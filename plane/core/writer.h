@@ -38,6 +38,10 @@ struct write_opts {
 	bool has_base;
 	uint64_t base;
 	bool revert;                 /* tetherctl revert: sealed_check's revert */
+	/* X-Tether-Override (tetherctl --override REASON): the reason a write
+	 * passes a guard or (admin only) a freeze; the version log keeps it */
+	const char *override;
+	bool admin;                  /* the writer holds the admin role */
 };
 
 /* Validates and commits changes (bodies taken, names borrowed), retrying

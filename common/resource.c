@@ -13,7 +13,7 @@
 #include <string.h>
 
 static const char *const type_names[RES_TYPE_COUNT] = {
-	"secret", "cluster", "listener", "route", "file",
+	"secret", "cluster", "listener", "route", "file", "guard",
 };
 
 const char *resource_type_name(enum res_type t)
@@ -64,7 +64,7 @@ int resource_fullname_check(const char *fullname, char *err, size_t errlen)
 		return -1;
 	}
 	if (resource_type_of(fullname) == RES_UNKNOWN) {
-		snprintf(err, errlen, "unknown resource type '%.*s' (known: secret, cluster, listener, route, file)",
+		snprintf(err, errlen, "unknown resource type '%.*s' (known: secret, cluster, listener, route, file, guard)",
 			 (int)(slash - fullname > 32 ? 32 : slash - fullname), fullname);
 		return -1;
 	}
@@ -427,6 +427,35 @@ static int validate_file(struct vctx *v, const cJSON *b, struct res_refs *refs)
 	return 0;
 }
 
+/* A guard (guards.h): every field optional; what it limits is judged by
+ * common/guards.c on each write and push. */
+static int validate_guard(struct vctx *v, const cJSON *b, struct res_refs *refs)
+{
+	static const char *const fields[] = { "match", "min_endpoints", "max_shrink", "max_bytes", "max_growth", NULL };
+	int rc;
+	(void)refs;
+	if (check_unknown(v, b, fields, "") < 0)
+		return -1;
+	const char *match = opt_string(v, b, "match", false, &rc);
+	if (rc < 0)
+		return -1;
+	if (match && strlen(match) > RES_FULLNAME_MAX)
+		return fail(v, "match must be a name prefix of at most %d bytes", RES_FULLNAME_MAX);
+	const cJSON *f = cJSON_GetObjectItemCaseSensitive(b, "min_endpoints");
+	if (f && !int_in(f, 0, 1e9, NULL))
+		return fail(v, "min_endpoints must be an integer in 0..1000000000");
+	f = cJSON_GetObjectItemCaseSensitive(b, "max_shrink");
+	if (f && !(cJSON_IsNumber(f) && f->valuedouble >= 0 && f->valuedouble <= 1))
+		return fail(v, "max_shrink must be a number in [0,1]");
+	f = cJSON_GetObjectItemCaseSensitive(b, "max_bytes");
+	if (f && !int_in(f, 1, 1e15, NULL))
+		return fail(v, "max_bytes must be an integer in 1..1000000000000000");
+	f = cJSON_GetObjectItemCaseSensitive(b, "max_growth");
+	if (f && !(cJSON_IsNumber(f) && f->valuedouble >= 1 && f->valuedouble <= 1e9))
+		return fail(v, "max_growth must be a number in [1,1000000000]");
+	return 0;
+}
+
 int resource_validate(const char *fullname, const cJSON *body, unsigned flags,
 		      struct res_refs *refs, char *err, size_t errlen)
 {
@@ -443,6 +472,7 @@ int resource_validate(const char *fullname, const cJSON *body, unsigned flags,
 	case RES_LISTENER: return validate_listener(&v, body, refs);
 	case RES_ROUTE: return validate_route(&v, body, refs);
 	case RES_FILE: return validate_file(&v, body, refs);
+	case RES_GUARD: return validate_guard(&v, body, refs);
 	default: return fail(&v, "unknown resource type");
 	}
 }

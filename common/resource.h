@@ -19,6 +19,7 @@ enum res_type {
 	RES_LISTENER,
 	RES_ROUTE,
 	RES_FILE,
+	RES_GUARD,           /* limits on what a write may do (guards.h); renders nothing */
 	RES_TYPE_COUNT,
 	RES_UNKNOWN = RES_TYPE_COUNT,
 };
@@ -37,7 +38,7 @@ struct res_refs {
 
 const char *resource_type_name(enum res_type t);
 enum res_type resource_type_of(const char *fullname);
-/* The rank used to order a push: 0 for secrets .. 4 for files. */
+/* The rank used to order a push: 0 for secrets .. 5 for guards. */
 int resource_rank(const char *fullname);
 
 /* Checks the bare-name grammar: [A-Za-z0-9._-]{1,200}, not "." or "..". */

@@ -32,8 +32,11 @@ char *statement_sign(struct statement *st, const struct signing_key *k)
 	struct buf payload = BUF_INIT, msg = BUF_INIT, out = BUF_INIT;
 	memcpy(st->kid, k->kid, sizeof(st->kid));
 	lthash_digest_hex(st->digest, hex);
-	buf_printf(&payload, "{\"digest\":\"%s\",\"expires\":%lld,\"issued\":%lld,\"kid\":\"%s\",\"sub\":", hex,
+	buf_printf(&payload, "{\"digest\":\"%s\",\"expires\":%lld,\"issued\":%lld,\"kid\":\"%s\",", hex,
 		   (long long)st->expires, (long long)st->issued, st->kid);
+	if (st->overridden)   /* absent when none: the old statement's bytes */
+		buf_printf(&payload, "\"overridden\":%llu,", (unsigned long long)st->overridden);
+	buf_puts(&payload, "\"sub\":");
 	buf_json_string(&payload, st->sub ? st->sub : "");
 	buf_printf(&payload, ",\"v\":1,\"version\":%llu}", (unsigned long long)st->version);
 
@@ -124,6 +127,11 @@ static int decode(const char *token, size_t len, struct statement *st, unsigned 
 	if (!json_get_u64(cJSON_GetObjectItemCaseSensitive(o, "version"), &st->version) ||
 	    !get_int(o, "issued", &st->issued) || !get_int(o, "expires", &st->expires)) {
 		snprintf(err, errlen, "statement: version, issued and expires must be non-negative integers");
+		goto out;
+	}
+	const cJSON *ov = cJSON_GetObjectItemCaseSensitive(o, "overridden");
+	if (ov && (!json_get_u64(ov, &st->overridden) || st->overridden == 0 || st->overridden > st->version)) {
+		snprintf(err, errlen, "statement: overridden must be an integer in 1..version");
 		goto out;
 	}
 	if (!digest || lthash_digest_parse(digest, st->digest) < 0) {

@@ -10,7 +10,12 @@
  * Wire form, one token (also usable as an HTTP header value):
  *   BASE64URL(payload) "." BASE64URL(Ed25519 signature)
  * payload is compact JSON with sorted keys:
- *   {"digest":"<64 hex>","expires":T,"issued":T,"kid":"<16 hex>","sub":"...","v":1,"version":N}
+ *   {"digest":"<64 hex>","expires":T,"issued":T,"kid":"<16 hex>","overridden":O,"sub":"...","v":1,
+ *    "version":N}
+ * "overridden" (optional; absent in statements before guards): the newest
+ * version <= version whose write carried an override of the guards
+ * (guards.h): a node lets a guard violation through only when it is newer
+ * than the version it holds. Absent: no override.
  * The signature covers "tether-statement-v1\n" followed by the payload
  * bytes exactly as sent: nothing is re-serialized before verifying. */
 #ifndef TETHER_STATEMENT_H
@@ -34,6 +39,7 @@ struct statement {
 	unsigned char digest[LTHASH_DIGEST_BYTES];
 	int64_t issued, expires;           /* seconds since the epoch */
 	char kid[KEY_ID_LEN + 1];
+	uint64_t overridden;               /* 0: none (the field absent) */
 };
 
 /* Signs st (its kid is set from k). Returns a new allocated token. */

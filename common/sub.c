@@ -90,6 +90,10 @@ bool sub_match(const struct sub *s, const char *name)
 {
 	if (!s || s->n == 0)
 		return true;
+	/* every node checks the guards (guards.h): they belong to every
+	 * subscription, and so to its digests and statements */
+	if (strncmp(name, "guard/", 6) == 0)
+		return true;
 	for (size_t i = 0; i < s->n; i++)
 		if (strncmp(name, s->prefix[i], strlen(s->prefix[i])) == 0)
 			return true;

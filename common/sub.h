@@ -26,6 +26,8 @@ struct sub {
  * or more than SUB_MAX_PREFIXES distinct ones. */
 int sub_parse(const char *s, struct sub *out, char *err, size_t errlen);
 void sub_release(struct sub *s);
+/* Whether name belongs to s: a prefix of s starts it, or s is empty; a
+ * guard (guard/...) belongs to every subscription. */
 bool sub_match(const struct sub *s, const char *name);
 
 #endif

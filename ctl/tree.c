@@ -227,7 +227,7 @@ int tree_read(const char *dir, struct tree *t, char *err, size_t errlen)
 		snprintf(probe, sizeof(probe), "%.100s/x", de->d_name);
 		if (strlen(de->d_name) > 100 || resource_type_of(probe) == RES_UNKNOWN) {
 			snprintf(err, errlen,
-				 "'%s': not a resource type (expected secret, cluster, listener, route or file)", path);
+				 "'%s': not a resource type (expected secret, cluster, listener, route, file or guard)", path);
 			free(path);
 			goto out;
 		}

@@ -8,6 +8,7 @@
 #include "core/hub.h"
 #include "core/nodes.h"
 #include "core/pushcache.h"
+#include "core/overrides.h"
 #include "core/statements.h"
 #include "core/store.h"
 #include "core/ticket_keeper.h"
@@ -343,6 +344,11 @@ int plane_start(struct plane *p, char *err, size_t errlen)
 	p->core.store = store_open(p->core.persist, &so, err, errlen);
 	if (!p->core.store)
 		return -1;
+	/* the versions that overrode a guard, as far as the log goes back */
+	p->core.overrides = overrides_new();
+	if (overrides_load(p->core.overrides, p->core.persist, p->cfg.history_keep ? p->cfg.history_keep : 1,
+			   err, errlen) < 0)
+		return -1;
 	int64_t poll_window = (int64_t)(p->cfg.heartbeat * 3000);
 	p->core.nodes = nodes_open(p->core.persist, p->cfg.max_nodes, poll_window, err, errlen);
 	if (!p->core.nodes)
@@ -383,6 +389,7 @@ int plane_start(struct plane *p, char *err, size_t errlen)
 			refresh = ttl / 4;
 		p->core.digests = digests_new(p->core.store);
 		p->core.statements = statements_new(p->core.store, p->core.digests, ttl, refresh);
+		statements_set_overrides(p->core.statements, p->core.overrides);
 		if (statements_load_key(p->core.statements, p->cfg.signing_key, err, errlen) < 0)
 			return -1;
 		pushcache_set_digests(p->core.pushes, p->core.digests);
@@ -476,6 +483,8 @@ void plane_stop(struct plane *p)
 	p->core.pushes = NULL;
 	statements_free(p->core.statements);
 	p->core.statements = NULL;
+	overrides_free(p->core.overrides);
+	p->core.overrides = NULL;
 	digests_free(p->core.digests);
 	p->core.digests = NULL;
 	rollout_free(p->rollout);

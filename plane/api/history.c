@@ -78,6 +78,8 @@ static void put_version(struct buf *b, const struct persist_version *v)
 	buf_json_string(b, v->message ? v->message : "");
 	buf_printf(b, ",\"names\":%s,\"reverted_by\":%llu", v->names ? v->names : "[]",
 		   (unsigned long long)v->reverted_by);
+	if (v->override)   /* {"passed":[GUARD...],"reason":R}, as the writer recorded it */
+		buf_printf(b, ",\"override\":%s", v->override);
 }
 
 struct listing {

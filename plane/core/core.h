@@ -14,6 +14,8 @@
 
 #include "buf.h"
 
+struct overrides;
+
 /* What core reads of the options. */
 struct core_config {
 	double heartbeat;              /* seconds between heartbeats on a stream */
@@ -63,6 +65,7 @@ struct core {
 	struct tokens *tokens;
 	struct digests *digests;       /* NULL: no signing */
 	struct statements *statements;
+	struct overrides *overrides;   /* versions that overrode a guard (statements, pushes) */
 	const struct sealed_conf *sealed;   /* --sealed-secrets (NULL: off) */
 	char boot_id[12];
 	atomic_uint_fast64_t nonce_seq;

@@ -2,6 +2,7 @@
  * re-signed to stay fresh (see statements.h). */
 #include "core/statements.h"
 #include "core/digests.h"
+#include "core/overrides.h"
 #include "core/store.h"
 #include "keys.h"
 #include "log.h"
@@ -30,6 +31,7 @@ struct entry {
 struct statements {
 	struct store *store;
 	struct digests *digests;
+	struct overrides *overrides;   /* NULL: no override is ever stated */
 	int64_t ttl, refresh;
 	pthread_mutex_t lock;
 	bool enabled;
@@ -98,6 +100,11 @@ int statements_load_key(struct statements *st, const char *path, char *err, size
 	if (changed)
 		log_info("signing: statements are signed with key %s", st->key.kid);
 	return 0;
+}
+
+void statements_set_overrides(struct statements *st, struct overrides *o)
+{
+	st->overrides = o;
 }
 
 bool statements_enabled(struct statements *st)
@@ -312,6 +319,7 @@ static char *sign_get(struct statements *st, uint64_t version, const struct sub 
 	if (!e->token || now - e->issued >= st->refresh || now < e->issued || strcmp(e->kid, st->key.kid) != 0) {
 		struct statement s = {
 			.version = version, .sub = (char *)canon, .issued = now, .expires = now + st->ttl,
+			.overridden = overrides_at(st->overrides, version),
 		};
 		memcpy(s.digest, e->digest, sizeof(s.digest));
 		free(e->token);

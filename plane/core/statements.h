@@ -26,6 +26,10 @@ void statements_free(struct statements *st);
  * previous key stays. Returns 0, or -1 with err. */
 int statements_load_key(struct statements *st, const char *path, char *err, size_t errlen);
 bool statements_enabled(struct statements *st);
+/* Where statements learn the newest overridden version <= theirs (the
+ * "overridden" field, core/overrides.h). Set once, before any is signed. */
+struct overrides;
+void statements_set_overrides(struct statements *st, struct overrides *o);
 /* The key id in use ("" when signing is off). */
 void statements_kid(struct statements *st, char *out, size_t cap);
 

@@ -7,7 +7,9 @@
 #include "core/core.h"
 #include "core/events.h"
 #include "core/freshness.h"
+#include "core/guardcheck.h"
 #include "core/hub.h"
+#include "core/overrides.h"
 #include "core/sealed.h"
 #include "core/validate.h"
 #include "log.h"
@@ -76,7 +78,7 @@ void write_result_error(struct write_result *res, unsigned status, const char *f
 void writer_commit(struct core *p, struct store_change *ch, size_t n, bool must_exist,
 		   const struct write_opts *opts, struct write_result *res)
 {
-	struct store_meta meta = { opts ? opts->author : NULL, opts ? opts->message : NULL, 0, 0 };
+	struct store_meta meta = { opts ? opts->author : NULL, opts ? opts->message : NULL, 0, 0, NULL };
 	char err[1024];
 	uint64_t version = 0;
 	bool changed = false;
@@ -135,8 +137,19 @@ void writer_commit(struct core *p, struct store_change *ch, size_t n, bool must_
 		rc = validate_candidate(p->store, ch, n, p->cfg.max_resources, err, sizeof(err));
 		if (rc == 0)   /* sealed secrets: the checks, and the form the store keeps */
 			rc = sealed_check(p->sealed, p->store, p->nodes, ch, n, opts && opts->revert, err, sizeof(err));
+		/* guards (core/guardcheck.c): crossing one is a 422, unless overridden;
+		 * an override is recorded, and marked before the version exists */
+		char *passed = NULL, *record = NULL;
+		if (rc == 0 && (rc = guardcheck_write(p->store, ch, n, opts ? opts->override : NULL, &passed, err,
+						     sizeof(err))) == 0 && (record = guardcheck_record(opts->override, passed)))
+			overrides_note(p->overrides, seen + 1);
+		meta.override = record;
 		int cr = rc == 0 ? store_commit_meta(p->store, ch, n, NULL, NULL, &meta, &version, &changed, err,
 						     sizeof(err)) : 0;
+		if (record && (cr < 0 || !changed || version != seen + 1))
+			overrides_forget(p->overrides, seen + 1);
+		free(passed);
+		free(record);
 		store_write_unlock(p->store);
 		if (cr == PERSIST_CONFLICT && attempt < 20) {
 			store_wait_version(p->store, seen + 1, 2000);

@@ -81,6 +81,9 @@ struct persist_commit {
 	const char *const *before;
 	const size_t *before_len;
 	uint64_t reverts_from, reverts_to;
+	/* the write's override (tetherctl --override): JSON
+	 * {"passed":[GUARD...],"reason":R}; NULL: none */
+	const char *override;
 	uint64_t log_keep;
 	int64_t log_max_age;
 };
@@ -92,6 +95,7 @@ struct persist_version {
 	const char *author, *message, *names;
 	int64_t time;
 	uint64_t reverted_by;
+	const char *override;              /* JSON {"passed","reason"}; NULL: none */
 };
 typedef int (*persist_version_cb)(void *ctx, const struct persist_version *v);
 /* One change of a version: the state before and after (NULL: absent). */

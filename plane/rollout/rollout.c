@@ -580,7 +580,7 @@ static int revert(struct rollout *r, enum ro_state final, const char *reason, ch
 	snprintf(author, sizeof(author), "rollout %llu", (unsigned long long)done.id);
 	snprintf(message, sizeof(message), "revert of version %llu (rollout %llu %s): %s",
 		 (unsigned long long)done.to, (unsigned long long)done.id, ro_state_name(final), done.reason);
-	struct store_meta meta = { author, message, done.from, pending ? done.to : before };
+	struct store_meta meta = { author, message, done.from, pending ? done.to : before, NULL };
 	int rc = n ? store_commit_meta(p->store, ch, n, write_rows, &rows, &meta, &rv, &changed, err, errlen) : 0;
 	if (!changed) {
 		/* nothing to put back (the content is the baseline's already) */

@@ -100,11 +100,11 @@ static void test_fullname_check(void **state)
 	assert_int_equal(resource_fullname_check("cluster", err, sizeof(err)), -1);
 	assert_string_equal(err, "name 'cluster' must be 'type/name'");
 	assert_int_equal(resource_fullname_check("widget/x", err, sizeof(err)), -1);
-	assert_string_equal(err, "unknown resource type 'widget' (known: secret, cluster, listener, route, file)");
+	assert_string_equal(err, "unknown resource type 'widget' (known: secret, cluster, listener, route, file, guard)");
 	assert_int_equal(resource_fullname_check("Cluster/x", err, sizeof(err)), -1);
-	assert_string_equal(err, "unknown resource type 'Cluster' (known: secret, cluster, listener, route, file)");
+	assert_string_equal(err, "unknown resource type 'Cluster' (known: secret, cluster, listener, route, file, guard)");
 	assert_int_equal(resource_fullname_check("/x", err, sizeof(err)), -1);
-	assert_string_equal(err, "unknown resource type '' (known: secret, cluster, listener, route, file)");
+	assert_string_equal(err, "unknown resource type '' (known: secret, cluster, listener, route, file, guard)");
 	assert_int_equal(resource_fullname_check("cluster/", err, sizeof(err)), -1);
 	assert_string_equal(err, "name '' must match [A-Za-z0-9._-]{1,200}");
 	assert_int_equal(resource_fullname_check("cluster/.", err, sizeof(err)), -1);
@@ -141,7 +141,7 @@ static void test_types_and_ranks(void **state)
 static void test_validate_checks_name_and_object(void **state)
 {
 	(void)state;
-	expect_err("widget/x", "{}", 0, "unknown resource type 'widget' (known: secret, cluster, listener, route, file)");
+	expect_err("widget/x", "{}", 0, "unknown resource type 'widget' (known: secret, cluster, listener, route, file, guard)");
 	expect_err("cluster/a b", "{\"endpoints\":[]}", 0, "name 'a b' must match [A-Za-z0-9._-]{1,200}");
 	expect_err("cluster/web", "[]", 0, "cluster/web: body must be a JSON object");
 	expect_err("file/f", "\"text\"", 0, "file/f: body must be a JSON object");

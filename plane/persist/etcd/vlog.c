@@ -1,6 +1,7 @@
 /* persist/etcd/vlog.c: the version log in etcd (persist.h's log_* ops):
  *   vlog/VERSION  (20 digits) one version's record, JSON: author, time,
- *                 message, names, and changes [{name, before, after}]
+ *                 message, override (absent: none), names, and changes
+ *                 [{name, before, after}]
  *   vrev/TO       "FROM BY": versions (FROM, TO] were reverted by BY (a
  *                 rollout's revert)
  *   vlog_floor    the oldest version whose state the log can rebuild
@@ -94,6 +95,8 @@ static void record_head(struct buf *b, const struct persist_commit *c)
 	buf_json_string(b, c->author ? c->author : "");
 	buf_printf(b, ",\"time\":%lld,\"message\":", (long long)c->now);
 	buf_json_string(b, c->message ? c->message : "");
+	if (c->override)   /* JSON the writer made: {"passed","reason"} */
+		buf_printf(b, ",\"override\":%s", c->override);
 	buf_puts(b, ",\"names\":[");
 	for (size_t i = 0; i < c->nchanges; i++) {
 		if (i)
@@ -535,13 +538,16 @@ static int emit(const struct scan *s, const struct rec *r, persist_version_cb cb
 	const char *author = json_get_string(r->doc, "author"), *message = json_get_string(r->doc, "message");
 	const cJSON *t = cJSON_GetObjectItemCaseSensitive(r->doc, "time");
 	char *names = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(r->doc, "names"));
+	const cJSON *ov = cJSON_GetObjectItemCaseSensitive(r->doc, "override");
+	char *override = cJSON_IsObject(ov) ? json_encode_canonical((cJSON *)ov) : NULL;
 	struct persist_version v = {
 		.version = r->version, .author = author ? author : "", .message = message ? message : "",
 		.names = names ? names : "[]", .time = cJSON_IsNumber(t) ? (int64_t)t->valuedouble : 0,
-		.reverted_by = reverted_by(s, r->version),
+		.reverted_by = reverted_by(s, r->version), .override = override,
 	};
 	int rc = cb(ctx, &v);
 	cJSON_free(names);
+	free(override);
 	return rc;
 }
 

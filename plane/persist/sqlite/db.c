@@ -19,8 +19,9 @@
  * NACK (held_version, held_reason, held_at); 5: where the key came from
  * (nodes.key_via; key_at became the registrations' high-water mark,
  * kept when no key is live); 6: nodes.key_pending (a relay's key waiting
- * for an admin, --approve-relay-keys) */
-#define SCHEMA_VERSION 6
+ * for an admin, --approve-relay-keys); 7: vlog.override (a write's
+ * override of guards: {"reason","passed"} JSON, NULL: none) */
+#define SCHEMA_VERSION 7
 
 static const char schema[] =
 	"CREATE TABLE IF NOT EXISTS meta("
@@ -35,7 +36,8 @@ static const char schema[] =
 	"  PRIMARY KEY(name, version));"
 	"CREATE TABLE IF NOT EXISTS vlog("
 	"  version INTEGER PRIMARY KEY, author TEXT NOT NULL, time INTEGER NOT NULL,"
-	"  message TEXT NOT NULL, names TEXT NOT NULL, reverted_by INTEGER NOT NULL DEFAULT 0);"
+	"  message TEXT NOT NULL, names TEXT NOT NULL, reverted_by INTEGER NOT NULL DEFAULT 0,"
+	"  override TEXT);"
 	"CREATE TABLE IF NOT EXISTS vlog_changes("
 	"  version INTEGER NOT NULL, name TEXT NOT NULL, before TEXT, after TEXT,"
 	"  PRIMARY KEY(version, name));"
@@ -282,6 +284,10 @@ struct db *db_open(const char *dir, char *err, size_t errlen)
 	if (have && ver < 6)
 		log_info("database in '%s': schema %lld upgraded to %d (node keys for sealed secrets)", dir, ver,
 			 SCHEMA_VERSION);
+	/* 7: a write's override of guards, kept in its version's record */
+	if (have && ver < 7 && !has_column(db, "vlog", "override") &&
+	    db_exec(db, "ALTER TABLE vlog ADD COLUMN override TEXT", err, errlen) < 0)
+		goto fail;
 	if ((!have || ver < SCHEMA_VERSION) && db_meta_set(db, "schema", SCHEMA_VERSION, err, errlen) < 0)
 		goto fail;
 	return db;

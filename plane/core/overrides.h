@@ -1,0 +1,28 @@
+/* core/overrides.h: the versions whose write carried an override of the
+ * guards (tetherctl --override), in memory, so that a statement (and a
+ * push) for version V can say the newest such version <= V ("overridden",
+ * statement.h). Filled from the version log at start, by this plane's
+ * commits, and by other replicas' commits as the follower sees them. One
+ * mutex, a leaf. */
+#ifndef TETHER_OVERRIDES_H
+#define TETHER_OVERRIDES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "persist/persist.h"
+
+struct overrides;
+
+struct overrides *overrides_new(void);
+void overrides_free(struct overrides *o);
+/* Notes the overridden versions among the newest limit of the version
+ * log (a backend without a log: none). Returns 0, or -1 with err. */
+int overrides_load(struct overrides *o, struct persist *p, size_t limit, char *err, size_t errlen);
+/* Marks version v overridden; unmarks it (a commit that did not land). */
+void overrides_note(struct overrides *o, uint64_t v);
+void overrides_forget(struct overrides *o, uint64_t v);
+/* The newest overridden version <= v, 0 when none. NULL o: 0. */
+uint64_t overrides_at(struct overrides *o, uint64_t v);
+
+#endif

@@ -130,6 +130,25 @@ static char *names_text(const cJSON *names)
 	return cell;
 }
 
+/* A version's override of the guards ({"passed","reason"}), for people:
+ * "REASON; passed guard/a, guard/b" (new allocated), or NULL. */
+static char *override_text(const cJSON *o)
+{
+	if (!cJSON_IsObject(o))
+		return NULL;
+	const char *reason = json_get_string(o, "reason");
+	struct buf b = BUF_INIT;
+	buf_printf(&b, "%s; passed ", reason ? reason : "-");
+	const cJSON *p = cJSON_GetObjectItemCaseSensitive(o, "passed");
+	int n = 0;
+	for (const cJSON *g = cJSON_IsArray(p) ? p->child : NULL; g; g = g->next)
+		if (cJSON_IsString(g))
+			buf_printf(&b, "%s%s", n++ ? ", " : "", g->valuestring);
+	if (!n)
+		buf_puts(&b, "no guard");
+	return buf_detach(&b, NULL);
+}
+
 int cmd_log(const struct ctl_ctx *cx, int argc, char **argv)
 {
 	struct buf path = BUF_INIT;
@@ -172,13 +191,19 @@ int cmd_log(const struct ctl_ctx *cx, int argc, char **argv)
 		}
 		json_get_u64(cJSON_GetObjectItemCaseSensitive(v, "reverted_by"), &rb);
 		const char *author = json_get_string(v, "author"), *msg = json_get_string(v, "message");
+		/* an override of the guards shows beside the message */
+		char *ov = override_text(cJSON_GetObjectItemCaseSensitive(v, "override"));
+		const char *m = msg && *msg ? msg : "-";
+		char *mcell = ov ? xasprintf("%s [override: %s]", m, ov) : xstrdup(m);
+		free(ov);
 		char *row[] = {
 			xasprintf("%" PRIu64, ver), time_text(cJSON_GetObjectItemCaseSensitive(v, "time")),
-			cell_text(author && *author ? author : "-", 60), cell_text(msg && *msg ? msg : "-", 60),
+			cell_text(author && *author ? author : "-", 60), cell_text(mcell, 120),
 			names_text(cJSON_GetObjectItemCaseSensitive(v, "names")),
 			rb ? xasprintf("%" PRIu64, rb) : xstrdup("-"),
 		};
 		table_row(&t, row);
+		free(mcell);
 	}
 	table_print(&t);
 	rc = 0;
@@ -218,9 +243,13 @@ int cmd_show(const struct ctl_ctx *cx, int argc, char **argv)
 	struct fields f = { 0 };
 	static const struct known_field known[] = {
 		{ "version", "version" }, { "author", "author" }, { "time", "time" }, { "message", "message" },
-		{ "names", "names" }, { "reverted_by", "reverted by" },
+		{ "names", "names" }, { "reverted_by", "reverted by" }, { "override", "override" },
 	};
 	cJSON *shown = cJSON_Duplicate(doc, true);
+	char *ov = override_text(cJSON_GetObjectItemCaseSensitive(shown, "override"));
+	if (ov)
+		cJSON_ReplaceItemInObjectCaseSensitive(shown, "override", cJSON_CreateString(ov));
+	free(ov);
 	cJSON_DeleteItemFromObjectCaseSensitive(shown, "changes");
 	uint64_t rb = 0;
 	if (json_get_u64(cJSON_GetObjectItemCaseSensitive(shown, "reverted_by"), &rb) && !rb)

@@ -7,6 +7,7 @@
 #include "core/freshness.h"
 #include "core/hub.h"
 #include "core/nodes.h"
+#include "core/overrides.h"
 #include "core/pushcache.h"
 #include "core/statements.h"
 #include "core/tokens.h"
@@ -267,6 +268,7 @@ enum http_result api_config(struct api *p, struct http_conn *c, struct request *
 	if (is_stale)   /* the header's word, read once */
 		freshness_member(p->core->fresh, &b);
 	buf_putc(&b, ',');
+	overrides_push_field(p->core->overrides, blob->version, core_is_relay(p->core) ? stmt : NULL, &b);   /* unsigned "overridden" */
 	if (stmt)
 		buf_printf(&b, "\"statement\":\"%s\",", stmt);
 	buf_append(&b, blob->raw, blob->raw_len);

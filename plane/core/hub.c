@@ -6,6 +6,7 @@
 #include "core/events.h"
 #include "core/freshness.h"
 #include "core/nodes.h"
+#include "core/overrides.h"
 #include "core/pushcache.h"
 #include "core/relay_feed.h"
 #include "core/statements.h"
@@ -435,6 +436,8 @@ static bool make_push(struct stream *st, const char *pre, uint64_t from)
 		buf_release(&text);
 		return false;
 	}
+	/* unsigned: the newest overridden version, for nodes without --trust */
+	overrides_push_field(p->overrides, b->version, core_is_relay(p) ? stmt : NULL, &text);
 	if (stmt) {
 		buf_puts(&text, "\"statement\":\"");
 		buf_puts(&text, stmt);

@@ -4,6 +4,7 @@
  * the log (--history-keep). */
 #include "core/overrides.h"
 #include "log.h"
+#include "statement.h"
 #include "xmalloc.h"
 
 #include <pthread.h>
@@ -100,4 +101,20 @@ int overrides_load(struct overrides *o, struct persist *p, size_t limit, char *e
 	if (!p->ops->log_list)
 		return 0;   /* no version log (a relay: its statements are the upstream's) */
 	return p->ops->log_list(p, NULL, limit, load_cb, o, err, errlen);
+}
+
+void overrides_push_field(struct overrides *o, uint64_t version, const char *stmt, struct buf *out)
+{
+	uint64_t v = overrides_at(o, version);
+	if (!v && stmt) {
+		/* a relay keeps no log: the upstream's signed word */
+		struct statement st;
+		if (statement_peek(stmt, strlen(stmt), &st) == 0) {
+			if (st.version == version)
+				v = st.overridden;
+			statement_release(&st);
+		}
+	}
+	if (v)
+		buf_printf(out, "\"overridden\":%llu,", (unsigned long long)v);
 }

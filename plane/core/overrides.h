@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "buf.h"
 #include "persist/persist.h"
 
 struct overrides;
@@ -24,5 +25,9 @@ void overrides_note(struct overrides *o, uint64_t v);
 void overrides_forget(struct overrides *o, uint64_t v);
 /* The newest overridden version <= v, 0 when none. NULL o: 0. */
 uint64_t overrides_at(struct overrides *o, uint64_t v);
+/* A push's unsigned "overridden":N, member (with its comma; nothing when
+ * none) for version: this plane's record, or on a relay, which keeps
+ * none, what the statement stmt it forwards says (NULL: not a relay). */
+void overrides_push_field(struct overrides *o, uint64_t version, const char *stmt, struct buf *out);
 
 #endif

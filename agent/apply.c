@@ -54,6 +54,7 @@
 #include "consumer/runtime.h"
 #include "fault.h"
 #include "guard.h"
+#include "guardcheck.h"
 #include "lastgood.h"
 #include "log.h"
 #include "strmap.h"
@@ -217,6 +218,9 @@ static void merge(struct agent *a, struct push *m)
 	snprintf(m->nonce, sizeof(m->nonce), "%s", last->nonce);
 	m->statement = last->statement;   /* it signs the state after them all */
 	m->verified = last->verified;
+	for (size_t i = 0; i < a->nqueue; i++)   /* the newest override among them */
+		if (a->queue[i].overridden > m->overridden)
+			m->overridden = a->queue[i].overridden;
 	size_t cap = 0;
 	for (size_t i = first; i < a->nqueue; i++)
 		cap += a->queue[i].nup + a->queue[i].nrm;
@@ -502,6 +506,13 @@ void apply_pending(struct agent *a, int64_t *wake)
 		if (cap > a->cfg.backoff_max)
 			cap = a->cfg.backoff_max;
 		a->retry_at_ms = now_ms() + (int64_t)((0.5 + 0.5 * agent_rand01()) * cap * 1000.0);
+		goto out;
+	}
+	/* guards (guardcheck.c): the candidate's own guards against what this
+	 * node serves; crossing one without an override is refused */
+	if (guardcheck_push(a, &m, &c, err, sizeof(err)) < 0) {
+		candidate_release(&c);
+		reject(a, m.version, m.nonce, err, -1);
 		goto out;
 	}
 	c.statement = m.statement;

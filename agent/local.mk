@@ -7,7 +7,7 @@
 libagent_la_SOURCES = \
 	agent/agent.c agent/agent.h agent/agent_int.h agent/agent_config.c agent/agent_config.h \
 	agent/ack.c agent/apply.c agent/apply_runtime.c agent/sync.c agent/fresh.c agent/fresh.h \
-	agent/fault.c agent/fault.h agent/guard.c agent/guard.h \
+	agent/fault.c agent/fault.h agent/guard.c agent/guard.h agent/guardcheck.c agent/guardcheck.h \
 	agent/lastgood.c agent/lastgood.h \
 	agent/status.c agent/status.h \
 	agent/metrics.c agent/metrics_http.c agent/metrics_http.h agent/trust.c \

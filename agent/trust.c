@@ -184,6 +184,7 @@ int trust_check_push(struct agent *a, struct push *p, char *err, size_t errlen)
 		memcpy(p->verified.kid, st.kid, sizeof(p->verified.kid));
 		p->verified.issued = st.issued;
 		p->verified.expires = st.expires;
+		p->verified.overridden = st.overridden;
 		if (st.version > a->trust.held)
 			a->trust.held = st.version;
 	}

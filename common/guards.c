@@ -38,7 +38,7 @@ int guards_add(struct guards *gs, const char *name, const char *body, size_t len
 	cJSON *v = json_decode(body, len, NULL, err, errlen);
 	if (!v)
 		return -1;
-	struct guard g = { 0 };
+	struct guard_rule g = { 0 };
 	int rc = -1;
 	const cJSON *f;
 	if (!cJSON_IsObject(v)) {
@@ -144,12 +144,12 @@ static void measure(enum res_type t, const char *body, size_t len, struct measur
 	cJSON_Delete(v);
 }
 
-static bool covers(const struct guard *g, const char *name)
+static bool covers(const struct guard_rule *g, const char *name)
 {
 	return !g->match || strncmp(name, g->match, strlen(g->match)) == 0;
 }
 
-static bool applies(const struct guard *g, enum res_type t)
+static bool applies(const struct guard_rule *g, enum res_type t)
 {
 	if (t == RES_CLUSTER)
 		return g->has_min_endpoints || g->has_max_shrink;
@@ -160,9 +160,9 @@ static bool applies(const struct guard *g, enum res_type t)
 	return false;
 }
 
-static void violation(struct guard_report *r, const struct guard *g, const char *res, const char *fmt, ...)
+static void violation(struct guard_report *r, const struct guard_rule *g, const char *res, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
-static void violation(struct guard_report *r, const struct guard *g, const char *res, const char *fmt, ...)
+static void violation(struct guard_report *r, const struct guard_rule *g, const char *res, const char *fmt, ...)
 {
 	if (r->count < GUARDS_SHOWN) {
 		char msg[512];
@@ -190,7 +190,7 @@ static void violation(struct guard_report *r, const struct guard *g, const char 
 	buf_putc(&r->passed, ']');
 }
 
-static void check_one(const struct guard *g, const struct guard_change *c, enum res_type t,
+static void check_one(const struct guard_rule *g, const struct guard_change *c, enum res_type t,
 		      const struct measure *old, const struct measure *now, struct guard_report *r)
 {
 	if (t == RES_CLUSTER) {
@@ -234,7 +234,7 @@ size_t guards_check(const struct guards *gs, const struct guard_change *ch, size
 		bool measured = false;
 		struct measure old, now;
 		for (size_t k = 0; k < gs->n; k++) {
-			const struct guard *g = &gs->g[k];
+			const struct guard_rule *g = &gs->g[k];
 			if (!applies(g, t) || !covers(g, c->name))
 				continue;
 			if (!measured) {

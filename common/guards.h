@@ -17,7 +17,7 @@
 
 #define GUARDS_PREFIX "guard/"
 
-struct guard {
+struct guard_rule {
 	char *name;                  /* "guard/shrink" */
 	char *match;                 /* a name prefix; NULL: every resource */
 	bool has_min_endpoints, has_max_shrink, has_max_bytes, has_max_growth;
@@ -28,7 +28,7 @@ struct guard {
 };
 
 struct guards {
-	struct guard *g;
+	struct guard_rule *g;
 	size_t n, cap;
 };
 

@@ -49,6 +49,14 @@ int push_decode(const char *text, size_t len, const struct json_limits *lim, str
 		goto fail;
 	}
 	p->statement = stmt ? stmt->valuestring : NULL;
+	/* unsigned: the newest version <= version whose write overrode a
+	 * guard (a node without --trust lets a guard violation through
+	 * when it is newer than what it holds) */
+	const cJSON *ov = cJSON_GetObjectItemCaseSensitive(d, "overridden");
+	if (ov && (!json_get_u64(ov, &p->overridden) || p->overridden > p->version)) {
+		snprintf(err, errlen, "push: overridden must be an integer in 0..version");
+		goto fail;
+	}
 	/* whether the plane is stale is no part of the push: never a reason
 	 * to refuse it, read by fresh.c from the same parse */
 	p->stale = cJSON_GetObjectItemCaseSensitive(d, "stale");

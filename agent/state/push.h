@@ -1,6 +1,6 @@
 /* state/push.h: decoding of a push message (docs/protocol.md) with bounds:
  * size, nesting, duplicate keys (json_decode), then the shape: version,
- * base, full, nonce, statement, upserts [{name, version, body}], removed
+ * base, full, nonce, statement, overridden, upserts [{name, version, body}], removed
  * [name]; "stale" (what the plane says of itself) is handed on as it is.
  * Unknown top-level fields are ignored. */
 #ifndef TETHER_PUSH_H
@@ -31,6 +31,7 @@ struct push_verified {
 	unsigned char digest[LTHASH_DIGEST_BYTES];
 	char kid[KEY_ID_LEN + 1];
 	int64_t issued, expires;
+	uint64_t overridden;     /* the statement's "overridden" (0: none) */
 };
 
 struct push {
@@ -38,6 +39,7 @@ struct push {
 	bool full;
 	char nonce[PUSH_NONCE_MAX];
 	const char *statement;   /* the plane's signed statement (borrowed from doc), or NULL */
+	uint64_t overridden;     /* the unsigned "overridden" (guards.h): 0 when absent */
 	const cJSON *stale;      /* the plane's "stale" member (borrowed from doc; unchecked: fresh.c
 				  * reads it), or NULL */
 	struct push_verified verified;   /* filled by trust_check_push */

@@ -619,6 +619,57 @@ static void test_payload_is_documented_form(void **state)
 	free(tok);
 }
 
+/* "overridden" (guards): signed between kid and sub when set, absent when
+ * 0 (the old statement's bytes); read back; refused out of 1..version. */
+static void test_overridden(void **state)
+{
+	(void)state;
+	struct statement st, got;
+	char err[256];
+	fill(&st, 8, "cluster/");
+	st.overridden = 7;
+	char *tok = statement_sign(&st, &K.a);
+	char *payload = payload_of(tok);
+	char *want = payload_fmt(K.a.kid, ",\"overridden\":7,\"sub\":\"cluster/\",\"v\":1,\"version\":8");
+	assert_string_equal(payload, want);
+	assert_int_equal(verify(tok, strlen(tok), &K.ta, &got, err, sizeof(err)), 0);
+	assert_int_equal(got.overridden, 7);
+	statement_release(&got);
+	free(want);
+	free(payload);
+	free(tok);
+	/* none: the field is absent and reads back 0 */
+	fill(&st, 8, "");
+	tok = statement_sign(&st, &K.a);
+	payload = payload_of(tok);
+	assert_null(strstr(payload, "overridden"));
+	assert_int_equal(verify(tok, strlen(tok), &K.ta, &got, err, sizeof(err)), 0);
+	assert_int_equal(got.overridden, 0);
+	statement_release(&got);
+	free(payload);
+	free(tok);
+	/* the version itself may be the overridden one */
+	want = payload_fmt(K.a.kid, ",\"overridden\":8,\"sub\":\"\",\"v\":1,\"version\":8");
+	tok = craft_s(want, &K.a);
+	assert_int_equal(verify(tok, strlen(tok), &K.ta, &got, err, sizeof(err)), 0);
+	assert_int_equal(got.overridden, 8);
+	statement_release(&got);
+	free(tok);
+	free(want);
+	/* refused: past the version, 0, negative, not an integer */
+	static const char *const bad[] = { "9", "0", "-1", "\"7\"", "7.5", "null" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char tail[128];
+		snprintf(tail, sizeof(tail), ",\"overridden\":%s,\"sub\":\"\",\"v\":1,\"version\":8", bad[i]);
+		want = payload_fmt(K.a.kid, tail);
+		tok = craft_s(want, &K.a);
+		assert_int_equal(verify(tok, strlen(tok), &K.ta, &got, err, sizeof(err)), STATEMENT_MALFORMED);
+		assert_non_null(strstr(err, "overridden"));
+		free(tok);
+		free(want);
+	}
+}
+
 static void test_unknown_key(void **state)
 {
 	(void)state;
@@ -1143,6 +1194,7 @@ int main(void)
 		cmocka_unit_test(test_trust_refusals),
 		cmocka_unit_test(test_sign_verify_round_trip),
 		cmocka_unit_test(test_payload_is_documented_form),
+		cmocka_unit_test(test_overridden),
 		cmocka_unit_test(test_unknown_key),
 		cmocka_unit_test(test_wrong_key_for_kid),
 		cmocka_unit_test(test_any_changed_byte_fails),

@@ -137,7 +137,7 @@ static uint64_t floor_of(struct fixture *f)
 static void test_records(void **state)
 {
 	struct fixture *f = *state;
-	struct store_meta alice = { "alice (admin token)", "first", 0, 0 };
+	struct store_meta alice = { "alice (admin token)", "first", 0, 0, NULL };
 	assert_int_equal(write1(f, "cluster/a", A, &alice), 1);
 	assert_int_equal(write1(f, "cluster/b", A, NULL), 2);
 	assert_int_equal(write1(f, "cluster/a", B, &alice), 3);
@@ -168,12 +168,51 @@ static void test_records(void **state)
 	assert_int_equal(floor_of(f), 0);
 }
 
+static int override_cb(void *ctx, const struct persist_version *v)
+{
+	buf_printf(ctx, "%s%llu:%s", ((struct buf *)ctx)->len ? " " : "", (unsigned long long)v->version,
+		   v->override ? v->override : "-");
+	return 0;
+}
+
+static int no_change(void *ctx, const struct persist_vchange *c)
+{
+	(void)ctx;
+	(void)c;
+	return 0;
+}
+
+/* A write's override of the guards is kept in its record (NULL: none),
+ * read back by list and get, and across a reopen. */
+static void test_override_record(void **state)
+{
+	struct fixture *f = *state;
+	struct store_meta ov = { "bob", "shrink", 0, 0, "{\"passed\":[\"guard/shrink\"],\"reason\":\"incident 7\"}" };
+	write1(f, "cluster/a", A, NULL);                 /* 1 */
+	assert_int_equal(write1(f, "cluster/a", B, &ov), 2);
+	struct buf b = BUF_INIT;
+	char err[256];
+	for (int round = 0; round < 2; round++) {
+		buf_reset(&b);
+		buf_puts(&b, "");
+		assert_int_equal(f->p->ops->log_list(f->p, NULL, 10, override_cb, &b, err, sizeof(err)), 0);
+		assert_string_equal(b.data, "2:{\"passed\":[\"guard/shrink\"],\"reason\":\"incident 7\"} 1:-");
+		buf_reset(&b);
+		buf_puts(&b, "");
+		assert_int_equal(f->p->ops->log_get(f->p, 2, override_cb, no_change, &b, err, sizeof(err)), 1);
+		assert_string_equal(b.data, "2:{\"passed\":[\"guard/shrink\"],\"reason\":\"incident 7\"}");
+		close_store(f);
+		assert_int_equal(open_store(f), 0);
+	}
+	buf_release(&b);
+}
+
 static void test_revert_marks_and_retention(void **state)
 {
 	struct fixture *f = *state;
 	write1(f, "cluster/a", A, NULL);                 /* 1 */
 	write1(f, "cluster/a", B, NULL);                 /* 2 */
-	struct store_meta ro = { "rollout 2", "revert of version 2", 1, 2 };
+	struct store_meta ro = { "rollout 2", "revert of version 2", 1, 2, NULL };
 	assert_int_equal(write1(f, "cluster/a", A, &ro), 3);
 	char *l = listing(f, NULL);
 	assert_string_equal(l, "3:rollout 2:revert of version 2:[\"cluster/a\"]:0 2:plane::[\"cluster/a\"]:3 "
@@ -265,6 +304,31 @@ static void test_age_without_a_commit(void **state)
 	assert_int_equal(floor_of(f), 4);
 }
 
+/* A schema 6 database (a vlog without its override column) gains it;
+ * its records read back without one. */
+static void test_upgrade_from_schema_6(void **state)
+{
+	struct fixture *f = *state;
+	write1(f, "cluster/a", A, NULL);
+	close_store(f);
+	char path[128];
+	snprintf(path, sizeof(path), "%s/tether.db", f->dir);
+	sqlite3 *db;
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, "ALTER TABLE vlog DROP COLUMN override; UPDATE meta SET value=6 WHERE key='schema'",
+				      NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	assert_int_equal(open_store(f), 0);
+	struct store_meta ov = { "bob", "", 0, 0, "{\"passed\":[],\"reason\":\"r\"}" };
+	assert_int_equal(write1(f, "cluster/a", B, &ov), 2);
+	struct buf b = BUF_INIT;
+	char err[256];
+	buf_puts(&b, "");
+	assert_int_equal(f->p->ops->log_list(f->p, NULL, 10, override_cb, &b, err, sizeof(err)), 0);
+	assert_string_equal(b.data, "2:{\"passed\":[],\"reason\":\"r\"} 1:-");
+	buf_release(&b);
+}
+
 static void test_upgrade_from_schema_1(void **state)
 {
 	struct fixture *f = *state;
@@ -303,10 +367,12 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_records, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_override_record, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_revert_marks_and_retention, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_age_in_a_commit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_age_without_a_commit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_upgrade_from_schema_1, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_upgrade_from_schema_6, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -145,6 +145,14 @@ static int follow_cb(void *ctx, struct persist_remote *ch, size_t n, char **prun
 	return rc;
 }
 
+/* Another replica's override of a guard (etcd): marked before its
+ * version reaches the store, so no statement of it is signed without. */
+static void follow_overridden(void *ctx, uint64_t version)
+{
+	struct plane *p = ctx;
+	overrides_note(p->core.overrides, version);
+}
+
 /* A catch-up's steps are one change to the readers: the store's write lock
  * is held from its first step to its last, and only its end is sent. */
 static void follow_catchup(void *ctx, bool begin, bool ok)
@@ -410,7 +418,7 @@ int plane_start(struct plane *p, char *err, size_t errlen)
 	/* a shared store: what other replicas commit reaches our nodes too */
 	struct persist_follow f = { .ctx = p, .store = follow_cb, .node = follow_node, .token = follow_token,
 				    .rollout = follow_rollout, .statement = follow_statement, .resync = follow_resync,
-				    .catchup = follow_catchup };
+				    .catchup = follow_catchup, .overridden = follow_overridden };
 	if (p->core.persist->ops->follow && p->core.persist->ops->follow(p->core.persist, &f, err, errlen) < 0)
 		return -1;
 	/* a commit to etcd may wait seconds: never on the threads that

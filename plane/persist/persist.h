@@ -234,6 +234,9 @@ struct persist_follow {
 	 * and "send every node record again" (it reached an upstream) */
 	void (*statement)(void *ctx, uint64_t version, const char *sub, const char *token);
 	void (*resync)(void *ctx);
+	/* another replica's version whose write overrode a guard (its log
+	 * record has "override"): called before the version goes to store */
+	void (*overridden)(void *ctx, uint64_t version);
 };
 
 /* What a shared backend says about itself (for /metrics and heartbeats). */

@@ -757,6 +757,16 @@ static int on_revision(void *ctx, uint64_t rev, const struct etcd_kv *kvs, size_
 			/* before the version goes to the store: a commit validated
 			 * on it is computed on this floor */
 			etcd_vlog_seen_floor(&x->base, kv->value, kv->value_len);
+		} else if (strncmp(k, "vlog/", 5) == 0 && kv->value && x->follow.overridden &&
+			   memmem(kv->value, kv->value_len, ",\"override\":{", 13)) {
+			/* another replica's override of a guard: known before its
+			 * version is, so its statements say so */
+			uint64_t v;
+			cJSON *o = cJSON_ParseWithLength(kv->value, kv->value_len);
+			if (o && cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(o, "override")) &&
+			    parse_u64(k + 5, &v) == 0)
+				x->follow.overridden(x->follow.ctx, v);
+			cJSON_Delete(o);
 		} else if (strcmp(k, "released") == 0 && kv->value) {
 			has_released = etcd_value_dec(kv->value, kv->value_len, &released);
 		} else if (strncmp(k, "res/", 4) == 0 && k[4]) {

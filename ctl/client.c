@@ -21,7 +21,8 @@ struct client {
 	char *base;             /* without trailing slashes */
 	char *ca_file, *cert, *key;
 	char *token;            /* bearer token, or NULL */
-	char *header;           /* an extra header line on writes, or NULL */
+	char *header[CLIENT_HEADERS_MAX];   /* extra header lines on writes (message, override) */
+	size_t nheader;
 	struct buf error;       /* message of the last failure */
 	struct buf *sink;       /* the body of the answer being received */
 	bool too_big;           /* the last answer passed CLIENT_ANSWER_MAX */
@@ -80,7 +81,8 @@ void client_free(struct client *c)
 	free(c->ca_file);
 	free(c->cert);
 	free(c->key);
-	free(c->header);
+	for (size_t i = 0; i < c->nheader; i++)
+		free(c->header[i]);
 	credentials_forget(c->token);   /* a secret: not left in freed memory */
 	buf_release(&c->error);
 	free(c);
@@ -135,8 +137,14 @@ static void set_refusal(struct client *c, const struct client_answer *ans)
 
 void client_set_header(struct client *c, const char *line)
 {
-	free(c->header);
-	c->header = line ? xstrdup(line) : NULL;
+	if (!line) {
+		for (size_t i = 0; i < c->nheader; i++)
+			free(c->header[i]);
+		c->nheader = 0;
+		return;
+	}
+	if (c->nheader < CLIENT_HEADERS_MAX)
+		c->header[c->nheader++] = xstrdup(line);
 }
 
 /* The answer's Tether-Stale header, if any. */
@@ -206,8 +214,8 @@ int client_request(struct client *c, const char *method, const char *path, const
 	if (strcmp(method, "GET") == 0) {
 		curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
 	} else {
-		if (c->header)
-			headers = curl_slist_append(headers, c->header);
+		for (size_t i = 0; i < c->nheader && headers; i++)
+			headers = curl_slist_append(headers, c->header[i]);
 		if (body || strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0) {
 			curl_easy_setopt(h, CURLOPT_POSTFIELDS, body ? body : "");
 			curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(body ? body_len : 0));

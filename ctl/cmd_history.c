@@ -145,7 +145,7 @@ static char *override_text(const cJSON *o)
 		if (cJSON_IsString(g))
 			buf_printf(&b, "%s%s", n++ ? ", " : "", g->valuestring);
 	if (!n)
-		buf_puts(&b, "no guard");
+		buf_puts(&b, "(none crossed)");
 	return buf_detach(&b, NULL);
 }
 

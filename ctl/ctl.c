@@ -155,7 +155,7 @@ static void help(FILE *f)
 		   "  -v, --verbose                      log each request on stderr\n"
 		   "  -h, --help                         show this help\n"
 		   "  -V, --version                      show the version\n"
-		   "\nNAME is TYPE/NAME: cluster/web, listener/l1, route/r1, secret/s1, file/f1.\n"
+		   "\nNAME is TYPE/NAME: cluster/web, listener/l1, route/r1, secret/s1, file/f1, guard/g1.\n"
 		   "Exit status: 0 success, 1 refused request or unreachable plane, 2 usage error,\n"
 		   "3 sync --dry-run found changes.\n",
 		CTL_DEFAULT_PLANE);

@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# t0971-guards-agent.sh: guards at the node (docs/protocol.md "Guards").
+# A signing plane; n1 trusts its key (--trust), n2 does not; each behind
+# an attack proxy (tests/tools/attack-proxy.mjs). An override at the plane
+# reaches both (n1 by the statement's signed "overridden", n2 by the
+# push's field). A proxy that strips a guard from a push is caught by the
+# signature (digest mismatch) at n1. A proxy that shrinks a cluster in a
+# push is caught by the guard at n2 (no signature to check): NACKed,
+# naming the guard, the node keeps serving. A rogue plane holding the
+# plane's own signing key signs a state that shrinks the cluster without
+# the real plane's check: n1 verifies the signature, and the guard refuses
+# it. A node subscribed to file/ gets the guards too.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib-attack.sh"
+
+[ -x "$AGENT_BIN" ] || bail "no $AGENT_BIN: build first"
+need_cmd node jq
+
+# eps N: a cluster body with N endpoints
+eps() {
+	local i out=""
+	for i in $(seq 1 "$1"); do
+		out="$out${out:+,}{\"address\":\"10.0.0.$i\",\"port\":80}"
+	done
+	echo "{\"endpoints\":[$out]}"
+}
+# nack_has NODE TEXT: the plane's last NACK of NODE holds TEXT
+nack_has() {
+	node_field "$1" '.last_nack.error // empty' | grep -qF -- "$2"
+}
+# on PLANEURL CMD...: lib.sh's helpers against another plane
+on() {
+	local keep=$PLANE_URL rc
+	PLANE_URL=$1
+	shift
+	"$@"
+	rc=$?
+	PLANE_URL=$keep
+	return $rc
+}
+
+"$CTL_BIN" keygen "$WORK/plane.key" >/dev/null || bail "keygen failed"
+start_plane p --signing-key "$WORK/plane.key" --heartbeat 0.5
+P=$PLANE_URL
+put guard/shrink '{"match":"cluster/web","max_shrink":0.5}' >/dev/null
+put cluster/web "$(eps 4)" >/dev/null
+V=$(plane_version)
+
+start_tool atk1 attack-proxy.mjs --target "127.0.0.1:$PLANE_PORT"
+ATK1=$TOOL_PORT
+start_tool atk2 attack-proxy.mjs --target "127.0.0.1:$PLANE_PORT"
+ATK2=$TOOL_PORT
+TARGS=(--trust "$WORK/plane.key.pub" --metrics-file "$WORK/n1.prom" --backoff-min 0.1 --backoff-max 0.5)
+start_agent n1 --plane "http://127.0.0.1:$ATK1" "${TARGS[@]}"
+start_agent n2 --plane "http://127.0.0.1:$ATK2" --backoff-min 0.1 --backoff-max 0.5
+start_agent n3 --sub file/ --backoff-min 0.1 --backoff-max 0.5
+check "n1, n2 and n3 run version $V" wait_until 15 all_at "$V" n1 n2 n3
+check_eq "a push for file/ holds the guard too (n3's subscription)" "guard/shrink" \
+	"$(curl -sS "$P/v1/config?node=n3x&version=0&sub=file/" | jq -r '[.upserts[].name] | join(",")')"
+
+# ---- an override reaches both ---------------------------------------------------
+eps 1 >"$WORK/web1.json"
+ctl put cluster/web "$WORK/web1.json" --override "incident 9" >/dev/null || bail "override failed"
+OV=$(plane_version)
+check "an overridden shrink (4 -> 1) reaches n1 (signed overridden) and n2 (the push's field)" \
+	wait_until 15 all_at "$OV" n1 n2
+check "n1 logs that it passed under the plane's signed override" \
+	grep -q "push $OV crosses guards under the plane's override of version $OV (signed)" "$WORK/n1.log"
+check "n2 too (unsigned)" grep -q "push $OV crosses guards under the plane's override of version $OV:" "$WORK/n2.log"
+put cluster/web "$(eps 3)" >/dev/null
+V=$(plane_version)
+check "both at version $V (3 endpoints)" wait_until 15 all_at "$V" n1 n2
+
+# ---- a proxy strips a guard: the signature catches it (n1) ------------------------------
+mode "$ATK1" drop-upsert guard/tight
+put guard/tight '{"match":"cluster/","min_endpoints":2}' >/dev/null
+VT=$(plane_version)
+check "n1 refuses the push without guard/tight (digest mismatch)" wait_until 15 reason_above n1 digest 0
+check "... naming it" grep -q "push $VT refused: state digest mismatch" "$WORK/n1.log"
+check "... and keeps serving version $V" agent_at n1 "$V"
+check "n2 (its proxy passes) gets it" wait_until 15 agent_at n2 "$VT"
+mode "$ATK1" pass
+check "n1 converges once the proxy passes again" wait_until 20 agent_at n1 "$VT"
+
+# ---- a proxy shrinks a cluster: the guard catches it (n2, no --trust) ----------------------
+mode "$ATK2" tamper-body cluster/web 'endpoints=[{"address":"10.0.0.9","port":80}]'
+put cluster/web '{"endpoints":[{"address":"10.0.0.1","port":80},{"address":"10.0.0.2","port":80},{"address":"10.0.0.3","port":81}]}' >/dev/null
+VS=$(plane_version)
+check "n2 NACKs the shrunk push of version $VS by the guard" wait_until 15 nack_has n2 \
+	"guard/shrink: cluster/web: 3 -> 1 endpoints loses 67% (max_shrink 0.5)"
+check "... and by guard/tight" nack_has n2 "guard/tight: cluster/web: 1 endpoints, fewer than min_endpoints 2"
+check "... saying no override happened since what it serves" nack_has n2 "no override since version $VT"
+check "... and keeps serving version $VT" agent_at n2 "$VT"
+check "n1 (its proxy passes) gets version $VS" wait_until 15 agent_at n1 "$VS"
+mode "$ATK2" pass
+put cluster/web "$(eps 3)" >/dev/null
+V=$(plane_version)
+check "n2 converges once the proxy passes again" wait_until 20 agent_at n2 "$V"
+
+# ---- a rogue plane with the plane's own key: the guard catches it (n1, --trust) -------------
+# its state: the same guards, cluster/web with 1 endpoint, made by writes
+# that never crossed a guard there; its version past n1's
+start_plane rogue --signing-key "$WORK/plane.key" --heartbeat 0.5
+R=$PLANE_URL
+PLANE_URL=$P
+curl -sS -X PUT --data-binary "$(eps 1)" "$R/v1/resources/cluster/web" >/dev/null
+curl -sS -X PUT --data-binary "$(eps 2)" "$R/v1/resources/cluster/two" >/dev/null
+curl -sS -X PUT --data-binary '{"match":"cluster/web","max_shrink":0.5}' "$R/v1/resources/guard/shrink" >/dev/null
+curl -sS -X PUT --data-binary '{"match":"cluster/","min_endpoints":1}' "$R/v1/resources/guard/tight" >/dev/null
+i=0
+while [ "$(on "$R" plane_version)" -le "$((V + 2))" ] && [ $i -lt 100 ]; do
+	curl -sS -X PUT --data-binary "{\"path\":\"pad.txt\",\"content\":\"$i\"}" "$R/v1/resources/file/pad" >/dev/null
+	i=$((i + 1))
+done
+RV=$(on "$R" plane_version)
+stop_pid "${APID[n1]}"
+ALOG=n1-rogue start_agent n1 --plane "$R" "${TARGS[@]}"
+check "n1 verifies the rogue plane's statements (the plane's key) and refuses version $RV by the guard" \
+	wait_until 20 on "$R" nack_has n1 "guard/shrink: cluster/web: 3 -> 1 endpoints loses 67% (max_shrink 0.5)"
+check "... and keeps serving version $V" agent_at n1 "$V"
+check_eq "its status says why" "true" \
+	"$(jq -r '.last_error | contains("guard/shrink: cluster/web")' "$WORK/n1.state/status.json")"
+
+done_testing

@@ -9,7 +9,9 @@
 # naming the guard, the node keeps serving. A rogue plane holding the
 # plane's own signing key signs a state that shrinks the cluster without
 # the real plane's check: n1 verifies the signature, and the guard refuses
-# it. A node subscribed to file/ gets the guards too.
+# it, also when a proxy adds an unsigned claim of an override (which a
+# node without --trust, having nothing else, believes). A node subscribed
+# to file/ gets the guards too.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-attack.sh"
 
@@ -120,5 +122,18 @@ check "n1 verifies the rogue plane's statements (the plane's key) and refuses ve
 check "... and keeps serving version $V" agent_at n1 "$V"
 check_eq "its status says why" "true" \
 	"$(jq -r '.last_error | contains("guard/shrink: cluster/web")' "$WORK/n1.state/status.json")"
+
+# an unsigned claim of an override (the push's field) is not enough with
+# --trust; a node without --trust believes it (that is all it has)
+start_tool atk3 attack-proxy.mjs --target "127.0.0.1:${R##*:}" --mode "push-field overridden=$RV"
+ATK3=$TOOL_PORT
+stop_pid "${APID[n1]}"
+ALOG=n1-claim start_agent n1 --plane "http://127.0.0.1:$ATK3" "${TARGS[@]}"
+check "the proxy claims an override in n1's pushes" wait_until 15 grep -q "push-field: overridden set to $RV" "$WORK/atk3.log"
+check "n1 (--trust) still refuses by the guard" wait_until 15 grep -q "push $RV refused: .*guard/shrink: cluster/web: 3 -> 1" "$WORK/n1-claim.log"
+check "... and keeps serving version $V" agent_at n1 "$V"
+stop_pid "${APID[n2]}"
+ALOG=n2-claim start_agent n2 --plane "http://127.0.0.1:$ATK3" --backoff-min 0.1 --backoff-max 0.5
+check "n2 (no --trust) takes the claimed override: version $RV" wait_until 20 agent_at n2 "$RV"
 
 done_testing

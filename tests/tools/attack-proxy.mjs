@@ -67,6 +67,10 @@
 //                      reads (with "slow": one 'x' every 100 ms, under any
 //                      size cap); the plane's later events on that stream
 //                      are dropped
+//   push-field KEY=VALUE
+//                      every push's top-level KEY (outside the statement)
+//                      set to VALUE (JSON), e.g. overridden=99: an unsigned
+//                      claim a node with --trust must not believe
 //   withhold           every push of the plane is swallowed; its heartbeats
 //                      (with their fresh statements of the newer version)
 //                      pass
@@ -175,7 +179,7 @@ const counters = { heartbeats: 0, injected: 0, rewritten: 0, dropped: 0, endless
 const nodes = new Map();   // node -> { pushes: [{version, obj, raw}], history: Map name -> [{version, body}], heartbeat }
 const streams = new Set();
 const MODES = ['pass', 'tamper-body', 'drop-upsert', 'add-removal', 'mix', 'replay', 'freeze', 'fast-forward',
-	'endless', 'unknown-key', 'forged-sig', 'withhold'];
+	'endless', 'unknown-key', 'forged-sig', 'withhold', 'push-field'];
 const INJECTING = ['replay', 'fast-forward', 'endless'];
 
 function memoryOf(node) {
@@ -330,6 +334,16 @@ function rewrite(obj, m) {
 			return `${u.name} of version ${old.version} mixed into version ${obj.version}`;
 		}
 		return null;
+	}
+	case 'push-field': {
+		/* KEY=VALUE: a top-level field of every push set to VALUE (JSON);
+		 * outside what the statement signs */
+		const set = args.find((x) => x.includes('='));
+		if (!set)
+			return null;
+		const key = set.slice(0, set.indexOf('='));
+		obj[key] = JSON.parse(set.slice(set.indexOf('=') + 1));
+		return `${key} set to ${set.slice(set.indexOf('=') + 1)}`;
 	}
 	case 'unknown-key':
 	case 'forged-sig':

@@ -1,11 +1,14 @@
 /* fuzz_resource.c: libFuzzer target for resource names and resource_validate.
- * Input: one control byte (bit 0: strict; bits 1-3: the type, 5-7 meaning
- * "take the name line as it is"), then a name line, a newline and a JSON
- * body. Properties: nothing crashes; a refusal has a message; on success
- * the name is valid and every reference is "type/name" of a known type with
- * a valid name; strict acceptance implies lenient acceptance with the same
- * references. */
+ * Input: one control byte (bit 0: strict; bits 1-3: the type, 0-5 secret
+ * .. guard, 6-7 meaning "take the name line as it is"), then a name line, a
+ * newline and a JSON body. Properties: nothing crashes; a refusal has a
+ * message; on success the name is valid and every reference is "type/name"
+ * of a known type with a valid name; strict acceptance implies lenient
+ * acceptance with the same references; a guard body the schema accepts is
+ * one the evaluator (guards.c) takes, and judging a change with it never
+ * crashes. */
 #include "fuzz.h"
+#include "guards.h"
 #include "json.h"
 #include "resource.h"
 
@@ -149,6 +152,37 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (!cJSON_IsObject(v))
 			die("resource_validate accepted a body that is not an object", name, NULL);
 		check_refs(name, &refs);
+	}
+
+	/* a guard the schema takes, the evaluator takes; and judges with */
+	if (rc == 0 && resource_type_of(name) == RES_GUARD) {
+		char *canon = json_encode_canonical(v);
+		struct guards gs;
+		guards_init(&gs);
+		char gerr[512] = "";
+		if (guards_add(&gs, name, canon, strlen(canon), gerr, sizeof(gerr)) < 0)
+			die("the evaluator refuses a guard the schema accepts", name, gerr);
+		static const char *const bodies[] = {
+			"{\"endpoints\":[{\"address\":\"a\",\"port\":1},{\"address\":\"b\",\"port\":1}]}",
+			"{\"endpoints\":[]}", "{\"path\":\"p\",\"content\":\"xxxxxxxx\"}", "{\"path\":\"p\",\"content\":\"\"}",
+		};
+		struct guard_change ch[] = {
+			{ "cluster/web", bodies[0], bodies[1], strlen(bodies[0]), strlen(bodies[1]) },
+			{ "cluster/web", bodies[0], NULL, strlen(bodies[0]), 0 },
+			{ "file/f", bodies[3], bodies[2], strlen(bodies[3]), strlen(bodies[2]) },
+			{ "file/g", bodies[2], bodies[2], strlen(bodies[2]), strlen(bodies[2]) },
+			{ "secret/s", NULL, canon, 0, strlen(canon) },
+		};
+		struct guard_report r;
+		guard_report_init(&r);
+		size_t n = guards_check(&gs, ch, sizeof(ch) / sizeof(ch[0]), &r);
+		if (n != r.count || (n && (!r.text.data || !r.passed.data || r.nguards != 1)))
+			die("the guard report is inconsistent", name, canon);
+		char sum[4096];
+		guards_summary(&r, sum, sizeof(sum));
+		guard_report_release(&r);
+		guards_release(&gs);
+		free(canon);
 	}
 
 	/* strict is lenient plus "no unknown fields": it may only refuse more */

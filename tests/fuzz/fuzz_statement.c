@@ -76,6 +76,7 @@ static bool is_hex(const char *s, size_t n)
 static bool same_fields(const struct statement *a, const struct statement *b)
 {
 	return a->version == b->version && a->issued == b->issued && a->expires == b->expires &&
+	       a->overridden == b->overridden &&
 	       strcmp(a->kid, b->kid) == 0 && memcmp(a->digest, b->digest, LTHASH_DIGEST_BYTES) == 0 &&
 	       a->sub && b->sub && strcmp(a->sub, b->sub) == 0;
 }

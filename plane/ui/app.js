@@ -269,7 +269,8 @@ function renderHistory() {
 			el('li', { 'data-version': String(h.version) }, el('strong', {}, 'version ' + h.version), ' ',
 				h.author ? el('span', { class: 'author' }, 'by ' + h.author) : '', ' ',
 				fmtTime(h.time || h.at || h.committed_at || h.created), h.message ? ' \u2014 ' + h.message : '',
-				historyNames(h).length ? ' (' + historyNames(h).slice(0, 10).join(', ') + ')' : '')));
+				historyNames(h).length ? ' (' + historyNames(h).slice(0, 10).join(', ') + ')' : '',
+				historyOverride(h))));
 		return;
 	}
 	const seen = state.seen.slice(0, 20);
@@ -349,6 +350,15 @@ async function loadHistory() {
 	} catch (e) {
 		state.history = null;
 	}
+}
+
+// A version's override of the guards: its reason and the guards it passed.
+function historyOverride(h) {
+	const o = h.override;
+	if (!o || typeof o !== 'object')
+		return '';
+	const passed = Array.isArray(o.passed) && o.passed.length ? o.passed.join(', ') : 'no guard crossed';
+	return el('span', { class: 'override' }, ' override: ' + (o.reason || '') + ' (passed ' + passed + ')');
 }
 
 function historyNames(h) {

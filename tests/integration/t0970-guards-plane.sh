@@ -150,6 +150,16 @@ check_eq "the records survive a restart" '{"passed":["guard/shrink"],"reason":"i
 	"$(curl -sS "$PLANE_URL/v1/history" | jq -c ".versions[] | select(.version == $OV) | .override")"
 check_eq "and guards still hold" 422 "$(w DELETE cluster/web)"
 
+# ---- the console shows overrides ------------------------------------------------------
+if puppeteer_try; then
+	NODE_PATH=$PP_DIR node "$TOOLS/console-history.cjs" "$PLANE_URL" 30 >"$WORK/console.json" 2>"$WORK/console.err"
+	check "the console's history shows the newest override, its reason and the guards it passed" \
+		grep -qF "override: back to drained (passed guard/min, guard/shrink)" <<<"$(jq -r '.overrides[]?' "$WORK/console.json")"
+	check_eq "... with no script error" 0 "$(jq '.page_errors | length' "$WORK/console.json")"
+else
+	diag "console not checked: $PP_WHY"
+fi
+
 # ---- every subscription gets the guards -----------------------------------------------
 curl -sS "$PLANE_URL/v1/config?node=n1&version=0&sub=file/" >"$WORK/push.json"
 check_eq "a node subscribed to file/ gets the guards too" "file/f file/g guard/min guard/secret guard/shrink guard/size" \

@@ -3,7 +3,8 @@
 # A signing plane; n1 trusts its key (--trust), n2 does not; each behind
 # an attack proxy (tests/tools/attack-proxy.mjs). An override at the plane
 # reaches both (n1 by the statement's signed "overridden", n2 by the
-# push's field). A proxy that strips a guard from a push is caught by the
+# push's field), and nodes behind a relay (which copies the field from the
+# statement it forwards). A proxy that strips a guard from a push is caught by the
 # signature (digest mismatch) at n1. A proxy that shrinks a cluster in a
 # push is caught by the guard at n2 (no signature to check): NACKed,
 # naming the guard, the node keeps serving. A rogue plane holding the
@@ -56,7 +57,14 @@ TARGS=(--trust "$WORK/plane.key.pub" --metrics-file "$WORK/n1.prom" --backoff-mi
 start_agent n1 --plane "http://127.0.0.1:$ATK1" "${TARGS[@]}"
 start_agent n2 --plane "http://127.0.0.1:$ATK2" --backoff-min 0.1 --backoff-max 0.5
 start_agent n3 --sub file/ --backoff-min 0.1 --backoff-max 0.5
+# n4 (no --trust) and n5 (--trust) behind a relay
+start_plane r1 --upstream "$P" --relay-id r1 --heartbeat 0.5
+RELAY=$PLANE_URL
+PLANE_URL=$P
+start_agent n4 --plane "$RELAY" --backoff-min 0.1 --backoff-max 0.5
+start_agent n5 --plane "$RELAY" --trust "$WORK/plane.key.pub" --backoff-min 0.1 --backoff-max 0.5
 check "n1, n2 and n3 run version $V" wait_until 15 all_at "$V" n1 n2 n3
+check "n4 and n5 (through the relay) too" wait_until 15 all_at "$V" n4 n5
 check_eq "a push for file/ holds the guard too (n3's subscription)" "guard/shrink" \
 	"$(curl -sS "$P/v1/config?node=n3x&version=0&sub=file/" | jq -r '[.upserts[].name] | join(",")')"
 
@@ -69,6 +77,10 @@ check "an overridden shrink (4 -> 1) reaches n1 (signed overridden) and n2 (the 
 check "n1 logs that it passed under the plane's signed override" \
 	grep -q "push $OV crosses guards under the plane's override of version $OV (signed)" "$WORK/n1.log"
 check "n2 too (unsigned)" grep -q "push $OV crosses guards under the plane's override of version $OV:" "$WORK/n2.log"
+check "through the relay: n4 by the field the relay copies from the statement, n5 by the statement" \
+	wait_until 15 all_at "$OV" n4 n5
+check "... n4 unsigned" grep -q "push $OV crosses guards under the plane's override of version $OV:" "$WORK/n4.log"
+check "... n5 signed" grep -q "push $OV crosses guards under the plane's override of version $OV (signed)" "$WORK/n5.log"
 put cluster/web "$(eps 3)" >/dev/null
 V=$(plane_version)
 check "both at version $V (3 endpoints)" wait_until 15 all_at "$V" n1 n2

@@ -20,4 +20,14 @@ int guardcheck_write(struct store *s, const struct store_change *ch, size_t n, c
  * (new allocated), or NULL without an override. */
 char *guardcheck_record(const char *override, const char *passed);
 
+/* A rollout's own revert is never refused: when it crosses a guard (it
+ * takes back a growth), it is an override of its own, so the nodes that
+ * took the reverted version take the revert. Returns its record (new
+ * allocated; NULL when it crosses none) with version, the one the commit
+ * will make, marked overridden in o; the caller unmarks it with
+ * overrides_forget when the commit does not make it. */
+struct overrides;
+char *guardcheck_revert(struct store *s, struct overrides *o, uint64_t version, const struct store_change *ch,
+			size_t n, const char *reason);
+
 #endif

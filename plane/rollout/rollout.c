@@ -9,7 +9,9 @@
 #include "rollout/rollout.h"
 #include "core/core.h"
 #include "core/events.h"
+#include "core/guardcheck.h"
 #include "core/hub.h"
+#include "core/overrides.h"
 #include "core/pushcache.h"
 #include "core/sealed.h"
 #include "core/store.h"
@@ -580,8 +582,15 @@ static int revert(struct rollout *r, enum ro_state final, const char *reason, ch
 	snprintf(author, sizeof(author), "rollout %llu", (unsigned long long)done.id);
 	snprintf(message, sizeof(message), "revert of version %llu (rollout %llu %s): %s",
 		 (unsigned long long)done.to, (unsigned long long)done.id, ro_state_name(final), done.reason);
-	struct store_meta meta = { author, message, done.from, pending ? done.to : before, NULL };
+	/* guards: a revert is never refused; one that crosses a guard is its
+	 * own override (core/guardcheck.c), for the nodes that took the version */
+	uint64_t next_v = store_version(p->store) + 1;
+	char *ovr = n ? guardcheck_revert(p->store, p->overrides, next_v, ch, n, "rollout revert") : NULL;
+	struct store_meta meta = { author, message, done.from, pending ? done.to : before, ovr };
 	int rc = n ? store_commit_meta(p->store, ch, n, write_rows, &rows, &meta, &rv, &changed, err, errlen) : 0;
+	if (ovr && (rc < 0 || !changed || rv != next_v))
+		overrides_forget(p->overrides, next_v);
+	free(ovr);
 	if (!changed) {
 		/* nothing to put back (the content is the baseline's already) */
 		rv = store_version(p->store);

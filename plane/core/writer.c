@@ -139,9 +139,13 @@ void writer_commit(struct core *p, struct store_change *ch, size_t n, bool must_
 			rc = sealed_check(p->sealed, p->store, p->nodes, ch, n, opts && opts->revert, err, sizeof(err));
 		/* guards (core/guardcheck.c): crossing one is a 422, unless overridden;
 		 * an override is recorded, and marked before the version exists */
+		const char *reason = opts ? opts->override : NULL;
 		char *passed = NULL, *record = NULL;
-		if (rc == 0 && (rc = guardcheck_write(p->store, ch, n, opts ? opts->override : NULL, &passed, err,
-						     sizeof(err))) == 0 && (record = guardcheck_record(opts->override, passed)))
+		if (rc == 0)
+			rc = guardcheck_write(p->store, ch, n, reason, &passed, err, sizeof(err));
+		/* passed: the JSON array of what the override passed (a freeze's
+		 * hook adds "freeze" to it here) */
+		if (rc == 0 && (record = guardcheck_record(reason, passed)))
 			overrides_note(p->overrides, seen + 1);
 		meta.override = record;
 		int cr = rc == 0 ? store_commit_meta(p->store, ch, n, NULL, NULL, &meta, &version, &changed, err,

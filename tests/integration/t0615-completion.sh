@@ -102,7 +102,7 @@ cd "$WORK" || bail "no $WORK"
 
 # ---- names from the plane ---------------------------------------------------------------------
 
-check_eq "a name starts with its type" "cluster/ file/ listener/ route/ secret/" "$(comp get '')"
+check_eq "a name starts with its type" "cluster/ file/ guard/ listener/ route/ secret/" "$(comp get '')"
 check_eq "a type by its start" "cluster/" "$(comp rm cl)"
 start_plane p
 put cluster/web '{"endpoints":[{"address":"127.0.0.1","port":9001}]}' >/dev/null

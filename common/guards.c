@@ -231,16 +231,22 @@ size_t guards_check(const struct guards *gs, const struct guard_change *ch, size
 		enum res_type t = resource_type_of(c->name);
 		if (t != RES_CLUSTER && t != RES_FILE && t != RES_SECRET)
 			continue;   /* guards are not guarded; other types have no guarded field */
-		bool measured = false;
-		struct measure old, now;
+		/* decoded once each, and the body before only for a guard that
+		 * compares with it (max_shrink, max_growth) */
+		bool have_now = false, have_old = false;
+		struct measure old = { -1, -1 }, now;
 		for (size_t k = 0; k < gs->n; k++) {
 			const struct guard_rule *g = &gs->g[k];
 			if (!applies(g, t) || !covers(g, c->name))
 				continue;
-			if (!measured) {
-				measure(t, c->before, c->before_len, &old);
+			if (!have_now) {
 				measure(t, c->after, c->after_len, &now);
-				measured = true;
+				have_now = true;
+			}
+			bool compares = t == RES_CLUSTER ? g->has_max_shrink : t == RES_FILE && g->has_max_growth;
+			if (compares && !have_old) {
+				measure(t, c->before, c->before_len, &old);
+				have_old = true;
 			}
 			check_one(g, c, t, &old, &now, r);
 		}

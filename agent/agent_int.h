@@ -71,6 +71,7 @@ struct agent {
 	char last_error[ERRLEN];
 	int64_t last_sync, started;
 	uint64_t plane_version, applied, rejected;
+	uint64_t guard_refused, guard_overridden;   /* pushes a guard refused, or let through under an override */
 	struct status written;          /* what status.json says now */
 	bool status_valid;
 

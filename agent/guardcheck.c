@@ -109,12 +109,14 @@ int guardcheck_push(struct agent *a, const struct push *m, const struct candidat
 		char msg[2048];
 		guards_summary(&r, msg, sizeof(msg));
 		if (overridden > a->state.version) {
+			a->guard_overridden++;
 			log_warn("push %llu crosses guards under the plane's override of version %llu%s: %s",
 				 (unsigned long long)m->version, (unsigned long long)overridden,
 				 a->trust.on ? " (signed)" : "", msg);
 		} else {
 			snprintf(err, errlen, "%s; no override since version %llu, the version served", msg,
 				 (unsigned long long)a->state.version);
+			a->guard_refused++;
 			rc = -1;
 		}
 	}

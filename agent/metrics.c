@@ -125,6 +125,9 @@ void metrics_text(const struct agent *a, struct buf *b, bool live)
 	gauge(b, "tetherd_resources", "Resources in the applied state.", (long long)a->state.count);
 	counter(b, "tetherd_pushes_applied_total", "Pushes applied.", a->applied);
 	counter(b, "tetherd_pushes_rejected_total", "Pushes refused (NACKed).", a->rejected);
+	counter(b, "tetherd_guard_refusals_total", "Pushes refused because a change crosses a guard.", a->guard_refused);
+	counter(b, "tetherd_guard_overrides_total",
+		"Pushes applied although a change crosses a guard, under the plane's override.", a->guard_overridden);
 	counter(b, "tetherd_pushes_merged_total",
 		"Pushes that arrived while another waited and were applied with it, as one change.", a->m.merged);
 	histogram(b, a);

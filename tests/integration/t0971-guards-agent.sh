@@ -77,6 +77,8 @@ check "an overridden shrink (4 -> 1) reaches n1 (signed overridden) and n2 (the 
 check "n1 logs that it passed under the plane's signed override" \
 	grep -q "push $OV crosses guards under the plane's override of version $OV (signed)" "$WORK/n1.log"
 check "n2 too (unsigned)" grep -q "push $OV crosses guards under the plane's override of version $OV:" "$WORK/n2.log"
+check "n1's metrics count it" wait_until 10 sh -c \
+	"awk '\$1 == \"tetherd_guard_overrides_total\" && \$2 == 1 { f = 1 } END { exit !f }' '$WORK/n1.prom'"
 check "through the relay: n4 by the field the relay copies from the statement, n5 by the statement" \
 	wait_until 15 all_at "$OV" n4 n5
 check "... n4 unsigned" grep -q "push $OV crosses guards under the plane's override of version $OV:" "$WORK/n4.log"
@@ -132,6 +134,8 @@ ALOG=n1-rogue start_agent n1 --plane "$R" "${TARGS[@]}"
 check "n1 verifies the rogue plane's statements (the plane's key) and refuses version $RV by the guard" \
 	wait_until 20 on "$R" nack_has n1 "guard/shrink: cluster/web: 3 -> 1 endpoints loses 67% (max_shrink 0.5)"
 check "... and keeps serving version $V" agent_at n1 "$V"
+check "its metrics count the refusal" wait_until 10 sh -c \
+	"awk '\$1 == \"tetherd_guard_refusals_total\" && \$2 > 0 { f = 1 } END { exit !f }' '$WORK/n1.prom'"
 check_eq "its status says why" "true" \
 	"$(jq -r '.last_error | contains("guard/shrink: cluster/web")' "$WORK/n1.state/status.json")"
 

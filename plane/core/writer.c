@@ -6,6 +6,7 @@
 #include "alive.h"
 #include "core/core.h"
 #include "core/events.h"
+#include "core/freeze_state.h"
 #include "core/freshness.h"
 #include "core/hub.h"
 #include "core/sealed.h"
@@ -108,6 +109,11 @@ void writer_commit(struct core *p, struct store_change *ch, size_t n, bool must_
 		return;
 	}
 
+	/* a freeze window refuses it (423), unless an admin's override passes */
+	bool passed_freeze = false;
+	if (freeze_state_refuses(p->freeze, ch, n, opts, &passed_freeze, res))
+		return;
+
 	/* with replicas, another may commit first: validate again against
 	 * its newer state and retry, a few times */
 	for (int attempt = 0;; attempt++) {
@@ -178,6 +184,8 @@ void writer_commit(struct core *p, struct store_change *ch, size_t n, bool must_
 		events_version(p->events, version, ch, n, "write");
 		core_step(p);   /* staged: the version becomes a rollout */
 	}
+	if (passed_freeze)
+		freeze_state_passed(p->freeze, version, opts);
 	res->status = HTTP_OK;
 	res->gzip_ok = false;
 	res->error = NULL;

@@ -9,6 +9,7 @@
 #include "rollout/rollout.h"
 #include "core/core.h"
 #include "core/events.h"
+#include "core/freeze_state.h"
 #include "core/hub.h"
 #include "core/pushcache.h"
 #include "core/sealed.h"
@@ -796,6 +797,10 @@ void rollout_step(struct rollout *r)
 		}
 		pthread_mutex_unlock(&r->lock);
 		free(held);
+		/* a freeze holds the rollout where it is: no next stage, no new
+		 * rollout until it ends (a revert still runs) */
+		if ((act == ACT_ADVANCE || act == ACT_START) && freeze_state_holds(r->p->freeze, NULL, 0))
+			act = ACT_NONE;
 
 		if (act == ACT_NONE)
 			break;
@@ -1011,6 +1016,14 @@ int rollout_current_json(struct rollout *r, struct buf *out)
 		/* the gates' comparison (their own lock: not under ours) */
 		out->len--;
 		gate_json(r->gate, id, live, out);
+		buf_putc(out, '}');
+	}
+	char why[FREEZE_MESSAGE_MAX + FREEZE_BY_MAX + 64];
+	if (rc == 0 && live && out->len && out->data[out->len - 1] == '}' &&
+	    freeze_state_holds(r->p->freeze, why, sizeof(why))) {
+		out->len--;   /* "frozen": why a freeze holds it */
+		buf_puts(out, ",\"frozen\":");
+		buf_json_string(out, why);
 		buf_putc(out, '}');
 	}
 	return rc;

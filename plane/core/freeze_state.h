@@ -1,0 +1,63 @@
+/* core/freeze_state.h: the freeze window as the plane keeps it
+ * (docs/protocol.md "Freeze windows"): the record in the store's backend
+ * (freeze_load / freeze_save), what this plane last saw of it, the check
+ * every write makes (writer_commit), the hold on a staged rollout, the
+ * freeze and thaw events, /v1/status's member and the tether_frozen
+ * metric. A write asks the backend itself, so a freeze set on one replica
+ * holds at once on every other; the rest reads what the keeper last saw
+ * (it looks again once a second on a shared backend). One mutex, a leaf
+ * (events only are called under it). */
+#ifndef TETHER_FREEZE_STATE_H
+#define TETHER_FREEZE_STATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "freeze.h"
+
+struct persist;
+struct events;
+struct store_change;
+struct write_opts;
+struct write_result;
+struct freeze_state;
+
+/* Reads the stored record (a record that cannot be read is logged and
+ * counts as none). NULL ps->ops->freeze_load: never frozen (a relay). */
+struct freeze_state *freeze_state_new(struct persist *ps, struct events *ev);
+void freeze_state_free(struct freeze_state *f);
+
+/* The freeze that holds now, as last seen: true with *out (may be NULL). */
+bool freeze_state_now(struct freeze_state *f, struct freeze_rec *out);
+/* Asks the backend: 1 with *out (a freeze holds now), 0 none (or one that
+ * ended), PERSIST_UNAVAILABLE or -1 with err. */
+int freeze_state_read(struct freeze_state *f, struct freeze_rec *out, char *err, size_t errlen);
+/* Stores rec (a new freeze) or, rec NULL, ends the freeze (ended_by: who
+ * asked); the events follow. 0, or PERSIST_UNAVAILABLE or -1 with err. */
+int freeze_state_set(struct freeze_state *f, const struct freeze_rec *rec, const char *ended_by, char *err,
+		     size_t errlen);
+/* From the keeper: looks at the backend again (a shared one, at most
+ * once a second) and announces a freeze that ended by itself. */
+void freeze_state_tick(struct freeze_state *f);
+
+/* writer_commit's check: true when the write is refused (423, or 503
+ * when the freeze cannot be read), res filled and the bodies of ch
+ * freed; false when it goes on, *passed set when it goes on only because
+ * an admin's override passed a freeze. NULL f: never refused. */
+bool freeze_state_refuses(struct freeze_state *f, struct store_change *ch, size_t n, const struct write_opts *opts,
+			  bool *passed, struct write_result *res);
+/* A write that passed a freeze landed as version: logged, and the event
+ * freeze_passed {"version","by","reason","freeze":record}. */
+void freeze_state_passed(struct freeze_state *f, uint64_t version, const struct write_opts *opts);
+
+/* Whether a staged rollout is held now: true with why ("held: frozen
+ * until T by WHO: MESSAGE"; why may be NULL). */
+bool freeze_state_holds(struct freeze_state *f, char *why, size_t cap);
+/* ,"freeze":{record} when a freeze holds (nothing otherwise). */
+void freeze_state_member(struct freeze_state *f, struct buf *out);
+/* tether_frozen for /metrics. */
+void freeze_state_metrics(struct freeze_state *f, struct buf *out);
+
+#endif

@@ -21,7 +21,7 @@ struct client {
 	char *base;             /* without trailing slashes */
 	char *ca_file, *cert, *key;
 	char *token;            /* bearer token, or NULL */
-	char *header;           /* an extra header line on writes, or NULL */
+	char *header[2];        /* extra header lines on writes (X-Tether-Message, -Override), or NULL */
 	struct buf error;       /* message of the last failure */
 	struct buf *sink;       /* the body of the answer being received */
 	bool too_big;           /* the last answer passed CLIENT_ANSWER_MAX */
@@ -80,7 +80,8 @@ void client_free(struct client *c)
 	free(c->ca_file);
 	free(c->cert);
 	free(c->key);
-	free(c->header);
+	free(c->header[0]);
+	free(c->header[1]);
 	credentials_forget(c->token);   /* a secret: not left in freed memory */
 	buf_release(&c->error);
 	free(c);
@@ -135,8 +136,16 @@ static void set_refusal(struct client *c, const struct client_answer *ans)
 
 void client_set_header(struct client *c, const char *line)
 {
-	free(c->header);
-	c->header = line ? xstrdup(line) : NULL;
+	if (!line) {
+		free(c->header[0]);
+		free(c->header[1]);
+		c->header[0] = c->header[1] = NULL;
+		return;
+	}
+	/* a second line goes beside the first (--message and --override) */
+	int i = c->header[0] ? 1 : 0;
+	free(c->header[i]);
+	c->header[i] = xstrdup(line);
 }
 
 /* The answer's Tether-Stale header, if any. */
@@ -206,8 +215,9 @@ int client_request(struct client *c, const char *method, const char *path, const
 	if (strcmp(method, "GET") == 0) {
 		curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
 	} else {
-		if (c->header)
-			headers = curl_slist_append(headers, c->header);
+		for (int i = 0; i < 2; i++)
+			if (c->header[i])
+				headers = curl_slist_append(headers, c->header[i]);
 		if (body || strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0) {
 			curl_easy_setopt(h, CURLOPT_POSTFIELDS, body ? body : "");
 			curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(body ? body_len : 0));

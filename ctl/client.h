@@ -53,8 +53,8 @@ int client_request(struct client *c, const char *method, const char *path, const
 typedef int client_chunk_fn(void *ctx, const char *data, size_t len);
 int client_stream(struct client *c, const char *path, const char *header, long idle_s, client_chunk_fn *fn,
 		  void *ctx, struct client_answer *ans);
-/* An extra header line ("Name: value", copied; NULL: none) on every
- * request but GETs. */
+/* An extra header line ("Name: value", copied) on every request but
+ * GETs: up to two (a third replaces the second); NULL: none. */
 void client_set_header(struct client *c, const char *line);
 /* The message of the last failed request (never NULL). */
 const char *client_error(const struct client *c);

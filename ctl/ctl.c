@@ -84,7 +84,7 @@ static const struct command commands[] = {
 	{ "rollout", "abort", "", "stop the current rollout and revert", 0, 0, 0, false, cmd_rollout_abort },
 	{ "freeze", NULL, "[--until TIME --message TEXT | --off] [--json]",
 	  "show, set or end the freeze window: writes (423) and rollouts stop until TIME (2026-12-06T18:00:00Z, "
-	  "or 90m, 2h, 1d from now); an admin's --override passes", 0, 0, OPT_UNTIL | OPT_MESSAGE | OPT_OFF | OPT_JSON,
+	  "or 90m, 2h, 1d from now); an admin's override passes", 0, 0, OPT_UNTIL | OPT_MESSAGE | OPT_OFF | OPT_JSON,
 	  false, cmd_freeze },
 	{ "watch", NULL, "[--json]", "print the plane's events as they come (versions, ACKs, NACKs, rollouts)",
 	  0, 0, OPT_JSON, false, cmd_watch },

@@ -2,9 +2,8 @@
  * freeze_state.h). */
 #include "core/freeze_state.h"
 #include "core/events.h"
-#include "core/store.h"
-#include "core/writer.h"
 #include "log.h"
+#include "net/httpd.h"
 #include "persist/persist.h"
 #include "util.h"
 #include "xmalloc.h"
@@ -194,48 +193,44 @@ void freeze_state_tick(struct freeze_state *f)
 	pthread_mutex_unlock(&f->lock);
 }
 
-bool freeze_state_refuses(struct freeze_state *f, struct store_change *ch, size_t n, const struct write_opts *opts,
-			  bool *passed, struct write_result *res)
+unsigned freeze_state_check(struct freeze_state *f, const char *override, bool admin, bool *passed, char *err,
+			    size_t errlen)
 {
 	*passed = false;
 	if (!f)
-		return false;
+		return 0;
 	struct freeze_rec r;
-	char err[512];
-	int rc = freeze_state_read(f, &r, err, sizeof(err));
+	char why[512];
+	int rc = freeze_state_read(f, &r, why, sizeof(why));
 	if (rc == 0)
-		return false;
-	if (rc == 1 && opts && opts->override && opts->admin) {
-		*passed = true;   /* an admin's override: it goes, and the version log says so */
-		return false;
-	}
-	for (size_t i = 0; i < n; i++) {
-		free(ch[i].body);
-		ch[i].body = NULL;
-	}
+		return 0;
 	if (rc < 0) {
-		write_result_error(res, HTTP_SERVICE_UNAVAILABLE,
-				   "cannot read the freeze window from the store (%s): nothing was stored; try again", err);
-		return true;
+		snprintf(err, errlen, "cannot read the freeze window from the store (%s): nothing was stored; try again",
+			 why);
+		return HTTP_SERVICE_UNAVAILABLE;
+	}
+	if (override && admin) {
+		*passed = true;   /* an admin's override: it goes, and the version log says so */
+		return 0;
 	}
 	char msg[2048];
 	freeze_refusal(&r, msg, sizeof(msg));
-	if (opts && opts->override)
-		write_result_error(res, HTTP_LOCKED, "%s; nothing was stored: --override passes a freeze only for an "
-				   "admin, and this caller is not one", msg);
+	if (override)
+		snprintf(err, errlen, "%s; nothing was stored: --override passes a freeze only for an admin, and this "
+			 "caller is not one", msg);
 	else
-		write_result_error(res, HTTP_LOCKED, "%s; nothing was stored", msg);
-	return true;
+		snprintf(err, errlen, "%s; nothing was stored", msg);
+	return HTTP_LOCKED;
 }
 
-void freeze_state_passed(struct freeze_state *f, uint64_t version, const struct write_opts *opts)
+void freeze_state_passed(struct freeze_state *f, uint64_t version, const char *author, const char *override)
 {
 	if (!f)
 		return;
 	struct freeze_rec r;
 	bool holds = freeze_state_now(f, &r);
-	const char *by = opts && opts->author ? opts->author : "";
-	const char *reason = opts && opts->override ? opts->override : "";
+	const char *by = author ? author : "";
+	const char *reason = override ? override : "";
 	log_info("freeze: version %llu by %s passed the freeze with an admin's override: %s",
 		 (unsigned long long)version, by, reason);
 	struct buf b = BUF_INIT;

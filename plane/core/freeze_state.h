@@ -19,9 +19,6 @@
 
 struct persist;
 struct events;
-struct store_change;
-struct write_opts;
-struct write_result;
 struct freeze_state;
 
 /* Reads the stored record (a record that cannot be read is logged and
@@ -42,15 +39,16 @@ int freeze_state_set(struct freeze_state *f, const struct freeze_rec *rec, const
  * once a second) and announces a freeze that ended by itself. */
 void freeze_state_tick(struct freeze_state *f);
 
-/* writer_commit's check: true when the write is refused (423, or 503
- * when the freeze cannot be read), res filled and the bodies of ch
- * freed; false when it goes on, *passed set when it goes on only because
- * an admin's override passed a freeze. NULL f: never refused. */
-bool freeze_state_refuses(struct freeze_state *f, struct store_change *ch, size_t n, const struct write_opts *opts,
-			  bool *passed, struct write_result *res);
-/* A write that passed a freeze landed as version: logged, and the event
- * freeze_passed {"version","by","reason","freeze":record}. */
-void freeze_state_passed(struct freeze_state *f, uint64_t version, const struct write_opts *opts);
+/* writer_commit's check of a write with override (X-Tether-Override, NULL:
+ * none) by an admin or not: 0 when it goes on (*passed set when it goes on
+ * only because an admin's override passed a freeze), else the status it
+ * is refused with (423; 503 when the freeze cannot be read) and why in
+ * err. NULL f: 0. */
+unsigned freeze_state_check(struct freeze_state *f, const char *override, bool admin, bool *passed, char *err,
+			    size_t errlen);
+/* A write by author that passed a freeze with override landed as version:
+ * logged, and the event freeze_passed {"version","by","reason","freeze"}. */
+void freeze_state_passed(struct freeze_state *f, uint64_t version, const char *author, const char *override);
 
 /* Whether a staged rollout is held now: true with why ("held: frozen
  * until T by WHO: MESSAGE"; why may be NULL). */

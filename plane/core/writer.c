@@ -111,8 +111,15 @@ void writer_commit(struct core *p, struct store_change *ch, size_t n, bool must_
 
 	/* a freeze window refuses it (423), unless an admin's override passes */
 	bool passed_freeze = false;
-	if (freeze_state_refuses(p->freeze, ch, n, opts, &passed_freeze, res))
+	char frozen[2048];
+	unsigned fst = freeze_state_check(p->freeze, opts ? opts->override : NULL, opts && opts->admin, &passed_freeze,
+					  frozen, sizeof(frozen));
+	if (fst) {
+		for (size_t i = 0; i < n; i++)
+			free(ch[i].body);
+		write_result_error(res, fst, "%s", frozen);
 		return;
+	}
 
 	/* with replicas, another may commit first: validate again against
 	 * its newer state and retry, a few times */
@@ -185,7 +192,7 @@ void writer_commit(struct core *p, struct store_change *ch, size_t n, bool must_
 		core_step(p);   /* staged: the version becomes a rollout */
 	}
 	if (passed_freeze)
-		freeze_state_passed(p->freeze, version, opts);
+		freeze_state_passed(p->freeze, version, opts->author, opts->override);
 	res->status = HTTP_OK;
 	res->gzip_ok = false;
 	res->error = NULL;

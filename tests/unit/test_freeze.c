@@ -16,13 +16,10 @@
 
 #include "buf.h"
 #include "core/freeze_state.h"
-#include "core/store.h"
-#include "core/writer.h"
 #include "freeze.h"
 #include "persist/persist.h"
 #include "tmpdir.h"
 #include "util.h"
-#include "xmalloc.h"
 
 #define NOW 1796515200   /* 2026-12-06T00:00:00Z */
 
@@ -205,22 +202,13 @@ static void test_words(void **state)
 
 /* ---- the plane's keeping of it --------------------------------------------------- */
 
+
 static struct freeze_rec rec_in(int64_t seconds, const char *message)
 {
 	struct freeze_rec f = { .until = wall_seconds() + seconds, .at = wall_seconds() };
 	snprintf(f.message, sizeof(f.message), "%s", message);
 	strcpy(f.by, "alice (admin token)");
 	return f;
-}
-
-/* One write's changes: a body the check must free when it refuses. */
-static struct store_change *changes(void)
-{
-	struct store_change *ch = xcalloc(1, sizeof(*ch));
-	ch->name = "file/a";
-	ch->body = xstrdup("{\"path\":\"a\",\"content\":\"x\"}");
-	ch->body_len = strlen(ch->body);
-	return ch;
 }
 
 static void test_state_sqlite(void **state)
@@ -236,12 +224,10 @@ static void test_state_sqlite(void **state)
 	assert_int_equal(freeze_state_read(f, &got, err, sizeof(err)), 0);
 
 	/* no freeze: a write goes */
-	struct write_result res = { 0 };
 	bool passed = true;
-	struct store_change *ch = changes();
-	assert_false(freeze_state_refuses(f, ch, 1, NULL, &passed, &res));
+	char msg[2048];
+	assert_int_equal(freeze_state_check(f, NULL, false, &passed, msg, sizeof(msg)), 0);
 	assert_false(passed);
-	assert_non_null(ch->body);
 
 	struct freeze_rec want = rec_in(3600, "release week");
 	assert_int_equal(freeze_state_set(f, &want, NULL, err, sizeof(err)), 0);
@@ -260,43 +246,24 @@ static void test_state_sqlite(void **state)
 	assert_non_null(strstr(b.data, "\ntether_frozen 1\n"));
 	buf_release(&b);
 
-	/* refused: 423 with the words, the body freed */
-	assert_true(freeze_state_refuses(f, ch, 1, NULL, &passed, &res));
-	assert_int_equal(res.status, 423);
-	assert_null(ch->body);
-	assert_non_null(strstr(res.error, "frozen until "));
-	assert_non_null(strstr(res.error, "by alice (admin token): release week (an admin may pass with --override"));
-	free(res.error);
-	buf_release(&res.body);
-	free(ch);
+	/* refused: 423 with the words */
+	assert_int_equal(freeze_state_check(f, NULL, false, &passed, msg, sizeof(msg)), 423);
+	assert_non_null(strstr(msg, "frozen until "));
+	assert_non_null(strstr(msg, "by alice (admin token): release week (an admin may pass with --override REASON); "
+				    "nothing was stored"));
 
 	/* an override without the admin role: still refused, and told why */
-	struct write_opts op = { .author = "bob", .override = "hotfix", .admin = false };
-	ch = changes();
-	assert_true(freeze_state_refuses(f, ch, 1, &op, &passed, &res));
-	assert_int_equal(res.status, 423);
+	assert_int_equal(freeze_state_check(f, "hotfix", false, &passed, msg, sizeof(msg)), 423);
 	assert_false(passed);
-	assert_non_null(strstr(res.error, "only for an admin"));
-	free(res.error);
-	buf_release(&res.body);
-	free(ch);
+	assert_non_null(strstr(msg, "only for an admin"));
 
 	/* an admin's override passes, and says so */
-	struct write_opts ad = { .author = "root", .override = "hotfix", .admin = true };
-	ch = changes();
-	assert_false(freeze_state_refuses(f, ch, 1, &ad, &passed, &res));
+	assert_int_equal(freeze_state_check(f, "hotfix", true, &passed, msg, sizeof(msg)), 0);
 	assert_true(passed);
-	assert_non_null(ch->body);
-	freeze_state_passed(f, 7, &ad);
-	free(ch->body);
-	free(ch);
+	freeze_state_passed(f, 7, "root", "hotfix");
 	/* an admin without an override is refused like anybody */
-	struct write_opts plain = { .author = "root", .admin = true };
-	ch = changes();
-	assert_true(freeze_state_refuses(f, ch, 1, &plain, &passed, &res));
-	free(res.error);
-	buf_release(&res.body);
-	free(ch);
+	assert_int_equal(freeze_state_check(f, NULL, true, &passed, msg, sizeof(msg)), 423);
+	assert_false(passed);
 
 	/* kept across a reopen */
 	freeze_state_free(f);
@@ -323,18 +290,12 @@ static void test_state_sqlite(void **state)
 	assert_false(freeze_state_now(f, NULL));
 	assert_false(freeze_state_holds(f, why, sizeof(why)));
 	assert_int_equal(freeze_state_read(f, &got, err, sizeof(err)), 0);
-	ch = changes();
-	assert_false(freeze_state_refuses(f, ch, 1, NULL, &passed, &res));
-	free(ch->body);
-	free(ch);
+	assert_int_equal(freeze_state_check(f, NULL, false, &passed, msg, sizeof(msg)), 0);
 	freeze_state_tick(f);
 
 	/* NULL: never refused, never held */
-	ch = changes();
-	assert_false(freeze_state_refuses(NULL, ch, 1, NULL, &passed, &res));
+	assert_int_equal(freeze_state_check(NULL, NULL, false, &passed, msg, sizeof(msg)), 0);
 	assert_false(freeze_state_holds(NULL, why, sizeof(why)));
-	free(ch->body);
-	free(ch);
 
 	freeze_state_free(f);
 	persist_close(ps);

@@ -313,8 +313,8 @@ function logEvent(type, id, data) {
 	case 'plane': text = data.current ? 'this plane is current again' :
 		'this plane is stale: ' + ((data.stale && data.stale.why) || '?'); break;
 	case 'reset': text = 'missed events: reloaded'; break;
-	case 'freeze': text = 'frozen until ' + new Date(data.until * 1000).toISOString().replace('.000Z', 'Z') + ' by ' + data.by + ': ' +
-		data.message; break;
+	case 'freeze': text = 'frozen until ' + new Date(data.until * 1000).toISOString().replace('.000Z', 'Z') +
+		' by ' + data.by + ': ' + data.message; break;
 	case 'thaw': text = 'the freeze by ' + data.by + ' ended (' + data.ended + ')'; break;
 	case 'freeze_passed': text = 'version ' + data.version + ' by ' + data.by + ' passed the freeze: ' + data.reason;
 		break;

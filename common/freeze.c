@@ -4,8 +4,10 @@
 #include "freeze.h"
 #include "buf.h"
 #include "json.h"
+#include "xmalloc.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -252,6 +254,21 @@ int freeze_body_parse(const char *text, size_t len, int64_t now, struct freeze_r
 	}
 	cJSON_Delete(v);
 	return rc;
+}
+
+char *freeze_passed_add(char *passed)
+{
+	const char *rest = "]";
+	if (passed && passed[0] == '[') {
+		const char *p = passed + 1;
+		while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+			p++;
+		if (*p != ']')   /* more names: after a comma */
+			rest = p;
+	}
+	char *out = xasprintf("[\"freeze\"%s%s", *rest == ']' ? "" : ",", rest);
+	free(passed);
+	return out;
 }
 
 void freeze_refusal(const struct freeze_rec *f, char *out, size_t cap)

@@ -54,6 +54,12 @@ int freeze_rec_parse(const char *text, size_t len, struct freeze_rec *f, char *e
  * 0 with f's until and message (by and at left), or -1 with err. */
 int freeze_body_parse(const char *text, size_t len, int64_t now, struct freeze_rec *f, char *err, size_t errlen);
 
+/* The version log's override record's "passed" list with "freeze" first:
+ * passed is a JSON array of strings (new allocated, or NULL: none),
+ * taken; returns a new allocated array ("[\"freeze\"]" from NULL or
+ * "[]"). For a write an admin's override passed through a freeze. */
+char *freeze_passed_add(char *passed);
+
 /* What a write refused by f is told: "frozen until 2026-12-06T18:00:00Z by
  * alice: MESSAGE (an admin may pass with --override REASON)". */
 void freeze_refusal(const struct freeze_rec *f, char *out, size_t cap);

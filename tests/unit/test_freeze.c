@@ -200,6 +200,23 @@ static void test_words(void **state)
 	assert_false(freeze_active(NULL, 0));
 }
 
+static void test_passed_add(void **state)
+{
+	(void)state;
+	char *p = freeze_passed_add(NULL);
+	assert_string_equal(p, "[\"freeze\"]");
+	free(p);
+	p = freeze_passed_add(strdup("[]"));
+	assert_string_equal(p, "[\"freeze\"]");
+	free(p);
+	p = freeze_passed_add(strdup("[\"guard/shrink\"]"));
+	assert_string_equal(p, "[\"freeze\",\"guard/shrink\"]");
+	free(p);
+	p = freeze_passed_add(strdup("[ \"guard/a\", \"guard/b\"]"));
+	assert_string_equal(p, "[\"freeze\",\"guard/a\", \"guard/b\"]");
+	free(p);
+}
+
 /* ---- the plane's keeping of it --------------------------------------------------- */
 
 
@@ -308,6 +325,7 @@ int main(void)
 		cmocka_unit_test(test_time_rfc3339), cmocka_unit_test(test_time_duration),
 		cmocka_unit_test(test_check),        cmocka_unit_test(test_record_json),
 		cmocka_unit_test(test_body),         cmocka_unit_test(test_words),
+		cmocka_unit_test(test_passed_add),
 		cmocka_unit_test(test_state_sqlite),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -129,12 +129,23 @@ ctl freeze --off --until 1h --message m >/dev/null 2>&1
 check_eq "tetherctl: --off with --until is a usage error" 2 "$?"
 check_eq "the freeze in place did not change" "$UNTIL" "$(curl -sS "$PLANE_URL/v1/freeze" | jq -r .freeze.until)"
 
+# ---- a new freeze replaces it ---------------------------------------------------------
+
+ctl freeze --until 3h --message "extended: release slipped" >/dev/null || not_ok "cannot replace the freeze"
+OLD=$UNTIL
+UNTIL=$(curl -sS "$PLANE_URL/v1/freeze" | jq -r .freeze.until)
+UNTIL_TEXT=$(date -u -d "@$UNTIL" +%Y-%m-%dT%H:%M:%SZ)
+check "setting it again replaces it: a later until" test "$UNTIL" -gt "$OLD"
+check "the old one's thaw says replaced" wait_until 10 has_event thaw ".until == $OLD and .ended == \"replaced\""
+check "the new one's freeze event came" wait_until 10 has_event freeze \
+	".until == $UNTIL and .message == \"extended: release slipped\""
+
 # ---- it holds across a restart ----------------------------------------------------
 
 stop_pid "$WATCH"
 stop_pid "$PLANE_PID"
 start_plane p
-check_eq "after a restart the freeze holds" "frozen until $UNTIL_TEXT by anonymous: release week: no changes" \
+check_eq "after a restart the freeze holds" "frozen until $UNTIL_TEXT by anonymous: extended: release slipped" \
 	"$(ctl freeze)"
 check_eq "... writes are still refused: 423" 423 \
 	"$(api_status PUT /v1/resources/file/motd --data-binary @"$WORK/motd2.json")"

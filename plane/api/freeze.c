@@ -6,6 +6,7 @@
 #include "api/api.h"
 #include "core/core.h"
 #include "core/freeze_state.h"
+#include "core/store.h"
 #include "core/writer.h"
 #include "freeze.h"
 #include "http/auth.h"
@@ -61,7 +62,11 @@ static void freeze_run(void *ctx, void *arg, struct write_result *res)
 		answer(res, rc == 1 ? &now : NULL, NULL);
 		return;
 	}
+	/* under the store's writer lock, as writes check it (writer_commit):
+	 * once the answer says frozen, no write checked before lands after */
+	store_write_lock(p->core->store);
 	int sr = freeze_state_set(p->core->freeze, j->op == FREEZE_SET ? &j->rec : NULL, j->who, err, sizeof(err));
+	store_write_unlock(p->core->store);
 	if (sr < 0) {
 		write_result_error(res, sr == PERSIST_UNAVAILABLE ? HTTP_SERVICE_UNAVAILABLE : HTTP_INTERNAL_SERVER_ERROR,
 				   "freeze: cannot store the freeze window, nothing changed: %s", err);

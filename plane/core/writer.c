@@ -109,22 +109,25 @@ void writer_commit(struct core *p, struct store_change *ch, size_t n, bool must_
 		return;
 	}
 
-	/* a freeze window refuses it (423), unless an admin's override passes */
 	bool passed_freeze = false;
 	char frozen[2048];
-	unsigned fst = freeze_state_check(p->freeze, opts ? opts->override : NULL, opts && opts->admin, &passed_freeze,
-					  frozen, sizeof(frozen));
-	if (fst) {
-		for (size_t i = 0; i < n; i++)
-			free(ch[i].body);
-		write_result_error(res, fst, "%s", frozen);
-		return;
-	}
-
+	unsigned fst;
 	/* with replicas, another may commit first: validate again against
 	 * its newer state and retry, a few times */
 	for (int attempt = 0;; attempt++) {
 		store_write_lock(p->store);
+		/* a freeze window refuses it (423), unless an admin's override
+		 * passes: asked under the writer lock, as a freeze is set
+		 * (api/freeze.c), so no write checked before a freeze lands after it */
+		fst = freeze_state_check(p->freeze, opts ? opts->override : NULL, opts && opts->admin, &passed_freeze,
+					 frozen, sizeof(frozen));
+		if (fst) {
+			store_write_unlock(p->store);
+			for (size_t i = 0; i < n; i++)
+				free(ch[i].body);
+			write_result_error(res, fst, "%s", frozen);
+			return;
+		}
 		if (must_exist) {
 			const struct store_entry *e = store_get(p->store, ch[0].name);
 			if (!e || !e->body) {

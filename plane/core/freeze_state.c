@@ -26,6 +26,7 @@ struct freeze_state {
 	bool announced;              /* shown: the freeze event of shown was published, no thaw yet */
 	struct freeze_rec shown;
 	int64_t next_reload_ms;
+	uint64_t gen;                /* bumped by each set or read of the backend that updates rec */
 };
 
 static bool same(const struct freeze_rec *a, const struct freeze_rec *b)
@@ -137,6 +138,7 @@ int freeze_state_read(struct freeze_state *f, struct freeze_rec *out, char *err,
 	f->have = rc == 1;
 	if (f->have)
 		f->rec = r;
+	f->gen++;
 	observe(f, NULL);
 	pthread_mutex_unlock(&f->lock);
 	if (rc == 1 && freeze_active(&r, wall_seconds())) {
@@ -166,6 +168,7 @@ int freeze_state_set(struct freeze_state *f, const struct freeze_rec *rec, const
 	f->have = rec != NULL;
 	if (rec)
 		f->rec = *rec;
+	f->gen++;
 	observe(f, ended_by);
 	pthread_mutex_unlock(&f->lock);
 	return 0;
@@ -179,12 +182,18 @@ void freeze_state_tick(struct freeze_state *f)
 	int rc = 0;
 	char err[512];
 	bool reload = f->shared && now_ms() >= f->next_reload_ms;
+	uint64_t gen = 0;
 	if (reload) {
+		pthread_mutex_lock(&f->lock);
+		gen = f->gen;
+		pthread_mutex_unlock(&f->lock);
 		rc = load(f, &r, err, sizeof(err));
 		f->next_reload_ms = now_ms() + RELOAD_EVERY_MS;   /* the keeper's thread alone */
 	}
 	pthread_mutex_lock(&f->lock);
-	if (reload && rc >= 0) {
+	/* a set or a write's read since our load saw newer: ours is not put
+	 * over it (a thaw and a freeze again would be announced for nothing) */
+	if (reload && rc >= 0 && gen == f->gen) {
 		f->have = rc == 1;
 		if (f->have)
 			f->rec = r;

@@ -27,6 +27,7 @@ struct freeze_state {
 	struct freeze_rec shown;
 	int64_t next_reload_ms;
 	uint64_t gen;                /* bumped by each set or read of the backend that updates rec */
+	bool blind;                  /* freeze_state_blocks could not read the backend (said once) */
 };
 
 static bool same(const struct freeze_rec *a, const struct freeze_rec *b)
@@ -263,6 +264,24 @@ bool freeze_state_holds(struct freeze_state *f, char *why, size_t cap)
 	if (why && cap)
 		freeze_hold_text(&r, why, cap);
 	return true;
+}
+
+bool freeze_state_blocks(struct freeze_state *f)
+{
+	if (!f)
+		return false;
+	struct freeze_rec r;
+	char err[512];
+	int rc = freeze_state_read(f, &r, err, sizeof(err));
+	pthread_mutex_lock(&f->lock);
+	bool was = f->blind;
+	f->blind = rc < 0;
+	pthread_mutex_unlock(&f->lock);
+	if (rc < 0 && !was)
+		log_warn("freeze: cannot read the freeze window from the store (%s): the rollout waits until it can", err);
+	else if (rc >= 0 && was)
+		log_info("freeze: the freeze window can be read again");
+	return rc != 0;
 }
 
 void freeze_state_member(struct freeze_state *f, struct buf *out)

@@ -3,8 +3,9 @@
  * (freeze_load / freeze_save), what this plane last saw of it, the check
  * every write makes (writer_commit), the hold on a staged rollout, the
  * freeze and thaw events, /v1/status's member and the tether_frozen
- * metric. A write asks the backend itself, so a freeze set on one replica
- * holds at once on every other; the rest reads what the keeper last saw
+ * metric. A write, and a rollout before it moves, ask the backend itself,
+ * so a freeze set on one replica holds at once on every other; the rest
+ * (status, events, metric) reads what the keeper last saw
  * (it looks again once a second on a shared backend). One mutex, a leaf
  * (events only are called under it). */
 #ifndef TETHER_FREEZE_STATE_H
@@ -50,9 +51,15 @@ unsigned freeze_state_check(struct freeze_state *f, const char *override, bool a
  * logged, and the event freeze_passed {"version","by","reason","freeze"}. */
 void freeze_state_passed(struct freeze_state *f, uint64_t version, const char *author, const char *override);
 
-/* Whether a staged rollout is held now: true with why ("held: frozen
- * until T by WHO: MESSAGE"; why may be NULL). */
+/* Whether a staged rollout is held now, as last seen (for its status):
+ * true with why ("held: frozen until T by WHO: MESSAGE"; why may be NULL). */
 bool freeze_state_holds(struct freeze_state *f, char *why, size_t cap);
+/* Whether a staged rollout must stay where it is before it moves (a next
+ * stage, completion, a new rollout), asked of the backend as a write's
+ * check is (not the keeper's view, which may be a second old on a shared
+ * backend): true while a freeze holds, or when it cannot be read (logged
+ * once). NULL f: false. */
+bool freeze_state_blocks(struct freeze_state *f);
 /* ,"freeze":{record} when a freeze holds (nothing otherwise). */
 void freeze_state_member(struct freeze_state *f, struct buf *out);
 /* tether_frozen for /metrics. */

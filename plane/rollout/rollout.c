@@ -797,9 +797,11 @@ void rollout_step(struct rollout *r)
 		}
 		pthread_mutex_unlock(&r->lock);
 		free(held);
-		/* a freeze holds the rollout where it is: no next stage, no new
-		 * rollout until it ends (a revert still runs) */
-		if ((act == ACT_ADVANCE || act == ACT_START) && freeze_state_holds(r->p->freeze, NULL, 0))
+		/* a freeze holds the rollout where it is: no next stage, no
+		 * completion (it releases the version to every node), no new
+		 * rollout until it ends (a revert still runs); asked of the
+		 * store, so one another replica just set holds at once */
+		if ((act == ACT_ADVANCE || act == ACT_COMPLETE || act == ACT_START) && freeze_state_blocks(r->p->freeze))
 			act = ACT_NONE;
 
 		if (act == ACT_NONE)

@@ -6,7 +6,8 @@
 # --off it goes on to every node. `tetherctl rollout abort` still works
 # while frozen (the revert reaches every node). A version an admin's
 # override wrote during a freeze waits for the thaw: its rollout starts
-# only once the freeze ended by itself.
+# only once the freeze ended by itself. A rollout at its last stage does
+# not complete while frozen.
 . "$(dirname "$0")/lib.sh"
 
 need_cmd jq curl
@@ -82,4 +83,18 @@ gone() { [ "$(curl -sS "$PLANE_URL/v1/status" | jq -c .freeze)" = null ]; }
 check "the freeze ends by itself" wait_until 20 gone
 check "then its rollout starts and completes" wait_until 40 ro_is ".id > $LAST and .to_version == $V5 and .state == \"completed\""
 check "both agents reach version $V5" wait_until 30 all_at "$V5" "${NODES[@]}"
+
+# ---- a rollout at its last stage does not complete while frozen ---------------------
+# (completing releases the version to every node, those that join later too)
+
+V6=$(ctl put file/motd - <<<'{"path":"motd.txt","content":"motd-6\n"}' 2>&1 | awk '{print $2}')
+check "version 6 was written" test "$V6" = $((V5 + 1))
+last_stage() { ro_is ".to_version == $V6 and .state == \"in_progress\" and .stage == 100 and .acked == 2"; }
+check "its rollout reaches its last stage, both nodes ACKed" wait_until 40 last_stage
+ctl freeze --until 1h --message "hold the last stage" >/dev/null || not_ok "cannot freeze"
+check "the bake of the last stage passes" wait_until 20 baked_past
+check "... and the rollout is still in progress, held" \
+	ro_is ".to_version == $V6 and .state == \"in_progress\" and (.frozen | test(\"hold the last stage\"))"
+check_eq "tetherctl freeze --off" "freeze ended: writes and rollouts go on" "$(ctl freeze --off)"
+check "after --off it completes" wait_until 30 ro_is ".to_version == $V6 and .state == \"completed\""
 done_testing

@@ -310,7 +310,22 @@ static void test_state_sqlite(void **state)
 	assert_int_equal(freeze_state_check(f, NULL, false, &passed, msg, sizeof(msg)), 0);
 	freeze_state_tick(f);
 
+	/* another replica's freeze, stored behind this one's back: the
+	 * rollout's check asks the store, not this plane's view */
+	struct freeze_rec other = rec_in(600, "from another replica");
+	freeze_rec_json(&other, &b);
+	buf_putc(&b, '\0');
+	assert_int_equal(ps->ops->freeze_save(ps, b.data, err, sizeof(err)), 0);
+	buf_release(&b);
+	assert_false(freeze_state_now(f, NULL));
+	assert_true(freeze_state_blocks(f));
+	assert_true(freeze_state_now(f, NULL));   /* and the view follows */
+	assert_int_equal(ps->ops->freeze_save(ps, NULL, err, sizeof(err)), 0);
+	assert_false(freeze_state_blocks(f));
+	assert_false(freeze_state_now(f, NULL));
+
 	/* NULL: never refused, never held */
+	assert_false(freeze_state_blocks(NULL));
 	assert_int_equal(freeze_state_check(NULL, NULL, false, &passed, msg, sizeof(msg)), 0);
 	assert_false(freeze_state_holds(NULL, why, sizeof(why)));
 

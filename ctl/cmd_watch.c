@@ -6,6 +6,7 @@
 #include "commands.h"
 #include "credentials.h"
 #include "ctl.h"
+#include "freeze.h"
 #include "json.h"
 #include "output.h"
 #include "request.h"
@@ -119,6 +120,24 @@ static int print_event(void *ctx, const struct sse_event *ev)
 		       strcmp(verdict, "fail") == 0 ? red : yellow, off, num(d, "rollout"), num(d, "stage"),
 		       num(d, "percent"), verdict, *reason ? ": " : "", reason);
 		free(verdict);
+		free(reason);
+	} else if (strcmp(ev->type, "freeze") == 0 || strcmp(ev->type, "thaw") == 0) {
+		/* a freeze window set, or ended (by --off, or by its time) */
+		char *by = text(d, "by"), *msg = text(d, "message"), *ended = text(d, "ended");
+		char until[32];
+		freeze_time_text((int64_t)num(d, "until"), until);
+		if (ev->type[0] == 'f')
+			printf("%s %sfreeze%s until %s by %s: %s\n", when, red, off, until, by, msg);
+		else
+			printf("%s %sthaw%s: the freeze until %s by %s ended (%s)\n", when, green, off, until, by, ended);
+		free(by);
+		free(msg);
+		free(ended);
+	} else if (strcmp(ev->type, "freeze_passed") == 0) {
+		char *by = text(d, "by"), *reason = text(d, "reason");
+		printf("%s %sfreeze passed%s: version %llu by %s, override: %s\n", when, yellow, off, num(d, "version"),
+		       by, reason);
+		free(by);
 		free(reason);
 	} else if (strcmp(ev->type, "node") == 0) {
 		printf("%s node %s %s\n", when, node,

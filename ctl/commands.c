@@ -366,6 +366,8 @@ int cmd_rollout_status(const struct ctl_ctx *cx, int argc, char **argv)
 	if (ctl_call(cx, "GET", "/v1/rollouts/current", NULL, 0, &ans) == 0)
 		rc = print_rollout(cx, &ans);
 	buf_release(&ans.body);
+	if (!cx->json)
+		ctl_print_freeze_line(cx);   /* "frozen until TIME by WHO: MESSAGE" while one holds */
 	return rc;
 }
 

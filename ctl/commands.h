@@ -30,6 +30,8 @@ struct ctl_ctx {
 	bool recovery;            /* keygen --recovery: an X25519 recovery key */
 	const char *recovery_key; /* --recovery-key FILE: put --seal, sync, secrets reseal */
 	const char *output;       /* --output FILE: put --seal writes the stored form there */
+	const char *until;        /* freeze --until TIME */
+	bool off;                 /* freeze --off */
 };
 
 int cmd_put(const struct ctl_ctx *cx, int argc, char **argv);
@@ -55,6 +57,11 @@ int cmd_keygen(const struct ctl_ctx *cx, int argc, char **argv);
 int cmd_token_create(const struct ctl_ctx *cx, int argc, char **argv);
 int cmd_token_ls(const struct ctl_ctx *cx, int argc, char **argv);
 int cmd_token_revoke(const struct ctl_ctx *cx, int argc, char **argv);
+
+/* cmd_freeze.c: the freeze window; and the line rollout status prints
+ * while one holds (nothing otherwise) */
+int cmd_freeze(const struct ctl_ctx *cx, int argc, char **argv);
+void ctl_print_freeze_line(const struct ctl_ctx *cx);
 
 /* cmd_secrets.c: sealed secrets */
 int cmd_put_sealed(const struct ctl_ctx *cx, int argc, char **argv);

@@ -33,11 +33,14 @@
 #define OPT_RECOVERY_KEY 16384u
 #define OPT_OUTPUT 32768u
 #define OPT_OVERRIDE 65536u
+#define OPT_UNTIL 131072u
+#define OPT_OFF 262144u
 
 /* The option of each OPT_ bit, for "unknown option" messages. */
 static const char *const opt_names[] = { "--json", "--state-dir", "--node", "--role", "--name",
 					  "--prune", "--dry-run", "--message", "--base", "--force", "-n", "--at",
-					  "--seal", "--recovery", "--recovery-key", "--output", "--override" };
+					  "--seal", "--recovery", "--recovery-key", "--output", "--override",
+					  "--until", "--off" };
 
 struct command {
 	const char *name, *sub;   /* "rollout" "status"; sub NULL for one word */
@@ -79,6 +82,10 @@ static const struct command commands[] = {
 	{ "rollout", "status", "[--json]", "the current or last rollout", 0, 0, OPT_JSON, false,
 	  cmd_rollout_status },
 	{ "rollout", "abort", "", "stop the current rollout and revert", 0, 0, 0, false, cmd_rollout_abort },
+	{ "freeze", NULL, "[--until TIME --message TEXT | --off] [--json]",
+	  "show, set or end the freeze window: writes (423) and rollouts stop until TIME (2026-12-06T18:00:00Z, "
+	  "or 90m, 2h, 1d from now); an admin's override passes", 0, 0, OPT_UNTIL | OPT_MESSAGE | OPT_OFF | OPT_JSON,
+	  false, cmd_freeze },
 	{ "watch", NULL, "[--json]", "print the plane's events as they come (versions, ACKs, NACKs, rollouts)",
 	  0, 0, OPT_JSON, false, cmd_watch },
 	{ "status", NULL, "[--state-dir DIR] [--json]", "the local agent's status (" CTL_DEFAULT_STATE_DIR
@@ -95,9 +102,9 @@ static const struct command commands[] = {
 	  cmd_token_revoke },
 	{ "secrets", "status", "[--json]", "per secret: version, sealed, the nodes without a wrap", 0, 0, OPT_JSON,
 	  false, cmd_secrets_status },
-	{ "secrets", "reseal", "--recovery-key FILE [--message TEXT] [--base VERSION]",
+	{ "secrets", "reseal", "--recovery-key FILE [--message TEXT] [--override REASON] [--base VERSION]",
 	  "wrap sealed secrets' data keys for the nodes that lack them, one version", 0, 0,
-	  OPT_RECOVERY_KEY | OPT_MESSAGE | OPT_BASE, false, cmd_secrets_reseal },
+	  OPT_RECOVERY_KEY | OPT_MESSAGE | OPT_OVERRIDE | OPT_BASE, false, cmd_secrets_reseal },
 	{ "secrets", "revoke", "NODE [--json]", "revoke a node's key (it must make a new one)", 1, 1, OPT_JSON, false,
 	  cmd_secrets_revoke },
 	{ "secrets", "approve", "NODE KID [--json]",
@@ -290,6 +297,11 @@ static int parse(int argc, char **argv, struct parsed *p)
 				return usage_error(NULL, "option '--override': at most 1024 bytes");
 			p->cx.override = v;
 			p->opts_seen |= OPT_OVERRIDE;
+		} else if ((v = option_value(argc, argv, &i, "--until", &missing))) {
+			if (missing)
+				return usage_error(NULL, "option '--until' needs a TIME (2026-12-06T18:00:00Z, or 90m, 2h, 1d)");
+			p->cx.until = v;
+			p->opts_seen |= OPT_UNTIL;
 		} else if ((v = option_value(argc, argv, &i, "-n", &missing))) {
 			if (missing)
 				return usage_error(NULL, "option '-n' needs a number");
@@ -335,6 +347,9 @@ static int parse(int argc, char **argv, struct parsed *p)
 		} else if (strcmp(a, "--recovery") == 0) {
 			p->cx.recovery = true;
 			p->opts_seen |= OPT_RECOVERY;
+		} else if (strcmp(a, "--off") == 0) {
+			p->cx.off = true;
+			p->opts_seen |= OPT_OFF;
 		} else if (strcmp(a, "--force") == 0) {
 			p->cx.force = true;
 			p->opts_seen |= OPT_FORCE;

@@ -5,7 +5,7 @@ libplane_la_SOURCES =
 # top: start-up, options; wires the wings
 libplane_la_SOURCES += plane/plane.c plane/plane.h plane/plane_config.c
 # api/: the handlers and their route table
-libplane_la_SOURCES += plane/api/api.h plane/api/routes.c plane/api/events.c plane/api/history.c plane/api/nodes.c plane/api/relay.c \
+libplane_la_SOURCES += plane/api/api.h plane/api/routes.c plane/api/events.c plane/api/freeze.c plane/api/history.c plane/api/nodes.c plane/api/relay.c \
 	plane/api/resources.c plane/api/rollouts.c plane/api/secrets.c plane/api/status.c plane/api/sync.c plane/api/tokens.c \
 	plane/api/ui.c plane/api/ui_assets.h
 # http/: the plane's side of the server: dispatch by the route table, auth, TLS
@@ -18,7 +18,7 @@ libplane_la_SOURCES += plane/rollout/gate.c plane/rollout/gate.h plane/rollout/g
 	plane/rollout/order.c plane/rollout/order.h plane/rollout/rollout.c plane/rollout/rollout.h
 # core/: store, deltas, streams, writes, node records, events
 libplane_la_SOURCES += plane/core/core.c plane/core/core.h plane/core/delta.c plane/core/delta.h plane/core/digests.c \
-	plane/core/digests.h plane/core/events.c plane/core/events.h plane/core/freshness.c \
+	plane/core/digests.h plane/core/events.c plane/core/events.h plane/core/freeze_state.c plane/core/freeze_state.h plane/core/freshness.c \
 	plane/core/freshness.h plane/core/hub.c plane/core/hub.h plane/core/nodekeys.c plane/core/nodekeys.h plane/core/nodes.c plane/core/nodes.h \
 	plane/core/pushcache.c plane/core/pushcache.h plane/core/relay_feed.c plane/core/relay_feed.h plane/core/sealed.c plane/core/sealed.h plane/core/sse_writer.c plane/core/sse_writer.h \
 	plane/core/statements.c plane/core/statements.h plane/core/store.c plane/core/store.h \
@@ -34,12 +34,12 @@ libplane_la_SOURCES += plane/persist/persist.c plane/persist/persist.h plane/per
 libplane_la_SOURCES += plane/persist/sqlite/db.c plane/persist/sqlite/db.h \
 	plane/persist/sqlite/nodes.c plane/persist/sqlite/rollout.c plane/persist/sqlite/rollout.h \
 	plane/persist/sqlite/sqlite.c plane/persist/sqlite/sqlite.h plane/persist/sqlite/store.c \
-	plane/persist/sqlite/store.h plane/persist/sqlite/ticket_keys.c plane/persist/sqlite/tokens.c plane/persist/sqlite/vlog.c \
+	plane/persist/sqlite/store.h plane/persist/sqlite/ticket_keys.c plane/persist/sqlite/tokens.c plane/persist/sqlite/freeze.c plane/persist/sqlite/vlog.c \
 	plane/persist/sqlite/vlog.h
 # persist/etcd/
 libplane_la_SOURCES += plane/persist/etcd/client.c plane/persist/etcd/client.h \
 	plane/persist/etcd/etcd.c plane/persist/etcd/etcd.h plane/persist/etcd/hist.c \
-	plane/persist/etcd/lease.c plane/persist/etcd/records.c plane/persist/etcd/ticket_keys.c plane/persist/etcd/value.c \
+	plane/persist/etcd/lease.c plane/persist/etcd/records.c plane/persist/etcd/ticket_keys.c plane/persist/etcd/value.c plane/persist/etcd/freeze.c \
 	plane/persist/etcd/value.h plane/persist/etcd/vlog.c plane/persist/etcd/watch.c
 # persist/relay/
 libplane_la_SOURCES += plane/persist/relay/link.c plane/persist/relay/link.h \

@@ -4,6 +4,7 @@
 #include "api/api.h"
 #include "core/digests.h"
 #include "core/events.h"
+#include "core/freeze_state.h"
 #include "core/freshness.h"
 #include "core/hub.h"
 #include "core/nodes.h"
@@ -412,6 +413,7 @@ int plane_start(struct plane *p, char *err, size_t errlen)
 	if (events_start(p->core.events, err, errlen) < 0)
 		return -1;
 	gate_set_events(p->gate, p->core.events);
+	p->core.freeze = freeze_state_new(p->core.persist, p->core.events);
 	p->core.hub = hub_new(&p->core, store_version(p->core.store));
 	if (hub_start(p->core.hub, err, errlen) < 0)
 		return -1;
@@ -483,6 +485,8 @@ void plane_stop(struct plane *p)
 	hub_free(p->core.hub);
 	p->core.hub = NULL;
 	gate_set_events(p->gate, NULL);
+	freeze_state_free(p->core.freeze);
+	p->core.freeze = NULL;
 	events_free(p->core.events);
 	freshness_free(p->core.fresh);
 	p->core.fresh = NULL;

@@ -2,6 +2,7 @@
  * methods, what its caller needs before the body is read, the most its
  * body may be, and its handler. plane.c hands the table to the server. */
 #include "api/api.h"
+#include "freeze.h"
 #include "nodekey.h"
 #include "traffic.h"
 
@@ -215,6 +216,12 @@ static enum http_result tokens_one(void *ctx, struct http_conn *c, struct reques
 	return api_tokens(PLANE(ctx), c, r, m, rest);
 }
 
+static enum http_result freeze(void *ctx, struct http_conn *c, struct request *r, const char *m, const char *rest)
+{
+	(void)rest;
+	return api_freeze(PLANE(ctx), c, r, m);
+}
+
 /* path, prefix, allow, gate (not GET), open, relay_serves, body_cap, handler */
 const struct http_route api_routes[] = {
 	{ "/healthz", false, "GET", GATE_ANY, true, false, 0, healthz },
@@ -254,6 +261,8 @@ const struct http_route api_routes[] = {
 	{ "/v1/rollouts", false, "GET", GATE_ANY, false, false, 0, rollouts },
 	{ "/v1/rollouts/current", false, "GET", GATE_ANY, false, false, 0, rollout_current },
 	{ "/v1/rollouts/current/abort", false, "POST", GATE_OPERATOR, false, false, 0, rollout_abort },
+	/* a freeze's message may be escaped to 6 bytes a byte */
+	{ "/v1/freeze", false, "GET, PUT, DELETE", GATE_OPERATOR, false, false, FREEZE_RECORD_MAX, freeze },
 	{ "/v1/tokens", false, "GET, POST", GATE_ADMIN, false, false, 0, tokens_list },
 	{ "/v1/tokens/", true, "DELETE", GATE_ADMIN, false, false, 0, tokens_one },
 	{ NULL, false, NULL, GATE_ANY, false, false, 0, NULL },

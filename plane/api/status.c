@@ -4,6 +4,7 @@
 #include "core/core.h"
 #include "core/digests.h"
 #include "core/events.h"
+#include "core/freeze_state.h"
 #include "core/freshness.h"
 #include "core/hub.h"
 #include "core/nodes.h"
@@ -76,7 +77,9 @@ enum http_result api_status(struct api *p, struct http_conn *c)
 		freshness_member(p->core->fresh, &b);
 	else
 		buf_puts(&b, ",\"stale\":null");
-	buf_printf(&b, ",\"stale_episodes\":%llu}", (unsigned long long)freshness_episodes(p->core->fresh));
+	buf_printf(&b, ",\"stale_episodes\":%llu", (unsigned long long)freshness_episodes(p->core->fresh));
+	freeze_state_member(p->core->freeze, &b);   /* "freeze": while one holds */
+	buf_putc(&b, '}');
 	return http_send_json(c, HTTP_OK, &b);
 }
 
@@ -220,6 +223,7 @@ enum http_result api_metrics(struct api *p, struct http_conn *c)
 		       ds.walks_refused);
 	}
 	auth_metrics(p->auth, &b);
+	freeze_state_metrics(p->core->freeze, &b);
 	rollout_metrics(p->rollout, &b);
 	events_metrics(p->core->events, &b);
 	nodes_metrics(p->core->nodes, version, &b);

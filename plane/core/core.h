@@ -67,6 +67,7 @@ struct core {
 	struct statements *statements;
 	struct overrides *overrides;   /* versions that overrode a guard (statements, pushes) */
 	const struct sealed_conf *sealed;   /* --sealed-secrets (NULL: off) */
+	struct freeze_state *freeze;   /* the freeze window (NULL: none, tests) */
 	char boot_id[12];
 	atomic_uint_fast64_t nonce_seq;
 	struct core_counters ctr;

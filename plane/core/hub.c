@@ -4,6 +4,7 @@
 #include "alive.h"
 #include "core/core.h"
 #include "core/events.h"
+#include "core/freeze_state.h"
 #include "core/freshness.h"
 #include "core/nodes.h"
 #include "core/overrides.h"
@@ -884,6 +885,8 @@ static void *keeper_main(void *arg)
 	while (!h->stop) {
 		pthread_mutex_unlock(&h->lock);
 		alive_beat();
+		/* a freeze that ended by itself, or one another replica set */
+		freeze_state_tick(p->freeze);
 		/* the rollout's gates: bake time, ACK timeouts, next rollout */
 		core_step(p);
 		if (nodes_flush(p->nodes, err, sizeof(err)) < 0) {

@@ -6,12 +6,14 @@
 #include "alive.h"
 #include "core/core.h"
 #include "core/events.h"
+#include "core/freeze_state.h"
 #include "core/freshness.h"
 #include "core/guardcheck.h"
 #include "core/hub.h"
 #include "core/overrides.h"
 #include "core/sealed.h"
 #include "core/validate.h"
+#include "freeze.h"
 #include "log.h"
 #include "util.h"
 #include "xmalloc.h"
@@ -110,10 +112,25 @@ void writer_commit(struct core *p, struct store_change *ch, size_t n, bool must_
 		return;
 	}
 
+	bool passed_freeze = false;
+	char frozen[2048];
+	unsigned fst;
 	/* with replicas, another may commit first: validate again against
 	 * its newer state and retry, a few times */
 	for (int attempt = 0;; attempt++) {
 		store_write_lock(p->store);
+		/* a freeze window refuses it (423), unless an admin's override
+		 * passes: asked under the writer lock, as a freeze is set
+		 * (api/freeze.c), so no write checked before a freeze lands after it */
+		fst = freeze_state_check(p->freeze, opts ? opts->override : NULL, opts && opts->admin, &passed_freeze,
+					 frozen, sizeof(frozen));
+		if (fst) {
+			store_write_unlock(p->store);
+			for (size_t i = 0; i < n; i++)
+				free(ch[i].body);
+			write_result_error(res, fst, "%s", frozen);
+			return;
+		}
 		if (must_exist) {
 			const struct store_entry *e = store_get(p->store, ch[0].name);
 			if (!e || !e->body) {
@@ -143,8 +160,10 @@ void writer_commit(struct core *p, struct store_change *ch, size_t n, bool must_
 		char *passed = NULL, *record = NULL;
 		if (rc == 0)
 			rc = guardcheck_write(p->store, ch, n, reason, &passed, err, sizeof(err));
-		/* passed: the JSON array of what the override passed (a freeze's
-		 * hook adds "freeze" to it here) */
+		/* passed: the JSON array of what the override passed, "freeze"
+		 * first when it passed a freeze window */
+		if (rc == 0 && passed_freeze)
+			passed = freeze_passed_add(passed);
 		if (rc == 0 && (record = guardcheck_record(reason, passed)))
 			overrides_note(p->overrides, seen + 1);
 		meta.override = record;
@@ -195,6 +214,8 @@ void writer_commit(struct core *p, struct store_change *ch, size_t n, bool must_
 		events_version(p->events, version, ch, n, "write");
 		core_step(p);   /* staged: the version becomes a rollout */
 	}
+	if (passed_freeze)
+		freeze_state_passed(p->freeze, version, opts->author, opts->override);
 	res->status = HTTP_OK;
 	res->gzip_ok = false;
 	res->error = NULL;

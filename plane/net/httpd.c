@@ -175,6 +175,7 @@ static const char *reason(unsigned status)
 	case 413: return "Content Too Large";
 	case 421: return "Misdirected Request";
 	case 422: return "Unprocessable Content";
+	case 423: return "Locked";
 	case 429: return "Too Many Requests";
 	case 431: return "Request Header Fields Too Large";
 	case 500: return "Internal Server Error";

@@ -318,6 +318,14 @@ struct persist_ops {
 	int (*ticket_keys_swap)(struct persist *p, const struct persist_ticket_keys *k, uint64_t *rev, char *err,
 				size_t errlen);
 
+	/* the freeze window (docs/protocol.md "Freeze windows"; NULL: the
+	 * backend keeps none, as a relay's, which takes no write):
+	 * freeze_load: 1 with *json (its record as JSON, freeze.h;
+	 * allocated), 0 none stored; freeze_save: json stored (NULL: none,
+	 * the freeze is off), durably, seen by every replica */
+	int (*freeze_load)(struct persist *p, char **json, char *err, size_t errlen);
+	int (*freeze_save)(struct persist *p, const char *json, char *err, size_t errlen);
+
 	/* shared backends (NULL otherwise): follow what other replicas
 	 * commit, from just after what load read; and the figures */
 	int (*follow)(struct persist *p, const struct persist_follow *f, char *err, size_t errlen);

@@ -9,6 +9,7 @@
 #include "rollout/rollout.h"
 #include "core/core.h"
 #include "core/events.h"
+#include "core/freeze_state.h"
 #include "core/guardcheck.h"
 #include "core/hub.h"
 #include "core/overrides.h"
@@ -805,6 +806,12 @@ void rollout_step(struct rollout *r)
 		}
 		pthread_mutex_unlock(&r->lock);
 		free(held);
+		/* a freeze holds the rollout where it is: no next stage, no
+		 * completion (it releases the version to every node), no new
+		 * rollout until it ends (a revert still runs); asked of the
+		 * store, so one another replica just set holds at once */
+		if ((act == ACT_ADVANCE || act == ACT_COMPLETE || act == ACT_START) && freeze_state_blocks(r->p->freeze))
+			act = ACT_NONE;
 
 		if (act == ACT_NONE)
 			break;
@@ -1020,6 +1027,14 @@ int rollout_current_json(struct rollout *r, struct buf *out)
 		/* the gates' comparison (their own lock: not under ours) */
 		out->len--;
 		gate_json(r->gate, id, live, out);
+		buf_putc(out, '}');
+	}
+	char why[FREEZE_MESSAGE_MAX + FREEZE_BY_MAX + 64];
+	if (rc == 0 && live && out->len && out->data[out->len - 1] == '}' &&
+	    freeze_state_holds(r->p->freeze, why, sizeof(why))) {
+		out->len--;   /* "frozen": why a freeze holds it */
+		buf_puts(out, ",\"frozen\":");
+		buf_json_string(out, why);
 		buf_putc(out, '}');
 	}
 	return rc;

@@ -19,6 +19,7 @@ const state = {
 	filter: [],
 	started: false,
 	stale: null,           // {since, why} while the plane is stale
+	freeze: null,          // {until, message, by, at} while a freeze window holds
 };
 window.tetherConsole = state;   // for tests and the curious
 
@@ -115,6 +116,17 @@ function renderStale() {
 			'Lag here is judged against the version it holds.';
 }
 
+// a freeze window: every write refused, rollouts held (GET /v1/status,
+// 'freeze' and 'thaw' events)
+function renderFreeze() {
+	const b = $('freeze');
+	const f = state.freeze;
+	b.hidden = !f;
+	if (f)
+		b.textContent = 'Frozen until ' + new Date(f.until * 1000).toISOString().replace('.000Z', 'Z') + ' by ' +
+			f.by + ': ' + f.message + '. Writes are refused and rollouts held; an admin may pass with --override.';
+}
+
 async function loadStatus() {
 	const st = await getJSON('/v1/status');
 	if (!st)
@@ -122,6 +134,7 @@ async function loadStatus() {
 	if (st.version > state.version)
 		state.version = st.version;
 	state.stale = st.stale || null;
+	state.freeze = st.freeze || null;
 }
 
 // Why a node is not at its target: its NACK, or a held NACK (it waits for
@@ -190,6 +203,8 @@ function renderRollout() {
 	];
 	if (r.reason)
 		parts.push(el('p', { class: 'reason' }, r.reason));
+	if (r.frozen && r.state === 'in_progress')
+		parts.push(el('p', { class: 'reason frozen' }, r.frozen));
 	// per stage, as the plane counts them: members ACKed (healthy),
 	// unhealthy, NACKed, pending
 	const stages = r.stages || [r.stage];
@@ -299,6 +314,11 @@ function logEvent(type, id, data) {
 	case 'plane': text = data.current ? 'this plane is current again' :
 		'this plane is stale: ' + ((data.stale && data.stale.why) || '?'); break;
 	case 'reset': text = 'missed events: reloaded'; break;
+	case 'freeze': text = 'frozen until ' + new Date(data.until * 1000).toISOString().replace('.000Z', 'Z') +
+		' by ' + data.by + ': ' + data.message; break;
+	case 'thaw': text = 'the freeze by ' + data.by + ' ended (' + data.ended + ')'; break;
+	case 'freeze_passed': text = 'version ' + data.version + ' by ' + data.by + ' passed the freeze: ' + data.reason;
+		break;
 	}
 	const list = $('events');
 	list.prepend(el('li', { class: type, 'data-id': id || '' }, new Date().toLocaleTimeString() + ' ' + text));
@@ -309,6 +329,7 @@ function logEvent(type, id, data) {
 function renderAll() {
 	renderVersion();
 	renderStale();
+	renderFreeze();
 	renderNodes();
 	renderNacks();
 	renderRollout();
@@ -465,6 +486,15 @@ function onEvent(type, id, raw) {
 	case 'plane':
 		state.stale = data.current ? null : data.stale || null;
 		renderStale();
+		break;
+	case 'freeze':
+		state.freeze = data;
+		renderFreeze();
+		break;
+	case 'thaw':
+		state.freeze = null;
+		renderFreeze();
+		loadStatus().then(renderFreeze).catch(() => {});   // a new one may have replaced it
 		break;
 	case 'reset':
 		loadSnapshot().catch(() => {});

@@ -13,7 +13,8 @@
  *   vlog/VERSION, vrev/TO, vlog_floor   the version log (persist/etcd/vlog.c)
  *   replicas/ID        a replica that is up (on its lease)
  *   controller         the rollout controller's replica id (on its lease)
- *   ticket_keys        the TLS session-ticket keys (persist/ticket_keys.h) */
+ *   ticket_keys        the TLS session-ticket keys (persist/ticket_keys.h)
+ *   freeze             the freeze window's record (JSON, freeze.h; absent: none) */
 #ifndef TETHER_PERSIST_ETCD_H
 #define TETHER_PERSIST_ETCD_H
 
@@ -103,6 +104,10 @@ int etcd_ticket_keys_load(struct persist *p, struct persist_ticket_keys *k, uint
 			  size_t errlen);
 int etcd_ticket_keys_swap(struct persist *p, const struct persist_ticket_keys *k, uint64_t *rev, char *err,
 			  size_t errlen);
+
+/* The freeze window (persist/etcd/freeze.c). */
+int etcd_freeze_load(struct persist *p, char **json, char *err, size_t errlen);
+int etcd_freeze_save(struct persist *p, const char *json, char *err, size_t errlen);
 
 /* This replica's lease (persist/etcd/lease.c): its key under replicas/, the
  * rollout controller's election, and the set of replicas up. */

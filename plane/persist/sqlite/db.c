@@ -20,7 +20,8 @@
  * (nodes.key_via; key_at became the registrations' high-water mark,
  * kept when no key is live); 6: nodes.key_pending (a relay's key waiting
  * for an admin, --approve-relay-keys); 7: vlog.override (a write's
- * override of guards: {"reason","passed"} JSON, NULL: none) */
+ * override of guards: {"reason","passed"} JSON, NULL: none), the freeze
+ * window (table freeze) */
 #define SCHEMA_VERSION 7
 
 static const char schema[] =
@@ -62,7 +63,9 @@ static const char schema[] =
 	"  stale_acks INTEGER NOT NULL DEFAULT 0, sub TEXT,"
 	"  key TEXT, key_id TEXT, key_at INTEGER NOT NULL DEFAULT 0, revoked TEXT,"
 	"  held_version INTEGER NOT NULL DEFAULT 0, held_reason TEXT, held_at INTEGER NOT NULL DEFAULT 0,"
-	"  key_via TEXT, key_pending INTEGER NOT NULL DEFAULT 0);";
+	"  key_via TEXT, key_pending INTEGER NOT NULL DEFAULT 0);"
+	"CREATE TABLE IF NOT EXISTS freeze("
+	"  id INTEGER PRIMARY KEY CHECK (id = 1), record TEXT NOT NULL);";
 
 /* Schema 4's to 6's columns of nodes, as an older database gets them. */
 static const char *const nodes_added[][2] = {

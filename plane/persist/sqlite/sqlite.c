@@ -135,6 +135,8 @@ static const struct persist_ops persist_sqlite_ops = {
 	.token_revoke = tokens_sqlite_revoke,
 	.ticket_keys_load = ticket_keys_sqlite_load,
 	.ticket_keys_swap = ticket_keys_sqlite_swap,
+	.freeze_load = freeze_sqlite_load,
+	.freeze_save = freeze_sqlite_save,
 };
 
 struct persist *persist_sqlite_open(const char *dir, char *err, size_t errlen)

@@ -26,4 +26,8 @@ int ticket_keys_sqlite_load(struct persist *p, struct persist_ticket_keys *k, ui
 int ticket_keys_sqlite_swap(struct persist *p, const struct persist_ticket_keys *k, uint64_t *rev, char *err,
 			    size_t errlen);
 
+/* the freeze window (persist/sqlite/freeze.c) */
+int freeze_sqlite_load(struct persist *p, char **json, char *err, size_t errlen);
+int freeze_sqlite_save(struct persist *p, const char *json, char *err, size_t errlen);
+
 #endif

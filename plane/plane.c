@@ -2,6 +2,7 @@
  * plane.h). */
 #include "plane.h"
 #include "api/api.h"
+#include "core/approvals.h"
 #include "core/digests.h"
 #include "core/events.h"
 #include "core/freshness.h"
@@ -69,13 +70,17 @@ int plane_load_token(struct plane *p, char *err, size_t errlen)
 static uint64_t hook_target(void *ctx, const char *node)
 {
 	struct plane *p = ctx;
-	return rollout_target(p->rollout, node);   /* VERSION_LATEST: the newest */
+	uint64_t t = rollout_target(p->rollout, node);   /* VERSION_LATEST: the newest */
+	/* a node that requires approvals: held at the newest approved */
+	return p->core.approvals ? approvals_target(p->core.approvals, node, t) : t;
 }
 
 static void hook_sent(void *ctx, const char *node, uint64_t version, bool has_content)
 {
 	struct plane *p = ctx;
 	rollout_sent(p->rollout, node, version, has_content);
+	if (p->core.approvals)
+		approvals_sent(p->core.approvals, node, version);
 }
 
 static void hook_step(void *ctx)
@@ -236,7 +241,7 @@ static bool relay_up_cb(void *ctx, const char *relay)
 
 static uint64_t target_cb(void *ctx, const char *node)
 {
-	return rollout_target(ctx, node);
+	return hook_target(ctx, node);   /* the rollout's, and approvals' hold */
 }
 
 void plane_reload(struct plane *p)
@@ -317,6 +322,9 @@ int plane_start(struct plane *p, char *err, size_t errlen)
 	if (!p->core.tokens)
 		return -1;
 	p->auth.tokens = p->core.tokens;
+	p->core.approvals = approvals_new(p->core.persist);
+	if (approvals_load(p->core.approvals, err, errlen) < 0)
+		return -1;
 	if (p->tls && p->cfg.tls_ticket_rotation > 0) {
 		/* a relay's backend keeps no keys: its own, in memory */
 		char terr[256];
@@ -371,11 +379,12 @@ int plane_start(struct plane *p, char *err, size_t errlen)
 		sealed_log_plaintext(p->core.store);
 		store_rdunlock(p->core.store);
 	}
-	nodes_set_target(p->core.nodes, target_cb, p->rollout, p->cfg.lag_alert);
+	nodes_set_target(p->core.nodes, target_cb, p, p->cfg.lag_alert);
 	nodes_set_relay_up(p->core.nodes, relay_up_cb, p, relay);
 	nodes_set_approve_relay_keys(p->core.nodes, p->cfg.approve_relay_keys);
+	nodes_set_approvals(p->core.nodes, p->core.approvals);
 	p->core.pushes = pushcache_new(p->core.store, PUSH_CACHE_ENTRIES, PUSH_CACHE_BYTES);
-	pushcache_set_target(p->core.pushes, target_cb, p->rollout);
+	pushcache_set_target(p->core.pushes, target_cb, p);
 	if (p->cfg.signing_key) {
 		int64_t ttl = (int64_t)p->cfg.statement_ttl;
 		int64_t refresh = (int64_t)p->cfg.heartbeat;
@@ -485,6 +494,8 @@ void plane_stop(struct plane *p)
 	nodes_free(p->core.nodes);
 	p->core.nodes = NULL;
 	tokens_free(p->core.tokens);
+	approvals_free(p->core.approvals);
+	p->core.approvals = NULL;
 	p->core.tokens = NULL;
 	ticket_keeper_free(p->tickets);
 	p->tickets = NULL;

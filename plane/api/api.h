@@ -77,6 +77,8 @@ enum http_result api_rollout_current(struct api *p, struct http_conn *c);
 enum http_result api_rollout_abort(struct api *p, struct http_conn *c);
 enum http_result api_events(struct api *p, struct http_conn *c);
 enum http_result api_ui(struct api *p, struct http_conn *c, const char *rest);
+/* POST and GET /v1/approvals (api/approvals.c). */
+enum http_result api_approvals(struct api *p, struct http_conn *c, struct request *r, const char *method);
 enum http_result api_tokens(struct api *p, struct http_conn *c, struct request *r, const char *method,
 			   const char *id);
 

@@ -215,6 +215,13 @@ static enum http_result tokens_one(void *ctx, struct http_conn *c, struct reques
 	return api_tokens(PLANE(ctx), c, r, m, rest);
 }
 
+static enum http_result approvals(void *ctx, struct http_conn *c, struct request *r, const char *m,
+				  const char *rest)
+{
+	(void)rest;
+	return api_approvals(PLANE(ctx), c, r, m);
+}
+
 /* path, prefix, allow, gate (not GET), open, relay_serves, body_cap, handler */
 const struct http_route api_routes[] = {
 	{ "/healthz", false, "GET", GATE_ANY, true, false, 0, healthz },
@@ -254,6 +261,8 @@ const struct http_route api_routes[] = {
 	{ "/v1/rollouts", false, "GET", GATE_ANY, false, false, 0, rollouts },
 	{ "/v1/rollouts/current", false, "GET", GATE_ANY, false, false, 0, rollout_current },
 	{ "/v1/rollouts/current/abort", false, "POST", GATE_OPERATOR, false, false, 0, rollout_abort },
+	/* up to 32 approval tokens */
+	{ "/v1/approvals", false, "GET, POST", GATE_OPERATOR, false, false, 320 * 1024, approvals },
 	{ "/v1/tokens", false, "GET, POST", GATE_ADMIN, false, false, 0, tokens_list },
 	{ "/v1/tokens/", true, "DELETE", GATE_ADMIN, false, false, 0, tokens_one },
 	{ NULL, false, NULL, GATE_ANY, false, false, 0, NULL },

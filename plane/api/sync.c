@@ -3,6 +3,8 @@
  * node, version, sub and labels; both send a delta from the node's version
  * (a snapshot at 0), with a nonce the node echoes in its ACK. */
 #include "api/api.h"
+#include "approval.h"
+#include "core/approvals.h"
 #include "core/core.h"
 #include "core/freshness.h"
 #include "core/hub.h"
@@ -32,6 +34,7 @@ struct sync_params {
 	struct sub sub;
 	char *labels;      /* canonical JSON, or NULL when not given */
 	bool unacked;      /* unacked=1: the node holds version and has not ACKed it */
+	unsigned approvals;   /* approvals=K: the node requires K approvals (0: none) */
 };
 
 static void params_release(struct sync_params *sp)
@@ -65,6 +68,15 @@ static int params_parse(struct http_conn *c, struct sync_params *sp, bool use_la
 		*ret = http_send_error(c, HTTP_BAD_REQUEST, "%s", err);
 		return -1;
 	}
+	const char *ap = http_query(c, "approvals");
+	uint64_t k = 0;
+	if (ap && parse_uint_range(ap, 1, APPROVALS_MAX, &k) < 0) {
+		sub_release(&sp->sub);
+		*ret = http_send_error(c, HTTP_BAD_REQUEST, "approvals: '%.32s' is not 1..%d (the approvals the node "
+				       "requires)", ap, APPROVALS_MAX);
+		return -1;
+	}
+	sp->approvals = (unsigned)k;
 	const char *u = http_query(c, "unacked");
 	sp->unacked = u && strcmp(u, "1") == 0;
 	const char *l = http_query(c, "labels");
@@ -82,6 +94,24 @@ static int params_parse(struct http_conn *c, struct sync_params *sp, bool use_la
 	return 0;
 }
 
+/* approvals=K: the node is held until K keys approved (core/approvals.h).
+ * A relay computes no holds: it refuses. 0, or sends the refusal (params
+ * released) and returns -1. */
+static int require_approvals(struct api *p, struct http_conn *c, struct sync_params *sp, enum http_result *ret)
+{
+	if (sp->approvals && core_is_relay(p->core)) {
+		params_release(sp);
+		*ret = http_send_error(c, HTTP_CONFLICT, "approvals: this plane is a relay, which does not hold nodes "
+				       "for approvals: connect a node started with --approvals to the plane itself "
+				       "(docs/protocol.md, \"Approvals\")");
+		return -1;
+	}
+	approvals_node(p->core->approvals, sp->node, sp->approvals, sp->sub.canon, sp->version);
+	if (sp->approvals)
+		approvals_keep(p->core->approvals, p->core->store);
+	return 0;
+}
+
 enum http_result api_stream(struct api *p, struct http_conn *c)
 {
 	struct sync_params sp;
@@ -93,6 +123,8 @@ enum http_result api_stream(struct api *p, struct http_conn *c)
 		params_release(&sp);
 		return ret;
 	}
+	if (require_approvals(p, c, &sp, &ret) < 0)
+		return ret;
 	if (nodes_seen(p->core->nodes, sp.node, sp.labels, "sse") < 0) {
 		params_release(&sp);
 		return http_send_error(c, HTTP_SERVICE_UNAVAILABLE, "node registry is full (max-nodes)");
@@ -195,6 +227,8 @@ enum http_result api_config(struct api *p, struct http_conn *c, struct request *
 		params_release(&sp);
 		return ret;
 	}
+	if (!resumed && require_approvals(p, c, &sp, &ret) < 0)
+		return ret;
 	uint64_t wait_s = 0;
 	const char *w = http_query(c, "wait");
 	if (w && parse_uint_range(w, 0, MAX_WAIT_S, &wait_s) < 0) {
@@ -269,6 +303,7 @@ enum http_result api_config(struct api *p, struct http_conn *c, struct request *
 	buf_putc(&b, ',');
 	if (stmt)
 		buf_printf(&b, "\"statement\":\"%s\",", stmt);
+	approvals_push_json(p->core->approvals, sp.node, blob->version, &b);
 	buf_append(&b, blob->raw, blob->raw_len);
 	buf_putc(&b, '\n');
 	core_sent(p->core, sp.node, blob->version, nonce, blob->nup + blob->nrm > 0);

@@ -63,6 +63,7 @@ struct core {
 	struct tokens *tokens;
 	struct digests *digests;       /* NULL: no signing */
 	struct statements *statements;
+	struct approvals *approvals;   /* tokens kept, nodes that require them (core/approvals.h) */
 	const struct sealed_conf *sealed;   /* --sealed-secrets (NULL: off) */
 	char boot_id[12];
 	atomic_uint_fast64_t nonce_seq;

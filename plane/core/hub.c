@@ -1,6 +1,7 @@
 /* core/hub.c: streams, long-poll waiters, the ticker (heartbeats, deadlines)
  * and the keeper (what writes to the backend) (see hub.h). */
 #include "core/hub.h"
+#include "core/approvals.h"
 #include "alive.h"
 #include "core/core.h"
 #include "core/events.h"
@@ -441,6 +442,8 @@ static bool make_push(struct stream *st, const char *pre, uint64_t from)
 		buf_puts(&text, "\",");
 		free(stmt);
 	}
+	if (p->approvals)   /* a node that requires approvals gets them beside the statement */
+		approvals_push_json(p->approvals, st->node, b->version, &text);
 	set_own(st, &text);
 	st->blob = b;
 	if (st->gzip) {

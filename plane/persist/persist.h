@@ -183,6 +183,14 @@ struct persist_token {
 };
 typedef int (*persist_token_cb)(void *ctx, const struct persist_token *t);
 
+/* One approval token (common/approval.h) the plane verified and keeps:
+ * for (version, canonical sub), by key kid. */
+struct persist_approval {
+	uint64_t version;
+	const char *sub, *kid, *token;
+};
+typedef int (*persist_approval_cb)(void *ctx, const struct persist_approval *a);
+
 /* The TLS session-ticket keys (http/tickets.c): GnuTLS master keys (64
  * bytes each) the plane's replicas share, so a session resumes across a
  * restart and a failover. A secret: never logged nor served. cur encrypts
@@ -298,6 +306,11 @@ struct persist_ops {
 	int (*tokens_load)(struct persist *p, persist_token_cb cb, void *ctx, char *err, size_t errlen);
 	int (*token_add)(struct persist *p, const struct persist_token *t, char *err, size_t errlen);
 	int (*token_revoke)(struct persist *p, const char *id, int64_t when, char *err, size_t errlen);
+
+	/* approvals (NULL: kept in memory only, as a relay's): all of them;
+	 * one more (a repeat of (version, sub, kid) replaces it), durably */
+	int (*approvals_load)(struct persist *p, persist_approval_cb cb, void *ctx, char *err, size_t errlen);
+	int (*approval_add)(struct persist *p, const struct persist_approval *a, char *err, size_t errlen);
 
 	/* the TLS session-ticket keys (NULL: the backend keeps none, as a
 	 * relay's: its plane makes its own in memory). ticket_keys_load: 1

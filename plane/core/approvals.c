@@ -1,0 +1,357 @@
+/* core/approvals.c: the plane's approvals: tokens kept, nodes that require
+ * them, the hold (see approvals.h). Returned buffers are the caller's. */
+#include "core/approvals.h"
+#include "core/store.h"
+#include "log.h"
+#include "strmap.h"
+#include "xmalloc.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct entry {
+	uint64_t version;
+	char *sub, *kid, *token;
+};
+
+struct anode {
+	char *name, *sub;
+	unsigned k;
+	uint64_t held;
+};
+
+struct approvals {
+	struct persist *persist;
+	pthread_mutex_t lock;
+	struct entry *e;
+	size_t n, cap;
+	struct anode *nodes;
+	size_t nnodes, capnodes;
+	struct strmap by_node;   /* name -> index + 1 in nodes */
+};
+
+struct approvals *approvals_new(struct persist *p)
+{
+	struct approvals *a = xcalloc(1, sizeof(*a));
+	a->persist = p;
+	pthread_mutex_init(&a->lock, NULL);
+	strmap_init(&a->by_node);
+	return a;
+}
+
+void approvals_free(struct approvals *a)
+{
+	if (!a)
+		return;
+	for (size_t i = 0; i < a->n; i++) {
+		free(a->e[i].sub);
+		free(a->e[i].kid);
+		free(a->e[i].token);
+	}
+	free(a->e);
+	for (size_t i = 0; i < a->nnodes; i++) {
+		free(a->nodes[i].name);
+		free(a->nodes[i].sub);
+	}
+	free(a->nodes);
+	strmap_release(&a->by_node);
+	pthread_mutex_destroy(&a->lock);
+	free(a);
+}
+
+/* Call with the lock held. 1 new, 0 replaced. */
+static int put(struct approvals *a, uint64_t version, const char *sub, const char *kid, const char *token)
+{
+	for (size_t i = 0; i < a->n; i++) {
+		struct entry *e = &a->e[i];
+		if (e->version == version && strcmp(e->sub, sub) == 0 && strcmp(e->kid, kid) == 0) {
+			free(e->token);
+			e->token = xstrdup(token);
+			return 0;
+		}
+	}
+	if (a->n == a->cap) {
+		a->cap = a->cap ? a->cap * 2 : 16;
+		a->e = xrealloc(a->e, a->cap * sizeof(*a->e));
+	}
+	a->e[a->n++] = (struct entry){ version, xstrdup(sub), xstrdup(kid), xstrdup(token) };
+	return 1;
+}
+
+static int load_cb(void *ctx, const struct persist_approval *pa)
+{
+	struct approvals *a = ctx;
+	put(a, pa->version, pa->sub, pa->kid, pa->token);
+	return 0;
+}
+
+int approvals_load(struct approvals *a, char *err, size_t errlen)
+{
+	if (!a->persist->ops->approvals_load)
+		return 0;
+	pthread_mutex_lock(&a->lock);
+	int rc = a->persist->ops->approvals_load(a->persist, load_cb, a, err, errlen);
+	pthread_mutex_unlock(&a->lock);
+	return rc;
+}
+
+int approvals_add(struct approvals *a, uint64_t version, const char *sub, const char *kid, const char *token,
+		  char *err, size_t errlen)
+{
+	struct persist_approval pa = { version, sub, kid, token };
+	if (a->persist->ops->approval_add && a->persist->ops->approval_add(a->persist, &pa, err, errlen) < 0)
+		return -1;
+	pthread_mutex_lock(&a->lock);
+	int rc = put(a, version, sub, kid, token);
+	pthread_mutex_unlock(&a->lock);
+	return rc;
+}
+
+/* Distinct keys that approved (version, sub). Lock held. */
+static size_t count(const struct approvals *a, uint64_t version, const char *sub)
+{
+	size_t c = 0;
+	for (size_t i = 0; i < a->n; i++)
+		if (a->e[i].version == version && strcmp(a->e[i].sub, sub) == 0)
+			c++;   /* (version, sub, kid) is kept once */
+	return c;
+}
+
+/* The newest version >= from with at least k approvals for sub, or 0. */
+static uint64_t newest_approved(const struct approvals *a, const char *sub, unsigned k, uint64_t from)
+{
+	uint64_t best = 0;
+	for (size_t i = 0; i < a->n; i++) {
+		const struct entry *e = &a->e[i];
+		if (e->version >= from && e->version > best && strcmp(e->sub, sub) == 0 && count(a, e->version, sub) >= k)
+			best = e->version;
+	}
+	return best;
+}
+
+static struct anode *find_node(struct approvals *a, const char *node)
+{
+	intptr_t v = 0;
+	return strmap_get(&a->by_node, node, &v) && v ? &a->nodes[v - 1] : NULL;
+}
+
+void approvals_node(struct approvals *a, const char *node, unsigned k, const char *sub, uint64_t held)
+{
+	pthread_mutex_lock(&a->lock);
+	struct anode *n = find_node(a, node);
+	if (!k) {
+		if (n) {
+			/* forget it: the last one moves into its place */
+			size_t at = (size_t)(n - a->nodes);
+			const char *key = strmap_del(&a->by_node, node);
+			(void)key;
+			free(n->name);
+			free(n->sub);
+			a->nodes[at] = a->nodes[--a->nnodes];
+			if (at < a->nnodes)
+				strmap_put(&a->by_node, a->nodes[at].name, (intptr_t)at + 1);
+		}
+		pthread_mutex_unlock(&a->lock);
+		return;
+	}
+	if (!n) {
+		if (a->nnodes == a->capnodes) {
+			a->capnodes = a->capnodes ? a->capnodes * 2 : 8;
+			a->nodes = xrealloc(a->nodes, a->capnodes * sizeof(*a->nodes));
+			/* the names moved with their records: the map keys them again */
+			for (size_t i = 0; i < a->nnodes; i++)
+				strmap_put(&a->by_node, a->nodes[i].name, (intptr_t)i + 1);
+		}
+		n = &a->nodes[a->nnodes++];
+		memset(n, 0, sizeof(*n));
+		n->name = xstrdup(node);
+		strmap_put(&a->by_node, n->name, (intptr_t)a->nnodes);
+		log_info("approvals: node %s requires %u approvals", node, k);
+	}
+	n->k = k;
+	free(n->sub);
+	n->sub = xstrdup(sub ? sub : "");
+	n->held = held;
+	pthread_mutex_unlock(&a->lock);
+}
+
+void approvals_sent(struct approvals *a, const char *node, uint64_t version)
+{
+	pthread_mutex_lock(&a->lock);
+	struct anode *n = find_node(a, node);
+	if (n && version > n->held)
+		n->held = version;
+	pthread_mutex_unlock(&a->lock);
+}
+
+uint64_t approvals_target(struct approvals *a, const char *node, uint64_t target)
+{
+	pthread_mutex_lock(&a->lock);
+	struct anode *n = find_node(a, node);
+	if (n) {
+		uint64_t ok = newest_approved(a, n->sub, n->k, n->held);
+		if (!ok)
+			ok = n->held;
+		if (ok < target)
+			target = ok;
+		if (target < n->held)
+			target = n->held;
+	}
+	pthread_mutex_unlock(&a->lock);
+	return target;
+}
+
+bool approvals_floor(struct approvals *a, uint64_t *floor)
+{
+	pthread_mutex_lock(&a->lock);
+	uint64_t f = UINT64_MAX;
+	for (size_t i = 0; i < a->nnodes; i++)
+		if (a->nodes[i].held < f)
+			f = a->nodes[i].held;
+	bool any = a->nnodes > 0;
+	pthread_mutex_unlock(&a->lock);
+	*floor = any ? f : 0;
+	return any;
+}
+
+void approvals_keep(struct approvals *a, struct store *s)
+{
+	uint64_t floor;
+	bool on = approvals_floor(a, &floor);
+	store_set_hold(s, on, floor);
+}
+
+void approvals_push_json(struct approvals *a, const char *node, uint64_t version, struct buf *out)
+{
+	pthread_mutex_lock(&a->lock);
+	struct anode *n = find_node(a, node);
+	if (n) {
+		buf_puts(out, "\"approvals\":[");
+		bool first = true;
+		for (size_t i = 0; i < a->n; i++) {
+			if (a->e[i].version != version || strcmp(a->e[i].sub, n->sub) != 0)
+				continue;
+			if (!first)
+				buf_putc(out, ',');
+			first = false;
+			buf_json_string(out, a->e[i].token);
+		}
+		buf_puts(out, "],");
+	}
+	pthread_mutex_unlock(&a->lock);
+}
+
+/* The largest K a node requires (0: none). Lock held. */
+static unsigned needed(const struct approvals *a)
+{
+	unsigned k = 0;
+	for (size_t i = 0; i < a->nnodes; i++)
+		if (a->nodes[i].k > k)
+			k = a->nodes[i].k;
+	return k;
+}
+
+/* The distinct subscriptions in use: of the nodes that require approvals,
+ * and of the approvals kept for version. Lock held. */
+static void subs_of(const struct approvals *a, uint64_t version, bool with_kept, const char ***out, size_t *n)
+{
+	size_t cap = a->nnodes + a->n + 1;
+	const char **s = xcalloc(cap, sizeof(*s));
+	size_t k = 0;
+	for (size_t i = 0; i < a->nnodes + a->n; i++) {
+		const char *sub;
+		if (i < a->nnodes)
+			sub = a->nodes[i].sub;
+		else if (with_kept && a->e[i - a->nnodes].version == version)
+			sub = a->e[i - a->nnodes].sub;
+		else
+			continue;
+		bool seen = false;
+		for (size_t j = 0; j < k && !seen; j++)
+			seen = strcmp(s[j], sub) == 0;
+		if (!seen)
+			s[k++] = sub;
+	}
+	*out = s;
+	*n = k;
+}
+
+void approvals_version_json(struct approvals *a, uint64_t version, struct buf *out)
+{
+	pthread_mutex_lock(&a->lock);
+	buf_printf(out, "{\"version\":%llu,\"needed\":%u,\"approvals\":[", (unsigned long long)version, needed(a));
+	const char **subs;
+	size_t nsubs;
+	subs_of(a, version, true, &subs, &nsubs);
+	bool first = true;
+	for (size_t s = 0; s < nsubs; s++) {
+		if (!count(a, version, subs[s]))
+			continue;
+		if (!first)
+			buf_putc(out, ',');
+		first = false;
+		buf_puts(out, "{\"sub\":");
+		buf_json_string(out, subs[s]);
+		buf_puts(out, ",\"kids\":[");
+		bool f2 = true;
+		for (size_t i = 0; i < a->n; i++) {
+			if (a->e[i].version != version || strcmp(a->e[i].sub, subs[s]) != 0)
+				continue;
+			if (!f2)
+				buf_putc(out, ',');
+			f2 = false;
+			buf_json_string(out, a->e[i].kid);
+		}
+		buf_puts(out, "]}");
+	}
+	free(subs);
+	buf_puts(out, "],\"subs\":[");
+	subs_of(a, version, false, &subs, &nsubs);
+	for (size_t s = 0; s < nsubs; s++) {
+		if (s)
+			buf_putc(out, ',');
+		buf_json_string(out, subs[s]);
+	}
+	free(subs);
+	buf_puts(out, "]}");
+	pthread_mutex_unlock(&a->lock);
+}
+
+void approvals_node_json(struct approvals *a, const char *node, struct buf *out)
+{
+	pthread_mutex_lock(&a->lock);
+	struct anode *n = find_node(a, node);
+	if (n)
+		buf_printf(out, ",\"approvals\":%u,\"approved_version\":%llu", n->k,
+			   (unsigned long long)newest_approved(a, n->sub, n->k, 0));
+	pthread_mutex_unlock(&a->lock);
+}
+
+void approvals_log_json(struct approvals *a, uint64_t version, struct buf *out)
+{
+	pthread_mutex_lock(&a->lock);
+	unsigned k = needed(a);
+	size_t c = 0;
+	for (size_t i = 0; i < a->n; i++)
+		c += a->e[i].version == version;
+	if (k || c) {
+		buf_puts(out, ",\"approvals\":[");
+		bool first = true;
+		for (size_t i = 0; i < a->n; i++) {
+			if (a->e[i].version != version)
+				continue;
+			if (!first)
+				buf_putc(out, ',');
+			first = false;
+			buf_puts(out, "{\"kid\":");
+			buf_json_string(out, a->e[i].kid);
+			buf_puts(out, ",\"sub\":");
+			buf_json_string(out, a->e[i].sub);
+			buf_putc(out, '}');
+		}
+		buf_printf(out, "],\"approvals_needed\":%u", k);
+	}
+	pthread_mutex_unlock(&a->lock);
+}

@@ -1,0 +1,68 @@
+/* core/approvals.h: approvals that nodes enforce (docs/protocol.md,
+ * "Approvals"): the tokens the plane verified (POST /v1/approvals), kept
+ * per (version, subscription, key) in the backend; the nodes that require
+ * K of them (they say approvals=K when they connect; in memory); the hold
+ * (such a node's target is the newest version, at or above what it holds,
+ * that K distinct keys approved for its subscription); and the tokens a
+ * push to such a node carries.
+ *
+ * One mutex, a leaf: approvals_target runs under the hub, nodes and
+ * rollout locks (core_target), so nothing here calls out with it held.
+ * With replicas (etcd), each replica re-reads the backend's approvals at
+ * most once a second when it is asked a target or a push, so an approval
+ * another replica took in is seen within a second. */
+#ifndef TETHER_APPROVALS_H
+#define TETHER_APPROVALS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "persist/persist.h"
+
+struct approvals;
+
+struct approvals *approvals_new(struct persist *p);
+void approvals_free(struct approvals *a);
+/* Reads what the backend keeps. 0, or -1 with err. */
+int approvals_load(struct approvals *a, char *err, size_t errlen);
+
+/* Keeps a verified token: durably first, then in memory. 1 new, 0 the same
+ * (version, sub, kid) was had already (the newer token replaces it), -1
+ * with err (the backend failed). */
+int approvals_add(struct approvals *a, uint64_t version, const char *sub, const char *kid, const char *token,
+		  char *err, size_t errlen);
+
+/* A node connected saying approvals=k (k == 0: it requires none, and is
+ * forgotten), with subscription sub (canonical) while holding version
+ * held. */
+void approvals_node(struct approvals *a, const char *node, unsigned k, const char *sub, uint64_t held);
+/* A push of version went to node. */
+void approvals_sent(struct approvals *a, const char *node, uint64_t version);
+/* node's target under the hold: min(target, the newest approved version
+ * >= what it holds), never below what it holds; target itself for a node
+ * that requires none. UINT64_MAX: the newest. Leaf lock. */
+uint64_t approvals_target(struct approvals *a, const char *node, uint64_t target);
+/* Whether some node requires approvals, and the oldest version such a
+ * node holds (the store keeps history from there: store_set_hold). */
+bool approvals_floor(struct approvals *a, uint64_t *floor);
+/* Tells the store what history the hold needs (approvals_floor). Call
+ * holding no store lock (after approvals_node, a push, or a new approval). */
+struct store;
+void approvals_keep(struct approvals *a, struct store *s);
+
+/* A push's member for node at version, and its comma:
+ * "approvals":[token,...], (nothing for a node that requires none). */
+void approvals_push_json(struct approvals *a, const char *node, uint64_t version, struct buf *out);
+/* GET /v1/approvals?version=N: {"version":N,"approvals":[{"sub","kids":[...]}],
+ * "subs":[the subscriptions of the nodes that require approvals],"needed":K} */
+void approvals_version_json(struct approvals *a, uint64_t version, struct buf *out);
+/* /v1/nodes: ,"approvals":K,"approved_version":V for a node that requires
+ * them (nothing otherwise). */
+void approvals_node_json(struct approvals *a, const char *node, struct buf *out);
+/* The version log: ,"approvals":[{"kid","sub"}...],"approvals_needed":K
+ * when a node requires approvals or some are kept for version. */
+void approvals_log_json(struct approvals *a, uint64_t version, struct buf *out);
+
+#endif

@@ -19,8 +19,9 @@
  * NACK (held_version, held_reason, held_at); 5: where the key came from
  * (nodes.key_via; key_at became the registrations' high-water mark,
  * kept when no key is live); 6: nodes.key_pending (a relay's key waiting
- * for an admin, --approve-relay-keys) */
-#define SCHEMA_VERSION 6
+ * for an admin, --approve-relay-keys); 7: approvals (approval tokens per
+ * version, sub and key: core/approvals.h) */
+#define SCHEMA_VERSION 7
 
 static const char schema[] =
 	"CREATE TABLE IF NOT EXISTS meta("
@@ -60,7 +61,10 @@ static const char schema[] =
 	"  stale_acks INTEGER NOT NULL DEFAULT 0, sub TEXT,"
 	"  key TEXT, key_id TEXT, key_at INTEGER NOT NULL DEFAULT 0, revoked TEXT,"
 	"  held_version INTEGER NOT NULL DEFAULT 0, held_reason TEXT, held_at INTEGER NOT NULL DEFAULT 0,"
-	"  key_via TEXT, key_pending INTEGER NOT NULL DEFAULT 0);";
+	"  key_via TEXT, key_pending INTEGER NOT NULL DEFAULT 0);"
+	"CREATE TABLE IF NOT EXISTS approvals("
+	"  version INTEGER NOT NULL, sub TEXT NOT NULL, kid TEXT NOT NULL, token TEXT NOT NULL,"
+	"  PRIMARY KEY(version, sub, kid));";
 
 /* Schema 4's to 6's columns of nodes, as an older database gets them. */
 static const char *const nodes_added[][2] = {

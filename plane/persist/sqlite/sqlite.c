@@ -133,6 +133,8 @@ static const struct persist_ops persist_sqlite_ops = {
 	.tokens_load = tokens_sqlite_load,
 	.token_add = tokens_sqlite_add,
 	.token_revoke = tokens_sqlite_revoke,
+	.approvals_load = approvals_sqlite_load,
+	.approval_add = approvals_sqlite_add,
 	.ticket_keys_load = ticket_keys_sqlite_load,
 	.ticket_keys_swap = ticket_keys_sqlite_swap,
 };

@@ -30,6 +30,8 @@ struct ctl_ctx {
 	bool recovery;            /* keygen --recovery: an X25519 recovery key */
 	const char *recovery_key; /* --recovery-key FILE: put --seal, sync, secrets reseal */
 	const char *output;       /* --output FILE: put --seal writes the stored form there */
+	bool approver;            /* keygen --approver: an approver's Ed25519 key */
+	const char *approver_key; /* approve --key FILE: the approver's secret key */
 };
 
 int cmd_put(const struct ctl_ctx *cx, int argc, char **argv);
@@ -55,6 +57,15 @@ int cmd_keygen(const struct ctl_ctx *cx, int argc, char **argv);
 int cmd_token_create(const struct ctl_ctx *cx, int argc, char **argv);
 int cmd_token_ls(const struct ctl_ctx *cx, int argc, char **argv);
 int cmd_token_revoke(const struct ctl_ctx *cx, int argc, char **argv);
+
+/* cmd_approve.c: approvals that nodes enforce */
+int cmd_approve(const struct ctl_ctx *cx, int argc, char **argv);
+int cmd_reject(const struct ctl_ctx *cx, int argc, char **argv);
+/* A version's word on approvals ("pending approval 1/2 (1a2b3c4d...)",
+ * "approved 2/2 (...)"), from a log entry or GET /v1/approvals; NULL when
+ * it has none. Malloc'd. */
+#include <cjson/cJSON.h>
+char *approve_log_text(const cJSON *v);
 
 /* cmd_secrets.c: sealed secrets */
 int cmd_put_sealed(const struct ctl_ctx *cx, int argc, char **argv);

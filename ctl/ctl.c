@@ -33,11 +33,14 @@
 #define OPT_RECOVERY_KEY 16384u
 #define OPT_OUTPUT 32768u
 #define OPT_OVERRIDE 65536u
+#define OPT_APPROVER 131072u
+#define OPT_KEY 262144u   /* approve --key FILE: an approver's key (not the client certificate's) */
 
 /* The option of each OPT_ bit, for "unknown option" messages. */
 static const char *const opt_names[] = { "--json", "--state-dir", "--node", "--role", "--name",
 					  "--prune", "--dry-run", "--message", "--base", "--force", "-n", "--at",
-					  "--seal", "--recovery", "--recovery-key", "--output", "--override" };
+					  "--seal", "--recovery", "--recovery-key", "--output", "--override",
+					  "--approver", "--key" };
 
 struct command {
 	const char *name, *sub;   /* "rollout" "status"; sub NULL for one word */
@@ -83,9 +86,17 @@ static const struct command commands[] = {
 	  0, 0, OPT_JSON, false, cmd_watch },
 	{ "status", NULL, "[--state-dir DIR] [--json]", "the local agent's status (" CTL_DEFAULT_STATE_DIR
 	  "/status.json)", 0, 0, OPT_JSON | OPT_STATE_DIR, true, cmd_status },
-	{ "keygen", NULL, "FILE [--recovery]",
-	  "a new Ed25519 signing key (--recovery: an X25519 recovery key): FILE (secret, 0600) and FILE.pub", 1, 1,
-	  OPT_RECOVERY, true, cmd_keygen },
+	{ "keygen", NULL, "FILE [--recovery | --approver]",
+	  "a new Ed25519 signing key (--recovery: an X25519 recovery key; --approver: an approver's key for "
+	  "tetherctl approve): FILE (secret, 0600) and FILE.pub", 1, 1,
+	  OPT_RECOVERY | OPT_APPROVER, true, cmd_keygen },
+	{ "approve", NULL, "VERSION --key FILE [--json]",
+	  "show what VERSION changes since the last approved, digest it here, sign with the approver key FILE "
+	  "and post the approval (nodes started with --approvals wait for it)", 1, 1, OPT_KEY | OPT_JSON, false,
+	  cmd_approve },
+	{ "reject", NULL, "VERSION [--message TEXT] [--override REASON]",
+	  "commit the state before VERSION as a new version (\"reject VERSION: ...\")", 1, 1,
+	  OPT_MESSAGE | OPT_OVERRIDE, false, cmd_reject },
 	{ "token", "create", "--node ID | --role ROLE [--name TEXT] [--json]",
 	  "a new token (ROLE: admin, operator, reader, relay), printed once", 0, 0,
 	  OPT_NODE | OPT_ROLE | OPT_NAME | OPT_JSON, false,
@@ -332,6 +343,9 @@ static int parse(int argc, char **argv, struct parsed *p)
 		} else if (strcmp(a, "--seal") == 0) {
 			p->cx.seal = true;
 			p->opts_seen |= OPT_SEAL;
+		} else if (strcmp(a, "--approver") == 0) {
+			p->cx.approver = true;
+			p->opts_seen |= OPT_APPROVER;
 		} else if (strcmp(a, "--recovery") == 0) {
 			p->cx.recovery = true;
 			p->opts_seen |= OPT_RECOVERY;
@@ -433,6 +447,15 @@ static int run(int argc, char **argv)
 		goto out;
 	}
 
+	if (c->run == cmd_approve) {
+		/* approve --key FILE names the approver's key; a client
+		 * certificate's key then comes from $TETHER_KEY */
+		p.cx.approver_key = p.cx.key;
+		p.cx.key = NULL;
+	} else if (p.cx.recovery && p.cx.approver) {
+		rc = usage_error(c, "%s: --recovery and --approver are two kinds of key: give one", cname);
+		goto out;
+	}
 	const char *plane_from = "--plane";
 	if (!p.cx.plane) {
 		const char *env = getenv("TETHER_PLANE");

@@ -119,16 +119,23 @@ static size_t count(const struct approvals *a, uint64_t version, const char *sub
 	return c;
 }
 
-/* The newest version >= from with at least k approvals for sub, or 0. */
-static uint64_t newest_approved(const struct approvals *a, const char *sub, unsigned k, uint64_t from)
+/* The newest version in [from, below) with at least k approvals for sub,
+ * or 0. */
+static uint64_t approved_in(const struct approvals *a, const char *sub, unsigned k, uint64_t from, uint64_t below)
 {
 	uint64_t best = 0;
 	for (size_t i = 0; i < a->n; i++) {
 		const struct entry *e = &a->e[i];
-		if (e->version >= from && e->version > best && strcmp(e->sub, sub) == 0 && count(a, e->version, sub) >= k)
+		if (e->version >= from && e->version < below && e->version > best && strcmp(e->sub, sub) == 0 &&
+		    count(a, e->version, sub) >= k)
 			best = e->version;
 	}
 	return best;
+}
+
+static uint64_t newest_approved(const struct approvals *a, const char *sub, unsigned k, uint64_t from)
+{
+	return approved_in(a, sub, k, from, UINT64_MAX);
 }
 
 static struct anode *find_node(struct approvals *a, const char *node)
@@ -281,7 +288,16 @@ static void subs_of(const struct approvals *a, uint64_t version, bool with_kept,
 void approvals_version_json(struct approvals *a, uint64_t version, struct buf *out)
 {
 	pthread_mutex_lock(&a->lock);
-	buf_printf(out, "{\"version\":%llu,\"needed\":%u,\"approvals\":[", (unsigned long long)version, needed(a));
+	/* the newest earlier version some node could take: what approvers
+	 * compare against */
+	uint64_t last = 0;
+	for (size_t i = 0; i < a->nnodes; i++) {
+		uint64_t v = approved_in(a, a->nodes[i].sub, a->nodes[i].k, 0, version);
+		if (v > last)
+			last = v;
+	}
+	buf_printf(out, "{\"version\":%llu,\"needed\":%u,\"last_approved\":%llu,\"approvals\":[",
+		   (unsigned long long)version, needed(a), (unsigned long long)last);
 	const char **subs;
 	size_t nsubs;
 	subs_of(a, version, true, &subs, &nsubs);

@@ -75,6 +75,14 @@
 //                      names the proxy's key
 //   forged-sig         every push's statement keeps its payload (the
 //                      trusted kid) with the proxy's signature
+//   approvals-strip    a node's stream request loses its approvals=K (the
+//                      open streams are closed at the switch, so the node
+//                      reconnects): the plane, which then holds nothing
+//                      back, sends its newest version, signed with its own
+//                      key and unapproved -- a plane that ignores the hold
+//   approvals-dup      every push's approvals: its first token twice
+//   approvals-replay   every push's approvals: those of the oldest push
+//                      captured for another version (a replay)
 // Heartbeats pass untouched in every mode but freeze.
 //
 // The proxy's key is --key FILE (a `tetherctl keygen` secret key; its kid
@@ -177,6 +185,7 @@ const streams = new Set();
 const MODES = ['pass', 'tamper-body', 'drop-upsert', 'add-removal', 'mix', 'replay', 'freeze', 'fast-forward',
 	'endless', 'unknown-key', 'forged-sig', 'withhold'];
 const INJECTING = ['replay', 'fast-forward', 'endless'];
+MODES.push('approvals-strip', 'approvals-dup', 'approvals-replay');
 
 function memoryOf(node) {
 	let m = nodes.get(node);
@@ -217,6 +226,8 @@ function setMode(line) {
 	for (const s of streams) {
 		if (was === 'freeze' && mode !== 'freeze')
 			s.endFrozen();
+		if (mode === 'approvals-strip' || was === 'approvals-strip')
+			s.end(mode);
 		if (INJECTING.includes(mode))
 			s.inject();
 	}
@@ -331,6 +342,20 @@ function rewrite(obj, m) {
 		}
 		return null;
 	}
+	case 'approvals-dup': {
+		if (!Array.isArray(obj.approvals) || !obj.approvals.length)
+			return null;
+		obj.approvals = [obj.approvals[0], obj.approvals[0]];
+		return 'approvals: the first token twice';
+	}
+	case 'approvals-replay': {
+		const old = m.pushes.find((p) => p.version !== obj.version && Array.isArray(p.obj.approvals) &&
+			p.obj.approvals.length);
+		if (!old)
+			return null;
+		obj.approvals = old.obj.approvals.slice();
+		return `approvals of version ${old.version} replayed`;
+	}
 	case 'unknown-key':
 	case 'forged-sig':
 		if (typeof obj.statement !== 'string')
@@ -416,6 +441,15 @@ function handleStream(req, res, up, node) {
 				res.on('drain', pump);
 				pump();
 			}
+		},
+		end(why) {
+			if (closed)
+				return;
+			log(`${tag}: ${why}: closing the stream (the node reconnects)`);
+			clearInterval(timer);
+			closed = true;
+			res.end();
+			up.destroy();
 		},
 		endFrozen() {
 			if (!frozen)
@@ -590,7 +624,12 @@ const server = http.createServer((req, res) => {
 	const headers = { ...req.headers, host: `${target.host}:${target.port}` };
 	if (isStream)
 		delete headers['accept-encoding'];
-	const upReq = http.request({ host: target.host, port: target.port, method: req.method, path: req.url, headers,
+	let path = req.url;
+	if (isStream && mode === 'approvals-strip' && /[?&]approvals=/.test(path)) {
+		path = path.replace(/([?&])approvals=[^&]*&?/, '$1').replace(/[?&]$/, '');
+		log(`approvals-strip: ${req.url} forwarded as ${path}`);
+	}
+	const upReq = http.request({ host: target.host, port: target.port, method: req.method, path, headers,
 		agent: false }, (up) => {
 		up.socket.setNoDelay(true);
 		const ct = String(up.headers['content-type'] || '');

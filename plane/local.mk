@@ -56,4 +56,4 @@ tether_plane_SOURCES = plane/main.c
 tether_plane_LDADD = libplane.la
 # approvals that nodes enforce
 libplane_la_SOURCES += plane/api/approvals.c plane/core/approvals.c plane/core/approvals.h
-libplane_la_SOURCES += plane/persist/sqlite/approvals.c
+libplane_la_SOURCES += plane/persist/sqlite/approvals.c plane/persist/etcd/approvals.c

@@ -12,22 +12,67 @@
 #include "core/digests.h"
 #include "core/hub.h"
 #include "core/store.h"
+#include "core/writer.h"
 #include "http/auth.h"
 #include "http/http.h"
 #include "json.h"
 #include "log.h"
 #include "sub.h"
 #include "util.h"
+#include "xmalloc.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define APPROVALS_REQUEST_MAX (APPROVALS_MAX * (APPROVAL_MAX + 16) + 256)
 
-/* One token: verified against the plane's own digest, and kept when keep.
+/* What a POST keeps, once every token verified: on the writer thread
+ * with a shared backend (an etcd write must not hold up an HTTP loop). */
+struct keep_job {
+	uint64_t version;
+	size_t n;
+	char *sub[APPROVALS_MAX], *kid[APPROVALS_MAX], *tok[APPROVALS_MAX];
+};
+
+static void keep_job_free(void *arg)
+{
+	struct keep_job *j = arg;
+	for (size_t i = 0; i < j->n; i++) {
+		free(j->sub[i]);
+		free(j->kid[i]);
+		free(j->tok[i]);
+	}
+	free(j);
+}
+
+static void keep_run(void *ctx, void *arg, struct write_result *res)
+{
+	struct api *p = ctx;
+	struct keep_job *j = arg;
+	char err[512];
+	for (size_t i = 0; i < j->n; i++) {
+		if (approvals_add(p->core->approvals, j->version, j->sub[i], j->kid[i], j->tok[i], err, sizeof(err)) < 0) {
+			write_result_error(res, HTTP_SERVICE_UNAVAILABLE, "approvals: cannot store the approval of version "
+					   "%llu by key %s: %s", (unsigned long long)j->version, j->kid[i], err);
+			return;
+		}
+		log_info("approvals: version %llu, subscription '%.200s': approved by key %s",
+			 (unsigned long long)j->version, j->sub[i], j->kid[i]);
+	}
+	/* the hold moved: every stream looks at its target again */
+	approvals_keep(p->core->approvals, p->core->store);
+	hub_notify(p->core->hub, hub_version(p->core->hub));
+	res->status = HTTP_OK;
+	res->error = NULL;
+	approvals_version_json(p->core->approvals, j->version, &res->body);
+	buf_putc(&res->body, '\n');
+}
+
+/* One token: verified against the plane's own digest, then added to j.
  * 0, or -1 with *status and err. */
-static int take(struct api *p, uint64_t version, const char *tok, size_t i, bool keep, unsigned *status, char *err,
-		size_t errlen)
+static int take(struct api *p, uint64_t version, const char *tok, size_t i, struct keep_job *j, unsigned *status,
+		char *err, size_t errlen)
 {
 	struct approval ap;
 	char inner[512];
@@ -71,18 +116,9 @@ static int take(struct api *p, uint64_t version, const char *tok, size_t i, bool
 			 (unsigned long long)version, ap.sub);
 		goto out;
 	}
-	if (!keep) {
-		rc = 0;
-		goto out;
-	}
-	if (approvals_add(p->core->approvals, version, ap.sub, ap.kid, tok, inner, sizeof(inner)) < 0) {
-		*status = HTTP_SERVICE_UNAVAILABLE;
-		snprintf(err, errlen, "approvals: cannot store the approval of version %llu: %s", (unsigned long long)version,
-			 inner);
-		goto out;
-	}
-	log_info("approvals: version %llu, subscription '%.200s': approved by key %s", (unsigned long long)version,
-		 ap.sub, ap.kid);
+	j->sub[j->n] = xstrdup(ap.sub);
+	j->kid[j->n] = xstrdup(ap.kid);
+	j->tok[j->n++] = xstrdup(tok);
 	rc = 0;
 out:
 	sub_release(&sub);
@@ -118,26 +154,30 @@ static enum http_result post(struct api *p, struct http_conn *c, struct request 
 		goto out;
 	}
 	/* all verified before any is kept: a refused request keeps nothing */
-	for (int pass = 0; pass < 2; pass++) {
-		size_t i = 0;
-		for (const cJSON *t = toks->child; t; t = t->next, i++) {
-			unsigned status;
-			if (!cJSON_IsString(t)) {
-				ret = http_send_error(c, HTTP_UNPROCESSABLE_CONTENT, "approvals[%zu]: must be a string", i);
-				goto out;
-			}
-			if (take(p, version, t->valuestring, i, pass == 1, &status, err, sizeof(err)) < 0) {
-				ret = http_send_error(c, status, "%s", err);
-				goto out;
-			}
+	struct keep_job *j = xcalloc(1, sizeof(*j));
+	j->version = version;
+	size_t i = 0;
+	for (const cJSON *t = toks->child; t; t = t->next, i++) {
+		unsigned status;
+		if (!cJSON_IsString(t)) {
+			keep_job_free(j);
+			ret = http_send_error(c, HTTP_UNPROCESSABLE_CONTENT, "approvals[%zu]: must be a string", i);
+			goto out;
+		}
+		if (take(p, version, t->valuestring, i, j, &status, err, sizeof(err)) < 0) {
+			keep_job_free(j);
+			ret = http_send_error(c, status, "%s", err);
+			goto out;
 		}
 	}
-	/* the hold moved: every stream looks at its target again */
-	approvals_keep(p->core->approvals, p->core->store);
-	hub_notify(p->core->hub, hub_version(p->core->hub));
-	struct buf b = BUF_INIT;
-	approvals_version_json(p->core->approvals, version, &b);
-	ret = http_send_json(c, HTTP_OK, &b);
+	cJSON_Delete(doc);
+	r->job = writer_call(p->core->writer, c, true, keep_run, j, keep_job_free);
+	if (r->job)
+		return HTTP_YES;
+	struct write_result res = { 0 };
+	keep_run(p, j, &res);
+	keep_job_free(j);
+	return http_send_result(c, &res);
 out:
 	cJSON_Delete(doc);
 	return ret;

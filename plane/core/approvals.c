@@ -80,10 +80,19 @@ static int put(struct approvals *a, uint64_t version, const char *sub, const cha
 	return 1;
 }
 
+struct loaded {
+	struct entry *e;
+	size_t n, cap;
+};
+
 static int load_cb(void *ctx, const struct persist_approval *pa)
 {
-	struct approvals *a = ctx;
-	put(a, pa->version, pa->sub, pa->kid, pa->token);
+	struct loaded *l = ctx;
+	if (l->n == l->cap) {
+		l->cap = l->cap ? l->cap * 2 : 16;
+		l->e = xrealloc(l->e, l->cap * sizeof(*l->e));
+	}
+	l->e[l->n++] = (struct entry){ pa->version, xstrdup(pa->sub), xstrdup(pa->kid), xstrdup(pa->token) };
 	return 0;
 }
 
@@ -91,10 +100,26 @@ int approvals_load(struct approvals *a, char *err, size_t errlen)
 {
 	if (!a->persist->ops->approvals_load)
 		return 0;
+	/* read without the lock (a leaf: targets are asked meanwhile), then
+	 * merged */
+	struct loaded l = { 0 };
+	int rc = a->persist->ops->approvals_load(a->persist, load_cb, &l, err, errlen);
+	int added = 0;
 	pthread_mutex_lock(&a->lock);
-	int rc = a->persist->ops->approvals_load(a->persist, load_cb, a, err, errlen);
+	for (size_t i = 0; i < l.n; i++) {
+		bool had = false;
+		for (size_t j = 0; j < a->n && !had; j++)
+			had = a->e[j].version == l.e[i].version && strcmp(a->e[j].sub, l.e[i].sub) == 0 &&
+			      strcmp(a->e[j].kid, l.e[i].kid) == 0;
+		if (rc == 0 && !had)
+			added += put(a, l.e[i].version, l.e[i].sub, l.e[i].kid, l.e[i].token);
+		free(l.e[i].sub);
+		free(l.e[i].kid);
+		free(l.e[i].token);
+	}
 	pthread_mutex_unlock(&a->lock);
-	return rc;
+	free(l.e);
+	return rc < 0 ? -1 : added;
 }
 
 int approvals_add(struct approvals *a, uint64_t version, const char *sub, const char *kid, const char *token,

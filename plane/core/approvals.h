@@ -8,9 +8,9 @@
  *
  * One mutex, a leaf: approvals_target runs under the hub, nodes and
  * rollout locks (core_target), so nothing here calls out with it held.
- * With replicas (etcd), each replica re-reads the backend's approvals at
- * most once a second when it is asked a target or a push, so an approval
- * another replica took in is seen within a second. */
+ * With replicas (etcd), the keeper re-reads the backend's approvals every
+ * second (approvals_load, without the lock), so an approval another
+ * replica took in holds or releases nodes here within about a second. */
 #ifndef TETHER_APPROVALS_H
 #define TETHER_APPROVALS_H
 
@@ -25,7 +25,9 @@ struct approvals;
 
 struct approvals *approvals_new(struct persist *p);
 void approvals_free(struct approvals *a);
-/* Reads what the backend keeps. 0, or -1 with err. */
+/* Reads what the backend keeps (at start; and, with replicas, every
+ * second from the keeper: another replica may have taken approvals).
+ * Returns how many were new, or -1 with err. */
 int approvals_load(struct approvals *a, char *err, size_t errlen);
 
 /* Keeps a verified token: durably first, then in memory. 1 new, 0 the same

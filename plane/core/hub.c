@@ -32,6 +32,7 @@
 #define PRUNE_EVERY_MS 60000
 #define LOG_TRIM_EVERY_MS 1000   /* the history's age trim: a query, a write only when due */
 #define LAG_EVERY_MS 1000
+#define APPROVALS_EVERY_MS 1000  /* replicas: approvals another one took in */
 /* A relay's stream hears a heartbeat at least this often (relays are few):
  * a relay cut off from us notices within three of them and says it is
  * stale, and its nodes move (freshness.h). */
@@ -877,7 +878,7 @@ static void *keeper_main(void *arg)
 {
 	struct hub *h = arg;
 	struct core *p = h->p;
-	int64_t next_prune = now_ms() + PRUNE_EVERY_MS, next_flush_warn = 0, next_log_trim = 0;
+	int64_t next_prune = now_ms() + PRUNE_EVERY_MS, next_flush_warn = 0, next_log_trim = 0, next_approvals = 0;
 	char err[512];
 	alive_enter("keeper");
 	pthread_mutex_lock(&h->lock);
@@ -911,6 +912,18 @@ static void *keeper_main(void *arg)
 				wait = 10000;
 			}
 			next_log_trim = now_ms() + wait;
+		}
+		if (p->approvals && now_ms() >= next_approvals) {
+			/* replicas: approvals another one took in (core/approvals.h) */
+			struct persist_stats ps = stats_of(p);
+			int n = ps.shared ? approvals_load(p->approvals, err, sizeof(err)) : 0;
+			if (n < 0)
+				log_warn("approvals: cannot read them from the store: %s (again in 1 s)", err);
+			if (n > 0) {
+				approvals_keep(p->approvals, p->store);
+				hub_notify(h, hub_version(h));
+			}
+			next_approvals = now_ms() + APPROVALS_EVERY_MS;
 		}
 		pthread_mutex_lock(&h->lock);
 		if (!h->stop) {

@@ -919,10 +919,10 @@ static void *keeper_main(void *arg)
 			int n = ps.shared ? approvals_load(p->approvals, err, sizeof(err)) : 0;
 			if (n < 0)
 				log_warn("approvals: cannot read them from the store: %s (again in 1 s)", err);
-			if (n > 0) {
-				approvals_keep(p->approvals, p->store);
+			/* the history the hold needs follows the nodes up */
+			approvals_keep(p->approvals, p->store);
+			if (n > 0)
 				hub_notify(h, hub_version(h));
-			}
 			next_approvals = now_ms() + APPROVALS_EVERY_MS;
 		}
 		pthread_mutex_lock(&h->lock);

@@ -92,7 +92,7 @@ static const struct command commands[] = {
 	  OPT_RECOVERY | OPT_APPROVER, true, cmd_keygen },
 	{ "approve", NULL, "VERSION --key FILE [--json]",
 	  "show what VERSION changes since the last approved, digest it here, sign with the approver key FILE "
-	  "and post the approval (nodes started with --approvals wait for it)", 1, 1, OPT_KEY | OPT_JSON, false,
+	  "and post the approval (nodes that require approvals wait for it)", 1, 1, OPT_KEY | OPT_JSON, false,
 	  cmd_approve },
 	{ "reject", NULL, "VERSION [--message TEXT] [--override REASON]",
 	  "commit the state before VERSION as a new version (\"reject VERSION: ...\")", 1, 1,

@@ -6,6 +6,8 @@
 #   - strips approvals=2 from the node's stream request, so the plane
 #     pushes its newest version, signed with the plane's own key and
 #     approved by nobody: NACK "approvals: 0 of 2", the node keeps serving;
+#   - signs a state itself with the plane's key (a stolen key: version
+#     2^50, a digest that matches) and injects it: NACK "approvals: 0 of 2";
 #   - puts one approver's token in twice: NACK "counted once";
 #   - replays the approvals of an older version: NACK "signed version V1,
 #     not V2".
@@ -36,6 +38,8 @@ for k in a b; do
 	"$CTL_BIN" keygen --approver "$WORK/$k.key" >/dev/null || bail "keygen --approver failed"
 done
 KA=$(awk '{print $3}' "$WORK/a.key.pub")
+PLANE_KID=$(awk '{print $3}' "$WORK/plane.key.pub")
+BIG=1125899906842624   # 2^50
 cat "$WORK/a.key.pub" "$WORK/b.key.pub" >"$WORK/approvers"
 start_plane p --signing-key "$WORK/plane.key" --heartbeat 0.5
 wfile a a1
@@ -64,6 +68,13 @@ check "strip: n1 says 0 of 2, the plane's signature alone" grep -q "push $V2 ref
 check "strip: the plane records why" wait_until 10 vf_error_has n1 "approvals: 0 of 2 needed for version $V2"
 check_eq "strip: n1 keeps serving $V1" "$V1 a1" "$(served n1)"
 check_eq "strip: n1's verified version stays $V1" "$V1" "$(jq -r .trust.verified_version "$WORK/n1.state/status.json")"
+# the proxy signs itself, with the plane's key: version 2^50, the state of
+# version V1 (the digest is right), no approval
+mode "$ATK" approvals-forge
+check "forge: the proxy signed and injected version $BIG with the plane's key" wait_until 10 grep -q "approvals-forge: push $BIG injected: the state of version $V1, its statement re-signed by key $PLANE_KID" "$WORK/atk.log"
+check "forge: n1 refuses it: 0 of 2" wait_until 10 grep -q "push $BIG refused: approvals: 0 of 2 needed for version $BIG" "$WORK/n1.log"
+check_eq "forge: n1 keeps serving $V1" "$V1 a1" "$(served n1)"
+check_eq "forge: n1's verified version stays $V1" "$V1" "$(jq -r .trust.verified_version "$WORK/n1.state/status.json")"
 mode "$ATK" pass
 check "pass: n1 reconnects with approvals=2 (the plane holds it again)" wait_until 10 sh -c \
 	"[ \"\$(grep -c 'approvals: node n1 requires 2 approvals' '$PLANE_LOG')\" -ge 2 ]"

@@ -80,6 +80,12 @@
 //                      reconnects): the plane, which then holds nothing
 //                      back, sends its newest version, signed with its own
 //                      key and unapproved -- a plane that ignores the hold
+//   approvals-forge    injects (as replay does) the newest snapshot captured
+//                      for the node as version 2^50, its statement's version
+//                      changed and signed again with --key (give it the
+//                      plane's own key: a stolen plane key), its approvals
+//                      dropped: a state the plane's key vouches for that no
+//                      approver approved
 //   approvals-dup      every push's approvals: its first token twice
 //   approvals-replay   every push's approvals: those of the oldest push
 //                      captured for another version (a replay)
@@ -185,7 +191,8 @@ const streams = new Set();
 const MODES = ['pass', 'tamper-body', 'drop-upsert', 'add-removal', 'mix', 'replay', 'freeze', 'fast-forward',
 	'endless', 'unknown-key', 'forged-sig', 'withhold'];
 const INJECTING = ['replay', 'fast-forward', 'endless'];
-MODES.push('approvals-strip', 'approvals-dup', 'approvals-replay');
+MODES.push('approvals-strip', 'approvals-dup', 'approvals-replay', 'approvals-forge');
+INJECTING.push('approvals-forge');
 
 function memoryOf(node) {
 	let m = nodes.get(node);
@@ -415,6 +422,24 @@ function handleStream(req, res, up, node) {
 				counters.injected++;
 				log(`${tag}: fast-forward: push ${big} injected (${obj.statement ? 'with the statement of ' +
 					'version ' + newest.version : 'unsigned'}, nonce ${obj.nonce})`);
+				write(pushEvent(obj));
+			} else if (mode === 'approvals-forge') {
+				const p = [...m.pushes].reverse().find((q) => q.obj.full && typeof q.obj.statement === 'string');
+				if (!p) {
+					log(`${tag}: approvals-forge: no snapshot with a statement captured`);
+					return;
+				}
+				const big = 2 ** 50;
+				const obj = JSON.parse(JSON.stringify(p.obj));
+				obj.nonce = `attack-forge.${counters.injected + 1}`;
+				obj.version = big;
+				delete obj.approvals;
+				const text = Buffer.from(obj.statement.split('.')[0], 'base64url').toString('utf8')
+					.replace(/"version":\d+}$/, `"version":${big}}`);
+				obj.statement = signPayload(Buffer.from(text, 'utf8'));
+				counters.injected++;
+				log(`${tag}: approvals-forge: push ${big} injected: the state of version ${p.version}, ` +
+					`its statement re-signed by key ${kid} for version ${big}, no approvals (nonce ${obj.nonce})`);
 				write(pushEvent(obj));
 			} else if (mode === 'endless') {
 				endless = true;

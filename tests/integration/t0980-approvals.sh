@@ -54,6 +54,14 @@ check "  and says they go together" grep -q "go together" "$WORK/o1.err"
 check "tetherd: --approvers without --trust is refused" sh -c \
 	"! '$AGENT_BIN' --node x --plane http://127.0.0.1:1 --approvers '$WORK/approvers' --approvals 1 --check-config 2>'$WORK/o2.err'"
 check "  and says it needs --trust" grep -q "needs --trust" "$WORK/o2.err"
+printf '[agent]\nnode = x\nplane = http://127.0.0.1:1\ntrust = %s\napprovers = %s\napprovals = 2\n' \
+	"$WORK/plane.key.pub" "$WORK/approvers" >"$WORK/t.conf"
+check_eq "tetherd: the config file takes approvers and approvals" "configuration OK" \
+	"$("$AGENT_BIN" -c "$WORK/t.conf" --check-config 2>&1)"
+"$AGENT_BIN" --node x --plane http://127.0.0.1:1 --trust "$WORK/plane.key.pub" --approvers "$WORK/approvers" \
+	--approvals 3 --state-dir "$WORK/x.state" --output-dir "$WORK/x.out" 2>"$WORK/o3.err" &
+track_pid $!
+check "tetherd: --approvals 3 with 2 keys in the file does not start" wait_until 10 grep -q "approvals 3: '$WORK/approvers' holds only 2 approver keys" "$WORK/o3.err"
 
 start_plane p --signing-key "$WORK/plane.key" --heartbeat 0.5
 wfile a a1

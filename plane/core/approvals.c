@@ -24,6 +24,7 @@ struct anode {
 
 struct approvals {
 	struct persist *persist;
+	uint64_t trimmed;        /* approvals below this version are gone */
 	pthread_mutex_t lock;
 	struct entry *e;
 	size_t n, cap;
@@ -111,7 +112,7 @@ int approvals_load(struct approvals *a, char *err, size_t errlen)
 		for (size_t j = 0; j < a->n && !had; j++)
 			had = a->e[j].version == l.e[i].version && strcmp(a->e[j].sub, l.e[i].sub) == 0 &&
 			      strcmp(a->e[j].kid, l.e[i].kid) == 0;
-		if (rc == 0 && !had)
+		if (rc == 0 && !had && l.e[i].version >= a->trimmed)
 			added += put(a, l.e[i].version, l.e[i].sub, l.e[i].kid, l.e[i].token);
 		free(l.e[i].sub);
 		free(l.e[i].kid);
@@ -132,6 +133,44 @@ int approvals_add(struct approvals *a, uint64_t version, const char *sub, const 
 	int rc = put(a, version, sub, kid, token);
 	pthread_mutex_unlock(&a->lock);
 	return rc;
+}
+
+int approvals_trim(struct approvals *a, uint64_t log_floor, char *err, size_t errlen)
+{
+	pthread_mutex_lock(&a->lock);
+	uint64_t below = log_floor;
+	for (size_t i = 0; i < a->n; i++) {
+		/* the newest version kept for this subscription stays */
+		uint64_t newest = 0;
+		for (size_t j = 0; j < a->n; j++)
+			if (a->e[j].version > newest && strcmp(a->e[j].sub, a->e[i].sub) == 0)
+				newest = a->e[j].version;
+		if (newest < below)
+			below = newest;
+	}
+	bool due = below > a->trimmed;
+	pthread_mutex_unlock(&a->lock);
+	if (!due)
+		return 0;
+	if (a->persist->ops->approvals_trim && a->persist->ops->approvals_trim(a->persist, below, err, errlen) < 0)
+		return -1;
+	int n = 0;
+	pthread_mutex_lock(&a->lock);
+	for (size_t i = 0; i < a->n;) {
+		if (a->e[i].version < below) {
+			free(a->e[i].sub);
+			free(a->e[i].kid);
+			free(a->e[i].token);
+			a->e[i] = a->e[--a->n];
+			n++;
+		} else {
+			i++;
+		}
+	}
+	if (below > a->trimmed)
+		a->trimmed = below;
+	pthread_mutex_unlock(&a->lock);
+	return n;
 }
 
 /* Distinct keys that approved (version, sub). Lock held. */

@@ -36,6 +36,12 @@ int approvals_load(struct approvals *a, char *err, size_t errlen);
 int approvals_add(struct approvals *a, uint64_t version, const char *sub, const char *kid, const char *token,
 		  char *err, size_t errlen);
 
+/* Drops the approvals of versions below both the version log's floor
+ * (log_floor: what the log still shows) and, per subscription, its newest
+ * approved version (what a hold may still need), from the backend first.
+ * Returns how many went, or -1 with err. */
+int approvals_trim(struct approvals *a, uint64_t log_floor, char *err, size_t errlen);
+
 /* A node connected saying approvals=k (k == 0: it requires none, and is
  * forgotten), with subscription sub (canonical) while holding version
  * held. */

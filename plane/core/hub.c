@@ -878,7 +878,8 @@ static void *keeper_main(void *arg)
 {
 	struct hub *h = arg;
 	struct core *p = h->p;
-	int64_t next_prune = now_ms() + PRUNE_EVERY_MS, next_flush_warn = 0, next_log_trim = 0, next_approvals = 0;
+	int64_t next_prune = now_ms() + PRUNE_EVERY_MS, next_flush_warn = 0, next_log_trim = 0, next_approvals = 0,
+		next_approvals_trim = 0;
 	char err[512];
 	alive_enter("keeper");
 	pthread_mutex_lock(&h->lock);
@@ -921,6 +922,14 @@ static void *keeper_main(void *arg)
 				log_warn("approvals: cannot read them from the store: %s (again in 1 s)", err);
 			/* the history the hold needs follows the nodes up */
 			approvals_keep(p->approvals, p->store);
+			uint64_t lfloor;
+			if (now_ms() >= next_approvals_trim && p->persist->ops->log_floor &&
+			    p->persist->ops->log_floor(p->persist, &lfloor, err, sizeof(err)) == 0) {
+				/* what the version log no longer shows, and no hold needs */
+				if (approvals_trim(p->approvals, lfloor, err, sizeof(err)) < 0)
+					log_warn("approvals: cannot drop old approvals: %s (again in a minute)", err);
+				next_approvals_trim = now_ms() + PRUNE_EVERY_MS;
+			}
 			if (n > 0)
 				hub_notify(h, hub_version(h));
 			next_approvals = now_ms() + APPROVALS_EVERY_MS;

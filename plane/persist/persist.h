@@ -311,6 +311,8 @@ struct persist_ops {
 	 * one more (a repeat of (version, sub, kid) replaces it), durably */
 	int (*approvals_load)(struct persist *p, persist_approval_cb cb, void *ctx, char *err, size_t errlen);
 	int (*approval_add)(struct persist *p, const struct persist_approval *a, char *err, size_t errlen);
+	/* drops the approvals of versions below `below`, durably */
+	int (*approvals_trim)(struct persist *p, uint64_t below, char *err, size_t errlen);
 
 	/* the TLS session-ticket keys (NULL: the backend keeps none, as a
 	 * relay's: its plane makes its own in memory). ticket_keys_load: 1

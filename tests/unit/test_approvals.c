@@ -165,6 +165,32 @@ static void test_kept_across_reopen(void **state)
 	assert_int_equal(approvals_target(f->a, "r1", UINT64_MAX), 4);
 }
 
+static void test_trim(void **state)
+{
+	struct fixture *f = *state;
+	char err[256];
+	add(f, 2, "", "aaaa000000000000", "t2", 1);
+	add(f, 3, "", "aaaa000000000000", "t3", 1);
+	add(f, 9, "", "aaaa000000000000", "t9", 1);
+	add(f, 4, "route/", "aaaa000000000000", "r4", 1);
+	/* below the log's floor (5), but route/'s newest (4) stays: 2 and 3 go */
+	assert_int_equal(approvals_trim(f->a, 5, err, sizeof(err)), 2);
+	assert_int_equal(approvals_trim(f->a, 5, err, sizeof(err)), 0);
+	approvals_node(f->a, "r", 1, "route/", 1);
+	assert_int_equal(approvals_target(f->a, "r", UINT64_MAX), 4);
+	struct buf b = BUF_INIT;
+	approvals_log_json(f->a, 3, &b);
+	assert_string_equal(b.data, ",\"approvals\":[],\"approvals_needed\":1");
+	buf_release(&b);
+	/* gone from the backend too */
+	approvals_free(f->a);
+	persist_close(f->db);
+	f->db = persist_sqlite_open(f->dir, err, sizeof(err));
+	assert_non_null(f->db);
+	f->a = approvals_new(f->db);
+	assert_int_equal(approvals_load(f->a, err, sizeof(err)), 2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -172,6 +198,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_hold, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_many_nodes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kept_across_reopen, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_trim, setup, teardown),
 	};
 	log_init("test_approvals", LOG_LVL_WARN);
 	return cmocka_run_group_tests(tests, NULL, NULL);

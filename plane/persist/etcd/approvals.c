@@ -1,8 +1,9 @@
 /* persist/etcd/approvals.c: the etcd backend's approvals (see persist.h):
  * one key per (version, kid, sub), approvals/VERSION/KID/SUBHASH (SUBHASH:
  * 16 hex of the subscription's hash, so any sub makes a short key), value
- * {"version","sub","kid","token"}. Other replicas read them again on a
- * timer (core/approvals.h): the watch leaves these keys alone. */
+ * {"version","sub","kid","token"} (VERSION zero-padded: a trim is one
+ * range delete). Other replicas read them again on a timer
+ * (core/approvals.h): the watch leaves these keys alone. */
 #include "json.h"
 #include "log.h"
 #include "persist/etcd/client.h"
@@ -56,6 +57,23 @@ int etcd_approvals_load(struct persist *p, persist_approval_cb cb, void *ctx, ch
 		return -1;
 	}
 	return r == ETCD_UNAVAILABLE ? PERSIST_UNAVAILABLE : r;
+}
+
+int etcd_approvals_trim(struct persist *p, uint64_t below, char *err, size_t errlen)
+{
+	char *from = persist_etcd_key(p, "approvals/"), *to = persist_etcd_key(p, "approvals/%020llu",
+									      (unsigned long long)below);
+	char *f64 = etcd_b64(from, strlen(from)), *t64 = etcd_b64(to, strlen(to));
+	cJSON *b = cJSON_CreateObject(), *resp = NULL;
+	cJSON_AddStringToObject(b, "key", f64);
+	cJSON_AddStringToObject(b, "range_end", t64);
+	int rc = etcd_call(persist_etcd_client(p), "/v3/kv/deleterange", b, &resp, err, errlen);
+	cJSON_Delete(resp);
+	free(from);
+	free(to);
+	free(f64);
+	free(t64);
+	return rc == ETCD_UNAVAILABLE ? PERSIST_UNAVAILABLE : rc;
 }
 
 int etcd_approval_add(struct persist *p, const struct persist_approval *a, char *err, size_t errlen)

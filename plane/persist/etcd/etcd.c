@@ -1157,6 +1157,7 @@ static const struct persist_ops persist_etcd_ops = {
 	.token_revoke = etcd_token_revoke,
 	.approvals_load = etcd_approvals_load,
 	.approval_add = etcd_approval_add,
+	.approvals_trim = etcd_approvals_trim,
 	.ticket_keys_load = etcd_ticket_keys_load,
 	.ticket_keys_swap = etcd_ticket_keys_swap,
 	.follow = et_follow,

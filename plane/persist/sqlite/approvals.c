@@ -45,6 +45,30 @@ out:
 	return rc;
 }
 
+int approvals_sqlite_trim(struct persist *p, uint64_t below, char *err, size_t errlen)
+{
+	struct db *db = persist_sqlite_db(p);
+	sqlite3_stmt *st = NULL;
+	int rc = -1;
+	pthread_mutex_lock(&db->lock);
+	if (db_set_sync(db, 1, err, errlen) < 0)
+		goto out;
+	if (sqlite3_prepare_v2(db->conn, "DELETE FROM approvals WHERE version < ?", -1, &st, NULL) != SQLITE_OK) {
+		snprintf(err, errlen, "database: %s", sqlite3_errmsg(db->conn));
+		goto out;
+	}
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)below);
+	if (sqlite3_step(st) != SQLITE_DONE) {
+		snprintf(err, errlen, "database: %s", sqlite3_errmsg(db->conn));
+		goto out;
+	}
+	rc = 0;
+out:
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&db->lock);
+	return rc;
+}
+
 int approvals_sqlite_add(struct persist *p, const struct persist_approval *a, char *err, size_t errlen)
 {
 	struct db *db = persist_sqlite_db(p);

@@ -135,6 +135,7 @@ static const struct persist_ops persist_sqlite_ops = {
 	.token_revoke = tokens_sqlite_revoke,
 	.approvals_load = approvals_sqlite_load,
 	.approval_add = approvals_sqlite_add,
+	.approvals_trim = approvals_sqlite_trim,
 	.ticket_keys_load = ticket_keys_sqlite_load,
 	.ticket_keys_swap = ticket_keys_sqlite_swap,
 };

@@ -62,12 +62,17 @@ void approvals_free(struct approvals *a)
 	free(a);
 }
 
-/* Call with the lock held. 1 new, 0 replaced. */
+/* Call with the lock held. Entries stay sorted by version (a version's
+ * entries side by side): the hold reads them newest first. 1 new, 0
+ * replaced. */
 static int put(struct approvals *a, uint64_t version, const char *sub, const char *kid, const char *token)
 {
-	for (size_t i = 0; i < a->n; i++) {
-		struct entry *e = &a->e[i];
-		if (e->version == version && strcmp(e->sub, sub) == 0 && strcmp(e->kid, kid) == 0) {
+	size_t at = a->n;
+	while (at > 0 && a->e[at - 1].version > version)
+		at--;
+	for (size_t i = at; i > 0 && a->e[i - 1].version == version; i--) {
+		struct entry *e = &a->e[i - 1];
+		if (strcmp(e->sub, sub) == 0 && strcmp(e->kid, kid) == 0) {
 			free(e->token);
 			e->token = xstrdup(token);
 			return 0;
@@ -77,7 +82,9 @@ static int put(struct approvals *a, uint64_t version, const char *sub, const cha
 		a->cap = a->cap ? a->cap * 2 : 16;
 		a->e = xrealloc(a->e, a->cap * sizeof(*a->e));
 	}
-	a->e[a->n++] = (struct entry){ version, xstrdup(sub), xstrdup(kid), xstrdup(token) };
+	memmove(&a->e[at + 1], &a->e[at], (a->n - at) * sizeof(*a->e));
+	a->e[at] = (struct entry){ version, xstrdup(sub), xstrdup(kid), xstrdup(token) };
+	a->n++;
 	return 1;
 }
 
@@ -140,13 +147,13 @@ int approvals_trim(struct approvals *a, uint64_t log_floor, char *err, size_t er
 	pthread_mutex_lock(&a->lock);
 	uint64_t below = log_floor;
 	for (size_t i = 0; i < a->n; i++) {
-		/* the newest version kept for this subscription stays */
-		uint64_t newest = 0;
-		for (size_t j = 0; j < a->n; j++)
-			if (a->e[j].version > newest && strcmp(a->e[j].sub, a->e[i].sub) == 0)
-				newest = a->e[j].version;
-		if (newest < below)
-			below = newest;
+		/* the newest version kept for this subscription stays (sorted:
+		 * its last entry) */
+		bool last = true;
+		for (size_t j = i + 1; j < a->n && last; j++)
+			last = strcmp(a->e[j].sub, a->e[i].sub) != 0;
+		if (last && a->e[i].version < below)
+			below = a->e[i].version;
 	}
 	bool due = below > a->trimmed;
 	pthread_mutex_unlock(&a->lock);
@@ -156,17 +163,15 @@ int approvals_trim(struct approvals *a, uint64_t log_floor, char *err, size_t er
 		return -1;
 	int n = 0;
 	pthread_mutex_lock(&a->lock);
-	for (size_t i = 0; i < a->n;) {
-		if (a->e[i].version < below) {
-			free(a->e[i].sub);
-			free(a->e[i].kid);
-			free(a->e[i].token);
-			a->e[i] = a->e[--a->n];
-			n++;
-		} else {
-			i++;
-		}
+	/* sorted: the ones below come first */
+	while ((size_t)n < a->n && a->e[n].version < below) {
+		free(a->e[n].sub);
+		free(a->e[n].kid);
+		free(a->e[n].token);
+		n++;
 	}
+	memmove(&a->e[0], &a->e[n], (a->n - (size_t)n) * sizeof(*a->e));
+	a->n -= (size_t)n;
 	if (below > a->trimmed)
 		a->trimmed = below;
 	pthread_mutex_unlock(&a->lock);
@@ -187,14 +192,18 @@ static size_t count(const struct approvals *a, uint64_t version, const char *sub
  * or 0. */
 static uint64_t approved_in(const struct approvals *a, const char *sub, unsigned k, uint64_t from, uint64_t below)
 {
-	uint64_t best = 0;
-	for (size_t i = 0; i < a->n; i++) {
-		const struct entry *e = &a->e[i];
-		if (e->version >= from && e->version < below && e->version > best && strcmp(e->sub, sub) == 0 &&
-		    count(a, e->version, sub) >= k)
-			best = e->version;
+	/* newest first, one version's entries at a time: O(entries) */
+	for (size_t i = a->n; i > 0;) {
+		uint64_t v = a->e[i - 1].version;
+		size_t c = 0;
+		for (; i > 0 && a->e[i - 1].version == v; i--)
+			c += strcmp(a->e[i - 1].sub, sub) == 0;
+		if (v < from)
+			break;
+		if (v < below && c >= k && c > 0)
+			return v;
 	}
-	return best;
+	return 0;
 }
 
 static uint64_t newest_approved(const struct approvals *a, const char *sub, unsigned k, uint64_t from)

@@ -70,11 +70,15 @@ V1=$(plane_version)
 # the approving node starts with nothing approved: it waits for an approval
 start_node plain
 start_node appr --approvers "$WORK/approvers" --approvals 2
+# the same over long-polls
+start_node apoll --approvers "$WORK/approvers" --approvals 2 --transport poll --poll-wait 2
 check "the plain node serves version $V1" wait_until 10 agent_at plain "$V1"
 check "the approving node says it requires 2 approvals" wait_until 10 grep -q "approvals: a version needs 2 of the 2 approver keys" "$WORK/appr.log"
 check "the plane records it (/v1/nodes: approvals 2)" wait_until 10 sh -c "[ \"\$(curl -s '$PLANE_URL/v1/nodes/appr' | jq -r .approvals)\" = 2 ]"
 check_eq "status.json shows the approvals required" "2" "$(jq -r .trust.approvals_required "$WORK/appr.state/status.json" 2>/dev/null)"
 check_eq "the approving node got nothing yet" "" "$(content appr a)"
+check "the polling one is held too (/v1/nodes: approvals 2)" wait_until 10 sh -c "[ \"\$(curl -s '$PLANE_URL/v1/nodes/apoll' | jq -r .approvals)\" = 2 ]"
+check_eq "  and got nothing yet" "" "$(content apoll a)"
 
 # ---- approve the first version with A and B ----------------------------------------------
 check_eq "GET /v1/approvals: the approving node's subscription, no approval yet" '[""] []' \
@@ -89,6 +93,7 @@ ctl approve "$V1" --key "$WORK/b.key" >"$WORK/ap2.out" 2>&1
 check "approve $V1 with B: approved 2/2" grep -q "approved 2/2" "$WORK/ap2.out"
 check "the approving node serves version $V1" wait_until 10 agent_at appr "$V1"
 check_eq "  its content" "a1" "$(content appr a)"
+check "the polling node serves version $V1 too" wait_until 10 agent_at apoll "$V1"
 check "the log shows $V1 approved 2/2" sh -c "'$CTL_BIN' --plane '$PLANE_URL' log | grep -q 'approved 2/2'"
 check_eq "log --json: the approvals of $V1 by kid" "$(printf '%s\n' "$KA" "$KB" | sort | tr '\n' ' ')" \
 	"$(ctl log --json | jq -r ".versions[] | select(.version == $V1) | .approvals[].kid" | sort | tr '\n' ' ')"
@@ -131,10 +136,13 @@ check_eq "a relay-less node asking approvals=99: 400" "400" "$(api_status GET "/
 ctl approve "$V2" --key "$WORK/c.key" >"$WORK/ap4.out" 2>&1
 check "A and C approved $V2 at the plane (2/2)" grep -q "approved 2/2" "$WORK/ap4.out"
 check "the approving node NACKs $V2: C is not in its file" wait_until 10 nack_has appr "approvals: 1 of 2 needed for version $V2 (approver ${KC:0:8}... is not in $WORK/approvers)"
+check "the polling one too (its poll answer carried the approvals)" wait_until 10 nack_has apoll "approvals: 1 of 2 needed for version $V2"
+check_eq "  and keeps serving $V1" "$V1" "$(st apoll version)"
 check_eq "  and keeps serving $V1" "$V1 a1" "$(st appr version) $(content appr a)"
 check "  its log says so" grep -q "approvals: 1 of 2 needed" "$WORK/appr.log"
 ctl approve "$V2" --key "$WORK/b.key" >/dev/null 2>&1
 check "with B too, the approving node serves $V2" wait_until 10 agent_at appr "$V2"
+check "  and the polling one" wait_until 10 agent_at apoll "$V2"
 check_eq "  its content" "a2" "$(content appr a)"
 
 # ---- the approvals survive a restart of the plane ---------------------------------------

@@ -188,6 +188,17 @@ static int follow_node(void *ctx, const struct persist_node *n)
 }
 
 /* A rollout record the controller wrote: what the nodes here get. */
+/* A relay: the upstream's approvals replace ours; every stream looks at
+ * its target again (the keeper moves the store's hold). */
+static void follow_approvals(void *ctx, const struct persist_approval *list, size_t n)
+{
+	struct plane *p = ctx;
+	approvals_replace(p->core.approvals, list, n);
+	log_info("relay: %zu approvals from the upstream", n);
+	hub_notify(p->core.hub, hub_version(p->core.hub));
+	hub_wake_keeper(p->core.hub);
+}
+
 static void follow_rollout(void *ctx, struct ro_run *run, bool has_released, uint64_t released)
 {
 	struct plane *p = ctx;
@@ -412,6 +423,7 @@ int plane_start(struct plane *p, char *err, size_t errlen)
 	/* a shared store: what other replicas commit reaches our nodes too */
 	struct persist_follow f = { .ctx = p, .store = follow_cb, .node = follow_node, .token = follow_token,
 				    .rollout = follow_rollout, .statement = follow_statement, .resync = follow_resync,
+				    .approvals = follow_approvals,
 				    .catchup = follow_catchup };
 	if (p->core.persist->ops->follow && p->core.persist->ops->follow(p->core.persist, &f, err, errlen) < 0)
 		return -1;

@@ -94,22 +94,13 @@ static int params_parse(struct http_conn *c, struct sync_params *sp, bool use_la
 	return 0;
 }
 
-/* approvals=K: the node is held until K keys approved (core/approvals.h).
- * A relay computes no holds: it refuses. 0, or sends the refusal (params
- * released) and returns -1. */
-static int require_approvals(struct api *p, struct http_conn *c, struct sync_params *sp, enum http_result *ret)
+/* approvals=K: the node is held until K keys approved (core/approvals.h;
+ * a relay holds its nodes too, with the approvals its upstream sends). */
+static void require_approvals(struct api *p, const struct sync_params *sp)
 {
-	if (sp->approvals && core_is_relay(p->core)) {
-		params_release(sp);
-		*ret = http_send_error(c, HTTP_CONFLICT, "approvals: this plane is a relay, which does not hold nodes "
-				       "for approvals: connect a node started with --approvals to the plane itself "
-				       "(docs/protocol.md, \"Approvals\")");
-		return -1;
-	}
 	approvals_node(p->core->approvals, sp->node, sp->approvals, sp->sub.canon, sp->version);
 	if (sp->approvals)
 		approvals_keep(p->core->approvals, p->core->store);
-	return 0;
 }
 
 enum http_result api_stream(struct api *p, struct http_conn *c)
@@ -123,8 +114,7 @@ enum http_result api_stream(struct api *p, struct http_conn *c)
 		params_release(&sp);
 		return ret;
 	}
-	if (require_approvals(p, c, &sp, &ret) < 0)
-		return ret;
+	require_approvals(p, &sp);
 	if (nodes_seen(p->core->nodes, sp.node, sp.labels, "sse") < 0) {
 		params_release(&sp);
 		return http_send_error(c, HTTP_SERVICE_UNAVAILABLE, "node registry is full (max-nodes)");
@@ -227,8 +217,8 @@ enum http_result api_config(struct api *p, struct http_conn *c, struct request *
 		params_release(&sp);
 		return ret;
 	}
-	if (!resumed && require_approvals(p, c, &sp, &ret) < 0)
-		return ret;
+	if (!resumed)
+		require_approvals(p, &sp);
 	uint64_t wait_s = 0;
 	const char *w = http_query(c, "wait");
 	if (w && parse_uint_range(w, 0, MAX_WAIT_S, &wait_s) < 0) {

@@ -7,6 +7,7 @@
 #include "xmalloc.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,7 @@ struct anode {
 struct approvals {
 	struct persist *persist;
 	uint64_t trimmed;        /* approvals below this version are gone */
+	atomic_uint_fast64_t gen;   /* moves when the set changes (relay streams) */
 	pthread_mutex_t lock;
 	struct entry *e;
 	size_t n, cap;
@@ -73,6 +75,8 @@ static int put(struct approvals *a, uint64_t version, const char *sub, const cha
 	for (size_t i = at; i > 0 && a->e[i - 1].version == version; i--) {
 		struct entry *e = &a->e[i - 1];
 		if (strcmp(e->sub, sub) == 0 && strcmp(e->kid, kid) == 0) {
+			if (strcmp(e->token, token) != 0)
+				atomic_fetch_add(&a->gen, 1);
 			free(e->token);
 			e->token = xstrdup(token);
 			return 0;
@@ -85,6 +89,7 @@ static int put(struct approvals *a, uint64_t version, const char *sub, const cha
 	memmove(&a->e[at + 1], &a->e[at], (a->n - at) * sizeof(*a->e));
 	a->e[at] = (struct entry){ version, xstrdup(sub), xstrdup(kid), xstrdup(token) };
 	a->n++;
+	atomic_fetch_add(&a->gen, 1);
 	return 1;
 }
 
@@ -172,10 +177,50 @@ int approvals_trim(struct approvals *a, uint64_t log_floor, char *err, size_t er
 	}
 	memmove(&a->e[0], &a->e[n], (a->n - (size_t)n) * sizeof(*a->e));
 	a->n -= (size_t)n;
+	if (n)
+		atomic_fetch_add(&a->gen, 1);
 	if (below > a->trimmed)
 		a->trimmed = below;
 	pthread_mutex_unlock(&a->lock);
 	return n;
+}
+
+uint64_t approvals_gen(struct approvals *a)
+{
+	return atomic_load(&a->gen);
+}
+
+void approvals_all_json(struct approvals *a, struct buf *out)
+{
+	pthread_mutex_lock(&a->lock);
+	buf_puts(out, "{\"approvals\":[");
+	for (size_t i = 0; i < a->n; i++) {
+		const struct entry *e = &a->e[i];
+		buf_printf(out, "%s{\"version\":%llu,\"sub\":", i ? "," : "", (unsigned long long)e->version);
+		buf_json_string(out, e->sub);
+		buf_puts(out, ",\"kid\":");
+		buf_json_string(out, e->kid);
+		buf_puts(out, ",\"token\":");
+		buf_json_string(out, e->token);
+		buf_putc(out, '}');
+	}
+	buf_puts(out, "]}");
+	pthread_mutex_unlock(&a->lock);
+}
+
+void approvals_replace(struct approvals *a, const struct persist_approval *list, size_t n)
+{
+	pthread_mutex_lock(&a->lock);
+	for (size_t i = 0; i < a->n; i++) {
+		free(a->e[i].sub);
+		free(a->e[i].kid);
+		free(a->e[i].token);
+	}
+	a->n = 0;
+	for (size_t i = 0; i < n; i++)
+		put(a, list[i].version, list[i].sub, list[i].kid, list[i].token);
+	atomic_fetch_add(&a->gen, 1);
+	pthread_mutex_unlock(&a->lock);
 }
 
 /* Distinct keys that approved (version, sub). Lock held. */
@@ -290,7 +335,11 @@ bool approvals_floor(struct approvals *a, uint64_t *floor)
 	for (size_t i = 0; i < a->nnodes; i++)
 		if (a->nodes[i].held < f)
 			f = a->nodes[i].held;
-	bool any = a->nnodes > 0;
+	/* and from the oldest approval kept: a relay's nodes (whom this plane
+	 * does not see) may hold it, and their relay asks for its statement */
+	if (a->n && a->e[0].version < f)
+		f = a->e[0].version;
+	bool any = a->nnodes > 0 || a->n > 0;
 	pthread_mutex_unlock(&a->lock);
 	*floor = any ? f : 0;
 	return any;

@@ -36,6 +36,14 @@ int approvals_load(struct approvals *a, char *err, size_t errlen);
 int approvals_add(struct approvals *a, uint64_t version, const char *sub, const char *kid, const char *token,
 		  char *err, size_t errlen);
 
+/* Relays: every approval kept, as the relay stream's "approvals" event
+ * ({"approvals":[{"version","sub","kid","token"}...]}), and a generation
+ * that moves whenever they change; a relay replaces its set with the
+ * upstream's (it verifies nothing: its nodes do). */
+uint64_t approvals_gen(struct approvals *a);
+void approvals_all_json(struct approvals *a, struct buf *out);
+void approvals_replace(struct approvals *a, const struct persist_approval *list, size_t n);
+
 /* Drops the approvals of versions below both the version log's floor
  * (log_floor: what the log still shows) and, per subscription, its newest
  * approved version (what a hold may still need), from the backend first.

@@ -60,7 +60,7 @@ struct stream {
 	/* a relay's stream (reader thread only, but relay): what it was
 	 * sent of the token records and the rollout */
 	bool relay, state_sent;
-	uint64_t tok_gen, ro_gen;
+	uint64_t tok_gen, ro_gen, ap_gen;
 	char *own;                   /* this event's own bytes (malloc'd while it is sent) */
 	size_t own_len;
 	struct push_blob *blob;
@@ -507,9 +507,11 @@ static ssize_t relay_read(struct stream *st, char *buf, size_t max)
 		uint64_t v = hub_version(h);
 		bool need_tok = tokens_gen(p->tokens) != st->tok_gen;
 		bool need_ro = core_rollout_gen(p) != st->ro_gen;
+		/* the approvals a relay's nodes need with their pushes */
+		bool need_ap = p->approvals && approvals_gen(p->approvals) != st->ap_gen;
 		/* a relay ahead of us (we follow a lagging upstream) waits */
 		bool need_state = (!st->state_sent && st->sent <= v) || v > st->sent;
-		if (!closing && !need_tok && !need_ro && !need_state && !hb) {
+		if (!closing && !need_tok && !need_ro && !need_state && !need_ap && !hb) {
 			st->suspended = true;
 			http_suspend(st->conn);
 			pthread_mutex_unlock(&h->lock);
@@ -537,6 +539,10 @@ static ssize_t relay_read(struct stream *st, char *buf, size_t max)
 			st->ro_gen = core_rollout_gen(p);
 			core_rollout_json(p, v, &data);
 			relay_event(st, pre, "rollout", &data);
+		} else if (need_ap) {
+			st->ap_gen = approvals_gen(p->approvals);
+			approvals_all_json(p->approvals, &data);
+			relay_event(st, pre, "approvals", &data);
 		} else if (need_state) {
 			uint64_t to;
 			bool full;

@@ -238,6 +238,9 @@ struct persist_follow {
 	 * and "send every node record again" (it reached an upstream) */
 	void (*statement)(void *ctx, uint64_t version, const char *sub, const char *token);
 	void (*resync)(void *ctx);
+	/* a relay's: every approval the upstream keeps (core/approvals.h),
+	 * to replace what it had */
+	void (*approvals)(void *ctx, const struct persist_approval *list, size_t n);
 };
 
 /* What a shared backend says about itself (for /metrics and heartbeats). */

@@ -3,8 +3,7 @@
 # approving node (tetherd --approvers --approvals 2) streams from replica
 # b; the approvals are posted to replica a. b reads them from etcd (its
 # keeper, every second) and releases the node; a replica started later
-# loads them; and a relay refuses a node that requires approvals, saying
-# why (relays do not hold nodes for approvals: docs/protocol.md).
+# loads them.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-etcd.sh"
 
@@ -49,12 +48,5 @@ start_plane c "${E[@]}"
 C_URL=$PLANE_URL
 check_eq "replica c, started later, has both approvals" "2" \
 	"$(curl -s "$C_URL/v1/approvals?version=1" | jq -r '.approvals[0].kids | length')"
-
-# a relay refuses a node that requires approvals
-start_plane r --upstream "$A_URL" --relay-id r1 --heartbeat 1
-R_URL=$PLANE_URL
-out=$(curl -sS -w '\n%{http_code}' "$R_URL/v1/config?node=n2&approvals=2")
-check_eq "a relay answers approvals=2 with 409" "409" "$(tail -n 1 <<<"$out")"
-check "  saying why" grep -q "this plane is a relay, which does not hold nodes for approvals" <<<"$out"
 
 done_testing

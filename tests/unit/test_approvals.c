@@ -115,13 +115,16 @@ static void test_hold(void **state)
 	assert_non_null(strstr(b.data, "{\"sub\":\"cluster/\",\"kids\":[\"aaaa000000000000\",\"cccc000000000000\"]}"));
 	assert_non_null(strstr(b.data, "\"subs\":[\"cluster/\"]"));
 	buf_release(&b);
+	/* the history kept: from what the node holds, and from the oldest
+	 * approval kept (a relay's nodes may hold it) */
 	uint64_t floor = 0;
 	assert_true(approvals_floor(f->a, &floor));
-	assert_int_equal(floor, 8);
+	assert_int_equal(floor, 5);
 	/* k = 0 forgets the node: not held any more */
 	approvals_node(f->a, "n1", 0, "cluster/", 8);
 	assert_int_equal(approvals_target(f->a, "n1", UINT64_MAX), UINT64_MAX);
-	assert_false(approvals_floor(f->a, &floor));
+	assert_true(approvals_floor(f->a, &floor));
+	assert_int_equal(floor, 5);
 }
 
 static void test_many_nodes(void **state)
@@ -165,6 +168,38 @@ static void test_kept_across_reopen(void **state)
 	assert_int_equal(approvals_target(f->a, "r1", UINT64_MAX), 4);
 }
 
+/* A relay: the upstream's set replaces its own; the generation moves on
+ * every change (and not on a repeat of the same token). */
+static void test_replace_and_gen(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t g0 = approvals_gen(f->a);
+	add(f, 3, "", "aaaa000000000000", "t3", 1);
+	uint64_t g1 = approvals_gen(f->a);
+	assert_true(g1 > g0);
+	add(f, 3, "", "aaaa000000000000", "t3", 0);
+	assert_int_equal(approvals_gen(f->a), g1);
+	struct buf b = BUF_INIT;
+	approvals_all_json(f->a, &b);
+	assert_string_equal(b.data, "{\"approvals\":[{\"version\":3,\"sub\":\"\",\"kid\":\"aaaa000000000000\","
+				    "\"token\":\"t3\"}]}");
+	buf_release(&b);
+	struct persist_approval up[] = {
+		{ 9, "", "bbbb000000000000", "u9b" }, { 7, "", "aaaa000000000000", "u7a" },
+		{ 9, "", "aaaa000000000000", "u9a" },
+	};
+	approvals_replace(f->a, up, 3);
+	assert_true(approvals_gen(f->a) > g1);
+	approvals_node(f->a, "n", 2, "", 1);
+	assert_int_equal(approvals_target(f->a, "n", UINT64_MAX), 9);
+	buf_init(&b);
+	approvals_push_json(f->a, "n", 3, &b);
+	assert_string_equal(b.data, "\"approvals\":[],");   /* version 3's went with the replace */
+	buf_release(&b);
+	approvals_replace(f->a, NULL, 0);
+	assert_int_equal(approvals_target(f->a, "n", UINT64_MAX), 1);
+}
+
 static void test_trim(void **state)
 {
 	struct fixture *f = *state;
@@ -199,6 +234,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_many_nodes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kept_across_reopen, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_trim, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_replace_and_gen, setup, teardown),
 	};
 	log_init("test_approvals", LOG_LVL_WARN);
 	return cmocka_run_group_tests(tests, NULL, NULL);

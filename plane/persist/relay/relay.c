@@ -12,6 +12,8 @@
  *               "deleted_at"}...]}  every state of a name after base, by
  *               version, so the history a rollout's targets need is here
  *   heartbeat  {"version","time","interval","statement","report"}
+ *   approvals  {"approvals":[{"version","sub","kid","token"}...]}  every
+ *              approval the upstream keeps, when they change
  * Until follow() the events wait in a queue (the plane starts with the
  * first state in hand); then they are handed over as they come. */
 #include "json.h"
@@ -297,6 +299,28 @@ static int apply_tokens(struct persist_relay *x, const cJSON *o)
 	return 0;
 }
 
+static int apply_approvals(struct persist_relay *x, const cJSON *o)
+{
+	const cJSON *arr = cJSON_GetObjectItemCaseSensitive(o, "approvals"), *t;
+	if (!cJSON_IsArray(arr))
+		return -1;
+	if (!x->f.approvals)
+		return 0;
+	size_t n = (size_t)cJSON_GetArraySize(arr), k = 0;
+	struct persist_approval *list = xcalloc(n ? n : 1, sizeof(*list));
+	cJSON_ArrayForEach(t, arr) {
+		uint64_t v = 0;
+		const char *sub = json_get_string(t, "sub"), *kid = json_get_string(t, "kid");
+		const char *tok = json_get_string(t, "token");
+		if (!json_get_u64(cJSON_GetObjectItemCaseSensitive(t, "version"), &v) || !sub || !kid || !tok)
+			continue;   /* its nodes verify every token: a bad one only fails to count */
+		list[k++] = (struct persist_approval){ v, sub, kid, tok };
+	}
+	x->f.approvals(x->f.ctx, list, k);
+	free(list);
+	return 0;
+}
+
 static int apply_heartbeat(struct persist_relay *x, const cJSON *o)
 {
 	const cJSON *iv = cJSON_GetObjectItemCaseSensitive(o, "interval");
@@ -360,6 +384,8 @@ static int deliver(struct persist_relay *x, const char *type, const char *data, 
 		rc = apply_tokens(x, o);
 	} else if (strcmp(type, "heartbeat") == 0) {
 		rc = apply_heartbeat(x, o);
+	} else if (strcmp(type, "approvals") == 0) {
+		rc = apply_approvals(x, o);
 	}   /* other events: a newer upstream's, ignored */
 	cJSON_Delete(o);
 	return rc;

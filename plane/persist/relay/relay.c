@@ -301,22 +301,12 @@ static int apply_tokens(struct persist_relay *x, const cJSON *o)
 
 static int apply_approvals(struct persist_relay *x, const cJSON *o)
 {
-	const cJSON *arr = cJSON_GetObjectItemCaseSensitive(o, "approvals"), *t;
-	if (!cJSON_IsArray(arr))
+	struct persist_approval *list;
+	size_t n;
+	if (record_approvals_from_json(o, &list, &n) < 0)
 		return -1;
-	if (!x->f.approvals)
-		return 0;
-	size_t n = (size_t)cJSON_GetArraySize(arr), k = 0;
-	struct persist_approval *list = xcalloc(n ? n : 1, sizeof(*list));
-	cJSON_ArrayForEach(t, arr) {
-		uint64_t v = 0;
-		const char *sub = json_get_string(t, "sub"), *kid = json_get_string(t, "kid");
-		const char *tok = json_get_string(t, "token");
-		if (!json_get_u64(cJSON_GetObjectItemCaseSensitive(t, "version"), &v) || !sub || !kid || !tok)
-			continue;   /* its nodes verify every token: a bad one only fails to count */
-		list[k++] = (struct persist_approval){ v, sub, kid, tok };
-	}
-	x->f.approvals(x->f.ctx, list, k);
+	if (x->f.approvals)   /* its nodes verify every token: a bad one only fails to count */
+		x->f.approvals(x->f.ctx, list, n);
 	free(list);
 	return 0;
 }

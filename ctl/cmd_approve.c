@@ -295,7 +295,7 @@ int cmd_approve(const struct ctl_ctx *cx, int argc, char **argv)
 		buf_puts(&json, "}");
 		printf("%s\n", json.data);
 	} else {
-		char *t = approve_log_text(got);
+		char *t = cmd_approve_log_text(got);
 		printf("version %" PRIu64 ": %s\n", v, t ? t : "approved");
 		free(t);
 	}
@@ -336,7 +336,7 @@ int cmd_reject(const struct ctl_ctx *cx, int argc, char **argv)
 	return rc;
 }
 
-char *approve_log_text(const cJSON *v)
+char *cmd_approve_log_text(const cJSON *v)
 {
 	const cJSON *list = cJSON_GetObjectItemCaseSensitive(v, "approvals");
 	uint64_t needed = 0;

@@ -184,7 +184,7 @@ int cmd_log(const struct ctl_ctx *cx, int argc, char **argv)
 			rb ? xasprintf("%" PRIu64, rb) : xstrdup("-"), NULL,
 		};
 		if (approvals) {
-			char *at = approve_log_text(v);
+			char *at = cmd_approve_log_text(v);
 			row[6] = at ? at : xstrdup("-");
 		}
 		table_row(&t, row);
@@ -234,7 +234,7 @@ int cmd_show(const struct ctl_ctx *cx, int argc, char **argv)
 	uint64_t rb = 0;
 	if (json_get_u64(cJSON_GetObjectItemCaseSensitive(shown, "reverted_by"), &rb) && !rb)
 		cJSON_ReplaceItemInObjectCaseSensitive(shown, "reverted_by", cJSON_CreateString("-"));
-	char *at = approve_log_text(shown);   /* "approvals: pending approval 1/2 (...)" */
+	char *at = cmd_approve_log_text(shown);   /* "approvals: pending approval 1/2 (...)" */
 	cJSON_DeleteItemFromObjectCaseSensitive(shown, "approvals_needed");
 	if (at)
 		cJSON_ReplaceItemInObjectCaseSensitive(shown, "approvals", cJSON_CreateString(at));

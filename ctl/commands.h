@@ -5,6 +5,7 @@
 #define TETHER_CTL_COMMANDS_H
 
 #include <stdbool.h>
+#include <cjson/cJSON.h>
 
 #define CTL_DEFAULT_PLANE "http://127.0.0.1:7070"
 #define CTL_DEFAULT_STATE_DIR "/var/lib/tetherd"
@@ -64,8 +65,7 @@ int cmd_reject(const struct ctl_ctx *cx, int argc, char **argv);
 /* A version's word on approvals ("pending approval 1/2 (1a2b3c4d...)",
  * "approved 2/2 (...)"), from a log entry or GET /v1/approvals; NULL when
  * it has none. Malloc'd. */
-#include <cjson/cJSON.h>
-char *approve_log_text(const cJSON *v);
+char *cmd_approve_log_text(const cJSON *v);
 
 /* cmd_secrets.c: sealed secrets */
 int cmd_put_sealed(const struct ctl_ctx *cx, int argc, char **argv);

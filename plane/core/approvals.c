@@ -27,6 +27,11 @@ struct approvals {
 	struct persist *persist;
 	uint64_t trimmed;        /* approvals below this version are gone */
 	atomic_uint_fast64_t gen;   /* moves when the set changes (relay streams) */
+	/* what approvals_keep last told the store (its callers take turns:
+	 * the keeper, a POST's keep, a connection) */
+	pthread_mutex_t keep_lock;
+	bool kept_on;
+	uint64_t kept_floor;
 	pthread_mutex_t lock;
 	struct entry *e;
 	size_t n, cap;
@@ -40,6 +45,7 @@ struct approvals *approvals_new(struct persist *p)
 	struct approvals *a = xcalloc(1, sizeof(*a));
 	a->persist = p;
 	pthread_mutex_init(&a->lock, NULL);
+	pthread_mutex_init(&a->keep_lock, NULL);
 	strmap_init(&a->by_node);
 	return a;
 }
@@ -61,6 +67,7 @@ void approvals_free(struct approvals *a)
 	free(a->nodes);
 	strmap_release(&a->by_node);
 	pthread_mutex_destroy(&a->lock);
+	pthread_mutex_destroy(&a->keep_lock);
 	free(a);
 }
 
@@ -349,7 +356,15 @@ void approvals_keep(struct approvals *a, struct store *s)
 {
 	uint64_t floor;
 	bool on = approvals_floor(a, &floor);
-	store_set_hold(s, on, floor);
+	/* the store's locks only when the hold moves: the keeper asks every
+	 * second, and readers would wait behind a writer each time */
+	pthread_mutex_lock(&a->keep_lock);
+	if (on != a->kept_on || floor != a->kept_floor) {
+		store_set_hold(s, on, floor);
+		a->kept_on = on;
+		a->kept_floor = floor;
+	}
+	pthread_mutex_unlock(&a->keep_lock);
 }
 
 void approvals_push_json(struct approvals *a, const char *node, uint64_t version, struct buf *out)

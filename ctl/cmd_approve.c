@@ -20,6 +20,7 @@
 #include "lthash.h"
 #include "output.h"
 #include "request.h"
+#include "strmap.h"
 #include "sub.h"
 #include "util.h"
 #include "xmalloc.h"
@@ -29,21 +30,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A state: names and the canonical bodies nodes get (NULL: absent). */
+/* A state: names and the canonical bodies nodes get (NULL: absent),
+ * indexed by name. */
 struct cstate {
 	char **name, **body;
 	size_t n, cap;
+	struct strmap idx;   /* name -> index + 1 */
 };
 
 static void cstate_put(struct cstate *s, const char *name, const char *body)
 {
-	for (size_t i = 0; i < s->n; i++) {
-		if (strcmp(s->name[i], name) == 0) {
-			free(s->body[i]);
-			s->body[i] = body ? xstrdup(body) : NULL;
-			return;
-		}
+	intptr_t at = 0;
+	if (s->idx.slots && strmap_get(&s->idx, name, &at) && at) {
+		free(s->body[at - 1]);
+		s->body[at - 1] = body ? xstrdup(body) : NULL;
+		return;
 	}
+	if (!s->idx.slots)
+		strmap_init(&s->idx);
 	if (s->n == s->cap) {
 		s->cap = s->cap ? s->cap * 2 : 64;
 		s->name = xrealloc(s->name, s->cap * sizeof(*s->name));
@@ -51,6 +55,14 @@ static void cstate_put(struct cstate *s, const char *name, const char *body)
 	}
 	s->name[s->n] = xstrdup(name);
 	s->body[s->n++] = body ? xstrdup(body) : NULL;
+	strmap_put(&s->idx, s->name[s->n - 1], (intptr_t)s->n);
+}
+
+/* name's body in s, or NULL when absent. */
+static const char *cstate_get(const struct cstate *s, const char *name)
+{
+	intptr_t at = 0;
+	return s->idx.slots && strmap_get(&s->idx, name, &at) && at ? s->body[at - 1] : NULL;
 }
 
 static void cstate_release(struct cstate *s)
@@ -61,6 +73,8 @@ static void cstate_release(struct cstate *s)
 	}
 	free(s->name);
 	free(s->body);
+	if (s->idx.slots)
+		strmap_release(&s->idx);
 	memset(s, 0, sizeof(*s));
 }
 
@@ -180,36 +194,50 @@ static void digest_of(const struct cstate *s, const struct sub *sub, unsigned ch
 	lthash_digest(&h, out);
 }
 
-/* What changed from base to v, one line a name (or JSON members). */
-static int show_change(const struct ctl_ctx *cx, uint64_t base, uint64_t v, struct buf *json)
+struct change {
+	const char *name, *what;
+};
+
+static int change_cmp(const void *x, const void *y)
 {
-	char path[96];
-	snprintf(path, sizeof(path), "/v1/diff?from=%" PRIu64 "&to=%" PRIu64, base, v);
-	cJSON *diff = get_json(cx, path);
-	if (!diff)
-		return -1;
-	const cJSON *ch = cJSON_GetObjectItemCaseSensitive(diff, "changes");
+	return strcmp(((const struct change *)x)->name, ((const struct change *)y)->name);
+}
+
+/* What changed from the state at base (old) to the state at v (cur) --
+ * the very states whose digests are signed, compared here, not the
+ * plane's word on what changed --, one line a name (or JSON members). */
+static void show_change(const struct ctl_ctx *cx, uint64_t base, uint64_t v, const struct cstate *old,
+			const struct cstate *cur, struct buf *json)
+{
+	struct change *ch = xcalloc(old->n + cur->n + 1, sizeof(*ch));
 	size_t n = 0;
+	for (size_t i = 0; i < cur->n; i++) {
+		const char *was = cstate_get(old, cur->name[i]);
+		if (!cur->body[i])
+			continue;
+		if (!was)
+			ch[n++] = (struct change){ cur->name[i], "added" };
+		else if (strcmp(was, cur->body[i]) != 0)
+			ch[n++] = (struct change){ cur->name[i], "changed" };
+	}
+	for (size_t i = 0; i < old->n; i++)
+		if (old->body[i] && !cstate_get(cur, old->name[i]))
+			ch[n++] = (struct change){ old->name[i], "removed" };
+	qsort(ch, n, sizeof(*ch), change_cmp);
 	if (!cx->json)
 		printf("version %" PRIu64 " against %" PRIu64 ":\n", v, base);
-	for (const cJSON *c = ch ? ch->child : NULL; c; c = c->next, n++) {
-		const char *name = json_get_string(c, "name");
-		const cJSON *b = cJSON_GetObjectItemCaseSensitive(c, "before");
-		const cJSON *a = cJSON_GetObjectItemCaseSensitive(c, "after");
-		bool had = b && !cJSON_IsNull(b), has = a && !cJSON_IsNull(a);
-		const char *what = had ? (has ? "changed" : "removed") : "added";
+	for (size_t i = 0; i < n; i++) {
 		if (cx->json) {
-			buf_puts(json, n ? ",{\"name\":" : "{\"name\":");
-			buf_json_string(json, name ? name : "");
-			buf_printf(json, ",\"change\":\"%s\"}", what);
+			buf_puts(json, i ? ",{\"name\":" : "{\"name\":");
+			buf_json_string(json, ch[i].name);
+			buf_printf(json, ",\"change\":\"%s\"}", ch[i].what);
 		} else {
-			printf("  %-8s %s\n", what, name ? name : "?");
+			printf("  %-8s %s\n", ch[i].what, ch[i].name);
 		}
 	}
 	if (!cx->json && !n)
 		printf("  (no change)\n");
-	cJSON_Delete(diff);
-	return 0;
+	free(ch);
 }
 
 int cmd_approve(const struct ctl_ctx *cx, int argc, char **argv)
@@ -231,7 +259,7 @@ int cmd_approve(const struct ctl_ctx *cx, int argc, char **argv)
 		return CTL_EXIT_FAILED;
 	}
 	int rc = CTL_EXIT_FAILED;
-	struct cstate s = { 0 };
+	struct cstate s = { 0 }, was = { 0 };
 	struct buf json = BUF_INIT, body = BUF_INIT;
 	struct client_answer ans = { 0, BUF_INIT, "" };
 	char path[64];
@@ -244,8 +272,9 @@ int cmd_approve(const struct ctl_ctx *cx, int argc, char **argv)
 		base = last;
 	if (cx->json)
 		buf_printf(&json, "{\"version\":%" PRIu64 ",\"base\":%" PRIu64 ",\"changes\":[", v, base);
-	if (show_change(cx, base, v, &json) < 0 || state_at(cx, v, &s) < 0)
+	if (state_at(cx, v, &s) < 0 || state_at(cx, base, &was) < 0)
 		goto out;
+	show_change(cx, base, v, &was, &s, &json);
 	/* the subscriptions the approving nodes use (none connected yet: the
 	 * whole state, as a node without --sub sees it) */
 	const cJSON *subs = cJSON_GetObjectItemCaseSensitive(info, "subs");
@@ -305,6 +334,7 @@ out:
 	cJSON_Delete(info);
 	cJSON_Delete(got);
 	cstate_release(&s);
+	cstate_release(&was);
 	buf_release(&json);
 	buf_release(&body);
 	buf_release(&ans.body);

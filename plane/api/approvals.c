@@ -52,7 +52,13 @@ static void keep_run(void *ctx, void *arg, struct write_result *res)
 	struct keep_job *j = arg;
 	char err[512];
 	for (size_t i = 0; i < j->n; i++) {
-		if (approvals_add(p->core->approvals, j->version, j->sub[i], j->kid[i], j->tok[i], err, sizeof(err)) < 0) {
+		int rc = approvals_add(p->core->approvals, j->version, j->sub[i], j->kid[i], j->tok[i], err, sizeof(err));
+		if (rc == -2) {
+			write_result_error(res, HTTP_CONFLICT, "approvals: cannot keep the approval of version %llu by key "
+					   "%s: %s", (unsigned long long)j->version, j->kid[i], err);
+			return;
+		}
+		if (rc < 0) {
 			write_result_error(res, HTTP_SERVICE_UNAVAILABLE, "approvals: cannot store the approval of version "
 					   "%llu by key %s: %s", (unsigned long long)j->version, j->kid[i], err);
 			return;

@@ -114,12 +114,12 @@ enum http_result api_stream(struct api *p, struct http_conn *c)
 		params_release(&sp);
 		return ret;
 	}
-	require_approvals(p, &sp);
 	if (nodes_seen(p->core->nodes, sp.node, sp.labels, "sse") < 0) {
 		params_release(&sp);
 		return http_send_error(c, HTTP_SERVICE_UNAVAILABLE, "node registry is full (max-nodes)");
 	}
 	nodes_set_sub(p->core->nodes, sp.node, sp.sub.canon);
+	require_approvals(p, &sp);   /* after the registry took it: bounded by max-nodes */
 	bool gzip = http_accepts_gzip(c);
 	struct stream *st = hub_stream_new(p->core->hub, c, sp.node, sp.version, &sp.sub, gzip, who.token_id, sp.unacked);
 	/* a revocation between the check above and now would have missed
@@ -217,8 +217,6 @@ enum http_result api_config(struct api *p, struct http_conn *c, struct request *
 		params_release(&sp);
 		return ret;
 	}
-	if (!resumed)
-		require_approvals(p, &sp);
 	uint64_t wait_s = 0;
 	const char *w = http_query(c, "wait");
 	if (w && parse_uint_range(w, 0, MAX_WAIT_S, &wait_s) < 0) {
@@ -231,6 +229,7 @@ enum http_result api_config(struct api *p, struct http_conn *c, struct request *
 			return http_send_error(c, HTTP_SERVICE_UNAVAILABLE, "node registry is full (max-nodes)");
 		}
 		nodes_set_sub(p->core->nodes, sp.node, sp.sub.canon);
+		require_approvals(p, &sp);   /* after the registry took it: bounded by max-nodes */
 		atomic_fetch_add(&p->core->ctr.polls, 1);
 	}
 

@@ -1,6 +1,7 @@
 /* core/approvals.c: the plane's approvals: tokens kept, nodes that require
  * them, the hold (see approvals.h). Returned buffers are the caller's. */
 #include "core/approvals.h"
+#include "approval.h"
 #include "core/store.h"
 #include "log.h"
 #include "strmap.h"
@@ -142,10 +143,36 @@ int approvals_load(struct approvals *a, char *err, size_t errlen)
 	return rc < 0 ? -1 : added;
 }
 
+/* Whether (version, sub, kid) is kept. Lock held. */
+static bool has(const struct approvals *a, uint64_t version, const char *sub, const char *kid)
+{
+	for (size_t i = 0; i < a->n; i++)
+		if (a->e[i].version == version && strcmp(a->e[i].sub, sub) == 0 && strcmp(a->e[i].kid, kid) == 0)
+			return true;
+	return false;
+}
+
+static size_t count(const struct approvals *a, uint64_t version, const char *sub);
+
 int approvals_add(struct approvals *a, uint64_t version, const char *sub, const char *kid, const char *token,
 		  char *err, size_t errlen)
 {
 	struct persist_approval pa = { version, sub, kid, token };
+	/* bounded: a push carries them all, and a node takes APPROVALS_MAX */
+	pthread_mutex_lock(&a->lock);
+	bool full = !has(a, version, sub, kid) &&
+		    (count(a, version, sub) >= APPROVALS_MAX || a->n >= APPROVALS_KEPT_MAX);
+	size_t kept = a->n;
+	pthread_mutex_unlock(&a->lock);
+	if (full) {
+		if (kept >= APPROVALS_KEPT_MAX)
+			snprintf(err, errlen, "the plane keeps at most %d approvals (%zu now): they go when the version "
+				 "log drops their versions (--history-keep)", APPROVALS_KEPT_MAX, kept);
+		else
+			snprintf(err, errlen, "version %llu already has %d approvals for subscription '%.200s', the most "
+				 "a push carries", (unsigned long long)version, APPROVALS_MAX, sub);
+		return -2;
+	}
 	if (a->persist->ops->approval_add && a->persist->ops->approval_add(a->persist, &pa, err, errlen) < 0)
 		return -1;
 	pthread_mutex_lock(&a->lock);

@@ -30,9 +30,14 @@ void approvals_free(struct approvals *a);
  * Returns how many were new, or -1 with err. */
 int approvals_load(struct approvals *a, char *err, size_t errlen);
 
+/* The most approvals kept in all (each (version, sub) takes at most
+ * APPROVALS_MAX keys, the most a push carries). */
+#define APPROVALS_KEPT_MAX 65536
+
 /* Keeps a verified token: durably first, then in memory. 1 new, 0 the same
  * (version, sub, kid) was had already (the newer token replaces it), -1
- * with err (the backend failed). */
+ * with err (the backend failed), -2 with err (full: APPROVALS_MAX keys for
+ * (version, sub) already, or APPROVALS_KEPT_MAX in all). */
 int approvals_add(struct approvals *a, uint64_t version, const char *sub, const char *kid, const char *token,
 		  char *err, size_t errlen);
 

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "approval.h"
 #include "buf.h"
 #include "core/approvals.h"
 #include "log.h"
@@ -200,6 +201,34 @@ static void test_replace_and_gen(void **state)
 	assert_int_equal(approvals_target(f->a, "n", UINT64_MAX), 1);
 }
 
+/* A (version, sub) keeps at most APPROVALS_MAX keys (a push carries them
+ * all; a node takes no more): the next is refused, naming the bound, and
+ * nothing is kept of it; a key already kept may still be replaced, and
+ * another subscription has its own room. */
+static void test_bounded(void **state)
+{
+	struct fixture *f = *state;
+	char kid[17], tok[32], err[256] = "";
+	for (int i = 0; i < APPROVALS_MAX; i++) {
+		snprintf(kid, sizeof(kid), "%016x", i);
+		snprintf(tok, sizeof(tok), "tok%d", i);
+		add(f, 4, "", kid, tok, 1);
+	}
+	assert_int_equal(approvals_add(f->a, 4, "", "00000000000000ff", "tokff", err, sizeof(err)), -2);
+	assert_non_null(strstr(err, "already has 32 approvals"));
+	add(f, 4, "", "0000000000000000", "tok0-again", 0);
+	add(f, 4, "a/", "00000000000000ff", "tokff", 1);
+	struct buf b = BUF_INIT;
+	approvals_version_json(f->a, 4, &b);
+	/* the refused key shows only under "a/" */
+	const char *ff = strstr(b.data, "00000000000000ff"), *sa = strstr(b.data, "\"sub\":\"a/\"");
+	assert_non_null(ff);
+	assert_non_null(sa);
+	assert_true(ff > sa);
+	assert_int_equal(approvals_load(f->a, err, sizeof(err)), 0);   /* nothing more in the backend */
+	buf_release(&b);
+}
+
 static void test_trim(void **state)
 {
 	struct fixture *f = *state;
@@ -234,6 +263,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_many_nodes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kept_across_reopen, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_trim, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_bounded, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_replace_and_gen, setup, teardown),
 	};
 	log_init("test_approvals", LOG_LVL_WARN);

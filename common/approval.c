@@ -3,6 +3,8 @@
 #include "approval.h"
 #include "buf.h"
 #include "json.h"
+#include "signed_token.h"
+#include "statement.h"
 #include "xmalloc.h"
 
 #include <sodium.h>
@@ -12,9 +14,7 @@
 #include <string.h>
 
 #define SIG_DOMAIN "tether-approval-v1\n"
-#define B64URL sodium_base64_VARIANT_URLSAFE_NO_PADDING
-#define B64URL_ALPHABET "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
-#define PAYLOAD_MAX 6144
+#define PAYLOAD_MAX SIGNED_TOKEN_PAYLOAD_MAX
 
 void approval_release(struct approval *ap)
 {
@@ -22,18 +22,11 @@ void approval_release(struct approval *ap)
 	ap->sub = NULL;
 }
 
-static void signed_message(const char *payload, size_t len, struct buf *m)
-{
-	buf_reset(m);
-	buf_puts(m, SIG_DOMAIN);
-	buf_append(m, payload, len);
-}
-
 char *approval_sign(struct approval *ap, const struct signing_key *k)
 {
 	char hex[2 * LTHASH_DIGEST_BYTES + 1];
 	char pk64[sodium_base64_ENCODED_LEN(32, sodium_base64_VARIANT_ORIGINAL)];
-	struct buf payload = BUF_INIT, msg = BUF_INIT, out = BUF_INIT;
+	struct buf payload = BUF_INIT;
 	memcpy(ap->kid, k->kid, sizeof(ap->kid));
 	memcpy(ap->pk, k->pk, sizeof(ap->pk));
 	lthash_digest_hex(ap->digest, hex);
@@ -42,34 +35,9 @@ char *approval_sign(struct approval *ap, const struct signing_key *k)
 	buf_json_string(&payload, ap->sub ? ap->sub : "");
 	buf_printf(&payload, ",\"v\":1,\"version\":%llu}", (unsigned long long)ap->version);
 
-	unsigned char sig[crypto_sign_BYTES];
-	signed_message(payload.data, payload.len, &msg);
-	crypto_sign_detached(sig, NULL, (const unsigned char *)msg.data, msg.len, k->sk);
-
-	size_t plen = sodium_base64_ENCODED_LEN(payload.len, B64URL);
-	size_t slen = sodium_base64_ENCODED_LEN(sizeof(sig), B64URL);
-	buf_reserve(&out, plen + slen + 2);
-	sodium_bin2base64(out.data, plen, (const unsigned char *)payload.data, payload.len, B64URL);
-	out.len = strlen(out.data);
-	out.data[out.len++] = '.';
-	sodium_bin2base64(out.data + out.len, slen, sig, sizeof(sig), B64URL);
-	out.len += strlen(out.data + out.len);
+	char *tok = signed_token_make(SIG_DOMAIN, payload.data, payload.len, k);
 	buf_release(&payload);
-	buf_release(&msg);
-	return buf_detach(&out, NULL);
-}
-
-/* Decodes base64url (no padding) of s[0..len) into out (cap bytes): the
- * alphabet's characters only, one spelling (as statement.c does). */
-static int b64url(const char *s, size_t len, unsigned char *out, size_t cap, size_t *got)
-{
-	const char *end = NULL;
-	for (size_t i = 0; i < len; i++)
-		if (!s[i] || !strchr(B64URL_ALPHABET, s[i]))
-			return -1;
-	if (sodium_base642bin(out, cap, s, len, NULL, got, &end, B64URL) != 0)
-		return -1;
-	return end == s + len ? 0 : -1;
+	return tok;
 }
 
 /* Splits and decodes a token and parses its payload into ap. */
@@ -77,33 +45,9 @@ static int decode(const char *token, size_t len, struct approval *ap, unsigned c
 		  unsigned char sig[crypto_sign_BYTES], char *err, size_t errlen)
 {
 	memset(ap, 0, sizeof(*ap));
-	if (len > APPROVAL_MAX) {
-		snprintf(err, errlen, "approval: longer than %d bytes", APPROVAL_MAX);
+	cJSON *o = signed_token_open("approval", token, len, APPROVAL_MAX, payload, plen, sig, err, errlen);
+	if (!o)
 		return -1;
-	}
-	if (memchr(token, '\0', len)) {
-		snprintf(err, errlen, "approval: holds a NUL byte");
-		return -1;
-	}
-	const char *dot = memchr(token, '.', len);
-	if (!dot || memchr(dot + 1, '.', len - (size_t)(dot - token) - 1)) {
-		snprintf(err, errlen, "approval: not PAYLOAD.SIGNATURE");
-		return -1;
-	}
-	size_t sl = 0;
-	if (b64url(token, (size_t)(dot - token), payload, PAYLOAD_MAX, plen) < 0 ||
-	    b64url(dot + 1, len - (size_t)(dot - token) - 1, sig, crypto_sign_BYTES, &sl) < 0 ||
-	    sl != crypto_sign_BYTES) {
-		snprintf(err, errlen, "approval: not base64url PAYLOAD.SIGNATURE (64-byte signature)");
-		return -1;
-	}
-	char inner[256];
-	struct json_limits lim = { PAYLOAD_MAX, 2 };
-	cJSON *o = json_decode((const char *)payload, *plen, &lim, inner, sizeof(inner));
-	if (!o) {
-		snprintf(err, errlen, "approval: payload: %s", inner);
-		return -1;
-	}
 	int rc = -1;
 	const char *digest = json_get_string(o, "digest"), *kid = json_get_string(o, "kid");
 	const char *sub = json_get_string(o, "sub"), *pk = json_get_string(o, "pk");
@@ -128,8 +72,9 @@ static int decode(const char *token, size_t len, struct approval *ap, unsigned c
 		snprintf(err, errlen, "approval: pk must be the base64 of a 32-byte public key");
 		goto out;
 	}
-	if (!sub || strlen(sub) > APPROVAL_MAX) {
-		snprintf(err, errlen, "approval: sub must be a string");
+	if (!sub || strlen(sub) > STATEMENT_SUB_MAX) {
+		snprintf(err, errlen, "approval: sub must be a string of at most %d bytes (as a statement's)",
+			 STATEMENT_SUB_MAX);
 		goto out;
 	}
 	char id[KEY_ID_LEN + 1];
@@ -152,11 +97,7 @@ int approval_verify(const char *token, size_t len, struct approval *ap, char *er
 	size_t plen = 0;
 	if (decode(token, len, ap, payload, &plen, sig, err, errlen) < 0)
 		return -1;
-	struct buf msg = BUF_INIT;
-	signed_message((const char *)payload, plen, &msg);
-	int ok = crypto_sign_verify_detached(sig, (const unsigned char *)msg.data, msg.len, ap->pk);
-	buf_release(&msg);
-	if (ok != 0) {
+	if (!signed_token_check(SIG_DOMAIN, payload, plen, sig, ap->pk)) {
 		snprintf(err, errlen, "approval: bad signature (key %s)", ap->kid);
 		approval_release(ap);
 		return -1;

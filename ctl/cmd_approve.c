@@ -240,6 +240,54 @@ static void show_change(const struct ctl_ctx *cx, uint64_t base, uint64_t v, con
 	free(ch);
 }
 
+/* The approvals key k gave version base (GET /v1/approvals?version=base
+ * has the tokens): each must sign the state fetched at base (was), else
+ * the plane's word on base -- and so the change shown against it -- is not
+ * what this key approved. 1: checked against at least one, 0: this key
+ * approved none of base, -1 after saying why. */
+static int check_base(const struct ctl_ctx *cx, uint64_t base, const struct cstate *was,
+		      const struct signing_key *k)
+{
+	if (base == 0)
+		return 0;
+	char path[64];
+	snprintf(path, sizeof(path), "/v1/approvals?version=%" PRIu64, base);
+	cJSON *info = get_json(cx, path);
+	if (!info)
+		return -1;
+	int rc = 0;
+	const cJSON *list = cJSON_GetObjectItemCaseSensitive(info, "approvals");
+	for (const cJSON *a = list ? list->child : NULL; a && rc >= 0; a = a->next) {
+		const cJSON *toks = cJSON_GetObjectItemCaseSensitive(a, "tokens");
+		for (const cJSON *t = toks ? toks->child : NULL; t && rc >= 0; t = t->next) {
+			struct approval ap;
+			struct sub sub;
+			char err[256];
+			if (!cJSON_IsString(t) || approval_verify(t->valuestring, strlen(t->valuestring), &ap, err,
+								  sizeof(err)) < 0)
+				continue;
+			if (ap.version == base && memcmp(ap.pk, k->pk, sizeof(ap.pk)) == 0 &&
+			    sub_parse(ap.sub, &sub, err, sizeof(err)) == 0) {
+				unsigned char d[LTHASH_DIGEST_BYTES];
+				digest_of(was, &sub, d);
+				if (lthash_digest_equal(d, ap.digest)) {
+					rc = 1;
+				} else {
+					ctl_error("approve: the state the plane shows for version %" PRIu64 " is not the one "
+						  "key %s approved for subscription '%.200s' (digest differs): the change "
+						  "shown would be against another state. Not approved: find out why (a "
+						  "plane or proxy that lies about history?)", base, k->kid, ap.sub);
+					rc = -1;
+				}
+				sub_release(&sub);
+			}
+			approval_release(&ap);
+		}
+	}
+	cJSON_Delete(info);
+	return rc;
+}
+
 int cmd_approve(const struct ctl_ctx *cx, int argc, char **argv)
 {
 	(void)argc;
@@ -274,6 +322,12 @@ int cmd_approve(const struct ctl_ctx *cx, int argc, char **argv)
 		buf_printf(&json, "{\"version\":%" PRIu64 ",\"base\":%" PRIu64 ",\"changes\":[", v, base);
 	if (state_at(cx, v, &s) < 0 || state_at(cx, base, &was) < 0)
 		goto out;
+	int based = check_base(cx, base, &was, &k);
+	if (based < 0)
+		goto out;
+	if (!based && base > 0 && !cx->json)
+		fprintf(stderr, "tetherctl: approve: key %s did not approve version %" PRIu64 ": the change shown "
+			"against it is the plane's word\n", k.kid, base);
 	show_change(cx, base, v, &was, &s, &json);
 	/* the subscriptions the approving nodes use (none connected yet: the
 	 * whole state, as a node without --sub sees it) */
@@ -321,7 +375,8 @@ int cmd_approve(const struct ctl_ctx *cx, int argc, char **argv)
 		char *t = cJSON_PrintUnformatted(got);
 		buf_puts(&json, t);
 		free(t);
-		buf_puts(&json, "}");
+		/* whether the base state is one this key approved (check_base) */
+		buf_printf(&json, ",\"base_checked\":%s}", based > 0 ? "true" : "false");
 		printf("%s\n", json.data);
 	} else {
 		char *t = cmd_approve_log_text(got);

@@ -484,6 +484,19 @@ void approvals_version_json(struct approvals *a, uint64_t version, struct buf *o
 			f2 = false;
 			buf_json_string(out, a->e[i].kid);
 		}
+		/* the tokens too, in the same order (they are no secret: pushes
+		 * carry them): an approver checks its own against the state it
+		 * fetches (tetherctl approve) */
+		buf_puts(out, "],\"tokens\":[");
+		f2 = true;
+		for (size_t i = 0; i < a->n; i++) {
+			if (a->e[i].version != version || strcmp(a->e[i].sub, subs[s]) != 0)
+				continue;
+			if (!f2)
+				buf_putc(out, ',');
+			f2 = false;
+			buf_json_string(out, a->e[i].token);
+		}
 		buf_puts(out, "]}");
 	}
 	free(subs);

@@ -76,7 +76,7 @@ void approvals_keep(struct approvals *a, struct store *s);
 /* A push's member for node at version, and its comma:
  * "approvals":[token,...], (nothing for a node that requires none). */
 void approvals_push_json(struct approvals *a, const char *node, uint64_t version, struct buf *out);
-/* GET /v1/approvals?version=N: {"version":N,"approvals":[{"sub","kids":[...]}],
+/* GET /v1/approvals?version=N: {"version":N,"approvals":[{"sub","kids":[...],"tokens":[...]}],
  * "subs":[the subscriptions of the nodes that require approvals],"needed":K} */
 void approvals_version_json(struct approvals *a, uint64_t version, struct buf *out);
 /* /v1/nodes: ,"approvals":K,"approved_version":V for a node that requires

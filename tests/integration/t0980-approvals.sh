@@ -109,6 +109,7 @@ check "show $V2: pending approval 0/2" sh -c "'$CTL_BIN' --plane '$PLANE_URL' sh
 ctl approve "$V2" --key "$WORK/a.key" --json >"$WORK/ap3.json" 2>&1
 check_eq "approve --json: the change, and the digest signed" "changed file/a $KA" \
 	"$(jq -r '"\(.changes[0].change) \(.changes[0].name) \(.approvals[0].kid)"' "$WORK/ap3.json")"
+check_eq "approve --json: the base ($V1) is the state A approved" "true" "$(jq -r .base_checked "$WORK/ap3.json")"
 check_eq "  and the digest is the plane's own (it accepted it)" "1" "$(jq -r '.plane.approvals[0].kids | length' "$WORK/ap3.json")"
 check_eq "one approval is not enough: still $V1" "$V1" "$(st appr version)"
 

@@ -10,7 +10,10 @@
 #     2^50, a digest that matches) and injects it: NACK "approvals: 0 of 2";
 #   - puts one approver's token in twice: NACK "counted once";
 #   - replays the approvals of an older version: NACK "signed version V1,
-#     not V2".
+#     not V2";
+#   - empties the plane's /v1/diff answers, hiding what a version changed:
+#     tetherctl approve refuses, the base state it rebuilds is not the one
+#     its key approved.
 # Each refusal is counted (tetherd_verify_failures_total{reason=
 # "approvals"}), recorded by the plane, and nothing goes live; once the
 # proxy passes again the node takes the approved version. A restart boots
@@ -102,6 +105,26 @@ mode "$ATK" pass
 check "pass: n1 takes the approved version $V2" wait_until 20 agent_at n1 "$V2"
 check_eq "pass: serving a2" "$V2 a2" "$(served n1)"
 check "pass: the plane has n1's ACK of $V2" wait_until 10 node_acked n1 "$V2"
+
+# ---- a plane that lies about what a version changed ----------------------------------------
+# tetherctl approve rebuilds the base state (the last approved, V2) from
+# what the plane says changed since; A approved V2, so a base that is not
+# the state A signed is caught before anything is signed
+wfile a a3
+V3=$(plane_version)
+mode "$ATK" diff-empty
+check_eq "diff-empty: approve $V3 through a proxy that hides what changed: refused (exit 1)" "1" \
+	"$("$CTL_BIN" --plane "http://127.0.0.1:$ATK" approve "$V3" --key "$WORK/a.key" >"$WORK/lie.out" 2>&1; echo $?)"
+check "diff-empty: the proxy emptied the plane's diff" grep -q "diff-empty: /v1/diff" "$WORK/atk.log"
+check "diff-empty: the state shown for $V2 is not the one A approved" grep -q \
+	"the state the plane shows for version $V2 is not the one key $KA approved" "$WORK/lie.out"
+check_eq "diff-empty: nothing was posted for $V3" "0" \
+	"$(curl -s "$PLANE_URL/v1/approvals?version=$V3" | jq '.approvals | length')"
+mode "$ATK" pass
+"$CTL_BIN" --plane "http://127.0.0.1:$ATK" approve "$V3" --key "$WORK/a.key" >"$WORK/true.out" 2>&1
+check "pass: approve $V3 shows the change against $V2" grep -q "changed *file/a" "$WORK/true.out"
+check "pass: and takes the base as A's own (no warning)" sh -c "! grep -q 'did not approve' '$WORK/true.out'"
+check_eq "n1 stays at $V2 ($V3 has one approval)" "$V2 a2" "$(served n1)"
 
 # ---- a restart boots from last-good, no approvals needed again -----------------------------
 mode "$ATK" withhold

@@ -89,6 +89,10 @@
 //   approvals-dup      every push's approvals: its first token twice
 //   approvals-replay   every push's approvals: those of the oldest push
 //                      captured for another version (a replay)
+//   diff-empty         every answer of GET /v1/diff loses its changes: a
+//                      plane that lies about what a version changed (what
+//                      `tetherctl approve` shows and the base state it
+//                      rebuilds)
 // Heartbeats pass untouched in every mode but freeze.
 //
 // The proxy's key is --key FILE (a `tetherctl keygen` secret key; its kid
@@ -189,7 +193,7 @@ const counters = { heartbeats: 0, injected: 0, rewritten: 0, dropped: 0, endless
 const nodes = new Map();   // node -> { pushes: [{version, obj, raw}], history: Map name -> [{version, body}], heartbeat }
 const streams = new Set();
 const MODES = ['pass', 'tamper-body', 'drop-upsert', 'add-removal', 'mix', 'replay', 'freeze', 'fast-forward',
-	'endless', 'unknown-key', 'forged-sig', 'withhold'];
+	'endless', 'unknown-key', 'forged-sig', 'withhold', 'diff-empty'];
 const INJECTING = ['replay', 'fast-forward', 'endless'];
 MODES.push('approvals-strip', 'approvals-dup', 'approvals-replay', 'approvals-forge');
 INJECTING.push('approvals-forge');
@@ -647,7 +651,7 @@ const server = http.createServer((req, res) => {
 	}
 	const isStream = req.method === 'GET' && req.url.startsWith('/v1/stream');
 	const headers = { ...req.headers, host: `${target.host}:${target.port}` };
-	if (isStream)
+	if (isStream || (mode === 'diff-empty' && req.url.startsWith('/v1/diff')))
 		delete headers['accept-encoding'];
 	let path = req.url;
 	if (isStream && mode === 'approvals-strip' && /[?&]approvals=/.test(path)) {
@@ -666,6 +670,22 @@ const server = http.createServer((req, res) => {
 			res.flushHeaders();
 			const node = new URL(req.url, 'http://x').searchParams.get('node') || '?';
 			handleStream(req, res, up, node);
+			return;
+		}
+		if (mode === 'diff-empty' && req.method === 'GET' && req.url.startsWith('/v1/diff') &&
+		    up.statusCode === 200) {
+			const chunks = [];
+			up.on('data', (d) => chunks.push(d));
+			up.on('end', () => {
+				const doc = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+				log(`diff-empty: ${req.url}: ${(doc.changes || []).length} changes dropped`);
+				doc.changes = [];
+				const out = Buffer.from(JSON.stringify(doc) + '\n');
+				const h = { ...up.headers, 'content-length': String(out.length) };
+				delete h['transfer-encoding'];
+				res.writeHead(200, h);
+				res.end(out);
+			});
 			return;
 		}
 		res.writeHead(up.statusCode, up.headers);

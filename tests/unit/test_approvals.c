@@ -113,7 +113,8 @@ static void test_hold(void **state)
 	buf_reset(&b);
 	approvals_version_json(f->a, 8, &b);
 	assert_non_null(strstr(b.data, "\"needed\":2,\"last_approved\":5,"));
-	assert_non_null(strstr(b.data, "{\"sub\":\"cluster/\",\"kids\":[\"aaaa000000000000\",\"cccc000000000000\"]}"));
+	assert_non_null(strstr(b.data, "{\"sub\":\"cluster/\",\"kids\":[\"aaaa000000000000\",\"cccc000000000000\"],"
+				       "\"tokens\":[\"tokA8\",\"tokC8\"]}"));
 	assert_non_null(strstr(b.data, "\"subs\":[\"cluster/\"]"));
 	buf_release(&b);
 	/* the history kept: from what the node holds, and from the oldest

@@ -101,6 +101,31 @@ static int put(struct approvals *a, uint64_t version, const char *sub, const cha
 	return 1;
 }
 
+/* The first entry of version (or where it would go): sorted by version,
+ * a binary search. Lock held. */
+static size_t first_of(const struct approvals *a, uint64_t version)
+{
+	size_t lo = 0, hi = a->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (a->e[mid].version < version)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Whether (version, sub, kid) is kept: O(log n + that version's). Lock
+ * held. */
+static bool has(const struct approvals *a, uint64_t version, const char *sub, const char *kid)
+{
+	for (size_t i = first_of(a, version); i < a->n && a->e[i].version == version; i++)
+		if (strcmp(a->e[i].sub, sub) == 0 && strcmp(a->e[i].kid, kid) == 0)
+			return true;
+	return false;
+}
+
 struct loaded {
 	struct entry *e;
 	size_t n, cap;
@@ -128,10 +153,8 @@ int approvals_load(struct approvals *a, char *err, size_t errlen)
 	int added = 0;
 	pthread_mutex_lock(&a->lock);
 	for (size_t i = 0; i < l.n; i++) {
-		bool had = false;
-		for (size_t j = 0; j < a->n && !had; j++)
-			had = a->e[j].version == l.e[i].version && strcmp(a->e[j].sub, l.e[i].sub) == 0 &&
-			      strcmp(a->e[j].kid, l.e[i].kid) == 0;
+		/* every second with replicas: a search, not a scan per entry */
+		bool had = has(a, l.e[i].version, l.e[i].sub, l.e[i].kid);
 		if (rc == 0 && !had && l.e[i].version >= a->trimmed)
 			added += put(a, l.e[i].version, l.e[i].sub, l.e[i].kid, l.e[i].token);
 		free(l.e[i].sub);
@@ -143,14 +166,6 @@ int approvals_load(struct approvals *a, char *err, size_t errlen)
 	return rc < 0 ? -1 : added;
 }
 
-/* Whether (version, sub, kid) is kept. Lock held. */
-static bool has(const struct approvals *a, uint64_t version, const char *sub, const char *kid)
-{
-	for (size_t i = 0; i < a->n; i++)
-		if (a->e[i].version == version && strcmp(a->e[i].sub, sub) == 0 && strcmp(a->e[i].kid, kid) == 0)
-			return true;
-	return false;
-}
 
 static size_t count(const struct approvals *a, uint64_t version, const char *sub);
 
@@ -261,9 +276,8 @@ void approvals_replace(struct approvals *a, const struct persist_approval *list,
 static size_t count(const struct approvals *a, uint64_t version, const char *sub)
 {
 	size_t c = 0;
-	for (size_t i = 0; i < a->n; i++)
-		if (a->e[i].version == version && strcmp(a->e[i].sub, sub) == 0)
-			c++;   /* (version, sub, kid) is kept once */
+	for (size_t i = first_of(a, version); i < a->n && a->e[i].version == version; i++)
+		c += strcmp(a->e[i].sub, sub) == 0;   /* (version, sub, kid) is kept once */
 	return c;
 }
 

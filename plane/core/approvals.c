@@ -5,6 +5,7 @@
 #include "core/store.h"
 #include "log.h"
 #include "strmap.h"
+#include "util.h"
 #include "xmalloc.h"
 
 #include <pthread.h>
@@ -22,6 +23,7 @@ struct anode {
 	char *name, *sub;
 	unsigned k;
 	uint64_t held;
+	int64_t seen_ms;   /* it connected, polled, got a push or a heartbeat */
 };
 
 struct approvals {
@@ -347,6 +349,7 @@ void approvals_node(struct approvals *a, const char *node, unsigned k, const cha
 	free(n->sub);
 	n->sub = xstrdup(sub ? sub : "");
 	n->held = held;
+	n->seen_ms = now_ms();
 	pthread_mutex_unlock(&a->lock);
 }
 
@@ -356,6 +359,17 @@ void approvals_sent(struct approvals *a, const char *node, uint64_t version)
 	struct anode *n = find_node(a, node);
 	if (n && version > n->held)
 		n->held = version;
+	if (n)
+		n->seen_ms = now_ms();
+	pthread_mutex_unlock(&a->lock);
+}
+
+void approvals_seen(struct approvals *a, const char *node)
+{
+	pthread_mutex_lock(&a->lock);
+	struct anode *n = find_node(a, node);
+	if (n)
+		n->seen_ms = now_ms();
 	pthread_mutex_unlock(&a->lock);
 }
 
@@ -378,16 +392,23 @@ uint64_t approvals_target(struct approvals *a, const char *node, uint64_t target
 
 bool approvals_floor(struct approvals *a, uint64_t *floor)
 {
+	return approvals_floor_at(a, now_ms(), floor);
+}
+
+bool approvals_floor_at(struct approvals *a, int64_t now, uint64_t *floor)
+{
 	pthread_mutex_lock(&a->lock);
 	uint64_t f = UINT64_MAX;
+	/* a node gone (not heard of for APPROVALS_NODE_GONE_MS) keeps no
+	 * history: else one that left while held pins every state since */
 	for (size_t i = 0; i < a->nnodes; i++)
-		if (a->nodes[i].held < f)
+		if (a->nodes[i].held < f && now - a->nodes[i].seen_ms <= APPROVALS_NODE_GONE_MS)
 			f = a->nodes[i].held;
 	/* and from the oldest approval kept: a relay's nodes (whom this plane
 	 * does not see) may hold it, and their relay asks for its statement */
 	if (a->n && a->e[0].version < f)
 		f = a->e[0].version;
-	bool any = a->nnodes > 0 || a->n > 0;
+	bool any = f != UINT64_MAX;   /* a node there, or an approval kept */
 	pthread_mutex_unlock(&a->lock);
 	*floor = any ? f : 0;
 	return any;

@@ -65,9 +65,17 @@ void approvals_sent(struct approvals *a, const char *node, uint64_t version);
  * >= what it holds), never below what it holds; target itself for a node
  * that requires none. UINT64_MAX: the newest. Leaf lock. */
 uint64_t approvals_target(struct approvals *a, const char *node, uint64_t target);
+/* A stream's heartbeat went to node: it is still there. */
+void approvals_seen(struct approvals *a, const char *node);
+/* A node not heard of this long (no connection, poll, push or heartbeat)
+ * is gone for the history floor: it no longer holds the store's history
+ * back (it stays held; back, it gets statements again from what is kept). */
+#define APPROVALS_NODE_GONE_MS (24LL * 3600 * 1000)
 /* Whether some node requires approvals, and the oldest version such a
- * node holds (the store keeps history from there: store_set_hold). */
+ * node (not gone) holds (the store keeps history from there:
+ * store_set_hold). approvals_floor_at: at now (ms, now_ms's clock). */
 bool approvals_floor(struct approvals *a, uint64_t *floor);
+bool approvals_floor_at(struct approvals *a, int64_t now, uint64_t *floor);
 /* Tells the store what history the hold needs (approvals_floor). Call
  * holding no store lock (after approvals_node, a push, or a new approval). */
 struct store;

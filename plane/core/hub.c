@@ -374,6 +374,8 @@ static void make_heartbeat(struct stream *st, const char *pre)
 	struct buf text = BUF_INIT;
 	/* the version this node should hold: the newest, or its rollout target */
 	uint64_t target = core_target(h->p, st->node);
+	if (h->p->approvals)   /* a held node still there keeps its history */
+		approvals_seen(h->p->approvals, st->node);
 	buf_printf(&text, "%sevent: heartbeat\ndata: {\"version\":%llu,\"time\":%lld,\"interval\":%g", pre,
 		   (unsigned long long)target, (long long)wall_seconds(), h->p->cfg.heartbeat);
 	/* the signed word that the target is current: a node that hears no

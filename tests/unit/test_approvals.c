@@ -20,6 +20,7 @@
 #include "log.h"
 #include "persist/persist.h"
 #include "tmpdir.h"
+#include "util.h"
 
 struct fixture {
 	char dir[64];
@@ -127,6 +128,29 @@ static void test_hold(void **state)
 	assert_int_equal(approvals_target(f->a, "n1", UINT64_MAX), UINT64_MAX);
 	assert_true(approvals_floor(f->a, &floor));
 	assert_int_equal(floor, 5);
+}
+
+/* A node gone (not heard of for a day) holds no history back: one that
+ * left while held would pin every state since; heard of again, it does. */
+static void test_gone_node_keeps_no_history(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t floor = 0;
+	int64_t now = now_ms();
+	approvals_node(f->a, "gone", 2, "", 3);
+	assert_true(approvals_floor_at(f->a, now, &floor));
+	assert_int_equal(floor, 3);
+	assert_false(approvals_floor_at(f->a, now + APPROVALS_NODE_GONE_MS + 1000, &floor));
+	/* still held, should it come back */
+	assert_int_equal(approvals_target(f->a, "gone", UINT64_MAX), 3);
+	/* an approval kept still holds the history from its version */
+	add(f, 5, "", "aaaa000000000000", "tokA5", 1);
+	assert_true(approvals_floor_at(f->a, now + APPROVALS_NODE_GONE_MS + 1000, &floor));
+	assert_int_equal(floor, 5);
+	/* a heartbeat (approvals_seen) or a push keeps a node there */
+	approvals_seen(f->a, "gone");
+	assert_true(approvals_floor_at(f->a, now_ms() + APPROVALS_NODE_GONE_MS - 1000, &floor));
+	assert_int_equal(floor, 3);
 }
 
 static void test_many_nodes(void **state)
@@ -265,6 +289,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_kept_across_reopen, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_trim, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bounded, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_gone_node_keeps_no_history, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_replace_and_gen, setup, teardown),
 	};
 	log_init("test_approvals", LOG_LVL_WARN);

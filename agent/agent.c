@@ -75,7 +75,7 @@ void agent_write_status(struct agent *a)
 		.resources = a->state.count, .state_bytes = a->state.raw_bytes, .applied = a->applied,
 		.rejected = a->rejected, .started = a->started,
 		.trusted = a->trust.on, .stale = a->trust.on && a->trust.stale, .verified_version = a->trust.hwm,
-		.key_id = a->trust.kid,
+		.key_id = a->trust.kid, .approvals = a->cfg.approvals, .approvers = a->cfg.approvers,
 		.plane_stale = a->fresh.now.on, .plane_stale_since = a->fresh.now.since,
 		.plane_stale_why = a->fresh.now.why,
 	};

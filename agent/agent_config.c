@@ -80,6 +80,12 @@ const struct opt_def agent_options[] = {
 	  "this node's token (tetherctl token create --node ID), read at every connection" },
 	{ "trust", 0, OPT_STRING, OFF(trust), 0, 0, NULL, "FILE",
 	  "public keys whose signed statements this node trusts; every push must verify" },
+	{ "approvers", 0, OPT_STRING, OFF(approvers), 0, 0, NULL, "FILE",
+	  "approver public keys (tetherctl keygen --approver): with --approvals K, a version is accepted only "
+	  "when K of them approved it (needs --trust)" },
+	{ "approvals", 0, OPT_UINT, OFF(approvals), 1, 32, NULL, "K",
+	  "distinct approver keys of --approvers that must have approved a version (1..32, at most the keys "
+	  "in the file)" },
 	{ "max-staleness", 0, OPT_SECONDS, OFF(max_staleness), 0, 31536000, NULL, "SECONDS",
 	  "with --trust: report 'stale' when the newest statement is older than this (default 0: at its expiry)" },
 	{ "metrics-file", 0, OPT_STRING, OFF(metrics_file), 0, 0, NULL, "FILE",
@@ -325,6 +331,16 @@ int agent_config_check(struct agent_config *c, char *err, size_t errlen)
 	}
 	if ((c->cert == NULL) != (c->key == NULL)) {
 		snprintf(err, errlen, "--cert and --key go together (a client certificate and its key)");
+		return -1;
+	}
+	if ((c->approvers != NULL) != (c->approvals > 0)) {
+		snprintf(err, errlen, "--approvers FILE and --approvals K go together (the approver keys, and how many "
+			 "of them must approve a version)");
+		return -1;
+	}
+	if (c->approvers && !c->trust) {
+		snprintf(err, errlen, "--approvers needs --trust (approvals are counted for the state a verified "
+			 "statement signs)");
 		return -1;
 	}
 	if (c->max_staleness > 0 && !c->trust) {

@@ -40,6 +40,8 @@ struct agent_config {
 	char *cert, *key;          /* mutual TLS: this node's certificate and key */
 	char *token_file;          /* this node's bearer token */
 	char *trust;               /* trusted statement keys: verify every push */
+	char *approvers;           /* approver keys: a push needs `approvals` of them besides the statement */
+	uint64_t approvals;        /* distinct approver keys a version needs (0: none) */
 	char *metrics_file;        /* Prometheus text for node_exporter's textfile collector */
 	char *metrics_listen;      /* HOST:PORT serving the same text over HTTP */
 	char *traffic_listen;      /* loopback ADDR:PORT: the access log over syslog (UDP) */

@@ -37,7 +37,7 @@ enum sync_kind { SYNC_NONE, SYNC_STREAM, SYNC_POLL };
 /* Why trust.c refused something, for the counters. */
 enum trust_fail {
 	TF_UNSIGNED, TF_MALFORMED, TF_UNKNOWN_KEY, TF_BAD_SIGNATURE, TF_EXPIRED, TF_ROLLBACK, TF_MISMATCH,
-	TF_DIGEST, TF_N
+	TF_DIGEST, TF_APPROVALS, TF_N
 };
 
 /* Why the consumer was reloaded (tetherd_reloads_total{reason}): a change
@@ -138,6 +138,8 @@ struct agent {
 		bool want_snapshot;          /* after a digest mismatch: ask for a snapshot */
 		unsigned mismatches;         /* in a row, for the backoff */
 		uint64_t failures[TF_N];
+		struct trust approvers;      /* approve.c: --approvers (with --approvals K) */
+		uint64_t approved;           /* the newest version K approvals were counted for */
 	} trust;
 
 	/* ack.c */
@@ -426,6 +428,17 @@ void fresh_tick(struct agent *a, int64_t *wake);
  * dialled now still says stale), else probes the next. */
 void fresh_done(struct agent *a, CURLcode code);
 void fresh_release(struct agent *a);
+
+/* approve.c: --approvers FILE --approvals K */
+/* Loads the approver keys (K must not exceed them). 0, or -1 with err. */
+int approve_init(struct agent *a, char *err, size_t errlen);
+/* SIGHUP: reads --approvers again; on failure the old keys stay. */
+void approve_reload(struct agent *a);
+/* A verified statement's push: at least K distinct approver keys signed
+ * exactly (version, our subscription, digest) among the push's
+ * "approvals". 0, or -1 with err (the NACK's reason). Without --approvals: 0. */
+int approve_check(struct agent *a, const struct push *p, uint64_t version, const unsigned char *digest, char *err,
+		  size_t errlen);
 
 /* trust.c */
 /* Loads --trust (and our subscription's canonical form). 0, or -1 with err. */

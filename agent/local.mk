@@ -33,3 +33,4 @@ libagent_la_LIBADD = libcommon.la $(CURL_LIBS) $(SODIUM_LIBS) -lm
 
 tetherd_SOURCES = agent/main.c
 tetherd_LDADD = libagent.la
+libagent_la_SOURCES += agent/approve.c

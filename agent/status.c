@@ -54,6 +54,10 @@ int status_write(const char *dir, const struct status *st, char *err, size_t err
 		buf_printf(&b, ",\"trust\":{\"verified_version\":%llu,\"stale\":%s,\"key_id\":",
 			   (unsigned long long)st->verified_version, st->stale ? "true" : "false");
 		buf_json_string(&b, st->key_id ? st->key_id : "");
+		if (st->approvals) {   /* what a version needs besides the statement */
+			buf_printf(&b, ",\"approvals_required\":%llu,\"approvers\":", (unsigned long long)st->approvals);
+			buf_json_string(&b, st->approvers ? st->approvers : "");
+		}
 		buf_putc(&b, '}');
 	}
 	buf_puts(&b, "}\n");

@@ -36,6 +36,8 @@ struct status {
 	bool stale;                  /* no valid statement vouches for what runs */
 	uint64_t verified_version;   /* the high-water mark: lower is a rollback */
 	const char *key_id;          /* the key that signed what runs */
+	uint64_t approvals;          /* --approvals K (0: none), of the keys in approvers */
+	const char *approvers;
 	/* the plane dialled now says it is stale: since (wall seconds, 0
 	 * unknown), why ("" or NULL when it is not) */
 	bool plane_stale;

@@ -473,6 +473,8 @@ void sync_start(struct agent *a)
 		buf_printf(&url, "&wait=%u", (unsigned)a->cfg.poll_wait);
 	if (a->unacked)
 		buf_puts(&url, "&unacked=1");
+	if (a->cfg.approvals)   /* the plane holds us at versions K approvers approved */
+		buf_printf(&url, "&approvals=%llu", (unsigned long long)a->cfg.approvals);
 
 	a->sync_headers = agent_credentials(a, h, NULL);
 	if (poll) {

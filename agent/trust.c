@@ -26,6 +26,7 @@
 
 static const char *const fail_names[TF_N] = {
 	"unsigned", "malformed", "unknown_key", "bad_signature", "expired", "rollback", "mismatch", "digest",
+	"approvals",
 };
 
 const char *trust_fail_name(enum trust_fail f)
@@ -65,6 +66,8 @@ int trust_init(struct agent *a, char *err, size_t errlen)
 	if (keys_load_trust(a->cfg.trust, &a->trust.keys, err, errlen) < 0)
 		return -1;
 	a->trust.on = true;
+	if (approve_init(a, err, errlen) < 0)
+		return -1;
 	char kids[TRUST_MAX * (KEY_ID_LEN + 1) + 1] = "";
 	for (size_t i = 0; i < a->trust.keys.n; i++) {
 		strncat(kids, a->trust.keys.key[i].kid, sizeof(kids) - strlen(kids) - 1);
@@ -97,6 +100,7 @@ void trust_reload(struct agent *a)
 		return;
 	}
 	a->trust.keys = t;
+	approve_reload(a);
 	/* a push refused for an untrusted key may verify now: ask again */
 	a->trust.behind_since_ms = 0;
 	a->retry_at_ms = now_ms();
@@ -176,6 +180,8 @@ int trust_check_push(struct agent *a, struct push *p, char *err, size_t errlen)
 		count(a, TF_ROLLBACK);
 		snprintf(err, errlen, "rollback refused: version %llu is below the highest version verified (%llu)",
 			 (unsigned long long)st.version, (unsigned long long)a->trust.hwm);
+	} else if (approve_check(a, p, st.version, st.digest, err, errlen) < 0) {
+		count(a, TF_APPROVALS);   /* --approvals: the plane's signature alone is not enough */
 	} else {
 		rc = 0;
 		p->verified.ok = true;

@@ -2,6 +2,7 @@
 #include "statement.h"
 #include "buf.h"
 #include "json.h"
+#include "signed_token.h"
 #include "xmalloc.h"
 
 #include <sodium.h>
@@ -10,8 +11,7 @@
 #include <string.h>
 
 #define SIG_DOMAIN "tether-statement-v1\n"
-#define B64URL sodium_base64_VARIANT_URLSAFE_NO_PADDING
-#define PAYLOAD_MAX 6144
+#define PAYLOAD_MAX SIGNED_TOKEN_PAYLOAD_MAX
 
 void statement_release(struct statement *st)
 {
@@ -19,17 +19,10 @@ void statement_release(struct statement *st)
 	st->sub = NULL;
 }
 
-static void signed_message(const char *payload, size_t len, struct buf *m)
-{
-	buf_reset(m);
-	buf_puts(m, SIG_DOMAIN);
-	buf_append(m, payload, len);
-}
-
 char *statement_sign(struct statement *st, const struct signing_key *k)
 {
 	char hex[2 * LTHASH_DIGEST_BYTES + 1];
-	struct buf payload = BUF_INIT, msg = BUF_INIT, out = BUF_INIT;
+	struct buf payload = BUF_INIT;
 	memcpy(st->kid, k->kid, sizeof(st->kid));
 	lthash_digest_hex(st->digest, hex);
 	buf_printf(&payload, "{\"digest\":\"%s\",\"expires\":%lld,\"issued\":%lld,\"kid\":\"%s\",", hex,
@@ -40,37 +33,9 @@ char *statement_sign(struct statement *st, const struct signing_key *k)
 	buf_json_string(&payload, st->sub ? st->sub : "");
 	buf_printf(&payload, ",\"v\":1,\"version\":%llu}", (unsigned long long)st->version);
 
-	unsigned char sig[crypto_sign_BYTES];
-	signed_message(payload.data, payload.len, &msg);
-	crypto_sign_detached(sig, NULL, (const unsigned char *)msg.data, msg.len, k->sk);
-
-	size_t plen = sodium_base64_ENCODED_LEN(payload.len, B64URL);
-	size_t slen = sodium_base64_ENCODED_LEN(sizeof(sig), B64URL);
-	buf_reserve(&out, plen + slen + 2);
-	sodium_bin2base64(out.data, plen, (const unsigned char *)payload.data, payload.len, B64URL);
-	out.len = strlen(out.data);
-	out.data[out.len++] = '.';
-	sodium_bin2base64(out.data + out.len, slen, sig, sizeof(sig), B64URL);
-	out.len += strlen(out.data + out.len);
+	char *tok = signed_token_make(SIG_DOMAIN, payload.data, payload.len, k);
 	buf_release(&payload);
-	buf_release(&msg);
-	return buf_detach(&out, NULL);
-}
-
-#define B64URL_ALPHABET "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
-
-/* Decodes base64url (no padding) of s[0..len) into out (cap bytes). Only
- * the alphabet's characters: libsodium 1.0.18 reads bytes >= 0x80 as '_',
- * and a token must have one text. */
-static int b64url(const char *s, size_t len, unsigned char *out, size_t cap, size_t *got)
-{
-	const char *end = NULL;
-	for (size_t i = 0; i < len; i++)
-		if (!s[i] || !strchr(B64URL_ALPHABET, s[i]))
-			return -1;
-	if (sodium_base642bin(out, cap, s, len, NULL, got, &end, B64URL) != 0)
-		return -1;
-	return end == s + len ? 0 : -1;
+	return tok;
 }
 
 static bool get_int(const cJSON *o, const char *key, int64_t *out)
@@ -89,33 +54,9 @@ static int decode(const char *token, size_t len, struct statement *st, unsigned 
 		  unsigned char sig[crypto_sign_BYTES], char *err, size_t errlen)
 {
 	memset(st, 0, sizeof(*st));
-	if (len > STATEMENT_MAX) {
-		snprintf(err, errlen, "statement: longer than %d bytes", STATEMENT_MAX);
+	cJSON *o = signed_token_open("statement", token, len, STATEMENT_MAX, payload, plen, sig, err, errlen);
+	if (!o)
 		return -1;
-	}
-	if (memchr(token, '\0', len)) {
-		snprintf(err, errlen, "statement: holds a NUL byte");
-		return -1;
-	}
-	const char *dot = memchr(token, '.', len);
-	if (!dot || memchr(dot + 1, '.', len - (size_t)(dot - token) - 1)) {
-		snprintf(err, errlen, "statement: not PAYLOAD.SIGNATURE");
-		return -1;
-	}
-	size_t sl = 0;
-	if (b64url(token, (size_t)(dot - token), payload, PAYLOAD_MAX, plen) < 0 ||
-	    b64url(dot + 1, len - (size_t)(dot - token) - 1, sig, crypto_sign_BYTES, &sl) < 0 ||
-	    sl != crypto_sign_BYTES) {
-		snprintf(err, errlen, "statement: not base64url PAYLOAD.SIGNATURE (64-byte signature)");
-		return -1;
-	}
-	char inner[256];
-	struct json_limits lim = { PAYLOAD_MAX, 2 };
-	cJSON *o = json_decode((const char *)payload, *plen, &lim, inner, sizeof(inner));
-	if (!o) {
-		snprintf(err, errlen, "statement: payload: %s", inner);
-		return -1;
-	}
 	int rc = -1;
 	const char *digest = json_get_string(o, "digest"), *kid = json_get_string(o, "kid");
 	const char *sub = json_get_string(o, "sub");
@@ -167,11 +108,7 @@ int statement_verify(const char *token, size_t len, const struct trust *t, struc
 		statement_release(st);
 		return STATEMENT_UNKNOWN_KEY;
 	}
-	struct buf msg = BUF_INIT;
-	signed_message((const char *)payload, plen, &msg);
-	int ok = crypto_sign_verify_detached(sig, (const unsigned char *)msg.data, msg.len, k->pk);
-	buf_release(&msg);
-	if (ok != 0) {
+	if (!signed_token_check(SIG_DOMAIN, payload, plen, sig, k->pk)) {
 		snprintf(err, errlen, "statement: bad signature (key '%s')", st->kid);
 		statement_release(st);
 		return STATEMENT_BAD_SIGNATURE;

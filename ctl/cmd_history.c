@@ -180,8 +180,13 @@ int cmd_log(const struct ctl_ctx *cx, int argc, char **argv)
 		ctl_error("unexpected answer from the plane: no versions");
 		goto fail;
 	}
+	/* a column for approvals when some node requires them (cmd_approve.c) */
+	bool approvals = false;
+	for (const cJSON *v = list->child; v; v = v->next)
+		approvals = approvals || cJSON_GetObjectItemCaseSensitive(v, "approvals");
+	t.ncols = approvals ? 7 : 6;
 	char *head[] = { xstrdup("VERSION"), xstrdup("TIME"), xstrdup("AUTHOR"), xstrdup("MESSAGE"),
-			 xstrdup("NAMES"), xstrdup("REVERTED BY") };
+			 xstrdup("NAMES"), xstrdup("REVERTED BY"), approvals ? xstrdup("APPROVALS") : NULL };
 	table_row(&t, head);
 	for (const cJSON *v = list->child; v; v = v->next) {
 		uint64_t ver, rb = 0;
@@ -200,8 +205,12 @@ int cmd_log(const struct ctl_ctx *cx, int argc, char **argv)
 			xasprintf("%" PRIu64, ver), time_text(cJSON_GetObjectItemCaseSensitive(v, "time")),
 			cell_text(author && *author ? author : "-", 60), cell_text(mcell, 120),
 			names_text(cJSON_GetObjectItemCaseSensitive(v, "names")),
-			rb ? xasprintf("%" PRIu64, rb) : xstrdup("-"),
+			rb ? xasprintf("%" PRIu64, rb) : xstrdup("-"), NULL,
 		};
+		if (approvals) {
+			char *at = cmd_approve_log_text(v);
+			row[6] = at ? at : xstrdup("-");
+		}
 		table_row(&t, row);
 		free(mcell);
 	}
@@ -254,6 +263,11 @@ int cmd_show(const struct ctl_ctx *cx, int argc, char **argv)
 	uint64_t rb = 0;
 	if (json_get_u64(cJSON_GetObjectItemCaseSensitive(shown, "reverted_by"), &rb) && !rb)
 		cJSON_ReplaceItemInObjectCaseSensitive(shown, "reverted_by", cJSON_CreateString("-"));
+	char *at = cmd_approve_log_text(shown);   /* "approvals: pending approval 1/2 (...)" */
+	cJSON_DeleteItemFromObjectCaseSensitive(shown, "approvals_needed");
+	if (at)
+		cJSON_ReplaceItemInObjectCaseSensitive(shown, "approvals", cJSON_CreateString(at));
+	free(at);
 	cJSON *t = cJSON_GetObjectItemCaseSensitive(shown, "time");
 	if (t) {
 		char *tt = time_text(t);

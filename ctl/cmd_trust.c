@@ -30,6 +30,10 @@ int cmd_keygen(const struct ctl_ctx *cx, int argc, char **argv)
 	if (cx->recovery)
 		printf("%s (recovery key, secret, mode 0600) and %s.pub written: keep %s offline; the plane takes "
 		       "%s.pub (--sealed-secrets)\n", argv[0], argv[0], argv[0], argv[0]);
+	else if (cx->approver)
+		printf("%s (approver key, secret, mode 0600) and %s.pub written: nodes that require approvals list "
+		       "%s.pub in their --approvers file; sign with tetherctl approve VERSION --key %s\n", argv[0],
+		       argv[0], argv[0], argv[0]);
 	else
 		printf("%s (secret, mode 0600) and %s.pub written\n", argv[0], argv[0]);
 	return CTL_EXIT_OK;

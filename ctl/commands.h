@@ -5,6 +5,7 @@
 #define TETHER_CTL_COMMANDS_H
 
 #include <stdbool.h>
+#include <cjson/cJSON.h>
 
 #define CTL_DEFAULT_PLANE "http://127.0.0.1:7070"
 #define CTL_DEFAULT_STATE_DIR "/var/lib/tetherd"
@@ -32,6 +33,8 @@ struct ctl_ctx {
 	const char *output;       /* --output FILE: put --seal writes the stored form there */
 	const char *until;        /* freeze --until TIME */
 	bool off;                 /* freeze --off */
+	bool approver;            /* keygen --approver: an approver's Ed25519 key */
+	const char *approver_key; /* approve --key FILE: the approver's secret key */
 };
 
 int cmd_put(const struct ctl_ctx *cx, int argc, char **argv);
@@ -62,6 +65,13 @@ int cmd_token_revoke(const struct ctl_ctx *cx, int argc, char **argv);
  * while one holds (nothing otherwise) */
 int cmd_freeze(const struct ctl_ctx *cx, int argc, char **argv);
 void ctl_print_freeze_line(const struct ctl_ctx *cx);
+/* cmd_approve.c: approvals that nodes enforce */
+int cmd_approve(const struct ctl_ctx *cx, int argc, char **argv);
+int cmd_reject(const struct ctl_ctx *cx, int argc, char **argv);
+/* A version's word on approvals ("pending approval 1/2 (1a2b3c4d...)",
+ * "approved 2/2 (...)"), from a log entry or GET /v1/approvals; NULL when
+ * it has none. Malloc'd. */
+char *cmd_approve_log_text(const cJSON *v);
 
 /* cmd_secrets.c: sealed secrets */
 int cmd_put_sealed(const struct ctl_ctx *cx, int argc, char **argv);

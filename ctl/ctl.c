@@ -35,12 +35,14 @@
 #define OPT_OVERRIDE 65536u
 #define OPT_UNTIL 131072u
 #define OPT_OFF 262144u
+#define OPT_APPROVER 524288u
+#define OPT_KEY 1048576u   /* approve --key FILE: an approver's key (not the client certificate's) */
 
 /* The option of each OPT_ bit, for "unknown option" messages. */
 static const char *const opt_names[] = { "--json", "--state-dir", "--node", "--role", "--name",
 					  "--prune", "--dry-run", "--message", "--base", "--force", "-n", "--at",
 					  "--seal", "--recovery", "--recovery-key", "--output", "--override",
-					  "--until", "--off" };
+					  "--until", "--off", "--approver", "--key" };
 
 struct command {
 	const char *name, *sub;   /* "rollout" "status"; sub NULL for one word */
@@ -90,9 +92,17 @@ static const struct command commands[] = {
 	  0, 0, OPT_JSON, false, cmd_watch },
 	{ "status", NULL, "[--state-dir DIR] [--json]", "the local agent's status (" CTL_DEFAULT_STATE_DIR
 	  "/status.json)", 0, 0, OPT_JSON | OPT_STATE_DIR, true, cmd_status },
-	{ "keygen", NULL, "FILE [--recovery]",
-	  "a new Ed25519 signing key (--recovery: an X25519 recovery key): FILE (secret, 0600) and FILE.pub", 1, 1,
-	  OPT_RECOVERY, true, cmd_keygen },
+	{ "keygen", NULL, "FILE [--recovery | --approver]",
+	  "a new Ed25519 signing key (--recovery: an X25519 recovery key; --approver: an approver's key for "
+	  "tetherctl approve): FILE (secret, 0600) and FILE.pub", 1, 1,
+	  OPT_RECOVERY | OPT_APPROVER, true, cmd_keygen },
+	{ "approve", NULL, "VERSION --key FILE [--json]",
+	  "show what VERSION changes since the last approved, digest it here, sign with the approver key FILE "
+	  "and post the approval (nodes that require approvals wait for it)", 1, 1, OPT_KEY | OPT_JSON, false,
+	  cmd_approve },
+	{ "reject", NULL, "VERSION [--message TEXT] [--override REASON]",
+	  "commit the state before VERSION as a new version (\"reject VERSION: ...\")", 1, 1,
+	  OPT_MESSAGE | OPT_OVERRIDE, false, cmd_reject },
 	{ "token", "create", "--node ID | --role ROLE [--name TEXT] [--json]",
 	  "a new token (ROLE: admin, operator, reader, relay), printed once", 0, 0,
 	  OPT_NODE | OPT_ROLE | OPT_NAME | OPT_JSON, false,
@@ -344,6 +354,9 @@ static int parse(int argc, char **argv, struct parsed *p)
 		} else if (strcmp(a, "--seal") == 0) {
 			p->cx.seal = true;
 			p->opts_seen |= OPT_SEAL;
+		} else if (strcmp(a, "--approver") == 0) {
+			p->cx.approver = true;
+			p->opts_seen |= OPT_APPROVER;
 		} else if (strcmp(a, "--recovery") == 0) {
 			p->cx.recovery = true;
 			p->opts_seen |= OPT_RECOVERY;
@@ -448,6 +461,15 @@ static int run(int argc, char **argv)
 		goto out;
 	}
 
+	if (c->run == cmd_approve) {
+		/* approve --key FILE names the approver's key; a client
+		 * certificate's key then comes from $TETHER_KEY */
+		p.cx.approver_key = p.cx.key;
+		p.cx.key = NULL;
+	} else if (p.cx.recovery && p.cx.approver) {
+		rc = usage_error(c, "%s: --recovery and --approver are two kinds of key: give one", cname);
+		goto out;
+	}
 	const char *plane_from = "--plane";
 	if (!p.cx.plane) {
 		const char *env = getenv("TETHER_PLANE");

@@ -56,3 +56,6 @@ libplane_la_LIBADD = libcommon.la $(HTTP_PARSER_LIBS) $(SQLITE_LIBS) $(GNUTLS_LI
 
 tether_plane_SOURCES = plane/main.c
 tether_plane_LDADD = libplane.la
+# approvals that nodes enforce
+libplane_la_SOURCES += plane/api/approvals.c plane/core/approvals.c plane/core/approvals.h
+libplane_la_SOURCES += plane/persist/sqlite/approvals.c plane/persist/etcd/approvals.c

@@ -2,6 +2,7 @@
  * plane.h). */
 #include "plane.h"
 #include "api/api.h"
+#include "core/approvals.h"
 #include "core/digests.h"
 #include "core/events.h"
 #include "core/freeze_state.h"
@@ -71,13 +72,17 @@ int plane_load_token(struct plane *p, char *err, size_t errlen)
 static uint64_t hook_target(void *ctx, const char *node)
 {
 	struct plane *p = ctx;
-	return rollout_target(p->rollout, node);   /* VERSION_LATEST: the newest */
+	uint64_t t = rollout_target(p->rollout, node);   /* VERSION_LATEST: the newest */
+	/* a node that requires approvals: held at the newest approved */
+	return p->core.approvals ? approvals_target(p->core.approvals, node, t) : t;
 }
 
 static void hook_sent(void *ctx, const char *node, uint64_t version, bool has_content)
 {
 	struct plane *p = ctx;
 	rollout_sent(p->rollout, node, version, has_content);
+	if (p->core.approvals)
+		approvals_sent(p->core.approvals, node, version);
 }
 
 static void hook_step(void *ctx)
@@ -193,6 +198,17 @@ static int follow_node(void *ctx, const struct persist_node *n)
 }
 
 /* A rollout record the controller wrote: what the nodes here get. */
+/* A relay: the upstream's approvals replace ours; every stream looks at
+ * its target again (the keeper moves the store's hold). */
+static void follow_approvals(void *ctx, const struct persist_approval *list, size_t n)
+{
+	struct plane *p = ctx;
+	approvals_replace(p->core.approvals, list, n);
+	log_info("relay: %zu approvals from the upstream", n);
+	hub_notify(p->core.hub, hub_version(p->core.hub));
+	hub_wake_keeper(p->core.hub);
+}
+
 static void follow_rollout(void *ctx, struct ro_run *run, bool has_released, uint64_t released)
 {
 	struct plane *p = ctx;
@@ -246,7 +262,7 @@ static bool relay_up_cb(void *ctx, const char *relay)
 
 static uint64_t target_cb(void *ctx, const char *node)
 {
-	return rollout_target(ctx, node);
+	return hook_target(ctx, node);   /* the rollout's, and approvals' hold */
 }
 
 void plane_reload(struct plane *p)
@@ -327,6 +343,9 @@ int plane_start(struct plane *p, char *err, size_t errlen)
 	if (!p->core.tokens)
 		return -1;
 	p->auth.tokens = p->core.tokens;
+	p->core.approvals = approvals_new(p->core.persist);
+	if (approvals_load(p->core.approvals, err, errlen) < 0)
+		return -1;
 	if (p->tls && p->cfg.tls_ticket_rotation > 0) {
 		/* a relay's backend keeps no keys: its own, in memory */
 		char terr[256];
@@ -386,11 +405,12 @@ int plane_start(struct plane *p, char *err, size_t errlen)
 		sealed_log_plaintext(p->core.store);
 		store_rdunlock(p->core.store);
 	}
-	nodes_set_target(p->core.nodes, target_cb, p->rollout, p->cfg.lag_alert);
+	nodes_set_target(p->core.nodes, target_cb, p, p->cfg.lag_alert);
 	nodes_set_relay_up(p->core.nodes, relay_up_cb, p, relay);
 	nodes_set_approve_relay_keys(p->core.nodes, p->cfg.approve_relay_keys);
+	nodes_set_approvals(p->core.nodes, p->core.approvals);
 	p->core.pushes = pushcache_new(p->core.store, PUSH_CACHE_ENTRIES, PUSH_CACHE_BYTES);
-	pushcache_set_target(p->core.pushes, target_cb, p->rollout);
+	pushcache_set_target(p->core.pushes, target_cb, p);
 	if (p->cfg.signing_key) {
 		int64_t ttl = (int64_t)p->cfg.statement_ttl;
 		int64_t refresh = (int64_t)p->cfg.heartbeat;
@@ -420,6 +440,7 @@ int plane_start(struct plane *p, char *err, size_t errlen)
 	/* a shared store: what other replicas commit reaches our nodes too */
 	struct persist_follow f = { .ctx = p, .store = follow_cb, .node = follow_node, .token = follow_token,
 				    .rollout = follow_rollout, .statement = follow_statement, .resync = follow_resync,
+				    .approvals = follow_approvals,
 				    .catchup = follow_catchup, .overridden = follow_overridden };
 	if (p->core.persist->ops->follow && p->core.persist->ops->follow(p->core.persist, &f, err, errlen) < 0)
 		return -1;
@@ -506,6 +527,8 @@ void plane_stop(struct plane *p)
 	nodes_free(p->core.nodes);
 	p->core.nodes = NULL;
 	tokens_free(p->core.tokens);
+	approvals_free(p->core.approvals);
+	p->core.approvals = NULL;
 	p->core.tokens = NULL;
 	ticket_keeper_free(p->tickets);
 	p->tickets = NULL;

@@ -79,6 +79,8 @@ enum http_result api_events(struct api *p, struct http_conn *c);
 enum http_result api_ui(struct api *p, struct http_conn *c, const char *rest);
 /* GET, PUT and DELETE /v1/freeze: the freeze window (api/freeze.c). */
 enum http_result api_freeze(struct api *p, struct http_conn *c, struct request *r, const char *method);
+/* POST and GET /v1/approvals (api/approvals.c). */
+enum http_result api_approvals(struct api *p, struct http_conn *c, struct request *r, const char *method);
 enum http_result api_tokens(struct api *p, struct http_conn *c, struct request *r, const char *method,
 			   const char *id);
 

@@ -8,6 +8,7 @@
  * with a shared backend on the reader thread (the revert on the writer
  * thread), the request suspended meanwhile (writer_call), else at once. */
 #include "api/api.h"
+#include "core/approvals.h"
 #include "core/core.h"
 #include "core/store.h"
 #include "core/validate.h"
@@ -86,6 +87,7 @@ struct listing {
 	struct buf *b;
 	size_t n;
 	const struct principal *who;
+	struct approvals *approvals;   /* a version's approvals (core/approvals.h), or NULL */
 };
 
 static int list_cb(void *ctx, const struct persist_version *v)
@@ -94,6 +96,8 @@ static int list_cb(void *ctx, const struct persist_version *v)
 	if (l->n++)
 		buf_putc(l->b, ',');
 	put_version(l->b, v);
+	if (l->approvals)
+		approvals_log_json(l->approvals, v->version, l->b);
 	buf_putc(l->b, '}');
 	return 0;
 }
@@ -110,6 +114,8 @@ static int version_cb(void *ctx, const struct persist_version *v)
 {
 	struct listing *l = ctx;
 	put_version(l->b, v);
+	if (l->approvals)
+		approvals_log_json(l->approvals, v->version, l->b);
 	buf_puts(l->b, ",\"changes\":[");
 	return 0;
 }
@@ -201,7 +207,7 @@ static void history_run(void *ctx, void *arg, struct write_result *res)
 	const struct persist_ops *ops = p->core->persist->ops;
 	char err[512];
 	struct buf b = BUF_INIT;
-	struct listing l = { &b, 0, &j->who };
+	struct listing l = { &b, 0, &j->who, p->core->approvals };
 	uint64_t floor = 0;
 	store_rdlock(p->core->store);
 	uint64_t cur = store_version(p->core->store);

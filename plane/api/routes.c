@@ -222,6 +222,13 @@ static enum http_result freeze(void *ctx, struct http_conn *c, struct request *r
 	return api_freeze(PLANE(ctx), c, r, m);
 }
 
+static enum http_result approvals(void *ctx, struct http_conn *c, struct request *r, const char *m,
+				  const char *rest)
+{
+	(void)rest;
+	return api_approvals(PLANE(ctx), c, r, m);
+}
+
 /* path, prefix, allow, gate (not GET), open, relay_serves, body_cap, handler */
 const struct http_route api_routes[] = {
 	{ "/healthz", false, "GET", GATE_ANY, true, false, 0, healthz },
@@ -263,6 +270,8 @@ const struct http_route api_routes[] = {
 	{ "/v1/rollouts/current/abort", false, "POST", GATE_OPERATOR, false, false, 0, rollout_abort },
 	/* a freeze's message may be escaped to 6 bytes a byte */
 	{ "/v1/freeze", false, "GET, PUT, DELETE", GATE_OPERATOR, false, false, FREEZE_RECORD_MAX, freeze },
+	/* up to 32 approval tokens */
+	{ "/v1/approvals", false, "GET, POST", GATE_OPERATOR, false, false, 320 * 1024, approvals },
 	{ "/v1/tokens", false, "GET, POST", GATE_ADMIN, false, false, 0, tokens_list },
 	{ "/v1/tokens/", true, "DELETE", GATE_ADMIN, false, false, 0, tokens_one },
 	{ NULL, false, NULL, GATE_ANY, false, false, 0, NULL },

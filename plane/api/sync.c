@@ -3,6 +3,8 @@
  * node, version, sub and labels; both send a delta from the node's version
  * (a snapshot at 0), with a nonce the node echoes in its ACK. */
 #include "api/api.h"
+#include "approval.h"
+#include "core/approvals.h"
 #include "core/core.h"
 #include "core/freshness.h"
 #include "core/hub.h"
@@ -33,6 +35,7 @@ struct sync_params {
 	struct sub sub;
 	char *labels;      /* canonical JSON, or NULL when not given */
 	bool unacked;      /* unacked=1: the node holds version and has not ACKed it */
+	unsigned approvals;   /* approvals=K: the node requires K approvals (0: none) */
 };
 
 static void params_release(struct sync_params *sp)
@@ -66,6 +69,15 @@ static int params_parse(struct http_conn *c, struct sync_params *sp, bool use_la
 		*ret = http_send_error(c, HTTP_BAD_REQUEST, "%s", err);
 		return -1;
 	}
+	const char *ap = http_query(c, "approvals");
+	uint64_t k = 0;
+	if (ap && parse_uint_range(ap, 1, APPROVALS_MAX, &k) < 0) {
+		sub_release(&sp->sub);
+		*ret = http_send_error(c, HTTP_BAD_REQUEST, "approvals: '%.32s' is not 1..%d (the approvals the node "
+				       "requires)", ap, APPROVALS_MAX);
+		return -1;
+	}
+	sp->approvals = (unsigned)k;
 	const char *u = http_query(c, "unacked");
 	sp->unacked = u && strcmp(u, "1") == 0;
 	const char *l = http_query(c, "labels");
@@ -81,6 +93,15 @@ static int params_parse(struct http_conn *c, struct sync_params *sp, bool use_la
 		cJSON_Delete(obj);
 	}
 	return 0;
+}
+
+/* approvals=K: the node is held until K keys approved (core/approvals.h;
+ * a relay holds its nodes too, with the approvals its upstream sends). */
+static void require_approvals(struct api *p, const struct sync_params *sp)
+{
+	approvals_node(p->core->approvals, sp->node, sp->approvals, sp->sub.canon, sp->version);
+	if (sp->approvals)
+		approvals_keep(p->core->approvals, p->core->store);
 }
 
 enum http_result api_stream(struct api *p, struct http_conn *c)
@@ -99,6 +120,7 @@ enum http_result api_stream(struct api *p, struct http_conn *c)
 		return http_send_error(c, HTTP_SERVICE_UNAVAILABLE, "node registry is full (max-nodes)");
 	}
 	nodes_set_sub(p->core->nodes, sp.node, sp.sub.canon);
+	require_approvals(p, &sp);   /* after the registry took it: bounded by max-nodes */
 	bool gzip = http_accepts_gzip(c);
 	struct stream *st = hub_stream_new(p->core->hub, c, sp.node, sp.version, &sp.sub, gzip, who.token_id, sp.unacked);
 	/* a revocation between the check above and now would have missed
@@ -208,6 +230,7 @@ enum http_result api_config(struct api *p, struct http_conn *c, struct request *
 			return http_send_error(c, HTTP_SERVICE_UNAVAILABLE, "node registry is full (max-nodes)");
 		}
 		nodes_set_sub(p->core->nodes, sp.node, sp.sub.canon);
+		require_approvals(p, &sp);   /* after the registry took it: bounded by max-nodes */
 		atomic_fetch_add(&p->core->ctr.polls, 1);
 	}
 
@@ -271,6 +294,7 @@ enum http_result api_config(struct api *p, struct http_conn *c, struct request *
 	overrides_push_field(p->core->overrides, blob->version, core_is_relay(p->core) ? stmt : NULL, &b);   /* unsigned "overridden" */
 	if (stmt)
 		buf_printf(&b, "\"statement\":\"%s\",", stmt);
+	approvals_push_json(p->core->approvals, sp.node, blob->version, &b);
 	buf_append(&b, blob->raw, blob->raw_len);
 	buf_putc(&b, '\n');
 	core_sent(p->core, sp.node, blob->version, nonce, blob->nup + blob->nrm > 0);

@@ -66,6 +66,7 @@ struct core {
 	struct digests *digests;       /* NULL: no signing */
 	struct statements *statements;
 	struct overrides *overrides;   /* versions that overrode a guard (statements, pushes) */
+	struct approvals *approvals;   /* tokens kept, nodes that require them (core/approvals.h) */
 	const struct sealed_conf *sealed;   /* --sealed-secrets (NULL: off) */
 	struct freeze_state *freeze;   /* the freeze window (NULL: none, tests) */
 	char boot_id[12];

@@ -1,6 +1,7 @@
 /* core/hub.c: streams, long-poll waiters, the ticker (heartbeats, deadlines)
  * and the keeper (what writes to the backend) (see hub.h). */
 #include "core/hub.h"
+#include "core/approvals.h"
 #include "alive.h"
 #include "core/core.h"
 #include "core/events.h"
@@ -33,6 +34,7 @@
 #define PRUNE_EVERY_MS 60000
 #define LOG_TRIM_EVERY_MS 1000   /* the history's age trim: a query, a write only when due */
 #define LAG_EVERY_MS 1000
+#define APPROVALS_EVERY_MS 1000  /* replicas: approvals another one took in */
 /* A relay's stream hears a heartbeat at least this often (relays are few):
  * a relay cut off from us notices within three of them and says it is
  * stale, and its nodes move (freshness.h). */
@@ -60,7 +62,7 @@ struct stream {
 	/* a relay's stream (reader thread only, but relay): what it was
 	 * sent of the token records and the rollout */
 	bool relay, state_sent;
-	uint64_t tok_gen, ro_gen;
+	uint64_t tok_gen, ro_gen, ap_gen;
 	char *own;                   /* this event's own bytes (malloc'd while it is sent) */
 	size_t own_len;
 	struct push_blob *blob;
@@ -374,6 +376,8 @@ static void make_heartbeat(struct stream *st, const char *pre)
 	struct buf text = BUF_INIT;
 	/* the version this node should hold: the newest, or its rollout target */
 	uint64_t target = core_target(h->p, st->node);
+	if (h->p->approvals)   /* a held node still there keeps its history */
+		approvals_seen(h->p->approvals, st->node);
 	buf_printf(&text, "%sevent: heartbeat\ndata: {\"version\":%llu,\"time\":%lld,\"interval\":%g", pre,
 		   (unsigned long long)target, (long long)wall_seconds(), h->p->cfg.heartbeat);
 	/* the signed word that the target is current: a node that hears no
@@ -445,6 +449,8 @@ static bool make_push(struct stream *st, const char *pre, uint64_t from)
 		buf_puts(&text, "\",");
 		free(stmt);
 	}
+	if (p->approvals)   /* a node that requires approvals gets them beside the statement */
+		approvals_push_json(p->approvals, st->node, b->version, &text);
 	set_own(st, &text);
 	st->blob = b;
 	if (st->gzip) {
@@ -507,9 +513,11 @@ static ssize_t relay_read(struct stream *st, char *buf, size_t max)
 		uint64_t v = hub_version(h);
 		bool need_tok = tokens_gen(p->tokens) != st->tok_gen;
 		bool need_ro = core_rollout_gen(p) != st->ro_gen;
+		/* the approvals a relay's nodes need with their pushes */
+		bool need_ap = p->approvals && approvals_gen(p->approvals) != st->ap_gen;
 		/* a relay ahead of us (we follow a lagging upstream) waits */
 		bool need_state = (!st->state_sent && st->sent <= v) || v > st->sent;
-		if (!closing && !need_tok && !need_ro && !need_state && !hb) {
+		if (!closing && !need_tok && !need_ro && !need_state && !need_ap && !hb) {
 			st->suspended = true;
 			http_suspend(st->conn);
 			pthread_mutex_unlock(&h->lock);
@@ -537,6 +545,10 @@ static ssize_t relay_read(struct stream *st, char *buf, size_t max)
 			st->ro_gen = core_rollout_gen(p);
 			core_rollout_json(p, v, &data);
 			relay_event(st, pre, "rollout", &data);
+		} else if (need_ap) {
+			st->ap_gen = approvals_gen(p->approvals);
+			approvals_all_json(p->approvals, &data);
+			relay_event(st, pre, "approvals", &data);
 		} else if (need_state) {
 			uint64_t to;
 			bool full;
@@ -878,7 +890,8 @@ static void *keeper_main(void *arg)
 {
 	struct hub *h = arg;
 	struct core *p = h->p;
-	int64_t next_prune = now_ms() + PRUNE_EVERY_MS, next_flush_warn = 0, next_log_trim = 0;
+	int64_t next_prune = now_ms() + PRUNE_EVERY_MS, next_flush_warn = 0, next_log_trim = 0, next_approvals = 0,
+		next_approvals_trim = 0;
 	char err[512];
 	alive_enter("keeper");
 	pthread_mutex_lock(&h->lock);
@@ -914,6 +927,26 @@ static void *keeper_main(void *arg)
 				wait = 10000;
 			}
 			next_log_trim = now_ms() + wait;
+		}
+		if (p->approvals && now_ms() >= next_approvals) {
+			/* replicas: approvals another one took in (core/approvals.h) */
+			struct persist_stats ps = stats_of(p);
+			int n = ps.shared ? approvals_load(p->approvals, err, sizeof(err)) : 0;
+			if (n < 0)
+				log_warn("approvals: cannot read them from the store: %s (again in 1 s)", err);
+			/* the history the hold needs follows the nodes up */
+			approvals_keep(p->approvals, p->store);
+			uint64_t lfloor;
+			if (now_ms() >= next_approvals_trim && p->persist->ops->log_floor &&
+			    p->persist->ops->log_floor(p->persist, &lfloor, err, sizeof(err)) == 0) {
+				/* what the version log no longer shows, and no hold needs */
+				if (approvals_trim(p->approvals, lfloor, err, sizeof(err)) < 0)
+					log_warn("approvals: cannot drop old approvals: %s (again in a minute)", err);
+				next_approvals_trim = now_ms() + PRUNE_EVERY_MS;
+			}
+			if (n > 0)
+				hub_notify(h, hub_version(h));
+			next_approvals = now_ms() + APPROVALS_EVERY_MS;
 		}
 		pthread_mutex_lock(&h->lock);
 		if (!h->stop) {

@@ -1,6 +1,7 @@
 /* core/nodes.c: per-node records, nonce-matched ACK handling, write-behind
  * persistence (see nodes.h). */
 #include "core/nodes.h"
+#include "core/approvals.h"
 #include "core/nodekeys.h"
 #include "log.h"
 #include "resource.h"
@@ -65,6 +66,7 @@ struct node_rec {
 
 struct nodes {
 	struct persist *p;           /* borrowed: the backend */
+	struct approvals *approvals; /* borrowed: /v1/nodes shows what a node requires (NULL: none) */
 	pthread_mutex_t lock;
 	/* one flush at a time (taken before lock): a flush that finds
 	 * nothing dirty because another took the records waits until
@@ -733,6 +735,13 @@ void nodes_set_relay_up(struct nodes *n, bool (*fn)(void *ctx, const char *relay
 	pthread_mutex_unlock(&n->lock);
 }
 
+void nodes_set_approvals(struct nodes *n, struct approvals *a)
+{
+	pthread_mutex_lock(&n->lock);
+	n->approvals = a;
+	pthread_mutex_unlock(&n->lock);
+}
+
 void nodes_set_approve_relay_keys(struct nodes *n, bool on)
 {
 	pthread_mutex_lock(&n->lock);
@@ -1058,6 +1067,8 @@ static void rec_json(const struct nodes *n, const struct node_rec *r, uint64_t p
 		buf_json_string(out, r->sub);
 	else
 		buf_puts(out, "null");
+	if (n->approvals)   /* approvals=K: "approvals":K,"approved_version":V */
+		approvals_node_json(n->approvals, r->id, out);
 	uint64_t target = target_of(n, r, plane_version);
 	buf_printf(out, ",\"sent_version\":%llu,\"sent_nonce\":", (unsigned long long)sent_of(n, r, target));
 	buf_json_string(out, r->sent_nonce);

@@ -78,6 +78,10 @@ void nodes_set_relay_up(struct nodes *n, bool (*fn)(void *ctx, const char *relay
  * rotations it endorses need none, and the node's own registration of it
  * at this plane approves it. */
 void nodes_set_approve_relay_keys(struct nodes *n, bool on);
+/* /v1/nodes shows, per node, the approvals it requires (core/approvals.h;
+ * its lock is taken under the nodes lock: a leaf). */
+struct approvals;
+void nodes_set_approvals(struct nodes *n, struct approvals *a);
 /* Marks every record to be written again (a relay reached an upstream:
  * it hears them all). */
 void nodes_resync(struct nodes *n);

@@ -38,6 +38,8 @@ struct store {
 	bool keep;                           /* a rollout may need older states */
 	uint64_t pin;                        /* ... of versions >= pin */
 	uint64_t keep_since;                 /* the version keeping began at (nothing older was kept) */
+	bool hold;                           /* approvals may need older states (store_set_hold) */
+	uint64_t hold_floor;                 /* ... of versions >= hold_floor (in memory only) */
 	store_observer observer;             /* told of every commit's elements */
 	void *observer_ctx;
 };
@@ -200,11 +202,25 @@ static void hist_free(struct store_hist *h)
 	}
 }
 
+/* Whether history is kept (a rollout's pin or approvals' hold), and the
+ * oldest version it must serve. */
+static bool keeps(const struct store *s)
+{
+	return s->keep || s->hold;
+}
+
+static uint64_t keep_floor(const struct store *s)
+{
+	if (s->keep && s->hold)
+		return s->pin < s->hold_floor ? s->pin : s->hold_floor;
+	return s->keep ? s->pin : s->hold_floor;
+}
+
 /* Keeps e's current state in its history (the body moves there) before a
  * change replaces it, when some pinned version may still need it. */
 static void keep_state(struct store *s, struct store_entry *e)
 {
-	if (!s->keep || e->version == 0)
+	if (!keeps(s) || e->version == 0)
 		return;
 	struct store_hist *h = xcalloc(1, sizeof(*h));
 	h->version = e->version;
@@ -567,9 +583,10 @@ bool store_pinned(struct store *s, uint64_t *floor)
 }
 uint64_t store_history_floor(struct store *s)
 {
-	if (!s->keep)
+	if (!keeps(s))
 		return s->version;
-	return s->pin > s->keep_since ? s->pin : s->keep_since;
+	uint64_t floor = keep_floor(s);
+	return floor > s->keep_since ? floor : s->keep_since;
 }
 const char *store_file_at(struct store *s, const char *path) { return pathindex_file_at(&s->paths, path); }
 uint32_t store_files_under(struct store *s, const char *dir) { return pathindex_files_under(&s->paths, dir); }
@@ -904,16 +921,33 @@ int store_set_pin(struct store *s, bool keep, uint64_t floor, char *err, size_t 
 void store_set_pin_local(struct store *s, bool keep, uint64_t floor)
 {
 	pthread_rwlock_wrlock(&s->rw);
-	for (struct store_entry *e = s->head; e; e = e->next)
-		if (e->hist)
-			trim_hist(e, keep, floor);
 	/* a floor below the version keeping starts at does not bring back
 	 * what was not kept: the states are known from here on */
-	if (keep && !s->keep)
+	if (keep && !keeps(s))
 		s->keep_since = s->version;
 	s->keep = keep;
 	s->pin = floor;
+	for (struct store_entry *e = s->head; e; e = e->next)
+		if (e->hist)
+			trim_hist(e, keeps(s), keep_floor(s));
 	pthread_rwlock_unlock(&s->rw);
+}
+
+void store_set_hold(struct store *s, bool on, uint64_t floor)
+{
+	pthread_mutex_lock(&s->writer);
+	pthread_rwlock_wrlock(&s->rw);
+	if (on != s->hold || floor != s->hold_floor) {
+		if (on && !keeps(s))
+			s->keep_since = s->version;
+		s->hold = on;
+		s->hold_floor = floor;
+		for (struct store_entry *e = s->head; e; e = e->next)
+			if (e->hist)
+				trim_hist(e, keeps(s), keep_floor(s));
+	}
+	pthread_rwlock_unlock(&s->rw);
+	pthread_mutex_unlock(&s->writer);
 }
 
 /* Loading: a history row of an entry (rows come newest first per name). */

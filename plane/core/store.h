@@ -155,6 +155,11 @@ int store_set_pin(struct store *s, bool keep, uint64_t floor, char *err, size_t 
 /* The same in memory only: a replica following the rollout controller
  * keeps the history its targets need; the controller records the pin. */
 void store_set_pin_local(struct store *s, bool keep, uint64_t floor);
+/* Approvals' hold (core/approvals.c): on, the store keeps the states of
+ * every version >= floor too, in memory, whatever the rollout's pin says
+ * (a node that requires approvals may be held at an older version). Takes
+ * the writer and index locks: call holding no store lock. */
+void store_set_hold(struct store *s, bool on, uint64_t floor);
 /* Whether history is kept, and from which version (*floor). Hold a lock. */
 bool store_pinned(struct store *s, uint64_t *floor);
 /* The oldest version whose states the store knows in full: the newest

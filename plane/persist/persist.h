@@ -187,6 +187,14 @@ struct persist_token {
 };
 typedef int (*persist_token_cb)(void *ctx, const struct persist_token *t);
 
+/* One approval token (common/approval.h) the plane verified and keeps:
+ * for (version, canonical sub), by key kid. */
+struct persist_approval {
+	uint64_t version;
+	const char *sub, *kid, *token;
+};
+typedef int (*persist_approval_cb)(void *ctx, const struct persist_approval *a);
+
 /* The TLS session-ticket keys (http/tickets.c): GnuTLS master keys (64
  * bytes each) the plane's replicas share, so a session resumes across a
  * restart and a failover. A secret: never logged nor served. cur encrypts
@@ -237,6 +245,9 @@ struct persist_follow {
 	/* another replica's version whose write overrode a guard (its log
 	 * record has "override"): called before the version goes to store */
 	void (*overridden)(void *ctx, uint64_t version);
+	/* a relay's: every approval the upstream keeps (core/approvals.h),
+	 * to replace what it had */
+	void (*approvals)(void *ctx, const struct persist_approval *list, size_t n);
 };
 
 /* What a shared backend says about itself (for /metrics and heartbeats). */
@@ -305,6 +316,13 @@ struct persist_ops {
 	int (*tokens_load)(struct persist *p, persist_token_cb cb, void *ctx, char *err, size_t errlen);
 	int (*token_add)(struct persist *p, const struct persist_token *t, char *err, size_t errlen);
 	int (*token_revoke)(struct persist *p, const char *id, int64_t when, char *err, size_t errlen);
+
+	/* approvals (NULL: kept in memory only, as a relay's): all of them;
+	 * one more (a repeat of (version, sub, kid) replaces it), durably */
+	int (*approvals_load)(struct persist *p, persist_approval_cb cb, void *ctx, char *err, size_t errlen);
+	int (*approval_add)(struct persist *p, const struct persist_approval *a, char *err, size_t errlen);
+	/* drops the approvals of versions below `below`, durably */
+	int (*approvals_trim)(struct persist *p, uint64_t below, char *err, size_t errlen);
 
 	/* the TLS session-ticket keys (NULL: the backend keeps none, as a
 	 * relay's: its plane makes its own in memory). ticket_keys_load: 1

@@ -1,6 +1,7 @@
 /* persist/records_json.c: rollout, node and token records as JSON (see
  * records_json.h). */
 #include "persist/records_json.h"
+#include "json.h"
 #include "util.h"
 #include "xmalloc.h"
 
@@ -207,6 +208,27 @@ cJSON *record_token_to_json(const struct persist_token *t)
 	num(o, "created", (uint64_t)t->created);
 	num(o, "revoked", (uint64_t)t->revoked);
 	return o;
+}
+
+int record_approvals_from_json(const cJSON *o, struct persist_approval **list, size_t *n)
+{
+	const cJSON *arr = cJSON_GetObjectItemCaseSensitive(o, "approvals"), *t;
+	*list = NULL;
+	*n = 0;
+	if (!cJSON_IsArray(arr))
+		return -1;
+	size_t cap = (size_t)cJSON_GetArraySize(arr), k = 0;
+	struct persist_approval *l = xcalloc(cap ? cap : 1, sizeof(*l));
+	cJSON_ArrayForEach(t, arr) {
+		uint64_t v = 0;
+		const char *sub = json_get_string(t, "sub"), *kid = json_get_string(t, "kid");
+		const char *tok = json_get_string(t, "token");
+		if (k < cap && json_get_u64(cJSON_GetObjectItemCaseSensitive(t, "version"), &v) && sub && kid && tok)
+			l[k++] = (struct persist_approval){ v, sub, kid, tok };
+	}
+	*list = l;
+	*n = k;
+	return 0;
 }
 
 int record_token_from_json(const cJSON *o, struct persist_token *t)

@@ -27,5 +27,10 @@ int record_node_from_json(const cJSON *o, struct persist_node *n);
 cJSON *record_token_to_json(const struct persist_token *t);
 /* 0, or -1 when the id or the hash is missing. */
 int record_token_from_json(const cJSON *o, struct persist_token *t);
+/* A relay stream's "approvals" event, {"approvals":[{"version","sub","kid",
+ * "token"}...]}: *list (malloc'd; its strings borrowed from o) gets the
+ * well-formed entries (a malformed one is skipped: the nodes verify every
+ * token), *n their count. 0, or -1 when o has no "approvals" array. */
+int record_approvals_from_json(const cJSON *o, struct persist_approval **list, size_t *n);
 
 #endif

@@ -285,7 +285,8 @@ function renderHistory() {
 				h.author ? el('span', { class: 'author' }, 'by ' + h.author) : '', ' ',
 				fmtTime(h.time || h.at || h.committed_at || h.created), h.message ? ' \u2014 ' + h.message : '',
 				historyNames(h).length ? ' (' + historyNames(h).slice(0, 10).join(', ') + ')' : '',
-				historyOverride(h))));
+				historyOverride(h),
+				approvalText(h) ? el('span', { class: 'approvals' }, ' \u2014 ' + approvalText(h)) : '')));
 		return;
 	}
 	const seen = state.seen.slice(0, 20);
@@ -380,6 +381,25 @@ function historyOverride(h) {
 		return '';
 	const passed = Array.isArray(o.passed) && o.passed.length ? o.passed.join(', ') : 'no guard crossed';
 	return el('span', { class: 'override' }, ' override: ' + (o.reason || '') + ' (passed ' + passed + ')');
+}
+
+// A version's approvals (docs/protocol.md, "Approvals"): "pending approval
+// 1/2 (1a2b3c4d...)" or "approved 2/2 (...)"; '' when no node requires them.
+function approvalText(h) {
+	if (!Array.isArray(h.approvals))
+		return '';
+	const per = new Map();
+	for (const a of h.approvals)
+		per.set(a.sub, (per.get(a.sub) || []).concat([a.kid]));
+	let kids = [];
+	for (const k of per.values())
+		if (k.length > kids.length)
+			kids = k;
+	const need = h.approvals_needed || 0;
+	const who = kids.length ? ' (' + kids.map((k) => String(k).slice(0, 8) + '\u2026').join(', ') + ')' : '';
+	if (need && kids.length < need)
+		return 'pending approval ' + kids.length + '/' + need + who;
+	return kids.length ? 'approved ' + kids.length + '/' + (need || kids.length) + who : '';
 }
 
 function historyNames(h) {

@@ -1,6 +1,6 @@
 /* fuzz_relay.c: libFuzzer target for what a relay reads from its upstream
  * (plane/persist/relay/state.c, plane/persist/records_json.c): the state event, and the
- * rollout, node and token records of the other events and of a relay's
+ * rollout, node, token and approval records of the other events and of a relay's
  * POST /v1/relay/nodes. An upstream is authenticated, but a broken or
  * lying one must get a clear refusal, never a crash or a half state.
  *
@@ -36,6 +36,16 @@ static void records(const cJSON *c)
 		struct persist_token pt;
 		if (record_token_from_json(c, &pt) == 0 && (!pt.id[0] || !pt.hash[0]))
 			abort();
+		struct persist_approval *ap;
+		size_t nap;
+		if (record_approvals_from_json(c, &ap, &nap) == 0) {
+			if (nap > (size_t)cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(c, "approvals")))
+				abort();
+			for (size_t i = 0; i < nap; i++)
+				if (!ap[i].sub || !ap[i].kid || !ap[i].token)
+					abort();
+			free(ap);
+		}
 	}
 	for (const cJSON *it = c ? c->child : NULL; it; it = it->next)
 		records(it);

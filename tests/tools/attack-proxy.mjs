@@ -79,6 +79,24 @@
 //                      names the proxy's key
 //   forged-sig         every push's statement keeps its payload (the
 //                      trusted kid) with the proxy's signature
+//   approvals-strip    a node's stream request loses its approvals=K (the
+//                      open streams are closed at the switch, so the node
+//                      reconnects): the plane, which then holds nothing
+//                      back, sends its newest version, signed with its own
+//                      key and unapproved -- a plane that ignores the hold
+//   approvals-forge    injects (as replay does) the newest snapshot captured
+//                      for the node as version 2^50, its statement's version
+//                      changed and signed again with --key (give it the
+//                      plane's own key: a stolen plane key), its approvals
+//                      dropped: a state the plane's key vouches for that no
+//                      approver approved
+//   approvals-dup      every push's approvals: its first token twice
+//   approvals-replay   every push's approvals: those of the oldest push
+//                      captured for another version (a replay)
+//   diff-empty         every answer of GET /v1/diff loses its changes: a
+//                      plane that lies about what a version changed (what
+//                      `tetherctl approve` shows and the base state it
+//                      rebuilds)
 // Heartbeats pass untouched in every mode but freeze.
 //
 // The proxy's key is --key FILE (a `tetherctl keygen` secret key; its kid
@@ -179,8 +197,10 @@ const counters = { heartbeats: 0, injected: 0, rewritten: 0, dropped: 0, endless
 const nodes = new Map();   // node -> { pushes: [{version, obj, raw}], history: Map name -> [{version, body}], heartbeat }
 const streams = new Set();
 const MODES = ['pass', 'tamper-body', 'drop-upsert', 'add-removal', 'mix', 'replay', 'freeze', 'fast-forward',
-	'endless', 'unknown-key', 'forged-sig', 'withhold', 'push-field'];
+	'endless', 'unknown-key', 'forged-sig', 'withhold', 'push-field', 'diff-empty'];
 const INJECTING = ['replay', 'fast-forward', 'endless'];
+MODES.push('approvals-strip', 'approvals-dup', 'approvals-replay', 'approvals-forge');
+INJECTING.push('approvals-forge');
 
 function memoryOf(node) {
 	let m = nodes.get(node);
@@ -221,6 +241,8 @@ function setMode(line) {
 	for (const s of streams) {
 		if (was === 'freeze' && mode !== 'freeze')
 			s.endFrozen();
+		if (mode === 'approvals-strip' || was === 'approvals-strip')
+			s.end(mode);
 		if (INJECTING.includes(mode))
 			s.inject();
 	}
@@ -345,6 +367,20 @@ function rewrite(obj, m) {
 		obj[key] = JSON.parse(set.slice(set.indexOf('=') + 1));
 		return `${key} set to ${set.slice(set.indexOf('=') + 1)}`;
 	}
+	case 'approvals-dup': {
+		if (!Array.isArray(obj.approvals) || !obj.approvals.length)
+			return null;
+		obj.approvals = [obj.approvals[0], obj.approvals[0]];
+		return 'approvals: the first token twice';
+	}
+	case 'approvals-replay': {
+		const old = m.pushes.find((p) => p.version !== obj.version && Array.isArray(p.obj.approvals) &&
+			p.obj.approvals.length);
+		if (!old)
+			return null;
+		obj.approvals = old.obj.approvals.slice();
+		return `approvals of version ${old.version} replayed`;
+	}
 	case 'unknown-key':
 	case 'forged-sig':
 		if (typeof obj.statement !== 'string')
@@ -405,6 +441,24 @@ function handleStream(req, res, up, node) {
 				log(`${tag}: fast-forward: push ${big} injected (${obj.statement ? 'with the statement of ' +
 					'version ' + newest.version : 'unsigned'}, nonce ${obj.nonce})`);
 				write(pushEvent(obj));
+			} else if (mode === 'approvals-forge') {
+				const p = [...m.pushes].reverse().find((q) => q.obj.full && typeof q.obj.statement === 'string');
+				if (!p) {
+					log(`${tag}: approvals-forge: no snapshot with a statement captured`);
+					return;
+				}
+				const big = 2 ** 50;
+				const obj = JSON.parse(JSON.stringify(p.obj));
+				obj.nonce = `attack-forge.${counters.injected + 1}`;
+				obj.version = big;
+				delete obj.approvals;
+				const text = Buffer.from(obj.statement.split('.')[0], 'base64url').toString('utf8')
+					.replace(/"version":\d+}$/, `"version":${big}}`);
+				obj.statement = signPayload(Buffer.from(text, 'utf8'));
+				counters.injected++;
+				log(`${tag}: approvals-forge: push ${big} injected: the state of version ${p.version}, ` +
+					`its statement re-signed by key ${kid} for version ${big}, no approvals (nonce ${obj.nonce})`);
+				write(pushEvent(obj));
 			} else if (mode === 'endless') {
 				endless = true;
 				counters.injected++;
@@ -430,6 +484,15 @@ function handleStream(req, res, up, node) {
 				res.on('drain', pump);
 				pump();
 			}
+		},
+		end(why) {
+			if (closed)
+				return;
+			log(`${tag}: ${why}: closing the stream (the node reconnects)`);
+			clearInterval(timer);
+			closed = true;
+			res.end();
+			up.destroy();
 		},
 		endFrozen() {
 			if (!frozen)
@@ -602,9 +665,14 @@ const server = http.createServer((req, res) => {
 	}
 	const isStream = req.method === 'GET' && req.url.startsWith('/v1/stream');
 	const headers = { ...req.headers, host: `${target.host}:${target.port}` };
-	if (isStream)
+	if (isStream || (mode === 'diff-empty' && req.url.startsWith('/v1/diff')))
 		delete headers['accept-encoding'];
-	const upReq = http.request({ host: target.host, port: target.port, method: req.method, path: req.url, headers,
+	let path = req.url;
+	if (isStream && mode === 'approvals-strip' && /[?&]approvals=/.test(path)) {
+		path = path.replace(/([?&])approvals=[^&]*&?/, '$1').replace(/[?&]$/, '');
+		log(`approvals-strip: ${req.url} forwarded as ${path}`);
+	}
+	const upReq = http.request({ host: target.host, port: target.port, method: req.method, path, headers,
 		agent: false }, (up) => {
 		up.socket.setNoDelay(true);
 		const ct = String(up.headers['content-type'] || '');
@@ -616,6 +684,22 @@ const server = http.createServer((req, res) => {
 			res.flushHeaders();
 			const node = new URL(req.url, 'http://x').searchParams.get('node') || '?';
 			handleStream(req, res, up, node);
+			return;
+		}
+		if (mode === 'diff-empty' && req.method === 'GET' && req.url.startsWith('/v1/diff') &&
+		    up.statusCode === 200) {
+			const chunks = [];
+			up.on('data', (d) => chunks.push(d));
+			up.on('end', () => {
+				const doc = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+				log(`diff-empty: ${req.url}: ${(doc.changes || []).length} changes dropped`);
+				doc.changes = [];
+				const out = Buffer.from(JSON.stringify(doc) + '\n');
+				const h = { ...up.headers, 'content-length': String(out.length) };
+				delete h['transfer-encoding'];
+				res.writeHead(200, h);
+				res.end(out);
+			});
 			return;
 		}
 		res.writeHead(up.statusCode, up.headers);

@@ -563,7 +563,7 @@ static void test_db_open_creates_dir_and_refuses_bad_path(void **state)
 	long long v = 0;
 	assert_int_equal(db_meta_get(persist_sqlite_db(p), "schema", &v), 1);
 	assert_int_equal(v, 7);   /* 2: the version log; 3: nodes.sub; 4: node keys, held NACKs; 5: key_via; 6: key_pending;
-				   * 7: vlog.override, the freeze window */
+				   * 7: vlog.override, the freeze window, approvals */
 	assert_int_equal(db_meta_get(persist_sqlite_db(p), "nothing", &v), 0);
 	persist_close(p);
 	snprintf(sub, sizeof(sub), "%s/sub/tether.db/x", f->dir);   /* under a file */
@@ -782,6 +782,50 @@ static void expect_history_scenario(struct fixture *f)
 	expect_hist(f, "cluster/b", "1");
 	expect_hist(f, "cluster/c", "");
 	expect_hist(f, "cluster/d", "");
+}
+
+/* Approvals' hold (store_set_hold): history kept from its floor whatever
+ * the rollout's pin says, the two floors combined (the lower wins), and
+ * dropped when the hold ends and no pin keeps it. */
+static void test_history_held_for_approvals(void **state)
+{
+	struct fixture *f = *state;
+	assert_int_equal(putp(f, "cluster/a", 1), 1);
+	uint64_t floor;
+	store_rdlock(f->s);
+	floor = store_history_floor(f->s);
+	store_rdunlock(f->s);
+	assert_int_equal(floor, 1);   /* nothing kept: the newest */
+	store_set_hold(f->s, true, 1);
+	assert_int_equal(putp(f, "cluster/a", 2), 2);
+	assert_int_equal(putp(f, "cluster/a", 3), 3);
+	expect_hist(f, "cluster/a", "2,1");
+	expect_at(f, "cluster/a", 1, "P1@1");
+	expect_at(f, "cluster/a", 2, "P2@2");
+	store_rdlock(f->s);
+	floor = store_history_floor(f->s);
+	store_rdunlock(f->s);
+	assert_int_equal(floor, 1);
+	/* the rollout's pin is not taken: it stays off */
+	expect_pin(f, false, 0);
+	/* a rollout pins at 2 and then unpins: the hold's floor (1) stays */
+	set_pin(f, true, 2);
+	expect_hist(f, "cluster/a", "2,1");
+	set_pin(f, false, 0);
+	expect_hist(f, "cluster/a", "2,1");
+	/* the hold moves up: what no version >= 2 needs goes */
+	store_set_hold(f->s, true, 2);
+	expect_hist(f, "cluster/a", "2");
+	expect_at(f, "cluster/a", 2, "P2@2");
+	/* the hold ends: nothing is kept */
+	store_set_hold(f->s, false, 0);
+	expect_hist(f, "cluster/a", "");
+	assert_int_equal(putp(f, "cluster/a", 4), 4);
+	expect_hist(f, "cluster/a", "");
+	store_rdlock(f->s);
+	floor = store_history_floor(f->s);
+	store_rdunlock(f->s);
+	assert_int_equal(floor, 4);
 }
 
 static void test_history_kept_when_pinned(void **state)
@@ -1063,6 +1107,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_referrers_route_before_cluster_in_one_write, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_referrers_after_reopen, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_history_kept_when_pinned, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_history_held_for_approvals, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_history_floor_above_last_change, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_history_not_kept_when_unpinned, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_history_set_pin_trims, setup, teardown),

@@ -96,6 +96,9 @@ int etcd_set_released(struct persist *p, uint64_t v, char *err, size_t errlen);
 int etcd_nodes_load(struct persist *p, persist_node_cb cb, void *ctx, char *err, size_t errlen);
 int etcd_nodes_save(struct persist *p, const struct persist_node *recs, size_t n, char *err, size_t errlen);
 int etcd_tokens_load(struct persist *p, persist_token_cb cb, void *ctx, char *err, size_t errlen);
+int etcd_approvals_load(struct persist *p, persist_approval_cb cb, void *ctx, char *err, size_t errlen);
+int etcd_approval_add(struct persist *p, const struct persist_approval *a, char *err, size_t errlen);
+int etcd_approvals_trim(struct persist *p, uint64_t below, char *err, size_t errlen);
 int etcd_token_add(struct persist *p, const struct persist_token *t, char *err, size_t errlen);
 int etcd_token_revoke(struct persist *p, const char *id, int64_t when, char *err, size_t errlen);
 

@@ -12,6 +12,8 @@
  *               "deleted_at"}...]}  every state of a name after base, by
  *               version, so the history a rollout's targets need is here
  *   heartbeat  {"version","time","interval","statement","report"}
+ *   approvals  {"approvals":[{"version","sub","kid","token"}...]}  every
+ *              approval the upstream keeps, when they change
  * Until follow() the events wait in a queue (the plane starts with the
  * first state in hand); then they are handed over as they come. */
 #include "json.h"
@@ -297,6 +299,18 @@ static int apply_tokens(struct persist_relay *x, const cJSON *o)
 	return 0;
 }
 
+static int apply_approvals(struct persist_relay *x, const cJSON *o)
+{
+	struct persist_approval *list;
+	size_t n;
+	if (record_approvals_from_json(o, &list, &n) < 0)
+		return -1;
+	if (x->f.approvals)   /* its nodes verify every token: a bad one only fails to count */
+		x->f.approvals(x->f.ctx, list, n);
+	free(list);
+	return 0;
+}
+
 static int apply_heartbeat(struct persist_relay *x, const cJSON *o)
 {
 	const cJSON *iv = cJSON_GetObjectItemCaseSensitive(o, "interval");
@@ -360,6 +374,8 @@ static int deliver(struct persist_relay *x, const char *type, const char *data, 
 		rc = apply_tokens(x, o);
 	} else if (strcmp(type, "heartbeat") == 0) {
 		rc = apply_heartbeat(x, o);
+	} else if (strcmp(type, "approvals") == 0) {
+		rc = apply_approvals(x, o);
 	}   /* other events: a newer upstream's, ignored */
 	cJSON_Delete(o);
 	return rc;

@@ -21,7 +21,8 @@
  * kept when no key is live); 6: nodes.key_pending (a relay's key waiting
  * for an admin, --approve-relay-keys); 7: vlog.override (a write's
  * override of guards: {"reason","passed"} JSON, NULL: none), the freeze
- * window (table freeze) */
+ * window (table freeze), approvals (approval tokens per version, sub and
+ * key: core/approvals.h) */
 #define SCHEMA_VERSION 7
 
 static const char schema[] =
@@ -65,7 +66,10 @@ static const char schema[] =
 	"  held_version INTEGER NOT NULL DEFAULT 0, held_reason TEXT, held_at INTEGER NOT NULL DEFAULT 0,"
 	"  key_via TEXT, key_pending INTEGER NOT NULL DEFAULT 0);"
 	"CREATE TABLE IF NOT EXISTS freeze("
-	"  id INTEGER PRIMARY KEY CHECK (id = 1), record TEXT NOT NULL);";
+	"  id INTEGER PRIMARY KEY CHECK (id = 1), record TEXT NOT NULL);"
+	"CREATE TABLE IF NOT EXISTS approvals("
+	"  version INTEGER NOT NULL, sub TEXT NOT NULL, kid TEXT NOT NULL, token TEXT NOT NULL,"
+	"  PRIMARY KEY(version, sub, kid));";
 
 /* Schema 4's to 6's columns of nodes, as an older database gets them. */
 static const char *const nodes_added[][2] = {

@@ -49,6 +49,8 @@ struct node_rec {
 	char t_gen[TRAFFIC_GEN_LEN]; /* which report it is (traffic_replayed) */
 	uint64_t t_version;
 	double t_until;
+	int counts;                  /* its last ACK said it counts traffic (1), not (0), or nothing (-1) */
+	char counts_reason[GATE_COUNTS_REASON_MAX]; /* ... why not */
 	bool traffic_out;            /* the report goes with the next record written: to
 				      * the other replicas, or up through the relay */
 	bool via_streaming;          /* the relay nearest it holds its stream */
@@ -223,6 +225,7 @@ static struct node_rec *add(struct nodes *n, const char *id)
 	r->id = xstrdup(id);
 	r->labels = xstrdup("{}");
 	r->healthy = -1;
+	r->counts = -1;
 	if (n->len == n->cap) {
 		n->cap = n->cap ? n->cap * 2 : 64;
 		n->all = xrealloc(n->all, n->cap * sizeof(*n->all));
@@ -843,6 +846,17 @@ void nodes_set_sub(struct nodes *n, const char *id, const char *canon)
 	pthread_mutex_unlock(&n->lock);
 }
 
+void nodes_set_counts(struct nodes *n, const char *id, bool counts, const char *reason)
+{
+	pthread_mutex_lock(&n->lock);
+	struct node_rec *r = lookup(n, id);
+	if (r) {
+		r->counts = counts;
+		copy_str(r->counts_reason, sizeof(r->counts_reason), counts || !reason ? "" : reason);
+	}
+	pthread_mutex_unlock(&n->lock);
+}
+
 int nodes_set_traffic(struct nodes *n, const char *id, const struct traffic *t, bool pass_on)
 {
 	struct buf j = BUF_INIT;
@@ -1070,6 +1084,12 @@ static void rec_json(const struct nodes *n, const struct node_rec *r, uint64_t p
 	buf_printf(out, ",\"healthy\":%s", r->healthy < 0 ? "null" : r->healthy ? "true" : "false");
 	buf_puts(out, ",\"traffic\":");
 	buf_puts(out, r->traffic ? r->traffic : "null");
+	/* whether it counts traffic (traffic-aware gates), as its ACKs say */
+	buf_printf(out, ",\"counts\":%s", r->counts < 0 ? "null" : r->counts ? "true" : "false");
+	if (r->counts == 0) {
+		buf_puts(out, ",\"counts_reason\":");
+		buf_json_string(out, r->counts_reason);
+	}
 	if (r->has_nack) {
 		buf_printf(out, ",\"last_nack\":{\"version\":%llu,\"nonce\":", (unsigned long long)r->nack_version);
 		buf_json_string(out, r->nack_nonce);

@@ -92,6 +92,7 @@ static int record_traffic(struct api *p, const char *node, const cJSON *f, const
 		} else {
 			if (taken == 0)
 				gate_report(p->gate, node, &t);
+			nodes_set_counts(p->core->nodes, node, true, NULL);   /* traffic: it counts */
 			rc = 0;
 		}
 	}

@@ -308,6 +308,8 @@ void gate_report(struct gate *g, const char *node, const struct traffic *t)
 	}
 	traffic_copy(&n->last, t);
 	n->have_last = true;
+	n->counts = 1;   /* a report: it counts (an agent restarted counting need not ACK again) */
+	n->why[0] = '\0';
 	n->last_seen = now_seconds();
 	if (n->have_mark)
 		traffic_diff(&n->last, &n->mark, &n->win);   /* here, once, not at every judgement */

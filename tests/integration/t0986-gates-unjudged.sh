@@ -35,7 +35,7 @@ gates_state | ctl apply - >/dev/null || bail "cannot load the first state"
 V1=$(plane_version)
 check "a rollout of version $V1 starts" wait_until 20 ro_is ".to_version == $V1"
 check "its canary is held after the bake: unjudged" wait_until 30 ro_is '.gate.stages[0].verdict == "unjudged" and .gate.stages[0].held == true'
-CANARY=$(curl -s "$PLANE_URL/v1/nodes" | jq -r "[.[] | select(.acked_version == $V1)] | .[0].id")
+CANARY=$(curl -s "$PLANE_URL/v1/nodes" | jq -r "[.[] | select(.acked_version == $V1)] | .[0].node")
 REASON=$(ro '.gate.stages[0].reason')
 diag "canary $CANARY; reason: $REASON"
 check_eq "the reason names the node and why" \

@@ -49,7 +49,7 @@ GEN1=$(readlink "$WORK/n1.out/current")
 stop_pid "${APID[n1]}" TERM
 # the agent alone (its nginx keeps serving), as gates_nginx_node started it
 start_agent n1 --consumer nginx --pidfile "$WORK/nx1/nginx.pid" --marker "127.0.0.1:${GM[1]}" \
-	--sub "cluster/,listener/n1,route/n1-" --reload-timeout 5 --backoff-min 0.1 --backoff-max 1
+	--sub "cluster/,listener/n1-l,route/n1-" --reload-timeout 5 --backoff-min 0.1 --backoff-max 1
 check "n1, restarted, counts again" wait_until 20 sh -c "[ \"\$(grep -c 'traffic: counting the access log' '$WORK/n1.log')\" = 2 ]"
 check "n1, restarted, is synced" wait_until 20 sh -c "jq -e '.state == \"synced\"' '$WORK/n1.state/status.json'"
 check_eq "n1 counts on the same port after a restart" "$PORT1" "$(cat "$WORK/n1.state/traffic-listen")"

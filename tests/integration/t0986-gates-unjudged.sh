@@ -61,7 +61,7 @@ check "still held, not passed, after the node ACKs again" ro_is '.state == "in_p
 N=${CANARY#n}
 stop_pid "${APID[$CANARY]}" TERM
 start_agent "$CANARY" --consumer nginx --pidfile "$WORK/nx$N/nginx.pid" --marker "127.0.0.1:${GM[$N]}" \
-	--sub "cluster/,listener/$CANARY,route/$CANARY-" --reload-timeout 5 --backoff-min 0.1 --backoff-max 1
+	--sub "cluster/,listener/$CANARY-l,route/$CANARY-" --reload-timeout 5 --backoff-min 0.1 --backoff-max 1
 check "restarted with its defaults, the canary counts" wait_until 20 grep -q 'traffic: counting the access log' "$WORK/$CANARY.log"
 check "the node listing says it counts" wait_until 20 sh -c "curl -s '$PLANE_URL/v1/nodes/$CANARY' | jq -e '.counts == true'"
 check "the stage is judged (low_traffic: it counts, few requests) and the rollout goes on" \

@@ -43,10 +43,12 @@ void print_rollout_gate(const cJSON *gate)
 	if (!cJSON_IsObject(gate))
 		return;
 	char *err = text_of(gate, "error_rate", "-"), *p99 = text_of(gate, "latency_p99", "-");
-	printf("gates: error rate %s, p99 %s, at least %.0f requests per route and node\n", err, p99,
-	       num(gate, "min_requests"));
+	char *unjudged = text_of(gate, "unjudged", "");
+	printf("gates: error rate %s, p99 %s, at least %.0f requests per route and node%s%s\n", err, p99,
+	       num(gate, "min_requests"), *unjudged ? "; unjudged stages: " : "", unjudged);
 	free(err);
 	free(p99);
+	free(unjudged);
 	const cJSON *stages = cJSON_GetObjectItemCaseSensitive(gate, "stages");
 	const cJSON *st;
 	/* a stage held unjudged (members that do not count traffic): first */

@@ -701,6 +701,11 @@ int nodes_relay_change(struct nodes *n, const char *relay, const struct node_cha
 	case NC_STALE:
 		take_count(&n->stale, &r->stale, c->count);
 		break;
+	case NC_COUNTS:
+		/* (recorded for /v1/nodes and passed on up a chain of relays) */
+		r->counts = c->count ? 1 : 0;
+		copy_str(r->counts_reason, sizeof(r->counts_reason), c->count || !c->error ? "" : c->error);
+		break;
 	case NC_VERIFY:
 		/* the count is the relay's, since it (or the node's stream to
 		 * it) started: lower after a relay's restart or a failover, so
@@ -851,8 +856,13 @@ void nodes_set_counts(struct nodes *n, const char *id, bool counts, const char *
 	pthread_mutex_lock(&n->lock);
 	struct node_rec *r = lookup(n, id);
 	if (r) {
+		const char *why = counts || !reason ? "" : reason;
+		bool changed = r->counts != (int)counts || strncmp(r->counts_reason, why, sizeof(r->counts_reason) - 1) != 0;
 		r->counts = counts;
-		copy_str(r->counts_reason, sizeof(r->counts_reason), counts || !reason ? "" : reason);
+		copy_str(r->counts_reason, sizeof(r->counts_reason), why);
+		/* a relay passes it up (a 'u' line): nothing else stores it */
+		if (changed && n->p->ops->upstream)
+			mark_dirty(n, r);
 	}
 	pthread_mutex_unlock(&n->lock);
 }
@@ -1337,6 +1347,7 @@ int nodes_flush(struct nodes *n, char *err, size_t errlen)
 			.key_via = r->key.via, .key_pending = r->key.pending,
 			.key_reg = copies[i].key_reg, .key_sent = &key_sent[i], .held_version = r->held_version,
 			.held_reason = copies[i].held_reason, .held_at = r->held_at,
+			.counts = r->counts < 0 ? 0 : r->counts ? 1 : -1, .counts_reason = r->counts_reason,
 		};
 	}
 	int rc = n->p->ops->nodes_save(n->p, recs, cnt, err, errlen);

@@ -9,7 +9,7 @@
 # with verdict "unjudged" goes out on /v1/events, and
 # tether_gate_unjudged_total counts it. When the canary's agent restarts
 # counting (its defaults), the stage is judged and the rollout completes.
-# A files node says why it does not count either.
+# A files node says why it does not count either, also behind a relay.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-proxy.sh"
 . "$(dirname "$0")/lib-gates.sh"
@@ -78,6 +78,14 @@ check "aborted" wait_until 10 ro_is '.state == "aborted"'
 start_agent f1 --consumer files --sub "cluster/good"
 check "a files node: counts false, consumer files does not count traffic" wait_until 20 sh -c \
 	"curl -s '$PLANE_URL/v1/nodes/f1' | jq -e '.counts == false and .counts_reason == \"consumer files does not count traffic\"'"
+
+# ---- through a relay: the origin learns why (a 'u' line) -----------------------------------
+ORIGIN=$PLANE_URL
+start_plane r --upstream "$ORIGIN" --relay-id r --heartbeat 1
+start_agent f2 --consumer files --sub "cluster/good"
+PLANE_URL=$ORIGIN
+check "a files node behind a relay: the origin shows counts false and why, via r" wait_until 20 sh -c \
+	"curl -s '$ORIGIN/v1/nodes/f2' | jq -e '.via[0] == \"r\" and .counts == false and .counts_reason == \"consumer files does not count traffic\"'"
 
 # ---- --gate-unjudged: bad values refused --------------------------------------------------
 check "--gate-unjudged ignore is refused, naming the option" sh -c \

@@ -27,7 +27,7 @@ struct gnode {
 	struct traffic win;          /* traffic_diff(last, mark), kept with them */
 	bool have_last, have_mark;
 	double last_seen;            /* wall seconds the last report came */
-	int counts;                  /* its ACKs say it counts (1), does not (0), or nothing (-1) */
+	int counts;                  /* it counts (1: a report came, or its ACKs say so), does not (0), or unknown (-1) */
 	char why[GATE_WHY_MAX];      /* ... why not, as it says */
 	uint64_t stamp;              /* == gate.stamp: reached in the stage being judged */
 };

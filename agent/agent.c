@@ -13,6 +13,7 @@
 #include "log.h"
 #include "metrics_http.h"
 #include "sdnotify.h"
+#include "traffic/auto.h"
 #include "traffic/haproxy_stats.h"
 #include "util.h"
 #include "xmalloc.h"
@@ -146,14 +147,46 @@ static void traffic_metrics_write(void *ctx)
 	metrics_write(ctx);
 }
 
-/* Starts collecting the live generation's traffic (--traffic-listen,
- * --traffic-socket; not for --once). 0, or -1 with err. */
+/* Where the consumer's access log goes: --traffic-listen, or the port
+ * bound by default (traffic/auto.c); NULL: not counted (off, files, or
+ * --traffic-socket alone). */
+static const char *traffic_listen_addr(const struct agent *a)
+{
+	if (a->cfg.traffic_listen)
+		return strcmp(a->cfg.traffic_listen, "off") ? a->cfg.traffic_listen : NULL;
+	return a->traffic_addr[0] ? a->traffic_addr : NULL;
+}
+
+/* Counting by default: nginx and haproxy, without --traffic-listen (or
+ * --traffic-socket, which counts already), bind a free loopback port
+ * before the consumer renders its access log to it. Why a node does not
+ * count is said in its ACKs. 0, or -1 with err. */
+static int traffic_auto(struct agent *a, char *err, size_t errlen)
+{
+	const struct agent_config *c = &a->cfg;
+	bool files = strcmp(c->consumer, "files") == 0;
+	a->traffic.why_off = files ? "consumer files does not count traffic"
+			     : c->traffic_listen && !strcmp(c->traffic_listen, "off") ? "started with --traffic-listen off"
+			     : c->once ? "runs with --once"
+				       : "it collects no traffic";
+	if (files || c->once || c->traffic_listen || c->traffic_socket)
+		return 0;
+	a->traffic_auto_fd = traffic_auto_open(c->state_dir, a->traffic_addr, sizeof(a->traffic_addr), err, errlen);
+	return a->traffic_auto_fd < 0 ? -1 : 0;
+}
+
+/* Starts collecting the live generation's traffic (--traffic-listen or
+ * the port bound by default, --traffic-socket; not for --once). 0, or -1
+ * with err. */
 static int traffic_start(struct agent *a, char *err, size_t errlen)
 {
 	struct traffic_report_host host = { .ctx = a, .multi = a->multi, .version = traffic_version,
 					    .live = traffic_live, .post = traffic_post,
 					    .metrics_write = traffic_metrics_write };
-	return traffic_report_start(&a->traffic, &host, a->cfg.traffic_listen, a->cfg.traffic_socket, err, errlen);
+	int fd = a->traffic_auto_fd;
+	a->traffic_auto_fd = -1;
+	return traffic_report_start(&a->traffic, &host, traffic_listen_addr(a), fd, a->cfg.traffic_socket, err,
+				    errlen);
 }
 
 /* What the consumers take of the options (consumer/consumer.h). */
@@ -164,7 +197,7 @@ static void consumer_options_of(struct agent *a, struct consumer_options *o)
 		.consumer = cfg->consumer, .output_dir = cfg->output_dir, .secrets_dir = cfg->secrets_dir,
 		.marker = cfg->marker,
 		.nginx = cfg->nginx, .haproxy = cfg->haproxy, .base_config = cfg->base_config,
-		.traffic_syslog = cfg->traffic_listen, .generations = cfg->generations, .fault = fault_point,
+		.traffic_syslog = traffic_listen_addr(a), .generations = cfg->generations, .fault = fault_point,
 	};
 	/* the renderer declares the stats socket unless the operator's base
 	 * configuration does (haproxy refuses one path bound twice) */
@@ -193,6 +226,8 @@ static int agent_boot(struct agent *a, char *err, size_t errlen)
 	state_init(&a->state);
 	a->lg = lastgood_open(a->cfg.state_dir, err, errlen);
 	if (!a->lg)
+		return -1;
+	if (traffic_auto(a, err, errlen) < 0)
 		return -1;
 	if (trust_init(a, err, errlen) < 0)
 		return -1;
@@ -350,6 +385,9 @@ static void agent_free(struct agent *a)
 	fresh_release(a);
 	keyreg_release(a);   /* its transfer leaves the multi handle before it goes */
 	traffic_report_release(&a->traffic);
+	if (a->traffic_auto_fd >= 0)
+		close(a->traffic_auto_fd);
+	a->traffic_auto_fd = -1;
 	apply_drop_queue(a);
 	free(a->queue);
 	if (a->multi)
@@ -460,6 +498,7 @@ int agent_run(struct agent_config *cfg, int argc, char **argv)
 	a.argv = argv;
 	a.live_healthy = -1;
 	a.traffic.fd = -1;
+	a.traffic_auto_fd = -1;
 	sse_parser_init(&a.sse, (size_t)a.cfg.max_push_bytes + 64, (size_t)a.cfg.max_push_bytes);
 	buf_init(&a.body);
 

@@ -94,7 +94,8 @@ const struct opt_def agent_options[] = {
 	  "serve the metrics over HTTP at /metrics (port 0 picks a free one)" },
 	{ "traffic-listen", 0, OPT_STRING, OFF(traffic_listen), 0, 0, NULL, "ADDR:PORT",
 	  "nginx/haproxy: count the live generation's traffic from its access log, sent over syslog to this "
-	  "UDP address (loopback only: 127.0.0.0/8 or [::1]) for traffic-aware gates (default: off)" },
+	  "UDP address (loopback only: 127.0.0.0/8 or [::1]) for traffic-aware gates; off: do not count "
+	  "(default: a free loopback port, kept in the state directory)" },
 	{ "traffic-socket", 0, OPT_STRING, OFF(traffic_socket), 0, 0, NULL, "PATH",
 	  "haproxy: read per-cluster traffic from haproxy's stats socket at PATH (declared in the generated "
 	  "configuration unless --base-config does; default: off)" },
@@ -284,7 +285,7 @@ int agent_config_check(struct agent_config *c, char *err, size_t errlen)
 		snprintf(err, errlen, "metrics-listen: '%s' is not HOST:PORT ([ADDR]:PORT for IPv6)", c->metrics_listen);
 		return -1;
 	}
-	if (c->traffic_listen) {
+	if (c->traffic_listen && strcmp(c->traffic_listen, "off") != 0) {
 		struct sockaddr_storage sa;
 		socklen_t len;
 		char inner[256];

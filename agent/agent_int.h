@@ -219,6 +219,11 @@ struct agent {
 	/* traffic/report.c (with --traffic-listen or --traffic-socket): the
 	 * live generation's traffic, in ACKs and reports */
 	struct traffic_report traffic;
+	/* counting by default (traffic/auto.c): without --traffic-listen, the
+	 * loopback address bound ("": none) and its socket until
+	 * traffic_report_start takes it (-1: none) */
+	char traffic_addr[64];
+	int traffic_auto_fd;
 
 	/* metrics.c: what --metrics-file and --metrics-listen report */
 	struct {

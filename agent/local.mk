@@ -21,7 +21,7 @@ libagent_la_SOURCES = \
 	agent/consumer/runtime_api.c \
 	agent/consumer/runcmd.c agent/consumer/runcmd.h \
 	agent/consumer/safefs.c agent/consumer/safefs.h \
-	agent/traffic/report.c agent/traffic/report.h \
+	agent/traffic/report.c agent/traffic/report.h agent/traffic/auto.c agent/traffic/auto.h \
 	agent/traffic/syslog.c agent/traffic/syslog.h agent/traffic/count.c agent/traffic/count.h \
 	agent/traffic/haproxy_answer.c agent/traffic/haproxy_answer.h \
 	agent/traffic/haproxy_stats.c agent/traffic/haproxy_stats.h \

@@ -114,11 +114,13 @@ static int print_event(void *ctx, const struct sse_event *ev)
 		free(st);
 		free(reason);
 	} else if (strcmp(ev->type, "gate") == 0) {
-		/* a traffic gate failed a stage, or a stage passed flagged */
+		/* a traffic gate failed a stage, or a stage passed flagged, or
+		 * could not be judged (its reason says so: "held: unjudged: ...") */
 		char *verdict = text(d, "verdict"), *reason = text(d, "reason");
+		bool own = strcmp(verdict, "unjudged") == 0 && *reason;
 		printf("%s %sgate%s rollout %llu stage %llu (%llu%%): %s%s%s\n", when,
 		       strcmp(verdict, "fail") == 0 ? red : yellow, off, num(d, "rollout"), num(d, "stage"),
-		       num(d, "percent"), verdict, *reason ? ": " : "", reason);
+		       num(d, "percent"), own ? "" : verdict, *reason && !own ? ": " : "", reason);
 		free(verdict);
 		free(reason);
 	} else if (strcmp(ev->type, "freeze") == 0 || strcmp(ev->type, "thaw") == 0) {

@@ -9,6 +9,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static double num(const cJSON *o, const char *key)
 {
@@ -42,20 +43,33 @@ void print_rollout_gate(const cJSON *gate)
 	if (!cJSON_IsObject(gate))
 		return;
 	char *err = text_of(gate, "error_rate", "-"), *p99 = text_of(gate, "latency_p99", "-");
-	printf("gates: error rate %s, p99 %s, at least %.0f requests per route and node\n", err, p99,
-	       num(gate, "min_requests"));
+	char *unjudged = text_of(gate, "unjudged", "");
+	printf("gates: error rate %s, p99 %s, at least %.0f requests per route and node%s%s\n", err, p99,
+	       num(gate, "min_requests"), *unjudged ? "; unjudged stages: " : "", unjudged);
 	free(err);
 	free(p99);
+	free(unjudged);
 	const cJSON *stages = cJSON_GetObjectItemCaseSensitive(gate, "stages");
 	const cJSON *st;
+	/* a stage held unjudged (members that do not count traffic): first */
+	cJSON_ArrayForEach(st, stages)
+	{
+		if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(st, "held"))) {
+			char *reason = text_of(st, "reason", "held: unjudged");
+			printf("%s\n", reason);
+			free(reason);
+		}
+	}
 	cJSON_ArrayForEach(st, stages)
 	{
 		char *verdict = text_of(st, "verdict", "?"), *reason = text_of(st, "reason", "");
 		char kept[64] = "";
 		if (num(st, "baseline_stage") > 0)
 			snprintf(kept, sizeof(kept), " (baseline kept from stage %.0f)", num(st, "baseline_stage"));
-		printf("\nstage %.0f (%.0f%%): %s%s%s%s\n", num(st, "stage"), num(st, "percent"), verdict,
-		       *reason ? ": " : "", reason, kept);
+		/* an unjudged stage's reason starts with what it is ("held: unjudged: ...") */
+		bool own = strcmp(verdict, "unjudged") == 0 && *reason;
+		printf("\nstage %.0f (%.0f%%): %s%s%s%s\n", num(st, "stage"), num(st, "percent"), own ? "" : verdict,
+		       *reason && !own ? ": " : "", reason, kept);
 		free(verdict);
 		free(reason);
 		struct table t = { 8, 0, NULL };

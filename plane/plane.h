@@ -50,6 +50,7 @@ struct plane_config {
 	char *gate_error_rate;         /* traffic gates: "0.01" or "2x"; NULL: none */
 	char *gate_latency_p99;        /* "50" (ms) or "2x"; NULL: none */
 	uint64_t gate_min_requests;    /* 0: not given (100) */
+	char *gate_unjudged;           /* "pass", "hold", "revert"; NULL: hold */
 	double ack_timeout;
 	double lag_alert;
 	double send_timeout;

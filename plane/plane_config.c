@@ -88,6 +88,9 @@ const struct opt_def plane_options[] = {
 	{ "gate-min-requests", 0, OPT_UINT, OFF(gate_min_requests), 1, 1000000000, NULL, "N",
 	  "the gates judge a route of a node only with at least N requests in its window (default 100); a stage "
 	  "whose node saw fewer on every route passes flagged low_traffic" },
+	{ "gate-unjudged", 0, OPT_STRING, OFF(gate_unjudged), 0, 0, NULL, "pass|hold|revert",
+	  "a stage whose nodes do not count traffic (or never reported any) cannot be judged: hold it (the "
+	  "default), revert it, or pass it flagged unjudged" },
 	{ "ack-timeout", 0, OPT_SECONDS, OFF(ack_timeout), 1, 86400, NULL, "SECONDS",
 	  "a stage's node that has not ACKed its version in this long fails the rollout (default 60)" },
 	{ "lag-alert", 0, OPT_SECONDS, OFF(lag_alert), 0, 31536000, NULL, "SECONDS",
@@ -263,6 +266,7 @@ struct gate_options plane_gate_options(const struct plane_config *c)
 		.error_rate = c->gate_error_rate,
 		.latency_p99 = c->gate_latency_p99,
 		.min_requests = c->gate_min_requests,
+		.unjudged = c->gate_unjudged,
 		.max_nodes = c->max_nodes,
 		.rollout = c->rollout,
 		.relay = c->upstream != NULL,

@@ -209,13 +209,26 @@ static int nginx_body(const struct rstate *rs, const struct render_opts *o, stru
 			snprintf(err, errlen, "traffic stats: '%s' cannot be rendered safely", o->traffic_syslog);
 			return -1;
 		}
-		/* the generation's id is filled in once it is known */
-		buf_puts(b, "# traffic stats: one line per request to the agent (docs/gates.md)\n"
-			    "log_format tether_traffic escape=none 'tether1 " RENDER_GEN_TOKEN
-			    " $status ${request_time}s $tether_route';\n\n");
 	}
+	size_t from = b->len;
 	names_hash(rs, b);
-	return upstreams(rs, b, err, errlen) < 0 || servers(rs, o, out, b, err, errlen) < 0 ? -1 : 0;
+	if (upstreams(rs, b, err, errlen) < 0 || servers(rs, o, out, b, err, errlen) < 0)
+		return -1;
+	/* the format names $tether_route, which only our servers set: without
+	 * a server (no route yet) nginx would refuse it ("unknown variable") */
+	if (o->traffic_syslog && b->len > from && memmem(b->data + from, b->len - from, "set $tether_route", 17)) {
+		/* the generation's id is filled in once it is known */
+		static const char fmt[] = "# traffic stats: one line per request to the agent (docs/gates.md)\n"
+					  "log_format tether_traffic escape=none 'tether1 " RENDER_GEN_TOKEN
+					  " $status ${request_time}s $tether_route';\n\n";
+		size_t n = sizeof(fmt) - 1, tail = b->len - from;
+		buf_reserve(b, n);
+		memmove(b->data + from + n, b->data + from, tail);
+		memcpy(b->data + from, fmt, n);
+		b->len += n;
+		b->data[b->len] = '\0';
+	}
+	return 0;
 }
 
 static int nginx_render(const struct state *s, const struct candidate *c, const struct render_opts *o,

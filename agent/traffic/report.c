@@ -38,7 +38,7 @@ static double wall_now(void)
 }
 
 int traffic_report_start(struct traffic_report *t, const struct traffic_report_host *host, const char *listen,
-			 const char *socket, char *err, size_t errlen)
+			 int fd, const char *socket, char *err, size_t errlen)
 {
 	t->host = *host;
 	t->fd = -1;
@@ -47,16 +47,20 @@ int traffic_report_start(struct traffic_report *t, const struct traffic_report_h
 	traffic_init(&t->last);
 	t->from_socket = socket && !listen;
 	t->on = listen || t->from_socket;
-	if (!t->on)
+	if (!t->on) {
+		if (fd >= 0)
+			close(fd);
 		return 0;
+	}
 	if (listen) {
 		char inner[512];
-		t->fd = tsl_open(listen, inner, sizeof(inner));
+		t->fd = fd >= 0 ? fd : tsl_open(listen, inner, sizeof(inner));
 		if (t->fd < 0) {
 			snprintf(err, errlen, "traffic-listen: %s", inner);
 			return -1;
 		}
-		log_info("traffic: counting the access log sent to udp %s", listen);
+		log_info("traffic: counting the access log sent to udp %s%s", listen,
+			 fd >= 0 ? " (a free port picked: --traffic-listen off disables counting)" : "");
 	} else {
 		t->socket = xstrdup(socket);
 		log_info("traffic: reading haproxy's stats socket %s", socket);
@@ -222,8 +226,19 @@ bool traffic_report_now(struct traffic_report *t, struct traffic *out)
 	return true;
 }
 
+void traffic_report_counts(const struct traffic_report *t, struct buf *b)
+{
+	if (t->on) {
+		buf_puts(b, ",\"counts\":true");
+		return;
+	}
+	buf_puts(b, ",\"counts\":false,\"counts_reason\":");
+	buf_json_string(b, t->why_off ? t->why_off : "it collects no traffic");
+}
+
 void traffic_report_ack(struct traffic_report *t, struct buf *b)
 {
+	traffic_report_counts(t, b);
 	struct traffic now;
 	struct buf j = BUF_INIT;
 	traffic_init(&now);

@@ -59,14 +59,17 @@ struct traffic_report {
 	struct curl_slist *headers;
 	struct buf sent, resp;
 	bool report_failing;         /* a failure was said (once) */
+	/* why nothing is collected (when !on), for the ACKs' "counts_reason":
+	 * static text the core sets before traffic_report_start */
+	const char *why_off;
 };
 
-/* Opens the listen socket (--traffic-listen, "ADDR:PORT"), or reads
- * haproxy's stats socket at socket (--traffic-socket, without
- * --traffic-listen); neither: nothing is collected. Not for --once. 0, or
- * -1 with err. */
+/* Opens the listen socket (--traffic-listen, "ADDR:PORT"; fd >= 0: bound
+ * on it already, traffic/auto.c's, taken), or reads haproxy's stats socket
+ * at socket (--traffic-socket, without --traffic-listen); neither: nothing
+ * is collected. Not for --once. 0, or -1 with err. */
 int traffic_report_start(struct traffic_report *t, const struct traffic_report_host *host, const char *listen,
-			 const char *socket, char *err, size_t errlen);
+			 int fd, const char *socket, char *err, size_t errlen);
 void traffic_report_release(struct traffic_report *t);
 /* Follows the consumer's live generation: a new one counts from zero. */
 void traffic_report_live(struct traffic_report *t);
@@ -83,7 +86,12 @@ void traffic_report_read(struct traffic_report *t);
 /* The live generation's traffic until now into out (initialised); false
  * when none is collected. */
 bool traffic_report_now(struct traffic_report *t, struct traffic *out);
-/* An ACK's ,"traffic":{...} (nothing when none is collected). */
+/* Whether the node counts traffic: ,"counts":true, or ,"counts":false,
+ * "counts_reason":"..." (why_off) -- so the plane's gates tell a node
+ * that cannot be judged from one that saw few requests. */
+void traffic_report_counts(const struct traffic_report *t, struct buf *b);
+/* An ACK's counts (above) and ,"traffic":{...} (nothing when none is
+ * collected). */
 void traffic_report_ack(struct traffic_report *t, struct buf *b);
 /* A heartbeat's "report":S (seconds): report every S seconds while the
  * heartbeats keep saying so; heartbeat_s: their interval (0: unknown). */

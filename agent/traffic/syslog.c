@@ -218,13 +218,9 @@ int tsl_addr(const char *spec, struct sockaddr_storage *sa, socklen_t *salen, ch
 	return 0;
 }
 
-int tsl_open(const char *spec, char *err, size_t errlen)
+int tsl_open_at(const struct sockaddr *sa, socklen_t len, const char *label, char *err, size_t errlen)
 {
-	struct sockaddr_storage sa;
-	socklen_t len;
-	if (tsl_addr(spec, &sa, &len, err, errlen) < 0)
-		return -1;
-	int fd = socket(sa.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	int fd = socket(sa->sa_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
 		snprintf(err, errlen, "cannot make a UDP socket: %s", strerror(errno));
 		return -1;
@@ -234,12 +230,21 @@ int tsl_open(const char *spec, char *err, size_t errlen)
 	int rcv = 4 << 20;
 	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcv, sizeof(rcv)) < 0)
 		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv));
-	if (bind(fd, (struct sockaddr *)&sa, len) < 0) {
-		snprintf(err, errlen, "cannot bind UDP %s: %s", spec, strerror(errno));
+	if (bind(fd, sa, len) < 0) {
+		snprintf(err, errlen, "cannot bind UDP %s: %s", label, strerror(errno));
 		close(fd);
 		return -1;
 	}
 	return fd;
+}
+
+int tsl_open(const char *spec, char *err, size_t errlen)
+{
+	struct sockaddr_storage sa;
+	socklen_t len;
+	if (tsl_addr(spec, &sa, &len, err, errlen) < 0)
+		return -1;
+	return tsl_open_at((struct sockaddr *)&sa, len, spec, err, errlen);
 }
 
 #define CHUNK 32

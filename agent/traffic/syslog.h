@@ -42,6 +42,9 @@ int tsl_addr(const char *spec, struct sockaddr_storage *sa, socklen_t *salen, ch
 /* Binds a nonblocking, close-on-exec UDP socket on spec. The fd, or -1
  * with err. */
 int tsl_open(const char *spec, char *err, size_t errlen);
+/* The same on an address already parsed (label names it in err): 127.0.0.1
+ * port 0 is how traffic/auto.c has the kernel pick a free port. */
+int tsl_open_at(const struct sockaddr *sa, socklen_t len, const char *label, char *err, size_t errlen);
 
 /* Called with each datagram read: its bytes and its real length (more than
  * TRAFFIC_SYSLOG_MAX when it was too long: then only the first

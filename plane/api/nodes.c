@@ -92,6 +92,7 @@ static int record_traffic(struct api *p, const char *node, const cJSON *f, const
 		} else {
 			if (taken == 0)
 				gate_report(p->gate, node, &t);
+			nodes_set_counts(p->core->nodes, node, true, NULL);   /* traffic: it counts */
 			rc = 0;
 		}
 	}
@@ -261,6 +262,29 @@ enum http_result api_ack(struct api *p, struct http_conn *c, struct request *r)
 		m.held = cJSON_IsTrue(f);
 	}
 
+	/* whether it counts traffic, and why not (traffic-aware gates: a
+	 * member that does not cannot be judged) */
+	int counts = -1;
+	const char *counts_reason = NULL;
+	f = cJSON_GetObjectItemCaseSensitive(doc, "counts");
+	if (f && !cJSON_IsNull(f)) {
+		if (!cJSON_IsBool(f)) {
+			ret = http_send_error(c, HTTP_UNPROCESSABLE_CONTENT, "ack: counts must be true or false");
+			goto out;
+		}
+		counts = cJSON_IsTrue(f);
+	}
+	f = cJSON_GetObjectItemCaseSensitive(doc, "counts_reason");
+	if (f && !cJSON_IsNull(f)) {
+		if (!cJSON_IsString(f) || strlen(f->valuestring) >= GATE_COUNTS_REASON_MAX) {
+			ret = http_send_error(c, HTTP_UNPROCESSABLE_CONTENT,
+					      "ack: counts_reason must be a string of at most %d bytes",
+					      GATE_COUNTS_REASON_MAX - 1);
+			goto out;
+		}
+		counts_reason = f->valuestring;
+	}
+
 	/* a NACK may say which version the node still runs */
 	uint64_t holds = 0;
 	bool has_holds = false;
@@ -291,6 +315,12 @@ enum http_result api_ack(struct api *p, struct http_conn *c, struct request *r)
 	}
 	if (res == ACK_ACCEPTED && m.nack && has_holds && holds < m.version)
 		hub_stream_holds(p->core->hub, m.node, holds);
+	if (counts >= 0) {
+		char why[GATE_COUNTS_REASON_MAX];
+		printable(why, sizeof(why), counts_reason ? counts_reason : "");
+		nodes_set_counts(p->core->nodes, m.node, counts, why);
+		gate_counts(p->gate, m.node, counts, why);   /* before the rollout judges the ACK */
+	}
 	if (res == ACK_ACCEPTED)
 		events_ack(p->core->events, &m);   /* before the rollout's answer to it */
 	/* a held member stays pending: the rollout is not told (one rule:

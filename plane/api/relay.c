@@ -18,6 +18,7 @@
 #include "log.h"
 #include "persist/node_changes.h"
 #include "persist/records_json.h"
+#include "rollout/gate.h"
 #include "rollout/rollout.h"
 #include "strmap.h"
 #include "sub.h"
@@ -217,6 +218,8 @@ enum http_result api_relay_changes(struct api *p, struct http_conn *c, struct re
 		} else if (ch->kind == NC_TRAFFIC) {
 			pn.traffic = ch->report;
 			api_record_traffic(p, &pn, b.relay, true);
+		} else if (ch->kind == NC_COUNTS) {
+			gate_counts(p->gate, ch->node, ch->count != 0, ch->error);
 		} else if (ch->kind == NC_KEY && ka.changed) {
 			events_key(p->core->events, ch->node, ka.kid, ka.status);
 		} else if (ch->kind == NC_HELD) {

@@ -50,6 +50,8 @@ struct node_rec {
 	char t_gen[TRAFFIC_GEN_LEN]; /* which report it is (traffic_replayed) */
 	uint64_t t_version;
 	double t_until;
+	int counts;                  /* its last ACK said it counts traffic (1), not (0), or nothing (-1) */
+	char counts_reason[GATE_COUNTS_REASON_MAX]; /* ... why not */
 	bool traffic_out;            /* the report goes with the next record written: to
 				      * the other replicas, or up through the relay */
 	bool via_streaming;          /* the relay nearest it holds its stream */
@@ -225,6 +227,7 @@ static struct node_rec *add(struct nodes *n, const char *id)
 	r->id = xstrdup(id);
 	r->labels = xstrdup("{}");
 	r->healthy = -1;
+	r->counts = -1;
 	if (n->len == n->cap) {
 		n->cap = n->cap ? n->cap * 2 : 64;
 		n->all = xrealloc(n->all, n->cap * sizeof(*n->all));
@@ -700,6 +703,11 @@ int nodes_relay_change(struct nodes *n, const char *relay, const struct node_cha
 	case NC_STALE:
 		take_count(&n->stale, &r->stale, c->count);
 		break;
+	case NC_COUNTS:
+		/* (recorded for /v1/nodes and passed on up a chain of relays) */
+		r->counts = c->count ? 1 : 0;
+		copy_str(r->counts_reason, sizeof(r->counts_reason), c->count || !c->error ? "" : c->error);
+		break;
 	case NC_VERIFY:
 		/* the count is the relay's, since it (or the node's stream to
 		 * it) started: lower after a relay's restart or a failover, so
@@ -848,6 +856,22 @@ void nodes_set_sub(struct nodes *n, const char *id, const char *canon)
 		r->sub = xstrdup(canon);
 		n->keys_gen++;
 		mark_dirty(n, r);
+	}
+	pthread_mutex_unlock(&n->lock);
+}
+
+void nodes_set_counts(struct nodes *n, const char *id, bool counts, const char *reason)
+{
+	pthread_mutex_lock(&n->lock);
+	struct node_rec *r = lookup(n, id);
+	if (r) {
+		const char *why = counts || !reason ? "" : reason;
+		bool changed = r->counts != (int)counts || strncmp(r->counts_reason, why, sizeof(r->counts_reason) - 1) != 0;
+		r->counts = counts;
+		copy_str(r->counts_reason, sizeof(r->counts_reason), why);
+		/* a relay passes it up (a 'u' line): nothing else stores it */
+		if (changed && n->p->ops->upstream)
+			mark_dirty(n, r);
 	}
 	pthread_mutex_unlock(&n->lock);
 }
@@ -1081,6 +1105,12 @@ static void rec_json(const struct nodes *n, const struct node_rec *r, uint64_t p
 	buf_printf(out, ",\"healthy\":%s", r->healthy < 0 ? "null" : r->healthy ? "true" : "false");
 	buf_puts(out, ",\"traffic\":");
 	buf_puts(out, r->traffic ? r->traffic : "null");
+	/* whether it counts traffic (traffic-aware gates), as its ACKs say */
+	buf_printf(out, ",\"counts\":%s", r->counts < 0 ? "null" : r->counts ? "true" : "false");
+	if (r->counts == 0) {
+		buf_puts(out, ",\"counts_reason\":");
+		buf_json_string(out, r->counts_reason);
+	}
 	if (r->has_nack) {
 		buf_printf(out, ",\"last_nack\":{\"version\":%llu,\"nonce\":", (unsigned long long)r->nack_version);
 		buf_json_string(out, r->nack_nonce);
@@ -1328,6 +1358,7 @@ int nodes_flush(struct nodes *n, char *err, size_t errlen)
 			.key_via = r->key.via, .key_pending = r->key.pending,
 			.key_reg = copies[i].key_reg, .key_sent = &key_sent[i], .held_version = r->held_version,
 			.held_reason = copies[i].held_reason, .held_at = r->held_at,
+			.counts = r->counts < 0 ? 0 : r->counts ? 1 : -1, .counts_reason = r->counts_reason,
 		};
 	}
 	int rc = n->p->ops->nodes_save(n->p, recs, cnt, err, errlen);

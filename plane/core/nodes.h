@@ -119,6 +119,11 @@ int nodes_seen(struct nodes *n, const char *id, const char *labels, const char *
  * counts the nodes a change reaches. Saved with the node's record, so a
  * restarted plane still knows it. */
 void nodes_set_sub(struct nodes *n, const char *id, const char *canon);
+/* Records whether a node counts its traffic, as its ACK says ("counts",
+ * and when false "counts_reason": why not), or a traffic report of it
+ * shows (true): /v1/nodes shows it. Memory only. */
+#define GATE_COUNTS_REASON_MAX 160
+void nodes_set_counts(struct nodes *n, const char *id, bool counts, const char *reason);
 /* Records a node's last traffic report (traffic-aware gates): /v1/nodes
  * shows it, /metrics its sums. Memory only, but with pass_on on a replica
  * or a relay it goes with the node's next record written

@@ -36,13 +36,24 @@ static void put_healthy(struct buf *out, int h)
 	buf_puts(out, h < 0 ? " -" : h ? " 1" : " 0");
 }
 
+/* A reason, the rest of a line: printable (control characters as
+ * spaces), never empty ("-"). */
+static void put_reason(struct buf *out, const char *e)
+{
+	e = e ? e : "";
+	while (*e && ((unsigned char)*e <= ' ' || *e == 0x7f))
+		e++;   /* the decoder takes no empty reason */
+	for (e = *e ? e : "-"; *e; e++)
+		buf_putc(out, (unsigned char)*e < 0x20 || *e == 0x7f ? ' ' : *e);
+}
+
 int node_changes_put(struct buf *out, const struct node_change *c)
 {
 	/* what the decoder would refuse (and with it the whole batch) is not
 	 * sent: the limits are the plane's own, so only a record the plane
 	 * could not have taken from a node breaks them */
 	if ((c->sub && strlen(c->sub) > SUB_TEXT_MAX) || (c->report && strlen(c->report) > REPORT_MAX) ||
-	    ((c->kind == NC_NACK || c->kind == NC_VERIFY || c->kind == NC_HELD) && c->error &&
+	    ((c->kind == NC_NACK || c->kind == NC_VERIFY || c->kind == NC_HELD || c->kind == NC_COUNTS) && c->error &&
 	     strlen(c->error) > ERROR_MAX) ||
 	    (c->kind == NC_KEY && (!c->reg || c->reg_len == 0 || c->reg_len > NODEKEY_REG_MAX)))
 		return -1;
@@ -93,11 +104,11 @@ int node_changes_put(struct buf *out, const struct node_change *c)
 	}
 	case NC_HELD:
 		buf_printf(out, " %llu %s ", (unsigned long long)c->version, c->nonce && c->nonce[0] ? c->nonce : "-");
-		const char *e = c->error ? c->error : "";
-		while (*e && ((unsigned char)*e <= ' ' || *e == 0x7f))
-			e++;   /* the decoder takes no empty reason */
-		for (e = *e ? e : "-"; *e; e++)
-			buf_putc(out, (unsigned char)*e < 0x20 || *e == 0x7f ? ' ' : *e);
+		put_reason(out, c->error);
+		break;
+	case NC_COUNTS:
+		buf_puts(out, c->count ? " 1 " : " 0 ");
+		put_reason(out, c->count ? NULL : c->error);
 		break;
 	}
 	buf_putc(out, '\n');
@@ -400,11 +411,9 @@ static int registration(struct node_changes *b, struct cursor *c, struct node_ch
 	return 0;
 }
 
-/* h: VERSION NONCE REASON (the rest of the line). */
-static int held(struct cursor *c, struct node_change *ch)
+/* REASON, the rest of the line: printable, at most ERROR_MAX bytes. */
+static int reason(struct cursor *c, struct node_change *ch)
 {
-	if (num(c, "version", 1, VERSION_MAX, &ch->version) < 0 || nonce(c, &ch->nonce) < 0)
-		return -1;
 	char *f = rest(c, "reason");
 	if (!f)
 		return -1;
@@ -417,13 +426,31 @@ static int held(struct cursor *c, struct node_change *ch)
 	return 0;
 }
 
+/* h: VERSION NONCE REASON (the rest of the line). */
+static int held(struct cursor *c, struct node_change *ch)
+{
+	if (num(c, "version", 1, VERSION_MAX, &ch->version) < 0 || nonce(c, &ch->nonce) < 0)
+		return -1;
+	return reason(c, ch);
+}
+
+/* u: COUNTS (0 or 1) REASON (the rest of the line; "-" when it counts). */
+static int counts(struct cursor *c, struct node_change *ch)
+{
+	if (num(c, "counts", 0, 1, &ch->count) < 0 || reason(c, ch) < 0)
+		return -1;
+	if (ch->count)
+		ch->error = NULL;
+	return 0;
+}
+
 static int change(struct node_changes *b, struct cursor *c, struct node_change *ch)
 {
 	char *k = field(c, "kind");
 	if (!k)
 		return -1;
-	if (strlen(k) != 1 || !strchr("cansvtkh", k[0]))
-		return fail(c, "kind", "unknown (one of c, a, n, s, v, t, k, h)");
+	if (strlen(k) != 1 || !strchr("cansvtkhu", k[0]))
+		return fail(c, "kind", "unknown (one of c, a, n, s, v, t, k, h, u)");
 	c->kind = ch->kind = k[0];
 	ch->healthy = -1;
 	if (node_id(c, &ch->node) < 0)
@@ -454,6 +481,8 @@ static int change(struct node_changes *b, struct cursor *c, struct node_change *
 		return registration(b, c, ch);
 	case NC_HELD:
 		return held(c, ch);
+	case NC_COUNTS:
+		return counts(c, ch);
 	default:
 		return report(c, ch);
 	}

@@ -15,6 +15,7 @@
  *   t NODE REPORT
  *   k NODE REGISTRATION                    (a node's key, sealed secrets)
  *   h NODE VERSION NONCE REASON            (a held NACK, sealed secrets)
+ *   u NODE COUNTS REASON                   (whether it counts traffic: gates)
  *   end COUNT                              (COUNT: the change lines above)
  *
  * STREAMING 0 or 1; HEALTHY -, 0 or 1; VIA - or the relays beyond, nearest
@@ -22,7 +23,8 @@
  * no space; ERROR a JSON string; LABELS a JSON object of strings; REPORT a
  * JSON object (a traffic report); REGISTRATION the node's key registration
  * (nodekey.h) as standard base64, as the node sent it; REASON the rest of
- * the line, printable (control characters sent as spaces). Numbers are decimal. A batch that breaks
+ * the line, printable (control characters sent as spaces); COUNTS 1 or 0
+ * (then REASON says why, as an 'h' line's). Numbers are decimal. A batch that breaks
  * any of it is refused whole, naming the line and the field. */
 #ifndef TETHER_NODE_CHANGES_H
 #define TETHER_NODE_CHANGES_H
@@ -45,6 +47,7 @@ enum node_change_kind {
 	NC_TRAFFIC = 't',
 	NC_KEY = 'k',
 	NC_HELD = 'h',
+	NC_COUNTS = 'u',
 };
 
 /* One change. Strings are NUL-terminated; decoded, they belong to the
@@ -65,9 +68,9 @@ struct node_change {
 	/* a, n, v, h */
 	uint64_t version;
 	int healthy;                 /* -1 unknown */
-	uint64_t count;              /* a: ACKs, n: NACKs, s: stale ACKs, v: failures */
+	uint64_t count;              /* a: ACKs, n: NACKs, s: stale ACKs, v: failures; u: counts (1) or not (0) */
 	const char *nonce;           /* n, h */
-	const char *error;           /* n, v; h: the reason */
+	const char *error;           /* n, v; h, u: the reason */
 	const char *report;          /* t: JSON text */
 };
 

@@ -144,6 +144,11 @@ struct persist_node {
 	 * the origin, whose gates judge it (NULL: none). etcd keeps it in the
 	 * record until the next write; SQLite does not store it. */
 	const char *traffic;
+	/* whether it counts its traffic, as its ACKs say (traffic-aware
+	 * gates): 0 unknown, 1 it does, -1 it does not (counts_reason: why);
+	 * memory only: a relay passes it up (a 'u' line), no backend stores it */
+	int counts;
+	const char *counts_reason;
 	/* only its ACK part (acked version and time, health, ACKs; sent
 	 * version, nonce and time; last seen) changed since it was last
 	 * written: a backend may write just that part (every field is filled

@@ -18,6 +18,8 @@
 #include <string.h>
 
 #define REASON_MAX 1024
+#define GATE_WHY_MAX 160
+#define UNJUDGED_SHOWN 5             /* nodes an unjudged stage's reason names */
 
 struct gnode {
 	char *id;
@@ -25,6 +27,8 @@ struct gnode {
 	struct traffic win;          /* traffic_diff(last, mark), kept with them */
 	bool have_last, have_mark;
 	double last_seen;            /* wall seconds the last report came */
+	int counts;                  /* it counts (1: a report came, or its ACKs say so), does not (0), or unknown (-1) */
+	char why[GATE_WHY_MAX];      /* ... why not, as it says */
 	uint64_t stamp;              /* == gate.stamp: reached in the stage being judged */
 };
 
@@ -46,6 +50,8 @@ struct stage_rec {
 	size_t stage;                /* index, 0 first */
 	unsigned percent;
 	enum gate_verdict verdict;
+	enum gate_verdict out;       /* what the rollout gets (an unjudged stage's by --gate-unjudged) */
+	bool unjudged_counted;       /* tether_gate_unjudged_total counted it */
 	size_t baseline_stage;       /* the baseline shown was kept from this stage (1-based) */
 	struct row *rows;
 	size_t nrows;
@@ -57,6 +63,7 @@ struct gate {
 	struct gate_limit err, p99;
 	char err_text[32], p99_text[32];
 	uint64_t min;
+	enum gate_unjudged unjudged; /* --gate-unjudged */
 	uint64_t max_nodes;
 	_Atomic bool running;
 	struct events *events;
@@ -78,7 +85,7 @@ struct gate {
 	bool have_kept;
 	struct stage_rec stages[ROLLOUT_MAX_STAGES];
 	size_t nstages;
-	uint64_t failures, low_traffic;
+	uint64_t failures, low_traffic, unjudged_total;
 };
 
 /* ---- the gate ------------------------------------------------------------ */
@@ -105,6 +112,7 @@ struct gate *gate_new(const struct gate_options *cfg, char *err, size_t errlen)
 		snprintf(g->p99_text, sizeof(g->p99_text), "%s", cfg->latency_p99);
 	}
 	g->min = cfg->min_requests ? cfg->min_requests : GATE_MIN_REQUESTS_DEFAULT;
+	gate_parse_unjudged(cfg->unjudged, &g->unjudged, err, errlen);
 	g->max_nodes = cfg->max_nodes ? cfg->max_nodes : 100000;
 	g->every_ms = GATE_JUDGE_EVERY_MS;
 	return g;
@@ -169,6 +177,8 @@ const char *gate_verdict_name(enum gate_verdict v)
 		return "fail";
 	case GATE_LOW_TRAFFIC:
 		return "low_traffic";
+	case GATE_UNJUDGED:
+		return "unjudged";
 	default:
 		return "judging";
 	}
@@ -231,29 +241,58 @@ static bool went_back(const struct traffic *t, const struct traffic *before)
 	return false;
 }
 
+/* Under lock: node's entry, made when new; NULL when the gate keeps as
+ * many as the plane keeps records of already. */
+static struct gnode *node_entry(struct gate *g, const char *node)
+{
+	struct gnode *n = find_node(g, node);
+	if (n)
+		return n;
+	if (g->nnodes >= g->max_nodes)
+		return NULL;
+	if (g->nnodes == g->cap) {
+		g->cap = g->cap ? g->cap * 2 : 16;
+		g->nodes = xrealloc(g->nodes, g->cap * sizeof(*g->nodes));
+	}
+	n = xcalloc(1, sizeof(*n));
+	n->id = xstrdup(node);
+	n->counts = -1;
+	traffic_init(&n->last);
+	traffic_init(&n->mark);
+	traffic_init(&n->win);
+	g->nodes[g->nnodes] = n;
+	strmap_put(&g->idx, n->id, (intptr_t)g->nnodes);
+	g->nnodes++;
+	return n;
+}
+
+void gate_counts(struct gate *g, const char *node, bool counts, const char *reason)
+{
+	if (!g || !node)
+		return;
+	pthread_mutex_lock(&g->lock);
+	struct gnode *n = node_entry(g, node);
+	if (n) {
+		char why[GATE_WHY_MAX] = "";
+		if (!counts)
+			snprintf(why, sizeof(why), "%s", reason && *reason ? reason : "it says it does not count");
+		if (n->counts != (int)counts || strcmp(n->why, why) != 0)
+			g->dirty = true;
+		n->counts = counts;
+		memcpy(n->why, why, sizeof(why));
+	}
+	pthread_mutex_unlock(&g->lock);
+}
+
 void gate_report(struct gate *g, const char *node, const struct traffic *t)
 {
 	if (!g || !node || !t)
 		return;
 	pthread_mutex_lock(&g->lock);
-	struct gnode *n = find_node(g, node);
+	struct gnode *n = node_entry(g, node);
 	if (!n) {
-		if (g->nnodes >= g->max_nodes) {
-			pthread_mutex_unlock(&g->lock);
-			return;   /* bounded: as many as the plane keeps records of */
-		}
-		if (g->nnodes == g->cap) {
-			g->cap = g->cap ? g->cap * 2 : 16;
-			g->nodes = xrealloc(g->nodes, g->cap * sizeof(*g->nodes));
-		}
-		n = xcalloc(1, sizeof(*n));
-		n->id = xstrdup(node);
-		traffic_init(&n->last);
-		traffic_init(&n->mark);
-		traffic_init(&n->win);
-		g->nodes[g->nnodes] = n;
-		strmap_put(&g->idx, n->id, (intptr_t)g->nnodes);
-		g->nnodes++;
+		pthread_mutex_unlock(&g->lock);
+		return;   /* bounded: as many as the plane keeps records of */
 	}
 	if (n->have_last && traffic_replayed(t, n->last.gen, n->last.version, n->last.until, traffic_total(&n->last))) {
 		pthread_mutex_unlock(&g->lock);
@@ -269,6 +308,8 @@ void gate_report(struct gate *g, const char *node, const struct traffic *t)
 	}
 	traffic_copy(&n->last, t);
 	n->have_last = true;
+	n->counts = 1;   /* a report: it counts (an agent restarted counting need not ACK again) */
+	n->why[0] = '\0';
 	n->last_seen = now_seconds();
 	if (n->have_mark)
 		traffic_diff(&n->last, &n->mark, &n->win);   /* here, once, not at every judgement */
@@ -306,6 +347,7 @@ static void begin_stage(struct gate *g, const struct gate_stage_view *s)
 	rec->stage = s->stage;
 	rec->percent = s->percent;
 	rec->verdict = GATE_JUDGING;
+	rec->out = GATE_JUDGING;
 	g->dirty = true;
 	g->judged_ms = 0;
 	g->acked_seen = 0;
@@ -494,6 +536,79 @@ static void publish(struct gate *g, uint64_t run, const struct stage_rec *rec)
 	events_publish(g->events, "gate", &b);
 }
 
+/* The members that cannot be judged: how many, the first few and why. */
+struct unjudged {
+	size_t n;
+	const char *names[UNJUDGED_SHOWN];
+	const char *whys[UNJUDGED_SHOWN];
+};
+
+static void unjudged_add(struct unjudged *u, const char *node, const char *why)
+{
+	if (u->n < UNJUDGED_SHOWN) {
+		u->names[u->n] = node;
+		u->whys[u->n] = why;
+	}
+	u->n++;
+}
+
+/* "unjudged: node-3, node-7 do not count traffic (started with
+ * --traffic-listen off)": the first few, how many more, and why (each
+ * node's when they differ). */
+static char *unjudged_text(const struct unjudged *u)
+{
+	struct buf b = BUF_INIT;
+	size_t shown = u->n < UNJUDGED_SHOWN ? u->n : UNJUDGED_SHOWN;
+	buf_puts(&b, "unjudged: ");
+	for (size_t i = 0; i < shown; i++)
+		buf_printf(&b, "%s%s", i ? ", " : "", u->names[i]);
+	if (u->n > shown)
+		buf_printf(&b, " and %zu more", u->n - shown);
+	buf_puts(&b, u->n == 1 ? " does not count traffic (" : " do not count traffic (");
+	bool same = true;
+	for (size_t i = 1; i < shown; i++)
+		same &= strcmp(u->whys[i], u->whys[0]) == 0;
+	for (size_t i = 0; i < shown; i++) {
+		if (same) {
+			buf_puts(&b, u->whys[0]);
+			break;
+		}
+		buf_printf(&b, "%s%s: %s", i ? "; " : "", u->names[i], u->whys[i]);
+	}
+	buf_putc(&b, ')');
+	return buf_detach(&b, NULL);
+}
+
+/* Under lock, the bake over and un->n members unjudged: the stage's
+ * verdict by --gate-unjudged (a revert's reason into *reason). Whether
+ * it is news to publish (it became unjudged, or why changed). */
+static bool unjudged_verdict(struct gate *g, const struct gate_stage_view *s, struct stage_rec *rec,
+			     const struct unjudged *un, char **reason)
+{
+	char *text = unjudged_text(un);
+	char *full = g->unjudged == GATE_UNJUDGED_HOLD   ? xasprintf("held: %s", text)
+		     : g->unjudged == GATE_UNJUDGED_PASS ? xasprintf("%s; passed (--gate-unjudged pass)", text)
+							 : xstrdup(text);
+	bool news = rec->verdict != GATE_UNJUDGED || !rec->reason || strcmp(rec->reason, full) != 0;
+	rec->verdict = GATE_UNJUDGED;
+	rec->out = g->unjudged == GATE_UNJUDGED_HOLD   ? GATE_UNJUDGED
+		   : g->unjudged == GATE_UNJUDGED_PASS ? GATE_PASS
+						       : GATE_FAIL;
+	free(rec->reason);
+	rec->reason = full;
+	if (!rec->unjudged_counted) {
+		rec->unjudged_counted = true;
+		g->unjudged_total++;
+	}
+	if (news)
+		log_warn("rollout %llu: stage %u%%: %s", (unsigned long long)s->run, s->percent, full);
+	if (rec->out == GATE_FAIL)
+		*reason = text;
+	else
+		free(text);
+	return news;
+}
+
 enum gate_verdict gate_judge(struct gate *g, const struct gate_stage_view *s, char **reason)
 {
 	*reason = NULL;
@@ -503,15 +618,16 @@ enum gate_verdict gate_judge(struct gate *g, const struct gate_stage_view *s, ch
 	if (!g->have_stage || s->run != g->run || s->stage != g->stage)
 		begin_stage(g, s);
 	struct stage_rec *rec = &g->stages[g->nstages - 1];
+	/* held unjudged: judged again as nodes change (they may start counting) */
+	bool open = rec->verdict == GATE_JUDGING || (rec->verdict == GATE_UNJUDGED && rec->out == GATE_UNJUDGED);
 	size_t acked = 0;
 	for (size_t i = 0; i < s->nreached; i++)
 		acked += s->acked[i];
 	/* again when an ACK came or the bake ended; for reports alone, at
 	 * most every every_ms (a judgement walks every node) */
 	bool moved = acked != g->acked_seen || s->baked != g->baked_seen;
-	if (rec->verdict != GATE_JUDGING ||
-	    (!moved && (!g->dirty || now_ms() - g->judged_ms < g->every_ms))) {
-		enum gate_verdict v = rec->verdict;
+	if (!open || (!moved && (!g->dirty || now_ms() - g->judged_ms < g->every_ms))) {
+		enum gate_verdict v = rec->out;
 		pthread_mutex_unlock(&g->lock);
 		return v;   /* decided already (the rollout acts on it), or nothing new */
 	}
@@ -553,12 +669,18 @@ enum gate_verdict gate_judge(struct gate *g, const struct gate_stage_view *s, ch
 	size_t cnodes = 0, nlow = 0, nacked = 0;
 	struct crossings cx = { 0 };
 	char low[REASON_MAX] = "";
+	struct unjudged un = { 0 };
 	for (size_t i = 0; i < s->nreached; i++) {
 		if (!s->acked[i])
 			continue;
 		nacked++;
 		struct gnode *n = find_node(g, s->reached[i]);
-		if (!n || !n->have_last || !n->have_mark || n->last.version < s->to) {
+		if (!n || n->counts == 0 || !n->have_last) {
+			/* no counts at all: it cannot be judged (not "few requests") */
+			unjudged_add(&un, s->reached[i], n && n->counts == 0 ? n->why : "sent no traffic report");
+			continue;
+		}
+		if (!n->have_mark || n->last.version < s->to) {
 			nlow++;
 			if (!low[0])
 				snprintf(low, sizeof(low), "node %s sent no report of version %llu", s->reached[i],
@@ -587,12 +709,22 @@ enum gate_verdict gate_judge(struct gate *g, const struct gate_stage_view *s, ch
 	bool published = false;
 	if (fail) {
 		rec->verdict = GATE_FAIL;
+		rec->out = GATE_FAIL;
+		free(rec->reason);
 		rec->reason = xstrdup(fail);
 		g->failures++;
 		*reason = fail;
 		published = true;
+	} else if (s->baked && un.n) {
+		published = unjudged_verdict(g, s, rec, &un, reason);
 	} else if (s->baked) {
 		rec->verdict = low[0] ? GATE_LOW_TRAFFIC : GATE_PASS;
+		rec->out = rec->verdict;
+		free(rec->reason);
+		rec->reason = NULL;
+		if (rec->unjudged_counted)
+			log_info("rollout %llu: stage %u%%: every member counts traffic now: judged", (unsigned long long)s->run,
+				 s->percent);
 		if (low[0]) {
 			rec->reason = nlow > 1 ? xasprintf("too little traffic to judge on %zu of %zu nodes: %s", nlow,
 							   nacked, low)
@@ -607,7 +739,7 @@ enum gate_verdict gate_judge(struct gate *g, const struct gate_stage_view *s, ch
 				 bv.kept_from ? ", the baseline kept from an earlier stage" : "");
 		}
 	}
-	enum gate_verdict v = rec->verdict;
+	enum gate_verdict v = rec->out;
 	struct stage_rec copy = { 0 };
 	if (published) {
 		copy = *rec;
@@ -650,12 +782,16 @@ void gate_json(struct gate *g, uint64_t run, bool live, struct buf *out)
 	limit_json(out, g->err_text, &g->err);
 	buf_puts(out, ",\"latency_p99\":");
 	limit_json(out, g->p99_text, &g->p99);
-	buf_printf(out, ",\"min_requests\":%llu,\"stages\":[", (unsigned long long)g->min);
+	buf_printf(out, ",\"min_requests\":%llu,\"unjudged\":\"%s\",\"stages\":[", (unsigned long long)g->min,
+		   gate_unjudged_name(g->unjudged));
 	for (size_t i = 0; g->have_stage && g->run == run && i < g->nstages; i++) {
 		const struct stage_rec *rec = &g->stages[i];
 		const char *verdict = rec->verdict == GATE_JUDGING && !live ? "ended" : gate_verdict_name(rec->verdict);
-		buf_printf(out, "%s{\"stage\":%zu,\"percent\":%u,\"verdict\":\"%s\",\"reason\":", i ? "," : "",
+		buf_printf(out, "%s{\"stage\":%zu,\"percent\":%u,\"verdict\":\"%s\",", i ? "," : "",
 			   rec->stage + 1, rec->percent, verdict);
+		/* held now (unjudged, --gate-unjudged hold, the run in progress) */
+		buf_printf(out, "\"held\":%s,\"reason\":",
+			   live && rec->verdict == GATE_UNJUDGED && rec->out == GATE_UNJUDGED ? "true" : "false");
 		if (rec->reason)
 			buf_json_string(out, rec->reason);
 		else
@@ -694,6 +830,9 @@ void gate_metrics(struct gate *g, struct buf *out)
 	buf_puts(out, "# HELP tether_gate_low_traffic_total Rollout stages that passed flagged: too little traffic "
 		      "to judge.\n# TYPE tether_gate_low_traffic_total counter\n");
 	buf_printf(out, "tether_gate_low_traffic_total %llu\n", (unsigned long long)g->low_traffic);
+	buf_puts(out, "# HELP tether_gate_unjudged_total Rollout stages that could not be judged: members that do not "
+		      "count traffic or never reported any.\n# TYPE tether_gate_unjudged_total counter\n");
+	buf_printf(out, "tether_gate_unjudged_total %llu\n", (unsigned long long)g->unjudged_total);
 	const struct stage_rec *rec =
 		atomic_load(&g->running) && g->have_stage && g->nstages ? &g->stages[g->nstages - 1] : NULL;
 	static const char *const names[3] = { "tether_gate_requests", "tether_gate_error_rate",

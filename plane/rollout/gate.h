@@ -34,7 +34,18 @@
  * route, the node, both values and both windows. When the bake is over and
  * every member ACKed, the stage passes -- flagged low_traffic when some
  * reached, ACKed node had fewer than --gate-min-requests requests on
- * every route (or no report of the new version at all).
+ * every route (or no report of the new version).
+ *
+ * Unjudged (fail closed): a member that reports no traffic counts at all
+ * -- it says it does not count ("counts":false in its ACKs, with why), or
+ * no report of it ever came -- cannot be judged. When the bake is over
+ * and some are, --gate-unjudged decides: hold (the default: the stage
+ * does not pass, its reason "held: unjudged: node-3, node-7 do not count
+ * traffic (started with --traffic-listen off)", judged again as nodes
+ * change), revert (the rollout reverts with that reason) or pass (the
+ * stage passes, flagged unjudged). An event "gate" (verdict "unjudged")
+ * says when a stage becomes so, and tether_gate_unjudged_total counts
+ * such stages.
  *
  * Locks: one mutex, a leaf (the events bus is called after it is
  * released). The rollout never calls in with its own `lock` held. */
@@ -56,6 +67,7 @@ struct gate_options {
 	const char *error_rate;      /* --gate-error-rate: "0.01" or "2x"; NULL: none */
 	const char *latency_p99;     /* --gate-latency-p99: "50" (ms) or "2x"; NULL: none */
 	uint64_t min_requests;       /* --gate-min-requests; 0: not given */
+	const char *unjudged;        /* --gate-unjudged: "pass", "hold", "revert"; NULL: hold */
 	uint64_t max_nodes;          /* --max-nodes; 0: the default */
 	const char *rollout;         /* --rollout: gates judge a staged one only */
 	bool relay;                  /* --upstream: a relay judges nothing */
@@ -75,6 +87,9 @@ void gate_free(struct gate *g);
 /* A node's report of the traffic its live generation served (from an ACK
  * or POST /v1/report), already validated. Any thread; g may be NULL. */
 void gate_report(struct gate *g, const char *node, const struct traffic *t);
+/* Whether a node counts its traffic, as its ACK says (counts false:
+ * reason, one line, why not). Any thread; g may be NULL. */
+void gate_counts(struct gate *g, const char *node, bool counts, const char *reason);
 /* Whether nodes should report now (a gate is configured and a rollout is
  * in progress): heartbeats carry "report" then. g may be NULL. */
 bool gate_wants_reports(struct gate *g);
@@ -91,6 +106,11 @@ struct gate_limit {
  * "2x", "1.5x"). 0, or -1 with err naming the option. */
 int gate_parse_limit(const char *option, const char *s, bool rate, struct gate_limit *out, char *err,
 		     size_t errlen);
+/* What an unjudged stage does (--gate-unjudged). */
+enum gate_unjudged { GATE_UNJUDGED_HOLD, GATE_UNJUDGED_PASS, GATE_UNJUDGED_REVERT };
+/* Parses --gate-unjudged (NULL: hold). 0, or -1 with err. */
+int gate_parse_unjudged(const char *s, enum gate_unjudged *out, char *err, size_t errlen);
+const char *gate_unjudged_name(enum gate_unjudged u);
 /* Whether any gate option is given. */
 bool gate_configured(const struct gate_options *c);
 /* The cross-checks of the gate options (plane_config_check): values well
@@ -99,7 +119,9 @@ int gate_check_config(const struct gate_options *c, char *err, size_t errlen);
 
 /* ---- the rollout's side --------------------------------------------------- */
 
-enum gate_verdict { GATE_JUDGING, GATE_PASS, GATE_FAIL, GATE_LOW_TRAFFIC };
+/* GATE_UNJUDGED: held (--gate-unjudged hold): the stage does not pass
+ * while some members cannot be judged. */
+enum gate_verdict { GATE_JUDGING, GATE_PASS, GATE_FAIL, GATE_LOW_TRAFFIC, GATE_UNJUDGED };
 const char *gate_verdict_name(enum gate_verdict v);
 
 /* The stage in progress as the rollout sees it. */
@@ -116,9 +138,10 @@ struct gate_stage_view {
 };
 
 /* Judges the stage: GATE_FAIL (*reason: malloc'd, the judgement's
- * crossings worst first), GATE_JUDGING while it bakes, GATE_PASS or
- * GATE_LOW_TRAFFIC once baked. A stage (run, stage) the gate has not seen
- * starts its windows. */
+ * crossings worst first, or "unjudged: ..." with --gate-unjudged revert),
+ * GATE_JUDGING while it bakes, GATE_PASS or GATE_LOW_TRAFFIC once baked,
+ * GATE_UNJUDGED while held (it does not pass). A stage (run, stage) the
+ * gate has not seen starts its windows. */
 enum gate_verdict gate_judge(struct gate *g, const struct gate_stage_view *s, char **reason);
 /* Sets how often reports alone are judged again (tests: 0). */
 void gate_set_judge_interval(struct gate *g, int64_t ms);

@@ -1,5 +1,5 @@
 /* rollout/gate_options.c: the traffic gates' options (--gate-error-rate,
- * --gate-latency-p99, --gate-min-requests): their values parsed and
+ * --gate-latency-p99, --gate-min-requests, --gate-unjudged): their values parsed and
  * checked, with errors that name the option (see gate.h). */
 #include "rollout/gate.h"
 
@@ -56,6 +56,29 @@ int gate_parse_limit(const char *option, const char *s, bool rate, struct gate_l
 	return 0;
 }
 
+int gate_parse_unjudged(const char *s, enum gate_unjudged *out, char *err, size_t errlen)
+{
+	*out = GATE_UNJUDGED_HOLD;
+	if (!s || strcmp(s, "hold") == 0)
+		return 0;
+	if (strcmp(s, "pass") == 0) {
+		*out = GATE_UNJUDGED_PASS;
+		return 0;
+	}
+	if (strcmp(s, "revert") == 0) {
+		*out = GATE_UNJUDGED_REVERT;
+		return 0;
+	}
+	snprintf(err, errlen, "--gate-unjudged: '%.32s' is not pass, hold or revert (what a stage does whose nodes "
+		 "do not count traffic)", s);
+	return -1;
+}
+
+const char *gate_unjudged_name(enum gate_unjudged u)
+{
+	return u == GATE_UNJUDGED_PASS ? "pass" : u == GATE_UNJUDGED_REVERT ? "revert" : "hold";
+}
+
 bool gate_configured(const struct gate_options *c)
 {
 	return c->error_rate || c->latency_p99 || c->min_requests;
@@ -69,8 +92,17 @@ int gate_check_config(const struct gate_options *c, char *err, size_t errlen)
 	if (c->latency_p99 &&
 	    gate_parse_limit("gate-latency-p99", c->latency_p99, false, &l, err, errlen) < 0)
 		return -1;
-	if (!gate_configured(c))
+	enum gate_unjudged u;
+	if (gate_parse_unjudged(c->unjudged, &u, err, errlen) < 0)
+		return -1;
+	if (!gate_configured(c)) {
+		if (c->unjudged) {
+			snprintf(err, errlen, "--gate-unjudged needs a gate to apply to: --gate-error-rate or "
+				 "--gate-latency-p99");
+			return -1;
+		}
 		return 0;
+	}
 	const char *which = c->error_rate ? "--gate-error-rate"
 			    : c->latency_p99 ? "--gate-latency-p99"
 						  : "--gate-min-requests";

@@ -793,8 +793,10 @@ void rollout_step(struct rollout *r)
 			}
 			free(held);
 			held = NULL;
-			/* the gates judged the bake a moment ago: not yet over then */
-			if ((act == ACT_ADVANCE || act == ACT_COMPLETE) && run->nmembers && verdict == GATE_JUDGING)
+			/* the gates judged the bake a moment ago: not yet over then;
+			 * or held, unjudged (members that do not count traffic) */
+			if ((act == ACT_ADVANCE || act == ACT_COMPLETE) && run->nmembers &&
+			    (verdict == GATE_JUDGING || verdict == GATE_UNJUDGED))
 				act = ACT_NONE;
 			if (act == ACT_ADVANCE && !next_stage(r, &next_st, &next_reached))
 				act = ACT_COMPLETE;

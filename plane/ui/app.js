@@ -272,7 +272,9 @@ function renderGate(g) {
 					el('th', {}, 'requests'), el('th', {}, '5xx'), el('th', {}, 'p99'))),
 			el('tbody', {}, ...rows)) : el('p', { class: 'none' }, 'no traffic reported yet');
 		const notes = routes.filter((rt) => rt.note).map((rt) => el('p', { class: 'note' }, '* ' + rt.route + ': ' + rt.note));
-		box.append(el('div', { 'data-gate-stage': String(st.stage), 'data-verdict': st.verdict }, head, table, ...notes));
+		// held unjudged: members that do not count traffic (the reason names them)
+		box.append(el('div', { 'data-gate-stage': String(st.stage), 'data-verdict': st.verdict,
+			'data-held': st.held ? 'true' : 'false' }, head, table, ...notes));
 	}
 	return box;
 }

@@ -6,7 +6,8 @@
  * Checks on what node_changes_decode accepts: a valid relay id, every
  * change of a known kind with a valid node id, versions and counts in
  * range, labels and reports JSON objects, a key registration of 1 to
- * NODEKEY_REG_MAX bytes, a held NACK's reason; and that encoding the decoded
+ * NODEKEY_REG_MAX bytes, a held NACK's reason, a node's counts (0 or 1,
+ * with a reason when 0); and that encoding the decoded
  * changes again decodes to the same changes (the encoder and the decoder
  * agree). */
 #include "fuzz.h"
@@ -39,13 +40,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	node_changes_begin(&again, b.relay, b.held);
 	for (size_t i = 0; i < b.n; i++) {
 		const struct node_change *c = &b.ch[i];
-		if (!strchr("cansvtkh", c->kind) || !resource_name_valid(c->node))
+		if (!strchr("cansvtkhu", c->kind) || !resource_name_valid(c->node))
 			abort();
 		if ((c->kind == NC_ACK || c->kind == NC_NACK || c->kind == NC_HELD) && c->version == 0)
 			abort();
 		if (c->kind == NC_KEY && (!c->reg || !c->reg_len || c->reg_len > NODEKEY_REG_MAX))
 			abort();
 		if (c->kind == NC_HELD && (!c->error || !c->error[0] || !c->nonce))
+			abort();
+		if (c->kind == NC_COUNTS && (c->count > 1 || (c->count == 0 && (!c->error || !c->error[0])) ||
+					     (c->count == 1 && c->error)))
 			abort();
 		if (c->kind == NC_CONN && (!c->labels || c->labels[0] != '{' || !c->via || !c->transport))
 			abort();

@@ -38,7 +38,12 @@
  * to fuzz past a known, reported bug; FUZZ_RENDER_VERBOSE=1 prints every
  * checker run. nginx -t binds the listen addresses for a moment: the seeds
  * use ports 61000-61999, outside the kernel's ephemeral range and the
- * integration tests' ports. */
+ * integration tests' ports.
+ *
+ * Traffic counting (the agent's default for nginx and haproxy: the access
+ * log over syslog to a loopback port) is on for inputs of odd length, off
+ * for even ones: both renders are checked, the access log lines against
+ * their exact text. */
 #include "fuzz.h"
 #include "state/push.h"
 #include "consumer/render.h"
@@ -64,6 +69,7 @@
 
 #define RENDER_MAX_INPUT (64u * 1024)
 #define MARKER "127.0.0.1:7099"
+#define TRAFFIC_SYSLOG "127.0.0.1:61999"
 #define CHECK_TIMEOUT_S 20.0
 #define CACHE_SLOTS 65536u
 
@@ -186,6 +192,14 @@ static const char *const nginx_shapes[] = {
 	"    location = /tether-generation \\{",
 	"        default_type text/plain;",
 	"        return 200 \"[0-9a-f]{16}\\\\n\";",
+	/* traffic counting */
+	"# traffic stats: one line per request to the agent \\(docs/gates\\.md\\)",
+	"log_format tether_traffic .*",   /* its exact text: traffic_line() */
+	"    access_log syslog:server=127\\.0\\.0\\.1:61999,facility=local7,tag=tether,severity=info,nohostname "
+	"tether_traffic;",
+	"    set \\$tether_route -;",
+	"        set \\$tether_route route/" NAME ";",
+	"    access_log off;   # probes are not traffic",
 };
 static const char *const haproxy_shapes[] = {
 	"",
@@ -211,6 +225,10 @@ static const char *const haproxy_shapes[] = {
 	"    http-request return status 200 content-type text/plain string \"[0-9a-f]{16}\\\\n\""
 	" if \\{ path /tether-generation \\}",
 	"    http-request return status 404",
+	/* traffic counting */
+	"    log 127\\.0\\.0\\.1:61999 len 2048 local7 info",
+	"    log-format .*",   /* its exact text: traffic_line() */
+	"    http-request set-var\\(txn\\.tether_route\\) str\\((-|route/" NAME ")\\)( if( !?h_" NAME ")?( !?p_" NAME ")?)?",
 };
 #define NNGINX (sizeof(nginx_shapes) / sizeof(nginx_shapes[0]))
 #define NHAPROXY (sizeof(haproxy_shapes) / sizeof(haproxy_shapes[0]))
@@ -452,6 +470,16 @@ static size_t count_prefix(const char *text, const char *prefix)
 	return n;
 }
 
+/* The access log format lines, exactly (their quotes and braces are the
+ * renderers' own, no input's). */
+static bool traffic_line(const char *line)
+{
+	return strcmp(line, "log_format tether_traffic escape=none 'tether1 " RENDER_GEN_TOKEN
+			    " $status ${request_time}s $tether_route';") == 0 ||
+	       strcmp(line, "    log-format \"tether1 " RENDER_GEN_TOKEN
+			    " %ST %Ta%[str(ms)] %[var(txn.tether_route)]\"") == 0;
+}
+
 /* The characters of one non-comment line of nginx or haproxy text. */
 static const char *bad_chars(const char *line, bool nginx)
 {
@@ -505,7 +533,10 @@ static void check_text(const char *renderer, const struct render_out *out, bool 
 			if ((unsigned char)line[k] < 0x20 || (unsigned char)line[k] >= 0x7f)
 				fail(renderer, out, "a control or non-ASCII byte in '%s'", line);
 		bool comment = line[strspn(line, " ")] == '#';
-		const char *why = comment ? NULL : bad_chars(line, nginx);
+		bool fixed = traffic_line(line);
+		if (!fixed && (strncmp(line, "log_format", 10) == 0 || strncmp(line, "    log-format", 14) == 0))
+			fail(renderer, out, "a log format of no known text: '%s'", line);
+		const char *why = comment || fixed ? NULL : bad_chars(line, nginx);
 		if (why) {
 			fprintf(stderr, "fuzz_render: %s: %s in:\n", renderer, why);
 			fail(renderer, out, "'%s'", line);
@@ -717,10 +748,11 @@ static bool same_out(const struct render_out *a, const struct render_out *b)
 }
 
 static void one_renderer(const struct renderer *r, const struct state *empty, const struct candidate *c,
-			 const struct state *s, const struct expect *e)
+			 const struct state *s, const struct expect *e, bool counting)
 {
 	bool nginx = r == &render_nginx;
-	struct render_opts o = { .secrets_dir = secrets_dir, .marker = MARKER };
+	struct render_opts o = { .secrets_dir = secrets_dir, .marker = MARKER,
+				 .traffic_syslog = counting ? TRAFFIC_SYSLOG : NULL };
 	struct render_out with = { 0 }, committed = { 0 }, again = { 0 };
 	char err1[1024] = "", err2[1024] = "", err3[1024] = "";
 	int rc1 = r->render(empty, c, &o, &with, err1, sizeof(err1));
@@ -790,8 +822,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	candidate_release(&cc);
 	struct expect e;
 	expectations(&s, &e);
-	one_renderer(&render_nginx, &empty, &c, &s, &e);
-	one_renderer(&render_haproxy, &empty, &c, &s, &e);
+	one_renderer(&render_nginx, &empty, &c, &s, &e, size & 1);
+	one_renderer(&render_haproxy, &empty, &c, &s, &e, size & 1);
 	candidate_release(&c);
 out:
 	state_release(&s);

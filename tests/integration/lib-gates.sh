@@ -42,6 +42,8 @@ gates_backends() {
 
 # gates_state: every cluster, and per node nI a listener and two routes
 # (/api and the rest), all on cluster good; as a batch on stdin of ctl.
+# (The listener is nI-l: a subscription's names are prefixes, and
+# listener/n1 would take n10's too.)
 gates_state() {
 	local i sep=""
 	printf '{"upserts":['
@@ -51,9 +53,9 @@ gates_state() {
 		sep=,
 	done
 	for i in $(seq 1 "$GATE_N"); do
-		printf ',{"name":"listener/n%s","body":{"address":"127.0.0.1","port":%s}}' "$i" "${GL[$i]}"
-		printf ',{"name":"route/n%s-api","body":{"listener":"n%s","host":"*","path":"/api","cluster":"good"}}' "$i" "$i"
-		printf ',{"name":"route/n%s-web","body":{"listener":"n%s","host":"*","path":"/","cluster":"good"}}' "$i" "$i"
+		printf ',{"name":"listener/n%s-l","body":{"address":"127.0.0.1","port":%s}}' "$i" "${GL[$i]}"
+		printf ',{"name":"route/n%s-api","body":{"listener":"n%s-l","host":"*","path":"/api","cluster":"good"}}' "$i" "$i"
+		printf ',{"name":"route/n%s-web","body":{"listener":"n%s-l","host":"*","path":"/","cluster":"good"}}' "$i" "$i"
 	done
 	printf ']}\n'
 }
@@ -66,7 +68,7 @@ gates_reroute() {
 	{
 		printf '{"upserts":['
 		for i in $(seq 1 "$GATE_N"); do
-			printf '%s{"name":"route/n%s-%s","body":{"listener":"n%s","host":"*","path":"%s","cluster":"%s"}}' \
+			printf '%s{"name":"route/n%s-%s","body":{"listener":"n%s-l","host":"*","path":"%s","cluster":"%s"}}' \
 				"$sep" "$i" "$1" "$i" "$path" "$2"
 			sep=,
 		done
@@ -115,7 +117,7 @@ gates_nginx_node() {
 	wait_until 10 sh -c "[ \"\$(cat '$WORK/nx$i/nginx.pid' 2>/dev/null)\" = ${NPID[$i]} ]" ||
 		bail "nginx of n$i did not start"
 	start_agent "n$i" --consumer nginx --pidfile "$WORK/nx$i/nginx.pid" --marker "127.0.0.1:${GM[$i]}" \
-		--sub "cluster/,listener/n$i,route/n$i-" --reload-timeout 5 --backoff-min 0.1 --backoff-max 1 "$@"
+		--sub "cluster/,listener/n$i-l,route/n$i-" --reload-timeout 5 --backoff-min 0.1 --backoff-max 1 "$@"
 }
 
 # gates_haproxy_node I [AGENT ARGS...]: node nI with its own real haproxy
@@ -128,7 +130,7 @@ gates_haproxy_node() {
 		"    mode http" "    timeout connect 5s" "    timeout client 30s" "    timeout server 30s" \
 		>"$WORK/base.cfg"
 	start_agent "n$i" --consumer haproxy --pidfile "$WORK/hx$i/haproxy.pid" --marker "127.0.0.1:${GM[$i]}" \
-		--base-config "$WORK/base.cfg" --sub "cluster/,listener/n$i,route/n$i-" --reload-timeout 5 \
+		--base-config "$WORK/base.cfg" --sub "cluster/,listener/n$i-l,route/n$i-" --reload-timeout 5 \
 		--backoff-min 0.1 --backoff-max 1 "$@"
 	wait_until 10 test -f "$WORK/n$i.out/current/tether.cfg" || bail "n$i made no first generation"
 	haproxy -W -p "$WORK/hx$i/haproxy.pid" -f "$WORK/base.cfg" -f "$WORK/n$i.out/current/" \

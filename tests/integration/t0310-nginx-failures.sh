@@ -231,12 +231,14 @@ err=$(nack_error)
 check "(4) the NACK carries the check's exit status and stderr ($err)" \
 	sh -c 'echo "$1" | grep -q "exit 3" && echo "$1" | grep -q "operator check refuses version $2"' _ "$err" "$VBAD"
 # the same change nginx -t passes: the live configuration with route/root on a
+# (its proxy_pass follows the route's comment, after the line naming the
+# route in the access log: the agent counts traffic by default)
 d=$WORK/nginx-t
 mkdir -p "$d"
-sed '/# route\/root/{n;s#tether_c_b;#tether_c_a;#}' "$OUT/current/tether.conf" >"$d/x.conf"
+sed '/# route\/root/,/proxy_pass/{s#proxy_pass http://tether_c_b;#proxy_pass http://tether_c_a;#}' "$OUT/current/tether.conf" >"$d/x.conf"
 printf 'events {}\nhttp { include %s/x.conf; }\n' "$d" >"$d/n.conf"
 check "(4) nginx -t would pass that change" \
-	sh -c "grep -A1 '# route/root' '$d/x.conf' | grep -q 'proxy_pass http://tether_c_a;' && nginx -t -q -p '$d' -e stderr -c '$d/n.conf'"
+	sh -c "grep -A2 '# route/root' '$d/x.conf' | grep -q 'proxy_pass http://tether_c_a;' && nginx -t -q -p '$d' -e stderr -c '$d/n.conf'"
 check_eq "(4) current is unchanged" "$C" "$(current)"
 check_eq "(4) nginx was not reloaded" "$H" "$(hups)"
 check_eq "(4) the agent stays at version $V0" "$V0" "$(st ng version)"

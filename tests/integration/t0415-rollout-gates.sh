@@ -2,8 +2,9 @@
 # t0415-rollout-gates.sh: the traffic gates' options and how a staged
 # rollout shows them, with real agents that serve no traffic (--consumer
 # files): wrong gate options stop the plane at start-up with a message
-# naming the option; with gates, every stage of a rollout passes after its
-# bake flagged low_traffic (no route had --gate-min-requests requests),
+# naming the option; with gates, every stage of a rollout is unjudged after
+# its bake (files nodes count no traffic), and with --gate-unjudged pass
+# passes flagged so (without it, it would be held: t0986),
 # which GET /v1/rollouts/current, tetherctl rollout status (and --json),
 # tetherctl watch,
 # the console (with headless chromium and puppeteer-core, as t0940),
@@ -34,11 +35,14 @@ printf '[plane]\nrollout = staged\ngate_latency_p99 = 0.5x\n' >"$WORK/plane.conf
 check "a malformed gate in the configuration file is refused" refused -c "$WORK/plane.conf"
 check "... naming the option" grep -q -- "--gate-latency-p99: '0.5x'" "$WORK/refused"
 check "--help describes the gates" sh -c "'$PLANE_BIN' --help | grep -q -- '--gate-latency-p99 MS|Nx'"
+check "a bad --gate-unjudged is refused" refused --rollout staged --gate-error-rate 0.01 --gate-unjudged skip
+check "... naming the option and its values" grep -q -- "--gate-unjudged: 'skip' is not pass, hold or revert" "$WORK/refused"
+check "--help describes --gate-unjudged" sh -c "'$PLANE_BIN' --help | grep -q -- '--gate-unjudged pass|hold|revert'"
 
 # ---- a staged plane with gates, and agents without traffic --------------------
 
 start_plane p --rollout staged --stages 50,100 --bake 1 --heartbeat 1 --ack-timeout 20 \
-	--gate-error-rate 0.01 --gate-latency-p99 2x --gate-min-requests 10
+	--gate-error-rate 0.01 --gate-latency-p99 2x --gate-min-requests 10 --gate-unjudged pass
 put file/motd '{"path":"motd.txt","content":"one\n"}' >/dev/null
 check "with no node, the first rollout ends" wait_until 10 ro_ended 1
 NODES=(n1 n2 n3 n4)
@@ -58,21 +62,23 @@ watching() { [ "$(metric tether_events_subscribers)" = 1 ]; }
 check "tetherctl watch is subscribed" wait_until 10 watching
 put file/motd '{"path":"motd.txt","content":"two\n"}' >/dev/null
 check "the change's rollout starts" wait_until 10 ro_is '.id == 2'
-check "while it runs, the rollout shows its gates" ro_is '.gate.error_rate == "0.01" and .gate.latency_p99 == "2x" and .gate.min_requests == 10'
+check "while it runs, the rollout shows its gates" ro_is '.gate.error_rate == "0.01" and .gate.latency_p99 == "2x" and .gate.min_requests == 10 and .gate.unjudged == "pass"'
 check "the rollout completes" wait_until 30 ro_ended 2
 check_eq "... completed" completed "$(ro .state)"
-check_eq "both stages passed flagged low_traffic" "1 50 low_traffic,2 100 low_traffic" \
+check_eq "both stages passed flagged unjudged" "1 50 unjudged,2 100 unjudged" \
 	"$(ro '[.gate.stages[] | "\(.stage) \(.percent) \(.verdict)"] | join(",")')"
-check "... saying which node had too little" ro_is '.gate.stages[0].reason | test("too little traffic to judge on 2 of 2 nodes: node n[1-4] sent no report of version 2")'
+check "... naming the nodes and why" ro_is '.gate.stages[0].reason | test("^unjudged: n[1-4], n[1-4] do not count traffic \\(consumer files does not count traffic\\); passed \\(--gate-unjudged pass\\)$")'
 check "every agent is at version 2" wait_until 20 fleet_at 2
-check_eq "tether_gate_low_traffic_total counts both" 2 "$(metric tether_gate_low_traffic_total)"
+check_eq "tether_gate_unjudged_total counts both" 2 "$(metric tether_gate_unjudged_total)"
+check_eq "tether_gate_low_traffic_total is 0 (they do not count: not few requests)" 0 "$(metric tether_gate_low_traffic_total)"
 check_eq "tether_gate_failures_total is 0" 0 "$(metric tether_gate_failures_total)"
-check "the plane's log flags the stages" grep -q "stage 50% passes flagged low_traffic" "$PLANE_LOG"
-check "tetherctl watch shows both gate events" wait_until 5 sh -c "[ \$(grep -c ' gate rollout 2 stage [12] (\(50\|100\)%): low_traffic: too little traffic' '$WORK/watch.out') = 2 ]"
+check "the plane's log flags the stages" grep -q "stage 50%: unjudged: n[1-4], n[1-4] do not count traffic" "$PLANE_LOG"
+check "tetherctl watch shows both gate events" wait_until 5 sh -c "[ \$(grep -c ' gate rollout 2 stage [12] (\(50\|100\)%): unjudged: n[1-4]' '$WORK/watch.out') = 2 ]"
 stop_pid "$WATCH_PID"
 ctl rollout status >"$WORK/status.txt" 2>&1
 check "tetherctl rollout status shows the gates" grep -q "^gates: error rate 0.01, p99 2x, at least 10 requests" "$WORK/status.txt"
-check "... and each stage's verdict" grep -q "^stage 2 (100%): low_traffic: too little traffic to judge" "$WORK/status.txt"
+check "... and each stage's verdict" grep -Eq "^stage 2 \(100%\): unjudged: n[1-4](, n[1-4]){3} do not count traffic" "$WORK/status.txt"
+check "... and what an unjudged stage does" grep -q "^gates: .*; unjudged stages: pass$" "$WORK/status.txt"
 check "... not as raw JSON" sh -c "! grep -q '\"stages\"' '$WORK/status.txt'"
 check "tetherctl rollout status --json passes the gates through" \
 	sh -c "'$CTL_BIN' --plane '$PLANE_URL' rollout status --json | jq -e '.gate.stages | length == 2' >/dev/null"
@@ -87,10 +93,10 @@ done
 if [ -n "$CHROMIUM" ] && [ -x "$CHROMIUM" ] && [ -n "$PP_DIR" ] && command -v node >/dev/null 2>&1; then
 	R=$(CHROMIUM=$CHROMIUM NODE_PATH=$PP_DIR timeout 60 node "$TOOLS/console-gate.cjs" "$PLANE_URL" 2>"$WORK/console.err")
 	diag "console-gate: $R"
-	check_eq "the console shows both stages low_traffic" "1:low_traffic 2:low_traffic" \
+	check_eq "the console shows both stages unjudged" "1:unjudged 2:unjudged" \
 		"$(echo "$R" | jq -r '[.stages[] | "\(.stage):\(.verdict)"] | join(" ")')"
 	check "... with the gates' options" sh -c "echo '$R' | jq -e '.limits | test(\"5xx rate 0.01, p99 2x, at least 10 requests\")' >/dev/null"
-	check "... and why" sh -c "echo '$R' | jq -e '.stages[0].text | test(\"low traffic . too little traffic to judge\")' >/dev/null"
+	check "... and why" sh -c "echo '$R' | jq -e '.stages[0].text | test(\"unjudged . unjudged: n[1-4], n[1-4] do not count traffic\")' >/dev/null"
 	check_eq "... with no script error" 0 "$(echo "$R" | jq '.page_errors | length')"
 else
 	diag "no headless chromium with puppeteer-core: the console's gate panel is not checked here"

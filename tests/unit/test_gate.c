@@ -463,12 +463,15 @@ static void test_low_traffic(void **state)
 	gate_free(g);
 	release_cfg();
 
-	/* a member that ACKed but never reported counts as too little */
+	/* a member that ACKed and counts, but whose reports are all of the
+	 * version before, counts as too little (never reporting at all is
+	 * unjudged: test_unjudged) */
 	g = make_gate("staged", "0.01", NULL, 100);
 	start = stage_begin(g, &s, 5, 0, 10, members, 2);
 	s.acked[0] = s.acked[1] = true;
 	s.v.baked = true;
 	report1(g, "n1", 2, "g2", start + 0.2, start + 10, 500, 0, 5);
+	report1(g, "n2", 1, "g1", start - 5, start + 10, 500, 0, 5);
 	assert_int_equal(judge(g, &s, &reason), GATE_LOW_TRAFFIC);
 	doc = gate_doc(g, 5);
 	expect_in(str_at(doc, 0, "reason"), "too little traffic to judge: node n2 sent no report of version 2");
@@ -483,6 +486,7 @@ static void test_low_traffic(void **state)
 	start = stage_begin(g, &s, 6, 0, 10, three, 3);
 	s.acked[0] = s.acked[1] = s.acked[2] = true;
 	report1(g, "n1", 2, "g2", start + 0.2, start + 10, 500, 0, 5);
+	report1(g, "n2", 1, "g1", start - 5, start + 10, 500, 0, 5);
 	report1(g, "n3", 2, "g2", start + 0.2, start + 10, 5, 0, 5);
 	s.v.baked = true;
 	assert_int_equal(judge(g, &s, &reason), GATE_LOW_TRAFFIC);
@@ -498,6 +502,145 @@ static void test_low_traffic(void **state)
 	expect_in(b.data, "\"stage\":1,\"percent\":10,\"verdict\":\"low_traffic\"");
 	expect_in(b.data, "\"stage\":2,\"percent\":10,\"verdict\":\"ended\"");
 	buf_release(&b);
+	gate_free(g);
+	release_cfg();
+}
+
+/* ---- unjudged: members without counts ---------------------------------------------- */
+
+static struct gate *make_gate_unjudged(const char *unjudged)
+{
+	char err[256] = "x";
+	plane_config_defaults(&cfg);
+	free(cfg.rollout);
+	cfg.rollout = xstrdup("staged");
+	cfg.gate_error_rate = xstrdup("0.01");
+	cfg.gate_unjudged = unjudged ? xstrdup(unjudged) : NULL;
+	struct gate_options go = plane_gate_options(&cfg);
+	struct gate *g = gate_new(&go, err, sizeof(err));
+	if (!g)
+		fail_msg("gate_new: %s", err);
+	gate_set_judge_interval(g, 0);
+	return g;
+}
+
+static void expect_metric(struct gate *g, const char *want)
+{
+	struct buf m = BUF_INIT;
+	gate_metrics(g, &m);
+	buf_putc(&m, 0);
+	expect_in(m.data, want);
+	buf_release(&m);
+}
+
+static void test_unjudged(void **state)
+{
+	(void)state;
+	static const char *const three[] = { "n1", "n2", "n3" };
+	char *reason;
+	struct stage s;
+	/* hold (the default): n2 says it does not count, n3 never reported */
+	struct gate *g = make_gate_unjudged(NULL);
+	double start = stage_begin(g, &s, 7, 0, 10, three, 3);
+	s.acked[0] = s.acked[1] = s.acked[2] = true;
+	report1(g, "n1", 2, "g2", start + 0.2, start + 10, 500, 0, 5);
+	gate_counts(g, "n2", false, "started with --traffic-listen off");
+	/* not before the bake is over */
+	assert_int_equal(judge(g, &s, &reason), GATE_JUDGING);
+	s.v.baked = true;
+	assert_int_equal(judge(g, &s, &reason), GATE_UNJUDGED);
+	assert_null(reason);
+	cJSON *doc = gate_doc(g, 7);
+	assert_string_equal(str_at(doc, 0, "verdict"), "unjudged");
+	assert_string_equal(str_at(doc, 0, "reason"), "held: unjudged: n2, n3 do not count traffic (n2: started with "
+			    "--traffic-listen off; n3: sent no traffic report)");
+	cJSON_Delete(doc);
+	struct buf b = BUF_INIT;
+	gate_json(g, 7, true, &b);
+	buf_putc(&b, 0);
+	expect_in(b.data, "\"unjudged\":\"hold\"");
+	expect_in(b.data, "\"verdict\":\"unjudged\",\"held\":true");
+	buf_release(&b);
+	expect_metric(g, "tether_gate_unjudged_total 1\n");
+	/* held: judged again, counted once */
+	assert_int_equal(judge(g, &s, &reason), GATE_UNJUDGED);
+	/* n3 reports (it counts, few requests): only n2 holds it now */
+	report1(g, "n3", 2, "g2", start + 0.2, start + 10, 5, 0, 5);
+	assert_int_equal(judge(g, &s, &reason), GATE_UNJUDGED);
+	doc = gate_doc(g, 7);
+	assert_string_equal(str_at(doc, 0, "reason"),
+			    "held: unjudged: n2 does not count traffic (started with --traffic-listen off)");
+	cJSON_Delete(doc);
+	expect_metric(g, "tether_gate_unjudged_total 1\n");
+	/* n2 restarted counting (its report says so, without an ACK): judged,
+	 * passes (flagged: n3 saw few) */
+	report1(g, "n2", 2, "g2b", start + 1, start + 10, 300, 0, 5);
+	assert_int_equal(judge(g, &s, &reason), GATE_LOW_TRAFFIC);
+	b = (struct buf)BUF_INIT;
+	gate_json(g, 7, true, &b);
+	buf_putc(&b, 0);
+	expect_in(b.data, "\"verdict\":\"low_traffic\",\"held\":false");
+	buf_release(&b);
+	gate_free(g);
+	release_cfg();
+
+	/* a crossing still fails the stage, unjudged members or not */
+	g = make_gate_unjudged(NULL);
+	start = stage_begin(g, &s, 8, 0, 10, three, 3);
+	s.acked[0] = s.acked[1] = s.acked[2] = true;
+	s.v.baked = true;
+	report1(g, "n1", 2, "g2", start + 0.2, start + 10, 300, 200, 5);
+	assert_int_equal(judge(g, &s, &reason), GATE_FAIL);
+	expect_in(reason, "gate: route/api on node n1");
+	free(reason);
+	gate_free(g);
+	release_cfg();
+
+	/* revert: the rollout gets the reason */
+	g = make_gate_unjudged("revert");
+	start = stage_begin(g, &s, 9, 0, 10, three, 3);
+	s.acked[0] = s.acked[1] = s.acked[2] = true;
+	s.v.baked = true;
+	for (int i = 0; i < 3; i++)
+		gate_counts(g, three[i], false, "consumer files does not count traffic");
+	assert_int_equal(judge(g, &s, &reason), GATE_FAIL);
+	assert_string_equal(reason, "unjudged: n1, n2, n3 do not count traffic (consumer files does not count traffic)");
+	free(reason);
+	expect_metric(g, "tether_gate_unjudged_total 1\n");
+	expect_metric(g, "tether_gate_failures_total 0\n");
+	gate_free(g);
+	release_cfg();
+
+	/* pass: today's behaviour, flagged */
+	g = make_gate_unjudged("pass");
+	start = stage_begin(g, &s, 10, 0, 10, three, 3);
+	s.acked[0] = s.acked[1] = s.acked[2] = true;
+	s.v.baked = true;
+	report1(g, "n1", 2, "g2", start + 0.2, start + 10, 500, 0, 5);
+	report1(g, "n2", 2, "g2", start + 0.2, start + 10, 500, 0, 5);
+	assert_int_equal(judge(g, &s, &reason), GATE_PASS);
+	assert_null(reason);
+	doc = gate_doc(g, 10);
+	assert_string_equal(str_at(doc, 0, "verdict"), "unjudged");
+	expect_in(str_at(doc, 0, "reason"), "unjudged: n3 does not count traffic (sent no traffic report); passed "
+		  "(--gate-unjudged pass)");
+	cJSON_Delete(doc);
+	assert_int_equal(judge(g, &s, &reason), GATE_PASS);
+	gate_free(g);
+	release_cfg();
+
+	/* more than five: the first five named, and how many more */
+	static const char *const seven[] = { "a", "b", "c", "d", "e", "f", "g" };
+	g = make_gate_unjudged(NULL);
+	stage_begin(g, &s, 11, 0, 10, seven, 7);
+	for (int i = 0; i < 7; i++)
+		s.acked[i] = true;
+	s.v.baked = true;
+	assert_int_equal(judge(g, &s, &reason), GATE_UNJUDGED);
+	doc = gate_doc(g, 11);
+	assert_string_equal(str_at(doc, 0, "reason"),
+			    "held: unjudged: a, b, c, d, e and 2 more do not count traffic (sent no traffic report)");
+	cJSON_Delete(doc);
 	gate_free(g);
 	release_cfg();
 }
@@ -809,6 +952,13 @@ static void test_options(void **state)
 	free(cfg.gate_latency_p99);
 	cfg.gate_latency_p99 = xstrdup("2x");
 	assert_int_equal(gate_check_config(go_of(&cfg), err, sizeof(err)), 0);
+	/* --gate-unjudged: one of three, and only with a gate */
+	cfg.gate_unjudged = xstrdup("ignore");
+	assert_int_equal(gate_check_config(go_of(&cfg), err, sizeof(err)), -1);
+	expect_in(err, "--gate-unjudged: 'ignore' is not pass, hold or revert");
+	free(cfg.gate_unjudged);
+	cfg.gate_unjudged = xstrdup("revert");
+	assert_int_equal(gate_check_config(go_of(&cfg), err, sizeof(err)), 0);
 	/* a relay judges nothing */
 	cfg.upstream = xstrdup("http://127.0.0.1:1");
 	assert_int_equal(gate_check_config(go_of(&cfg), err, sizeof(err)), -1);
@@ -822,12 +972,18 @@ static void test_options(void **state)
 	assert_int_equal(plane_config_check(&cfg, err, sizeof(err)), -1);
 	expect_in(err, "needs --rollout staged");
 	release_cfg();
+	plane_config_defaults(&cfg);
+	cfg.gate_unjudged = xstrdup("hold");
+	assert_int_equal(gate_check_config(go_of(&cfg), err, sizeof(err)), -1);
+	expect_in(err, "--gate-unjudged needs a gate");
+	release_cfg();
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_error_rate_absolute),
+		cmocka_unit_test(test_unjudged),
 		cmocka_unit_test(test_error_rate_multiple),
 		cmocka_unit_test(test_p99_ten_times_slower),
 		cmocka_unit_test(test_reason_worst_first),

@@ -42,6 +42,8 @@ static void test_round_trip(void **state)
 		{ .kind = NC_KEY, .node = "n1", .reg = "{\"node\":\"n1\",\"key\":\"a b\"}", .reg_len = 25 },
 		{ .kind = NC_HELD, .node = "n2", .version = 42, .nonce = "p42-1",
 		  .error = "secret/tls: no wrap for this node's key 0123456789abcdef" },
+		{ .kind = NC_COUNTS, .node = "n1", .count = 0, .error = "started with --traffic-listen off" },
+		{ .kind = NC_COUNTS, .node = "n2", .count = 1 },
 	};
 	size_t n = sizeof(in) / sizeof(in[0]);
 	for (size_t i = 0; i < n; i++)
@@ -98,6 +100,13 @@ static void test_round_trip(void **state)
 			assert_string_equal(o->nonce, in[i].nonce);
 			assert_string_equal(o->error, in[i].error);
 			break;
+		case NC_COUNTS:
+			assert_int_equal(o->count, in[i].count);
+			if (in[i].error)
+				assert_string_equal(o->error, in[i].error);
+			else
+				assert_null(o->error);
+			break;
 		}
 	}
 	node_changes_release(&d);
@@ -136,6 +145,11 @@ static void test_refusals(void **state)
 	R("k n1 !!!\nend 1\n", 10, "line 2 ('k' n1): registration: must be standard base64");
 	R("h n1 5 p5-1\nend 1\n", 10, "line 2 ('h' n1): reason: missing");
 	R("h n1 0 p5-1 why\nend 1\n", 10, "line 2 ('h' n1): version: must be an integer");
+	R("u n1 0\nend 1\n", 10, "line 2 ('u' n1): reason: missing");
+	R("u n1 0 \nend 1\n", 10, "line 2 ('u' n1): counts: a space ends the line");
+	R("u n1 2 why\nend 1\n", 10, "line 2 ('u' n1): counts: must be an integer in 0..1");
+	R("u n1 x why\nend 1\n", 10, "line 2 ('u' n1): counts: must be an integer in 0..1");
+	R("u n1 0 a\tb\nend 1\n", 10, "line 2 ('u' n1): reason: holds a control character");
 	R("a n/1 5 1 3\nend 1\n", 10, "line 2 ('a'): node: must match");
 	R("a n1 0 1 3\nend 1\n", 10, "line 2 ('a' n1): version: must be an integer in 1..");
 	R("a n1 5 2 3\nend 1\n", 10, "line 2 ('a' n1): healthy: must be -, 0 or 1");

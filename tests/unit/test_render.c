@@ -1605,6 +1605,18 @@ static void test_nginx_traffic(void **st)
 	assert_null(strstr(conf, "access_log"));
 	render_out_release(&out);
 	state_release(&s);
+
+	/* no server of ours yet (an empty state, as a node boots with nothing):
+	 * no format naming $tether_route, which nginx would refuse as an unknown
+	 * variable since nothing sets it (counting is on by default) */
+	state_init(&s);
+	render_nginx_traffic(&s, SYSLOG_ADDR, &out);
+	conf = out.files[0].data.data;
+	assert_null(strstr(conf, "tether_route"));
+	assert_null(strstr(conf, "log_format"));
+	assert_non_null(strstr(conf, "access_log off;"));   /* the marker's */
+	render_out_release(&out);
+	state_release(&s);
 }
 
 static void test_nginx_traffic_same_bytes(void **st)

@@ -4,7 +4,9 @@
  * units) and every refusal; the listener's address (loopback only); the
  * bounded reads over a real UDP socket (a batch at a time, an oversized
  * datagram flagged); the per-generation counting (a new generation starts
- * from zero, lines of another one are counted apart, drops by reason). */
+ * from zero, lines of another one are counted apart, drops by reason);
+ * counting by default (traffic/auto.c): a free loopback port, kept in the
+ * state directory and taken again, another when it is taken. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,6 +20,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "tmpdir.h"
+#include "traffic/auto.h"
 #include "traffic/count.h"
 #include "traffic/syslog.h"
 
@@ -393,6 +397,92 @@ static void test_count_latency_units(void **st)
 	traffic_count_release(&c);
 }
 
+/* ---- counting by default: traffic/auto.c ------------------------------------ */
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+static void read_file(const char *path, char *out, size_t cap)
+{
+	FILE *f = fopen(path, "r");
+	assert_non_null(f);
+	size_t n = fread(out, 1, cap - 1, f);
+	out[n] = '\0';
+	fclose(f);
+}
+
+/* The port an address spec names. */
+static unsigned port_of(const char *spec)
+{
+	const char *colon = strrchr(spec, ':');
+	assert_non_null(colon);
+	return (unsigned)atoi(colon + 1);
+}
+
+static void test_auto_port(void **st)
+{
+	(void)st;
+	char dir[256], path[512], addr[64], again[64], kept[128], err[512];
+	assert_int_equal(test_tmpdir_make(dir, sizeof(dir), "auto"), 0);
+	snprintf(path, sizeof(path), "%s/" TRAFFIC_AUTO_FILE, dir);
+	/* the first start: a port the kernel picks, kept */
+	int fd = traffic_auto_open(dir, addr, sizeof(addr), err, sizeof(err));
+	if (fd < 0)
+		fail_msg("traffic_auto_open: %s", err);
+	assert_int_equal(strncmp(addr, "127.0.0.1:", 10), 0);
+	assert_true(port_of(addr) > 0);
+	read_file(path, kept, sizeof(kept));
+	char want[80];
+	snprintf(want, sizeof(want), "%s\n", addr);
+	assert_string_equal(kept, want);
+	/* it is bound: datagrams sent there arrive */
+	struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port_of(addr)) };
+	to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	int out = socket(AF_INET, SOCK_DGRAM, 0);
+	assert_true(sendto(out, "x", 1, 0, (struct sockaddr *)&to, sizeof(to)) == 1);
+	char got[8];
+	for (int i = 0; i < 200 && recv(fd, got, sizeof(got), 0) != 1; i++)
+		usleep(5000);
+	/* the next start (the first closed): the same port */
+	close(fd);
+	fd = traffic_auto_open(dir, again, sizeof(again), err, sizeof(err));
+	assert_true(fd >= 0);
+	assert_string_equal(again, addr);
+	/* taken (the other still open): another, kept instead */
+	int fd2 = traffic_auto_open(dir, again, sizeof(again), err, sizeof(err));
+	assert_true(fd2 >= 0);
+	assert_string_not_equal(again, addr);
+	read_file(path, kept, sizeof(kept));
+	snprintf(want, sizeof(want), "%s\n", again);
+	assert_string_equal(kept, want);
+	close(fd2);
+	close(fd);
+	/* what is not a loopback 127.0.0.1:PORT there is ignored: a fresh port */
+	static const char *const junk[] = { "", "garbage\n", "10.0.0.1:5514\n", "127.0.0.1:0\n", "127.0.0.1:99999\n",
+					    "[::1]:5514\n", "127.0.0.1:5514 trailing\n" };
+	for (size_t i = 0; i < sizeof(junk) / sizeof(junk[0]); i++) {
+		write_file(path, junk[i]);
+		fd = traffic_auto_open(dir, again, sizeof(again), err, sizeof(err));
+		assert_true(fd >= 0);
+		assert_int_equal(strncmp(again, "127.0.0.1:", 10), 0);
+		assert_true(port_of(again) > 0);
+		close(fd);
+	}
+	close(out);
+	/* a state directory it cannot write in: still a port, only not kept */
+	char missing[300];
+	snprintf(missing, sizeof(missing), "%s/none", dir);
+	fd = traffic_auto_open(missing, again, sizeof(again), err, sizeof(err));
+	assert_true(fd >= 0);
+	close(fd);
+	test_tmpdir_remove(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -403,6 +493,7 @@ int main(void)
 		cmocka_unit_test(test_count_generations),
 		cmocka_unit_test(test_count_full),
 		cmocka_unit_test(test_count_latency_units),
+		cmocka_unit_test(test_auto_port),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

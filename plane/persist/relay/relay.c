@@ -50,6 +50,8 @@ struct up_heard {
 	int healthy;
 	uint64_t nack_version, nacks, stale, vf;
 	int64_t held_at;             /* its held NACK's time (0: none) */
+	int counts;                  /* whether it counts traffic (persist_node.counts) ... */
+	uint64_t counts_why;         /* ... and a hash of why not */
 	/* the upstream refused the node's last changes: nothing of it is
 	 * heard (known false), and it goes again whole at retry_at (monotonic
 	 * ms), backing off with each refusal in a row */
@@ -663,7 +665,8 @@ static struct up_heard heard_of(const struct persist_node *r)
 	return (struct up_heard){
 		.conn = conn_hash(r), .acked_version = r->acked_version, .acks = r->acks, .healthy = r->healthy,
 		.nack_version = r->has_nack ? r->nack_version : 0, .nacks = r->nacks, .stale = r->stale,
-		.vf = r->verify_failures, .held_at = r->held_at, .known = true,
+		.vf = r->verify_failures, .held_at = r->held_at, .counts = r->counts,
+		.counts_why = fnv_str(14695981039346656037ULL, r->counts_reason), .known = true,
 	};
 }
 
@@ -734,6 +737,13 @@ static size_t changes_of(const struct persist_node *r, const struct up_heard *h,
 		c.version = r->held_version;
 		c.nonce = "";
 		c.error = r->held_reason;
+		put(out, &c, &k);
+	}
+	if (r->counts && (!h || h->counts != now.counts || h->counts_why != now.counts_why)) {
+		/* whether it counts traffic (the origin's gates: unjudged) */
+		c.kind = NC_COUNTS;
+		c.count = r->counts > 0;
+		c.error = r->counts_reason;
 		put(out, &c, &k);
 	}
 	if (r->key_reg) {

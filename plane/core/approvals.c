@@ -202,15 +202,19 @@ int approvals_trim(struct approvals *a, uint64_t log_floor, char *err, size_t er
 {
 	pthread_mutex_lock(&a->lock);
 	uint64_t below = log_floor;
-	for (size_t i = 0; i < a->n; i++) {
-		/* the newest version kept for this subscription stays (sorted:
-		 * its last entry) */
-		bool last = true;
-		for (size_t j = i + 1; j < a->n && last; j++)
-			last = strcmp(a->e[j].sub, a->e[i].sub) != 0;
-		if (last && a->e[i].version < below)
-			below = a->e[i].version;
+	/* the newest version kept for each subscription stays (sorted: newest
+	 * first from the end, the first seen of a sub is its newest): O(n) */
+	struct strmap seen;
+	strmap_init(&seen);
+	for (size_t i = a->n; i > 0; i--) {
+		intptr_t *had = strmap_ref(&seen, a->e[i - 1].sub);
+		if (*had)
+			continue;
+		*had = 1;
+		if (a->e[i - 1].version < below)
+			below = a->e[i - 1].version;
 	}
+	strmap_release(&seen);
 	bool due = below > a->trimmed;
 	pthread_mutex_unlock(&a->lock);
 	if (!due)
@@ -436,8 +440,8 @@ void approvals_push_json(struct approvals *a, const char *node, uint64_t version
 	if (n) {
 		buf_puts(out, "\"approvals\":[");
 		bool first = true;
-		for (size_t i = 0; i < a->n; i++) {
-			if (a->e[i].version != version || strcmp(a->e[i].sub, n->sub) != 0)
+		for (size_t i = first_of(a, version); i < a->n && a->e[i].version == version; i++) {
+			if (strcmp(a->e[i].sub, n->sub) != 0)
 				continue;
 			if (!first)
 				buf_putc(out, ',');
@@ -561,15 +565,13 @@ void approvals_log_json(struct approvals *a, uint64_t version, struct buf *out)
 {
 	pthread_mutex_lock(&a->lock);
 	unsigned k = needed(a);
-	size_t c = 0;
-	for (size_t i = 0; i < a->n; i++)
-		c += a->e[i].version == version;
-	if (k || c) {
+	size_t from = first_of(a, version), to = from;   /* version's entries: [from, to) */
+	while (to < a->n && a->e[to].version == version)
+		to++;
+	if (k || to > from) {
 		buf_puts(out, ",\"approvals\":[");
 		bool first = true;
-		for (size_t i = 0; i < a->n; i++) {
-			if (a->e[i].version != version)
-				continue;
+		for (size_t i = from; i < to; i++) {
 			if (!first)
 				buf_putc(out, ',');
 			first = false;

@@ -433,21 +433,28 @@ void approvals_keep(struct approvals *a, struct store *s)
 	pthread_mutex_unlock(&a->keep_lock);
 }
 
+/* The kids (or the tokens) kept for (version, sub), as comma-separated
+ * JSON strings. Lock held. */
+static void strings_of(const struct approvals *a, uint64_t version, const char *sub, bool tokens, struct buf *out)
+{
+	bool first = true;
+	for (size_t i = first_of(a, version); i < a->n && a->e[i].version == version; i++) {
+		if (strcmp(a->e[i].sub, sub) != 0)
+			continue;
+		if (!first)
+			buf_putc(out, ',');
+		first = false;
+		buf_json_string(out, tokens ? a->e[i].token : a->e[i].kid);
+	}
+}
+
 void approvals_push_json(struct approvals *a, const char *node, uint64_t version, struct buf *out)
 {
 	pthread_mutex_lock(&a->lock);
 	struct anode *n = find_node(a, node);
 	if (n) {
 		buf_puts(out, "\"approvals\":[");
-		bool first = true;
-		for (size_t i = first_of(a, version); i < a->n && a->e[i].version == version; i++) {
-			if (strcmp(a->e[i].sub, n->sub) != 0)
-				continue;
-			if (!first)
-				buf_putc(out, ',');
-			first = false;
-			buf_json_string(out, a->e[i].token);
-		}
+		strings_of(a, version, n->sub, true, out);
 		buf_puts(out, "],");
 	}
 	pthread_mutex_unlock(&a->lock);
@@ -514,28 +521,12 @@ void approvals_version_json(struct approvals *a, uint64_t version, struct buf *o
 		buf_puts(out, "{\"sub\":");
 		buf_json_string(out, subs[s]);
 		buf_puts(out, ",\"kids\":[");
-		bool f2 = true;
-		for (size_t i = 0; i < a->n; i++) {
-			if (a->e[i].version != version || strcmp(a->e[i].sub, subs[s]) != 0)
-				continue;
-			if (!f2)
-				buf_putc(out, ',');
-			f2 = false;
-			buf_json_string(out, a->e[i].kid);
-		}
+		strings_of(a, version, subs[s], false, out);
 		/* the tokens too, in the same order (they are no secret: pushes
 		 * carry them): an approver checks its own against the state it
 		 * fetches (tetherctl approve) */
 		buf_puts(out, "],\"tokens\":[");
-		f2 = true;
-		for (size_t i = 0; i < a->n; i++) {
-			if (a->e[i].version != version || strcmp(a->e[i].sub, subs[s]) != 0)
-				continue;
-			if (!f2)
-				buf_putc(out, ',');
-			f2 = false;
-			buf_json_string(out, a->e[i].token);
-		}
+		strings_of(a, version, subs[s], true, out);
 		buf_puts(out, "]}");
 	}
 	free(subs);

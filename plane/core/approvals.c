@@ -40,6 +40,7 @@ struct approvals {
 	size_t n, cap;
 	struct anode *nodes;
 	size_t nnodes, capnodes;
+	int64_t relay_seen_ms;   /* a relay's stream was last sent to (0: never) */
 	struct strmap by_node;   /* name -> index + 1 in nodes */
 };
 
@@ -368,6 +369,13 @@ void approvals_sent(struct approvals *a, const char *node, uint64_t version)
 	pthread_mutex_unlock(&a->lock);
 }
 
+void approvals_relay_seen(struct approvals *a)
+{
+	pthread_mutex_lock(&a->lock);
+	a->relay_seen_ms = now_ms();
+	pthread_mutex_unlock(&a->lock);
+}
+
 void approvals_seen(struct approvals *a, const char *node)
 {
 	pthread_mutex_lock(&a->lock);
@@ -408,9 +416,12 @@ bool approvals_floor_at(struct approvals *a, int64_t now, uint64_t *floor)
 	for (size_t i = 0; i < a->nnodes; i++)
 		if (a->nodes[i].held < f && now - a->nodes[i].seen_ms <= APPROVALS_NODE_GONE_MS)
 			f = a->nodes[i].held;
-	/* and from the oldest approval kept: a relay's nodes (whom this plane
-	 * does not see) may hold it, and their relay asks for its statement */
-	if (a->n && a->e[0].version < f)
+	/* and from the oldest approval kept, while a relay follows: its nodes
+	 * (whom this plane does not see) may hold it, and their relay asks
+	 * for its statement. Without relays, approvals alone (kept long after
+	 * their nodes left) pin no history */
+	bool relays = a->relay_seen_ms && now - a->relay_seen_ms <= APPROVALS_NODE_GONE_MS;
+	if (relays && a->n && a->e[0].version < f)
 		f = a->e[0].version;
 	bool any = f != UINT64_MAX;   /* a node there, or an approval kept */
 	pthread_mutex_unlock(&a->lock);

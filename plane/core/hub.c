@@ -547,6 +547,7 @@ static ssize_t relay_read(struct stream *st, char *buf, size_t max)
 			relay_event(st, pre, "rollout", &data);
 		} else if (need_ap) {
 			st->ap_gen = approvals_gen(p->approvals);
+			approvals_relay_seen(p->approvals);
 			approvals_all_json(p->approvals, &data);
 			relay_event(st, pre, "approvals", &data);
 		} else if (need_state) {
@@ -589,6 +590,8 @@ static ssize_t relay_read(struct stream *st, char *buf, size_t max)
 				buf_printf(&data, ",\"report\":%u", every);
 			buf_putc(&data, '}');
 			atomic_fetch_add(&p->ctr.heartbeats, 1);
+			if (p->approvals)   /* a relay's held nodes want old statements */
+				approvals_relay_seen(p->approvals);
 			relay_event(st, pre, "heartbeat", &data);
 		}
 	}

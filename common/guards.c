@@ -204,7 +204,9 @@ static void check_one(const struct guard_rule *g, const struct guard_change *c, 
 				violation(r, g, c->name, "%lld endpoints, fewer than min_endpoints %llu", m,
 					  (unsigned long long)g->min_endpoints);
 		}
-		if (g->has_max_shrink && n > 0 && m < n && (double)(n - m) > g->max_shrink * (double)n)
+		/* the fraction itself, not (n-m) > max_shrink*n: the product rounds
+		 * (0.57*100 is 56.99...), which would refuse a shrink at the limit */
+		if (g->has_max_shrink && n > 0 && m < n && (double)(n - m) / (double)n > g->max_shrink)
 			violation(r, g, c->name, "%lld -> %lld endpoints loses %.0f%% (max_shrink %g)", n, m,
 				  100.0 * (double)(n - m) / (double)n, g->max_shrink);
 		return;
@@ -216,7 +218,7 @@ static void check_one(const struct guard_rule *g, const struct guard_change *c, 
 		violation(r, g, c->name, "%s is %lld bytes, over max_bytes %llu", what, now->bytes,
 			  (unsigned long long)g->max_bytes);
 	if (t == RES_FILE && g->has_max_growth && old->bytes > 0 &&
-	    (double)now->bytes > g->max_growth * (double)old->bytes)
+	    (double)now->bytes / (double)old->bytes > g->max_growth)   /* the ratio: see max_shrink */
 		violation(r, g, c->name, "content grows %lld -> %lld bytes, %.2fx (max_growth %g)", old->bytes,
 			  now->bytes, (double)now->bytes / (double)old->bytes, g->max_growth);
 }

@@ -165,6 +165,37 @@ static void test_max_growth(void **state)
 	guards_release(&gs);
 }
 
+/* At the limit exactly, for limits whose product with the count rounds
+ * below it in floating point (0.57 * 100 is 56.99..., 1.15 * 100 is
+ * 114.99...): the fraction is compared, so the limit itself passes. */
+static void test_limits_that_round(void **state)
+{
+	(void)state;
+	struct guards gs;
+	guards_init(&gs);
+	add(&gs, "guard/r", "{\"max_shrink\":0.57,\"max_growth\":1.15}");
+	static char a[8192], b[8192];
+	char msg[1024];
+	/* 100 -> 43 loses 57%: at max_shrink 0.57; 100 -> 42 is over */
+	assert_int_equal(one(&gs, "cluster/c", cluster(100, a, sizeof(a)), cluster(43, b, sizeof(b)), msg, sizeof(msg)), 0);
+	assert_int_equal(one(&gs, "cluster/c", cluster(100, a, sizeof(a)), cluster(42, b, sizeof(b)), msg, sizeof(msg)), 1);
+	assert_string_equal(msg, "guard/r: cluster/c: 100 -> 42 endpoints loses 58% (max_shrink 0.57)");
+	/* 100 -> 115 bytes is 1.15x: at max_growth 1.15; 116 is over */
+	assert_int_equal(one(&gs, "file/f", file_of(100, a, sizeof(a)), file_of(115, b, sizeof(b)), msg, sizeof(msg)), 0);
+	assert_int_equal(one(&gs, "file/f", file_of(100, a, sizeof(a)), file_of(116, b, sizeof(b)), msg, sizeof(msg)), 1);
+	/* every shrink of up to 200 endpoints at a limit k/n itself passes */
+	for (int n = 1; n <= 200; n += 7)
+		for (int k = 0; k <= n; k++) {
+			guards_release(&gs);
+			char body[64];
+			snprintf(body, sizeof(body), "{\"max_shrink\":%.17g}", (double)k / n);
+			add(&gs, "guard/k", body);
+			assert_int_equal(one(&gs, "cluster/c", cluster(n, a, sizeof(a)), cluster(n - k, b, sizeof(b)), msg,
+					     sizeof(msg)), 0);
+		}
+	guards_release(&gs);
+}
+
 static void test_guards_not_guarded_and_report(void **state)
 {
 	(void)state;
@@ -327,6 +358,7 @@ int main(void)
 		cmocka_unit_test(test_min_endpoints),
 		cmocka_unit_test(test_max_bytes),
 		cmocka_unit_test(test_max_growth),
+		cmocka_unit_test(test_limits_that_round),
 		cmocka_unit_test(test_guards_not_guarded_and_report),
 		cmocka_unit_test(test_bodies),
 		cmocka_unit_test(test_node),

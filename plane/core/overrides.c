@@ -89,6 +89,19 @@ uint64_t overrides_at(struct overrides *o, uint64_t v)
 	return r;
 }
 
+void overrides_relay_member(struct overrides *o, uint64_t lo, uint64_t hi, struct buf *out)
+{
+	if (!o)
+		return;
+	pthread_mutex_lock(&o->lock);
+	size_t first = upper(o, lo), end = upper(o, hi);
+	for (size_t i = first; i < end; i++)
+		buf_printf(out, "%s\"%llu\"", i == first ? ",\"overridden\":[" : ",", (unsigned long long)o->v[i]);
+	if (end > first)
+		buf_putc(out, ']');
+	pthread_mutex_unlock(&o->lock);
+}
+
 static int load_cb(void *ctx, const struct persist_version *v)
 {
 	if (v->override)

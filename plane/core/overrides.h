@@ -25,6 +25,10 @@ void overrides_note(struct overrides *o, uint64_t v);
 void overrides_forget(struct overrides *o, uint64_t v);
 /* The newest overridden version <= v, 0 when none. NULL o: 0. */
 uint64_t overrides_at(struct overrides *o, uint64_t v);
+/* The relay stream's state event member ,"overridden":[V...] (nothing when
+ * none): the overridden versions in (lo, hi], so that a relay knows them
+ * without a statement (an unsigned plane) and without a log. */
+void overrides_relay_member(struct overrides *o, uint64_t lo, uint64_t hi, struct buf *out);
 /* A push's unsigned "overridden":N, member (with its comma; nothing when
  * none) for version: this plane's record, or on a relay, which keeps
  * none, what the statement stmt it forwards says (NULL: not a relay). */

@@ -9,17 +9,10 @@
 # sync and revert are guarded like writes; the record survives a restart;
 # guards are in every subscription's pushes.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib-guards.sh"
 
 need_cmd jq
 
-# eps N: a cluster body with N endpoints
-eps() {
-	local i out=""
-	for i in $(seq 1 "$1"); do
-		out="$out${out:+,}{\"address\":\"10.0.0.$i\",\"port\":80}"
-	done
-	echo "{\"endpoints\":[$out]}"
-}
 # file_body N [PATH]: a file body whose content is N bytes
 file_body() {
 	echo "{\"path\":\"${2:-f.txt}\",\"content\":\"$(head -c "$1" /dev/zero | tr '\0' x)\"}"

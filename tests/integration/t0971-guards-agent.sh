@@ -14,33 +14,11 @@
 # node without --trust, having nothing else, believes). A node subscribed
 # to file/ gets the guards too.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib-guards.sh"
 . "$(dirname "$0")/lib-attack.sh"
 
 [ -x "$AGENT_BIN" ] || bail "no $AGENT_BIN: build first"
 need_cmd node jq
-
-# eps N: a cluster body with N endpoints
-eps() {
-	local i out=""
-	for i in $(seq 1 "$1"); do
-		out="$out${out:+,}{\"address\":\"10.0.0.$i\",\"port\":80}"
-	done
-	echo "{\"endpoints\":[$out]}"
-}
-# nack_has NODE TEXT: the plane's last NACK of NODE holds TEXT
-nack_has() {
-	node_field "$1" '.last_nack.error // empty' | grep -qF -- "$2"
-}
-# on PLANEURL CMD...: lib.sh's helpers against another plane
-on() {
-	local keep=$PLANE_URL rc
-	PLANE_URL=$1
-	shift
-	"$@"
-	rc=$?
-	PLANE_URL=$keep
-	return $rc
-}
 
 "$CTL_BIN" keygen "$WORK/plane.key" >/dev/null || bail "keygen failed"
 start_plane p --signing-key "$WORK/plane.key" --heartbeat 0.5

@@ -8,18 +8,11 @@
 # r1) knows it too. A shrink made without an override (a proxy between
 # the relay and n1) is still refused by the guard.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib-guards.sh"
 . "$(dirname "$0")/lib-attack.sh"
 
 [ -x "$AGENT_BIN" ] || bail "no $AGENT_BIN: build first"
 need_cmd node jq
-
-eps() {
-	local i out=""
-	for i in $(seq 1 "$1"); do
-		out="$out${out:+,}{\"address\":\"10.0.0.$i\",\"port\":80}"
-	done
-	echo "{\"endpoints\":[$out]}"
-}
 
 start_plane p --heartbeat 0.5
 P=$PLANE_URL

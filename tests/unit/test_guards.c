@@ -180,6 +180,15 @@ static void test_limits_that_round(void **state)
 	assert_int_equal(one(&gs, "cluster/c", cluster(100, a, sizeof(a)), cluster(43, b, sizeof(b)), msg, sizeof(msg)), 0);
 	assert_int_equal(one(&gs, "cluster/c", cluster(100, a, sizeof(a)), cluster(42, b, sizeof(b)), msg, sizeof(msg)), 1);
 	assert_string_equal(msg, "guard/r: cluster/c: 100 -> 42 endpoints loses 58% (max_shrink 0.57)");
+	/* the numbers show it over: 3 -> 2 loses 33.3%, not "33%", beside 0.33 */
+	guards_release(&gs);
+	add(&gs, "guard/t", "{\"max_shrink\":0.33,\"max_growth\":1.5}");
+	assert_int_equal(one(&gs, "cluster/c", cluster(3, a, sizeof(a)), cluster(2, b, sizeof(b)), msg, sizeof(msg)), 1);
+	assert_string_equal(msg, "guard/t: cluster/c: 3 -> 2 endpoints loses 33.3% (max_shrink 0.33)");
+	assert_int_equal(one(&gs, "file/f", file_of(1000, a, sizeof(a)), file_of(1501, b, sizeof(b)), msg, sizeof(msg)), 1);
+	assert_string_equal(msg, "guard/t: file/f: content grows 1000 -> 1501 bytes, 1.501x (max_growth 1.5)");
+	guards_release(&gs);
+	add(&gs, "guard/r", "{\"max_shrink\":0.57,\"max_growth\":1.15}");
 	/* 100 -> 115 bytes is 1.15x: at max_growth 1.15; 116 is over */
 	assert_int_equal(one(&gs, "file/f", file_of(100, a, sizeof(a)), file_of(115, b, sizeof(b)), msg, sizeof(msg)), 0);
 	assert_int_equal(one(&gs, "file/f", file_of(100, a, sizeof(a)), file_of(116, b, sizeof(b)), msg, sizeof(msg)), 1);

@@ -76,7 +76,7 @@ int guardcheck_write(struct store *s, const struct store_change *ch, size_t n, c
 			continue;
 		const struct store_entry *x = store_get(s, ch[i].name);
 		struct guard_change *g = &gc[ng];
-		g->name = ch[i].name;
+		*g = (struct guard_change){ .name = ch[i].name };
 		if (x && x->body) {
 			g->before = x->body;
 			g->before_len = x->body_len;
@@ -84,10 +84,18 @@ int guardcheck_write(struct store *s, const struct store_change *ch, size_t n, c
 		g->after = ch[i].body;
 		g->after_len = ch[i].body_len;
 		if (ch[i].body && resource_type_of(ch[i].name) == RES_SECRET &&
-		    (pushed[ng] = envelope_push_body(ch[i].body, ch[i].body_len, &g->after_len)))
-			g->after = pushed[ng];
+		    (pushed[i] = envelope_push_body(ch[i].body, ch[i].body_len, &g->after_len)))
+			g->after = pushed[i];
 		else
 			g->after_len = ch[i].body_len;
+		/* what does not change is not judged (as at a node, which sees
+		 * only effective changes): a remove of what is absent, a body
+		 * written again as it is */
+		if (!g->before && !g->after)
+			continue;
+		if (g->before && g->after && g->before_len == g->after_len &&
+		    memcmp(g->before, g->after, g->after_len) == 0)
+			continue;
 		ng++;
 	}
 	struct guard_report r;
@@ -105,7 +113,7 @@ int guardcheck_write(struct store *s, const struct store_change *ch, size_t n, c
 		}
 	}
 	guard_report_release(&r);
-	for (size_t i = 0; i < ng; i++)
+	for (size_t i = 0; i < n; i++)
 		free(pushed[i]);
 	free(pushed);
 	free(gc);

@@ -12,7 +12,8 @@
 # the real plane's check: n1 verifies the signature, and the guard refuses
 # it, also when a proxy adds an unsigned claim of an override (which a
 # node without --trust, having nothing else, believes). A node subscribed
-# to file/ gets the guards too.
+# to file/ (or, via the relay, to cluster/) with --trust gets the guards
+# too, in the digest its statement signs.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-guards.sh"
 . "$(dirname "$0")/lib-attack.sh"
@@ -25,6 +26,7 @@ start_plane p --signing-key "$WORK/plane.key" --heartbeat 0.5
 P=$PLANE_URL
 put guard/shrink '{"match":"cluster/web","max_shrink":0.5}' >/dev/null
 put cluster/web "$(eps 4)" >/dev/null
+put file/readme '{"path":"readme.txt","content":"hello"}' >/dev/null
 V=$(plane_version)
 
 start_tool atk1 attack-proxy.mjs --target "127.0.0.1:$PLANE_PORT"
@@ -34,17 +36,21 @@ ATK2=$TOOL_PORT
 TARGS=(--trust "$WORK/plane.key.pub" --metrics-file "$WORK/n1.prom" --backoff-min 0.1 --backoff-max 0.5)
 start_agent n1 --plane "http://127.0.0.1:$ATK1" "${TARGS[@]}"
 start_agent n2 --plane "http://127.0.0.1:$ATK2" --backoff-min 0.1 --backoff-max 0.5
-start_agent n3 --sub file/ --backoff-min 0.1 --backoff-max 0.5
+# narrow subscriptions with --trust: the guards are in the state their
+# statements sign, at the plane, the relay and the agent alike
+start_agent n3 --sub file/ --trust "$WORK/plane.key.pub" --backoff-min 0.1 --backoff-max 0.5
 # n4 (no --trust) and n5 (--trust) behind a relay
 start_plane r1 --upstream "$P" --relay-id r1 --heartbeat 0.5
 RELAY=$PLANE_URL
 PLANE_URL=$P
 start_agent n4 --plane "$RELAY" --backoff-min 0.1 --backoff-max 0.5
-start_agent n5 --plane "$RELAY" --trust "$WORK/plane.key.pub" --backoff-min 0.1 --backoff-max 0.5
+start_agent n5 --plane "$RELAY" --sub cluster/ --trust "$WORK/plane.key.pub" --backoff-min 0.1 --backoff-max 0.5
 check "n1, n2 and n3 run version $V" wait_until 15 all_at "$V" n1 n2 n3
 check "n4 and n5 (through the relay) too" wait_until 15 all_at "$V" n4 n5
-check_eq "a push for file/ holds the guard too (n3's subscription)" "guard/shrink" \
-	"$(curl -sS "$P/v1/config?node=n3x&version=0&sub=file/" | jq -r '[.upserts[].name] | join(",")')"
+check_eq "a push for file/ holds the guard too (n3's subscription)" "file/readme,guard/shrink" \
+	"$(curl -sS "$P/v1/config?node=n3x&version=0&sub=file/" | jq -r '[.upserts[].name] | sort | join(",")')"
+check "n3 (file/) and n5 (cluster/, via the relay) verified their statements: no digest NACK" \
+	sh -c "! grep -q 'digest mismatch' '$WORK/n3.log' '$WORK/n5.log'"
 
 # ---- an override reaches both ---------------------------------------------------
 eps 1 >"$WORK/web1.json"

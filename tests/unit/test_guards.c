@@ -266,6 +266,11 @@ static void test_bodies(void **state)
 		{ "{\"max_shrink\":-0.1}", "guard/x: max_shrink must be a number in [0,1]" },
 		{ "{\"max_bytes\":0}", "guard/x: max_bytes must be an integer in 1..1000000000000000" },
 		{ "{\"max_growth\":0.99}", "guard/x: max_growth must be a number in [1,1000000000]" },
+		/* a match no guarded name starts with would guard nothing */
+		{ "{\"match\":\"clusters/\",\"max_shrink\":0.5}",
+		  "guard/x: match 'clusters/' starts no name a guard limits (cluster/, file/, secret/): it would guard nothing" },
+		{ "{\"match\":\"route/\"}",
+		  "guard/x: match 'route/' starts no name a guard limits (cluster/, file/, secret/): it would guard nothing" },
 	};
 	for (size_t i = 0; i < sizeof(schema_bad) / sizeof(schema_bad[0]); i++) {
 		cJSON *v = cJSON_Parse(schema_bad[i][0]);
@@ -273,10 +278,16 @@ static void test_bodies(void **state)
 		assert_string_equal(err, schema_bad[i][1]);
 		cJSON_Delete(v);
 	}
-	/* every field optional; unknown fields as other types do */
-	cJSON *v = cJSON_Parse("{}");
-	assert_int_equal(resource_validate("guard/x", v, RES_STRICT, NULL, err, sizeof(err)), 0);
-	cJSON_Delete(v);
+	/* every field optional; unknown fields as other types do; a match
+	 * that is a guarded type's prefix, or starts with one, is fine */
+	static const char *const good[] = { "{}", "{\"match\":\"\"}", "{\"match\":\"cluster/web-\"}",
+					    "{\"match\":\"f\"}", "{\"match\":\"secret/\"}" };
+	cJSON *v;
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		v = cJSON_Parse(good[i]);
+		assert_int_equal(resource_validate("guard/x", v, RES_STRICT, NULL, err, sizeof(err)), 0);
+		cJSON_Delete(v);
+	}
 	v = cJSON_Parse("{\"max_bytes\":10,\"other\":1}");
 	assert_int_equal(resource_validate("guard/x", v, 0, NULL, err, sizeof(err)), 0);
 	assert_int_equal(resource_validate("guard/x", v, RES_STRICT, NULL, err, sizeof(err)), -1);

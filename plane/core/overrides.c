@@ -14,6 +14,8 @@
 struct overrides {
 	pthread_mutex_t lock;
 	uint64_t *v;
+	unsigned *marks;   /* per version: the notes not forgotten (a writer's tentative one, and
+			    * another replica's real one for the same number, are two) */
 	size_t n, cap;
 };
 
@@ -30,6 +32,7 @@ void overrides_free(struct overrides *o)
 		return;
 	pthread_mutex_destroy(&o->lock);
 	free(o->v);
+	free(o->marks);
 	free(o);
 }
 
@@ -53,13 +56,18 @@ void overrides_note(struct overrides *o, uint64_t v)
 		return;
 	pthread_mutex_lock(&o->lock);
 	size_t at = upper(o, v);
-	if (!(at > 0 && o->v[at - 1] == v)) {
+	if (at > 0 && o->v[at - 1] == v) {
+		o->marks[at - 1]++;
+	} else {
 		if (o->n == o->cap) {
 			o->cap = o->cap ? o->cap * 2 : 16;
 			o->v = xrealloc(o->v, o->cap * sizeof(*o->v));
+			o->marks = xrealloc(o->marks, o->cap * sizeof(*o->marks));
 		}
 		memmove(o->v + at + 1, o->v + at, (o->n - at) * sizeof(*o->v));
+		memmove(o->marks + at + 1, o->marks + at, (o->n - at) * sizeof(*o->marks));
 		o->v[at] = v;
+		o->marks[at] = 1;
 		o->n++;
 	}
 	pthread_mutex_unlock(&o->lock);
@@ -71,8 +79,9 @@ void overrides_forget(struct overrides *o, uint64_t v)
 		return;
 	pthread_mutex_lock(&o->lock);
 	size_t at = upper(o, v);
-	if (at > 0 && o->v[at - 1] == v) {
+	if (at > 0 && o->v[at - 1] == v && --o->marks[at - 1] == 0) {
 		memmove(o->v + at - 1, o->v + at, (o->n - at) * sizeof(*o->v));
+		memmove(o->marks + at - 1, o->marks + at, (o->n - at) * sizeof(*o->marks));
 		o->n--;
 	}
 	pthread_mutex_unlock(&o->lock);

@@ -173,7 +173,8 @@ static void test_refusals(void **state)
 }
 
 /* The overridden versions a state brings (core/overrides.c writes them,
- * the relay reads them): those in (base, version] only. */
+ * the relay reads them): those in (base, version] only; a mark taken back
+ * leaves the others of its version. */
 static void test_overridden(void **state)
 {
 	(void)state;
@@ -199,6 +200,15 @@ static void test_overridden(void **state)
 	overrides_relay_member(o, 5, 8, &b);
 	assert_int_equal(b.len, 0);
 	buf_release(&b);
+	/* a writer's tentative mark taken back leaves another's of the same
+	 * version (an etcd replica's override seen meanwhile) */
+	overrides_note(o, 13);
+	overrides_note(o, 13);
+	overrides_forget(o, 13);
+	assert_int_equal(overrides_at(o, 13), 13);
+	overrides_forget(o, 13);
+	assert_int_equal(overrides_at(o, 13), 12);
+	assert_int_equal(overrides_at(o, 11), 9);
 	overrides_free(o);
 }
 

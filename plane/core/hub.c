@@ -554,6 +554,9 @@ static ssize_t relay_read(struct stream *st, char *buf, size_t max)
 			uint64_t to;
 			bool full;
 			relay_feed_encode(p->store, st->sent, core_released(p, v), &data, &to, &full);
+			/* the overridden versions it brings: a relay keeps no log, and
+			 * an unsigned plane's pushes have no statement to copy from */
+			overrides_relay_member(p->overrides, full ? 0 : st->sent, to, &data);
 			char *stmt = p->statements ? statements_get(p->statements, to, NULL, NULL) : NULL;
 			if (stmt) {
 				buf_puts(&data, ",\"statement\":\"");

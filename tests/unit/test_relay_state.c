@@ -256,6 +256,23 @@ static void test_records_round_trip(void **state)
 	assert_null(cJSON_GetObjectItem(o, "traffic"));
 	assert_int_equal(record_node_from_json(o, &nb), 0);
 	assert_null(nb.traffic);
+	assert_int_equal(nb.counts, 0);   /* not said: nothing written, nothing read */
+	assert_null(cJSON_GetObjectItem(o, "counts"));
+	cJSON_Delete(o);
+	/* whether it counts its traffic: the controller's gates name why not */
+	n.counts = -1;
+	n.counts_reason = "started with --traffic-listen off";
+	o = record_node_to_json(&n);
+	assert_int_equal(record_node_from_json(o, &nb), 0);
+	assert_int_equal(nb.counts, -1);
+	assert_string_equal(nb.counts_reason, "started with --traffic-listen off");
+	cJSON_Delete(o);
+	n.counts = 1;
+	o = record_node_to_json(&n);
+	assert_null(cJSON_GetObjectItem(o, "counts_reason"));
+	assert_int_equal(record_node_from_json(o, &nb), 0);
+	assert_int_equal(nb.counts, 1);
+	assert_null(nb.counts_reason);
 	cJSON_Delete(o);
 
 	struct persist_token t = { .id = "5f0c2a9b1e77", .hash = "ab", .role = "relay", .node = "", .name = "edge",

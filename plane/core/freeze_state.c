@@ -215,8 +215,9 @@ unsigned freeze_state_check(struct freeze_state *f, const char *override, bool a
 	if (rc == 0)
 		return 0;
 	if (rc < 0) {
-		snprintf(err, errlen, "cannot read the freeze window from the store (%s): nothing was stored; try again",
-			 why);
+		snprintf(err, errlen,
+			 "the store is read-only now: the freeze window cannot be read (%s); nothing was stored; "
+			 "try again", why);
 		return HTTP_SERVICE_UNAVAILABLE;
 	}
 	if (override && admin) {

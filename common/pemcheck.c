@@ -8,6 +8,16 @@
 #include <stdio.h>
 #include <string.h>
 
+/* GnuTLS's words for rc without their final period, in out[cap]. */
+static const char *why(int rc, char *out, size_t cap)
+{
+	snprintf(out, cap, "%s", gnutls_strerror(rc));
+	size_t n = strlen(out);
+	if (n && out[n - 1] == '.')
+		out[n - 1] = '\0';
+	return out;
+}
+
 /* The first certificate of cert, or NULL with err set. */
 static gnutls_x509_crt_t first_cert(const char *name, const char *cert, char *err, size_t errlen)
 {
@@ -18,10 +28,11 @@ static gnutls_x509_crt_t first_cert(const char *name, const char *cert, char *er
 			 ? gnutls_x509_crt_list_import2(&list, &n, &d, GNUTLS_X509_FMT_PEM, 0)
 			 : GNUTLS_E_BASE64_UNEXPECTED_HEADER_ERROR;
 	if (rc < 0 || n == 0) {
+		char w[128];
 		snprintf(err, errlen,
 			 "%s: cert: not a PEM certificate (%s; put the server's certificate, "
 			 "-----BEGIN CERTIFICATE----- ... -----END CERTIFICATE-----, then its chain)",
-			 name, rc < 0 ? gnutls_strerror(rc) : "no certificate in it");
+			 name, rc < 0 ? why(rc, w, sizeof(w)) : "no certificate in it");
 		return NULL;
 	}
 	for (unsigned i = 1; i < n; i++)
@@ -47,10 +58,11 @@ int pemcheck_pair(const char *name, const char *cert, const char *key, char *err
 									   GNUTLS_PKCS_PLAIN)
 					  : GNUTLS_E_BASE64_UNEXPECTED_HEADER_ERROR;
 	if (rc < 0) {
+		char w[128];
 		snprintf(err, errlen,
 			 "%s: key: not a PEM private key (%s; put the certificate's unencrypted key, "
 			 "-----BEGIN PRIVATE KEY----- ... -----END PRIVATE KEY-----)",
-			 name, gnutls_strerror(rc));
+			 name, why(rc, w, sizeof(w)));
 		goto out;
 	}
 	unsigned char a[64], b[64];

@@ -107,7 +107,7 @@ static int frontends(const struct rstate *rs, struct render_out *out, const stru
 				return -1;
 			}
 			/* read as the consumer will: a bad one names the secret and the field */
-			if (pemcheck_pair(sec->r->name, cert, key, err, errlen) < 0)
+			if (!o->skip_secret_check && pemcheck_pair(sec->r->name, cert, key, err, errlen) < 0)
 				return -1;
 			/* haproxy reads the certificate and its key from one file */
 			struct buf pem = BUF_INIT;

@@ -730,6 +730,17 @@ static int gen_check(struct consumer *c, double timeout_s, char *err, size_t err
 	/* a file it names that tether rendered from a resource: that resource
 	 * and field first, then the tool's own words */
 	checkmap_prefix(res.output, g->secrets_dir, what, sizeof(what));
+	char file[128];
+	unsigned long line;
+	if (!what[0] && checkmap_file_line(res.output, g->staged_path, file, sizeof(file), &line)) {
+		char *path = xasprintf("%s/%s", g->staged_path, file);
+		size_t len;
+		char *conf = read_file_limited(path, 64u << 20, &len);
+		if (conf)
+			checkmap_owner(conf, line, what, sizeof(what));
+		free(conf);
+		free(path);
+	}
 	snprintf(err, errlen, "%s%s refused the new configuration (%.3000s)", what, g->checker, how);
 	return -1;
 }

@@ -1,11 +1,13 @@
 /* fuzz_pemcheck.c: libFuzzer target for what the agent reads of a TLS
  * secret and of a checker's refusal: pemcheck_pair (the input split at
  * the first NUL byte into cert and key, the second empty without one) and
- * checkmap_prefix (the whole input as a checker's output). Nothing
+ * checkmap_prefix, checkmap_file_line and checkmap_owner (the whole input
+ * as a checker's output and as a rendered configuration). Nothing
  * crashes; a refusal names the secret and a field; the error never holds
  * a line of the key's text (one of 16 bytes or more without a space or a
  * '-', as base64 is: the messages' own words are shorter); a prefix is empty or
- * "secret/NAME: cert: " or "secret/NAME: key: ". */
+ * "secret/NAME: cert: " or "secret/NAME: key: "; an owner is empty or
+ * ends in ": "; a file is one name. */
 #include "fuzz.h"
 #include "pemcheck.h"
 #include "consumer/checkmap.h"
@@ -58,6 +60,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		    !((n > 8 && strcmp(out + n - 8, ": cert: ") == 0) || (n > 7 && strcmp(out + n - 7, ": key: ") == 0)))
 			die("a prefix of another shape", out);
 	}
+	char file[128];
+	unsigned long line;
+	if (checkmap_file_line(text, "/s", file, sizeof(file), &line) && (strchr(file, '/') || !file[0] || !line))
+		die("a file of another shape", file);
+	checkmap_owner(text, size % 64 + 1, out, sizeof(out));
+	size_t n = strlen(out);
+	if (n && (n < 4 || strcmp(out + n - 2, ": ") != 0 || !strchr(out, '/')))
+		die("an owner of another shape", out);
 	free(text);
 	return 0;
 }

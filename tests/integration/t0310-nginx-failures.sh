@@ -5,7 +5,8 @@
 # certificate OpenSSL finds too weak) is NACKed naming the secret and the
 # field, then nginx's message, current stays, nginx keeps serving; a
 # "certificate" of a PEM header round garbage is refused by the agent's
-# own check ("secret/NAME: cert: not a PEM certificate"); (2) a reload that fails after the switch (a listener
+# own check ("secret/NAME: cert: not a PEM certificate"); an upstream
+# nginx -t cannot resolve is NACKed naming its cluster first; (2) a reload that fails after the switch (a listener
 # on a port another process holds is refused before it goes live; one on an
 # address this host does not have: nginx -t passes, the reload does not
 # take) is reverted and NACKed; (3) a failed health probe is reverted,
@@ -170,6 +171,22 @@ check_eq "(1b) the refused key's text appears in no log" "" \
 echo '{"removes":["route/badtls","listener/badtls","secret/junk"]}' | ctl apply - >/dev/null
 V=$(plane_version)
 check "(1b) a good push after it applies (version $V)" wait_until 15 agent_at ng "$V"
+
+# ---- (1c) nginx -t refuses a line of tether's own configuration: the NACK names its resource ------
+H=$(hups)
+V0=$V
+echo '{"upserts":[{"name":"cluster/ghost","body":{"endpoints":[{"address":"nosuch.invalid","port":9000}]}},
+ {"name":"route/ghost","body":{"listener":"main","path":"/ghost","cluster":"ghost"}}]}' | ctl apply - >/dev/null
+VBAD=$(plane_version)
+check "(1c) the agent NACKs version $VBAD" wait_until 15 has_nack ng "$VBAD"
+err=$(nack_error)
+check "(1c) the NACK names the cluster first, then nginx's words ($err)" \
+	sh -c 'case "$1" in "cluster/ghost: "*nginx*"host not found in upstream"*) ;; *) exit 1 ;; esac' _ "$err"
+check_eq "(1c) the agent stays at version $V0" "$V0" "$(st ng version)"
+check_eq "(1c) nginx was not reloaded" "$H" "$(hups)"
+echo '{"removes":["route/ghost","cluster/ghost"]}' | ctl apply - >/dev/null
+V=$(plane_version)
+check "(1c) a good push after it applies (version $V)" wait_until 15 agent_at ng "$V"
 
 # ---- (2a) a listener on a port another process holds: refused before going live -----------------
 start_tool busy backend.mjs 0 C

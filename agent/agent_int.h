@@ -139,7 +139,6 @@ struct agent {
 		unsigned mismatches;         /* in a row, for the backoff */
 		uint64_t failures[TF_N];
 		struct trust approvers;      /* approve.c: --approvers (with --approvals K) */
-		uint64_t approved;           /* the newest version K approvals were counted for */
 	} trust;
 
 	/* ack.c */
@@ -437,8 +436,11 @@ void fresh_release(struct agent *a);
 /* approve.c: --approvers FILE --approvals K */
 /* Loads the approver keys (K must not exceed them). 0, or -1 with err. */
 int approve_init(struct agent *a, char *err, size_t errlen);
-/* SIGHUP: reads --approvers again; on failure the old keys stay. */
-void approve_reload(struct agent *a);
+/* SIGHUP: reads --approvers again, with keys the statement keys about to
+ * be trusted; on failure the old approver keys stay. -1 (said why) when
+ * neither the new nor the old approver keys are apart from keys: the
+ * caller keeps its old statement keys. */
+int approve_reload(struct agent *a, const struct trust *keys);
 /* A verified statement's push: at least K distinct approver keys signed
  * exactly (version, our subscription, digest) among the push's
  * "approvals". 0, or -1 with err (the NACK's reason). Without --approvals: 0. */

@@ -114,8 +114,10 @@ int guardcheck_push(struct agent *a, const struct push *m, const struct candidat
 				 (unsigned long long)m->version, (unsigned long long)overridden,
 				 a->trust.on ? " (signed)" : "", msg);
 		} else {
-			snprintf(err, errlen, "%s; no override since version %llu, the version served", msg,
-				 (unsigned long long)a->state.version);
+			snprintf(err, errlen,
+				 "%s; no override since version %llu, the version served (a write with tetherctl "
+				 "--override lets it through%s)", msg, (unsigned long long)a->state.version,
+				 a->trust.on ? ", signed by the plane" : "");
 			a->guard_refused++;
 			rc = -1;
 		}

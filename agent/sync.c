@@ -475,6 +475,14 @@ void sync_start(struct agent *a)
 		buf_puts(&url, "&unacked=1");
 	if (a->cfg.approvals)   /* the plane holds us at versions K approvers approved */
 		buf_printf(&url, "&approvals=%llu", (unsigned long long)a->cfg.approvals);
+	/* whether it counts its traffic, at every connection: a node that
+	 * holds its version already gets no push to ACK (the gates) */
+	if (a->traffic.on)
+		buf_puts(&url, "&counts=1");
+	else {
+		buf_puts(&url, "&counts=0");
+		append_param(&url, h, "counts_reason", a->traffic.why_off ? a->traffic.why_off : "it collects no traffic");
+	}
 
 	a->sync_headers = agent_credentials(a, h, NULL);
 	if (poll) {

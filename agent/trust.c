@@ -99,8 +99,9 @@ void trust_reload(struct agent *a)
 		log_error("SIGHUP: %s (keeping the trusted keys)", err);
 		return;
 	}
+	if (approve_reload(a, &t) < 0)
+		return;   /* an approver key would be a statement key too */
 	a->trust.keys = t;
-	approve_reload(a);
 	/* a push refused for an untrusted key may verify now: ask again */
 	a->trust.behind_since_ms = 0;
 	a->retry_at_ms = now_ms();

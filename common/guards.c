@@ -190,6 +190,23 @@ static void violation(struct guard_report *r, const struct guard_rule *g, const 
 	buf_putc(&r->passed, ']');
 }
 
+/* The digits that show x over limit: 0 (or 2) decimals as usual, more
+ * when those would show it at or under the limit ("loses 33%" beside
+ * "max_shrink 0.33" reads as a pass: "33.3%"). x / scale is in the
+ * limit's unit. */
+static int digits_over(double x, double scale, double limit, int least)
+{
+	int d = least;
+	char a[64];
+	while (d < 6) {
+		snprintf(a, sizeof(a), "%.*f", d, x);
+		if (strtod(a, NULL) / scale > limit)
+			break;
+		d++;
+	}
+	return d;
+}
+
 static void check_one(const struct guard_rule *g, const struct guard_change *c, enum res_type t,
 		      const struct measure *old, const struct measure *now, struct guard_report *r)
 {
@@ -204,9 +221,13 @@ static void check_one(const struct guard_rule *g, const struct guard_change *c, 
 				violation(r, g, c->name, "%lld endpoints, fewer than min_endpoints %llu", m,
 					  (unsigned long long)g->min_endpoints);
 		}
-		if (g->has_max_shrink && n > 0 && m < n && (double)(n - m) > g->max_shrink * (double)n)
-			violation(r, g, c->name, "%lld -> %lld endpoints loses %.0f%% (max_shrink %g)", n, m,
-				  100.0 * (double)(n - m) / (double)n, g->max_shrink);
+		/* the fraction itself, not (n-m) > max_shrink*n: the product rounds
+		 * (0.57*100 is 56.99...), which would refuse a shrink at the limit */
+		if (g->has_max_shrink && n > 0 && m < n && (double)(n - m) / (double)n > g->max_shrink) {
+			double pct = 100.0 * (double)(n - m) / (double)n;
+			violation(r, g, c->name, "%lld -> %lld endpoints loses %.*f%% (max_shrink %g)", n, m,
+				  digits_over(pct, 100.0, g->max_shrink, 0), pct, g->max_shrink);
+		}
 		return;
 	}
 	if (!c->after || now->bytes < 0)
@@ -216,9 +237,10 @@ static void check_one(const struct guard_rule *g, const struct guard_change *c, 
 		violation(r, g, c->name, "%s is %lld bytes, over max_bytes %llu", what, now->bytes,
 			  (unsigned long long)g->max_bytes);
 	if (t == RES_FILE && g->has_max_growth && old->bytes > 0 &&
-	    (double)now->bytes > g->max_growth * (double)old->bytes)
-		violation(r, g, c->name, "content grows %lld -> %lld bytes, %.2fx (max_growth %g)", old->bytes,
-			  now->bytes, (double)now->bytes / (double)old->bytes, g->max_growth);
+	    (double)now->bytes / (double)old->bytes > g->max_growth)   /* the ratio: see max_shrink */
+		violation(r, g, c->name, "content grows %lld -> %lld bytes, %.*fx (max_growth %g)", old->bytes,
+			  now->bytes, digits_over((double)now->bytes / (double)old->bytes, 1.0, g->max_growth, 2),
+			  (double)now->bytes / (double)old->bytes, g->max_growth);
 }
 
 size_t guards_check(const struct guards *gs, const struct guard_change *ch, size_t n, struct guard_report *r)

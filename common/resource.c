@@ -441,6 +441,19 @@ static int validate_guard(struct vctx *v, const cJSON *b, struct res_refs *refs)
 		return -1;
 	if (match && strlen(match) > RES_FULLNAME_MAX)
 		return fail(v, "match must be a name prefix of at most %d bytes", RES_FULLNAME_MAX);
+	/* a prefix no guarded name can start with ("clusters/", "route/")
+	 * would guard nothing, silently: refused */
+	if (match && match[0]) {
+		static const char *const limited[] = { "cluster/", "file/", "secret/" };
+		bool some = false;
+		for (size_t i = 0; i < sizeof(limited) / sizeof(limited[0]) && !some; i++) {
+			size_t lm = strlen(match), lt = strlen(limited[i]);
+			some = strncmp(match, limited[i], lm < lt ? lm : lt) == 0;
+		}
+		if (!some)
+			return fail(v, "match '%.64s' starts no name a guard limits (cluster/, file/, secret/): "
+				    "it would guard nothing", match);
+	}
 	const cJSON *f = cJSON_GetObjectItemCaseSensitive(b, "min_endpoints");
 	if (f && !int_in(f, 0, 1e9, NULL))
 		return fail(v, "min_endpoints must be an integer in 0..1000000000");

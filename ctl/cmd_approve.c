@@ -92,8 +92,22 @@ static char *node_body(const char *name, cJSON *body)
 		free(canon);
 		return NULL;
 	}
-	if (rc == 0 || !out)
+	if (rc == 0 || !out) {
+		/* a plaintext secret as a non-admin sees it (api/resources.c):
+		 * the digest would not be the nodes' */
+		static bool said;   /* once: both states are read */
+		const cJSON *m;
+		cJSON_ArrayForEach(m, body) {
+			if (!said && cJSON_IsString(m) && strcmp(m->valuestring, "[redacted]") == 0) {
+				said = true;
+				fprintf(stderr, "tetherctl: approve: %s: its body reads [redacted] (a plaintext secret, "
+					"shown to admins only): the plane will refuse this digest; approve with an "
+					"admin's token\n", name);
+				break;
+			}
+		}
 		return canon;
+	}
 	free(canon);
 	/* the push form, canonical as nodes digest it */
 	char jerr[128];

@@ -190,10 +190,16 @@ static int follow_node(void *ctx, const struct persist_node *n)
 {
 	struct plane *p = ctx;
 	int rc = nodes_merge(p->core.nodes, n);
-	rollout_record(p->rollout, n);   /* an ACK from another replica's node */
 	const char *self = p->core.persist->ops->replica ? p->core.persist->ops->replica(p->core.persist) : NULL;
-	if (!self || !n->replica || strcmp(n->replica, self) != 0)
-		api_record_traffic(&p->api, n, "another replica", false);   /* ours came back: recorded already */
+	bool theirs = !self || !n->replica || strcmp(n->replica, self) != 0;   /* ours: recorded already */
+	/* why a node of another replica does not count, before its ACK moves
+	 * the rollout: the gates name it (not through api_record_counts: a
+	 * merge writes nothing back) */
+	if (theirs && n->counts)
+		gate_counts(p->api.gate, n->id, n->counts > 0, n->counts_reason);
+	rollout_record(p->rollout, n);   /* an ACK from another replica's node */
+	if (theirs)
+		api_record_traffic(&p->api, n, "another replica", false);
 	return rc;
 }
 

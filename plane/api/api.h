@@ -66,6 +66,10 @@ enum http_result api_report(struct api *p, struct http_conn *c, struct request *
  * validates it and recorded (a refused one is logged, naming from). */
 struct persist_node;
 void api_record_traffic(struct api *p, const struct persist_node *pn, const char *from, bool pass_on);
+/* Whether node counts its traffic, as it says (an ACK, its connection,
+ * a relay's 'u' line, another replica's record; reason: why not, made one
+ * printable line): recorded for /v1/nodes and the gates. */
+void api_record_counts(struct api *p, const char *node, bool counts, const char *reason);
 enum http_result api_stream(struct api *p, struct http_conn *c);
 enum http_result api_relay_stream(struct api *p, struct http_conn *c);
 enum http_result api_relay_nodes(struct api *p, struct http_conn *c, struct request *r);

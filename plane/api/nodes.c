@@ -121,6 +121,14 @@ static int take_traffic(struct api *p, struct http_conn *c, const char *what, co
 	return 0;
 }
 
+void api_record_counts(struct api *p, const char *node, bool counts, const char *reason)
+{
+	char why[GATE_COUNTS_REASON_MAX];
+	printable(why, sizeof(why), reason ? reason : "");
+	nodes_set_counts(p->core->nodes, node, counts, why);
+	gate_counts(p->gate, node, counts, why);
+}
+
 void api_record_traffic(struct api *p, const struct persist_node *pn, const char *from, bool pass_on)
 {
 	/* refusals said at most every 10 s, with how many there were (a
@@ -315,12 +323,8 @@ enum http_result api_ack(struct api *p, struct http_conn *c, struct request *r)
 	}
 	if (res == ACK_ACCEPTED && m.nack && has_holds && holds < m.version)
 		hub_stream_holds(p->core->hub, m.node, holds);
-	if (counts >= 0) {
-		char why[GATE_COUNTS_REASON_MAX];
-		printable(why, sizeof(why), counts_reason ? counts_reason : "");
-		nodes_set_counts(p->core->nodes, m.node, counts, why);
-		gate_counts(p->gate, m.node, counts, why);   /* before the rollout judges the ACK */
-	}
+	if (counts >= 0)
+		api_record_counts(p, m.node, counts, counts_reason);   /* before the rollout judges the ACK */
 	if (res == ACK_ACCEPTED)
 		events_ack(p->core->events, &m);   /* before the rollout's answer to it */
 	/* a held member stays pending: the rollout is not told (one rule:

@@ -36,12 +36,22 @@ struct sync_params {
 	char *labels;      /* canonical JSON, or NULL when not given */
 	bool unacked;      /* unacked=1: the node holds version and has not ACKed it */
 	unsigned approvals;   /* approvals=K: the node requires K approvals (0: none) */
+	int counts;        /* counts=1 or 0: whether it counts its traffic (-1: not said) */
+	const char *counts_reason; /* with counts=0: why not */
 };
 
 static void params_release(struct sync_params *sp)
 {
 	sub_release(&sp->sub);
 	cJSON_free(sp->labels);
+}
+
+/* What a connecting node says of its counting, recorded (after
+ * nodes_seen: its record exists). */
+static void take_counts(struct api *p, const struct sync_params *sp)
+{
+	if (sp->counts >= 0)
+		api_record_counts(p, sp->node, sp->counts == 1, sp->counts_reason);
 }
 
 /* Returns 0, or sends a 400 and returns -1 (with *ret set). */
@@ -80,6 +90,26 @@ static int params_parse(struct http_conn *c, struct sync_params *sp, bool use_la
 	sp->approvals = (unsigned)k;
 	const char *u = http_query(c, "unacked");
 	sp->unacked = u && strcmp(u, "1") == 0;
+	/* whether it counts its traffic, said at every connection: a node
+	 * restarted with --traffic-listen off and holding its version already
+	 * gets no push to ACK, and its gates must know (docs/gates.md) */
+	const char *cn = http_query(c, "counts");
+	sp->counts = -1;
+	if (cn) {
+		if (strcmp(cn, "0") != 0 && strcmp(cn, "1") != 0) {
+			sub_release(&sp->sub);
+			*ret = http_send_error(c, HTTP_BAD_REQUEST, "counts: '%.32s' is not 0 or 1", cn);
+			return -1;
+		}
+		sp->counts = cn[0] == '1';
+	}
+	sp->counts_reason = http_query(c, "counts_reason");
+	if (sp->counts_reason && strlen(sp->counts_reason) >= GATE_COUNTS_REASON_MAX) {
+		sub_release(&sp->sub);
+		*ret = http_send_error(c, HTTP_BAD_REQUEST, "counts_reason: longer than %d bytes",
+				       GATE_COUNTS_REASON_MAX - 1);
+		return -1;
+	}
 	const char *l = http_query(c, "labels");
 	if (l) {
 		cJSON *obj = labels_parse(l, err, sizeof(err));
@@ -121,6 +151,7 @@ enum http_result api_stream(struct api *p, struct http_conn *c)
 	}
 	nodes_set_sub(p->core->nodes, sp.node, sp.sub.canon);
 	require_approvals(p, &sp);   /* after the registry took it: bounded by max-nodes */
+	take_counts(p, &sp);
 	bool gzip = http_accepts_gzip(c);
 	struct stream *st = hub_stream_new(p->core->hub, c, sp.node, sp.version, &sp.sub, gzip, who.token_id, sp.unacked);
 	/* a revocation between the check above and now would have missed
@@ -231,6 +262,7 @@ enum http_result api_config(struct api *p, struct http_conn *c, struct request *
 		}
 		nodes_set_sub(p->core->nodes, sp.node, sp.sub.canon);
 		require_approvals(p, &sp);   /* after the registry took it: bounded by max-nodes */
+		take_counts(p, &sp);
 		atomic_fetch_add(&p->core->ctr.polls, 1);
 	}
 

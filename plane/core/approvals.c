@@ -40,6 +40,7 @@ struct approvals {
 	size_t n, cap;
 	struct anode *nodes;
 	size_t nnodes, capnodes;
+	int64_t relay_seen_ms;   /* a relay's stream was last sent to (0: never) */
 	struct strmap by_node;   /* name -> index + 1 in nodes */
 };
 
@@ -202,15 +203,19 @@ int approvals_trim(struct approvals *a, uint64_t log_floor, char *err, size_t er
 {
 	pthread_mutex_lock(&a->lock);
 	uint64_t below = log_floor;
-	for (size_t i = 0; i < a->n; i++) {
-		/* the newest version kept for this subscription stays (sorted:
-		 * its last entry) */
-		bool last = true;
-		for (size_t j = i + 1; j < a->n && last; j++)
-			last = strcmp(a->e[j].sub, a->e[i].sub) != 0;
-		if (last && a->e[i].version < below)
-			below = a->e[i].version;
+	/* the newest version kept for each subscription stays (sorted: newest
+	 * first from the end, the first seen of a sub is its newest): O(n) */
+	struct strmap seen;
+	strmap_init(&seen);
+	for (size_t i = a->n; i > 0; i--) {
+		intptr_t *had = strmap_ref(&seen, a->e[i - 1].sub);
+		if (*had)
+			continue;
+		*had = 1;
+		if (a->e[i - 1].version < below)
+			below = a->e[i - 1].version;
 	}
+	strmap_release(&seen);
 	bool due = below > a->trimmed;
 	pthread_mutex_unlock(&a->lock);
 	if (!due)
@@ -365,6 +370,13 @@ void approvals_sent(struct approvals *a, const char *node, uint64_t version)
 	pthread_mutex_unlock(&a->lock);
 }
 
+void approvals_relay_seen(struct approvals *a)
+{
+	pthread_mutex_lock(&a->lock);
+	a->relay_seen_ms = now_ms();
+	pthread_mutex_unlock(&a->lock);
+}
+
 void approvals_seen(struct approvals *a, const char *node)
 {
 	pthread_mutex_lock(&a->lock);
@@ -405,9 +417,12 @@ bool approvals_floor_at(struct approvals *a, int64_t now, uint64_t *floor)
 	for (size_t i = 0; i < a->nnodes; i++)
 		if (a->nodes[i].held < f && now - a->nodes[i].seen_ms <= APPROVALS_NODE_GONE_MS)
 			f = a->nodes[i].held;
-	/* and from the oldest approval kept: a relay's nodes (whom this plane
-	 * does not see) may hold it, and their relay asks for its statement */
-	if (a->n && a->e[0].version < f)
+	/* and from the oldest approval kept, while a relay follows: its nodes
+	 * (whom this plane does not see) may hold it, and their relay asks
+	 * for its statement. Without relays, approvals alone (kept long after
+	 * their nodes left) pin no history */
+	bool relays = a->relay_seen_ms && now - a->relay_seen_ms <= APPROVALS_NODE_GONE_MS;
+	if (relays && a->n && a->e[0].version < f)
 		f = a->e[0].version;
 	bool any = f != UINT64_MAX;   /* a node there, or an approval kept */
 	pthread_mutex_unlock(&a->lock);
@@ -430,21 +445,28 @@ void approvals_keep(struct approvals *a, struct store *s)
 	pthread_mutex_unlock(&a->keep_lock);
 }
 
+/* The kids (or the tokens) kept for (version, sub), as comma-separated
+ * JSON strings. Lock held. */
+static void strings_of(const struct approvals *a, uint64_t version, const char *sub, bool tokens, struct buf *out)
+{
+	bool first = true;
+	for (size_t i = first_of(a, version); i < a->n && a->e[i].version == version; i++) {
+		if (strcmp(a->e[i].sub, sub) != 0)
+			continue;
+		if (!first)
+			buf_putc(out, ',');
+		first = false;
+		buf_json_string(out, tokens ? a->e[i].token : a->e[i].kid);
+	}
+}
+
 void approvals_push_json(struct approvals *a, const char *node, uint64_t version, struct buf *out)
 {
 	pthread_mutex_lock(&a->lock);
 	struct anode *n = find_node(a, node);
 	if (n) {
 		buf_puts(out, "\"approvals\":[");
-		bool first = true;
-		for (size_t i = 0; i < a->n; i++) {
-			if (a->e[i].version != version || strcmp(a->e[i].sub, n->sub) != 0)
-				continue;
-			if (!first)
-				buf_putc(out, ',');
-			first = false;
-			buf_json_string(out, a->e[i].token);
-		}
+		strings_of(a, version, n->sub, true, out);
 		buf_puts(out, "],");
 	}
 	pthread_mutex_unlock(&a->lock);
@@ -511,28 +533,12 @@ void approvals_version_json(struct approvals *a, uint64_t version, struct buf *o
 		buf_puts(out, "{\"sub\":");
 		buf_json_string(out, subs[s]);
 		buf_puts(out, ",\"kids\":[");
-		bool f2 = true;
-		for (size_t i = 0; i < a->n; i++) {
-			if (a->e[i].version != version || strcmp(a->e[i].sub, subs[s]) != 0)
-				continue;
-			if (!f2)
-				buf_putc(out, ',');
-			f2 = false;
-			buf_json_string(out, a->e[i].kid);
-		}
+		strings_of(a, version, subs[s], false, out);
 		/* the tokens too, in the same order (they are no secret: pushes
 		 * carry them): an approver checks its own against the state it
 		 * fetches (tetherctl approve) */
 		buf_puts(out, "],\"tokens\":[");
-		f2 = true;
-		for (size_t i = 0; i < a->n; i++) {
-			if (a->e[i].version != version || strcmp(a->e[i].sub, subs[s]) != 0)
-				continue;
-			if (!f2)
-				buf_putc(out, ',');
-			f2 = false;
-			buf_json_string(out, a->e[i].token);
-		}
+		strings_of(a, version, subs[s], true, out);
 		buf_puts(out, "]}");
 	}
 	free(subs);
@@ -562,15 +568,13 @@ void approvals_log_json(struct approvals *a, uint64_t version, struct buf *out)
 {
 	pthread_mutex_lock(&a->lock);
 	unsigned k = needed(a);
-	size_t c = 0;
-	for (size_t i = 0; i < a->n; i++)
-		c += a->e[i].version == version;
-	if (k || c) {
+	size_t from = first_of(a, version), to = from;   /* version's entries: [from, to) */
+	while (to < a->n && a->e[to].version == version)
+		to++;
+	if (k || to > from) {
 		buf_puts(out, ",\"approvals\":[");
 		bool first = true;
-		for (size_t i = 0; i < a->n; i++) {
-			if (a->e[i].version != version)
-				continue;
+		for (size_t i = from; i < to; i++) {
 			if (!first)
 				buf_putc(out, ',');
 			first = false;

@@ -67,6 +67,10 @@ void approvals_sent(struct approvals *a, const char *node, uint64_t version);
 uint64_t approvals_target(struct approvals *a, const char *node, uint64_t target);
 /* A stream's heartbeat went to node: it is still there. */
 void approvals_seen(struct approvals *a, const char *node);
+/* A relay's stream was sent to (a heartbeat, the approvals): while one
+ * follows (heard of within APPROVALS_NODE_GONE_MS), the history is kept
+ * from the oldest approval kept too -- the relay's nodes may be held there. */
+void approvals_relay_seen(struct approvals *a);
 /* A node not heard of this long (no connection, poll, push or heartbeat)
  * is gone for the history floor: it no longer holds the store's history
  * back (it stays held; back, it gets statements again from what is kept). */

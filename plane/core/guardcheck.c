@@ -6,6 +6,7 @@
 #include "core/guardcheck.h"
 #include "buf.h"
 #include "core/overrides.h"
+#include "envelope.h"
 #include "guards.h"
 #include "xmalloc.h"
 
@@ -64,18 +65,38 @@ int guardcheck_write(struct store *s, const struct store_change *ch, size_t n, c
 		return 0;
 	}
 
+	/* what nodes get is judged, as they judge it: a sealed secret's push
+	 * body, not its stored form, whose wraps grow with the fleet (a
+	 * reseal for a new node is no bigger a secret) */
 	struct guard_change *gc = xcalloc(n, sizeof(*gc));
+	char **pushed = xcalloc(n, sizeof(*pushed));
 	size_t ng = 0;
 	for (size_t i = 0; i < n; i++) {
 		if (!limitable(ch[i].name))
 			continue;
 		const struct store_entry *x = store_get(s, ch[i].name);
-		struct guard_change *g = &gc[ng++];
-		g->name = ch[i].name;
-		if (x && x->body)
-			g->before = store_stored(x, &g->before_len);
+		struct guard_change *g = &gc[ng];
+		*g = (struct guard_change){ .name = ch[i].name };
+		if (x && x->body) {
+			g->before = x->body;
+			g->before_len = x->body_len;
+		}
 		g->after = ch[i].body;
 		g->after_len = ch[i].body_len;
+		if (ch[i].body && resource_type_of(ch[i].name) == RES_SECRET &&
+		    (pushed[i] = envelope_push_body(ch[i].body, ch[i].body_len, &g->after_len)))
+			g->after = pushed[i];
+		else
+			g->after_len = ch[i].body_len;
+		/* what does not change is not judged (as at a node, which sees
+		 * only effective changes): a remove of what is absent, a body
+		 * written again as it is */
+		if (!g->before && !g->after)
+			continue;
+		if (g->before && g->after && g->before_len == g->after_len &&
+		    memcmp(g->before, g->after, g->after_len) == 0)
+			continue;
+		ng++;
 	}
 	struct guard_report r;
 	guard_report_init(&r);
@@ -92,6 +113,9 @@ int guardcheck_write(struct store *s, const struct store_change *ch, size_t n, c
 		}
 	}
 	guard_report_release(&r);
+	for (size_t i = 0; i < n; i++)
+		free(pushed[i]);
+	free(pushed);
 	free(gc);
 	guards_release(&gs);
 	return rc;

@@ -547,12 +547,16 @@ static ssize_t relay_read(struct stream *st, char *buf, size_t max)
 			relay_event(st, pre, "rollout", &data);
 		} else if (need_ap) {
 			st->ap_gen = approvals_gen(p->approvals);
+			approvals_relay_seen(p->approvals);
 			approvals_all_json(p->approvals, &data);
 			relay_event(st, pre, "approvals", &data);
 		} else if (need_state) {
 			uint64_t to;
 			bool full;
 			relay_feed_encode(p->store, st->sent, core_released(p, v), &data, &to, &full);
+			/* the overridden versions it brings: a relay keeps no log, and
+			 * an unsigned plane's pushes have no statement to copy from */
+			overrides_relay_member(p->overrides, full ? 0 : st->sent, to, &data);
 			char *stmt = p->statements ? statements_get(p->statements, to, NULL, NULL) : NULL;
 			if (stmt) {
 				buf_puts(&data, ",\"statement\":\"");
@@ -589,6 +593,8 @@ static ssize_t relay_read(struct stream *st, char *buf, size_t max)
 				buf_printf(&data, ",\"report\":%u", every);
 			buf_putc(&data, '}');
 			atomic_fetch_add(&p->ctr.heartbeats, 1);
+			if (p->approvals)   /* a relay's held nodes want old statements */
+				approvals_relay_seen(p->approvals);
 			relay_event(st, pre, "heartbeat", &data);
 		}
 	}

@@ -353,6 +353,16 @@ static void clear_held(struct node_rec *r)
 	}
 }
 
+/* Under lock: whether it counts its traffic, as the record says (0: it
+ * does not say: kept). */
+static void take_counts(struct node_rec *r, const struct persist_node *pn)
+{
+	if (!pn->counts)
+		return;
+	r->counts = pn->counts > 0;
+	copy_str(r->counts_reason, sizeof(r->counts_reason), pn->counts > 0 || !pn->counts_reason ? "" : pn->counts_reason);
+}
+
 /* Under lock: a new record r takes pn whole. */
 static void load_into(struct nodes *n, struct node_rec *r, const struct persist_node *pn)
 {
@@ -389,6 +399,7 @@ static void load_into(struct nodes *n, struct node_rec *r, const struct persist_
 	n->revoked_gen++;
 	take_held(r, pn);
 	take_holder(n, r, pn);
+	take_counts(r, pn);
 }
 
 static int load_one(void *ctx, const struct persist_node *pn)
@@ -493,6 +504,7 @@ int nodes_merge(struct nodes *n, const struct persist_node *pn)
 	}
 	take_held(r, pn);
 	take_holder(n, r, pn);
+	take_counts(r, pn);
 	/* a node polling another replica: its window counts here too */
 	int64_t ago = wall_seconds() - pn->last_seen;
 	if (strcmp(pn->transport, "poll") == 0 && pn->replica && pn->replica[0] && ago >= 0 &&
@@ -869,8 +881,9 @@ void nodes_set_counts(struct nodes *n, const char *id, bool counts, const char *
 		bool changed = r->counts != (int)counts || strncmp(r->counts_reason, why, sizeof(r->counts_reason) - 1) != 0;
 		r->counts = counts;
 		copy_str(r->counts_reason, sizeof(r->counts_reason), why);
-		/* a relay passes it up (a 'u' line): nothing else stores it */
-		if (changed && n->p->ops->upstream)
+		/* a relay passes it up (a 'u' line), a replica to the others
+		 * (the controller's gates); SQLite does not store it */
+		if (changed && (n->p->ops->upstream || n->p->ops->replica))
 			mark_dirty(n, r);
 	}
 	pthread_mutex_unlock(&n->lock);

@@ -14,6 +14,8 @@
 struct overrides {
 	pthread_mutex_t lock;
 	uint64_t *v;
+	unsigned *marks;   /* per version: the notes not forgotten (a writer's tentative one, and
+			    * another replica's real one for the same number, are two) */
 	size_t n, cap;
 };
 
@@ -30,6 +32,7 @@ void overrides_free(struct overrides *o)
 		return;
 	pthread_mutex_destroy(&o->lock);
 	free(o->v);
+	free(o->marks);
 	free(o);
 }
 
@@ -53,13 +56,18 @@ void overrides_note(struct overrides *o, uint64_t v)
 		return;
 	pthread_mutex_lock(&o->lock);
 	size_t at = upper(o, v);
-	if (!(at > 0 && o->v[at - 1] == v)) {
+	if (at > 0 && o->v[at - 1] == v) {
+		o->marks[at - 1]++;
+	} else {
 		if (o->n == o->cap) {
 			o->cap = o->cap ? o->cap * 2 : 16;
 			o->v = xrealloc(o->v, o->cap * sizeof(*o->v));
+			o->marks = xrealloc(o->marks, o->cap * sizeof(*o->marks));
 		}
 		memmove(o->v + at + 1, o->v + at, (o->n - at) * sizeof(*o->v));
+		memmove(o->marks + at + 1, o->marks + at, (o->n - at) * sizeof(*o->marks));
 		o->v[at] = v;
+		o->marks[at] = 1;
 		o->n++;
 	}
 	pthread_mutex_unlock(&o->lock);
@@ -71,8 +79,9 @@ void overrides_forget(struct overrides *o, uint64_t v)
 		return;
 	pthread_mutex_lock(&o->lock);
 	size_t at = upper(o, v);
-	if (at > 0 && o->v[at - 1] == v) {
+	if (at > 0 && o->v[at - 1] == v && --o->marks[at - 1] == 0) {
 		memmove(o->v + at - 1, o->v + at, (o->n - at) * sizeof(*o->v));
+		memmove(o->marks + at - 1, o->marks + at, (o->n - at) * sizeof(*o->marks));
 		o->n--;
 	}
 	pthread_mutex_unlock(&o->lock);
@@ -87,6 +96,19 @@ uint64_t overrides_at(struct overrides *o, uint64_t v)
 	uint64_t r = at ? o->v[at - 1] : 0;
 	pthread_mutex_unlock(&o->lock);
 	return r;
+}
+
+void overrides_relay_member(struct overrides *o, uint64_t lo, uint64_t hi, struct buf *out)
+{
+	if (!o)
+		return;
+	pthread_mutex_lock(&o->lock);
+	size_t first = upper(o, lo), end = upper(o, hi);
+	for (size_t i = first; i < end; i++)
+		buf_printf(out, "%s\"%llu\"", i == first ? ",\"overridden\":[" : ",", (unsigned long long)o->v[i]);
+	if (end > first)
+		buf_putc(out, ']');
+	pthread_mutex_unlock(&o->lock);
 }
 
 static int load_cb(void *ctx, const struct persist_version *v)

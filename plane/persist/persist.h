@@ -146,7 +146,9 @@ struct persist_node {
 	const char *traffic;
 	/* whether it counts its traffic, as its ACKs say (traffic-aware
 	 * gates): 0 unknown, 1 it does, -1 it does not (counts_reason: why);
-	 * memory only: a relay passes it up (a 'u' line), no backend stores it */
+	 * a relay passes it up (a 'u' line), etcd keeps it in the record (the
+	 * controller's gates learn why a node of another replica does not
+	 * count), SQLite does not store it */
 	int counts;
 	const char *counts_reason;
 	/* only its ACK part (acked version and time, health, ACKs; sent

@@ -134,6 +134,11 @@ cJSON *record_node_to_json(const struct persist_node *r)
 		cJSON_AddStringToObject(o, "sub", r->sub);
 	if (r->traffic)
 		cJSON_AddStringToObject(o, "traffic", r->traffic);
+	if (r->counts) {   /* whether it counts its traffic (the controller's gates) */
+		cJSON_AddBoolToObject(o, "counts", r->counts > 0);
+		if (r->counts < 0)
+			cJSON_AddStringToObject(o, "counts_reason", r->counts_reason ? r->counts_reason : "");
+	}
 	if (r->verify_failures) {
 		num(o, "verify_failures", r->verify_failures);
 		num(o, "vf_version", r->vf_version);
@@ -192,6 +197,9 @@ int record_node_from_json(const cJSON *o, struct persist_node *n)
 	n->sub = cJSON_IsString(sub) ? sub->valuestring : NULL;
 	const cJSON *traffic = cJSON_GetObjectItemCaseSensitive(o, "traffic");
 	n->traffic = cJSON_IsString(traffic) ? traffic->valuestring : NULL;
+	const cJSON *counts = cJSON_GetObjectItemCaseSensitive(o, "counts");
+	n->counts = cJSON_IsBool(counts) ? (cJSON_IsTrue(counts) ? 1 : -1) : 0;
+	n->counts_reason = n->counts < 0 ? record_str(o, "counts_reason") : NULL;
 	return n->id[0] && n->labels[0] ? 0 : -1;
 }
 

@@ -7,7 +7,8 @@
  * Checks on what relay_state_decode accepts: every change has a valid
  * name and a version in 1..the state's version, changes ascend by
  * version with no name twice in one version, a body is canonical (it
- * encodes back to the same bytes), and horizon and released are at most
+ * encodes back to the same bytes), overridden versions are in 1..version,
+ * and horizon and released are at most
  * the version. Every record decoder is run on every object of the input. */
 #include "fuzz.h"
 #include "persist/records_json.h"
@@ -58,6 +59,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (relay_state_decode((const char *)data, size, &rs, err, sizeof(err)) == 0) {
 		if (rs.horizon > rs.version || rs.released > rs.version || (!rs.version && rs.n))
 			abort();
+		for (size_t i = 0; i < rs.noverridden; i++)   /* overridden versions: 1..version */
+			if (rs.overridden[i] == 0 || rs.overridden[i] > rs.version)
+				abort();
 		for (size_t i = 0; i < rs.n; i++) {
 			const struct persist_remote *c = &rs.ch[i];
 			char nerr[160];

@@ -4,7 +4,8 @@
 # files): wrong gate options stop the plane at start-up with a message
 # naming the option; with gates, every stage of a rollout is unjudged after
 # its bake (files nodes count no traffic), and with --gate-unjudged pass
-# passes flagged so (without it, it would be held: t0986),
+# passes flagged so (without it, it would be held: t0986; with
+# --gate-unjudged revert, the rollout is rolled back saying why),
 # which GET /v1/rollouts/current, tetherctl rollout status (and --json),
 # tetherctl watch,
 # the console (with headless chromium and puppeteer-core, as t0940),
@@ -101,6 +102,34 @@ if [ -n "$CHROMIUM" ] && [ -x "$CHROMIUM" ] && [ -n "$PP_DIR" ] && command -v no
 else
 	diag "no headless chromium with puppeteer-core: the console's gate panel is not checked here"
 fi
+stop_pid "$PLANE_PID"
+
+# ---- --gate-unjudged revert: the same stage is rolled back, saying why -------------------
+
+for n in "${NODES[@]}"; do
+	stop_pid "${APID[$n]}" TERM   # (plane r may get p's port)
+done
+start_plane r --rollout staged --stages 50,100 --bake 1 --heartbeat 1 --ack-timeout 20 \
+	--gate-error-rate 0.01 --gate-unjudged revert
+put file/motd '{"path":"motd.txt","content":"one\n"}' >/dev/null
+check "(revert) with no node, the first rollout ends" wait_until 10 ro_ended 1
+NODES=(r1 r2 r3 r4)
+for n in "${NODES[@]}"; do
+	start_agent "$n" --consumer files --backoff-max 1
+done
+check "(revert) the four agents apply version 1" wait_until 30 fleet_at 1
+check "(revert) the plane sees them connected" wait_until 20 connected_is 4
+put file/motd '{"path":"motd.txt","content":"two\n"}' >/dev/null
+check "(revert) the change's rollout is rolled back after the first stage's bake" wait_until 30 ro_is \
+	'.id == 2 and .state == "rolled_back"'
+check "... the reason names the canaries and why" ro_is \
+	'.reason | test("unjudged: r[1-4], r[1-4] do not count traffic \\(consumer files does not count traffic\\)")'
+check "... the stage's verdict is unjudged, not held" ro_is '.gate.stages[0].verdict == "unjudged" and .gate.stages[0].held == false'
+check_eq "... only the first stage ran" 1 "$(ro '.gate.stages | length')"
+no_motd_two() { [ -z "$(wrong_content motd.txt one)" ]; }
+check "... and every node serves the motd before the change again" wait_until 20 no_motd_two
+check_eq "tether_gate_unjudged_total 1, no gate failure" "1 0" \
+	"$(metric tether_gate_unjudged_total) $(metric tether_gate_failures_total)"
 stop_pid "$PLANE_PID"
 
 # ---- without gates, none of it -------------------------------------------------------

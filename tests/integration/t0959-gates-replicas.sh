@@ -10,7 +10,8 @@
 # stage judged on traffic (a verdict of pass); a change sending /api to a
 # cluster answering 500 is caught at the canary, reverted, the reason
 # naming the route and the error rate; every node serves the good
-# cluster again.
+# cluster again. A files node on the follower: the controller's listing
+# says it does not count and why (the node's record in etcd).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-etcd.sh"
 . "$(dirname "$0")/lib-gates.sh"
@@ -72,4 +73,11 @@ n1_traffic_seen() {
 gates_fleet_scenario "on the follower"
 
 check_eq "the controller did not change meanwhile" 1 "$(ctl_of "$C_URL")"
+
+# ---- a node of the follower that does not count: the controller knows why (its record) ----
+PLANE_URL=$F_URL
+start_agent f1 --consumer files --sub "cluster/good"
+PLANE_URL=$C_URL
+check "a files node on the follower: the controller's listing says it does not count, and why" wait_until 20 \
+	sh -c "curl -fsS '$C_URL/v1/nodes/f1' | jq -e '.counts == false and .counts_reason == \"consumer files does not count traffic\"'"
 done_testing

@@ -9,17 +9,10 @@
 # sync and revert are guarded like writes; the record survives a restart;
 # guards are in every subscription's pushes.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib-guards.sh"
 
 need_cmd jq
 
-# eps N: a cluster body with N endpoints
-eps() {
-	local i out=""
-	for i in $(seq 1 "$1"); do
-		out="$out${out:+,}{\"address\":\"10.0.0.$i\",\"port\":80}"
-	done
-	echo "{\"endpoints\":[$out]}"
-}
 # file_body N [PATH]: a file body whose content is N bytes
 file_body() {
 	echo "{\"path\":\"${2:-f.txt}\",\"content\":\"$(head -c "$1" /dev/zero | tr '\0' x)\"}"
@@ -70,6 +63,13 @@ check "... names the numbers" grep -qF "guard/min: cluster/min-a: 1 endpoints, f
 check_eq "a new cluster under it with 1: 422" 422 "$(w PUT cluster/min-b "$(eps 1)")"
 check_eq "deleting cluster/min-a: 422" 422 "$(w DELETE cluster/min-a)"
 check "... a delete that empties it" grep -qF "guard/min: cluster/min-a: deleting it leaves 0 endpoints (min_endpoints 2)" "$WORK/answer"
+# what a write does not change is not judged (nodes see only effective changes)
+echo '{"removes":["cluster/min-gone"]}' >"$WORK/gone.json"
+check "a batch removing a covered cluster that does not exist is no violation" ctl apply "$WORK/gone.json"
+check_eq "cluster/min-c with 1 endpoint, under an override" 200 \
+	"$(w PUT cluster/min-c "$(eps 1)" -H 'X-Tether-Override: below min on purpose')"
+V=$(plane_version)
+check_eq "written again as it is: no violation, no version" "200 $V" "$(w PUT cluster/min-c "$(eps 1)") $(plane_version)"
 
 # ---- max_bytes, max_growth --------------------------------------------------------
 check_eq "a file of 100 bytes: at max_bytes" 200 "$(w PUT file/f "$(file_body 100)")"

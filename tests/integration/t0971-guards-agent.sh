@@ -12,41 +12,21 @@
 # the real plane's check: n1 verifies the signature, and the guard refuses
 # it, also when a proxy adds an unsigned claim of an override (which a
 # node without --trust, having nothing else, believes). A node subscribed
-# to file/ gets the guards too.
+# to file/ (or, via the relay, to cluster/) with --trust gets the guards
+# too, in the digest its statement signs.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib-guards.sh"
 . "$(dirname "$0")/lib-attack.sh"
 
 [ -x "$AGENT_BIN" ] || bail "no $AGENT_BIN: build first"
 need_cmd node jq
-
-# eps N: a cluster body with N endpoints
-eps() {
-	local i out=""
-	for i in $(seq 1 "$1"); do
-		out="$out${out:+,}{\"address\":\"10.0.0.$i\",\"port\":80}"
-	done
-	echo "{\"endpoints\":[$out]}"
-}
-# nack_has NODE TEXT: the plane's last NACK of NODE holds TEXT
-nack_has() {
-	node_field "$1" '.last_nack.error // empty' | grep -qF -- "$2"
-}
-# on PLANEURL CMD...: lib.sh's helpers against another plane
-on() {
-	local keep=$PLANE_URL rc
-	PLANE_URL=$1
-	shift
-	"$@"
-	rc=$?
-	PLANE_URL=$keep
-	return $rc
-}
 
 "$CTL_BIN" keygen "$WORK/plane.key" >/dev/null || bail "keygen failed"
 start_plane p --signing-key "$WORK/plane.key" --heartbeat 0.5
 P=$PLANE_URL
 put guard/shrink '{"match":"cluster/web","max_shrink":0.5}' >/dev/null
 put cluster/web "$(eps 4)" >/dev/null
+put file/readme '{"path":"readme.txt","content":"hello"}' >/dev/null
 V=$(plane_version)
 
 start_tool atk1 attack-proxy.mjs --target "127.0.0.1:$PLANE_PORT"
@@ -56,17 +36,21 @@ ATK2=$TOOL_PORT
 TARGS=(--trust "$WORK/plane.key.pub" --metrics-file "$WORK/n1.prom" --backoff-min 0.1 --backoff-max 0.5)
 start_agent n1 --plane "http://127.0.0.1:$ATK1" "${TARGS[@]}"
 start_agent n2 --plane "http://127.0.0.1:$ATK2" --backoff-min 0.1 --backoff-max 0.5
-start_agent n3 --sub file/ --backoff-min 0.1 --backoff-max 0.5
+# narrow subscriptions with --trust: the guards are in the state their
+# statements sign, at the plane, the relay and the agent alike
+start_agent n3 --sub file/ --trust "$WORK/plane.key.pub" --backoff-min 0.1 --backoff-max 0.5
 # n4 (no --trust) and n5 (--trust) behind a relay
 start_plane r1 --upstream "$P" --relay-id r1 --heartbeat 0.5
 RELAY=$PLANE_URL
 PLANE_URL=$P
 start_agent n4 --plane "$RELAY" --backoff-min 0.1 --backoff-max 0.5
-start_agent n5 --plane "$RELAY" --trust "$WORK/plane.key.pub" --backoff-min 0.1 --backoff-max 0.5
+start_agent n5 --plane "$RELAY" --sub cluster/ --trust "$WORK/plane.key.pub" --backoff-min 0.1 --backoff-max 0.5
 check "n1, n2 and n3 run version $V" wait_until 15 all_at "$V" n1 n2 n3
 check "n4 and n5 (through the relay) too" wait_until 15 all_at "$V" n4 n5
-check_eq "a push for file/ holds the guard too (n3's subscription)" "guard/shrink" \
-	"$(curl -sS "$P/v1/config?node=n3x&version=0&sub=file/" | jq -r '[.upserts[].name] | join(",")')"
+check_eq "a push for file/ holds the guard too (n3's subscription)" "file/readme,guard/shrink" \
+	"$(curl -sS "$P/v1/config?node=n3x&version=0&sub=file/" | jq -r '[.upserts[].name] | sort | join(",")')"
+check "n3 (file/) and n5 (cluster/, via the relay) verified their statements: no digest NACK" \
+	sh -c "! grep -q 'digest mismatch' '$WORK/n3.log' '$WORK/n5.log'"
 
 # ---- an override reaches both ---------------------------------------------------
 eps 1 >"$WORK/web1.json"
@@ -105,7 +89,8 @@ VS=$(plane_version)
 check "n2 NACKs the shrunk push of version $VS by the guard" wait_until 15 nack_has n2 \
 	"guard/shrink: cluster/web: 3 -> 1 endpoints loses 67% (max_shrink 0.5)"
 check "... and by guard/tight" nack_has n2 "guard/tight: cluster/web: 1 endpoints, fewer than min_endpoints 2"
-check "... saying no override happened since what it serves" nack_has n2 "no override since version $VT"
+check "... saying no override happened since what it serves, and what lets it through" nack_has n2 \
+	"no override since version $VT, the version served (a write with tetherctl --override lets it through)"
 check "... and keeps serving version $VT" agent_at n2 "$VT"
 check "n1 (its proxy passes) gets version $VS" wait_until 15 agent_at n1 "$VS"
 mode "$ATK2" pass

@@ -8,23 +8,13 @@
 # it (a third plane on another prefix). After b restarts it still signs
 # the override (read back from the log).
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib-guards.sh"
 . "$(dirname "$0")/lib-etcd.sh"
 
 [ -x "$ETCD_BIN" ] || skip_all "etcd is not installed (Debian's etcd-server; scripts/deps installs it)"
 [ -x "$AGENT_BIN" ] || bail "no $AGENT_BIN: build first"
 need_cmd jq curl
 
-eps() {
-	local i out=""
-	for i in $(seq 1 "$1"); do
-		out="$out${out:+,}{\"address\":\"10.0.0.$i\",\"port\":80}"
-	done
-	echo "{\"endpoints\":[$out]}"
-}
-on() { local PLANE_URL=$1; shift; "$@"; }
-nack_has() {
-	node_field "$1" '.last_nack.error // empty' | grep -qF -- "$2"
-}
 # overridden_on URL: the "overridden" of the statement b signs for its version
 overridden_on() {
 	curl -fsS "$1/v1/config?node=probe&version=0" | jq -r .statement | cut -d. -f1 |

@@ -7,17 +7,10 @@
 # records it as an override ("rollout revert") and signs it, so the node
 # that took the growth takes the revert, and the other keeps what it had.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib-guards.sh"
 
 [ -x "$AGENT_BIN" ] || bail "no $AGENT_BIN: build first"
 need_cmd jq
-
-eps() {
-	local i out=""
-	for i in $(seq 1 "$1"); do
-		out="$out${out:+,}{\"address\":\"10.0.0.$i\",\"port\":80}"
-	done
-	echo "{\"endpoints\":[$out]}"
-}
 
 "$CTL_BIN" keygen "$WORK/plane.key" >/dev/null || bail "keygen failed"
 start_plane p --rollout staged --stages 50,100 --bake 600 --heartbeat 0.5 --ack-timeout 60 \

@@ -63,6 +63,13 @@ check_eq "tetherd: the config file takes approvers and approvals" "configuration
 track_pid $!
 check "tetherd: --approvals 3 with 2 keys in the file does not start" wait_until 10 grep -q "approvals 3: '$WORK/approvers' holds only 2 approver keys" "$WORK/o3.err"
 
+cat "$WORK/a.key.pub" "$WORK/plane.key.pub" >"$WORK/approvers-bad"
+"$AGENT_BIN" --node x --plane http://127.0.0.1:1 --trust "$WORK/plane.key.pub" --approvers "$WORK/approvers-bad" \
+	--approvals 2 --state-dir "$WORK/y.state" --output-dir "$WORK/y.out" 2>"$WORK/o4.err" &
+track_pid $!
+check "tetherd: the plane's statement key among the approvers does not start" wait_until 10 grep -q \
+	"key $(awk '{print $3}' "$WORK/plane.key.pub") is also a statement key of --trust" "$WORK/o4.err"
+
 start_plane p --signing-key "$WORK/plane.key" --heartbeat 0.5
 wfile a a1
 V1=$(plane_version)
@@ -170,6 +177,22 @@ check "approve $V4: the change against the last approved ($V2) is none" grep -q 
 check "the approving node takes $V4" wait_until 10 agent_at appr "$V4"
 check_eq "  serving a2" "a2" "$(content appr a)"
 
+# ---- SIGHUP: an approver key never becomes a statement key too ----------------------------
+cp "$WORK/plane.key.pub" "$WORK/trust-h"
+cp "$WORK/approvers" "$WORK/approvers-h"
+start_agent hup --trust "$WORK/trust-h" --approvers "$WORK/approvers-h" --approvals 2 --backoff-min 0.1 --backoff-max 0.5
+check "hup: serves $V4" wait_until 10 agent_at hup "$V4"
+cat "$WORK/plane.key.pub" >>"$WORK/approvers-h"
+kill -HUP "${APID[hup]}"
+check "hup: approvers that bring the plane's key are refused, the old ones kept" wait_until 10 grep -q \
+	"SIGHUP: .*is also a statement key of --trust .*(keeping the approver keys)" "$WORK/hup.log"
+cp "$WORK/approvers" "$WORK/approvers-h"
+cat "$WORK/a.key.pub" >>"$WORK/trust-h"
+kill -HUP "${APID[hup]}"
+check "hup: a --trust that brings an approver's key is refused, the old keys kept" wait_until 10 grep -q \
+	"SIGHUP: .*key $KA is also a statement key of --trust .*(keeping the trusted keys)" "$WORK/hup.log"
+stop_pid "${APID[hup]}"
+
 # ---- roles: a reader reads approvals, an operator posts them ----------------------------
 stop_pid "$PLANE_PID"
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$WORK/admin.tok"
@@ -190,6 +213,14 @@ check_eq "secure: an operator may (a broken token: 422, past the role check)" "4
 	"$(api_status POST /v1/approvals -H "$(auth operator)" --data '{"version":1,"approvals":["x"]}')"
 "$CTL_BIN" --plane "$PLANE_URL" --token-file "$WORK/operator.tok" approve 1 --key "$WORK/a.key" >"$WORK/op.out" 2>&1
 check "secure: tetherctl approve with an operator's token" grep -q "version 1: pending approval\|version 1: approved" "$WORK/op.out"
+printf '{"cert":"-----BEGIN CERTIFICATE-----\\nMIIB\\n-----END CERTIFICATE-----\\n","key":"-----BEGIN PRIVATE KEY-----\\nMIIC\\n-----END PRIVATE KEY-----\\n"}' |
+	"$CTL_BIN" --plane "$PLANE_URL" --token-file "$WORK/admin.tok" put secret/p >/dev/null || bail "cannot write a plaintext secret"
+check_eq "secure: an operator approving a plaintext secret's state: refused (exit 1)" "1" \
+	"$("$CTL_BIN" --plane "$PLANE_URL" --token-file "$WORK/operator.tok" approve 2 --key "$WORK/a.key" >"$WORK/op2.out" 2>&1; echo $?)"
+check "  saying its body is redacted and an admin's token is needed" grep -q \
+	"secret/p: its body reads \[redacted\] .*approve with an admin's token" "$WORK/op2.out"
+"$CTL_BIN" --plane "$PLANE_URL" --token-file "$WORK/admin.tok" approve 2 --key "$WORK/a.key" >"$WORK/op3.out" 2>&1
+check "secure: an admin approves it" grep -q "version 2: pending approval\|version 2: approved" "$WORK/op3.out"
 
 # ---- a sealed secret: tetherctl digests its push form, as the plane does -----------------
 stop_pid "$PLANE_PID"

@@ -9,6 +9,8 @@
 # with verdict "unjudged" goes out on /v1/events, and
 # tether_gate_unjudged_total counts it. When the canary's agent restarts
 # counting (its defaults), the stage is judged and the rollout completes.
+# Restarted with --traffic-listen off again, holding its version (no push,
+# no ACK), its connection says it does not count.
 # A files node says why it does not count either, also behind a relay.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-proxy.sh"
@@ -52,10 +54,11 @@ check "/metrics counts it: tether_gate_unjudged_total 1" sh -c "curl -s '$PLANE_
 check "tetherctl rollout status says it is held and why" sh -c \
 	"'$CTL_BIN' --plane '$PLANE_URL' rollout status | grep -qF 'held: unjudged: $CANARY does not count traffic (started with --traffic-listen off)'"
 check "the plane logged it" grep -q "stage 25%: held: unjudged: $CANARY" "$PLANE_LOG"
-# held, it stays: once more after one more heartbeat and bake the same
-# (waiting for the plane to write its next heartbeat log line is no event
-# here; the status is read again after the ticker judged it anew)
-check "still held, not passed, after the node ACKs again" ro_is '.state == "in_progress" and .gate.stages[0].held == true'
+# held, it stays: read again after three more of the plane's heartbeats on
+# /v1/events (longer than the 2 s bake; the ticker stepped the rollout)
+HB=$(grep -c '^event: heartbeat' "$WORK/events")
+check "three more heartbeats on /v1/events" wait_until 20 sh -c "[ \$(grep -c '^event: heartbeat' '$WORK/events') -ge $((HB + 3)) ]"
+check "still held, not passed, three heartbeats later" ro_is '.state == "in_progress" and .stage == 25 and .gate.stages[0].held == true'
 
 # ---- the canary counts again: judged, the rollout goes on -----------------------------------
 N=${CANARY#n}
@@ -73,6 +76,19 @@ diag "last stage: $(ro '.gate.stages[1].reason')"
 check "/metrics: two stages unjudged" sh -c "curl -s '$PLANE_URL/metrics' | grep -q '^tether_gate_unjudged_total 2$'"
 check "tetherctl rollout abort ends it" sh -c "'$CTL_BIN' --plane '$PLANE_URL' rollout abort >/dev/null"
 check "aborted" wait_until 10 ro_is '.state == "aborted"'
+
+# ---- it stops counting while it holds its version: its connection says so ------------------
+# (no push, so no ACK to carry it: the stream's counts=0 and counts_reason)
+check "the canary holds the newest version" wait_until 20 sh -c \
+	"curl -s '$PLANE_URL/v1/nodes/$CANARY' | jq -e '.acked_version == $(plane_version) and .counts == true'"
+ACKS=$(curl -s "$PLANE_URL/v1/nodes/$CANARY" | jq .acks)
+stop_pid "${APID[$CANARY]}" TERM
+start_agent "$CANARY" --consumer nginx --pidfile "$WORK/nx$N/nginx.pid" --marker "127.0.0.1:${GM[$N]}" \
+	--sub "cluster/,listener/$CANARY-l,route/$CANARY-" --reload-timeout 5 --backoff-min 0.1 --backoff-max 1 \
+	--traffic-listen off
+check "restarted with --traffic-listen off, its connection says it does not count, and why" wait_until 20 sh -c \
+	"curl -s '$PLANE_URL/v1/nodes/$CANARY' | jq -e '.connected and .counts == false and .counts_reason == \"started with --traffic-listen off\"'"
+check_eq "... without an ACK (it held its version)" "$ACKS" "$(curl -s "$PLANE_URL/v1/nodes/$CANARY" | jq .acks)"
 
 # ---- a files node says why it does not count ---------------------------------------------
 start_agent f1 --consumer files --sub "cluster/good"

@@ -118,9 +118,12 @@ static void test_hold(void **state)
 				       "\"tokens\":[\"tokA8\",\"tokC8\"]}"));
 	assert_non_null(strstr(b.data, "\"subs\":[\"cluster/\"]"));
 	buf_release(&b);
-	/* the history kept: from what the node holds, and from the oldest
-	 * approval kept (a relay's nodes may hold it) */
+	/* the history kept: from what the node holds, and, while a relay
+	 * follows, from the oldest approval kept (its nodes may hold it) */
 	uint64_t floor = 0;
+	assert_true(approvals_floor(f->a, &floor));
+	assert_int_equal(floor, 8);
+	approvals_relay_seen(f->a);
 	assert_true(approvals_floor(f->a, &floor));
 	assert_int_equal(floor, 5);
 	/* k = 0 forgets the node: not held any more */
@@ -143,14 +146,22 @@ static void test_gone_node_keeps_no_history(void **state)
 	assert_false(approvals_floor_at(f->a, now + APPROVALS_NODE_GONE_MS + 1000, &floor));
 	/* still held, should it come back */
 	assert_int_equal(approvals_target(f->a, "gone", UINT64_MAX), 3);
-	/* an approval kept still holds the history from its version */
+	/* an approval kept holds no history without a relay (nothing else
+	 * may be held there) */
 	add(f, 5, "", "aaaa000000000000", "tokA5", 1);
-	assert_true(approvals_floor_at(f->a, now + APPROVALS_NODE_GONE_MS + 1000, &floor));
-	assert_int_equal(floor, 5);
+	assert_false(approvals_floor_at(f->a, now + APPROVALS_NODE_GONE_MS + 1000, &floor));
 	/* a heartbeat (approvals_seen) or a push keeps a node there */
 	approvals_seen(f->a, "gone");
 	assert_true(approvals_floor_at(f->a, now_ms() + APPROVALS_NODE_GONE_MS - 1000, &floor));
 	assert_int_equal(floor, 3);
+	/* a relay following, then gone too */
+	approvals_sent(f->a, "gone", 6);
+	assert_true(approvals_floor_at(f->a, now_ms(), &floor));
+	assert_int_equal(floor, 6);
+	approvals_relay_seen(f->a);
+	assert_true(approvals_floor_at(f->a, now_ms(), &floor));
+	assert_int_equal(floor, 5);
+	assert_false(approvals_floor_at(f->a, now_ms() + APPROVALS_NODE_GONE_MS + 1000, &floor));
 }
 
 static void test_many_nodes(void **state)

@@ -533,6 +533,23 @@ static void expect_metric(struct gate *g, const char *want)
 	buf_release(&m);
 }
 
+/* Stage 1 of rollout run begun with members names, every one ACKed. */
+static double stage_acked(struct gate *g, struct stage *s, uint64_t run, const char *const *names, size_t n)
+{
+	double start = stage_begin(g, s, run, 0, 10, names, n);
+	for (size_t i = 0; i < n; i++)
+		s->acked[i] = true;
+	return start;
+}
+
+/* Stage 1 of rollout run, as the rollout's JSON shows it, has reason want. */
+static void expect_reason(struct gate *g, uint64_t run, const char *want)
+{
+	cJSON *doc = gate_doc(g, run);
+	assert_string_equal(str_at(doc, 0, "reason"), want);
+	cJSON_Delete(doc);
+}
+
 static void test_unjudged(void **state)
 {
 	(void)state;
@@ -541,8 +558,7 @@ static void test_unjudged(void **state)
 	struct stage s;
 	/* hold (the default): n2 says it does not count, n3 never reported */
 	struct gate *g = make_gate_unjudged(NULL);
-	double start = stage_begin(g, &s, 7, 0, 10, three, 3);
-	s.acked[0] = s.acked[1] = s.acked[2] = true;
+	double start = stage_acked(g, &s, 7, three, 3);
 	report1(g, "n1", 2, "g2", start + 0.2, start + 10, 500, 0, 5);
 	gate_counts(g, "n2", false, "started with --traffic-listen off");
 	/* not before the bake is over */
@@ -567,10 +583,7 @@ static void test_unjudged(void **state)
 	/* n3 reports (it counts, few requests): only n2 holds it now */
 	report1(g, "n3", 2, "g2", start + 0.2, start + 10, 5, 0, 5);
 	assert_int_equal(judge(g, &s, &reason), GATE_UNJUDGED);
-	doc = gate_doc(g, 7);
-	assert_string_equal(str_at(doc, 0, "reason"),
-			    "held: unjudged: n2 does not count traffic (started with --traffic-listen off)");
-	cJSON_Delete(doc);
+	expect_reason(g, 7, "held: unjudged: n2 does not count traffic (started with --traffic-listen off)");
 	expect_metric(g, "tether_gate_unjudged_total 1\n");
 	/* n2 restarted counting (its report says so, without an ACK): judged,
 	 * passes (flagged: n3 saw few) */
@@ -584,10 +597,23 @@ static void test_unjudged(void **state)
 	gate_free(g);
 	release_cfg();
 
+	/* a member that counted, then stops counting mid-stage (restarted
+	 * with --traffic-listen off, holding its version: its connection
+	 * says so, no ACK): unjudged, not judged on what it counted before */
+	g = make_gate_unjudged(NULL);
+	start = stage_acked(g, &s, 12, three, 3);
+	for (int i = 0; i < 3; i++)
+		report1(g, three[i], 2, "g2", start + 0.2, start + 5, 500, 0, 5);
+	gate_counts(g, "n3", false, "started with --traffic-listen off");
+	s.v.baked = true;
+	assert_int_equal(judge(g, &s, &reason), GATE_UNJUDGED);
+	expect_reason(g, 12, "held: unjudged: n3 does not count traffic (started with --traffic-listen off)");
+	gate_free(g);
+	release_cfg();
+
 	/* a crossing still fails the stage, unjudged members or not */
 	g = make_gate_unjudged(NULL);
-	start = stage_begin(g, &s, 8, 0, 10, three, 3);
-	s.acked[0] = s.acked[1] = s.acked[2] = true;
+	start = stage_acked(g, &s, 8, three, 3);
 	s.v.baked = true;
 	report1(g, "n1", 2, "g2", start + 0.2, start + 10, 300, 200, 5);
 	assert_int_equal(judge(g, &s, &reason), GATE_FAIL);
@@ -598,8 +624,7 @@ static void test_unjudged(void **state)
 
 	/* revert: the rollout gets the reason */
 	g = make_gate_unjudged("revert");
-	start = stage_begin(g, &s, 9, 0, 10, three, 3);
-	s.acked[0] = s.acked[1] = s.acked[2] = true;
+	start = stage_acked(g, &s, 9, three, 3);
 	s.v.baked = true;
 	for (int i = 0; i < 3; i++)
 		gate_counts(g, three[i], false, "consumer files does not count traffic");
@@ -613,8 +638,7 @@ static void test_unjudged(void **state)
 
 	/* pass: today's behaviour, flagged */
 	g = make_gate_unjudged("pass");
-	start = stage_begin(g, &s, 10, 0, 10, three, 3);
-	s.acked[0] = s.acked[1] = s.acked[2] = true;
+	start = stage_acked(g, &s, 10, three, 3);
 	s.v.baked = true;
 	report1(g, "n1", 2, "g2", start + 0.2, start + 10, 500, 0, 5);
 	report1(g, "n2", 2, "g2", start + 0.2, start + 10, 500, 0, 5);
@@ -632,15 +656,10 @@ static void test_unjudged(void **state)
 	/* more than five: the first five named, and how many more */
 	static const char *const seven[] = { "a", "b", "c", "d", "e", "f", "g" };
 	g = make_gate_unjudged(NULL);
-	stage_begin(g, &s, 11, 0, 10, seven, 7);
-	for (int i = 0; i < 7; i++)
-		s.acked[i] = true;
+	stage_acked(g, &s, 11, seven, 7);
 	s.v.baked = true;
 	assert_int_equal(judge(g, &s, &reason), GATE_UNJUDGED);
-	doc = gate_doc(g, 11);
-	assert_string_equal(str_at(doc, 0, "reason"),
-			    "held: unjudged: a, b, c, d, e and 2 more do not count traffic (sent no traffic report)");
-	cJSON_Delete(doc);
+	expect_reason(g, 11, "held: unjudged: a, b, c, d, e and 2 more do not count traffic (sent no traffic report)");
 	gate_free(g);
 	release_cfg();
 }

@@ -165,6 +165,46 @@ static void test_max_growth(void **state)
 	guards_release(&gs);
 }
 
+/* At the limit exactly, for limits whose product with the count rounds
+ * below it in floating point (0.57 * 100 is 56.99..., 1.15 * 100 is
+ * 114.99...): the fraction is compared, so the limit itself passes. */
+static void test_limits_that_round(void **state)
+{
+	(void)state;
+	struct guards gs;
+	guards_init(&gs);
+	add(&gs, "guard/r", "{\"max_shrink\":0.57,\"max_growth\":1.15}");
+	static char a[8192], b[8192];
+	char msg[1024];
+	/* 100 -> 43 loses 57%: at max_shrink 0.57; 100 -> 42 is over */
+	assert_int_equal(one(&gs, "cluster/c", cluster(100, a, sizeof(a)), cluster(43, b, sizeof(b)), msg, sizeof(msg)), 0);
+	assert_int_equal(one(&gs, "cluster/c", cluster(100, a, sizeof(a)), cluster(42, b, sizeof(b)), msg, sizeof(msg)), 1);
+	assert_string_equal(msg, "guard/r: cluster/c: 100 -> 42 endpoints loses 58% (max_shrink 0.57)");
+	/* the numbers show it over: 3 -> 2 loses 33.3%, not "33%", beside 0.33 */
+	guards_release(&gs);
+	add(&gs, "guard/t", "{\"max_shrink\":0.33,\"max_growth\":1.5}");
+	assert_int_equal(one(&gs, "cluster/c", cluster(3, a, sizeof(a)), cluster(2, b, sizeof(b)), msg, sizeof(msg)), 1);
+	assert_string_equal(msg, "guard/t: cluster/c: 3 -> 2 endpoints loses 33.3% (max_shrink 0.33)");
+	assert_int_equal(one(&gs, "file/f", file_of(1000, a, sizeof(a)), file_of(1501, b, sizeof(b)), msg, sizeof(msg)), 1);
+	assert_string_equal(msg, "guard/t: file/f: content grows 1000 -> 1501 bytes, 1.501x (max_growth 1.5)");
+	guards_release(&gs);
+	add(&gs, "guard/r", "{\"max_shrink\":0.57,\"max_growth\":1.15}");
+	/* 100 -> 115 bytes is 1.15x: at max_growth 1.15; 116 is over */
+	assert_int_equal(one(&gs, "file/f", file_of(100, a, sizeof(a)), file_of(115, b, sizeof(b)), msg, sizeof(msg)), 0);
+	assert_int_equal(one(&gs, "file/f", file_of(100, a, sizeof(a)), file_of(116, b, sizeof(b)), msg, sizeof(msg)), 1);
+	/* every shrink of up to 200 endpoints at a limit k/n itself passes */
+	for (int n = 1; n <= 200; n += 7)
+		for (int k = 0; k <= n; k++) {
+			guards_release(&gs);
+			char body[64];
+			snprintf(body, sizeof(body), "{\"max_shrink\":%.17g}", (double)k / n);
+			add(&gs, "guard/k", body);
+			assert_int_equal(one(&gs, "cluster/c", cluster(n, a, sizeof(a)), cluster(n - k, b, sizeof(b)), msg,
+					     sizeof(msg)), 0);
+		}
+	guards_release(&gs);
+}
+
 static void test_guards_not_guarded_and_report(void **state)
 {
 	(void)state;
@@ -226,6 +266,11 @@ static void test_bodies(void **state)
 		{ "{\"max_shrink\":-0.1}", "guard/x: max_shrink must be a number in [0,1]" },
 		{ "{\"max_bytes\":0}", "guard/x: max_bytes must be an integer in 1..1000000000000000" },
 		{ "{\"max_growth\":0.99}", "guard/x: max_growth must be a number in [1,1000000000]" },
+		/* a match no guarded name starts with would guard nothing */
+		{ "{\"match\":\"clusters/\",\"max_shrink\":0.5}",
+		  "guard/x: match 'clusters/' starts no name a guard limits (cluster/, file/, secret/): it would guard nothing" },
+		{ "{\"match\":\"route/\"}",
+		  "guard/x: match 'route/' starts no name a guard limits (cluster/, file/, secret/): it would guard nothing" },
 	};
 	for (size_t i = 0; i < sizeof(schema_bad) / sizeof(schema_bad[0]); i++) {
 		cJSON *v = cJSON_Parse(schema_bad[i][0]);
@@ -233,10 +278,16 @@ static void test_bodies(void **state)
 		assert_string_equal(err, schema_bad[i][1]);
 		cJSON_Delete(v);
 	}
-	/* every field optional; unknown fields as other types do */
-	cJSON *v = cJSON_Parse("{}");
-	assert_int_equal(resource_validate("guard/x", v, RES_STRICT, NULL, err, sizeof(err)), 0);
-	cJSON_Delete(v);
+	/* every field optional; unknown fields as other types do; a match
+	 * that is a guarded type's prefix, or starts with one, is fine */
+	static const char *const good[] = { "{}", "{\"match\":\"\"}", "{\"match\":\"cluster/web-\"}",
+					    "{\"match\":\"f\"}", "{\"match\":\"secret/\"}" };
+	cJSON *v;
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		v = cJSON_Parse(good[i]);
+		assert_int_equal(resource_validate("guard/x", v, RES_STRICT, NULL, err, sizeof(err)), 0);
+		cJSON_Delete(v);
+	}
 	v = cJSON_Parse("{\"max_bytes\":10,\"other\":1}");
 	assert_int_equal(resource_validate("guard/x", v, 0, NULL, err, sizeof(err)), 0);
 	assert_int_equal(resource_validate("guard/x", v, RES_STRICT, NULL, err, sizeof(err)), -1);
@@ -327,6 +378,7 @@ int main(void)
 		cmocka_unit_test(test_min_endpoints),
 		cmocka_unit_test(test_max_bytes),
 		cmocka_unit_test(test_max_growth),
+		cmocka_unit_test(test_limits_that_round),
 		cmocka_unit_test(test_guards_not_guarded_and_report),
 		cmocka_unit_test(test_bodies),
 		cmocka_unit_test(test_node),

@@ -1,7 +1,7 @@
 /* test_relay_state.c: unit tests of what a relay stream carries: the state
  * event written from a real store (plane/core/relay_feed.c: history included,
  * ascending, snapshots with tombstones) and read back, what the reader
- * refuses (with a reason), and the records of plane/persist/records_json.c (a
+ * refuses (with a reason), the overridden versions it carries, and the records of plane/persist/records_json.c (a
  * rollout, a node with its via column and verification failures, a token)
  * going to JSON and back unchanged. */
 #include <setjmp.h>
@@ -17,6 +17,7 @@
 #include "buf.h"
 #include "persist/sqlite/sqlite.h"
 #include "persist/records_json.h"
+#include "core/overrides.h"
 #include "core/relay_feed.h"
 #include "persist/relay/state.h"
 #include "persist/rollout_rec.h"
@@ -156,6 +157,11 @@ static void test_refusals(void **state)
 		"{\"name\":\"file/a\",\"version\":\"1\"}]}",
 		"{\"version\":\"2\",\"horizon\":\"3\",\"changes\":[]}",
 		"{\"version\":\"2\",\"changes\":[],\"changes\":[]}",
+		"{\"version\":\"2\",\"changes\":[],\"overridden\":\"2\"}",
+		"{\"version\":\"2\",\"changes\":[],\"overridden\":[2]}",
+		"{\"version\":\"2\",\"changes\":[],\"overridden\":[\"3\"]}",
+		"{\"version\":\"2\",\"changes\":[],\"overridden\":[\"0\"]}",
+		"{\"version\":\"2\",\"changes\":[],\"overridden\":[\"1\",\"2\",\"2\"]}",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		struct relay_state rs;
@@ -164,6 +170,46 @@ static void test_refusals(void **state)
 		assert_true(err[0] != '\0');
 		assert_null(rs.ch);
 	}
+}
+
+/* The overridden versions a state brings (core/overrides.c writes them,
+ * the relay reads them): those in (base, version] only; a mark taken back
+ * leaves the others of its version. */
+static void test_overridden(void **state)
+{
+	(void)state;
+	struct overrides *o = overrides_new();
+	overrides_note(o, 3);
+	overrides_note(o, 9);
+	overrides_note(o, 5);
+	overrides_note(o, 12);
+	struct buf b = BUF_INIT;
+	buf_puts(&b, "{\"version\":\"9\",\"base\":\"3\",\"changes\":[]");
+	overrides_relay_member(o, 3, 9, &b);
+	buf_putc(&b, '}');
+	assert_string_equal(b.data, "{\"version\":\"9\",\"base\":\"3\",\"changes\":[],\"overridden\":[\"5\",\"9\"]}");
+	struct relay_state rs;
+	char err[256] = "";
+	assert_int_equal(relay_state_decode(b.data, b.len, &rs, err, sizeof(err)), 0);
+	assert_int_equal(rs.noverridden, 2);
+	assert_int_equal(rs.overridden[0], 5);
+	assert_int_equal(rs.overridden[1], 9);
+	relay_state_release(&rs);
+	/* none in the range: no member at all (an older relay's form) */
+	buf_reset(&b);
+	overrides_relay_member(o, 5, 8, &b);
+	assert_int_equal(b.len, 0);
+	buf_release(&b);
+	/* a writer's tentative mark taken back leaves another's of the same
+	 * version (an etcd replica's override seen meanwhile) */
+	overrides_note(o, 13);
+	overrides_note(o, 13);
+	overrides_forget(o, 13);
+	assert_int_equal(overrides_at(o, 13), 13);
+	overrides_forget(o, 13);
+	assert_int_equal(overrides_at(o, 13), 12);
+	assert_int_equal(overrides_at(o, 11), 9);
+	overrides_free(o);
 }
 
 static void test_records_round_trip(void **state)
@@ -210,6 +256,23 @@ static void test_records_round_trip(void **state)
 	assert_null(cJSON_GetObjectItem(o, "traffic"));
 	assert_int_equal(record_node_from_json(o, &nb), 0);
 	assert_null(nb.traffic);
+	assert_int_equal(nb.counts, 0);   /* not said: nothing written, nothing read */
+	assert_null(cJSON_GetObjectItem(o, "counts"));
+	cJSON_Delete(o);
+	/* whether it counts its traffic: the controller's gates name why not */
+	n.counts = -1;
+	n.counts_reason = "started with --traffic-listen off";
+	o = record_node_to_json(&n);
+	assert_int_equal(record_node_from_json(o, &nb), 0);
+	assert_int_equal(nb.counts, -1);
+	assert_string_equal(nb.counts_reason, "started with --traffic-listen off");
+	cJSON_Delete(o);
+	n.counts = 1;
+	o = record_node_to_json(&n);
+	assert_null(cJSON_GetObjectItem(o, "counts_reason"));
+	assert_int_equal(record_node_from_json(o, &nb), 0);
+	assert_int_equal(nb.counts, 1);
+	assert_null(nb.counts_reason);
 	cJSON_Delete(o);
 
 	struct persist_token t = { .id = "5f0c2a9b1e77", .hash = "ab", .role = "relay", .node = "", .name = "edge",
@@ -234,6 +297,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_history_in_order, setup, teardown),
 		cmocka_unit_test(test_refusals),
+		cmocka_unit_test(test_overridden),
 		cmocka_unit_test(test_records_round_trip),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -5,7 +5,8 @@
  * registry: plaintext refused with --sealed-secrets and taken without,
  * a malformed envelope, another recovery key, a missing wrap, the
  * plane's own "superseded" list and a replayed envelope refused, a
- * revoked key's wrap dropped. Keys and envelopes are real
+ * revoked key's wrap dropped; a guard's max_bytes judges the push body.
+ * Keys and envelopes are real
  * (common/nodekey.c, common/envelope.c). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -20,6 +21,7 @@
 #include <sys/stat.h>
 
 #include "buf.h"
+#include "core/guardcheck.h"
 #include "core/nodes.h"
 #include "core/sealed.h"
 #include "core/store.h"
@@ -195,6 +197,42 @@ static const char *id_of(const char *stored, char *out)
 	snprintf(out, ENVELOPE_ID_LEN + 1, "%s", json_get_string(cJSON_GetObjectItemCaseSensitive(doc, "sealed"), "id"));
 	cJSON_Delete(doc);
 	return out;
+}
+
+/* A guard's max_bytes on a sealed secret (core/guardcheck.c) judges what
+ * nodes get and judge themselves, the push body: the wraps in the stored
+ * form, which grow with the fleet, do not count. */
+static void test_guard_measures_push_body(void **state)
+{
+	struct fixture *f = *state;
+	char *body = sealed_body("secret/s", f->conf.pk, f->conf.kid, &f->k1, NULL);
+	size_t plen;
+	char *push = envelope_push_body(body, strlen(body), &plen);
+	assert_non_null(push);
+	assert_true(strlen(body) > plen);   /* the wrap is extra */
+	for (int over = 0; over <= 1; over++) {
+		char g[128], err[1024] = "", *passed = NULL;
+		snprintf(g, sizeof(g), "{\"match\":\"secret/\",\"max_bytes\":%zu}", over ? plen - 1 : plen);
+		struct store_change gc = { .name = "guard/s", .body = strdup(g), .body_len = strlen(g) };
+		uint64_t v;
+		bool changed;
+		store_write_lock(f->s);
+		assert_int_equal(store_commit(f->s, &gc, 1, &v, &changed, err, sizeof(err)), 0);
+		struct store_change ch = { .name = "secret/s", .body = body, .body_len = strlen(body) };
+		int rc = guardcheck_write(f->s, &ch, 1, NULL, &passed, err, sizeof(err));
+		store_write_unlock(f->s);
+		free(gc.body);
+		assert_int_equal(rc, over ? -1 : 0);
+		if (over) {
+			char want[128];
+			snprintf(want, sizeof(want), "guard/s: secret/s: body is %zu bytes, over max_bytes %zu", plen,
+				 plen - 1);
+			assert_non_null(strstr(err, want));
+		}
+		free(passed);
+	}
+	free(push);
+	free(body);
 }
 
 static void test_check(void **state)
@@ -857,6 +895,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_missing),
 		cmocka_unit_test_setup_teardown(test_check, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_guard_measures_push_body, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_migration, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_revert, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_damaged, setup, teardown),

@@ -7,7 +7,7 @@
  * The stream's events (docs/protocol.md, "Relays"):
  *   tokens     {"tokens":[record...]}             every token record
  *   rollout    {"released":R,"run":record|null}   the newest rollout
- *   state      {"version","base","full","horizon","released","statement",
+ *   state      {"version","base","full","horizon","released","statement","overridden",
  *               "changes":[{"name","version","body"}|{"name","version",
  *               "deleted_at"}...]}  every state of a name after base, by
  *               version, so the history a rollout's targets need is here
@@ -196,6 +196,10 @@ static int apply_state(struct persist_relay *x, const char *data, size_t len)
 	 * step between */
 	int rc = 0;
 	size_t i = 0;
+	/* the overridden versions it brings, known before the versions are:
+	 * the pushes of them say so to nodes without --trust */
+	for (size_t k = 0; k < rs.noverridden && x->f.overridden; k++)
+		x->f.overridden(x->f.ctx, rs.overridden[k]);
 	if (x->f.catchup)
 		x->f.catchup(x->f.ctx, true, true);
 	while (i < rs.n && rc == 0) {

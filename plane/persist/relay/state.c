@@ -4,6 +4,7 @@
 #include "json.h"
 #include "persist/records_json.h"
 #include "resource.h"
+#include "util.h"
 #include "xmalloc.h"
 
 #include <stdio.h>
@@ -26,6 +27,7 @@ void relay_state_release(struct relay_state *st)
 	}
 	free(st->ch);
 	free(st->statement);
+	free(st->overridden);
 	memset(st, 0, sizeof(*st));
 }
 
@@ -50,6 +52,23 @@ int relay_state_decode(const char *data, size_t len, struct relay_state *out, ch
 	const char *stmt = record_str(o, "statement");
 	if (stmt[0])
 		out->statement = xstrdup(stmt);
+	const cJSON *ov = cJSON_GetObjectItemCaseSensitive(o, "overridden"), *e;
+	if (ov) {
+		if (!cJSON_IsArray(ov) || (size_t)cJSON_GetArraySize(ov) > out->version) {
+			snprintf(err, errlen, "overridden must be an array of versions (decimal strings)");
+			goto fail;
+		}
+		out->overridden = xcalloc((size_t)cJSON_GetArraySize(ov) + 1, sizeof(*out->overridden));
+		cJSON_ArrayForEach(e, ov) {
+			uint64_t v;
+			if (!cJSON_IsString(e) || parse_u64(e->valuestring, &v) < 0 || v == 0 || v > out->version) {
+				snprintf(err, errlen, "overridden must hold versions in 1..%llu",
+					 (unsigned long long)out->version);
+				goto fail;
+			}
+			out->overridden[out->noverridden++] = v;
+		}
+	}
 	size_t n = (size_t)cJSON_GetArraySize(changes);
 	if ((!out->version && n) || out->horizon > out->version || out->released > out->version) {
 		snprintf(err, errlen, "a state at version %llu with %zu changes, horizon %llu, released %llu",

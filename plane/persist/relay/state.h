@@ -19,6 +19,8 @@ struct relay_state {
 	uint64_t version, horizon, released;
 	bool full, has_released;
 	char *statement;             /* NULL: none */
+	uint64_t *overridden;        /* versions in it whose write overrode a guard */
+	size_t noverridden;
 	struct persist_remote *ch;
 	size_t n;
 };

@@ -20,6 +20,7 @@ libagent_la_SOURCES = \
 	agent/consumer/runtime.c agent/consumer/runtime.h agent/consumer/runtime_state.c \
 	agent/consumer/runtime_api.c \
 	agent/consumer/runcmd.c agent/consumer/runcmd.h \
+	agent/consumer/checkmap.c agent/consumer/checkmap.h \
 	agent/consumer/safefs.c agent/consumer/safefs.h \
 	agent/traffic/report.c agent/traffic/report.h agent/traffic/auto.c agent/traffic/auto.h \
 	agent/traffic/syslog.c agent/traffic/syslog.h agent/traffic/count.c agent/traffic/count.h \

@@ -114,7 +114,9 @@ cJSON *json_decode(const char *text, size_t len, const struct json_limits *lim,
 		size_t pos = end && end >= copy ? (size_t)(end - copy) : 0;
 		if (pos > len)
 			pos = len;
-		snprintf(err, errlen, "malformed JSON at byte %zu", pos);
+		char at[JSON_WHERE_BUF];
+		json_syntax_where(text, len, pos, at, sizeof(at));
+		snprintf(err, errlen, "malformed JSON at %s", at);
 		free(copy);
 		return NULL;
 	}

@@ -1,6 +1,7 @@
 /* json_syntax.c: RFC 8259's grammar checked on the raw text before cJSON
  * decodes it (see json_syntax.h). One pass, no allocation below 512
- * levels of nesting; messages name the problem and its byte offset and
+ * levels of nesting; messages name the problem, its line and column (and
+ * byte offset) and what was expected there, and
  * never quote a string's bytes (a string may be a key). */
 #include "json_syntax.h"
 #include "json.h"
@@ -69,9 +70,31 @@ struct reader {
 	size_t errlen;
 };
 
+void json_syntax_where(const char *text, size_t len, size_t pos, char *out, size_t cap)
+{
+	size_t line = 1, col = 1;
+	if (pos > len)
+		pos = len;
+	for (size_t k = 0; k < pos; k++) {
+		unsigned char c = (unsigned char)text[k];
+		if (c == '\n')
+			line++, col = 1;
+		else if ((c & 0xc0) != 0x80)
+			col++;   /* a character's first byte (continuation bytes are not new columns) */
+	}
+	snprintf(out, cap, "line %zu, column %zu (byte %zu)", line, col, pos);
+}
+
+static const char *where(const struct reader *r, size_t pos, char *out, size_t cap)
+{
+	json_syntax_where((const char *)r->t, r->len, pos, out, cap);
+	return out;
+}
+
 static int fail_at(struct reader *r, size_t pos, const char *what)
 {
-	snprintf(r->err, r->errlen, "malformed JSON at byte %zu: %s", pos, what);
+	char at[JSON_WHERE_BUF];
+	snprintf(r->err, r->errlen, "malformed JSON at %s: %s", where(r, pos, at, sizeof(at)), what);
 	return -1;
 }
 
@@ -85,7 +108,9 @@ static int unexpected(struct reader *r, size_t pos, const char *expected)
 		snprintf(found, sizeof(found), "'%c'", r->t[pos]);
 	else
 		snprintf(found, sizeof(found), "byte 0x%02x", r->t[pos]);
-	snprintf(r->err, r->errlen, "malformed JSON at byte %zu: expected %s, found %s", pos, expected, found);
+	char at[JSON_WHERE_BUF];
+	snprintf(r->err, r->errlen, "malformed JSON at %s: expected %s, found %s", where(r, pos, at, sizeof(at)),
+		 expected, found);
 	return -1;
 }
 
@@ -115,7 +140,8 @@ static int u_escape(struct reader *r, size_t *i)
 	if (cp < 0)
 		return fail_at(r, at, "\\u escape without 4 hex digits after it (write \\uXXXX, X in 0-9 a-f A-F)");
 	if (cp == 0) {
-		snprintf(r->err, r->errlen, "JSON string holds \\u0000 at byte %zu", at);
+		char pl[JSON_WHERE_BUF];
+		snprintf(r->err, r->errlen, "JSON string holds \\u0000 at %s", where(r, at, pl, sizeof(pl)));
 		return -1;
 	}
 	if (cp >= 0xdc00 && cp <= 0xdfff)
@@ -147,8 +173,9 @@ static int string(struct reader *r, size_t *i)
 	size_t open = *i, p = open + 1;
 	for (;;) {
 		if (p >= r->len) {
-			char what[80];
-			snprintf(what, sizeof(what), "the text ends inside the string opened at byte %zu", open);
+			char what[192], at[JSON_WHERE_BUF];
+			snprintf(what, sizeof(what), "the text ends inside the string opened at %s (close it with '\"')",
+				 where(r, open, at, sizeof(at)));
 			return fail_at(r, r->len, what);
 		}
 		unsigned char c = r->t[p];
@@ -258,7 +285,9 @@ static int grammar(struct reader *r, int max_depth)
 			}
 			if (c == '{' || c == '[') {
 				if (depth >= max_depth) {
-					snprintf(r->err, r->errlen, "JSON nesting deeper than %d at byte %zu", max_depth, i);
+					char at[JSON_WHERE_BUF];
+					snprintf(r->err, r->errlen, "JSON nesting deeper than %d at %s", max_depth,
+						 where(r, i, at, sizeof(at)));
 					goto out;
 				}
 				stack[depth++] = c == '{';
@@ -332,13 +361,17 @@ out:
 
 int json_syntax_check(const char *text, size_t len, int max_depth, char *err, size_t errlen)
 {
-	if (memchr(text, '\0', len)) {
-		snprintf(err, errlen, "JSON text contains a NUL byte");
+	char at[JSON_WHERE_BUF];
+	const char *nul = memchr(text, '\0', len);
+	if (nul) {
+		json_syntax_where(text, len, (size_t)(nul - text), at, sizeof(at));
+		snprintf(err, errlen, "JSON text contains a NUL byte at %s", at);
 		return -1;
 	}
 	size_t bad = utf8_check((const unsigned char *)text, len);
 	if (bad < len) {
-		snprintf(err, errlen, "JSON text is not valid UTF-8 at byte %zu", bad);
+		json_syntax_where(text, len, bad, at, sizeof(at));
+		snprintf(err, errlen, "JSON text is not valid UTF-8 at %s", at);
 		return -1;
 	}
 	struct reader r = { (const unsigned char *)text, len, err, errlen };

@@ -16,9 +16,16 @@
  * control character; nesting at most max_depth deep (0: the default,
  * JSON_DEFAULT_MAX_DEPTH), checked as the text is read (a deep input
  * costs O(n), never a deep stack). Returns 0, or -1 with a message naming
- * the problem and its byte offset (from 0). When it returns 0, cJSON
+ * the problem, where it is ("line 3, column 12 (byte 40)": lines and
+ * columns from 1, a column per character, bytes from 0) and, for a
+ * grammar error, what was expected and what was found. When it returns 0, cJSON
  * parses the text and keeps every string whole (tests/fuzz/fuzz_json.c
  * checks both). */
+/* "line L, column C (byte P)" for byte offset pos of text[0..len) (pos
+ * past the end: the end), into out[cap]; JSON_WHERE_BUF is enough. */
+#define JSON_WHERE_BUF 80
+void json_syntax_where(const char *text, size_t len, size_t pos, char *out, size_t cap);
+
 int json_syntax_check(const char *text, size_t len, int max_depth, char *err, size_t errlen);
 
 #endif

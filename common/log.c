@@ -1,6 +1,7 @@
 /* log.c: levelled logging to stderr (see log.h). When stderr is the
  * journal ($JOURNAL_STREAM names it), each line starts with its syslog
- * priority (<3>, <4>, <6>, <7>) and leaves the time and pid to journald. */
+ * priority (<3>, <4>, <6>, <7>) and leaves the time and pid to journald.
+ * A message's control characters are escaped: one message, one line. */
 #include "log.h"
 
 #include <stdarg.h>
@@ -70,9 +71,40 @@ int log_enabled(enum log_level level)
 	return level >= log_level;
 }
 
+size_t log_escape(const char *in, char *out, size_t cap)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t o = 0;
+	if (!cap)
+		return 0;
+	for (const unsigned char *p = (const unsigned char *)in; *p; p++) {
+		char e[4];
+		size_t k = 0;
+		if (*p >= 0x20 && *p != 0x7f) {
+			e[k++] = (char)*p;
+		} else {
+			e[k++] = '\\';
+			if (*p == '\n')
+				e[k++] = 'n';
+			else if (*p == '\r')
+				e[k++] = 'r';
+			else if (*p == '\t')
+				e[k++] = 't';
+			else
+				e[k++] = 'x', e[k++] = hex[*p >> 4], e[k++] = hex[*p & 15];
+		}
+		if (o + k >= cap)
+			break;   /* never half an escape */
+		memcpy(out + o, e, k);
+		o += k;
+	}
+	out[o] = '\0';
+	return o;
+}
+
 static void log_vmsg(const char *lvl, const char *fmt, va_list ap)
 {
-	char line[4096];
+	char line[4096], msg[4096];
 	struct timespec ts;
 	struct tm tm;
 	int n;
@@ -87,10 +119,11 @@ static void log_vmsg(const char *lvl, const char *fmt, va_list ap)
 	}
 	if (n < 0 || (size_t)n >= sizeof(line))
 		n = 0;
-	int m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
-	size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
-	if (len > sizeof(line) - 2)
-		len = sizeof(line) - 2;
+	if (vsnprintf(msg, sizeof(msg), fmt, ap) < 0)
+		msg[0] = '\0';
+	/* a message's own newlines (a tool's output, a peer's text) would split
+	 * it into lines a reader takes for others: escaped, with every control */
+	size_t len = (size_t)n + log_escape(msg, line + n, sizeof(line) - (size_t)n - 1);
 	line[len++] = '\n';
 	/* one write per line keeps lines whole when threads log at once */
 	ssize_t w = write(STDERR_FILENO, line, len);

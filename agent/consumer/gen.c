@@ -23,6 +23,7 @@
 #include "consumer/consumer.h"
 #include "consumer/reload.h"
 #include "consumer/render.h"
+#include "consumer/checkmap.h"
 #include "consumer/runcmd.h"
 #include "consumer/safefs.h"
 #include "json.h"
@@ -724,9 +725,23 @@ static int gen_check(struct consumer *c, double timeout_s, char *err, size_t err
 		return 0;
 	if (g->rnd == &render_haproxy)
 		haproxy_alerts(res.output);
-	char how[RUNCMD_OUTPUT_MAX + 64];
+	char how[RUNCMD_OUTPUT_MAX + 64], what[320];
 	runcmd_describe(&res, how, sizeof(how));
-	snprintf(err, errlen, "%s refused the new configuration (%.3000s)", g->checker, how);
+	/* a file it names that tether rendered from a resource: that resource
+	 * and field first, then the tool's own words */
+	checkmap_prefix(res.output, g->secrets_dir, what, sizeof(what));
+	char file[128];
+	unsigned long line;
+	if (!what[0] && checkmap_file_line(res.output, g->staged_path, file, sizeof(file), &line)) {
+		char *path = xasprintf("%s/%s", g->staged_path, file);
+		size_t len;
+		char *conf = read_file_limited(path, 64u << 20, &len);
+		if (conf)
+			checkmap_owner(conf, line, what, sizeof(what));
+		free(conf);
+		free(path);
+	}
+	snprintf(err, errlen, "%s%s refused the new configuration (%.3000s)", what, g->checker, how);
 	return -1;
 }
 

@@ -49,6 +49,10 @@ struct render_opts {
 	/* sealed secrets: how their plaintext is had (NULL: a sealed secret
 	 * cannot be rendered) */
 	const struct sealed_opener *opener;
+	/* a TLS listener's secret is read as the consumer will (pemcheck.h)
+	 * and a bad one refused naming it; true only where the secrets are
+	 * stand-ins on purpose (the renderers' unit tests and fuzzing) */
+	bool skip_secret_check;
 };
 
 /* The disabled server slots after a cluster's n real servers with

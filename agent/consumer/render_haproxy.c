@@ -11,6 +11,7 @@
  * gives each backend free, disabled server slots after its real servers. */
 #include "consumer/render.h"
 #include "json.h"
+#include "pemcheck.h"
 #include "xmalloc.h"
 
 #include <sodium.h>
@@ -105,6 +106,9 @@ static int frontends(const struct rstate *rs, struct render_out *out, const stru
 				snprintf(err, errlen, "%s: unknown secret '%s'", l->r->name, sname);
 				return -1;
 			}
+			/* read as the consumer will: a bad one names the secret and the field */
+			if (!o->skip_secret_check && pemcheck_pair(sec->r->name, cert, key, err, errlen) < 0)
+				return -1;
 			/* haproxy reads the certificate and its key from one file */
 			struct buf pem = BUF_INIT;
 			buf_reserve(&pem, strlen(cert) + strlen(key) + 2);   /* one allocation: wiped below */

@@ -10,6 +10,7 @@
  * and the operator's own servers must not log our format. */
 #include "consumer/render.h"
 #include "json.h"
+#include "pemcheck.h"
 #include "xmalloc.h"
 
 #include <stdio.h>
@@ -116,6 +117,9 @@ static int listen_lines(const struct rres *l, const struct rstate *rs, const str
 		snprintf(err, errlen, "%s: unknown secret '%s'", l->r->name, sname);
 		return -1;
 	}
+	/* read as the consumer will: a bad one names the secret and the field */
+	if (!o->skip_secret_check && pemcheck_pair(sec->r->name, cert, key, err, errlen) < 0)
+		return -1;
 	const char *crt = render_add_secret(out, sname, "crt", cert, strlen(cert));
 	buf_printf(b, "    ssl_certificate %s/%s;\n", o->secrets_dir, crt);
 	const char *k = render_add_secret(out, sname, "key", key, strlen(key));

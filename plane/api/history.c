@@ -595,7 +595,9 @@ static void revert_run(void *ctx, void *arg, struct write_result *res)
 		n++;
 	}
 	struct write_opts opts = { j->author, j->message, true, cur, true, j->override, j->admin };
-	writer_commit(p->core, ch, n, false, &opts, res);
+	/* the versions after v up to cur are reverted by this one: log's
+	 * REVERTED BY names it, as for a rollout's revert */
+	writer_commit_revert(p->core, ch, n, false, &opts, v, v < cur ? cur : 0, res);
 	free(ch);
 	states_release(&st);
 }

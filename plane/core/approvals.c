@@ -231,10 +231,11 @@ int approvals_trim(struct approvals *a, uint64_t log_floor, char *err, size_t er
 		free(a->e[n].token);
 		n++;
 	}
-	memmove(&a->e[0], &a->e[n], (a->n - (size_t)n) * sizeof(*a->e));
-	a->n -= (size_t)n;
-	if (n)
+	if (n) {   /* none: a->e may be NULL, which memmove may not be given */
+		memmove(&a->e[0], &a->e[n], (a->n - (size_t)n) * sizeof(*a->e));
+		a->n -= (size_t)n;
 		atomic_fetch_add(&a->gen, 1);
+	}
 	if (below > a->trimmed)
 		a->trimmed = below;
 	pthread_mutex_unlock(&a->lock);

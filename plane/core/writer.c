@@ -80,7 +80,15 @@ void write_result_error(struct write_result *res, unsigned status, const char *f
 void writer_commit(struct core *p, struct store_change *ch, size_t n, bool must_exist,
 		   const struct write_opts *opts, struct write_result *res)
 {
-	struct store_meta meta = { opts ? opts->author : NULL, opts ? opts->message : NULL, 0, 0, NULL };
+	writer_commit_revert(p, ch, n, must_exist, opts, 0, 0, res);
+}
+
+void writer_commit_revert(struct core *p, struct store_change *ch, size_t n, bool must_exist,
+			  const struct write_opts *opts, uint64_t reverts_from, uint64_t reverts_to,
+			  struct write_result *res)
+{
+	struct store_meta meta = { opts ? opts->author : NULL, opts ? opts->message : NULL, reverts_from, reverts_to,
+				   NULL };
 	char err[1024];
 	uint64_t version = 0;
 	bool changed = false;

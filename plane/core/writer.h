@@ -49,6 +49,12 @@ struct write_opts {
  * DELETE, 404 when the name is not live. opts may be NULL. Any thread. */
 void writer_commit(struct core *p, struct store_change *ch, size_t n, bool must_exist,
 		   const struct write_opts *opts, struct write_result *res);
+/* writer_commit for tetherctl revert V made at version cur: the log marks
+ * the versions it reverts, (reverts_from, reverts_to] = (V, cur], reverted
+ * by the new version, as a rollout's revert does (log's REVERTED BY). */
+void writer_commit_revert(struct core *p, struct store_change *ch, size_t n, bool must_exist,
+			  const struct write_opts *opts, uint64_t reverts_from, uint64_t reverts_to,
+			  struct write_result *res);
 
 struct writer;
 /* ctx: what a call's fn gets (writer_call). */

@@ -140,6 +140,10 @@ refused "a lone surrogate escape is 400" 400 "malformed JSON" PUT /v1/resources/
 refused "a malformed body names the resource" 400 "cluster/web: " PUT /v1/resources/cluster/web --data-binary '{"lb":'
 refused "a malformed batch is 400" 400 "malformed JSON" POST /v1/batch --data-binary '{"upserts":['
 refused "a malformed ack is 400" 400 "malformed JSON" POST /v1/ack --data-binary '{"node":'
+# a body as an operator writes it, over lines: the line and column and what was expected
+refused "a multi-line body's error names its line and column" 400 \
+	"malformed JSON at line 3, column 3 (byte 35): expected ',' or '}', found '\"'" \
+	PUT /v1/resources/cluster/web --data-binary $'{\n  "endpoints": ["10.0.0.1:80"]\n  "lb": "round_robin"\n}\n'
 
 refused "a body that is an array is 422" 422 "body must be a JSON object" PUT /v1/resources/cluster/web --data-binary '[]'
 refused "a body that is a string is 422" 422 "body must be a JSON object" PUT /v1/resources/cluster/web --data-binary '"x"'
@@ -175,31 +179,31 @@ refused "an overlong UTF-8 sequence is 400" 400 "UTF-8" PUT /v1/resources/cluste
 
 # cJSON decodes a \u escape with a bad hex digit as U+0000 and cuts the string there
 refused "a \\u escape with a bad hex digit is 400 naming it and its byte" 400 \
-	'cluster/esc: malformed JSON at byte 25: \u escape without 4 hex digits' \
+	'cluster/esc: malformed JSON at line 1, column 26 (byte 25): \u escape without 4 hex digits' \
 	PUT /v1/resources/cluster/esc --data-binary '{"endpoints":[],"note":"a\u12G4b"}'
 check_eq "nothing was stored under cluster/esc" 404 "$(api_status GET /v1/resources/cluster/esc)"
-refused "\\uZZZZ is 400" 400 'malformed JSON at byte 25: \u escape without 4 hex digits' \
+refused "\\uZZZZ is 400" 400 'malformed JSON at line 1, column 26 (byte 25): \u escape without 4 hex digits' \
 	PUT /v1/resources/cluster/esc --data-binary '{"endpoints":[],"note":"a\uZZZZb"}'
 refused "a short \\u escape is 400" 400 '\u escape without 4 hex digits' \
 	PUT /v1/resources/cluster/esc --data-binary '{"endpoints":[],"note":"\u12"}'
-refused "a bad \\u escape in a key is 400" 400 'malformed JSON at byte 18: \u escape without 4 hex digits' \
+refused "a bad \\u escape in a key is 400" 400 'malformed JSON at line 1, column 19 (byte 18): \u escape without 4 hex digits' \
 	PUT /v1/resources/cluster/esc --data-binary '{"endpoints":[],"k\u00G0":1}'
 refused "a high surrogate without its low one is 400" 400 \
-	'malformed JSON at byte 24: \u escape of a high surrogate (\uD800-\uDBFF) not followed by a \u escape of a low surrogate' \
+	'malformed JSON at line 1, column 25 (byte 24): \u escape of a high surrogate (\uD800-\uDBFF) not followed by a \u escape of a low surrogate' \
 	PUT /v1/resources/cluster/esc --data-binary '{"endpoints":[],"note":"\uD83D\u0041"}'
-refused "a lone low surrogate is 400" 400 'malformed JSON at byte 24: \u escape of a lone low surrogate' \
+refused "a lone low surrogate is 400" 400 'malformed JSON at line 1, column 25 (byte 24): \u escape of a lone low surrogate' \
 	PUT /v1/resources/cluster/esc --data-binary '{"endpoints":[],"note":"\uDE00"}'
 refused "a bad \\u escape inside a batch body is 400" 400 '\u escape without 4 hex digits' \
 	POST /v1/batch --data-binary '{"upserts":[{"name":"cluster/esc","body":{"endpoints":[],"note":"\uZZZZ"}}]}'
 refused "a bad \\u escape in an ack is 400" 400 '\u escape without 4 hex digits' \
 	POST /v1/ack --data-binary '{"node":"n\u00Z1","version":1,"nonce":"x","status":"ack"}'
-refused "an invalid escape (\\x) is 400 naming it" 400 'malformed JSON at byte 24: invalid escape in a string' \
+refused "an invalid escape (\\x) is 400 naming it" 400 'malformed JSON at line 1, column 25 (byte 24): invalid escape in a string' \
 	PUT /v1/resources/cluster/esc --data-binary '{"endpoints":[],"note":"\x41"}'
-refused "a raw tab in a string is 400" 400 'malformed JSON at byte 25: raw control character 0x09 in a string' \
+refused "a raw tab in a string is 400" 400 'malformed JSON at line 1, column 26 (byte 25): raw control character 0x09 in a string' \
 	PUT /v1/resources/cluster/esc --data-binary $'{"endpoints":[],"note":"a\tb"}'
-refused "a number with a leading zero is 400" 400 'malformed JSON at byte 22: a number cannot start with 0' \
+refused "a number with a leading zero is 400" 400 'malformed JSON at line 1, column 23 (byte 22): a number cannot start with 0' \
 	PUT /v1/resources/cluster/esc --data-binary '{"endpoints":[{"port":080,"address":"10.0.0.1"}]}'
-refused "a form feed between values is 400" 400 'malformed JSON at byte 14: expected a value or' \
+refused "a form feed between values is 400" 400 'malformed JSON at line 1, column 15 (byte 14): expected a value or' \
 	PUT /v1/resources/cluster/esc --data-binary $'{"endpoints":[\f]}'
 check_eq "after every refusal cluster/esc is still absent" 404 "$(api_status GET /v1/resources/cluster/esc)"
 accepted "valid \\u escapes and a surrogate pair are accepted" PUT /v1/resources/cluster/esc \

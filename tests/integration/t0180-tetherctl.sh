@@ -123,6 +123,16 @@ check_eq "get of an absent resource prints nothing on stdout" "" "$OUT"
 ctl_in '{"lb":' put cluster/bad
 check_eq "put of malformed JSON exits 1" 1 "$RC"
 check_has "put of malformed JSON says so" "$ERR" "malformed JSON"
+# a file as an operator writes it: the error points at the line and column
+printf '{\n  "endpoints": [{"address": "127.0.0.1", "port": 80}]\n  "lb": "round_robin"\n}\n' >"$WORK/bad.json"
+ctl put cluster/bad "$WORK/bad.json"
+check_has "put of a file names the file, the line and column and what was expected" "$ERR" \
+	"'$WORK/bad.json': malformed JSON at line 3, column 3 (byte 58): expected ',' or '}', found '\"'"
+printf '{"upserts": [\n  {"name": "cluster/x", "body": {"endpoints": []}},\n]}\n' >"$WORK/badbatch.json"
+ctl apply "$WORK/badbatch.json"
+check_eq "apply of a malformed file exits 1" 1 "$RC"
+check_has "apply of a file points at the line and column" "$ERR" \
+	"malformed JSON at line 3, column 1 (byte 66): expected a value, found ']'"
 ctl_in '[1,2]' put cluster/bad
 check_eq "put of a JSON array exits 1" 1 "$RC"
 check_has "put of a JSON array says a body is an object" "$ERR" "must be a JSON object"

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # t0310-nginx-failures.sh: tetherd driving a real nginx through failures,
 # with a client loop (a request every ~20 ms through nginx) that must see
-# no failed request in any of them: (1) a push nginx -t refuses (an
-# unloadable certificate) is NACKed with nginx's message, current stays,
-# nginx keeps serving; (2) a reload that fails after the switch (a listener
+# no failed request in any of them: (1) a push nginx -t refuses (a
+# certificate OpenSSL finds too weak) is NACKed naming the secret and the
+# field, then nginx's message, current stays, nginx keeps serving; a
+# "certificate" of a PEM header round garbage is refused by the agent's
+# own check ("secret/NAME: cert: not a PEM certificate"); an upstream
+# nginx -t cannot resolve is NACKed naming its cluster first; (2) a reload that fails after the switch (a listener
 # on a port another process holds is refused before it goes live; one on an
 # address this host does not have: nginx -t passes, the reload does not
 # take) is reverted and NACKed; (3) a failed health probe is reverted,
@@ -102,9 +105,12 @@ H=$(hups)
 C=$(current)
 G=$(gens)
 V0=$V
-jq -n --argjson port "$LBAD" '{upserts:[
- {name:"secret/bad", body:{cert:"-----BEGIN CERTIFICATE-----\nTm90IGEgY2VydGlmaWNhdGU@@@garbage!!!***\n-----END CERTIFICATE-----\n",
-                           key:"-----BEGIN PRIVATE KEY-----\nbm90IGEga2V5@@@garbage!!!***\n-----END PRIVATE KEY-----\n"}},
+# a 1024-bit RSA key: a well-formed pair that OpenSSL (security level 2) refuses
+openssl req -x509 -newkey rsa:1024 -nodes -keyout "$WORK/weak.key" -out "$WORK/weak.crt" -days 30 \
+	-subj /CN=weak >/dev/null 2>&1 || bail "openssl cannot make a certificate"
+WEAKLINE=$(sed -n 2p "$WORK/weak.key")
+jq -n --argjson port "$LBAD" --rawfile c "$WORK/weak.crt" --rawfile k "$WORK/weak.key" '{upserts:[
+ {name:"secret/bad", body:{cert:$c, key:$k}},
  {name:"listener/badtls", body:{address:"127.0.0.1", port:$port, tls:{secret:"bad"}}},
  {name:"route/badtls", body:{listener:"badtls", path:"/", cluster:"a"}}]}' >"$WORK/bad.json"
 ctl apply "$WORK/bad.json" >/dev/null
@@ -112,13 +118,13 @@ VBAD=$(plane_version)
 check "(1) the plane stores the PEM-looking secret (version $VBAD)" test "$VBAD" -gt "$V0"
 check "(1) the agent NACKs version $VBAD" wait_until 15 has_nack ng "$VBAD"
 err=$(nack_error)
-check "(1) tetherctl nodes --json: last_nack.error carries nginx's message ($err)" \
-	sh -c 'echo "$1" | grep -q nginx && echo "$1" | grep -q "cannot load certificate"' _ "$err"
+check "(1) tetherctl nodes --json: last_nack.error names the secret and field, then nginx's message ($err)" \
+	sh -c 'case "$1" in "secret/bad: cert: "*nginx*"refused the new configuration"*"ee key too small"*) ;; *) exit 1 ;; esac' _ "$err"
 check "(1) tetherctl nodes shows the NACK of version $VBAD" \
 	sh -c "'$CTL_BIN' --plane '$PLANE_URL' nodes | grep '^ng ' | grep -q 'v$VBAD: '"
 check_eq "(1) the agent stays at version $V0" "$V0" "$(st ng version)"
 check "(1) status.json says degraded with the reason" \
-	sh -c "[ \"\$(jq -r .state '$WORK/ng.state/status.json')\" = degraded ] && jq -r .last_error '$WORK/ng.state/status.json' | grep -q 'cannot load certificate'"
+	sh -c "[ \"\$(jq -r .state '$WORK/ng.state/status.json')\" = degraded ] && jq -r .last_error '$WORK/ng.state/status.json' | grep -q 'secret/bad: cert: .*ee key too small'"
 check_eq "(1) current is unchanged" "$C" "$(current)"
 check_eq "(1) the marker answers the same generation" "$C" "gen-$(marker)"
 check_eq "(1) no generation was left behind" "$G" "$(gens)"
@@ -126,7 +132,7 @@ check_eq "(1) nginx was not reloaded" "$H" "$(hups)"
 check "(1) nothing listens on the bad TLS port" sh -c "! curl -sk --max-time 2 https://127.0.0.1:$LBAD/"
 check "(1) nginx keeps serving A" answers "A /x" "$LMAIN" /x
 check_eq "(1) the refused key's text appears in no log" "" \
-	"$(grep -lF 'bm90IGEga2V5@@@garbage' "$WORK"/*.log "$WORK/ng.state/status.json" | xargs)"
+	"$(grep -lF "$WEAKLINE" "$WORK"/*.log "$WORK/ng.state/status.json" | xargs)"
 check_eq "(1) the client loop saw no failure" 0 "$(loop_failures)"
 
 # (5) a good push after it: the bad parts removed, the route switched to B
@@ -141,6 +147,46 @@ check "(5) the marker answers the live generation" marker_is_current
 check "(5) the ACK is recorded healthy" wait_until 10 sh -c "curl -s '$PLANE_URL/v1/nodes/ng' | jq -e '.acked_version == $V and .healthy == true'"
 check_eq "(5) the refused secret's files are gone" "" "$(find "$OUT/secrets" -type f | xargs)"
 check_eq "(5) status.json says synced" synced "$(st ng state)"
+
+# ---- (1b) a PEM header round garbage: the agent's own check names the secret ---------------------
+H=$(hups)
+C=$(current)
+V0=$V
+jq -n --argjson port "$LBAD" '{upserts:[
+ {name:"secret/junk", body:{cert:"-----BEGIN CERTIFICATE-----\nTm90IGEgY2VydGlmaWNhdGU@@@garbage!!!***\n-----END CERTIFICATE-----\n",
+                            key:"-----BEGIN PRIVATE KEY-----\nbm90IGEga2V5@@@garbage!!!***\n-----END PRIVATE KEY-----\n"}},
+ {name:"listener/badtls", body:{address:"127.0.0.1", port:$port, tls:{secret:"junk"}}},
+ {name:"route/badtls", body:{listener:"badtls", path:"/", cluster:"a"}}]}' >"$WORK/junk.json"
+ctl apply "$WORK/junk.json" >/dev/null
+VBAD=$(plane_version)
+check "(1b) the agent NACKs version $VBAD" wait_until 15 has_nack ng "$VBAD"
+err=$(nack_error)
+check "(1b) the NACK starts with the secret and the field ($err)" \
+	sh -c 'case "$1" in "secret/junk: cert: not a PEM certificate ("*) ;; *) exit 1 ;; esac' _ "$err"
+check_eq "(1b) the agent stays at version $V0" "$V0" "$(st ng version)"
+check_eq "(1b) current is unchanged" "$C" "$(current)"
+check_eq "(1b) nginx was not reloaded" "$H" "$(hups)"
+check_eq "(1b) the refused key's text appears in no log" "" \
+	"$(grep -lF 'bm90IGEga2V5@@@garbage' "$WORK"/*.log "$WORK/ng.state/status.json" | xargs)"
+echo '{"removes":["route/badtls","listener/badtls","secret/junk"]}' | ctl apply - >/dev/null
+V=$(plane_version)
+check "(1b) a good push after it applies (version $V)" wait_until 15 agent_at ng "$V"
+
+# ---- (1c) nginx -t refuses a line of tether's own configuration: the NACK names its resource ------
+H=$(hups)
+V0=$V
+echo '{"upserts":[{"name":"cluster/ghost","body":{"endpoints":[{"address":"nosuch.invalid","port":9000}]}},
+ {"name":"route/ghost","body":{"listener":"main","path":"/ghost","cluster":"ghost"}}]}' | ctl apply - >/dev/null
+VBAD=$(plane_version)
+check "(1c) the agent NACKs version $VBAD" wait_until 15 has_nack ng "$VBAD"
+err=$(nack_error)
+check "(1c) the NACK names the cluster first, then nginx's words ($err)" \
+	sh -c 'case "$1" in "cluster/ghost: "*nginx*"host not found in upstream"*) ;; *) exit 1 ;; esac' _ "$err"
+check_eq "(1c) the agent stays at version $V0" "$V0" "$(st ng version)"
+check_eq "(1c) nginx was not reloaded" "$H" "$(hups)"
+echo '{"removes":["route/ghost","cluster/ghost"]}' | ctl apply - >/dev/null
+V=$(plane_version)
+check "(1c) a good push after it applies (version $V)" wait_until 15 agent_at ng "$V"
 
 # ---- (2a) a listener on a port another process holds: refused before going live -----------------
 start_tool busy backend.mjs 0 C

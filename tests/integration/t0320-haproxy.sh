@@ -6,8 +6,9 @@
 # path together, a removed route answering 404 from tether_not_found), the
 # lb policies are rendered, a TLS frontend is served from a secret (one
 # .pem, 0600). Then, with a client loop running: a push haproxy -c refuses
-# (a certificate that is not one) is NACKed with haproxy's message and no
-# request fails; a reload that fails after the switch (a listener on a port
+# (a 1024-bit key OpenSSL finds too weak) is NACKed naming the secret and
+# the field, then haproxy's message, and no request fails; a "certificate"
+# that is not one is refused by the agent's own check, naming the secret; a reload that fails after the switch (a listener on a port
 # another process holds: haproxy -c passes, the new workers cannot bind)
 # is reverted and NACKed; a failed --health probe is reverted, NACKed and
 # the plane shows healthy:false; a later good push applies.
@@ -315,21 +316,23 @@ fails() {
 more 10 || bail "the client loop does not run"
 check_eq "the client loop sees no failure before the first bad push" 0 "$(fails 0 "$(lines)")"
 
-# a push haproxy -c refuses: a certificate that is not one
+# a push haproxy -c refuses: a certificate too weak for OpenSSL (1024-bit RSA)
+openssl req -x509 -newkey rsa:1024 -nodes -keyout "$WORK/weak.key" -out "$WORK/weak.crt" -days 30 \
+	-subj /CN=weak >/dev/null 2>&1 || bail "openssl cannot make a certificate"
 VGOOD=$(st h version)
 GGOOD=$(cur_gen)
 PEMGOOD=$(cat "$PEM1")
 NGENS=$(ngens)
 RELOADS0=$(grep -c 'Reloading HAProxy' "$WORK/haproxy.log")
 L0=$(lines)
-put secret/site "$(jq -n -c '{cert: "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydGlmaWNhdGU=\n-----END CERTIFICATE-----\n",
-	key: "-----BEGIN PRIVATE KEY-----\nbm90IGEga2V5\n-----END PRIVATE KEY-----\n"}')" >/dev/null
+put secret/site "$(secret_body "$WORK/weak.crt" "$WORK/weak.key")" >/dev/null
 VBAD=$(plane_version)
 check "the bad certificate (version $VBAD) is NACKed" wait_until 15 has_nack h "$VBAD"
 err=$(node_field h '.last_nack.error')
+check "the NACK names the secret and the field first" grep -q "^secret/site: cert: " <<<"$err"
 check "the NACK says haproxy refused it" grep -q "haproxy refused the new configuration" <<<"$err"
-check "the NACK carries haproxy's own message (unable to load certificate)" \
-	grep -q "unable to load certificate" <<<"$err"
+check "the NACK carries haproxy's own message (unable to load SSL certificate)" \
+	grep -q "unable to load SSL certificate" <<<"$err"
 diag "NACK: $err"
 more 20
 L1=$(lines)
@@ -344,6 +347,15 @@ check_eq "the refused generation was not kept" "$NGENS" "$(ngens)"
 check_eq "the live .pem is unchanged" "$PEMGOOD" "$(cat "$PEM1" 2>/dev/null)"
 check_eq "TLS still serves the good certificate" "$(fingerprint_of "$WORK/cert1.pem")" "$(fingerprint_served)"
 check_eq "the haproxy master was not reloaded" "$RELOADS0" "$(grep -c 'Reloading HAProxy' "$WORK/haproxy.log")"
+# a "certificate" that is not one: the agent's own check, before haproxy -c
+put secret/site "$(jq -n -c '{cert: "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydGlmaWNhdGU=\n-----END CERTIFICATE-----\n",
+	key: "-----BEGIN PRIVATE KEY-----\nbm90IGEga2V5\n-----END PRIVATE KEY-----\n"}')" >/dev/null
+VJUNK=$(plane_version)
+check "a certificate that is not one (version $VJUNK) is NACKed" wait_until 15 has_nack h "$VJUNK"
+check "... naming the secret and the field" grep -q "^secret/site: cert: not a PEM certificate (" \
+	<<<"$(node_field h '.last_nack.error')"
+check_eq "... the agent stays at version $VGOOD" "$VGOOD" "$(st h version)"
+check_eq "... the haproxy master was not reloaded" "$RELOADS0" "$(grep -c 'Reloading HAProxy' "$WORK/haproxy.log")"
 
 # a listener on a port another process holds: haproxy -c does not bind, and
 # a reload that cannot bind makes haproxy's old workers pause their

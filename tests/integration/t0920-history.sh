@@ -80,6 +80,12 @@ check_eq "revert 1 makes version 5" "version 5" "$out"
 check_eq "the state is version 1's" "round_robin 9001 404" \
 	"$(curl -sS "$PLANE_URL/v1/resources/cluster/web" | json '"\(.body.lb) \(.body.endpoints[0].port)"') $(api_status GET /v1/resources/cluster/db)"
 check_eq "its message names the version" "revert to version 1: back to the start" "$(hist /5 | json .message)"
+check_eq "a manual revert marks what it reverted: 2, 3 and 4 reverted by 5, 1 not" "1:0 2:5 3:5 4:5" \
+	"$(hist '?limit=10' | json '[.versions[] | select(.version < 5) | "\(.version):\(.reverted_by)"] | reverse | join(" ")')"
+check "tetherctl log shows it in REVERTED BY" bash -c \
+	"'$CTL_BIN' --plane '$PLANE_URL' log | grep -E '^4 .*db gone +cluster/db +5\$'"
+check "... and a version it did not revert shows -" bash -c \
+	"'$CTL_BIN' --plane '$PLANE_URL' log | grep -E '^1 .*first web +cluster/web +-\$'"
 check_eq "a revert to the current state changes nothing" "version 5 (no change)" "$(ctl revert 5)"
 check_eq "a revert of a version beyond the store is 404" 404 "$(api_status POST /v1/revert --data '{"version":50}')"
 check_eq "a revert without a version is 422" 422 "$(api_status POST /v1/revert --data '{"message":"x"}')"
@@ -153,6 +159,8 @@ check "the fleet is back on the good content" wait_until 30 bash -c "[ -z \"\$(c
 ctl put file/motd - --message "motd 2" >/dev/null <<<'{"path":"motd.txt","content":"good-2\n"}'
 check "version 4 rolls out" wait_until 30 fleet_at 4
 check_eq "a revert to version 1 under staged makes version 5" "version 5" "$(ctl revert 1 --message "motd 1 again")"
+check_eq "it marks 3 and 4 reverted by 5 (2 stays the rollout's)" "2:3 3:5 4:5" \
+	"$(hist '?limit=10' | json '[.versions[] | select(.version > 1 and .version < 5) | "\(.version):\(.reverted_by)"] | reverse | join(" ")')"
 check "it is rolled out like any change" wait_until 30 bash -c "curl -sS '$PLANE_URL/v1/rollouts/current' | jq -e '.to_version == 5 and .state == \"completed\" and .members == 2' >/dev/null"
 check "both agents run it" wait_until 30 fleet_at 5
 check_eq "with version 1's content" "good-1 good-1" "$(cat "$WORK/n1.out/motd.txt") $(cat "$WORK/n2.out/motd.txt")"

@@ -51,6 +51,8 @@ check_eq "revert 1 on b makes version 3" "version 3" "$(on "$B_URL" ctl revert 1
 check "a follows to version 3 with version 1's body" wait_until 10 sh -c \
 	"[ \"\$(curl -fsS '$A_URL/v1/resources/cluster/web' | jq -r '\"\(.version) \(.body.lb)\"')\" = '3 round_robin' ]"
 check_eq "the revert's message" "revert to version 1: undo b" "$(curl -fsS "$A_URL/v1/history/3" | json .message)"
+check_eq "a reads version 2 as reverted by 3, 1 not (etcd's vrev/)" "1:0 2:3" \
+	"$(curl -fsS "$A_URL/v1/history?limit=10" | json '[.versions[] | select(.version < 3) | "\(.version):\(.reverted_by)"] | reverse | join(" ")')"
 for i in 1 2 3 4; do web round_robin $((9100 + i)) | on "$A_URL" ctl put cluster/web >/dev/null; done
 out=$(curl -fsS "$B_URL/v1/history?limit=100")
 check_eq "5 versions kept (--history-keep 5)" "7 6 5 4 3" "$(echo "$out" | json '[.versions[].version] | map(tostring) | join(" ")')"

@@ -67,28 +67,57 @@ static void test_decode_uses_only_len_bytes(void **state)
 static void test_malformed_with_byte_position(void **state)
 {
 	(void)state;
-	expect_refused("[1,2,x]", NULL, "malformed JSON at byte 5: expected a value, found 'x'");
-	expect_refused("{\"a\" 1}", NULL, "malformed JSON at byte 5: expected ':' after the key, found '1'");
-	expect_refused("[1,]", NULL, "malformed JSON at byte 3: expected a value, found ']'");
-	expect_refused("", NULL, "malformed JSON at byte 0: expected a value, found the end of the text");
-	expect_refused("{\"a\":1,}", NULL, "malformed JSON at byte 7: expected a key in double quotes, found '}'");
-	expect_refused("{1:2}", NULL, "malformed JSON at byte 1: expected a key in double quotes or '}', found '1'");
-	expect_refused("[1 2]", NULL, "malformed JSON at byte 3: expected ',' or ']', found '2'");
-	expect_refused("{\"a\":1]", NULL, "malformed JSON at byte 6: expected ',' or '}', found ']'");
-	expect_refused("[", NULL, "malformed JSON at byte 1: expected a value or ']', found the end of the text");
-	expect_refused("[tru]", NULL, "malformed JSON at byte 1: expected a value or ']', found 't'");
-	expect_refused("[\"abc", NULL, "malformed JSON at byte 5: the text ends inside the string opened at byte 1");
-	expect_refused("[\"a\\", NULL, "malformed JSON at byte 4: the text ends inside an escape");
-	expect_refused("{'a':1}", NULL, "malformed JSON at byte 1: expected a key in double quotes or '}', found '''");
-	expect_refused("[\xc3\xa9]", NULL, "malformed JSON at byte 1: expected a value or ']', found byte 0xc3");
+	expect_refused("[1,2,x]", NULL, "malformed JSON at line 1, column 6 (byte 5): expected a value, found 'x'");
+	expect_refused("{\"a\" 1}", NULL, "malformed JSON at line 1, column 6 (byte 5): expected ':' after the key, found '1'");
+	expect_refused("[1,]", NULL, "malformed JSON at line 1, column 4 (byte 3): expected a value, found ']'");
+	expect_refused("", NULL, "malformed JSON at line 1, column 1 (byte 0): expected a value, found the end of the text");
+	expect_refused("{\"a\":1,}", NULL, "malformed JSON at line 1, column 8 (byte 7): expected a key in double quotes, found '}'");
+	expect_refused("{1:2}", NULL, "malformed JSON at line 1, column 2 (byte 1): expected a key in double quotes or '}', found '1'");
+	expect_refused("[1 2]", NULL, "malformed JSON at line 1, column 4 (byte 3): expected ',' or ']', found '2'");
+	expect_refused("{\"a\":1]", NULL, "malformed JSON at line 1, column 7 (byte 6): expected ',' or '}', found ']'");
+	expect_refused("[", NULL, "malformed JSON at line 1, column 2 (byte 1): expected a value or ']', found the end of the text");
+	expect_refused("[tru]", NULL, "malformed JSON at line 1, column 2 (byte 1): expected a value or ']', found 't'");
+	expect_refused("[\"abc", NULL, "malformed JSON at line 1, column 6 (byte 5): the text ends inside the string opened at line 1, column 2 (byte 1) (close it with '\"')");
+	expect_refused("[\"a\\", NULL, "malformed JSON at line 1, column 5 (byte 4): the text ends inside an escape");
+	expect_refused("{'a':1}", NULL, "malformed JSON at line 1, column 2 (byte 1): expected a key in double quotes or '}', found '''");
+	expect_refused("[\xc3\xa9]", NULL, "malformed JSON at line 1, column 2 (byte 1): expected a value or ']', found byte 0xc3");
+}
+
+/* a file as an operator writes it: the line and the column (a character,
+ * not a byte: é before the fault is one column), and what was expected */
+static void test_malformed_line_and_column(void **state)
+{
+	(void)state;
+	expect_refused("{\n  \"lb\": \"round_robin\",\n  \"endpoints\": [\"10.0.0.1:80\"\n}\n", NULL,
+		       "malformed JSON at line 4, column 1 (byte 55): expected ',' or ']', found '}'");
+	expect_refused("{\n\t\"a\": 1,\n\t\"b\" 2\n}", NULL,
+		       "malformed JSON at line 3, column 6 (byte 16): expected ':' after the key, found '2'");
+	expect_refused("{\"caf\xc3\xa9\": x}", NULL,
+		       "malformed JSON at line 1, column 10 (byte 10): expected a value, found 'x'");
+	expect_refused("[\r\n1,\r\n", NULL,
+		       "malformed JSON at line 3, column 1 (byte 7): expected a value, found the end of the text");
+	expect_refused("{\n\"a\": \"open", NULL,
+		       "malformed JSON at line 2, column 11 (byte 12): the text ends inside the string opened at "
+		       "line 2, column 6 (byte 7) (close it with '\"')");
+	char at[JSON_WHERE_BUF];
+	json_syntax_where("ab\ncd", 5, 99, at, sizeof(at));
+	assert_string_equal(at, "line 2, column 3 (byte 5)");
+	json_syntax_where("", 0, 0, at, sizeof(at));
+	assert_string_equal(at, "line 1, column 1 (byte 0)");
+	/* the NUL and UTF-8 checks say where too */
+	char err[256];
+	assert_null(json_decode("[1,\n\0]", 6, NULL, err, sizeof(err)));
+	assert_string_equal(err, "JSON text contains a NUL byte at line 2, column 1 (byte 4)");
+	assert_null(json_decode("[\n\"\xff\"]", 6, NULL, err, sizeof(err)));
+	assert_string_equal(err, "JSON text is not valid UTF-8 at line 2, column 2 (byte 3)");
 }
 
 static void test_trailing_garbage_refused(void **state)
 {
 	(void)state;
 	expect_refused("{\"a\":1} x", NULL,
-		       "malformed JSON at byte 8: expected the end of the text after the value, found 'x'");
-	expect_refused("[1][2]", NULL, "malformed JSON at byte 3: expected the end of the text after the value, found '['");
+		       "malformed JSON at line 1, column 9 (byte 8): expected the end of the text after the value, found 'x'");
+	expect_refused("[1][2]", NULL, "malformed JSON at line 1, column 4 (byte 3): expected the end of the text after the value, found '['");
 	/* trailing white space is fine */
 	char err[64];
 	cJSON *v = json_decode("[1]\n\t ", 6, NULL, err, sizeof(err));
@@ -125,7 +154,7 @@ static void test_nesting_default_limit(void **state)
 	cJSON *v = json_decode(ok, 64, NULL, err, sizeof(err));
 	assert_non_null(v);
 	cJSON_Delete(v);
-	expect_refused(deep, NULL, "JSON nesting deeper than 32 at byte 32");
+	expect_refused(deep, NULL, "JSON nesting deeper than 32 at line 1, column 33 (byte 32)");
 	free(ok);
 	free(deep);
 }
@@ -138,7 +167,7 @@ static void test_nesting_custom_limit_and_objects(void **state)
 	cJSON *v = json_decode("{\"a\":[{}]}", 10, &lim, err, sizeof(err));
 	assert_non_null(v);
 	cJSON_Delete(v);
-	expect_refused("{\"a\":[{\"b\":[]}]}", &lim, "JSON nesting deeper than 3 at byte 11");
+	expect_refused("{\"a\":[{\"b\":[]}]}", &lim, "JSON nesting deeper than 3 at line 1, column 12 (byte 11)");
 	/* closing brackets lower the depth again: siblings do not add up */
 	v = json_decode("[[[1]],[[2]],[[3]]]", 19, &lim, err, sizeof(err));
 	assert_non_null(v);
@@ -150,7 +179,7 @@ static void test_hundred_thousand_brackets(void **state)
 	(void)state;
 	/* refused by the pre-scan at the limit, before cJSON recurses */
 	char *deep = repeat('[', 100000);
-	expect_refused(deep, NULL, "JSON nesting deeper than 32 at byte 32");
+	expect_refused(deep, NULL, "JSON nesting deeper than 32 at line 1, column 33 (byte 32)");
 	free(deep);
 
 	/* brackets inside a string are not nesting: this decodes */
@@ -191,19 +220,19 @@ static void test_nul_byte_refused(void **state)
 	char err[128] = "";
 	cJSON *v = json_decode(text, sizeof(text) - 1, NULL, err, sizeof(err));
 	assert_null(v);
-	assert_string_equal(err, "JSON text contains a NUL byte");
+	assert_string_equal(err, "JSON text contains a NUL byte at line 1, column 8 (byte 7)");
 	/* a NUL after the value, inside len */
 	v = json_decode("[1]\0", 4, NULL, err, sizeof(err));
 	assert_null(v);
-	assert_string_equal(err, "JSON text contains a NUL byte");
+	assert_string_equal(err, "JSON text contains a NUL byte at line 1, column 4 (byte 3)");
 }
 
 static void test_escaped_nul_refused(void **state)
 {
 	(void)state;
-	expect_refused("{\"a\":\"x\\u0000y\"}", NULL, "JSON string holds \\u0000 at byte 7");
-	expect_refused("[\"\\u0000\"]", NULL, "JSON string holds \\u0000 at byte 2");
-	expect_refused("{\"k\\u0000\":1}", NULL, "JSON string holds \\u0000 at byte 3");
+	expect_refused("{\"a\":\"x\\u0000y\"}", NULL, "JSON string holds \\u0000 at line 1, column 8 (byte 7)");
+	expect_refused("[\"\\u0000\"]", NULL, "JSON string holds \\u0000 at line 1, column 3 (byte 2)");
+	expect_refused("{\"k\\u0000\":1}", NULL, "JSON string holds \\u0000 at line 1, column 4 (byte 3)");
 	/* an escaped backslash followed by the text u0000 is not a NUL */
 	char err[128];
 	const char ok[] = "[\"\\\\u0000\"]";
@@ -281,7 +310,7 @@ static void test_u_escape_bad_hex_refused(void **state)
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		char want[256];
-		snprintf(want, sizeof(want), "malformed JSON at byte %zu: %s", cases[i].at, msg);
+		snprintf(want, sizeof(want), "malformed JSON at line 1, column %zu (byte %zu): %s", cases[i].at + 1, cases[i].at, msg);
 		expect_refused(cases[i].text, NULL, want);
 	}
 }
@@ -312,13 +341,13 @@ static void test_unpaired_surrogates_refused(void **state)
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		char want[256];
-		snprintf(want, sizeof(want), "malformed JSON at byte %zu: %s", cases[i].at,
+		snprintf(want, sizeof(want), "malformed JSON at line 1, column %zu (byte %zu): %s", cases[i].at + 1, cases[i].at,
 			 cases[i].is_high ? high : low);
 		expect_refused(cases[i].text, NULL, want);
 	}
 	/* a high surrogate followed by a \u with bad hex: the bad hex is named */
 	expect_refused("[\"\\uD800\\uDCZZ\"]", NULL,
-		       "malformed JSON at byte 8: \\u escape without 4 hex digits after it (write \\uXXXX, X in "
+		       "malformed JSON at line 1, column 9 (byte 8): \\u escape without 4 hex digits after it (write \\uXXXX, X in "
 		       "0-9 a-f A-F)");
 }
 
@@ -329,7 +358,7 @@ static void test_invalid_escapes_refused(void **state)
 	const char *cases[] = { "[\"\\x41\"]", "[\"\\U0041\"]", "[\"\\'\"]", "[\"\\0\"]", "[\"\\a\"]", "[\"\\ \"]" };
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		char want[256];
-		snprintf(want, sizeof(want), "malformed JSON at byte 2: %s", msg);
+		snprintf(want, sizeof(want), "malformed JSON at line 1, column 3 (byte 2): %s", msg);
 		expect_refused(cases[i], NULL, want);
 	}
 }
@@ -339,16 +368,16 @@ static void test_raw_control_characters_refused(void **state)
 {
 	(void)state;
 	expect_refused("[\"a\tb\"]", NULL,
-		       "malformed JSON at byte 3: raw control character 0x09 in a string (escape it, as \\u0009 or "
+		       "malformed JSON at line 1, column 4 (byte 3): raw control character 0x09 in a string (escape it, as \\u0009 or "
 		       "\\n, \\t, \\r)");
 	expect_refused("[\"a\nb\"]", NULL,
-		       "malformed JSON at byte 3: raw control character 0x0a in a string (escape it, as \\u000a or "
+		       "malformed JSON at line 1, column 4 (byte 3): raw control character 0x0a in a string (escape it, as \\u000a or "
 		       "\\n, \\t, \\r)");
 	expect_refused("{\"k\x01\":1}", NULL,
-		       "malformed JSON at byte 3: raw control character 0x01 in a string (escape it, as \\u0001 or "
+		       "malformed JSON at line 1, column 4 (byte 3): raw control character 0x01 in a string (escape it, as \\u0001 or "
 		       "\\n, \\t, \\r)");
 	expect_refused("[\"\x1f\"]", NULL,
-		       "malformed JSON at byte 2: raw control character 0x1f in a string (escape it, as \\u001f or "
+		       "malformed JSON at line 1, column 3 (byte 2): raw control character 0x1f in a string (escape it, as \\u001f or "
 		       "\\n, \\t, \\r)");
 	/* DEL and everything above is allowed raw */
 	decodes_to("[\"\x7f\xc3\xa9 ~\"]", "\x7f\xc3\xa9 ~", 5);
@@ -359,10 +388,10 @@ static void test_raw_control_characters_refused(void **state)
 static void test_white_space(void **state)
 {
 	(void)state;
-	expect_refused("[1,\f2]", NULL, "malformed JSON at byte 3: expected a value, found byte 0x0c");
-	expect_refused("\x01[1]", NULL, "malformed JSON at byte 0: expected a value, found byte 0x01");
+	expect_refused("[1,\f2]", NULL, "malformed JSON at line 1, column 4 (byte 3): expected a value, found byte 0x0c");
+	expect_refused("\x01[1]", NULL, "malformed JSON at line 1, column 1 (byte 0): expected a value, found byte 0x01");
 	expect_refused("[1]\v", NULL,
-		       "malformed JSON at byte 3: expected the end of the text after the value, found byte 0x0b");
+		       "malformed JSON at line 1, column 4 (byte 3): expected the end of the text after the value, found byte 0x0b");
 	char err[128];
 	const char ok[] = " \t\r\n[ 1 ,\t2\r\n]\n";
 	cJSON *v = json_decode(ok, strlen(ok), NULL, err, sizeof(err));
@@ -372,7 +401,7 @@ static void test_white_space(void **state)
 	assert_non_null(v);
 	cJSON_Delete(v);
 	/* a byte order mark is skipped only first */
-	expect_refused("[\xef\xbb\xbf]", NULL, "malformed JSON at byte 1: expected a value or ']', found byte 0xef");
+	expect_refused("[\xef\xbb\xbf]", NULL, "malformed JSON at line 1, column 2 (byte 1): expected a value or ']', found byte 0xef");
 }
 
 /* cJSON reads 01, 1. and 1.e5 (strtod); RFC 8259 does not. */
@@ -380,18 +409,18 @@ static void test_numbers_strict(void **state)
 {
 	(void)state;
 	expect_refused("[01]", NULL,
-		       "malformed JSON at byte 1: a number cannot start with 0 followed by more digits (leading zero)");
+		       "malformed JSON at line 1, column 2 (byte 1): a number cannot start with 0 followed by more digits (leading zero)");
 	expect_refused("[-01]", NULL,
-		       "malformed JSON at byte 2: a number cannot start with 0 followed by more digits (leading zero)");
-	expect_refused("[1.]", NULL, "malformed JSON at byte 3: expected a digit after '.', found ']'");
-	expect_refused("[1.e5]", NULL, "malformed JSON at byte 3: expected a digit after '.', found 'e'");
-	expect_refused("[1e]", NULL, "malformed JSON at byte 3: expected a digit in the exponent, found ']'");
-	expect_refused("[1E+]", NULL, "malformed JSON at byte 4: expected a digit in the exponent, found ']'");
-	expect_refused("[-]", NULL, "malformed JSON at byte 2: expected a digit after '-', found ']'");
-	expect_refused("-", NULL, "malformed JSON at byte 1: expected a digit after '-', found the end of the text");
-	expect_refused("[+1]", NULL, "malformed JSON at byte 1: expected a value or ']', found '+'");
-	expect_refused("[.5]", NULL, "malformed JSON at byte 1: expected a value or ']', found '.'");
-	expect_refused("[0x10]", NULL, "malformed JSON at byte 2: expected ',' or ']', found 'x'");
+		       "malformed JSON at line 1, column 3 (byte 2): a number cannot start with 0 followed by more digits (leading zero)");
+	expect_refused("[1.]", NULL, "malformed JSON at line 1, column 4 (byte 3): expected a digit after '.', found ']'");
+	expect_refused("[1.e5]", NULL, "malformed JSON at line 1, column 4 (byte 3): expected a digit after '.', found 'e'");
+	expect_refused("[1e]", NULL, "malformed JSON at line 1, column 4 (byte 3): expected a digit in the exponent, found ']'");
+	expect_refused("[1E+]", NULL, "malformed JSON at line 1, column 5 (byte 4): expected a digit in the exponent, found ']'");
+	expect_refused("[-]", NULL, "malformed JSON at line 1, column 3 (byte 2): expected a digit after '-', found ']'");
+	expect_refused("-", NULL, "malformed JSON at line 1, column 2 (byte 1): expected a digit after '-', found the end of the text");
+	expect_refused("[+1]", NULL, "malformed JSON at line 1, column 2 (byte 1): expected a value or ']', found '+'");
+	expect_refused("[.5]", NULL, "malformed JSON at line 1, column 2 (byte 1): expected a value or ']', found '.'");
+	expect_refused("[0x10]", NULL, "malformed JSON at line 1, column 3 (byte 2): expected ',' or ']', found 'x'");
 	const char ok[] = "[0,-0,0.5,-0.25,10,1e5,1E+5,1e-05,-0.0e0,123456789012345678901234567890]";
 	char err[128];
 	cJSON *v = json_decode(ok, strlen(ok), NULL, err, sizeof(err));
@@ -412,13 +441,13 @@ static void test_syntax_check_alone(void **state)
 	assert_int_equal(json_syntax_check(ok, strlen(ok), 0, err, sizeof(err)), 0);
 	assert_string_equal(err, "");
 	assert_int_equal(json_syntax_check("[\"\\uZZZZ\"]", 10, 0, err, sizeof(err)), -1);
-	assert_non_null(strstr(err, "at byte 2: \\u escape without 4 hex digits"));
+	assert_non_null(strstr(err, "at line 1, column 3 (byte 2): \\u escape without 4 hex digits"));
 	/* max_depth 0 is the default, 32 */
 	char *deep = repeat('[', 40);
 	assert_int_equal(json_syntax_check(deep, 40, 0, err, sizeof(err)), -1);
-	assert_string_equal(err, "JSON nesting deeper than 32 at byte 32");
+	assert_string_equal(err, "JSON nesting deeper than 32 at line 1, column 33 (byte 32)");
 	assert_int_equal(json_syntax_check(deep, 40, 2, err, sizeof(err)), -1);
-	assert_string_equal(err, "JSON nesting deeper than 2 at byte 2");
+	assert_string_equal(err, "JSON nesting deeper than 2 at line 1, column 3 (byte 2)");
 	free(deep);
 	/* a limit above the stack kept on the C stack (512) */
 	char *s = malloc(2 * 600);
@@ -427,7 +456,7 @@ static void test_syntax_check_alone(void **state)
 	memset(s + 600, ']', 600);
 	assert_int_equal(json_syntax_check(s, 1200, 600, err, sizeof(err)), 0);
 	assert_int_equal(json_syntax_check(s, 1200, 599, err, sizeof(err)), -1);
-	assert_string_equal(err, "JSON nesting deeper than 599 at byte 599");
+	assert_string_equal(err, "JSON nesting deeper than 599 at line 1, column 600 (byte 599)");
 	free(s);
 	/* a message is cut to errlen, never overrun */
 	char small[8];
@@ -572,6 +601,7 @@ int main(void)
 		cmocka_unit_test(test_decode_valid),
 		cmocka_unit_test(test_decode_uses_only_len_bytes),
 		cmocka_unit_test(test_malformed_with_byte_position),
+		cmocka_unit_test(test_malformed_line_and_column),
 		cmocka_unit_test(test_trailing_garbage_refused),
 		cmocka_unit_test(test_over_max_bytes),
 		cmocka_unit_test(test_nesting_default_limit),

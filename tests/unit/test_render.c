@@ -298,7 +298,7 @@ static void state_of(struct state *s, const struct item *items, size_t n)
 
 static struct render_opts opts(const char *marker)
 {
-	struct render_opts o = { .secrets_dir = SECRETS, .marker = marker };
+	struct render_opts o = { .secrets_dir = SECRETS, .marker = marker, .skip_secret_check = true };
 	return o;
 }
 
@@ -522,6 +522,33 @@ static void test_any_insertion_order(void **st)
 /* ---- secrets ------------------------------------------------------------------------------ */
 
 #define CERT2 "-----BEGIN CERTIFICATE-----\\nT1RIRVI=\\n-----END CERTIFICATE-----\\n"
+
+/* Outside these tests the renderers read a TLS secret as the consumer
+ * will (pemcheck.h): the stand-in PEMs here are refused by both, naming
+ * the secret and the field, and the key's text is not quoted. */
+static void test_secret_check(void **st)
+{
+	(void)st;
+	static const struct item items[] = {
+		{ "cluster/c", "{\"endpoints\":[{\"address\":\"127.0.0.1\",\"port\":9000}]}" },
+		{ "secret/a", "{\"cert\":\"" CERT "\",\"key\":\"" KEY "\"}" },
+		{ "listener/l1", "{\"port\":443,\"tls\":{\"secret\":\"a\"}}" },
+	};
+	struct state s;
+	state_of(&s, items, sizeof(items) / sizeof(items[0]));
+	const struct renderer *rs[] = { &render_nginx, &render_haproxy };
+	for (size_t i = 0; i < 2; i++) {
+		struct render_opts o = { .secrets_dir = SECRETS };
+		struct render_out out = { 0 };
+		char err[512] = "";
+		assert_int_equal(rs[i]->render(&s, NULL, &o, &out, err, sizeof(err)), -1);
+		if (strncmp(err, "secret/a: cert: not a PEM certificate (", 39) != 0)
+			fail_msg("%s: '%s'", rs[i]->name, err);
+		assert_null(strstr(err, KEY_TEXT));
+		render_out_release(&out);
+	}
+	state_release(&s);
+}
 
 static void test_secrets_nginx(void **st)
 {
@@ -1688,6 +1715,7 @@ int main(void)
 		cmocka_unit_test(test_empty_state),
 		cmocka_unit_test(test_same_bytes_twice),
 		cmocka_unit_test(test_any_insertion_order),
+		cmocka_unit_test(test_secret_check),
 		cmocka_unit_test(test_secrets_nginx),
 		cmocka_unit_test(test_secrets_haproxy),
 		cmocka_unit_test(test_refuse_same_host_and_path),

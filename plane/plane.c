@@ -393,7 +393,8 @@ int plane_start(struct plane *p, char *err, size_t errlen)
 		return -1;
 	p->api = (struct api){
 		.cfg = { .max_body = p->cfg.max_body, .max_request = p->cfg.max_request, .max_depth = p->cfg.max_depth,
-			 .heartbeat = p->cfg.heartbeat, .rollout = p->cfg.rollout },
+			 .heartbeat = p->cfg.heartbeat, .rollout = p->cfg.rollout,
+			 .allow_unknown_fields = p->cfg.allow_unknown_fields },
 		.core = &p->core, .auth = &p->auth, .http = &p->http, .rollout = p->rollout, .gate = p->gate,
 	};
 	if (p->cfg.sealed_secrets) {

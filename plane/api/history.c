@@ -594,7 +594,7 @@ static void revert_run(void *ctx, void *arg, struct write_result *res)
 		}
 		n++;
 	}
-	struct write_opts opts = { j->author, j->message, true, cur, true, j->override, j->admin };
+	struct write_opts opts = { j->author, j->message, true, cur, true, j->override, j->admin, false };
 	writer_commit(p->core, ch, n, false, &opts, res);
 	free(ch);
 	states_release(&st);

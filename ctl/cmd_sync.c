@@ -409,6 +409,13 @@ static int dry_run_ask(const struct ctl_ctx *cx, const struct tree *t, const str
 	batch_of(cx, d, base, &batch);
 	int r = ctl_call_refusal(cx, "POST", "/v1/batch?dry_run=1", batch.data, batch.len, &ans, refusal,
 				 sizeof(refusal));
+	if (r < 0 && (ans.status == 401 || ans.status == 403)) {
+		/* a reader's token: the diff stands, unchecked by the plane */
+		ctl_error("warning: the plane checks a dry run only for a token that may write (%s): the diff above "
+			  "was not checked there", refusal);
+		rc = CTL_EXIT_CHANGES;
+		goto out;
+	}
 	if (r < 0) {
 		print_refusal(t, ans.status, refusal, base, true);
 		rc = CTL_EXIT_REFUSED;

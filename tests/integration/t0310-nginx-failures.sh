@@ -98,27 +98,29 @@ track_pid "$LOOP_PID"
 check "the client loop runs (20 answers)" wait_until 10 loop_more 20
 
 # ---- (1) nginx -t refuses: an unloadable certificate -------------------------------------------
+# one the plane parses, with its key, and nginx's OpenSSL refuses (a 1024-bit RSA key)
+weak_pair weak
+KEYTEXT=$(sed -n 2p "$WORK/weak.key")
 H=$(hups)
 C=$(current)
 G=$(gens)
 V0=$V
-jq -n --argjson port "$LBAD" '{upserts:[
- {name:"secret/bad", body:{cert:"-----BEGIN CERTIFICATE-----\nTm90IGEgY2VydGlmaWNhdGU@@@garbage!!!***\n-----END CERTIFICATE-----\n",
-                           key:"-----BEGIN PRIVATE KEY-----\nbm90IGEga2V5@@@garbage!!!***\n-----END PRIVATE KEY-----\n"}},
+jq -n --argjson port "$LBAD" --rawfile cert "$WORK/weak.crt" --rawfile key "$WORK/weak.key" '{upserts:[
+ {name:"secret/bad", body:{cert:$cert, key:$key}},
  {name:"listener/badtls", body:{address:"127.0.0.1", port:$port, tls:{secret:"bad"}}},
  {name:"route/badtls", body:{listener:"badtls", path:"/", cluster:"a"}}]}' >"$WORK/bad.json"
 ctl apply "$WORK/bad.json" >/dev/null
 VBAD=$(plane_version)
-check "(1) the plane stores the PEM-looking secret (version $VBAD)" test "$VBAD" -gt "$V0"
+check "(1) the plane stores the weak secret (version $VBAD)" test "$VBAD" -gt "$V0"
 check "(1) the agent NACKs version $VBAD" wait_until 15 has_nack ng "$VBAD"
 err=$(nack_error)
 check "(1) tetherctl nodes --json: last_nack.error carries nginx's message ($err)" \
-	sh -c 'echo "$1" | grep -q nginx && echo "$1" | grep -q "cannot load certificate"' _ "$err"
+	sh -c 'echo "$1" | grep -q nginx && echo "$1" | grep -q "key too small"' _ "$err"
 check "(1) tetherctl nodes shows the NACK of version $VBAD" \
 	sh -c "'$CTL_BIN' --plane '$PLANE_URL' nodes | grep '^ng ' | grep -q 'v$VBAD: '"
 check_eq "(1) the agent stays at version $V0" "$V0" "$(st ng version)"
 check "(1) status.json says degraded with the reason" \
-	sh -c "[ \"\$(jq -r .state '$WORK/ng.state/status.json')\" = degraded ] && jq -r .last_error '$WORK/ng.state/status.json' | grep -q 'cannot load certificate'"
+	sh -c "[ \"\$(jq -r .state '$WORK/ng.state/status.json')\" = degraded ] && jq -r .last_error '$WORK/ng.state/status.json' | grep -q 'key too small'"
 check_eq "(1) current is unchanged" "$C" "$(current)"
 check_eq "(1) the marker answers the same generation" "$C" "gen-$(marker)"
 check_eq "(1) no generation was left behind" "$G" "$(gens)"
@@ -126,7 +128,7 @@ check_eq "(1) nginx was not reloaded" "$H" "$(hups)"
 check "(1) nothing listens on the bad TLS port" sh -c "! curl -sk --max-time 2 https://127.0.0.1:$LBAD/"
 check "(1) nginx keeps serving A" answers "A /x" "$LMAIN" /x
 check_eq "(1) the refused key's text appears in no log" "" \
-	"$(grep -lF 'bm90IGEga2V5@@@garbage' "$WORK"/*.log "$WORK/ng.state/status.json" | xargs)"
+	"$(grep -lF "$KEYTEXT" "$WORK"/*.log "$WORK/ng.state/status.json" | xargs)"
 check_eq "(1) the client loop saw no failure" 0 "$(loop_failures)"
 
 # (5) a good push after it: the bad parts removed, the route switched to B

@@ -315,21 +315,22 @@ fails() {
 more 10 || bail "the client loop does not run"
 check_eq "the client loop sees no failure before the first bad push" 0 "$(fails 0 "$(lines)")"
 
-# a push haproxy -c refuses: a certificate that is not one
+# a push haproxy -c refuses: a certificate the plane parses, with its key, and
+# haproxy's OpenSSL refuses (a 1024-bit RSA key)
+weak_pair weak
 VGOOD=$(st h version)
 GGOOD=$(cur_gen)
 PEMGOOD=$(cat "$PEM1")
 NGENS=$(ngens)
 RELOADS0=$(grep -c 'Reloading HAProxy' "$WORK/haproxy.log")
 L0=$(lines)
-put secret/site "$(jq -n -c '{cert: "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydGlmaWNhdGU=\n-----END CERTIFICATE-----\n",
-	key: "-----BEGIN PRIVATE KEY-----\nbm90IGEga2V5\n-----END PRIVATE KEY-----\n"}')" >/dev/null
+put secret/site "$(jq -n -c --rawfile cert "$WORK/weak.crt" --rawfile key "$WORK/weak.key" '{cert: $cert, key: $key}')" >/dev/null
 VBAD=$(plane_version)
 check "the bad certificate (version $VBAD) is NACKed" wait_until 15 has_nack h "$VBAD"
 err=$(node_field h '.last_nack.error')
 check "the NACK says haproxy refused it" grep -q "haproxy refused the new configuration" <<<"$err"
-check "the NACK carries haproxy's own message (unable to load certificate)" \
-	grep -q "unable to load certificate" <<<"$err"
+check "the NACK carries haproxy's own message (unable to load SSL certificate)" \
+	grep -q "unable to load SSL certificate" <<<"$err"
 diag "NACK: $err"
 more 20
 L1=$(lines)

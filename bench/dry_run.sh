@@ -50,7 +50,7 @@ echo '{"address":"127.0.0.1","port":8080}' >"$tree/listener/main.json"
 for i in $(seq 1 "$q"); do
 	printf '{"endpoints":[{"address":"10.%d.%d.1","port":%d,"weight":2}],"lb":"round_robin"}\n' \
 		$((i / 256 % 256)) $((i % 256)) $((1000 + i)) >"$tree/cluster/c$i.json"
-	printf '{"listener":"main","host":"h%d.example.com","path":"/","cluster":"c%d"}\n' "$i" "$i" >"$tree/route/r$i.json"
+	printf '{"listener":"main","host":"h%d.example.com","path":"/round_robin","cluster":"c%d"}\n' "$i" "$i" >"$tree/route/r$i.json"
 done
 pad=$(head -c 160 /dev/zero | tr '\0' x)
 for i in $(seq 1 $((N - 2 * q - 1))); do

@@ -135,6 +135,11 @@ enum http_result api_resource(struct api *p, struct http_conn *c, struct request
 		return at ? api_history_get_at(p, c, r, &who, name, at) : get_one(p, c, &who, name);
 	}
 
+	/* a dry run is a batch's: a PUT or DELETE that asks for one must not
+	 * be taken for a write */
+	if (http_query(c, "dry_run"))
+		return http_send_error(c, HTTP_BAD_REQUEST, "%s: dry runs are POST /v1/batch?dry_run=1 (a batch of "
+				       "one upsert or remove); nothing was stored", name);
 	/* the version log's record: who, and the message of X-Tether-Message */
 	char author[320];
 	auth_author(p->auth, c, &who, author, sizeof(author));

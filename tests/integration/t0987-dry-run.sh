@@ -68,6 +68,8 @@ check_eq "a bad name: 422" "422" "$(dry '{"removes":["cluster/a b"]}')"
 check_eq "an old base: 409, as a write" 409 "$(dry "{\"base\":$((V0 - 1)),\"upserts\":[]}")"
 check_eq "a delete of the listener (nothing refers to it yet): a change" \
 	"200 listener/main=delete" "$(dry '{"removes":["listener/main"]}') $(answer '[.changes[] | "\(.name)=\(.change)"] | join(",")')"
+check_eq "a PUT with ?dry_run=1 is a bad request, not a write" "400 404" \
+	"$(api_status PUT '/v1/resources/route/r1?dry_run=1' --data '{"listener":"main","cluster":"web"}') $(api_status GET /v1/resources/route/r1)"
 check_eq "dry_run=2 is a bad request" 400 \
 	"$(curl -sS -o /dev/null -w '%{http_code}' -X POST --data '{}' "$PLANE_URL/v1/batch?dry_run=2")"
 

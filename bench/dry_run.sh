@@ -70,8 +70,9 @@ for r in $(seq 1 "$RUNS"); do
 	"$PLANE_BIN" $PLANE_LAB_FLAGS --listen 127.0.0.1:0 --data "$OUT/data" >"$OUT/plane.log" 2>&1 &
 	pid=$!
 	track "$pid"
-	wait_until 10 grep -q 'listening on ' "$OUT/plane.log" || die "the plane did not start"
-	url=http://127.0.0.1:$(grep -o 'listening on [^ ]*' "$OUT/plane.log" | sed 's/.*://')
+	# the whole line (a trailing space after the port): not a line half written
+	wait_until 10 grep -q 'listening on [0-9.]*:[0-9][0-9]* ' "$OUT/plane.log" || die "the plane did not start"
+	url=http://127.0.0.1:$(grep -o 'listening on [0-9.]*:[0-9]*' "$OUT/plane.log" | sed 's/.*://')
 	wait_until 10 curl -fsS "$url/healthz" || die "the plane is not healthy"
 	sed -i 's/least_conn/round_robin/' "$tree"/*/*.json   # the files as created
 	rm -f "$tree/route/zz-refused.json"

@@ -6,8 +6,10 @@
 # freeze does not refuse it and it says so. tetherctl sync --dry-run and
 # put --dry-run ask it: exit 4 would be refused (the plane's reason),
 # 3 would change, 0 nothing to do. Unknown fields are refused by default
-# with the nearest known one; --allow-unknown-fields takes them.
+# with the nearest known one; --allow-unknown-fields takes them. With
+# --store etcd (the writer thread) a dry run stores nothing either.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib-etcd.sh"
 
 need_cmd jq
 need_cmd openssl
@@ -183,5 +185,25 @@ check_eq "... a known field's checks still hold" 422 \
 	"$(api_status PUT /v1/resources/cluster/web --data '{"endpoints":[],"lb":"fastest"}')"
 check_eq "... and a secret's pair is still checked" 422 \
 	"$(api_status PUT /v1/resources/secret/site --data-binary '{"cert":"'"$A_CERT"'","key":"'"$PAIR_KEY"'"}')"
+
+# ---- --store etcd: a dry run through the writer thread stores nothing either --------------------
+if [ -x "$ETCD_BIN" ]; then
+	stop_pid "$PLANE_PID"
+	etcd_cluster_start 1
+	start_plane e --store etcd --etcd "$ETCD_ENDPOINTS" --etcd-prefix "/t0987-$$/" --heartbeat 0.5
+	put cluster/web '{"endpoints":[{"address":"127.0.0.1","port":9001}]}' >/dev/null
+	VE=$(plane_version)
+	check_eq "etcd: a dry run of a change: 200, would update" "200 cluster/web=update" \
+		"$(dry '{"upserts":[{"name":"cluster/web","body":{"endpoints":[{"address":"127.0.0.1","port":9002}]}}]}') $(answer '[.changes[] | "\(.name)=\(.change)"] | join(",")')"
+	check_eq "etcd: ... nothing stored" "$VE 9001" \
+		"$(plane_version) $(curl -sS "$PLANE_URL/v1/resources/cluster/web" | jq -r '.body.endpoints[0].port')"
+	check_eq "etcd: a refused dry run: the write's 422" \
+		"422 cluster/web: endpoints[0]: unknown field 'prot' (did you mean 'port'?)" \
+		"$(dry '{"upserts":[{"name":"cluster/web","body":{"endpoints":[{"address":"127.0.0.1","prot":1}]}}]}') $(answer .error)"
+	check_eq "etcd: the real write after them is the next version" "$((VE + 1))" \
+		"$(put cluster/web '{"endpoints":[{"address":"127.0.0.1","port":9002}]}' | jq -r .version)"
+else
+	diag "etcd is not installed: the --store etcd part is not run"
+fi
 
 done_testing

@@ -1,6 +1,7 @@
 /* resource.c: names, types, field validation and references of resources
  * (see resource.h). The tables here are the schema of INTERFACE.md. */
 #include "resource.h"
+#include "buf.h"
 #include "envelope.h"
 #include "json.h"
 #include "util.h"
@@ -11,6 +12,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 static const char *const type_names[RES_TYPE_COUNT] = {
 	"secret", "cluster", "listener", "route", "file", "guard",
@@ -206,14 +208,76 @@ static bool known(const char *key, const char *const *fields)
 	return false;
 }
 
+/* The optimal string alignment distance of a and b (an adjacent swap is one
+ * edit): small names only, longer ones are "far". */
+#define SUGGEST_MAX 32
+static size_t edit_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	if (la > SUGGEST_MAX || lb > SUGGEST_MAX)
+		return SIZE_MAX;
+	size_t d[SUGGEST_MAX + 1][SUGGEST_MAX + 1];
+	for (size_t i = 0; i <= la; i++)
+		d[i][0] = i;
+	for (size_t j = 0; j <= lb; j++)
+		d[0][j] = j;
+	for (size_t i = 1; i <= la; i++) {
+		for (size_t j = 1; j <= lb; j++) {
+			size_t cost = a[i - 1] != b[j - 1];
+			size_t m = d[i - 1][j] + 1;
+			if (d[i][j - 1] + 1 < m)
+				m = d[i][j - 1] + 1;
+			if (d[i - 1][j - 1] + cost < m)
+				m = d[i - 1][j - 1] + cost;
+			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < m)
+				m = d[i - 2][j - 2] + 1;
+			d[i][j] = m;
+		}
+	}
+	return d[la][lb];
+}
+
+/* The known field nearest to key, when it is near enough to be a typo
+ * (at most a third of the longer name's letters, and at least one, apart;
+ * or the same name in another case); NULL otherwise. */
+static const char *nearest_field(const char *key, const char *const *fields)
+{
+	const char *best = NULL;
+	size_t best_d = SIZE_MAX;
+	for (; *fields; fields++) {
+		if (strcasecmp(key, *fields) == 0)
+			return *fields;
+		size_t d = edit_distance(key, *fields);
+		size_t la = strlen(key), lf = strlen(*fields);
+		size_t limit = ((la > lf ? la : lf) + 2) / 3;
+		if (d <= limit && d < best_d) {
+			best = *fields;
+			best_d = d;
+		}
+	}
+	return best;
+}
+
 static int check_unknown(struct vctx *v, const cJSON *obj, const char *const *fields, const char *where)
 {
 	if (!(v->flags & RES_STRICT))
 		return 0;
 	for (const cJSON *c = obj->child; c; c = c->next) {
 		char show[STR_SHOW_BUF];
-		if (!known(c->string, fields))
-			return fail(v, "unknown field '%s%s%s'", where, *where ? "." : "", str_show(c->string, show));
+		if (known(c->string, fields))
+			continue;
+		const char *near = nearest_field(c->string, fields);
+		struct buf list = BUF_INIT;
+		for (const char *const *f = fields; *f; f++)
+			buf_printf(&list, "%s%s", f == fields ? "" : ", ", *f);
+		if (near)
+			fail(v, "%s%sunknown field '%s' (did you mean '%s'?)", where, *where ? ": " : "",
+			     str_show(c->string, show), near);
+		else
+			fail(v, "%s%sunknown field '%s' (known: %s)", where, *where ? ": " : "",
+			     str_show(c->string, show), list.data);
+		buf_release(&list);
+		return -1;
 	}
 	return 0;
 }

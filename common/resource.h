@@ -25,7 +25,9 @@ enum res_type {
 };
 
 /* Flags for resource_validate. */
-#define RES_STRICT 1u        /* unknown fields are errors (the agent's --strict) */
+#define RES_STRICT 1u        /* unknown fields are errors, naming the nearest known
+				one: the agent's --strict, and the plane's writes
+				unless --allow-unknown-fields */
 #define RES_V_PLAINTEXT 2u   /* a secret must be plaintext, never sealed: the body
 				an envelope opened to (the agent, after envelope_open) */
 #define RES_V_STORED 4u      /* a sealed secret must be its stored form, with

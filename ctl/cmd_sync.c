@@ -2,7 +2,9 @@
  * (DIR/<type>/<name>.json, tree.c) compared with the plane's, applied as
  * one conditional batch (one version, "base": the version compared
  * against, so a write in between makes it 409), or shown as a diff
- * (--dry-run, linediff.c) with the nodes each change reaches; export
+ * (--dry-run, linediff.c) with the nodes each change reaches and checked
+ * by the plane as a dry run of that batch (exit 4 refused, 3 would
+ * change, 0 nothing to do); export
  * writes the plane's state in the same layout.
  *
  * Secrets: the plane shows a secret's key as "[redacted]" to everybody but
@@ -38,7 +40,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define EXIT_CHANGES 3   /* --dry-run: something would change */
 #define DIFF_CONTEXT 3
 #define REDACTED "[redacted]"
 
@@ -332,12 +333,12 @@ static void print_diff(const struct diff *d, const struct fleet *f, const struct
 
 /* The plane's message for a refused batch, with the resource it names
  * mapped back to its file. */
-static void print_refusal(const struct tree *t, long status, const char *msg, uint64_t base)
+static void print_refusal(const struct tree *t, long status, const char *msg, uint64_t base, bool dry)
 {
 	if (status == 409) {
 		ctl_error("%s", msg);
 		ctl_error("the plane is no longer at version %" PRIu64 " (someone wrote in between): nothing was "
-			  "applied; run sync again", base);
+			  "%s; run sync again", base, dry ? "checked" : "applied");
 		return;
 	}
 	size_t k = strcspn(msg, ":");
@@ -355,15 +356,16 @@ static void print_refusal(const struct tree *t, long status, const char *msg, ui
 	if (e && strstr(msg, "a replayed envelope"))
 		ctl_error("'%s' holds an envelope the plane has replaced since; to restore that value, sync its "
 			  "plaintext (with --recovery-key) or put it with --seal: a new envelope", e->path);
-	ctl_error("the plane refused the batch (HTTP %ld): nothing was applied", status);
+	if (dry)
+		ctl_error("the plane would refuse the batch (HTTP %ld): a sync would apply nothing", status);
+	else
+		ctl_error("the plane refused the batch (HTTP %ld): nothing was applied", status);
 }
 
-static int apply(const struct ctl_ctx *cx, const struct tree *t, const struct diff *d, uint64_t base)
+/* The batch of d against base, into batch. */
+static void batch_of(const struct ctl_ctx *cx, const struct diff *d, uint64_t base, struct buf *out)
 {
 	struct buf batch = BUF_INIT;
-	struct client_answer ans = { 0, BUF_INIT, "" };
-	char refusal[2048];
-	int rc = CTL_EXIT_FAILED;
 	buf_printf(&batch, "{\"base\":%" PRIu64, base);
 	if (cx->message) {
 		buf_puts(&batch, ",\"message\":");
@@ -392,9 +394,64 @@ static int apply(const struct ctl_ctx *cx, const struct tree *t, const struct di
 		first = false;
 	}
 	buf_puts(&batch, "]}");
+	*out = batch;
+}
+
+/* --dry-run: the plane runs every check of the write (POST
+ * /v1/batch?dry_run=1) and stores nothing. 4 when it would refuse (its
+ * reason printed, mapped to the file), else 3 (d is not empty). */
+static int dry_run_ask(const struct ctl_ctx *cx, const struct tree *t, const struct diff *d, uint64_t base)
+{
+	struct buf batch = BUF_INIT;
+	struct client_answer ans = { 0, BUF_INIT, "" };
+	char refusal[2048];
+	int rc = CTL_EXIT_FAILED;
+	batch_of(cx, d, base, &batch);
+	int r = ctl_call_refusal(cx, "POST", "/v1/batch?dry_run=1", batch.data, batch.len, &ans, refusal,
+				 sizeof(refusal));
+	if (r < 0 && (ans.status == 401 || ans.status == 403)) {
+		/* a reader's token: the diff stands, unchecked by the plane */
+		ctl_error("warning: the plane checks a dry run only for a token that may write (%s): the diff above "
+			  "was not checked there", refusal);
+		rc = CTL_EXIT_CHANGES;
+		goto out;
+	}
+	if (r < 0) {
+		print_refusal(t, ans.status, refusal, base, true);
+		rc = CTL_EXIT_REFUSED;
+	}
+	if (r != 0)
+		goto out;
+	cJSON *doc = ctl_answer_json(&ans);
+	if (!doc)
+		goto out;
+	if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(doc, "dry_run"))) {
+		ctl_error("the plane does not know dry runs (an older plane?): nothing was checked there");
+		cJSON_Delete(doc);
+		goto out;
+	}
+	const char *frozen = json_get_string(doc, "frozen");
+	if (frozen)
+		printf("note: %s (a dry run is not refused by a freeze; the sync would be)\n", frozen);
+	printf("the plane would take it: every check passed (nothing was applied)\n");
+	cJSON_Delete(doc);
+	rc = CTL_EXIT_CHANGES;
+out:
+	buf_release(&batch);
+	buf_release(&ans.body);
+	return rc;
+}
+
+static int apply(const struct ctl_ctx *cx, const struct tree *t, const struct diff *d, uint64_t base)
+{
+	struct buf batch = BUF_INIT;
+	struct client_answer ans = { 0, BUF_INIT, "" };
+	char refusal[2048];
+	int rc = CTL_EXIT_FAILED;
+	batch_of(cx, d, base, &batch);
 	int r = ctl_call_refusal(cx, "POST", "/v1/batch", batch.data, batch.len, &ans, refusal, sizeof(refusal));
 	if (r < 0)
-		print_refusal(t, ans.status, refusal, base);
+		print_refusal(t, ans.status, refusal, base, false);
 	if (r != 0)
 		goto out;
 	cJSON *doc = ctl_answer_json(&ans);
@@ -468,7 +525,7 @@ int cmd_sync(const struct ctl_ctx *cx, int argc, char **argv)
 		if (d.kept)
 			printf("%zu resource%s on the plane %s not in '%s' (kept; --prune deletes them)\n", d.kept,
 			       d.kept == 1 ? "" : "s", d.kept == 1 ? "is" : "are", argv[0]);
-		rc = EXIT_CHANGES;
+		rc = dry_run_ask(cx, &t, &d, base);
 		goto out;
 	}
 	rc = apply(cx, &t, &d, base);

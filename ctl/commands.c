@@ -39,12 +39,72 @@ static void resource_path(struct buf *path, const char *name)
 
 /* ---- resources --------------------------------------------------------- */
 
+/* put --dry-run: the body as a batch of one upsert, checked by the plane
+ * (POST /v1/batch?dry_run=1: every check of the write, nothing stored).
+ * 4 refused (the plane's reason printed), 3 would change, 0 the same. */
+static int put_dry_run(const struct ctl_ctx *cx, const char *name, const char *body, size_t len)
+{
+	struct buf batch = BUF_INIT;
+	struct client_answer ans = { 0, BUF_INIT, "" };
+	char refusal[2048];
+	int rc = CTL_EXIT_FAILED;
+	buf_puts(&batch, "{\"upserts\":[{\"name\":");
+	buf_json_string(&batch, name);
+	buf_puts(&batch, ",\"body\":");
+	buf_append(&batch, body, len);
+	buf_puts(&batch, "}]}");
+	int r = ctl_call_refusal(cx, "POST", "/v1/batch?dry_run=1", batch.data, batch.len, &ans, refusal,
+				 sizeof(refusal));
+	if (r < 0) {
+		ctl_error("%s", refusal);
+		ctl_error("the plane would refuse it (HTTP %ld): a put would store nothing", ans.status);
+		rc = CTL_EXIT_REFUSED;
+	}
+	if (r != 0)
+		goto out;
+	cJSON *doc = ctl_answer_json(&ans);
+	if (!doc)
+		goto out;
+	const cJSON *changes = cJSON_GetObjectItemCaseSensitive(doc, "changes");
+	uint64_t v;
+	if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(doc, "dry_run")) || !cJSON_IsArray(changes) ||
+	    !json_get_u64(cJSON_GetObjectItemCaseSensitive(doc, "version"), &v)) {
+		ctl_error("the plane does not know dry runs (an older plane?): nothing was checked there");
+		cJSON_Delete(doc);
+		goto out;
+	}
+	const char *frozen = json_get_string(doc, "frozen");
+	if (frozen)
+		printf("note: %s (a dry run is not refused by a freeze; the put would be)\n", frozen);
+	const char *what = cJSON_GetArraySize(changes) ? json_get_string(changes->child, "change") : NULL;
+	if (what) {
+		printf("%s: would %s it against version %" PRIu64 " (every check passed; nothing was stored)\n", name,
+		       what, v);
+		rc = CTL_EXIT_CHANGES;
+	} else {
+		printf("nothing to do: %s matches the plane at version %" PRIu64 "\n", name, v);
+		rc = CTL_EXIT_OK;
+	}
+	cJSON_Delete(doc);
+out:
+	if (resource_type_of(name) == RES_SECRET)
+		sodium_memzero(batch.data, batch.cap);
+	buf_release(&batch);
+	buf_release(&ans.body);
+	return rc;
+}
+
 int cmd_put(const struct ctl_ctx *cx, int argc, char **argv)
 {
 	struct buf path = BUF_INIT;
 	struct client_answer ans = { 0, BUF_INIT, "" };
 	size_t len;
 	int rc = 1;
+	if (cx->seal && cx->dry_run) {
+		ctl_error("put: --dry-run does not go with --seal (each seal is a new envelope); check the sealed "
+			  "file with 'sync --dry-run'");
+		return CTL_EXIT_USAGE;
+	}
 	if (cx->seal)
 		return cmd_put_sealed(cx, argc, argv);
 	if (cx->recovery_key || cx->output) {
@@ -59,6 +119,10 @@ int cmd_put(const struct ctl_ctx *cx, int argc, char **argv)
 			    : ctl_read_json_object(argc > 1 ? argv[1] : "-", "a resource body", &len);
 	if (!body)
 		goto fail;
+	if (cx->dry_run) {
+		rc = put_dry_run(cx, argv[0], body, len);
+		goto fail;
+	}
 	resource_path(&path, argv[0]);
 	if (ctl_call(cx, "PUT", path.data, body, len, &ans) != 0)
 		goto fail;

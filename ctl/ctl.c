@@ -55,10 +55,11 @@ struct command {
 };
 
 static const struct command commands[] = {
-	{ "put", NULL, "NAME [FILE|-] [--message TEXT] [--override REASON] [--seal [--recovery-key FILE] [--output FILE]]",
-	  "upsert one resource (body: a JSON object; stdin without FILE); --seal: a secret sealed here "
+	{ "put", NULL, "NAME [FILE|-] [--dry-run] [--message TEXT] [--override REASON] [--seal [--recovery-key FILE] [--output FILE]]",
+	  "upsert one resource (body: a JSON object; stdin without FILE); --dry-run: the plane checks it and "
+	  "stores nothing (exit 4 refused, 3 would change, 0 the same); --seal: a secret sealed here "
 	  "(--output: its stored form written to FILE, for sync)", 1, 2,
-	  OPT_MESSAGE | OPT_OVERRIDE | OPT_SEAL | OPT_RECOVERY_KEY | OPT_OUTPUT, false, cmd_put },
+	  OPT_DRY_RUN | OPT_MESSAGE | OPT_OVERRIDE | OPT_SEAL | OPT_RECOVERY_KEY | OPT_OUTPUT, false, cmd_put },
 	{ "get", NULL, "NAME [--at VERSION]", "print the body of a resource (as it was at VERSION)", 1, 1, OPT_AT,
 	  false, cmd_get },
 	{ "rm", NULL, "NAME [--message TEXT] [--override REASON]", "delete a resource", 1, 1,
@@ -68,7 +69,8 @@ static const struct command commands[] = {
 	  "one batch {\"upserts\":[...],\"removes\":[...]} as one version", 1, 1, OPT_MESSAGE | OPT_OVERRIDE, false,
 	  cmd_apply },
 	{ "sync", NULL, "DIR [--prune] [--dry-run] [--message TEXT] [--override REASON] [--base VERSION] [--recovery-key FILE]",
-	  "make the plane match DIR/<type>/<name>.json, one version (--dry-run: diff, exit 3 on changes)", 1, 1,
+	  "make the plane match DIR/<type>/<name>.json, one version (--dry-run: the diff, checked by the plane: "
+	  "exit 4 refused, 3 would change, 0 nothing to do)", 1, 1,
 	  OPT_PRUNE | OPT_DRY_RUN | OPT_MESSAGE | OPT_OVERRIDE | OPT_BASE | OPT_RECOVERY_KEY, false, cmd_sync },
 	{ "export", NULL, "DIR [--force]", "write the plane's resources as DIR/<type>/<name>.json", 1, 1, OPT_FORCE,
 	  false, cmd_export },
@@ -174,7 +176,8 @@ static void help(FILE *f)
 		   "  -V, --version                      show the version\n"
 		   "\nNAME is TYPE/NAME: cluster/web, listener/l1, route/r1, secret/s1, file/f1, guard/g1.\n"
 		   "Exit status: 0 success, 1 refused request or unreachable plane, 2 usage error,\n"
-		   "3 sync --dry-run found changes.\n",
+		   "3 sync/put --dry-run: the plane would take it and something would change,\n"
+		   "4 sync/put --dry-run: the plane would refuse it (its reason printed).\n",
 		CTL_DEFAULT_PLANE);
 }
 

@@ -6,6 +6,8 @@
 #define CTL_EXIT_OK 0
 #define CTL_EXIT_FAILED 1   /* a refused request, an unreachable plane, a bad file */
 #define CTL_EXIT_USAGE 2
+#define CTL_EXIT_CHANGES 3  /* --dry-run: the plane would take it, and something would change */
+#define CTL_EXIT_REFUSED 4  /* --dry-run: the plane would refuse it (its reason printed) */
 
 /* Runs tetherctl on argv; returns the process exit status. */
 int ctl_main(int argc, char **argv);

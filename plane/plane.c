@@ -399,7 +399,8 @@ int plane_start(struct plane *p, char *err, size_t errlen)
 		return -1;
 	p->api = (struct api){
 		.cfg = { .max_body = p->cfg.max_body, .max_request = p->cfg.max_request, .max_depth = p->cfg.max_depth,
-			 .heartbeat = p->cfg.heartbeat, .rollout = p->cfg.rollout },
+			 .heartbeat = p->cfg.heartbeat, .rollout = p->cfg.rollout,
+			 .allow_unknown_fields = p->cfg.allow_unknown_fields },
 		.core = &p->core, .auth = &p->auth, .http = &p->http, .rollout = p->rollout, .gate = p->gate,
 	};
 	if (p->cfg.sealed_secrets) {
@@ -477,6 +478,9 @@ int plane_start(struct plane *p, char *err, size_t errlen)
 			log_warn("--insecure without --admin-token-file: anyone who can reach %s can write",
 				 p->http.listen_addr);
 	}
+	if (p->cfg.allow_unknown_fields)
+		log_info("--allow-unknown-fields: writes may carry fields the schema does not know (kept as they "
+			 "are); drop it when the migration is done");
 	if (!p->tls && !http_listens_on_loopback(&p->http)) {
 		log_warn("**************************************************************************");
 		log_warn("WARNING: %s is not a loopback address and TLS is off (no --tls-cert):", p->http.listen_addr);

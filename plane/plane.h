@@ -44,6 +44,7 @@ struct plane_config {
 	char *sealed_secrets;          /* the recovery key's public file: secrets are kept sealed */
 	bool approve_relay_keys;       /* a relay's first key for a node waits for an admin */
 	bool insecure;                 /* open reads and anonymous nodes (a lab) */
+	bool allow_unknown_fields;     /* writes may carry fields the schema does not know (a migration) */
 	double statement_ttl;
 	double heartbeat;
 	double bake;

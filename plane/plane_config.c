@@ -71,6 +71,9 @@ const struct opt_def plane_options[] = {
 	  "POST /v1/nodes/ID/key/approve before secrets are sealed to it (without it: trust on first use)" },
 	{ "statement-ttl", 0, OPT_SECONDS, OFF(statement_ttl), 10, 31536000, NULL, "SECONDS",
 	  "how long a signed statement stays valid (default 3600)" },
+	{ "allow-unknown-fields", 0, OPT_FLAG, OFF(allow_unknown_fields), 0, 0, NULL, NULL,
+	  "take writes whose bodies carry fields the schema does not know, as earlier planes did, for a migration "
+	  "(without it such a write is refused 422, naming the field and the nearest known one)" },
 	{ "insecure", 0, OPT_FLAG, OFF(insecure), 0, 0, NULL, NULL,
 	  "a lab on loopback: open reads and anonymous nodes (writes too, unless --admin-token-file)" },
 	{ "rollout", 0, OPT_CHOICE, OFF(rollout), 0, 0, rollout_choices, "POLICY",

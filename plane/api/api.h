@@ -24,6 +24,7 @@ struct api_config {
 	uint64_t max_depth;            /* a body's JSON nesting at most */
 	double heartbeat;              /* seconds */
 	const char *rollout;           /* --rollout: "staged" or "immediate" */
+	bool allow_unknown_fields;     /* --allow-unknown-fields: writes not strict */
 };
 
 /* What every handler gets: the wings it answers from. plane.c fills it

@@ -594,7 +594,7 @@ static void revert_run(void *ctx, void *arg, struct write_result *res)
 		}
 		n++;
 	}
-	struct write_opts opts = { j->author, j->message, true, cur, true, j->override, j->admin };
+	struct write_opts opts = { j->author, j->message, true, cur, true, j->override, j->admin, false };
 	/* the versions after v up to cur are reverted by this one: log's
 	 * REVERTED BY names it, as for a rollout's revert */
 	writer_commit_revert(p->core, ch, n, false, &opts, v, v < cur ? cur : 0, res);

@@ -46,6 +46,12 @@ static enum http_result commit_and_answer(struct api *p, struct http_conn *c, st
 	return http_send_result(c, &res);
 }
 
+/* How a client's write is validated (core/validate.h). */
+static unsigned write_flags(const struct api *p)
+{
+	return p->cfg.allow_unknown_fields ? 0 : VALIDATE_STRICT;
+}
+
 #define REDACTED "[redacted]"
 
 /* Appends a body as who may see it: a secret's members other than its
@@ -129,10 +135,15 @@ enum http_result api_resource(struct api *p, struct http_conn *c, struct request
 		return at ? api_history_get_at(p, c, r, &who, name, at) : get_one(p, c, &who, name);
 	}
 
+	/* a dry run is a batch's: a PUT or DELETE that asks for one must not
+	 * be taken for a write */
+	if (http_query(c, "dry_run"))
+		return http_send_error(c, HTTP_BAD_REQUEST, "%s: dry runs are POST /v1/batch?dry_run=1 (a batch of "
+				       "one upsert or remove); nothing was stored", name);
 	/* the version log's record: who, and the message of X-Tether-Message */
 	char author[320];
 	auth_author(p->auth, c, &who, author, sizeof(author));
-	struct write_opts opts = { author, http_header(c, "X-Tether-Message"), false, 0, false, NULL, false };
+	struct write_opts opts = { author, http_header(c, "X-Tether-Message"), false, 0, false, NULL, false, false };
 	if (opts.message && history_message_check(opts.message, err, sizeof(err)) < 0)
 		return http_send_error(c, HTTP_BAD_REQUEST, "X-Tether-Message: %s", err);
 	if (api_override(c, &who, &opts, err, sizeof(err)) < 0)
@@ -151,7 +162,7 @@ enum http_result api_resource(struct api *p, struct http_conn *c, struct request
 	if (!body)
 		return http_send_error(c, HTTP_BAD_REQUEST, "%s: %s", name, err);
 	struct store_change ch;
-	if (validate_upsert(name, body, &ch, err, sizeof(err)) < 0) {
+	if (validate_write(name, body, write_flags(p), &ch, err, sizeof(err)) < 0) {
 		atomic_fetch_add(&p->core->ctr.refused_writes, 1);
 		cJSON_Delete(body);
 		return http_send_error(c, HTTP_UNPROCESSABLE_CONTENT, "%s", err);
@@ -207,6 +218,12 @@ enum http_result api_resources_list(struct api *p, struct http_conn *c)
 	return http_send_json(c, HTTP_OK, &b);
 }
 
+static bool dry_run_asked(struct http_conn *c)
+{
+	const char *dry = http_query(c, "dry_run");
+	return dry && strcmp(dry, "1") == 0;
+}
+
 /* A batch: {"upserts":[{"name":N,"body":{...}}], "removes":[N], "message":M,
  * "base":V}; the message may come as X-Tether-Message and the base as
  * If-Match too. */
@@ -243,7 +260,15 @@ enum http_result api_batch(struct api *p, struct http_conn *c, struct request *r
 	}
 	char author[320];
 	auth_author(p->auth, c, &who, author, sizeof(author));
-	struct write_opts opts = { author, http_header(c, "X-Tether-Message"), false, 0, false, NULL, false };
+	struct write_opts opts = { author, http_header(c, "X-Tether-Message"), false, 0, false, NULL, false, false };
+	/* ?dry_run=1: every check of the write, nothing stored (writer.h) */
+	const char *dry = http_query(c, "dry_run");
+	if (dry && strcmp(dry, "1") != 0 && strcmp(dry, "0") != 0) {
+		snprintf(err, sizeof(err), "batch: dry_run must be 1 or 0");
+		status = HTTP_BAD_REQUEST;
+		goto fail;
+	}
+	opts.dry_run = dry && strcmp(dry, "1") == 0;
 	if (api_override(c, &who, &opts, err, sizeof(err)) < 0)
 		goto fail;
 	const cJSON *msg = cJSON_GetObjectItemCaseSensitive(doc, "message");
@@ -322,7 +347,7 @@ enum http_result api_batch(struct api *p, struct http_conn *c, struct request *r
 			snprintf(err, sizeof(err), "batch: upserts[%d].body is missing", i);
 			goto fail;
 		}
-		if (validate_upsert(name, body, &ch[n], err, sizeof(err)) < 0)
+		if (validate_write(name, body, write_flags(p), &ch[n], err, sizeof(err)) < 0)
 			goto fail;
 		if (ch[n].body_len > p->cfg.max_body) {
 			snprintf(err, sizeof(err), "%s: body of %zu bytes exceeds %llu (max-body)", name,
@@ -353,7 +378,7 @@ fail:
 		free(ch[k].body);
 	free(ch);
 	cJSON_Delete(doc);
-	if (status == HTTP_UNPROCESSABLE_CONTENT)
+	if (status == HTTP_UNPROCESSABLE_CONTENT && !dry_run_asked(c))
 		atomic_fetch_add(&p->core->ctr.refused_writes, 1);
 	return http_send_error(c, status, "%s", err);
 }

@@ -1,6 +1,8 @@
 /* core/validate.c: write validation on the candidate state (see validate.h):
  * the rules themselves are common/refcheck.c's, shared with the agent. */
 #include "core/validate.h"
+#include "core/certcheck.h"
+#include "envelope.h"
 #include "json.h"
 #include "refcheck.h"
 #include "xmalloc.h"
@@ -9,16 +11,38 @@
 #include <stdlib.h>
 #include <string.h>
 
-int validate_upsert(const char *name, cJSON *body, struct store_change *out, char *err, size_t errlen)
+static int upsert(const char *name, cJSON *body, unsigned res_flags, struct store_change *out, char *err,
+		  size_t errlen)
 {
 	memset(out, 0, sizeof(*out));
 	/* a sealed secret is written in its stored form (with "wraps") */
-	if (resource_validate(name, body, RES_V_STORED, &out->refs, err, errlen) < 0)
+	if (resource_validate(name, body, RES_V_STORED | res_flags, &out->refs, err, errlen) < 0)
 		return -1;
 	out->name = name;
 	out->body = json_encode_canonical(body);
 	out->body_len = strlen(out->body);
 	return 0;
+}
+
+int validate_upsert(const char *name, cJSON *body, struct store_change *out, char *err, size_t errlen)
+{
+	return upsert(name, body, 0, out, err, errlen);
+}
+
+int validate_write(const char *name, cJSON *body, unsigned flags, struct store_change *out, char *err,
+		   size_t errlen)
+{
+	/* a plaintext secret's certificate and key, parsed and matched first:
+	 * the schema has seen that both are strings */
+	if (resource_type_of(name) == RES_SECRET && cJSON_IsObject(body) && !envelope_is_sealed(body)) {
+		struct res_refs refs;
+		if (resource_validate(name, body, RES_V_STORED | ((flags & VALIDATE_STRICT) ? RES_STRICT : 0), &refs,
+				      err, errlen) < 0)
+			return -1;
+		if (certcheck_pair(name, json_get_string(body, "cert"), json_get_string(body, "key"), err, errlen) < 0)
+			return -1;
+	}
+	return upsert(name, body, (flags & VALIDATE_STRICT) ? RES_STRICT : 0, out, err, errlen);
 }
 
 /* ---- refcheck's view of the store --------------------------------------- */

@@ -77,6 +77,42 @@ void write_result_error(struct write_result *res, unsigned status, const char *f
 	res->error = xstrdup(msg);
 }
 
+/* A dry run's answer: what the changes would do to the store (under its
+ * writer lock), compared as store_commit compares (the stored form). */
+static void dry_run_answer(struct store *s, const struct store_change *ch, size_t n, const char *frozen,
+			   struct write_result *res)
+{
+	res->status = HTTP_OK;
+	res->gzip_ok = true;
+	res->error = NULL;
+	buf_init(&res->body);
+	buf_printf(&res->body, "{\"dry_run\":true,\"version\":%llu,\"changes\":[",
+		   (unsigned long long)store_version(s));
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct store_entry *e = store_get(s, ch[i].name);
+		size_t slen = 0;
+		const char *cur = e && e->body ? store_stored(e, &slen) : NULL;
+		const char *what;
+		if (ch[i].body)
+			what = !cur ? "create" : (slen == ch[i].body_len && memcmp(cur, ch[i].body, slen) == 0)
+							 ? NULL : "update";
+		else
+			what = cur ? "delete" : NULL;
+		if (!what)
+			continue;
+		buf_puts(&res->body, k++ ? ",{\"name\":" : "{\"name\":");
+		buf_json_string(&res->body, ch[i].name);
+		buf_printf(&res->body, ",\"change\":\"%s\"}", what);
+	}
+	buf_printf(&res->body, "],\"changed\":%s", k ? "true" : "false");
+	if (frozen) {
+		buf_puts(&res->body, ",\"frozen\":");
+		buf_json_string(&res->body, frozen);
+	}
+	buf_putc(&res->body, '}');
+}
+
 void writer_commit(struct core *p, struct store_change *ch, size_t n, bool must_exist,
 		   const struct write_opts *opts, struct write_result *res)
 {
@@ -120,7 +156,7 @@ void writer_commit_revert(struct core *p, struct store_change *ch, size_t n, boo
 		return;
 	}
 
-	bool passed_freeze = false;
+	bool passed_freeze = false, would_freeze = false;
 	char frozen[2048];
 	unsigned fst;
 	/* with replicas, another may commit first: validate again against
@@ -132,7 +168,10 @@ void writer_commit_revert(struct core *p, struct store_change *ch, size_t n, boo
 		 * (api/freeze.c), so no write checked before a freeze lands after it */
 		fst = freeze_state_check(p->freeze, opts ? opts->override : NULL, opts && opts->admin, &passed_freeze,
 					 frozen, sizeof(frozen));
-		if (fst) {
+		if (fst && opts && opts->dry_run) {
+			fst = 0;    /* a dry run reports the freeze; it goes on checking */
+			would_freeze = true;
+		} else if (fst) {
 			store_write_unlock(p->store);
 			for (size_t i = 0; i < n; i++)
 				free(ch[i].body);
@@ -168,6 +207,17 @@ void writer_commit_revert(struct core *p, struct store_change *ch, size_t n, boo
 		char *passed = NULL, *record = NULL;
 		if (rc == 0)
 			rc = guardcheck_write(p->store, ch, n, reason, &passed, err, sizeof(err));
+		if (opts && opts->dry_run) {
+			if (rc == 0)
+				dry_run_answer(p->store, ch, n, would_freeze ? frozen : NULL, res);
+			free(passed);
+			store_write_unlock(p->store);
+			for (size_t i = 0; i < n; i++)
+				free(ch[i].body);
+			if (rc != 0)
+				write_result_error(res, HTTP_UNPROCESSABLE_CONTENT, "%s", err);
+			return;
+		}
 		/* passed: the JSON array of what the override passed, "freeze"
 		 * first when it passed a freeze window */
 		if (rc == 0 && passed_freeze)

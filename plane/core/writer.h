@@ -42,10 +42,18 @@ struct write_opts {
 	 * passes a guard or (admin only) a freeze; the version log keeps it */
 	const char *override;
 	bool admin;                  /* the writer holds the admin role */
+	/* POST /v1/batch?dry_run=1: every check a write runs (freshness,
+	 * base, schema, references, sealed secrets, guards), nothing stored;
+	 * a freeze window does not refuse it (the answer says it would) */
+	bool dry_run;
 };
 
 /* Validates and commits changes (bodies taken, names borrowed), retrying
- * when another replica wrote first; fills res. must_exist: a single
+ * when another replica wrote first; fills res. With opts->dry_run
+ * nothing is committed: res is {"dry_run":true,"version":V,"changed":B,
+ * "changes":[{"name":N,"change":"create"|"update"|"delete"}]} (and
+ * "frozen":WHY when a freeze window would refuse the write), or the
+ * error the write would get. must_exist: a single
  * DELETE, 404 when the name is not live. opts may be NULL. Any thread. */
 void writer_commit(struct core *p, struct store_change *ch, size_t n, bool must_exist,
 		   const struct write_opts *opts, struct write_result *res);

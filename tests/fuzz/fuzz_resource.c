@@ -6,7 +6,8 @@
  * of a known type with a valid name; strict acceptance implies lenient
  * acceptance with the same references; a guard body the schema accepts is
  * one the evaluator (guards.c) takes, and judging a change with it never
- * crashes. */
+ * crashes; what strict alone refuses is an unknown field, named with the
+ * nearest known one or the list of the known ones. */
 #include "fuzz.h"
 #include "guards.h"
 #include "json.h"
@@ -203,6 +204,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (lrc == 0)
 		check_refs(name, &lrefs);
+	if ((flags & RES_STRICT) && rc < 0 && lrc == 0) {
+		const char *u = strstr(err, "unknown field '");
+		if (!u || (!strstr(u, "' (did you mean '") && !strstr(u, "' (known: ")))
+			die("strict refused what lenient takes, but not as an unknown field with a hint", name, err);
+	}
 
 	/* refs is optional */
 	err[0] = '\0';

@@ -240,6 +240,31 @@ start_plane() {
 	fi
 }
 
+# pem_pair NAME: a self-signed P-256 certificate and its key (the plane
+# parses a plaintext secret's and matches them) in $WORK/NAME.crt and
+# $WORK/NAME.key, and as the insides of JSON strings (newlines escaped,
+# no quotes) in PAIR_CERT and PAIR_KEY.
+pem_pair() {
+	[ -s "$WORK/$1.key" ] ||
+		openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$WORK/$1.key" \
+			-out "$WORK/$1.crt" -days 3650 -subj "/CN=$1.test" 2>/dev/null ||
+		bail "openssl cannot make a test certificate"
+	PAIR_CERT=$(jq -Rs . <"$WORK/$1.crt" | sed 's/^"//; s/"$//')
+	PAIR_KEY=$(jq -Rs . <"$WORK/$1.key" | sed 's/^"//; s/"$//')
+}
+
+# weak_pair NAME: the same with a 1024-bit RSA key: the plane parses and
+# matches it, and a node's OpenSSL (security level 2) refuses it ("ee key
+# too small"): a certificate only the canary's check can catch.
+weak_pair() {
+	[ -s "$WORK/$1.key" ] ||
+		openssl req -x509 -newkey rsa:1024 -nodes -keyout "$WORK/$1.key" -out "$WORK/$1.crt" -days 3650 \
+			-subj "/CN=$1.test" 2>/dev/null ||
+		bail "openssl cannot make a test certificate"
+	PAIR_CERT=$(jq -Rs . <"$WORK/$1.crt" | sed 's/^"//; s/"$//')
+	PAIR_KEY=$(jq -Rs . <"$WORK/$1.key" | sed 's/^"//; s/"$//')
+}
+
 # stop_pid PID [SIGNAL]: signals a tracked process and waits for it.
 # A process that has not ended 60 s after the signal (a stuck exit, such
 # as LeakSanitizer's stop-the-world waiting forever) is killed and fails

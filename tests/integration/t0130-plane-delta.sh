@@ -101,8 +101,9 @@ check_eq "a node inside the gap gets only the rest of it" "cluster/c4 cluster/c3
 
 # ---- make before break --------------------------------------------------------
 
-PEM='-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n'
-KEY='-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----\n'
+pem_pair s1   # the plane parses a secret's certificate and key
+PEM=$PAIR_CERT
+KEY=$PAIR_KEY
 out=$(curl -sS -X POST "$PLANE_URL/v1/batch" --data-binary '{"upserts":[
 	{"name":"file/f1","body":{"path":"conf/f1.txt","content":"hello\n","mode":"0644"}},
 	{"name":"route/r1","body":{"listener":"l1","host":"*","path":"/","cluster":"mb"}},

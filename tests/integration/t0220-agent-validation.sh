@@ -18,7 +18,9 @@ ack_of() {
 }
 
 # ---- the real plane: --strict and unknown fields ---------------------------------
-start_plane p --heartbeat 1
+# --allow-unknown-fields: the plane passes fields it does not know on (a migration), so
+# that a --strict agent meets one
+start_plane p --heartbeat 1 --allow-unknown-fields
 put file/a '{"path":"a.txt","content":"v1\n"}' >/dev/null
 V1=$(plane_version)
 start_agent strict1 --strict --backoff-max 1

@@ -101,21 +101,20 @@ track_pid "$LOOP_PID"
 check "the client loop runs (20 answers)" wait_until 10 loop_more 20
 
 # ---- (1) nginx -t refuses: an unloadable certificate -------------------------------------------
+# one the plane parses, with its key, and nginx's OpenSSL refuses (a 1024-bit RSA key)
+weak_pair weak
+KEYTEXT=$(sed -n 2p "$WORK/weak.key")
 H=$(hups)
 C=$(current)
 G=$(gens)
 V0=$V
-# a 1024-bit RSA key: a well-formed pair that OpenSSL (security level 2) refuses
-openssl req -x509 -newkey rsa:1024 -nodes -keyout "$WORK/weak.key" -out "$WORK/weak.crt" -days 30 \
-	-subj /CN=weak >/dev/null 2>&1 || bail "openssl cannot make a certificate"
-WEAKLINE=$(sed -n 2p "$WORK/weak.key")
 jq -n --argjson port "$LBAD" --rawfile c "$WORK/weak.crt" --rawfile k "$WORK/weak.key" '{upserts:[
  {name:"secret/bad", body:{cert:$c, key:$k}},
  {name:"listener/badtls", body:{address:"127.0.0.1", port:$port, tls:{secret:"bad"}}},
  {name:"route/badtls", body:{listener:"badtls", path:"/", cluster:"a"}}]}' >"$WORK/bad.json"
 ctl apply "$WORK/bad.json" >/dev/null
 VBAD=$(plane_version)
-check "(1) the plane stores the PEM-looking secret (version $VBAD)" test "$VBAD" -gt "$V0"
+check "(1) the plane stores the weak secret (version $VBAD)" test "$VBAD" -gt "$V0"
 check "(1) the agent NACKs version $VBAD" wait_until 15 has_nack ng "$VBAD"
 err=$(nack_error)
 check "(1) tetherctl nodes --json: last_nack.error names the secret and field, then nginx's message ($err)" \
@@ -132,7 +131,7 @@ check_eq "(1) nginx was not reloaded" "$H" "$(hups)"
 check "(1) nothing listens on the bad TLS port" sh -c "! curl -sk --max-time 2 https://127.0.0.1:$LBAD/"
 check "(1) nginx keeps serving A" answers "A /x" "$LMAIN" /x
 check_eq "(1) the refused key's text appears in no log" "" \
-	"$(grep -lF "$WEAKLINE" "$WORK"/*.log "$WORK/ng.state/status.json" | xargs)"
+	"$(grep -lF "$KEYTEXT" "$WORK"/*.log "$WORK/ng.state/status.json" | xargs)"
 check_eq "(1) the client loop saw no failure" 0 "$(loop_failures)"
 
 # (5) a good push after it: the bad parts removed, the route switched to B

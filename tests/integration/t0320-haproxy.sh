@@ -317,8 +317,7 @@ more 10 || bail "the client loop does not run"
 check_eq "the client loop sees no failure before the first bad push" 0 "$(fails 0 "$(lines)")"
 
 # a push haproxy -c refuses: a certificate too weak for OpenSSL (1024-bit RSA)
-openssl req -x509 -newkey rsa:1024 -nodes -keyout "$WORK/weak.key" -out "$WORK/weak.crt" -days 30 \
-	-subj /CN=weak >/dev/null 2>&1 || bail "openssl cannot make a certificate"
+weak_pair weak
 VGOOD=$(st h version)
 GGOOD=$(cur_gen)
 PEMGOOD=$(cat "$PEM1")

@@ -89,9 +89,13 @@ check_eq "revoking an unknown id is 404" 404 "$(code -X DELETE -H "$(bearer "$AD
 check_eq "a malformed id is 400" 400 "$(code -X DELETE -H "$(bearer "$ADMIN")" /v1/tokens/NOT-AN-ID)"
 
 # ---- roles ----------------------------------------------------------------------
-KEY_MATERIAL="MC4CAQAwBQYDK2VwBCIEIKeySecretMaterialThatMustNeverLeak0123"
+# a real pair (the plane parses and matches them); KEY_MATERIAL: 16 characters
+# of the private scalar (after the P-256 key's fixed header), which must never leak
+pem_pair web
+KEY_MATERIAL=$(sed -n 2p "$WORK/web.key" | cut -c 49-)
+[ ${#KEY_MATERIAL} -ge 12 ] || bail "unexpected test key layout"
 ctl put secret/web - >/dev/null <<EOF
-{"cert":"-----BEGIN CERTIFICATE-----\nMIIBcert\n-----END CERTIFICATE-----\n","key":"-----BEGIN PRIVATE KEY-----\n$KEY_MATERIAL\n-----END PRIVATE KEY-----\n"}
+{"cert":"$PAIR_CERT","key":"$PAIR_KEY"}
 EOF
 ctl put file/motd - >/dev/null <<<'{"path":"motd.txt","content":"hello\n"}'
 check_eq "the admin token writes" 2 "$(plane_version)"

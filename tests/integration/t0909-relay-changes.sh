@@ -36,7 +36,8 @@ origin_acked() {
 	[ "$(origin_field "$1" .acked_version)" = "$2" ]
 }
 
-start_plane origin --heartbeat 1 --lag-alert 1
+# --allow-unknown-fields: cluster/web's newfield (V4) reaches a strict node through r1
+start_plane origin --heartbeat 1 --lag-alert 1 --allow-unknown-fields
 ORIGIN=$PLANE_URL
 V1=$(put_file a a1)
 start_plane r1 --upstream "$ORIGIN" --relay-id r1 --heartbeat 1

@@ -188,8 +188,9 @@ stop_pid "${APID[g2]}"
 
 # ---- a secret is never kept --------------------------------------------------------
 
-KEYMARK=k$RANDOM$RANDOM
-VS=$(put secret/tls '{"cert":"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n","key":"-----BEGIN PRIVATE KEY-----\n'"$KEYMARK"'\n-----END PRIVATE KEY-----\n"}' | json .version)
+pem_pair tls   # KEYMARK: 16 characters of its private scalar
+KEYMARK=$(sed -n 2p "$WORK/tls.key" | cut -c 49-)
+VS=$(put secret/tls "{\"cert\":\"$PAIR_CERT\",\"key\":\"$PAIR_KEY\"}" | json .version)
 n=$(polls)
 s1=$(cget sec1 "$CACHE_URL" "node=sec1&version=$V4")
 s2=$(cget sec2 "$CACHE_URL" "node=sec2&version=$V4")

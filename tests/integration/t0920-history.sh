@@ -196,13 +196,15 @@ check "a token without a name is its role and id (never the token)" bash -c \
 check_eq "the bootstrap token is 'admin token'" "admin token" "$(echo "$out" | json '.versions[] | select(.version == 4) | .author')"
 check "no token appears in the log" bash -c "! grep -qF -e '$(cat "$WORK/alice.tok")' -e '$(cat "$WORK/admin.tok")' <<<'$out'"
 check_eq "a reader reads the log" 200 "$(api_status GET /v1/history)"
-KEY_MATERIAL="MC4CAQAwBQYDK2VwBCIEIKeySecretMaterialThatMustNeverLeak0123"
+# secret NAME: a real pair's body (the plane parses and matches them)
 secret() {
-	printf '{"cert":"-----BEGIN CERTIFICATE-----\\nMIIBcert\\n-----END CERTIFICATE-----\\n",'
-	printf '"key":"-----BEGIN PRIVATE KEY-----\\n%s\\n-----END PRIVATE KEY-----\\n"}' "$1"
+	pem_pair "$1"
+	printf '{"cert":"%s","key":"%s"}' "$PAIR_CERT" "$PAIR_KEY"
 }
-secret "$KEY_MATERIAL" | TETHER_TOKEN_FILE=$WORK/alice.tok ctl put secret/s1 >/dev/null
-secret "${KEY_MATERIAL}2" | TETHER_TOKEN_FILE=$WORK/alice.tok ctl put secret/s1 >/dev/null
+secret s1a | TETHER_TOKEN_FILE=$WORK/alice.tok ctl put secret/s1 >/dev/null
+secret s1b | TETHER_TOKEN_FILE=$WORK/alice.tok ctl put secret/s1 >/dev/null
+# 16 characters of version 6's private scalar (after the P-256 key's fixed header)
+KEY_MATERIAL=$(sed -n 2p "$WORK/s1b.key" | cut -c 49-)
 check_eq "a reader sees a secret's change with the key redacted" "[redacted] [redacted] MIIB" \
 	"$(hist /6 | json '.changes[0] | "\(.before.key) \(.after.key) \(.after.cert[28:32])"')"
 out=$(curl -sS "${CURL_OPTS[@]}" "$PLANE_URL/v1/diff?from=4&to=6" "$PLANE_URL/v1/resources/secret/s1?at=5")

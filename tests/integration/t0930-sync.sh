@@ -284,8 +284,8 @@ head -c 32 /dev/urandom | base64 | tr -d '/+=' >"$WORK/admin.tok"
 SECURE=1 start_plane s --admin-token-file "$WORK/admin.tok"
 S=$WORK/secure
 mkdir -p "$S/secret" "$S/listener"
-printf '{"cert":"-----BEGIN CERTIFICATE-----\\nMIIB\\n-----END CERTIFICATE-----\\n","key":"-----BEGIN PRIVATE KEY-----\\nMIIE\\n-----END PRIVATE KEY-----\\n"}\n' \
-	>"$S/secret/tls.json"
+pem_pair tls   # the plane parses a secret's certificate and key
+printf '{"cert":"%s","key":"%s"}\n' "$PAIR_CERT" "$PAIR_KEY" >"$S/secret/tls.json"
 echo '{"address":"127.0.0.1","port":8443,"tls":{"secret":"tls"}}' >"$S/listener/l2.json"
 run --token-file "$WORK/admin.tok" sync "$S"
 check_eq "an admin syncs a secret" 0 "$RC"

@@ -94,7 +94,8 @@ free_port MARK
 free_udp_port TPORT
 OUT=$WORK/ng.out
 
-start_plane p --heartbeat 1
+# --allow-unknown-fields: route/api's x-note below changes the route and not its rendering
+start_plane p --heartbeat 1 --allow-unknown-fields
 write_nginx_conf "$OUT"
 start_nginx
 ctl apply - >/dev/null <<EOF || bail "cannot load the initial configuration"

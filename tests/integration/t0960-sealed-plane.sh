@@ -71,7 +71,8 @@ K3=$("$SEALTOOL" key "$WORK/n1c.key")
 K2=$("$SEALTOOL" key "$WORK/n2.key")
 K4=$("$SEALTOOL" key "$WORK/n4.key")
 KG=$("$SEALTOOL" key "$WORK/ghost.key")
-printf '{"cert":"-----BEGIN CERTIFICATE-----\\nMIIB\\n-----END CERTIFICATE-----\\n","key":"-----BEGIN PRIVATE KEY-----\\nMIIE\\n-----END PRIVATE KEY-----\\n"}' >"$WORK/plain"
+pem_pair tls   # a real pair: the plane parses a plaintext secret before it refuses it as plaintext
+printf '{"cert":"%s","key":"%s"}' "$PAIR_CERT" "$PAIR_KEY" >"$WORK/plain"
 
 start_plane origin --sealed-secrets "$WORK/rec.pub"
 check "the plane says secrets are kept sealed, naming the recovery key" \

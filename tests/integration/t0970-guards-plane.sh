@@ -35,7 +35,7 @@ start_plane p1
 put guard/shrink '{"match":"cluster/web","max_shrink":0.5}' >/dev/null
 put guard/min '{"match":"cluster/min-","min_endpoints":2}' >/dev/null
 put guard/size '{"match":"file/","max_bytes":100,"max_growth":2}' >/dev/null
-put guard/secret '{"match":"secret/","max_bytes":200}' >/dev/null
+put guard/secret '{"match":"secret/","max_bytes":1200}' >/dev/null
 check_eq "a guard is a resource like the rest" "0.5" "$(curl -sS "$PLANE_URL/v1/resources/guard/shrink" | jq -r .body.max_shrink)"
 check_eq "a guard's field is checked (422, naming it)" "422 guard/x: max_shrink must be a number in [0,1]" \
 	"$(w PUT guard/x '{"max_shrink":2}') $(err)"
@@ -81,12 +81,14 @@ w PUT file/g "$(file_body 30 g.txt)" >/dev/null
 check_eq "30 -> 61 bytes: over max_growth, 422" 422 "$(w PUT file/g "$(file_body 61 g.txt)")"
 check "... content grows 30 -> 61 bytes, 2.03x (max_growth 2)" \
 	grep -qF "guard/size: file/g: content grows 30 -> 61 bytes, 2.03x (max_growth 2)" "$WORK/answer"
-PEM_C="-----BEGIN CERTIFICATE-----\\nMIIB\\n-----END CERTIFICATE-----\\n"
-PEM_K="-----BEGIN PRIVATE KEY-----\\nMIIE\\n-----END PRIVATE KEY-----\\n"
+pem_pair s   # the plane parses a secret's certificate and key
+PEM_C=$PAIR_CERT
+PEM_K=$PAIR_KEY
 check_eq "a small secret passes" 200 "$(w PUT secret/s "{\"cert\":\"$PEM_C\",\"key\":\"$PEM_K\"}")"
-BIG=$(head -c 200 /dev/zero | tr '\0' A)
+# a comment line after the certificate: it still parses, and the body is over 1200 bytes
+BIG="\\n$(head -c 600 /dev/zero | tr '\0' A)\\n"
 check_eq "a secret over max_bytes: 422" 422 "$(w PUT secret/s "{\"cert\":\"$PEM_C$BIG\",\"key\":\"$PEM_K\"}")"
-check "... its body's size named, not its content" sh -c "grep -qE 'guard/secret: secret/s: body is [0-9]+ bytes, over max_bytes 200' '$WORK/answer' && ! grep -q AAAA '$WORK/answer'"
+check "... its body's size named, not its content" sh -c "grep -qE 'guard/secret: secret/s: body is [0-9]+ bytes, over max_bytes 1200' '$WORK/answer' && ! grep -q AAAA '$WORK/answer'"
 
 # ---- a batch -------------------------------------------------------------------------
 cat >"$WORK/batch.json" <<EOF

@@ -52,7 +52,7 @@ skip_all() {
 }
 
 [ "$(id -u)" = 0 ] || skip_all "not root (systemd-nspawn needs root)"
-for c in systemd-nspawn mmdebstrap nsenter dpkg-deb git sha256sum; do
+for c in systemd-nspawn mmdebstrap nsenter dpkg-deb git sha256sum openssl; do
 	command -v "$c" >/dev/null 2>&1 || skip_all "no $c on this machine"
 done
 [ -d /sys/fs/cgroup ] || skip_all "no cgroup file system (systemd cannot boot in a container)"
@@ -565,16 +565,20 @@ check "a change through tetherctl (route/root -> cluster b, version $V2) reaches
 	cts "wait_until 15 answers backend-b && wait_until 10 agent_at $V2 && wait_until 10 acked $V2"
 
 # a change tether accepts and nginx -t refuses: a TLS listener whose
-# certificate does not load
-cat >"$root/root/bad.json" <<'EOF'
-{"upserts":[
- {"name":"secret/bad","body":{"cert":"-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydGlmaWNhdGU=\n-----END CERTIFICATE-----\n","key":"-----BEGIN PRIVATE KEY-----\nbm90IGEga2V5\n-----END PRIVATE KEY-----\n"}},
- {"name":"listener/badtls","body":{"address":"127.0.0.1","port":8443,"tls":{"secret":"bad"}}},
- {"name":"route/badtls","body":{"listener":"badtls","host":"*","path":"/","cluster":"a"}}
-]}
+# certificate does not load. The plane parses a secret's certificate and
+# matches its key, so it is a real pair nginx's OpenSSL refuses: a 1024-bit
+# RSA key ("ee key too small" at Debian's security level 2)
+openssl req -x509 -newkey rsa:1024 -nodes -keyout "$root/root/weak.key" -out "$root/root/weak.crt" -days 3650 \
+	-subj /CN=weak.test >/dev/null 2>&1 || bail "openssl cannot make the weak test certificate"
+cat >"$root/root/bad.sh" <<'EOF'
+jq -n --rawfile c /root/weak.crt --rawfile k /root/weak.key '{upserts: [
+ {name: "secret/bad", body: {cert: $c, key: $k}},
+ {name: "listener/badtls", body: {address: "127.0.0.1", port: 8443, tls: {secret: "bad"}}},
+ {name: "route/badtls", body: {listener: "badtls", host: "*", path: "/", cluster: "a"}}]}' >/root/bad.json
 EOF
+cts '. /root/bad.sh' || bail "cannot write /root/bad.json"
 V3=$(cts 'tetherctl apply /root/bad.json | version_of')
-check "a change nginx refuses (version $V3: a certificate nginx -t cannot load) is NACKed: tetherctl nodes --json shows it" \
+check "a change nginx refuses (version $V3: a certificate nginx -t cannot load, its key too small) is NACKed: tetherctl nodes --json shows it" \
 	cts "wait_until 20 nacked $V3"
 check "status.json says degraded, at version $V2, with nginx's refusal" \
 	cts "wait_until 10 agent_at $V2 degraded && st .last_error | grep -q nginx"

@@ -481,24 +481,73 @@ static void test_refs(void **state)
 static void test_strict_refuses_unknown_fields(void **state)
 {
 	(void)state;
-	expect_err("cluster/web", "{\"endpoints\":[],\"x\":1}", RES_STRICT, "cluster/web: unknown field 'x'");
+	expect_err("cluster/web", "{\"endpoints\":[],\"x\":1}", RES_STRICT,
+		   "cluster/web: unknown field 'x' (known: endpoints, lb)");
 	expect_err("cluster/web", "{\"endpoints\":[{\"address\":\"10.0.0.1\",\"port\":80},{\"address\":\"10.0.0.2\",\"port\":80,\"x\":true}]}",
-		   RES_STRICT, "cluster/web: unknown field 'endpoints[1].x'");
+		   RES_STRICT, "cluster/web: endpoints[1]: unknown field 'x' (known: address, port, weight)");
 	expect_err("cluster/web", "{\"endpoints\":[{\"address\":\"10.0.0.1\",\"port\":80,\"x\":1}]}",
-		   RES_STRICT, "cluster/web: unknown field 'endpoints[0].x'");
+		   RES_STRICT, "cluster/web: endpoints[0]: unknown field 'x' (known: address, port, weight)");
 	expect_err("listener/l", "{\"port\":443,\"tls\":{\"secret\":\"s\",\"x\":\"y\"}}", RES_STRICT,
-		   "listener/l: unknown field 'tls.x'");
-	expect_err("listener/l", "{\"port\":443,\"http2\":true}", RES_STRICT, "listener/l: unknown field 'http2'");
+		   "listener/l: tls: unknown field 'x' (known: secret)");
+	expect_err("listener/l", "{\"port\":443,\"http2\":true}", RES_STRICT,
+		   "listener/l: unknown field 'http2' (known: address, port, tls)");
 	expect_err("route/r", "{\"listener\":\"l\",\"cluster\":\"c\",\"timeout\":5}", RES_STRICT,
-		   "route/r: unknown field 'timeout'");
+		   "route/r: unknown field 'timeout' (known: listener, host, path, cluster)");
 	expect_err("secret/s", "{\"cert\":\"-----BEGIN C\",\"key\":\"-----BEGIN K\",\"chain\":\"\"}", RES_STRICT,
-		   "secret/s: unknown field 'chain'");
+		   "secret/s: unknown field 'chain' (known: cert, key)");
 	expect_err("file/f", "{\"path\":\"a\",\"content\":\"\",\"owner\":\"root\"}", RES_STRICT,
-		   "file/f: unknown field 'owner'");
+		   "file/f: unknown field 'owner' (known: path, content, mode)");
 	/* known fields only: strict passes */
 	expect_ok("listener/l", "{\"address\":\"127.0.0.1\",\"port\":443,\"tls\":{\"secret\":\"s\"}}", RES_STRICT);
 	expect_ok("cluster/web", "{\"endpoints\":[{\"address\":\"10.0.0.1\",\"port\":80,\"weight\":2}],\"lb\":\"random\"}",
 		  RES_STRICT);
+}
+
+/* A near miss names the field it nearly is: a swap, a letter short or
+ * extra, another case; far ones list what is known. */
+static void test_strict_suggests_nearest_field(void **state)
+{
+	(void)state;
+	expect_err("cluster/web", "{\"endpoints\":[{\"address\":\"10.0.0.1\",\"port\":80,\"wieght\":5}]}",
+		   RES_STRICT, "cluster/web: endpoints[0]: unknown field 'wieght' (did you mean 'weight'?)");
+	expect_err("cluster/web", "{\"endpoint\":[]}", RES_STRICT,
+		   "cluster/web: unknown field 'endpoint' (did you mean 'endpoints'?)");
+	expect_err("route/r", "{\"listener\":\"l\",\"clutser\":\"c\"}", RES_STRICT,
+		   "route/r: unknown field 'clutser' (did you mean 'cluster'?)");
+	expect_err("route/r", "{\"listener\":\"l\",\"cluster\":\"c\",\"Host\":\"a\"}", RES_STRICT,
+		   "route/r: unknown field 'Host' (did you mean 'host'?)");
+	expect_err("listener/l", "{\"port\":443,\"tls\":{\"secrets\":\"s\"}}", RES_STRICT,
+		   "listener/l: tls: unknown field 'secrets' (did you mean 'secret'?)");
+	expect_err("file/f", "{\"path\":\"a\",\"contents\":\"\"}", RES_STRICT,
+		   "file/f: unknown field 'contents' (did you mean 'content'?)");
+	expect_err("guard/g", "{\"max_shrnk\":0.5}", RES_STRICT,
+		   "guard/g: unknown field 'max_shrnk' (did you mean 'max_shrink'?)");
+	expect_err("secret/s", "{\"crt\":\"-----BEGIN C\",\"key\":\"-----BEGIN K\"}", RES_STRICT,
+		   "secret/s: unknown field 'crt' (did you mean 'cert'?)");
+	/* a field name too long to compare is listed against, not matched */
+	char big[200];
+	snprintf(big, sizeof(big), "{\"endpoints\":[],\"%060d\":1}", 0);
+	char want[300];
+	snprintf(want, sizeof(want), "cluster/web: unknown field '%060d' (known: endpoints, lb)", 0);
+	expect_err("cluster/web", big, RES_STRICT, want);
+}
+
+/* Every field of every type, at once: strict takes each (nothing valid
+ * is refused as unknown). */
+static void test_strict_takes_every_known_field(void **state)
+{
+	(void)state;
+	expect_ok("cluster/c", "{\"endpoints\":[{\"address\":\"a.example\",\"port\":1,\"weight\":3}],\"lb\":\"least_conn\"}",
+		  RES_STRICT);
+	expect_ok("listener/l", "{\"address\":\"::1\",\"port\":8443,\"tls\":{\"secret\":\"s\"}}", RES_STRICT);
+	expect_ok("listener/l", "{\"port\":80,\"tls\":null}", RES_STRICT);
+	expect_ok("route/r", "{\"listener\":\"l\",\"host\":\"*.example.com\",\"path\":\"/api\",\"cluster\":\"c\"}",
+		  RES_STRICT);
+	expect_ok("secret/s", "{\"cert\":\"-----BEGIN C\",\"key\":\"-----BEGIN K\"}", RES_STRICT);
+	expect_ok("file/f", "{\"path\":\"a/b\",\"content\":\"x\",\"mode\":\"0640\"}", RES_STRICT);
+	expect_ok("guard/g", "{\"match\":\"cluster/\",\"min_endpoints\":1,\"max_shrink\":0.5,\"max_bytes\":100,"
+			     "\"max_growth\":2}", RES_STRICT);
+	expect_ok("guard/g", "{}", RES_STRICT);
 }
 
 static void test_non_strict_keeps_unknown_fields(void **state)
@@ -542,6 +591,8 @@ int main(void)
 		cmocka_unit_test(test_file_paths),
 		cmocka_unit_test(test_refs),
 		cmocka_unit_test(test_strict_refuses_unknown_fields),
+		cmocka_unit_test(test_strict_suggests_nearest_field),
+		cmocka_unit_test(test_strict_takes_every_known_field),
 		cmocka_unit_test(test_non_strict_keeps_unknown_fields),
 		cmocka_unit_test(test_error_truncated_safely),
 	};

@@ -493,10 +493,10 @@ static void test_strict_mode(void **state)
 	struct state *s = *state;
 	const char *p = "{\"version\":1,\"nonce\":\"n\",\"upserts\":[{\"name\":\"cluster/a\",\"body\":"
 			"{\"endpoints\":[{\"address\":\"10.0.0.1\",\"port\":80}],\"zone\":\"eu\"}}]}";
-	must_refuse(s, p, STATE_STRICT, "cluster/a: unknown field 'zone'");
+	must_refuse(s, p, STATE_STRICT, "cluster/a: unknown field 'zone' (known: endpoints, lb)");
 	must_refuse(s, "{\"version\":1,\"nonce\":\"n\",\"upserts\":[{\"name\":\"cluster/a\",\"body\":"
 		       "{\"endpoints\":[{\"address\":\"10.0.0.1\",\"port\":80,\"az\":1}]}}]}", STATE_STRICT,
-		    "cluster/a: unknown field 'endpoints[0].az'");
+		    "cluster/a: endpoints[0]: unknown field 'az' (known: address, port, weight)");
 	/* without --strict the field is kept, in the canonical body */
 	char err[512];
 	assert_int_equal(apply_flags(s, p, 0, err, sizeof(err)), 1);

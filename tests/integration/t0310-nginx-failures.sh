@@ -147,29 +147,22 @@ check "(5) the ACK is recorded healthy" wait_until 10 sh -c "curl -s '$PLANE_URL
 check_eq "(5) the refused secret's files are gone" "" "$(find "$OUT/secrets" -type f | xargs)"
 check_eq "(5) status.json says synced" synced "$(st ng state)"
 
-# ---- (1b) a PEM header round garbage: the agent's own check names the secret ---------------------
-H=$(hups)
-C=$(current)
+# ---- (1b) a PEM header round garbage: refused before anything is stored --------------------------
+# The plane parses a plaintext secret's certificate and key (the agent runs
+# the same check, common/pemcheck.c, on what it renders: sealed secrets the
+# plane cannot read; test_pemcheck and fuzz_pemcheck cover it there).
 V0=$V
 jq -n --argjson port "$LBAD" '{upserts:[
  {name:"secret/junk", body:{cert:"-----BEGIN CERTIFICATE-----\nTm90IGEgY2VydGlmaWNhdGU@@@garbage!!!***\n-----END CERTIFICATE-----\n",
                             key:"-----BEGIN PRIVATE KEY-----\nbm90IGEga2V5@@@garbage!!!***\n-----END PRIVATE KEY-----\n"}},
  {name:"listener/badtls", body:{address:"127.0.0.1", port:$port, tls:{secret:"junk"}}},
  {name:"route/badtls", body:{listener:"badtls", path:"/", cluster:"a"}}]}' >"$WORK/junk.json"
-ctl apply "$WORK/junk.json" >/dev/null
-VBAD=$(plane_version)
-check "(1b) the agent NACKs version $VBAD" wait_until 15 has_nack ng "$VBAD"
-err=$(nack_error)
-check "(1b) the NACK starts with the secret and the field ($err)" \
-	sh -c 'case "$1" in "secret/junk: cert: not a PEM certificate ("*) ;; *) exit 1 ;; esac' _ "$err"
-check_eq "(1b) the agent stays at version $V0" "$V0" "$(st ng version)"
-check_eq "(1b) current is unchanged" "$C" "$(current)"
-check_eq "(1b) nginx was not reloaded" "$H" "$(hups)"
+out=$(ctl apply "$WORK/junk.json" 2>&1) && rc=0 || rc=$?
+check "(1b) the plane refuses it (exit $rc)" test "$rc" -ne 0
+check "(1b) naming the secret and the field ($out)" sh -c 'echo "$1" | grep -q "secret/junk: cert: "' _ "$out"
+check_eq "(1b) nothing was stored" "$V0" "$(plane_version)"
 check_eq "(1b) the refused key's text appears in no log" "" \
 	"$(grep -lF 'bm90IGEga2V5@@@garbage' "$WORK"/*.log "$WORK/ng.state/status.json" | xargs)"
-echo '{"removes":["route/badtls","listener/badtls","secret/junk"]}' | ctl apply - >/dev/null
-V=$(plane_version)
-check "(1b) a good push after it applies (version $V)" wait_until 15 agent_at ng "$V"
 
 # ---- (1c) nginx -t refuses a line of tether's own configuration: the NACK names its resource ------
 H=$(hups)

@@ -291,7 +291,7 @@ static void test_bodies(void **state)
 	v = cJSON_Parse("{\"max_bytes\":10,\"other\":1}");
 	assert_int_equal(resource_validate("guard/x", v, 0, NULL, err, sizeof(err)), 0);
 	assert_int_equal(resource_validate("guard/x", v, RES_STRICT, NULL, err, sizeof(err)), -1);
-	assert_string_equal(err, "guard/x: unknown field 'other'");
+	assert_string_equal(err, "guard/x: unknown field 'other' (known: match, min_endpoints, max_shrink, max_bytes, max_growth)");
 	cJSON_Delete(v);
 	guards_release(&gs);
 }

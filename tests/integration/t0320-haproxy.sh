@@ -8,7 +8,7 @@
 # .pem, 0600). Then, with a client loop running: a push haproxy -c refuses
 # (a 1024-bit key OpenSSL finds too weak) is NACKed naming the secret and
 # the field, then haproxy's message, and no request fails; a "certificate"
-# that is not one is refused by the agent's own check, naming the secret; a reload that fails after the switch (a listener on a port
+# that is not one is refused by the plane with the agent's own check (common/pemcheck.c), naming the secret; a reload that fails after the switch (a listener on a port
 # another process holds: haproxy -c passes, the new workers cannot bind)
 # is reverted and NACKed; a failed --health probe is reverted, NACKed and
 # the plane shows healthy:false; a later good push applies.
@@ -346,13 +346,14 @@ check_eq "the refused generation was not kept" "$NGENS" "$(ngens)"
 check_eq "the live .pem is unchanged" "$PEMGOOD" "$(cat "$PEM1" 2>/dev/null)"
 check_eq "TLS still serves the good certificate" "$(fingerprint_of "$WORK/cert1.pem")" "$(fingerprint_served)"
 check_eq "the haproxy master was not reloaded" "$RELOADS0" "$(grep -c 'Reloading HAProxy' "$WORK/haproxy.log")"
-# a "certificate" that is not one: the agent's own check, before haproxy -c
-put secret/site "$(jq -n -c '{cert: "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydGlmaWNhdGU=\n-----END CERTIFICATE-----\n",
-	key: "-----BEGIN PRIVATE KEY-----\nbm90IGEga2V5\n-----END PRIVATE KEY-----\n"}')" >/dev/null
-VJUNK=$(plane_version)
-check "a certificate that is not one (version $VJUNK) is NACKed" wait_until 15 has_nack h "$VJUNK"
-check "... naming the secret and the field" grep -q "^secret/site: cert: not a PEM certificate (" \
-	<<<"$(node_field h '.last_nack.error')"
+# a "certificate" that is not one: the plane refuses it with the agent's
+# own check (common/pemcheck.c, the one checker of both), before any node
+VPREV=$(plane_version)
+out=$(put secret/site "$(jq -n -c '{cert: "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydGlmaWNhdGU=\n-----END CERTIFICATE-----\n",
+	key: "-----BEGIN PRIVATE KEY-----\nbm90IGEga2V5\n-----END PRIVATE KEY-----\n"}')")
+check "a certificate that is not one is refused by the plane, naming the secret and the field" \
+	grep -q '"secret/site: cert: not a PEM certificate (' <<<"$out"
+check_eq "... the plane stored nothing" "$VPREV" "$(plane_version)"
 check_eq "... the agent stays at version $VGOOD" "$VGOOD" "$(st h version)"
 check_eq "... the haproxy master was not reloaded" "$RELOADS0" "$(grep -c 'Reloading HAProxy' "$WORK/haproxy.log")"
 

@@ -8,6 +8,9 @@
 #include <stdio.h>
 #include <string.h>
 
+/* At most this many certificates in cert (the server's and its chain). */
+#define PEMCHECK_CHAIN_MAX 16
+
 /* GnuTLS's words for rc without their final period, in out[cap]. */
 static const char *why(int rc, char *out, size_t cap)
 {
@@ -35,9 +38,17 @@ static gnutls_x509_crt_t first_cert(const char *name, const char *cert, char *er
 			 name, rc < 0 ? why(rc, w, sizeof(w)) : "no certificate in it");
 		return NULL;
 	}
+	gnutls_x509_crt_t c = list[0];
+	if (n > PEMCHECK_CHAIN_MAX) {
+		snprintf(err, errlen,
+			 "%s: cert: a chain of %u certificates; at most %d (put the server's certificate, then "
+			 "only the intermediates it needs)",
+			 name, n, PEMCHECK_CHAIN_MAX);
+		gnutls_x509_crt_deinit(c);
+		c = NULL;
+	}
 	for (unsigned i = 1; i < n; i++)
 		gnutls_x509_crt_deinit(list[i]);
-	gnutls_x509_crt_t c = list[0];
 	gnutls_free(list);
 	return c;
 }
@@ -53,6 +64,13 @@ int pemcheck_pair(const char *name, const char *cert, const char *key, char *err
 		snprintf(err, errlen, "%s: key: cannot be checked (out of memory)", name);
 		goto out;
 	}
+	if (strstr(key, "-----BEGIN ENCRYPTED PRIVATE KEY-----") || strstr(key, "Proc-Type: 4,ENCRYPTED")) {
+		snprintf(err, errlen,
+			 "%s: key: encrypted (no node has its password; put it unencrypted, e.g. the output of "
+			 "openssl pkey -in KEY)",
+			 name);
+		goto out;
+	}
 	gnutls_datum_t d = { (unsigned char *)(uintptr_t)key, (unsigned)strlen(key) };
 	int rc = strstr(key, "-----BEGIN ") ? gnutls_x509_privkey_import2(k, &d, GNUTLS_X509_FMT_PEM, NULL,
 									   GNUTLS_PKCS_PLAIN)
@@ -61,7 +79,7 @@ int pemcheck_pair(const char *name, const char *cert, const char *key, char *err
 		char w[128];
 		snprintf(err, errlen,
 			 "%s: key: not a PEM private key (%s; put the certificate's unencrypted key, "
-			 "-----BEGIN PRIVATE KEY----- ... -----END PRIVATE KEY-----)",
+			 "-----BEGIN PRIVATE KEY----- ... -----END PRIVATE KEY-----, or RSA/EC PRIVATE KEY)",
 			 name, why(rc, w, sizeof(w)));
 		goto out;
 	}

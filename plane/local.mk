@@ -25,7 +25,7 @@ libplane_la_SOURCES += plane/core/core.c plane/core/core.h plane/core/delta.c pl
 	plane/core/ticket_keeper.c plane/core/ticket_keeper.h plane/core/tokens.c plane/core/tokens.h plane/core/validate.c plane/core/validate.h \
 	plane/core/wrapindex.c plane/core/wrapindex.h plane/core/writer.c plane/core/writer.h
 # core/: guards on writes, and the versions that overrode them
-libplane_la_SOURCES += plane/core/guardcheck.c plane/core/guardcheck.h plane/core/certcheck.c plane/core/certcheck.h plane/core/overrides.c plane/core/overrides.h
+libplane_la_SOURCES += plane/core/guardcheck.c plane/core/guardcheck.h plane/core/overrides.c plane/core/overrides.h
 # persist/: the seam
 libplane_la_SOURCES += plane/persist/persist.c plane/persist/persist.h plane/persist/records_json.c \
 	plane/persist/records_json.h plane/persist/node_changes.c plane/persist/node_changes.h plane/persist/rollout_rec.c plane/persist/rollout_rec.h \

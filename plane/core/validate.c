@@ -1,7 +1,7 @@
 /* core/validate.c: write validation on the candidate state (see validate.h):
  * the rules themselves are common/refcheck.c's, shared with the agent. */
 #include "core/validate.h"
-#include "core/certcheck.h"
+#include "pemcheck.h"
 #include "envelope.h"
 #include "json.h"
 #include "refcheck.h"
@@ -39,7 +39,7 @@ int validate_write(const char *name, cJSON *body, unsigned flags, struct store_c
 		if (resource_validate(name, body, RES_V_STORED | ((flags & VALIDATE_STRICT) ? RES_STRICT : 0), &refs,
 				      err, errlen) < 0)
 			return -1;
-		if (certcheck_pair(name, json_get_string(body, "cert"), json_get_string(body, "key"), err, errlen) < 0)
+		if (pemcheck_pair(name, json_get_string(body, "cert"), json_get_string(body, "key"), err, errlen) < 0)
 			return -1;
 	}
 	return upsert(name, body, (flags & VALIDATE_STRICT) ? RES_STRICT : 0, out, err, errlen);

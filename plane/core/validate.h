@@ -16,7 +16,7 @@ int validate_upsert(const char *name, cJSON *body, struct store_change *out, cha
 /* The same for a write of a client (PUT, batch): with VALIDATE_STRICT
  * unknown fields are refused (the default; --allow-unknown-fields drops
  * it), and a plaintext secret's certificate and key are parsed and must
- * match (certcheck.h). A revert restores what the plane once took and
+ * match (common/pemcheck.h). A revert restores what the plane once took and
  * uses validate_upsert. */
 #define VALIDATE_STRICT 1u
 int validate_write(const char *name, cJSON *body, unsigned flags, struct store_change *out, char *err,

@@ -3,15 +3,18 @@
  * the first NUL byte into cert and key, the second empty without one) and
  * checkmap_prefix, checkmap_file_line and checkmap_owner (the whole input
  * as a checker's output and as a rendered configuration). Nothing
- * crashes; a refusal names the secret and a field; the error never holds
- * a line of the key's text (one of 16 bytes or more without a space or a
- * '-', as base64 is: the messages' own words are shorter); a prefix is empty or
+ * crashes; a refusal is one of pemcheck's own messages (nothing of the
+ * input in it: only GnuTLS's fixed words in the parentheses, or a count),
+ * naming the secret and a field; the error never holds a line of the key's
+ * text (one of 16 bytes or more without a space or a '-', as base64 is:
+ * the messages' own words are shorter); a prefix is empty or
  * "secret/NAME: cert: " or "secret/NAME: key: "; an owner is empty or
  * ends in ": "; a file is one name. */
 #include "fuzz.h"
 #include "pemcheck.h"
 #include "consumer/checkmap.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +41,44 @@ static void key_lines_absent(const char *key, const char *err)
 	}
 }
 
+/* Whether s is pre, then a middle of at most 200 bytes (from allowed, or
+ * with allowed NULL any printable ASCII: gnutls_strerror's words), then post. */
+static bool shaped(const char *s, const char *pre, const char *post, const char *allowed)
+{
+	size_t lp = strlen(pre), lq = strlen(post), ls = strlen(s);
+	if (ls < lp + lq || strncmp(s, pre, lp) != 0 || strcmp(s + ls - lq, post) != 0)
+		return false;
+	size_t mid = ls - lp - lq;
+	if (mid > 200)
+		return false;
+	for (size_t i = lp; i < lp + mid; i++)
+		if (allowed ? !strchr(allowed, s[i]) : (s[i] < 0x20 || s[i] > 0x7e))
+			return false;
+	return true;
+}
+
+/* pemcheck.c's messages; the parentheses hold gnutls_strerror's words */
+static bool known_message(const char *e)
+{
+	return shaped(e, "secret/f: cert: not a PEM certificate (",
+		      "; put the server's certificate, -----BEGIN CERTIFICATE----- ... -----END CERTIFICATE-----, "
+		      "then its chain)",
+		      NULL) ||
+	       shaped(e, "secret/f: cert: a chain of ",
+		      " certificates; at most 16 (put the server's certificate, then only the intermediates it needs)",
+		      "0123456789") ||
+	       strcmp(e, "secret/f: key: cannot be checked (out of memory)") == 0 ||
+	       strcmp(e, "secret/f: key: encrypted (no node has its password; put it unencrypted, e.g. the output "
+			 "of openssl pkey -in KEY)") == 0 ||
+	       shaped(e, "secret/f: key: not a PEM private key (",
+		      "; put the certificate's unencrypted key, -----BEGIN PRIVATE KEY----- ... -----END PRIVATE "
+		      "KEY-----, or RSA/EC PRIVATE KEY)",
+		      NULL) ||
+	       strcmp(e, "secret/f: key: cannot be compared with cert (an unsupported key type)") == 0 ||
+	       strcmp(e, "secret/f: key: does not match cert (the first certificate's public key is another key's; "
+			 "put that certificate's own key, or the certificate first in cert)") == 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char *text = malloc(size + 2);
@@ -50,6 +91,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (pemcheck_pair("secret/f", cert, key, err, sizeof(err)) < 0) {
 		if (strncmp(err, "secret/f: cert: ", 16) != 0 && strncmp(err, "secret/f: key: ", 15) != 0)
 			die("a refusal names no field", err);
+		if (!known_message(err))
+			die("a refusal that is not one of pemcheck's messages", err);
 		key_lines_absent(key, err);
 	}
 	char out[320];

@@ -330,7 +330,7 @@ bad "secret: a PEM header and garbage is no key" secret/s1 "$SC" \
 	'.key="-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----\n"' "secret/s1: key: not a PEM private key"
 pem_pair other
 bad "secret: another certificate's key is refused" secret/s1 "$SC" ".key=\"$PAIR_KEY\"" \
-	"secret/s1: key: does not match the certificate"
+	"secret/s1: key: does not match cert ("
 bad "secret: key not PEM" secret/s1 "$SC" '.key="x"' "key must be a PEM"
 
 bad "file: path a traversal ../x" file/f1 "$FL" '.path="../x"' "path must be relative"

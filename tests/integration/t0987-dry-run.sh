@@ -84,7 +84,7 @@ check_eq "a secret whose certificate is a PEM header and garbage: 422" \
 	"422 secret/site: cert: not a PEM certificate" \
 	"$(dry '{"upserts":[{"name":"secret/site","body":{"cert":"-----BEGIN CERTIFICATE-----\nTm90IGEgY2VydGlmaWNhdGU@@@garbage\n-----END CERTIFICATE-----\n","key":"'"$A_KEY"'"}}]}') $(answer .error | cut -d'(' -f1 | sed 's/ $//')"
 check_eq "a key that is not the certificate's: 422" \
-	"422 secret/site: key: does not match the certificate" \
+	"422 secret/site: key: does not match cert" \
 	"$(dry '{"upserts":[{"name":"secret/site","body":{"cert":"'"$A_CERT"'","key":"'"$PAIR_KEY"'"}}]}') $(answer .error | cut -d'(' -f1 | sed 's/ $//')"
 check "... the key's text in no answer" sh -c "! grep -qF '$(sed -n 2p "$WORK/b.key" | cut -c 49-)' '$WORK/answer'"
 check_eq "a matching pair: would create it" "200 secret/site=create" \
@@ -168,7 +168,7 @@ check_eq "put --dry-run of the same body: exit 0" 0 "$RC"
 printf '{"cert":"%s","key":"%s"}' "$A_CERT" "$PAIR_KEY" >"$WORK/mismatch.json"
 run --token-file "$WORK/admin.tok" put secret/site "$WORK/mismatch.json" --dry-run
 check_eq "put --dry-run of a mismatched pair: exit 4" 4 "$RC"
-has "... secret/site: key: does not match" "$ERR" "secret/site: key: does not match the certificate"
+has "... secret/site: key: does not match" "$ERR" "secret/site: key: does not match cert ("
 run --token-file "$WORK/admin.tok" put secret/site "$WORK/mismatch.json" --dry-run --seal
 check_eq "put --dry-run --seal is a usage error" 2 "$RC"
 check_eq "no put --dry-run stored anything" "$V1" "$(curl -sS -H "Authorization: Bearer $(cat "$WORK/reader.tok")" \

@@ -37,6 +37,13 @@ static bool secret_file(const char *p, char *name, size_t ncap, char *ext, size_
 	return true;
 }
 
+/* Whether p, a match of a directory in output, starts a path there (not
+ * the tail of another one: "/x/var/lib/tether/secrets" is not ours). */
+static bool path_start(const char *output, const char *p)
+{
+	return p == output || !strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./", p[-1]);
+}
+
 void checkmap_prefix(const char *output, const char *secrets_dir, char *out, size_t cap)
 {
 	size_t dlen = strlen(secrets_dir);
@@ -45,7 +52,7 @@ void checkmap_prefix(const char *output, const char *secrets_dir, char *out, siz
 	if (!dlen)
 		return;
 	for (const char *p = strstr(output, secrets_dir); p; p = strstr(p + 1, secrets_dir)) {
-		if (p[dlen] != '/')
+		if (p[dlen] != '/' || !path_start(output, p))
 			continue;
 		char name[256], ext[8];
 		if (!secret_file(p + dlen + 1, name, sizeof(name), ext, sizeof(ext)))
@@ -70,7 +77,7 @@ bool checkmap_file_line(const char *output, const char *dir, char *file, size_t 
 	if (!dlen)
 		return false;
 	for (const char *p = strstr(output, dir); p; p = strstr(p + 1, dir)) {
-		if (p[dlen] != '/')
+		if (p[dlen] != '/' || !path_start(output, p))
 			continue;
 		const char *f = p + dlen + 1;
 		size_t n = strcspn(f, ":/ \t\n\"'[]()");

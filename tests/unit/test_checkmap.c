@@ -51,6 +51,11 @@ static void test_no_secret_file(void **state)
 	assert_string_equal(map("\"/var/lib/tether/secrets/site-0123456789abcde.crt\""), "");
 	assert_string_equal(map("\"/var/lib/tether/secrets/site-0123456789abcdef.txt\""), "");
 	assert_string_equal(map("/var/lib/tether/secretsX/site-0123456789abcdef.crt"), "");
+	/* the directory's path as the tail of another path is not ours */
+	assert_string_equal(map("\"/home/x/var/lib/tether/secrets/site-0123456789abcdef.crt\""), "");
+	assert_string_equal(map("\"/home/x/var/lib/tether/secrets/a-0123456789abcdef.crt\" and "
+				"\"/var/lib/tether/secrets/site-0123456789abcdef.key\""),
+			    "secret/site: key: ");
 	char out[8] = "x";
 	checkmap_prefix("anything", "", out, sizeof(out));
 	assert_string_equal(out, "");
@@ -75,6 +80,7 @@ static void test_file_line(void **state)
 	assert_false(checkmap_file_line("in /o/gen-2/tether.cfg", "/o/gen-2", file, sizeof(file), &line));
 	assert_false(checkmap_file_line("in /o/gen-2/sub/x.conf:3", "/o/gen-2", file, sizeof(file), &line));
 	assert_false(checkmap_file_line("in /o/gen-2/x.conf:0", "/o/gen-2", file, sizeof(file), &line));
+	assert_false(checkmap_file_line("in /srv/o/gen-2/tether.cfg:3", "/o/gen-2", file, sizeof(file), &line));
 }
 
 /* the shapes render_nginx and render_haproxy write */

@@ -137,6 +137,20 @@ static bool owner_of(const char *l, size_t n, char *out, size_t cap)
 	return true;
 }
 
+/* Whether line l (len n), naming no resource, starts a part of the file
+ * that is none's: a comment at the start of a line (nginx's "# the agent
+ * reads this ...") or a haproxy section ("backend tether_not_found"). */
+static bool top_level_other(const char *l, size_t n)
+{
+	static const char *const heads[] = { "#", "backend ", "frontend ", "listen ", "global", "defaults" };
+	for (size_t i = 0; i < sizeof(heads) / sizeof(heads[0]); i++) {
+		size_t h = strlen(heads[i]);
+		if (n >= h && strncmp(l, heads[i], h) == 0)
+			return true;
+	}
+	return false;
+}
+
 void checkmap_owner(const char *conf, unsigned long line, char *out, size_t cap)
 {
 	char owner[300] = "", o[300];
@@ -149,8 +163,12 @@ void checkmap_owner(const char *conf, unsigned long line, char *out, size_t cap)
 		const char *t = p + strspn(p, " \t");
 		if (at == line)
 			location = strncmp(t, "location ", 9) == 0;
-		if (owner_of(p, n, o, sizeof(o)) && (at <= line || *t == '#'))
-			snprintf(owner, sizeof(owner), "%s", o);
+		if (owner_of(p, n, o, sizeof(o))) {
+			if (at <= line || *t == '#')
+				snprintf(owner, sizeof(owner), "%s", o);
+		} else if (at <= line && top_level_other(p, n)) {
+			owner[0] = '\0';   /* tether's own part (the marker, a fallback backend): no resource's */
+		}
 		if (!nl)
 			break;
 		p = nl + 1;

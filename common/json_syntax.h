@@ -23,7 +23,7 @@
  * checks both). */
 /* "line L, column C (byte P)" for byte offset pos of text[0..len) (pos
  * past the end: the end), into out[cap]; JSON_WHERE_BUF is enough. */
-#define JSON_WHERE_BUF 80
+#define JSON_WHERE_BUF 96   /* three 20-digit numbers and the words */
 void json_syntax_where(const char *text, size_t len, size_t pos, char *out, size_t cap);
 
 int json_syntax_check(const char *text, size_t len, int max_depth, char *err, size_t errlen);

@@ -37,6 +37,13 @@ static bool secret_file(const char *p, char *name, size_t ncap, char *ext, size_
 	return true;
 }
 
+/* Whether p, a match of a directory in output, starts a path there (not
+ * the tail of another one: "/x/var/lib/tether/secrets" is not ours). */
+static bool path_start(const char *output, const char *p)
+{
+	return p == output || !strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./", p[-1]);
+}
+
 void checkmap_prefix(const char *output, const char *secrets_dir, char *out, size_t cap)
 {
 	size_t dlen = strlen(secrets_dir);
@@ -45,7 +52,7 @@ void checkmap_prefix(const char *output, const char *secrets_dir, char *out, siz
 	if (!dlen)
 		return;
 	for (const char *p = strstr(output, secrets_dir); p; p = strstr(p + 1, secrets_dir)) {
-		if (p[dlen] != '/')
+		if (p[dlen] != '/' || !path_start(output, p))
 			continue;
 		char name[256], ext[8];
 		if (!secret_file(p + dlen + 1, name, sizeof(name), ext, sizeof(ext)))
@@ -70,7 +77,7 @@ bool checkmap_file_line(const char *output, const char *dir, char *file, size_t 
 	if (!dlen)
 		return false;
 	for (const char *p = strstr(output, dir); p; p = strstr(p + 1, dir)) {
-		if (p[dlen] != '/')
+		if (p[dlen] != '/' || !path_start(output, p))
 			continue;
 		const char *f = p + dlen + 1;
 		size_t n = strcspn(f, ":/ \t\n\"'[]()");
@@ -130,6 +137,20 @@ static bool owner_of(const char *l, size_t n, char *out, size_t cap)
 	return true;
 }
 
+/* Whether line l (len n), naming no resource, starts a part of the file
+ * that is none's: a comment at the start of a line (nginx's "# the agent
+ * reads this ...") or a haproxy section ("backend tether_not_found"). */
+static bool top_level_other(const char *l, size_t n)
+{
+	static const char *const heads[] = { "#", "backend ", "frontend ", "listen ", "global", "defaults" };
+	for (size_t i = 0; i < sizeof(heads) / sizeof(heads[0]); i++) {
+		size_t h = strlen(heads[i]);
+		if (n >= h && strncmp(l, heads[i], h) == 0)
+			return true;
+	}
+	return false;
+}
+
 void checkmap_owner(const char *conf, unsigned long line, char *out, size_t cap)
 {
 	char owner[300] = "", o[300];
@@ -142,8 +163,12 @@ void checkmap_owner(const char *conf, unsigned long line, char *out, size_t cap)
 		const char *t = p + strspn(p, " \t");
 		if (at == line)
 			location = strncmp(t, "location ", 9) == 0;
-		if (owner_of(p, n, o, sizeof(o)) && (at <= line || *t == '#'))
-			snprintf(owner, sizeof(owner), "%s", o);
+		if (owner_of(p, n, o, sizeof(o))) {
+			if (at <= line || *t == '#')
+				snprintf(owner, sizeof(owner), "%s", o);
+		} else if (at <= line && top_level_other(p, n)) {
+			owner[0] = '\0';   /* tether's own part (the marker, a fallback backend): no resource's */
+		}
 		if (!nl)
 			break;
 		p = nl + 1;

@@ -26,7 +26,9 @@ bool checkmap_file_line(const char *output, const char *dir, char *file, size_t 
  * comment naming a resource ("# route/api", "# listener/web, host ...")
  * or block of one (nginx's "upstream tether_c_NAME", haproxy's "backend
  * tether_c_NAME", "frontend tether_l_NAME") at or before the line, or for
- * nginx's location line the comment right after it (its route). */
+ * nginx's location line the comment right after it (its route); none
+ * when a part of tether's own (a comment at a line's start naming no
+ * resource, a haproxy section of no resource) comes between. */
 void checkmap_owner(const char *conf, unsigned long line, char *out, size_t cap);
 
 #endif

@@ -732,7 +732,10 @@ static int gen_check(struct consumer *c, double timeout_s, char *err, size_t err
 	checkmap_prefix(res.output, g->secrets_dir, what, sizeof(what));
 	char file[128];
 	unsigned long line;
-	if (!what[0] && checkmap_file_line(res.output, g->staged_path, file, sizeof(file), &line)) {
+	/* only the configuration tether rendered: another file there (an
+	 * include of the operator's) is no resource's */
+	if (!what[0] && checkmap_file_line(res.output, g->staged_path, file, sizeof(file), &line) &&
+	    strcmp(file, g->rnd == &render_nginx ? "tether.conf" : "tether.cfg") == 0) {
 		char *path = xasprintf("%s/%s", g->staged_path, file);
 		size_t len;
 		char *conf = read_file_limited(path, 64u << 20, &len);

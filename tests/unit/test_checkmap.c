@@ -51,6 +51,11 @@ static void test_no_secret_file(void **state)
 	assert_string_equal(map("\"/var/lib/tether/secrets/site-0123456789abcde.crt\""), "");
 	assert_string_equal(map("\"/var/lib/tether/secrets/site-0123456789abcdef.txt\""), "");
 	assert_string_equal(map("/var/lib/tether/secretsX/site-0123456789abcdef.crt"), "");
+	/* the directory's path as the tail of another path is not ours */
+	assert_string_equal(map("\"/home/x/var/lib/tether/secrets/site-0123456789abcdef.crt\""), "");
+	assert_string_equal(map("\"/home/x/var/lib/tether/secrets/a-0123456789abcdef.crt\" and "
+				"\"/var/lib/tether/secrets/site-0123456789abcdef.key\""),
+			    "secret/site: key: ");
 	char out[8] = "x";
 	checkmap_prefix("anything", "", out, sizeof(out));
 	assert_string_equal(out, "");
@@ -75,6 +80,7 @@ static void test_file_line(void **state)
 	assert_false(checkmap_file_line("in /o/gen-2/tether.cfg", "/o/gen-2", file, sizeof(file), &line));
 	assert_false(checkmap_file_line("in /o/gen-2/sub/x.conf:3", "/o/gen-2", file, sizeof(file), &line));
 	assert_false(checkmap_file_line("in /o/gen-2/x.conf:0", "/o/gen-2", file, sizeof(file), &line));
+	assert_false(checkmap_file_line("in /srv/o/gen-2/tether.cfg:3", "/o/gen-2", file, sizeof(file), &line));
 }
 
 /* the shapes render_nginx and render_haproxy write */
@@ -90,7 +96,13 @@ static const char nginx_conf[] =
 	"        proxy_pass http://tether_c_web;\n" /* 9 */
 	"    }\n"                                  /* 10 */
 	"}\n"                                      /* 11 */
-	"# listener/other, any other host\n";      /* 12 */
+	"# listener/other, any other host\n"       /* 12 */
+	"server {\n"                               /* 13 */
+	"}\n"                                      /* 14 */
+	"# the agent reads this to see which generation serves\n" /* 15 */
+	"server {\n"                               /* 16 */
+	"    listen 127.0.0.1:9999;\n"             /* 17 */
+	"}\n";                                     /* 18 */
 
 static const char haproxy_conf[] =
 	"backend tether_c_web\n"                   /* 1 */
@@ -98,7 +110,12 @@ static const char haproxy_conf[] =
 	"frontend tether_l_main\n"                 /* 3 */
 	"    bind :80\n"                           /* 4 */
 	"    # route/api\n"                        /* 5 */
-	"    use_backend tether_c_web if x\n";     /* 6 */
+	"    use_backend tether_c_web if x\n"      /* 6 */
+	"backend tether_not_found\n"               /* 7 */
+	"    mode http\n"                          /* 8 */
+	"# the agent reads this to see which generation serves\n" /* 9 */
+	"frontend tether_marker\n"                 /* 10 */
+	"    bind 127.0.0.1:9999\n";               /* 11 */
 
 static const char *owner(const char *conf, unsigned long line)
 {
@@ -119,6 +136,11 @@ static void test_owner(void **state)
 	assert_string_equal(owner(haproxy_conf, 2), "cluster/web: ");
 	assert_string_equal(owner(haproxy_conf, 4), "listener/main: ");
 	assert_string_equal(owner(haproxy_conf, 6), "route/api: ");
+	/* tether's own parts after the resources' are none's (the marker, the fallback) */
+	assert_string_equal(owner(nginx_conf, 13), "listener/other: ");
+	assert_string_equal(owner(nginx_conf, 17), "");
+	assert_string_equal(owner(haproxy_conf, 8), "");
+	assert_string_equal(owner(haproxy_conf, 11), "");
 	/* nothing above: none; a comment that names no resource: none */
 	assert_string_equal(owner("events {}\n# the agent reads this\nx;\n", 3), "");
 	assert_string_equal(owner("# traffic stats: one line\nx;\n", 2), "");

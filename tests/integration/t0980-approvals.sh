@@ -213,7 +213,8 @@ check_eq "secure: an operator may (a broken token: 422, past the role check)" "4
 	"$(api_status POST /v1/approvals -H "$(auth operator)" --data '{"version":1,"approvals":["x"]}')"
 "$CTL_BIN" --plane "$PLANE_URL" --token-file "$WORK/operator.tok" approve 1 --key "$WORK/a.key" >"$WORK/op.out" 2>&1
 check "secure: tetherctl approve with an operator's token" grep -q "version 1: pending approval\|version 1: approved" "$WORK/op.out"
-printf '{"cert":"-----BEGIN CERTIFICATE-----\\nMIIB\\n-----END CERTIFICATE-----\\n","key":"-----BEGIN PRIVATE KEY-----\\nMIIC\\n-----END PRIVATE KEY-----\\n"}' |
+pem_pair p
+printf '{"cert":"%s","key":"%s"}' "$PAIR_CERT" "$PAIR_KEY" |
 	"$CTL_BIN" --plane "$PLANE_URL" --token-file "$WORK/admin.tok" put secret/p >/dev/null || bail "cannot write a plaintext secret"
 check_eq "secure: an operator approving a plaintext secret's state: refused (exit 1)" "1" \
 	"$("$CTL_BIN" --plane "$PLANE_URL" --token-file "$WORK/operator.tok" approve 2 --key "$WORK/a.key" >"$WORK/op2.out" 2>&1; echo $?)"

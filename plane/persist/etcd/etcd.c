@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* A resource key's mod_revision, for the compaction reload. */
@@ -208,7 +209,16 @@ static int get_at(struct persist *p, const char *key, uint64_t rev, char **value
 
 int persist_etcd_get(struct persist *p, const char *key, char **value, size_t *len, char *err, size_t errlen)
 {
-	return get_at(p, key, 0, value, len, NULL, err, errlen);
+	/* a linearizable read fails at once while etcd elects a leader (a
+	 * write waits for the new one): asked again for up to ~3 s, so a
+	 * read rides out an election as a commit does */
+	for (int i = 0;; i++) {
+		int rc = get_at(p, key, 0, value, len, NULL, err, errlen);
+		if (rc != ETCD_UNAVAILABLE || i >= 30 || !strstr(err, "leader changed"))
+			return rc;
+		struct timespec ts = { 0, 100 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
 }
 
 /* A decimal key at rev: its value (0 when absent) and mod_revision. */

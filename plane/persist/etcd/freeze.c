@@ -8,24 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 int etcd_freeze_load(struct persist *p, char **json, char *err, size_t errlen)
 {
 	char *key = persist_etcd_key(p, "freeze"), *v = NULL;
 	size_t len = 0;
 	*json = NULL;
-	/* a linearizable read fails at once while etcd elects a leader (a
-	 * write waits for the new one): asked again for up to ~3 s, so a
-	 * write's freeze check rides out an election as its commit does */
-	int rc;
-	for (int i = 0;; i++) {
-		rc = persist_etcd_get(p, key, &v, &len, err, errlen);
-		if (rc != ETCD_UNAVAILABLE || i >= 30 || !strstr(err, "leader changed"))
-			break;
-		struct timespec ts = { 0, 100 * 1000 * 1000 };
-		nanosleep(&ts, NULL);
-	}
+	int rc = persist_etcd_get(p, key, &v, &len, err, errlen);
 	free(key);
 	if (rc == ETCD_UNAVAILABLE)
 		return PERSIST_UNAVAILABLE;

@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "ctl.h"
 #include "resource_schema.h"
+#include "util.h"
 #include "xmalloc.h"
 
 #include <stdbool.h>
@@ -309,14 +310,16 @@ static void members_of(const struct rs_field *f, char *out, size_t cap)
 static int unknown(const char *what, const char *key, const char *const *names, size_t n, const char *known_as)
 {
 	struct buf list = BUF_INIT;
+	char show[STR_SHOW_BUF];
 	const char *near = resource_schema_nearest(key, names, n);
 	for (size_t i = 0; i < n; i++)
 		buf_printf(&list, "%s%s", i ? ", " : "", names[i]);
+	str_show(key, show);   /* what was typed, without control characters */
 	if (near)
-		ctl_error("explain: unknown %s '%s' (did you mean '%s'?); %s: %s", what, key, near, known_as,
+		ctl_error("explain: unknown %s '%s' (did you mean '%s'?); %s: %s", what, show, near, known_as,
 			  n ? list.data : "none");
 	else
-		ctl_error("explain: unknown %s '%s'; %s: %s", what, key, known_as, n ? list.data : "none");
+		ctl_error("explain: unknown %s '%s'; %s: %s", what, show, known_as, n ? list.data : "none");
 	buf_release(&list);
 	return CTL_EXIT_USAGE;
 }
@@ -400,8 +403,9 @@ int cmd_explain(const struct ctl_ctx *cx, int argc, char **argv)
 		goto print;
 	}
 	if (!arg[tn + 1]) {
-		ctl_error("explain: '%s': a field's name after the '.' (tetherctl explain %s lists them)", arg,
-			  tname);
+		char show[STR_SHOW_BUF];
+		ctl_error("explain: '%s': a field's name after the '.' (tetherctl explain %s lists them)",
+			  str_show(arg, show), tname);
 		return CTL_EXIT_USAGE;
 	}
 	const struct rs_field *f = find_field(t, arg + tn + 1);

@@ -51,10 +51,10 @@ static const struct rs_field secret_fields[] = {
 	{ "sealed.kc", "string", RS_SEALED | RS_REQUIRED, "base64 of 32 bytes",
 	  "A check of the data key: a wrap that opens to another key is caught" },
 	{ "sealed.nonce", "string", RS_SEALED | RS_REQUIRED, "base64 of 24 bytes", "The encryption's nonce" },
-	{ "sealed.ct", "string", RS_SEALED | RS_REQUIRED, "base64",
+	{ "sealed.ct", "string", RS_SEALED | RS_REQUIRED, "base64; the plaintext at most 262144 bytes",
 	  "The plaintext body ({\"cert\":...,\"key\":...}) encrypted with XChaCha20-Poly1305" },
 	{ "wraps", "object of strings", RS_SEALED | RS_MAP,
-	  "node key id (16 lowercase hex digits) -> base64 of 80 bytes; {} for none",
+	  "node key id (16 lowercase hex digits) -> base64 of 80 bytes, at most 100000; {} for none",
 	  "The data key wrapped to each node key the secret's subscription reaches" },
 	{ "superseded", "array of strings", RS_SEALED,
 	  "envelope ids; the plane's own (a writer's is ignored), at most 1000",
@@ -63,7 +63,7 @@ static const struct rs_field secret_fields[] = {
 };
 
 static const struct rs_field cluster_fields[] = {
-	{ "endpoints", "array of objects", RS_REQUIRED, "at most 10000 (none is allowed)",
+	{ "endpoints", "array of objects", RS_REQUIRED, "at most 10000; may be empty",
 	  "The upstream servers requests go to" },
 	{ "endpoints[].address", "string", RS_REQUIRED, "an IPv4 or IPv6 address, or a DNS name",
 	  "The endpoint's address" },
@@ -109,7 +109,7 @@ static const struct rs_field route_fields[] = {
 	{ "listener", "string", RS_REQUIRED, "a resource name; listener/NAME must exist",
 	  "The listener whose requests the route takes" },
 	{ "host", "string", 0, "*, a DNS name, or *. and a DNS name (default *)",
-	  "The Host the request names; a name without case" },
+	  "The host the requests are for (their Host header, compared without case)" },
 	{ "path", "string", 0, "starts with /, URL path characters only, at most 1024 (default /)",
 	  "A path prefix; of a listener's routes for a host, the longest matching prefix wins" },
 	{ "cluster", "string", RS_REQUIRED, "a resource name; cluster/NAME must exist",
@@ -144,11 +144,12 @@ static const struct rs_field route_fields[] = {
 
 static const struct rs_field file_fields[] = {
 	{ "path", "string", RS_REQUIRED,
-	  "relative; no '..', '.' or empty component, none starting .tether; at most 4096 bytes, 255 a component",
+	  "relative; no '..', '.' or empty component, none starting .tether, no control character or backslash; "
+	  "at most 4096 bytes, 255 a component",
 	  "Where the file is written, under tetherd's --output-dir" },
 	{ "content", "string", RS_REQUIRED, "the body's limit (tether-plane --max-body, 1 MiB)",
 	  "The file's content" },
-	{ "mode", "string", 0, "octal, 0000..0777 (default 0644)", "The file's permissions" },
+	{ "mode", "string", 0, "3 or 4 octal digits, 000..0777 (default 0644)", "The file's permissions" },
 	{ NULL, NULL, 0, NULL, NULL },
 };
 

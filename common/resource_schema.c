@@ -31,6 +31,11 @@
 	  "haproxy lines for " haproxy_where "; haproxy -c on the canary decides the rest" }
 #define HAPROXY_LINES "one directive a line, no continuation"
 
+/* What resource.c's hostname_valid() and route_path_valid() take. */
+#define DNS_NAME "; a DNS name: labels of letters, digits and -, at most 63 bytes each, not starting or " \
+	"ending with -, joined by dots, at most 253 bytes"
+#define URL_PATH_CHARS "letters, digits and - . _ ~ / % : @ + , = ! * only"
+
 static const struct rs_field secret_fields[] = {
 	{ "cert", "string", RS_REQUIRED,
 	  "PEM text of at most 65536 bytes: 1 to 16 certificates, the server's first, then its chain",
@@ -65,7 +70,7 @@ static const struct rs_field secret_fields[] = {
 static const struct rs_field cluster_fields[] = {
 	{ "endpoints", "array of objects", RS_REQUIRED, "at most 10000; may be empty",
 	  "The upstream servers requests go to" },
-	{ "endpoints[].address", "string", RS_REQUIRED, "an IPv4 or IPv6 address, or a DNS name",
+	{ "endpoints[].address", "string", RS_REQUIRED, "an IPv4 or IPv6 address, or a DNS name" DNS_NAME,
 	  "The endpoint's address" },
 	{ "endpoints[].port", "integer", RS_REQUIRED, "1..65535", "The endpoint's port" },
 	{ "endpoints[].weight", "integer", 0, "1..256 (default 1)",
@@ -88,7 +93,7 @@ static const struct rs_field listener_fields[] = {
 	{ "address", "string", 0, "an IPv4 or IPv6 address (default: every address)",
 	  "The address to accept connections on" },
 	{ "port", "integer", RS_REQUIRED, "1..65535", "The port to accept connections on" },
-	{ "tls", "object", 0, "", "Serve TLS with a secret's certificate and key" },
+	{ "tls", "object", 0, "null or absent: plain HTTP", "Serve TLS with a secret's certificate and key" },
 	{ "tls.secret", "string", RS_REQUIRED, "a resource name; secret/NAME must exist",
 	  "The secret holding the certificate and key" },
 	SNIPPET_FIELDS("each server block of the listener", "the listener's frontend", HAPROXY_LINES),
@@ -108,9 +113,9 @@ static const struct rs_field listener_fields[] = {
 static const struct rs_field route_fields[] = {
 	{ "listener", "string", RS_REQUIRED, "a resource name; listener/NAME must exist",
 	  "The listener whose requests the route takes" },
-	{ "host", "string", 0, "*, a DNS name, or *. and a DNS name (default *)",
+	{ "host", "string", 0, "*, a DNS name, or *. and a DNS name (default *)" DNS_NAME,
 	  "The host the requests are for (their Host header, compared without case)" },
-	{ "path", "string", 0, "starts with /, URL path characters only, at most 1024 (default /)",
+	{ "path", "string", 0, "starts with /, then " URL_PATH_CHARS "; at most 1024 bytes (default /)",
 	  "A path prefix; of a listener's routes for a host, the longest matching prefix wins" },
 	{ "cluster", "string", RS_REQUIRED, "a resource name; cluster/NAME must exist",
 	  "The cluster the requests go to" },
@@ -124,7 +129,7 @@ static const struct rs_field route_fields[] = {
 	{ "strip_prefix", "boolean", RS_PENDING, "not with path / or without a path; not with rewrite",
 	  "Remove the route's path from the request's before it goes upstream (/api/x?q -> /x?q, /api -> /)" },
 	{ "rewrite", "string", RS_PENDING,
-	  "starts with /, URL path characters only, at most 1024; not with strip_prefix",
+	  "starts with /, then " URL_PATH_CHARS "; at most 1024 bytes; not with strip_prefix",
 	  "Replace the route's path prefix with this one (path /old, rewrite /new: /old/x -> /new/x)" },
 	{ "headers", "object", RS_PENDING, "", "Headers set or removed, on the request and the response" },
 	HEADER_FIELDS("request", "request sent to the cluster", "; Host may be set"),
@@ -194,7 +199,8 @@ static const struct rs_type types[RES_TYPE_COUNT] = {
 	  "parses both (tetherd checks them again before a render) and refuses a pair whose key is not the "
 	  "certificate's. A secret may instead be sealed (tetherctl put --seal): its body is then an "
 	  "envelope (sealed, wraps, superseded) that only nodes and the recovery key open. The example's "
-	  "pair is a throwaway for site.example: make your own.",
+	  "pair is a throwaway for site.example: make your own, and its body from PEM files with jq -n "
+	  "--rawfile c site.crt --rawfile k site.key '{cert:$c,key:$k}'.",
 	  "site",
 	  "{\n  \"cert\": \"" EXAMPLE_CERT "\",\n  \"key\": \"" EXAMPLE_KEY "\"\n}\n",
 	  secret_fields },
@@ -212,8 +218,9 @@ static const struct rs_type types[RES_TYPE_COUNT] = {
 	  "{\n  \"address\": \"0.0.0.0\",\n  \"port\": 443,\n  \"tls\": {\"secret\": \"site\"}\n}\n",
 	  listener_fields },
 	{ RES_ROUTE,
-	  "Sends the requests that arrive on a listener for a host and a path prefix to a cluster. A host and "
-	  "path pair belongs to one route of a listener.",
+	  "Sends the requests that arrive on a listener for a host and a path prefix to a cluster. Give each "
+	  "host and path of a listener one route: the plane does not refuse a second, and nginx -t refuses "
+	  "the duplicate location at the canary.",
 	  "api",
 	  "{\n  \"listener\": \"public\",\n  \"host\": \"www.example.com\",\n  \"path\": \"/api\",\n"
 	  "  \"cluster\": \"web\"\n}\n",

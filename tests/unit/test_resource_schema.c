@@ -73,6 +73,20 @@ static void join(char *out, size_t cap, const char *parent, const char *key)
 	snprintf(out, cap, "%s%s%s", parent, *parent ? "." : "", key);
 }
 
+/* The first component of a table path into comp ("endpoints[]" gives
+ * "endpoints", *elems true: the path goes on in each element); returns
+ * the rest of the path after it ("" at its end). */
+static const char *first_comp(const char *path, char *comp, size_t cap, bool *elems)
+{
+	size_t n = strcspn(path, ".");
+	snprintf(comp, cap, "%.*s", (int)n, path);
+	size_t cl = strlen(comp);
+	*elems = cl >= 2 && strcmp(comp + cl - 2, "[]") == 0;
+	if (*elems)
+		comp[cl - 2] = '\0';
+	return path + n + (path[n] == '.');
+}
+
 /* Calls fn on each object of body at the table's path (an array's
  * elements for "a[]"). */
 static void each_at(cJSON *body, const char *path, void (*fn)(cJSON *obj, void *arg), void *arg)
@@ -81,16 +95,12 @@ static void each_at(cJSON *body, const char *path, void (*fn)(cJSON *obj, void *
 		fn(body, arg);
 		return;
 	}
-	size_t n = strcspn(path, ".");
 	char comp[64];
-	snprintf(comp, sizeof(comp), "%.*s", (int)n, path);
-	bool elems = n >= 2 && strcmp(comp + strlen(comp) - 2, "[]") == 0;
-	if (elems)
-		comp[strlen(comp) - 2] = '\0';
+	bool elems;
+	const char *rest = first_comp(path, comp, sizeof(comp), &elems);
 	cJSON *v = cJSON_GetObjectItemCaseSensitive(body, comp);
 	if (!v)
 		return;
-	const char *rest = path + n + (path[n] == '.');
 	if (elems) {
 		cJSON *e;
 		cJSON_ArrayForEach(e, v)
@@ -198,22 +208,19 @@ static void walk_members(const struct walk *w, const cJSON *v, const char *paren
 /* Is the table's path present in body (in any element of an array)? */
 static bool has_path(const cJSON *v, const char *path)
 {
-	size_t n = strcspn(path, ".");
 	char comp[64];
-	snprintf(comp, sizeof(comp), "%.*s", (int)n, path);
-	bool elems = n >= 2 && strcmp(comp + strlen(comp) - 2, "[]") == 0;
-	if (elems)
-		comp[strlen(comp) - 2] = '\0';
+	bool elems;
+	const char *rest = first_comp(path, comp, sizeof(comp), &elems);
 	const cJSON *c = cJSON_GetObjectItemCaseSensitive(v, comp);
 	if (!c)
 		return false;
-	if (!path[n])
+	if (!*rest)
 		return true;
 	if (!elems)
-		return has_path(c, path + n + 1);
+		return has_path(c, rest);
 	const cJSON *e;
 	cJSON_ArrayForEach(e, c)
-		if (has_path(e, path + n + 1))
+		if (has_path(e, rest))
 			return true;
 	return false;
 }
@@ -294,20 +301,17 @@ static void test_full_bodies_validate(void **state)
  * with v; false when the body has no such member. */
 static bool replace_at(cJSON *body, const char *path, cJSON *v)
 {
-	size_t n = strcspn(path, ".");
 	char comp[64];
-	snprintf(comp, sizeof(comp), "%.*s", (int)n, path);
-	bool elems = n >= 2 && strcmp(comp + strlen(comp) - 2, "[]") == 0;
-	if (elems)
-		comp[strlen(comp) - 2] = '\0';
+	bool elems;
+	const char *rest = first_comp(path, comp, sizeof(comp), &elems);
 	cJSON *c = cJSON_GetObjectItemCaseSensitive(body, comp);
 	if (!c)
 		return false;
-	if (!path[n]) {
+	if (!*rest) {
 		cJSON_ReplaceItemInObjectCaseSensitive(body, comp, v);
 		return true;
 	}
-	return replace_at(elems ? cJSON_GetArrayItem(c, 0) : c, path + n + 1, v);
+	return replace_at(elems ? cJSON_GetArrayItem(c, 0) : c, rest, v);
 }
 
 /* A value of another JSON type than the table says, in place of each
@@ -342,6 +346,228 @@ static void test_documented_types_are_checked(void **state)
 		}
 	}
 	assert_true(checked >= 20);
+}
+
+/* ---- every documented limit is the validator's -------------------------------- */
+
+/* The full body of name's type that holds path, without pending fields,
+ * with the member at path replaced by v: is it taken (strictly)? On a
+ * refusal, the error in err. v is consumed. */
+static bool takes(enum res_type t, const char *path, cJSON *v, char *err, size_t errlen)
+{
+	for (size_t k = 0; k < NFULL; k++) {
+		if (resource_type_of(full[k].name) != t)
+			continue;
+		cJSON *b = without_pending(t, full[k].body);
+		if (!has_path(b, path)) {
+			cJSON_Delete(b);
+			continue;
+		}
+		assert_true(replace_at(b, path, v));
+		bool ok = validate(full[k].name, b, RES_STRICT, err, errlen) == 0;
+		cJSON_Delete(b);
+		return ok;
+	}
+	cJSON_Delete(v);
+	fail_msg("%s.%s: no full body holds it", resource_type_name(t), path);
+	return false;
+}
+
+/* The range "LO..HI" of a field's limits text; false when it has none. */
+static bool range_of(const char *limits, double *lo, double *hi)
+{
+	const char *dots = strstr(limits, "..");
+	if (!dots)
+		return false;
+	const char *p = dots;
+	while (p > limits && ((p[-1] >= '0' && p[-1] <= '9') || p[-1] == '.'))
+		p--;
+	char low[32], *end;
+	snprintf(low, sizeof(low), "%.*s", (int)(dots - p), p);   /* strtod would take "1." of "1.." */
+	*lo = strtod(low, &end);
+	if (end == low || *end)
+		return false;
+	*hi = strtod(dots + 2, &end);
+	return end != dots + 2;
+}
+
+/* Each integer and number field documents its range "LO..HI", and the
+ * validator takes exactly that: LO and HI, and not just outside them;
+ * an integer field takes no fraction. (Fields of parts A and B join this
+ * test when their RS_PENDING flag goes.) */
+static void test_documented_ranges_are_the_validators(void **state)
+{
+	(void)state;
+	int checked = 0;
+	for (int i = 0; i < RES_TYPE_COUNT; i++) {
+		enum res_type t = (enum res_type)i;
+		for (const struct rs_field *f = resource_schema(t)->fields; f->path; f++) {
+			bool integer = strcmp(f->json, "integer") == 0;
+			if ((!integer && strcmp(f->json, "number") != 0) || (f->flags & (RS_PENDING | RS_SEALED)))
+				continue;
+			double lo = 0, hi = 0;
+			char err[512];
+			if (!range_of(f->limits, &lo, &hi))
+				fail_msg("%s.%s: its limits give no range LO..HI: %s", resource_type_name(t), f->path,
+					 f->limits);
+			double below = integer ? lo - 1 : lo - (lo != 0 ? lo / 10 : 0.001);
+			double above = integer ? hi + 1 : hi + (hi / 1000 > 0.001 ? hi / 1000 : 0.001);
+			if (!takes(t, f->path, cJSON_CreateNumber(lo), err, sizeof(err)))
+				fail_msg("%s.%s: %.17g (its limits' lowest) is refused: %s", resource_type_name(t), f->path,
+					 lo, err);
+			if (!takes(t, f->path, cJSON_CreateNumber(hi), err, sizeof(err)))
+				fail_msg("%s.%s: %.17g (its limits' highest) is refused: %s", resource_type_name(t),
+					 f->path, hi, err);
+			if (takes(t, f->path, cJSON_CreateNumber(below), err, sizeof(err)))
+				fail_msg("%s.%s: %.17g (below its limits) is taken", resource_type_name(t), f->path, below);
+			if (!strstr(err, strrchr(f->path, '.') ? strrchr(f->path, '.') + 1 : f->path))
+				fail_msg("%s.%s: the error does not name it: %s", resource_type_name(t), f->path, err);
+			if (takes(t, f->path, cJSON_CreateNumber(above), err, sizeof(err)))
+				fail_msg("%s.%s: %.17g (above its limits) is taken", resource_type_name(t), f->path, above);
+			if (integer && lo + 0.5 < hi && takes(t, f->path, cJSON_CreateNumber(lo + 0.5), err, sizeof(err)))
+				fail_msg("%s.%s: an integer field takes %.17g", resource_type_name(t), f->path, lo + 0.5);
+			if (!integer && !takes(t, f->path, cJSON_CreateNumber(lo + (hi - lo) / 3), err, sizeof(err)))
+				fail_msg("%s.%s: a number field refuses a fraction in its range: %s", resource_type_name(t),
+					 f->path, err);
+			checked++;
+		}
+	}
+	/* port twice, weight, the guard's four */
+	assert_true(checked >= 7);
+}
+
+/* A string of n copies of c after prefix (NULL: none). */
+static cJSON *str_of(const char *prefix, char c, size_t n)
+{
+	size_t lp = prefix ? strlen(prefix) : 0;
+	char *s = malloc(lp + n + 1);
+	assert_non_null(s);
+	memcpy(s, prefix ? prefix : "", lp);
+	memset(s + lp, c, n);
+	s[lp + n] = '\0';
+	cJSON *v = cJSON_CreateString(s);
+	free(s);
+	return v;
+}
+
+/* The limits text of t's field at path holds want. */
+static void says(enum res_type t, const char *path, const char *want)
+{
+	const struct rs_field *f = resource_schema_field(t, path);
+	assert_non_null(f);
+	if (!strstr(f->limits, want))
+		fail_msg("%s.%s: the limits do not say '%s': %s", resource_type_name(t), path, want, f->limits);
+}
+
+/* The string and list limits the table states, each at its edge. */
+static void test_documented_string_limits_are_the_validators(void **state)
+{
+	(void)state;
+	char err[512];
+	/* route path: at most 1024, the characters named */
+	says(RES_ROUTE, "path", "at most 1024");
+	assert_true(takes(RES_ROUTE, "path", str_of("/", 'a', 1023), err, sizeof(err)));
+	assert_false(takes(RES_ROUTE, "path", str_of("/", 'a', 1024), err, sizeof(err)));
+	assert_non_null(strstr(err, "path must"));
+	says(RES_ROUTE, "path", "- . _ ~ / % : @ + , = ! *");
+	assert_true(takes(RES_ROUTE, "path", cJSON_CreateString("/a-._~/%:@+,=!*Z9"), err, sizeof(err)));
+	static const char *const bad_paths[] = { "api", "/a b", "/a\"", "/a;", "/a{", "/a$", "/a#", "/a?", "/a\\", "/a'", "/a&" };
+	for (size_t i = 0; i < sizeof(bad_paths) / sizeof(bad_paths[0]); i++)
+		if (takes(RES_ROUTE, "path", cJSON_CreateString(bad_paths[i]), err, sizeof(err)))
+			fail_msg("route path '%s' is taken", bad_paths[i]);
+	/* a host: labels of at most 63, at most 253 in all */
+	says(RES_ROUTE, "host", "at most 63");
+	says(RES_ROUTE, "host", "at most 253");
+	says(RES_CLUSTER, "endpoints[].address", "at most 63");
+	assert_true(takes(RES_ROUTE, "host", str_of(NULL, 'a', 63), err, sizeof(err)));
+	assert_false(takes(RES_ROUTE, "host", str_of(NULL, 'a', 64), err, sizeof(err)));
+	assert_false(takes(RES_CLUSTER, "endpoints[].address", str_of(NULL, 'a', 64), err, sizeof(err)));
+	char host[300] = "";
+	for (int i = 0; i < 4; i++)   /* 4 labels of 62 and 3 dots: 251; "a." before: 253 */
+		snprintf(host + strlen(host), sizeof(host) - strlen(host), "%s%.62s", i ? "." : "",
+			 "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb");
+	assert_true(takes(RES_ROUTE, "host", str_of(host, 'x', 0), err, sizeof(err)));
+	char longer[300];
+	snprintf(longer, sizeof(longer), "a.%s", host);
+	assert_int_equal(strlen(longer), 253);
+	assert_true(takes(RES_ROUTE, "host", cJSON_CreateString(longer), err, sizeof(err)));
+	snprintf(longer, sizeof(longer), "ab.%s", host);
+	assert_false(takes(RES_ROUTE, "host", cJSON_CreateString(longer), err, sizeof(err)));
+	static const char *const hosts[] = { "*", "*.example.com", "a-b.example", "WWW.Example.COM" };
+	for (size_t i = 0; i < sizeof(hosts) / sizeof(hosts[0]); i++)
+		if (!takes(RES_ROUTE, "host", cJSON_CreateString(hosts[i]), err, sizeof(err)))
+			fail_msg("route host '%s' is refused: %s", hosts[i], err);
+	static const char *const bad_hosts[] = { "", "a*.example", "*example.com", "-a.example", "a-.example", "a..b", "a_b.example" };
+	for (size_t i = 0; i < sizeof(bad_hosts) / sizeof(bad_hosts[0]); i++)
+		if (takes(RES_ROUTE, "host", cJSON_CreateString(bad_hosts[i]), err, sizeof(err)))
+			fail_msg("route host '%s' is taken", bad_hosts[i]);
+	/* a guard's match: at most 220 bytes */
+	says(RES_GUARD, "match", "at most 220 bytes");
+	assert_true(takes(RES_GUARD, "match", str_of("cluster/", 'a', 212), err, sizeof(err)));
+	assert_false(takes(RES_GUARD, "match", str_of("cluster/", 'a', 213), err, sizeof(err)));
+	assert_true(takes(RES_GUARD, "match", cJSON_CreateString(""), err, sizeof(err)));
+	assert_true(takes(RES_GUARD, "match", cJSON_CreateString("sec"), err, sizeof(err)));
+	assert_false(takes(RES_GUARD, "match", cJSON_CreateString("route/"), err, sizeof(err)));
+	/* a file's path: 4096 bytes, 255 a component */
+	says(RES_FILE, "path", "at most 4096 bytes, 255 a component");
+	assert_true(takes(RES_FILE, "path", str_of(NULL, 'a', 255), err, sizeof(err)));
+	assert_false(takes(RES_FILE, "path", str_of(NULL, 'a', 256), err, sizeof(err)));
+	char fp[4200] = "";
+	for (int i = 0; i < 17; i++)   /* 17 components of 240 and 16 slashes: 4096 */
+		snprintf(fp + strlen(fp), sizeof(fp) - strlen(fp), "%s%0240d", i ? "/" : "", 0);
+	assert_int_equal(strlen(fp), 4096);
+	assert_true(takes(RES_FILE, "path", cJSON_CreateString(fp), err, sizeof(err)));
+	strcat(fp, "0");
+	assert_false(takes(RES_FILE, "path", cJSON_CreateString(fp), err, sizeof(err)));
+	static const char *const bad_files[] = { "/etc/x", "a/../b", "./a", "a//b", "a/", ".tether-x", "a/.tether",
+						 "a\\b", "a\tb", "a\x7f" };
+	for (size_t i = 0; i < sizeof(bad_files) / sizeof(bad_files[0]); i++)
+		if (takes(RES_FILE, "path", cJSON_CreateString(bad_files[i]), err, sizeof(err)))
+			fail_msg("file path '%s' is taken", bad_files[i]);
+	/* a file's mode: 3 or 4 octal digits up to 0777 */
+	says(RES_FILE, "mode", "3 or 4 octal digits, 000..0777");
+	static const char *const modes[] = { "000", "644", "0000", "0777", "0644" };
+	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++)
+		if (!takes(RES_FILE, "mode", cJSON_CreateString(modes[i]), err, sizeof(err)))
+			fail_msg("mode '%s' is refused: %s", modes[i], err);
+	static const char *const bad_modes[] = { "00", "64", "1000", "0778", "07777", "rw", "0o644" };
+	for (size_t i = 0; i < sizeof(bad_modes) / sizeof(bad_modes[0]); i++)
+		if (takes(RES_FILE, "mode", cJSON_CreateString(bad_modes[i]), err, sizeof(err)))
+			fail_msg("mode '%s' is taken", bad_modes[i]);
+	/* lb: the three named */
+	says(RES_CLUSTER, "lb", "round_robin, least_conn or random");
+	assert_true(takes(RES_CLUSTER, "lb", cJSON_CreateString("round_robin"), err, sizeof(err)));
+	assert_true(takes(RES_CLUSTER, "lb", cJSON_CreateString("least_conn"), err, sizeof(err)));
+	assert_false(takes(RES_CLUSTER, "lb", cJSON_CreateString("ip_hash"), err, sizeof(err)));
+	/* endpoints: at most 10000, may be empty */
+	says(RES_CLUSTER, "endpoints", "at most 10000; may be empty");
+	static const int counts[] = { 0, 10000, 10001 };
+	for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+		int n = counts[c];
+		cJSON *eps = cJSON_CreateArray();
+		for (int i = 0; i < n; i++) {
+			cJSON *ep = cJSON_CreateObject();
+			cJSON_AddStringToObject(ep, "address", "10.0.0.1");
+			cJSON_AddNumberToObject(ep, "port", 1 + i % 65535);
+			cJSON_AddItemToArray(eps, ep);
+		}
+		if (takes(RES_CLUSTER, "endpoints", eps, err, sizeof(err)) != (n <= 10000))
+			fail_msg("%d endpoints: %s", n, err[0] ? err : "taken");
+	}
+	/* a listener's address is a literal; tls may be null */
+	says(RES_LISTENER, "address", "an IPv4 or IPv6 address");
+	assert_true(takes(RES_LISTENER, "address", cJSON_CreateString("::1"), err, sizeof(err)));
+	assert_false(takes(RES_LISTENER, "address", cJSON_CreateString("localhost"), err, sizeof(err)));
+	says(RES_LISTENER, "tls", "null");
+	assert_true(takes(RES_LISTENER, "tls", cJSON_CreateNull(), err, sizeof(err)));
+	/* names: [A-Za-z0-9._-]{1,200}, as the page's DESCRIPTION says */
+	char name[260];
+	snprintf(name, sizeof(name), "file/%0200d", 0);
+	cJSON *b = parse(resource_schema(RES_FILE)->example);
+	assert_int_equal(validate(name, b, RES_STRICT, err, sizeof(err)), 0);
+	snprintf(name, sizeof(name), "file/%0201d", 0);
+	assert_int_equal(validate(name, b, RES_STRICT, err, sizeof(err)), -1);
+	cJSON_Delete(b);
 }
 
 /* ---- unknown fields in every object ---------------------------------------- */
@@ -577,6 +803,8 @@ int main(void)
 		cmocka_unit_test(test_full_bodies_cover_the_table),
 		cmocka_unit_test(test_full_bodies_validate),
 		cmocka_unit_test(test_documented_types_are_checked),
+		cmocka_unit_test(test_documented_ranges_are_the_validators),
+		cmocka_unit_test(test_documented_string_limits_are_the_validators),
 		cmocka_unit_test(test_unknown_refused_in_every_object),
 		cmocka_unit_test(test_unknown_names_table_fields),
 		cmocka_unit_test(test_sealed_fields_in_table),

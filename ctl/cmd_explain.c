@@ -112,8 +112,8 @@ static void type_text(struct buf *b, const struct rs_type *t)
 /* "secret: A TLS certificate ..." (the first sentence) for each type. */
 static void list_text(struct buf *b)
 {
-	buf_puts(b, "The resource types (tetherctl explain TYPE for one's fields, TYPE.FIELD for one field;\n"
-		    "man 5 tether-resources):\n\n");
+	buf_puts(b, "The resource types (tetherctl explain TYPE: its fields; TYPE.FIELD: one field;\n"
+		    "man 5 tether-resources: all of them):\n\n");
 	for (int i = 0; i < RES_TYPE_COUNT; i++) {
 		const struct rs_type *t = resource_schema((enum res_type)i);
 		const char *end = strstr(t->desc, ". ");

@@ -90,7 +90,7 @@ static const struct rs_field cluster_fields[] = {
 };
 
 static const struct rs_field listener_fields[] = {
-	{ "address", "string", 0, "an IPv4 or IPv6 address (default: every address)",
+	{ "address", "string", 0, "an IPv4 or IPv6 address (default 0.0.0.0: every IPv4 address; :: is every IPv6 one)",
 	  "The address to accept connections on" },
 	{ "port", "integer", RS_REQUIRED, "1..65535", "The port to accept connections on" },
 	{ "tls", "object", 0, "null or absent: plain HTTP", "Serve TLS with a secret's certificate and key" },

@@ -152,7 +152,7 @@ static const struct rs_field file_fields[] = {
 	  "relative; no '..', '.' or empty component, none starting .tether, no control character or backslash; "
 	  "at most 4096 bytes, 255 a component",
 	  "Where the file is written, under tetherd's --output-dir" },
-	{ "content", "string", RS_REQUIRED, "the body's limit (tether-plane --max-body, 1 MiB)",
+	{ "content", "string", RS_REQUIRED, "none of its own: the whole body is at most tether-plane --max-body (default 1048576 bytes)",
 	  "The file's content" },
 	{ "mode", "string", 0, "3 or 4 octal digits, 000..0777 (default 0644)", "The file's permissions" },
 	{ NULL, NULL, 0, NULL, NULL },

@@ -104,10 +104,11 @@ static const struct rs_field listener_fields[] = {
 	{ "headers." dir, "object", RS_PENDING, "", "The headers of the " what }, \
 	{ "headers." dir ".set", "object of strings", RS_PENDING | RS_MAP, \
 	  "NAME -> VALUE, at most 64; NAME: RFC 7230 token characters, at most 128; VALUE: printable " \
-	  "ASCII without \" \\ $ ; { } ', at most 1024" host, \
+	  "ASCII (0x20..0x7e) without \" \\ $ ; { } ', at most 1024" host, \
 	  "Headers set on the " what ", replacing any of the same name" }, \
 	{ "headers." dir ".remove", "array of strings", RS_PENDING, \
-	  "header names, at most 64; a name may not be both set and removed", \
+	  "at most 64 names, each of RFC 7230 token characters, at most 128; a name may not be both set and " \
+	  "removed", \
 	  "Headers removed from the " what }
 
 static const struct rs_field route_fields[] = {

@@ -68,7 +68,8 @@ static const struct rs_field secret_fields[] = {
 };
 
 static const struct rs_field cluster_fields[] = {
-	{ "endpoints", "array of objects", RS_REQUIRED, "at most 10000; may be empty",
+	{ "endpoints", "array of objects", RS_REQUIRED,
+	  "at most 10000; may be empty: requests then fail (nginx 502, haproxy 503)",
 	  "The upstream servers requests go to" },
 	{ "endpoints[].address", "string", RS_REQUIRED, "an IPv4 or IPv6 address, or a DNS name" DNS_NAME,
 	  "The endpoint's address" },

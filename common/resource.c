@@ -1,6 +1,7 @@
 /* resource.c: names, types, field validation and references of resources
- * (see resource.h). The tables here are the schema of INTERFACE.md. */
+ * (see resource.h). The fields each object may hold are resource_schema.c's. */
 #include "resource.h"
+#include "resource_schema.h"
 #include "buf.h"
 #include "envelope.h"
 #include "json.h"
@@ -12,7 +13,6 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
 
 static const char *const type_names[RES_TYPE_COUNT] = {
 	"secret", "cluster", "listener", "route", "file", "guard",
@@ -199,87 +199,18 @@ static bool int_in(const cJSON *v, double lo, double hi, double *out)
 	return true;
 }
 
-/* Field tables: the known fields of each object; anything else is unknown. */
-static bool known(const char *key, const char *const *fields)
+/* With RES_STRICT, a member of obj (the object at parent in the schema's
+ * table, shown as where) that the table does not name is refused, with
+ * the nearest known name: resource_schema.c is the one list of fields, so
+ * none is accepted that tether-resources(5) does not document. */
+static int check_unknown(struct vctx *v, const cJSON *obj, const char *parent, unsigned skip, const char *where)
 {
-	for (; *fields; fields++)
-		if (strcmp(key, *fields) == 0)
-			return true;
-	return false;
-}
-
-/* The optimal string alignment distance of a and b (an adjacent swap is one
- * edit): small names only, longer ones are "far". */
-#define SUGGEST_MAX 32
-static size_t edit_distance(const char *a, const char *b)
-{
-	size_t la = strlen(a), lb = strlen(b);
-	if (la > SUGGEST_MAX || lb > SUGGEST_MAX)
-		return SIZE_MAX;
-	size_t d[SUGGEST_MAX + 1][SUGGEST_MAX + 1];
-	for (size_t i = 0; i <= la; i++)
-		d[i][0] = i;
-	for (size_t j = 0; j <= lb; j++)
-		d[0][j] = j;
-	for (size_t i = 1; i <= la; i++) {
-		for (size_t j = 1; j <= lb; j++) {
-			size_t cost = a[i - 1] != b[j - 1];
-			size_t m = d[i - 1][j] + 1;
-			if (d[i][j - 1] + 1 < m)
-				m = d[i][j - 1] + 1;
-			if (d[i - 1][j - 1] + cost < m)
-				m = d[i - 1][j - 1] + cost;
-			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < m)
-				m = d[i - 2][j - 2] + 1;
-			d[i][j] = m;
-		}
-	}
-	return d[la][lb];
-}
-
-/* The known field nearest to key, when it is near enough to be a typo
- * (at most a third of the longer name's letters, and at least one, apart;
- * or the same name in another case); NULL otherwise. */
-static const char *nearest_field(const char *key, const char *const *fields)
-{
-	const char *best = NULL;
-	size_t best_d = SIZE_MAX;
-	for (; *fields; fields++) {
-		if (strcasecmp(key, *fields) == 0)
-			return *fields;
-		size_t d = edit_distance(key, *fields);
-		size_t la = strlen(key), lf = strlen(*fields);
-		size_t limit = ((la > lf ? la : lf) + 2) / 3;
-		if (d <= limit && d < best_d) {
-			best = *fields;
-			best_d = d;
-		}
-	}
-	return best;
-}
-
-static int check_unknown(struct vctx *v, const cJSON *obj, const char *const *fields, const char *where)
-{
+	char e[512];
 	if (!(v->flags & RES_STRICT))
 		return 0;
-	for (const cJSON *c = obj->child; c; c = c->next) {
-		char show[STR_SHOW_BUF];
-		if (known(c->string, fields))
-			continue;
-		const char *near = nearest_field(c->string, fields);
-		struct buf list = BUF_INIT;
-		for (const char *const *f = fields; *f; f++)
-			buf_printf(&list, "%s%s", f == fields ? "" : ", ", *f);
-		if (near)
-			fail(v, "%s%sunknown field '%s' (did you mean '%s'?)", where, *where ? ": " : "",
-			     str_show(c->string, show), near);
-		else
-			fail(v, "%s%sunknown field '%s' (known: %s)", where, *where ? ": " : "",
-			     str_show(c->string, show), list.data);
-		buf_release(&list);
-		return -1;
-	}
-	return 0;
+	if (resource_schema_check(resource_type_of(v->res), parent, skip, obj, e, sizeof(e)) == 0)
+		return 0;
+	return fail(v, "%s%s%s", where, *where ? ": " : "", e);
 }
 
 static int add_ref(struct vctx *v, struct res_refs *refs, const char *type, const char *name, const char *field)
@@ -309,10 +240,8 @@ static const char *opt_string(struct vctx *v, const cJSON *obj, const char *key,
 
 static int validate_cluster(struct vctx *v, const cJSON *b, struct res_refs *refs)
 {
-	static const char *const fields[] = { "endpoints", "lb", NULL };
-	static const char *const ep_fields[] = { "address", "port", "weight", NULL };
 	int rc;
-	if (check_unknown(v, b, fields, "") < 0)
+	if (check_unknown(v, b, "", 0, "") < 0)
 		return -1;
 	const cJSON *eps = cJSON_GetObjectItemCaseSensitive(b, "endpoints");
 	if (!eps)
@@ -327,7 +256,7 @@ static int validate_cluster(struct vctx *v, const cJSON *b, struct res_refs *ref
 			return fail(v, "endpoints has more than 10000 entries");
 		if (!cJSON_IsObject(ep))
 			return fail(v, "%s must be an object", where);
-		if (check_unknown(v, ep, ep_fields, where) < 0)
+		if (check_unknown(v, ep, "endpoints[]", 0, where) < 0)
 			return -1;
 		const cJSON *a = cJSON_GetObjectItemCaseSensitive(ep, "address");
 		if (!a)
@@ -354,10 +283,8 @@ static int validate_cluster(struct vctx *v, const cJSON *b, struct res_refs *ref
 
 static int validate_listener(struct vctx *v, const cJSON *b, struct res_refs *refs)
 {
-	static const char *const fields[] = { "address", "port", "tls", NULL };
-	static const char *const tls_fields[] = { "secret", NULL };
 	int rc;
-	if (check_unknown(v, b, fields, "") < 0)
+	if (check_unknown(v, b, "", 0, "") < 0)
 		return -1;
 	const char *addr = opt_string(v, b, "address", false, &rc);
 	if (rc < 0)
@@ -373,7 +300,7 @@ static int validate_listener(struct vctx *v, const cJSON *b, struct res_refs *re
 	if (tls && !cJSON_IsNull(tls)) {
 		if (!cJSON_IsObject(tls))
 			return fail(v, "tls must be an object");
-		if (check_unknown(v, tls, tls_fields, "tls") < 0)
+		if (check_unknown(v, tls, "tls", 0, "tls") < 0)
 			return -1;
 		const cJSON *s = cJSON_GetObjectItemCaseSensitive(tls, "secret");
 		if (!s)
@@ -388,9 +315,8 @@ static int validate_listener(struct vctx *v, const cJSON *b, struct res_refs *re
 
 static int validate_route(struct vctx *v, const cJSON *b, struct res_refs *refs)
 {
-	static const char *const fields[] = { "listener", "host", "path", "cluster", NULL };
 	int rc;
-	if (check_unknown(v, b, fields, "") < 0)
+	if (check_unknown(v, b, "", 0, "") < 0)
 		return -1;
 	const char *l = opt_string(v, b, "listener", true, &rc);
 	if (rc < 0 || add_ref(v, refs, "listener", l, "listener") < 0)
@@ -440,12 +366,12 @@ static int validate_sealed(struct vctx *v, const cJSON *b)
 
 static int validate_secret(struct vctx *v, const cJSON *b, struct res_refs *refs)
 {
-	static const char *const fields[] = { "cert", "key", NULL };
 	int rc;
 	(void)refs;
 	if (envelope_is_sealed(b))
 		return validate_sealed(v, b);
-	if (check_unknown(v, b, fields, "") < 0)
+	/* plaintext: sealed, wraps and superseded belong to a sealed one */
+	if (check_unknown(v, b, "", RS_SEALED, "") < 0)
 		return -1;
 	const char *cert = opt_string(v, b, "cert", true, &rc);
 	if (rc < 0)
@@ -462,10 +388,9 @@ static int validate_secret(struct vctx *v, const cJSON *b, struct res_refs *refs
 
 static int validate_file(struct vctx *v, const cJSON *b, struct res_refs *refs)
 {
-	static const char *const fields[] = { "path", "content", "mode", NULL };
 	int rc;
 	(void)refs;
-	if (check_unknown(v, b, fields, "") < 0)
+	if (check_unknown(v, b, "", 0, "") < 0)
 		return -1;
 	const char *path = opt_string(v, b, "path", true, &rc);
 	if (rc < 0)
@@ -495,10 +420,9 @@ static int validate_file(struct vctx *v, const cJSON *b, struct res_refs *refs)
  * common/guards.c on each write and push. */
 static int validate_guard(struct vctx *v, const cJSON *b, struct res_refs *refs)
 {
-	static const char *const fields[] = { "match", "min_endpoints", "max_shrink", "max_bytes", "max_growth", NULL };
 	int rc;
 	(void)refs;
-	if (check_unknown(v, b, fields, "") < 0)
+	if (check_unknown(v, b, "", 0, "") < 0)
 		return -1;
 	const char *match = opt_string(v, b, "match", false, &rc);
 	if (rc < 0)

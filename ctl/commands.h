@@ -35,6 +35,7 @@ struct ctl_ctx {
 	bool off;                 /* freeze --off */
 	bool approver;            /* keygen --approver: an approver's Ed25519 key */
 	const char *approver_key; /* approve --key FILE: the approver's secret key */
+	bool man;                 /* explain --man: the roff of tether-resources(5) */
 };
 
 int cmd_put(const struct ctl_ctx *cx, int argc, char **argv);
@@ -60,6 +61,9 @@ int cmd_keygen(const struct ctl_ctx *cx, int argc, char **argv);
 int cmd_token_create(const struct ctl_ctx *cx, int argc, char **argv);
 int cmd_token_ls(const struct ctl_ctx *cx, int argc, char **argv);
 int cmd_token_revoke(const struct ctl_ctx *cx, int argc, char **argv);
+
+/* cmd_explain.c: the resource types and fields (common/resource_schema.c) */
+int cmd_explain(const struct ctl_ctx *cx, int argc, char **argv);
 
 /* cmd_freeze.c: the freeze window; and the line rollout status prints
  * while one holds (nothing otherwise) */

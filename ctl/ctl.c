@@ -37,12 +37,13 @@
 #define OPT_OFF 262144u
 #define OPT_APPROVER 524288u
 #define OPT_KEY 1048576u   /* approve --key FILE: an approver's key (not the client certificate's) */
+#define OPT_MAN 2097152u   /* explain --man: tether-resources(5)'s roff */
 
 /* The option of each OPT_ bit, for "unknown option" messages. */
 static const char *const opt_names[] = { "--json", "--state-dir", "--node", "--role", "--name",
 					  "--prune", "--dry-run", "--message", "--base", "--force", "-n", "--at",
 					  "--seal", "--recovery", "--recovery-key", "--output", "--override",
-					  "--until", "--off", "--approver", "--key" };
+					  "--until", "--off", "--approver", "--key", "--man" };
 
 struct command {
 	const char *name, *sub;   /* "rollout" "status"; sub NULL for one word */
@@ -92,6 +93,10 @@ static const struct command commands[] = {
 	  false, cmd_freeze },
 	{ "watch", NULL, "[--json]", "print the plane's events as they come (versions, ACKs, NACKs, rollouts)",
 	  0, 0, OPT_JSON, false, cmd_watch },
+	{ "explain", NULL, "[TYPE[.FIELD]] [--json | --man]",
+	  "the resource types; a type's fields (name, type, required, limits, what it does) and an example; "
+	  "one field and its members (route.timeout); --json: as JSON; --man: tether-resources(5)'s source",
+	  0, 1, OPT_JSON | OPT_MAN, true, cmd_explain },
 	{ "status", NULL, "[--state-dir DIR] [--json]", "the local agent's status (" CTL_DEFAULT_STATE_DIR
 	  "/status.json)", 0, 0, OPT_JSON | OPT_STATE_DIR, true, cmd_status },
 	{ "keygen", NULL, "FILE [--recovery | --approver]",
@@ -174,7 +179,8 @@ static void help(FILE *f)
 		   "  -v, --verbose                      log each request on stderr\n"
 		   "  -h, --help                         show this help\n"
 		   "  -V, --version                      show the version\n"
-		   "\nNAME is TYPE/NAME: cluster/web, listener/l1, route/r1, secret/s1, file/f1, guard/g1.\n"
+		   "\nNAME is TYPE/NAME: cluster/web, listener/l1, route/r1, secret/s1, file/f1, guard/g1\n"
+		   "('tetherctl explain TYPE': its fields).\n"
 		   "Exit status: 0 success, 1 refused request or unreachable plane, 2 usage error,\n"
 		   "3 sync/put --dry-run: the plane would take it and something would change,\n"
 		   "4 sync/put --dry-run: the plane would refuse it (its reason printed).\n",
@@ -369,6 +375,9 @@ static int parse(int argc, char **argv, struct parsed *p)
 		} else if (strcmp(a, "--force") == 0) {
 			p->cx.force = true;
 			p->opts_seen |= OPT_FORCE;
+		} else if (strcmp(a, "--man") == 0) {
+			p->cx.man = true;
+			p->opts_seen |= OPT_MAN;
 		} else if (strcmp(a, "--json") == 0) {
 			p->cx.json = true;
 			p->opts_seen |= OPT_JSON;

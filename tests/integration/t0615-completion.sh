@@ -47,7 +47,7 @@ has_all() {
 
 # ---- commands and sub-commands -----------------------------------------------------
 
-check_eq "the commands" "apply approve diff export freeze get help keygen log ls nodes put reject revert rm rollout secrets show status sync token watch" "$(comp '')"
+check_eq "the commands" "apply approve diff explain export freeze get help keygen log ls nodes put reject revert rm rollout secrets show status sync token watch" "$(comp '')"
 check_eq "a command by its start" "reject revert rm rollout" "$(comp r)"
 check_eq "log takes --json" "--json" "$(comp log --j)"
 check_eq "log takes -n" "-n" "$(comp log -n)"
@@ -60,6 +60,12 @@ check_eq "after global options" "abort status" "$(comp --plane http://h:1 -v rol
 check_eq "help names a command" "token" "$(comp help to)"
 check_eq "help names a sub-command" "abort status" "$(comp help rollout '')"
 check_eq "nothing after a complete command" "" "$(comp rollout abort '')"
+check_eq "explain: the types" "cluster file guard listener route secret" "$(comp explain '')"
+check_eq "explain: a type by its start" "route" "$(comp explain ro)"
+check_eq "explain: TYPE. and the fields of the table (no plane asked)" \
+	"route.timeout route.timeout.connect route.timeout.read route.timeout.send" "$(comp explain route.ti)"
+check_eq "explain: an array's members without []" "cluster.endpoints.port" "$(comp explain cluster.endpoints.p)"
+check_eq "explain takes --json and --man" "--json --man" "$( (comp explain --j; comp explain --m) | one_line)"
 
 # ---- options --------------------------------------------------------------------------------
 

@@ -513,6 +513,12 @@ else
 		skip "upgrade: $what: $prev_why"
 	done
 fi
+check "the man pages are installed: tether-plane(8), tetherd(8), tetherctl(1), tether-resources(5)" \
+	cts 'for p in man8/tether-plane.8 man8/tetherd.8 man1/tetherctl.1 man5/tether-resources.5; do
+		     [ -s /usr/share/man/$p.gz ] || { echo "no /usr/share/man/$p.gz"; exit 1; }; done'
+check "tetherctl explain runs from the package and agrees with its page (cluster/web's example)" \
+	cts 'tetherctl explain cluster | grep -q "The body of cluster/web" &&
+	     zcat /usr/share/man/man5/tether-resources.5.gz | grep -q "^\.BR cluster/web :"'
 timing "install, configure, upgrade"
 
 # ---- 9. the units: verify, exposure, sandbox -------------------------------------------------------------

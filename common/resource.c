@@ -4,6 +4,7 @@
 #include "buf.h"
 #include "envelope.h"
 #include "json.h"
+#include "snippet.h"
 #include "util.h"
 #include "xmalloc.h"
 
@@ -309,7 +310,7 @@ static const char *opt_string(struct vctx *v, const cJSON *obj, const char *key,
 
 static int validate_cluster(struct vctx *v, const cJSON *b, struct res_refs *refs)
 {
-	static const char *const fields[] = { "endpoints", "lb", NULL };
+	static const char *const fields[] = { "endpoints", "lb", "snippet", NULL };
 	static const char *const ep_fields[] = { "address", "port", "weight", NULL };
 	int rc;
 	if (check_unknown(v, b, fields, "") < 0)
@@ -349,12 +350,12 @@ static int validate_cluster(struct vctx *v, const cJSON *b, struct res_refs *ref
 	if (lb && strcmp(lb, "round_robin") && strcmp(lb, "least_conn") && strcmp(lb, "random"))
 		return fail(v, "lb must be one of round_robin, least_conn, random");
 	(void)refs;
-	return 0;
+	return snippet_validate(v->res, b, v->flags & RES_STRICT, v->err, v->errlen);
 }
 
 static int validate_listener(struct vctx *v, const cJSON *b, struct res_refs *refs)
 {
-	static const char *const fields[] = { "address", "port", "tls", NULL };
+	static const char *const fields[] = { "address", "port", "tls", "snippet", NULL };
 	static const char *const tls_fields[] = { "secret", NULL };
 	int rc;
 	if (check_unknown(v, b, fields, "") < 0)
@@ -383,12 +384,12 @@ static int validate_listener(struct vctx *v, const cJSON *b, struct res_refs *re
 		if (add_ref(v, refs, "secret", s->valuestring, "tls.secret") < 0)
 			return -1;
 	}
-	return 0;
+	return snippet_validate(v->res, b, v->flags & RES_STRICT, v->err, v->errlen);
 }
 
 static int validate_route(struct vctx *v, const cJSON *b, struct res_refs *refs)
 {
-	static const char *const fields[] = { "listener", "host", "path", "cluster", NULL };
+	static const char *const fields[] = { "listener", "host", "path", "cluster", "snippet", NULL };
 	int rc;
 	if (check_unknown(v, b, fields, "") < 0)
 		return -1;
@@ -408,7 +409,7 @@ static int validate_route(struct vctx *v, const cJSON *b, struct res_refs *refs)
 	const char *c = opt_string(v, b, "cluster", true, &rc);
 	if (rc < 0 || add_ref(v, refs, "cluster", c, "cluster") < 0)
 		return -1;
-	return 0;
+	return snippet_validate(v->res, b, v->flags & RES_STRICT, v->err, v->errlen);
 }
 
 static bool pem_like(const char *s)

@@ -100,18 +100,26 @@ static const char *nginx_refused(const char *d)
 	static const char *const files[] = {
 		"include", "root", "alias", "try_files", "autoindex", "ssi", "dav_methods", "dav_access",
 		"create_full_put_path", "min_delete_depth", "client_body_in_file_only", "proxy_store", "fastcgi_store",
-		"uwsgi_store", "scgi_store", "lock_file", "working_directory", "pid", "open_log_file_cache", NULL,
+		"uwsgi_store", "scgi_store", "lock_file", "working_directory", "pid", "open_log_file_cache",
+		/* content handlers that serve files from the default root */
+		"mp4", "flv", "hls", "f4f", "random_index",
+		/* an upstream's state file (NGINX Plus) */
+		"state", NULL,
 	};
 	static const char *const process[] = {
 		"load_module", "env", "user", "daemon", "master_process", "thread_pool", "ssl_engine",
 		"google_perftools_profiles", "debug_points", "api", NULL,
 	};
 	static const char *const elsewhere[] = { "mirror", "post_action", NULL };
+	static const char *const addresses[] = { "listen", "server_name", NULL };
 	if (in_list(d, scope))
 		return "it opens a new scope outside the resource's block";
-	if (has(d, "lua") || starts(d, "perl") || starts(d, "js_") || starts(d, "njs") ||
-	    starts(d, "modsecurity") || starts(d, "xslt_"))
+	if (has(d, "lua") || has(d, "perl") || has(d, "mruby") || has(d, "wasm") || has(d, "python") ||
+	    starts(d, "js_") || starts(d, "njs") || starts(d, "modsecurity") || starts(d, "xslt_") ||
+	    starts(d, "opentracing") || starts(d, "opentelemetry") || starts(d, "otel_"))
 		return "it runs code in the consumer";
+	if (in_list(d, addresses))
+		return "it changes the addresses and hosts the block serves (the listener's and the routes' fields do)";
 	if (in_list(d, process) || starts(d, "worker_"))
 		return "it changes the consumer's process";
 	if (in_list(d, files) || starts(d, "dav_") || starts(d, "ssi") || starts(d, "geoip") ||
@@ -312,6 +320,8 @@ static const char *haproxy_refused_first(const char *k, const char *next)
 		return "it talks to other processes";
 	if (strcmp(k, "option") == 0 && in_list(next, options))
 		return "this option forwards past the cluster or changes the logs";
+	if ((strcmp(k, "http-check") == 0 || strcmp(k, "tcp-check") == 0) && strcmp(next, "connect") == 0)
+		return "it sends health checks to another address";
 	return NULL;
 }
 
@@ -329,6 +339,8 @@ static const char *haproxy_refused_word(const char *w)
 		return "it reads map or ACL files on the node";
 	if (has(w, "env("))
 		return "it reads the consumer's environment";
+	if (has(w, "jwt_verify("))
+		return "it reads files on the node";
 	if (strcmp(w, "use-service") == 0 || starts(w, "set-dst"))
 		return "it routes past the route's cluster";
 	if (has(w, "tether_"))

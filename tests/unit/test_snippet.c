@@ -168,6 +168,14 @@ static void test_nginx_refused(void **st)
 		{ "add_header X $TETHER_ROUTE;", "tether's own" },
 		{ "INCLUDE x;", "'include' is refused" },
 		{ "gzip on; foo { }", "only if and limit_except may open a block" },
+		{ "listen 0.0.0.0:22;", "changes the addresses and hosts" },
+		{ "server_name evil.example;", "changes the addresses and hosts" },
+		{ "mp4;", "reads or writes files" },
+		{ "state /var/lib/nginx/state;", "reads or writes files" },
+		{ "mruby_content_handler x.rb;", "runs code" },
+		{ "proxy_wasm filter;", "runs code" },
+		{ "opentracing_load_tracer /x.so /x.json;", "runs code" },
+		{ "ssl_key_log /tmp/keys;", "writes logs" },
 	};
 	for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++)
 		nginx_no(no[i].s, no[i].why);
@@ -254,6 +262,9 @@ static void test_haproxy_refused(void **st)
 		{ "http-request set-header X a\\", "continuations are refused" },
 		{ "http-request set-header X \"a", "unterminated double quote" },
 		{ "http-request set-header X\r", "control character 0x0d" },
+		{ "http-check connect addr 10.0.0.9 port 80", "health checks to another address" },
+		{ "tcp-check connect port 22", "health checks to another address" },
+		{ "http-request set-var(txn.ok) req.hdr(a),jwt_verify(RS256,/etc/x.pem)", "reads files" },
 	};
 	for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++) {
 		haproxy_no(no[i].s, false, no[i].why);

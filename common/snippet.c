@@ -104,7 +104,9 @@ static const char *nginx_refused(const char *d)
 		/* content handlers that serve files from the default root */
 		"mp4", "flv", "hls", "f4f", "random_index",
 		/* an upstream's state file (NGINX Plus) */
-		"state", NULL,
+		"state",
+		/* a DTD file (xslt), QUIC's token key file */
+		"xml_entities", "quic_host_key", NULL,
 	};
 	static const char *const process[] = {
 		"load_module", "env", "user", "daemon", "master_process", "thread_pool", "ssl_engine",
@@ -116,8 +118,13 @@ static const char *nginx_refused(const char *d)
 		return "it opens a new scope outside the resource's block";
 	if (has(d, "lua") || has(d, "perl") || has(d, "mruby") || has(d, "wasm") || has(d, "python") ||
 	    starts(d, "js_") || starts(d, "njs") || starts(d, "modsecurity") || starts(d, "xslt_") ||
-	    starts(d, "opentracing") || starts(d, "opentelemetry") || starts(d, "otel_"))
+	    starts(d, "opentracing") || starts(d, "opentelemetry") || starts(d, "otel_") ||
+	    starts(d, "passenger") || starts(d, "pagespeed"))
 		return "it runs code in the consumer";
+	/* well-known third-party modules: directory listings of the root,
+	 * logins against the node's own accounts */
+	if (starts(d, "fancyindex") || starts(d, "auth_pam"))
+		return "it reads files or accounts on the node";
 	if (in_list(d, addresses))
 		return "it changes the addresses and hosts the block serves (the listener's and the routes' fields do)";
 	if (in_list(d, process) || starts(d, "worker_"))
@@ -389,12 +396,17 @@ static int haproxy_words(const char *l, size_t n, unsigned line, struct hword *w
 				if (i + 1 >= n)
 					return fail_at(err, errlen, line, "a '\\' at a line's end: continuations are refused "
 							"in a snippet (one rule a line)");
+				/* haproxy decodes "\xHH" into any byte: a keyword
+				 * spelled so would pass the word checks below */
+				if (l[i + 1] == 'x' || l[i + 1] == 'X')
+					return fail_at(err, errlen, line, "'\\x' escapes are refused in a snippet (haproxy "
+							"decodes them after tether's check): write the character itself");
 				x->quoted = true;
 				i++;
 				continue;
 			}
 			if (c == '$' && q != '\'' && i + 1 < n &&
-			    (l[i + 1] == '{' || l[i + 1] == '_' || isalpha((unsigned char)l[i + 1])))
+			    (l[i + 1] == '{' || l[i + 1] == '_' || l[i + 1] == '.' || isalpha((unsigned char)l[i + 1])))
 				return fail_at(err, errlen, line, "'$' expands the consumer's environment: refused in a "
 						"snippet (write the value, or use '\\$' for a '$')");
 			if (q == 0 && (c == '"' || c == '\'')) {
@@ -462,11 +474,13 @@ int snippet_check_haproxy(const char *s, bool route, char *err, size_t errlen)
 				free(x);
 				return -1;
 			}
-			bool cond = !w[j].quoted && (strcmp(x, "if") == 0 || strcmp(x, "unless") == 0);
+			/* haproxy drops the quotes before it looks for a
+			 * condition: a quoted "if" is one too */
+			const char *cond = strcmp(x, "if") == 0 ? "if" : strcmp(x, "unless") == 0 ? "unless" : NULL;
 			free(x);
 			if (route && cond)
 				return fail_at(err, errlen, line, "'%s': a route's rule takes the route's condition, which "
-						"tether adds: drop the condition", w[j].s[0] == 'i' || w[j].s[0] == 'I' ? "if" : "unless");
+						"tether adds: drop the condition (quoted or not, haproxy reads it as one)", cond);
 		}
 	}
 	return 0;

@@ -136,6 +136,10 @@ route/api|http-request deny if TRUE|'if': a route's rule takes the route's condi
 route/api|acl a path /a|'acl': a route's haproxy snippet holds only http-request and http-response rules
 route/api|http-response set-header X-A 1 # why|a comment after a route's rule
 listener/main|http-request set-header X-A "1|unterminated double quote
+route/api|http-response set-header X-Leak %[e\x6ev(HOME)]|'\x' escapes are refused in a snippet
+cluster/web|http-request \x6cua.evil|'\x' escapes are refused in a snippet
+route/api|http-request deny "if" { path -m sub|'if': a route's rule takes the route's condition
+route/api|http-response set-header X-Leak "$.FILE"|'$' expands the consumer's environment
 EOF
 
 # ---- sizes, the field's shape --------------------------------------------------------------------

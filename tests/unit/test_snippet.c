@@ -176,6 +176,12 @@ static void test_nginx_refused(void **st)
 		{ "proxy_wasm filter;", "runs code" },
 		{ "opentracing_load_tracer /x.so /x.json;", "runs code" },
 		{ "ssl_key_log /tmp/keys;", "writes logs" },
+		{ "xml_entities /etc/passwd;", "reads or writes files" },
+		{ "quic_host_key /etc/shadow;", "reads or writes files" },
+		{ "passenger_enabled on;", "runs code" },
+		{ "pagespeed on;", "runs code" },
+		{ "fancyindex on;", "reads files or accounts" },
+		{ "auth_pam_service_name login;", "reads files or accounts" },
 	};
 	for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++)
 		nginx_no(no[i].s, no[i].why);
@@ -192,6 +198,7 @@ static void test_haproxy_passes(void **st)
 	haproxy_ok("http-response set-header X \"a b # not a comment\"", false);
 	haproxy_ok("http-request set-header X 'single ${NOT_EXPANDED}'", false);
 	haproxy_ok("http-request set-header X \\$HOME", false);
+	haproxy_ok("http-request set-header X '\\x41 is literal in single quotes'", false);
 	haproxy_ok("http-response set-header X-R yes\nhttp-request set-header X-Q \"a b\"\n# why\n", true);
 	haproxy_ok("http-request set-path /x%[path]", true);
 	haproxy_ok("timeout server 30s\nbalance source", false);
@@ -265,6 +272,15 @@ static void test_haproxy_refused(void **st)
 		{ "http-check connect addr 10.0.0.9 port 80", "health checks to another address" },
 		{ "tcp-check connect port 22", "health checks to another address" },
 		{ "http-request set-var(txn.ok) req.hdr(a),jwt_verify(RS256,/etc/x.pem)", "reads files" },
+		/* haproxy decodes \xHH after tether's check: e\x6ev is env,
+		 * \x6cua. is lua., fi\x6ce is file, tet\x68er_ is tether_ */
+		{ "http-response set-header X %[e\\x6ev(HOME)]", "'\\x' escapes are refused" },
+		{ "http-request \\x6cua.foo", "'\\x' escapes are refused" },
+		{ "http-request return status 200 fi\\x6Ce /etc/passwd", "'\\x' escapes are refused" },
+		{ "http-request set-var(txn.tet\\x68er_route) str(x)", "'\\x' escapes are refused" },
+		{ "http-request set-header X \"a\\X41\"", "'\\x' escapes are refused" },
+		/* "$.FILE" and "${.LINE}" are haproxy's own variables */
+		{ "http-response set-header X \"$.FILE\"", "expands the consumer's environment" },
 	};
 	for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++) {
 		haproxy_no(no[i].s, false, no[i].why);
@@ -281,8 +297,14 @@ static void test_haproxy_route(void **st)
 	haproxy_no("http-request deny if x", true, "'if': a route's rule takes the route's condition");
 	haproxy_no("http-request deny UNLESS x", true, "'unless'");
 	haproxy_no("http-response set-header X y # why", true, "a comment after a route's rule");
-	/* a quoted "if" is a value, not a condition */
-	haproxy_ok("http-response set-header X \"if\"", true);
+	/* haproxy drops quotes before it looks for a condition: a quoted "if"
+	 * would start one, and the route's appended "if {...}" would land
+	 * inside an anonymous ACL of the snippet's ("path -m sub if { ..."),
+	 * so the rule would act on every route's requests */
+	haproxy_no("http-request deny \"if\" { path -m sub", true, "'if': a route's rule takes");
+	haproxy_no("http-request deny 'unless' FALSE", true, "'unless': a route's rule takes");
+	haproxy_no("http-request deny i\"f\" { path -m sub", true, "'if': a route's rule takes");
+	haproxy_ok("http-response set-header X \"if only\"", true);
 	haproxy_ok("http-request deny if x", false);
 }
 

@@ -289,7 +289,7 @@ int snippet_check_nginx(const char *s, char *err, size_t errlen)
 
 /* ---- haproxy -------------------------------------------------------- */
 
-/* Why first word k (lower case, after a "no" prefix) of a line is refused,
+/* Why first word k (lower case, after a "no" or "default" prefix) of a line is refused,
  * or NULL; next is the word after it ("" when none). */
 static const char *haproxy_refused_first(const char *k, const char *next)
 {
@@ -443,7 +443,8 @@ int snippet_check_haproxy(const char *s, bool route, char *err, size_t errlen)
 		char k[WORD_SHOW + 1], next[WORD_SHOW + 1] = "", show[STR_SHOW_BUF];
 		size_t at = 0;
 		word_lc(w[0].s, w[0].n, k, sizeof(k));
-		if (strcmp(k, "no") == 0 && nw > 1) {   /* "no option x" */
+		/* "no option x", "default log ...": haproxy's prefixes */
+		if ((strcmp(k, "no") == 0 || strcmp(k, "default") == 0) && nw > 1) {
 			at++;
 			word_lc(w[at].s, w[at].n, k, sizeof(k));
 		}

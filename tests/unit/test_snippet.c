@@ -260,6 +260,8 @@ static void test_haproxy_refused(void **st)
 		{ "option httplog", "forwards past the cluster or changes the logs" },
 		{ "option http_proxy", "forwards past the cluster" },
 		{ "no option transparent", "forwards past the cluster" },
+		{ "default log 127.0.0.1:514 local0", "sends logs" },
+		{ "default option transparent", "forwards past the cluster" },
 		{ "filter spoe config /x", "other processes" },
 		{ "http-request use-service prometheus-exporter", "routes past" },
 		{ "http-request set-dst ipv4(10.0.0.9)", "routes past" },

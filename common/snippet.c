@@ -129,6 +129,9 @@ static const char *nginx_refused(const char *d)
 		return "it changes the addresses and hosts the block serves (the listener's and the routes' fields do)";
 	if (in_list(d, process) || starts(d, "worker_"))
 		return "it changes the consumer's process";
+	/* a cookie's Path attribute, not a file: the one *_path that is not */
+	if (strcmp(d, "proxy_cookie_path") == 0)
+		return NULL;
 	if (in_list(d, files) || starts(d, "dav_") || starts(d, "ssi") || starts(d, "geoip") ||
 	    ends(d, "_file") || ends(d, "_path") || has(d, "certificate") || has(d, "_crl") ||
 	    has(d, "dhparam") || has(d, "ticket_key") || has(d, "conf_command"))

@@ -68,6 +68,7 @@ static void test_nginx_passes(void **st)
 	nginx_ok("add_header X-Snip yes;\nproxy_set_header X-A $host;\n");
 	nginx_ok("if ($request_method = POST) {\n    return 405;\n}\n");
 	nginx_ok("limit_except GET {\n    deny all;\n}");
+	nginx_ok("proxy_cookie_path /one/ /;");
 	/* a comment holds anything, braces and refused words too */
 	nginx_ok("# include /etc/passwd; } {\nadd_header A b;");
 	/* quotes hold ';', braces and '#' */

@@ -87,6 +87,20 @@ stop_nginx() {
 	NGINX_PID=""
 }
 
+# write_haproxy_base FILE: the operator's base configuration the haproxy
+# tests start with (global logging to stderr, http mode, timeouts).
+write_haproxy_base() {
+	cat >"$1" <<'EOF'
+global
+    log stderr format raw local0
+defaults
+    mode http
+    timeout connect 5s
+    timeout client 30s
+    timeout server 30s
+EOF
+}
+
 # stop_haproxy: the haproxy master in $HAP_PIDFILE (the test sets it; it
 # stops its workers), waited for; its children killed if it would not go.
 stop_haproxy() {

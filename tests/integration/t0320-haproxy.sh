@@ -106,15 +106,7 @@ free_port XP   # held by another process: the listener haproxy cannot bind
 free_port DP   # nothing listens here: a dead endpoint
 diag "ports: backends $B1 $B2, listener $LP, tls $TP, marker $MP, held $XP, dead $DP"
 
-cat >"$WORK/base.cfg" <<'EOF'
-global
-    log stderr format raw local0
-defaults
-    mode http
-    timeout connect 5s
-    timeout client 30s
-    timeout server 30s
-EOF
+write_haproxy_base "$WORK/base.cfg"
 
 openssl req -x509 -newkey rsa:2048 -nodes -subj /CN=localhost -days 1 \
 	-keyout "$WORK/key1.pem" -out "$WORK/cert1.pem" >/dev/null 2>&1 || bail "openssl cannot make a certificate"

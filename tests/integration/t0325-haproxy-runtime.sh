@@ -158,15 +158,7 @@ free_port TLP   # the access log's syslog (UDP)
 free_port DP    # nothing listens here: a dead endpoint
 diag "backends b1 $B1, b2 $B2, b3 127.0.0.2:$B3; listener $LP, marker $MP, syslog $TLP"
 
-cat >"$WORK/base.cfg" <<'EOF'
-global
-    log stderr format raw local0
-defaults
-    mode http
-    timeout connect 5s
-    timeout client 30s
-    timeout server 30s
-EOF
+write_haproxy_base "$WORK/base.cfg"
 
 # ---- the option's checks -------------------------------------------------------
 start_plane p --heartbeat 1

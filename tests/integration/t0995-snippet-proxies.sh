@@ -108,15 +108,7 @@ jq -n --argjson pa "$PA" '{endpoints:[{address:"127.0.0.1", port:$pa}],
    snippet:{nginx:"keepalive 4;", haproxy:"http-response set-header X-Cluster-Snip a"}}' |
 	ctl put cluster/a - >/dev/null || bail "cannot update cluster/a"
 V=$(plane_version)
-cat >"$WORK/base.cfg" <<'EOF'
-global
-    log stderr format raw local0
-defaults
-    mode http
-    timeout connect 5s
-    timeout client 30s
-    timeout server 30s
-EOF
+write_haproxy_base "$WORK/base.cfg"
 OUT=$WORK/h.out
 start_agent h --consumer haproxy --pidfile "$HAP_PIDFILE" --marker "127.0.0.1:$HMARK" \
 	--base-config "$WORK/base.cfg" --reload-timeout 2 --backoff-max 1

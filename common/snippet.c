@@ -184,6 +184,22 @@ static int own_names(const char *w, size_t n, unsigned line, char *err, size_t e
 	return 0;
 }
 
+/* A word of an if's condition that tests the node's files (-f, -d, -e,
+ * -x, negated or not, after the condition's '('): it would tell whether a
+ * path exists on the node. */
+static int nginx_file_test(const char *w, size_t n, unsigned line, char *err, size_t errlen)
+{
+	char x[16];
+	word_lc(w, n, x, sizeof(x));
+	const char *t = x + (x[0] == '(');
+	const char *shown = t;
+	t += t[0] == '!';
+	if (t[0] == '-' && t[1] && strchr("fdex", t[1]) && t[2] == '\0')
+		return fail_at(err, errlen, line, "'if (%s ...)' is refused in a snippet: it tests the node's files "
+			       "(docs/protocol.md lists what is)", shown);
+	return 0;
+}
+
 #define NGINX_DEPTH 8
 
 int snippet_check_nginx(const char *s, char *err, size_t errlen)
@@ -275,6 +291,9 @@ int snippet_check_nginx(const char *s, char *err, size_t errlen)
 			}
 		}
 		if (own_names(s + start, i - start, wline, err, errlen) < 0)
+			return -1;
+		if (words > 0 && first_n == 2 && strncmp(first, "if", 2) == 0 &&
+		    nginx_file_test(s + start, i - start, wline, err, errlen) < 0)
 			return -1;
 		if (words++ == 0) {
 			first = s + start;

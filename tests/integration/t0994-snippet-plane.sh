@@ -86,6 +86,7 @@ proxy_pass http://10.0.0.9;|'proxy_pass' is refused in a snippet: it sends reque
 mirror /copy;|'mirror' is refused in a snippet: it sends requests outside the route
 location /admin { return 200; }|'location' is refused in a snippet: it opens a new scope
 set $tether_route route/other;|'tether_' names are tether's own
+if (-f /etc/shadow) { return 200; }|'if (-f ...)' is refused in a snippet: it tests the node's files
 EOF
 
 # ---- nginx: syntax that would escape the block ----------------------------------------------------

@@ -69,6 +69,8 @@ static void test_nginx_passes(void **st)
 	nginx_ok("if ($request_method = POST) {\n    return 405;\n}\n");
 	nginx_ok("limit_except GET {\n    deny all;\n}");
 	nginx_ok("proxy_cookie_path /one/ /;");
+	nginx_ok("if ($http_x = -f) {\n    return 403;\n}");   /* "-f)": a compared value */
+	nginx_ok("add_header X -f;");
 	/* a comment holds anything, braces and refused words too */
 	nginx_ok("# include /etc/passwd; } {\nadd_header A b;");
 	/* quotes hold ';', braces and '#' */
@@ -183,6 +185,12 @@ static void test_nginx_refused(void **st)
 		{ "pagespeed on;", "runs code" },
 		{ "fancyindex on;", "reads files or accounts" },
 		{ "auth_pam_service_name login;", "reads files or accounts" },
+		/* if's file tests tell whether a path exists on the node */
+		{ "if (-f /etc/shadow) { return 200; }", "'if (-f ...)' is refused in a snippet: it tests the node's files" },
+		{ "if (!-e /root/.ssh) { return 404; }", "'if (!-e ...)' is refused" },
+		{ "if ( -d /home/x ) { return 200; }", "'if (-d ...)' is refused" },
+		{ "if (\"-x\" /bin/sh) { return 200; }", "'if (-x ...)' is refused" },
+		{ "if ($a) { if (-f /x) { return 1; } }", "'if (-f ...)' is refused" },
 	};
 	for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++)
 		nginx_no(no[i].s, no[i].why);

@@ -351,6 +351,11 @@ static const char *haproxy_refused_first(const char *k, const char *next)
 		return "this option forwards past the cluster or changes the logs";
 	if ((strcmp(k, "http-check") == 0 || strcmp(k, "tcp-check") == 0) && strcmp(next, "connect") == 0)
 		return "it sends health checks to another address";
+	/* the frontend's routing ACLs are "h_ROUTE" and "p_ROUTE"; haproxy ORs
+	 * the declarations of one name, so another would reroute the route */
+	if (strcmp(k, "acl") == 0 && (starts(next, "h_") || starts(next, "p_")))
+		return "'h_' and 'p_' ACL names are tether's own (its routes' host and path conditions: one more "
+		       "declaration would route other requests to that route); name yours otherwise";
 	return NULL;
 }
 

@@ -137,6 +137,7 @@ route/api|http-request deny if TRUE|'if': a route's rule takes the route's condi
 route/api|acl a path /a|'acl': a route's haproxy snippet holds only http-request and http-response rules
 route/api|http-response set-header X-A 1 # why|a comment after a route's rule
 listener/main|http-request set-header X-A "1|unterminated double quote
+listener/main|acl p_api always_true|'h_' and 'p_' ACL names are tether's own
 route/api|http-response set-header X-Leak %[e\x6ev(HOME)]|'\x' escapes are refused in a snippet
 cluster/web|http-request \x6cua.evil|'\x' escapes are refused in a snippet
 route/api|http-request deny "if" { path -m sub|'if': a route's rule takes the route's condition

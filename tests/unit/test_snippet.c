@@ -202,6 +202,7 @@ static void test_haproxy_passes(void **st)
 	haproxy_ok("", false);
 	haproxy_ok("http-response set-header X-Snip yes\n", false);
 	haproxy_ok("acl is_post method POST\nhttp-request deny if is_post\n# a comment\n\n", false);
+	haproxy_ok("acl path_ok path_beg /ok\nhttp-request deny if !path_ok p_api", false);
 	haproxy_ok("option httpchk GET /health\nhttp-check expect status 200", false);
 	haproxy_ok("tcp-request connection accept if { src 127.0.0.1 }", false);
 	haproxy_ok("http-response set-header X \"a b # not a comment\"", false);
@@ -271,6 +272,10 @@ static void test_haproxy_refused(void **st)
 		{ "no option transparent", "forwards past the cluster" },
 		{ "default log 127.0.0.1:514 local0", "sends logs" },
 		{ "default option transparent", "forwards past the cluster" },
+		/* haproxy ORs the declarations of one ACL name: one more "p_api"
+		 * would send every request to route/api's cluster */
+		{ "acl p_api always_true", "'h_' and 'p_' ACL names are tether's own" },
+		{ "acl \"h_www\" req.hdr(host) -m found", "'h_' and 'p_' ACL names are tether's own" },
 		{ "filter spoe config /x", "other processes" },
 		{ "http-request use-service prometheus-exporter", "routes past" },
 		{ "http-request set-dst ipv4(10.0.0.9)", "routes past" },

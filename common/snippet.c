@@ -83,8 +83,14 @@ static int check_text(const char *text, char *err, size_t errlen)
 		else if ((c < 0x20 && c != '\t') || c == 0x7f)
 			return fail_at(err, errlen, line, "control character 0x%02x: only tab and newline may appear", c);
 	}
-	if (strstr(text, SNIPPET_MARK))
-		return fail_at(err, errlen, 1, "'%s' is tether's marker of a snippet's bounds: remove it", SNIPPET_MARK);
+	const char *mark = strstr(text, SNIPPET_MARK);
+	if (mark) {
+		line = 1;
+		for (const char *p = text; p < mark; p++)
+			line += *p == '\n';
+		return fail_at(err, errlen, line, "'%s' is tether's marker of a snippet's bounds: remove it",
+			       SNIPPET_MARK);
+	}
 	return 0;
 }
 

@@ -102,6 +102,7 @@ static void test_nginx_syntax(void **st)
 	nginx_no("add_header A b;\r\n", "line 1: control character 0x0d");
 	nginx_no("add_header A \"\x01\";", "control character 0x01");
 	nginx_no("# " SNIPPET_MARK "-end\n", "tether's marker");
+	nginx_no("gzip on;\n\n# " SNIPPET_MARK "\n", "line 3: '" SNIPPET_MARK "' is tether's marker");
 	nginx_no("if ($a) { if ($b) { if ($c) { if ($d) { if ($e) { if ($f) { if ($g) { if ($h) { if ($i) {",
 		 "blocks nest more than 8 deep");
 	/* the limit */

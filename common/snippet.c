@@ -441,7 +441,7 @@ static int haproxy_words(const char *l, size_t n, unsigned line, struct hword *w
 			if (c == '$' && q != '\'' && i + 1 < n &&
 			    (l[i + 1] == '{' || l[i + 1] == '_' || l[i + 1] == '.' || isalpha((unsigned char)l[i + 1])))
 				return fail_at(err, errlen, line, "'$' expands the consumer's environment: refused in a "
-						"snippet (write the value, or use '\\$' for a '$')");
+						"snippet (write the value, or a '$' in single quotes)");
 			if (q == 0 && (c == '"' || c == '\'')) {
 				q = c;
 				x->quoted = true;

@@ -5,6 +5,7 @@
 #include "buf.h"
 #include "envelope.h"
 #include "json.h"
+#include "snippet.h"
 #include "util.h"
 #include "xmalloc.h"
 
@@ -278,7 +279,7 @@ static int validate_cluster(struct vctx *v, const cJSON *b, struct res_refs *ref
 	if (lb && strcmp(lb, "round_robin") && strcmp(lb, "least_conn") && strcmp(lb, "random"))
 		return fail(v, "lb must be one of round_robin, least_conn, random");
 	(void)refs;
-	return 0;
+	return snippet_validate(v->res, b, v->flags & RES_STRICT, v->err, v->errlen);
 }
 
 static int validate_listener(struct vctx *v, const cJSON *b, struct res_refs *refs)
@@ -310,7 +311,7 @@ static int validate_listener(struct vctx *v, const cJSON *b, struct res_refs *re
 		if (add_ref(v, refs, "secret", s->valuestring, "tls.secret") < 0)
 			return -1;
 	}
-	return 0;
+	return snippet_validate(v->res, b, v->flags & RES_STRICT, v->err, v->errlen);
 }
 
 static int validate_route(struct vctx *v, const cJSON *b, struct res_refs *refs)
@@ -334,7 +335,7 @@ static int validate_route(struct vctx *v, const cJSON *b, struct res_refs *refs)
 	const char *c = opt_string(v, b, "cluster", true, &rc);
 	if (rc < 0 || add_ref(v, refs, "cluster", c, "cluster") < 0)
 		return -1;
-	return 0;
+	return snippet_validate(v->res, b, v->flags & RES_STRICT, v->err, v->errlen);
 }
 
 static bool pem_like(const char *s)

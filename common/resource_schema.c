@@ -18,14 +18,14 @@
  * lines, and what a haproxy snippet may hold there. */
 #define SNIPPET_LIMITS "at most 16384 bytes, no NUL; "
 #define SNIPPET_FIELDS(nginx_where, haproxy_where, haproxy_lines) \
-	{ "snippet", "object", RS_PENDING, "writers with the operator or admin role only", \
+	{ "snippet", "object", 0, "writers with the admin role only", \
 	  "Raw directives for one consumer, pasted verbatim after tether's own lines" }, \
-	{ "snippet.nginx", "string", RS_PENDING, \
+	{ "snippet.nginx", "string", 0, \
 	  SNIPPET_LIMITS "balanced braces and quotes; no directive of the forbidden list (include, " \
 	  "load_module, *_by_lua*, lua_*, perl*, js_*, root, alias, proxy_pass, blocks such as server or " \
 	  "location, directives naming files; the full list: docs/protocol.md)", \
 	  "nginx directives for " nginx_where "; nginx -t on the canary decides the rest" }, \
-	{ "snippet.haproxy", "string", RS_PENDING, \
+	{ "snippet.haproxy", "string", 0, \
 	  SNIPPET_LIMITS haproxy_lines "; no section keyword, lua, file argument, server, bind, use_backend " \
 	  "or other keyword of the forbidden list (docs/protocol.md)", \
 	  "haproxy lines for " haproxy_where "; haproxy -c on the canary decides the rest" }

@@ -3,6 +3,7 @@
 #include "consumer/checkmap.h"
 
 #include "resource.h"
+#include "snippet.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -151,9 +152,33 @@ static bool top_level_other(const char *l, size_t n)
 	return false;
 }
 
+/* A snippet's opening marker line (t, n bytes after its indent):
+ * "#tether-snippet TYPE/NAME snippet.X" into out as "TYPE/NAME: snippet.X". */
+static bool snippet_start(const char *t, size_t n, char *out, size_t cap)
+{
+	size_t m = strlen(SNIPPET_MARK);
+	if (n <= m + 1 || strncmp(t, SNIPPET_MARK, m) != 0 || t[m] != ' ')
+		return false;
+	const char *r = t + m + 1;
+	size_t rl = strcspn(r, " \n"), fl;
+	if (rl > n - m - 1 || rl == 0 || r[rl] != ' ')
+		return false;
+	const char *f = r + rl + 1;
+	fl = strcspn(f, " \n");
+	if (fl == 0 || (size_t)(f + fl - t) > n || strncmp(f, "snippet.", 8) != 0 || rl >= 256 || fl >= 32)
+		return false;
+	char name[256];
+	memcpy(name, r, rl);
+	name[rl] = '\0';
+	if (resource_type_of(name) >= RES_TYPE_COUNT)
+		return false;
+	snprintf(out, cap, "%s: %.*s", name, (int)fl, f);
+	return true;
+}
+
 void checkmap_owner(const char *conf, unsigned long line, char *out, size_t cap)
 {
-	char owner[300] = "", o[300];
+	char owner[300] = "", o[300], snip[300] = "";
 	unsigned long at = 1;
 	const char *p = conf;
 	bool location = false;   /* line is nginx's location: its route's comment follows */
@@ -161,9 +186,20 @@ void checkmap_owner(const char *conf, unsigned long line, char *out, size_t cap)
 		const char *nl = strchr(p, '\n');
 		size_t n = nl ? (size_t)(nl - p) : strlen(p);
 		const char *t = p + strspn(p, " \t");
+		size_t tn = n - (size_t)(t - p);
 		if (at == line)
 			location = strncmp(t, "location ", 9) == 0;
-		if (owner_of(p, n, o, sizeof(o))) {
+		/* a snippet's lines are its resource's, whatever they say */
+		if (snip[0]) {
+			size_t m = strlen(SNIPPET_MARK_END);
+			if (tn >= m && strncmp(t, SNIPPET_MARK_END, m) == 0)
+				snip[0] = '\0';
+			else if (at == line)
+				snprintf(owner, sizeof(owner), "%s", snip);
+		} else if (at <= line && snippet_start(t, tn, snip, sizeof(snip))) {
+			if (at == line)
+				snprintf(owner, sizeof(owner), "%s", snip);
+		} else if (owner_of(p, n, o, sizeof(o))) {
 			if (at <= line || *t == '#')
 				snprintf(owner, sizeof(owner), "%s", o);
 		} else if (at <= line && top_level_other(p, n)) {

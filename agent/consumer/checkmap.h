@@ -3,7 +3,8 @@
  * tether rendered from a resource: a secret's file under the secrets
  * directory ("NAME-HASH.crt", ".key", haproxy's ".pem") is secret/NAME's
  * cert or key; a line of the configuration tether rendered is the
- * resource whose block or comment it is under. */
+ * resource whose block or comment it is under, or, between a snippet's
+ * marker lines (snippet.h), that resource's snippet. */
 #ifndef TETHER_CHECKMAP_H
 #define TETHER_CHECKMAP_H
 
@@ -26,7 +27,8 @@ bool checkmap_file_line(const char *output, const char *dir, char *file, size_t 
  * comment naming a resource ("# route/api", "# listener/web, host ...")
  * or block of one (nginx's "upstream tether_c_NAME", haproxy's "backend
  * tether_c_NAME", "frontend tether_l_NAME") at or before the line, or for
- * nginx's location line the comment right after it (its route); none
+ * nginx's location line the comment right after it (its route); a line
+ * of a snippet, whatever it says, as "TYPE/NAME: snippet.X: "; none
  * when a part of tether's own (a comment at a line's start naming no
  * resource, a haproxy section of no resource) comes between. */
 void checkmap_owner(const char *conf, unsigned long line, char *out, size_t cap);

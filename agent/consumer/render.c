@@ -301,6 +301,7 @@ int render_routes_of(const struct rstate *rs, const char *listener, struct rrout
 		x->host = json_get_string(r->body, "host");
 		x->path = json_get_string(r->body, "path");
 		x->cluster = json_get_string(r->body, "cluster");
+		x->body = r->body;
 		if (!x->host)
 			x->host = "*";
 		if (!x->path)

@@ -122,6 +122,7 @@ struct rroute {
 	const char *host;        /* "*" when the route has none */
 	const char *path;        /* "/" when the route has none */
 	const char *cluster;     /* bare */
+	const cJSON *body;       /* the route's whole body (its options, its snippet) */
 };
 
 /* The routes of a listener: exact hosts first (by name), then wildcard
@@ -150,6 +151,23 @@ int render_main(const struct state *s, const struct candidate *c, const struct r
  * hash of the files with the token in them). */
 #define RENDER_GEN_TOKEN "@TETHER_GEN@"
 void render_fill_gen(struct buf *conf, const char *gen_id);
+
+/* A resource's snippet for one consumer (snippet.h), checked again and
+ * pasted after the block's own lines, each line after indent, between
+ * the marker lines that map a checker's refusal back to "res: snippet.X"
+ * (checkmap.h); nothing when the body has none. render_snippet: nginx's
+ * server, location and upstream blocks, haproxy's backend.
+ * render_snippet_haproxy_frontend: a listener's frontend, after tether's
+ * http-request rules and before its use_backend rules: each route's
+ * rules, every one given " if { var(txn.tether_route) -m str route/NAME }"
+ * (so the frontend must name the route: see render_snippet_haproxy_any),
+ * then the listener's lines as they are. 0, or -1 with err. */
+int render_snippet(struct buf *b, const char *res, const cJSON *body, const char *consumer, const char *indent,
+		   char *err, size_t errlen);
+int render_snippet_haproxy_frontend(struct buf *b, const struct rres *listener, const struct rroute *routes,
+				    size_t n, char *err, size_t errlen);
+/* Whether a listener or any of its routes has a haproxy snippet. */
+bool render_snippet_haproxy_any(const struct rres *listener, const struct rroute *routes, size_t n);
 
 /* True when s holds only characters safe to print unquoted in any of our
  * configuration languages: [A-Za-z0-9._:/%@+,=!*~-] and '[' ']'. */

@@ -50,6 +50,8 @@ static int backends(const struct rstate *rs, const struct render_opts *o, struct
 		if (o->runtime_slots)
 			buf_printf(b, "    server-template e %d-%d " RENDER_SLOT_ADDR ":%d disabled weight 1\n", n,
 				   n + RENDER_HEADROOM(n) - 1, RENDER_SLOT_PORT);
+		if (render_snippet(b, c->r->name, c->body, "haproxy", "    ", err, errlen) < 0)
+			return -1;
 		buf_puts(b, "\n");
 	}
 	buf_puts(b, "backend tether_not_found\n    mode http\n"
@@ -64,11 +66,11 @@ struct tag {
 	char cond[600];
 };
 
-/* Names the route of each request in txn.tether_route for the access log:
- * "-" first, then the rules last to first, so the first rule that matches
- * (the one haproxy's use_backend takes) is the last to set it; then the
- * use_backend rules (ub). */
-static void route_tags(struct buf *b, const struct tag *tags, size_t n, const struct buf *ub)
+/* Names the route of each request in txn.tether_route for the access log
+ * and the routes' snippets: "-" first, then the rules last to first, so
+ * the first rule that matches (the one haproxy's use_backend takes) is the
+ * last to set it. */
+static void route_tags(struct buf *b, const struct tag *tags, size_t n)
 {
 	buf_puts(b, "    http-request set-var(txn.tether_route) str(-)\n");
 	for (size_t k = n; k-- > 0;) {
@@ -77,8 +79,6 @@ static void route_tags(struct buf *b, const struct tag *tags, size_t n, const st
 			buf_printf(b, " if%s", tags[k].cond);
 		buf_puts(b, "\n");
 	}
-	if (ub->len)
-		buf_append(b, ub->data, ub->len);
 }
 
 static int frontends(const struct rstate *rs, struct render_out *out, const struct render_opts *o, struct buf *b,
@@ -131,11 +131,12 @@ static int frontends(const struct rstate *rs, struct render_out *out, const stru
 		size_t n;
 		if (render_routes_of(rs, l->bare, &routes, &n, err, errlen) < 0)
 			return -1;
-		/* with the access log, the use_backend rules go after the rules
-		 * naming the route (haproxy runs http-request rules first, and
-		 * warns of one written after a use_backend) */
+		/* with the access log or a snippet, the use_backend rules go
+		 * after the rules naming the route (haproxy runs http-request
+		 * rules first, and warns of one written after a use_backend) */
+		bool tagged = o->traffic_syslog || render_snippet_haproxy_any(l, routes, n);
 		struct buf ub = BUF_INIT;
-		struct buf *u = o->traffic_syslog ? &ub : b;
+		struct buf *u = tagged ? &ub : b;
 		struct tag *tags = xcalloc(2 * n + 1, sizeof(*tags));
 		size_t nt = 0;
 		bool has_root = false;
@@ -175,11 +176,18 @@ static int frontends(const struct rstate *rs, struct render_out *out, const stru
 				has_root = false;
 			}
 		}
-		if (o->traffic_syslog)
-			route_tags(b, tags, nt, &ub);
+		int rc = 0;
+		if (tagged) {
+			route_tags(b, tags, nt);
+			rc = render_snippet_haproxy_frontend(b, l, routes, n, err, errlen);
+			if (ub.len)
+				buf_append(b, ub.data, ub.len);
+		}
 		buf_release(&ub);
 		free(tags);
 		free(routes);
+		if (rc < 0)
+			return -1;
 		buf_puts(b, "    default_backend tether_not_found\n\n");
 	}
 	return 0;

@@ -94,6 +94,8 @@ static int upstreams(const struct rstate *rs, struct buf *b, char *err, size_t e
 		}
 		if (n == 0)
 			buf_puts(b, "    server 127.0.0.1:9 down;   # no endpoints: requests get 502\n");
+		if (render_snippet(b, c->r->name, c->body, "nginx", "    ", err, errlen) < 0)
+			return -1;
 		buf_puts(b, "}\n\n");
 	}
 	return 0;
@@ -137,7 +139,7 @@ static void access_log(struct buf *b, const struct render_opts *o)
 		      "tether_traffic;\n    set $tether_route -;\n", o->traffic_syslog);
 }
 
-static void location(struct buf *b, const struct render_opts *o, const struct rroute *r)
+static int location(struct buf *b, const struct render_opts *o, const struct rroute *r, char *err, size_t errlen)
 {
 	if (strcmp(r->path, "/") == 0)
 		buf_puts(b, "    location / {\n");
@@ -152,8 +154,11 @@ static void location(struct buf *b, const struct render_opts *o, const struct rr
 	buf_puts(b, "        proxy_http_version 1.1;\n"
 		    "        proxy_set_header Connection \"\";\n"
 		    "        proxy_set_header Host $host;\n"
-		    "        proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;\n"
-		    "    }\n");
+		    "        proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;\n");
+	if (render_snippet(b, r->name, r->body, "nginx", "        ", err, errlen) < 0)
+		return -1;
+	buf_puts(b, "    }\n");
+	return 0;
 }
 
 static int servers(const struct rstate *rs, const struct render_opts *o, struct render_out *out, struct buf *b,
@@ -180,12 +185,19 @@ static int servers(const struct rstate *rs, const struct render_opts *o, struct 
 			bool has_root = false;
 			size_t start = k;
 			for (; k < n && render_same_host(routes[k].host, host); k++) {
-				location(b, o, &routes[k]);
+				if (location(b, o, &routes[k], err, errlen) < 0) {
+					free(routes);
+					return -1;
+				}
 				has_root |= strcmp(routes[k].path, "/") == 0;
 			}
 			(void)start;
 			if (!has_root)
 				buf_puts(b, "    location / {\n        return 404;\n    }\n");
+			if (render_snippet(b, l->r->name, l->body, "nginx", "    ", err, errlen) < 0) {
+				free(routes);
+				return -1;
+			}
 			buf_puts(b, "}\n\n");
 		}
 		if (!has_any) {
@@ -198,7 +210,12 @@ static int servers(const struct rstate *rs, const struct render_opts *o, struct 
 			}
 			buf_puts(b, "    server_name _;\n");
 			access_log(b, o);
-			buf_puts(b, "    return 404;\n}\n\n");
+			buf_puts(b, "    return 404;\n");
+			if (render_snippet(b, l->r->name, l->body, "nginx", "    ", err, errlen) < 0) {
+				free(routes);
+				return -1;
+			}
+			buf_puts(b, "}\n\n");
 		}
 		free(routes);
 	}

@@ -29,6 +29,23 @@ static struct json_limits limits(struct api *p, size_t max_bytes)
 	return l;
 }
 
+/* A snippet is raw configuration for the nodes' proxies (snippet.h): only
+ * the operator and admin roles may write one. Every resource write needs
+ * admin today (auth_allow below); the rule stays explicit here, where the
+ * write's role is known, should writes ever open to another role. An
+ * anonymous caller of an --insecure plane without an admin token writes
+ * what any write of such a lab may (docs/security.md). */
+static int snippet_role(const struct principal *who, const char *name, const cJSON *body, char *err,
+			size_t errlen)
+{
+	if (!cJSON_IsObject(body) || !cJSON_GetObjectItemCaseSensitive(body, "snippet"))
+		return 0;
+	if (who->anonymous || who->role == ROLE_ADMIN || who->role == ROLE_OPERATOR)
+		return 0;
+	snprintf(err, errlen, "%s: snippet: needs the operator or admin role", name);
+	return -1;
+}
+
 /* Validates and commits changes; answers the request. Frees the bodies.
  * must_exist: a single DELETE, 404 when the name is not live (checked under
  * the write lock, so two concurrent deletes cannot both succeed). With a
@@ -161,6 +178,10 @@ enum http_result api_resource(struct api *p, struct http_conn *c, struct request
 	cJSON *body = json_decode(r->body.data ? r->body.data : "", r->body.len, &lim, err, sizeof(err));
 	if (!body)
 		return http_send_error(c, HTTP_BAD_REQUEST, "%s: %s", name, err);
+	if (snippet_role(&who, name, body, err, sizeof(err)) < 0) {
+		cJSON_Delete(body);
+		return http_send_error(c, HTTP_FORBIDDEN, "%s", err);
+	}
 	struct store_change ch;
 	if (validate_write(name, body, write_flags(p), &ch, err, sizeof(err)) < 0) {
 		atomic_fetch_add(&p->core->ctr.refused_writes, 1);
@@ -345,6 +366,10 @@ enum http_result api_batch(struct api *p, struct http_conn *c, struct request *r
 		}
 		if (!body) {
 			snprintf(err, sizeof(err), "batch: upserts[%d].body is missing", i);
+			goto fail;
+		}
+		if (snippet_role(&who, name, body, err, sizeof(err)) < 0) {
+			status = HTTP_FORBIDDEN;
 			goto fail;
 		}
 		if (validate_write(name, body, write_flags(p), &ch[n], err, sizeof(err)) < 0)

@@ -87,6 +87,36 @@ stop_nginx() {
 	NGINX_PID=""
 }
 
+# write_haproxy_base FILE: the operator's base configuration the haproxy
+# tests start with (global logging to stderr, http mode, timeouts).
+write_haproxy_base() {
+	cat >"$1" <<'EOF'
+global
+    log stderr format raw local0
+defaults
+    mode http
+    timeout connect 5s
+    timeout client 30s
+    timeout server 30s
+EOF
+}
+
+# stop_haproxy: the haproxy master in $HAP_PIDFILE (the test sets it; it
+# stops its workers), waited for; its children killed if it would not go.
+stop_haproxy() {
+	local pid i=0
+	pid=$(cat "$HAP_PIDFILE" 2>/dev/null)
+	[ -n "$pid" ] || return 0
+	kill -TERM "$pid" 2>/dev/null
+	while kill -0 "$pid" 2>/dev/null && [ $i -lt 100 ]; do
+		sleep 0.05
+		i=$((i + 1))
+	done
+	kill -KILL "$pid" 2>/dev/null
+	pkill -KILL -P "$pid" 2>/dev/null
+	return 0
+}
+
 # the trap: nginx first (a master we did not start as a child, e.g. from a
 # daemonizing run, is found by its pidfile and must run our nginx.conf),
 # then the harness's cleanup.

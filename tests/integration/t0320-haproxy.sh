@@ -21,20 +21,6 @@ need_cmd haproxy node openssl ss
 # ---- helpers of this test ---------------------------------------------------
 
 HAP_PIDFILE=$WORK/haproxy.pid
-# stop_haproxy: the master from the pidfile (it stops its workers), waited for.
-stop_haproxy() {
-	local pid i=0
-	pid=$(cat "$HAP_PIDFILE" 2>/dev/null)
-	[ -n "$pid" ] || return 0
-	kill -TERM "$pid" 2>/dev/null
-	while kill -0 "$pid" 2>/dev/null && [ $i -lt 100 ]; do
-		sleep 0.05
-		i=$((i + 1))
-	done
-	kill -KILL "$pid" 2>/dev/null
-	pkill -KILL -P "$pid" 2>/dev/null
-	return 0
-}
 trap 'stop_haproxy; cleanup' EXIT
 
 OUT=$WORK/h.out
@@ -120,15 +106,7 @@ free_port XP   # held by another process: the listener haproxy cannot bind
 free_port DP   # nothing listens here: a dead endpoint
 diag "ports: backends $B1 $B2, listener $LP, tls $TP, marker $MP, held $XP, dead $DP"
 
-cat >"$WORK/base.cfg" <<'EOF'
-global
-    log stderr format raw local0
-defaults
-    mode http
-    timeout connect 5s
-    timeout client 30s
-    timeout server 30s
-EOF
+write_haproxy_base "$WORK/base.cfg"
 
 openssl req -x509 -newkey rsa:2048 -nodes -subj /CN=localhost -days 1 \
 	-keyout "$WORK/key1.pem" -out "$WORK/cert1.pem" >/dev/null 2>&1 || bail "openssl cannot make a certificate"

@@ -39,19 +39,6 @@ need_cmd haproxy node python3 ss
 
 # ---- haproxy --------------------------------------------------------------------
 HAP_PIDFILE=$WORK/haproxy.pid
-stop_haproxy() {
-	local pid i=0
-	pid=$(cat "$HAP_PIDFILE" 2>/dev/null)
-	[ -n "$pid" ] || return 0
-	kill -TERM "$pid" 2>/dev/null
-	while kill -0 "$pid" 2>/dev/null && [ $i -lt 100 ]; do
-		sleep 0.05
-		i=$((i + 1))
-	done
-	kill -KILL "$pid" 2>/dev/null
-	pkill -KILL -P "$pid" 2>/dev/null
-	return 0
-}
 trap 'stop_haproxy; cleanup' EXIT
 
 SOCK=$WORK/admin.sock
@@ -171,15 +158,7 @@ free_port TLP   # the access log's syslog (UDP)
 free_port DP    # nothing listens here: a dead endpoint
 diag "backends b1 $B1, b2 $B2, b3 127.0.0.2:$B3; listener $LP, marker $MP, syslog $TLP"
 
-cat >"$WORK/base.cfg" <<'EOF'
-global
-    log stderr format raw local0
-defaults
-    mode http
-    timeout connect 5s
-    timeout client 30s
-    timeout server 30s
-EOF
+write_haproxy_base "$WORK/base.cfg"
 
 # ---- the option's checks -------------------------------------------------------
 start_plane p --heartbeat 1

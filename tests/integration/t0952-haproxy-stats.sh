@@ -79,15 +79,7 @@ free_port LP
 free_port MP
 diag "backends $B_OK (200) $B_BAD (500), listener $LP, marker $MP, syslog udp $SP"
 
-cat >"$WORK/base.cfg" <<'EOF'
-global
-    log stderr format raw local0
-defaults
-    mode http
-    timeout connect 5s
-    timeout client 30s
-    timeout server 30s
-EOF
+write_haproxy_base "$WORK/base.cfg"
 # an operator's base that logs every proxy itself
 cat >"$WORK/base-logs.cfg" <<'EOF'
 global

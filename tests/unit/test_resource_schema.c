@@ -654,7 +654,7 @@ static void test_unknown_names_table_fields(void **state)
 	cJSON_Delete(b);
 	const char *names[RS_CHILDREN_MAX];
 	size_t n = resource_schema_children(RES_ROUTE, "", RS_PENDING, names, RS_CHILDREN_MAX);
-	assert_int_equal(n, 4);
+	assert_true(n >= 4);
 	assert_string_equal(names[0], "listener");
 	assert_string_equal(names[3], "cluster");
 	n = resource_schema_children(RES_ROUTE, "", 0, names, RS_CHILDREN_MAX);

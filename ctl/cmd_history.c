@@ -345,6 +345,8 @@ int cmd_revert(const struct ctl_ctx *cx, int argc, char **argv)
 	if (parse_version_arg(argv[0], "revert", &v) < 0)
 		return CTL_EXIT_USAGE;
 	buf_printf(&body, "{\"version\":%" PRIu64, v);
+	if (cx->now)   /* an emergency revert: every node at once */
+		buf_puts(&body, ",\"now\":true");
 	if (cx->message) {
 		buf_puts(&body, ",\"message\":");
 		buf_json_string(&body, cx->message);
@@ -355,6 +357,11 @@ int cmd_revert(const struct ctl_ctx *cx, int argc, char **argv)
 	plain.message = NULL;
 	if (ctl_call(&plain, "POST", "/v1/revert", body.data, body.len, &ans) != 0)
 		goto fail;
+	if (cx->json) {
+		print_raw(&ans);
+		rc = 0;
+		goto fail;
+	}
 	rc = ctl_print_version(&ans);
 fail:
 	buf_release(&ans.body);

@@ -462,8 +462,11 @@ static int apply(const struct ctl_ctx *cx, const struct tree *t, const struct di
 		cJSON_Delete(doc);
 		goto out;
 	}
+	char *note = ctl_rollout_words(doc);   /* "queued behind rollout 5 (stage 2 of 3)" */
 	cJSON_Delete(doc);
-	printf("version %" PRIu64 ": %zu created, %zu changed, %zu deleted\n", v, d->creates, d->changes, d->deletes);
+	printf("version %" PRIu64 ": %zu created, %zu changed, %zu deleted%s%s\n", v, d->creates, d->changes, d->deletes,
+	       note ? "; " : "", note ? note : "");
+	free(note);
 	rc = CTL_EXIT_OK;
 out:
 	buf_release(&batch);

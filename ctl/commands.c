@@ -10,6 +10,7 @@
 #include "request.h"
 #include "resource.h"
 #include "rollout_gate.h"
+#include "rollout_text.h"
 #include "sealer.h"
 #include "json.h"
 #include "util.h"
@@ -385,15 +386,6 @@ fail:
 	return rc;
 }
 
-static const struct known_field rollout_fields[] = {
-	{ "id", "rollout" }, { "state", "state" }, { "stage", "stage %" },
-	{ "stages", "stages %" }, { "from_version", "from version" }, { "to_version", "to version" },
-	{ "members", "nodes" }, { "reached", "nodes in stage" }, { "acked", "acked in stage" },
-	{ "touched", "touched" }, { "revert_version", "revert version" }, { "reason", "reason" },
-	{ "messages", "messages" }, { "revert_messages", "revert messages" },
-	{ "version_only_messages", "version-only messages" },
-};
-
 /* Prints a rollout answer as "label: value" lines (or raw with --json). */
 static int print_rollout(const struct ctl_ctx *cx, const struct client_answer *ans)
 {
@@ -408,7 +400,7 @@ static int print_rollout(const struct ctl_ctx *cx, const struct client_answer *a
 	/* the traffic gates' comparison: a table of its own after the fields */
 	cJSON *gate = cJSON_IsObject(doc) ? cJSON_DetachItemFromObjectCaseSensitive(doc, "gate") : NULL;
 	if (cJSON_IsObject(doc))
-		fields_from(&f, doc, rollout_fields, sizeof(rollout_fields) / sizeof(rollout_fields[0]));
+		rollout_text_fields(&f, doc);
 	else
 		fields_add(&f, "answer", value_text(doc));
 	fields_print_release(&f);

@@ -37,12 +37,13 @@
 #define OPT_OFF 262144u
 #define OPT_APPROVER 524288u
 #define OPT_KEY 1048576u   /* approve --key FILE: an approver's key (not the client certificate's) */
+#define OPT_NOW 2097152u   /* revert --now: an emergency revert, every node at once */
 
 /* The option of each OPT_ bit, for "unknown option" messages. */
 static const char *const opt_names[] = { "--json", "--state-dir", "--node", "--role", "--name",
 					  "--prune", "--dry-run", "--message", "--base", "--force", "-n", "--at",
 					  "--seal", "--recovery", "--recovery-key", "--output", "--override",
-					  "--until", "--off", "--approver", "--key" };
+					  "--until", "--off", "--approver", "--key", "--now" };
 
 struct command {
 	const char *name, *sub;   /* "rollout" "status"; sub NULL for one word */
@@ -79,8 +80,10 @@ static const struct command commands[] = {
 	{ "show", NULL, "VERSION [--json]", "what a version changed, with who, when and why", 1, 1, OPT_JSON, false,
 	  cmd_show },
 	{ "diff", NULL, "V1 V2 [--json]", "what differs between two versions", 2, 2, OPT_JSON, false, cmd_diff },
-	{ "revert", NULL, "VERSION [--message TEXT] [--override REASON]",
-	  "commit the state at VERSION as a new version", 1, 1, OPT_MESSAGE | OPT_OVERRIDE, false, cmd_revert },
+	{ "revert", NULL, "VERSION [--now] [--message TEXT] [--override REASON] [--json]",
+	  "commit the state at VERSION as a new version (--now: an emergency revert, to every node at once: no "
+	  "stages, no bakes; the rollout in progress is superseded)", 1, 1,
+	  OPT_NOW | OPT_MESSAGE | OPT_OVERRIDE | OPT_JSON, false, cmd_revert },
 	{ "nodes", NULL, "[--json]", "per node: acked version, lag, connection, key, last NACK, labels",
 	  0, 0, OPT_JSON, false, cmd_nodes },
 	{ "rollout", "status", "[--json]", "the current or last rollout", 0, 0, OPT_JSON, false,
@@ -363,6 +366,9 @@ static int parse(int argc, char **argv, struct parsed *p)
 		} else if (strcmp(a, "--recovery") == 0) {
 			p->cx.recovery = true;
 			p->opts_seen |= OPT_RECOVERY;
+		} else if (strcmp(a, "--now") == 0) {
+			p->cx.now = true;
+			p->opts_seen |= OPT_NOW;
 		} else if (strcmp(a, "--off") == 0) {
 			p->cx.off = true;
 			p->opts_seen |= OPT_OFF;

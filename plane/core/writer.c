@@ -124,7 +124,7 @@ void writer_commit_revert(struct core *p, struct store_change *ch, size_t n, boo
 			  struct write_result *res)
 {
 	struct store_meta meta = { opts ? opts->author : NULL, opts ? opts->message : NULL, reverts_from, reverts_to,
-				   NULL };
+				   NULL, opts && opts->emergency };
 	char err[1024];
 	uint64_t version = 0;
 	bool changed = false;
@@ -278,8 +278,12 @@ void writer_commit_revert(struct core *p, struct store_change *ch, size_t n, boo
 	res->gzip_ok = false;
 	res->error = NULL;
 	buf_init(&res->body);
-	buf_printf(&res->body, "{\"version\":%llu,\"changed\":%s}", (unsigned long long)version,
+	buf_printf(&res->body, "{\"version\":%llu,\"changed\":%s", (unsigned long long)version,
 		   changed ? "true" : "false");
+	/* what its rollout does (an emergency revert's: its caller says) */
+	if (changed && p->hooks.write_note && !(opts && opts->emergency))
+		p->hooks.write_note(p->hooks.ctx, version, &res->body);
+	buf_putc(&res->body, '}');
 }
 
 static void job_free(struct write_job *j)

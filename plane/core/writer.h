@@ -46,6 +46,8 @@ struct write_opts {
 	 * base, schema, references, sealed secrets, guards), nothing stored;
 	 * a freeze window does not refuse it (the answer says it would) */
 	bool dry_run;
+	/* tetherctl revert --now: the version log marks it an emergency */
+	bool emergency;
 };
 
 /* Validates and commits changes (bodies taken, names borrowed), retrying

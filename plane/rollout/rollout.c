@@ -63,6 +63,8 @@ struct rollout {
 	size_t acked_reached;        /* acked among members[0..reached) */
 	int64_t wait_from;           /* ack timeouts count from here (ms) */
 	int64_t start_after;         /* no new rollout before (ms): nodes reconnect */
+	uint64_t wait_said;          /* the version whose wait for nodes was logged (0: none) */
+	_Atomic int hold;            /* an emergency revert commits: no transition meanwhile */
 	char *failure;               /* set by an ACK, acted on by the next step */
 	uint64_t started, completed, rolled_back, aborted;
 	_Atomic uint64_t gen;        /* moves with every transition: relays follow */
@@ -587,7 +589,7 @@ static int revert(struct rollout *r, enum ro_state final, const char *reason, ch
 	 * own override (core/guardcheck.c), for the nodes that took the version */
 	uint64_t next_v = store_version(p->store) + 1;
 	char *ovr = n ? guardcheck_revert(p->store, p->overrides, next_v, ch, n, "rollout revert") : NULL;
-	struct store_meta meta = { author, message, done.from, pending ? done.to : before, ovr };
+	struct store_meta meta = { author, message, done.from, pending ? done.to : before, ovr, false };
 	int rc = n ? store_commit_meta(p->store, ch, n, write_rows, &rows, &meta, &rv, &changed, err, errlen) : 0;
 	if (ovr && (rc < 0 || !changed || rv != next_v))
 		overrides_forget(p->overrides, next_v);
@@ -763,6 +765,14 @@ void rollout_step(struct rollout *r)
 		store_rdunlock(r->p->store);
 		enum gate_verdict verdict = judge(r);
 		bool *held = held_members(r);
+		/* a new version waiting for the nodes to reconnect: the nodes
+		 * known and back (asked before our lock: nodes first) */
+		struct nodes_stats ns = { 0 };
+		pthread_mutex_lock(&r->lock);
+		bool waits = !in_progress(r) && newest > r->released && r->start_after > now_ms();
+		pthread_mutex_unlock(&r->lock);
+		if (waits)
+			nodes_stats(r->p->nodes, &ns);
 
 		pthread_mutex_lock(&r->lock);
 		if (in_progress(r)) {
@@ -800,14 +810,44 @@ void rollout_step(struct rollout *r)
 				act = ACT_NONE;
 			if (act == ACT_ADVANCE && !next_stage(r, &next_st, &next_reached))
 				act = ACT_COMPLETE;
-		} else if (newest > r->released && now_ms() >= r->start_after) {
-			/* (not right after a start: the nodes reconnect first) */
-			act = ACT_START;
-			from = r->released;
-			to = newest;
+		} else if (newest > r->released) {
+			/* not right after a start: the nodes known reconnect first
+			 * (until every one is back, or the wait is over) */
+			int64_t left = r->start_after - now_ms();
+			if (waits && left > 0 && ns.connected < ns.nodes) {
+				if (r->wait_said != newest)
+					log_info("rollout of version %llu waits for nodes to reconnect: %zu of %zu back, up to "
+						 "%lld s more", (unsigned long long)newest, ns.connected, ns.nodes,
+						 (long long)((left + 999) / 1000));
+				r->wait_said = newest;
+			} else {
+				if (r->wait_said)
+					log_info("rollout of version %llu: the wait for nodes is over: %zu of %zu back%s",
+						 (unsigned long long)newest, ns.connected, ns.nodes,
+						 ns.connected < ns.nodes ? " (the rest join when they reconnect)" : "");
+				r->wait_said = 0;
+				r->start_after = 0;
+				act = ACT_START;
+				from = r->released;
+				to = newest;
+			}
 		}
 		pthread_mutex_unlock(&r->lock);
 		free(held);
+		/* an emergency revert is committing: it decides what nodes get */
+		if (atomic_load(&r->hold) > 0) {
+			if (reason) {   /* kept for after it (which drops it when it supersedes) */
+				pthread_mutex_lock(&r->lock);
+				if (!r->failure) {
+					r->failure = reason;
+					reason = NULL;
+				}
+				pthread_mutex_unlock(&r->lock);
+				free(reason);
+				reason = NULL;
+			}
+			act = ACT_NONE;
+		}
 		/* a freeze holds the rollout where it is: no next stage, no
 		 * completion (it releases the version to every node), no new
 		 * rollout until it ends (a revert still runs); asked of the
@@ -1497,4 +1537,171 @@ void rollout_free(struct rollout *r)
 	pthread_mutex_destroy(&r->ctl);
 	pthread_mutex_destroy(&r->lock);
 	free(r);
+}
+
+/* ---- what a write waits for, and emergency reverts -------------------------- */
+
+/* Whether a new version waits for the known nodes to reconnect (after a
+ * start, or a replica's take-over), and for what. Takes no lock on entry;
+ * nodes before ours. */
+static bool waiting_now(struct rollout *r, struct rollout_wait *w)
+{
+	if (!r || !r->staged)
+		return false;
+	store_rdlock(r->p->store);
+	uint64_t newest = store_version(r->p->store);
+	store_rdunlock(r->p->store);
+	pthread_mutex_lock(&r->lock);
+	int64_t left = r->start_after - now_ms();
+	bool waits = !in_progress(r) && newest > r->released && left > 0;
+	pthread_mutex_unlock(&r->lock);
+	if (!waits || (r->shared && !atomic_load(&r->leading)))
+		return false;
+	struct nodes_stats ns;
+	nodes_stats(r->p->nodes, &ns);
+	if (ns.connected >= ns.nodes)
+		return false;   /* every one is back: the next step starts it */
+	w->version = newest;
+	w->back = ns.connected;
+	w->expected = ns.nodes;
+	w->until = (double)(wall_ms() + left) / 1000.0;
+	w->left = (double)left / 1000.0;
+	return true;
+}
+
+bool rollout_waiting(struct rollout *r, struct rollout_wait *w)
+{
+	return waiting_now(r, w);
+}
+
+void rollout_waiting_json(struct rollout *r, struct buf *out)
+{
+	struct rollout_wait w;
+	if (!waiting_now(r, &w))
+		return;
+	buf_printf(out, ",\"waiting\":{\"for\":\"nodes\",\"version\":%llu,\"back\":%zu,\"expected\":%zu,\"until\":%.3f}",
+		   (unsigned long long)w.version, w.back, w.expected, w.until);
+}
+
+bool rollout_queue(struct rollout *r, uint64_t *after, uint64_t *newest)
+{
+	if (!r || !r->staged)
+		return false;
+	store_rdlock(r->p->store);
+	*newest = store_version(r->p->store);
+	store_rdunlock(r->p->store);
+	pthread_mutex_lock(&r->lock);
+	*after = in_progress(r) ? r->run.to : r->released;
+	pthread_mutex_unlock(&r->lock);
+	return *newest > *after;
+}
+
+void rollout_write_note(struct rollout *r, uint64_t version, struct buf *out)
+{
+	if (!r || !r->staged)
+		return;
+	struct rollout_wait w;
+	bool waits = waiting_now(r, &w);
+	pthread_mutex_lock(&r->lock);
+	const struct ro_run *run = &r->run;
+	if (in_progress(r) && run->to == version)
+		buf_printf(out, ",\"rollout\":{\"state\":\"started\",\"id\":%llu,\"stages\":%zu}",
+			   (unsigned long long)run->id, r->nstages);
+	else if (in_progress(r) && version > run->to)
+		buf_printf(out, ",\"rollout\":{\"state\":\"queued\",\"behind\":%llu,\"behind_version\":%llu,\"stage\":%zu,"
+			   "\"stages\":%zu,\"queue\":%llu}", (unsigned long long)run->id, (unsigned long long)run->to,
+			   run->stage + 1, r->nstages, (unsigned long long)(version - run->to));
+	else if (waits && version > r->released)
+		buf_printf(out, ",\"rollout\":{\"state\":\"waiting\",\"for\":\"nodes\",\"back\":%zu,\"expected\":%zu,"
+			   "\"until\":%.3f,\"queue\":%llu}", w.back, w.expected, w.until,
+			   (unsigned long long)(version - r->released));
+	pthread_mutex_unlock(&r->lock);
+}
+
+int rollout_emergency_begin(struct rollout *r, int *status, char *err, size_t errlen)
+{
+	if (!r || !r->staged)
+		return 0;   /* --rollout immediate: every version goes to every node at once anyway */
+	pthread_mutex_lock(&r->ctl);
+	int rc = 0;
+	if (!lead_now(r)) {
+		char holder[128];
+		controller_name(r, holder, sizeof(holder));
+		*status = 409;
+		snprintf(err, errlen, "revert --now: this replica is not the rollout controller; send it to the "
+			 "controller (%s)", holder[0] ? holder : "being elected");
+		rc = -1;
+	} else {
+		atomic_fetch_add(&r->hold, 1);
+	}
+	pthread_mutex_unlock(&r->ctl);
+	return rc;
+}
+
+void rollout_emergency_end(struct rollout *r, uint64_t version, struct buf *note)
+{
+	if (!r || !r->staged) {
+		if (note && version)
+			buf_puts(note, ",\"rollout\":{\"state\":\"emergency\",\"superseded\":null}");
+		return;
+	}
+	pthread_mutex_lock(&r->ctl);
+	uint64_t superseded = 0;
+	if (version) {
+		pthread_mutex_lock(&r->lock);
+		bool running = in_progress(r);
+		bool have = r->have_run;
+		struct ro_run copy = r->run;   /* members shared: read only */
+		pthread_mutex_unlock(&r->lock);
+		if (running) {
+			superseded = copy.id;
+			copy.state = RO_ABORTED;
+			copy.finished_at = wall_ms();
+			copy.revert = version;
+			copy.reason = xasprintf("superseded by the emergency revert, version %llu, sent to every node at once",
+						(unsigned long long)version);
+			persist_run(r, &copy, version);
+			pthread_mutex_lock(&r->lock);
+			r->run.state = RO_ABORTED;
+			r->run.finished_at = copy.finished_at;
+			r->run.revert = version;
+			free(r->run.reason);
+			r->run.reason = copy.reason;
+			r->aborted++;
+			pthread_mutex_unlock(&r->lock);
+		}
+		pthread_mutex_lock(&r->lock);
+		if (version > r->released)
+			r->released = version;
+		free(r->failure);   /* a NACK of the superseded version stops nothing now */
+		r->failure = NULL;
+		r->start_after = 0;
+		r->wait_said = 0;
+		uint64_t released = r->released;
+		pthread_mutex_unlock(&r->lock);
+		char err[512];
+		if (!running && have)
+			persist(r);
+		else if (!running && r->p->persist->ops->set_released(r->p->persist, released, err, sizeof(err)) < 0)
+			log_error("rollout: cannot record the released version %llu: %s", (unsigned long long)released,
+				  err);
+		if (superseded)
+			log_warn("rollout %llu: superseded: the emergency revert, version %llu, goes to every node at once",
+				 (unsigned long long)superseded, (unsigned long long)version);
+		else
+			log_warn("rollout: the emergency revert, version %llu, goes to every node at once",
+				 (unsigned long long)version);
+		if (note) {
+			buf_puts(note, ",\"rollout\":{\"state\":\"emergency\",\"superseded\":");
+			if (superseded)
+				buf_printf(note, "%llu}", (unsigned long long)superseded);
+			else
+				buf_puts(note, "null}");
+		}
+	}
+	atomic_fetch_sub(&r->hold, 1);
+	pthread_mutex_unlock(&r->ctl);
+	if (version)
+		wake_nodes(r);
+	rollout_step(r);   /* what was held meanwhile (writes after it go out staged) */
 }

@@ -1,0 +1,3 @@
+#!/usr/bin/env bash
+. "$(dirname "$0")/lib.sh"
+skip_all "not written yet"

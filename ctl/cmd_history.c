@@ -199,7 +199,9 @@ int cmd_log(const struct ctl_ctx *cx, int argc, char **argv)
 		/* an override of the guards shows beside the message */
 		char *ov = override_text(cJSON_GetObjectItemCaseSensitive(v, "override"));
 		const char *m = msg && *msg ? msg : "-";
-		char *mcell = ov ? xasprintf("%s [override: %s]", m, ov) : xstrdup(m);
+		/* an emergency revert (revert --now) is marked "! " */
+		const char *em = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(v, "emergency")) ? "! " : "";
+		char *mcell = ov ? xasprintf("%s%s [override: %s]", em, m, ov) : xasprintf("%s%s", em, m);
 		free(ov);
 		char *row[] = {
 			xasprintf("%" PRIu64, ver), time_text(cJSON_GetObjectItemCaseSensitive(v, "time")),
@@ -253,6 +255,7 @@ int cmd_show(const struct ctl_ctx *cx, int argc, char **argv)
 	static const struct known_field known[] = {
 		{ "version", "version" }, { "author", "author" }, { "time", "time" }, { "message", "message" },
 		{ "names", "names" }, { "reverted_by", "reverted by" }, { "override", "override" },
+		{ "emergency", "emergency" },
 	};
 	cJSON *shown = cJSON_Duplicate(doc, true);
 	char *ov = override_text(cJSON_GetObjectItemCaseSensitive(shown, "override"));

@@ -193,7 +193,9 @@ char *ago_text(double epoch)
 
 char *duration_until_text(double epoch)
 {
-	return duration_text(epoch - (double)time(NULL));
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return duration_text(epoch - ((double)ts.tv_sec + (double)ts.tv_nsec / 1e9));
 }
 
 char *time_and_ago_text(double epoch)

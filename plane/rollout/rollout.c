@@ -63,7 +63,7 @@ struct rollout {
 	size_t acked_reached;        /* acked among members[0..reached) */
 	int64_t wait_from;           /* ack timeouts count from here (ms) */
 	int64_t start_after;         /* no new rollout before (ms): nodes reconnect */
-	uint64_t wait_said;          /* the version whose wait for nodes was logged (0: none) */
+	uint64_t wait_said;          /* a wait for nodes was logged, for this version (0: none) */
 	_Atomic int hold;            /* an emergency revert commits: no transition meanwhile */
 	char *failure;               /* set by an ACK, acted on by the next step */
 	uint64_t started, completed, rolled_back, aborted;
@@ -769,7 +769,7 @@ void rollout_step(struct rollout *r)
 		 * known and back (asked before our lock: nodes first) */
 		struct nodes_stats ns = { 0 };
 		pthread_mutex_lock(&r->lock);
-		bool waits = !in_progress(r) && newest > r->released && r->start_after > now_ms();
+		bool waits = !in_progress(r) && newest > r->released && (r->start_after > now_ms() || r->wait_said);
 		pthread_mutex_unlock(&r->lock);
 		if (waits)
 			nodes_stats(r->p->nodes, &ns);
@@ -815,7 +815,7 @@ void rollout_step(struct rollout *r)
 			 * (until every one is back, or the wait is over) */
 			int64_t left = r->start_after - now_ms();
 			if (waits && left > 0 && ns.connected < ns.nodes) {
-				if (r->wait_said != newest)
+				if (!r->wait_said)   /* once a wait: its end names the version it ends for */
 					log_info("rollout of version %llu waits for nodes to reconnect: %zu of %zu back, up to "
 						 "%lld s more", (unsigned long long)newest, ns.connected, ns.nodes,
 						 (long long)((left + 999) / 1000));

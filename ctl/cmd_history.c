@@ -109,17 +109,13 @@ static void print_change(const cJSON *ch, const char *from, const char *to)
 	lines_free(b, nb);
 }
 
-static char *time_text(const cJSON *t)
+/* A version's time as local ISO 8601 (with how long ago: show). */
+static char *time_text(const cJSON *t, bool ago)
 {
 	uint64_t v;
 	if (!json_get_u64(t, &v))
 		return xstrdup("-");
-	time_t tt = (time_t)v;
-	struct tm tm;
-	char out[32];
-	if (!gmtime_r(&tt, &tm) || !strftime(out, sizeof(out), "%Y-%m-%dT%H:%M:%SZ", &tm))
-		return xasprintf("%" PRIu64, v);
-	return xstrdup(out);
+	return ago ? time_and_ago_text((double)v) : time_local_text((double)v);
 }
 
 static char *names_text(const cJSON *names)
@@ -204,7 +200,7 @@ int cmd_log(const struct ctl_ctx *cx, int argc, char **argv)
 		char *mcell = ov ? xasprintf("%s%s [override: %s]", em, m, ov) : xasprintf("%s%s", em, m);
 		free(ov);
 		char *row[] = {
-			xasprintf("%" PRIu64, ver), time_text(cJSON_GetObjectItemCaseSensitive(v, "time")),
+			xasprintf("%" PRIu64, ver), time_text(cJSON_GetObjectItemCaseSensitive(v, "time"), false),
 			cell_text(author && *author ? author : "-", 60), cell_text(mcell, 120),
 			names_text(cJSON_GetObjectItemCaseSensitive(v, "names")),
 			rb ? xasprintf("%" PRIu64, rb) : xstrdup("-"), NULL,
@@ -273,7 +269,7 @@ int cmd_show(const struct ctl_ctx *cx, int argc, char **argv)
 	free(at);
 	cJSON *t = cJSON_GetObjectItemCaseSensitive(shown, "time");
 	if (t) {
-		char *tt = time_text(t);
+		char *tt = time_text(t, true);
 		cJSON_ReplaceItemInObjectCaseSensitive(shown, "time", cJSON_CreateString(tt));
 		free(tt);
 	}

@@ -441,7 +441,7 @@ int cmd_rollout_abort(const struct ctl_ctx *cx, int argc, char **argv)
 
 /* ---- the local agent --------------------------------------------------- */
 
-/* "2025-01-02T03:04:05Z (12s ago)" from epoch seconds or milliseconds;
+/* "2026-12-06T05:12:03+01:00 (12 s ago)" (local time) from epoch seconds or milliseconds;
  * strings are shown as they are. */
 static char *sync_time_text(const cJSON *v)
 {
@@ -450,21 +450,7 @@ static char *sync_time_text(const cJSON *v)
 	if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble > 1e15)
 		return value_text(v);
 	double d = v->valuedouble;
-	time_t secs = (time_t)(d > 1e11 ? d / 1000 : d);   /* 1e11 s is year 5138 */
-	struct tm tm;
-	char when[64];
-	if (!gmtime_r(&secs, &tm) || !strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm))
-		return value_text(v);
-	int64_t age = wall_seconds() - (int64_t)secs;
-	if (age < 0)
-		return xstrdup(when);
-	if (age < 120)
-		return xasprintf("%s (%llds ago)", when, (long long)age);
-	if (age < 7200)
-		return xasprintf("%s (%lldm ago)", when, (long long)(age / 60));
-	if (age < 172800)
-		return xasprintf("%s (%lldh ago)", when, (long long)(age / 3600));
-	return xasprintf("%s (%lldd ago)", when, (long long)(age / 86400));
+	return time_and_ago_text(d > 1e11 ? d / 1000 : d);   /* 1e11 s is year 5138 */
 }
 
 static const struct known_field status_fields[] = {

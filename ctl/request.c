@@ -258,15 +258,12 @@ void ctl_warn_stale(const struct ctl_ctx *cx, const struct client_answer *ans)
 	for (char *c = why; *c; c++)
 		if ((unsigned char)*c < 0x20 || *c == 0x7f)
 			*c = '?';
-	char when[32] = "?";
-	time_t t = (time_t)since;
-	struct tm tm;
-	if (since > 0 && gmtime_r(&t, &tm))
-		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	char *when = since > 0 ? time_and_ago_text((double)since) : xstrdup("?");
 	fprintf(stderr,
 		"tetherctl: warning: %s is stale since %s (%s): what it says is judged against the version it "
 		"holds, which may be old; ask a plane that is current\n",
 		cx->plane ? cx->plane : "the plane", when, why);
+	free(when);
 }
 
 /* ---- input to send ------------------------------------------------------------- */

@@ -50,7 +50,7 @@ check "... and it is still at its first stage, in progress" ro_is '.id == 2 and 
 check_eq "one node has version 2, the other still 1" "1 2" "$(for n in "${NODES[@]}"; do st "$n" version; done | sort | xargs)"
 out=$(ctl rollout status)
 check "tetherctl rollout status prints the freeze line" \
-	grep -Eq '^frozen until [0-9TZ:-]+ by anonymous: hold the rollout$' <<<"$out"
+	grep -Eq '^frozen until [0-9T:+-]+ by anonymous: hold the rollout$' <<<"$out"
 check_eq "tetherctl freeze --off" "freeze ended: writes and rollouts go on" "$(ctl freeze --off)"
 check "after --off the rollout completes" wait_until 30 ro_is '.id == 2 and .state == "completed"'
 check "both agents reach version 2" wait_until 30 all_at 2 "${NODES[@]}"

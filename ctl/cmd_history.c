@@ -356,12 +356,7 @@ int cmd_revert(const struct ctl_ctx *cx, int argc, char **argv)
 	plain.message = NULL;
 	if (ctl_call(&plain, "POST", "/v1/revert", body.data, body.len, &ans) != 0)
 		goto fail;
-	if (cx->json) {
-		print_raw(&ans);
-		rc = 0;
-		goto fail;
-	}
-	rc = ctl_print_version(&ans);
+	rc = ctl_print_version(cx, &ans);
 fail:
 	buf_release(&ans.body);
 	buf_release(&body);

@@ -127,7 +127,7 @@ int cmd_put(const struct ctl_ctx *cx, int argc, char **argv)
 	resource_path(&path, argv[0]);
 	if (ctl_call(cx, "PUT", path.data, body, len, &ans) != 0)
 		goto fail;
-	rc = ctl_print_version(&ans);
+	rc = ctl_print_version(cx, &ans);
 fail:
 	buf_release(&ans.body);
 	buf_release(&path);
@@ -192,7 +192,7 @@ int cmd_rm(const struct ctl_ctx *cx, int argc, char **argv)
 	resource_path(&path, argv[0]);
 	if (ctl_call(cx, "DELETE", path.data, NULL, 0, &ans) != 0)
 		goto fail;
-	rc = ctl_print_version(&ans);
+	rc = ctl_print_version(cx, &ans);
 fail:
 	buf_release(&ans.body);
 	buf_release(&path);
@@ -254,7 +254,7 @@ int cmd_apply(const struct ctl_ctx *cx, int argc, char **argv)
 		goto fail;
 	if (ctl_call(cx, "POST", "/v1/batch", body, len, &ans) != 0)
 		goto fail;
-	rc = ctl_print_version(&ans);
+	rc = ctl_print_version(cx, &ans);
 fail:
 	buf_release(&ans.body);
 	free(body);
@@ -496,10 +496,22 @@ int cmd_status(const struct ctl_ctx *cx, int argc, char **argv)
 	const cJSON *e = cJSON_GetObjectItemCaseSensitive(doc, "last_error");
 	if (e && (cJSON_IsNull(e) || (cJSON_IsString(e) && !*e->valuestring)))
 		cJSON_ReplaceItemInObjectCaseSensitive(doc, "last_error", cJSON_CreateString("none"));
-	char *when = sync_time_text(cJSON_GetObjectItemCaseSensitive(doc, "last_sync"));
-	if (cJSON_HasObjectItem(doc, "last_sync"))
-		cJSON_ReplaceItemInObjectCaseSensitive(doc, "last_sync", cJSON_CreateString(when));
-	free(when);
+	/* times (epoch seconds or milliseconds) as local ISO 8601 and how long ago */
+	cJSON *times = cJSON_CreateObject();
+	for (const cJSON *m = doc->child; m; m = m->next) {
+		size_t kl = strlen(m->string);
+		bool is_time = strcmp(m->string, "last_sync") == 0 || strcmp(m->string, "started") == 0 ||
+			       (kl > 3 && strcmp(m->string + kl - 3, "_at") == 0) ||
+			       (kl > 5 && strcmp(m->string + kl - 5, "_time") == 0) || strcmp(m->string, "since") == 0;
+		if (is_time && (cJSON_IsNumber(m) || cJSON_IsNull(m))) {
+			char *when = sync_time_text(m);
+			cJSON_AddStringToObject(times, m->string, when);
+			free(when);
+		}
+	}
+	for (const cJSON *t = times->child; t; t = t->next)
+		cJSON_ReplaceItemInObjectCaseSensitive(doc, t->string, cJSON_CreateString(t->valuestring));
+	cJSON_Delete(times);
 	fields_from(&f, doc, status_fields, sizeof(status_fields) / sizeof(status_fields[0]));
 	fields_print_release(&f);
 	rc = 0;

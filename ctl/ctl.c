@@ -56,19 +56,19 @@ struct command {
 };
 
 static const struct command commands[] = {
-	{ "put", NULL, "NAME [FILE|-] [--dry-run] [--message TEXT] [--override REASON] [--seal [--recovery-key FILE] [--output FILE]]",
+	{ "put", NULL, "NAME [FILE|-] [--dry-run] [--message TEXT] [--override REASON] [--seal [--recovery-key FILE] [--output FILE]] [--json]",
 	  "upsert one resource (body: a JSON object; stdin without FILE); --dry-run: the plane checks it and "
 	  "stores nothing (exit 4 refused, 3 would change, 0 the same); --seal: a secret sealed here "
 	  "(--output: its stored form written to FILE, for sync)", 1, 2,
-	  OPT_DRY_RUN | OPT_MESSAGE | OPT_OVERRIDE | OPT_SEAL | OPT_RECOVERY_KEY | OPT_OUTPUT, false, cmd_put },
+	  OPT_DRY_RUN | OPT_MESSAGE | OPT_OVERRIDE | OPT_SEAL | OPT_RECOVERY_KEY | OPT_OUTPUT | OPT_JSON, false, cmd_put },
 	{ "get", NULL, "NAME [--at VERSION]", "print the body of a resource (as it was at VERSION)", 1, 1, OPT_AT,
 	  false, cmd_get },
-	{ "rm", NULL, "NAME [--message TEXT] [--override REASON]", "delete a resource", 1, 1,
-	  OPT_MESSAGE | OPT_OVERRIDE, false, cmd_rm },
+	{ "rm", NULL, "NAME [--message TEXT] [--override REASON] [--json]", "delete a resource", 1, 1,
+	  OPT_MESSAGE | OPT_OVERRIDE | OPT_JSON, false, cmd_rm },
 	{ "ls", NULL, "[PREFIX]", "list names with their versions", 0, 1, 0, false, cmd_ls },
-	{ "apply", NULL, "FILE [--message TEXT] [--override REASON]",
-	  "one batch {\"upserts\":[...],\"removes\":[...]} as one version", 1, 1, OPT_MESSAGE | OPT_OVERRIDE, false,
-	  cmd_apply },
+	{ "apply", NULL, "FILE [--message TEXT] [--override REASON] [--json]",
+	  "one batch {\"upserts\":[...],\"removes\":[...]} as one version", 1, 1, OPT_MESSAGE | OPT_OVERRIDE | OPT_JSON,
+	  false, cmd_apply },
 	{ "sync", NULL, "DIR [--prune] [--dry-run] [--message TEXT] [--override REASON] [--base VERSION] [--recovery-key FILE]",
 	  "make the plane match DIR/<type>/<name>.json, one version (--dry-run: the diff, checked by the plane: "
 	  "exit 4 refused, 3 would change, 0 nothing to do)", 1, 1,
@@ -88,7 +88,8 @@ static const struct command commands[] = {
 	  0, 0, OPT_JSON, false, cmd_nodes },
 	{ "rollout", "status", "[--json]", "the current or last rollout", 0, 0, OPT_JSON, false,
 	  cmd_rollout_status },
-	{ "rollout", "abort", "", "stop the current rollout and revert", 0, 0, 0, false, cmd_rollout_abort },
+	{ "rollout", "abort", "[--json]", "stop the current rollout and revert", 0, 0, OPT_JSON, false,
+	  cmd_rollout_abort },
 	{ "freeze", NULL, "[--until TIME --message TEXT | --off] [--json]",
 	  "show, set or end the freeze window: writes (423) and rollouts stop until TIME (2026-12-06T18:00:00Z, "
 	  "or 90m, 2h, 1d from now); an admin's override passes", 0, 0, OPT_UNTIL | OPT_MESSAGE | OPT_OFF | OPT_JSON,
@@ -105,9 +106,9 @@ static const struct command commands[] = {
 	  "show what VERSION changes since the last approved, digest it here, sign with the approver key FILE "
 	  "and post the approval (nodes that require approvals wait for it)", 1, 1, OPT_KEY | OPT_JSON, false,
 	  cmd_approve },
-	{ "reject", NULL, "VERSION [--message TEXT] [--override REASON]",
+	{ "reject", NULL, "VERSION [--message TEXT] [--override REASON] [--json]",
 	  "commit the state before VERSION as a new version (\"reject VERSION: ...\")", 1, 1,
-	  OPT_MESSAGE | OPT_OVERRIDE, false, cmd_reject },
+	  OPT_MESSAGE | OPT_OVERRIDE | OPT_JSON, false, cmd_reject },
 	{ "token", "create", "--node ID | --role ROLE [--name TEXT] [--json]",
 	  "a new token (ROLE: admin, operator, reader, relay), printed once", 0, 0,
 	  OPT_NODE | OPT_ROLE | OPT_NAME | OPT_JSON, false,

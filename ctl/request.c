@@ -226,8 +226,12 @@ char *ctl_rollout_words(const cJSON *answer)
 
 /* Prints "version N" from {"version": N, "changed": bool}, and what its
  * rollout does ("version 12: queued behind rollout 5 (stage 2 of 3)"). */
-int ctl_print_version(const struct client_answer *ans)
+int ctl_print_version(const struct ctl_ctx *cx, const struct client_answer *ans)
 {
+	if (cx->json) {
+		print_raw(ans);
+		return 0;
+	}
 	cJSON *doc = ctl_answer_json(ans);
 	uint64_t v;
 	if (!doc)

@@ -213,6 +213,11 @@ int cmd_ls(const struct ctl_ctx *cx, int argc, char **argv)
 	}
 	if (ctl_call(cx, "GET", path.data, NULL, 0, &ans) != 0)
 		goto fail;
+	if (cx->json) {
+		print_raw(&ans);
+		rc = 0;
+		goto fail;
+	}
 	if (!(doc = ctl_answer_json(&ans)))
 		goto fail;
 	const cJSON *list = cJSON_GetObjectItemCaseSensitive(doc, "resources");

@@ -65,7 +65,7 @@ static const struct command commands[] = {
 	  false, cmd_get },
 	{ "rm", NULL, "NAME [--message TEXT] [--override REASON] [--json]", "delete a resource", 1, 1,
 	  OPT_MESSAGE | OPT_OVERRIDE | OPT_JSON, false, cmd_rm },
-	{ "ls", NULL, "[PREFIX]", "list names with their versions", 0, 1, 0, false, cmd_ls },
+	{ "ls", NULL, "[PREFIX] [--json]", "list names with their versions", 0, 1, OPT_JSON, false, cmd_ls },
 	{ "apply", NULL, "FILE [--message TEXT] [--override REASON] [--json]",
 	  "one batch {\"upserts\":[...],\"removes\":[...]} as one version", 1, 1, OPT_MESSAGE | OPT_OVERRIDE | OPT_JSON,
 	  false, cmd_apply },

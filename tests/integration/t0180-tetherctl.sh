@@ -89,8 +89,8 @@ ctl rollout
 check_eq "rollout without a subcommand exits 2" 2 "$RC"
 ctl rollout restart
 check_eq "an unknown rollout subcommand exits 2" 2 "$RC"
-ctl put cluster/x --json
-check_eq "--json on put exits 2" 2 "$RC"
+ctl export "$WORK/nowhere" --json
+check_eq "--json on export exits 2" 2 "$RC"
 ctl --plane
 check_eq "--plane without a URL exits 2" 2 "$RC"
 ctl get ""

@@ -616,10 +616,9 @@ static void revert_run(void *ctx, void *arg, struct write_result *res)
 	writer_commit_revert(p->core, ch, n, false, &opts, v, v < cur ? cur : 0, res);
 	if (j->now) {
 		/* the answer {"version","changed"} gains what the rollout did */
-		bool done = res->status == HTTP_OK && !res->error && res->body.len &&
-			    res->body.data[res->body.len - 1] == '}' && strstr(res->body.data, "\"changed\":true");
-		const char *vs = done ? strstr(res->body.data, "\"version\":") : NULL;
-		uint64_t rv = vs ? strtoull(vs + 10, NULL, 10) : 0;
+		bool done = res->status == HTTP_OK && !res->error && res->changed && res->body.len &&
+			    res->body.data[res->body.len - 1] == '}';
+		uint64_t rv = done ? res->version : 0;
 		struct buf note = BUF_INIT;
 		rollout_emergency_end(p->rollout, rv, &note);
 		if (rv && note.len) {

@@ -277,6 +277,8 @@ void writer_commit_revert(struct core *p, struct store_change *ch, size_t n, boo
 	res->status = HTTP_OK;
 	res->gzip_ok = false;
 	res->error = NULL;
+	res->version = version;
+	res->changed = changed;
 	buf_init(&res->body);
 	buf_printf(&res->body, "{\"version\":%llu,\"changed\":%s", (unsigned long long)version,
 		   changed ? "true" : "false");

@@ -25,6 +25,8 @@ struct write_result {
 	struct buf body;             /* JSON */
 	bool gzip_ok;                /* may be sent compressed (when the client takes it) */
 	char *error;                 /* NULL: none */
+	uint64_t version;            /* a write's: the version it made (changed) or found */
+	bool changed;
 };
 /* An error answer: status and message. */
 void write_result_error(struct write_result *res, unsigned status, const char *fmt, ...)

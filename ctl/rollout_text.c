@@ -133,9 +133,9 @@ void rollout_text_fields(struct fields *f, const cJSON *doc)
 			free(node);
 			free(why);
 		}
-		const char *frozen = json_get_string(doc, "frozen");
-		if (frozen)
-			fields_add(f, "frozen", cell(frozen));
+		/* the plane's words carry a UTC time: the freeze line (local) says it */
+		if (json_get_string(doc, "frozen"))
+			fields_add(f, "frozen", xstrdup("held by the freeze window (tetherctl freeze)"));
 		const char *controller = json_get_string(doc, "controller");
 		if (controller)
 			fields_add(f, "controller",

@@ -45,6 +45,9 @@ X"
 	check "$tz: $name: no epoch seconds" sh -c "! grep -Eqw '1[6-9][0-9]{8}(\\.[0-9]+)?' <<'X'
 $OUT
 X"
+	check "$tz: $name: no UTC time where a local one belongs" sh -c "! grep -Eq 'T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?Z' <<'X'
+$OUT
+X"
 }
 # machine ARGS...: tetherctl ARGS --json is JSON that parses
 machine() {

@@ -8,8 +8,11 @@
 # /v1/rollouts/current and /v1/status, and `tetherctl rollout status`
 # printing it -- never "no rollout yet" while a version waits (here the
 # plane has had no rollout at all: its nodes connected before any write).
-# The wait ends early once every known node is back.
+# The wait ends early once every known node is back. With --store etcd,
+# a replica that takes over as the rollout controller waits and says so
+# the same way.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib-etcd.sh"
 
 need_cmd jq curl
 [ -x "$AGENT_BIN" ] || bail "no $AGENT_BIN: build first"
@@ -79,4 +82,42 @@ check "both nodes back: the wait is over at once, logged" wait_until 30 \
 	grep -q 'rollout of version 3: the wait for nodes is over: 2 of 2 back$' "$PLANE_LOG"
 check "rollout 2 starts, both nodes its members" wait_until 10 ro_is '.id == 2 and .to_version == 3 and .members == 2'
 check "... well before the minute" test $(($(date +%s) - T0)) -lt 40
+for n in "${NODES[@]}"; do stop_pid "${APID[$n]}"; done
+stop_pid "$PLANE_PID"
+
+# ---- etcd: the replica that takes over as the controller waits, and says so ---------------
+
+if [ ! -x "$ETCD_BIN" ]; then
+	ok "etcd: the take-over's wait # SKIP etcd is not installed"
+	done_testing
+	exit
+fi
+etcd_cluster_start 1
+E=(--store etcd --etcd "$ETCD_ENDPOINTS" --etcd-prefix "/t1001-$$/" --heartbeat $HB --lease-ttl 3 "${P[@]:0:8}")
+start_plane ea "${E[@]}"
+A_URL=$PLANE_URL A_PID=$PLANE_PID
+start_plane eb "${E[@]}"
+B_URL=$PLANE_URL B_PID=$PLANE_PID
+check "a is the rollout controller (it started first)" wait_until 15 sh -c "[ \"\$(curl -fsS '$A_URL/metrics' | awk '\$1 == \"tether_rollout_controller\" {print \$2}')\" = 1 ]"
+NODES=(e1 e2)   # new nodes: fresh state
+for n in "${NODES[@]}"; do
+	start_agent "$n" --plane "$A_URL,$B_URL" --backoff-max 1 --stream-timeout 90
+done
+PLANE_URL=$A_URL
+check "both agents connected" wait_until 20 connected 2
+echo '{"path":"motd.txt","content":"e-1\n"}' >"$WORK/e1.json"
+check "etcd: version 1 written" ctl put file/motd "$WORK/e1.json"
+check "its rollout completes" wait_until 30 ro_is '.to_version == 1 and .state == "completed"'
+stop_pid "${APID[e2]}"
+stop_pid "$A_PID"   # a clean stop hands the controller over at once
+PLANE_URL=$B_URL
+check "b takes over as the controller" wait_until 15 sh -c "[ \"\$(curl -fsS '$B_URL/metrics' | awk '\$1 == \"tether_rollout_controller\" {print \$2}')\" = 1 ]"
+ans=$(curl -sS -X PUT --data-binary '{"path":"motd.txt","content":"e-2\n"}' "$B_URL/v1/resources/file/motd")
+check "a write on b meanwhile: its rollout waits for nodes" \
+	jq -e '.rollout.state == "waiting" and .rollout.expected == 2 and .rollout.back <= 1' <<<"$ans"
+check "b's /v1/status says so" sh -c "curl -sS '$B_URL/v1/status' | jq -e '.waiting.for == \"nodes\" and .waiting.expected == 2' >/dev/null"
+check "b's log says it waits" grep -Eq 'rollout of version 2 waits for nodes to reconnect: [01] of 2 back' "$WORK/eb.log"
+check "the wait ends with e1 back, logged" wait_until 20 \
+	grep -q 'rollout of version 2: the wait for nodes is over: 1 of 2 back' "$WORK/eb.log"
+check "then its rollout runs to e1" wait_until 20 ro_is '.to_version == 2 and .state == "completed" and .members == 1'
 done_testing

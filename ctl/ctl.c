@@ -69,10 +69,10 @@ static const struct command commands[] = {
 	{ "apply", NULL, "FILE [--message TEXT] [--override REASON] [--json]",
 	  "one batch {\"upserts\":[...],\"removes\":[...]} as one version", 1, 1, OPT_MESSAGE | OPT_OVERRIDE | OPT_JSON,
 	  false, cmd_apply },
-	{ "sync", NULL, "DIR [--prune] [--dry-run] [--message TEXT] [--override REASON] [--base VERSION] [--recovery-key FILE]",
+	{ "sync", NULL, "DIR [--prune] [--dry-run] [--message TEXT] [--override REASON] [--base VERSION] [--recovery-key FILE] [--json]",
 	  "make the plane match DIR/<type>/<name>.json, one version (--dry-run: the diff, checked by the plane: "
 	  "exit 4 refused, 3 would change, 0 nothing to do)", 1, 1,
-	  OPT_PRUNE | OPT_DRY_RUN | OPT_MESSAGE | OPT_OVERRIDE | OPT_BASE | OPT_RECOVERY_KEY, false, cmd_sync },
+	  OPT_PRUNE | OPT_DRY_RUN | OPT_MESSAGE | OPT_OVERRIDE | OPT_BASE | OPT_RECOVERY_KEY | OPT_JSON, false, cmd_sync },
 	{ "export", NULL, "DIR [--force]", "write the plane's resources as DIR/<type>/<name>.json", 1, 1, OPT_FORCE,
 	  false, cmd_export },
 	{ "log", NULL, "[NAME] [-n N] [--json]", "the versions, newest first: who, when, why, what (default 20)",

@@ -111,6 +111,15 @@ out=$(ctl apply "$WORK/b.json" --json)
 check "apply --json" jq -e '.version == 6 and .changed' <<<"$out"
 out=$(ctl revert 5 --json)
 check "revert --json" jq -e '.version == 7' <<<"$out"
+ctl export "$WORK/tree" >/dev/null || not_ok "export"
+echo '{"path":"z.txt","content":"z\n"}' >"$WORK/tree/file/z.json"
+out=$(ctl sync "$WORK/tree" --dry-run --json)
+check_eq "sync --dry-run --json: exit 3 (it would change)" 3 "$?"
+check "... and only the plane's dry run answer" jq -e '.dry_run == true and .changes == [{"name":"file/z","change":"create"}]' <<<"$out"
+out=$(ctl sync "$WORK/tree" --json)
+check "sync --json: the plane's answer to the batch" jq -e '.version == 8 and .changed and .rollout.state == "queued"' <<<"$out"
+out=$(ctl sync "$WORK/tree" --json)
+check_eq "sync --json with nothing to do: what a batch changing nothing answers" '{"version":8,"changed":false}' "$out"
 out=$(ctl rollout abort --json)
 # (the writes queued behind rollout 2 go on as rollout 3, the revert with them: the current one)
 check "rollout abort --json: the current rollout as the plane says" jq -e '(.id == 2 and .state == "aborted") or .parent == 2' <<<"$out"

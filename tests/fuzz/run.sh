@@ -12,7 +12,8 @@
 # run) or skip (no clang); scripts/test counts those.
 # Environment: CLANG (default clang), FUZZ_SECONDS, FUZZ_FLAGS (extra
 # libFuzzer flags, e.g. -max_len=65536 or -seed=1), FUZZ_BUILD_JOBS (parallel
-# compiles, default nproc).
+# compiles, default nproc), FUZZ_RUN_JOBS (targets fuzzed at a time, default
+# nproc).
 # (flag lists are split on purpose)
 # shellcheck disable=SC2086
 set -eu
@@ -175,7 +176,11 @@ for t in $TARGETS; do
 	fi
 done
 
-for t in $built; do
+# fuzz_one TARGET: fuzzes one target; its lines go to OUT/fuzz_TARGET.out,
+# and OUT/fuzz_TARGET.failed exists when it failed.
+fuzz_one() {
+	t=$1
+	rm -f "$OUT/fuzz_$t.failed"
 	corpus=$OUT/corpus/$t
 	mkdir -p "$corpus"
 	seeds=$SRCDIR/tests/fuzz/corpus/$t
@@ -204,16 +209,41 @@ for t in $built; do
 		echo "run.sh: $t: CRASH (exit $rc) after ${execs:-?} runs; see $log and $OUT/artifacts/"
 		grep -E '^(==[0-9]+== ?ERROR|SUMMARY|fuzz_[a-z_]+:|  [a-z]+: )' "$log" | head -n 6 | sed 's/^/    /'
 		result "$t" crash
-		failed="$failed $t"
+		: >"$OUT/fuzz_$t.failed"
 	elif [ "$rc" -ne 0 ]; then
 		echo "run.sh: $t: the fuzzer failed (exit $rc) without a crashing input; see $log"
 		tail -n 5 "$log" | sed 's/^/    /'
 		result "$t" error
-		failed="$failed $t"
+		: >"$OUT/fuzz_$t.failed"
 	else
 		echo "run.sh: $t: ok, ${execs:-?} runs, ${speed:-?} exec/s, ${cov:-cov: ?}, corpus $units files"
 		result "$t" ok
 	fi
+}
+
+# FUZZ_RUN_JOBS targets fuzz at a time (default nproc); their lines are
+# printed in target order once each batch is done.
+RUN_JOBS=${FUZZ_RUN_JOBS:-$(nproc 2>/dev/null || echo 1)}
+case $RUN_JOBS in '' | *[!0-9]* | 0) RUN_JOBS=1 ;; esac
+batch=""
+n=0
+for t in $built; do
+	(fuzz_one "$t" >"$OUT/fuzz_$t.out" 2>&1 || true) &
+	batch="$batch $t"
+	n=$((n + 1))
+	if [ $((n % RUN_JOBS)) -eq 0 ]; then
+		wait
+		for b in $batch; do
+			cat "$OUT/fuzz_$b.out"
+			[ ! -f "$OUT/fuzz_$b.failed" ] || failed="$failed $b"
+		done
+		batch=""
+	fi
+done
+wait
+for b in $batch; do
+	cat "$OUT/fuzz_$b.out"
+	[ ! -f "$OUT/fuzz_$b.failed" ] || failed="$failed $b"
 done
 
 if [ -n "$failed" ]; then

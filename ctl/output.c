@@ -146,7 +146,7 @@ char *value_text(const cJSON *v)
 
 char *time_local_text(double epoch)
 {
-	if (!(epoch > 0))
+	if (!(epoch > 0) || epoch > 253402300799.0)   /* none, or past the year 9999 */
 		return xstrdup("-");
 	time_t tt = (time_t)epoch;
 	struct tm tm;
@@ -160,8 +160,10 @@ char *time_local_text(double epoch)
 
 char *duration_text(double seconds)
 {
-	if (seconds < 0)
+	if (!(seconds > 0))   /* negative, or not a number */
 		seconds = 0;
+	if (seconds > 1e12)   /* tens of thousands of years: as many days as that */
+		seconds = 1e12;
 	unsigned long long s = (unsigned long long)(seconds + 0.5);
 	if (s < 120)
 		return xasprintf("%llu s", s);

@@ -97,7 +97,10 @@ void rollout_text_fields(struct fields *f, const cJSON *doc)
 				p += u64_of(sc, "pending");
 				if (b.len)
 					buf_puts(&b, "; ");
-				stage_words(&b, pct && cJSON_IsNumber(pct) ? (unsigned)pct->valuedouble : 0, sc);
+				uint64_t pv = 0;
+				if (pct && (!json_get_u64(pct, &pv) || pv > 100))
+					pv = 0;
+				stage_words(&b, (unsigned)pv, sc);
 				pct = pct ? pct->next : NULL;
 			}
 			fields_add(f, "nodes", xasprintf("%" PRIu64 " of %" PRIu64 " ACKed, %" PRIu64 " NACKed, %" PRIu64

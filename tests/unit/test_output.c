@@ -40,6 +40,9 @@ static void test_time_local(void **state)
 	t = time_local_text(0);
 	assert_string_equal(t, "-");
 	free(t);
+	t = time_local_text(1e300);   /* past the year 9999 */
+	assert_string_equal(t, "-");
+	free(t);
 	set_tz("UTC");
 }
 
@@ -52,6 +55,7 @@ static void test_durations(void **state)
 	} cases[] = {
 		{ 0, "0 s" }, { 19.4, "19 s" }, { 119, "119 s" }, { 120, "2 min" }, { 3599, "59 min" },
 		{ 7200, "2 h 0 min" }, { 7500, "2 h 5 min" }, { 172800, "2 days" }, { -5, "0 s" },
+		{ 1e300, "11574074 days" },   /* a plane's nonsense: capped, never undefined */
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		char *d = duration_text(cases[i].s);
@@ -59,6 +63,9 @@ static void test_durations(void **state)
 		free(d);
 	}
 	double now = (double)time(NULL);
+	char *nan = duration_text(0.0 / 0.0);
+	assert_string_equal(nan, "0 s");
+	free(nan);
 	char *a = ago_text(now - 130);
 	assert_string_equal(a, "2 min ago");
 	free(a);

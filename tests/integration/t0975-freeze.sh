@@ -26,7 +26,7 @@ check_eq "... /v1/status has no freeze member" "null" "$(curl -sS "$PLANE_URL/v1
 check_eq "... tether_frozen is 0" 0 "$(metric tether_frozen)"
 
 # the events, as tetherctl watch --json prints them
-ctl watch --json >"$WORK/events.out" 2>"$WORK/watch.err" &
+"$CTL_BIN" --plane "$PLANE_URL" watch --json >"$WORK/events.out" 2>"$WORK/watch.err" &   # $! is tetherctl: the trap stops it
 WATCH=$!
 track_pid $WATCH
 subscribed() { [ "$(metric tether_events_subscribers)" -ge 1 ]; }
@@ -154,7 +154,7 @@ check_eq "... writes are still refused: 423" 423 \
 	"$(api_status PUT /v1/resources/file/motd --data-binary @"$WORK/motd2.json")"
 check_eq "... tether_frozen is 1" 1 "$(metric tether_frozen)"
 : >"$WORK/events.out"
-ctl watch --json >"$WORK/events.out" 2>"$WORK/watch.err" &
+"$CTL_BIN" --plane "$PLANE_URL" watch --json >"$WORK/events.out" 2>"$WORK/watch.err" &   # $! is tetherctl: the trap stops it
 WATCH=$!
 track_pid $WATCH
 wait_until 10 subscribed || bail "tetherctl watch did not subscribe again"

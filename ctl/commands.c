@@ -326,17 +326,22 @@ static char *nack_cell(const cJSON *nack)
 	return cell;
 }
 
-/* "3", or "3 LAGGING(75s)" when the plane flags the node: behind its
- * target for longer than the plane's --lag-alert. */
+/* "3", or "3 (lagging for 75 s)" when the plane flags the node: behind
+ * its target for longer than the plane's --lag-alert. */
 static char *lag_cell(const cJSON *node)
 {
 	char *lag = value_cell(cJSON_GetObjectItemCaseSensitive(node, "lag"));
 	if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(node, "lagging")))
 		return lag;
 	uint64_t secs;
-	char *cell = json_get_u64(cJSON_GetObjectItemCaseSensitive(node, "behind_seconds"), &secs)
-			     ? xasprintf("%s LAGGING(%" PRIu64 "s)", lag, secs)
-			     : xasprintf("%s LAGGING", lag);
+	char *cell;
+	if (json_get_u64(cJSON_GetObjectItemCaseSensitive(node, "behind_seconds"), &secs)) {
+		char *d = duration_text((double)secs);
+		cell = xasprintf("%s (lagging for %s)", lag, d);
+		free(d);
+	} else {
+		cell = xasprintf("%s (lagging)", lag);
+	}
 	free(lag);
 	return cell;
 }

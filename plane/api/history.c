@@ -553,6 +553,29 @@ static void revert_job_free(void *arg)
 	free(j);
 }
 
+/* An emergency revert by an operator (not an admin) goes back only to
+ * the baseline of the current or last rollout: the version released
+ * before it. Checked while the rollout holds (rollout_emergency_begin):
+ * on refusal, 403 and the hold ended. */
+static int operator_may(struct api *p, const struct revert_job *j, int *status, char *err, size_t errlen)
+{
+	uint64_t base = 0, id = 0;
+	bool have = rollout_baseline(p->rollout, &base, &id);
+	if (j->admin || (have && base == j->v))
+		return 0;
+	rollout_emergency_end(p->rollout, 0, NULL);
+	*status = HTTP_FORBIDDEN;
+	if (have)
+		snprintf(err, errlen, "revert --now: version %llu: an operator may revert at once only to version %llu, "
+			 "the baseline of rollout %llu (the version released before it); another version needs the "
+			 "admin role", (unsigned long long)j->v, (unsigned long long)base, (unsigned long long)id);
+	else
+		snprintf(err, errlen, "revert --now: version %llu: an operator may revert at once only to the baseline "
+			 "of a rollout, and there has been none; this needs the admin role", (unsigned long long)j->v);
+	log_info("revert --now: %s refused: %s", j->author, err);
+	return -1;
+}
+
 /* The state at j->v from the log, committed against the version it was
  * read at (a write in between: 409). */
 static void revert_run(void *ctx, void *arg, struct write_result *res)
@@ -603,7 +626,8 @@ static void revert_run(void *ctx, void *arg, struct write_result *res)
 	/* an emergency revert holds the rollout while it commits, then
 	 * supersedes the one in progress and goes to every node at once */
 	int status = 0;
-	if (j->now && rollout_emergency_begin(p->rollout, &status, err, sizeof(err)) < 0) {
+	if (j->now && (rollout_emergency_begin(p->rollout, &status, err, sizeof(err)) < 0 ||
+		       operator_may(p, j, &status, err, sizeof(err)) < 0)) {
 		for (size_t k = 0; k < n; k++)
 			free(ch[k].body);
 		free(ch);

@@ -662,6 +662,21 @@ static int revert(struct rollout *r, enum ro_state final, const char *reason, ch
 	return 0;
 }
 
+/* Keeps reason (taken; may be NULL) as the failure the next step acts
+ * on, unless one is kept already. */
+static void keep_failure(struct rollout *r, char *reason)
+{
+	if (!reason)
+		return;
+	pthread_mutex_lock(&r->lock);
+	if (!r->failure) {
+		r->failure = reason;
+		reason = NULL;
+	}
+	pthread_mutex_unlock(&r->lock);
+	free(reason);
+}
+
 enum action { ACT_NONE, ACT_START, ACT_ADVANCE, ACT_COMPLETE, ACT_REVERT };
 
 /* Under ctl: the traffic gates' verdict on the stage in progress
@@ -698,15 +713,7 @@ static enum gate_verdict judge(struct rollout *r)
 	char *reason = NULL;
 	enum gate_verdict verdict = gate_judge(g, &v, &reason);
 	free(acked);
-	if (reason) {
-		pthread_mutex_lock(&r->lock);
-		if (!r->failure) {
-			r->failure = reason;
-			reason = NULL;
-		}
-		pthread_mutex_unlock(&r->lock);
-		free(reason);
-	}
+	keep_failure(r, reason);
 	return verdict;
 }
 
@@ -836,16 +843,9 @@ void rollout_step(struct rollout *r)
 		free(held);
 		/* an emergency revert is committing: it decides what nodes get */
 		if (atomic_load(&r->hold) > 0) {
-			if (reason) {   /* kept for after it (which drops it when it supersedes) */
-				pthread_mutex_lock(&r->lock);
-				if (!r->failure) {
-					r->failure = reason;
-					reason = NULL;
-				}
-				pthread_mutex_unlock(&r->lock);
-				free(reason);
-				reason = NULL;
-			}
+			/* a failure is kept for after it (which drops it when it supersedes) */
+			keep_failure(r, reason);
+			reason = NULL;
 			act = ACT_NONE;
 		}
 		/* a freeze holds the rollout where it is: no next stage, no
@@ -868,16 +868,10 @@ void rollout_step(struct rollout *r)
 			int rc = revert(r, RO_ROLLED_BACK, reason ? reason : "failed", err, sizeof(err));
 			if (rc < 0) {
 				/* keep the reason for the next try */
-				pthread_mutex_lock(&r->lock);
-				if (!r->failure) {
-					r->failure = reason;
-					reason = NULL;
-				}
-				pthread_mutex_unlock(&r->lock);
+				keep_failure(r, reason);
+				break;
 			}
 			free(reason);
-			if (rc < 0)
-				break;
 		}
 	}
 	/* nothing in flight: keep no history older than what nodes get (and,
@@ -1618,6 +1612,20 @@ void rollout_write_note(struct rollout *r, uint64_t version, struct buf *out)
 	pthread_mutex_unlock(&r->lock);
 }
 
+bool rollout_baseline(struct rollout *r, uint64_t *version, uint64_t *id)
+{
+	if (!r || !r->staged)
+		return false;
+	pthread_mutex_lock(&r->lock);
+	bool have = r->have_run;
+	if (have) {
+		*version = r->run.from;
+		*id = r->run.id;
+	}
+	pthread_mutex_unlock(&r->lock);
+	return have;
+}
+
 int rollout_emergency_begin(struct rollout *r, int *status, char *err, size_t errlen)
 {
 	if (!r || !r->staged)
@@ -1647,6 +1655,17 @@ void rollout_emergency_end(struct rollout *r, uint64_t version, struct buf *note
 	}
 	pthread_mutex_lock(&r->ctl);
 	uint64_t superseded = 0;
+	if (version && !lead_now(r)) {
+		/* another replica took the controller over while the revert
+		 * committed: it owns the records now, and rolls the version out
+		 * as any new one (in stages); the answer says so */
+		log_warn("revert --now: version %llu committed, but this replica stopped being the rollout controller "
+			 "meanwhile: the new controller rolls it out in stages (abort that rollout or revert --now again "
+			 "on it)", (unsigned long long)version);
+		if (note)
+			buf_puts(note, ",\"rollout\":{\"state\":\"handed_over\"}");
+		version = 0;
+	}
 	if (version) {
 		pthread_mutex_lock(&r->lock);
 		bool running = in_progress(r);

@@ -119,6 +119,10 @@ bool rollout_queue(struct rollout *r, uint64_t *after, uint64_t *newest);
  * "waiting","for":"nodes","back","expected","until","queue"}; nothing
  * under --rollout immediate or when it goes out with nothing to wait for. */
 void rollout_write_note(struct rollout *r, uint64_t version, struct buf *out);
+/* The baseline of the current or last rollout (the version released
+ * before it: what an operator may revert to at once) and its id. false:
+ * no rollout yet, or not staged. */
+bool rollout_baseline(struct rollout *r, uint64_t *version, uint64_t *id);
 /* An emergency revert (tetherctl revert --now): begin before its commit
  * (no transition meanwhile; -1 with *status and err when this replica is
  * not the controller), end after it with the version committed (0: it

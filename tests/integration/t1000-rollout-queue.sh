@@ -14,17 +14,8 @@ need_cmd jq curl
 [ -x "$AGENT_BIN" ] || bail "no $AGENT_BIN: build first"
 
 start_plane p --rollout staged --stages 50,100 --bake 600 --heartbeat 1 --ack-timeout 60
-# with no node yet, rollout 1 has no member and ends at once
-ctl put file/motd - <<<'{"path":"motd.txt","content":"motd-1\n"}' >/dev/null || bail "cannot write version 1"
-wait_until 10 ro_ended 1 || bail "rollout 1 did not end"
-
 NODES=(a1 a2)
-for n in "${NODES[@]}"; do
-	start_agent "$n" --backoff-max 1 --stream-timeout 30
-done
-check "both agents reach version 1" wait_until 30 all_at 1 "${NODES[@]}"
-connected() { [ "$(curl -sS "$PLANE_URL/v1/nodes" | jq '[.[] | select(.connected)] | length')" = 2 ]; }
-wait_until 20 connected || bail "the plane does not see both agents"
+staged_fleet_at_1 "${NODES[@]}"
 
 # ---- the write that starts a rollout -------------------------------------------
 

@@ -10,8 +10,10 @@
 # JSON, the SQLite vlog column, and the etcd vlog record. Nodes still
 # check and ACK it (a NACKing check keeps the node where it was and the
 # plane records the NACK). Roles: a reader may not (403), an operator may
-# (an operator's plain revert stays an admin's: 403); under a freeze it
-# needs an admin's --override (423 without).
+# to the baseline of the current or last rollout only (any other version
+# is an admin's: 403, and an admin's revert --now to another version is
+# tested below), an operator's plain revert stays an admin's (403); under
+# a freeze it needs an admin's --override (423 without).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-etcd.sh"
 
@@ -58,6 +60,16 @@ check_eq "one node has version 2, the other 1" "1 2" "$(for n in "${NODES[@]}"; 
 as rita revert 1 --now >/dev/null 2>"$WORK/err"
 check_eq "a reader may not revert --now (exit 1)" 1 "$?"
 check "... 403" grep -q "403\|operator" "$WORK/err"
+as oscar revert 2 --now >/dev/null 2>"$WORK/err"
+check_eq "an operator's revert --now to a version other than the rollout's baseline is refused (exit 1)" 1 "$?"
+diag "$(cat "$WORK/err")"
+check "... it says: only to version 1, the baseline of rollout 2; another needs the admin role" grep -q \
+	"an operator may revert at once only to version 1, the baseline of rollout 2 (the version released before it); another version needs the admin role" \
+	"$WORK/err"
+code=$(curl -sS -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $(cat "$WORK/oscar.tok")" -X POST \
+	--data '{"version":2,"now":true}' "$PLANE_URL/v1/revert")
+check_eq "... 403" 403 "$code"
+check "... and the rollout goes on (rollout 2 still at its first stage)" first_stage
 as oscar revert 1 >/dev/null 2>"$WORK/err"
 check_eq "an operator's plain revert is an admin's (exit 1)" 1 "$?"
 check "... 403 admin" grep -q "admin" "$WORK/err"

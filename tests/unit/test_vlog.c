@@ -182,6 +182,28 @@ static int no_change(void *ctx, const struct persist_vchange *c)
 	return 0;
 }
 
+/* What cb says of the log (list: want_list) and of version (get:
+ * want_get), and the same after a reopen. */
+static void read_back(struct fixture *f, persist_version_cb cb, uint64_t version, const char *want_list,
+		      const char *want_get)
+{
+	struct buf b = BUF_INIT;
+	char err[256];
+	for (int round = 0; round < 2; round++) {
+		buf_reset(&b);
+		buf_puts(&b, "");
+		assert_int_equal(f->p->ops->log_list(f->p, NULL, 10, cb, &b, err, sizeof(err)), 0);
+		assert_string_equal(b.data, want_list);
+		buf_reset(&b);
+		buf_puts(&b, "");
+		assert_int_equal(f->p->ops->log_get(f->p, version, cb, no_change, &b, err, sizeof(err)), 1);
+		assert_string_equal(b.data, want_get);
+		close_store(f);
+		assert_int_equal(open_store(f), 0);
+	}
+	buf_release(&b);
+}
+
 /* A write's override of the guards is kept in its record (NULL: none),
  * read back by list and get, and across a reopen. */
 static void test_override_record(void **state)
@@ -190,21 +212,8 @@ static void test_override_record(void **state)
 	struct store_meta ov = { "bob", "shrink", 0, 0, "{\"passed\":[\"guard/shrink\"],\"reason\":\"incident 7\"}", false };
 	write1(f, "cluster/a", A, NULL);                 /* 1 */
 	assert_int_equal(write1(f, "cluster/a", B, &ov), 2);
-	struct buf b = BUF_INIT;
-	char err[256];
-	for (int round = 0; round < 2; round++) {
-		buf_reset(&b);
-		buf_puts(&b, "");
-		assert_int_equal(f->p->ops->log_list(f->p, NULL, 10, override_cb, &b, err, sizeof(err)), 0);
-		assert_string_equal(b.data, "2:{\"passed\":[\"guard/shrink\"],\"reason\":\"incident 7\"} 1:-");
-		buf_reset(&b);
-		buf_puts(&b, "");
-		assert_int_equal(f->p->ops->log_get(f->p, 2, override_cb, no_change, &b, err, sizeof(err)), 1);
-		assert_string_equal(b.data, "2:{\"passed\":[\"guard/shrink\"],\"reason\":\"incident 7\"}");
-		close_store(f);
-		assert_int_equal(open_store(f), 0);
-	}
-	buf_release(&b);
+	read_back(f, override_cb, 2, "2:{\"passed\":[\"guard/shrink\"],\"reason\":\"incident 7\"} 1:-",
+		  "2:{\"passed\":[\"guard/shrink\"],\"reason\":\"incident 7\"}");
 }
 
 static int emergency_cb(void *ctx, const struct persist_version *v)
@@ -223,21 +232,7 @@ static void test_emergency_record(void **state)
 	write1(f, "cluster/a", A, NULL);                 /* 1 */
 	write1(f, "cluster/a", B, NULL);                 /* 2 */
 	assert_int_equal(write1(f, "cluster/a", A, &em), 3);
-	struct buf b = BUF_INIT;
-	char err[256];
-	for (int round = 0; round < 2; round++) {
-		buf_reset(&b);
-		buf_puts(&b, "");
-		assert_int_equal(f->p->ops->log_list(f->p, NULL, 10, emergency_cb, &b, err, sizeof(err)), 0);
-		assert_string_equal(b.data, "3:emergency 2:- 1:-");
-		buf_reset(&b);
-		buf_puts(&b, "");
-		assert_int_equal(f->p->ops->log_get(f->p, 3, emergency_cb, no_change, &b, err, sizeof(err)), 1);
-		assert_string_equal(b.data, "3:emergency");
-		close_store(f);
-		assert_int_equal(open_store(f), 0);
-	}
-	buf_release(&b);
+	read_back(f, emergency_cb, 3, "3:emergency 2:- 1:-", "3:emergency");
 }
 
 static void test_revert_marks_and_retention(void **state)

@@ -212,9 +212,6 @@ static void rollout_note(struct buf *out, const cJSON *ro)
 		buf_puts(out, "emergency revert, sent to every node at once (no stages, no bakes)");
 		if (json_get_u64(cJSON_GetObjectItemCaseSensitive(ro, "superseded"), &sup) && sup)
 			buf_printf(out, "; rollout %" PRIu64 " superseded", sup);
-	} else if (strcmp(state, "handed_over") == 0) {
-		buf_puts(out, "committed, but the plane stopped being the rollout controller meanwhile: the new "
-			      "controller rolls it out in stages (tetherctl rollout status; revert --now again there)");
 	}
 }
 

@@ -557,13 +557,15 @@ static void revert_job_free(void *arg)
  * the baseline of the current or last rollout: the version released
  * before it. Checked while the rollout holds (rollout_emergency_begin):
  * on refusal, 403 and the hold ended. */
-static int operator_may(struct api *p, const struct revert_job *j, int *status, char *err, size_t errlen)
+static int operator_may(struct api *p, const struct revert_job *j, struct rollout_emergency **em, int *status,
+			char *err, size_t errlen)
 {
 	uint64_t base = 0, id = 0;
 	bool have = rollout_baseline(p->rollout, &base, &id);
 	if (j->admin || (have && base == j->v))
 		return 0;
-	rollout_emergency_end(p->rollout, 0, NULL);
+	rollout_emergency_end(p->rollout, *em, 0, NULL);
+	*em = NULL;
 	*status = HTTP_FORBIDDEN;
 	if (have)
 		snprintf(err, errlen, "revert --now: version %llu: an operator may revert at once only to version %llu, "
@@ -622,12 +624,14 @@ static void revert_run(void *ctx, void *arg, struct write_result *res)
 		}
 		n++;
 	}
-	struct write_opts opts = { j->author, j->message, true, cur, true, j->override, j->admin, false, j->now };
+	struct write_opts opts = { .author = j->author, .message = j->message, .has_base = true, .base = cur,
+				   .revert = true, .override = j->override, .admin = j->admin, .emergency = j->now };
 	/* an emergency revert holds the rollout while it commits, then
 	 * supersedes the one in progress and goes to every node at once */
 	int status = 0;
-	if (j->now && (rollout_emergency_begin(p->rollout, &status, err, sizeof(err)) < 0 ||
-		       operator_may(p, j, &status, err, sizeof(err)) < 0)) {
+	struct rollout_emergency *em = NULL;
+	if (j->now && (rollout_emergency_begin(p->rollout, &em, &status, err, sizeof(err)) < 0 ||
+		       operator_may(p, j, &em, &status, err, sizeof(err)) < 0)) {
 		for (size_t k = 0; k < n; k++)
 			free(ch[k].body);
 		free(ch);
@@ -637,6 +641,10 @@ static void revert_run(void *ctx, void *arg, struct write_result *res)
 	}
 	/* the versions after v up to cur are reverted by this one: log's
 	 * REVERTED BY names it, as for a rollout's revert */
+	if (em) {   /* the rollout's records land in the revert's own commit */
+		opts.rows = rollout_emergency_rows;
+		opts.rows_ctx = em;
+	}
 	writer_commit_revert(p->core, ch, n, false, &opts, v, v < cur ? cur : 0, res);
 	if (j->now) {
 		/* the answer {"version","changed"} gains what the rollout did */
@@ -644,7 +652,7 @@ static void revert_run(void *ctx, void *arg, struct write_result *res)
 			    res->body.data[res->body.len - 1] == '}';
 		uint64_t rv = done ? res->version : 0;
 		struct buf note = BUF_INIT;
-		rollout_emergency_end(p->rollout, rv, &note);
+		rollout_emergency_end(p->rollout, em, rv, &note);
 		if (rv && note.len) {
 			res->body.len--;
 			buf_append(&res->body, note.data, note.len);

@@ -225,8 +225,8 @@ void writer_commit_revert(struct core *p, struct store_change *ch, size_t n, boo
 		if (rc == 0 && (record = guardcheck_record(reason, passed)))
 			overrides_note(p->overrides, seen + 1);
 		meta.override = record;
-		int cr = rc == 0 ? store_commit_meta(p->store, ch, n, NULL, NULL, &meta, &version, &changed, err,
-						     sizeof(err)) : 0;
+		int cr = rc == 0 ? store_commit_meta(p->store, ch, n, opts ? opts->rows : NULL, opts ? opts->rows_ctx : NULL,
+						     &meta, &version, &changed, err, sizeof(err)) : 0;
 		if (record && (cr < 0 || !changed || version != seen + 1))
 			overrides_forget(p->overrides, seen + 1);
 		free(passed);
@@ -238,6 +238,8 @@ void writer_commit_revert(struct core *p, struct store_change *ch, size_t n, boo
 		}
 		if (cr == PERSIST_UNAVAILABLE)
 			rc = -3;
+		else if (cr == PERSIST_FENCED)
+			rc = -4;
 		else if (cr < 0)
 			rc = -2;
 		break;
@@ -257,6 +259,12 @@ void writer_commit_revert(struct core *p, struct store_change *ch, size_t n, boo
 			     "the store is read-only now (etcd has no quorum or cannot be reached); the write is not "
 			     "confirmed (stored only if etcd took it before the link failed: read it back), try again: %s",
 			     err);
+		return;
+	}
+	if (rc == -4) {
+		/* its rows may be written by the rollout controller only */
+		log_warn("store: write refused, this replica stopped being the rollout controller: %s", err);
+		write_result_error(res, HTTP_CONFLICT, "nothing was stored: %s; send it to the rollout controller", err);
 		return;
 	}
 	if (rc == -2) {

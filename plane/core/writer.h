@@ -50,6 +50,11 @@ struct write_opts {
 	bool dry_run;
 	/* tetherctl revert --now: the version log marks it an emergency */
 	bool emergency;
+	/* run inside the commit's transaction with its version (NULL: none):
+	 * what it records lands with the write or not at all; PERSIST_FENCED
+	 * from it is 409 (rollout_emergency_rows) */
+	persist_hook rows;
+	void *rows_ctx;
 };
 
 /* Validates and commits changes (bodies taken, names borrowed), retrying

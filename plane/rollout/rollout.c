@@ -920,6 +920,10 @@ int rollout_abort(struct rollout *r, int *status, char *err, size_t errlen)
 	} else if (!running) {
 		*status = 409;
 		snprintf(err, errlen, "no rollout in progress");
+	} else if (atomic_load(&r->hold) > 0) {
+		*status = 409;
+		snprintf(err, errlen, "an emergency revert (revert --now) is committing, and supersedes the rollout in "
+			 "progress: see rollout status");
 	} else if (revert(r, RO_ABORTED, "aborted by the operator", err, errlen) < 0) {
 		*status = 500;
 	} else {
@@ -1626,8 +1630,26 @@ bool rollout_baseline(struct rollout *r, uint64_t *version, uint64_t *id)
 	return have;
 }
 
-int rollout_emergency_begin(struct rollout *r, int *status, char *err, size_t errlen)
+/* An emergency revert in progress: the rollout as it was when it began
+ * (a copy: the revert's commit records it while the rollout holds). */
+struct rollout_emergency {
+	bool have, running;
+	struct ro_run run;           /* deep copy (have) */
+};
+
+static void copy_run(struct ro_run *to, const struct ro_run *from)
 {
+	*to = *from;
+	to->reason = xstrdup(from->reason ? from->reason : "");
+	to->members = xcalloc(from->nmembers ? from->nmembers : 1, sizeof(char *));
+	for (size_t i = 0; i < from->nmembers; i++)
+		to->members[i] = xstrdup(from->members[i]);
+}
+
+int rollout_emergency_begin(struct rollout *r, struct rollout_emergency **e, int *status, char *err,
+			    size_t errlen)
+{
+	*e = NULL;
 	if (!r || !r->staged)
 		return 0;   /* --rollout immediate: every version goes to every node at once anyway */
 	pthread_mutex_lock(&r->ctl);
@@ -1641,69 +1663,78 @@ int rollout_emergency_begin(struct rollout *r, int *status, char *err, size_t er
 		rc = -1;
 	} else {
 		atomic_fetch_add(&r->hold, 1);
+		struct rollout_emergency *em = xcalloc(1, sizeof(*em));
+		pthread_mutex_lock(&r->lock);   /* members stable while ctl is held */
+		em->have = r->have_run;
+		em->running = in_progress(r);
+		if (em->have)
+			copy_run(&em->run, &r->run);
+		pthread_mutex_unlock(&r->lock);
+		*e = em;
 	}
 	pthread_mutex_unlock(&r->ctl);
 	return rc;
 }
 
-void rollout_emergency_end(struct rollout *r, uint64_t version, struct buf *note)
+static char *superseded_reason(uint64_t version)
 {
-	if (!r || !r->staged) {
+	return xasprintf("superseded by the emergency revert, version %llu, sent to every node at once",
+			 (unsigned long long)version);
+}
+
+int rollout_emergency_rows(void *ctx, struct persist_txn *tx, uint64_t version, char *err, size_t errlen)
+{
+	struct rollout_emergency *e = ctx;
+	if (!e || !e->have)
+		return 0;   /* no rollout yet: a restart counts every version as released */
+	struct ro_run run = e->run;   /* scalars; members and reason borrowed */
+	char *reason = NULL;
+	if (e->running) {
+		run.state = RO_ABORTED;
+		run.finished_at = wall_ms();
+		run.revert = version;
+		run.reason = reason = superseded_reason(version);
+	}
+	/* on etcd, fenced: only while this replica is the controller */
+	int rc = persist_txn_rollout(tx, &run, version, err, errlen);
+	free(reason);
+	return rc;
+}
+
+void rollout_emergency_end(struct rollout *r, struct rollout_emergency *e, uint64_t version, struct buf *note)
+{
+	if (!r || !r->staged || !e) {
 		if (note && version)
 			buf_puts(note, ",\"rollout\":{\"state\":\"emergency\",\"superseded\":null}");
 		return;
 	}
 	pthread_mutex_lock(&r->ctl);
-	uint64_t superseded = 0;
-	if (version && !lead_now(r)) {
-		/* another replica took the controller over while the revert
-		 * committed: it owns the records now, and rolls the version out
-		 * as any new one (in stages); the answer says so */
-		log_warn("revert --now: version %llu committed, but this replica stopped being the rollout controller "
-			 "meanwhile: the new controller rolls it out in stages (abort that rollout or revert --now again "
-			 "on it)", (unsigned long long)version);
-		if (note)
-			buf_puts(note, ",\"rollout\":{\"state\":\"handed_over\"}");
-		version = 0;
-	}
-	if (version) {
+	uint64_t superseded = version && e->running ? e->run.id : 0;
+	if (version && lead_now(r)) {
+		/* recorded with the commit (rollout_emergency_rows): made live */
 		pthread_mutex_lock(&r->lock);
-		bool running = in_progress(r);
-		bool have = r->have_run;
-		struct ro_run copy = r->run;   /* members shared: read only */
-		pthread_mutex_unlock(&r->lock);
-		if (running) {
-			superseded = copy.id;
-			copy.state = RO_ABORTED;
-			copy.finished_at = wall_ms();
-			copy.revert = version;
-			copy.reason = xasprintf("superseded by the emergency revert, version %llu, sent to every node at once",
-						(unsigned long long)version);
-			persist_run(r, &copy, version);
-			pthread_mutex_lock(&r->lock);
+		if (e->running && in_progress(r) && r->run.id == e->run.id) {
 			r->run.state = RO_ABORTED;
-			r->run.finished_at = copy.finished_at;
+			r->run.finished_at = wall_ms();
 			r->run.revert = version;
 			free(r->run.reason);
-			r->run.reason = copy.reason;
+			r->run.reason = superseded_reason(version);
 			r->aborted++;
-			pthread_mutex_unlock(&r->lock);
 		}
-		pthread_mutex_lock(&r->lock);
 		if (version > r->released)
 			r->released = version;
 		free(r->failure);   /* a NACK of the superseded version stops nothing now */
 		r->failure = NULL;
 		r->start_after = 0;
 		r->wait_said = 0;
-		uint64_t released = r->released;
 		pthread_mutex_unlock(&r->lock);
-		char err[512];
-		if (!running && have)
-			persist(r);
-		else if (!running && r->p->persist->ops->set_released(r->p->persist, released, err, sizeof(err)) < 0)
-			log_error("rollout: cannot record the released version %llu: %s", (unsigned long long)released,
-				  err);
+	} else if (version) {
+		/* the controller moved on since the commit: the records it
+		 * resumes from say what the commit made (released, superseded) */
+		log_info("revert --now: version %llu: this replica stopped being the rollout controller since; the "
+			 "new controller resumes from the records", (unsigned long long)version);
+	}
+	if (version) {
 		if (superseded)
 			log_warn("rollout %llu: superseded: the emergency revert, version %llu, goes to every node at once",
 				 (unsigned long long)superseded, (unsigned long long)version);
@@ -1720,6 +1751,9 @@ void rollout_emergency_end(struct rollout *r, uint64_t version, struct buf *note
 	}
 	atomic_fetch_sub(&r->hold, 1);
 	pthread_mutex_unlock(&r->ctl);
+	if (e->have)
+		ro_run_release(&e->run);
+	free(e);
 	if (version)
 		wake_nodes(r);
 	rollout_step(r);   /* what was held meanwhile (writes after it go out staged) */

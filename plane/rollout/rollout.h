@@ -125,14 +125,22 @@ void rollout_write_note(struct rollout *r, uint64_t version, struct buf *out);
 bool rollout_baseline(struct rollout *r, uint64_t *version, uint64_t *id);
 /* An emergency revert (tetherctl revert --now): begin before its commit
  * (no transition meanwhile; -1 with *status and err when this replica is
- * not the controller), end after it with the version committed (0: it
- * failed or changed nothing). The rollout in progress is aborted,
- * superseded, and the version is released to every node at once, no
- * stages, no bakes; versions queued behind the rollout are older than
- * the revert, whose content replaces them. note (may be NULL) gets
- * ,"rollout":{"state":"emergency","superseded":ID|null}. */
-int rollout_emergency_begin(struct rollout *r, int *status, char *err, size_t errlen);
-void rollout_emergency_end(struct rollout *r, uint64_t version, struct buf *note);
+ * not the controller); *e (NULL under --rollout immediate) goes to the
+ * commit as its hook, rollout_emergency_rows (persist.h's persist_hook):
+ * the rollout in progress aborted, superseded, and the version released,
+ * recorded in the commit's own transaction (on etcd fenced: it commits
+ * only while this replica is the controller). end after the commit with
+ * the version committed (0: it failed or changed nothing) makes it live:
+ * the version goes to every node at once, no stages, no bakes; versions
+ * queued behind the rollout are older than the revert, whose content
+ * replaces them. note (may be NULL) gets ,"rollout":{"state":"emergency",
+ * "superseded":ID|null}; end frees e. */
+struct rollout_emergency;
+struct persist_txn;
+int rollout_emergency_begin(struct rollout *r, struct rollout_emergency **e, int *status, char *err,
+			    size_t errlen);
+int rollout_emergency_rows(void *e, struct persist_txn *tx, uint64_t version, char *err, size_t errlen);
+void rollout_emergency_end(struct rollout *r, struct rollout_emergency *e, uint64_t version, struct buf *note);
 
 /* Prometheus lines: state, stage, counters. */
 void rollout_metrics(struct rollout *r, struct buf *out);

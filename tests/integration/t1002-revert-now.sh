@@ -13,7 +13,10 @@
 # to the baseline of the current or last rollout only (any other version
 # is an admin's: 403, and an admin's revert --now to another version is
 # tested below), an operator's plain revert stays an admin's (403); under
-# a freeze it needs an admin's --override (423 without).
+# a freeze it needs an admin's --override (423 without). After a kill -9
+# and a start, the records the revert committed with it hold (rollout 2
+# superseded, version 4 released); an operator's baseline moves with the
+# next rollout, and holds for the last one when none is in progress.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-etcd.sh"
 
@@ -122,6 +125,18 @@ check "show: emergency: yes" grep -Eq '^emergency: +yes' <<<"$out"
 check_eq "SQLite: the vlog's emergency column" "0 0 0 1" \
 	"$(sqlite3 "$WORK/p.data/tether.db" 'SELECT emergency FROM vlog ORDER BY version' | xargs)"
 
+# ---- a restart (kill -9): what the revert's commit recorded, with it ----------------------
+
+PORT=$PLANE_PORT
+stop_pid "$PLANE_PID" KILL
+SECURE=1 start_plane p2 --admin-token-file "$WORK/admin.tok" --rollout staged --stages 50,100 --bake 600 \
+	--heartbeat 1 --ack-timeout 60 --listen "127.0.0.1:$PORT" --data "$WORK/p.data"
+[ "$PLANE_PORT" = "$PORT" ] || bail "the plane came back on port $PLANE_PORT, not $PORT"
+check "after kill -9 and a start: rollout 2 still aborted, superseded by version 4" \
+	ro_is '.id == 2 and .state == "aborted" and .revert_version == 4'
+check "... version 4 released: nothing queued, nothing waits" ro_is '.queued == 0 and (has("waiting") | not)'
+check "... and the agents stay at version 4" wait_until 20 all_at 4 "${NODES[@]}"
+
 # ---- a node's check still decides: a NACK of an emergency revert is recorded ----------------
 
 as alice put file/motd - <<<'{"path":"motd.txt","content":"motd-5\n"}' >/dev/null || bail "cannot write version 5"
@@ -129,23 +144,42 @@ check "rollout of version 5 reaches its first stage" wait_until 20 ro_is '.to_ve
 stop_pid "${APID[a2]}"
 bad_check "$WORK/check.sh"
 start_agent a2 --token-file "$WORK/a2.tok" --backoff-max 1 --stream-timeout 30 --check "sh $WORK/check.sh"
-# a revert to version 2 (the BAD content) --now: a2's check refuses it
+as oscar revert 2 --now >/dev/null 2>"$WORK/err"
+check_eq "an operator may not revert --now to version 2 (exit 1): the baseline is rollout 3's now" 1 "$?"
+check "... which it names: version 4" grep -q "only to version 4, the baseline of rollout 3 " "$WORK/err"
+# an admin's revert to version 2 (the BAD content) --now: a2's check refuses it
 out=$(as alice revert 2 --now)
 check "revert 2 --now: version 6" grep -q "^version 6: emergency revert" <<<"$out"
 check "a1 takes version 6" wait_until 20 agent_at a1 6
 check "a2 NACKs it (its check refuses BAD): the plane records the NACK" wait_until 20 has_nack a2 6
 check "a2 keeps what it had (an older version, none of the BAD content)" sh -c \
 	"[ \"\$(jq .version '$WORK/a2.state/status.json')\" -lt 6 ] && ! grep -rq BAD '$WORK/a2.out'"
+out=$(as oscar revert 4 --now)
+check_eq "an operator's revert --now to the baseline of the last rollout (3, superseded, not in progress)" \
+	"version 7: emergency revert, sent to every node at once (no stages, no bakes)" "$out"
+check "both agents take version 7" wait_until 20 all_at 7 "${NODES[@]}"
 
 # ---- etcd: the emergency mark in the etcd vlog record ------------------------------------
 
 if [ -x "$ETCD_BIN" ]; then
 	etcd_cluster_start 1
 	PREFIX=/t1002-$$/
-	start_plane e --store etcd --etcd "$ETCD_ENDPOINTS" --etcd-prefix "$PREFIX" --heartbeat 1 --rollout staged \
-		--stages 50,100 --bake 600
+	E=(--store etcd --etcd "$ETCD_ENDPOINTS" --etcd-prefix "$PREFIX" --heartbeat 1 --rollout staged --stages 50,100
+		--bake 600)
+	start_plane e "${E[@]}"
+	E_URL=$PLANE_URL
+	start_plane f "${E[@]}"
+	F_URL=$PLANE_URL
+	PLANE_URL=$E_URL
+	check "etcd: e is the rollout controller (it started first)" wait_until 15 sh -c \
+		"[ \"\$(curl -fsS '$E_URL/metrics' | awk '\$1 == \"tether_rollout_controller\" {print \$2}')\" = 1 ]"
 	ctl put file/motd - <<<'{"path":"motd.txt","content":"e-1\n"}' >/dev/null || not_ok "etcd: version 1"
 	ctl put file/motd - <<<'{"path":"motd.txt","content":"e-2\n"}' >/dev/null || not_ok "etcd: version 2"
+	check "etcd: replica f has version 2" wait_until 10 sh -c "[ \"\$(curl -sS '$F_URL/healthz' | jq .version)\" = 2 ]"
+	"$CTL_BIN" --plane "$F_URL" revert 1 --now >/dev/null 2>"$WORK/err"
+	check_eq "etcd: revert --now on a replica that is not the controller is refused (exit 1)" 1 "$?"
+	check "... 409, naming what to do" grep -q "not the rollout controller; send it to the controller" "$WORK/err"
+	check_eq "... nothing was written" 2 "$(curl -sS "$E_URL/healthz" | jq .version)"
 	out=$(ctl revert 1 --now)
 	check "etcd: revert --now: version 3, an emergency" grep -q "^version 3: emergency revert" <<<"$out"
 	check_eq "etcd: history JSON says emergency" true "$(curl -sS "$PLANE_URL/v1/history/3" | jq .emergency)"
@@ -153,6 +187,8 @@ if [ -x "$ETCD_BIN" ]; then
 	rec=$(etcdv3 1 /v3/kv/range "{\"key\":\"$key\"}" | jq -r '.kvs[0].value' | base64 -d)
 	check_eq "etcd: the vlog record carries emergency:true" true "$(jq .emergency <<<"$rec")"
 	check "etcd: log shows the '!'" grep -Eq '^3 +.*! emergency revert to version 1' <<<"$(ctl log)"
+	check "etcd: replica f follows: version 3 released (nothing queued), an emergency in its history" wait_until 10 sh -c \
+		"curl -sS '$F_URL/v1/rollouts/current' | jq -e '.queued == 0' >/dev/null && curl -sS '$F_URL/v1/history/3' | jq -e '.emergency == true' >/dev/null"
 else
 	ok "etcd: the emergency mark in the etcd vlog record # SKIP etcd is not installed"
 fi

@@ -4,7 +4,7 @@
 # (+05:30, +00:00), durations in words ("... ago"), no raw JSON (no '{'
 # or '}') and no epoch seconds, for rollout status (a rollout baking with
 # a version queued behind it), nodes, log, show, token ls, secrets status,
-# freeze and the agent's status; and --json of each is JSON that parses
+# freeze, watch (its freeze event) and the agent's status; and --json of each is JSON that parses
 # (the plane's, unchanged: compared with the API's for rollout status).
 . "$(dirname "$0")/lib.sh"
 
@@ -29,7 +29,16 @@ check "the agents reach version 1" wait_until 30 all_at 1 "${NODES[@]}"
 ctl put file/motd - --message "second" <<<'{"path":"motd.txt","content":"motd-2\n"}' >/dev/null || bail "version 2"
 check "rollout 2 bakes at its first stage" wait_until 20 ro_is '.id == 2 and .state == "in_progress" and .acked == 1'
 ctl put file/other - --message "queued one" <<<'{"path":"o.txt","content":"o\n"}' >/dev/null || bail "version 3"
+# tetherctl watch's lines for people, under TZ=Asia/Kolkata: the freeze event's time local too
+TZ=Asia/Kolkata "$CTL_BIN" --plane "$PLANE_URL" watch >"$WORK/watch.out" 2>"$WORK/watch.err" &   # $! is tetherctl
+track_pid $!
+subscribed() { [ "$(metric tether_events_subscribers)" -ge 1 ]; }
+wait_until 10 subscribed || bail "tetherctl watch did not subscribe"
 ctl freeze --until 2h --message "quiet hours" >/dev/null || bail "cannot freeze"
+check "watch: the freeze's until in local time" wait_until 10 grep -Eq \
+	'freeze.* until [0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\+05:30 by admin token: quiet hours$' "$WORK/watch.out"
+diag "$(cat "$WORK/watch.out")"
+check "watch: no raw JSON, no epoch seconds, no UTC time" sh -c "! grep -Eq '[{}]|1[6-9][0-9]{8}|T[0-9:]{8}Z' '$WORK/watch.out'"
 
 # human TZ NAME ARGS...: tetherctl ARGS under TZ, checked for raw JSON and
 # epoch seconds; its output left in OUT

@@ -332,21 +332,29 @@ static void test_age_without_a_commit(void **state)
 	assert_int_equal(floor_of(f), 4);
 }
 
+/* Makes the store's database one of schema (its vlog without column),
+ * and opens it again: upgraded in place. */
+static void back_to_schema(struct fixture *f, const char *column, int schema)
+{
+	close_store(f);
+	char path[128], sql[160];
+	snprintf(path, sizeof(path), "%s/tether.db", f->dir);
+	snprintf(sql, sizeof(sql), "ALTER TABLE vlog DROP COLUMN %s; UPDATE meta SET value=%d WHERE key='schema'", column,
+		 schema);
+	sqlite3 *db;
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	assert_int_equal(open_store(f), 0);
+}
+
 /* A schema 6 database (a vlog without its override column) gains it;
  * its records read back without one. */
 static void test_upgrade_from_schema_6(void **state)
 {
 	struct fixture *f = *state;
 	write1(f, "cluster/a", A, NULL);
-	close_store(f);
-	char path[128];
-	snprintf(path, sizeof(path), "%s/tether.db", f->dir);
-	sqlite3 *db;
-	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-	assert_int_equal(sqlite3_exec(db, "ALTER TABLE vlog DROP COLUMN override; UPDATE meta SET value=6 WHERE key='schema'",
-				      NULL, NULL, NULL), SQLITE_OK);
-	sqlite3_close(db);
-	assert_int_equal(open_store(f), 0);
+	back_to_schema(f, "override", 6);
 	struct store_meta ov = { "bob", "", 0, 0, "{\"passed\":[],\"reason\":\"r\"}", false };
 	assert_int_equal(write1(f, "cluster/a", B, &ov), 2);
 	struct buf b = BUF_INIT;
@@ -363,15 +371,10 @@ static void test_upgrade_from_schema_7(void **state)
 {
 	struct fixture *f = *state;
 	write1(f, "cluster/a", A, NULL);
-	close_store(f);
+	back_to_schema(f, "emergency", 7);
 	char path[128];
 	snprintf(path, sizeof(path), "%s/tether.db", f->dir);
 	sqlite3 *db;
-	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-	assert_int_equal(sqlite3_exec(db, "ALTER TABLE vlog DROP COLUMN emergency; UPDATE meta SET value=7 WHERE key='schema'",
-				      NULL, NULL, NULL), SQLITE_OK);
-	sqlite3_close(db);
-	assert_int_equal(open_store(f), 0);
 	struct store_meta em = { "oscar", "", 0, 1, NULL, true };
 	assert_int_equal(write1(f, "cluster/a", B, &em), 2);
 	struct buf b = BUF_INIT;

@@ -573,7 +573,8 @@ static int operator_may(struct api *p, const struct revert_job *j, struct rollou
 			 "admin role", (unsigned long long)j->v, (unsigned long long)base, (unsigned long long)id);
 	else
 		snprintf(err, errlen, "revert --now: version %llu: an operator may revert at once only to the baseline "
-			 "of a rollout, and there has been none; this needs the admin role", (unsigned long long)j->v);
+			 "of a rollout, and there has been none%s; this needs the admin role", (unsigned long long)j->v,
+			 rollout_staged(p->rollout) ? "" : " (the plane runs with --rollout immediate)");
 	log_info("revert --now: %s refused: %s", j->author, err);
 	return -1;
 }

@@ -159,6 +159,19 @@ check_eq "an operator's revert --now to the baseline of the last rollout (3, sup
 	"version 7: emergency revert, sent to every node at once (no stages, no bakes)" "$out"
 check "both agents take version 7" wait_until 20 all_at 7 "${NODES[@]}"
 
+# ---- --rollout immediate: no rollout, so no baseline: an admin's only ------------------------
+
+SECURE=1 start_plane i --admin-token-file "$WORK/admin.tok" --rollout immediate
+TETHER_TOKEN_FILE=$WORK/admin.tok ctl token create --role operator --name olga >"$WORK/olga.tok" || bail "olga's token"
+as admin put file/motd - <<<'{"path":"motd.txt","content":"i-1\n"}' >/dev/null || not_ok "immediate: version 1"
+as admin put file/motd - <<<'{"path":"motd.txt","content":"i-2\n"}' >/dev/null || not_ok "immediate: version 2"
+as olga revert 1 --now >/dev/null 2>"$WORK/err"
+check_eq "immediate: an operator's revert --now is refused (exit 1)" 1 "$?"
+check "... it says why: no rollout, --rollout immediate, the admin role" \
+	grep -q "there has been none (the plane runs with --rollout immediate); this needs the admin role" "$WORK/err"
+check_eq "immediate: an admin's revert --now" "version 3: emergency revert, sent to every node at once (no stages, no bakes)" \
+	"$(as admin revert 1 --now)"
+
 # ---- etcd: the emergency mark in the etcd vlog record ------------------------------------
 
 if [ -x "$ETCD_BIN" ]; then

@@ -428,7 +428,7 @@ int cmd_reject(const struct ctl_ctx *cx, int argc, char **argv)
 	plain.message = NULL;   /* in the body, as revert sends it */
 	int rc = CTL_EXIT_FAILED;
 	if (ctl_call(&plain, "POST", "/v1/revert", body.data, body.len, &ans) == 0)
-		rc = ctl_print_version(&ans);
+		rc = ctl_print_version(cx, &ans);
 	free(msg);
 	buf_release(&ans.body);
 	buf_release(&body);

@@ -12,6 +12,7 @@
 
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* The freeze of an answer {"freeze": record or null, "ended": bool}: 1
@@ -40,12 +41,12 @@ static int answer_freeze(const struct client_answer *ans, struct freeze_rec *f, 
 	return rc;
 }
 
-/* "frozen until 2026-12-06T18:00:00Z by alice: MESSAGE". */
+/* "frozen until 2026-12-06T18:00:00+01:00 by alice: MESSAGE" (local time). */
 static void print_line(const struct freeze_rec *f)
 {
-	char until[32];
-	freeze_time_text(f->until, until);
+	char *until = time_local_text((double)f->until);
 	printf("frozen until %s by %s: %s\n", until, f->by[0] ? f->by : "unknown", f->message);
+	free(until);
 }
 
 int cmd_freeze(const struct ctl_ctx *cx, int argc, char **argv)

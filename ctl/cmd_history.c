@@ -109,17 +109,13 @@ static void print_change(const cJSON *ch, const char *from, const char *to)
 	lines_free(b, nb);
 }
 
-static char *time_text(const cJSON *t)
+/* A version's time as local ISO 8601 (with how long ago: show). */
+static char *time_text(const cJSON *t, bool ago)
 {
 	uint64_t v;
 	if (!json_get_u64(t, &v))
 		return xstrdup("-");
-	time_t tt = (time_t)v;
-	struct tm tm;
-	char out[32];
-	if (!gmtime_r(&tt, &tm) || !strftime(out, sizeof(out), "%Y-%m-%dT%H:%M:%SZ", &tm))
-		return xasprintf("%" PRIu64, v);
-	return xstrdup(out);
+	return ago ? time_and_ago_text((double)v) : time_local_text((double)v);
 }
 
 static char *names_text(const cJSON *names)
@@ -199,10 +195,12 @@ int cmd_log(const struct ctl_ctx *cx, int argc, char **argv)
 		/* an override of the guards shows beside the message */
 		char *ov = override_text(cJSON_GetObjectItemCaseSensitive(v, "override"));
 		const char *m = msg && *msg ? msg : "-";
-		char *mcell = ov ? xasprintf("%s [override: %s]", m, ov) : xstrdup(m);
+		/* an emergency revert (revert --now) is marked "! " */
+		const char *em = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(v, "emergency")) ? "! " : "";
+		char *mcell = ov ? xasprintf("%s%s [override: %s]", em, m, ov) : xasprintf("%s%s", em, m);
 		free(ov);
 		char *row[] = {
-			xasprintf("%" PRIu64, ver), time_text(cJSON_GetObjectItemCaseSensitive(v, "time")),
+			xasprintf("%" PRIu64, ver), time_text(cJSON_GetObjectItemCaseSensitive(v, "time"), false),
 			cell_text(author && *author ? author : "-", 60), cell_text(mcell, 120),
 			names_text(cJSON_GetObjectItemCaseSensitive(v, "names")),
 			rb ? xasprintf("%" PRIu64, rb) : xstrdup("-"), NULL,
@@ -253,6 +251,7 @@ int cmd_show(const struct ctl_ctx *cx, int argc, char **argv)
 	static const struct known_field known[] = {
 		{ "version", "version" }, { "author", "author" }, { "time", "time" }, { "message", "message" },
 		{ "names", "names" }, { "reverted_by", "reverted by" }, { "override", "override" },
+		{ "emergency", "emergency" },
 	};
 	cJSON *shown = cJSON_Duplicate(doc, true);
 	char *ov = override_text(cJSON_GetObjectItemCaseSensitive(shown, "override"));
@@ -270,7 +269,7 @@ int cmd_show(const struct ctl_ctx *cx, int argc, char **argv)
 	free(at);
 	cJSON *t = cJSON_GetObjectItemCaseSensitive(shown, "time");
 	if (t) {
-		char *tt = time_text(t);
+		char *tt = time_text(t, true);
 		cJSON_ReplaceItemInObjectCaseSensitive(shown, "time", cJSON_CreateString(tt));
 		free(tt);
 	}
@@ -345,6 +344,8 @@ int cmd_revert(const struct ctl_ctx *cx, int argc, char **argv)
 	if (parse_version_arg(argv[0], "revert", &v) < 0)
 		return CTL_EXIT_USAGE;
 	buf_printf(&body, "{\"version\":%" PRIu64, v);
+	if (cx->now)   /* an emergency revert: every node at once */
+		buf_puts(&body, ",\"now\":true");
 	if (cx->message) {
 		buf_puts(&body, ",\"message\":");
 		buf_json_string(&body, cx->message);
@@ -355,7 +356,7 @@ int cmd_revert(const struct ctl_ctx *cx, int argc, char **argv)
 	plain.message = NULL;
 	if (ctl_call(&plain, "POST", "/v1/revert", body.data, body.len, &ans) != 0)
 		goto fail;
-	rc = ctl_print_version(&ans);
+	rc = ctl_print_version(cx, &ans);
 fail:
 	buf_release(&ans.body);
 	buf_release(&body);

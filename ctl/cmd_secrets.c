@@ -161,7 +161,7 @@ int cmd_put_sealed(const struct ctl_ctx *cx, int argc, char **argv)
 	client_escape(&path, name, true);
 	if (ctl_call(cx, "PUT", path.data, stored, strlen(stored), &ans) != 0)
 		goto out;
-	rc = ctl_print_version(&ans);
+	rc = ctl_print_version(cx, &ans);
 	if (rc == 0)
 		put_report(name, rkid, nwraps, added, NULL);
 out:

@@ -431,9 +431,13 @@ static int dry_run_ask(const struct ctl_ctx *cx, const struct tree *t, const str
 		goto out;
 	}
 	const char *frozen = json_get_string(doc, "frozen");
-	if (frozen)
-		printf("note: %s (a dry run is not refused by a freeze; the sync would be)\n", frozen);
-	printf("the plane would take it: every check passed (nothing was applied)\n");
+	if (cx->json) {
+		print_raw(&ans);   /* the plane's dry run answer */
+	} else {
+		if (frozen)
+			printf("note: %s (a dry run is not refused by a freeze; the sync would be)\n", frozen);
+		printf("the plane would take it: every check passed (nothing was applied)\n");
+	}
 	cJSON_Delete(doc);
 	rc = CTL_EXIT_CHANGES;
 out:
@@ -462,8 +466,17 @@ static int apply(const struct ctl_ctx *cx, const struct tree *t, const struct di
 		cJSON_Delete(doc);
 		goto out;
 	}
+	char *note = ctl_rollout_words(doc);   /* "queued behind rollout 5 (stage 2 of 3)" */
 	cJSON_Delete(doc);
-	printf("version %" PRIu64 ": %zu created, %zu changed, %zu deleted\n", v, d->creates, d->changes, d->deletes);
+	if (cx->json) {
+		print_raw(&ans);   /* the plane's answer to the batch */
+		free(note);
+		rc = CTL_EXIT_OK;
+		goto out;
+	}
+	printf("version %" PRIu64 ": %zu created, %zu changed, %zu deleted%s%s\n", v, d->creates, d->changes, d->deletes,
+	       note ? "; " : "", note ? note : "");
+	free(note);
 	rc = CTL_EXIT_OK;
 out:
 	buf_release(&batch);
@@ -511,12 +524,22 @@ int cmd_sync(const struct ctl_ctx *cx, int argc, char **argv)
 		goto out;
 	}
 	diff_compute(&t, &r, cx->prune, r.redacted, &d);
+	if (d.n == 0 && cx->json) {
+		/* no batch is sent: what the plane answers one that changes nothing */
+		printf("{\"version\":%" PRIu64 ",\"changed\":false}\n", r.version);
+		rc = CTL_EXIT_OK;
+		goto out;
+	}
 	if (d.n == 0) {
 		printf("nothing to do: '%s' matches the plane at version %" PRIu64 "\n", argv[0], r.version);
 		if (d.kept)
 			printf("%zu resource%s on the plane %s not in '%s' (kept; --prune deletes them)\n", d.kept,
 			       d.kept == 1 ? "" : "s", d.kept == 1 ? "is" : "are", argv[0]);
 		rc = CTL_EXIT_OK;
+		goto out;
+	}
+	if (cx->dry_run && cx->json) {
+		rc = dry_run_ask(cx, &t, &d, base);   /* the plane's dry run answer alone */
 		goto out;
 	}
 	if (cx->dry_run) {

@@ -97,12 +97,7 @@ static char *time_cell(const cJSON *v)
 	uint64_t t;
 	if (!json_get_u64(v, &t) || t == 0)
 		return xstrdup("-");
-	time_t tt = (time_t)t;
-	struct tm tm;
-	char out[32];
-	gmtime_r(&tt, &tm);
-	strftime(out, sizeof(out), "%Y-%m-%d %H:%M:%SZ", &tm);
-	return xstrdup(out);
+	return time_local_text((double)t);   /* local ISO 8601 */
 }
 
 int cmd_token_ls(const struct ctl_ctx *cx, int argc, char **argv)

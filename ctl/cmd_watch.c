@@ -6,7 +6,6 @@
 #include "commands.h"
 #include "credentials.h"
 #include "ctl.h"
-#include "freeze.h"
 #include "json.h"
 #include "output.h"
 #include "request.h"
@@ -126,12 +125,12 @@ static int print_event(void *ctx, const struct sse_event *ev)
 	} else if (strcmp(ev->type, "freeze") == 0 || strcmp(ev->type, "thaw") == 0) {
 		/* a freeze window set, or ended (by --off, or by its time) */
 		char *by = text(d, "by"), *msg = text(d, "message"), *ended = text(d, "ended");
-		char until[32];
-		freeze_time_text((int64_t)num(d, "until"), until);
+		char *until = time_local_text((double)num(d, "until"));
 		if (ev->type[0] == 'f')
 			printf("%s %sfreeze%s until %s by %s: %s\n", when, red, off, until, by, msg);
 		else
 			printf("%s %sthaw%s: the freeze until %s by %s ended (%s)\n", when, green, off, until, by, ended);
+		free(until);
 		free(by);
 		free(msg);
 		free(ended);

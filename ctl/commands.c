@@ -10,6 +10,7 @@
 #include "request.h"
 #include "resource.h"
 #include "rollout_gate.h"
+#include "rollout_text.h"
 #include "sealer.h"
 #include "json.h"
 #include "util.h"
@@ -126,7 +127,7 @@ int cmd_put(const struct ctl_ctx *cx, int argc, char **argv)
 	resource_path(&path, argv[0]);
 	if (ctl_call(cx, "PUT", path.data, body, len, &ans) != 0)
 		goto fail;
-	rc = ctl_print_version(&ans);
+	rc = ctl_print_version(cx, &ans);
 fail:
 	buf_release(&ans.body);
 	buf_release(&path);
@@ -191,7 +192,7 @@ int cmd_rm(const struct ctl_ctx *cx, int argc, char **argv)
 	resource_path(&path, argv[0]);
 	if (ctl_call(cx, "DELETE", path.data, NULL, 0, &ans) != 0)
 		goto fail;
-	rc = ctl_print_version(&ans);
+	rc = ctl_print_version(cx, &ans);
 fail:
 	buf_release(&ans.body);
 	buf_release(&path);
@@ -212,6 +213,11 @@ int cmd_ls(const struct ctl_ctx *cx, int argc, char **argv)
 	}
 	if (ctl_call(cx, "GET", path.data, NULL, 0, &ans) != 0)
 		goto fail;
+	if (cx->json) {
+		print_raw(&ans);
+		rc = 0;
+		goto fail;
+	}
 	if (!(doc = ctl_answer_json(&ans)))
 		goto fail;
 	const cJSON *list = cJSON_GetObjectItemCaseSensitive(doc, "resources");
@@ -253,7 +259,7 @@ int cmd_apply(const struct ctl_ctx *cx, int argc, char **argv)
 		goto fail;
 	if (ctl_call(cx, "POST", "/v1/batch", body, len, &ans) != 0)
 		goto fail;
-	rc = ctl_print_version(&ans);
+	rc = ctl_print_version(cx, &ans);
 fail:
 	buf_release(&ans.body);
 	free(body);
@@ -320,17 +326,22 @@ static char *nack_cell(const cJSON *nack)
 	return cell;
 }
 
-/* "3", or "3 LAGGING(75s)" when the plane flags the node: behind its
- * target for longer than the plane's --lag-alert. */
+/* "3", or "3 (lagging for 75 s)" when the plane flags the node: behind
+ * its target for longer than the plane's --lag-alert. */
 static char *lag_cell(const cJSON *node)
 {
 	char *lag = value_cell(cJSON_GetObjectItemCaseSensitive(node, "lag"));
 	if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(node, "lagging")))
 		return lag;
 	uint64_t secs;
-	char *cell = json_get_u64(cJSON_GetObjectItemCaseSensitive(node, "behind_seconds"), &secs)
-			     ? xasprintf("%s LAGGING(%" PRIu64 "s)", lag, secs)
-			     : xasprintf("%s LAGGING", lag);
+	char *cell;
+	if (json_get_u64(cJSON_GetObjectItemCaseSensitive(node, "behind_seconds"), &secs)) {
+		char *d = duration_text((double)secs);
+		cell = xasprintf("%s (lagging for %s)", lag, d);
+		free(d);
+	} else {
+		cell = xasprintf("%s (lagging)", lag);
+	}
 	free(lag);
 	return cell;
 }
@@ -385,15 +396,6 @@ fail:
 	return rc;
 }
 
-static const struct known_field rollout_fields[] = {
-	{ "id", "rollout" }, { "state", "state" }, { "stage", "stage %" },
-	{ "stages", "stages %" }, { "from_version", "from version" }, { "to_version", "to version" },
-	{ "members", "nodes" }, { "reached", "nodes in stage" }, { "acked", "acked in stage" },
-	{ "touched", "touched" }, { "revert_version", "revert version" }, { "reason", "reason" },
-	{ "messages", "messages" }, { "revert_messages", "revert messages" },
-	{ "version_only_messages", "version-only messages" },
-};
-
 /* Prints a rollout answer as "label: value" lines (or raw with --json). */
 static int print_rollout(const struct ctl_ctx *cx, const struct client_answer *ans)
 {
@@ -408,7 +410,7 @@ static int print_rollout(const struct ctl_ctx *cx, const struct client_answer *a
 	/* the traffic gates' comparison: a table of its own after the fields */
 	cJSON *gate = cJSON_IsObject(doc) ? cJSON_DetachItemFromObjectCaseSensitive(doc, "gate") : NULL;
 	if (cJSON_IsObject(doc))
-		fields_from(&f, doc, rollout_fields, sizeof(rollout_fields) / sizeof(rollout_fields[0]));
+		rollout_text_fields(&f, doc);
 	else
 		fields_add(&f, "answer", value_text(doc));
 	fields_print_release(&f);
@@ -449,7 +451,7 @@ int cmd_rollout_abort(const struct ctl_ctx *cx, int argc, char **argv)
 
 /* ---- the local agent --------------------------------------------------- */
 
-/* "2025-01-02T03:04:05Z (12s ago)" from epoch seconds or milliseconds;
+/* "2026-12-06T05:12:03+01:00 (12 s ago)" (local time) from epoch seconds or milliseconds;
  * strings are shown as they are. */
 static char *sync_time_text(const cJSON *v)
 {
@@ -458,21 +460,7 @@ static char *sync_time_text(const cJSON *v)
 	if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble > 1e15)
 		return value_text(v);
 	double d = v->valuedouble;
-	time_t secs = (time_t)(d > 1e11 ? d / 1000 : d);   /* 1e11 s is year 5138 */
-	struct tm tm;
-	char when[64];
-	if (!gmtime_r(&secs, &tm) || !strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm))
-		return value_text(v);
-	int64_t age = wall_seconds() - (int64_t)secs;
-	if (age < 0)
-		return xstrdup(when);
-	if (age < 120)
-		return xasprintf("%s (%llds ago)", when, (long long)age);
-	if (age < 7200)
-		return xasprintf("%s (%lldm ago)", when, (long long)(age / 60));
-	if (age < 172800)
-		return xasprintf("%s (%lldh ago)", when, (long long)(age / 3600));
-	return xasprintf("%s (%lldd ago)", when, (long long)(age / 86400));
+	return time_and_ago_text(d > 1e11 ? d / 1000 : d);   /* 1e11 s is year 5138 */
 }
 
 static const struct known_field status_fields[] = {
@@ -518,10 +506,22 @@ int cmd_status(const struct ctl_ctx *cx, int argc, char **argv)
 	const cJSON *e = cJSON_GetObjectItemCaseSensitive(doc, "last_error");
 	if (e && (cJSON_IsNull(e) || (cJSON_IsString(e) && !*e->valuestring)))
 		cJSON_ReplaceItemInObjectCaseSensitive(doc, "last_error", cJSON_CreateString("none"));
-	char *when = sync_time_text(cJSON_GetObjectItemCaseSensitive(doc, "last_sync"));
-	if (cJSON_HasObjectItem(doc, "last_sync"))
-		cJSON_ReplaceItemInObjectCaseSensitive(doc, "last_sync", cJSON_CreateString(when));
-	free(when);
+	/* times (epoch seconds or milliseconds) as local ISO 8601 and how long ago */
+	cJSON *times = cJSON_CreateObject();
+	for (const cJSON *m = doc->child; m; m = m->next) {
+		size_t kl = strlen(m->string);
+		bool is_time = strcmp(m->string, "last_sync") == 0 || strcmp(m->string, "started") == 0 ||
+			       (kl > 3 && strcmp(m->string + kl - 3, "_at") == 0) ||
+			       (kl > 5 && strcmp(m->string + kl - 5, "_time") == 0) || strcmp(m->string, "since") == 0;
+		if (is_time && (cJSON_IsNumber(m) || cJSON_IsNull(m))) {
+			char *when = sync_time_text(m);
+			cJSON_AddStringToObject(times, m->string, when);
+			free(when);
+		}
+	}
+	for (const cJSON *t = times->child; t; t = t->next)
+		cJSON_ReplaceItemInObjectCaseSensitive(doc, t->string, cJSON_CreateString(t->valuestring));
+	cJSON_Delete(times);
 	fields_from(&f, doc, status_fields, sizeof(status_fields) / sizeof(status_fields[0]));
 	fields_print_release(&f);
 	rc = 0;

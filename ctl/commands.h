@@ -33,6 +33,7 @@ struct ctl_ctx {
 	const char *output;       /* --output FILE: put --seal writes the stored form there */
 	const char *until;        /* freeze --until TIME */
 	bool off;                 /* freeze --off */
+	bool now;                 /* revert --now: an emergency revert */
 	bool approver;            /* keygen --approver: an approver's Ed25519 key */
 	const char *approver_key; /* approve --key FILE: the approver's secret key */
 	bool man;                 /* explain --man: the roff of tether-resources(5) */

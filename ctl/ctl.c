@@ -38,12 +38,13 @@
 #define OPT_APPROVER 524288u
 #define OPT_KEY 1048576u   /* approve --key FILE: an approver's key (not the client certificate's) */
 #define OPT_MAN 2097152u   /* explain --man: tether-resources(5)'s roff */
+#define OPT_NOW 4194304u   /* revert --now: an emergency revert, every node at once */
 
 /* The option of each OPT_ bit, for "unknown option" messages. */
 static const char *const opt_names[] = { "--json", "--state-dir", "--node", "--role", "--name",
 					  "--prune", "--dry-run", "--message", "--base", "--force", "-n", "--at",
 					  "--seal", "--recovery", "--recovery-key", "--output", "--override",
-					  "--until", "--off", "--approver", "--key", "--man" };
+					  "--until", "--off", "--approver", "--key", "--man", "--now" };
 
 struct command {
 	const char *name, *sub;   /* "rollout" "status"; sub NULL for one word */
@@ -56,23 +57,23 @@ struct command {
 };
 
 static const struct command commands[] = {
-	{ "put", NULL, "NAME [FILE|-] [--dry-run] [--message TEXT] [--override REASON] [--seal [--recovery-key FILE] [--output FILE]]",
+	{ "put", NULL, "NAME [FILE|-] [--dry-run] [--message TEXT] [--override REASON] [--seal [--recovery-key FILE] [--output FILE]] [--json]",
 	  "upsert one resource (body: a JSON object; stdin without FILE); --dry-run: the plane checks it and "
 	  "stores nothing (exit 4 refused, 3 would change, 0 the same); --seal: a secret sealed here "
 	  "(--output: its stored form written to FILE, for sync)", 1, 2,
-	  OPT_DRY_RUN | OPT_MESSAGE | OPT_OVERRIDE | OPT_SEAL | OPT_RECOVERY_KEY | OPT_OUTPUT, false, cmd_put },
+	  OPT_DRY_RUN | OPT_MESSAGE | OPT_OVERRIDE | OPT_SEAL | OPT_RECOVERY_KEY | OPT_OUTPUT | OPT_JSON, false, cmd_put },
 	{ "get", NULL, "NAME [--at VERSION]", "print the body of a resource (as it was at VERSION)", 1, 1, OPT_AT,
 	  false, cmd_get },
-	{ "rm", NULL, "NAME [--message TEXT] [--override REASON]", "delete a resource", 1, 1,
-	  OPT_MESSAGE | OPT_OVERRIDE, false, cmd_rm },
-	{ "ls", NULL, "[PREFIX]", "list names with their versions", 0, 1, 0, false, cmd_ls },
-	{ "apply", NULL, "FILE [--message TEXT] [--override REASON]",
-	  "one batch {\"upserts\":[...],\"removes\":[...]} as one version", 1, 1, OPT_MESSAGE | OPT_OVERRIDE, false,
-	  cmd_apply },
-	{ "sync", NULL, "DIR [--prune] [--dry-run] [--message TEXT] [--override REASON] [--base VERSION] [--recovery-key FILE]",
+	{ "rm", NULL, "NAME [--message TEXT] [--override REASON] [--json]", "delete a resource", 1, 1,
+	  OPT_MESSAGE | OPT_OVERRIDE | OPT_JSON, false, cmd_rm },
+	{ "ls", NULL, "[PREFIX] [--json]", "list names with their versions", 0, 1, OPT_JSON, false, cmd_ls },
+	{ "apply", NULL, "FILE [--message TEXT] [--override REASON] [--json]",
+	  "one batch {\"upserts\":[...],\"removes\":[...]} as one version", 1, 1, OPT_MESSAGE | OPT_OVERRIDE | OPT_JSON,
+	  false, cmd_apply },
+	{ "sync", NULL, "DIR [--prune] [--dry-run] [--message TEXT] [--override REASON] [--base VERSION] [--recovery-key FILE] [--json]",
 	  "make the plane match DIR/<type>/<name>.json, one version (--dry-run: the diff, checked by the plane: "
 	  "exit 4 refused, 3 would change, 0 nothing to do)", 1, 1,
-	  OPT_PRUNE | OPT_DRY_RUN | OPT_MESSAGE | OPT_OVERRIDE | OPT_BASE | OPT_RECOVERY_KEY, false, cmd_sync },
+	  OPT_PRUNE | OPT_DRY_RUN | OPT_MESSAGE | OPT_OVERRIDE | OPT_BASE | OPT_RECOVERY_KEY | OPT_JSON, false, cmd_sync },
 	{ "export", NULL, "DIR [--force]", "write the plane's resources as DIR/<type>/<name>.json", 1, 1, OPT_FORCE,
 	  false, cmd_export },
 	{ "log", NULL, "[NAME] [-n N] [--json]", "the versions, newest first: who, when, why, what (default 20)",
@@ -80,13 +81,16 @@ static const struct command commands[] = {
 	{ "show", NULL, "VERSION [--json]", "what a version changed, with who, when and why", 1, 1, OPT_JSON, false,
 	  cmd_show },
 	{ "diff", NULL, "V1 V2 [--json]", "what differs between two versions", 2, 2, OPT_JSON, false, cmd_diff },
-	{ "revert", NULL, "VERSION [--message TEXT] [--override REASON]",
-	  "commit the state at VERSION as a new version", 1, 1, OPT_MESSAGE | OPT_OVERRIDE, false, cmd_revert },
+	{ "revert", NULL, "VERSION [--now] [--message TEXT] [--override REASON] [--json]",
+	  "commit the state at VERSION as a new version (--now: an emergency revert, to every node at once: no "
+	  "stages, no bakes; the rollout in progress is superseded)", 1, 1,
+	  OPT_NOW | OPT_MESSAGE | OPT_OVERRIDE | OPT_JSON, false, cmd_revert },
 	{ "nodes", NULL, "[--json]", "per node: acked version, lag, connection, key, last NACK, labels",
 	  0, 0, OPT_JSON, false, cmd_nodes },
 	{ "rollout", "status", "[--json]", "the current or last rollout", 0, 0, OPT_JSON, false,
 	  cmd_rollout_status },
-	{ "rollout", "abort", "", "stop the current rollout and revert", 0, 0, 0, false, cmd_rollout_abort },
+	{ "rollout", "abort", "[--json]", "stop the current rollout and revert", 0, 0, OPT_JSON, false,
+	  cmd_rollout_abort },
 	{ "freeze", NULL, "[--until TIME --message TEXT | --off] [--json]",
 	  "show, set or end the freeze window: writes (423) and rollouts stop until TIME (2026-12-06T18:00:00Z, "
 	  "or 90m, 2h, 1d from now); an admin's override passes", 0, 0, OPT_UNTIL | OPT_MESSAGE | OPT_OFF | OPT_JSON,
@@ -107,9 +111,9 @@ static const struct command commands[] = {
 	  "show what VERSION changes since the last approved, digest it here, sign with the approver key FILE "
 	  "and post the approval (nodes that require approvals wait for it)", 1, 1, OPT_KEY | OPT_JSON, false,
 	  cmd_approve },
-	{ "reject", NULL, "VERSION [--message TEXT] [--override REASON]",
+	{ "reject", NULL, "VERSION [--message TEXT] [--override REASON] [--json]",
 	  "commit the state before VERSION as a new version (\"reject VERSION: ...\")", 1, 1,
-	  OPT_MESSAGE | OPT_OVERRIDE, false, cmd_reject },
+	  OPT_MESSAGE | OPT_OVERRIDE | OPT_JSON, false, cmd_reject },
 	{ "token", "create", "--node ID | --role ROLE [--name TEXT] [--json]",
 	  "a new token (ROLE: admin, operator, reader, relay), printed once", 0, 0,
 	  OPT_NODE | OPT_ROLE | OPT_NAME | OPT_JSON, false,
@@ -369,6 +373,9 @@ static int parse(int argc, char **argv, struct parsed *p)
 		} else if (strcmp(a, "--recovery") == 0) {
 			p->cx.recovery = true;
 			p->opts_seen |= OPT_RECOVERY;
+		} else if (strcmp(a, "--now") == 0) {
+			p->cx.now = true;
+			p->opts_seen |= OPT_NOW;
 		} else if (strcmp(a, "--off") == 0) {
 			p->cx.off = true;
 			p->opts_seen |= OPT_OFF;

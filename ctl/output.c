@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Prints the plane's JSON as it came, ending with a newline. */
 void print_raw(const struct client_answer *ans)
@@ -117,8 +118,97 @@ char *value_text(const cJSON *v)
 			return buf_detach(&b, NULL);
 		}
 	}
-	char *t = cJSON_PrintUnformatted(v);
-	return t ? t : xstrdup("?");
+	/* objects as words, never raw JSON: "members 3, acked 2"; a list of
+	 * them "; "-separated; nested ones in parentheses */
+	struct buf b = BUF_INIT;
+	if (cJSON_IsArray(v)) {
+		for (const cJSON *e = v->child; e; e = e->next) {
+			char *t = value_text(e);
+			buf_printf(&b, "%s%s", b.len ? "; " : "", t);
+			free(t);
+		}
+	} else if (cJSON_IsObject(v)) {
+		for (const cJSON *m = v->child; m; m = m->next) {
+			char *t = value_text(m);
+			bool nested = cJSON_IsObject(m) || (cJSON_IsArray(m) && m->child && !cJSON_IsString(m->child) &&
+							    !cJSON_IsNumber(m->child));
+			buf_printf(&b, "%s%s %s%s%s", b.len ? ", " : "", m->string ? m->string : "?", nested ? "(" : "", t,
+				   nested ? ")" : "");
+			free(t);
+		}
+	} else if (cJSON_IsNumber(v)) {
+		buf_printf(&b, "%g", v->valuedouble);
+	}
+	if (!b.len)
+		buf_puts(&b, "-");
+	return buf_detach(&b, NULL);
+}
+
+char *time_local_text(double epoch)
+{
+	if (!(epoch > 0) || epoch > 253402300799.0)   /* none, or past the year 9999 */
+		return xstrdup("-");
+	time_t tt = (time_t)epoch;
+	struct tm tm;
+	char out[48], off[8];
+	/* local time (TZ honoured) with its offset as +HH:MM */
+	if (!localtime_r(&tt, &tm) || !strftime(out, sizeof(out), "%Y-%m-%dT%H:%M:%S", &tm) ||
+	    !strftime(off, sizeof(off), "%z", &tm) || strlen(off) != 5)
+		return xasprintf("%.0f", epoch);
+	return xasprintf("%s%.3s:%s", out, off, off + 3);
+}
+
+char *duration_text(double seconds)
+{
+	if (!(seconds > 0))   /* negative, or not a number */
+		seconds = 0;
+	if (seconds > 1e12)   /* tens of thousands of years: as many days as that */
+		seconds = 1e12;
+	unsigned long long s = (unsigned long long)(seconds + 0.5);
+	if (s < 120)
+		return xasprintf("%llu s", s);
+	if (s < 2 * 3600)
+		return xasprintf("%llu min", s / 60);
+	if (s < 2 * 86400)
+		return xasprintf("%llu h %llu min", s / 3600, s % 3600 / 60);
+	return xasprintf("%llu days", s / 86400);
+}
+
+char *ago_text(double epoch)
+{
+	if (!(epoch > 0))
+		return xstrdup("-");
+	double d = (double)time(NULL) - epoch;
+	if (d < -1) {
+		char *t = duration_text(-d);
+		char *r = xasprintf("in %s", t);
+		free(t);
+		return r;
+	}
+	if (d < 1)
+		return xstrdup("just now");
+	char *t = duration_text(d);
+	char *r = xasprintf("%s ago", t);
+	free(t);
+	return r;
+}
+
+char *duration_until_text(double epoch)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return duration_text(epoch - ((double)ts.tv_sec + (double)ts.tv_nsec / 1e9));
+}
+
+char *time_and_ago_text(double epoch)
+{
+	if (!(epoch > 0))
+		return xstrdup("-");
+	char *t = time_local_text(epoch), *a = ago_text(epoch);
+	char *r = xasprintf("%s (%s)", t, a);
+	free(t);
+	free(a);
+	return r;
 }
 
 /* Display width of UTF-8 text: one column a code point. */

@@ -33,9 +33,20 @@ void print_raw(const struct client_answer *ans);
  * numbers and strings keep their exact bytes. */
 void json_pretty(struct buf *out, const char *s);
 /* Returns a new allocated text of a scalar or small value: strings as
- * they are, null as "-", arrays of scalars joined by ", ", anything else
- * as compact JSON. */
+ * they are, null as "-", arrays of scalars joined by ", ", an object as
+ * words ("members 3, acked 2"), a list of objects "; "-separated: never
+ * raw JSON. */
 char *value_text(const cJSON *v);
+/* Times for people (new allocated): local ISO 8601 with its offset
+ * (TZ honoured): 2026-12-06T05:12:03+01:00; a
+ * duration in words ("19 s", "2 min", "3 h 5 min", "2 days"); how long
+ * ago ("2 min ago", "in 5 s"); the duration until epoch; and "TIME (AGO)".
+ * epoch <= 0: "-". */
+char *time_local_text(double epoch);
+char *duration_text(double seconds);
+char *ago_text(double epoch);
+char *duration_until_text(double epoch);
+char *time_and_ago_text(double epoch);
 /* Display width of UTF-8 text: one column a code point. */
 size_t text_width(const char *s);
 /* Returns a new allocated one-line copy of s for a table cell, cut to max

@@ -7,6 +7,7 @@
 #include "ctl.h"
 #include "json.h"
 #include "log.h"
+#include "output.h"
 #include "sealer.h"
 #include "xmalloc.h"
 
@@ -180,9 +181,57 @@ cJSON *ctl_answer_json(const struct client_answer *ans)
 	return doc;
 }
 
-/* Prints "version N" from {"version": N, "changed": bool}. */
-int ctl_print_version(const struct client_answer *ans)
+/* What a write's rollout does, in words (its "rollout" member): "queued
+ * behind rollout 5 (stage 2 of 3)"; nothing when it says nothing (a
+ * rollout that started with it: "version N" as it always was, which
+ * scripts read). */
+static void rollout_note(struct buf *out, const cJSON *ro)
 {
+	const char *state = json_get_string(ro, "state");
+	uint64_t id = 0, stage = 0, stages = 0, queue = 0, back = 0, expected = 0, sup = 0;
+	if (!state)
+		return;
+	json_get_u64(cJSON_GetObjectItemCaseSensitive(ro, "stages"), &stages);
+	if (strcmp(state, "queued") == 0) {
+		json_get_u64(cJSON_GetObjectItemCaseSensitive(ro, "behind"), &id);
+		json_get_u64(cJSON_GetObjectItemCaseSensitive(ro, "stage"), &stage);
+		json_get_u64(cJSON_GetObjectItemCaseSensitive(ro, "queue"), &queue);
+		buf_printf(out, "queued behind rollout %" PRIu64 " (stage %" PRIu64 " of %" PRIu64 ")", id, stage,
+			   stages);
+		if (queue > 1)
+			buf_printf(out, ", %" PRIu64 " versions waiting with this one", queue);
+	} else if (strcmp(state, "waiting") == 0) {
+		json_get_u64(cJSON_GetObjectItemCaseSensitive(ro, "back"), &back);
+		json_get_u64(cJSON_GetObjectItemCaseSensitive(ro, "expected"), &expected);
+		const cJSON *until = cJSON_GetObjectItemCaseSensitive(ro, "until");
+		char *left = cJSON_IsNumber(until) ? duration_until_text(until->valuedouble) : xstrdup("a moment");
+		buf_printf(out, "its rollout waits for nodes to reconnect (%" PRIu64 " of %" PRIu64 " back, up to %s more)",
+			   back, expected, left);
+		free(left);
+	} else if (strcmp(state, "emergency") == 0) {
+		buf_puts(out, "emergency revert, sent to every node at once (no stages, no bakes)");
+		if (json_get_u64(cJSON_GetObjectItemCaseSensitive(ro, "superseded"), &sup) && sup)
+			buf_printf(out, "; rollout %" PRIu64 " superseded", sup);
+	}
+}
+
+char *ctl_rollout_words(const cJSON *answer)
+{
+	struct buf note = BUF_INIT;
+	rollout_note(&note, cJSON_GetObjectItemCaseSensitive(answer, "rollout"));
+	char *shown = note.len ? cell_text(note.data, 400) : NULL;
+	buf_release(&note);
+	return shown;
+}
+
+/* Prints "version N" from {"version": N, "changed": bool}, and what its
+ * rollout does ("version 12: queued behind rollout 5 (stage 2 of 3)"). */
+int ctl_print_version(const struct ctl_ctx *cx, const struct client_answer *ans)
+{
+	if (cx->json) {
+		print_raw(ans);
+		return 0;
+	}
 	cJSON *doc = ctl_answer_json(ans);
 	uint64_t v;
 	if (!doc)
@@ -193,7 +242,10 @@ int ctl_print_version(const struct client_answer *ans)
 		return 1;
 	}
 	const cJSON *changed = cJSON_GetObjectItemCaseSensitive(doc, "changed");
-	printf("version %" PRIu64 "%s\n", v, cJSON_IsFalse(changed) ? " (no change)" : "");
+	char *note = ctl_rollout_words(doc);
+	printf("version %" PRIu64 "%s%s%s\n", v, cJSON_IsFalse(changed) ? " (no change)" : "", note ? ": " : "",
+	       note ? note : "");
+	free(note);
 	cJSON_Delete(doc);
 	return 0;
 }
@@ -210,15 +262,12 @@ void ctl_warn_stale(const struct ctl_ctx *cx, const struct client_answer *ans)
 	for (char *c = why; *c; c++)
 		if ((unsigned char)*c < 0x20 || *c == 0x7f)
 			*c = '?';
-	char when[32] = "?";
-	time_t t = (time_t)since;
-	struct tm tm;
-	if (since > 0 && gmtime_r(&t, &tm))
-		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	char *when = since > 0 ? time_and_ago_text((double)since) : xstrdup("?");
 	fprintf(stderr,
 		"tetherctl: warning: %s is stale since %s (%s): what it says is judged against the version it "
 		"holds, which may be old; ask a plane that is current\n",
 		cx->plane ? cx->plane : "the plane", when, why);
+	free(when);
 }
 
 /* ---- input to send ------------------------------------------------------------- */

@@ -35,8 +35,12 @@ int ctl_call_refusal(const struct ctl_ctx *cx, const char *method, const char *p
 void ctl_warn_stale(const struct ctl_ctx *cx, const struct client_answer *ans);
 /* Parses an answer of the plane; NULL after printing why. */
 cJSON *ctl_answer_json(const struct client_answer *ans);
-/* Prints "version N" from {"version": N, "changed": bool}; 0 or 1. */
-int ctl_print_version(const struct client_answer *ans);
+/* Prints "version N" from {"version": N, "changed": bool} and what its
+ * rollout does (or, with --json, the plane's answer as it came); 0 or 1. */
+int ctl_print_version(const struct ctl_ctx *cx, const struct client_answer *ans);
+/* What a write's answer says its rollout does, in words ("queued behind
+ * rollout 5 (stage 2 of 3)"), new allocated; NULL: nothing to say. */
+char *ctl_rollout_words(const cJSON *answer);
 
 /* Reads FILE (or "-" for standard input, whole, pipes included; at most
  * CTL_MAX_INPUT) and checks it is a JSON object (what names it in the

@@ -115,6 +115,12 @@ static uint64_t hook_released(void *ctx, uint64_t v)
 	return rollout_released_now(p->rollout, v);
 }
 
+static void hook_write_note(void *ctx, uint64_t version, struct buf *out)
+{
+	struct plane *p = ctx;
+	rollout_write_note(p->rollout, version, out);
+}
+
 /* The store moved to version after from elsewhere (n changes): the
  * streams, the events and the keeper hear it. */
 static void followed(struct plane *p, uint64_t after, size_t n)
@@ -323,7 +329,7 @@ int plane_start(struct plane *p, char *err, size_t errlen)
 	p->core.hooks = (struct core_hooks){
 		.ctx = p, .target = hook_target, .sent = hook_sent, .step = hook_step,
 		.wants_reports = hook_wants_reports, .rollout_gen = hook_rollout_gen,
-		.rollout_json = hook_rollout_json, .released = hook_released,
+		.rollout_json = hook_rollout_json, .released = hook_released, .write_note = hook_write_note,
 	};
 	pthread_mutex_init(&p->auth.token_lock, NULL);
 	p->auth.insecure = p->cfg.insecure;

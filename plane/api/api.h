@@ -78,8 +78,8 @@ enum http_result api_relay_changes(struct api *p, struct http_conn *c, struct re
 enum http_result api_relay_statement(struct api *p, struct http_conn *c);
 enum http_result api_config(struct api *p, struct http_conn *c, struct request *r);
 enum http_result api_rollouts(struct api *p, struct http_conn *c);
-enum http_result api_rollout_current(struct api *p, struct http_conn *c);
-enum http_result api_rollout_abort(struct api *p, struct http_conn *c);
+enum http_result api_rollout_current(struct api *p, struct http_conn *c, struct request *r);
+enum http_result api_rollout_abort(struct api *p, struct http_conn *c, struct request *r);
 enum http_result api_events(struct api *p, struct http_conn *c);
 enum http_result api_ui(struct api *p, struct http_conn *c, const char *rest);
 /* GET, PUT and DELETE /v1/freeze: the freeze window (api/freeze.c). */
@@ -105,6 +105,14 @@ int history_message_check(const char *m, char *err, size_t errlen);
  * checked as a message, and whether who is an admin. 0, or -1 with err
  * naming the header. */
 struct write_opts;
+/* Runs fn(p, arg, res) off the request's thread when the plane has a
+ * writer (a shared backend: on the writer thread when write, else a
+ * reader), else at once; free_arg(arg) after; the answer is res
+ * (api/history.c). */
+struct write_result;
+enum http_result api_run(struct api *p, struct http_conn *c, struct request *r, bool write,
+			 void (*fn)(void *ctx, void *arg, struct write_result *res), void *arg,
+			 void (*free_arg)(void *));
 int api_override(struct http_conn *c, const struct principal *who, struct write_opts *opts, char *err,
 		 size_t errlen);
 /* A resource body as who may see it (api/resources.c). */

@@ -16,6 +16,8 @@
 #include "http/auth.h"
 #include "http/http.h"
 #include "json.h"
+#include "log.h"
+#include "rollout/rollout.h"
 #include "util.h"
 #include "xmalloc.h"
 
@@ -81,6 +83,8 @@ static void put_version(struct buf *b, const struct persist_version *v)
 		   (unsigned long long)v->reverted_by);
 	if (v->override)   /* {"passed":[GUARD...],"reason":R}, as the writer recorded it */
 		buf_printf(b, ",\"override\":%s", v->override);
+	if (v->emergency)   /* tetherctl revert --now */
+		buf_puts(b, ",\"emergency\":true");
 }
 
 struct listing {
@@ -172,8 +176,8 @@ static void answer_json(struct write_result *res, struct buf *b)
 
 /* Runs fn(p, arg) off the request's thread when the plane has a writer
  * (a shared backend), else here; free_arg(arg) after. */
-static enum http_result run(struct api *p, struct http_conn *c, struct request *r, bool write, writer_fn fn,
-			   void *arg, void (*free_arg)(void *))
+enum http_result api_run(struct api *p, struct http_conn *c, struct request *r, bool write, writer_fn fn,
+			 void *arg, void (*free_arg)(void *))
 {
 	r->job = writer_call(p->core->writer, c, write, fn, arg, free_arg);
 	if (r->job)
@@ -274,7 +278,7 @@ enum http_result api_history(struct api *p, struct http_conn *c, struct request 
 			return http_send_error(c, HTTP_BAD_REQUEST, "history: '%.40s' is not a version", version);
 		}
 	}
-	return run(p, c, r, false, history_run, j, history_job_free);
+	return api_run(p, c, r, false, history_run, j, history_job_free);
 }
 
 /* The states of names at a version, as the log rebuilds them. */
@@ -425,7 +429,7 @@ enum http_result api_history_get_at(struct api *p, struct http_conn *c, struct r
 	j->who = *who;
 	j->name = xstrdup(name);
 	j->v = v;
-	return run(p, c, r, false, get_at_run, j, at_job_free);
+	return api_run(p, c, r, false, get_at_run, j, at_job_free);
 }
 
 /* Per name changed in (a, b] (b <= the store's version): its state at a
@@ -528,7 +532,7 @@ enum http_result api_diff(struct api *p, struct http_conn *c, struct request *r)
 	j->who = who;
 	j->a = a;
 	j->b = b;
-	return run(p, c, r, false, diff_run, j, free);
+	return api_run(p, c, r, false, diff_run, j, free);
 }
 
 /* POST /v1/revert: what the job needs. */
@@ -537,6 +541,7 @@ struct revert_job {
 	char *message;
 	char *override;
 	bool admin;
+	bool now;                    /* an emergency revert: every node at once */
 	char author[320];
 };
 
@@ -546,6 +551,32 @@ static void revert_job_free(void *arg)
 	free(j->message);
 	free(j->override);
 	free(j);
+}
+
+/* An emergency revert by an operator (not an admin) goes back only to
+ * the baseline of the current or last rollout: the version released
+ * before it. Checked while the rollout holds (rollout_emergency_begin):
+ * on refusal, 403 and the hold ended. */
+static int operator_may(struct api *p, const struct revert_job *j, struct rollout_emergency **em, int *status,
+			char *err, size_t errlen)
+{
+	uint64_t base = 0, id = 0;
+	bool have = rollout_baseline(p->rollout, &base, &id);
+	if (j->admin || (have && base == j->v))
+		return 0;
+	rollout_emergency_end(p->rollout, *em, 0, NULL);
+	*em = NULL;
+	*status = HTTP_FORBIDDEN;
+	if (have)
+		snprintf(err, errlen, "revert --now: version %llu: an operator may revert at once only to version %llu, "
+			 "the baseline of rollout %llu (the version released before it); another version needs the "
+			 "admin role", (unsigned long long)j->v, (unsigned long long)base, (unsigned long long)id);
+	else
+		snprintf(err, errlen, "revert --now: version %llu: an operator may revert at once only to the baseline "
+			 "of a rollout, and there has been none%s; this needs the admin role", (unsigned long long)j->v,
+			 rollout_staged(p->rollout) ? "" : " (the plane runs with --rollout immediate)");
+	log_info("revert --now: %s refused: %s", j->author, err);
+	return -1;
 }
 
 /* The state at j->v from the log, committed against the version it was
@@ -594,10 +625,45 @@ static void revert_run(void *ctx, void *arg, struct write_result *res)
 		}
 		n++;
 	}
-	struct write_opts opts = { j->author, j->message, true, cur, true, j->override, j->admin, false };
+	struct write_opts opts = { .author = j->author, .message = j->message, .has_base = true, .base = cur,
+				   .revert = true, .override = j->override, .admin = j->admin, .emergency = j->now };
+	/* an emergency revert holds the rollout while it commits, then
+	 * supersedes the one in progress and goes to every node at once */
+	int status = 0;
+	struct rollout_emergency *em = NULL;
+	if (j->now && (rollout_emergency_begin(p->rollout, &em, &status, err, sizeof(err)) < 0 ||
+		       operator_may(p, j, &em, &status, err, sizeof(err)) < 0)) {
+		for (size_t k = 0; k < n; k++)
+			free(ch[k].body);
+		free(ch);
+		states_release(&st);
+		write_result_error(res, (unsigned)status, "%s", err);
+		return;
+	}
 	/* the versions after v up to cur are reverted by this one: log's
 	 * REVERTED BY names it, as for a rollout's revert */
+	if (em) {   /* the rollout's records land in the revert's own commit */
+		opts.rows = rollout_emergency_rows;
+		opts.rows_ctx = em;
+	}
 	writer_commit_revert(p->core, ch, n, false, &opts, v, v < cur ? cur : 0, res);
+	if (j->now) {
+		/* the answer {"version","changed"} gains what the rollout did */
+		bool done = res->status == HTTP_OK && !res->error && res->changed && res->body.len &&
+			    res->body.data[res->body.len - 1] == '}';
+		uint64_t rv = done ? res->version : 0;
+		struct buf note = BUF_INIT;
+		rollout_emergency_end(p->rollout, em, rv, &note);
+		if (rv && note.len) {
+			res->body.len--;
+			buf_append(&res->body, note.data, note.len);
+			buf_putc(&res->body, '}');
+		}
+		buf_release(&note);
+		if (rv)
+			log_warn("revert --now: version %llu, the state of version %llu, by %s", (unsigned long long)rv,
+				 (unsigned long long)v, j->author);
+	}
 	free(ch);
 	states_release(&st);
 }
@@ -610,7 +676,7 @@ enum http_result api_revert(struct api *p, struct http_conn *c, struct request *
 	struct principal who;
 	enum http_result ret;
 	char err[1024];
-	if (!auth_allow(p->auth, c, ROLE_ADMIN, &who, &ret) || !has_log(p, c, &ret))
+	if (!auth_allow(p->auth, c, ROLE_OPERATOR, &who, &ret) || !has_log(p, c, &ret))
 		return ret;
 	struct json_limits lim = { 64 * 1024, 4 };
 	cJSON *doc = json_decode(r->body.data ? r->body.data : "", r->body.len, &lim, err, sizeof(err));
@@ -618,12 +684,25 @@ enum http_result api_revert(struct api *p, struct http_conn *c, struct request *
 		return http_send_error(c, HTTP_BAD_REQUEST, "revert: %s", err);
 	const cJSON *jv = cJSON_GetObjectItemCaseSensitive(doc, "version");
 	const cJSON *jm = cJSON_GetObjectItemCaseSensitive(doc, "message");
+	const cJSON *jn = cJSON_GetObjectItemCaseSensitive(doc, "now");
 	for (const cJSON *f = cJSON_IsObject(doc) ? doc->child : NULL; f; f = f->next) {
-		if (strcmp(f->string, "version") != 0 && strcmp(f->string, "message") != 0) {
+		if (strcmp(f->string, "version") != 0 && strcmp(f->string, "message") != 0 &&
+		    strcmp(f->string, "now") != 0) {
 			cJSON_Delete(doc);
 			return http_send_error(c, HTTP_UNPROCESSABLE_CONTENT,
-					       "revert: unknown field '%.64s' (expected version, message)", f->string);
+					       "revert: unknown field '%.64s' (expected version, message, now)", f->string);
 		}
+	}
+	if (jn && !cJSON_IsBool(jn)) {
+		cJSON_Delete(doc);
+		return http_send_error(c, HTTP_UNPROCESSABLE_CONTENT, "revert: now must be true or false");
+	}
+	bool now = cJSON_IsTrue(jn);
+	/* an operator may stop the bleeding (an emergency revert); any other
+	 * revert is a write: admin */
+	if (!now && !auth_allow(p->auth, c, ROLE_ADMIN, &who, &ret)) {
+		cJSON_Delete(doc);
+		return ret;
 	}
 	if (!cJSON_IsNumber(jv) || jv->valuedouble < 0 || jv->valuedouble > 9007199254740991.0 ||
 	    jv->valuedouble != (double)(uint64_t)jv->valuedouble) {
@@ -638,12 +717,15 @@ enum http_result api_revert(struct api *p, struct http_conn *c, struct request *
 				       cJSON_IsString(jm) ? err : "must be a string");
 	}
 	if (jm && jm->valuestring[0])
-		snprintf(message, sizeof(message), "revert to version %llu: %s", (unsigned long long)v, jm->valuestring);
+		snprintf(message, sizeof(message), "%srevert to version %llu: %s", now ? "emergency " : "",
+			 (unsigned long long)v, jm->valuestring);
 	else
-		snprintf(message, sizeof(message), "revert to version %llu", (unsigned long long)v);
+		snprintf(message, sizeof(message), "%srevert to version %llu", now ? "emergency " : "",
+			 (unsigned long long)v);
 	cJSON_Delete(doc);
 	struct revert_job *j = xcalloc(1, sizeof(*j));
 	j->v = v;
+	j->now = now;
 	j->message = xstrdup(message);
 	auth_author(p->auth, c, &who, j->author, sizeof(j->author));
 	struct write_opts ov = { 0 };
@@ -654,5 +736,5 @@ enum http_result api_revert(struct api *p, struct http_conn *c, struct request *
 	j->override = ov.override ? xstrdup(ov.override) : NULL;
 	j->admin = ov.admin;
 	/* on the writer thread with a shared backend: in order with the writes */
-	return run(p, c, r, true, revert_run, j, revert_job_free);
+	return api_run(p, c, r, true, revert_run, j, revert_job_free);
 }

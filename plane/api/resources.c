@@ -160,7 +160,7 @@ enum http_result api_resource(struct api *p, struct http_conn *c, struct request
 	/* the version log's record: who, and the message of X-Tether-Message */
 	char author[320];
 	auth_author(p->auth, c, &who, author, sizeof(author));
-	struct write_opts opts = { author, http_header(c, "X-Tether-Message"), false, 0, false, NULL, false, false };
+	struct write_opts opts = { .author = author, .message = http_header(c, "X-Tether-Message") };
 	if (opts.message && history_message_check(opts.message, err, sizeof(err)) < 0)
 		return http_send_error(c, HTTP_BAD_REQUEST, "X-Tether-Message: %s", err);
 	if (api_override(c, &who, &opts, err, sizeof(err)) < 0)
@@ -281,7 +281,7 @@ enum http_result api_batch(struct api *p, struct http_conn *c, struct request *r
 	}
 	char author[320];
 	auth_author(p->auth, c, &who, author, sizeof(author));
-	struct write_opts opts = { author, http_header(c, "X-Tether-Message"), false, 0, false, NULL, false, false };
+	struct write_opts opts = { .author = author, .message = http_header(c, "X-Tether-Message") };
 	/* ?dry_run=1: every check of the write, nothing stored (writer.h) */
 	const char *dry = http_query(c, "dry_run");
 	if (dry && strcmp(dry, "1") != 0 && strcmp(dry, "0") != 0) {

@@ -192,15 +192,15 @@ static enum http_result rollouts(void *ctx, struct http_conn *c, struct request 
 static enum http_result rollout_current(void *ctx, struct http_conn *c, struct request *r, const char *m,
 					const char *rest)
 {
-	(void)r, (void)m, (void)rest;
-	return api_rollout_current(PLANE(ctx), c);
+	(void)m, (void)rest;
+	return api_rollout_current(PLANE(ctx), c, r);
 }
 
 static enum http_result rollout_abort(void *ctx, struct http_conn *c, struct request *r, const char *m,
 				      const char *rest)
 {
-	(void)r, (void)m, (void)rest;
-	return api_rollout_abort(PLANE(ctx), c);
+	(void)m, (void)rest;
+	return api_rollout_abort(PLANE(ctx), c, r);
 }
 
 static enum http_result tokens_list(void *ctx, struct http_conn *c, struct request *r, const char *m,
@@ -256,8 +256,9 @@ const struct http_route api_routes[] = {
 	{ "/v1/history", false, "GET", GATE_ANY, false, false, 0, history_list },
 	{ "/v1/history/", true, "GET", GATE_ANY, false, false, 0, history_one },
 	{ "/v1/diff", false, "GET", GATE_ANY, false, false, 0, diff },
-	/* a revert's message may be escaped to 6 bytes a byte */
-	{ "/v1/revert", false, "POST", GATE_ADMIN, false, false, 64 * 1024, revert },
+	/* a revert's message may be escaped to 6 bytes a byte; an operator
+	 * may make an emergency one ("now":true), an admin any (api_revert) */
+	{ "/v1/revert", false, "POST", GATE_OPERATOR, false, false, 64 * 1024, revert },
 	{ "/v1/nodes", false, "GET", GATE_ANY, false, false, 0, nodes_list },
 	/* and POST, DELETE /v1/nodes/ID/key (a node's key: its own credential
 	 * or an admin's, the handler says; a relay takes a node's POST), POST

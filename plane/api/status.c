@@ -79,6 +79,7 @@ enum http_result api_status(struct api *p, struct http_conn *c)
 		buf_puts(&b, ",\"stale\":null");
 	buf_printf(&b, ",\"stale_episodes\":%llu", (unsigned long long)freshness_episodes(p->core->fresh));
 	freeze_state_member(p->core->freeze, &b);   /* "freeze": while one holds */
+	rollout_waiting_json(p->rollout, &b);       /* "waiting": a version waits for nodes */
 	buf_putc(&b, '}');
 	return http_send_json(c, HTTP_OK, &b);
 }

@@ -49,6 +49,9 @@ struct core_hooks {
 	uint64_t (*rollout_gen)(void *ctx);
 	void (*rollout_json)(void *ctx, uint64_t v, struct buf *out);
 	uint64_t (*released)(void *ctx, uint64_t v);
+	/* A write's answer: appends ,"rollout":{...} when version waits for
+	 * a rollout or started one (rollout_write_note); may be NULL. */
+	void (*write_note)(void *ctx, uint64_t version, struct buf *out);
 };
 
 struct core {

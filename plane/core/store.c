@@ -705,7 +705,7 @@ int store_commit_meta(struct store *s, struct store_change *changes, size_t n, p
 		.message = meta && meta->message ? meta->message : "",
 		.before = before, .before_len = before_len,
 		.reverts_from = meta ? meta->reverts_from : 0, .reverts_to = meta ? meta->reverts_to : 0,
-		.override = meta ? meta->override : NULL,
+		.override = meta ? meta->override : NULL, .emergency = meta && meta->emergency,
 		.log_keep = s->opts.history_keep, .log_max_age = s->opts.history_max_age,
 	};
 	strmap_release(&revive);

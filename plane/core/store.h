@@ -73,6 +73,7 @@ struct store_meta {
 	const char *author, *message;
 	uint64_t reverts_from, reverts_to;
 	const char *override;   /* the version log's override record (JSON), or NULL */
+	bool emergency;         /* an emergency revert (revert --now): the version log says so */
 };
 
 /* One change of a write: body NULL removes the resource. The store takes

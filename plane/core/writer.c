@@ -124,7 +124,7 @@ void writer_commit_revert(struct core *p, struct store_change *ch, size_t n, boo
 			  struct write_result *res)
 {
 	struct store_meta meta = { opts ? opts->author : NULL, opts ? opts->message : NULL, reverts_from, reverts_to,
-				   NULL };
+				   NULL, opts && opts->emergency };
 	char err[1024];
 	uint64_t version = 0;
 	bool changed = false;
@@ -225,8 +225,8 @@ void writer_commit_revert(struct core *p, struct store_change *ch, size_t n, boo
 		if (rc == 0 && (record = guardcheck_record(reason, passed)))
 			overrides_note(p->overrides, seen + 1);
 		meta.override = record;
-		int cr = rc == 0 ? store_commit_meta(p->store, ch, n, NULL, NULL, &meta, &version, &changed, err,
-						     sizeof(err)) : 0;
+		int cr = rc == 0 ? store_commit_meta(p->store, ch, n, opts ? opts->rows : NULL, opts ? opts->rows_ctx : NULL,
+						     &meta, &version, &changed, err, sizeof(err)) : 0;
 		if (record && (cr < 0 || !changed || version != seen + 1))
 			overrides_forget(p->overrides, seen + 1);
 		free(passed);
@@ -238,6 +238,8 @@ void writer_commit_revert(struct core *p, struct store_change *ch, size_t n, boo
 		}
 		if (cr == PERSIST_UNAVAILABLE)
 			rc = -3;
+		else if (cr == PERSIST_FENCED)
+			rc = -4;
 		else if (cr < 0)
 			rc = -2;
 		break;
@@ -259,6 +261,12 @@ void writer_commit_revert(struct core *p, struct store_change *ch, size_t n, boo
 			     err);
 		return;
 	}
+	if (rc == -4) {
+		/* its rows may be written by the rollout controller only */
+		log_warn("store: write refused, this replica stopped being the rollout controller: %s", err);
+		write_result_error(res, HTTP_CONFLICT, "nothing was stored: %s; send it to the rollout controller", err);
+		return;
+	}
 	if (rc == -2) {
 		atomic_fetch_add(&p->ctr.write_errors, 1);
 		log_error("store: write failed, nothing stored: %s", err);
@@ -277,9 +285,15 @@ void writer_commit_revert(struct core *p, struct store_change *ch, size_t n, boo
 	res->status = HTTP_OK;
 	res->gzip_ok = false;
 	res->error = NULL;
+	res->version = version;
+	res->changed = changed;
 	buf_init(&res->body);
-	buf_printf(&res->body, "{\"version\":%llu,\"changed\":%s}", (unsigned long long)version,
+	buf_printf(&res->body, "{\"version\":%llu,\"changed\":%s", (unsigned long long)version,
 		   changed ? "true" : "false");
+	/* what its rollout does (an emergency revert's: its caller says) */
+	if (changed && p->hooks.write_note && !(opts && opts->emergency))
+		p->hooks.write_note(p->hooks.ctx, version, &res->body);
+	buf_putc(&res->body, '}');
 }
 
 static void job_free(struct write_job *j)

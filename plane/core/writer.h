@@ -25,6 +25,8 @@ struct write_result {
 	struct buf body;             /* JSON */
 	bool gzip_ok;                /* may be sent compressed (when the client takes it) */
 	char *error;                 /* NULL: none */
+	uint64_t version;            /* a write's: the version it made (changed) or found */
+	bool changed;
 };
 /* An error answer: status and message. */
 void write_result_error(struct write_result *res, unsigned status, const char *fmt, ...)
@@ -46,6 +48,13 @@ struct write_opts {
 	 * base, schema, references, sealed secrets, guards), nothing stored;
 	 * a freeze window does not refuse it (the answer says it would) */
 	bool dry_run;
+	/* tetherctl revert --now: the version log marks it an emergency */
+	bool emergency;
+	/* run inside the commit's transaction with its version (NULL: none):
+	 * what it records lands with the write or not at all; PERSIST_FENCED
+	 * from it is 409 (rollout_emergency_rows) */
+	persist_hook rows;
+	void *rows_ctx;
 };
 
 /* Validates and commits changes (bodies taken, names borrowed), retrying

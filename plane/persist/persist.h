@@ -84,6 +84,7 @@ struct persist_commit {
 	/* the write's override (tetherctl --override): JSON
 	 * {"passed":[GUARD...],"reason":R}; NULL: none */
 	const char *override;
+	bool emergency;                    /* tetherctl revert --now: past every stage and bake */
 	uint64_t log_keep;
 	int64_t log_max_age;
 };
@@ -96,6 +97,7 @@ struct persist_version {
 	int64_t time;
 	uint64_t reverted_by;
 	const char *override;              /* JSON {"passed","reason"}; NULL: none */
+	bool emergency;                    /* an emergency revert (tetherctl revert --now) */
 };
 typedef int (*persist_version_cb)(void *ctx, const struct persist_version *v);
 /* One change of a version: the state before and after (NULL: absent). */

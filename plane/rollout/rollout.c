@@ -63,6 +63,8 @@ struct rollout {
 	size_t acked_reached;        /* acked among members[0..reached) */
 	int64_t wait_from;           /* ack timeouts count from here (ms) */
 	int64_t start_after;         /* no new rollout before (ms): nodes reconnect */
+	uint64_t wait_said;          /* a wait for nodes was logged, for this version (0: none) */
+	_Atomic int hold;            /* an emergency revert commits: no transition meanwhile */
 	char *failure;               /* set by an ACK, acted on by the next step */
 	uint64_t started, completed, rolled_back, aborted;
 	_Atomic uint64_t gen;        /* moves with every transition: relays follow */
@@ -587,7 +589,7 @@ static int revert(struct rollout *r, enum ro_state final, const char *reason, ch
 	 * own override (core/guardcheck.c), for the nodes that took the version */
 	uint64_t next_v = store_version(p->store) + 1;
 	char *ovr = n ? guardcheck_revert(p->store, p->overrides, next_v, ch, n, "rollout revert") : NULL;
-	struct store_meta meta = { author, message, done.from, pending ? done.to : before, ovr };
+	struct store_meta meta = { author, message, done.from, pending ? done.to : before, ovr, false };
 	int rc = n ? store_commit_meta(p->store, ch, n, write_rows, &rows, &meta, &rv, &changed, err, errlen) : 0;
 	if (ovr && (rc < 0 || !changed || rv != next_v))
 		overrides_forget(p->overrides, next_v);
@@ -660,6 +662,21 @@ static int revert(struct rollout *r, enum ro_state final, const char *reason, ch
 	return 0;
 }
 
+/* Keeps reason (taken; may be NULL) as the failure the next step acts
+ * on, unless one is kept already. */
+static void keep_failure(struct rollout *r, char *reason)
+{
+	if (!reason)
+		return;
+	pthread_mutex_lock(&r->lock);
+	if (!r->failure) {
+		r->failure = reason;
+		reason = NULL;
+	}
+	pthread_mutex_unlock(&r->lock);
+	free(reason);
+}
+
 enum action { ACT_NONE, ACT_START, ACT_ADVANCE, ACT_COMPLETE, ACT_REVERT };
 
 /* Under ctl: the traffic gates' verdict on the stage in progress
@@ -696,15 +713,7 @@ static enum gate_verdict judge(struct rollout *r)
 	char *reason = NULL;
 	enum gate_verdict verdict = gate_judge(g, &v, &reason);
 	free(acked);
-	if (reason) {
-		pthread_mutex_lock(&r->lock);
-		if (!r->failure) {
-			r->failure = reason;
-			reason = NULL;
-		}
-		pthread_mutex_unlock(&r->lock);
-		free(reason);
-	}
+	keep_failure(r, reason);
 	return verdict;
 }
 
@@ -763,6 +772,14 @@ void rollout_step(struct rollout *r)
 		store_rdunlock(r->p->store);
 		enum gate_verdict verdict = judge(r);
 		bool *held = held_members(r);
+		/* a new version waiting for the nodes to reconnect: the nodes
+		 * known and back (asked before our lock: nodes first) */
+		struct nodes_stats ns = { 0 };
+		pthread_mutex_lock(&r->lock);
+		bool waits = !in_progress(r) && newest > r->released && (r->start_after > now_ms() || r->wait_said);
+		pthread_mutex_unlock(&r->lock);
+		if (waits)
+			nodes_stats(r->p->nodes, &ns);
 
 		pthread_mutex_lock(&r->lock);
 		if (in_progress(r)) {
@@ -800,14 +817,37 @@ void rollout_step(struct rollout *r)
 				act = ACT_NONE;
 			if (act == ACT_ADVANCE && !next_stage(r, &next_st, &next_reached))
 				act = ACT_COMPLETE;
-		} else if (newest > r->released && now_ms() >= r->start_after) {
-			/* (not right after a start: the nodes reconnect first) */
-			act = ACT_START;
-			from = r->released;
-			to = newest;
+		} else if (newest > r->released) {
+			/* not right after a start: the nodes known reconnect first
+			 * (until every one is back, or the wait is over) */
+			int64_t left = r->start_after - now_ms();
+			if (waits && left > 0 && ns.connected < ns.nodes) {
+				if (!r->wait_said)   /* once a wait: its end names the version it ends for */
+					log_info("rollout of version %llu waits for nodes to reconnect: %zu of %zu back, up to "
+						 "%lld s more", (unsigned long long)newest, ns.connected, ns.nodes,
+						 (long long)((left + 999) / 1000));
+				r->wait_said = newest;
+			} else {
+				if (r->wait_said)
+					log_info("rollout of version %llu: the wait for nodes is over: %zu of %zu back%s",
+						 (unsigned long long)newest, ns.connected, ns.nodes,
+						 ns.connected < ns.nodes ? " (the rest join when they reconnect)" : "");
+				r->wait_said = 0;
+				r->start_after = 0;
+				act = ACT_START;
+				from = r->released;
+				to = newest;
+			}
 		}
 		pthread_mutex_unlock(&r->lock);
 		free(held);
+		/* an emergency revert is committing: it decides what nodes get */
+		if (atomic_load(&r->hold) > 0) {
+			/* a failure is kept for after it (which drops it when it supersedes) */
+			keep_failure(r, reason);
+			reason = NULL;
+			act = ACT_NONE;
+		}
 		/* a freeze holds the rollout where it is: no next stage, no
 		 * completion (it releases the version to every node), no new
 		 * rollout until it ends (a revert still runs); asked of the
@@ -828,16 +868,10 @@ void rollout_step(struct rollout *r)
 			int rc = revert(r, RO_ROLLED_BACK, reason ? reason : "failed", err, sizeof(err));
 			if (rc < 0) {
 				/* keep the reason for the next try */
-				pthread_mutex_lock(&r->lock);
-				if (!r->failure) {
-					r->failure = reason;
-					reason = NULL;
-				}
-				pthread_mutex_unlock(&r->lock);
+				keep_failure(r, reason);
+				break;
 			}
 			free(reason);
-			if (rc < 0)
-				break;
 		}
 	}
 	/* nothing in flight: keep no history older than what nodes get (and,
@@ -886,6 +920,10 @@ int rollout_abort(struct rollout *r, int *status, char *err, size_t errlen)
 	} else if (!running) {
 		*status = 409;
 		snprintf(err, errlen, "no rollout in progress");
+	} else if (atomic_load(&r->hold) > 0) {
+		*status = 409;
+		snprintf(err, errlen, "an emergency revert (revert --now) is committing, and supersedes the rollout in "
+			 "progress: see rollout status");
 	} else if (revert(r, RO_ABORTED, "aborted by the operator", err, errlen) < 0) {
 		*status = 500;
 	} else {
@@ -1497,4 +1535,226 @@ void rollout_free(struct rollout *r)
 	pthread_mutex_destroy(&r->ctl);
 	pthread_mutex_destroy(&r->lock);
 	free(r);
+}
+
+/* ---- what a write waits for, and emergency reverts -------------------------- */
+
+/* Whether a new version waits for the known nodes to reconnect (after a
+ * start, or a replica's take-over), and for what. Takes no lock on entry;
+ * nodes before ours. */
+static bool waiting_now(struct rollout *r, struct rollout_wait *w)
+{
+	if (!r || !r->staged)
+		return false;
+	store_rdlock(r->p->store);
+	uint64_t newest = store_version(r->p->store);
+	store_rdunlock(r->p->store);
+	pthread_mutex_lock(&r->lock);
+	int64_t left = r->start_after - now_ms();
+	bool waits = !in_progress(r) && newest > r->released && left > 0;
+	pthread_mutex_unlock(&r->lock);
+	if (!waits || (r->shared && !atomic_load(&r->leading)))
+		return false;
+	struct nodes_stats ns;
+	nodes_stats(r->p->nodes, &ns);
+	if (ns.connected >= ns.nodes)
+		return false;   /* every one is back: the next step starts it */
+	w->version = newest;
+	w->back = ns.connected;
+	w->expected = ns.nodes;
+	w->until = (double)(wall_ms() + left) / 1000.0;
+	w->left = (double)left / 1000.0;
+	return true;
+}
+
+bool rollout_waiting(struct rollout *r, struct rollout_wait *w)
+{
+	return waiting_now(r, w);
+}
+
+void rollout_waiting_json(struct rollout *r, struct buf *out)
+{
+	struct rollout_wait w;
+	if (!waiting_now(r, &w))
+		return;
+	buf_printf(out, ",\"waiting\":{\"for\":\"nodes\",\"version\":%llu,\"back\":%zu,\"expected\":%zu,\"until\":%.3f}",
+		   (unsigned long long)w.version, w.back, w.expected, w.until);
+}
+
+bool rollout_queue(struct rollout *r, uint64_t *after, uint64_t *newest)
+{
+	if (!r || !r->staged)
+		return false;
+	store_rdlock(r->p->store);
+	*newest = store_version(r->p->store);
+	store_rdunlock(r->p->store);
+	pthread_mutex_lock(&r->lock);
+	*after = in_progress(r) ? r->run.to : r->released;
+	pthread_mutex_unlock(&r->lock);
+	return *newest > *after;
+}
+
+void rollout_write_note(struct rollout *r, uint64_t version, struct buf *out)
+{
+	if (!r || !r->staged)
+		return;
+	struct rollout_wait w;
+	bool waits = waiting_now(r, &w);
+	pthread_mutex_lock(&r->lock);
+	const struct ro_run *run = &r->run;
+	if (in_progress(r) && run->to == version)
+		buf_printf(out, ",\"rollout\":{\"state\":\"started\",\"id\":%llu,\"stages\":%zu}",
+			   (unsigned long long)run->id, r->nstages);
+	else if (in_progress(r) && version > run->to)
+		buf_printf(out, ",\"rollout\":{\"state\":\"queued\",\"behind\":%llu,\"behind_version\":%llu,\"stage\":%zu,"
+			   "\"stages\":%zu,\"queue\":%llu}", (unsigned long long)run->id, (unsigned long long)run->to,
+			   run->stage + 1, r->nstages, (unsigned long long)(version - run->to));
+	else if (waits && version > r->released)
+		buf_printf(out, ",\"rollout\":{\"state\":\"waiting\",\"for\":\"nodes\",\"back\":%zu,\"expected\":%zu,"
+			   "\"until\":%.3f,\"queue\":%llu}", w.back, w.expected, w.until,
+			   (unsigned long long)(version - r->released));
+	pthread_mutex_unlock(&r->lock);
+}
+
+bool rollout_baseline(struct rollout *r, uint64_t *version, uint64_t *id)
+{
+	if (!r || !r->staged)
+		return false;
+	pthread_mutex_lock(&r->lock);
+	bool have = r->have_run;
+	if (have) {
+		*version = r->run.from;
+		*id = r->run.id;
+	}
+	pthread_mutex_unlock(&r->lock);
+	return have;
+}
+
+/* An emergency revert in progress: the rollout as it was when it began
+ * (a copy: the revert's commit records it while the rollout holds). */
+struct rollout_emergency {
+	bool have, running;
+	struct ro_run run;           /* deep copy (have) */
+};
+
+static void copy_run(struct ro_run *to, const struct ro_run *from)
+{
+	*to = *from;
+	to->reason = xstrdup(from->reason ? from->reason : "");
+	to->members = xcalloc(from->nmembers ? from->nmembers : 1, sizeof(char *));
+	for (size_t i = 0; i < from->nmembers; i++)
+		to->members[i] = xstrdup(from->members[i]);
+}
+
+int rollout_emergency_begin(struct rollout *r, struct rollout_emergency **e, int *status, char *err,
+			    size_t errlen)
+{
+	*e = NULL;
+	if (!r || !r->staged)
+		return 0;   /* --rollout immediate: every version goes to every node at once anyway */
+	pthread_mutex_lock(&r->ctl);
+	int rc = 0;
+	if (!lead_now(r)) {
+		char holder[128];
+		controller_name(r, holder, sizeof(holder));
+		*status = 409;
+		snprintf(err, errlen, "revert --now: this replica is not the rollout controller; send it to the "
+			 "controller (%s)", holder[0] ? holder : "being elected");
+		rc = -1;
+	} else {
+		atomic_fetch_add(&r->hold, 1);
+		struct rollout_emergency *em = xcalloc(1, sizeof(*em));
+		pthread_mutex_lock(&r->lock);   /* members stable while ctl is held */
+		em->have = r->have_run;
+		em->running = in_progress(r);
+		if (em->have)
+			copy_run(&em->run, &r->run);
+		pthread_mutex_unlock(&r->lock);
+		*e = em;
+	}
+	pthread_mutex_unlock(&r->ctl);
+	return rc;
+}
+
+static char *superseded_reason(uint64_t version)
+{
+	return xasprintf("superseded by the emergency revert, version %llu, sent to every node at once",
+			 (unsigned long long)version);
+}
+
+int rollout_emergency_rows(void *ctx, struct persist_txn *tx, uint64_t version, char *err, size_t errlen)
+{
+	struct rollout_emergency *e = ctx;
+	if (!e || !e->have)
+		return 0;   /* no rollout yet: a restart counts every version as released */
+	struct ro_run run = e->run;   /* scalars; members and reason borrowed */
+	char *reason = NULL;
+	if (e->running) {
+		run.state = RO_ABORTED;
+		run.finished_at = wall_ms();
+		run.revert = version;
+		run.reason = reason = superseded_reason(version);
+	}
+	/* on etcd, fenced: only while this replica is the controller */
+	int rc = persist_txn_rollout(tx, &run, version, err, errlen);
+	free(reason);
+	return rc;
+}
+
+void rollout_emergency_end(struct rollout *r, struct rollout_emergency *e, uint64_t version, struct buf *note)
+{
+	if (!r || !r->staged || !e) {
+		if (note && version)
+			buf_puts(note, ",\"rollout\":{\"state\":\"emergency\",\"superseded\":null}");
+		return;
+	}
+	pthread_mutex_lock(&r->ctl);
+	uint64_t superseded = version && e->running ? e->run.id : 0;
+	if (version && lead_now(r)) {
+		/* recorded with the commit (rollout_emergency_rows): made live */
+		pthread_mutex_lock(&r->lock);
+		if (e->running && in_progress(r) && r->run.id == e->run.id) {
+			r->run.state = RO_ABORTED;
+			r->run.finished_at = wall_ms();
+			r->run.revert = version;
+			free(r->run.reason);
+			r->run.reason = superseded_reason(version);
+			r->aborted++;
+		}
+		if (version > r->released)
+			r->released = version;
+		free(r->failure);   /* a NACK of the superseded version stops nothing now */
+		r->failure = NULL;
+		r->start_after = 0;
+		r->wait_said = 0;
+		pthread_mutex_unlock(&r->lock);
+	} else if (version) {
+		/* the controller moved on since the commit: the records it
+		 * resumes from say what the commit made (released, superseded) */
+		log_info("revert --now: version %llu: this replica stopped being the rollout controller since; the "
+			 "new controller resumes from the records", (unsigned long long)version);
+	}
+	if (version) {
+		if (superseded)
+			log_warn("rollout %llu: superseded: the emergency revert, version %llu, goes to every node at once",
+				 (unsigned long long)superseded, (unsigned long long)version);
+		else
+			log_warn("rollout: the emergency revert, version %llu, goes to every node at once",
+				 (unsigned long long)version);
+		if (note) {
+			buf_puts(note, ",\"rollout\":{\"state\":\"emergency\",\"superseded\":");
+			if (superseded)
+				buf_printf(note, "%llu}", (unsigned long long)superseded);
+			else
+				buf_puts(note, "null}");
+		}
+	}
+	atomic_fetch_sub(&r->hold, 1);
+	pthread_mutex_unlock(&r->ctl);
+	if (e->have)
+		ro_run_release(&e->run);
+	free(e);
+	if (version)
+		wake_nodes(r);
+	rollout_step(r);   /* what was held meanwhile (writes after it go out staged) */
 }

@@ -97,6 +97,51 @@ void rollout_save(struct rollout *r);
 int rollout_current_json(struct rollout *r, struct buf *out);
 /* The last `limit` rollouts, newest first, as a JSON array. */
 int rollout_history_json(struct rollout *r, size_t limit, struct buf *out, char *err, size_t errlen);
+/* What a new version waits for before its rollout starts: the nodes
+ * known to reconnect after a start or a controller's take-over (false: it
+ * does not wait, or every one is back). until: epoch seconds; left:
+ * seconds from now. */
+struct rollout_wait {
+	uint64_t version;
+	size_t back, expected;
+	double until, left;
+};
+bool rollout_waiting(struct rollout *r, struct rollout_wait *w);
+/* Appends ,"waiting":{"for":"nodes","version","back","expected","until"}
+ * when a version waits so (nothing otherwise). */
+void rollout_waiting_json(struct rollout *r, struct buf *out);
+/* The versions waiting for a rollout: (after, newest]. false: none, or
+ * not staged. */
+bool rollout_queue(struct rollout *r, uint64_t *after, uint64_t *newest);
+/* A write's answer: appends ,"rollout":{...} for version just committed:
+ * {"state":"started","id"}, {"state":"queued","behind":ID,"behind_version",
+ * "stage" (1-based),"stages","queue" (1-based place)}, or {"state":
+ * "waiting","for":"nodes","back","expected","until","queue"}; nothing
+ * under --rollout immediate or when it goes out with nothing to wait for. */
+void rollout_write_note(struct rollout *r, uint64_t version, struct buf *out);
+/* The baseline of the current or last rollout (the version released
+ * before it: what an operator may revert to at once) and its id. false:
+ * no rollout yet, or not staged. */
+bool rollout_baseline(struct rollout *r, uint64_t *version, uint64_t *id);
+/* An emergency revert (tetherctl revert --now): begin before its commit
+ * (no transition meanwhile; -1 with *status and err when this replica is
+ * not the controller); *e (NULL under --rollout immediate) goes to the
+ * commit as its hook, rollout_emergency_rows (persist.h's persist_hook):
+ * the rollout in progress aborted, superseded, and the version released,
+ * recorded in the commit's own transaction (on etcd fenced: it commits
+ * only while this replica is the controller). end after the commit with
+ * the version committed (0: it failed or changed nothing) makes it live:
+ * the version goes to every node at once, no stages, no bakes; versions
+ * queued behind the rollout are older than the revert, whose content
+ * replaces them. note (may be NULL) gets ,"rollout":{"state":"emergency",
+ * "superseded":ID|null}; end frees e. */
+struct rollout_emergency;
+struct persist_txn;
+int rollout_emergency_begin(struct rollout *r, struct rollout_emergency **e, int *status, char *err,
+			    size_t errlen);
+int rollout_emergency_rows(void *e, struct persist_txn *tx, uint64_t version, char *err, size_t errlen);
+void rollout_emergency_end(struct rollout *r, struct rollout_emergency *e, uint64_t version, struct buf *note);
+
 /* Prometheus lines: state, stage, counters. */
 void rollout_metrics(struct rollout *r, struct buf *out);
 

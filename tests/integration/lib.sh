@@ -516,6 +516,26 @@ all_at() {
 	done
 }
 
+# staged_fleet_at_1 NAME...: on a staged plane with no node yet, writes
+# version 1 (its rollout has no member and ends at once), starts the
+# agents NAME... (streaming) and waits until each runs version 1 and the
+# plane sees all of them connected; bails otherwise.
+staged_fleet_at_1() {
+	local n
+	ctl put file/motd - <<<'{"path":"motd.txt","content":"motd-1\n"}' >/dev/null || bail "cannot write version 1"
+	wait_until 10 ro_ended 1 || bail "rollout 1 did not end"
+	for n in "$@"; do
+		start_agent "$n" --backoff-max 1 --stream-timeout 30
+	done
+	check "the agents reach version 1" wait_until 30 all_at 1 "$@"
+	wait_until 20 nodes_connected $# || bail "the plane does not see the $# agents connected"
+}
+
+# nodes_connected N: the plane sees N nodes connected.
+nodes_connected() {
+	[ "$(curl -sS "${CURL_OPTS[@]}" "$PLANE_URL/v1/nodes" | jq '[.[] | select(.connected)] | length')" = "$1" ]
+}
+
 plane_version() {
 	curl -s "${CURL_OPTS[@]}" "$PLANE_URL/healthz" | jq -r .version
 }

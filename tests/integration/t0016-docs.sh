@@ -75,7 +75,7 @@ if command -v man >/dev/null 2>&1; then
 	page=$(MANWIDTH=100 man -l "$SRC/docs/man/tetherctl.1" 2>/dev/null)
 	check "man -l: log's synopsis on one line" grep -qE '^ +log \[NAME\] \[-n N\] \[--json\]$' <<<"$page"
 	check "man -l: revert's synopsis on one line" \
-		grep -qE '^ +revert VERSION \[--message TEXT\] \[--override REASON\]$' <<<"$page"
+		grep -qE '^ +revert VERSION \[--now\] \[--message TEXT\] \[--override REASON\] \[--json\]$' <<<"$page"
 fi
 
 done_testing

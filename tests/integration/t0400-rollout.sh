@@ -154,8 +154,8 @@ check_eq "every node holds the new content" "" "$(wrong_content motd.txt "motd-2
 check "the plane sees all 100 acked at $V2 with lag 0" wait_until 20 plane_acked_all "$V2"
 check_eq "tether_released_version is $V2" "$V2" "$(metric tether_released_version)"
 check_eq "tether_rollout_state is 2 (completed)" 2 "$(metric tether_rollout_state)"
-check_eq "tetherctl rollout status shows rollout 2 completed" "2 completed" \
-	"$(ctl rollout status | awk '$1 == "rollout:" {id = $2} $1 == "state:" {st = $2} END {print id, st}')"
+check "tetherctl rollout status shows rollout 2 completed" grep -Eq '^rollout: +2 \(completed\): version [0-9]+ -> 2$' \
+	<<<"$(ctl rollout status)"
 
 # ---- (b) a change every node rejects stops at 1 % ------------------------------------
 
@@ -202,8 +202,8 @@ counters | sort >"$WORK/counters.after-b"
 moved=$(join "$WORK/counters.before-b" "$WORK/counters.after-b" |
 	awk -v t="$TB" '{d = ($4 - $2) " " ($5 - $3); want = ($1 == t) ? "1 1" : "1 0"; if (d != want) print $1 "=" d}' | xargs)
 check_eq "per node: the touched one NACKed once and ACKed once, the others ACKed once" "" "$moved"
-check_eq "tetherctl rollout status says rolled_back" "rolled_back" \
-	"$(ctl rollout status | awk '$1 == "state:" {print $2}')"
+check "tetherctl rollout status says rolled back" grep -Eq '^rollout: +[0-9]+ \(rolled back\)' \
+	<<<"$(ctl rollout status)"
 check_eq "tether_rollout_state is 3 (rolled back)" 3 "$(metric tether_rollout_state)"
 check_eq "tether_released_version is the revert" "$RB" "$(metric tether_released_version)"
 

@@ -125,7 +125,7 @@ check_eq "the member holds the new content, the rest the old" "motd-1 motd-2" "$
 out=$(TETHER_PLANE=$PLANE_URL "$CTL_BIN" rollout abort 2>&1)
 rc=$?
 check_eq "tetherctl rollout abort (TETHER_PLANE) exits 0" 0 "$rc"
-check "and prints the aborted rollout" grep -Eq '^state: +aborted$' <<<"$out"
+check "and prints the aborted rollout" grep -Eq '^rollout: +[0-9]+ \(aborted\)' <<<"$out"
 r=$(curl -sS "$PLANE_URL/v1/rollouts/current")
 diag "after the abort: $(echo "$r" | jq -c .)"
 RV=$(echo "$r" | jq .revert_version)

@@ -76,7 +76,10 @@ check_eq "an option by its start" "--token-file" "$(comp --to)"
 check_eq "nodes takes --json too" "$(printf '%s\n' $GLOBAL --json | one_line)" "$(comp nodes --)"
 check "token create takes --node, --role, --name and --json" has_all "$(comp token create --)" --node --role --name --json
 check_eq "status: --state-dir and --json" "--state-dir" "$(comp status --st)"
-check_eq "rollout abort takes only the global ones" "$GLOBAL" "$(comp rollout abort --)"
+# shellcheck disable=SC2086
+check_eq "rollout abort takes --json" "$(printf '%s\n' $GLOBAL --json | one_line)" "$(comp rollout abort --)"
+check_eq "revert takes --now" "--now" "$(comp revert --no)"
+check_eq "export takes only --force" "$(printf '%s\n' $GLOBAL --force | one_line)" "$(comp export x --)"
 check_eq "options after a global option and its value" "--json" "$(comp --plane http://h:1 token ls --j)"
 check_eq "'--' ends the options" "" "$(comp ls -- --j)"
 

@@ -26,7 +26,7 @@ check_eq "... /v1/status has no freeze member" "null" "$(curl -sS "$PLANE_URL/v1
 check_eq "... tether_frozen is 0" 0 "$(metric tether_frozen)"
 
 # the events, as tetherctl watch --json prints them
-ctl watch --json >"$WORK/events.out" 2>"$WORK/watch.err" &
+"$CTL_BIN" --plane "$PLANE_URL" watch --json >"$WORK/events.out" 2>"$WORK/watch.err" &   # $! is tetherctl: the trap stops it
 WATCH=$!
 track_pid $WATCH
 subscribed() { [ "$(metric tether_events_subscribers)" -ge 1 ]; }
@@ -40,12 +40,13 @@ has_event() {
 
 out=$(ctl freeze --until 2h --message "release week: no changes" 2>&1)
 check "tetherctl freeze --until 2h sets it and prints it" \
-	grep -Eq '^frozen until 20[0-9-]+T[0-9:]+Z by anonymous: release week: no changes$' <<<"$out"
+	grep -Eq '^frozen until 20[0-9-]+T[0-9:]+[+-][0-9]{2}:[0-9]{2} by anonymous: release week: no changes$' <<<"$out"
 UNTIL=$(curl -sS "$PLANE_URL/v1/freeze" | jq -r .freeze.until)
 NOW=$(date +%s)
 check "... until is two hours from now" test $((UNTIL - NOW)) -ge 7190 -a $((UNTIL - NOW)) -le 7210
-UNTIL_TEXT=$(date -u -d "@$UNTIL" +%Y-%m-%dT%H:%M:%SZ)
-check_eq "tetherctl freeze prints it" "frozen until $UNTIL_TEXT by anonymous: release week: no changes" "$(ctl freeze)"
+UNTIL_TEXT=$(date -u -d "@$UNTIL" +%Y-%m-%dT%H:%M:%SZ)   # the plane's words: UTC
+LOCAL_TEXT=$(date -d "@$UNTIL" +%Y-%m-%dT%H:%M:%S%:z)   # tetherctl's: local time
+check_eq "tetherctl freeze prints it (local time)" "frozen until $LOCAL_TEXT by anonymous: release week: no changes" "$(ctl freeze)"
 check_eq "/v1/status shows it: until, message, by, at" "$UNTIL|release week: no changes|anonymous|true" \
 	"$(curl -sS "$PLANE_URL/v1/status" | jq -r '.freeze | "\(.until)|\(.message)|\(.by)|\(.at > 0)"')"
 check_eq "tether_frozen is 1" 1 "$(metric tether_frozen)"
@@ -97,7 +98,7 @@ check "the plane's log records it" grep -q "freeze: version 2 by anonymous passe
 check_eq "the version log has the version" "motd fix" "$(curl -sS "$PLANE_URL/v1/history/2" | jq -r .message)"
 check_eq "... and its override record" 'incident 42: motd fix ["freeze"]' "$(curl -sS "$PLANE_URL/v1/history/2" | jq -c -r '"\(.override.reason) \(.override.passed)"')"
 check_eq "an override of revert passes too" "version 3" "$(ctl revert 1 --override "undo the fix" 2>&1)"
-check_eq "the freeze still holds after them" "frozen until $UNTIL_TEXT by anonymous: release week: no changes" \
+check_eq "the freeze still holds after them" "frozen until $LOCAL_TEXT by anonymous: release week: no changes" \
 	"$(ctl freeze)"
 
 # ---- bad input -------------------------------------------------------------------
@@ -146,13 +147,14 @@ check "the new one's freeze event came" wait_until 10 has_event freeze \
 stop_pid "$WATCH"
 stop_pid "$PLANE_PID"
 start_plane p
-check_eq "after a restart the freeze holds" "frozen until $UNTIL_TEXT by anonymous: extended: release slipped" \
+LOCAL_TEXT=$(date -d "@$UNTIL" +%Y-%m-%dT%H:%M:%S%:z)
+check_eq "after a restart the freeze holds" "frozen until $LOCAL_TEXT by anonymous: extended: release slipped" \
 	"$(ctl freeze)"
 check_eq "... writes are still refused: 423" 423 \
 	"$(api_status PUT /v1/resources/file/motd --data-binary @"$WORK/motd2.json")"
 check_eq "... tether_frozen is 1" 1 "$(metric tether_frozen)"
 : >"$WORK/events.out"
-ctl watch --json >"$WORK/events.out" 2>"$WORK/watch.err" &
+"$CTL_BIN" --plane "$PLANE_URL" watch --json >"$WORK/events.out" 2>"$WORK/watch.err" &   # $! is tetherctl: the trap stops it
 WATCH=$!
 track_pid $WATCH
 wait_until 10 subscribed || bail "tetherctl watch did not subscribe again"

@@ -37,7 +37,7 @@ check "... the plane said 403" grep -q "403\|operator" "$WORK/err"
 check_eq "... nothing was set" "no freeze" "$(as rita freeze)"
 
 out=$(as oscar freeze --until 1h --message "quarter close")
-check "an operator sets it, named in by" grep -Eq '^frozen until [0-9TZ:-]+ by oscar \(operator token\): quarter close$' <<<"$out"
+check "an operator sets it, named in by" grep -Eq '^frozen until [0-9T:+-]+ by oscar \(operator token\): quarter close$' <<<"$out"
 check_eq "a reader sees it" "$out" "$(as rita freeze)"
 check_eq "... and so does /v1/status" "oscar (operator token)" \
 	"$(curl -sS -H "$(bearer rita)" "$PLANE_URL/v1/status" | jq -r .freeze.by)"

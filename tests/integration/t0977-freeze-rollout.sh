@@ -15,16 +15,8 @@ need_cmd jq curl
 
 BAKE=4
 start_plane p --rollout staged --stages 50,100 --bake $BAKE --heartbeat 1 --ack-timeout 30
-ctl put file/motd - <<<'{"path":"motd.txt","content":"motd-1\n"}' >/dev/null || bail "cannot write version 1"
-wait_until 10 ro_ended 1 || bail "rollout 1 did not end"
-
 NODES=(a1 a2)
-for n in "${NODES[@]}"; do
-	start_agent "$n" --backoff-max 1 --stream-timeout 30
-done
-check "both agents reach version 1" wait_until 30 all_at 1 "${NODES[@]}"
-connected() { [ "$(curl -sS "$PLANE_URL/v1/nodes" | jq '[.[] | select(.connected)] | length')" = 2 ]; }
-wait_until 20 connected || bail "the plane does not see both agents"
+staged_fleet_at_1 "${NODES[@]}"
 
 # first_stage ID VERSION: rollout ID of VERSION is in progress at its first
 # stage with its one member's ACK
@@ -50,7 +42,7 @@ check "... and it is still at its first stage, in progress" ro_is '.id == 2 and 
 check_eq "one node has version 2, the other still 1" "1 2" "$(for n in "${NODES[@]}"; do st "$n" version; done | sort | xargs)"
 out=$(ctl rollout status)
 check "tetherctl rollout status prints the freeze line" \
-	grep -Eq '^frozen until [0-9TZ:-]+ by anonymous: hold the rollout$' <<<"$out"
+	grep -Eq '^frozen until [0-9T:+-]+ by anonymous: hold the rollout$' <<<"$out"
 check_eq "tetherctl freeze --off" "freeze ended: writes and rollouts go on" "$(ctl freeze --off)"
 check "after --off the rollout completes" wait_until 30 ro_is '.id == 2 and .state == "completed"'
 check "both agents reach version 2" wait_until 30 all_at 2 "${NODES[@]}"

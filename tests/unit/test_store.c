@@ -562,8 +562,8 @@ static void test_db_open_creates_dir_and_refuses_bad_path(void **state)
 	assert_non_null(p);
 	long long v = 0;
 	assert_int_equal(db_meta_get(persist_sqlite_db(p), "schema", &v), 1);
-	assert_int_equal(v, 7);   /* 2: the version log; 3: nodes.sub; 4: node keys, held NACKs; 5: key_via; 6: key_pending;
-				   * 7: vlog.override, the freeze window, approvals */
+	assert_int_equal(v, 8);   /* 2: the version log; 3: nodes.sub; 4: node keys, held NACKs; 5: key_via; 6: key_pending;
+				   * 7: vlog.override, the freeze window, approvals; 8: vlog.emergency */
 	assert_int_equal(db_meta_get(persist_sqlite_db(p), "nothing", &v), 0);
 	persist_close(p);
 	snprintf(sub, sizeof(sub), "%s/sub/tether.db/x", f->dir);   /* under a file */

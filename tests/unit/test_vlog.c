@@ -137,7 +137,7 @@ static uint64_t floor_of(struct fixture *f)
 static void test_records(void **state)
 {
 	struct fixture *f = *state;
-	struct store_meta alice = { "alice (admin token)", "first", 0, 0, NULL };
+	struct store_meta alice = { "alice (admin token)", "first", 0, 0, NULL, false };
 	assert_int_equal(write1(f, "cluster/a", A, &alice), 1);
 	assert_int_equal(write1(f, "cluster/b", A, NULL), 2);
 	assert_int_equal(write1(f, "cluster/a", B, &alice), 3);
@@ -182,29 +182,57 @@ static int no_change(void *ctx, const struct persist_vchange *c)
 	return 0;
 }
 
-/* A write's override of the guards is kept in its record (NULL: none),
- * read back by list and get, and across a reopen. */
-static void test_override_record(void **state)
+/* What cb says of the log (list: want_list) and of version (get:
+ * want_get), and the same after a reopen. */
+static void read_back(struct fixture *f, persist_version_cb cb, uint64_t version, const char *want_list,
+		      const char *want_get)
 {
-	struct fixture *f = *state;
-	struct store_meta ov = { "bob", "shrink", 0, 0, "{\"passed\":[\"guard/shrink\"],\"reason\":\"incident 7\"}" };
-	write1(f, "cluster/a", A, NULL);                 /* 1 */
-	assert_int_equal(write1(f, "cluster/a", B, &ov), 2);
 	struct buf b = BUF_INIT;
 	char err[256];
 	for (int round = 0; round < 2; round++) {
 		buf_reset(&b);
 		buf_puts(&b, "");
-		assert_int_equal(f->p->ops->log_list(f->p, NULL, 10, override_cb, &b, err, sizeof(err)), 0);
-		assert_string_equal(b.data, "2:{\"passed\":[\"guard/shrink\"],\"reason\":\"incident 7\"} 1:-");
+		assert_int_equal(f->p->ops->log_list(f->p, NULL, 10, cb, &b, err, sizeof(err)), 0);
+		assert_string_equal(b.data, want_list);
 		buf_reset(&b);
 		buf_puts(&b, "");
-		assert_int_equal(f->p->ops->log_get(f->p, 2, override_cb, no_change, &b, err, sizeof(err)), 1);
-		assert_string_equal(b.data, "2:{\"passed\":[\"guard/shrink\"],\"reason\":\"incident 7\"}");
+		assert_int_equal(f->p->ops->log_get(f->p, version, cb, no_change, &b, err, sizeof(err)), 1);
+		assert_string_equal(b.data, want_get);
 		close_store(f);
 		assert_int_equal(open_store(f), 0);
 	}
 	buf_release(&b);
+}
+
+/* A write's override of the guards is kept in its record (NULL: none),
+ * read back by list and get, and across a reopen. */
+static void test_override_record(void **state)
+{
+	struct fixture *f = *state;
+	struct store_meta ov = { "bob", "shrink", 0, 0, "{\"passed\":[\"guard/shrink\"],\"reason\":\"incident 7\"}", false };
+	write1(f, "cluster/a", A, NULL);                 /* 1 */
+	assert_int_equal(write1(f, "cluster/a", B, &ov), 2);
+	read_back(f, override_cb, 2, "2:{\"passed\":[\"guard/shrink\"],\"reason\":\"incident 7\"} 1:-",
+		  "2:{\"passed\":[\"guard/shrink\"],\"reason\":\"incident 7\"}");
+}
+
+static int emergency_cb(void *ctx, const struct persist_version *v)
+{
+	buf_printf(ctx, "%s%llu:%s", ((struct buf *)ctx)->len ? " " : "", (unsigned long long)v->version,
+		   v->emergency ? "emergency" : "-");
+	return 0;
+}
+
+/* An emergency revert (revert --now) is marked in its record, read back
+ * by list and get, and across a reopen. */
+static void test_emergency_record(void **state)
+{
+	struct fixture *f = *state;
+	struct store_meta em = { "oscar", "emergency revert to version 1", 1, 2, NULL, true };
+	write1(f, "cluster/a", A, NULL);                 /* 1 */
+	write1(f, "cluster/a", B, NULL);                 /* 2 */
+	assert_int_equal(write1(f, "cluster/a", A, &em), 3);
+	read_back(f, emergency_cb, 3, "3:emergency 2:- 1:-", "3:emergency");
 }
 
 static void test_revert_marks_and_retention(void **state)
@@ -212,7 +240,7 @@ static void test_revert_marks_and_retention(void **state)
 	struct fixture *f = *state;
 	write1(f, "cluster/a", A, NULL);                 /* 1 */
 	write1(f, "cluster/a", B, NULL);                 /* 2 */
-	struct store_meta ro = { "rollout 2", "revert of version 2", 1, 2, NULL };
+	struct store_meta ro = { "rollout 2", "revert of version 2", 1, 2, NULL, false };
 	assert_int_equal(write1(f, "cluster/a", A, &ro), 3);
 	char *l = listing(f, NULL);
 	assert_string_equal(l, "3:rollout 2:revert of version 2:[\"cluster/a\"]:0 2:plane::[\"cluster/a\"]:3 "
@@ -304,22 +332,30 @@ static void test_age_without_a_commit(void **state)
 	assert_int_equal(floor_of(f), 4);
 }
 
+/* Makes the store's database one of schema (its vlog without column),
+ * and opens it again: upgraded in place. */
+static void back_to_schema(struct fixture *f, const char *column, int schema)
+{
+	close_store(f);
+	char path[128], sql[160];
+	snprintf(path, sizeof(path), "%s/tether.db", f->dir);
+	snprintf(sql, sizeof(sql), "ALTER TABLE vlog DROP COLUMN %s; UPDATE meta SET value=%d WHERE key='schema'", column,
+		 schema);
+	sqlite3 *db;
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	assert_int_equal(open_store(f), 0);
+}
+
 /* A schema 6 database (a vlog without its override column) gains it;
  * its records read back without one. */
 static void test_upgrade_from_schema_6(void **state)
 {
 	struct fixture *f = *state;
 	write1(f, "cluster/a", A, NULL);
-	close_store(f);
-	char path[128];
-	snprintf(path, sizeof(path), "%s/tether.db", f->dir);
-	sqlite3 *db;
-	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-	assert_int_equal(sqlite3_exec(db, "ALTER TABLE vlog DROP COLUMN override; UPDATE meta SET value=6 WHERE key='schema'",
-				      NULL, NULL, NULL), SQLITE_OK);
-	sqlite3_close(db);
-	assert_int_equal(open_store(f), 0);
-	struct store_meta ov = { "bob", "", 0, 0, "{\"passed\":[],\"reason\":\"r\"}" };
+	back_to_schema(f, "override", 6);
+	struct store_meta ov = { "bob", "", 0, 0, "{\"passed\":[],\"reason\":\"r\"}", false };
 	assert_int_equal(write1(f, "cluster/a", B, &ov), 2);
 	struct buf b = BUF_INIT;
 	char err[256];
@@ -327,6 +363,35 @@ static void test_upgrade_from_schema_6(void **state)
 	assert_int_equal(f->p->ops->log_list(f->p, NULL, 10, override_cb, &b, err, sizeof(err)), 0);
 	assert_string_equal(b.data, "2:{\"passed\":[],\"reason\":\"r\"} 1:-");
 	buf_release(&b);
+}
+
+/* A schema 7 database (a vlog without its emergency column) gains it,
+ * upgraded in place: its records read back as not emergencies. */
+static void test_upgrade_from_schema_7(void **state)
+{
+	struct fixture *f = *state;
+	write1(f, "cluster/a", A, NULL);
+	back_to_schema(f, "emergency", 7);
+	char path[128];
+	snprintf(path, sizeof(path), "%s/tether.db", f->dir);
+	sqlite3 *db;
+	struct store_meta em = { "oscar", "", 0, 1, NULL, true };
+	assert_int_equal(write1(f, "cluster/a", B, &em), 2);
+	struct buf b = BUF_INIT;
+	char err[256];
+	buf_puts(&b, "");
+	assert_int_equal(f->p->ops->log_list(f->p, NULL, 10, emergency_cb, &b, err, sizeof(err)), 0);
+	assert_string_equal(b.data, "2:emergency 1:-");
+	buf_release(&b);
+	close_store(f);
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	sqlite3_stmt *st;
+	assert_int_equal(sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key='schema'", -1, &st, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+	assert_int_equal(sqlite3_column_int(st, 0), 8);
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	assert_int_equal(open_store(f), 0);
 }
 
 static void test_upgrade_from_schema_1(void **state)
@@ -368,6 +433,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_records, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_override_record, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_emergency_record, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_upgrade_from_schema_7, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_revert_marks_and_retention, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_age_in_a_commit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_age_without_a_commit, setup, teardown),

@@ -1,6 +1,7 @@
 /* persist/etcd/vlog.c: the version log in etcd (persist.h's log_* ops):
  *   vlog/VERSION  (20 digits) one version's record, JSON: author, time,
- *                 message, override (absent: none), names, and changes
+ *                 message, override (absent: none), emergency (true: an
+ *                 emergency revert; absent: not), names, and changes
  *                 [{name, before, after}]
  *   vrev/TO       "FROM BY": versions (FROM, TO] were reverted by BY (a
  *                 rollout's revert)
@@ -97,6 +98,8 @@ static void record_head(struct buf *b, const struct persist_commit *c)
 	buf_json_string(b, c->message ? c->message : "");
 	if (c->override)   /* JSON the writer made: {"passed","reason"} */
 		buf_printf(b, ",\"override\":%s", c->override);
+	if (c->emergency)   /* tetherctl revert --now */
+		buf_puts(b, ",\"emergency\":true");
 	buf_puts(b, ",\"names\":[");
 	for (size_t i = 0; i < c->nchanges; i++) {
 		if (i)
@@ -544,6 +547,7 @@ static int emit(const struct scan *s, const struct rec *r, persist_version_cb cb
 		.version = r->version, .author = author ? author : "", .message = message ? message : "",
 		.names = names ? names : "[]", .time = cJSON_IsNumber(t) ? (int64_t)t->valuedouble : 0,
 		.reverted_by = reverted_by(s, r->version), .override = override,
+		.emergency = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r->doc, "emergency")),
 	};
 	int rc = cb(ctx, &v);
 	cJSON_free(names);

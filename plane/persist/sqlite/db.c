@@ -22,8 +22,9 @@
  * for an admin, --approve-relay-keys); 7: vlog.override (a write's
  * override of guards: {"reason","passed"} JSON, NULL: none), the freeze
  * window (table freeze), approvals (approval tokens per version, sub and
- * key: core/approvals.h) */
-#define SCHEMA_VERSION 7
+ * key: core/approvals.h); 8: vlog.emergency (1: an emergency revert,
+ * tetherctl revert --now) */
+#define SCHEMA_VERSION 8
 
 static const char schema[] =
 	"CREATE TABLE IF NOT EXISTS meta("
@@ -39,7 +40,7 @@ static const char schema[] =
 	"CREATE TABLE IF NOT EXISTS vlog("
 	"  version INTEGER PRIMARY KEY, author TEXT NOT NULL, time INTEGER NOT NULL,"
 	"  message TEXT NOT NULL, names TEXT NOT NULL, reverted_by INTEGER NOT NULL DEFAULT 0,"
-	"  override TEXT);"
+	"  override TEXT, emergency INTEGER NOT NULL DEFAULT 0);"
 	"CREATE TABLE IF NOT EXISTS vlog_changes("
 	"  version INTEGER NOT NULL, name TEXT NOT NULL, before TEXT, after TEXT,"
 	"  PRIMARY KEY(version, name));"
@@ -294,6 +295,10 @@ struct db *db_open(const char *dir, char *err, size_t errlen)
 	/* 7: a write's override of guards, kept in its version's record */
 	if (have && ver < 7 && !has_column(db, "vlog", "override") &&
 	    db_exec(db, "ALTER TABLE vlog ADD COLUMN override TEXT", err, errlen) < 0)
+		goto fail;
+	/* 8: an emergency revert, marked in its version's record */
+	if (have && ver < 8 && !has_column(db, "vlog", "emergency") &&
+	    db_exec(db, "ALTER TABLE vlog ADD COLUMN emergency INTEGER NOT NULL DEFAULT 0", err, errlen) < 0)
 		goto fail;
 	if ((!have || ver < SCHEMA_VERSION) && db_meta_set(db, "schema", SCHEMA_VERSION, err, errlen) < 0)
 		goto fail;

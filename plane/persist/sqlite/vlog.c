@@ -94,7 +94,7 @@ int vlog_sqlite_write(struct db *db, const struct persist_commit *c, char *err, 
 	struct buf names = BUF_INIT;
 	int rc = -1;
 	if (sqlite3_prepare_v2(db->conn, "INSERT OR REPLACE INTO vlog(version,author,time,message,names,reverted_by,"
-			       "override) VALUES(?,?,?,?,?,0,?)", -1, &rec, NULL) != SQLITE_OK ||
+			       "override,emergency) VALUES(?,?,?,?,?,0,?,?)", -1, &rec, NULL) != SQLITE_OK ||
 	    sqlite3_prepare_v2(db->conn, "INSERT OR REPLACE INTO vlog_changes(version,name,before,after) "
 			       "VALUES(?,?,?,?)", -1, &ch, NULL) != SQLITE_OK ||
 	    sqlite3_prepare_v2(db->conn, "UPDATE vlog SET reverted_by=?1 WHERE version > ?2 AND version <= ?3 "
@@ -131,6 +131,7 @@ int vlog_sqlite_write(struct db *db, const struct persist_commit *c, char *err, 
 		sqlite3_bind_text(rec, 6, c->override, -1, SQLITE_STATIC);
 	else
 		sqlite3_bind_null(rec, 6);
+	sqlite3_bind_int(rec, 7, c->emergency ? 1 : 0);
 	if (run(db, rec, err, errlen) < 0)
 		goto out;
 	if (c->reverts_to) {
@@ -209,6 +210,7 @@ static int each_version(struct db *db, sqlite3_stmt *st, persist_version_cb cb, 
 			.names = (const char *)sqlite3_column_text(st, 4),
 			.reverted_by = (uint64_t)sqlite3_column_int64(st, 5),
 			.override = (const char *)sqlite3_column_text(st, 6),
+			.emergency = sqlite3_column_int(st, 7) != 0,
 		};
 		(*found)++;
 		if (cb(ctx, &v) < 0) {
@@ -228,9 +230,9 @@ int vlog_sqlite_list(struct db *db, const char *name, size_t limit, persist_vers
 	int rc = -1, found = 0;
 	pthread_mutex_lock(&db->lock);
 	const char *sql = name ?
-		"SELECT v.version, v.author, v.time, v.message, v.names, v.reverted_by, v.override FROM vlog v "
+		"SELECT v.version, v.author, v.time, v.message, v.names, v.reverted_by, v.override, v.emergency FROM vlog v "
 		"WHERE v.version IN (SELECT version FROM vlog_changes WHERE name=?2) ORDER BY v.version DESC LIMIT ?1" :
-		"SELECT version, author, time, message, names, reverted_by, override FROM vlog ORDER BY version DESC LIMIT ?1";
+		"SELECT version, author, time, message, names, reverted_by, override, emergency FROM vlog ORDER BY version DESC LIMIT ?1";
 	if (sqlite3_prepare_v2(db->conn, sql, -1, &st, NULL) != SQLITE_OK) {
 		fail(db, err, errlen);
 		goto out;
@@ -275,7 +277,7 @@ int vlog_sqlite_get(struct db *db, uint64_t version, persist_version_cb vcb, per
 	sqlite3_stmt *st = NULL, *cs = NULL;
 	int rc = -1, found = 0;
 	pthread_mutex_lock(&db->lock);
-	if (sqlite3_prepare_v2(db->conn, "SELECT version, author, time, message, names, reverted_by, override FROM vlog "
+	if (sqlite3_prepare_v2(db->conn, "SELECT version, author, time, message, names, reverted_by, override, emergency FROM vlog "
 			       "WHERE version=?", -1, &st, NULL) != SQLITE_OK ||
 	    sqlite3_prepare_v2(db->conn, "SELECT version, name, before, after FROM vlog_changes WHERE version=? "
 			       "ORDER BY name", -1, &cs, NULL) != SQLITE_OK) {

@@ -2,7 +2,8 @@
  *
  * A token is "tt1_" + its id (12 hex) + "_" + 32 random bytes in
  * base64url: 60 characters. The id is public (token ls, revoke); the
- * random part never leaves the answer that made it. */
+ * random part never leaves the answer that made it. A console session is
+ * the same token, its record's role "ui-session" and its end kept. */
 #include "core/tokens.h"
 #include "log.h"
 #include "persist/records_json.h"
@@ -23,6 +24,7 @@ struct record {
 	struct token_info info;
 	char hash[HASH_HEX];
 	int64_t created, revoked_at;
+	bool expiry_told;            /* tokens_expire handed its id out */
 };
 
 struct tokens {
@@ -91,7 +93,9 @@ static int load_one(void *ctx, const struct persist_token *pt)
 	struct record *r = add(t);
 	snprintf(r->info.id, sizeof(r->info.id), "%s", pt->id);
 	snprintf(r->hash, sizeof(r->hash), "%s", pt->hash);
-	r->info.role = strcmp(pt->role, "node") == 0 ? ROLE_NODE : role_parse(pt->role);
+	r->info.session = strcmp(pt->role, TOKENS_SESSION_ROLE) == 0;
+	r->info.role = strcmp(pt->role, "node") == 0 ? ROLE_NODE : r->info.session ? ROLE_READER : role_parse(pt->role);
+	r->info.expires = pt->expires > 0 ? pt->expires : 0;
 	snprintf(r->info.node, sizeof(r->info.node), "%s", pt->node);
 	snprintf(r->info.name, sizeof(r->info.name), "%s", pt->name);
 	r->created = pt->created;
@@ -99,6 +103,10 @@ static int load_one(void *ctx, const struct persist_token *pt)
 	r->info.revoked = r->revoked_at != 0;
 	if (r->info.role == ROLE_NONE) {
 		log_warn("tokens: token %s has an unknown role; it admits nothing", r->info.id);
+		r->info.revoked = true;
+	}
+	if (r->info.session && !r->info.expires) {
+		log_warn("tokens: session %s has no end; it admits nothing", r->info.id);
 		r->info.revoked = true;
 	}
 	index_record(t, t->n - 1);
@@ -142,7 +150,10 @@ int tokens_merge(struct tokens *t, const struct persist_token *pt)
 			r = t->rec[i];
 	int rc = 0;
 	if (!r) {
-		load_one(t, pt);
+		/* a session's record the keeper dropped here, still listed by the
+		 * upstream (a relay's) or not yet dropped by another replica */
+		if (!(pt->expires > 0 && wall_seconds() - pt->expires >= TOKENS_KEEP_EXPIRED))
+			load_one(t, pt);
 	} else if (pt->revoked && !r->info.revoked) {
 		r->info.revoked = true;
 		r->revoked_at = pt->revoked;
@@ -153,8 +164,8 @@ int tokens_merge(struct tokens *t, const struct persist_token *pt)
 	return rc;
 }
 
-int tokens_create(struct tokens *t, enum role role, const char *node, const char *name, char **token,
-		  struct token_info *info, char *err, size_t errlen)
+static int make(struct tokens *t, enum role role, const char *node, const char *name, int64_t expires, char **token,
+		struct token_info *info, char *err, size_t errlen)
 {
 	unsigned char idb[TOKEN_ID_LEN / 2], secret[32];
 	char id[TOKEN_ID_LEN + 1], sec64[sodium_base64_ENCODED_LEN(32, sodium_base64_VARIANT_URLSAFE_NO_PADDING)];
@@ -174,10 +185,12 @@ int tokens_create(struct tokens *t, enum role role, const char *node, const char
 	snprintf(r.info.name, sizeof(r.info.name), "%s", name ? name : "");
 	hash_token(tok, r.hash);
 	r.created = wall_seconds();
+	r.info.session = expires > 0;
+	r.info.expires = expires;
 
 	struct persist_token pt = {
-		.id = r.info.id, .hash = r.hash, .role = role_name(role), .node = r.info.node, .name = r.info.name,
-		.created = r.created,
+		.id = r.info.id, .hash = r.hash, .role = r.info.session ? TOKENS_SESSION_ROLE : role_name(role),
+		.node = r.info.node, .name = r.info.name, .created = r.created, .expires = expires,
 	};
 	int rc = t->p->ops->token_add(t->p, &pt, err, errlen);
 	if (rc < 0) {
@@ -193,6 +206,79 @@ int tokens_create(struct tokens *t, enum role role, const char *node, const char
 	*info = r.info;
 	*token = tok;
 	return 0;
+}
+
+int tokens_create(struct tokens *t, enum role role, const char *node, const char *name, char **token,
+		  struct token_info *info, char *err, size_t errlen)
+{
+	return make(t, role, node, name, 0, token, info, err, errlen);
+}
+
+int tokens_create_session(struct tokens *t, int64_t expires, const char *name, char **token,
+			  struct token_info *info, char *err, size_t errlen)
+{
+	if (expires <= 0) {
+		snprintf(err, errlen, "a session needs an end");
+		return -1;
+	}
+	return make(t, ROLE_READER, NULL, name, expires, token, info, err, errlen);
+}
+
+bool tokens_expired(const struct token_info *info, int64_t now)
+{
+	return info->expires > 0 && now >= info->expires;
+}
+
+/* Drops record i (the lock held): the last one takes its place. */
+static void drop(struct tokens *t, size_t i)
+{
+	struct record *r = t->rec[i];
+	strmap_del(&t->by_hash, r->hash);
+	if (i != t->n - 1) {
+		t->rec[i] = t->rec[t->n - 1];
+		index_record(t, i);
+	}
+	t->n--;
+	sodium_memzero(r, sizeof(*r));
+	free(r);
+}
+
+int tokens_expire(struct tokens *t, int64_t now, char (**ids)[TOKEN_ID_LEN + 1], size_t *n, char *err,
+		  size_t errlen)
+{
+	size_t cap = 0;
+	int rc = 0;
+	*ids = NULL;
+	*n = 0;
+	pthread_mutex_lock(&t->lock);
+	for (size_t i = 0; i < t->n;) {
+		struct record *r = t->rec[i];
+		if (!tokens_expired(&r->info, now)) {
+			i++;
+			continue;
+		}
+		if (!r->expiry_told) {
+			if (*n == cap) {
+				cap = cap ? 2 * cap : 8;
+				*ids = xrealloc(*ids, cap * sizeof(**ids));
+			}
+			snprintf((*ids)[(*n)++], TOKEN_ID_LEN + 1, "%s", r->info.id);
+			r->expiry_told = true;
+		}
+		if (rc < 0 || now - r->info.expires < TOKENS_KEEP_EXPIRED) {
+			i++;
+			continue;
+		}
+		if (t->p->ops->token_delete && t->p->ops->token_delete(t->p, r->info.id, err, errlen) < 0) {
+			rc = -1;   /* the backend is away: again next time */
+			i++;
+			continue;
+		}
+		drop(t, i);   /* the last record is at i now */
+		atomic_fetch_add(&t->gen, 1);
+	}
+	pthread_mutex_unlock(&t->lock);
+	return rc;
 }
 
 int tokens_lookup(struct tokens *t, const char *token, struct token_info *info)
@@ -257,6 +343,8 @@ void tokens_to_json(struct tokens *t, struct buf *out)
 		if (i)
 			buf_putc(out, ',');
 		buf_printf(out, "{\"id\":\"%s\",\"role\":\"%s\",", r->info.id, role_name(r->info.role));
+		if (r->info.session)
+			buf_printf(out, "\"session\":true,\"expires\":%lld,", (long long)r->info.expires);
 		if (r->info.role == ROLE_NODE) {
 			buf_puts(out, "\"node\":");
 			buf_json_string(out, r->info.node);
@@ -292,8 +380,9 @@ void tokens_records_json(struct tokens *t, struct buf *out)
 	for (size_t i = 0; i < t->n; i++) {
 		const struct record *r = t->rec[i];
 		struct persist_token pt = {
-			.id = r->info.id, .hash = r->hash, .role = role_name(r->info.role), .node = r->info.node,
-			.name = r->info.name, .created = r->created, .revoked = r->revoked_at,
+			.id = r->info.id, .hash = r->hash,
+			.role = r->info.session ? TOKENS_SESSION_ROLE : role_name(r->info.role), .node = r->info.node,
+			.name = r->info.name, .created = r->created, .revoked = r->revoked_at, .expires = r->info.expires,
 		};
 		cJSON_AddItemToArray(arr, record_token_to_json(&pt));
 	}

@@ -8,7 +8,8 @@
 # table and the NACK panel while picky's NACK stands and once it ACKed a
 # good version, and measures the layout at 1400x900 (panels side by side)
 # and 390x844 (one column), neither scrolling sideways, nothing over the
-# header. PNGs: $WORK/console-*.png, kept in $TOP_BUILDDIR/t1006-*.png.
+# header. A link whose session has ended brings the login bar back, saying
+# it expired. PNGs: $WORK/console-*.png, kept in $TOP_BUILDDIR/t1006-*.png.
 # Skips without chromium or when puppeteer-core cannot be installed.
 . "$(dirname "$0")/lib.sh"
 
@@ -34,6 +35,8 @@ CURL_OPTS=(-H "Authorization: Bearer $ADMIN")
 check "picky NACKs version $V2" wait_until 20 has_nack picky "$V2"
 
 actl token create --role reader --name layout >"$WORK/reader.token" || bail "cannot make a reader token"
+# a session of one minute, opened at the end, once it has expired
+OLD_LINK=$("$CTL_BIN" --plane "$PLANE_URL" --token-file "$WORK/reader.token" ui --ttl 60 2>/dev/null)
 LINK=$("$CTL_BIN" --plane "$PLANE_URL" --token-file "$WORK/reader.token" ui 2>/dev/null)
 check "tetherctl ui gives a link" grep -q "^$PLANE_URL/ui/#s=tt1_" <<<"$LINK"
 
@@ -79,6 +82,15 @@ check_eq "390x844: no horizontal scroll" false "$(r .phone.horizontal_scroll)"
 check_eq "390x844: one column" 1 "$(r .phone.columns)"
 check_eq "390x844: nothing over the header" "[]" "$(r .phone.overlapping)"
 check_eq "no page errors" "[]" "$(r .page_errors)"
+# ---- an expired link -----------------------------------------------------------------
+expired() { curl -sS -H "Authorization: Bearer ${OLD_LINK#*#s=}" "$PLANE_URL/v1/status" | grep -q 'expired at'; }
+check "the one-minute session ends" wait_until 90 expired
+timeout 60 "$CHROMIUM" "${HEADLESS[@]}" --dump-dom "$OLD_LINK" >"$WORK/expired.html" 2>>"$WORK/headless.log"
+check "an expired link shows the login bar" grep -q '<form id="login">' "$WORK/expired.html"
+check "... saying the session expired and how to get a new one" \
+	grep -q 'id="login-error"[^>]*>this console session has expired: run .tetherctl ui. for a new link' "$WORK/expired.html"
+check "... and nothing of the fleet" grep -q '<main id="app" hidden' "$WORK/expired.html"
+
 for w in 1400 390; do
 	check "the ${w} screenshot is a PNG" sh -c "file '$WORK/console-$w.png' | grep -q 'PNG image data'"
 	cp "$WORK/console-$w.png" "$TOP_BUILDDIR/t1006-console-$w.png" 2>/dev/null

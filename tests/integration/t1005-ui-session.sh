@@ -66,7 +66,7 @@ for store in sqlite etcd; do
 	check "$store: GET /v1/tokens: a reader's session with its expiry" jq -e --arg id "$id" \
 		'.[] | select(.id == $id) | .role == "reader" and .session == true and .expires > .created' <<<"$ls_json"
 	check "$store: token ls shows it as a ui session with its expiry" \
-		grep -Eq "^$id +ui session +ui session by ui-$store \\(reader token\\) .* 20[0-9-]+ [0-9:]+Z\$" \
+		grep -Eq "^$id +ui session +ui session by ui-$store \\(reader token\\) .* 20[0-9-]+[T ][0-9:]+(Z|[+-][0-9:]+)\$" \
 		<<<"$(actl token ls)"
 	check_eq "$store: the token's secret is in no log line" 0 "$(grep -c -- "$SECRET" "$LOG")"
 

@@ -88,6 +88,9 @@ enum http_result api_ui(struct api *p, struct http_conn *c, const char *rest);
 #define UI_SESSION_TTL_MIN 60
 #define UI_SESSION_TTL_MAX 86400
 enum http_result api_ui_session(struct api *p, struct http_conn *c, struct request *r);
+/* Its body ({"ttl":SECONDS}, or empty: the default) into *ttl; 0, or -1
+ * with err naming the field and its bounds (tests/fuzz/fuzz_ui_session.c). */
+int api_ui_session_parse(const char *body, size_t len, int64_t *ttl, char *err, size_t errlen);
 /* GET, PUT and DELETE /v1/freeze: the freeze window (api/freeze.c). */
 enum http_result api_freeze(struct api *p, struct http_conn *c, struct request *r, const char *method);
 /* POST and GET /v1/approvals (api/approvals.c). */

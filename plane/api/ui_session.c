@@ -27,15 +27,14 @@ static void wipe_free(void *p)
 	free(p);
 }
 
-/* The ttl of the body (empty: the default). 0, or -1 with err. */
-static int parse_ttl(const struct request *r, int64_t *ttl, char *err, size_t errlen)
+int api_ui_session_parse(const char *body, size_t len, int64_t *ttl, char *err, size_t errlen)
 {
 	*ttl = UI_SESSION_TTL_DEFAULT;
-	if (!r->body.len)
+	if (!len)
 		return 0;
 	struct json_limits lim = { SESSION_REQUEST_MAX, 2 };
 	char jerr[256];
-	cJSON *doc = json_decode(r->body.data, r->body.len, &lim, jerr, sizeof(jerr));
+	cJSON *doc = json_decode(body, len, &lim, jerr, sizeof(jerr));
 	if (!doc) {
 		snprintf(err, errlen, "ui session: %s", jerr);
 		return -1;
@@ -51,7 +50,8 @@ static int parse_ttl(const struct request *r, int64_t *ttl, char *err, size_t er
 			goto out;
 		}
 		double d = f->valuedouble;
-		if (!cJSON_IsNumber(f) || d != (double)(int64_t)d || d < UI_SESSION_TTL_MIN || d > UI_SESSION_TTL_MAX) {
+		/* the range first: a cast of a huge number is undefined */
+		if (!cJSON_IsNumber(f) || !(d >= UI_SESSION_TTL_MIN && d <= UI_SESSION_TTL_MAX) || d != (double)(int64_t)d) {
 			snprintf(err, errlen, "ui session: ttl: must be a whole number of seconds in %d..%d (default %d)",
 				 UI_SESSION_TTL_MIN, UI_SESSION_TTL_MAX, UI_SESSION_TTL_DEFAULT);
 			goto out;
@@ -94,7 +94,7 @@ enum http_result api_ui_session(struct api *p, struct http_conn *c, struct reque
 	int64_t ttl;
 	if (r->body.len > SESSION_REQUEST_MAX)
 		return http_send_error(c, HTTP_CONTENT_TOO_LARGE, "ui session: body exceeds %d bytes", SESSION_REQUEST_MAX);
-	if (parse_ttl(r, &ttl, err, sizeof(err)) < 0)
+	if (api_ui_session_parse(r->body.data, r->body.len, &ttl, err, sizeof(err)) < 0)
 		return http_send_error(c, HTTP_UNPROCESSABLE_CONTENT, "%s", err);
 	int64_t expires = wall_seconds() + ttl;
 	char name[TOKEN_NAME_MAX + 1];

@@ -54,9 +54,13 @@ function tokenFromLink() {
 	const m = /(?:^#|&)s=([^&]+)/.exec(location.hash);
 	if (!m)
 		return;
-	state.token = decodeURIComponent(m[1]);
-	sessionStorage.setItem(KEY, state.token);
 	history.replaceState(null, '', location.pathname + location.search);
+	try {
+		state.token = decodeURIComponent(m[1]);
+	} catch (e) {
+		return;   // not a token: the login bar asks for one
+	}
+	sessionStorage.setItem(KEY, state.token);
 }
 
 // What a refusal (401, 403) says, in words for the login bar.

@@ -50,6 +50,8 @@ code=$(curl -sS -o "$WORK/probe" -w '%{http_code}' "${CURL_OPTS[@]}" -X POST --d
 # (a plane without it refuses the field: "unknown field ... (expected version, message)")
 if LC_ALL=C grep -aq "unknown field .*(expected version, message)" "$WORK/probe"; then HAVE_D=0; else HAVE_D=1; fi
 diag "the plane's answer to a probe of 'now' ($code): $(tr -cd '[:print:]' <"$WORK/probe") -> part D here: $HAVE_D"
+[ $HAVE_D = 1 ] || check "without part D the refusal names the field (and the plane lives)" \
+	grep -q "unknown field 'now'" "$WORK/probe"
 check_eq "the probe wrote nothing" 2 "$(curl -sS "${CURL_OPTS[@]}" "$PLANE_URL/healthz" | jq .version)"
 # check_d DESC COMMAND...: a check of what part D's plane does, skipped without it
 check_d() {

@@ -650,7 +650,7 @@ async function follow() {
 			const r = await fetch('/v1/events', { headers: h, cache: 'no-store', credentials: 'omit' });
 			if (r.status === 401 || r.status === 403) {
 				state.started = false;
-				askToken('the event stream refused this token');
+				askToken(await refusal(r));   // an expired session says so
 				return;
 			}
 			if (!r.ok || !r.body)

@@ -8,8 +8,9 @@
 # table and the NACK panel while picky's NACK stands and once it ACKed a
 # good version, and measures the layout at 1400x900 (panels side by side)
 # and 390x844 (one column), neither scrolling sideways, nothing over the
-# header. A link whose session has ended brings the login bar back, saying
-# it expired. PNGs: $WORK/console-*.png, kept in $TOP_BUILDDIR/t1006-*.png.
+# header. A page open when its session ends brings the login bar back
+# with no reload, saying it expired (tests/tools/console-expiry.cjs), and so
+# does a link whose session has ended. PNGs: $WORK/console-*.png, kept in $TOP_BUILDDIR/t1006-*.png.
 # Skips without chromium or when puppeteer-core cannot be installed.
 . "$(dirname "$0")/lib.sh"
 
@@ -37,6 +38,9 @@ check "picky NACKs version $V2" wait_until 20 has_nack picky "$V2"
 actl token create --role reader --name layout >"$WORK/reader.token" || bail "cannot make a reader token"
 # a session of one minute, opened at the end, once it has expired
 OLD_LINK=$("$CTL_BIN" --plane "$PLANE_URL" --token-file "$WORK/reader.token" ui --ttl 60 2>/dev/null)
+NODE_PATH=$PP_DIR timeout 150 node "$TOOLS/console-expiry.cjs" "$OLD_LINK" >"$WORK/expiry.json" 2>"$WORK/expiry.err" &
+EXPIRY_PID=$!
+track_pid $EXPIRY_PID
 LINK=$("$CTL_BIN" --plane "$PLANE_URL" --token-file "$WORK/reader.token" ui 2>/dev/null)
 check "tetherctl ui gives a link" grep -q "^$PLANE_URL/ui/#s=tt1_" <<<"$LINK"
 
@@ -85,6 +89,14 @@ check_eq "no page errors" "[]" "$(r .page_errors)"
 # ---- an expired link -----------------------------------------------------------------
 expired() { curl -sS -H "Authorization: Bearer ${OLD_LINK#*#s=}" "$PLANE_URL/v1/status" | grep -q 'expired at'; }
 check "the one-minute session ends" wait_until 90 expired
+wait "$EXPIRY_PID"
+untrack_pid "$EXPIRY_PID"
+E=$(cat "$WORK/expiry.json")
+diag "console-expiry: $E"
+check_eq "a page open at the session's end: the tool drove it" null "$(jq -c .error <<<"$E")"
+check "... it brings the login bar back, saying the session expired" \
+	jq -e '.login_error | test("this console session has expired: run .tetherctl ui. for a new link")' <<<"$E"
+check_eq "... with no reload, no page error" "true []" "$(jq -c .same_page <<<"$E") $(jq -c .page_errors <<<"$E")"
 timeout 60 "$CHROMIUM" "${HEADLESS[@]}" --dump-dom "$OLD_LINK" >"$WORK/expired.html" 2>>"$WORK/headless.log"
 check "an expired link shows the login bar" grep -q '<form id="login">' "$WORK/expired.html"
 check "... saying the session expired and how to get a new one" \

@@ -4,8 +4,8 @@
 # tetherctl ui prints one link, PLANE/ui/#s=TOKEN; readers, operators and
 # admins may open a session, nodes, relays, sessions and nobody may not;
 # ttl's bounds; the session reads and never writes; token ls shows it as a
-# ui session with its expiry; the token is in no log; a restart and the
-# other replica honour it; at its end it is refused as expired (401) and
+# ui session with its expiry; the token is in no log; a restart, the
+# other replica and a relay honour it (a relay makes none: 421); at its end it is refused as expired (401) and
 # the event stream it opened is closed; a record long expired is dropped
 # from the database and from etcd.
 . "$(dirname "$0")/lib.sh"
@@ -120,8 +120,14 @@ for store in sqlite etcd; do
 	track_pid $!
 done
 
-# every replica and a restart honour a session
+# every replica, a relay and a restart honour a session
 check_eq "etcd: the other replica takes the session" 200 "$(get_as "$E2_URL" "${SHORT[etcd]}" /v1/status)"
+SECURE=1 start_plane r --upstream "$S_URL" --relay-id r1 --upstream-token-file "$WORK/relay.sqlite" --heartbeat 1
+R_URL=$PLANE_URL
+relay_takes() { [ "$(get_as "$R_URL" "${SHORT[sqlite]}" /v1/status)" = 200 ]; }
+check "sqlite: a relay takes the session (it follows the token records)" wait_until 20 relay_takes
+r=$(session "$R_URL" "$(cat "$WORK/reader.sqlite")" '{}')
+check_eq "sqlite: a relay makes no session (421: its upstream does)" 421 "$(status_of "$r")"
 stop_pid "$S_PID"
 SECURE=1 start_plane s --heartbeat 1 --admin-token-file "$WORK/admin.token" --listen "127.0.0.1:${S_URL##*:}"
 S_PID=$PLANE_PID
@@ -139,6 +145,7 @@ expired() { curl -sS -H "Authorization: Bearer $2" "$1/v1/status" | grep -q 'exp
 check "sqlite: at its end the session is refused: expired" wait_until 90 expired "$S_URL" "${SHORT[sqlite]}"
 check "etcd: at its end the session is refused: expired" wait_until 30 expired "$E1_URL" "${SHORT[etcd]}"
 check "etcd: ... on the other replica too" expired "$E2_URL" "${SHORT[etcd]}"
+check "sqlite: ... and on the relay" wait_until 10 expired "$R_URL" "${SHORT[sqlite]}"
 check_eq "... 401" 401 "$(get_as "$E2_URL" "${SHORT[etcd]}" /v1/status)"
 check "... saying how to get a new one" grep -q "tetherctl ui" <<<"$(curl -sS -H "Authorization: Bearer ${SHORT[etcd]}" "$E1_URL/v1/nodes")"
 ev_closed() { ! kill -0 "${EV_PID[1]}" 2>/dev/null; }

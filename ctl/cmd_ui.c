@@ -2,26 +2,25 @@
  * short-lived, read-only console session (POST /v1/ui/session) and prints
  * one line, the link that opens the console with it: PLANE/ui/#s=TOKEN.
  * The token rides in the URL's fragment, which a browser never sends, so
- * no server or proxy log holds it. --open hands the link to $BROWSER, or
- * xdg-open. */
+ * no server or proxy log holds it. --open hands it to $BROWSER, or
+ * xdg-open, in a private page (open_page.h), never on a command line. */
 #include "commands.h"
 #include "ctl.h"
 #include "freeze.h"
 #include "json.h"
+#include "open_page.h"
 #include "output.h"
 #include "request.h"
 #include "xmalloc.h"
 
-#include <errno.h>
 #include <sodium.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 
-extern char **environ;
+/* How long --open waits for the browser to read the page. */
+#define UI_OPEN_WAIT_MS 30000
 
 /* --ttl: seconds ("900"), or a duration (15m, 2h, 1d, 1h30m). */
 static int parse_ttl(const char *s, int64_t *out)
@@ -38,25 +37,17 @@ static int parse_ttl(const char *s, int64_t *out)
 	return freeze_parse_time(s, 0, out, err, sizeof(err));
 }
 
-/* Hands link to $BROWSER (one command word) or xdg-open; 0 when it
- * exited 0. */
+/* Hands link to $BROWSER (one command word) or xdg-open, through a
+ * private page (open_page.h): never on a command line, which every local
+ * user can read. 0 when the browser read it. */
 static int open_link(const char *link)
 {
 	const char *opener = getenv("BROWSER");
+	char err[512];
 	if (!opener || !*opener)
 		opener = "xdg-open";
-	char *argv[] = { (char *)opener, (char *)link, NULL };
-	pid_t pid;
-	int rc = posix_spawnp(&pid, opener, NULL, NULL, argv, environ);
-	if (rc != 0) {
-		ctl_error("ui: cannot run '%s' to open the link: %s (open the link above yourself)", opener, strerror(rc));
-		return -1;
-	}
-	int status;
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-		ctl_error("ui: '%s' could not open the link (open the link above yourself)", opener);
+	if (open_page_link(opener, link, UI_OPEN_WAIT_MS, err, sizeof(err)) < 0) {
+		ctl_error("ui: %s (open the link above yourself)", err);
 		return -1;
 	}
 	return 0;

@@ -12,6 +12,7 @@
 #include "xmalloc.h"
 
 #include <pthread.h>
+#include <sys/types.h>
 #include <stdatomic.h>
 #include <sodium.h>
 #include <stdio.h>
@@ -34,7 +35,25 @@ struct tokens {
 	size_t n, cap;
 	struct strmap by_hash;       /* hash hex -> index + 1 */
 	_Atomic uint64_t gen;        /* moves with every record */
+	int64_t next_due;            /* when tokens_expire has work next (0: none known) */
 };
+
+/* When record r gives tokens_expire work: at its end (told), then
+ * TOKENS_KEEP_EXPIRED later (dropped); 0 for a token that never ends. */
+static int64_t due_of(const struct record *r)
+{
+	if (r->info.expires <= 0)
+		return 0;
+	return r->expiry_told ? r->info.expires + TOKENS_KEEP_EXPIRED : r->info.expires;
+}
+
+/* next_due takes r's into account (the lock held). */
+static void note_due(struct tokens *t, const struct record *r)
+{
+	int64_t d = due_of(r);
+	if (d && (!t->next_due || d < t->next_due))
+		t->next_due = d;
+}
 
 
 const char *role_name(enum role r)
@@ -87,6 +106,15 @@ static void index_record(struct tokens *t, size_t i)
 	*strmap_ref(&t->by_hash, t->rec[i]->hash) = (intptr_t)i + 1;
 }
 
+/* The index of the record of id, or -1 (the lock held). */
+static ssize_t find(struct tokens *t, const char *id)
+{
+	for (size_t i = 0; i < t->n; i++)
+		if (strcmp(t->rec[i]->info.id, id) == 0)
+			return (ssize_t)i;
+	return -1;
+}
+
 static int load_one(void *ctx, const struct persist_token *pt)
 {
 	struct tokens *t = ctx;
@@ -109,6 +137,7 @@ static int load_one(void *ctx, const struct persist_token *pt)
 		log_warn("tokens: session %s has no end; it admits nothing", r->info.id);
 		r->info.revoked = true;
 	}
+	note_due(t, r);
 	index_record(t, t->n - 1);
 	atomic_fetch_add(&t->gen, 1);
 	return 0;
@@ -144,10 +173,8 @@ void tokens_free(struct tokens *t)
 int tokens_merge(struct tokens *t, const struct persist_token *pt)
 {
 	pthread_mutex_lock(&t->lock);
-	struct record *r = NULL;
-	for (size_t i = 0; i < t->n && !r; i++)
-		if (strcmp(t->rec[i]->info.id, pt->id) == 0)
-			r = t->rec[i];
+	ssize_t at = find(t, pt->id);
+	struct record *r = at >= 0 ? t->rec[at] : NULL;
 	int rc = 0;
 	if (!r) {
 		/* a session's record the keeper dropped here, still listed by the
@@ -199,7 +226,9 @@ static int make(struct tokens *t, enum role role, const char *node, const char *
 		return -1;
 	}
 	pthread_mutex_lock(&t->lock);
-	*add(t) = r;
+	struct record *nr = add(t);
+	*nr = r;
+	note_due(t, nr);
 	index_record(t, t->n - 1);
 	atomic_fetch_add(&t->gen, 1);
 	pthread_mutex_unlock(&t->lock);
@@ -243,41 +272,59 @@ static void drop(struct tokens *t, size_t i)
 	free(r);
 }
 
+/* Appends id to *ids (*n of them, room for *cap). */
+static void push_id(char (**ids)[TOKEN_ID_LEN + 1], size_t *n, size_t *cap, const char *id)
+{
+	if (*n == *cap) {
+		*cap = *cap ? 2 * *cap : 8;
+		*ids = xrealloc(*ids, *cap * sizeof(**ids));
+	}
+	snprintf((*ids)[(*n)++], TOKEN_ID_LEN + 1, "%s", id);
+}
+
 int tokens_expire(struct tokens *t, int64_t now, char (**ids)[TOKEN_ID_LEN + 1], size_t *n, char *err,
 		  size_t errlen)
 {
-	size_t cap = 0;
+	char (*gone)[TOKEN_ID_LEN + 1] = NULL;
+	size_t cap = 0, ngone = 0, gcap = 0;
 	int rc = 0;
 	*ids = NULL;
 	*n = 0;
 	pthread_mutex_lock(&t->lock);
-	for (size_t i = 0; i < t->n;) {
+	/* called every second: a look at the records only when one is due */
+	if (!t->next_due || now < t->next_due) {
+		pthread_mutex_unlock(&t->lock);
+		return 0;
+	}
+	t->next_due = 0;
+	for (size_t i = 0; i < t->n; i++) {
 		struct record *r = t->rec[i];
-		if (!tokens_expired(&r->info, now)) {
-			i++;
-			continue;
-		}
-		if (!r->expiry_told) {
-			if (*n == cap) {
-				cap = cap ? 2 * cap : 8;
-				*ids = xrealloc(*ids, cap * sizeof(**ids));
-			}
-			snprintf((*ids)[(*n)++], TOKEN_ID_LEN + 1, "%s", r->info.id);
+		if (tokens_expired(&r->info, now) && !r->expiry_told) {
+			push_id(ids, n, &cap, r->info.id);
 			r->expiry_told = true;
 		}
-		if (rc < 0 || now - r->info.expires < TOKENS_KEEP_EXPIRED) {
-			i++;
-			continue;
-		}
-		if (t->p->ops->token_delete && t->p->ops->token_delete(t->p, r->info.id, err, errlen) < 0) {
-			rc = -1;   /* the backend is away: again next time */
-			i++;
-			continue;
-		}
-		drop(t, i);   /* the last record is at i now */
-		atomic_fetch_add(&t->gen, 1);
+		if (tokens_expired(&r->info, now) && now - r->info.expires >= TOKENS_KEEP_EXPIRED)
+			push_id(&gone, &ngone, &gcap, r->info.id);
+		else
+			note_due(t, r);
 	}
 	pthread_mutex_unlock(&t->lock);
+	/* the backend away (etcd electing) must not hold up every lookup:
+	 * records are dropped there without the lock, then here */
+	for (size_t k = 0; k < ngone; k++) {
+		if (rc == 0 && t->p->ops->token_delete && t->p->ops->token_delete(t->p, gone[k], err, errlen) < 0)
+			rc = -1;   /* the backend is away: again next time */
+		pthread_mutex_lock(&t->lock);
+		ssize_t i = find(t, gone[k]);
+		if (i >= 0 && rc < 0)
+			note_due(t, t->rec[i]);
+		else if (i >= 0) {
+			drop(t, (size_t)i);   /* the last record is at i now */
+			atomic_fetch_add(&t->gen, 1);
+		}
+		pthread_mutex_unlock(&t->lock);
+	}
+	free(gone);
 	return rc;
 }
 
@@ -299,10 +346,8 @@ int tokens_lookup(struct tokens *t, const char *token, struct token_info *info)
 int tokens_revoke(struct tokens *t, const char *id, char *err, size_t errlen)
 {
 	pthread_mutex_lock(&t->lock);
-	struct record *r = NULL;
-	for (size_t i = 0; i < t->n && !r; i++)
-		if (strcmp(t->rec[i]->info.id, id) == 0)
-			r = t->rec[i];
+	ssize_t at = find(t, id);
+	struct record *r = at >= 0 ? t->rec[at] : NULL;
 	if (!r) {
 		pthread_mutex_unlock(&t->lock);
 		return 0;
@@ -323,15 +368,13 @@ int tokens_revoke(struct tokens *t, const char *id, char *err, size_t errlen)
 	return rc;
 }
 
-bool tokens_revoked(struct tokens *t, const char *id)
+bool tokens_ended(struct tokens *t, const char *id, int64_t now)
 {
-	bool revoked = false;
 	pthread_mutex_lock(&t->lock);
-	for (size_t i = 0; i < t->n; i++)
-		if (strcmp(t->rec[i]->info.id, id) == 0)
-			revoked = t->rec[i]->info.revoked;
+	ssize_t i = find(t, id);
+	bool ended = i >= 0 && (t->rec[i]->info.revoked || tokens_expired(&t->rec[i]->info, now));
 	pthread_mutex_unlock(&t->lock);
-	return revoked;
+	return ended;
 }
 
 void tokens_to_json(struct tokens *t, struct buf *out)

@@ -82,8 +82,11 @@ int tokens_lookup(struct tokens *t, const char *token, struct token_info *info);
 /* Revokes by id. 1 revoked now, 0 unknown id, -1 with err. Revoking twice
  * is not an error. */
 int tokens_revoke(struct tokens *t, const char *id, char *err, size_t errlen);
-/* Whether the token with this id is revoked (an unknown id is not). */
-bool tokens_revoked(struct tokens *t, const char *id);
+/* Whether the token with this id is revoked, or a session past its end
+ * at now (wall seconds); an unknown id is neither. A stream registered
+ * after the check that admitted it asks once more, so a revocation or an
+ * end in between (whose closing found nothing to close) is not missed. */
+bool tokens_ended(struct tokens *t, const char *id, int64_t now);
 /* Appends the JSON array of every token (no secret, no hash). */
 void tokens_to_json(struct tokens *t, struct buf *out);
 /* How many tokens grant role (not revoked). */

@@ -32,6 +32,8 @@ session() { curl -sS -X POST -w '\n%{http_code}' -H "Authorization: Bearer $2" -
 status_of() { tail -n 1 <<<"$1"; }
 body_of() { sed '$d' <<<"$1"; }
 get_as() { curl -sS -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $2" "$1$3"; }
+absent() { ! test -e "$1"; }
+lacks() { ! grep -q "$1" "$2"; }
 b64() { printf %s "$1" | base64 -w0; }
 etcd_count() { etcdv3 1 /v3/kv/range "{\"key\":\"$(b64 "${PREFIX}$1")\",\"count_only\":true}" | jq -r '.count // "0"'; }
 
@@ -106,11 +108,47 @@ for store in sqlite etcd; do
 	"$CTL_BIN" --plane "$URL" --token-file "$WORK/reader.$store" ui --ttl soon >/dev/null 2>"$WORK/ui.err"
 	check_eq "$store: --ttl soon: a usage error (exit 2)" 2 $?
 
-	# --open: the link goes to $BROWSER
-	printf '#!/bin/sh\nprintf "%%s\\n" "$1" >"%s"\n' "$WORK/opened.$store" >"$WORK/browser.sh"
+	# --open: $BROWSER gets a private page that moves on to the link, never
+	# the link itself (a command line is in every local user's process list)
+	cat >"$WORK/browser.sh" <<EOF
+#!/bin/sh
+printf '%s\n' "\$*" >"$WORK/argv.$store"
+stat -c %a "\$1" >"$WORK/page-mode.$store"
+stat -c %a "\$(dirname "\$1")" >"$WORK/dir-mode.$store"
+printf '%s\n' "\$1" >"$WORK/page.$store"
+sed -n 's/.*location.replace("\([^"]*\)").*/\1/p' "\$1" >"$WORK/opened.$store"
+[ -z "\$LINGER" ] || { echo \$\$ >"$WORK/browser-pid.$store"; exec sleep 300; } </dev/null >/dev/null 2>&1
+EOF
 	chmod +x "$WORK/browser.sh"
 	out=$(BROWSER=$WORK/browser.sh "$CTL_BIN" --plane "$URL" --token-file "$WORK/reader.$store" ui --open 2>/dev/null)
-	check_eq "$store: --open hands the printed link to \$BROWSER" "$out" "$(cat "$WORK/opened.$store" 2>/dev/null)"
+	check_eq "$store: --open: exit 0 once the browser read the page" 0 $?
+	check_eq "$store: --open: the page moves on to the printed link" "$out" "$(cat "$WORK/opened.$store" 2>/dev/null)"
+	check "$store: --open: the printed link holds a session" grep -q '/ui/#s=tt1_' <<<"$out"
+	check "$store: --open: the browser's command line holds no token" lacks tt1_ "$WORK/argv.$store"
+	check_eq "$store: --open: only the user may read the page" 600 "$(cat "$WORK/page-mode.$store")"
+	check_eq "$store: --open: ... in a directory only the user may open" 700 "$(cat "$WORK/dir-mode.$store")"
+	page=$(cat "$WORK/page.$store")
+	check "$store: --open: the page is gone after" absent "$page"
+	check "$store: --open: ... and its directory" absent "$(dirname "$page")"
+	# a browser that stays open: done once it read the page
+	LINGER=1 BROWSER=$WORK/browser.sh "$CTL_BIN" --plane "$URL" --token-file "$WORK/reader.$store" ui --open \
+		>/dev/null 2>&1
+	check_eq "$store: --open: a browser that stays open is not waited for" 0 $?
+	track_pid "$(cat "$WORK/browser-pid.$store")"
+	stop_pid "$(cat "$WORK/browser-pid.$store")"
+	check "$store: --open: ... its page is gone all the same" absent "$(cat "$WORK/page.$store")"
+	# a browser that fails
+	cat >"$WORK/nobrowser.sh" <<EOF
+#!/bin/sh
+printf '%s\n' "\$1" >"$WORK/failed-page.$store"
+exit 1
+EOF
+	chmod +x "$WORK/nobrowser.sh"
+	BROWSER=$WORK/nobrowser.sh "$CTL_BIN" --plane "$URL" --token-file "$WORK/reader.$store" ui --open \
+		>/dev/null 2>"$WORK/ui.err"
+	check_eq "$store: --open: a browser that fails: exit 1" 1 $?
+	check "$store: --open: ... saying to open the link by hand" grep -q "could not open the link.*open the link above yourself" "$WORK/ui.err"
+	check "$store: --open: ... and its page is gone" absent "$(cat "$WORK/failed-page.$store")"
 
 	# a short session, and the event stream it opens
 	r=$(session "$URL" "$R" '{"ttl":60}')

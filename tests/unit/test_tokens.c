@@ -698,6 +698,91 @@ static void test_expire(void **state)
 	free(tb);
 }
 
+/* A backend away while a record long expired is dropped: the record
+ * stays for the next look, and the store answers lookups meanwhile (the
+ * backend is called without the store's lock: a lookup from inside the
+ * backend's call would hang the test otherwise). */
+static struct tokens *away_tokens;
+static const char *away_token;
+static int away_calls, away_found;
+static int (*real_delete)(struct persist *, const char *, char *, size_t);
+
+static int away_delete(struct persist *p, const char *id, char *err, size_t errlen)
+{
+	struct token_info got;
+	away_calls++;
+	away_found += tokens_lookup(away_tokens, away_token, &got);
+	if (away_calls == 1) {
+		snprintf(err, errlen, "etcd: no leader");
+		return -1;
+	}
+	return real_delete(p, id, err, errlen);
+}
+
+static void test_expire_backend_away(void **state)
+{
+	struct fixture *f = *state;
+	struct token_info s, a, got;
+	int64_t now = wall_seconds();
+	char *ts = create_session(f, now + 5, &s);
+	char *ta = create(f, ROLE_ADMIN, NULL, "a", &a);
+	struct persist_ops ops = *f->db->ops;
+	const struct persist_ops *was = f->db->ops;
+	real_delete = ops.token_delete;
+	ops.token_delete = away_delete;
+	f->db->ops = &ops;
+	away_tokens = f->t;
+	away_token = ta;
+	char (*ids)[TOKEN_ID_LEN + 1] = NULL, err[256] = "";
+	size_t n = 0;
+	/* nothing due: the backend is not asked */
+	assert_int_equal(tokens_expire(f->t, now, &ids, &n, err, sizeof(err)), 0);
+	assert_int_equal(n, 0);
+	free(ids);
+	assert_int_equal(away_calls, 0);
+	assert_int_equal(tokens_expire(f->t, now + 5 + TOKENS_KEEP_EXPIRED, &ids, &n, err, sizeof(err)), -1);
+	assert_int_equal(n, 1);   /* told all the same */
+	free(ids);
+	assert_non_null(strstr(err, "no leader"));
+	assert_int_equal(away_calls, 1);
+	assert_int_equal(away_found, 1);
+	assert_int_equal(lookup(f, ts, &got), 1);   /* stays, refused as expired */
+	assert_true(tokens_expired(&got, now + 5));
+	/* the next look drops it */
+	assert_int_equal(tokens_expire(f->t, now + 6 + TOKENS_KEEP_EXPIRED, &ids, &n, err, sizeof(err)), 0);
+	assert_int_equal(n, 0);
+	free(ids);
+	assert_int_equal(away_calls, 2);
+	assert_int_equal(lookup(f, ts, &got), 0);
+	assert_int_equal(lookup(f, ta, &got), 1);
+	/* and then nothing is due any more */
+	assert_int_equal(tokens_expire(f->t, now + 7 + TOKENS_KEEP_EXPIRED, &ids, &n, err, sizeof(err)), 0);
+	free(ids);
+	assert_int_equal(away_calls, 2);
+	f->db->ops = was;
+	free(ts);
+	free(ta);
+}
+
+/* tokens_ended: revoked, or a session past its end. */
+static void test_ended(void **state)
+{
+	struct fixture *f = *state;
+	struct token_info s, a;
+	char err[256] = "";
+	int64_t now = wall_seconds();
+	char *ts = create_session(f, now + 5, &s);
+	char *ta = create(f, ROLE_READER, NULL, "a", &a);
+	assert_false(tokens_ended(f->t, s.id, now + 4));
+	assert_true(tokens_ended(f->t, s.id, now + 5));
+	assert_false(tokens_ended(f->t, a.id, now + 5 + 10 * TOKENS_KEEP_EXPIRED));
+	assert_int_equal(tokens_revoke(f->t, a.id, err, sizeof(err)), 1);
+	assert_true(tokens_ended(f->t, a.id, now));
+	assert_false(tokens_ended(f->t, "0123456789ab", now));
+	free(ts);
+	free(ta);
+}
+
 /* A database of before the column: it gains it, its tokens never expire. */
 static void test_old_database(void **state)
 {
@@ -765,6 +850,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_unknown_role_in_db_admits_nothing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_session, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_expire, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_expire_backend_away, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ended, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_old_database, setup, teardown),
 		cmocka_unit_test(test_record_json),
 	};

@@ -19,9 +19,6 @@
 #include <string.h>
 #include <time.h>
 
-/* How long --open waits for the browser to read the page. */
-#define UI_OPEN_WAIT_MS 30000
-
 /* --ttl: seconds ("900"), or a duration (15m, 2h, 1d, 1h30m). */
 static int parse_ttl(const char *s, int64_t *out)
 {
@@ -39,14 +36,14 @@ static int parse_ttl(const char *s, int64_t *out)
 
 /* Hands link to $BROWSER (one command word) or xdg-open, through a
  * private page (open_page.h): never on a command line, which every local
- * user can read. 0 when the browser read it. */
+ * user can read. 0 when the opener exited 0. */
 static int open_link(const char *link)
 {
 	const char *opener = getenv("BROWSER");
 	char err[512];
 	if (!opener || !*opener)
 		opener = "xdg-open";
-	if (open_page_link(opener, link, UI_OPEN_WAIT_MS, err, sizeof(err)) < 0) {
+	if (open_page_link(opener, link, err, sizeof(err)) < 0) {
 		ctl_error("ui: %s (open the link above yourself)", err);
 		return -1;
 	}

@@ -1,7 +1,8 @@
 /* open_page.c: a link with a secret in it, opened in a browser through a
  * private page (open_page.h): the browser's command line, which every
- * local user can read in the process list, names only the page. The page
- * is removed once the browser read it (inotify), or after a bound. */
+ * local user can read in the process list, names only the page. A
+ * detached remover takes the page away once the browser read it
+ * (inotify), or after a bound. */
 #include "open_page.h"
 #include "buf.h"
 #include "xmalloc.h"
@@ -13,6 +14,7 @@
 #include <sodium.h>
 #include <spawn.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +25,10 @@
 #include <unistd.h>
 
 extern char **environ;
+
+/* How long the page stays after it was last read, and at most. */
+#define OPEN_PAGE_SETTLE_MS 10000
+#define OPEN_PAGE_MAX_MS 120000
 
 /* The link as a JS string literal: nothing in it can end the string or
  * the script element. */
@@ -116,30 +122,89 @@ static int64_t mono_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Whether the inotify fd says the page was opened and closed again. */
-static bool page_read(int in)
+/* What the inotify fd says: 1 the page was read (opened and closed), -1
+ * it is gone, 0 neither. */
+static int page_event(int in)
 {
 	char ev[sizeof(struct inotify_event) + 256] __attribute__((aligned(__alignof__(struct inotify_event))));
-	bool read_it = false;
+	int what = 0;
 	ssize_t n;
 	while ((n = read(in, ev, sizeof(ev))) > 0)
-		for (char *p = ev; p < ev + n; p += sizeof(struct inotify_event) + ((struct inotify_event *)p)->len)
-			if (((struct inotify_event *)p)->mask & IN_CLOSE_NOWRITE)
-				read_it = true;
-	return read_it;
+		for (char *p = ev; p < ev + n; p += sizeof(struct inotify_event) + ((struct inotify_event *)p)->len) {
+			uint32_t m = ((struct inotify_event *)p)->mask;
+			if (m & (IN_DELETE_SELF | IN_IGNORED))
+				what = -1;
+			else if ((m & IN_CLOSE_NOWRITE) && what == 0)
+				what = 1;
+		}
+	return what;
 }
 
-int open_page_link(const char *opener, const char *link, int wait_ms, char *err, size_t errlen)
+/* The remover, detached (its own session, no terminal, no pipe of the
+ * caller's held): the page goes OPEN_PAGE_SETTLE_MS after the last read
+ * (an opener may read it to learn its type before the browser does), or
+ * OPEN_PAGE_MAX_MS after it was made, or when the caller removed it. */
+static void remover(int in, const char *dir, const char *page)
+{
+	int64_t start = mono_ms(), last_read = 0;
+	for (;;) {
+		int64_t now = mono_ms(), until = start + OPEN_PAGE_MAX_MS;
+		if (last_read && last_read + OPEN_PAGE_SETTLE_MS < until)
+			until = last_read + OPEN_PAGE_SETTLE_MS;
+		if (now >= until)
+			break;
+		struct pollfd pf = { .fd = in, .events = POLLIN };
+		if (poll(&pf, 1, (int)(until - now)) <= 0)
+			continue;
+		int what = page_event(in);
+		if (what < 0)
+			_exit(0);
+		if (what > 0)
+			last_read = mono_ms();
+	}
+	open_page_remove(dir, page);
+	_exit(0);
+}
+
+/* Starts the remover for the page watched by in; 0, or -1 (errno). */
+static int start_remover(int in, const char *dir, const char *page)
+{
+	pid_t pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid > 0) {   /* the child's child is the remover: nobody's zombie */
+		int status;
+		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+			;
+		return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+	}
+	setsid();
+	pid_t r = fork();
+	if (r != 0)
+		_exit(r < 0 ? 1 : 0);
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	for (int fd = 0; fd <= 2; fd++)
+		if (null >= 0 && null != fd)
+			dup2(null, fd);
+	signal(SIGHUP, SIG_IGN);
+	remover(in, dir, page);
+	_exit(0);
+}
+
+int open_page_link(const char *opener, const char *link, char *err, size_t errlen)
 {
 	char *dir, *page;
 	if (open_page_write(getenv("TMPDIR"), link, &dir, &page, err, errlen) < 0)
 		return -1;
 	int rc = -1;
+	bool removing = false;
 	int in = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-	if (in < 0 || inotify_add_watch(in, page, IN_CLOSE_NOWRITE) < 0) {
-		snprintf(err, errlen, "cannot watch %s: %s", page, strerror(errno));
+	if (in < 0 || inotify_add_watch(in, page, IN_CLOSE_NOWRITE | IN_DELETE_SELF) < 0 ||
+	    start_remover(in, dir, page) < 0) {
+		snprintf(err, errlen, "cannot watch %s to remove it: %s", page, strerror(errno));
 		goto out;
 	}
+	removing = true;
 	char *argv[] = { (char *)opener, page, NULL };
 	pid_t pid;
 	int e = posix_spawnp(&pid, opener, NULL, NULL, argv, environ);
@@ -147,35 +212,19 @@ int open_page_link(const char *opener, const char *link, int wait_ms, char *err,
 		snprintf(err, errlen, "cannot run '%s': %s", opener, strerror(e));
 		goto out;
 	}
-	/* A browser started by the opener may stay (a browser named in
-	 * $BROWSER runs until it is closed): done once the page was read. */
-	bool exited = false, read_it = false;
-	int status = 0;
-	int64_t until = mono_ms() + wait_ms;
-	while (!read_it) {
-		if (!exited) {
-			pid_t w = waitpid(pid, &status, WNOHANG);
-			exited = w == pid || (w < 0 && errno == ECHILD);
-			if (exited && (!WIFEXITED(status) || WEXITSTATUS(status) != 0)) {
-				snprintf(err, errlen, "'%s' could not open the link", opener);
-				goto out;
-			}
-		}
-		int64_t left = until - mono_ms();
-		if (left <= 0) {
-			snprintf(err, errlen, "'%s' did not open the link in %d s", opener, wait_ms / 1000);
-			goto out;
-		}
-		struct pollfd pf = { .fd = in, .events = POLLIN };
-		/* the opener's exit is looked at every 50 ms */
-		if (poll(&pf, 1, exited ? (int)left : (int)(left < 50 ? left : 50)) > 0)
-			read_it = page_read(in);
+	int status;
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		snprintf(err, errlen, "'%s' could not open the link", opener);
+		goto out;
 	}
 	rc = 0;
 out:
 	if (in >= 0)
 		close(in);
-	open_page_remove(dir, page);
+	if (rc < 0 || !removing)   /* the remover sees it go, and ends */
+		open_page_remove(dir, page);
 	free(dir);
 	free(page);
 	return rc;

@@ -14,9 +14,11 @@ int open_page_write(const char *tmpdir, const char *link, char **dir, char **pag
 /* Removes what open_page_write made (the page wiped first). */
 void open_page_remove(const char *dir, const char *page);
 /* Runs opener (one command word, looked up in PATH) with the page's path
- * as its only argument, and removes the page once something read it, or
- * when opener failed, or after wait_ms. Returns 0 when opener ran and the
- * page was read; -1 with err otherwise. */
-int open_page_link(const char *opener, const char *link, int wait_ms, char *err, size_t errlen);
+ * as its only argument and waits for it; a detached process removes the
+ * page 10 s after it was last read (an opener may read it to learn its
+ * type before the browser does), within 2 minutes in any case, and at
+ * once when opener failed. Returns 0 when opener exited 0; -1 with err
+ * otherwise. */
+int open_page_link(const char *opener, const char *link, char *err, size_t errlen);
 
 #endif

@@ -58,6 +58,22 @@ check "... with both nodes in the table" grep -q 'data-node="picky" data-state="
 check "... and picky's NACK in the panel" grep -q 'class="nack" data-node="picky"' "$WORK/headless.html"
 check_eq "the token never reached the plane's log" 0 "$(grep -c "${LINK##*_}" "$WORK/p.log")"
 
+# ---- tetherctl ui --open, with chromium as $BROWSER: the private page it
+# is handed moves on to the console, which shows the fleet
+{
+	echo '#!/bin/sh'
+	printf 'exec timeout 60 %q' "$CHROMIUM"
+	printf ' %q' "${HEADLESS[@]}"
+	printf ' --dump-dom "$1" >%q 2>>%q\n' "$WORK/opened.html" "$WORK/headless.log"
+} >"$WORK/chromium-open.sh"
+chmod +x "$WORK/chromium-open.sh"
+BROWSER=$WORK/chromium-open.sh "$CTL_BIN" --plane "$PLANE_URL" --token-file "$WORK/reader.token" ui --open \
+	>"$WORK/open.link" 2>/dev/null
+check_eq "tetherctl ui --open with chromium: exit 0" 0 $?
+check "... the page it opened moved on to the console: the app shown" grep -q '<main id="app">' "$WORK/opened.html"
+check "... with the fleet" grep -q 'data-node="picky" data-state="nacked"' "$WORK/opened.html"
+check "... not the login bar" grep -q '<form id="login" hidden' "$WORK/opened.html"
+
 # ---- measured in the page (puppeteer) ----------------------------------------------
 LINK=$("$CTL_BIN" --plane "$PLANE_URL" --token-file "$WORK/reader.token" ui 2>/dev/null)
 R=$(NODE_PATH=$PP_DIR timeout 120 node "$TOOLS/console-layout.cjs" "$LINK" "$ADMIN" picky "$WORK" 2>"$WORK/pp.err")

@@ -6,34 +6,17 @@
 // request is refused as expired). Prints one JSON object of what it saw;
 // exits 1 on a failure to drive.
 'use strict';
-const puppeteer = require('puppeteer-core');
+const ppPage = require('./pp-page.cjs');
 
 const [link] = process.argv.slice(2);
 const res = { page_errors: [] };
-const out = () => process.stdout.write(JSON.stringify(res) + '\n');
 
-(async () => {
-	const browser = await puppeteer.launch({
-		executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-		headless: true,
-		args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run'],
-	});
-	try {
-		const page = await browser.newPage();
-		page.on('pageerror', (e) => res.page_errors.push(String(e.message || e)));
-		await page.goto(link, { waitUntil: 'domcontentloaded' });
-		await page.waitForSelector('#app:not([hidden])', { timeout: 15000 });
-		res.opened = true;
-		await page.evaluate(() => { window.__marker = 'same page'; });
-		await page.waitForFunction(() => !document.getElementById('login').hidden, { timeout: 120000, polling: 200 });
-		res.login_error = await page.$eval('#login-error', (e) => e.textContent);
-		res.same_page = await page.evaluate(() => window.__marker === 'same page');
-		out();
-	} catch (e) {
-		res.error = String(e.message || e);
-		out();
-		process.exitCode = 1;
-	} finally {
-		await browser.close();
-	}
-})();
+ppPage.run(res, async (page) => {
+	await page.goto(link, { waitUntil: 'domcontentloaded' });
+	await page.waitForSelector('#app:not([hidden])', { timeout: 15000 });
+	res.opened = true;
+	await page.evaluate(() => { window.__marker = 'same page'; });
+	await page.waitForFunction(() => !document.getElementById('login').hidden, { timeout: 120000, polling: 200 });
+	res.login_error = await page.$eval('#login-error', (e) => e.textContent);
+	res.same_page = await page.evaluate(() => window.__marker === 'same page');
+});

@@ -13,11 +13,10 @@
 //     the header; a PNG of each in OUT_DIR (console-1400.png, console-390.png).
 // Prints one JSON object of what it saw; exits 1 on a failure to drive.
 'use strict';
-const puppeteer = require('puppeteer-core');
+const ppPage = require('./pp-page.cjs');
 
 const [link, admin, nackNode, outDir] = process.argv.slice(2);
 const res = { page_errors: [] };
-const out = () => process.stdout.write(JSON.stringify(res) + '\n');
 const timeout = 15000;
 
 // In the page: the counts, the table's states and the NACK panel's entries.
@@ -60,57 +59,41 @@ function layout() {
 	};
 }
 
-(async () => {
-	const browser = await puppeteer.launch({
-		executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-		headless: true,
-		args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run'],
-	});
-	try {
-		const page = await browser.newPage();
-		page.on('pageerror', (e) => res.page_errors.push(String(e.message || e)));
-		await page.setViewport({ width: 1400, height: 900 });
-		await page.goto(link, { waitUntil: 'domcontentloaded' });
-		await page.waitForSelector('#app:not([hidden])', { timeout });
-		await page.waitForFunction(() => document.getElementById('live').textContent === 'live', { timeout });
-		res.login_hidden = await page.$eval('#login', (e) => e.hidden);
-		res.hash_after = await page.evaluate(() => location.hash);
-		res.url_has_token = await page.evaluate(() => /tt1_/.test(location.href));
-		res.token_kept = await page.evaluate(() => /^tt1_/.test(sessionStorage.getItem('tether.token') || ''));
+ppPage.run(res, async (page) => {
+	await page.setViewport({ width: 1400, height: 900 });
+	await page.goto(link, { waitUntil: 'domcontentloaded' });
+	await page.waitForSelector('#app:not([hidden])', { timeout });
+	await page.waitForFunction(() => document.getElementById('live').textContent === 'live', { timeout });
+	res.login_hidden = await page.$eval('#login', (e) => e.hidden);
+	res.hash_after = await page.evaluate(() => location.hash);
+	res.url_has_token = await page.evaluate(() => /tt1_/.test(location.href));
+	res.token_kept = await page.evaluate(() => /^tt1_/.test(sessionStorage.getItem('tether.token') || ''));
 
-		// 1. the NACK stands: counted and listed alike
-		await page.waitForFunction((node) => [...document.querySelectorAll('#nodes tbody tr')]
-			.some((r) => r.dataset.node === node && r.dataset.state === 'nacked'), { timeout }, nackNode);
-		res.nacked = await page.evaluate(agreement);
+	// 1. the NACK stands: counted and listed alike
+	await page.waitForFunction((node) => [...document.querySelectorAll('#nodes tbody tr')]
+		.some((r) => r.dataset.node === node && r.dataset.state === 'nacked'), { timeout }, nackNode);
+	res.nacked = await page.evaluate(agreement);
 
-		// the layouts, with the NACK on screen
-		res.wide = await page.evaluate(layout);
-		await page.screenshot({ path: outDir + '/console-1400.png', fullPage: true });
-		await page.setViewport({ width: 390, height: 844, isMobile: true, hasTouch: true, deviceScaleFactor: 2 });
-		await page.waitForFunction(() => window.innerWidth === 390, { timeout });
-		res.phone = await page.evaluate(layout);
-		await page.screenshot({ path: outDir + '/console-390.png', fullPage: true });
-		await page.setViewport({ width: 1400, height: 900 });
+	// the layouts, with the NACK on screen
+	res.wide = await page.evaluate(layout);
+	await page.screenshot({ path: outDir + '/console-1400.png', fullPage: true });
+	await page.setViewport({ width: 390, height: 844, isMobile: true, hasTouch: true, deviceScaleFactor: 2 });
+	await page.waitForFunction(() => window.innerWidth === 390, { timeout });
+	res.phone = await page.evaluate(layout);
+	await page.screenshot({ path: outDir + '/console-390.png', fullPage: true });
+	await page.setViewport({ width: 1400, height: 900 });
 
-		// 2. a good version: the node ACKs it; its NACK is an earlier one now
-		const v = await page.evaluate(async (token) => {
-			const r = await fetch('/v1/resources/file/motd', {
-				method: 'PUT', headers: { Authorization: 'Bearer ' + token },
-				body: JSON.stringify({ path: 'motd.txt', content: 'good again\n' }),
-			});
-			return (await r.json()).version;
-		}, admin);
-		res.good_version = v;
-		await page.waitForFunction((node, ver) => [...document.querySelectorAll('#nodes tbody tr')]
-			.some((r) => r.dataset.node === node && r.dataset.state === 'synced' && r.cells[2].textContent === String(ver)),
-		{ timeout }, nackNode, v);
-		res.acked = await page.evaluate(agreement);
-		out();
-	} catch (e) {
-		res.error = String(e.message || e);
-		out();
-		process.exitCode = 1;
-	} finally {
-		await browser.close();
-	}
-})();
+	// 2. a good version: the node ACKs it; its NACK is an earlier one now
+	const v = await page.evaluate(async (token) => {
+		const r = await fetch('/v1/resources/file/motd', {
+			method: 'PUT', headers: { Authorization: 'Bearer ' + token },
+			body: JSON.stringify({ path: 'motd.txt', content: 'good again\n' }),
+		});
+		return (await r.json()).version;
+	}, admin);
+	res.good_version = v;
+	await page.waitForFunction((node, ver) => [...document.querySelectorAll('#nodes tbody tr')]
+		.some((r) => r.dataset.node === node && r.dataset.state === 'synced' && r.cells[2].textContent === String(ver)),
+	{ timeout }, nackNode, v);
+	res.acked = await page.evaluate(agreement);
+});

@@ -8,11 +8,10 @@
 //   3. the same form again, OPERATOR_TOKEN typed into it, with a message.
 // Prints one JSON object of what it saw; exits 1 on a failure to drive.
 'use strict';
-const puppeteer = require('puppeteer-core');
+const ppPage = require('./pp-page.cjs');
 
 const [link, operator, version] = process.argv.slice(2);
 const res = { page_errors: [], posts: [], steps: [] };
-const out = () => process.stdout.write(JSON.stringify(res) + '\n');
 const timeout = 15000;
 
 // Confirms the open form and waits for its answer; returns what it shows.
@@ -33,58 +32,42 @@ async function confirm(page) {
 	}), before);
 }
 
-(async () => {
-	const browser = await puppeteer.launch({
-		executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-		headless: true,
-		args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run'],
+ppPage.run(res, async (page) => {
+	page.on('request', (r) => {
+		if (r.method() === 'POST' && new URL(r.url()).pathname === '/v1/revert')
+			res.posts.push(r.postData() || '');
 	});
-	try {
-		const page = await browser.newPage();
-		page.on('pageerror', (e) => res.page_errors.push(String(e.message || e)));
-		page.on('request', (r) => {
-			if (r.method() === 'POST' && new URL(r.url()).pathname === '/v1/revert')
-				res.posts.push(r.postData() || '');
-		});
-		await page.setViewport({ width: 1400, height: 900 });
-		await page.goto(link, { waitUntil: 'domcontentloaded' });
-		await page.waitForSelector('#app:not([hidden])', { timeout });
-		const sel = (cls) => `#history li[data-version="${version}"] button.${cls}`;
-		await page.waitForSelector(sel('revert-now'), { timeout });
+	await page.setViewport({ width: 1400, height: 900 });
+	await page.goto(link, { waitUntil: 'domcontentloaded' });
+	await page.waitForSelector('#app:not([hidden])', { timeout });
+	const sel = (cls) => `#history li[data-version="${version}"] button.${cls}`;
+	await page.waitForSelector(sel('revert-now'), { timeout });
 
-		// 1. revert (staged), with the session's token
-		await page.click(sel('revert'));
-		res.form_revert = await page.evaluate(() => ({
-			shown: !document.getElementById('revert-form').hidden,
-			now: document.getElementById('revert-form').dataset.now,
-			what: document.getElementById('revert-what').textContent,
-		}));
-		res.steps.push(await confirm(page));
-		await page.click('#revert-cancel');
+	// 1. revert (staged), with the session's token
+	await page.click(sel('revert'));
+	res.form_revert = await page.evaluate(() => ({
+		shown: !document.getElementById('revert-form').hidden,
+		now: document.getElementById('revert-form').dataset.now,
+		what: document.getElementById('revert-what').textContent,
+	}));
+	res.steps.push(await confirm(page));
+	await page.click('#revert-cancel');
 
-		// 2. revert now, with the session's token
-		await page.click(sel('revert-now'));
-		res.form_now = await page.evaluate(() => ({
-			shown: !document.getElementById('revert-form').hidden,
-			now: document.getElementById('revert-form').dataset.now,
-			what: document.getElementById('revert-what').textContent,
-			button: document.getElementById('revert-confirm').textContent,
-		}));
-		res.steps.push(await confirm(page));
+	// 2. revert now, with the session's token
+	await page.click(sel('revert-now'));
+	res.form_now = await page.evaluate(() => ({
+		shown: !document.getElementById('revert-form').hidden,
+		now: document.getElementById('revert-form').dataset.now,
+		what: document.getElementById('revert-what').textContent,
+		button: document.getElementById('revert-confirm').textContent,
+	}));
+	res.steps.push(await confirm(page));
 
-		// 3. the form stayed: an operator's token typed into it
-		await page.type('#revert-token', operator);
-		await page.type('#revert-message', 'console emergency');
-		res.steps.push(await confirm(page));
-		res.token_field_after = await page.$eval('#revert-token', (e) => e.value);
-		// the typed token served that request only: the tab keeps its session
-		res.stored_token_id = await page.evaluate(() => (sessionStorage.getItem('tether.token') || '').split('_')[1] || '');
-		out();
-	} catch (e) {
-		res.error = String(e.message || e);
-		out();
-		process.exitCode = 1;
-	} finally {
-		await browser.close();
-	}
-})();
+	// 3. the form stayed: an operator's token typed into it
+	await page.type('#revert-token', operator);
+	await page.type('#revert-message', 'console emergency');
+	res.steps.push(await confirm(page));
+	res.token_field_after = await page.$eval('#revert-token', (e) => e.value);
+	// the typed token served that request only: the tab keeps its session
+	res.stored_token_id = await page.evaluate(() => (sessionStorage.getItem('tether.token') || '').split('_')[1] || '');
+});

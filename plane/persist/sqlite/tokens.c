@@ -108,7 +108,9 @@ out:
 	return rc;
 }
 
-int tokens_sqlite_revoke(struct persist *p, const char *id, int64_t when, char *err, size_t errlen)
+/* Runs sql (an UPDATE or DELETE of one record: "...id=?" last, and one
+ * "?" before it for when, if it has two) durably. 0, or -1 with err. */
+static int by_id(struct persist *p, const char *sql, const char *id, int64_t when, char *err, size_t errlen)
 {
 	struct db *db = persist_sqlite_db(p);
 	sqlite3_stmt *st = NULL;
@@ -116,12 +118,14 @@ int tokens_sqlite_revoke(struct persist *p, const char *id, int64_t when, char *
 	pthread_mutex_lock(&db->lock);
 	if (db_set_sync(db, 1, err, errlen) < 0)
 		goto out;
-	if (sqlite3_prepare_v2(db->conn, "UPDATE tokens SET revoked=? WHERE id=?", -1, &st, NULL) != SQLITE_OK) {
+	if (sqlite3_prepare_v2(db->conn, sql, -1, &st, NULL) != SQLITE_OK) {
 		snprintf(err, errlen, "database: %s", sqlite3_errmsg(db->conn));
 		goto out;
 	}
-	sqlite3_bind_int64(st, 1, when);
-	sqlite3_bind_text(st, 2, id, -1, SQLITE_STATIC);
+	int n = sqlite3_bind_parameter_count(st);
+	if (n > 1)
+		sqlite3_bind_int64(st, 1, when);
+	sqlite3_bind_text(st, n, id, -1, SQLITE_STATIC);
 	if (sqlite3_step(st) != SQLITE_DONE) {
 		snprintf(err, errlen, "database: %s", sqlite3_errmsg(db->conn));
 		goto out;
@@ -133,26 +137,12 @@ out:
 	return rc;
 }
 
+int tokens_sqlite_revoke(struct persist *p, const char *id, int64_t when, char *err, size_t errlen)
+{
+	return by_id(p, "UPDATE tokens SET revoked=? WHERE id=?", id, when, err, errlen);
+}
+
 int tokens_sqlite_delete(struct persist *p, const char *id, char *err, size_t errlen)
 {
-	struct db *db = persist_sqlite_db(p);
-	sqlite3_stmt *st = NULL;
-	int rc = -1;
-	pthread_mutex_lock(&db->lock);
-	if (db_set_sync(db, 1, err, errlen) < 0)
-		goto out;
-	if (sqlite3_prepare_v2(db->conn, "DELETE FROM tokens WHERE id=?", -1, &st, NULL) != SQLITE_OK) {
-		snprintf(err, errlen, "database: %s", sqlite3_errmsg(db->conn));
-		goto out;
-	}
-	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-	if (sqlite3_step(st) != SQLITE_DONE) {
-		snprintf(err, errlen, "database: %s", sqlite3_errmsg(db->conn));
-		goto out;
-	}
-	rc = 0;
-out:
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&db->lock);
-	return rc;
+	return by_id(p, "DELETE FROM tokens WHERE id=?", id, 0, err, errlen);
 }

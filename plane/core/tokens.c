@@ -226,11 +226,16 @@ static int make(struct tokens *t, enum role role, const char *node, const char *
 		return -1;
 	}
 	pthread_mutex_lock(&t->lock);
-	struct record *nr = add(t);
-	*nr = r;
-	note_due(t, nr);
-	index_record(t, t->n - 1);
-	atomic_fetch_add(&t->gen, 1);
+	/* another replica's watch (etcd) may have taken the record in
+	 * already: two copies would let a revocation mark one while lookups
+	 * find the other */
+	if (find(t, r.info.id) < 0) {
+		struct record *nr = add(t);
+		*nr = r;
+		note_due(t, nr);
+		index_record(t, t->n - 1);
+		atomic_fetch_add(&t->gen, 1);
+	}
 	pthread_mutex_unlock(&t->lock);
 	*info = r.info;
 	*token = tok;

@@ -71,6 +71,23 @@ for store in sqlite etcd; do
 		grep -Eq "^$id +ui session +ui session by ui-$store \\(reader token\\) .* 20[0-9-]+[T ][0-9:]+(Z|[+-][0-9:]+)\$" \
 		<<<"$(actl token ls)"
 	check_eq "$store: the token's secret is in no log line" 0 "$(grep -c -- "$SECRET" "$LOG")"
+	check_eq "$store: ... nor in /metrics" 0 \
+		"$(curl -sS -H "Authorization: Bearer $ADMIN" "$URL/metrics" | grep -c -- "$SECRET")"
+
+	# revoked: refused at once, the event stream it opened closed (one
+	# opened as the revocation lands is closed too: the stream looks again)
+	r=$(session "$URL" "$(cat "$WORK/reader.$store")" '{}')
+	RT=$(body_of "$r" | jq -r .token)
+	curl -sS -N -H "Authorization: Bearer $RT" "$URL/v1/events" >/dev/null 2>&1 &
+	RV_PID=$!
+	track_pid $RV_PID
+	check "$store: a session's event stream opens" wait_until 10 grep -q \
+		"events: token $(body_of "$r" | jq -r .id) .* subscribed" "$LOG"
+	actl token revoke "$(body_of "$r" | jq -r .id)" >/dev/null
+	check_eq "$store: a revoked session is refused (401)" 401 "$(get_as "$URL" "$RT" /v1/nodes)"
+	rv_closed() { ! kill -0 "$RV_PID" 2>/dev/null; }
+	check "$store: ... and its event stream closed" wait_until 10 rv_closed
+	stop_pid "$RV_PID"
 
 	# who may open one
 	for who in operator admin; do

@@ -120,18 +120,22 @@ int cmd_token_ls(const struct ctl_ctx *cx, int argc, char **argv)
 		ctl_error("unexpected answer from the plane: not a list of tokens");
 		goto out;
 	}
-	struct table t = { 5, 0, NULL };
-	char *head[] = { xstrdup("ID"), xstrdup("FOR"), xstrdup("NAME"), xstrdup("CREATED"), xstrdup("REVOKED") };
+	struct table t = { 6, 0, NULL };
+	char *head[] = { xstrdup("ID"), xstrdup("FOR"), xstrdup("NAME"), xstrdup("CREATED"), xstrdup("REVOKED"),
+			 xstrdup("EXPIRES") };
 	table_row(&t, head);
 	for (const cJSON *e = doc->child; e; e = e->next) {
 		const char *node = json_get_string(e, "node"), *role = json_get_string(e, "role");
 		const char *id = json_get_string(e, "id"), *name = json_get_string(e, "name");
-		char *row[5] = {
+		/* a console session (tetherctl ui): a reader's token that expires */
+		bool session = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "session"));
+		char *row[6] = {
 			cell_text(id ? id : "?", 40),
-			node ? xasprintf("node %s", node) : xasprintf("%s", role ? role : "?"),
+			node ? xasprintf("node %s", node) : session ? xstrdup("ui session") : xasprintf("%s", role ? role : "?"),
 			cell_text(name && *name ? name : "-", 40),
 			time_cell(cJSON_GetObjectItemCaseSensitive(e, "created")),
 			time_cell(cJSON_GetObjectItemCaseSensitive(e, "revoked")),
+			time_cell(cJSON_GetObjectItemCaseSensitive(e, "expires")),
 		};
 		char *cut = cell_text(row[1], 60);
 		free(row[1]);

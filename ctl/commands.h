@@ -37,6 +37,8 @@ struct ctl_ctx {
 	bool approver;            /* keygen --approver: an approver's Ed25519 key */
 	const char *approver_key; /* approve --key FILE: the approver's secret key */
 	bool man;                 /* explain --man: the roff of tether-resources(5) */
+	const char *ttl;          /* ui --ttl DURATION: the console session's life */
+	bool open;                /* ui --open: hand the link to a browser */
 };
 
 int cmd_put(const struct ctl_ctx *cx, int argc, char **argv);
@@ -70,6 +72,8 @@ int cmd_explain(const struct ctl_ctx *cx, int argc, char **argv);
  * while one holds (nothing otherwise) */
 int cmd_freeze(const struct ctl_ctx *cx, int argc, char **argv);
 void ctl_print_freeze_line(const struct ctl_ctx *cx);
+/* cmd_ui.c: a console session's link */
+int cmd_ui(const struct ctl_ctx *cx, int argc, char **argv);
 /* cmd_approve.c: approvals that nodes enforce */
 int cmd_approve(const struct ctl_ctx *cx, int argc, char **argv);
 int cmd_reject(const struct ctl_ctx *cx, int argc, char **argv);

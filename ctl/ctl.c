@@ -39,12 +39,14 @@
 #define OPT_KEY 1048576u   /* approve --key FILE: an approver's key (not the client certificate's) */
 #define OPT_MAN 2097152u   /* explain --man: tether-resources(5)'s roff */
 #define OPT_NOW 4194304u   /* revert --now: an emergency revert, every node at once */
+#define OPT_TTL 8388608u   /* ui --ttl DURATION */
+#define OPT_OPEN 16777216u /* ui --open */
 
 /* The option of each OPT_ bit, for "unknown option" messages. */
 static const char *const opt_names[] = { "--json", "--state-dir", "--node", "--role", "--name",
 					  "--prune", "--dry-run", "--message", "--base", "--force", "-n", "--at",
 					  "--seal", "--recovery", "--recovery-key", "--output", "--override",
-					  "--until", "--off", "--approver", "--key", "--man", "--now" };
+					  "--until", "--off", "--approver", "--key", "--man", "--now", "--ttl", "--open" };
 
 struct command {
 	const char *name, *sub;   /* "rollout" "status"; sub NULL for one word */
@@ -95,6 +97,9 @@ static const struct command commands[] = {
 	  "show, set or end the freeze window: writes (423) and rollouts stop until TIME (2026-12-06T18:00:00Z, "
 	  "or 90m, 2h, 1d from now); an admin's override passes", 0, 0, OPT_UNTIL | OPT_MESSAGE | OPT_OFF | OPT_JSON,
 	  false, cmd_freeze },
+	{ "ui", NULL, "[--ttl DURATION] [--open] [--json]",
+	  "a link to the console with a read-only session that expires (default 15m, 1m..1d): PLANE/ui/#s=TOKEN; "
+	  "--open: hand it to $BROWSER or xdg-open", 0, 0, OPT_TTL | OPT_OPEN | OPT_JSON, false, cmd_ui },
 	{ "watch", NULL, "[--json]", "print the plane's events as they come (versions, ACKs, NACKs, rollouts)",
 	  0, 0, OPT_JSON, false, cmd_watch },
 	{ "explain", NULL, "[TYPE[.FIELD]] [--json | --man]",
@@ -325,6 +330,11 @@ static int parse(int argc, char **argv, struct parsed *p)
 				return usage_error(NULL, "option '--until' needs a TIME (2026-12-06T18:00:00Z, or 90m, 2h, 1d)");
 			p->cx.until = v;
 			p->opts_seen |= OPT_UNTIL;
+		} else if ((v = option_value(argc, argv, &i, "--ttl", &missing))) {
+			if (missing)
+				return usage_error(NULL, "option '--ttl' needs a DURATION (15m, 2h, 1d, or seconds)");
+			p->cx.ttl = v;
+			p->opts_seen |= OPT_TTL;
 		} else if ((v = option_value(argc, argv, &i, "-n", &missing))) {
 			if (missing)
 				return usage_error(NULL, "option '-n' needs a number");
@@ -376,6 +386,9 @@ static int parse(int argc, char **argv, struct parsed *p)
 		} else if (strcmp(a, "--now") == 0) {
 			p->cx.now = true;
 			p->opts_seen |= OPT_NOW;
+		} else if (strcmp(a, "--open") == 0) {
+			p->cx.open = true;
+			p->opts_seen |= OPT_OPEN;
 		} else if (strcmp(a, "--off") == 0) {
 			p->cx.off = true;
 			p->opts_seen |= OPT_OFF;

@@ -7,7 +7,7 @@ libplane_la_SOURCES += plane/plane.c plane/plane.h plane/plane_config.c
 # api/: the handlers and their route table
 libplane_la_SOURCES += plane/api/api.h plane/api/routes.c plane/api/events.c plane/api/freeze.c plane/api/history.c plane/api/nodes.c plane/api/relay.c \
 	plane/api/resources.c plane/api/rollouts.c plane/api/secrets.c plane/api/status.c plane/api/sync.c plane/api/tokens.c \
-	plane/api/ui.c plane/api/ui_assets.h
+	plane/api/ui.c plane/api/ui_assets.h plane/api/ui_session.c
 # http/: the plane's side of the server: dispatch by the route table, auth, TLS
 libplane_la_SOURCES += plane/http/auth.c plane/http/auth.h plane/http/http.c plane/http/http.h \
 	plane/http/tickets.c plane/http/tickets.h plane/http/tls.c plane/http/tls.h

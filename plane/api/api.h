@@ -82,6 +82,15 @@ enum http_result api_rollout_current(struct api *p, struct http_conn *c, struct 
 enum http_result api_rollout_abort(struct api *p, struct http_conn *c, struct request *r);
 enum http_result api_events(struct api *p, struct http_conn *c);
 enum http_result api_ui(struct api *p, struct http_conn *c, const char *rest);
+/* POST /v1/ui/session (api/ui_session.c): a console session's ttl in
+ * seconds, when the body gives none, and its bounds. */
+#define UI_SESSION_TTL_DEFAULT 900
+#define UI_SESSION_TTL_MIN 60
+#define UI_SESSION_TTL_MAX 86400
+enum http_result api_ui_session(struct api *p, struct http_conn *c, struct request *r);
+/* Its body ({"ttl":SECONDS}, or empty: the default) into *ttl; 0, or -1
+ * with err naming the field and its bounds (tests/fuzz/fuzz_ui_session.c). */
+int api_ui_session_parse(const char *body, size_t len, int64_t *ttl, char *err, size_t errlen);
 /* GET, PUT and DELETE /v1/freeze: the freeze window (api/freeze.c). */
 enum http_result api_freeze(struct api *p, struct http_conn *c, struct request *r, const char *method);
 /* POST and GET /v1/approvals (api/approvals.c). */

@@ -26,8 +26,9 @@ enum http_result api_events(struct api *p, struct http_conn *c)
 	if (resume && parse_u64(last, &id) < 0)
 		return http_send_error(c, HTTP_BAD_REQUEST, "Last-Event-ID: '%.32s' is not an event id", last);
 	struct events_sub *s = events_sub_new(p->core->events, c, id, resume, who.token_id);
-	/* a revocation between the check above and now would have missed it */
-	if (who.token_id[0] && tokens_revoked(p->core->tokens, who.token_id))
+	/* a revocation or a session's end between the check above and now
+	 * would have missed it */
+	if (who.token_id[0] && tokens_ended(p->core->tokens, who.token_id, wall_seconds()))
 		events_close_token(p->core->events, who.token_id);
 	log_info("events: %s subscribed%s", who.who, resume ? " (resuming)" : "");
 	struct http_response *resp = http_response_reader(events_sub_read, s, events_sub_free);

@@ -688,9 +688,11 @@ enum http_result api_revert(struct api *p, struct http_conn *c, struct request *
 	for (const cJSON *f = cJSON_IsObject(doc) ? doc->child : NULL; f; f = f->next) {
 		if (strcmp(f->string, "version") != 0 && strcmp(f->string, "message") != 0 &&
 		    strcmp(f->string, "now") != 0) {
+			/* the answer first: the field's name is the document's */
+			ret = http_send_error(c, HTTP_UNPROCESSABLE_CONTENT,
+					      "revert: unknown field '%.64s' (expected version, message, now)", f->string);
 			cJSON_Delete(doc);
-			return http_send_error(c, HTTP_UNPROCESSABLE_CONTENT,
-					       "revert: unknown field '%.64s' (expected version, message, now)", f->string);
+			return ret;
 		}
 	}
 	if (jn && !cJSON_IsBool(jn)) {

@@ -54,7 +54,7 @@ enum http_result api_relay_stream(struct api *p, struct http_conn *c)
 	if (!auth_allow_relay(p->auth, c, &who, &ret))
 		return ret;
 	struct stream *st = hub_relay_new(p->core->hub, c, relay, have, who.token_id, relay_cred(&who));
-	if (who.token_id[0] && tokens_revoked(p->core->tokens, who.token_id))
+	if (who.token_id[0] && tokens_ended(p->core->tokens, who.token_id, wall_seconds()))
 		hub_close_token(p->core->hub, who.token_id);
 	struct http_response *resp = http_response_reader(hub_stream_read, st, hub_stream_free);
 	if (!resp) {

@@ -42,6 +42,13 @@ static enum http_result ui(void *ctx, struct http_conn *c, struct request *r, co
 	return api_ui(PLANE(ctx), c, rest);
 }
 
+static enum http_result ui_session(void *ctx, struct http_conn *c, struct request *r, const char *m,
+				  const char *rest)
+{
+	(void)m, (void)rest;
+	return api_ui_session(PLANE(ctx), c, r);
+}
+
 static enum http_result stream(void *ctx, struct http_conn *c, struct request *r, const char *m, const char *rest)
 {
 	(void)r, (void)m, (void)rest;
@@ -237,6 +244,8 @@ const struct http_route api_routes[] = {
 	{ "/v1/events", false, "GET", GATE_ANY, false, false, 0, events },
 	{ "/ui", false, "GET", GATE_ANY, true, false, 0, ui },
 	{ "/ui/", true, "GET", GATE_ANY, true, false, 0, ui },
+	/* a console session: a reader's token that expires */
+	{ "/v1/ui/session", false, "POST", GATE_ANY, false, false, 1024, ui_session },
 	{ "/v1/stream", false, "GET", GATE_ANY, false, false, 0, stream },
 	{ "/v1/config", false, "GET", GATE_ANY, false, false, 0, config },
 	/* traffic of up to 128 routes */

@@ -156,7 +156,7 @@ enum http_result api_stream(struct api *p, struct http_conn *c)
 	struct stream *st = hub_stream_new(p->core->hub, c, sp.node, sp.version, &sp.sub, gzip, who.token_id, sp.unacked);
 	/* a revocation between the check above and now would have missed
 	 * this stream: look once more, now that it is registered */
-	if (who.token_id[0] && tokens_revoked(p->core->tokens, who.token_id))
+	if (who.token_id[0] && tokens_ended(p->core->tokens, who.token_id, wall_seconds()))
 		hub_close_token(p->core->hub, who.token_id);
 	log_info("stream: node %s connected at version %llu%s", sp.node, (unsigned long long)sp.version,
 		 gzip ? " (gzip)" : "");

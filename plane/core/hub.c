@@ -889,15 +889,34 @@ static void *ticker_main(void *arg)
 	return NULL;
 }
 
+/* Console sessions that ended: what they opened is closed; records long
+ * expired are dropped (core/tokens.h). Returns when to look again. */
+static int64_t expire_sessions(struct hub *h)
+{
+	char (*ids)[TOKEN_ID_LEN + 1] = NULL, err[512];
+	size_t n = 0;
+	int64_t again = now_ms() + 1000;
+	if (tokens_expire(h->p->tokens, wall_seconds(), &ids, &n, err, sizeof(err)) < 0) {
+		log_warn("tokens: cannot drop expired console sessions: %s (again in a minute)", err);
+		again = now_ms() + PRUNE_EVERY_MS;
+	}
+	for (size_t i = 0; i < n; i++) {
+		size_t closed = hub_close_token(h, ids[i]);
+		log_info("tokens: console session %s expired; %zu open connections closed", ids[i], closed);
+	}
+	free(ids);
+	return again;
+}
+
 /* The keeper: what writes to the store's backend -- the rollout's gates,
- * node records, old tombstones, the history's age trim. Apart from the ticker, so a backend that
+ * node records, old tombstones, the history's age trim, expired console sessions. Apart from the ticker, so a backend that
  * stalls (etcd electing a leader) never holds up heartbeats. */
 static void *keeper_main(void *arg)
 {
 	struct hub *h = arg;
 	struct core *p = h->p;
 	int64_t next_prune = now_ms() + PRUNE_EVERY_MS, next_flush_warn = 0, next_log_trim = 0, next_approvals = 0,
-		next_approvals_trim = 0;
+		next_approvals_trim = 0, next_expire = 0;
 	char err[512];
 	alive_enter("keeper");
 	pthread_mutex_lock(&h->lock);
@@ -934,6 +953,8 @@ static void *keeper_main(void *arg)
 			}
 			next_log_trim = now_ms() + wait;
 		}
+		if (p->tokens && now_ms() >= next_expire)
+			next_expire = expire_sessions(h);
 		if (p->approvals && now_ms() >= next_approvals) {
 			/* replicas: approvals another one took in (core/approvals.h) */
 			struct persist_stats ps = stats_of(p);

@@ -1,5 +1,6 @@
 /* http/auth.c: identifying callers and allowing or refusing them (see auth.h). */
 #include "http/auth.h"
+#include "freeze.h"
 #include "http/http.h"
 #include "http/tls.h"
 #include "log.h"
@@ -11,7 +12,7 @@
 #include <strings.h>
 
 static const char *const refusal_names[REFUSED_N] = {
-	"no_credential", "bad_token", "revoked", "bad_certificate", "wrong_node", "role",
+	"no_credential", "bad_token", "revoked", "bad_certificate", "wrong_node", "role", "expired",
 };
 
 static enum http_result refuse(struct auth *a, struct http_conn *c, unsigned status, enum auth_refusal why,
@@ -64,7 +65,16 @@ static int identify(struct auth *a, struct http_conn *c, struct principal *who, 
 			*ret = refuse(a, c, HTTP_UNAUTHORIZED, REFUSED_REVOKED, ti.id, msg);
 			return -1;
 		}
+		if (tokens_expired(&ti, wall_seconds())) {
+			char msg[160], when[32];
+			freeze_time_text(ti.expires, when);
+			snprintf(msg, sizeof(msg), "token %s expired at %s (a console session: 'tetherctl ui' makes a new one)",
+				 ti.id, when);
+			*ret = refuse(a, c, HTTP_UNAUTHORIZED, REFUSED_EXPIRED, ti.id, msg);
+			return -1;
+		}
 		who->role = ti.role;
+		who->session = ti.session;
 		snprintf(who->token_id, sizeof(who->token_id), "%s", ti.id);
 		snprintf(who->node, sizeof(who->node), "%s", ti.node);
 		if (ti.role == ROLE_NODE)
@@ -269,4 +279,9 @@ void auth_metrics(struct auth *a, struct buf *out)
 	for (int i = 0; i < REFUSED_N; i++)
 		buf_printf(out, "tether_auth_refused_total{reason=\"%s\"} %llu\n", refusal_names[i],
 			   (unsigned long long)atomic_load(&a->refused[i]));
+}
+
+bool auth_is_tls(const struct auth *a)
+{
+	return a->tls != NULL;
 }

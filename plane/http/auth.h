@@ -36,6 +36,7 @@ struct principal {
 	char who[320];                      /* for logs: never a secret */
 	char author[320];                   /* for the version log: never a secret */
 	bool by_cert;                       /* identified by its client certificate */
+	bool session;                       /* a console session's token (a reader's that expires) */
 };
 
 enum auth_refusal {
@@ -45,6 +46,7 @@ enum auth_refusal {
 	REFUSED_BAD_CERT,
 	REFUSED_WRONG_NODE,
 	REFUSED_ROLE,
+	REFUSED_EXPIRED,
 	REFUSED_N
 };
 
@@ -88,6 +90,8 @@ enum auth_gate {
  * credential that does not check out, none at all where one is needed,
  * and one that cannot pass gate. Returns false when refused. */
 bool auth_precheck(struct auth *a, struct http_conn *c, enum auth_gate gate, enum http_result *ret);
+/* Whether the plane speaks TLS (its links are https). */
+bool auth_is_tls(const struct auth *a);
 /* Whether who may see a secret's key material (admins, and anonymous
  * callers of an --insecure plane, as before roles existed). */
 bool auth_sees_secrets(const struct principal *who);

@@ -189,10 +189,13 @@ struct persist_node {
 };
 typedef int (*persist_node_cb)(void *ctx, const struct persist_node *n);
 
-/* A token's record: its hash, never the token. */
+/* A token's record: its hash, never the token. A console session's role
+ * is "ui-session" (a reader that expires): a plane or relay too old to
+ * know it admits nothing with it, rather than a reader that never expires. */
 struct persist_token {
 	const char *id, *hash, *role, *node, *name;
 	int64_t created, revoked;          /* wall seconds; revoked 0: live */
+	int64_t expires;                   /* wall seconds; 0: never */
 };
 typedef int (*persist_token_cb)(void *ctx, const struct persist_token *t);
 
@@ -325,6 +328,9 @@ struct persist_ops {
 	int (*tokens_load)(struct persist *p, persist_token_cb cb, void *ctx, char *err, size_t errlen);
 	int (*token_add)(struct persist *p, const struct persist_token *t, char *err, size_t errlen);
 	int (*token_revoke)(struct persist *p, const char *id, int64_t when, char *err, size_t errlen);
+	/* an expired session's record dropped (NULL: nothing kept, as a
+	 * relay's); dropping one already gone is not an error */
+	int (*token_delete)(struct persist *p, const char *id, char *err, size_t errlen);
 
 	/* approvals (NULL: kept in memory only, as a relay's): all of them;
 	 * one more (a repeat of (version, sub, kid) replaces it), durably */

@@ -215,6 +215,8 @@ cJSON *record_token_to_json(const struct persist_token *t)
 	cJSON_AddStringToObject(o, "name", t->name ? t->name : "");
 	num(o, "created", (uint64_t)t->created);
 	num(o, "revoked", (uint64_t)t->revoked);
+	if (t->expires > 0)   /* a console session's */
+		num(o, "expires", (uint64_t)t->expires);
 	return o;
 }
 
@@ -245,6 +247,7 @@ int record_token_from_json(const cJSON *o, struct persist_token *t)
 		.id = record_str(o, "id"), .hash = record_str(o, "hash"), .role = record_str(o, "role"),
 		.node = record_str(o, "node"), .name = record_str(o, "name"),
 		.created = (int64_t)record_u64(o, "created"), .revoked = (int64_t)record_u64(o, "revoked"),
+		.expires = (int64_t)record_u64(o, "expires"),
 	};
 	return t->id[0] && t->hash[0] ? 0 : -1;
 }

@@ -1,9 +1,11 @@
 // The tether fleet console (GET /ui/): reads /healthz, /v1/nodes,
 // /v1/rollouts/current and /v1/history (when the plane has it), then
 // follows GET /v1/events with fetch() streaming (an EventSource cannot send
-// an Authorization header) and updates the page in place. The reader token
-// is asked for once and kept in sessionStorage; no cookies. Everything a
-// node or a writer controls goes into the page as text, never as markup.
+// an Authorization header) and updates the page in place. The token comes
+// from a link of 'tetherctl ui' (#s=TOKEN: a read-only session that
+// expires, in the fragment, which no browser sends) or is typed in the
+// login bar; it is kept in sessionStorage; no cookies. Everything a node
+// or a writer controls goes into the page as text, never as markup.
 'use strict';
 
 const KEY = 'tether.token';
@@ -11,7 +13,6 @@ const state = {
 	token: sessionStorage.getItem(KEY) || '',
 	version: 0,
 	nodes: new Map(),      // node -> its /v1/nodes record
-	nacks: [],             // {node, version, error, time}, newest first
 	rollout: null,
 	history: null,         // null: the plane has no /v1/history
 	seen: [],              // versions seen on the stream (history's fallback)
@@ -46,10 +47,41 @@ function headers() {
 
 class AuthError extends Error {}
 
+// A link of 'tetherctl ui' carries a console session in its fragment
+// (#s=TOKEN): taken, kept for this tab, and removed from the address bar
+// (and so from the history) before anything is fetched.
+function tokenFromLink() {
+	const m = /(?:^#|&)s=([^&]+)/.exec(location.hash);
+	if (!m)
+		return;
+	history.replaceState(null, '', location.pathname + location.search);
+	try {
+		state.token = decodeURIComponent(m[1]);
+	} catch (e) {
+		return;   // not a token: the login bar asks for one
+	}
+	sessionStorage.setItem(KEY, state.token);
+}
+
+// What a refusal (401, 403) says, in words for the login bar.
+async function refusal(r) {
+	let msg = '';
+	try {
+		msg = (await r.json()).error || '';
+	} catch (e) {
+		// no JSON: the status says enough
+	}
+	if (r.status === 401 && / expired at /.test(msg))
+		return 'this console session has expired: run \u2018tetherctl ui\u2019 for a new link, or give a token';
+	if (r.status === 401)
+		return 'the plane wants a valid token' + (msg ? ' (' + msg + ')' : '');
+	return 'this token may not read';
+}
+
 async function getJSON(path) {
 	const r = await fetch(path, { headers: headers(), cache: 'no-store', credentials: 'omit' });
 	if (r.status === 401 || r.status === 403)
-		throw new AuthError(r.status === 401 ? 'the plane wants a valid token' : 'this token may not read');
+		throw new AuthError(await refusal(r));
 	if (r.status === 404)
 		return null;
 	if (!r.ok)
@@ -146,42 +178,63 @@ function memberReason(n) {
 	return n.last_nack ? 'v' + n.last_nack.version + ': ' + n.last_nack.error : '';
 }
 
-function renderNodes() {
-	const counts = { synced: 0, lagging: 0, nacked: 0, offline: 0, stale: 0 };
-	const rows = [];
+// One view of the fleet (the nodes the label filter keeps) for the counts,
+// the node table and the NACK panel alike, so they cannot disagree: each
+// node's state; the NACKs of the nodes whose state is NACKed (what the
+// count counts), and the others' last NACKs (they ACKed since, or are
+// offline) apart.
+function fleetView() {
+	const view = { counts: { synced: 0, lagging: 0, nacked: 0, offline: 0, stale: 0 }, nodes: [], nacked: [], before: [] };
 	const nodes = [...state.nodes.values()].sort((a, b) => a.node.localeCompare(b.node));
 	for (const n of nodes) {
 		if (!matches(n))
 			continue;
 		const s = nodeState(n);
-		counts[s]++;
+		view.counts[s]++;
+		view.nodes.push({ n, s });
+		if (n.last_nack)
+			(s === 'nacked' ? view.nacked : view.before).push({ node: n.node, version: n.last_nack.version,
+				error: n.last_nack.error, time: n.last_nack.time });
+	}
+	const newest = (a, b) => (b.time || 0) - (a.time || 0) || b.version - a.version;
+	view.nacked.sort(newest);
+	view.before.sort(newest);
+	return view;
+}
+
+function renderNodes() {
+	const view = fleetView();
+	const rows = view.nodes.map(({ n, s }) => {
 		const labels = el('td');
 		for (const [k, v] of Object.entries(n.labels || {}))
 			labels.append(el('span', { class: 'label' }, k + '=' + v));
-		rows.push(el('tr', { 'data-node': n.node, 'data-state': s },
+		return el('tr', { 'data-node': n.node, 'data-state': s },
 			el('td', {}, n.node),
 			el('td', {}, el('span', { class: 'state ' + s }, STATE_NAMES[s])),
 			el('td', {}, n.acked_version ?? ''),
 			el('td', {}, n.target_version ?? ''),
 			labels,
-			el('td', { class: 'err' }, memberReason(n))));
-	}
+			el('td', { class: 'err' }, memberReason(n)));
+	});
 	$('nodes').tBodies[0].replaceChildren(...rows);
-	for (const [k, v] of Object.entries(counts))
+	for (const [k, v] of Object.entries(view.counts))
 		$('n-' + k).textContent = String(v);
+	renderNacks(view);
 }
 
-function renderNacks() {
-	const list = $('nacks');
-	if (!state.nacks.length) {
-		list.replaceChildren(el('li', { class: 'none' }, 'none'));
-		return;
-	}
-	list.replaceChildren(...state.nacks.slice(0, 50).map((k) =>
-		el('li', { class: 'nack', 'data-node': k.node, 'data-version': String(k.version) },
-			el('strong', {}, k.node), ' refused version ', String(k.version),
-			k.time ? ' at ' + fmtTime(k.time) : '', ': ',
-			el('span', { class: 'nack-error' }, k.error || ''))));
+function nackItem(k, cls) {
+	return el('li', { class: cls, 'data-node': k.node, 'data-version': String(k.version) },
+		el('strong', {}, k.node), ' refused version ', String(k.version),
+		k.time ? ' at ' + fmtTime(k.time) : '', ': ',
+		el('span', { class: 'nack-error' }, k.error || ''));
+}
+
+function renderNacks(view) {
+	view = view || fleetView();
+	$('nacks').replaceChildren(...(view.nacked.length ? view.nacked.slice(0, 50).map((k) => nackItem(k, 'nack')) :
+		[el('li', { class: 'none' }, 'none')]));
+	$('nacks-before-box').hidden = !view.before.length;
+	$('nacks-before').replaceChildren(...view.before.slice(0, 20).map((k) => nackItem(k, 'nack-before')));
 }
 
 function renderRollout() {
@@ -288,7 +341,8 @@ function renderHistory() {
 				fmtTime(h.time || h.at || h.committed_at || h.created), h.message ? ' \u2014 ' + h.message : '',
 				historyNames(h).length ? ' (' + historyNames(h).slice(0, 10).join(', ') + ')' : '',
 				historyOverride(h),
-				approvalText(h) ? el('span', { class: 'approvals' }, ' \u2014 ' + approvalText(h)) : '')));
+				approvalText(h) ? el('span', { class: 'approvals' }, ' \u2014 ' + approvalText(h)) : '',
+				revertButtons(h.version))));
 		return;
 	}
 	const seen = state.seen.slice(0, 20);
@@ -298,7 +352,87 @@ function renderHistory() {
 		return;
 	}
 	list.replaceChildren(...seen.map((v) => el('li', { 'data-version': String(v.version) },
-		el('strong', {}, 'version ' + v.version), ' ', fmtTime(v.time), ' ', (v.names || []).join(', '))));
+		el('strong', {}, 'version ' + v.version), ' ', fmtTime(v.time), ' ', (v.names || []).join(', '),
+		revertButtons(v.version))));
+}
+
+// ---- revert ----------------------------------------------------------------
+// A version's buttons: "revert" (its state as a new version, rolled out
+// as any write) and "revert now" (the same sent to every node at once: no
+// stages, no bakes; POST /v1/revert {"version":V,"now":true}). Both ask
+// first; a console session only reads, so the form takes an operator's or
+// admin's token for this one request (never kept).
+let revertTarget = null;   // {version, now} while the form asks
+
+function revertButtons(v) {
+	const b = (cls, text, now, title) => {
+		const x = el('button', { type: 'button', class: cls, 'data-version': String(v), title }, text);
+		x.addEventListener('click', () => askRevert(v, now));
+		return x;
+	};
+	return el('span', { class: 'revert-buttons' },
+		b('revert', 'revert', false, 'commit the state of version ' + v + ' as a new version, rolled out as any write'),
+		b('revert-now', 'revert now', true, 'the same, sent to every node at once: no stages, no bakes (an emergency)'));
+}
+
+function askRevert(v, now) {
+	revertTarget = { version: v, now };
+	const f = $('revert-form');
+	f.dataset.version = String(v);
+	f.dataset.now = String(now);
+	$('revert-what').textContent = now ?
+		'Emergency revert to version ' + v + ': its state as a new version, sent to every node at once (no stages, ' +
+		'no bakes). Nodes still check, verify and ACK it.' :
+		'Revert to version ' + v + ': its state as a new version, rolled out as any write.';
+	$('revert-confirm').textContent = now ? 'Revert now' : 'Revert';
+	f.hidden = false;
+	$('revert-result').hidden = true;
+	$('revert-message').focus();
+}
+
+async function doRevert(e) {
+	e.preventDefault();
+	const t = revertTarget;
+	if (!t)
+		return;
+	const body = { version: t.version };
+	if (t.now)
+		body.now = true;
+	const msg = $('revert-message').value.trim();
+	if (msg)
+		body.message = msg;
+	const token = $('revert-token').value.trim() || state.token;
+	$('revert-token').value = '';   // for this request only
+	const h = { 'Content-Type': 'application/json' };
+	if (token)
+		h.Authorization = 'Bearer ' + token;
+	let status = 0, text;
+	try {
+		const r = await fetch('/v1/revert', { method: 'POST', headers: h, body: JSON.stringify(body), cache: 'no-store',
+			credentials: 'omit' });
+		status = r.status;
+		const j = await r.json().catch(() => ({}));
+		if (r.ok)
+			text = 'version ' + j.version + ': the state of version ' + t.version +
+				(t.now ? ', sent to every node now' : ', rolled out as any write');
+		else if (r.status === 401 || r.status === 403)
+			text = 'refused: ' + (j.error || 'HTTP ' + r.status) + ' \u2014 a revert needs an operator or admin token: give one above';
+		else
+			text = 'refused: ' + (j.error || 'HTTP ' + r.status);
+	} catch (err) {
+		text = 'cannot reach the plane: ' + err.message;
+	}
+	const ok = status >= 200 && status < 300;
+	const res = $('revert-result');
+	res.hidden = false;
+	res.textContent = text;
+	res.dataset.status = String(status);
+	res.className = ok ? 'ok' : 'error';
+	if (ok) {
+		$('revert-form').hidden = true;
+		$('revert-message').value = '';
+		revertTarget = null;
+	}
 }
 
 function logEvent(type, id, data) {
@@ -334,31 +468,15 @@ function renderAll() {
 	renderStale();
 	renderFreeze();
 	renderNodes();
-	renderNacks();
 	renderRollout();
 	renderHistory();
 }
 
 // ---- snapshot --------------------------------------------------------------
 
-function nacksFromNodes() {
-	const fromNodes = [];
-	for (const n of state.nodes.values())
-		if (n.last_nack)
-			fromNodes.push({ node: n.node, version: n.last_nack.version, error: n.last_nack.error,
-				time: n.last_nack.time });
-	// keep what the stream told us that the records do not hold yet
-	const key = (k) => k.node + '@' + k.version;
-	const have = new Set(fromNodes.map(key));
-	const merged = fromNodes.concat(state.nacks.filter((k) => !have.has(key(k))));
-	merged.sort((a, b) => (b.time || 0) - (a.time || 0) || b.version - a.version);
-	state.nacks = merged;
-}
-
 async function loadNodes() {
 	const nodes = await getJSON('/v1/nodes');
 	state.nodes = new Map((nodes || []).map((n) => [n.node, n]));
-	nacksFromNodes();
 }
 
 async function loadRollout() {
@@ -427,7 +545,6 @@ function refreshSoon() {
 			renderVersion();
 			renderStale();
 			renderNodes();
-			renderNacks();
 			renderRollout();
 		} catch (e) {
 			if (e instanceof AuthError)
@@ -484,10 +601,7 @@ function onEvent(type, id, raw) {
 		const n = state.nodes.get(data.node);
 		if (n)
 			n.last_nack = { version: data.version, error: data.error, time: data.time };
-		state.nacks = state.nacks.filter((k) => !(k.node === data.node && k.version === data.version));
-		state.nacks.unshift({ node: data.node, version: data.version, error: data.error, time: data.time });
-		renderNodes();
-		renderNacks();
+		renderNodes();   // its NACK is shown from its record: counted and listed alike
 		break;
 	}
 	case 'rollout':
@@ -536,7 +650,7 @@ async function follow() {
 			const r = await fetch('/v1/events', { headers: h, cache: 'no-store', credentials: 'omit' });
 			if (r.status === 401 || r.status === 403) {
 				state.started = false;
-				askToken('the event stream refused this token');
+				askToken(await refusal(r));   // an expired session says so
 				return;
 			}
 			if (!r.ok || !r.body)
@@ -621,6 +735,12 @@ async function start() {
 }
 
 document.addEventListener('DOMContentLoaded', () => {
+	tokenFromLink();
+	$('revert-form').addEventListener('submit', doRevert);
+	$('revert-cancel').addEventListener('click', () => {
+		$('revert-form').hidden = true;
+		revertTarget = null;
+	});
 	$('login').addEventListener('submit', (e) => {
 		e.preventDefault();
 		state.token = $('token').value.trim();

@@ -47,7 +47,7 @@ has_all() {
 
 # ---- commands and sub-commands -----------------------------------------------------
 
-check_eq "the commands" "apply approve diff explain export freeze get help keygen log ls nodes put reject revert rm rollout secrets show status sync token watch" "$(comp '')"
+check_eq "the commands" "apply approve diff explain export freeze get help keygen log ls nodes put reject revert rm rollout secrets show status sync token ui watch" "$(comp '')"
 check_eq "a command by its start" "reject revert rm rollout" "$(comp r)"
 check_eq "log takes --json" "--json" "$(comp log --j)"
 check_eq "log takes -n" "-n" "$(comp log -n)"

@@ -5,7 +5,9 @@
 // then -- from inside the page, so the clock is the page's -- writes a
 // change NACK_NODE refuses (content "BAD") with the admin token and
 // measures how long the page takes, with no reload, to show that node's
-// NACK with its error and the rollout of the new version with its stage.
+// NACK with its error (in the NACK panel: standing, or among the earlier
+// NACKs once the node ACKed the rollout's revert) and the rollout of the
+// new version with its stage.
 // With STOP_PID, it then stops that agent (SIGTERM) and measures how long
 // the page takes to show STOP_NODE offline.
 // Prints one JSON object of what it saw; exits 1 on a failure to drive.
@@ -68,7 +70,7 @@ const out = () => process.stdout.write(JSON.stringify(res) + '\n');
 			const seen = {};
 			const look = () => {
 				const now = performance.now();
-				const li = [...document.querySelectorAll('#nacks li')].find((l) => l.dataset.node === node &&
+				const li = [...document.querySelectorAll('#nacks-panel li[data-node]')].find((l) => l.dataset.node === node &&
 					window.__v && l.dataset.version === String(window.__v) &&
 					/BAD content refused/.test(l.textContent));
 				if (li && seen.nack === undefined)
@@ -96,7 +98,7 @@ const out = () => process.stdout.write(JSON.stringify(res) + '\n');
 				rollout_ms: seen.rollout === undefined ? null : seen.rollout - t0 };
 		}, admin, nackNode);
 		Object.assign(res, t);
-		res.nack_text = await page.$$eval('#nacks li', (l, node) => (l.find((x) => x.dataset.node === node) || {}).textContent || null, nackNode);
+		res.nack_text = await page.$$eval('#nacks-panel li[data-node]', (l, node) => (l.find((x) => x.dataset.node === node) || {}).textContent || null, nackNode);
 		res.rollout = await page.$eval('#rollout', (e) => ({ to: e.dataset.to, state: e.dataset.state, stage: e.dataset.stage,
 			stages: [...e.querySelectorAll('.stage')].map((s) => s.dataset.stage + ':' + s.dataset.acked + '/' + s.dataset.pending),
 			text: e.textContent }));

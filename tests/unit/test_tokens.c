@@ -1,7 +1,10 @@
 /* test_tokens.c: unit tests of plane/core/tokens.c over a database in a
  * temporary directory: tokens for a node and for each role, lookups (and
  * near misses), revocation, the listing (which never shows a secret or a
- * hash), what the database keeps, and reopening it. */
+ * hash), what the database keeps, and reopening it; console sessions (a
+ * reader's token that expires): their end kept, refused past it, told once
+ * to the keeper and dropped a day later, here and in the database; a
+ * database of before the column; their records as JSON (etcd, relays). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +17,7 @@
 #include <string.h>
 
 #include "buf.h"
+#include "persist/records_json.h"
 #include "persist/sqlite/sqlite.h"
 #include "log.h"
 #include "tmpdir.h"
@@ -555,6 +559,346 @@ static void test_unknown_role_in_db_admits_nothing(void **state)
 	free(ta);
 }
 
+static char *create_session(struct fixture *f, int64_t expires, struct token_info *info)
+{
+	char *tok = NULL;
+	char err[256] = "";
+	if (tokens_create_session(f->t, expires, "ui session by test", &tok, info, err, sizeof(err)) < 0)
+		fail_msg("tokens_create_session: %s", err);
+	assert_non_null(tok);
+	return tok;
+}
+
+static void test_session(void **state)
+{
+	struct fixture *f = *state;
+	struct token_info s, got;
+	int64_t now = wall_seconds();
+	char *ts = create_session(f, now + 100, &s);
+	assert_int_equal(strlen(ts), TOKEN_LEN);
+	assert_true(s.session);
+	assert_int_equal(s.role, ROLE_READER);
+	assert_true(s.expires == now + 100);
+	assert_int_equal(lookup(f, ts, &got), 1);
+	assert_true(got.session && got.role == ROLE_READER && got.expires == now + 100 && !got.revoked);
+	assert_false(tokens_expired(&got, now + 99));
+	assert_true(tokens_expired(&got, now + 100));
+	/* tokens that are not sessions never expire */
+	struct token_info r;
+	char *tr = create(f, ROLE_READER, NULL, "r", &r);
+	assert_false(r.session);
+	assert_int_equal((int)r.expires, 0);
+	assert_false(tokens_expired(&r, INT64_MAX));
+	/* a session needs an end */
+	char *none = NULL, err[128];
+	assert_int_equal(tokens_create_session(f->t, 0, "x", &none, &got, err, sizeof(err)), -1);
+	assert_null(none);
+	/* listed as a reader's session with its end */
+	char *json = list_json(f);
+	char want[128];
+	snprintf(want, sizeof(want), "{\"id\":\"%s\",\"role\":\"reader\",\"session\":true,\"expires\":%lld,", s.id,
+		 (long long)(now + 100));
+	assert_non_null(strstr(json, want));
+	assert_null(strstr(json, ts + 17));
+	free(json);
+	/* the database keeps its end, its role "ui-session" (an older plane
+	 * admits nothing with it) */
+	char *table = dump_table(f);
+	snprintf(want, sizeof(want), "%s|", s.id);
+	assert_non_null(strstr(table, want));
+	assert_non_null(strstr(table, "|ui-session|"));
+	free(table);
+	reopen(f);
+	assert_int_equal(lookup(f, ts, &got), 1);
+	assert_true(got.session && got.role == ROLE_READER && got.expires == now + 100);
+	assert_int_equal(lookup(f, tr, &got), 1);
+	assert_false(got.session);
+	assert_int_equal((int)got.expires, 0);
+	free(ts);
+	free(tr);
+}
+
+static size_t expire(struct fixture *f, int64_t now, char *first)
+{
+	char (*ids)[TOKEN_ID_LEN + 1] = NULL, err[256] = "";
+	size_t n = 99;
+	if (tokens_expire(f->t, now, &ids, &n, err, sizeof(err)) < 0)
+		fail_msg("tokens_expire: %s", err);
+	if (first)
+		snprintf(first, TOKEN_ID_LEN + 1, "%s", n ? ids[0] : "");
+	free(ids);
+	return n;
+}
+
+static void test_expire(void **state)
+{
+	struct fixture *f = *state;
+	struct token_info a, s1, s2, b, got;
+	int64_t now = wall_seconds();
+	char *ta = create(f, ROLE_ADMIN, NULL, "a", &a);
+	char *t1 = create_session(f, now + 10, &s1);
+	char *t2 = create_session(f, now + 20, &s2);
+	char *tb = create(f, ROLE_NODE, "n1", "b", &b);
+	char id[TOKEN_ID_LEN + 1];
+	assert_int_equal(expire(f, now, id), 0);
+	/* the first to end is told once, and stays (refused as expired) */
+	assert_int_equal(expire(f, now + 10, id), 1);
+	assert_string_equal(id, s1.id);
+	assert_int_equal(expire(f, now + 11, NULL), 0);
+	assert_int_equal(lookup(f, t1, &got), 1);
+	assert_true(tokens_expired(&got, now + 11));
+	assert_int_equal(expire(f, now + 20, id), 1);
+	assert_string_equal(id, s2.id);
+	/* a day after its end, a record is dropped, here and in the database */
+	assert_int_equal(expire(f, now + 10 + TOKENS_KEEP_EXPIRED - 1, NULL), 0);
+	assert_int_equal(lookup(f, t1, &got), 1);
+	assert_int_equal(expire(f, now + 10 + TOKENS_KEEP_EXPIRED, NULL), 0);
+	assert_int_equal(lookup(f, t1, &got), 0);
+	assert_int_equal(lookup(f, t2, &got), 1);
+	/* the others are found still (the records moved in memory) */
+	assert_int_equal(lookup(f, ta, &got), 1);
+	assert_info_equal(&got, &a);
+	assert_int_equal(lookup(f, tb, &got), 1);
+	assert_info_equal(&got, &b);
+	assert_int_equal(expire(f, now + 20 + TOKENS_KEEP_EXPIRED, NULL), 0);
+	assert_int_equal(lookup(f, t2, &got), 0);
+	char *table = dump_table(f);
+	assert_null(strstr(table, s1.id));
+	assert_null(strstr(table, s2.id));
+	assert_non_null(strstr(table, a.id));
+	assert_non_null(strstr(table, b.id));
+	free(table);
+	reopen(f);
+	assert_int_equal(lookup(f, t1, &got), 0);
+	assert_int_equal(lookup(f, t2, &got), 0);
+	assert_int_equal(lookup(f, ta, &got), 1);
+	assert_int_equal(lookup(f, tb, &got), 1);
+	/* a session that expired long ago, loaded at start: told, then dropped */
+	char *t3 = create_session(f, now + 5, &s1);
+	reopen(f);
+	assert_int_equal(expire(f, now + 5 + TOKENS_KEEP_EXPIRED, id), 1);
+	assert_string_equal(id, s1.id);
+	assert_int_equal(lookup(f, t3, &got), 0);
+	/* another replica's (or an upstream's) record as long expired is not taken in */
+	struct persist_token pt = { .id = "0123456789ab", .hash = "00", .role = TOKENS_SESSION_ROLE, .node = "",
+				    .name = "old", .created = now - 200000, .expires = now - TOKENS_KEEP_EXPIRED - 1 };
+	assert_int_equal(tokens_merge(f->t, &pt), 0);
+	char *json = list_json(f);
+	assert_null(strstr(json, "0123456789ab"));
+	free(json);
+	pt.expires = now - 10;   /* one that expired lately is */
+	assert_int_equal(tokens_merge(f->t, &pt), 0);
+	json = list_json(f);
+	assert_non_null(strstr(json, "0123456789ab"));
+	free(json);
+	free(ta);
+	free(t1);
+	free(t2);
+	free(t3);
+	free(tb);
+}
+
+/* A backend away while a record long expired is dropped: the record
+ * stays for the next look, and the store answers lookups meanwhile (the
+ * backend is called without the store's lock: a lookup from inside the
+ * backend's call would hang the test otherwise). */
+static struct tokens *away_tokens;
+static const char *away_token;
+static int away_calls, away_found;
+static int (*real_delete)(struct persist *, const char *, char *, size_t);
+
+static int away_delete(struct persist *p, const char *id, char *err, size_t errlen)
+{
+	struct token_info got;
+	away_calls++;
+	away_found += tokens_lookup(away_tokens, away_token, &got);
+	if (away_calls == 1) {
+		snprintf(err, errlen, "etcd: no leader");
+		return -1;
+	}
+	return real_delete(p, id, err, errlen);
+}
+
+static void test_expire_backend_away(void **state)
+{
+	struct fixture *f = *state;
+	struct token_info s, a, got;
+	int64_t now = wall_seconds();
+	char *ts = create_session(f, now + 5, &s);
+	char *ta = create(f, ROLE_ADMIN, NULL, "a", &a);
+	struct persist_ops ops = *f->db->ops;
+	const struct persist_ops *was = f->db->ops;
+	real_delete = ops.token_delete;
+	ops.token_delete = away_delete;
+	f->db->ops = &ops;
+	away_tokens = f->t;
+	away_token = ta;
+	char (*ids)[TOKEN_ID_LEN + 1] = NULL, err[256] = "";
+	size_t n = 0;
+	/* nothing due: the backend is not asked */
+	assert_int_equal(tokens_expire(f->t, now, &ids, &n, err, sizeof(err)), 0);
+	assert_int_equal(n, 0);
+	free(ids);
+	assert_int_equal(away_calls, 0);
+	assert_int_equal(tokens_expire(f->t, now + 5 + TOKENS_KEEP_EXPIRED, &ids, &n, err, sizeof(err)), -1);
+	assert_int_equal(n, 1);   /* told all the same */
+	free(ids);
+	assert_non_null(strstr(err, "no leader"));
+	assert_int_equal(away_calls, 1);
+	assert_int_equal(away_found, 1);
+	assert_int_equal(lookup(f, ts, &got), 1);   /* stays, refused as expired */
+	assert_true(tokens_expired(&got, now + 5));
+	/* the next look drops it */
+	assert_int_equal(tokens_expire(f->t, now + 6 + TOKENS_KEEP_EXPIRED, &ids, &n, err, sizeof(err)), 0);
+	assert_int_equal(n, 0);
+	free(ids);
+	assert_int_equal(away_calls, 2);
+	assert_int_equal(lookup(f, ts, &got), 0);
+	assert_int_equal(lookup(f, ta, &got), 1);
+	/* and then nothing is due any more */
+	assert_int_equal(tokens_expire(f->t, now + 7 + TOKENS_KEEP_EXPIRED, &ids, &n, err, sizeof(err)), 0);
+	free(ids);
+	assert_int_equal(away_calls, 2);
+	f->db->ops = was;
+	free(ts);
+	free(ta);
+}
+
+/* etcd's watch may hand a replica its own new record before tokens_create
+ * takes it in: one record all the same, so a revocation reaches the copy
+ * lookups find. */
+static struct tokens *watch_tokens;
+static int (*real_add)(struct persist *, const struct persist_token *, char *, size_t);
+
+static int watch_first_add(struct persist *p, const struct persist_token *pt, char *err, size_t errlen)
+{
+	int rc = real_add(p, pt, err, errlen);
+	if (rc == 0)
+		tokens_merge(watch_tokens, pt);   /* the watch, before the answer */
+	return rc;
+}
+
+static void test_watch_first(void **state)
+{
+	struct fixture *f = *state;
+	struct token_info s, got;
+	char err[256] = "";
+	struct persist_ops ops = *f->db->ops;
+	const struct persist_ops *was = f->db->ops;
+	real_add = ops.token_add;
+	ops.token_add = watch_first_add;
+	f->db->ops = &ops;
+	watch_tokens = f->t;
+	char *ts = create_session(f, wall_seconds() + 100, &s);
+	f->db->ops = was;
+	char *json = list_json(f);
+	const char *first = strstr(json, s.id);
+	assert_non_null(first);
+	assert_null(strstr(first + 1, s.id));
+	free(json);
+	assert_int_equal(tokens_revoke(f->t, s.id, err, sizeof(err)), 1);
+	assert_int_equal(lookup(f, ts, &got), 1);
+	assert_true(got.revoked);
+	free(ts);
+}
+
+/* tokens_ended: revoked, or a session past its end. */
+static void test_ended(void **state)
+{
+	struct fixture *f = *state;
+	struct token_info s, a;
+	char err[256] = "";
+	int64_t now = wall_seconds();
+	char *ts = create_session(f, now + 5, &s);
+	char *ta = create(f, ROLE_READER, NULL, "a", &a);
+	assert_false(tokens_ended(f->t, s.id, now + 4));
+	assert_true(tokens_ended(f->t, s.id, now + 5));
+	assert_false(tokens_ended(f->t, a.id, now + 5 + 10 * TOKENS_KEEP_EXPIRED));
+	assert_int_equal(tokens_revoke(f->t, a.id, err, sizeof(err)), 1);
+	assert_true(tokens_ended(f->t, a.id, now));
+	assert_false(tokens_ended(f->t, "0123456789ab", now));
+	free(ts);
+	free(ta);
+}
+
+/* A database of before the column: it gains it, its tokens never expire. */
+static void test_old_database(void **state)
+{
+	struct fixture *f = *state;
+	close_all(f);
+	char path[128], err[256];
+	snprintf(path, sizeof(path), "%s/tether.db", f->dir);
+	sqlite3 *db = NULL;
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, "DROP TABLE tokens; CREATE TABLE tokens("
+				      "  id TEXT PRIMARY KEY, hash TEXT NOT NULL UNIQUE, role TEXT NOT NULL,"
+				      "  node TEXT NOT NULL DEFAULT '', name TEXT NOT NULL DEFAULT '',"
+				      "  created INTEGER NOT NULL, revoked INTEGER NOT NULL DEFAULT 0);"
+				      "INSERT INTO tokens VALUES('aaaaaaaaaaaa', 'ff', 'reader', '', 'old', 1, 0);",
+				      NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	assert_int_equal(open_all(f), 0);
+	char *json = list_json(f);
+	assert_non_null(strstr(json, "\"id\":\"aaaaaaaaaaaa\",\"role\":\"reader\",\"name\""));
+	free(json);
+	struct token_info s;
+	char *ts = create_session(f, wall_seconds() + 60, &s);
+	reopen(f);
+	struct token_info got;
+	assert_int_equal(lookup(f, ts, &got), 1);
+	assert_true(got.session && got.expires == s.expires);
+	free(ts);
+	(void)err;
+}
+
+/* The record as JSON (etcd's, a relay's): the end only when there is one. */
+static void test_record_json(void **state)
+{
+	(void)state;
+	struct persist_token t = { .id = "0123456789ab", .hash = "ab", .role = TOKENS_SESSION_ROLE, .node = "",
+				   .name = "ui session by x", .created = 100, .expires = 1000 };
+	cJSON *o = record_token_to_json(&t);
+	struct persist_token back;
+	assert_int_equal(record_token_from_json(o, &back), 0);
+	assert_string_equal(back.role, TOKENS_SESSION_ROLE);
+	assert_true(back.expires == 1000 && back.created == 100);
+	cJSON_Delete(o);
+	t.role = "reader";
+	t.expires = 0;
+	o = record_token_to_json(&t);
+	assert_null(cJSON_GetObjectItemCaseSensitive(o, "expires"));
+	assert_int_equal(record_token_from_json(o, &back), 0);
+	assert_true(back.expires == 0);
+	cJSON_Delete(o);
+}
+
+/* A reader cannot grow the store without bound: past TOKENS_SESSIONS_MAX
+ * kept sessions (live or ended lately) a new one is refused with -2, and
+ * an ordinary token is still made. */
+static void test_sessions_capped(void **state)
+{
+	struct fixture *f = *state;
+	int64_t now = wall_seconds();
+	char id[16], hash[8];
+	for (int i = 0; i < TOKENS_SESSIONS_MAX; i++) {
+		snprintf(id, sizeof(id), "%012x", (unsigned)i);
+		snprintf(hash, sizeof(hash), "%02x", (unsigned)(i & 0xff));
+		struct persist_token pt = { .id = id, .hash = hash, .role = TOKENS_SESSION_ROLE, .node = "",
+					    .name = "flood", .created = now, .expires = i % 2 ? now + 600 : now - 10 };
+		assert_int_equal(tokens_merge(f->t, &pt), 0);
+	}
+	char *tok = NULL, err[256] = "";
+	struct token_info info;
+	assert_int_equal(tokens_create_session(f->t, now + 100, "one more", &tok, &info, err, sizeof(err)), -2);
+	assert_null(tok);
+	assert_non_null(strstr(err, "10000 console sessions are kept (at most 10000"));
+	assert_non_null(strstr(err, "token revoke"));
+	struct token_info r;
+	char *tr = create(f, ROLE_READER, NULL, "still", &r);
+	assert_non_null(tr);
+	free(tr);
+}
+
 int main(void)
 {
 	if (sodium_init() < 0)
@@ -569,6 +913,14 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_listing_has_no_secret, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reopen, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unknown_role_in_db_admits_nothing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_session, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_expire, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_expire_backend_away, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ended, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_watch_first, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_old_database, setup, teardown),
+		cmocka_unit_test(test_record_json),
+		cmocka_unit_test_setup_teardown(test_sessions_capped, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

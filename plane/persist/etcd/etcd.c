@@ -1175,6 +1175,7 @@ static const struct persist_ops persist_etcd_ops = {
 	.tokens_load = etcd_tokens_load,
 	.token_add = etcd_token_add,
 	.token_revoke = etcd_token_revoke,
+	.token_delete = etcd_token_delete,
 	.approvals_load = etcd_approvals_load,
 	.approval_add = etcd_approval_add,
 	.approvals_trim = etcd_approvals_trim,

@@ -101,6 +101,7 @@ int etcd_approval_add(struct persist *p, const struct persist_approval *a, char 
 int etcd_approvals_trim(struct persist *p, uint64_t below, char *err, size_t errlen);
 int etcd_token_add(struct persist *p, const struct persist_token *t, char *err, size_t errlen);
 int etcd_token_revoke(struct persist *p, const char *id, int64_t when, char *err, size_t errlen);
+int etcd_token_delete(struct persist *p, const char *id, char *err, size_t errlen);
 
 /* The TLS session-ticket keys (persist/etcd/ticket_keys.c). */
 int etcd_ticket_keys_load(struct persist *p, struct persist_ticket_keys *k, uint64_t *rev, char *err,

@@ -271,8 +271,22 @@ int etcd_token_revoke(struct persist *p, const char *id, int64_t when, char *err
 		.id = record_str(o, "id"), .hash = record_str(o, "hash"), .role = record_str(o, "role"),
 		.node = record_str(o, "node"),
 		.name = record_str(o, "name"), .created = (int64_t)record_u64(o, "created"), .revoked = when,
+		.expires = (int64_t)record_u64(o, "expires"),
 	};
 	rc = token_write(p, &t, err, errlen);
 	cJSON_Delete(o);
 	return rc;
+}
+
+int etcd_token_delete(struct persist *p, const char *id, char *err, size_t errlen)
+{
+	char *k = persist_etcd_key(p, "tokens/%s", id);
+	char *k64 = etcd_b64(k, strlen(k));
+	cJSON *b = cJSON_CreateObject(), *resp = NULL;
+	cJSON_AddStringToObject(b, "key", k64);
+	int rc = etcd_call(persist_etcd_client(p), "/v3/kv/deleterange", b, &resp, err, errlen);
+	cJSON_Delete(resp);
+	free(k);
+	free(k64);
+	return rc == ETCD_UNAVAILABLE ? PERSIST_UNAVAILABLE : rc;
 }

@@ -133,6 +133,7 @@ static const struct persist_ops persist_sqlite_ops = {
 	.tokens_load = tokens_sqlite_load,
 	.token_add = tokens_sqlite_add,
 	.token_revoke = tokens_sqlite_revoke,
+	.token_delete = tokens_sqlite_delete,
 	.approvals_load = approvals_sqlite_load,
 	.approval_add = approvals_sqlite_add,
 	.approvals_trim = approvals_sqlite_trim,

@@ -21,6 +21,7 @@ int approvals_sqlite_load(struct persist *p, persist_approval_cb cb, void *ctx, 
 int approvals_sqlite_add(struct persist *p, const struct persist_approval *a, char *err, size_t errlen);
 int approvals_sqlite_trim(struct persist *p, uint64_t below, char *err, size_t errlen);
 int tokens_sqlite_revoke(struct persist *p, const char *id, int64_t when, char *err, size_t errlen);
+int tokens_sqlite_delete(struct persist *p, const char *id, char *err, size_t errlen);
 
 /* the TLS session-ticket keys (persist/sqlite/ticket_keys.c) */
 int ticket_keys_sqlite_schema(struct db *db, char *err, size_t errlen);

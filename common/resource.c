@@ -1,6 +1,7 @@
 /* resource.c: names, types, field validation and references of resources
  * (see resource.h). The tables here are the schema of INTERFACE.md. */
 #include "resource.h"
+#include "resource_opts.h"
 #include "buf.h"
 #include "envelope.h"
 #include "json.h"
@@ -146,7 +147,7 @@ static bool route_host_valid(const char *s)
 
 /* A route's path prefix: starts with '/', URL path characters only (no
  * white space, quotes, ';', '{', '}', '$', '#', '?' or '\'), at most 1024. */
-static bool route_path_valid(const char *s)
+bool resource_route_path_valid(const char *s)
 {
 	static const char ok[] = "-._~/%:@+,=!*";
 	size_t n = strlen(s);
@@ -309,7 +310,7 @@ static const char *opt_string(struct vctx *v, const cJSON *obj, const char *key,
 
 static int validate_cluster(struct vctx *v, const cJSON *b, struct res_refs *refs)
 {
-	static const char *const fields[] = { "endpoints", "lb", NULL };
+	static const char *const fields[] = { "endpoints", "lb", "health", "keepalive", NULL };
 	static const char *const ep_fields[] = { "address", "port", "weight", NULL };
 	int rc;
 	if (check_unknown(v, b, fields, "") < 0)
@@ -349,7 +350,7 @@ static int validate_cluster(struct vctx *v, const cJSON *b, struct res_refs *ref
 	if (lb && strcmp(lb, "round_robin") && strcmp(lb, "least_conn") && strcmp(lb, "random"))
 		return fail(v, "lb must be one of round_robin, least_conn, random");
 	(void)refs;
-	return 0;
+	return resource_opts_cluster(v->res, v->flags, b, v->err, v->errlen);
 }
 
 static int validate_listener(struct vctx *v, const cJSON *b, struct res_refs *refs)
@@ -388,7 +389,8 @@ static int validate_listener(struct vctx *v, const cJSON *b, struct res_refs *re
 
 static int validate_route(struct vctx *v, const cJSON *b, struct res_refs *refs)
 {
-	static const char *const fields[] = { "listener", "host", "path", "cluster", NULL };
+	static const char *const fields[] = { "listener", "host", "path", "cluster", "timeout", "strip_prefix",
+					      "rewrite", "headers", "websocket", "retries", "max_body", NULL };
 	int rc;
 	if (check_unknown(v, b, fields, "") < 0)
 		return -1;
@@ -403,12 +405,12 @@ static int validate_route(struct vctx *v, const cJSON *b, struct res_refs *refs)
 	const char *path = opt_string(v, b, "path", false, &rc);
 	if (rc < 0)
 		return -1;
-	if (path && !route_path_valid(path))
+	if (path && !resource_route_path_valid(path))
 		return fail(v, "path must start with '/' and hold only URL path characters (at most 1024)");
 	const char *c = opt_string(v, b, "cluster", true, &rc);
 	if (rc < 0 || add_ref(v, refs, "cluster", c, "cluster") < 0)
 		return -1;
-	return 0;
+	return resource_opts_route(v->res, v->flags, b, v->err, v->errlen);
 }
 
 static bool pem_like(const char *s)

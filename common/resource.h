@@ -59,6 +59,10 @@ int resource_fullname_check(const char *fullname, char *err, size_t errlen);
 int resource_validate(const char *fullname, const cJSON *body, unsigned flags,
 		      struct res_refs *refs, char *err, size_t errlen);
 
+/* Checks a route's path (and rewrite): starts with '/', URL path characters
+ * only (no white space, quotes, ';', '{', '}', '$', '#', '?' or '\'), at
+ * most 1024 bytes. */
+bool resource_route_path_valid(const char *s);
 /* Checks a file resource's path: relative, no "..", no empty or "."
  * component, no component starting ".tether" (the agent's work files), no
  * control characters, at most 4096 bytes. */

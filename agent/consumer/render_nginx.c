@@ -9,6 +9,7 @@
  * the operator's at the http level would turn off an http-level one of ours,
  * and the operator's own servers must not log our format. */
 #include "consumer/render.h"
+#include "consumer/render_opts.h"
 #include "json.h"
 #include "pemcheck.h"
 #include "xmalloc.h"
@@ -90,10 +91,12 @@ static int upstreams(const struct rstate *rs, struct buf *b, char *err, size_t e
 				   (int)port->valuedouble);
 			if (cJSON_IsNumber(w))
 				buf_printf(b, " weight=%d", (int)w->valuedouble);
+			render_opts_nginx_server(b, c->body);
 			buf_puts(b, ";\n");
 		}
 		if (n == 0)
 			buf_puts(b, "    server 127.0.0.1:9 down;   # no endpoints: requests get 502\n");
+		render_opts_nginx_upstream(b, c->body);
 		buf_puts(b, "}\n\n");
 	}
 	return 0;
@@ -137,7 +140,7 @@ static void access_log(struct buf *b, const struct render_opts *o)
 		      "tether_traffic;\n    set $tether_route -;\n", o->traffic_syslog);
 }
 
-static void location(struct buf *b, const struct render_opts *o, const struct rroute *r)
+static void location(struct buf *b, const struct render_opts *o, const struct rstate *rs, const struct rroute *r)
 {
 	if (strcmp(r->path, "/") == 0)
 		buf_puts(b, "    location / {\n");
@@ -149,11 +152,9 @@ static void location(struct buf *b, const struct render_opts *o, const struct rr
 	buf_puts(b, "        proxy_pass http://");
 	upstream_name(b, r->cluster);
 	buf_puts(b, ";\n");
-	buf_puts(b, "        proxy_http_version 1.1;\n"
-		    "        proxy_set_header Connection \"\";\n"
-		    "        proxy_set_header Host $host;\n"
-		    "        proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;\n"
-		    "    }\n");
+	const struct rres *rr = rstate_find(rs, RES_ROUTE, strchr(r->name, '/') + 1);
+	render_opts_nginx_location(b, rr ? rr->body : NULL);
+	buf_puts(b, "    }\n");
 }
 
 static int servers(const struct rstate *rs, const struct render_opts *o, struct render_out *out, struct buf *b,
@@ -180,7 +181,7 @@ static int servers(const struct rstate *rs, const struct render_opts *o, struct 
 			bool has_root = false;
 			size_t start = k;
 			for (; k < n && render_same_host(routes[k].host, host); k++) {
-				location(b, o, &routes[k]);
+				location(b, o, rs, &routes[k]);
 				has_root |= strcmp(routes[k].path, "/") == 0;
 			}
 			(void)start;
@@ -216,6 +217,7 @@ static int nginx_body(const struct rstate *rs, const struct render_opts *o, stru
 	}
 	size_t from = b->len;
 	names_hash(rs, b);
+	render_opts_nginx_http(rs, b);
 	if (upstreams(rs, b, err, errlen) < 0 || servers(rs, o, out, b, err, errlen) < 0)
 		return -1;
 	/* the format names $tether_route, which only our servers set: without

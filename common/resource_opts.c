@@ -228,8 +228,8 @@ int resource_opts_cluster(const char *res, unsigned flags, const cJSON *b, char 
 
 bool resource_opts_own_backend(const cJSON *route)
 {
-	const cJSON *t = cJSON_GetObjectItemCaseSensitive(route, "timeout");
-	return cJSON_GetObjectItemCaseSensitive(t, "connect") || cJSON_GetObjectItemCaseSensitive(route, "retries");
+	return cJSON_GetObjectItemCaseSensitive(route, "timeout") || cJSON_GetObjectItemCaseSensitive(route, "retries") ||
+	       cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(route, "websocket"));
 }
 
 bool resource_opts_route_any(const cJSON *route)

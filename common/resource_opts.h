@@ -23,9 +23,10 @@
 int resource_opts_route(const char *res, unsigned flags, const cJSON *b, char *err, size_t errlen);
 int resource_opts_cluster(const char *res, unsigned flags, const cJSON *b, char *err, size_t errlen);
 
-/* Whether a route's body sets an option haproxy allows only per backend
- * (timeout.connect, retries): its haproxy rendering has a backend of its
- * own, tether_r_NAME, with its cluster's servers. */
+/* Whether a route's body sets an option haproxy (2.6) allows only per
+ * backend (a timeout, retries, websocket's tunnel timeout): its haproxy
+ * rendering has a backend of its own, tether_r_NAME, with its cluster's
+ * servers (and haproxy's runtime API updates those too). */
 bool resource_opts_own_backend(const cJSON *route);
 /* Whether a route's body sets any option at all. */
 bool resource_opts_route_any(const cJSON *route);

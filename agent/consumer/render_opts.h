@@ -30,7 +30,8 @@ void render_opts_nginx_location(struct buf *b, const cJSON *route);
 /* ---- haproxy ---------------------------------------------------------------- */
 
 /* A backend's timeout lines: 5s connect, 60s server, or the route's
- * (route NULL: a cluster's backend). */
+ * (server: read, else send), and a websocket route's tunnel timeout (read,
+ * else an hour); route NULL: a cluster's backend. */
 void render_opts_haproxy_timeouts(struct buf *b, const cJSON *route);
 /* A backend's lines after its timeouts: the route's retries (route may be
  * NULL) and the cluster's keepalive. */

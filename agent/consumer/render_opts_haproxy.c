@@ -1,10 +1,10 @@
 /* consumer/render_opts_haproxy.c: a route's and a cluster's options as
  * haproxy configuration (see consumer/render_opts.h and tetherd(8), "Route
- * and cluster options"). What haproxy allows per request goes into the
- * listener's frontend under the route's own condition, the route named by
- * txn.tether_route before any rule changes the request; what it allows only
- * per backend (timeout connect, retries) makes the route a backend of its
- * own, tether_r_NAME, with its cluster's servers. Values went through
+ * and cluster options"). What haproxy allows per request in a frontend
+ * goes into the listener's frontend under the route's own condition, the
+ * route named by txn.tether_route before any rule changes the request; what
+ * it allows only in a backend (2.6: every timeout, retries) makes the route
+ * a backend of its own, tether_r_NAME, with its cluster's servers. Values went through
  * resource_opts.c; a header value is a log-format string to haproxy, so its
  * '%' is doubled. */
 #include "consumer/render_opts.h"
@@ -38,6 +38,12 @@ void render_opts_haproxy_timeouts(struct buf *b, const cJSON *route)
 	buf_puts(b, "\n    timeout server ");
 	ms_value(b, s ? s : 60000);
 	buf_puts(b, "\n");
+	if (route && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(route, "websocket"))) {
+		long t = resource_opts_timeout_ms(route, "read");
+		buf_puts(b, "    timeout tunnel ");
+		ms_value(b, t ? t : 3600000);
+		buf_puts(b, "\n");
+	}
 }
 
 void render_opts_haproxy_backend(struct buf *b, const cJSON *cluster, const cJSON *route)
@@ -48,7 +54,7 @@ void render_opts_haproxy_backend(struct buf *b, const cJSON *cluster, const cJSO
 			   r->valuedouble >= 1 ? "    option redispatch 1\n" : "");
 	const cJSON *k = cJSON_GetObjectItemCaseSensitive(cluster, "keepalive");
 	if (cJSON_IsNumber(k))
-		buf_puts(b, k->valuedouble >= 1 ? "    http-reuse safe\n" : "    http-reuse never\n");
+		buf_puts(b, k->valuedouble >= 1 ? "    http-reuse always\n" : "    http-reuse never\n");
 }
 
 void render_opts_haproxy_server(struct buf *b, const cJSON *cluster)
@@ -153,18 +159,6 @@ static void route_rules(struct buf *b, const char *name, const cJSON *route)
 	if (cJSON_IsNumber(mb) && mb->valuedouble >= 1)
 		buf_printf(b, "    http-request deny deny_status 413 %s { req.hdr_val(content-length) gt %.0f }\n", cond,
 			   mb->valuedouble);
-	long ms = server_ms(route);
-	if (ms) {
-		buf_puts(b, "    http-request set-timeout server ");
-		ms_value(b, ms);
-		buf_printf(b, " %s\n", cond);
-	}
-	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(route, "websocket"))) {
-		long t = resource_opts_timeout_ms(route, "read");
-		buf_puts(b, "    http-request set-timeout tunnel ");
-		ms_value(b, t ? t : 3600000);
-		buf_printf(b, " %s\n", cond);
-	}
 	const cJSON *hd = cJSON_GetObjectItemCaseSensitive(route, "headers");
 	header_rules(b, "http-request", cJSON_GetObjectItemCaseSensitive(hd, "request"), cond);
 	struct buf re = BUF_INIT, repl = BUF_INIT;

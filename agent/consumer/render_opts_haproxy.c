@@ -156,9 +156,16 @@ static void route_rules(struct buf *b, const char *name, const cJSON *route)
 	snprintf(cond, sizeof(cond), "if { var(txn.tether_route) -m str %s }", name);
 	buf_printf(b, "    # %s\n", name);
 	const cJSON *mb = cJSON_GetObjectItemCaseSensitive(route, "max_body");
-	if (cJSON_IsNumber(mb) && mb->valuedouble >= 1)
+	if (cJSON_IsNumber(mb) && mb->valuedouble >= 1) {
+		/* by its Content-Length; a body without one (chunked) as far as
+		 * haproxy buffers it (tune.bufsize): waited for up to one byte
+		 * more than allowed, then measured */
 		buf_printf(b, "    http-request deny deny_status 413 %s { req.hdr_val(content-length) gt %.0f }\n", cond,
 			   mb->valuedouble);
+		buf_printf(b, "    http-request wait-for-body time 10s at-least %.0f %s !{ req.hdr(content-length) -m found }\n",
+			   mb->valuedouble + 1, cond);
+		buf_printf(b, "    http-request deny deny_status 413 %s { req.body_size gt %.0f }\n", cond, mb->valuedouble);
+	}
 	const cJSON *hd = cJSON_GetObjectItemCaseSensitive(route, "headers");
 	header_rules(b, "http-request", cJSON_GetObjectItemCaseSensitive(hd, "request"), cond);
 	struct buf re = BUF_INIT, repl = BUF_INIT;

@@ -136,6 +136,10 @@ opts_scenario() {
 		"$(code /body/x -X POST -H 'Content-Type: text/plain' --data-binary @"$WORK/big")"
 	check_eq "max_body 1000: a 500-byte body reaches the backend whole" 500 \
 		"$(seen /body/x .body -X POST -H 'Content-Type: text/plain' --data-binary @"$WORK/small")"
+	check_eq "max_body 1000: a chunked 2000-byte body (no Content-Length) is a 413 too" 413 \
+		"$(code /body/x -X POST -H 'Transfer-Encoding: chunked' --data-binary @"$WORK/big")"
+	check_eq "max_body 1000: a chunked 500-byte body reaches the backend whole" 500 \
+		"$(seen /body/x .body -X POST -H 'Transfer-Encoding: chunked' --data-binary @"$WORK/small")"
 	check_eq "a route without max_body takes the 2000-byte body" 2000 \
 		"$(seen /x .body -X POST -H 'Content-Type: text/plain' --data-binary @"$WORK/big")"
 

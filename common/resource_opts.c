@@ -91,9 +91,11 @@ static bool header_name_ok(const char *s)
 	return true;
 }
 
+/* Not empty: nginx sends no header set to "" and haproxy's parser drops
+ * an empty word; a header to drop is removed. */
 static bool header_value_ok(const char *s)
 {
-	if (strlen(s) > RES_OPTS_HEADER_VALUE_MAX)
+	if (!*s || strlen(s) > RES_OPTS_HEADER_VALUE_MAX)
 		return false;
 	for (; *s; s++)
 		if (*s < 0x20 || *s > 0x7e || strchr("\"\\$;{}'", *s))
@@ -124,8 +126,9 @@ static int header_dir(struct octx *v, const cJSON *d, const char *dir)
 				return fail(v, "%s.set: '%s' is not a header name (RFC 7230 token characters, at most %d)",
 					    where, str_show(h->string, show), RES_OPTS_HEADER_NAME_MAX);
 			if (!cJSON_IsString(h) || !header_value_ok(h->valuestring))
-				return fail(v, "%s.set.%s: must be a string of printable ASCII without \" \\ $ ; { } ' "
-					    "(at most %d)", where, h->string, RES_OPTS_HEADER_VALUE_MAX);
+				return fail(v, "%s.set.%s: must be a string of 1 to %d printable ASCII characters without "
+					    "\" \\ $ ; { } ' (to drop a header, remove it)", where, h->string,
+					    RES_OPTS_HEADER_VALUE_MAX);
 			for (const cJSON *o = set->child; o != h; o = o->next)
 				if (strcasecmp(o->string, h->string) == 0)
 					return fail(v, "%s.set: '%s' is set twice (header names have no case)", where,

@@ -54,9 +54,9 @@ refused route/r "{$R,\"rewrite\":\"/a b\"}" "rewrite: must be a path starting wi
 refused route/r "{$R,\"rewrite\":\"/new\",\"strip_prefix\":true}" "rewrite: cannot go with strip_prefix: drop one (rewrite '/' strips the prefix)"
 refused route/r "{$R,\"headers\":[]}" "headers: must be an object with request and response (each optional)"
 refused route/r "{$R,\"headers\":{\"request\":{\"set\":{\"X-A\":\"a;b\"}}}}" \
-	"headers.request.set.X-A: must be a string of printable ASCII without \" \\ \$ ; { } ' (at most 1024)"
+	"headers.request.set.X-A: must be a string of 1 to 1024 printable ASCII characters without \" \\ \$ ; { } ' (to drop a header, remove it)"
 refused route/r "{$R,\"headers\":{\"request\":{\"set\":{\"X-A\":\"\$host\"}}}}" \
-	"headers.request.set.X-A: must be a string of printable ASCII without"
+	"headers.request.set.X-A: must be a string of 1 to 1024 printable ASCII characters without"
 refused route/r "{$R,\"headers\":{\"response\":{\"set\":{\"X A\":\"v\"}}}}" \
 	"headers.response.set: 'X A' is not a header name (RFC 7230 token characters, at most 128)"
 refused route/r "{$R,\"headers\":{\"request\":{\"set\":{\"X-A\":\"v\"},\"remove\":[\"x-a\"]}}}" \

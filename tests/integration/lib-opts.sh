@@ -10,6 +10,11 @@ opts_backends() {
 	start_tool ob opts-backend.mjs 0 ob
 	OB=$TOOL_PORT
 	free_port DEAD
+	# a port whose connections never complete (its accept queue held full)
+	python3 "$TOOLS/deaf-listener.py" >"$WORK/deaf.port" 2>>"$WORK/deaf.log" &
+	track_pid $!
+	wait_until 10 grep -q '^listening ' "$WORK/deaf.port" || bail "deaf-listener.py did not start"
+	DEAF=$(awk '/^listening /{print $2; exit}' "$WORK/deaf.port")
 }
 
 # opts_state: every resource of the scenario, as a batch
@@ -23,10 +28,13 @@ opts_state() {
  {"name":"cluster/sick","body":{"endpoints":[$dead,$ob],"health":{"max_fails":3,"fail_timeout":60}}},
  {"name":"cluster/pool","body":{"endpoints":[$ob],"keepalive":4}},
  {"name":"cluster/nopool","body":{"endpoints":[$ob],"keepalive":0}},
+ {"name":"cluster/deaf","body":{"endpoints":[{"address":"127.0.0.1","port":$DEAF}]}},
  {"name":"listener/web","body":{"address":"127.0.0.1","port":$LP}},
  {"name":"route/root","body":{"listener":"web","path":"/","cluster":"app"}},
  {"name":"route/slow","body":{"listener":"web","path":"/slow","cluster":"app","timeout":{"read":0.5}}},
  {"name":"route/conn","body":{"listener":"web","path":"/conn","cluster":"app","timeout":{"connect":0.2,"send":2}}},
+ {"name":"route/deaf","body":{"listener":"web","path":"/deaf","cluster":"deaf","timeout":{"connect":0.2}}},
+ {"name":"route/patient","body":{"listener":"web","path":"/patient","cluster":"deaf"}},
  {"name":"route/strip","body":{"listener":"web","path":"/strip","cluster":"app","strip_prefix":true}},
  {"name":"route/old","body":{"listener":"web","path":"/old","cluster":"app","rewrite":"/new"}},
  {"name":"route/hdr","body":{"listener":"web","host":"hdr.test","path":"/hdr","cluster":"app","headers":{
@@ -91,6 +99,12 @@ opts_scenario() {
 	check_eq "timeout.read 0.5: one answering at once is a 200" 200 "$(code '/slow/x?sleep=1')"
 	check_eq "a route without timeouts waits 2 s for its backend" 200 "$(code '/x?sleep=2000')"
 	check_eq "timeout.connect 0.2 with send 2: the route serves" "/conn/x" "$(seen /conn/x .url)"
+	local c
+	c=$(curl -s -o /dev/null -w '%{http_code}' --max-time 3 "http://127.0.0.1:$LP/deaf/x")
+	check "timeout.connect 0.2: an endpoint that never accepts is given up on within 3 s ($c)" \
+		sh -c "[ '$c' = 502 ] || [ '$c' = 503 ] || [ '$c' = 504 ]"
+	check_eq "without it, the proxy still waits for that endpoint after 3 s (curl gave up: 000)" 000 \
+		"$(curl -s -o /dev/null -w '%{http_code}' --max-time 3 "http://127.0.0.1:$LP/patient/x")"
 
 	# strip_prefix and rewrite
 	check_eq "strip_prefix: /strip/x?q=1 reaches the backend as /x?q=1" "/x?q=1" "$(seen '/strip/x?q=1' .url)"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # t0990-opts-nginx.sh: route and cluster options through a real nginx
 # driven by tetherd (lib-opts.sh's scenario): timeout.read turns a slow
-# backend into a 504, strip_prefix and rewrite change the path the backend
+# backend into a 504, timeout.connect gives up on an endpoint that never
+# accepts, strip_prefix and rewrite change the path the backend
 # sees, headers set and removed are seen by backend and client, a websocket
 # upgrades and echoes, retries reach the live endpoint past a dead one,
 # max_body answers 413, keepalive reuses upstream connections, health's

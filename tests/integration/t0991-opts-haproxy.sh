@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # t0991-opts-haproxy.sh: route and cluster options through a real haproxy
 # (master-worker) driven by tetherd (lib-opts.sh's scenario, as t0990 with
-# nginx): timeout.read turns a slow backend into a 504, strip_prefix and
+# nginx): timeout.read turns a slow backend into a 504,
+# timeout.connect gives up on an endpoint that never accepts, strip_prefix and
 # rewrite change the path the backend sees (replace-path, after the route
 # is named, so routing still sees the path as it came), headers set
 # and removed are seen by backend and client (a Host set does not change

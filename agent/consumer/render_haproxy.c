@@ -8,7 +8,11 @@
  * and send each request's access log line (docs/gates.md) to the agent's
  * syslog listener, naming the route that served it. For haproxy's runtime
  * API (--runtime-api) it declares the admin-level socket the same way and
- * gives each backend free, disabled server slots after its real servers. */
+ * gives each backend free, disabled server slots after its real servers.
+ * Route and cluster options (render_opts_haproxy.c): a listener with a
+ * route that sets one names each request's route in txn.tether_route
+ * first and picks the backend by it; a route with an option haproxy takes
+ * only per backend has a backend of its own, tether_r_NAME. */
 #include "consumer/render.h"
 #include "consumer/render_opts.h"
 #include "json.h"

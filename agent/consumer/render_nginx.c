@@ -7,7 +7,8 @@
  * request naming the route and the generation, to the agent over local
  * syslog (docs/gates.md); at the server level, since an `access_log off;` of
  * the operator's at the http level would turn off an http-level one of ours,
- * and the operator's own servers must not log our format. */
+ * and the operator's own servers must not log our format. Route and
+ * cluster options are rendered by render_opts_nginx.c, one call per block. */
 #include "consumer/render.h"
 #include "consumer/render_opts.h"
 #include "json.h"

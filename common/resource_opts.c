@@ -103,6 +103,14 @@ static bool header_value_ok(const char *s)
 	return true;
 }
 
+/* The headers that frame a message: one a route set or removed would make
+ * the proxy's Content-Length or chunking disagree with the body it sends
+ * (request smuggling upstream, a desynchronised client downstream). */
+static bool framing(const char *name)
+{
+	return strcasecmp(name, "Content-Length") == 0 || strcasecmp(name, "Transfer-Encoding") == 0;
+}
+
 static int header_dir(struct octx *v, const cJSON *d, const char *dir)
 {
 	static const char *const keys[] = { "set", "remove", NULL };
@@ -125,6 +133,9 @@ static int header_dir(struct octx *v, const cJSON *d, const char *dir)
 			if (!header_name_ok(h->string))
 				return fail(v, "%s.set: '%s' is not a header name (RFC 7230 token characters, at most %d)",
 					    where, str_show(h->string, show), RES_OPTS_HEADER_NAME_MAX);
+			if (framing(h->string))
+				return fail(v, "%s.set: %s frames the message: the proxy sets it from the body; drop it",
+					    where, h->string);
 			if (!cJSON_IsString(h) || !header_value_ok(h->valuestring))
 				return fail(v, "%s.set.%s: must be a string of 1 to %d printable ASCII characters without "
 					    "\" \\ $ ; { } ' (to drop a header, remove it)", where, h->string,
@@ -145,6 +156,9 @@ static int header_dir(struct octx *v, const cJSON *d, const char *dir)
 			if (!cJSON_IsString(h) || !header_name_ok(h->valuestring))
 				return fail(v, "%s.remove[%d]: must be a header name (RFC 7230 token characters, at most %d)",
 					    where, n, RES_OPTS_HEADER_NAME_MAX);
+			if (framing(h->valuestring))
+				return fail(v, "%s.remove[%d]: %s frames the message: the proxy sets it from the body; drop it",
+					    where, n, h->valuestring);
 			if (strcasecmp(h->valuestring, "Host") == 0)
 				return fail(v, "%s.remove[%d]: Host cannot be removed (set it instead)", where, n);
 			for (const cJSON *o = set ? set->child : NULL; o; o = o->next)
@@ -188,6 +202,11 @@ int resource_opts_route(const char *res, unsigned flags, const cJSON *b, char *e
 	if (rw) {
 		if (!cJSON_IsString(rw) || !resource_route_path_valid(rw->valuestring))
 			return fail(&v, "rewrite: must be a path starting with '/' of URL path characters (at most 1024)");
+		/* nginx encodes a rewritten path again (%20 goes up as %2520),
+		 * haproxy sends it as written: no rewrite means the same to both */
+		if (strchr(rw->valuestring, '%'))
+			return fail(&v, "rewrite: '%%' is not allowed (nginx would encode it again, haproxy would not): "
+				    "write the path without percent-encoding");
 		if (cJSON_IsTrue(strip))
 			return fail(&v, "rewrite: cannot go with strip_prefix: drop one (rewrite '/' strips the prefix)");
 	}

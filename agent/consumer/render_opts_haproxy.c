@@ -54,6 +54,10 @@ void render_opts_haproxy_backend(struct buf *b, const cJSON *cluster, const cJSO
 			   r->valuedouble >= 1 ? "    option redispatch 1\n" : "");
 	const cJSON *k = cJSON_GetObjectItemCaseSensitive(cluster, "keepalive");
 	if (cJSON_IsNumber(k))
+		/* always: a new client's first request may take any idle
+		 * connection, as nginx's keepalive does (safe and aggressive
+		 * keep a client's first request off an idle one that has
+		 * served one request only: t0991 sees them reuse nothing) */
 		buf_puts(b, k->valuedouble >= 1 ? "    http-reuse always\n" : "    http-reuse never\n");
 }
 
@@ -162,8 +166,10 @@ static void route_rules(struct buf *b, const char *name, const cJSON *route)
 		 * more than allowed, then measured */
 		buf_printf(b, "    http-request deny deny_status 413 %s { req.hdr_val(content-length) gt %.0f }\n", cond,
 			   mb->valuedouble);
+		/* at-least takes 32 bits; haproxy's buffer is far smaller */
+		double least = mb->valuedouble + 1 > 4294967295.0 ? 4294967295.0 : mb->valuedouble + 1;
 		buf_printf(b, "    http-request wait-for-body time 10s at-least %.0f %s !{ req.hdr(content-length) -m found }\n",
-			   mb->valuedouble + 1, cond);
+			   least, cond);
 		buf_printf(b, "    http-request deny deny_status 413 %s { req.body_size gt %.0f }\n", cond, mb->valuedouble);
 	}
 	const cJSON *hd = cJSON_GetObjectItemCaseSensitive(route, "headers");
@@ -173,7 +179,9 @@ static void route_rules(struct buf *b, const char *name, const cJSON *route)
 		buf_printf(b, "    http-request replace-path '%s' '%s' %s\n", re.data, repl.data, cond);
 	buf_release(&re);
 	buf_release(&repl);
-	header_rules(b, "http-response", cJSON_GetObjectItemCaseSensitive(hd, "response"), cond);
+	/* after-response: haproxy's own answers too (a 504, a 413), as
+	 * nginx's add_header ... always */
+	header_rules(b, "http-after-response", cJSON_GetObjectItemCaseSensitive(hd, "response"), cond);
 }
 
 void render_opts_haproxy_frontend(const struct rstate *rs, const struct rroute *routes, size_t n, struct buf *b)

@@ -124,7 +124,8 @@ void render_opts_nginx_location(struct buf *b, const cJSON *route)
 		buf_printf(b, "        client_max_body_size %.0f;\n", mb->valuedouble);
 	struct buf re = BUF_INIT, repl = BUF_INIT;
 	if (render_opts_path_rewrite(route, '$', &re, &repl))
-		buf_printf(b, "        rewrite \"%s\" %s break;\n", re.data, repl.data);
+		/* (?s): nginx matches the decoded path, where %0A is a newline */
+		buf_printf(b, "        rewrite \"(?s)%s\" %s break;\n", re.data, repl.data);
 	buf_release(&re);
 	buf_release(&repl);
 }

@@ -31,7 +31,8 @@ opts_state() {
  {"name":"cluster/deaf","body":{"endpoints":[{"address":"127.0.0.1","port":$DEAF}]}},
  {"name":"listener/web","body":{"address":"127.0.0.1","port":$LP}},
  {"name":"route/root","body":{"listener":"web","path":"/","cluster":"app"}},
- {"name":"route/slow","body":{"listener":"web","path":"/slow","cluster":"app","timeout":{"read":0.5}}},
+ {"name":"route/slow","body":{"listener":"web","path":"/slow","cluster":"app","timeout":{"read":0.5},
+   "headers":{"response":{"set":{"X-Route":"slow"}}}}},
  {"name":"route/conn","body":{"listener":"web","path":"/conn","cluster":"app","timeout":{"connect":0.2,"send":2}}},
  {"name":"route/deaf","body":{"listener":"web","path":"/deaf","cluster":"deaf","timeout":{"connect":0.2}}},
  {"name":"route/patient","body":{"listener":"web","path":"/patient","cluster":"deaf"}},
@@ -45,6 +46,8 @@ opts_state() {
  {"name":"route/try1","body":{"listener":"web","path":"/try1","cluster":"flaky1","retries":1}},
  {"name":"route/sick","body":{"listener":"web","path":"/sick","cluster":"sick","retries":0}},
  {"name":"route/body","body":{"listener":"web","path":"/body","cluster":"app","max_body":1000}},
+ {"name":"route/gap","body":{"listener":"web","path":"/gap","cluster":"app","max_body":20000}},
+ {"name":"route/huge","body":{"listener":"web","path":"/huge","cluster":"app","max_body":1099511627776}},
  {"name":"route/pool","body":{"listener":"web","path":"/pool","cluster":"pool"}},
  {"name":"route/nopool","body":{"listener":"web","path":"/nopool","cluster":"nopool"}}
 ]}
@@ -97,6 +100,9 @@ opts_scenario() {
 	# timeout.read
 	check_eq "timeout.read 0.5: a backend answering after 2 s is a 504" 504 "$(code '/slow/x?sleep=2000')"
 	check_eq "timeout.read 0.5: one answering at once is a 200" 200 "$(code '/slow/x?sleep=1')"
+	check_eq "headers.response.set on the proxy's own 504 too (nginx: always; haproxy: http-after-response)" "slow" \
+		"$(curl -s -D - -o /dev/null --max-time 5 "http://127.0.0.1:$LP/slow/x?sleep=2000" | tr -d '\r' |
+			awk -F': ' 'tolower($1) == "x-route" {print $2}')"
 	check_eq "a route without timeouts waits 2 s for its backend" 200 "$(code '/x?sleep=2000')"
 	check_eq "timeout.connect 0.2 with send 2: the route serves" "/conn/x" "$(seen /conn/x .url)"
 	local c
@@ -110,6 +116,9 @@ opts_scenario() {
 	check_eq "strip_prefix: /strip/x?q=1 reaches the backend as /x?q=1" "/x?q=1" "$(seen '/strip/x?q=1' .url)"
 	check_eq "strip_prefix: /strip reaches it as /" "/" "$(seen /strip .url)"
 	check_eq "strip_prefix: /strip/ reaches it as /" "/" "$(seen /strip/ .url)"
+	check_eq "strip_prefix: an encoded newline in the rest (/strip/a%0Ab) is stripped too" "/a%0Ab" \
+		"$(seen '/strip/a%0Ab' .url)"
+	check_eq "strip_prefix: an encoded space stays encoded" "/a%20b?q=%20" "$(seen '/strip/a%20b?q=%20' .url)"
 	check_eq "rewrite /new: /old/x?q=1 reaches the backend as /new/x?q=1" "/new/x?q=1" "$(seen '/old/x?q=1' .url)"
 	check_eq "rewrite /new: /old reaches it as /new" "/new" "$(seen /old .url)"
 	check_eq "a route without them passes the path as it came" "/strip-not/x" "$(seen /strip-not/x .url)"
@@ -154,6 +163,8 @@ opts_scenario() {
 		"$(code /body/x -X POST -H 'Transfer-Encoding: chunked' --data-binary @"$WORK/big")"
 	check_eq "max_body 1000: a chunked 500-byte body reaches the backend whole" 500 \
 		"$(seen /body/x .body -X POST -H 'Transfer-Encoding: chunked' --data-binary @"$WORK/small")"
+	check_eq "max_body 1099511627776 (the largest; haproxy's wait-for-body takes 32 bits): the body passes" 2000 \
+		"$(seen /huge/x .body -X POST -H 'Transfer-Encoding: chunked' --data-binary @"$WORK/big")"
 	check_eq "a route without max_body takes the 2000-byte body" 2000 \
 		"$(seen /x .body -X POST -H 'Content-Type: text/plain' --data-binary @"$WORK/big")"
 

@@ -52,6 +52,11 @@ refused route/r '{"listener":"l","cluster":"c","path":"/","strip_prefix":true}' 
 refused route/r "{$R,\"rewrite\":\"new\"}" "rewrite: must be a path starting with '/' of URL path characters (at most 1024)"
 refused route/r "{$R,\"rewrite\":\"/a b\"}" "rewrite: must be a path starting with '/' of URL path characters (at most 1024)"
 refused route/r "{$R,\"rewrite\":\"/new\",\"strip_prefix\":true}" "rewrite: cannot go with strip_prefix: drop one (rewrite '/' strips the prefix)"
+refused route/r "{$R,\"rewrite\":\"/a%20b\"}" "rewrite: '%' is not allowed (nginx would encode it again, haproxy would not)"
+refused route/r "{$R,\"headers\":{\"request\":{\"set\":{\"Transfer-Encoding\":\"chunked\"}}}}" \
+	"headers.request.set: Transfer-Encoding frames the message: the proxy sets it from the body; drop it"
+refused route/r "{$R,\"headers\":{\"response\":{\"remove\":[\"Content-Length\"]}}}" \
+	"headers.response.remove[0]: Content-Length frames the message: the proxy sets it from the body; drop it"
 refused route/r "{$R,\"headers\":[]}" "headers: must be an object with request and response (each optional)"
 refused route/r "{$R,\"headers\":{\"request\":{\"set\":{\"X-A\":\"a;b\"}}}}" \
 	"headers.request.set.X-A: must be a string of 1 to 1024 printable ASCII characters without \" \\ \$ ; { } ' (to drop a header, remove it)"

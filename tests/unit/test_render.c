@@ -1717,7 +1717,7 @@ static const struct item with_opts[] = {
 			"\"headers\":{\"request\":{\"set\":{\"Host\":\"in.test\",\"X-Env\":\"a 100%\",\"X#1\":\"v\"},"
 			"\"remove\":[\"X-Debug\"]},\"response\":{\"set\":{\"X-Frame-Options\":\"DENY\"},\"remove\":[\"Server\"]}},"
 			"\"websocket\":true,\"retries\":2,\"max_body\":1048576}" },
-	{ "route/old", "{\"listener\":\"web\",\"path\":\"/old/\",\"cluster\":\"plain\",\"rewrite\":\"/new/\"}" },
+	{ "route/old", "{\"listener\":\"web\",\"path\":\"/old/\",\"cluster\":\"plain\",\"rewrite\":\"/new/\",\"max_body\":1099511627776}" },
 	{ "route/root", "{\"listener\":\"web\",\"cluster\":\"plain\"}" },
 };
 
@@ -1764,7 +1764,7 @@ static void test_options_nginx(void **st)
 			   "        proxy_next_upstream error timeout;\n"
 			   "        proxy_next_upstream_tries 3;\n"
 			   "        client_max_body_size 1048576;\n"
-			   "        rewrite \"^/api\\.v1(/(.*))?$\" /$2 break;\n"
+			   "        rewrite \"(?s)^/api\\.v1(/(.*))?$\" /$2 break;\n"
 			   "    }\n");
 	assert_block(conf, "        # route/old\n"
 			   "        proxy_pass http://tether_c_plain;\n"
@@ -1772,7 +1772,8 @@ static void test_options_nginx(void **st)
 			   "        proxy_set_header Connection \"\";\n"
 			   "        proxy_set_header Host $host;\n"
 			   "        proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;\n"
-			   "        rewrite \"^/old(/(.*))?$\" /new$1 break;\n"
+			   "        client_max_body_size 1099511627776;\n"
+			   "        rewrite \"(?s)^/old(/(.*))?$\" /new$1 break;\n"
 			   "    }\n");
 	/* a route without options: as before they existed */
 	assert_block(conf, "        # route/root\n"
@@ -1812,9 +1813,16 @@ static void test_options_haproxy(void **st)
 			   "    http-request set-header 'X#1' \"v\" if { var(txn.tether_route) -m str route/full }\n"
 			   "    http-request set-header X-Env \"a 100%%\" if { var(txn.tether_route) -m str route/full }\n"
 			   "    http-request replace-path '^/api\\.v1(/(.*))?$' '/\\2' if { var(txn.tether_route) -m str route/full }\n"
-			   "    http-response del-header Server if { var(txn.tether_route) -m str route/full }\n"
-			   "    http-response set-header X-Frame-Options \"DENY\" if { var(txn.tether_route) -m str route/full }\n"
+			   "    http-after-response del-header Server if { var(txn.tether_route) -m str route/full }\n"
+			   "    http-after-response set-header X-Frame-Options \"DENY\" if { var(txn.tether_route) -m str route/full }\n"
 			   "    # route/old\n"
+			   "    http-request deny deny_status 413 if { var(txn.tether_route) -m str route/old }"
+			   " { req.hdr_val(content-length) gt 1099511627776 }\n"
+			   /* wait-for-body's at-least is 32 bits in haproxy */
+			   "    http-request wait-for-body time 10s at-least 4294967295 if { var(txn.tether_route) -m str route/old }"
+			   " !{ req.hdr(content-length) -m found }\n"
+			   "    http-request deny deny_status 413 if { var(txn.tether_route) -m str route/old }"
+			   " { req.body_size gt 1099511627776 }\n"
 			   "    http-request replace-path '^/old(/(.*))?$' '/new\\1' if { var(txn.tether_route) -m str route/old }\n"
 			   "    use_backend tether_r_full if { var(txn.tether_route) -m str route/full }\n"
 			   "    use_backend tether_c_plain if { var(txn.tether_route) -m str route/old }\n"

@@ -79,7 +79,11 @@ static void test_paths(void **state)
 	ok_body("route/r", "{" R ",\"strip_prefix\":true}");
 	ok_body("route/r", "{" R ",\"strip_prefix\":false}");
 	ok_body("route/r", "{\"listener\":\"l\",\"cluster\":\"c\",\"strip_prefix\":false}");
-	ok_body("route/r", "{" R ",\"rewrite\":\"/v2/x-y_z.~%20:@+,=!*\"}");
+	ok_body("route/r", "{" R ",\"rewrite\":\"/v2/x-y_z.~:@+,=!*\"}");
+	/* nginx sends a rewritten %20 as %2520, haproxy as %20 */
+	refused("route/r", "{" R ",\"rewrite\":\"/a%20b\"}",
+		"rewrite: '%' is not allowed (nginx would encode it again, haproxy would not): "
+		"write the path without percent-encoding");
 	ok_body("route/r", "{\"listener\":\"l\",\"cluster\":\"c\",\"rewrite\":\"/new\"}");
 	refused("route/r", "{" R ",\"strip_prefix\":1}", "strip_prefix: must be true or false");
 	refused("route/r", "{\"listener\":\"l\",\"cluster\":\"c\",\"strip_prefix\":true}",
@@ -139,6 +143,16 @@ static void test_headers(void **state)
 		"headers.request: 'X-A' is both set and removed: drop it from one of them");
 	refused("route/r", "{" R ",\"headers\":{\"response\":{\"set\":{\"X-A\":\"1\",\"x-A\":\"2\"}}}}",
 		"headers.response.set: 'x-A' is set twice (header names have no case)");
+	/* the framing headers: a second Content-Length or a chunking the body
+	 * does not have would smuggle requests past the backend's parser */
+	refused("route/r", "{" R ",\"headers\":{\"request\":{\"set\":{\"Transfer-Encoding\":\"chunked\"}}}}",
+		"headers.request.set: Transfer-Encoding frames the message: the proxy sets it from the body; drop it");
+	refused("route/r", "{" R ",\"headers\":{\"request\":{\"remove\":[\"content-length\"]}}}",
+		"headers.request.remove[0]: content-length frames the message: the proxy sets it from the body; drop it");
+	refused("route/r", "{" R ",\"headers\":{\"response\":{\"set\":{\"Content-Length\":\"0\"}}}}",
+		"headers.response.set: Content-Length frames the message: the proxy sets it from the body; drop it");
+	refused("route/r", "{" R ",\"headers\":{\"response\":{\"remove\":[\"X-A\",\"TRANSFER-ENCODING\"]}}}",
+		"headers.response.remove[1]: TRANSFER-ENCODING frames the message: the proxy sets it from the body; drop it");
 	/* one name set in one direction and removed in the other: fine */
 	ok_body("route/r", "{" R ",\"headers\":{\"request\":{\"set\":{\"X-A\":\"1\"}},\"response\":{\"remove\":[\"X-A\"]}}}");
 	/* the limits: 128-byte names, 1024-byte values, 64 per list */

@@ -229,7 +229,7 @@ static const char *const nginx_opt_shapes[] = {
 	"        proxy_next_upstream (off|error timeout);",
 	"        proxy_next_upstream_tries [0-9]+;",
 	"        client_max_body_size [0-9]+;",
-	"        rewrite \"" PREFIX_RE "\" (/\\$2|/[-A-Za-z0-9._~/%:@+,=!*]*\\$1) break;",
+	"        rewrite \"\\(\\?s\\)" PREFIX_RE "\" (/\\$2|/[-A-Za-z0-9._~/:@+,=!*]*\\$1) break;",
 };
 #define HNAME "([A-Za-z0-9._-]+|'" TOKEN_NQ "'|\"([A-Za-z0-9!#%&'*+.^_`|~-]|\\\\\\$)+\")"
 static const char *const haproxy_opt_shapes[] = {
@@ -243,9 +243,9 @@ static const char *const haproxy_opt_shapes[] = {
 	"    http-request deny deny_status 413" COND " \\{ req\\.hdr_val\\(content-length\\) gt [0-9]+ \\}",
 	"    http-request wait-for-body time 10s at-least [0-9]+" COND " !\\{ req\\.hdr\\(content-length\\) -m found \\}",
 	"    http-request deny deny_status 413" COND " \\{ req\\.body_size gt [0-9]+ \\}",
-	"    http-(request|response) del-header " HNAME COND,
-	"    http-(request|response) set-header " HNAME " \"(" VALCH "|%%)*\"" COND,
-	"    http-request replace-path '" PREFIX_RE "' '(/\\\\2|/[-A-Za-z0-9._~/%:@+,=!*]*\\\\1)'" COND,
+	"    http-(request|after-response) del-header " HNAME COND,
+	"    http-(request|after-response) set-header " HNAME " \"(" VALCH "|%%)*\"" COND,
+	"    http-request replace-path '" PREFIX_RE "' '(/\\\\2|/[-A-Za-z0-9._~/:@+,=!*]*\\\\1)'" COND,
 	"    use_backend tether_[cr]_" NAME COND,
 };
 #define NNGINX_OPT (sizeof(nginx_opt_shapes) / sizeof(nginx_opt_shapes[0]))

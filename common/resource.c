@@ -90,14 +90,19 @@ struct vctx {
 };
 
 static int fail(struct vctx *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int resource_vfail(char *err, size_t errlen, const char *res, const char *fmt, va_list ap)
+{
+	int n = snprintf(err, errlen, "%s: ", res);
+	if (n >= 0 && (size_t)n < errlen)
+		vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
+	return -1;
+}
+
 static int fail(struct vctx *v, const char *fmt, ...)
 {
-	int n = snprintf(v->err, v->errlen, "%s: ", v->res);
-	if (n < 0 || (size_t)n >= v->errlen)
-		return -1;
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(v->err + n, v->errlen - (size_t)n, fmt, ap);
+	resource_vfail(v->err, v->errlen, v->res, fmt, ap);
 	va_end(ap);
 	return -1;
 }

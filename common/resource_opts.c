@@ -22,12 +22,9 @@ struct octx {
 static int fail(struct octx *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int fail(struct octx *v, const char *fmt, ...)
 {
-	int n = snprintf(v->err, v->errlen, "%s: ", v->res);
-	if (n < 0 || (size_t)n >= v->errlen)
-		return -1;
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(v->err + n, v->errlen - (size_t)n, fmt, ap);
+	resource_vfail(v->err, v->errlen, v->res, fmt, ap);
 	va_end(ap);
 	return -1;
 }

@@ -160,7 +160,7 @@ gens() {
 
 
 # stop_haproxy: ends the haproxy master whose pid is in $HAP_PIDFILE (TERM,
-# up to 5 s, then KILL); nothing when it never started
+# up to 5 s, then KILL, its workers too); nothing when it never started
 stop_haproxy() {
 	local pid i=0
 	pid=$(cat "$HAP_PIDFILE" 2>/dev/null)
@@ -171,5 +171,6 @@ stop_haproxy() {
 		i=$((i + 1))
 	done
 	kill -KILL "$pid" 2>/dev/null
+	pkill -KILL -P "$pid" 2>/dev/null
 	return 0
 }

@@ -21,20 +21,7 @@ need_cmd haproxy node openssl ss
 # ---- helpers of this test ---------------------------------------------------
 
 HAP_PIDFILE=$WORK/haproxy.pid
-# stop_haproxy: the master from the pidfile (it stops its workers), waited for.
-stop_haproxy() {
-	local pid i=0
-	pid=$(cat "$HAP_PIDFILE" 2>/dev/null)
-	[ -n "$pid" ] || return 0
-	kill -TERM "$pid" 2>/dev/null
-	while kill -0 "$pid" 2>/dev/null && [ $i -lt 100 ]; do
-		sleep 0.05
-		i=$((i + 1))
-	done
-	kill -KILL "$pid" 2>/dev/null
-	pkill -KILL -P "$pid" 2>/dev/null
-	return 0
-}
+# stop_haproxy (lib-proxy.sh): the master from the pidfile, waited for.
 trap 'stop_haproxy; cleanup' EXIT
 
 OUT=$WORK/h.out

@@ -27,19 +27,6 @@
 need_cmd nginx haproxy node ss
 
 HAP_PIDFILE=$WORK/haproxy.pid
-stop_haproxy() {
-	local pid i=0
-	pid=$(cat "$HAP_PIDFILE" 2>/dev/null)
-	[ -n "$pid" ] || return 0
-	kill -TERM "$pid" 2>/dev/null
-	while kill -0 "$pid" 2>/dev/null && [ $i -lt 100 ]; do
-		sleep 0.05
-		i=$((i + 1))
-	done
-	kill -KILL "$pid" 2>/dev/null
-	pkill -KILL -P "$pid" 2>/dev/null
-	return 0
-}
 trap 'stop_haproxy; t_cleanup' EXIT
 
 # ---- helpers of this test ---------------------------------------------------

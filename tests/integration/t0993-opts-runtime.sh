@@ -33,23 +33,9 @@ defaults
     timeout client 30s
     timeout server 30s
 EOF
-cat >"$WORK/hcli.py" <<'EOF'
-import socket, sys
-s = socket.socket(socket.AF_UNIX)
-s.settimeout(3)
-s.connect(sys.argv[1])
-s.sendall((sys.argv[2] + "\n").encode())
-out = b""
-while True:
-    d = s.recv(65536)
-    if not d:
-        break
-    out += d
-sys.stdout.write(out.decode("latin-1"))
-EOF
 # ready_ports BACKEND: the ports of BACKEND's servers that are ready (not in maintenance)
 ready_ports() {
-	python3 "$WORK/hcli.py" "$SOCK" "show servers state $1" | awk '
+	python3 "$TOOLS/hcli.py" "$SOCK" "show servers state $1" | awk '
 		NR == 2 { for (i = 2; i <= NF; i++) col[$i] = i - 1 }
 		NR > 2 && NF { a = $col["srv_admin_state"] + 0
 			if (a % 2 == 0 && int(a / 2) % 2 == 0 && int(a / 32) % 2 == 0) print $col["srv_port"] }' | sort -n | xargs

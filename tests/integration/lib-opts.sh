@@ -121,7 +121,12 @@ opts_scenario() {
 	check_eq "strip_prefix: an encoded space stays encoded" "/a%20b?q=%20" "$(seen '/strip/a%20b?q=%20' .url)"
 	check_eq "rewrite /new: /old/x?q=1 reaches the backend as /new/x?q=1" "/new/x?q=1" "$(seen '/old/x?q=1' .url)"
 	check_eq "rewrite /new: /old reaches it as /new" "/new" "$(seen /old .url)"
-	check_eq "a route without them passes the path as it came" "/strip-not/x" "$(seen /strip-not/x .url)"
+	# /strip-not/x is route/strip's (a path prefix is a string prefix, in
+	# nginx's location and haproxy's path_beg alike), but not /strip nor
+	# under /strip/: nothing is stripped
+	check_eq "strip_prefix /strip: /strip-not/x (its prefix, not its path) passes as it came" "/strip-not/x" \
+		"$(seen /strip-not/x .url)"
+	check_eq "a route without them passes the path as it came" "/slow/x?sleep=1" "$(seen '/slow/x?sleep=1' .url)"
 
 	# headers
 	out=$(req /hdr/x -H 'Host: hdr.test' -H 'X-Drop: 1' -H 'X-Keep: 2')

@@ -448,7 +448,7 @@ static bool queued_goes_runtime(struct agent *a)
 	bool yes = false;
 	if (candidate_build(&a->state, &m, a->cfg.strict ? STATE_STRICT : 0, &c, err, sizeof(err)) == 0) {
 		struct rt_plan plan;
-		yes = runtime_plan(&c, &plan, err, sizeof(err)) == 1;
+		yes = runtime_plan(&a->state, &c, &plan, err, sizeof(err)) == 1;
 		if (yes)
 			runtime_plan_release(&plan);
 		candidate_release(&c);

@@ -38,7 +38,7 @@ bool apply_runtime(struct agent *a, const struct candidate *c, enum reload_reaso
 		return false;
 	char err[1024];
 	struct rt_plan plan;
-	if (runtime_plan(c, &plan, err, sizeof(err)) == 0) {
+	if (runtime_plan(&a->state, c, &plan, err, sizeof(err)) == 0) {
 		*why = RR_CHANGE;
 		log_info("runtime: version %llu reloads haproxy (change): %s", (unsigned long long)c->version, err);
 		return false;

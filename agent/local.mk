@@ -14,7 +14,8 @@ libagent_la_SOURCES = \
 	agent/seal.c agent/keyreg.c agent/wraps.c agent/wraps.h \
 	agent/consumer/consumer.c agent/consumer/consumer.h agent/consumer/files.c agent/consumer/gen.c \
 	agent/consumer/render.c agent/consumer/render.h agent/consumer/render_nginx.c \
-	agent/consumer/render_haproxy.c agent/consumer/render_snippet.c agent/consumer/drain.c agent/consumer/drain.h \
+	agent/consumer/render_haproxy.c agent/consumer/render_snippet.c agent/consumer/render_opts.h agent/consumer/render_opts_nginx.c \
+	agent/consumer/render_opts_haproxy.c agent/consumer/drain.c agent/consumer/drain.h \
 	agent/consumer/procfs.c agent/consumer/procfs.h \
 	agent/consumer/reload.c agent/consumer/reload.h \
 	agent/consumer/runtime.c agent/consumer/runtime.h agent/consumer/runtime_state.c \

@@ -2,6 +2,7 @@
  * (see resource.h). The fields each object may hold are resource_schema.c's. */
 #include "resource.h"
 #include "resource_schema.h"
+#include "resource_opts.h"
 #include "buf.h"
 #include "envelope.h"
 #include "json.h"
@@ -90,14 +91,19 @@ struct vctx {
 };
 
 static int fail(struct vctx *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int resource_vfail(char *err, size_t errlen, const char *res, const char *fmt, va_list ap)
+{
+	int n = snprintf(err, errlen, "%s: ", res);
+	if (n >= 0 && (size_t)n < errlen)
+		vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
+	return -1;
+}
+
 static int fail(struct vctx *v, const char *fmt, ...)
 {
-	int n = snprintf(v->err, v->errlen, "%s: ", v->res);
-	if (n < 0 || (size_t)n >= v->errlen)
-		return -1;
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(v->err + n, v->errlen - (size_t)n, fmt, ap);
+	resource_vfail(v->err, v->errlen, v->res, fmt, ap);
 	va_end(ap);
 	return -1;
 }
@@ -147,7 +153,7 @@ static bool route_host_valid(const char *s)
 
 /* A route's path prefix: starts with '/', URL path characters only (no
  * white space, quotes, ';', '{', '}', '$', '#', '?' or '\'), at most 1024. */
-static bool route_path_valid(const char *s)
+bool resource_route_path_valid(const char *s)
 {
 	static const char ok[] = "-._~/%:@+,=!*";
 	size_t n = strlen(s);
@@ -279,6 +285,8 @@ static int validate_cluster(struct vctx *v, const cJSON *b, struct res_refs *ref
 	if (lb && strcmp(lb, "round_robin") && strcmp(lb, "least_conn") && strcmp(lb, "random"))
 		return fail(v, "lb must be one of round_robin, least_conn, random");
 	(void)refs;
+	if (resource_opts_cluster(v->res, v->flags, b, v->err, v->errlen) < 0)
+		return -1;
 	return snippet_validate(v->res, b, v->flags & RES_STRICT, v->err, v->errlen);
 }
 
@@ -330,10 +338,12 @@ static int validate_route(struct vctx *v, const cJSON *b, struct res_refs *refs)
 	const char *path = opt_string(v, b, "path", false, &rc);
 	if (rc < 0)
 		return -1;
-	if (path && !route_path_valid(path))
+	if (path && !resource_route_path_valid(path))
 		return fail(v, "path must start with '/' and hold only URL path characters (at most 1024)");
 	const char *c = opt_string(v, b, "cluster", true, &rc);
 	if (rc < 0 || add_ref(v, refs, "cluster", c, "cluster") < 0)
+		return -1;
+	if (resource_opts_route(v->res, v->flags, b, v->err, v->errlen) < 0)
 		return -1;
 	return snippet_validate(v->res, b, v->flags & RES_STRICT, v->err, v->errlen);
 }

@@ -4,6 +4,7 @@
 #ifndef TETHER_RESOURCE_H
 #define TETHER_RESOURCE_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <cjson/cJSON.h>
@@ -59,6 +60,14 @@ int resource_fullname_check(const char *fullname, char *err, size_t errlen);
 int resource_validate(const char *fullname, const cJSON *body, unsigned flags,
 		      struct res_refs *refs, char *err, size_t errlen);
 
+/* Writes "RES: " and the message into err (validation's errors, resource.c's
+ * and resource_opts.c's); returns -1. */
+int resource_vfail(char *err, size_t errlen, const char *res, const char *fmt, va_list ap)
+	__attribute__((format(printf, 4, 0)));
+/* Checks a route's path (and rewrite): starts with '/', URL path characters
+ * only (no white space, quotes, ';', '{', '}', '$', '#', '?' or '\'), at
+ * most 1024 bytes. */
+bool resource_route_path_valid(const char *s);
 /* Checks a file resource's path: relative, no "..", no empty or "."
  * component, no component starting ".tether" (the agent's work files), no
  * control characters, at most 4096 bytes. */

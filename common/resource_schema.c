@@ -78,13 +78,13 @@ static const struct rs_field cluster_fields[] = {
 	  "The endpoint's share of requests against the others'" },
 	{ "lb", "string", 0, "round_robin, least_conn or random (default round_robin)",
 	  "How a request picks its endpoint" },
-	{ "health", "object", RS_PENDING, "",
+	{ "health", "object", 0, "",
 	  "A passive health check: an endpoint that fails max_fails times within fail_timeout is taken out "
 	  "for fail_timeout (nginx max_fails and fail_timeout; haproxy: the nearest mapping, see tetherd(8))" },
-	{ "health.max_fails", "integer", RS_PENDING, "1..1000", "Failed requests that take an endpoint out" },
-	{ "health.fail_timeout", "integer", RS_PENDING, "seconds, 1..86400",
+	{ "health.max_fails", "integer", 0, "1..1000", "Failed requests that take an endpoint out" },
+	{ "health.fail_timeout", "integer", 0, "seconds, 1..86400",
 	  "The window the failures are counted in, and how long the endpoint stays out" },
-	{ "keepalive", "integer", RS_PENDING, "0..10000",
+	{ "keepalive", "integer", 0, "0..10000",
 	  "Idle connections to the endpoints kept open per worker (nginx keepalive; haproxy http-reuse)" },
 	SNIPPET_FIELDS("the cluster's upstream block", "the cluster's backend", HAPROXY_LINES),
 	{ NULL, NULL, 0, NULL, NULL },
@@ -102,12 +102,12 @@ static const struct rs_field listener_fields[] = {
 };
 
 #define HEADER_FIELDS(dir, what, host) \
-	{ "headers." dir, "object", RS_PENDING, "", "The headers of the " what }, \
-	{ "headers." dir ".set", "object of strings", RS_PENDING | RS_MAP, \
+	{ "headers." dir, "object", 0, "", "The headers of the " what }, \
+	{ "headers." dir ".set", "object of strings", RS_MAP, \
 	  "NAME -> VALUE, at most 64; NAME: RFC 7230 token characters, at most 128; VALUE: printable " \
 	  "ASCII (0x20..0x7e) without \" \\ $ ; { } ', at most 1024" host, \
 	  "Headers set on the " what ", replacing any of the same name" }, \
-	{ "headers." dir ".remove", "array of strings", RS_PENDING, \
+	{ "headers." dir ".remove", "array of strings", 0, \
 	  "at most 64 names, each of RFC 7230 token characters, at most 128; a name may not be both set and " \
 	  "removed", \
 	  "Headers removed from the " what }
@@ -121,27 +121,27 @@ static const struct rs_field route_fields[] = {
 	  "A path prefix; of a listener's routes for a host, the longest matching prefix wins" },
 	{ "cluster", "string", RS_REQUIRED, "a resource name; cluster/NAME must exist",
 	  "The cluster the requests go to" },
-	{ "timeout", "object", RS_PENDING, "", "Timeouts of the requests to the cluster" },
-	{ "timeout.connect", "number", RS_PENDING, "seconds, 0.001..86400",
+	{ "timeout", "object", 0, "", "Timeouts of the requests to the cluster" },
+	{ "timeout.connect", "number", 0, "seconds, 0.001..86400",
 	  "To connect to an endpoint" },
-	{ "timeout.read", "number", RS_PENDING, "seconds, 0.001..86400",
+	{ "timeout.read", "number", 0, "seconds, 0.001..86400",
 	  "Between two reads of the endpoint's answer" },
-	{ "timeout.send", "number", RS_PENDING, "seconds, 0.001..86400",
+	{ "timeout.send", "number", 0, "seconds, 0.001..86400",
 	  "Between two writes of the request to the endpoint" },
-	{ "strip_prefix", "boolean", RS_PENDING, "not with path / or without a path; not with rewrite",
+	{ "strip_prefix", "boolean", 0, "not with path / or without a path; not with rewrite",
 	  "Remove the route's path from the request's before it goes upstream (/api/x?q -> /x?q, /api -> /)" },
-	{ "rewrite", "string", RS_PENDING,
+	{ "rewrite", "string", 0,
 	  "starts with /, then " URL_PATH_CHARS "; at most 1024 bytes; not with strip_prefix",
 	  "Replace the route's path prefix with this one (path /old, rewrite /new: /old/x -> /new/x)" },
-	{ "headers", "object", RS_PENDING, "", "Headers set or removed, on the request and the response" },
+	{ "headers", "object", 0, "", "Headers set or removed, on the request and the response" },
 	HEADER_FIELDS("request", "request sent to the cluster", "; Host may be set"),
 	HEADER_FIELDS("response", "response sent to the client", ""),
-	{ "websocket", "boolean", RS_PENDING, "default false",
+	{ "websocket", "boolean", 0, "default false",
 	  "Pass Upgrade and Connection through and keep the tunnel open (haproxy: timeout tunnel, 3600 s or "
 	  "timeout.read)" },
-	{ "retries", "integer", RS_PENDING, "0..10",
+	{ "retries", "integer", 0, "0..10",
 	  "Further endpoints tried after an error or a connect timeout" },
-	{ "max_body", "integer", RS_PENDING, "bytes, 0..1099511627776 (0: unlimited)",
+	{ "max_body", "integer", 0, "bytes, 0..1099511627776 (0: unlimited)",
 	  "A larger request body is answered 413" },
 	SNIPPET_FIELDS("the route's location block",
 		       "the listener's frontend, each with the route's condition appended",

@@ -100,6 +100,7 @@ static bool owner_of(const char *l, size_t n, char *out, size_t cap)
 	static const struct { const char *head, *type; } blocks[] = {
 		{ "upstream tether_c_", "cluster" }, { "backend tether_c_", "cluster" },
 		{ "frontend tether_l_", "listener" },
+		{ "backend tether_r_", "route" },   /* a route's own backend (render_opts_haproxy.c) */
 	};
 	char name[256];
 	for (size_t i = 0; i < sizeof(blocks) / sizeof(blocks[0]); i++) {

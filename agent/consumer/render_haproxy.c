@@ -8,10 +8,16 @@
  * and send each request's access log line (docs/gates.md) to the agent's
  * syslog listener, naming the route that served it. For haproxy's runtime
  * API (--runtime-api) it declares the admin-level socket the same way and
- * gives each backend free, disabled server slots after its real servers. */
+ * gives each backend free, disabled server slots after its real servers.
+ * Route and cluster options (render_opts_haproxy.c): a listener with a
+ * route that sets one names each request's route in txn.tether_route
+ * first and picks the backend by it; a route with an option haproxy takes
+ * only per backend has a backend of its own, tether_r_NAME. */
 #include "consumer/render.h"
+#include "consumer/render_opts.h"
 #include "json.h"
 #include "pemcheck.h"
+#include "resource_opts.h"
 #include "xmalloc.h"
 
 #include <sodium.h>
@@ -19,40 +25,74 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* One backend: a cluster's (tether_c_NAME, route NULL) or a route's own
+ * (tether_r_NAME: its cluster c's servers with the route's options). */
+static int backend(const struct rres *c, const char *name, const cJSON *route, const struct render_opts *o,
+		   struct buf *b, char *err, size_t errlen)
+{
+	const char *lb = json_get_string(c->body, "lb");
+	const char *balance = lb && strcmp(lb, "least_conn") == 0 ? "leastconn"
+			      : lb && strcmp(lb, "random") == 0   ? "random"
+								  : "roundrobin";
+	buf_printf(b, "backend %s\n    mode http\n    balance %s\n", name, balance);
+	render_opts_haproxy_timeouts(b, route);
+	render_opts_haproxy_backend(b, c->body, route);
+	const cJSON *eps = cJSON_GetObjectItemCaseSensitive(c->body, "endpoints");
+	int n = 0;
+	for (const cJSON *ep = eps ? eps->child : NULL; ep; ep = ep->next, n++) {
+		const char *addr = json_get_string(ep, "address");
+		const cJSON *port = cJSON_GetObjectItemCaseSensitive(ep, "port");
+		const cJSON *w = cJSON_GetObjectItemCaseSensitive(ep, "weight");
+		if (!addr || !render_safe(addr) || !cJSON_IsNumber(port)) {
+			snprintf(err, errlen, "%s: endpoints[%d] cannot be rendered safely", c->r->name, n);
+			return -1;
+		}
+		buf_printf(b, strchr(addr, ':') ? "    server e%d [%s]:%d" : "    server e%d %s:%d", n, addr,
+			   (int)port->valuedouble);
+		buf_printf(b, " weight %d", cJSON_IsNumber(w) ? (int)w->valuedouble : 1);
+		render_opts_haproxy_server(b, c->body);
+		buf_puts(b, "\n");
+	}
+	/* the runtime API's free slots: one server-template line
+	 * (haproxy names them e<n>..e<n+h-1>), disabled until an
+	 * endpoint added at runtime takes one */
+	if (o->runtime_slots) {
+		buf_printf(b, "    server-template e %d-%d " RENDER_SLOT_ADDR ":%d disabled weight 1", n,
+			   n + RENDER_HEADROOM(n) - 1, RENDER_SLOT_PORT);
+		render_opts_haproxy_server(b, c->body);
+		buf_puts(b, "\n");
+	}
+	/* the cluster's snippet, in its own backend and in its routes' */
+	if (render_snippet(b, c->r->name, c->body, "haproxy", "    ", err, errlen) < 0)
+		return -1;
+	buf_puts(b, "\n");
+	return 0;
+}
+
 static int backends(const struct rstate *rs, const struct render_opts *o, struct buf *b, char *err, size_t errlen)
 {
 	for (size_t i = 0; i < rs->n[RES_CLUSTER]; i++) {
 		const struct rres *c = &rs->by_type[RES_CLUSTER][i];
-		const char *lb = json_get_string(c->body, "lb");
-		const char *balance = lb && strcmp(lb, "least_conn") == 0 ? "leastconn"
-				      : lb && strcmp(lb, "random") == 0   ? "random"
-									  : "roundrobin";
-		buf_printf(b, "backend tether_c_%s\n    mode http\n    balance %s\n"
-			      "    timeout connect 5s\n    timeout server 60s\n",
-			   c->bare, balance);
-		const cJSON *eps = cJSON_GetObjectItemCaseSensitive(c->body, "endpoints");
-		int n = 0;
-		for (const cJSON *ep = eps ? eps->child : NULL; ep; ep = ep->next, n++) {
-			const char *addr = json_get_string(ep, "address");
-			const cJSON *port = cJSON_GetObjectItemCaseSensitive(ep, "port");
-			const cJSON *w = cJSON_GetObjectItemCaseSensitive(ep, "weight");
-			if (!addr || !render_safe(addr) || !cJSON_IsNumber(port)) {
-				snprintf(err, errlen, "%s: endpoints[%d] cannot be rendered safely", c->r->name, n);
-				return -1;
-			}
-			buf_printf(b, strchr(addr, ':') ? "    server e%d [%s]:%d" : "    server e%d %s:%d", n, addr,
-				   (int)port->valuedouble);
-			buf_printf(b, " weight %d\n", cJSON_IsNumber(w) ? (int)w->valuedouble : 1);
-		}
-		/* the runtime API's free slots: one server-template line
-		 * (haproxy names them e<n>..e<n+h-1>), disabled until an
-		 * endpoint added at runtime takes one */
-		if (o->runtime_slots)
-			buf_printf(b, "    server-template e %d-%d " RENDER_SLOT_ADDR ":%d disabled weight 1\n", n,
-				   n + RENDER_HEADROOM(n) - 1, RENDER_SLOT_PORT);
-		if (render_snippet(b, c->r->name, c->body, "haproxy", "    ", err, errlen) < 0)
+		char name[RES_NAME_MAX + 16];
+		snprintf(name, sizeof(name), "tether_c_%s", c->bare);
+		if (backend(c, name, NULL, o, b, err, errlen) < 0)
 			return -1;
-		buf_puts(b, "\n");
+	}
+	/* routes with an option haproxy allows only per backend */
+	for (size_t i = 0; i < rs->n[RES_ROUTE]; i++) {
+		const struct rres *r = &rs->by_type[RES_ROUTE][i];
+		if (!resource_opts_own_backend(r->body))
+			continue;
+		const char *cn = json_get_string(r->body, "cluster");
+		const struct rres *c = cn ? rstate_find(rs, RES_CLUSTER, cn) : NULL;
+		char name[RES_NAME_MAX + 16];
+		snprintf(name, sizeof(name), "tether_r_%s", r->bare);
+		if (!c) {
+			snprintf(err, errlen, "%s: unknown cluster", r->r->name);
+			return -1;
+		}
+		if (backend(c, name, r->body, o, b, err, errlen) < 0)
+			return -1;
 	}
 	buf_puts(b, "backend tether_not_found\n    mode http\n"
 		    "    http-request return status 404 content-type text/plain string \"no route\\n\"\n\n");
@@ -131,10 +171,12 @@ static int frontends(const struct rstate *rs, struct render_out *out, const stru
 		size_t n;
 		if (render_routes_of(rs, l->bare, &routes, &n, err, errlen) < 0)
 			return -1;
-		/* with the access log or a snippet, the use_backend rules go
-		 * after the rules naming the route (haproxy runs http-request
-		 * rules first, and warns of one written after a use_backend) */
-		bool tagged = o->traffic_syslog || render_snippet_haproxy_any(l, routes, n);
+		/* with the access log, a snippet or route options, the
+		 * use_backend rules go after the rules naming the route
+		 * (haproxy runs http-request rules first, and warns of one
+		 * written after a use_backend) */
+		bool opts = render_opts_haproxy_uses(rs, routes, n);
+		bool tagged = o->traffic_syslog || opts || render_snippet_haproxy_any(l, routes, n);
 		struct buf ub = BUF_INIT;
 		struct buf *u = tagged ? &ub : b;
 		struct tag *tags = xcalloc(2 * n + 1, sizeof(*tags));
@@ -157,7 +199,13 @@ static int frontends(const struct rstate *rs, struct render_out *out, const stru
 				buf_printf(b, "    acl p_%s path_beg %s\n", rn, r->path);
 				cl += (size_t)snprintf(cond + cl, sizeof(cond) - cl, " p_%s", rn);
 			}
-			if (cl)
+			char target[RES_NAME_MAX + 16];
+			render_opts_haproxy_target(rs, r, target, sizeof(target));
+			/* with options, the route as named before they change
+			 * the request (its host, its path) */
+			if (opts)
+				buf_printf(u, "    use_backend %s if { var(txn.tether_route) -m str %s }\n", target, r->name);
+			else if (cl)
 				buf_printf(u, "    use_backend tether_c_%s if%s\n", r->cluster, cond);
 			else
 				buf_printf(u, "    use_backend tether_c_%s\n", r->cluster);
@@ -169,7 +217,8 @@ static int frontends(const struct rstate *rs, struct render_out *out, const stru
 			bool last = k + 1 == n || !render_same_host(routes[k + 1].host, r->host);
 			if (last) {
 				if (!has_root && strcmp(r->host, "*") != 0) {
-					buf_printf(u, "    use_backend tether_not_found if h_%s\n", rn);
+					if (!opts)
+						buf_printf(u, "    use_backend tether_not_found if h_%s\n", rn);
 					tags[nt].route = "-";
 					snprintf(tags[nt++].cond, sizeof(tags[0].cond), " h_%s", rn);
 				}
@@ -179,6 +228,8 @@ static int frontends(const struct rstate *rs, struct render_out *out, const stru
 		int rc = 0;
 		if (tagged) {
 			route_tags(b, tags, nt);
+			if (opts)
+				render_opts_haproxy_frontend(rs, routes, n, b);
 			rc = render_snippet_haproxy_frontend(b, l, routes, n, err, errlen);
 			if (ub.len)
 				buf_append(b, ub.data, ub.len);

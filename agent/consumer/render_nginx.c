@@ -7,8 +7,10 @@
  * request naming the route and the generation, to the agent over local
  * syslog (docs/gates.md); at the server level, since an `access_log off;` of
  * the operator's at the http level would turn off an http-level one of ours,
- * and the operator's own servers must not log our format. */
+ * and the operator's own servers must not log our format. Route and
+ * cluster options are rendered by render_opts_nginx.c, one call per block. */
 #include "consumer/render.h"
+#include "consumer/render_opts.h"
 #include "json.h"
 #include "pemcheck.h"
 #include "xmalloc.h"
@@ -90,10 +92,12 @@ static int upstreams(const struct rstate *rs, struct buf *b, char *err, size_t e
 				   (int)port->valuedouble);
 			if (cJSON_IsNumber(w))
 				buf_printf(b, " weight=%d", (int)w->valuedouble);
+			render_opts_nginx_server(b, c->body);
 			buf_puts(b, ";\n");
 		}
 		if (n == 0)
 			buf_puts(b, "    server 127.0.0.1:9 down;   # no endpoints: requests get 502\n");
+		render_opts_nginx_upstream(b, c->body);
 		if (render_snippet(b, c->r->name, c->body, "nginx", "    ", err, errlen) < 0)
 			return -1;
 		buf_puts(b, "}\n\n");
@@ -151,10 +155,7 @@ static int location(struct buf *b, const struct render_opts *o, const struct rro
 	buf_puts(b, "        proxy_pass http://");
 	upstream_name(b, r->cluster);
 	buf_puts(b, ";\n");
-	buf_puts(b, "        proxy_http_version 1.1;\n"
-		    "        proxy_set_header Connection \"\";\n"
-		    "        proxy_set_header Host $host;\n"
-		    "        proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;\n");
+	render_opts_nginx_location(b, r->body);
 	if (render_snippet(b, r->name, r->body, "nginx", "        ", err, errlen) < 0)
 		return -1;
 	buf_puts(b, "    }\n");
@@ -233,6 +234,7 @@ static int nginx_body(const struct rstate *rs, const struct render_opts *o, stru
 	}
 	size_t from = b->len;
 	names_hash(rs, b);
+	render_opts_nginx_http(rs, b);
 	if (upstreams(rs, b, err, errlen) < 0 || servers(rs, o, out, b, err, errlen) < 0)
 		return -1;
 	/* the format names $tether_route, which only our servers set: without

@@ -8,6 +8,7 @@
 #include "consumer/runtime.h"
 #include "json.h"
 #include "resource.h"
+#include "resource_opts.h"
 #include "xmalloc.h"
 
 #include <stdio.h>
@@ -95,7 +96,72 @@ out:
 	return ok;
 }
 
-int runtime_plan(const struct candidate *c, struct rt_plan *p, char *why, size_t whylen)
+/* The routes of the applied state with a haproxy backend of their own
+ * (resource_opts_own_backend): route name and cluster, bare. */
+struct own_routes {
+	char **route, **cluster;
+	size_t n, cap;
+};
+
+static void own_route(void *ctx, const struct res *r)
+{
+	struct own_routes *o = ctx;
+	if (resource_type_of(r->name) != RES_ROUTE ||
+	    !(strstr(r->body, "\"timeout\"") || strstr(r->body, "\"retries\"") || strstr(r->body, "\"websocket\"")))
+		return;
+	char e[128];
+	cJSON *b = json_decode(r->body, r->body_len, NULL, e, sizeof(e));
+	const char *cl = b ? json_get_string(b, "cluster") : NULL;
+	if (cl && resource_opts_own_backend(b)) {
+		if (o->n == o->cap) {
+			o->cap = o->cap ? 2 * o->cap : 8;
+			o->route = xrealloc(o->route, o->cap * sizeof(*o->route));
+			o->cluster = xrealloc(o->cluster, o->cap * sizeof(*o->cluster));
+		}
+		o->route[o->n] = xstrdup(strchr(r->name, '/') + 1);
+		o->cluster[o->n++] = xstrdup(cl);
+	}
+	cJSON_Delete(b);
+}
+
+static struct rt_endpoint *endpoints_copy(const struct rt_endpoint *e, size_t n)
+{
+	struct rt_endpoint *c = xcalloc(n ? n : 1, sizeof(*c));
+	if (n)
+		memcpy(c, e, n * sizeof(*c));
+	return c;
+}
+
+/* Each planned cluster's changes go to the backends of the routes that
+ * have one of their own too (tether_r_NAME, the cluster's servers). */
+static void route_backends(const struct state *s, struct rt_plan *p)
+{
+	struct own_routes o = { 0 };
+	state_each(s, own_route, &o);
+	size_t n = p->n;
+	for (size_t i = 0; i < o.n; i++) {
+		for (size_t k = 0; k < n; k++) {
+			struct rt_cluster *c = &p->clusters[k];
+			if (strcmp(strchr(c->name, '/') + 1, o.cluster[i]) != 0)
+				continue;
+			p->clusters = xrealloc(p->clusters, (p->n + 1) * sizeof(*p->clusters));
+			c = &p->clusters[k];
+			struct rt_cluster *r = &p->clusters[p->n++];
+			r->name = xstrdup(c->name);
+			r->backend = xasprintf("tether_r_%s", o.route[i]);
+			r->old = endpoints_copy(c->old, c->nold);
+			r->nold = c->nold;
+			r->want = endpoints_copy(c->want, c->nwant);
+			r->nwant = c->nwant;
+		}
+		free(o.route[i]);
+		free(o.cluster[i]);
+	}
+	free(o.route);
+	free(o.cluster);
+}
+
+int runtime_plan(const struct state *s, const struct candidate *c, struct rt_plan *p, char *why, size_t whylen)
 {
 	memset(p, 0, sizeof(*p));
 	if (!c->n) {
@@ -114,6 +180,8 @@ int runtime_plan(const struct candidate *c, struct rt_plan *p, char *why, size_t
 			goto no;
 		p->n++;
 	}
+	if (s)
+		route_backends(s, p);
 	return 1;
 no:
 	runtime_plan_release(p);

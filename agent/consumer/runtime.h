@@ -55,9 +55,11 @@ struct rt_plan {
  * (addresses, ports, weights, endpoints added or removed) of clusters that
  * exist before and after with every other field equal, and nothing else
  * (no listener, route, secret or file; no cluster added or removed). 1:
- * it does, and p holds each such cluster (release it); 0: it does not,
+ * it does, and p holds each such cluster (release it), and once more for
+ * each route of the applied state s (NULL: none) with a backend of its own
+ * on it (tether_r_NAME, resource_opts_own_backend); 0: it does not,
  * and why says what else changes ("route/api changes"). */
-int runtime_plan(const struct candidate *c, struct rt_plan *p, char *why, size_t whylen);
+int runtime_plan(const struct state *s, const struct candidate *c, struct rt_plan *p, char *why, size_t whylen);
 void runtime_plan_release(struct rt_plan *p);
 
 /* ---- what haproxy holds (consumer/runtime_state.c) ---------------------------- */

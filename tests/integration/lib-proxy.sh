@@ -1,8 +1,9 @@
 # lib-proxy.sh: helpers of the tests that drive a real nginx or haproxy,
 # sourced after lib.sh: free ports below the ephemeral range, the
 # operator's nginx.conf, nginx in the foreground, reload counting, requests
-# through the proxy, the live generation and the marker. Tests set OUT (the
-# agent's output directory) and MARK (the marker's port) before using them.
+# through the proxy, the live generation and the marker, stopping a haproxy
+# master. Tests set OUT (the agent's output directory) and MARK (the
+# marker's port) before using them.
 
 declare -A T_PORTS_TAKEN
 # Ports handed out are also reserved machine-wide (a directory per port,
@@ -187,3 +188,19 @@ gens() {
 }
 
 
+
+# stop_haproxy: ends the haproxy master whose pid is in $HAP_PIDFILE (TERM,
+# up to 5 s, then KILL, its workers too); nothing when it never started
+stop_haproxy() {
+	local pid i=0
+	pid=$(cat "$HAP_PIDFILE" 2>/dev/null)
+	[ -n "$pid" ] || return 0
+	kill -TERM "$pid" 2>/dev/null
+	while kill -0 "$pid" 2>/dev/null && [ $i -lt 100 ]; do
+		sleep 0.05
+		i=$((i + 1))
+	done
+	kill -KILL "$pid" 2>/dev/null
+	pkill -KILL -P "$pid" 2>/dev/null
+	return 0
+}

@@ -21,7 +21,7 @@ check_eq "get returns name, version and body" "cluster/web 1 9001" \
 check_eq "a body with an unknown field is refused (422) by default" 422 \
 	"$(api_status PUT /v1/resources/cluster/web --data '{"endpoints":[],"lb":"least_conn","x-new":{"a":1}}')"
 check_eq "... naming it and the fields known (t0987 covers --allow-unknown-fields)" \
-	"cluster/web: unknown field 'x-new' (known: endpoints, lb)" \
+	"cluster/web: unknown field 'x-new' (known: endpoints, lb, health, keepalive, snippet)" \
 	"$(curl -s -X PUT --data '{"endpoints":[],"x-new":1}' "$PLANE_URL/v1/resources/cluster/web" | json .error)"
 out=$(put cluster/web '{"endpoints":[{"address":"127.0.0.1","port":9001}],"lb":"least_conn"}')
 check_eq "a changed body makes version 2" 2 "$(echo "$out" | json .version)"

@@ -46,22 +46,8 @@ OUT=$WORK/h.out
 PROM=$WORK/h.prom
 
 # hcli CMD: one command on haproxy's admin socket; its answer on stdout
-cat >"$WORK/hcli.py" <<'EOF'
-import socket, sys
-s = socket.socket(socket.AF_UNIX)
-s.settimeout(3)
-s.connect(sys.argv[1])
-s.sendall((sys.argv[2] + "\n").encode())
-out = b""
-while True:
-    d = s.recv(65536)
-    if not d:
-        break
-    out += d
-sys.stdout.write(out.decode("latin-1"))
-EOF
 hcli() {
-	python3 "$WORK/hcli.py" "$SOCK" "$1"
+	python3 "$TOOLS/hcli.py" "$SOCK" "$1"
 }
 # slot N FIELD: a field of server eN of tether_c_web in `show servers state`
 # (FIELD: srv_addr, srv_port, srv_uweight, srv_admin_state, srv_fqdn)

@@ -115,7 +115,9 @@ static const char haproxy_conf[] =
 	"    mode http\n"                          /* 8 */
 	"# the agent reads this to see which generation serves\n" /* 9 */
 	"frontend tether_marker\n"                 /* 10 */
-	"    bind 127.0.0.1:9999\n";               /* 11 */
+	"    bind 127.0.0.1:9999\n"                /* 11 */
+	"backend tether_r_slow.v2\n"               /* 12: a route's own backend */
+	"    timeout server 500ms\n";              /* 13 */
 
 static const char *owner(const char *conf, unsigned long line)
 {
@@ -141,6 +143,8 @@ static void test_owner(void **state)
 	assert_string_equal(owner(nginx_conf, 17), "");
 	assert_string_equal(owner(haproxy_conf, 8), "");
 	assert_string_equal(owner(haproxy_conf, 11), "");
+	assert_string_equal(owner(haproxy_conf, 12), "route/slow.v2: ");
+	assert_string_equal(owner(haproxy_conf, 13), "route/slow.v2: ");
 	/* nothing above: none; a comment that names no resource: none */
 	assert_string_equal(owner("events {}\n# the agent reads this\nx;\n", 3), "");
 	assert_string_equal(owner("# traffic stats: one line\nx;\n", 2), "");

@@ -1705,11 +1705,154 @@ static void test_nginx_traffic_line_shapes(void **st)
 	state_release(&s);
 }
 
+/* ---- route and cluster options (consumer/render_opts_*.c) ------------------------ */
+
+static const struct item with_opts[] = {
+	{ "cluster/app", "{\"endpoints\":[{\"address\":\"10.0.0.1\",\"port\":80},{\"address\":\"10.0.0.2\",\"port\":80}],"
+			 "\"health\":{\"max_fails\":3,\"fail_timeout\":30},\"keepalive\":16}" },
+	{ "cluster/plain", "{\"endpoints\":[{\"address\":\"10.0.0.3\",\"port\":80}],\"keepalive\":0}" },
+	{ "listener/web", "{\"address\":\"127.0.0.1\",\"port\":8080}" },
+	{ "route/full", "{\"listener\":\"web\",\"host\":\"a.test\",\"path\":\"/api.v1\",\"cluster\":\"app\","
+			"\"timeout\":{\"connect\":0.25,\"read\":30,\"send\":1.5},\"strip_prefix\":true,"
+			"\"headers\":{\"request\":{\"set\":{\"Host\":\"in.test\",\"X-Env\":\"a 100%\",\"X#1\":\"v\"},"
+			"\"remove\":[\"X-Debug\"]},\"response\":{\"set\":{\"X-Frame-Options\":\"DENY\"},\"remove\":[\"Server\"]}},"
+			"\"websocket\":true,\"retries\":2,\"max_body\":1048576}" },
+	{ "route/old", "{\"listener\":\"web\",\"path\":\"/old/\",\"cluster\":\"plain\",\"rewrite\":\"/new/\",\"max_body\":1099511627776}" },
+	{ "route/root", "{\"listener\":\"web\",\"cluster\":\"plain\"}" },
+};
+
+/* Expects text to hold block (whole lines) somewhere. */
+static void assert_block(const char *text, const char *block)
+{
+	if (!strstr(text, block)) {
+		fprintf(stderr, "# missing:\n%s\n# in:\n%s\n", block, text);
+		fail();
+	}
+}
+
+static void test_options_nginx(void **st)
+{
+	(void)st;
+	struct state s;
+	state_of(&s, with_opts, sizeof(with_opts) / sizeof(with_opts[0]));
+	struct render_out out;
+	render_must(&render_nginx, &s, NULL, NULL, &out);
+	const char *conf = out.files[0].data.data;
+	assert_block(conf, "map $http_upgrade $tether_connection_upgrade {\n    default upgrade;\n    '' \"\";\n}\n");
+	assert_block(conf, "upstream tether_c_app {\n"
+			   "    server 10.0.0.1:80 max_fails=3 fail_timeout=30s;\n"
+			   "    server 10.0.0.2:80 max_fails=3 fail_timeout=30s;\n"
+			   "    keepalive 16;\n}\n");
+	assert_block(conf, "upstream tether_c_plain {\n    server 10.0.0.3:80;\n}\n");
+	assert_block(conf, "    location ^~ /api.v1 {\n"
+			   "        # route/full\n"
+			   "        proxy_pass http://tether_c_app;\n"
+			   "        proxy_http_version 1.1;\n"
+			   "        proxy_set_header Connection $tether_connection_upgrade;\n"
+			   "        proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;\n"
+			   "        proxy_set_header Upgrade $http_upgrade;\n"
+			   "        proxy_set_header \"Host\" \"in.test\";\n"
+			   "        proxy_set_header \"X#1\" \"v\";\n"   /* canonical bodies: keys sorted */
+			   "        proxy_set_header \"X-Env\" \"a 100%\";\n"
+			   "        proxy_set_header \"X-Debug\" \"\";\n"
+			   "        proxy_hide_header \"Server\";\n"
+			   "        proxy_hide_header \"X-Frame-Options\";\n"
+			   "        add_header \"X-Frame-Options\" \"DENY\" always;\n"
+			   "        proxy_connect_timeout 250ms;\n"
+			   "        proxy_read_timeout 30s;\n"
+			   "        proxy_send_timeout 1500ms;\n"
+			   "        proxy_next_upstream error timeout;\n"
+			   "        proxy_next_upstream_tries 3;\n"
+			   "        client_max_body_size 1048576;\n"
+			   "        rewrite \"(?s)^/api\\.v1(/(.*))?$\" /$2 break;\n"
+			   "    }\n");
+	assert_block(conf, "        # route/old\n"
+			   "        proxy_pass http://tether_c_plain;\n"
+			   "        proxy_http_version 1.1;\n"
+			   "        proxy_set_header Connection \"\";\n"
+			   "        proxy_set_header Host $host;\n"
+			   "        proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;\n"
+			   "        client_max_body_size 1099511627776;\n"
+			   "        rewrite \"(?s)^/old(/(.*))?$\" /new$1 break;\n"
+			   "    }\n");
+	/* a route without options: as before they existed */
+	assert_block(conf, "        # route/root\n"
+			   "        proxy_pass http://tether_c_plain;\n"
+			   "        proxy_http_version 1.1;\n"
+			   "        proxy_set_header Connection \"\";\n"
+			   "        proxy_set_header Host $host;\n"
+			   "        proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;\n"
+			   "    }\n");
+	render_out_release(&out);
+	state_release(&s);
+}
+
+static void test_options_haproxy(void **st)
+{
+	(void)st;
+	struct state s;
+	state_of(&s, with_opts, sizeof(with_opts) / sizeof(with_opts[0]));
+	struct render_out out;
+	render_must(&render_haproxy, &s, NULL, NULL, &out);
+	const char *conf = out.files[0].data.data;
+	/* the route named first, then its rules under its name, then use_backend by name */
+	assert_block(conf, "    http-request set-var(txn.tether_route) str(-)\n"
+			   "    http-request set-var(txn.tether_route) str(route/root)\n"
+			   "    http-request set-var(txn.tether_route) str(route/old) if p_old\n"
+			   "    http-request set-var(txn.tether_route) str(-) if h_full\n"
+			   "    http-request set-var(txn.tether_route) str(route/full) if h_full p_full\n"
+			   "    # route/full\n"
+			   "    http-request deny deny_status 413 if { var(txn.tether_route) -m str route/full }"
+			   " { req.hdr_val(content-length) gt 1048576 }\n"
+			   "    http-request wait-for-body time 10s at-least 1048577 if { var(txn.tether_route) -m str route/full }"
+			   " !{ req.hdr(content-length) -m found }\n"
+			   "    http-request deny deny_status 413 if { var(txn.tether_route) -m str route/full }"
+			   " { req.body_size gt 1048576 }\n"
+			   "    http-request del-header X-Debug if { var(txn.tether_route) -m str route/full }\n"
+			   "    http-request set-header Host \"in.test\" if { var(txn.tether_route) -m str route/full }\n"
+			   "    http-request set-header 'X#1' \"v\" if { var(txn.tether_route) -m str route/full }\n"
+			   "    http-request set-header X-Env \"a 100%%\" if { var(txn.tether_route) -m str route/full }\n"
+			   "    http-request replace-path '^/api\\.v1(/(.*))?$' '/\\2' if { var(txn.tether_route) -m str route/full }\n"
+			   "    http-after-response del-header Server if { var(txn.tether_route) -m str route/full }\n"
+			   "    http-after-response set-header X-Frame-Options \"DENY\" if { var(txn.tether_route) -m str route/full }\n"
+			   "    # route/old\n"
+			   "    http-request deny deny_status 413 if { var(txn.tether_route) -m str route/old }"
+			   " { req.hdr_val(content-length) gt 1099511627776 }\n"
+			   /* wait-for-body's at-least is 32 bits in haproxy */
+			   "    http-request wait-for-body time 10s at-least 4294967295 if { var(txn.tether_route) -m str route/old }"
+			   " !{ req.hdr(content-length) -m found }\n"
+			   "    http-request deny deny_status 413 if { var(txn.tether_route) -m str route/old }"
+			   " { req.body_size gt 1099511627776 }\n"
+			   "    http-request replace-path '^/old(/(.*))?$' '/new\\1' if { var(txn.tether_route) -m str route/old }\n"
+			   "    use_backend tether_r_full if { var(txn.tether_route) -m str route/full }\n"
+			   "    use_backend tether_c_plain if { var(txn.tether_route) -m str route/old }\n"
+			   "    use_backend tether_c_plain if { var(txn.tether_route) -m str route/root }\n"
+			   "    default_backend tether_not_found\n");
+	assert_block(conf, "backend tether_c_app\n    mode http\n    balance roundrobin\n"
+			   "    timeout connect 5s\n    timeout server 60s\n    http-reuse always\n"
+			   "    server e0 10.0.0.1:80 weight 1 check inter 30s fall 1 rise 1 observe layer4 error-limit 3"
+			   " on-error mark-down pool-max-conn 16\n");
+	assert_block(conf, "backend tether_c_plain\n    mode http\n    balance roundrobin\n"
+			   "    timeout connect 5s\n    timeout server 60s\n    http-reuse never\n"
+			   "    server e0 10.0.0.3:80 weight 1\n\n");
+	assert_block(conf, "backend tether_r_full\n    mode http\n    balance roundrobin\n"
+			   "    timeout connect 250ms\n    timeout server 30s\n    timeout tunnel 30s\n"
+			   "    retries 2\n    option redispatch 1\n    http-reuse always\n"
+			   "    server e0 10.0.0.1:80 weight 1 check inter 30s fall 1 rise 1 observe layer4 error-limit 3"
+			   " on-error mark-down pool-max-conn 16\n"
+			   "    server e1 10.0.0.2:80 weight 1 check inter 30s fall 1 rise 1 observe layer4 error-limit 3"
+			   " on-error mark-down pool-max-conn 16\n\n");
+	render_out_release(&out);
+	state_release(&s);
+}
+
 int main(void)
 {
 	if (sodium_init() < 0)
 		return 1;
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_options_nginx),
+		cmocka_unit_test(test_options_haproxy),
 		cmocka_unit_test(test_golden_nginx),
 		cmocka_unit_test(test_golden_haproxy),
 		cmocka_unit_test(test_empty_state),

@@ -482,7 +482,7 @@ static void test_strict_refuses_unknown_fields(void **state)
 {
 	(void)state;
 	expect_err("cluster/web", "{\"endpoints\":[],\"x\":1}", RES_STRICT,
-		   "cluster/web: unknown field 'x' (known: endpoints, lb, snippet)");
+		   "cluster/web: unknown field 'x' (known: endpoints, lb, health, keepalive, snippet)");
 	expect_err("cluster/web", "{\"endpoints\":[{\"address\":\"10.0.0.1\",\"port\":80},{\"address\":\"10.0.0.2\",\"port\":80,\"x\":true}]}",
 		   RES_STRICT, "cluster/web: endpoints[1]: unknown field 'x' (known: address, port, weight)");
 	expect_err("cluster/web", "{\"endpoints\":[{\"address\":\"10.0.0.1\",\"port\":80,\"x\":1}]}",
@@ -491,8 +491,8 @@ static void test_strict_refuses_unknown_fields(void **state)
 		   "listener/l: tls: unknown field 'x' (known: secret)");
 	expect_err("listener/l", "{\"port\":443,\"http2\":true}", RES_STRICT,
 		   "listener/l: unknown field 'http2' (known: address, port, tls, snippet)");
-	expect_err("route/r", "{\"listener\":\"l\",\"cluster\":\"c\",\"timeout\":5}", RES_STRICT,
-		   "route/r: unknown field 'timeout' (known: listener, host, path, cluster, snippet)");
+	expect_err("route/r", "{\"listener\":\"l\",\"cluster\":\"c\",\"timeuot\":5}", RES_STRICT,
+		   "route/r: unknown field 'timeuot' (did you mean 'timeout'?)");
 	expect_err("secret/s", "{\"cert\":\"-----BEGIN C\",\"key\":\"-----BEGIN K\",\"chain\":\"\"}", RES_STRICT,
 		   "secret/s: unknown field 'chain' (known: cert, key)");
 	expect_err("file/f", "{\"path\":\"a\",\"content\":\"\",\"owner\":\"root\"}", RES_STRICT,
@@ -528,7 +528,7 @@ static void test_strict_suggests_nearest_field(void **state)
 	char big[200];
 	snprintf(big, sizeof(big), "{\"endpoints\":[],\"%060d\":1}", 0);
 	char want[300];
-	snprintf(want, sizeof(want), "cluster/web: unknown field '%060d' (known: endpoints, lb, snippet)", 0);
+	snprintf(want, sizeof(want), "cluster/web: unknown field '%060d' (known: endpoints, lb, health, keepalive, snippet)", 0);
 	expect_err("cluster/web", big, RES_STRICT, want);
 }
 

@@ -38,16 +38,16 @@
 #define WEB1 "{\"lb\":\"round_robin\",\"endpoints\":[{\"address\":\"10.0.0.1\",\"port\":80}]}"
 
 /* s: version 1 holding cluster/web (body web), cluster/api, listener/web,
- * route/web. */
-static void base_state(struct state *s, const char *web)
+ * route/web, and the items extra (",{...}" or ""). */
+static void base_state_with(struct state *s, const char *web, const char *extra)
 {
 	struct buf b = BUF_INIT;
 	buf_printf(&b, "{\"version\":1,\"base\":0,\"full\":true,\"nonce\":\"n1\",\"removed\":[],\"upserts\":["
 		       "{\"name\":\"cluster/web\",\"version\":1,\"body\":%s},"
 		       "{\"name\":\"cluster/api\",\"version\":1,\"body\":{\"endpoints\":[{\"address\":\"10.0.1.1\",\"port\":81}]}},"
 		       "{\"name\":\"listener/web\",\"version\":1,\"body\":" LISTENER "},"
-		       "{\"name\":\"route/web\",\"version\":1,\"body\":" ROUTE "}]}",
-		   web);
+		       "{\"name\":\"route/web\",\"version\":1,\"body\":" ROUTE "}%s]}",
+		   web, extra);
 	struct push p;
 	struct candidate c;
 	char err[512];
@@ -58,6 +58,11 @@ static void base_state(struct state *s, const char *web)
 	candidate_release(&c);
 	push_release(&p);
 	buf_release(&b);
+}
+
+static void base_state(struct state *s, const char *web)
+{
+	base_state_with(s, web, "");
 }
 
 /* c: a delta on s upserting ups (",{...}" items, JSON without the leading
@@ -83,7 +88,7 @@ static int plan_of(const char *web, const char *ups, const char *rm, struct rt_p
 	base_state(&s, web);
 	delta(&s, ups, rm, &c);
 	why[0] = '\0';
-	int rc = runtime_plan(&c, p, why, whylen);
+	int rc = runtime_plan(&s, &c, p, why, whylen);
 	candidate_release(&c);
 	state_release(&s);
 	return rc;
@@ -144,6 +149,51 @@ static void test_plan_endpoints_only(void **state)
 	runtime_plan_release(&p);
 }
 
+/* A route with a haproxy backend of its own (a timeout, retries,
+ * websocket: tether_r_NAME, its cluster's servers) is planned with its
+ * cluster: the runtime API updates both backends alike. */
+static void test_plan_route_backends(void **state)
+{
+	(void)state;
+	struct state s;
+	struct candidate c;
+	struct rt_plan p;
+	char why[256];
+	base_state_with(&s, WEB1,
+			",{\"name\":\"route/slow\",\"version\":1,\"body\":{\"listener\":\"web\",\"path\":\"/s\","
+			"\"cluster\":\"web\",\"timeout\":{\"read\":1}}}"
+			",{\"name\":\"route/ws\",\"version\":1,\"body\":{\"listener\":\"web\",\"path\":\"/w\","
+			"\"cluster\":\"web\",\"websocket\":true}}"
+			",{\"name\":\"route/hdr\",\"version\":1,\"body\":{\"listener\":\"web\",\"path\":\"/h\","
+			"\"cluster\":\"web\",\"strip_prefix\":true}}"
+			",{\"name\":\"route/other\",\"version\":1,\"body\":{\"listener\":\"web\",\"path\":\"/o\","
+			"\"cluster\":\"api\",\"retries\":2}}");
+	delta(&s, "{\"name\":\"cluster/web\",\"body\":{\"lb\":\"round_robin\",\"endpoints\":[{\"address\":\"10.0.0.2\","
+		  "\"port\":80},{\"address\":\"10.0.0.3\",\"port\":80}]}}", "", &c);
+	assert_int_equal(runtime_plan(&s, &c, &p, why, sizeof(why)), 1);
+	assert_int_equal(p.n, 3);
+	assert_string_equal(p.clusters[0].backend, "tether_c_web");
+	bool slow = false, ws = false;
+	for (size_t i = 1; i < p.n; i++) {
+		assert_string_equal(p.clusters[i].name, "cluster/web");
+		slow |= strcmp(p.clusters[i].backend, "tether_r_slow") == 0;
+		ws |= strcmp(p.clusters[i].backend, "tether_r_ws") == 0;
+		assert_int_equal(p.clusters[i].nold, 1);
+		assert_string_equal(p.clusters[i].old[0].addr, "10.0.0.1");
+		assert_int_equal(p.clusters[i].nwant, 2);
+		assert_string_equal(p.clusters[i].want[1].addr, "10.0.0.3");
+	}
+	assert_true(slow && ws);
+	struct rt_servers none = { 0 };
+	struct buf cmds = BUF_INIT;
+	runtime_commands(&p.clusters[1], &none, &cmds);
+	assert_non_null(strstr(cmds.data, "set server tether_r_"));
+	buf_release(&cmds);
+	runtime_plan_release(&p);
+	candidate_release(&c);
+	state_release(&s);
+}
+
 static void test_plan_refusals(void **state)
 {
 	(void)state;
@@ -174,7 +224,7 @@ static void test_plan_refusals(void **state)
 	struct candidate c = { 0 };
 	struct rt_plan p;
 	char why[128];
-	assert_int_equal(runtime_plan(&c, &p, why, sizeof(why)), 0);
+	assert_int_equal(runtime_plan(NULL, &c, &p, why, sizeof(why)), 0);
 	assert_string_equal(why, "nothing changes");
 }
 
@@ -674,6 +724,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_plan_endpoints_only),
+		cmocka_unit_test(test_plan_route_backends),
 		cmocka_unit_test(test_plan_refusals),
 		cmocka_unit_test(test_parse_real),
 		cmocka_unit_test(test_parse_refused),

@@ -493,7 +493,7 @@ static void test_strict_mode(void **state)
 	struct state *s = *state;
 	const char *p = "{\"version\":1,\"nonce\":\"n\",\"upserts\":[{\"name\":\"cluster/a\",\"body\":"
 			"{\"endpoints\":[{\"address\":\"10.0.0.1\",\"port\":80}],\"zone\":\"eu\"}}]}";
-	must_refuse(s, p, STATE_STRICT, "cluster/a: unknown field 'zone' (known: endpoints, lb)");
+	must_refuse(s, p, STATE_STRICT, "cluster/a: unknown field 'zone' (known: endpoints, lb, health, keepalive, snippet)");
 	must_refuse(s, "{\"version\":1,\"nonce\":\"n\",\"upserts\":[{\"name\":\"cluster/a\",\"body\":"
 		       "{\"endpoints\":[{\"address\":\"10.0.0.1\",\"port\":80,\"az\":1}]}}]}", STATE_STRICT,
 		    "cluster/a: endpoints[0]: unknown field 'az' (known: address, port, weight)");

@@ -1,0 +1,173 @@
+# lib-docs.sh: running a doc's commands as written (t0018 the README's,
+# t0019 the man pages'), sourced after lib.sh. A block of commands becomes
+# a session script run by one bash, the way a person types it into one
+# terminal: one command at a time (a line and its continuations after `\`
+# or `|`), each one's exit status a test point, the environment and the
+# directory carried from command to command.
+#
+# What the session does that a person would do, and nothing else:
+#  - a command ending in `&` (a server started in the background) is
+#    waited for as a person waits: tether-plane until /healthz of the port
+#    it names answers, tetherd until its --state-dir has status.json;
+#  - a command that runs until Ctrl-C (listed in DOC_FOREVER: `curl -N`,
+#    `tetherctl watch`, a tetherd in the foreground) runs until the harness
+#    has seen what it is for (doc_forever_KIND), then gets SIGINT;
+#  - the doc's text is adapted by DOC_SUBST (sed expressions: ports and
+#    paths only), which each test lists at its top.
+#
+# Results land in $WORK/doc.results as "PASS|FAIL|SKIP WHERE TEXT" lines;
+# doc_report turns them into test points.
+
+DOC_SUBST=()
+DOC_RESULTS=$WORK/doc.results
+: >"$DOC_RESULTS"
+
+# doc_subst: stdin with every DOC_SUBST expression applied
+doc_subst() {
+	local args=() e
+	for e in "${DOC_SUBST[@]}"; do
+		args+=(-e "$e")
+	done
+	if [ ${#args[@]} -gt 0 ]; then sed "${args[@]}"; else cat; fi
+}
+
+# doc_block WHERE: the lines of the block that starts at WHERE (FILE:LINE,
+# as scripts/doc-blocks names it) in $DOC_BLOCKS
+doc_block() {
+	awk -v w="$1" '
+		/^@@ / { on = ($2 == w); next }
+		on { print }
+	' "$DOC_BLOCKS"
+}
+
+# doc_units WHERE: the block as commands, one per record, separated by
+# NUL: "LINE<TAB>TEXT" (LINE the doc's line of the command's first line).
+# Comment lines are left out; a line ending in \ or | continues.
+doc_units() {
+	local file=${1%:*} first=${1##*:}
+	doc_block "$1" | awk -v f="$first" '
+		{ ln = f + NR - 1 }
+		cont { u = u "\n" $0 }
+		!cont {
+			if ($0 ~ /^[ \t]*#/ || $0 ~ /^[ \t]*$/) next
+			u = $0; at = ln
+		}
+		{
+			t = $0
+			sub(/[ \t]+#[^\047"]*$/, "", t)
+			cont = (t ~ /(\\|\|)[ \t]*$/)
+			if (!cont) { printf "%s\t%s%c", at, u, 0 }
+		}
+	'
+}
+
+# doc_session_begin FILE: a session script's preamble (the helpers its
+# commands report through)
+doc_session_begin() {
+	DOC_SESSION=$1
+	cat >"$DOC_SESSION" <<EOF
+# a session of doc commands, made by $T_NAME (lib-docs.sh)
+set -o pipefail
+DOC_RESULTS='$DOC_RESULTS'
+DOC_BG='$WORK/doc.bg'
+DOC_WORK='$WORK'
+EOF
+	cat >>"$DOC_SESSION" <<'EOF'
+__ran() { # WHERE STATUS TEXT (its first line is shown)
+	local t=${3%%$'\n'*}
+	if [ "$2" -eq 0 ]; then echo "PASS $1 $t" >>"$DOC_RESULTS"
+	else echo "FAIL $1 $t (exit $2)" >>"$DOC_RESULTS"; fi
+}
+__wait() { # SECONDS COMMAND...: as lib.sh's wait_until
+	local end=$(( $(date +%s) + $1 )); shift
+	until "$@" >/dev/null 2>&1; do
+		[ "$(date +%s)" -lt "$end" ] || return 1
+		sleep 0.1
+	done
+}
+__bg() { # WHERE PID TEXT: a server started with &, waited for as a person does
+	echo "$2" >>"$DOC_BG"
+	echo "$2" >"$DOC_WORK/bg.$(printf '%s' "$1" | tr -c 'A-Za-z0-9' _)"
+	local port dir rc=0
+	case $3 in
+	*tether-plane*)
+		port=$(printf '%s\n' "$3" | grep -o -- '--listen [0-9.]*:[0-9]*' | sed 's/.*://')
+		__wait 20 curl -fsS "http://127.0.0.1:$port/healthz" || rc=1 ;;
+	*tetherd*)
+		dir=$(printf '%s\n' "$3" | grep -o -- '--state-dir [^ ]*' | sed 's/--state-dir //')
+		__wait 20 test -s "$dir/status.json" || rc=1 ;;
+	esac
+	kill -0 "$2" 2>/dev/null || rc=1
+	__ran "$1" "$rc" "${3%%$'\n'*} (started in the background)"
+}
+__forever() { # WHERE KIND TEXT: a command that runs until Ctrl-C
+	local out pid rc=0
+	out="$DOC_WORK/forever.$(printf '%s' "$1" | tr -c 'A-Za-z0-9' _).out"
+	bash -c "$3" >"$out" 2>&1 &
+	pid=$!
+	echo "$pid" >>"$DOC_BG"
+	doc_forever_"$2" "$out" "$pid" || rc=1
+	if kill -0 "$pid" 2>/dev/null; then
+		kill -INT "$pid"
+		__wait 10 sh -c "! kill -0 $pid" || kill -KILL "$pid"
+	else
+		rc=1   # it ended by itself: it was for running until Ctrl-C
+	fi
+	wait "$pid" 2>/dev/null
+	[ "$rc" -eq 0 ] || { echo "--- $1: its output"; tail -n 20 "$out"; } >>"$DOC_WORK/doc.diag"
+	__ran "$1" "$rc" "${3%%$'\n'*} (until Ctrl-C: $2)"
+}
+EOF
+}
+
+# doc_session_add WHERE: the block's commands, adapted, into the session
+doc_session_add() {
+	local where=$1 file=${1%:*} line text kind q
+	while IFS=$'\t' read -r -d '' line text; do
+		text=$(printf '%s\n' "$text" | doc_subst)
+		q=$(printf '%q' "$text")
+		kind=$(doc_forever_kind "$text")
+		if [ -n "$kind" ]; then
+			printf '__forever %s %s %s\n' "$file:$line" "$kind" "$q" >>"$DOC_SESSION"
+		elif printf '%s' "$text" | sed 's/[ \t]#[^\x27"]*$//' | grep -q '&[ \t]*$'; then
+			printf '%s\n__bg %s $! %s\n' "$text" "$file:$line" "$q" >>"$DOC_SESSION"
+		else
+			printf '%s\n__ran %s $? %s\n' "$text" "$file:$line" "$q" >>"$DOC_SESSION"
+		fi
+	done < <(doc_units "$where")
+}
+
+# doc_session_raw TEXT: a line of the harness's own (the operator's part a
+# doc leaves to the reader: an nginx.conf, a free port), marked as such
+doc_session_raw() {
+	printf '# -- the harness, not the doc:\n%s\n' "$1" >>"$DOC_SESSION"
+}
+
+# doc_report: the results as test points, and the session's diagnostics
+doc_report() {
+	local verdict where text
+	while read -r verdict where text; do
+		case $verdict in
+		PASS) ok "$where: $text" ;;
+		SKIP) ok "$where: $text # SKIP" ;;
+		*) not_ok "$where: $text" ;;
+		esac
+	done <"$DOC_RESULTS"
+	[ -s "$WORK/doc.diag" ] && diag "$(cat "$WORK/doc.diag")"
+	: >"$DOC_RESULTS"
+	: >"$WORK/doc.diag"
+}
+
+# doc_stop_bg: stop what the session left running
+doc_stop_bg() {
+	local p
+	[ -f "$WORK/doc.bg" ] || return 0
+	for p in $(cat "$WORK/doc.bg"); do
+		kill -TERM "$p" 2>/dev/null
+	done
+	for p in $(cat "$WORK/doc.bg"); do
+		wait_until 5 sh -c "! kill -0 $p" || kill -KILL "$p" 2>/dev/null
+	done
+	: >"$WORK/doc.bg"
+}
+T_CLEANUPS="$T_CLEANUPS doc_stop_bg"

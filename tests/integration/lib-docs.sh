@@ -35,17 +35,31 @@ doc_subst() {
 # as scripts/doc-blocks names it) in $DOC_BLOCKS
 doc_block() {
 	awk -v w="$1" '
-		/^@@ / { on = ($2 == w); next }
+		/^@@block / { on = ($2 == w); next }
 		on { print }
 	' "$DOC_BLOCKS"
 }
+
+# open_quote(TEXT), for the splitters' awk: TEXT leaves a single quote
+# open (the command goes on on the next line); a # comment (after a blank,
+# outside quotes) does not count
+DOC_AWK_QUOTE='function open_quote(t,   i, n, q, c) {
+	n = length(t); q = 0
+	for (i = 1; i <= n; i++) {
+		c = substr(t, i, 1)
+		if (c == "\047") q = !q
+		else if (c == "#" && !q && (i == 1 || substr(t, i - 1, 1) ~ /[ \t\n]/))
+			while (i <= n && substr(t, i, 1) != "\n") i++
+	}
+	return q
+}'
 
 # doc_units WHERE: the block as commands, one per record, separated by
 # NUL: "LINE<TAB>TEXT" (LINE the doc's line of the command's first line).
 # Comment lines are left out; a line ending in \ or | continues.
 doc_units() {
 	local file=${1%:*} first=${1##*:}
-	doc_block "$1" | awk -v f="$first" '
+	doc_block "$1" | awk -v f="$first" "$DOC_AWK_QUOTE"'
 		{ ln = f + NR - 1 }
 		cont { u = u "\n" $0 }
 		!cont {
@@ -55,8 +69,26 @@ doc_units() {
 		{
 			t = $0
 			sub(/[ \t]+#[^\047"]*$/, "", t)
-			cont = (t ~ /(\\|\|)[ \t]*$/)
+			cont = (t ~ /(\\|\|)[ \t]*$/) || open_quote(u)
 			if (!cont) { printf "%s\t%s%c", at, u, 0 }
+		}
+	'
+}
+
+# doc_units_transcript WHERE: the commands of a man page's transcript
+# ("$ " prompts; the lines between are the output shown), as doc_units
+# gives them, the prompt removed. A command at another host's prompt
+# ("edge2# ...") comes as "@HOST " and the command.
+doc_units_transcript() {
+	local first=${1##*:}
+	doc_block "$1" | awk -v f="$first" "$DOC_AWK_QUOTE"'
+		{ ln = f + NR - 1 }
+		cont { u = u "\n" $0; cont = ($0 ~ /(\\|\|)[ \t]*$/) || open_quote(u); if (!cont) printf "%s\t%s%c", at, u, 0; next }
+		/^\$ / { u = substr($0, 3); at = ln }
+		/^[a-z0-9-]+# / { h = $0; sub(/#.*/, "", h); u = "@" h " " substr($0, length(h) + 3); at = ln }
+		/^\$ / || /^[a-z0-9-]+# / {
+			cont = ($0 ~ /(\\|\|)[ \t]*$/) || open_quote(u)
+			if (!cont) printf "%s\t%s%c", at, u, 0
 		}
 	'
 }
@@ -120,21 +152,35 @@ __forever() { # WHERE KIND TEXT: a command that runs until Ctrl-C
 EOF
 }
 
-# doc_session_add WHERE: the block's commands, adapted, into the session
+# doc_session_add WHERE [transcript]: the block's commands, adapted, into
+# the session. A command that elides its arguments ("...") goes to the
+# test's doc_elided WHERE TEXT, which prints the harness's stand-in or
+# fails (then the command is a SKIP, its reason DOC_WHY); so does one
+# at another host's prompt ("@HOST CMD").
 doc_session_add() {
-	local where=$1 file=${1%:*} line text kind q
+	local where=$1 file=${1%:*} line text kind q units=doc_units
+	[ "${2:-}" = transcript ] && units=doc_units_transcript
 	while IFS=$'\t' read -r -d '' line text; do
 		text=$(printf '%s\n' "$text" | doc_subst)
 		q=$(printf '%q' "$text")
 		kind=$(doc_forever_kind "$text")
-		if [ -n "$kind" ]; then
+		if [[ $text == @* ]] || grep -qE '(^|[ ])\.\.\.([ ]|$)' <<<"$text"; then
+			DOC_WHY=""
+			if doc_elided "$file:$line" "$text" >>"$DOC_SESSION.elided"; then
+				cat "$DOC_SESSION.elided" >>"$DOC_SESSION"
+				printf '__ran %s $? %s\n' "$file:$line" "$(printf '%q' "${text%%$'\n'*} (the harness's stand-in for what the doc elides)")" >>"$DOC_SESSION"
+			else
+				printf 'echo %q >>"$DOC_RESULTS"\n' "SKIP $file:$line ${text%%$'\n'*} ($DOC_WHY)" >>"$DOC_SESSION"
+			fi
+			rm -f "$DOC_SESSION.elided"
+		elif [ -n "$kind" ]; then
 			printf '__forever %s %s %s\n' "$file:$line" "$kind" "$q" >>"$DOC_SESSION"
 		elif printf '%s' "$text" | sed 's/[ \t]#[^\x27"]*$//' | grep -q '&[ \t]*$'; then
 			printf '%s\n__bg %s $! %s\n' "$text" "$file:$line" "$q" >>"$DOC_SESSION"
 		else
 			printf '%s\n__ran %s $? %s\n' "$text" "$file:$line" "$q" >>"$DOC_SESSION"
 		fi
-	done < <(doc_units "$where")
+	done < <("$units" "$where")
 }
 
 # doc_session_raw TEXT: a line of the harness's own (the operator's part a
@@ -149,7 +195,7 @@ doc_report() {
 	while read -r verdict where text; do
 		case $verdict in
 		PASS) ok "$where: $text" ;;
-		SKIP) ok "$where: $text # SKIP" ;;
+		SKIP) ok "$where: # SKIP $text" ;;
 		*) not_ok "$where: $text" ;;
 		esac
 	done <"$DOC_RESULTS"
@@ -171,3 +217,11 @@ doc_stop_bg() {
 	: >"$WORK/doc.bg"
 }
 T_CLEANUPS="$T_CLEANUPS doc_stop_bg"
+
+# the defaults a test overrides: no command runs until Ctrl-C, and a
+# command that elides its arguments is not run
+doc_forever_kind() { :; }
+doc_elided() {
+	DOC_WHY="the doc elides part of it"
+	return 1
+}

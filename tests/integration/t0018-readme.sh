@@ -40,7 +40,7 @@ Section
 EOF
 check_eq "doc-blocks finds the 2 blocks of a known text" 2 "$("$DB" --count "$WORK/known.txt")"
 check_eq "doc-blocks gives a block its line, section and lines, the indent removed" \
-	"@@ $WORK/known.txt:4 Title|one block|its second line||and its third, after a blank line|@@ $WORK/known.txt:14 Section|two" \
+	"@@block $WORK/known.txt:4 Title|one block|its second line||and its third, after a blank line|@@block $WORK/known.txt:14 Section|two" \
 	"$("$DB" "$WORK/known.txt" | paste -sd '|')"
 cat >"$WORK/known.1" <<'EOF'
 .TH K 1
@@ -56,7 +56,7 @@ x
 EOF
 check_eq "doc-blocks finds the 2 example blocks of a known man page" 2 "$("$DB" --count "$WORK/known.1")"
 check_eq "doc-blocks undoes the man page's escapes" \
-	"@@ $WORK/known.1:4 EXAMPLES|\$ tetherctl put cluster/web --dry-run \\|    '{\"a\":1}' bold|@@ $WORK/known.1:9 More|x" \
+	"@@block $WORK/known.1:4 EXAMPLES|\$ tetherctl put cluster/web --dry-run \\|    '{\"a\":1}' bold|@@block $WORK/known.1:9 More|x" \
 	"$("$DB" "$WORK/known.1" | paste -sd '|')"
 
 DOC_BLOCKS=$WORK/readme.blocks
@@ -85,13 +85,13 @@ done
 
 # ---- the blocks, each one's kind --------------------------------------------------------
 where_of() { # PATTERN: the block whose first line matches (grep -E)
-	awk -v p="$1" '/^@@ / { w = $2; first = 1; next } first { if ($0 ~ p) print w; first = 0 }' "$DOC_BLOCKS" | head -n 1
+	awk -v p="$1" '/^@@block / { w = $2; first = 1; next } first { if ($0 ~ p) print w; first = 0 }' "$DOC_BLOCKS" | head -n 1
 }
 block_has() { doc_block "$1" | grep -qE -- "$2"; }
 QUICK=$(where_of '^scripts/build build/plain')
 AGENT=$(where_of '^\./tetherd ')
 NGINX="" HAPROXY=""
-for w in $(grep '^@@ ' "$DOC_BLOCKS" | awk '{print $2}'); do
+for w in $(grep '^@@block ' "$DOC_BLOCKS" | awk '{print $2}'); do
 	doc_block "$w" | head -n 1 | grep -q '^tetherd ' || continue
 	if block_has "$w" '--consumer nginx'; then NGINX=$w; fi
 	if block_has "$w" '--consumer haproxy'; then HAPROXY=$w; fi
@@ -126,7 +126,7 @@ doc_list_exists() {
 }
 
 BUILDING="" DEMO=""
-for w in $(grep '^@@ ' "$DOC_BLOCKS" | awk '{print $2}'); do
+for w in $(grep '^@@block ' "$DOC_BLOCKS" | awk '{print $2}'); do
 	first=$(doc_block "$w" | head -n 1)
 	case $w in "$QUICK"|"$AGENT"|"$NGINX"|"$HAPROXY") continue ;; esac
 	case $first in

@@ -56,7 +56,7 @@ x
 EOF
 check_eq "doc-blocks finds the 2 example blocks of a known man page" 2 "$("$DB" --count "$WORK/known.1")"
 check_eq "doc-blocks undoes the man page's escapes" \
-	"@@block $WORK/known.1:4 EXAMPLES|\$ tetherctl put cluster/web --dry-run \\|    '{\"a\":1}' bold|@@block $WORK/known.1:9 More|x" \
+	"@@block $WORK/known.1:4 EXAMPLES|\$ tetherctl put cluster/web --dry-run \\|    '{\"a\":1}' bold|@@block $WORK/known.1:9 EXAMPLES / More|x" \
 	"$("$DB" "$WORK/known.1" | paste -sd '|')"
 
 DOC_BLOCKS=$WORK/readme.blocks

@@ -135,14 +135,21 @@ __wait 20 sh -c \"tetherctl nodes --json | jq -e '.[] | select(.node == \\\"edge
 	elif grep -q '\.\.\.}\|{\.\.\.}' <<<"$text"; then
 		ok "$w: # SKIP a schematic of a format ({...} stands for a body), not an example"
 	elif jq -e 'type == "object"' >/dev/null 2>&1 <<<"$text"; then
-		if [[ " $types " == *" $type "* ]]; then
-			printf '%s\n' "$text" >"$WORK/body.json"
-			"$CTL_BIN" put "$type/doc-example" "$WORK/body.json" --dry-run >"$WORK/dry.out" 2>&1
-			rc=$?
-			check "$w: the $type example passes the plane's checks (put --dry-run: exit $rc)" test $rc -eq 0 -o $rc -eq 3
-			[ $rc -eq 0 ] || [ $rc -eq 3 ] || diag "$(cat "$WORK/dry.out")"
+		# a resource body: its name is the TYPE/NAME the text just before
+		# it gives ("The body of cluster/web:"), its type the section's
+		name=$(head -n $((${w##*:} - 1)) "$SRC/${w%:*}" | tail -n 8 | sed 's/\\-/-/g' |
+			grep -oE "\b($(tr ' ' '|' <<<"$types"))/[a-z0-9][a-z0-9_.-]*" | tail -n 1)
+		if [ -z "$name" ] && [[ " $types " == *" $type "* ]]; then
+			name=$type/doc-example
+		fi
+		if [ -z "$name" ]; then
+			not_ok "$w: a JSON example under '$sect': which resource is it? (say 'The body of TYPE/NAME:' before it)"
+		elif [ -e "$WORK/bodies/$name.json" ]; then
+			not_ok "$w: a second example of $name (each example its own name, so they go to the plane together)"
 		else
-			not_ok "$w: a JSON example under '$sect': which resource type is it? (a heading naming one of: $types)"
+			mkdir -p "$WORK/bodies/${name%/*}"
+			printf '%s\n' "$text" >"$WORK/bodies/$name.json"
+			JSON_EXAMPLES="${JSON_EXAMPLES:-} $w=$name"
 		fi
 	elif grep -q 'include .*/current/\*\.conf;' <<<"$text"; then
 		# an nginx.conf excerpt: nginx -t with it, and what nginx needs beyond it
@@ -180,6 +187,16 @@ EOF
 		not_ok "$w: an example block this test does not know how to run: '$(head -n 1 <<<"$text")' (add it to $T_NAME)"
 	fi
 done
+
+# the resource examples, together (a route's listener and cluster are
+# examples too): every check of a write, nothing stored (sync --dry-run:
+# exit 3 would change, 4 would refuse)
+if [ -n "${JSON_EXAMPLES:-}" ]; then
+	"$CTL_BIN" sync "$WORK/bodies" --dry-run >"$WORK/dry.out" 2>&1
+	rc=$?
+	check "the resource examples ($(echo $JSON_EXAMPLES | sed 's/[^ ]*=//g')) pass every check of the plane (sync --dry-run: exit $rc)" test $rc -eq 3
+	[ $rc -eq 3 ] || diag "$(cat "$WORK/dry.out")"
+fi
 
 doc_forever_kind() { :; }
 (cd "$WORK/ex" && bash "$DOC_SESSION") >"$WORK/session.log" 2>&1

@@ -9,16 +9,19 @@
 #  - a command ending in `&` (a server started in the background) is
 #    waited for as a person waits: tether-plane until /healthz of the port
 #    it names answers, tetherd until its --state-dir has status.json;
-#  - a command that runs until Ctrl-C (listed in DOC_FOREVER: `curl -N`,
-#    `tetherctl watch`, a tetherd in the foreground) runs until the harness
-#    has seen what it is for (doc_forever_KIND), then gets SIGINT;
+#  - a command that runs until Ctrl-C (the test's doc_forever_kind names
+#    it: `curl -N`, `tetherctl watch`, a tetherd in the foreground) runs
+#    until the harness has seen what it is for (doc_forever_KIND), then
+#    gets SIGINT;
 #  - the doc's text is adapted by DOC_SUBST (sed expressions: ports and
 #    paths only), which each test lists at its top.
 #
 # Results land in $WORK/doc.results as "PASS|FAIL|SKIP WHERE TEXT" lines;
-# doc_report turns them into test points.
+# doc_report turns them into test points, and fails when fewer came than
+# the session was made to report (it died on the way).
 
 DOC_SUBST=()
+DOC_EXPECT=0
 DOC_RESULTS=$WORK/doc.results
 : >"$DOC_RESULTS"
 
@@ -161,6 +164,7 @@ doc_session_add() {
 	local where=$1 file=${1%:*} line text kind q units=doc_units
 	[ "${2:-}" = transcript ] && units=doc_units_transcript
 	while IFS=$'\t' read -r -d '' line text; do
+		DOC_EXPECT=$((DOC_EXPECT + 1))
 		text=$(printf '%s\n' "$text" | doc_subst)
 		q=$(printf '%q' "$text")
 		kind=$(doc_forever_kind "$text")
@@ -183,15 +187,21 @@ doc_session_add() {
 	done < <("$units" "$where")
 }
 
-# doc_session_raw TEXT: a line of the harness's own (the operator's part a
-# doc leaves to the reader: an nginx.conf, a free port), marked as such
+# doc_session_raw TEXT [N]: lines of the harness's own (the operator's
+# part a doc leaves to the reader: an nginx.conf, a free port), marked as
+# such; N: how many results (__ran) they report
 doc_session_raw() {
 	printf '# -- the harness, not the doc:\n%s\n' "$1" >>"$DOC_SESSION"
+	DOC_EXPECT=$((DOC_EXPECT + ${2:-0}))
 }
 
 # doc_report: the results as test points, and the session's diagnostics
 doc_report() {
-	local verdict where text
+	local verdict where text got
+	got=$(grep -c . "$DOC_RESULTS")
+	[ "$got" -eq "$DOC_EXPECT" ] ||
+		not_ok "the session reported $got of its $DOC_EXPECT results (it ended on the way: see $(basename "$DOC_SESSION") and its log)"
+	DOC_EXPECT=0
 	while read -r verdict where text; do
 		case $verdict in
 		PASS) ok "$where: $text" ;;

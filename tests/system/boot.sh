@@ -833,15 +833,27 @@ else
 	chmod 755 "$root/usr/local/bin/editor"
 	printf 'set -ex\ncd /root\n%s\n' "$plane_block" >"$root/root/readme-plane.sh"
 	printf 'set -ex\ncd /root\n%s\n' "$node_block" >"$root/root/readme-node.sh"
+	# each block by its own bash -e (a failing line fails it), apt's
+	# question answered as a person does (y)
 	check "README: the plane's host block runs as written (apt install, the admin token, tetherctl ls, a node token)" \
-		cts 'PATH=/usr/local/bin:$PATH; . /root/readme-plane.sh && wait_until 20 is_active tether-plane && test -s /root/web-1.token'
+		cts 'yes y | PATH=/usr/local/bin:$PATH bash /root/readme-plane.sh && wait_until 20 is_active tether-plane && test -s /root/web-1.token'
 	check "README: the node block runs as written (apt install, the token, the nginx drop-in, the include, agent.conf edited)" \
-		cts 'PATH=/usr/local/bin:$PATH; . /root/readme-node.sh && grep -qx "consumer = nginx" /etc/tether/agent.conf && nginx -t -q && systemctl reload nginx'
+		cts 'yes y | PATH=/usr/local/bin:$PATH bash /root/readme-node.sh && grep -qx "consumer = nginx" /etc/tether/agent.conf && nginx -t -q && systemctl reload nginx'
 	check "README: then tetherd.path starts the agent, which ACKs a change" \
 		cts 'wait_until 20 is_active tetherd &&
 		     v=$(put_version cluster/readme "{\"endpoints\":[{\"address\":\"127.0.0.1\",\"port\":9001}]}") &&
 		     [ -n "$v" ] && wait_until 20 acked "$v"'
-	check "README: dpkg --purge after it leaves nothing behind" cts '. /root/purge.sh'
+	if cts '. /root/purge.sh' >"$sys/readme-purge.out" 2>&1; then
+		ok "README: dpkg --purge after it leaves nothing behind"
+	else
+		not_ok "README: dpkg --purge after it leaves nothing behind"
+		diag "$(cat "$sys/readme-purge.out")"
+		# whatever a failed block left, gone, so the RPMs start on a clean system
+		cts 'dpkg --purge tetherd tether-plane tetherctl >/dev/null 2>&1
+		     rm -rf /etc/tether /var/lib/tether /var/lib/tetherd /etc/nginx/tether /etc/nginx/conf.d/tether.conf \
+		         /etc/systemd/system/tetherd.service.d
+		     userdel tether 2>/dev/null; groupdel tether 2>/dev/null; systemctl daemon-reload; systemctl reload nginx' >>"$log" 2>&1
+	fi
 fi
 timing "the README's package blocks"
 

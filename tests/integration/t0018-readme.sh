@@ -113,7 +113,7 @@ options_taken() { # WHERE BINARY
 # the documentation list: each path in the tree, each man page named there
 doc_list_exists() {
 	local p missing=""
-	for p in $(doc_block "$1" | awk '{print $1}'); do
+	for p in $(doc_block "$1" | awk '/^[^ ]/ {print $1}'); do   # (not a continued description)
 		[ -e "$SRC/$p" ] || missing="$missing $p"
 	done
 	for p in $(doc_block "$1" | grep -oE '[a-z-]+\([1-8]\)' | sed 's/(\(.\))/.\1/'); do

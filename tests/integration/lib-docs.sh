@@ -85,14 +85,21 @@ doc_units() {
 doc_units_transcript() {
 	local first=${1##*:}
 	doc_block "$1" | awk -v f="$first" "$DOC_AWK_QUOTE"'
+		function emit() { if (pending) printf "%s\t%s\037%s%c", at, u, want, 0; pending = 0 }
+		function done_cmd() { pending = 1; want = ""; seen = 0 }
 		{ ln = f + NR - 1 }
-		cont { u = u "\n" $0; cont = ($0 ~ /(\\|\|)[ \t]*$/) || open_quote(u); if (!cont) printf "%s\t%s%c", at, u, 0; next }
-		/^\$ / { u = substr($0, 3); at = ln }
-		/^[a-z0-9-]+# / { h = $0; sub(/#.*/, "", h); u = "@" h " " substr($0, length(h) + 3); at = ln }
+		cont { u = u "\n" $0; cont = ($0 ~ /(\\|\|)[ \t]*$/) || open_quote(u); if (!cont) done_cmd(); next }
 		/^\$ / || /^[a-z0-9-]+# / {
+			emit()
+			if ($0 ~ /^\$ /) u = substr($0, 3)
+			else { h = $0; sub(/#.*/, "", h); u = "@" h " " substr($0, length(h) + 3) }
+			at = ln
 			cont = ($0 ~ /(\\|\|)[ \t]*$/) || open_quote(u)
-			if (!cont) printf "%s\t%s%c", at, u, 0
+			if (!cont) done_cmd()
+			next
 		}
+		pending && !seen { if ($0 !~ /^# /) want = $0; seen = 1 }
+		END { emit() }
 	'
 }
 
@@ -135,6 +142,26 @@ __bg() { # WHERE PID TEXT: a server started with &, waited for as a person does
 	kill -0 "$2" 2>/dev/null || rc=1
 	__ran "$1" "$rc" "${3%%$'\n'*} (started in the background)"
 }
+__norm() { # a line's shape: ids, keys and numbers made alike, blanks collapsed
+	sed -E 's#[A-Za-z0-9+/]{20,}={0,2}#B#g; s/[0-9a-f]{6,}/H/g; s/[0-9]+/N/g; s/[[:space:]]+/ /g; s/^ //; s/ $//'
+}
+__out() { # WHERE WANT: the command's output (in $DOC_WORK/out) begins as the doc shows
+	local want got rc=0
+	cat "$DOC_WORK/out"
+	want=$(printf '%s\n' "$2" | __norm)
+	got=$(head -n 1 "$DOC_WORK/out" | __norm)
+	case $want in
+	*...*)   # the doc elides the rest: up to the word it cuts
+		want=${want%%...*}
+		want=${want% *}
+		[[ $got == "$want"* ]] || rc=1 ;;
+	*)
+		[ "$got" = "$want" ] || rc=1 ;;
+	esac
+	[ "$rc" -eq 0 ] || printf -- '--- %s: the output shown: %s\n--- its first line here: %s\n' "$1" "$2" \
+		"$(head -n 1 "$DOC_WORK/out")" >>"$DOC_WORK/doc.diag"
+	__ran "$1" "$rc" "the output's first line is as shown: $2"
+}
 __forever() { # WHERE KIND TEXT: a command that runs until Ctrl-C
 	local out pid rc=0
 	out="$DOC_WORK/forever.$(printf '%s' "$1" | tr -c 'A-Za-z0-9' _).out"
@@ -163,8 +190,15 @@ EOF
 doc_session_add() {
 	local where=$1 file=${1%:*} line text kind q units=doc_units
 	[ "${2:-}" = transcript ] && units=doc_units_transcript
+	local want why
 	while IFS=$'\t' read -r -d '' line text; do
 		DOC_EXPECT=$((DOC_EXPECT + 1))
+		want=""
+		if [[ $text == *$'\037'* ]]; then
+			want=${text#*$'\037'}
+			text=${text%%$'\037'*}
+			want=$(printf '%s\n' "$want" | doc_subst)
+		fi
 		text=$(printf '%s\n' "$text" | doc_subst)
 		q=$(printf '%q' "$text")
 		kind=$(doc_forever_kind "$text")
@@ -181,6 +215,16 @@ doc_session_add() {
 			printf '__forever %s %s %s\n' "$file:$line" "$kind" "$q" >>"$DOC_SESSION"
 		elif printf '%s' "$text" | sed 's/[ \t]#[^\x27"]*$//' | grep -q '&[ \t]*$'; then
 			printf '%s\n__bg %s $! %s\n' "$text" "$file:$line" "$q" >>"$DOC_SESSION"
+		elif [ -n "$want" ]; then
+			# the output shown: its first line's shape is checked (__out)
+			DOC_EXPECT=$((DOC_EXPECT + 1))
+			printf '{ %s\n} >"$DOC_WORK/out" 2>&1\n__ran %s $? %s\n' "$text" "$file:$line" "$q" >>"$DOC_SESSION"
+			if why=$(doc_output_differs "$text" "$want"); then
+				printf 'cat "$DOC_WORK/out"; echo %q >>"$DOC_RESULTS"\n' \
+					"SKIP $file:$line the output shown ($want): $why" >>"$DOC_SESSION"
+			else
+				printf '__out %s %q\n' "$file:$line" "$want" >>"$DOC_SESSION"
+			fi
 		else
 			printf '%s\n__ran %s $? %s\n' "$text" "$file:$line" "$q" >>"$DOC_SESSION"
 		fi
@@ -235,3 +279,6 @@ doc_elided() {
 	DOC_WHY="the doc elides part of it"
 	return 1
 }
+# doc_output_differs TEXT WANT: why this run's story cannot print the
+# output the doc shows (printed; the check is a SKIP), or fail
+doc_output_differs() { return 1; }

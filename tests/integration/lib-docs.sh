@@ -164,7 +164,7 @@ __out() { # WHERE WANT: the command's output (in $DOC_WORK/out) begins as the do
 }
 __forever() { # WHERE KIND TEXT: a command that runs until Ctrl-C
 	local out pid rc=0
-	out="$DOC_WORK/forever.$(printf '%s' "$1" | tr -c 'A-Za-z0-9' _).out"
+	out="$DOC_WORK/forever.$(printf '%s' "$1" | tr -c 'A-Za-z0-9' _).log"   # (.log: lib.sh's sanitizer check reads it)
 	bash -c "$3" >"$out" 2>&1 &
 	pid=$!
 	echo "$pid" >>"$DOC_BG"

@@ -101,12 +101,7 @@ echo \$! >>\"\$DOC_BG\"; __wait 20 curl -fsS --cacert '$TETHER_CA_FILE' '$TETHER
 		host=${host#@}
 		opts=${opts%...*}
 		[ -n "${APID[$host]:-}" ] || { DOC_WHY="no node $host in the fleet"; return 1; }
-		# (a key registration must be stamped later than the plane's last
-		# record of the node's key, the revoke a moment ago, in whole
-		# seconds: a person is never that quick; the harness waits for the
-		# next second)
-		echo "s0=\$(date +%s); __wait 3 sh -c \"[ \\\$(date +%s) -gt \$s0 ]\"
-kill -TERM ${APID[$host]}; __wait 10 sh -c '! kill -0 ${APID[$host]}' &&
+		echo "kill -TERM ${APID[$host]}; __wait 10 sh -c '! kill -0 ${APID[$host]}' &&
 '$AGENT_BIN' --node $host --state-dir '$WORK/$host.state' --output-dir '$WORK/$host.out' --plane '$TETHER_PLANE' \\
 	--ca-file '$TETHER_CA_FILE' --token-file '$WORK/$host.token' --backoff-min 0.1 --backoff-max 1 $opts >>'$WORK/$host.log' 2>&1 &
 echo \$! >>\"\$DOC_BG\"; __wait 20 sh -c \"tetherctl nodes --json | jq -e '.[] | select(.node == \\\"$host\\\") | .key_id != null'\""

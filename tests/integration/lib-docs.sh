@@ -165,13 +165,23 @@ __out() { # WHERE WANT: the command's output (in $DOC_WORK/out) begins as the do
 __forever() { # WHERE KIND TEXT: a command that runs until Ctrl-C
 	local out pid rc=0
 	out="$DOC_WORK/forever.$(printf '%s' "$1" | tr -c 'A-Za-z0-9' _).log"   # (.log: lib.sh's sanitizer check reads it)
+	# its own process group, SIGINT not ignored (a job started with & in a
+	# shell without job control ignores it), as a terminal's foreground
+	# job: Ctrl-C signals the group (the bash that runs it, and what that
+	# started)
+	set -m
 	bash -c "$3" >"$out" 2>&1 &
 	pid=$!
+	set +m
 	echo "$pid" >>"$DOC_BG"
 	doc_forever_"$2" "$out" "$pid" || rc=1
 	if kill -0 "$pid" 2>/dev/null; then
-		kill -INT "$pid"
-		__wait 10 sh -c "! kill -0 $pid" || kill -KILL "$pid"
+		kill -INT -- "-$pid"
+		if ! __wait 10 sh -c "! kill -0 $pid"; then
+			kill -KILL -- "-$pid"
+			echo "--- $1: Ctrl-C did not end it" >>"$DOC_WORK/doc.diag"
+			rc=1
+		fi
 	else
 		rc=1   # it ended by itself: it was for running until Ctrl-C
 	fi
@@ -184,9 +194,10 @@ EOF
 
 # doc_session_add WHERE [transcript]: the block's commands, adapted, into
 # the session. A command that elides its arguments ("...") goes to the
-# test's doc_elided WHERE TEXT, which prints the harness's stand-in or
-# fails (then the command is a SKIP, its reason DOC_WHY); so does one
-# at another host's prompt ("@HOST CMD").
+# test's doc_elided WHERE TEXT, which prints the harness's stand-in, or
+# returns 1 (the command is a SKIP, its reason DOC_WHY: listed in the
+# test) or 2 (a FAIL: an elision the test does not know); so does one at
+# another host's prompt ("@HOST CMD").
 doc_session_add() {
 	local where=$1 file=${1%:*} line text kind q units=doc_units
 	[ "${2:-}" = transcript ] && units=doc_units_transcript
@@ -204,11 +215,13 @@ doc_session_add() {
 		kind=$(doc_forever_kind "$text")
 		if [[ $text == @* ]] || grep -qE '(^|[ ])\.\.\.([ ]|$)' <<<"$text"; then
 			DOC_WHY=""
-			if doc_elided "$file:$line" "$text" >>"$DOC_SESSION.elided"; then
+			local erc=0
+			doc_elided "$file:$line" "$text" >>"$DOC_SESSION.elided" || erc=$?
+			if [ "$erc" -eq 0 ]; then
 				cat "$DOC_SESSION.elided" >>"$DOC_SESSION"
 				printf '__ran %s $? %s\n' "$file:$line" "$(printf '%q' "${text%%$'\n'*} (the harness's stand-in for what the doc elides)")" >>"$DOC_SESSION"
 			else
-				printf 'echo %q >>"$DOC_RESULTS"\n' "SKIP $file:$line ${text%%$'\n'*} ($DOC_WHY)" >>"$DOC_SESSION"
+				printf 'echo %q >>"$DOC_RESULTS"\n' "$([ "$erc" -eq 1 ] && echo SKIP || echo FAIL) $file:$line ${text%%$'\n'*} ($DOC_WHY)" >>"$DOC_SESSION"
 			fi
 			rm -f "$DOC_SESSION.elided"
 		elif [ -n "$kind" ]; then
@@ -273,11 +286,12 @@ doc_stop_bg() {
 T_CLEANUPS="$T_CLEANUPS doc_stop_bg"
 
 # the defaults a test overrides: no command runs until Ctrl-C, and a
-# command that elides its arguments is not run
+# command that elides its arguments fails
 doc_forever_kind() { :; }
+DOC_ELIDED_WHY="the doc elides part of it: write it out, or give the test a stand-in or a reason to skip it (docs/HACKING.md, \"Docs are code\")"
 doc_elided() {
-	DOC_WHY="the doc elides part of it"
-	return 1
+	DOC_WHY=$DOC_ELIDED_WHY
+	return 2
 }
 # doc_output_differs TEXT WANT: why this run's story cannot print the
 # output the doc shows (printed; the check is a SKIP), or fail

@@ -9,7 +9,8 @@
 # by DOC_SUBST (ports and paths; docs/HACKING.md, "Docs are code"); the
 # option lists name only options the binaries take; the documentation
 # list names only what is in the tree; Building runs in a scratch copy of
-# the tree (make check aside: it runs this suite), and scripts/demo in it.
+# the tree (make check aside: it runs this suite), and scripts/demo in it,
+# in the plain pass of the suite only (a full build: once is enough).
 # The package blocks (apt, systemctl) are run by tests/system/boot.sh from
 # the README's text; scripts/test is this suite.
 . "$(dirname "$0")/lib.sh"
@@ -243,6 +244,15 @@ doc_report
 doc_stop_bg
 
 # ---- the demo and Building, in a scratch copy of the tree ------------------------------
+# A full build of the tree and the demo on it take most of this test's
+# time: the plain pass runs them; the sanitizer pass (the same tree built
+# with -fsanitize, which Building's plain configure would not make) says so.
+if sanitizer_build; then
+	for w in $BUILDING $DEMO; do
+		ok "$w: $(doc_block "$w" | head -n 1) # SKIP run in the plain pass (a full build of the tree: once per suite)"
+	done
+	BUILDING="" DEMO=""
+fi
 if [ -n "$BUILDING" ]; then
 	mkdir -p "$WORK/src"
 	tar -C "$SRC" --exclude=./build --exclude=./.git --exclude=./autom4te.cache -cf - . | tar -C "$WORK/src" -xf -

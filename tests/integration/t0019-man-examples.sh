@@ -8,9 +8,8 @@
 # fleet the examples show), each block from a fresh directory; a JSON body
 # under a resource type's heading goes through `tetherctl put --dry-run`;
 # an nginx.conf excerpt passes nginx -t; a unit drop-in's ExecStart runs.
-# A command the doc elides ("...") runs as the harness's stand-in when it
-# has one, and is a SKIP with the reason otherwise; so is a block that
-# is a schematic of a format. A block this test cannot classify fails it.
+# A command the doc elides ("...") runs as the harness's stand-in; one it
+# has none for fails. A block that is a schematic of a format is a SKIP. A block this test cannot classify fails it.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-tls.sh"
 . "$(dirname "$0")/lib-docs.sh"
@@ -100,18 +99,15 @@ echo \$! >>\"\$DOC_BG\"; __wait 20 curl -fsS --cacert '$TETHER_CA_FILE' '$TETHER
 		local host=${2%% *} opts=${2#* tetherd }
 		host=${host#@}
 		opts=${opts%...*}
-		[ -n "${APID[$host]:-}" ] || { DOC_WHY="no node $host in the fleet"; return 1; }
+		[ -n "${APID[$host]:-}" ] || { DOC_WHY="no node $host in the fleet the test starts"; return 2; }
 		echo "kill -TERM ${APID[$host]}; __wait 10 sh -c '! kill -0 ${APID[$host]}' &&
 '$AGENT_BIN' --node $host --state-dir '$WORK/$host.state' --output-dir '$WORK/$host.out' --plane '$TETHER_PLANE' \\
 	--ca-file '$TETHER_CA_FILE' --token-file '$WORK/$host.token' --backoff-min 0.1 --backoff-max 1 $opts >>'$WORK/$host.log' 2>&1 &
 echo \$! >>\"\$DOC_BG\"; __wait 20 sh -c \"tetherctl nodes --json | jq -e '.[] | select(.node == \\\"$host\\\") | .key_id != null'\""
 		;;
-	@*)
-		DOC_WHY="a command on another host, with its arguments elided"
-		return 1 ;;
 	*)
-		DOC_WHY="the doc elides its arguments"
-		return 1 ;;
+		DOC_WHY=$DOC_ELIDED_WHY
+		return 2 ;;
 	esac
 }
 # the outputs shown that this run's story cannot print, and why

@@ -252,6 +252,16 @@ doc_session_raw() {
 	DOC_EXPECT=$((DOC_EXPECT + ${2:-0}))
 }
 
+# doc_session_run [DIR]: the session, from DIR, into $WORK/session.log; one
+# that has not ended in 120 s is cut (a command that never returns: a
+# server started without &), and doc_report says so
+doc_session_run() {
+	local rc=0
+	(cd "${1:-.}" && timeout -k 5 120 bash "$DOC_SESSION") >"$WORK/session.log" 2>&1 </dev/null || rc=$?
+	[ "$rc" -ne 124 ] && [ "$rc" -ne 137 ] ||
+		echo "--- the session was cut after 120 s: its last command did not return (a server started without &?); see $(basename "$DOC_SESSION") and session.log" >>"$WORK/doc.diag"
+}
+
 # doc_report: the results as test points, and the session's diagnostics
 doc_report() {
 	local verdict where text got

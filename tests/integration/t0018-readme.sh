@@ -239,7 +239,7 @@ if [ -n "$HAPROXY" ]; then
 	doc_session_add "$HAPROXY"
 fi
 
-bash "$DOC_SESSION" >"$WORK/session.log" 2>&1
+doc_session_run
 doc_report
 doc_stop_bg
 

@@ -202,7 +202,7 @@ if [ -n "${JSON_EXAMPLES:-}" ]; then
 fi
 
 doc_forever_kind() { :; }
-(cd "$WORK/ex" && bash "$DOC_SESSION") >"$WORK/session.log" 2>&1
+doc_session_run "$WORK/ex"
 doc_report
 doc_stop_bg
 unit_acked() {

@@ -193,9 +193,9 @@ void keyreg_done(struct agent *a, CURLcode code)
 	}
 	uint64_t mark;
 	if (status == 409 && retry_after_mark(a, &a->seal.reg_resp, &mark)) {
-		say(a, LOG_LVL_INFO, "key: %s took a registration of this node as new as this one of node key %s (its "
-		    "at, %llu): registering it again once this node's clock is past that", sync_plane(a),
-		    a->seal.key.kid, (unsigned long long)mark);
+		say(a, LOG_LVL_INFO, "key: %s refused node key %s for now (HTTP 409): it took a registration of this node "
+		    "stamped %llu, not older than this one; registering again once this node's clock is past it",
+		    sync_plane(a), a->seal.key.kid, (unsigned long long)mark);
 		return;
 	}
 	if (status == 403 || status == 409) {

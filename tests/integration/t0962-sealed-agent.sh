@@ -245,7 +245,7 @@ check "a new key replaces $KID2" wait_until 10 grep -q "rotate-key: node key [0-
 KID3=$("$SEALTOOL" key "$STATE/node.key")
 check "the plane takes the rotation" wait_until 10 grep -qF "key: node key $KID3 rotated at" "$WORK/ng.log"
 check "... after a 409 that gave the mark, registered again once the clock passed it" \
-	grep -qF "registration of this node as new as this one of node key $KID3" "$WORK/ng.log"
+	grep -qF "refused node key $KID3 for now (HTTP 409)" "$WORK/ng.log"
 check "the plane has $KID3" sh -c "[ \"\$(curl -s '$PLANE_URL/v1/nodes/ng' | jq -r .key_id)\" = '$KID3' ]"
 check "the node applies $V6 (sealed before the rotation) with the old key's wrap, not held" \
 	wait_until 30 agent_at ng "$V6"

@@ -9,8 +9,12 @@
  * 401) is tried again after a backoff (--backoff-min doubling up to
  * --backoff-max), also on a connection that stays up (a poller); a
  * refusal (403, 409) and a 400 are errors the operator must act on, with
- * the plane's own words, tried again only at the next connection. Each
- * outcome is said once (the same one again only at debug). */
+ * the plane's own words, tried again only at the next connection -- but a
+ * 409 that carries the plane's mark ("key_at": its registration's at was
+ * not above the newest the plane took for this node, e.g. a --rotate-key
+ * started in the same second as the last registration) is made again, with
+ * a new at, as soon as the node's clock is past the mark. Each outcome is
+ * said once (the same one again only at debug). */
 #include "agent_int.h"
 #include "credentials.h"
 #include "json.h"
@@ -96,6 +100,33 @@ static void retry_later(struct agent *a)
 	a->seal.reg_retry_ms = now_ms() + (int64_t)(w * 1000.0);
 }
 
+/* The plane takes no at further ahead of its clock than this (its
+ * NODEKEYS_SKEW_MAX): a mark further off is this node's clock's fault,
+ * and the wait for it is no longer. */
+#define MARK_WAIT_MAX 600
+
+/* A 409 with the plane's mark: registered again (keyreg_start takes a new
+ * at) once the node's clock is past it, a backoff at the least; false when
+ * the answer has no mark. */
+static bool retry_after_mark(struct agent *a, const struct buf *resp, uint64_t *markp)
+{
+	char e[64];
+	uint64_t mark = 0;
+	cJSON *v = resp->len ? json_decode(resp->data, resp->len, NULL, e, sizeof(e)) : NULL;
+	bool has = v && json_get_u64(cJSON_GetObjectItemCaseSensitive(v, "key_at"), &mark) && mark > 0;
+	cJSON_Delete(v);
+	if (!has)
+		return false;
+	retry_later(a);
+	int64_t past = ((int64_t)mark + 1) * 1000 - wall_ms();   /* ms until the clock's second is above it */
+	if (past > (int64_t)MARK_WAIT_MAX * 1000)
+		past = (int64_t)MARK_WAIT_MAX * 1000;   /* a mark far ahead: the node's clock is off */
+	if (now_ms() + past > a->seal.reg_retry_ms)
+		a->seal.reg_retry_ms = now_ms() + past;
+	*markp = mark;
+	return true;
+}
+
 /* Says what happened, once: the same words again go to debug. */
 static void say(struct agent *a, enum log_level lvl, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void say(struct agent *a, enum log_level lvl, const char *fmt, ...)
@@ -158,6 +189,13 @@ void keyreg_done(struct agent *a, CURLcode code)
 		 * serves wraps for the new key (seal.c) */
 		a->seal.reg_failures = 0;
 		say(a, LOG_LVL_INFO, "key: node key %s forwarded by %s to its upstream", a->seal.key.kid, sync_plane(a));
+		return;
+	}
+	uint64_t mark;
+	if (status == 409 && retry_after_mark(a, &a->seal.reg_resp, &mark)) {
+		say(a, LOG_LVL_INFO, "key: %s refused node key %s for now (HTTP 409): it took a registration of this node "
+		    "stamped %llu, not older than this one; registering again once this node's clock is past it",
+		    sync_plane(a), a->seal.key.kid, (unsigned long long)mark);
 		return;
 	}
 	if (status == 403 || status == 409) {

@@ -45,7 +45,14 @@ static enum http_result key_post(struct api *p, struct http_conn *c, struct requ
 	if (nodes_key_register(p->core->nodes, id, text, len, NULL, &ans, err, sizeof(err)) < 0) {
 		if (ans.http == 403 || ans.http == 409)
 			log_warn("node %s: key %s refused: %s", id, ans.kid, err);
-		return http_send_error(c, ans.http, "%s", err);
+		if (!ans.stale_mark)
+			return http_send_error(c, ans.http, "%s", err);
+		/* the mark the node's next registration must pass: it registers
+		 * again once its clock is past it (keyreg.c) */
+		buf_puts(&b, "{\"error\":");
+		buf_json_string(&b, err);
+		buf_printf(&b, ",\"key_at\":%lld}\n", (long long)ans.stale_mark);
+		return http_send(c, ans.http, "application/json", &b, false);
 	}
 	if (ans.changed)
 		events_key(p->core->events, id, ans.kid, ans.status);

@@ -146,7 +146,7 @@ enum nodekey_verdict nodekeys_judge(struct nodekey_state *st, const char *id, co
 	if (!same && reg->at <= st->key_at && (!st->key[0] || (reg->has_prev && same_key(st->key, reg->prev)))) {
 		snprintf(err, errlen, "node %s: key registration: at: %lld is not after the newest registration taken "
 			 "for this node (%lld): an old registration is never taken again; the node makes a new one "
-			 "(tetherd registers at its next connection)", id, (long long)reg->at, (long long)st->key_at);
+			 "(tetherd does once its clock is past it)", id, (long long)reg->at, (long long)st->key_at);
 		return NK_STALE;
 	}
 	/* 3: none live: trust on first use */

@@ -1540,6 +1540,8 @@ int nodes_key_register(struct nodes *n, const char *id, const char *text, size_t
 						&ans->changed, err, errlen);
 	ans->http = nodekeys_http(v);
 	ans->status = nodekeys_status(v);
+	if (v == NK_STALE)
+		ans->stale_mark = r->key.key_at;
 	if (ans->http != 200) {
 		r->key = before;   /* nothing of a refusal */
 		ans->changed = false;

@@ -151,6 +151,8 @@ struct nodes_key_answer {
 				      * registration of a pending key), "replaced" (of another key) */
 	char kid[KEY_ID_LEN + 1];    /* the registration's key id */
 	bool changed;                /* the record's key moved: event "key" (not for "unchanged") */
+	int64_t stale_mark;          /* a 409 for an at not above the node's mark: the mark (key_at),
+				      * which the node's next registration's at must pass; 0 else */
 };
 /* Applies registration text for node id: rule 1 (it parses, its node is
  * id), then rules 2 to 5 (core/nodekeys.h). relay: the relay it came

@@ -118,6 +118,11 @@ bail() {
 	exit 99
 }
 
+# sanitizer_build: this suite's binaries are the sanitizer build's
+sanitizer_build() {
+	grep -q -- '-fsanitize' "$TOP_BUILDDIR/Makefile" 2>/dev/null
+}
+
 # sanitizer_check: stops every tracked process (so leaks are reported at
 # their exit) and fails a test point when a log of this test holds an
 # AddressSanitizer, LeakSanitizer or UBSan report (the sanitizer build).
@@ -145,7 +150,7 @@ sanitizer_check() {
 			diag "$f:"
 			diag "$(grep -E -A12 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error: ' "$f" | head -n 40)"
 		done
-	elif grep -q -- '-fsanitize' "$TOP_BUILDDIR/Makefile" 2>/dev/null; then
+	elif sanitizer_build; then
 		ok "no sanitizer report in the logs"
 	fi
 }

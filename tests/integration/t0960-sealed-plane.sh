@@ -113,6 +113,7 @@ out=$(key_post n1 "$WORK/reg.json")
 check_eq "another key, not endorsed: 409" 409 "${out%% *}"
 check_eq "... saying what to do" "node n1 already has key $K1; a new key must be endorsed by it (tetherd --rotate-key does), or an admin revokes it first: tetherctl secrets revoke n1" \
 	"$(jq -r .error "$WORK/answer")"
+check_eq "... and no mark (registering again cannot help)" null "$(jq -r .key_at "$WORK/answer")"
 reg n1 "$WORK/n1b.key" 2000 "$WORK/n2.key"
 check_eq "another key endorsed by another key: 409" 409 "$(key_post n1 "$WORK/reg.json" | cut -d' ' -f1)"
 reg n1 "$WORK/n1b.key" 1000 "$WORK/n1.key"
@@ -136,8 +137,9 @@ check_eq "... saying to make a new one" "node n1: key $K1B was revoked; make a n
 reg n1 "$WORK/n1c.key" 2000
 out=$(key_post n1 "$WORK/reg.json")
 check_eq "a new key after the revocation, no newer than a registration taken before: 409" 409 "${out%% *}"
-check_eq "... saying why" "node n1: key registration: at: 2000 is not after the newest registration taken for this node (2000): an old registration is never taken again; the node makes a new one (tetherd registers at its next connection)" \
+check_eq "... saying why" "node n1: key registration: at: 2000 is not after the newest registration taken for this node (2000): an old registration is never taken again; the node makes a new one (tetherd does once its clock is past it)" \
 	"$(jq -r .error "$WORK/answer")"
+check_eq "... and giving the mark its next registration must pass (key_at)" 2000 "$(jq -r .key_at "$WORK/answer")"
 reg n1 "$WORK/n1c.key" 2001
 check_eq "a new key after the revocation, newer: registered" "200 registered" \
 	"$(key_post n1 "$WORK/reg.json" | { read -r c b; echo "$c $(echo "$b" | jq -r .status)"; })"

@@ -232,11 +232,20 @@ check "last-good's sealed secrets opened" sh -c "! grep -qF 'cannot be rendered 
 check "nginx serves last-good's certificate" serves one
 
 # ---- a rotation with no revocation: last-good opens offline until the new key's wraps come --------
+# The plane's mark (the newest registration's at, whole seconds) set 2 s
+# ahead by a registration of $KID2: the rotation's registration, made at
+# once, is not above it (409 with the mark); the agent registers it again
+# once its clock is past the mark (before, only a new connection did).
+"$SEALTOOL" reg ng "$STATE/node.key" $(($(date +%s) + 2)) >"$WORK/reg.json" || bail "sealtool reg"
+check_eq "a registration of $KID2 2 s ahead is taken (the plane's mark)" 200 \
+	"$(curl -s -o /dev/null -w '%{http_code}' -X POST --data-binary @"$WORK/reg.json" "$PLANE_URL/v1/nodes/ng/key")"
 stop_pid "${APID[ng]}" TERM
 start_agent ng "${AGENT_ARGS[@]}" --rotate-key
 check "a new key replaces $KID2" wait_until 10 grep -q "rotate-key: node key [0-9a-f]* made to replace $KID2" "$WORK/ng.log"
 KID3=$("$SEALTOOL" key "$STATE/node.key")
 check "the plane takes the rotation" wait_until 10 grep -qF "key: node key $KID3 rotated at" "$WORK/ng.log"
+check "... after a 409 that gave the mark, registered again once the clock passed it" \
+	grep -qF "refused node key $KID3 for now (HTTP 409)" "$WORK/ng.log"
 check "the plane has $KID3" sh -c "[ \"\$(curl -s '$PLANE_URL/v1/nodes/ng' | jq -r .key_id)\" = '$KID3' ]"
 check "the node applies $V6 (sealed before the rotation) with the old key's wrap, not held" \
 	wait_until 30 agent_at ng "$V6"

@@ -806,6 +806,63 @@ check "nginx and haproxy still run after the purge" \
 	cts 'systemctl reload nginx && is_active nginx && is_active haproxy && [ "$(mainpid haproxy)" = "$(cat /run/haproxy.pid)" ]'
 timing "remove and purge"
 
+# ---- 13b. the README's package blocks, from its own text -----------------------------------------------
+# "Install from packages" as written (scripts/doc-blocks extracts the
+# blocks; t0018 leaves them to this test): the plane's host, then the node
+# with nginx, in /root, the packages of ./out/ being the ones built above.
+# The one line that cannot run as written is `editor /etc/tether/agent.conf`:
+# its stand-in sets the keys its comment names (plane: the plane's address
+# the README gives, 127.0.0.1:7070; token_file: where the block installed
+# the token). Then the agent must start (tetherd.path) and ACK; purge.sh
+# takes it all back for the RPMs.
+readme_block() { # FIRST-LINE-PATTERN: the README block starting so, adapted
+	(cd "$top" && scripts/doc-blocks README) |
+		awk -v p="$1" '/^@@block / { on = 0; first = 1; next } first { on = ($0 ~ p); first = 0 } on { print }' |
+		sed -e 's|\./out/|/root/pkgs/cur/|g'
+}
+plane_block=$(readme_block '^apt install .*tether-plane_')
+node_block=$(readme_block '^apt install .*tetherd_')
+if [ -z "$plane_block" ] || [ -z "$node_block" ]; then
+	not_ok "the README has its package blocks (the plane's host, each node with nginx)"
+else
+	keys=$(grep -o '^editor /etc/tether/agent.conf *#.*' <<<"$node_block" | sed 's/^[^#]*#//'
+		sed -n '/^editor /,$p' <<<"$node_block" | sed -n '2,$p' | sed 's/^ *#//')
+	{
+		echo '#!/bin/sh'
+		echo '# the stand-in for editor(1): the keys the README names, in [agent]'
+		echo 'f=$1'
+		echo 'set_key() { sed -i "/^;* *$1 *=/d" "$f"; echo "$1 = $2" >>"$f"; }'
+		echo 'set_key plane http://127.0.0.1:7070'
+		echo 'set_key token_file /etc/tether/node.token'
+		tr ',' '\n' <<<"$keys" | sed -n 's/^ *\([a-z_]*\) *= *\([^ ]*\) *$/set_key \1 \2/p'
+	} >"$root/usr/local/bin/editor"
+	chmod 755 "$root/usr/local/bin/editor"
+	printf 'set -ex\ncd /root\n%s\n' "$plane_block" >"$root/root/readme-plane.sh"
+	printf 'set -ex\ncd /root\n%s\n' "$node_block" >"$root/root/readme-node.sh"
+	# each block by its own bash -e (a failing line fails it), apt's
+	# question answered as a person does (y)
+	check "README: the plane's host block runs as written (apt install, the admin token, tetherctl ls, a node token)" \
+		cts 'yes y | PATH=/usr/local/bin:$PATH bash /root/readme-plane.sh && wait_until 20 is_active tether-plane && test -s /root/web-1.token'
+	check "README: the node block runs as written (apt install, the token, the nginx drop-in, the include, agent.conf edited)" \
+		cts 'yes y | PATH=/usr/local/bin:$PATH bash /root/readme-node.sh && grep -qx "consumer = nginx" /etc/tether/agent.conf && nginx -t -q && systemctl reload nginx'
+	check "README: then tetherd.path starts the agent, which ACKs a change" \
+		cts 'wait_until 20 is_active tetherd &&
+		     v=$(put_version cluster/readme "{\"endpoints\":[{\"address\":\"127.0.0.1\",\"port\":9001}]}") &&
+		     [ -n "$v" ] && wait_until 20 acked "$v"'
+	if cts '. /root/purge.sh' >"$sys/readme-purge.out" 2>&1; then
+		ok "README: dpkg --purge after it leaves nothing behind"
+	else
+		not_ok "README: dpkg --purge after it leaves nothing behind"
+		diag "$(cat "$sys/readme-purge.out")"
+		# whatever a failed block left, gone, so the RPMs start on a clean system
+		cts 'dpkg --purge tetherd tether-plane tetherctl >/dev/null 2>&1
+		     rm -rf /etc/tether /var/lib/tether /var/lib/tetherd /etc/nginx/tether /etc/nginx/conf.d/tether.conf \
+		         /etc/systemd/system/tetherd.service.d
+		     userdel tether 2>/dev/null; groupdel tether 2>/dev/null; systemctl daemon-reload; systemctl reload nginx' >>"$log" 2>&1
+	fi
+fi
+timing "the README's package blocks"
+
 # ---- 14. the RPMs, in the same container -----------------------------------------------------------------------------------
 # Debian's rpm installs them (--nodeps: the libraries they link come from
 # dpkg, which rpm's database does not know; --force-debian: else Debian's

@@ -876,9 +876,11 @@ static void test_migration(void **state)
 			assert_int_equal(nodes_key_register(n, "old1", reg, strlen(reg), NULL, &ans, err, sizeof(err)), -1);
 			assert_int_equal(ans.http, 409);
 			assert_non_null(strstr(err, "at: 100 is not after the newest registration taken"));
+			assert_int_equal(ans.stale_mark, 100);   /* the answer's key_at: the node registers after it */
 			free(reg);
 			reg = nodekey_registration("old1", &k2, NULL, 101);
 			assert_int_equal(nodes_key_register(n, "old1", reg, strlen(reg), NULL, &ans, err, sizeof(err)), 0);
+			assert_int_equal(ans.stale_mark, 0);
 			free(reg);
 			nodekey_forget(&k2);
 		}

@@ -7,7 +7,9 @@
 # (cluster/b) beside it is plain; cluster/a has health, keepalive and a
 # snippet (nginx: keepalive_requests 1 in its upstream, so no upstream
 # connection serves two requests; haproxy: a response header in its
-# backend, which must also be in route/api's own backend tether_r_api).
+# backend, which must also be in route/api's own backend tether_r_api);
+# listener/web has a snippet too (nginx: what of it reaches a location, as
+# tetherd(8) says).
 # Each route reaches its cluster, the backend sees the rewritten path (a
 # websocket too), both headers are on route/api only, haproxy's own 504
 # carries the option's header, the live files pass nginx -t / haproxy -c,
@@ -51,7 +53,9 @@ state() {
 {"upserts":[
  {"name":"cluster/a","body":$(cluster_a "$(ep "$PA")")},
  {"name":"cluster/b","body":{"endpoints":[$(ep "$PB")]}},
- {"name":"listener/web","body":{"address":"127.0.0.1","port":$LP}},
+ {"name":"listener/web","body":{"address":"127.0.0.1","port":$LP,"snippet":{
+   "nginx":"add_header X-L on always;\nproxy_set_header X-Listener 1;",
+   "haproxy":"http-response set-header X-L on\nhttp-request set-header X-Listener 1"}}},
  {"name":"route/root","body":{"listener":"web","path":"/","cluster":"b"}},
  {"name":"route/api","body":{"listener":"web","path":"/api","cluster":"a","timeout":{"read":0.5},
    "rewrite":"/v1","headers":{"response":{"set":{"X-Opt":"api"}}},"websocket":true,
@@ -84,6 +88,19 @@ scenario() {
 	check_eq "$px/$mode: timeout.read 0.5: a 2 s answer on route/api is a 504" 504 "$(code '/api/x?sleep=2000')"
 	check_eq "$px/$mode: ... with the option's header (always)" api "$(header x-opt '/api/x?sleep=2000')"
 	check_eq "$px/$mode: route/root waits 2 s for its backend" 200 "$(code '/x?sleep=2000')"
+	# the listener's snippet
+	check_eq "$px/$mode: the listener's header on route/root" on "$(header x-l /x)"
+	if [ "$px" = nginx ]; then
+		# nginx inherits add_header, proxy_set_header only into a block
+		# with none of its own (tetherd(8), SNIPPETS)
+		check_eq "nginx/$mode: not on route/api, whose location adds its own" "" "$(header x-l /api/x)"
+		check_eq "nginx/$mode: the listener's proxy_set_header reaches no location" null \
+			"$(seen /x '.headers["x-listener"]')"
+	else
+		check_eq "haproxy/$mode: ... and on route/api" on "$(header x-l /api/x)"
+		check_eq "haproxy/$mode: the listener's request header reaches both routes' backends" "1 1" \
+			"$(seen /x '.headers["x-listener"]') $(seen /api/x '.headers["x-listener"]')"
+	fi
 	out=$(node "$TOOLS/ws-roundtrip.mjs" "http://127.0.0.1:$LP/api/chat" 2>&1)
 	check "$px/$mode: websocket on route/api: upgraded, rewritten to /v1/chat, echoed ($out)" \
 		test "${out#upgraded /v1/chat echoed }" != "$out"

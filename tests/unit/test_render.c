@@ -1846,6 +1846,81 @@ static void test_options_haproxy(void **st)
 	state_release(&s);
 }
 
+/* Options and snippets together (t0997 runs it): on one listener a route
+ * with options and a snippet, a plain route, a cluster with health,
+ * keepalive and a snippet; the listener's own snippet. */
+static const struct item with_opts_snippets[] = {
+	{ "cluster/a", "{\"endpoints\":[{\"address\":\"10.0.0.1\",\"port\":80}],\"health\":{\"max_fails\":3,"
+		       "\"fail_timeout\":10},\"keepalive\":4,\"snippet\":{\"haproxy\":\"http-response set-header X-C a\"}}" },
+	{ "cluster/b", "{\"endpoints\":[{\"address\":\"10.0.0.2\",\"port\":80}]}" },
+	{ "listener/web", "{\"address\":\"127.0.0.1\",\"port\":8080,\"snippet\":{\"haproxy\":\"http-request set-header X-L 1\"}}" },
+	{ "route/api", "{\"listener\":\"web\",\"path\":\"/api\",\"cluster\":\"a\",\"timeout\":{\"read\":0.5},"
+		       "\"rewrite\":\"/v1\",\"headers\":{\"response\":{\"set\":{\"X-Opt\":\"api\"}}},\"websocket\":true,"
+		       "\"snippet\":{\"haproxy\":\"http-response set-header X-Snip 1\\n# a comment\"}}" },
+	{ "route/root", "{\"listener\":\"web\",\"path\":\"/\",\"cluster\":\"b\"}" },
+};
+
+#define API_IS "if { var(txn.tether_route) -m str route/api }"
+/* route tags, the options' rules, the route's then the listener's
+ * snippet, then use_backend by the route's name */
+#define OPTS_SNIPPETS_RULES                                                            \
+	"    # route/api\n"                                                            \
+	"    acl p_api path_beg /api\n"                                                \
+	"    # route/root\n"                                                           \
+	"    http-request set-var(txn.tether_route) str(-)\n"                          \
+	"    http-request set-var(txn.tether_route) str(route/root)\n"                 \
+	"    http-request set-var(txn.tether_route) str(route/api) if p_api\n"         \
+	"    # route/api\n"                                                            \
+	"    http-request replace-path '^/api(/(.*))?$' '/v1\\1' " API_IS "\n"         \
+	"    http-after-response set-header X-Opt \"api\" " API_IS "\n"                \
+	"    #tether-snippet route/api snippet.haproxy\n"                              \
+	"    http-response set-header X-Snip 1 " API_IS "\n"                           \
+	"    # a comment\n"                                                            \
+	"    #tether-snippet-end\n"                                                    \
+	"    #tether-snippet listener/web snippet.haproxy\n"                           \
+	"    http-request set-header X-L 1\n"                                          \
+	"    #tether-snippet-end\n"                                                    \
+	"    use_backend tether_r_api " API_IS "\n"                                    \
+	"    use_backend tether_c_b if { var(txn.tether_route) -m str route/root }\n" \
+	"    default_backend tether_not_found\n\n"
+
+#define A_SERVER                                                                                      \
+	"    server e0 10.0.0.1:80 weight 1 check inter 10s fall 1 rise 1 observe layer4 error-limit 3" \
+	" on-error mark-down pool-max-conn 4\n"
+
+static void test_options_snippets_haproxy(void **st)
+{
+	(void)st;
+	struct state s;
+	state_of(&s, with_opts_snippets, sizeof(with_opts_snippets) / sizeof(with_opts_snippets[0]));
+	struct render_out out;
+	for (int traffic = 0; traffic < 2; traffic++) {
+		if (traffic)
+			render_traffic(&s, NULL, SYSLOG, &out);
+		else
+			render_must(&render_haproxy, &s, NULL, NULL, &out);
+		const char *conf = out.files[0].data.data;
+		assert_block(conf, traffic ? "    option forwardfor\n    log " SYSLOG " len 2048 local7 info\n"
+					   : "    option forwardfor\n" OPTS_SNIPPETS_RULES);
+		assert_block(conf, OPTS_SNIPPETS_RULES);
+		/* the cluster's snippet in its backend and in route/api's own */
+		assert_block(conf, "backend tether_c_a\n    mode http\n    balance roundrobin\n"
+				   "    timeout connect 5s\n    timeout server 60s\n    http-reuse always\n" A_SERVER
+				   "    #tether-snippet cluster/a snippet.haproxy\n    http-response set-header X-C a\n"
+				   "    #tether-snippet-end\n\n");
+		assert_block(conf, "backend tether_r_api\n    mode http\n    balance roundrobin\n"
+				   "    timeout connect 5s\n    timeout server 500ms\n    timeout tunnel 500ms\n"
+				   "    http-reuse always\n" A_SERVER
+				   "    #tether-snippet cluster/a snippet.haproxy\n    http-response set-header X-C a\n"
+				   "    #tether-snippet-end\n\n");
+		assert_block(conf, "backend tether_c_b\n    mode http\n    balance roundrobin\n"
+				   "    timeout connect 5s\n    timeout server 60s\n    server e0 10.0.0.2:80 weight 1\n\n");
+		assert_int_equal(count_lines(conf, "    http-response set-header X-Snip 1"), 1);
+		render_out_release(&out);
+	}
+	state_release(&s);
+}
+
 int main(void)
 {
 	if (sodium_init() < 0)
@@ -1853,6 +1928,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_options_nginx),
 		cmocka_unit_test(test_options_haproxy),
+		cmocka_unit_test(test_options_snippets_haproxy),
 		cmocka_unit_test(test_golden_nginx),
 		cmocka_unit_test(test_golden_haproxy),
 		cmocka_unit_test(test_empty_state),

@@ -158,8 +158,8 @@ static bool nginx_name_char(char c)
 
 /* A statement's first word: a bare name, not refused; opening a block
  * only as if or limit_except do. */
-static int nginx_directive(const char *w, size_t n, bool bare, bool block, unsigned line, char *err,
-			   size_t errlen)
+static int nginx_directive(const char *w, size_t n, bool bare, bool block, bool listener, unsigned line,
+			   char *err, size_t errlen)
 {
 	char d[WORD_SHOW + 1];
 	word_lc(w, n, d, sizeof(d));
@@ -177,6 +177,12 @@ static int nginx_directive(const char *w, size_t n, bool bare, bool block, unsig
 			       d, why);
 	if (block && strcmp(d, "if") != 0 && strcmp(d, "limit_except") != 0)
 		return fail_at(err, errlen, line, "'%s {': only if and limit_except may open a block in a snippet", d);
+	/* every location sets its own proxy headers, so nginx inherits none
+	 * of the server's: one here would be silently dropped */
+	if (listener && strcmp(d, "proxy_set_header") == 0)
+		return fail_at(err, errlen, line, "'proxy_set_header' in a listener's snippet never reaches a route "
+			       "(each route's location sets its own proxy headers, and nginx then inherits none): "
+			       "set it in the route's headers.request.set or the route's snippet");
 	return 0;
 }
 
@@ -208,7 +214,7 @@ static int nginx_file_test(const char *w, size_t n, unsigned line, char *err, si
 
 #define NGINX_DEPTH 8
 
-int snippet_check_nginx(const char *s, char *err, size_t errlen)
+int snippet_check_nginx(const char *s, bool listener, char *err, size_t errlen)
 {
 	if (check_text(s, err, errlen) < 0)
 		return -1;
@@ -233,7 +239,7 @@ int snippet_check_nginx(const char *s, char *err, size_t errlen)
 		if (c == ';' || c == '{') {
 			if (words == 0)
 				return fail_at(err, errlen, line, "unexpected '%c' (no directive before it)", c);
-			if (nginx_directive(first, first_n, first_bare, c == '{', stmt_line, err, errlen) < 0)
+			if (nginx_directive(first, first_n, first_bare, c == '{', listener, stmt_line, err, errlen) < 0)
 				return -1;
 			if (c == '{' && ++depth > NGINX_DEPTH)
 				return fail_at(err, errlen, line, "blocks nest more than %d deep", NGINX_DEPTH);
@@ -547,7 +553,7 @@ int snippet_validate(const char *res, const cJSON *body, bool strict, char *err,
 				 c->string);
 			return -1;
 		}
-		int rc = nginx ? snippet_check_nginx(c->valuestring, e, sizeof(e))
+		int rc = nginx ? snippet_check_nginx(c->valuestring, strncmp(res, "listener/", 9) == 0, e, sizeof(e))
 			       : snippet_check_haproxy(c->valuestring, route, e, sizeof(e));
 		if (rc < 0) {
 			snprintf(err, errlen, "%s: snippet.%s: %s", res, c->string, e);

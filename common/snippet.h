@@ -33,8 +33,9 @@ int snippet_validate(const char *res, const cJSON *body, bool strict, char *err,
 /* The consumers' checks of one text (what snippet_validate runs): 0, or -1
  * with err ("line 3: 'include' is refused in a snippet: ..."). route:
  * haproxy's route form (every line an http-request or http-response rule
- * without a condition: the renderer adds the route's). */
-int snippet_check_nginx(const char *text, char *err, size_t errlen);
+ * without a condition: the renderer adds the route's). listener: nginx's
+ * listener form (no proxy_set_header: no location would inherit it). */
+int snippet_check_nginx(const char *text, bool listener, char *err, size_t errlen);
 int snippet_check_haproxy(const char *text, bool route, char *err, size_t errlen);
 
 #endif

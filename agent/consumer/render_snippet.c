@@ -19,7 +19,7 @@ static const char *snippet_text(const char *res, const cJSON *body, const char *
 	if (!t || !t[0])
 		return NULL;
 	char e[400];
-	int c = strcmp(consumer, "nginx") == 0 ? snippet_check_nginx(t, e, sizeof(e))
+	int c = strcmp(consumer, "nginx") == 0 ? snippet_check_nginx(t, strncmp(res, "listener/", 9) == 0, e, sizeof(e))
 					       : snippet_check_haproxy(t, route, e, sizeof(e));
 	if (c < 0) {
 		snprintf(err, errlen, "%s: snippet.%s: %s", res, consumer, e);

@@ -37,7 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (const char *p = text; *p; p++)
 		lines += *p == '\n';
 	char err[512] = "";
-	int rc = nginx ? snippet_check_nginx(text, err, sizeof(err)) : snippet_check_haproxy(text, route, err, sizeof(err));
+	int rc = nginx ? snippet_check_nginx(text, route, err, sizeof(err)) : snippet_check_haproxy(text, route, err, sizeof(err));
 	if (rc < 0) {
 		unsigned long n = 0;
 		if (sscanf(err, "line %lu: ", &n) != 1 || n < 1 || n > lines)

@@ -30,7 +30,7 @@ static char err[1024];
 static void nginx_ok(const char *s)
 {
 	err[0] = '\0';
-	if (snippet_check_nginx(s, err, sizeof(err)) != 0)
+	if (snippet_check_nginx(s, false, err, sizeof(err)) != 0)
 		fail_msg("nginx snippet refused: %s\n---\n%s", err, s);
 }
 
@@ -38,7 +38,7 @@ static void nginx_ok(const char *s)
 static void nginx_no(const char *s, const char *want)
 {
 	err[0] = '\0';
-	if (snippet_check_nginx(s, err, sizeof(err)) != -1)
+	if (snippet_check_nginx(s, false, err, sizeof(err)) != -1)
 		fail_msg("nginx snippet passed: %s", s);
 	if (!strstr(err, want))
 		fail_msg("nginx snippet %s: message '%s' lacks '%s'", s, err, want);
@@ -364,6 +364,14 @@ static void test_field(void **st)
 	assert_int_equal(validate("route/r", "{\"listener\":\"l\",\"cluster\":\"c\",\"snippet\":{\"haproxy\":"
 					     "\"acl x path /\"}}", 0), -1);
 	assert_non_null(strstr(err, "route/r: snippet.haproxy: line 1: 'acl': a route's haproxy snippet"));
+	/* a listener's nginx proxy_set_header would reach no location */
+	assert_int_equal(validate("listener/l", "{\"port\":80,\"snippet\":{\"nginx\":\"gzip on;\\nproxy_set_header X-A b;\"}}",
+				  0), -1);
+	assert_string_equal(err, "listener/l: snippet.nginx: line 2: 'proxy_set_header' in a listener's snippet never "
+				 "reaches a route (each route's location sets its own proxy headers, and nginx then "
+				 "inherits none): set it in the route's headers.request.set or the route's snippet");
+	assert_int_equal(validate("route/r", "{\"listener\":\"l\",\"cluster\":\"c\",\"snippet\":{\"nginx\":"
+					     "\"proxy_set_header X-A b;\"}}", 0), 0);
 	/* only listeners, routes and clusters have one */
 	assert_int_equal(validate("file/f", "{\"path\":\"a\",\"content\":\"\",\"snippet\":{}}", RES_STRICT), -1);
 	assert_non_null(strstr(err, "unknown field 'snippet'"));

@@ -187,20 +187,3 @@ gens() {
 	(cd "$OUT" && ls -d gen-* 2>/dev/null | xargs)
 }
 
-
-
-# stop_haproxy: ends the haproxy master whose pid is in $HAP_PIDFILE (TERM,
-# up to 5 s, then KILL, its workers too); nothing when it never started
-stop_haproxy() {
-	local pid i=0
-	pid=$(cat "$HAP_PIDFILE" 2>/dev/null)
-	[ -n "$pid" ] || return 0
-	kill -TERM "$pid" 2>/dev/null
-	while kill -0 "$pid" 2>/dev/null && [ $i -lt 100 ]; do
-		sleep 0.05
-		i=$((i + 1))
-	done
-	kill -KILL "$pid" 2>/dev/null
-	pkill -KILL -P "$pid" 2>/dev/null
-	return 0
-}

@@ -128,6 +128,21 @@ void render_fill_gen(struct buf *conf, const char *gen_id)
 	*conf = out;
 }
 
+int render_endpoint(const struct rres *c, const cJSON *ep, int n, const char **addr, int *port, int *weight,
+		    char *err, size_t errlen)
+{
+	const cJSON *p = cJSON_GetObjectItemCaseSensitive(ep, "port");
+	const cJSON *w = cJSON_GetObjectItemCaseSensitive(ep, "weight");
+	*addr = json_get_string(ep, "address");
+	if (!*addr || !render_safe(*addr) || !cJSON_IsNumber(p)) {
+		snprintf(err, errlen, "%s: endpoints[%d] cannot be rendered safely", c->r->name, n);
+		return -1;
+	}
+	*port = (int)p->valuedouble;
+	*weight = cJSON_IsNumber(w) ? (int)w->valuedouble : 0;
+	return 0;
+}
+
 bool render_safe(const char *s)
 {
 	static const char ok[] = "._:/%@+,=!*~-[]";

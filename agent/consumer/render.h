@@ -173,4 +173,9 @@ bool render_snippet_haproxy_any(const struct rres *listener, const struct rroute
  * configuration languages: [A-Za-z0-9._:/%@+,=!*~-] and '[' ']'. */
 bool render_safe(const char *s);
 
+/* Endpoint n of cluster c, ready to render: its address (safe), port and
+ * weight (0: none given). Returns 0, or -1 with err naming it. */
+int render_endpoint(const struct rres *c, const cJSON *ep, int n, const char **addr, int *port, int *weight,
+		    char *err, size_t errlen);
+
 #endif

@@ -40,16 +40,12 @@ static int backend(const struct rres *c, const char *name, const cJSON *route, c
 	const cJSON *eps = cJSON_GetObjectItemCaseSensitive(c->body, "endpoints");
 	int n = 0;
 	for (const cJSON *ep = eps ? eps->child : NULL; ep; ep = ep->next, n++) {
-		const char *addr = json_get_string(ep, "address");
-		const cJSON *port = cJSON_GetObjectItemCaseSensitive(ep, "port");
-		const cJSON *w = cJSON_GetObjectItemCaseSensitive(ep, "weight");
-		if (!addr || !render_safe(addr) || !cJSON_IsNumber(port)) {
-			snprintf(err, errlen, "%s: endpoints[%d] cannot be rendered safely", c->r->name, n);
+		const char *addr;
+		int port, w;
+		if (render_endpoint(c, ep, n, &addr, &port, &w, err, errlen) < 0)
 			return -1;
-		}
-		buf_printf(b, strchr(addr, ':') ? "    server e%d [%s]:%d" : "    server e%d %s:%d", n, addr,
-			   (int)port->valuedouble);
-		buf_printf(b, " weight %d", cJSON_IsNumber(w) ? (int)w->valuedouble : 1);
+		buf_printf(b, strchr(addr, ':') ? "    server e%d [%s]:%d" : "    server e%d %s:%d", n, addr, port);
+		buf_printf(b, " weight %d", w ? w : 1);
 		render_opts_haproxy_server(b, c->body);
 		buf_puts(b, "\n");
 	}

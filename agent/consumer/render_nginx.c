@@ -81,17 +81,13 @@ static int upstreams(const struct rstate *rs, struct buf *b, char *err, size_t e
 		const cJSON *eps = cJSON_GetObjectItemCaseSensitive(c->body, "endpoints");
 		int n = 0;
 		for (const cJSON *ep = eps ? eps->child : NULL; ep; ep = ep->next, n++) {
-			const char *addr = json_get_string(ep, "address");
-			const cJSON *port = cJSON_GetObjectItemCaseSensitive(ep, "port");
-			const cJSON *w = cJSON_GetObjectItemCaseSensitive(ep, "weight");
-			if (!addr || !render_safe(addr) || !cJSON_IsNumber(port)) {
-				snprintf(err, errlen, "%s: endpoints[%d] cannot be rendered safely", c->r->name, n);
+			const char *addr;
+			int port, w;
+			if (render_endpoint(c, ep, n, &addr, &port, &w, err, errlen) < 0)
 				return -1;
-			}
-			buf_printf(b, strchr(addr, ':') ? "    server [%s]:%d" : "    server %s:%d", addr,
-				   (int)port->valuedouble);
-			if (cJSON_IsNumber(w))
-				buf_printf(b, " weight=%d", (int)w->valuedouble);
+			buf_printf(b, strchr(addr, ':') ? "    server [%s]:%d" : "    server %s:%d", addr, port);
+			if (w)
+				buf_printf(b, " weight=%d", w);
 			render_opts_nginx_server(b, c->body);
 			buf_puts(b, ";\n");
 		}

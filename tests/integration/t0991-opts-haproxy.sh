@@ -26,15 +26,7 @@ opts_backends
 free_port LP
 free_port MP
 OUT=$WORK/h.out
-cat >"$WORK/base.cfg" <<'EOF'
-global
-    log stderr format raw local0
-defaults
-    mode http
-    timeout connect 5s
-    timeout client 30s
-    timeout server 30s
-EOF
+write_haproxy_base "$WORK/base.cfg"
 start_plane p --heartbeat 1
 start_agent h --consumer haproxy --pidfile "$HAP_PIDFILE" --marker "127.0.0.1:$MP" \
 	--base-config "$WORK/base.cfg" --reload-timeout 5 --backoff-max 1

@@ -24,15 +24,7 @@ free_port LP
 free_port MP
 SOCK=$WORK/admin.sock
 OUT=$WORK/h.out
-cat >"$WORK/base.cfg" <<'EOF'
-global
-    log stderr format raw local0
-defaults
-    mode http
-    timeout connect 5s
-    timeout client 30s
-    timeout server 30s
-EOF
+write_haproxy_base "$WORK/base.cfg"
 # ready_ports BACKEND: the ports of BACKEND's servers that are ready (not in maintenance)
 ready_ports() {
 	python3 "$TOOLS/hcli.py" "$SOCK" "show servers state $1" | awk '

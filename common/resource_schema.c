@@ -105,11 +105,12 @@ static const struct rs_field listener_fields[] = {
 	{ "headers." dir, "object", 0, "", "The headers of the " what }, \
 	{ "headers." dir ".set", "object of strings", RS_MAP, \
 	  "NAME -> VALUE, at most 64; NAME: RFC 7230 token characters, at most 128; VALUE: printable " \
-	  "ASCII (0x20..0x7e) without \" \\ $ ; { } ', at most 1024" host, \
+	  "ASCII (0x20..0x7e) without \" \\ $ ; { } ', 1 to 1024; not Content-Length or Transfer-Encoding" \
+	  host, \
 	  "Headers set on the " what ", replacing any of the same name" }, \
 	{ "headers." dir ".remove", "array of strings", 0, \
 	  "at most 64 names, each of RFC 7230 token characters, at most 128; a name may not be both set and " \
-	  "removed", \
+	  "removed; not Host, Content-Length or Transfer-Encoding", \
 	  "Headers removed from the " what }
 
 static const struct rs_field route_fields[] = {
@@ -131,7 +132,7 @@ static const struct rs_field route_fields[] = {
 	{ "strip_prefix", "boolean", 0, "not with path / or without a path; not with rewrite",
 	  "Remove the route's path from the request's before it goes upstream (/api/x?q -> /x?q, /api -> /)" },
 	{ "rewrite", "string", 0,
-	  "starts with /, then " URL_PATH_CHARS "; at most 1024 bytes; not with strip_prefix",
+	  "starts with /, then " URL_PATH_CHARS " but %; at most 1024 bytes; not with strip_prefix",
 	  "Replace the route's path prefix with this one (path /old, rewrite /new: /old/x -> /new/x)" },
 	{ "headers", "object", 0, "", "Headers set or removed, on the request and the response" },
 	HEADER_FIELDS("request", "request sent to the cluster", "; Host may be set"),

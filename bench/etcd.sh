@@ -58,7 +58,6 @@ command -v jq >/dev/null && command -v python3 >/dev/null || die "etcd.sh needs 
 rm -rf "$OUT"
 mkdir -p "$OUT"
 
-wait_for() { wait_until "$3" grep -q -- "$2" "$1"; }
 
 # ---- etcd ------------------------------------------------------------------------
 EPORTS=()

@@ -96,7 +96,6 @@ fi
 cmp -s "$AFTER_BIN" "$RUN_AFTER" && [ "$(bin_id "$AFTER_BIN")" = "$AFTER_ID" ] ||
 	die "$AFTER_BIN changed while it was copied; run again"
 
-wait_for() { wait_until "$3" grep -q -- "$2" "$1"; }
 
 # ---- the certificate --------------------------------------------------------------
 

@@ -152,9 +152,44 @@ wait_until() {
 	shift
 	while ! "$@" >/dev/null 2>&1; do
 		[ $((${EPOCHREALTIME/./} / 1000)) -ge $deadline ] && return 1
-		sleep "${BENCH_POLL:-0.02}"
+		nap "${BENCH_POLL:-0.02}"
 	done
 	return 0
+}
+
+# nap SECONDS: a sleep that starts no process (a read that times out on a
+# pipe nobody writes): a wait loop must not spend the CPU it measures
+nap() {
+	[ -n "${BENCH_NAP_FD:-}" ] || exec {BENCH_NAP_FD}<> <(:)
+	read -r -t "$1" -u "$BENCH_NAP_FD" _ || :
+}
+
+# wait_for FILE REGEX SECONDS: until a line of FILE matches REGEX (an ERE,
+# bash's =~), reading only what was added since the last look and starting
+# no process: a grep and a sleep every 20 ms cost a few percent of a core,
+# charged to whatever the bench is measuring meanwhile (a reconnect storm
+# on 2 cores); 1 when no line matched in time
+wait_for() {
+	local file=$1 re=$2 deadline=$((${EPOCHREALTIME/./} / 1000 + $3 * 1000)) fd='' line part=''
+	while :; do
+		[ -z "$fd" ] && [ -e "$file" ] && exec {fd}<"$file"
+		if [ -n "$fd" ]; then
+			while IFS= read -r -u "$fd" line; do
+				line=$part$line part=''
+				if [[ $line =~ $re ]]; then
+					exec {fd}<&-
+					return 0
+				fi
+			done
+			# a line still being written: kept for the next look
+			part=$part$line
+		fi
+		if [ $((${EPOCHREALTIME/./} / 1000)) -ge "$deadline" ]; then
+			[ -n "$fd" ] && exec {fd}<&-
+			return 1
+		fi
+		nap "${BENCH_POLL:-0.02}"
+	done
 }
 
 # ---- figures --------------------------------------------------------------------

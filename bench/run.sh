@@ -46,11 +46,6 @@ rm -rf "$OUT"
 mkdir -p "$OUT"
 NOFILE=$(ulimit -n)
 
-# wait_for FILE REGEX SECONDS
-wait_for() {
-	wait_until "$3" grep -q -- "$2" "$1"
-}
-
 # ratio A B: A / B, rounded
 ratio() {
 	awk -v a="$1" -v b="$2" 'BEGIN { printf "%.0f", a / b }'

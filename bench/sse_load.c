@@ -793,7 +793,7 @@ static void stream_connected(struct stream *st, size_t i)
 		send_request(st, i);
 		return;
 	}
-	int rc = gnutls_init(&st->tls, GNUTLS_CLIENT | GNUTLS_NONBLOCK);
+	int rc = gnutls_init(&st->tls, GNUTLS_CLIENT | GNUTLS_NONBLOCK | GNUTLS_KEY_SHARE_TOP);
 	if (rc == 0)
 		rc = gnutls_priority_set(st->tls, tls_prio);
 	if (rc == 0)

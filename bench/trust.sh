@@ -104,11 +104,6 @@ rm -rf "$OUT"
 mkdir -p "$OUT"
 HZ=$(getconf CLK_TCK)
 
-# wait_for FILE REGEX SECONDS
-wait_for() {
-	wait_until "$3" grep -q -- "$2" "$1"
-}
-
 # ---- keys and certificates -----------------------------------------------------
 
 # the signing key, and a throwaway CA with a server certificate for

@@ -49,7 +49,8 @@
 # 0..JITTER ms, drawn again after each failed attempt), BENCH_TRUST_SIGNAL
 # (KILL, or TERM: how the plane is stopped in storm), BENCH_TRUST_STORM_SIGN
 # (0; 1 adds --signing-key to the storm's planes), BENCH_TRUST_STORM_MODES
-# ("plain tls tls-full"), ETCD_BIN (etcd), BENCH_TRUST_PERF (0; 1
+# ("plain tls tls-full"; and tls-before: as tls with the plane binary
+# BENCH_TRUST_BEFORE), ETCD_BIN (etcd), BENCH_TRUST_PERF (0; 1
 # records `perf record -g` of the agent's pushes with --trust),
 # BENCH_PLANE (another tether-plane binary).
 
@@ -81,6 +82,7 @@ JITTER=${BENCH_TRUST_JITTER:-1000}
 SIGNAL=${BENCH_TRUST_SIGNAL:-KILL}
 STORM_SIGN=${BENCH_TRUST_STORM_SIGN:-0}
 STORM_MODES=${BENCH_TRUST_STORM_MODES:-plain tls tls-full}
+BEFORE_BIN=${BENCH_TRUST_BEFORE:-}
 ETCD_BIN=${ETCD_BIN:-$(command -v etcd || echo /usr/bin/etcd)}
 PERF=${BENCH_TRUST_PERF:-0}
 OUT=$BUILDDIR/bench-out/trust
@@ -470,6 +472,13 @@ storm() {
 	if [ "$mode" = tls-full ]; then
 		pflags+=(--tls-ticket-rotation 0)
 		lflags+=(--no-resume)
+	fi
+	# tls-before: as tls, with another build's plane, in the same
+	# interleaved runs (a before and after on one machine state)
+	local PLANE_BIN=$PLANE_BIN
+	if [ "$mode" = tls-before ]; then
+		[ -x "$BEFORE_BIN" ] || die "mode tls-before needs BENCH_TRUST_BEFORE, another tether-plane binary"
+		PLANE_BIN=$BEFORE_BIN
 	fi
 	[ "$STORM_SIGN" = 1 ] && pflags+=(--signing-key "$KEY")
 	mkdir -p "$dir"

@@ -786,9 +786,11 @@ run_direct() {
 	} >>"$figs"
 	sleep 2
 	r1=$(rss_kb "$ORIGIN_PID")
-	echo "origin_rss0_kb $r0" >>"$figs"
-	echo "origin_rss1_kb $r1" >>"$figs"
-	echo "origin_rss_per_stream $(((r1 - r0) * 1024 / DIRECT))" >>"$figs"
+	{
+		echo "origin_rss0_kb $r0"
+		echo "origin_rss1_kb $r1"
+		echo "origin_rss_per_stream $(((r1 - r0) * 1024 / DIRECT))"
+	} >>"$figs"
 	[ "$PERF" = 1 ] && perf_start "$dir"
 	writes "$dir" "$v" "$figs"
 	perf_stop

@@ -46,9 +46,16 @@
 # woke it is written down. Each relay's exit status when it is stopped
 # (SIGTERM) at the end is written down.
 # Then, unless BENCH_RELAY_DIRECT=0, the same writes once with
-# BENCH_RELAY_DIRECT nodes (default 10,000: one plane's file limit is far
-# below 100,000) straight on a fresh origin: its bytes per write without
-# relays.
+# BENCH_RELAY_DIRECT nodes (default 10,000) straight on a fresh origin: its
+# bytes and CPU per write without relays. One plane holds a stream per
+# descriptor: when the file limit is too low for that many, the script
+# raises its soft and hard limit for the direct run (after the relays'
+# runs, whose layout stays what the limit it started with gives) as far as
+# the origin needs, where it may (root with CAP_SYS_RESOURCE, up to
+# fs.nr_open), says so, and otherwise skips the direct run with a line
+# saying why. The direct nodes are spread over load processes of at most
+# BENCH_RELAY_DIRECT_PER_PROC streams each (10,000: as many as one relay's
+# at 100,000 nodes behind 10), so one process's core does not limit them.
 #
 # Knobs (environment): BENCH_RELAY_NODES (100000), BENCH_RELAY_COUNTS
 # ("6 7 10 14"; a count whose relays cannot hold the nodes under the file
@@ -60,10 +67,12 @@
 # the load clients' --timeout), BENCH_RELAY_OPEN_TIMEOUT (60 s: streams not
 # all open by then mean a stalled relay), BENCH_RELAY_PERF (0; 1 records `perf
 # record -g` of the origin and of relay r1 during the writes of the first
-# run, into each N's directory), BENCH_RELAY_ACK (0; 1: every node ACKs
+# run, into each N's directory, and of the direct origin during its writes,
+# into direct/), BENCH_RELAY_ACK (0; 1: every node ACKs
 # every push, sse_load --ack, to the relay it streams from or, direct, to
-# the origin: the relays then carry the ACKs up), BENCH_PLANE (another
-# tether-plane binary).
+# the origin: the relays then carry the ACKs up),
+# BENCH_RELAY_DIRECT_PER_PROC (10000), BENCH_PLANE (another tether-plane
+# binary).
 # Results in BUILDDIR/bench-relay.txt; per-run figures (n<N>.r<RUN>.txt),
 # every load client's output (one line per stream and write) and every
 # plane's log in BUILDDIR/bench-out/relay/.
@@ -86,6 +95,7 @@ CLUSTERS=${BENCH_CLUSTERS:-1000}
 THREADS=${BENCH_THREADS:-2}
 JITTER=${BENCH_RELAY_JITTER:-1000}
 DIRECT=${BENCH_RELAY_DIRECT:-10000}
+DIRECT_PER_PROC=${BENCH_RELAY_DIRECT_PER_PROC:-10000}
 TIMEOUT=${BENCH_RELAY_TIMEOUT:-300}
 # a connect storm of 100,000 streams takes about 10 s here
 OPEN_TIMEOUT=${BENCH_RELAY_OPEN_TIMEOUT:-60}
@@ -118,6 +128,42 @@ PLANE_MAX=$((NOFILE - 32 - 16))
 # node records: every node, with room (the default is 100,000)
 MAX_NODES=$((NODES + DIRECT + 1000))
 HZ=$(getconf CLK_TCK)
+
+# raise_nofile NEED: this shell's soft and hard file limit (so every
+# process it starts from now on) to at least NEED where that is allowed;
+# says what it did, or why it could not (returns 1)
+raise_nofile() {
+	local need=$1 soft hard nr cap
+	soft=$(ulimit -Sn)
+	hard=$(ulimit -Hn)
+	[ "$soft" = unlimited ] || [ "$soft" -ge "$need" ] && return 0
+	nr=$(cat /proc/sys/fs/nr_open 2>/dev/null || echo 1048576)
+	if [ "$need" -gt "$nr" ]; then
+		log "open files: $need wanted, above fs.nr_open ($nr), the most a process may have"
+		return 1
+	fi
+	if [ "$hard" != unlimited ] && [ "$hard" -lt "$need" ] && ! ulimit -Hn "$need" 2>/dev/null; then
+		cap=$(awk '/^CapEff:/ { print $2 }' /proc/self/status)
+		if [ -n "$cap" ] && [ $((0x$cap >> 24 & 1)) = 1 ]; then
+			log "open files: raising the hard limit $hard to $need failed"
+		else
+			log "open files: cannot raise the hard limit $hard to $need: that needs CAP_SYS_RESOURCE," \
+				"which this process lacks (uid $(id -u), CapEff ${cap:-?})"
+		fi
+		return 1
+	fi
+	ulimit -Sn "$need" 2>/dev/null || { log "open files: raising the soft limit $soft to $need failed"; return 1; }
+	log "open files: raised from $soft (hard $hard) to $(ulimit -Sn) (hard $(ulimit -Hn)), for the direct origin's" \
+		"$DIRECT streams; the relays' layout stays that of $NOFILE"
+}
+
+# the direct origin: its streams and the bench's own requests under the
+# file limit (raised for it when it may be); its load processes hold at
+# most DIRECT_PER_PROC streams each
+[ "$DIRECT" -gt 0 ] && [ "$DIRECT" -gt "$PLANE_MAX" ] && raise_nofile $((DIRECT + 32 + 16))
+DIRECT_MAX=$(($(ulimit -n) - 32 - 16))
+DIRECT_CLIENT_MAX=$(($(ulimit -n) - 100))
+[ "$DIRECT_CLIENT_MAX" -le "$DIRECT_PER_PROC" ] || DIRECT_CLIENT_MAX=$DIRECT_PER_PROC
 
 wait_for() {
 	wait_until "$3" grep -q -- "$2" "$1"
@@ -705,16 +751,19 @@ failover() {
 # ---- the same writes, nodes straight on the origin ----------------------------------
 
 run_direct() {
-	local dir=$OUT/direct figs=$OUT/direct.txt v j cnt procs r0 r1
+	local dir=$OUT/direct figs=$OUT/direct.txt v j cnt procs r0 r1 t0 open_s
 	mkdir -p "$dir"
 	: >"$figs"
-	log "direct: $DIRECT nodes on the origin, $WRITES writes"
+	procs=$(((DIRECT + DIRECT_CLIENT_MAX - 1) / DIRECT_CLIENT_MAX))
+	# every stream on one plane: its connect storm takes longer than a relay's
+	open_s=$((DIRECT / 1000))
+	[ "$open_s" -ge "$OPEN_TIMEOUT" ] || open_s=$OPEN_TIMEOUT
+	log "direct: $DIRECT nodes on the origin ($procs load processes, open files $(ulimit -n)), $WRITES writes"
 	start_origin "$dir"
 	v=$(load_clusters "$dir")
 	[ -n "$v" ] || die "the batch load failed"
 	sleep 1
 	r0=$(rss_kb "$ORIGIN_PID")
-	procs=$(((DIRECT + CLIENT_MAX - 1) / CLIENT_MAX))
 	LPIDS=()
 	LOUTS=()
 	RPID=()
@@ -728,12 +777,23 @@ run_direct() {
 		LPIDS+=($!)
 		LOUTS+=("$dir/load.$j")
 		track $!
+		[ "$j" = 0 ] && t0=$EPOCHREALTIME
 	done
-	loads_ready
+	OPEN_TIMEOUT=$open_s loads_ready
+	{
+		echo "connect_s $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')"
+		echo "procs $procs"
+	} >>"$figs"
 	sleep 2
 	r1=$(rss_kb "$ORIGIN_PID")
-	echo "origin_rss_per_stream $(((r1 - r0) * 1024 / DIRECT))" >>"$figs"
+	{
+		echo "origin_rss0_kb $r0"
+		echo "origin_rss1_kb $r1"
+		echo "origin_rss_per_stream $(((r1 - r0) * 1024 / DIRECT))"
+	} >>"$figs"
+	[ "$PERF" = 1 ] && perf_start "$dir"
 	writes "$dir" "$v" "$figs"
+	perf_stop
 	for j in "${LPIDS[@]}"; do
 		wait "$j" || log "direct: a load client failed"
 		untrack "$j"
@@ -762,10 +822,11 @@ for run in $(seq 1 "$RUNS"); do
 		run_relays "$n" "$run"
 	done
 done
-if [ "$DIRECT" -gt 0 ] && [ "$DIRECT" -le "$PLANE_MAX" ]; then
+if [ "$DIRECT" -gt 0 ] && [ "$DIRECT" -le "$DIRECT_MAX" ]; then
 	run_direct
 elif [ "$DIRECT" -gt 0 ]; then
-	log "direct: $DIRECT streams do not fit in one plane ($PLANE_MAX); skipped"
+	log "direct: $DIRECT streams do not fit in one plane ($DIRECT_MAX: open files $(ulimit -n), hard limit" \
+		"$(ulimit -Hn)); skipped"
 fi
 ENDED=$EPOCHREALTIME
 
@@ -785,8 +846,9 @@ verdict() {
 {
 	bench_header "tether relay benchmark"
 	echo "all on this machine: the origin, the relays and the load clients share its $(nproc) cores"
-	echo "open files: $NOFILE per process (hard limit $(ulimit -Hn)): a plane holds up to $PLANE_MAX streams,"
-	echo "    a load process up to $CLIENT_MAX"
+	echo "open files: $NOFILE per process: a plane holds up to $PLANE_MAX streams, a load process up to $CLIENT_MAX"
+	[ "$DIRECT" -gt 0 ] && echo "    direct: open files $(ulimit -n) (hard limit $(ulimit -Hn)): the origin holds up to" \
+		"$DIRECT_MAX streams, a load process $DIRECT_CLIENT_MAX"
 	echo "planes: $PLANE_BIN --threads $THREADS --heartbeat 3600 --max-nodes $MAX_NODES $PLANE_LAB_FLAGS"
 	echo "relays: the same with --upstream http://ORIGIN --relay-id rK; $CLUSTERS clusters; $WRITES writes per run;"
 	[ "$ACK" = 1 ] && echo "nodes: every node ACKs every push (sse_load --ack)"
@@ -906,6 +968,11 @@ verdict() {
 			echo
 		done
 	done
+	if [ "$DIRECT" -gt 0 ] && [ ! -f "$OUT/direct.txt" ]; then
+		echo
+		echo "direct: not run: $DIRECT streams do not fit in one plane ($DIRECT_MAX: open files $(ulimit -n), hard limit" \
+			"$(ulimit -Hn); raising it needs CAP_SYS_RESOURCE, up to fs.nr_open $(cat /proc/sys/fs/nr_open))"
+	fi
 	if [ -f "$OUT/direct.txt" ]; then
 		f=$OUT/direct.txt
 		ob=$(fig "$f" origin_bytes_per_write)
@@ -913,7 +980,28 @@ verdict() {
 		echo "direct: $DIRECT nodes straight on the origin (no relay), one run: $ob B per write from the origin" \
 			"($(awk -v b="$ob" -v n="$DIRECT" 'BEGIN { printf "%.0f", b / n }') B per node), $(fig "$f" origin_cpu_ms_per_write) ms"
 		echo "    of its CPU per write; p50/p99/max $(med_w "$f" p50)/$(med_w "$f" p99)/$(med_w "$f" max) ms (median of" \
-			"$WRITES writes); origin RSS per stream $(fig "$f" origin_rss_per_stream) B"
+			"$WRITES writes, worst $(max_w "$f" max)); origin RSS per stream $(fig "$f" origin_rss_per_stream) B"
+		echo "    $(fig "$f" procs) load processes, streams open in $(fig "$f" connect_s) s; CPU per write: load clients" \
+			"$(fig "$f" clients_cpu_ms_per_write) ms, others $(fig "$f" others_cpu_ms_per_write) ms, softirqs" \
+			"$(fig "$f" softirq_ms_per_write) ms, stolen $(fig "$f" steal_ms_per_write) ms"
+		printf '    writes p50/p99/max ms:'
+		for w in $(seq 1 "$WRITES"); do
+			printf ' %s/%s/%s' "$(fig "$f" "w$w.p50")" "$(fig "$f" "w$w.p99")" "$(fig "$f" "w$w.max")"
+		done
+		echo
+		# the origin's CPU per write behind relays over directly; per node
+		# when the direct run had a different number of nodes
+		dc=$(fig "$f" origin_cpu_ms_per_write)
+		for n in $RUNNABLE; do
+			rc=$(mr "$n" origin_cpu_ms_per_write)
+			awk -v n="$n" -v rc="$rc" -v dc="$dc" -v a="$NODES" -v b="$DIRECT" 'BEGIN {
+				if (dc <= 0) exit
+				if (a == b)
+					printf "    origin CPU per write, N=%s over direct: %.0f / %.0f ms = %.3fx\n", n, rc, dc, rc / dc
+				else
+					printf "    origin CPU per node and write, N=%s over direct: %.2f / %.2f us = %.3fx (%s nodes behind relays, %s direct)\n",
+						n, rc * 1000 / a, dc * 1000 / b, (rc / a) / (dc / b), a, b }'
+		done
 	fi
 	echo
 	echo "raw load-client output, per stream, and plane logs: $OUT"

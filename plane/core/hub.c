@@ -40,12 +40,16 @@
  * stale, and its nodes move (freshness.h). */
 #define RELAY_HEARTBEAT_MAX_S 2.0
 
+/* A relay stream's credential as it keeps it (a token id or a principal's name). */
+#define CRED_MAX 320
+
 struct stream {
 	struct hub *hub;
 	struct http_conn *conn;
 	char node[RES_NAME_MAX + 1];
 	char token_id[TOKEN_ID_LEN + 1];   /* the token it came with, or "" */
-	char cred[320];                    /* a relay's: its credential (hub_relay_new) */
+	char *cred;                        /* a relay's: its credential (hub_relay_new), malloc'd,
+					    * at most CRED_MAX - 1 bytes; NULL: a node's stream, or "" */
 	struct sub sub;
 	uint64_t sent;               /* the node holds (or was sent) this version */
 	/* under hub->lock */
@@ -259,7 +263,8 @@ struct stream *hub_relay_new(struct hub *h, struct http_conn *c, const char *rel
 	st->tok_gen = st->ro_gen = UINT64_MAX;   /* both go out first */
 	snprintf(st->node, sizeof(st->node), "%s", relay);
 	snprintf(st->token_id, sizeof(st->token_id), "%s", token_id ? token_id : "");
-	snprintf(st->cred, sizeof(st->cred), "%s", cred ? cred : "");
+	if (cred && cred[0])
+		st->cred = xstrndup(cred, strnlen(cred, CRED_MAX - 1));
 	st->sent = have;
 	pthread_mutex_lock(&h->lock);
 	list_add(h, &h->by_relay, st);   /* one stream per relay */
@@ -283,7 +288,7 @@ bool hub_relay_by(struct hub *h, const char *relay, const char *cred)
 	pthread_mutex_lock(&h->lock);
 	intptr_t v = 0;
 	bool ok = strmap_get(&h->by_relay, relay, &v) && v && !((struct stream *)v)->closing &&
-		  strcmp(((struct stream *)v)->cred, cred ? cred : "") == 0;
+		  strcmp(((struct stream *)v)->cred ? ((struct stream *)v)->cred : "", cred ? cred : "") == 0;
 	pthread_mutex_unlock(&h->lock);
 	return ok;
 }
@@ -302,6 +307,7 @@ void hub_stream_free(void *cls)
 	push_blob_unref(st->blob);
 	sub_release(&st->sub);
 	free(st->own);
+	free(st->cred);
 	free(st);
 }
 

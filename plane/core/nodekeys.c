@@ -1,10 +1,43 @@
 /* core/nodekeys.c: a node key registration's rules 2 to 5 and the revoked
  * list (see nodekeys.h). Pure: no lock, no I/O. */
 #include "core/nodekeys.h"
+#include "xmalloc.h"
 
 #include <sodium.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+const char *nodekeys_via(const struct nodekey_state *st)
+{
+	return st->via ? st->via : "";
+}
+
+const char *nodekeys_revoked(const struct nodekey_state *st)
+{
+	return st->revoked ? st->revoked : "";
+}
+
+void nodekeys_set_via(struct nodekey_state *st, const char *via)
+{
+	char *v = via && via[0] ? xstrndup(via, strnlen(via, NODEKEYS_VIA_LEN - 1)) : NULL;
+	free(st->via);   /* (after: via may be st's own) */
+	st->via = v;
+}
+
+void nodekeys_state_copy(struct nodekey_state *dst, const struct nodekey_state *src)
+{
+	*dst = *src;
+	dst->via = src->via ? xstrdup(src->via) : NULL;
+	dst->revoked = src->revoked ? xstrdup(src->revoked) : NULL;
+}
+
+void nodekeys_state_release(struct nodekey_state *st)
+{
+	free(st->via);
+	free(st->revoked);
+	st->via = st->revoked = NULL;
+}
 
 bool nodekeys_listed(const char *list, const char *kid)
 {
@@ -20,10 +53,17 @@ bool nodekeys_listed(const char *list, const char *kid)
 	return false;
 }
 
-static void list_add(char *list, size_t cap, const char *kid)
+/* kid joins *heap (malloc'd, NULL: empty): the rules apply to the list as
+ * one NODEKEYS_REVOKED_LEN buffer would hold it (at most
+ * NODEKEYS_REVOKED_MAX ids, the oldest dropped), then it goes back to the
+ * heap at its own size. */
+static void list_add(char **heap, const char *kid)
 {
-	if (nodekeys_listed(list, kid))
+	if (nodekeys_listed(*heap, kid))
 		return;
+	char list[NODEKEYS_REVOKED_LEN];
+	size_t cap = sizeof(list);
+	snprintf(list, cap, "%s", *heap ? *heap : "");
 	size_t count = list[0] ? 1 : 0;
 	for (const char *p = list; *p; p++)
 		count += *p == ',';
@@ -39,16 +79,18 @@ static void list_add(char *list, size_t cap, const char *kid)
 	}
 	size_t l = strlen(list);
 	snprintf(list + l, cap - l, "%s%s", l ? "," : "", kid);
+	free(*heap);
+	*heap = list[0] ? xstrdup(list) : NULL;
 }
 
 bool nodekeys_revoke(struct nodekey_state *st)
 {
 	if (!st->key[0])
 		return false;
-	list_add(st->revoked, sizeof(st->revoked), st->kid);
+	list_add(&st->revoked, st->kid);
 	st->key[0] = '\0';
 	st->kid[0] = '\0';
-	st->via[0] = '\0';
+	nodekeys_set_via(st, NULL);
 	st->pending = false;
 	return true;
 }
@@ -88,7 +130,7 @@ bool nodekeys_take_revoked(struct nodekey_state *st, const char *list)
 			memcpy(one, p, k);
 			one[k] = '\0';
 			if (!nodekeys_listed(st->revoked, one)) {
-				list_add(st->revoked, sizeof(st->revoked), one);
+				list_add(&st->revoked, one);
 				changed = true;
 			}
 		}
@@ -97,7 +139,7 @@ bool nodekeys_take_revoked(struct nodekey_state *st, const char *list)
 	if (st->key[0] && nodekeys_listed(st->revoked, st->kid)) {
 		st->key[0] = '\0';
 		st->kid[0] = '\0';
-		st->via[0] = '\0';
+		nodekeys_set_via(st, NULL);
 		st->pending = false;
 		changed = true;
 	}
@@ -120,7 +162,7 @@ static void take(struct nodekey_state *st, const struct nodekey_reg *reg, const 
 {
 	snprintf(st->key, sizeof(st->key), "%s", reg->key_b64);
 	snprintf(st->kid, sizeof(st->kid), "%s", reg->kid);
-	snprintf(st->via, sizeof(st->via), "%s", via ? via : "");
+	nodekeys_set_via(st, via);
 	st->key_at = reg->at;
 }
 

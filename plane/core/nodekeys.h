@@ -15,8 +15,14 @@
 
 #define NODEKEYS_REVOKED_MAX 16
 #define NODEKEYS_REVOKED_LEN (NODEKEYS_REVOKED_MAX * (KEY_ID_LEN + 1))
+/* A via kept: at most NODEKEYS_VIA_LEN - 1 bytes (longer is cut). */
+#define NODEKEYS_VIA_LEN 256
 
-/* A node's key as its record holds it. */
+/* A node's key as its record holds it. via and revoked are malloc'd and
+ * owned by the state (NULL: "", never an empty string: a node without a
+ * relay or a revocation pays no bytes for them); a state memset to zero
+ * is an empty one, nodekeys_state_release frees one, and a copy is made
+ * by nodekeys_state_copy, never by assignment. */
 struct nodekey_state {
 	char key[48];                          /* base64 Ed25519 public key; "": none live */
 	char kid[KEY_ID_LEN + 1];
@@ -24,14 +30,26 @@ struct nodekey_state {
 	 * mark, kept across revocations and rotations (a key that is set
 	 * needs a registration newer than it; nothing lowers it) */
 	int64_t key_at;
-	char via[256];                         /* where the live key came from: "" direct, else the
+	char *via;                             /* where the live key came from: NULL direct, else the
 						* relays as in a record's via (nearest first) */
-	char revoked[NODEKEYS_REVOKED_LEN];    /* revoked key ids, comma-joined, oldest first */
+	char *revoked;                         /* revoked key ids, comma-joined, oldest first (at
+						* most NODEKEYS_REVOKED_LEN - 1 bytes); NULL: none */
 	/* --approve-relay-keys: the live key came through a relay as the
 	 * node's first (or first after a revoke) and waits for an admin's
 	 * approval: no sealing target until then */
 	bool pending;
 };
+
+/* st's via and revoked list, "" for none (borrowed from st). */
+const char *nodekeys_via(const struct nodekey_state *st);
+const char *nodekeys_revoked(const struct nodekey_state *st);
+/* Sets st's via to a copy of via (NULL or "": none), cut to
+ * NODEKEYS_VIA_LEN - 1 bytes. */
+void nodekeys_set_via(struct nodekey_state *st, const char *via);
+/* dst becomes a deep copy of src (dst's old contents are not freed). */
+void nodekeys_state_copy(struct nodekey_state *dst, const struct nodekey_state *src);
+/* Frees st's strings; st is left empty of them (via and revoked NULL). */
+void nodekeys_state_release(struct nodekey_state *st);
 
 enum nodekey_verdict {
 	NK_REGISTERED,     /* rule 3: no live key, taken (trust on first use) */

@@ -38,7 +38,7 @@ struct node_rec {
 	char *vf_error;
 	int64_t vf_at;
 	int streams;                 /* open streams now, here */
-	char holder[128];            /* another replica that says it streams to it */
+	char *holder;                /* another replica that says it streams to it; NULL: none */
 	char *via;                   /* behind relays: their names, nearest first, comma-joined; NULL: direct */
 	char *sub;                   /* its subscription, canonical ("": every name), from its last stream or
 				      * poll (persisted); NULL: never known */
@@ -51,13 +51,14 @@ struct node_rec {
 	uint64_t t_version;
 	double t_until;
 	int counts;                  /* its last ACK said it counts traffic (1), not (0), or nothing (-1) */
-	char counts_reason[GATE_COUNTS_REASON_MAX]; /* ... why not */
+	char *counts_reason;         /* ... why not (at most GATE_COUNTS_REASON_MAX - 1 bytes); NULL: "" */
 	bool traffic_out;            /* the report goes with the next record written: to
 				      * the other replicas, or up through the relay */
 	bool via_streaming;          /* the relay nearest it holds its stream */
 	int64_t poll_seen_ms;        /* monotonic time of the last poll */
 	int64_t behind_since_ms;     /* monotonic; 0 while at its target */
-	struct nodekey_state key;    /* its key for sealed secrets, and the revoked ones */
+	struct nodekey_state key;    /* its key for sealed secrets, and the revoked ones (owns
+				      * strings: a copy is nodekeys_state_copy's) */
 	char *key_reg;               /* a relay's: a registration to pass up ('k' line) */
 	uint64_t held_version, helds;   /* its last held NACK (held_at 0: none), and how many */
 	char *held_reason;
@@ -65,6 +66,9 @@ struct node_rec {
 	bool dirty;
 	bool dirty_more;             /* more than its ACK part changed since it was written */
 };
+
+/* A replica's name as a record's holder keeps it: at most HOLDER_MAX - 1 bytes. */
+#define HOLDER_MAX 128
 
 struct nodes {
 	struct persist *p;           /* borrowed: the backend */
@@ -237,9 +241,41 @@ static struct node_rec *add(struct nodes *n, const char *id)
 	return r;
 }
 
+static void rec_free(struct node_rec *r)
+{
+	free(r->id);
+	free(r->labels);
+	free(r->nack_error);
+	free(r->vf_error);
+	free(r->holder);
+	free(r->via);
+	free(r->sub);
+	free(r->traffic);
+	free(r->counts_reason);
+	nodekeys_state_release(&r->key);
+	free(r->key_reg);
+	free(r->held_reason);
+	free(r);
+}
+
 static void copy_str(char *dst, size_t cap, const char *src)
 {
 	snprintf(dst, cap, "%s", src ? src : "");
+}
+
+/* A record's usually empty string: *dst becomes src cut to cap - 1 bytes,
+ * as copy_str would keep it, malloc'd; NULL when src is NULL or "" (so an
+ * empty one costs nothing). */
+static void set_str(char **dst, const char *src, size_t cap)
+{
+	char *v = src && src[0] ? xstrndup(src, strnlen(src, cap - 1)) : NULL;
+	free(*dst);
+	*dst = v;
+}
+
+static const char *str_of(const char *s)
+{
+	return s ? s : "";
 }
 
 bool nodes_nacked(struct nodes *n, const char *id, uint64_t min, char *err, size_t errlen)
@@ -278,9 +314,9 @@ static void take_holder(struct nodes *n, struct node_rec *r, const struct persis
 	if (!self || !pn->replica || !pn->replica[0] || strcmp(pn->replica, self) == 0)
 		return;
 	if (pn->streaming)
-		copy_str(r->holder, sizeof(r->holder), pn->replica);
-	else if (strcmp(r->holder, pn->replica) == 0)
-		r->holder[0] = 0;
+		set_str(&r->holder, pn->replica, HOLDER_MAX);
+	else if (r->holder && strcmp(r->holder, pn->replica) == 0)
+		set_str(&r->holder, NULL, HOLDER_MAX);
 }
 
 /* Under lock: pn's key for sealed secrets, from a replica's record (never
@@ -295,11 +331,11 @@ static bool take_key(struct node_rec *r, const struct persist_node *pn)
 	/* a key whose id is its own (a damaged or hostile record is not
 	 * taken into the live set) */
 	if (pn->key && pn->key[0] && pn->key_id && nodekeys_key_valid(pn->key, pn->key_id) &&
-	    !nodekeys_listed(r->key.revoked, pn->key_id) &&
+	    !nodekeys_listed(nodekeys_revoked(&r->key), pn->key_id) &&
 	    (newer || (!r->key.key[0] && !r->key.key_at)) && strcmp(pn->key, r->key.key) != 0) {
 		snprintf(r->key.key, sizeof(r->key.key), "%s", pn->key);
 		snprintf(r->key.kid, sizeof(r->key.kid), "%s", pn->key_id);
-		snprintf(r->key.via, sizeof(r->key.via), "%s", pn->key_via ? pn->key_via : "");
+		nodekeys_set_via(&r->key, pn->key_via);
 		r->key.pending = pn->key_pending;
 		changed = true;
 	} else if (r->key.pending && !pn->key_pending && pn->key && strcmp(pn->key, r->key.key) == 0) {
@@ -360,7 +396,8 @@ static void take_counts(struct node_rec *r, const struct persist_node *pn)
 	if (!pn->counts)
 		return;
 	r->counts = pn->counts > 0;
-	copy_str(r->counts_reason, sizeof(r->counts_reason), pn->counts > 0 || !pn->counts_reason ? "" : pn->counts_reason);
+	set_str(&r->counts_reason, pn->counts > 0 || !pn->counts_reason ? "" : pn->counts_reason,
+		GATE_COUNTS_REASON_MAX);
 }
 
 /* Under lock: a new record r takes pn whole. */
@@ -718,7 +755,7 @@ int nodes_relay_change(struct nodes *n, const char *relay, const struct node_cha
 	case NC_COUNTS:
 		/* (recorded for /v1/nodes and passed on up a chain of relays) */
 		r->counts = c->count ? 1 : 0;
-		copy_str(r->counts_reason, sizeof(r->counts_reason), c->count || !c->error ? "" : c->error);
+		set_str(&r->counts_reason, c->count || !c->error ? "" : c->error, GATE_COUNTS_REASON_MAX);
 		break;
 	case NC_VERIFY:
 		/* the count is the relay's, since it (or the node's stream to
@@ -800,18 +837,8 @@ void nodes_free(struct nodes *n)
 {
 	if (!n)
 		return;
-	for (size_t i = 0; i < n->len; i++) {
-		free(n->all[i]->id);
-		free(n->all[i]->labels);
-		free(n->all[i]->nack_error);
-		free(n->all[i]->vf_error);
-		free(n->all[i]->via);
-		free(n->all[i]->sub);
-		free(n->all[i]->traffic);
-		free(n->all[i]->key_reg);
-		free(n->all[i]->held_reason);
-		free(n->all[i]);
-	}
+	for (size_t i = 0; i < n->len; i++)
+		rec_free(n->all[i]);
 	free(n->all);
 	free(n->dirty);
 	if (n->keys_snap && --n->keys_snap->refs == 0) {
@@ -878,9 +905,10 @@ void nodes_set_counts(struct nodes *n, const char *id, bool counts, const char *
 	struct node_rec *r = lookup(n, id);
 	if (r) {
 		const char *why = counts || !reason ? "" : reason;
-		bool changed = r->counts != (int)counts || strncmp(r->counts_reason, why, sizeof(r->counts_reason) - 1) != 0;
+		bool changed = r->counts != (int)counts ||
+			       strncmp(str_of(r->counts_reason), why, GATE_COUNTS_REASON_MAX - 1) != 0;
 		r->counts = counts;
-		copy_str(r->counts_reason, sizeof(r->counts_reason), why);
+		set_str(&r->counts_reason, why, GATE_COUNTS_REASON_MAX);
 		/* a relay passes it up (a 'u' line), a replica to the others
 		 * (the controller's gates); SQLite does not store it */
 		if (changed && (n->p->ops->upstream || n->p->ops->replica))
@@ -1056,7 +1084,7 @@ static bool connected(const struct nodes *n, const struct node_rec *r, int64_t m
 {
 	return r->streams > 0 ||
 	       (strcmp(r->transport, "poll") == 0 && r->poll_seen_ms && mono - r->poll_seen_ms <= n->poll_window_ms) ||
-	       (r->holder[0] && n->p->ops->replica_up && n->p->ops->replica_up(n->p, r->holder)) ||
+	       (r->holder && n->p->ops->replica_up && n->p->ops->replica_up(n->p, r->holder)) ||
 	       (r->via && r->via_streaming && n->relay_up && relay_near_up(n, r->via));
 }
 
@@ -1122,7 +1150,7 @@ static void rec_json(const struct nodes *n, const struct node_rec *r, uint64_t p
 	buf_printf(out, ",\"counts\":%s", r->counts < 0 ? "null" : r->counts ? "true" : "false");
 	if (r->counts == 0) {
 		buf_puts(out, ",\"counts_reason\":");
-		buf_json_string(out, r->counts_reason);
+		buf_json_string(out, str_of(r->counts_reason));
 	}
 	if (r->has_nack) {
 		buf_printf(out, ",\"last_nack\":{\"version\":%llu,\"nonce\":", (unsigned long long)r->nack_version);
@@ -1152,11 +1180,12 @@ static void rec_json(const struct nodes *n, const struct node_rec *r, uint64_t p
 	else
 		buf_puts(out, "null");
 	buf_puts(out, ",\"key_revoked\":[");
-	for (const char *v = r->key.revoked; *v;) {
+	const char *revoked = nodekeys_revoked(&r->key);
+	for (const char *v = revoked; *v;) {
 		size_t k = strcspn(v, ",");
 		char one[KEY_ID_LEN + 1];
 		snprintf(one, sizeof(one), "%.*s", (int)(k < KEY_ID_LEN ? k : KEY_ID_LEN), v);
-		if (v != r->key.revoked)
+		if (v != revoked)
 			buf_putc(out, ',');
 		buf_json_string(out, one);
 		v += k + (v[k] == ',');
@@ -1165,7 +1194,7 @@ static void rec_json(const struct nodes *n, const struct node_rec *r, uint64_t p
 	/* where the live key came from: "" direct, else the relays */
 	buf_puts(out, ",\"key_via\":");
 	if (r->key.key[0])
-		buf_json_string(out, r->key.via);
+		buf_json_string(out, nodekeys_via(&r->key));
 	else
 		buf_puts(out, "null");
 	buf_printf(out, ",\"verify_failures\":%llu", (unsigned long long)r->verify_failures);
@@ -1311,7 +1340,9 @@ void nodes_metrics(struct nodes *n, uint64_t plane_version, struct buf *out)
 	pthread_mutex_unlock(&n->lock);
 }
 
-/* Snapshot of one record for writing without the nodes lock. */
+/* Snapshot of one record for writing without the nodes lock: r's own
+ * pointers are the copies below, r.key and r.counts_reason deep copies,
+ * the rest of them NULL (nothing in it points into the live record). */
 struct rec_copy {
 	struct node_rec r;
 	char *labels, *nack_error, *via, *vf_error, *sub, *traffic, *key_reg, *held_reason;
@@ -1335,6 +1366,11 @@ int nodes_flush(struct nodes *n, char *err, size_t errlen)
 		struct node_rec *r = n->dirty[i];
 		copies[i].r = *r;
 		copies[i].r.id = xstrdup(r->id);
+		copies[i].r.labels = copies[i].r.nack_error = copies[i].r.vf_error = NULL;
+		copies[i].r.via = copies[i].r.sub = copies[i].r.traffic = NULL;
+		copies[i].r.key_reg = copies[i].r.held_reason = copies[i].r.holder = NULL;
+		copies[i].r.counts_reason = r->counts_reason ? xstrdup(r->counts_reason) : NULL;
+		nodekeys_state_copy(&copies[i].r.key, &r->key);
 		copies[i].labels = xstrdup(r->labels);
 		copies[i].nack_error = r->nack_error ? xstrdup(r->nack_error) : NULL;
 		copies[i].via = r->via ? xstrdup(r->via) : NULL;
@@ -1367,11 +1403,12 @@ int nodes_flush(struct nodes *n, char *err, size_t errlen)
 			.via = copies[i].via, .verify_failures = r->verify_failures, .vf_version = r->vf_version,
 			.vf_error = copies[i].vf_error, .vf_at = r->vf_at, .sub = copies[i].sub,
 			.traffic = copies[i].traffic, .acks_only = !r->dirty_more, .again = &again[i],
-			.key = r->key.key, .key_id = r->key.kid, .key_at = r->key.key_at, .revoked = r->key.revoked,
-			.key_via = r->key.via, .key_pending = r->key.pending,
+			.key = r->key.key, .key_id = r->key.kid, .key_at = r->key.key_at,
+			.revoked = nodekeys_revoked(&r->key), .key_via = nodekeys_via(&r->key),
+			.key_pending = r->key.pending,
 			.key_reg = copies[i].key_reg, .key_sent = &key_sent[i], .held_version = r->held_version,
 			.held_reason = copies[i].held_reason, .held_at = r->held_at,
-			.counts = r->counts < 0 ? 0 : r->counts ? 1 : -1, .counts_reason = r->counts_reason,
+			.counts = r->counts < 0 ? 0 : r->counts ? 1 : -1, .counts_reason = str_of(r->counts_reason),
 		};
 	}
 	int rc = n->p->ops->nodes_save(n->p, recs, cnt, err, errlen);
@@ -1404,6 +1441,8 @@ int nodes_flush(struct nodes *n, char *err, size_t errlen)
 	free(key_sent);
 	for (size_t i = 0; i < cnt; i++) {
 		free(copies[i].r.id);
+		free(copies[i].r.counts_reason);
+		nodekeys_state_release(&copies[i].r.key);
 		free(copies[i].labels);
 		free(copies[i].nack_error);
 		free(copies[i].via);
@@ -1429,7 +1468,7 @@ static bool revoked_anywhere(struct nodes *n, const char *kid)
 		strmap_release(&n->revoked_all);
 		strmap_init(&n->revoked_all);
 		for (size_t i = 0; i < n->len; i++) {
-			for (const char *v = n->all[i]->key.revoked; *v;) {
+			for (const char *v = nodekeys_revoked(&n->all[i]->key); *v;) {
 				size_t k = strcspn(v, ",");
 				char *one = xstrndup(v, k);
 				intptr_t x;
@@ -1475,11 +1514,11 @@ static struct node_rec *key_rec(struct nodes *n, const char *id, const char *rel
 				size_t errlen)
 {
 	struct node_rec *r = lookup(n, id);
-	if (relay && (!r || !behind(r, relay) || r->streams > 0 || r->holder[0])) {
+	if (relay && (!r || !behind(r, relay) || r->streams > 0 || r->holder)) {
 		char w[260];
 		if (r && r->streams > 0)
 			snprintf(w, sizeof(w), "streaming from this plane");
-		else if (r && r->holder[0])
+		else if (r && r->holder)
 			snprintf(w, sizeof(w), "streaming from replica %s", r->holder);
 		else
 			where(r, w, sizeof(w));
@@ -1518,7 +1557,7 @@ int nodes_key_register(struct nodes *n, const char *id, const char *text, size_t
 	}
 	/* rule 2 for every node: a key revoked on one is taken on none (a
 	 * copied node.key, or a stolen one registered elsewhere) */
-	if (revoked_anywhere(n, reg.kid) && !nodekeys_listed(r->key.revoked, reg.kid)) {
+	if (revoked_anywhere(n, reg.kid) && !nodekeys_listed(nodekeys_revoked(&r->key), reg.kid)) {
 		ans->http = 403;
 		snprintf(err, errlen, "node %s: key %s was revoked (on another node: was node.key copied between "
 			 "hosts?); make a new one: tetherd --rotate-key", id, reg.kid);
@@ -1530,9 +1569,11 @@ int nodes_key_register(struct nodes *n, const char *id, const char *text, size_t
 	 * another key replaces it (rule 3, not rule 5) */
 	bool was_pending = r->key.key[0] && r->key.pending;
 	bool own_pending = was_pending && !relay && strcmp(r->key.kid, reg.kid) == 0;
-	struct nodekey_state before = r->key;
+	struct nodekey_state before;   /* a deep copy: the judge may free r->key's strings */
+	nodekeys_state_copy(&before, &r->key);
 	if (was_pending && !relay && !own_pending) {
-		r->key.key[0] = r->key.kid[0] = r->key.via[0] = '\0';
+		r->key.key[0] = r->key.kid[0] = '\0';
+		nodekeys_set_via(&r->key, NULL);
 		r->key.pending = false;
 	}
 	/* a key through relays: they are the node's path (r->via) */
@@ -1543,7 +1584,8 @@ int nodes_key_register(struct nodes *n, const char *id, const char *text, size_t
 	if (v == NK_STALE)
 		ans->stale_mark = r->key.key_at;
 	if (ans->http != 200) {
-		r->key = before;   /* nothing of a refusal */
+		nodekeys_state_release(&r->key);
+		r->key = before;   /* nothing of a refusal (before's strings go to r) */
 		ans->changed = false;
 	} else if (v == NK_REGISTERED && relay && n->approve_relay_keys) {
 		r->key.pending = true;   /* a first key through a relay: an admin approves it */
@@ -1556,6 +1598,8 @@ int nodes_key_register(struct nodes *n, const char *id, const char *text, size_t
 		ans->status = "approved";
 		v = NK_REGISTERED;   /* an event */
 	}
+	if (ans->http == 200)
+		nodekeys_state_release(&before);
 	if (ans->changed) {
 		mark_dirty(n, r);
 		if (v != NK_UNCHANGED)
@@ -1686,7 +1730,7 @@ void nodes_keys_get(struct nodes *n, struct nodes_keys *out)
 			k->node = xstrdup(r->id);
 			k->key = xstrdup(r->key.key);
 			k->sub = r->sub ? xstrdup(r->sub) : NULL;
-			k->via = xstrdup(r->key.via);
+			k->via = xstrdup(nodekeys_via(&r->key));
 			snprintf(k->kid, sizeof(k->kid), "%s", r->key.kid);
 		} else if (r->key.key[0]) {
 			if (out->nlive == cap) {
@@ -1697,10 +1741,10 @@ void nodes_keys_get(struct nodes *n, struct nodes_keys *out)
 			k->node = xstrdup(r->id);
 			k->key = xstrdup(r->key.key);
 			k->sub = r->sub ? xstrdup(r->sub) : NULL;
-			k->via = xstrdup(r->key.via);
+			k->via = xstrdup(nodekeys_via(&r->key));
 			snprintf(k->kid, sizeof(k->kid), "%s", r->key.kid);
 		}
-		for (const char *v = r->key.revoked; *v;) {
+		for (const char *v = nodekeys_revoked(&r->key); *v;) {
 			size_t k = strcspn(v, ",");
 			if (out->nrevoked == rcap) {
 				rcap = rcap ? rcap * 2 : 16;

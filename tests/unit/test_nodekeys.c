@@ -107,18 +107,18 @@ static void test_rules(void **state)
 	/* a new key, newer: first use again, and where it came from */
 	c.at = 152;
 	assert_int_equal(nodekeys_judge(&st, "n1", &c, NOW, "r1,r2", &changed, err, sizeof(err)), NK_REGISTERED);
-	assert_string_equal(st.via, "r1,r2");
+	assert_string_equal(nodekeys_via(&st), "r1,r2");
 	assert_int_equal(st.key_at, 152);
 	/* the same key again, older: 200 unchanged, the mark not lowered */
 	c.at = 60;
 	assert_int_equal(nodekeys_judge(&st, "n1", &c, NOW, NULL, &changed, err, sizeof(err)), NK_UNCHANGED);
 	assert_false(changed);
 	assert_int_equal(st.key_at, 152);
-	assert_string_equal(st.via, "r1,r2");
+	assert_string_equal(nodekeys_via(&st), "r1,r2");
 	/* a rotation sets where the new key came from ("" direct) */
 	struct nodekey_reg d = reg_of(4, 153, 3);
 	assert_int_equal(nodekeys_judge(&st, "n1", &d, NOW, NULL, &changed, err, sizeof(err)), NK_ROTATED);
-	assert_string_equal(st.via, "");
+	assert_string_equal(nodekeys_via(&st), "");
 	/* at more than 600 s ahead of the plane's clock: 400, nothing moves */
 	struct nodekey_reg e = reg_of(5, NOW + NODEKEYS_SKEW_MAX + 1, 4);
 	assert_int_equal(nodekeys_judge(&st, "n1", &e, NOW, NULL, &changed, err, sizeof(err)), NK_FUTURE);
@@ -129,6 +129,7 @@ static void test_rules(void **state)
 	assert_string_equal(st.kid, d.kid);
 	e.at = NOW + NODEKEYS_SKEW_MAX;   /* the bound itself is taken */
 	assert_int_equal(nodekeys_judge(&st, "n1", &e, NOW, NULL, &changed, err, sizeof(err)), NK_ROTATED);
+	nodekeys_state_release(&st);
 }
 
 static void test_revoked_list(void **state)
@@ -145,13 +146,13 @@ static void test_revoked_list(void **state)
 		assert_true(nodekeys_revoke(&st));
 	}
 	size_t commas = 0;
-	for (const char *p = st.revoked; *p; p++)
+	for (const char *p = nodekeys_revoked(&st); *p; p++)
 		commas += *p == ',';
 	assert_int_equal(commas + 1, NODEKEYS_REVOKED_MAX);
-	assert_false(nodekeys_listed(st.revoked, "0000000000000004"));
-	assert_true(nodekeys_listed(st.revoked, "0000000000000005"));
-	assert_true(nodekeys_listed(st.revoked, "0000000000000014"));
-	assert_false(nodekeys_listed(st.revoked, "000000000000001"));
+	assert_false(nodekeys_listed(nodekeys_revoked(&st), "0000000000000004"));
+	assert_true(nodekeys_listed(nodekeys_revoked(&st), "0000000000000005"));
+	assert_true(nodekeys_listed(nodekeys_revoked(&st), "0000000000000014"));
+	assert_false(nodekeys_listed(nodekeys_revoked(&st), "000000000000001"));
 	/* a replica's revocation of the live key clears it here */
 	struct nodekey_state s2;
 	memset(&s2, 0, sizeof(s2));
@@ -166,16 +167,16 @@ static void test_revoked_list(void **state)
 	assert_true(nodekeys_listed(list, r.kid));
 	assert_true(nodekeys_take_revoked(&s2, list));
 	assert_string_equal(s2.key, "");
-	assert_true(nodekeys_listed(s2.revoked, r.kid));
-	assert_true(nodekeys_listed(s2.revoked, "0000000000000002"));
+	assert_true(nodekeys_listed(nodekeys_revoked(&s2), r.kid));
+	assert_true(nodekeys_listed(nodekeys_revoked(&s2), "0000000000000002"));
 	/* from a damaged or hostile record only key ids are taken: no quote,
 	 * no other length, no upper case */
 	struct nodekey_state s3;
 	memset(&s3, 0, sizeof(s3));
 	assert_false(nodekeys_take_revoked(&s3, "\"],\"x\":[\",abc,000000000000000A,00000000000000001"));
-	assert_string_equal(s3.revoked, "");
+	assert_string_equal(nodekeys_revoked(&s3), "");
 	assert_true(nodekeys_take_revoked(&s3, "x\",00000000000000ab"));
-	assert_string_equal(s3.revoked, "00000000000000ab");
+	assert_string_equal(nodekeys_revoked(&s3), "00000000000000ab");
 	/* a key is valid only with its own id */
 	char real[KEY_ID_LEN + 1];
 	keys_id(r.pk, real);
@@ -184,6 +185,89 @@ static void test_revoked_list(void **state)
 	assert_false(nodekeys_key_valid("bm90IGEga2V5", real));
 	assert_true(nodekeys_kid_valid("0123456789abcdef", 16));
 	assert_false(nodekeys_kid_valid("0123456789abcdeF", 16));
+	nodekeys_state_release(&st);
+	nodekeys_state_release(&s2);
+	nodekeys_state_release(&s3);
+}
+
+/* via and revoked are NULL while empty, heap strings while not: a key
+ * revoked 17 times (the list full, the oldest dropped, one string of the
+ * same bytes a fixed buffer held), via set and cleared, a deep copy, and
+ * a release (valgrind sees every string freed once). */
+static void test_strings(void **state)
+{
+	(void)state;
+	struct nodekey_state st;
+	memset(&st, 0, sizeof(st));
+	char err[400], want[NODEKEYS_REVOKED_LEN] = "";
+	bool changed;
+	assert_null(st.revoked);
+	assert_string_equal(nodekeys_revoked(&st), "");
+	assert_false(nodekeys_revoke(&st));   /* no live key: nothing listed */
+	assert_null(st.revoked);
+	for (unsigned char k = 1; k <= 17; k++) {
+		struct nodekey_reg r = reg_of(k, k, 0);
+		assert_int_equal(nodekeys_judge(&st, "n1", &r, NOW, k % 2 ? "r1" : NULL, &changed, err, sizeof(err)),
+				 NK_REGISTERED);
+		if (k % 2)
+			assert_string_equal(st.via, "r1");
+		else
+			assert_null(st.via);   /* direct: no string */
+		assert_true(nodekeys_revoke(&st));
+		assert_null(st.via);   /* the via goes with the key */
+		assert_non_null(st.revoked);
+	}
+	for (unsigned k = 2; k <= 17; k++)
+		snprintf(want + strlen(want), sizeof(want) - strlen(want), "%s%016x", k > 2 ? "," : "", k);
+	assert_string_equal(st.revoked, want);   /* 1 dropped, 2..17 kept, oldest first */
+	assert_int_equal(strlen(st.revoked), NODEKEYS_REVOKED_LEN - 1);
+	/* an 18th from a replica's list: 2 goes, one already listed adds nothing */
+	assert_true(nodekeys_take_revoked(&st, "0000000000000011,00000000000000ff"));
+	assert_false(nodekeys_listed(st.revoked, "0000000000000002"));
+	assert_true(nodekeys_listed(st.revoked, "00000000000000ff"));
+	assert_int_equal(strlen(st.revoked), NODEKEYS_REVOKED_LEN - 1);
+
+	/* via: set, "" and NULL clear it, a long one is cut as a 256-byte
+	 * buffer cut it, and st's own via may be set again */
+	nodekeys_set_via(&st, "r1,r2");
+	assert_string_equal(nodekeys_via(&st), "r1,r2");
+	nodekeys_set_via(&st, nodekeys_via(&st));
+	assert_string_equal(st.via, "r1,r2");
+	nodekeys_set_via(&st, "");
+	assert_null(st.via);
+	assert_string_equal(nodekeys_via(&st), "");
+	char longer[400];
+	memset(longer, 'a', sizeof(longer) - 1);
+	longer[sizeof(longer) - 1] = '\0';
+	nodekeys_set_via(&st, longer);
+	assert_int_equal(strlen(st.via), NODEKEYS_VIA_LEN - 1);
+	nodekeys_set_via(&st, NULL);
+	assert_null(st.via);
+
+	/* a copy owns its strings: the original moving leaves it as it was */
+	struct nodekey_reg r = reg_of(40, 40, 0);
+	assert_int_equal(nodekeys_judge(&st, "n1", &r, NOW, "r9", &changed, err, sizeof(err)), NK_REGISTERED);
+	struct nodekey_state copy;
+	nodekeys_state_copy(&copy, &st);
+	assert_ptr_not_equal(copy.via, st.via);
+	assert_ptr_not_equal(copy.revoked, st.revoked);
+	assert_true(nodekeys_revoke(&st));
+	assert_string_equal(copy.via, "r9");
+	assert_string_equal(copy.kid, r.kid);
+	assert_false(nodekeys_listed(copy.revoked, r.kid));
+	assert_true(nodekeys_listed(st.revoked, r.kid));
+	nodekeys_state_release(&copy);
+	assert_null(copy.via);
+	assert_null(copy.revoked);
+	/* an empty state copies as empty: no strings made */
+	struct nodekey_state empty, e2;
+	memset(&empty, 0, sizeof(empty));
+	nodekeys_state_copy(&e2, &empty);
+	assert_null(e2.via);
+	assert_null(e2.revoked);
+	nodekeys_state_release(&e2);
+	nodekeys_state_release(&st);
+	nodekeys_state_release(&st);   /* twice is harmless: NULLs */
 }
 
 int main(void)
@@ -193,6 +277,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_rules),
 		cmocka_unit_test(test_revoked_list),
+		cmocka_unit_test(test_strings),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

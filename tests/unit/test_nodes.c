@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <sodium.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cjson/cJSON.h>
@@ -13,6 +15,7 @@
 #include "persist/persist.h"
 #include "log.h"
 #include "core/nodes.h"
+#include "keys.h"
 #include "tmpdir.h"
 #include "util.h"
 
@@ -510,6 +513,144 @@ static void test_unflushed_changes_are_lost_not_torn(void **state)
 	cJSON_Delete(r);
 }
 
+/* A backend that says it is replica p1 (p2 is up too), and what nodes_save
+ * was last handed for n1 (copied: the record is the caller's). */
+static int (*real_save)(struct persist *, const struct persist_node *, size_t, char *, size_t);
+static char saved_revoked[300], saved_key_via[300], saved_counts_reason[200];
+static int saves;
+
+static const char *as_p1(struct persist *p)
+{
+	(void)p;
+	return "p1";
+}
+
+static bool p2_up(struct persist *p, const char *id)
+{
+	(void)p;
+	return strcmp(id, "p2") == 0;
+}
+
+static int capture_save(struct persist *p, const struct persist_node *recs, size_t cnt, char *err, size_t errlen)
+{
+	for (size_t i = 0; i < cnt; i++) {
+		if (strcmp(recs[i].id, "n1") != 0)
+			continue;
+		saves++;
+		snprintf(saved_revoked, sizeof(saved_revoked), "%s", recs[i].revoked ? recs[i].revoked : "(null)");
+		snprintf(saved_key_via, sizeof(saved_key_via), "%s", recs[i].key_via ? recs[i].key_via : "(null)");
+		snprintf(saved_counts_reason, sizeof(saved_counts_reason), "%s",
+			 recs[i].counts_reason ? recs[i].counts_reason : "(null)");
+	}
+	return real_save(p, recs, cnt, err, errlen);
+}
+
+/* n1 as replica p2 says it: streaming there, behind r1, a live key from
+ * r1 (its id kid), revoked ids, a NACK, a held NACK, not counting. */
+static void merge_full(struct fixture *f, const char *key_b64, const char *kid, bool streaming)
+{
+	struct persist_node pn = {
+		.id = "n1", .labels = "{\"zone\":\"a\"}", .transport = "sse", .first_seen = 100, .last_seen = 200,
+		.healthy = 1, .has_nack = true, .nack_version = 3, .nack_nonce = "b.3", .nack_error = "bad", .nack_at = 150,
+		.replica = "p2", .streaming = streaming, .via = "r1", .verify_failures = 1, .vf_version = 3,
+		.vf_error = "sig", .vf_at = 150, .sub = "", .counts = -1, .counts_reason = "--traffic-listen off",
+		.key = key_b64, .key_id = kid, .key_at = 120, .revoked = "0000000000000001,0000000000000002",
+		.key_via = "r1", .held_version = 4, .held_reason = "no wrap", .held_at = 160,
+	};
+	assert_int_equal(nodes_merge(f->n, &pn), 0);
+}
+
+/* The record's strings that are NULL when empty (holder, counts_reason,
+ * the key's via and revoked list): set, flushed (the flush's copy holds
+ * its own), cleared, set again, and freed with the registry (valgrind). */
+static void test_record_strings(void **state)
+{
+	struct fixture *f = *state;
+	char err[256] = "";
+	static struct persist_ops ops;
+	const struct persist_ops *was = f->db->ops;
+	ops = *was;
+	ops.replica = as_p1;
+	ops.replica_up = p2_up;
+	real_save = ops.nodes_save;
+	ops.nodes_save = capture_save;
+	f->db->ops = &ops;
+
+	unsigned char pk[32];
+	for (size_t i = 0; i < sizeof(pk); i++)
+		pk[i] = (unsigned char)(i + 7);
+	char b64[48], kid[KEY_ID_LEN + 1];
+	sodium_bin2base64(b64, sizeof(b64), pk, sizeof(pk), sodium_base64_VARIANT_ORIGINAL);
+	keys_id(pk, kid);
+
+	/* a new record with every string set */
+	merge_full(f, b64, kid, true);
+	cJSON *r = record(f, "n1", 5);
+	assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "connected")));   /* p2 holds it */
+	assert_string_equal(str(r, "key_id"), kid);
+	assert_string_equal(str(r, "key_via"), "r1");
+	assert_string_equal(str(r, "counts_reason"), "--traffic-listen off");
+	const cJSON *rv = cJSON_GetObjectItemCaseSensitive(r, "key_revoked");
+	assert_int_equal(cJSON_GetArraySize(rv), 2);
+	assert_string_equal(cJSON_GetArrayItem(rv, 1)->valuestring, "0000000000000002");
+	cJSON_Delete(r);
+
+	/* a flush hands the backend the strings as they were, "" for none */
+	nodes_set_counts(f->n, "n1", false, "counting off");
+	assert_int_equal(nodes_flush(f->n, err, sizeof(err)), 0);
+	assert_int_equal(saves, 1);
+	assert_string_equal(saved_revoked, "0000000000000001,0000000000000002");
+	assert_string_equal(saved_key_via, "r1");
+	assert_string_equal(saved_counts_reason, "counting off");
+
+	/* cleared: p2 streams no more, it counts, its key revoked (the via
+	 * goes with the key) */
+	merge_full(f, b64, kid, false);
+	nodes_set_counts(f->n, "n1", true, "ignored");
+	char got[KEY_ID_LEN + 1];
+	assert_int_equal(nodes_key_revoke(f->n, "n1", got), 0);
+	assert_string_equal(got, kid);
+	r = record(f, "n1", 5);
+	assert_true(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(r, "connected")));
+	assert_null(cJSON_GetObjectItemCaseSensitive(r, "counts_reason"));
+	assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(r, "key_id")));
+	assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(r, "key_via")));
+	assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(r, "key_revoked")), 3);
+	cJSON_Delete(r);
+	assert_int_equal(nodes_flush(f->n, err, sizeof(err)), 0);
+	assert_int_equal(saves, 2);
+	char want[300];
+	snprintf(want, sizeof(want), "0000000000000001,0000000000000002,%s", kid);
+	assert_string_equal(saved_revoked, want);
+	assert_string_equal(saved_key_via, "");
+	assert_string_equal(saved_counts_reason, "");
+	/* a revoked key is not taken back from a replica's record */
+	merge_full(f, b64, kid, true);
+	r = record(f, "n1", 5);
+	assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(r, "key_id")));
+	assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "connected")));   /* the holder again */
+	cJSON_Delete(r);
+
+	/* set again (a new key from r1, not counting) and left for
+	 * nodes_free: every string of the record is freed with it */
+	for (size_t i = 0; i < sizeof(pk); i++)
+		pk[i] = (unsigned char)(i + 9);
+	sodium_bin2base64(b64, sizeof(b64), pk, sizeof(pk), sodium_base64_VARIANT_ORIGINAL);
+	keys_id(pk, kid);
+	struct persist_node pn = { .id = "n1", .labels = "{}", .transport = "sse", .replica = "p2", .streaming = true,
+				   .key = b64, .key_id = kid, .key_at = 130, .key_via = "r1,r2", .counts = -1,
+				   .counts_reason = "off again" };
+	assert_int_equal(nodes_merge(f->n, &pn), 0);
+	r = record(f, "n1", 5);
+	assert_string_equal(str(r, "key_id"), kid);
+	assert_string_equal(str(r, "key_via"), "r1,r2");
+	assert_string_equal(str(r, "counts_reason"), "off again");
+	cJSON_Delete(r);
+	nodes_free(f->n);   /* (with the ops above: the flush it makes is captured) */
+	f->n = NULL;
+	f->db->ops = was;
+}
+
 int main(void)
 {
 	log_init("test_nodes", LOG_LVL_WARN);
@@ -529,6 +670,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_sub_recorded, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_flush_and_reopen, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unflushed_changes_are_lost_not_torn, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_record_strings, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

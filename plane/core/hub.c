@@ -43,9 +43,8 @@
 struct stream {
 	struct hub *hub;
 	struct http_conn *conn;
-	char node[RES_NAME_MAX + 1];
 	char token_id[TOKEN_ID_LEN + 1];   /* the token it came with, or "" */
-	char cred[320];                    /* a relay's: its credential (hub_relay_new) */
+	char *cred;                        /* a relay's: its credential (hub_relay_new); NULL for a node */
 	struct sub sub;
 	uint64_t sent;               /* the node holds (or was sent) this version */
 	/* under hub->lock */
@@ -72,6 +71,9 @@ struct stream {
 	size_t trail_len;
 	size_t off;
 	struct stream *prev, *next;
+	/* its node's (or relay's) name, allocated with it (stream_alloc): a
+	 * stream holds only the bytes its name needs */
+	char node[];
 };
 
 struct waiter {
@@ -216,13 +218,22 @@ static void list_remove(struct hub *h, struct strmap *map, struct stream *st)
 	pthread_mutex_unlock(&h->lock);
 }
 
+/* A zeroed stream with room for name (at most RES_NAME_MAX bytes of it) in
+ * st->node. */
+static struct stream *stream_alloc(const char *name)
+{
+	size_t n = strnlen(name, RES_NAME_MAX);
+	struct stream *st = xcalloc(1, sizeof(*st) + n + 1);
+	memcpy(st->node, name, n);
+	return st;
+}
+
 struct stream *hub_stream_new(struct hub *h, struct http_conn *c, const char *node, uint64_t have,
 			      struct sub *sub, bool gzip, const char *token_id, bool unacked)
 {
-	struct stream *st = xcalloc(1, sizeof(*st));
+	struct stream *st = stream_alloc(node);
 	st->hub = h;
 	st->conn = c;
-	snprintf(st->node, sizeof(st->node), "%s", node);
 	snprintf(st->token_id, sizeof(st->token_id), "%s", token_id ? token_id : "");
 	st->sub = *sub;
 	memset(sub, 0, sizeof(*sub));
@@ -252,14 +263,13 @@ struct stream *hub_stream_new(struct hub *h, struct http_conn *c, const char *no
 struct stream *hub_relay_new(struct hub *h, struct http_conn *c, const char *relay, uint64_t have,
 			     const char *token_id, const char *cred)
 {
-	struct stream *st = xcalloc(1, sizeof(*st));
+	struct stream *st = stream_alloc(relay);
 	st->hub = h;
 	st->conn = c;
 	st->relay = true;
 	st->tok_gen = st->ro_gen = UINT64_MAX;   /* both go out first */
-	snprintf(st->node, sizeof(st->node), "%s", relay);
 	snprintf(st->token_id, sizeof(st->token_id), "%s", token_id ? token_id : "");
-	snprintf(st->cred, sizeof(st->cred), "%s", cred ? cred : "");
+	st->cred = xstrdup(cred ? cred : "");
 	st->sent = have;
 	pthread_mutex_lock(&h->lock);
 	list_add(h, &h->by_relay, st);   /* one stream per relay */
@@ -302,6 +312,10 @@ void hub_stream_free(void *cls)
 	push_blob_unref(st->blob);
 	sub_release(&st->sub);
 	free(st->own);
+	if (st->cred) {
+		explicit_bzero(st->cred, strlen(st->cred));   /* a secret */
+		free(st->cred);
+	}
 	free(st);
 }
 

@@ -4,7 +4,7 @@
 # fragments the heap: docs/BENCHMARKS.md, "Trust" (4)). Past that a
 # connection is accepted and its handshake waits (counted in
 # tether_tls_handshakes_waited_total); a handshake that stalls gives up its
-# slot after 50 ms, so a burst of real TLS clients behind 180
+# slot after 200 ms, so a burst of real TLS clients behind 180
 # connections that never say hello is served long before the header
 # timeout closes those; with slots free a new connection does not wait.
 . "$(dirname "$0")/lib.sh"
@@ -22,7 +22,7 @@ check_eq "nothing has waited for a handshake slot yet" 0 "$(metric "$WAITED")"
 
 # 180 connections that never send their ClientHello (128 hold the slots,
 # 52 wait), and right behind them a burst of 40 real TLS clients at once:
-# they are served when the silent ones have held their slots 50 ms (not
+# they are served when the silent ones have held their slots 200 ms (not
 # at --header-timeout, when the plane closes them); under
 # --max-pending-per-address's 256
 python3 -c '

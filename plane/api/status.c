@@ -119,6 +119,9 @@ enum http_result api_metrics(struct api *p, struct http_conn *c)
 			 "session (a ticket) or were full.\n# TYPE tether_tls_handshakes_total counter\n");
 		buf_printf(&b, "tether_tls_handshakes_total{resumed=\"false\"} %llu\n", (unsigned long long)hs.tls_full);
 		buf_printf(&b, "tether_tls_handshakes_total{resumed=\"true\"} %llu\n", (unsigned long long)hs.tls_resumed);
+		metric(&b, "tether_tls_handshakes_waited_total", "counter",
+		       "TLS connections whose handshake waited: their HTTP thread had 128 under way.",
+		       hs.tls_waited);
 		metric(&b, "tether_tls_ticket_key_rotations_total", "counter",
 		       "Session-ticket key rotations this process made or read from the store.",
 		       ticket_keeper_rotations(p->http->tickets));

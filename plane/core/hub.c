@@ -46,7 +46,6 @@
 struct stream {
 	struct hub *hub;
 	struct http_conn *conn;
-	char node[RES_NAME_MAX + 1];
 	char token_id[TOKEN_ID_LEN + 1];   /* the token it came with, or "" */
 	char *cred;                        /* a relay's: its credential (hub_relay_new), malloc'd,
 					    * at most CRED_MAX - 1 bytes; NULL: a node's stream, or "" */
@@ -76,6 +75,9 @@ struct stream {
 	size_t trail_len;
 	size_t off;
 	struct stream *prev, *next;
+	/* its node's (or relay's) name, allocated with it (stream_alloc): a
+	 * stream holds only the bytes its name needs */
+	char node[];
 };
 
 struct waiter {
@@ -220,13 +222,22 @@ static void list_remove(struct hub *h, struct strmap *map, struct stream *st)
 	pthread_mutex_unlock(&h->lock);
 }
 
+/* A zeroed stream with room for name (at most RES_NAME_MAX bytes of it) in
+ * st->node. */
+static struct stream *stream_alloc(const char *name)
+{
+	size_t n = strnlen(name, RES_NAME_MAX);
+	struct stream *st = xcalloc(1, sizeof(*st) + n + 1);
+	memcpy(st->node, name, n);
+	return st;
+}
+
 struct stream *hub_stream_new(struct hub *h, struct http_conn *c, const char *node, uint64_t have,
 			      struct sub *sub, bool gzip, const char *token_id, bool unacked)
 {
-	struct stream *st = xcalloc(1, sizeof(*st));
+	struct stream *st = stream_alloc(node);
 	st->hub = h;
 	st->conn = c;
-	snprintf(st->node, sizeof(st->node), "%s", node);
 	snprintf(st->token_id, sizeof(st->token_id), "%s", token_id ? token_id : "");
 	st->sub = *sub;
 	memset(sub, 0, sizeof(*sub));
@@ -256,12 +267,11 @@ struct stream *hub_stream_new(struct hub *h, struct http_conn *c, const char *no
 struct stream *hub_relay_new(struct hub *h, struct http_conn *c, const char *relay, uint64_t have,
 			     const char *token_id, const char *cred)
 {
-	struct stream *st = xcalloc(1, sizeof(*st));
+	struct stream *st = stream_alloc(relay);
 	st->hub = h;
 	st->conn = c;
 	st->relay = true;
 	st->tok_gen = st->ro_gen = UINT64_MAX;   /* both go out first */
-	snprintf(st->node, sizeof(st->node), "%s", relay);
 	snprintf(st->token_id, sizeof(st->token_id), "%s", token_id ? token_id : "");
 	if (cred && cred[0])
 		st->cred = xstrndup(cred, strnlen(cred, CRED_MAX - 1));
@@ -307,7 +317,10 @@ void hub_stream_free(void *cls)
 	push_blob_unref(st->blob);
 	sub_release(&st->sub);
 	free(st->own);
-	free(st->cred);
+	if (st->cred) {
+		explicit_bzero(st->cred, strlen(st->cred));   /* a secret */
+		free(st->cred);
+	}
 	free(st);
 }
 

@@ -34,6 +34,21 @@
 #define READS_PER_TURN 4       /* then other connections get their turn */
 #define ACCEPTS_PER_TURN 64
 #define EVENTS 256
+/* TLS handshakes under way at once in one loop. What a handshake
+ * allocates and frees lies between the sessions that stay: thousands at
+ * once (a restart's storm, every node back within a second) left glibc's
+ * heap full of such holes, up to a quarter more memory per stream
+ * (docs/BENCHMARKS.md, "Trust" (4)). A connection past the limit is
+ * accepted (the backlog does not overflow) and its ClientHello waits in
+ * its socket, oldest first, until a handshake ends. A handshake under
+ * way for HANDSHAKE_WAIT_MS no longer counts (it goes on): clients that
+ * stall hold no one up for longer, and slow ones (a client busy with its
+ * own thousands) do not leave the loop idle: 500 ms made the failover
+ * storm of bench/trust.sh slower, 50 ms let full handshakes pile up
+ * again (16 KB per stream after the restart's storm), 200 ms did
+ * neither. */
+#define HANDSHAKES_PER_LOOP 128
+#define HANDSHAKE_WAIT_MS 200
 
 enum cstate { S_TLS, S_HEAD, S_BODY, S_APP, S_SEND };
 
@@ -59,6 +74,12 @@ struct http_conn {
 	struct loop *l;
 	int fd;
 	gnutls_session_t tls;
+	/* S_TLS: its handshake holds one of the loop's slots (hs_started, in
+	 * the loop's hs_run list), or it waits for one (hs_waiting, in
+	 * hs_wait); hs_since: when it entered that list */
+	bool hs_started, hs_waiting;
+	int64_t hs_since;
+	struct http_conn *hs_prev, *hs_next;
 	/* tls_handshake_done is not done (its ticket is in GnuTLS's record
 	 * buffer): it runs again before any other record is sent */
 	bool tls_post_pending;
@@ -115,6 +136,10 @@ struct loop {
 	int64_t emfile_logged_ms;
 	char date[64];
 	time_t date_s;
+	unsigned handshakes;        /* connections whose handshake has begun and not ended */
+	/* TLS connections, oldest first: accepted, their handshake not begun;
+	 * their handshake begun (holding a slot) */
+	struct http_conn *hs_wait, *hs_wait_tail, *hs_run, *hs_run_tail;
 };
 
 /* per client address: connections still sending their headers */
@@ -135,7 +160,7 @@ struct httpd {
 	struct addr_count *addrs;
 	size_t naddrs, addrs_cap;
 	atomic_uint_fast64_t accepted, refused_full, evicted, header_timeouts, bad_requests, slow_bodies;
-	atomic_uint_fast64_t tls_full, tls_resumed;
+	atomic_uint_fast64_t tls_full, tls_resumed, tls_waited;
 };
 
 static char listen_marker, wake_marker;
@@ -143,6 +168,8 @@ static char listen_marker, wake_marker;
 static void conn_close(struct http_conn *c);
 static void flush(struct http_conn *c);
 static void process_input(struct http_conn *c);
+static void handshake(struct http_conn *c);
+static void hs_end(struct http_conn *c);
 static void dispatch(struct http_conn *c);
 
 /* ---- small things --------------------------------------------------------- */
@@ -851,6 +878,7 @@ static void handshake(struct http_conn *c)
 			c->tls_post_pending = r > 0;
 		}
 		c->st = S_HEAD;
+		hs_end(c);
 		c->last_ms = now_ms();
 		set_ev(c, EPOLLIN);
 		process_input(c);
@@ -867,12 +895,94 @@ static void handshake(struct http_conn *c)
 
 /* ---- connections ---------------------------------------------------------- */
 
+/* c out of the list it is in (hs_wait or hs_run). */
+static void hs_unlink(struct http_conn *c, struct http_conn **head, struct http_conn **tail)
+{
+	if (c->hs_prev)
+		c->hs_prev->hs_next = c->hs_next;
+	else
+		*head = c->hs_next;
+	if (c->hs_next)
+		c->hs_next->hs_prev = c->hs_prev;
+	else
+		*tail = c->hs_prev;
+	c->hs_prev = c->hs_next = NULL;
+}
+
+static void hs_append(struct http_conn *c, struct http_conn **head, struct http_conn **tail, int64_t now)
+{
+	c->hs_since = now;
+	c->hs_next = NULL;
+	c->hs_prev = *tail;
+	if (*tail)
+		(*tail)->hs_next = c;
+	else
+		*head = c;
+	*tail = c;
+}
+
+/* c leaves whichever list it is in: its handshake ended (done, its
+ * connection closed) or stalled; a slot it held is free. */
+static void hs_end(struct http_conn *c)
+{
+	struct loop *l = c->l;
+	if (c->hs_waiting) {
+		hs_unlink(c, &l->hs_wait, &l->hs_wait_tail);
+		c->hs_waiting = false;
+	}
+	if (c->hs_started) {
+		hs_unlink(c, &l->hs_run, &l->hs_run_tail);
+		c->hs_started = false;
+		l->handshakes--;
+	}
+}
+
+static void hs_begin(struct http_conn *c, int64_t now)
+{
+	struct loop *l = c->l;
+	c->hs_started = true;
+	l->handshakes++;
+	hs_append(c, &l->hs_run, &l->hs_run_tail, now);
+	set_ev(c, EPOLLIN);
+	handshake(c);
+}
+
+/* A new TLS connection: its handshake begins now if a slot is free, else
+ * it waits (no events but a hangup: its ClientHello stays in the socket). */
+static void hs_admit(struct http_conn *c, int64_t now)
+{
+	struct loop *l = c->l;
+	if (l->handshakes < HANDSHAKES_PER_LOOP && !l->hs_wait) {
+		hs_begin(c, now);
+		return;
+	}
+	atomic_fetch_add(&l->d->tls_waited, 1);
+	set_ev(c, 0);
+	c->hs_waiting = true;
+	hs_append(c, &l->hs_wait, &l->hs_wait_tail, now);
+}
+
+/* Once a turn: handshakes under way for HANDSHAKE_WAIT_MS give up their
+ * slot; waiting connections take the free ones, oldest first (at most
+ * HANDSHAKES_PER_LOOP begin in a turn). */
+static void hs_run_waiting(struct loop *l, int64_t now)
+{
+	while (l->hs_run && now - l->hs_run->hs_since >= HANDSHAKE_WAIT_MS)
+		hs_end(l->hs_run);
+	while (l->hs_wait && l->handshakes < HANDSHAKES_PER_LOOP) {
+		struct http_conn *c = l->hs_wait;
+		hs_end(c);
+		hs_begin(c, now);
+	}
+}
+
 static void conn_close(struct http_conn *c)
 {
 	if (c->dead)
 		return;
 	struct loop *l = c->l;
 	struct httpd *d = l->d;
+	hs_end(c);
 	pthread_mutex_lock(&l->lock);
 	c->dead = true;   /* no resume queues it from now on */
 	pthread_mutex_unlock(&l->lock);
@@ -1128,7 +1238,7 @@ static void accept_some(struct loop *l)
 		pend_add(c);   /* the header deadline covers the handshake too */
 		/* most clients have sent their request by now */
 		if (c->tls)
-			handshake(c);
+			hs_admit(c, now);
 		else
 			process_input(c);
 	}
@@ -1257,6 +1367,11 @@ static void *loop_main(void *arg)
 			int64_t t = l->pend->deadline_ms - now;
 			timeout = t < 0 ? 0 : t < timeout ? (int)t : timeout;
 		}
+		if (l->hs_wait && l->hs_run) {
+			/* when the oldest handshake under way gives up its slot */
+			int64_t t = l->hs_run->hs_since + HANDSHAKE_WAIT_MS - now;
+			timeout = t < 0 ? 0 : t < timeout ? (int)t : timeout;
+		}
 		alive_park(timeout);
 		int n = epoll_wait(l->ep, ev, EVENTS, timeout);
 		alive_unpark();
@@ -1316,6 +1431,7 @@ static void *loop_main(void *arg)
 			}
 		}
 		more = run_wakes(l);
+		hs_run_waiting(l, now_ms());
 		sweep(l, now_ms());
 		bury(l);
 	}
@@ -1436,4 +1552,5 @@ void httpd_stats(struct httpd *d, struct httpd_stats *out)
 	out->slow_bodies = atomic_load(&d->slow_bodies);
 	out->tls_full = atomic_load(&d->tls_full);
 	out->tls_resumed = atomic_load(&d->tls_resumed);
+	out->tls_waited = atomic_load(&d->tls_waited);
 }

@@ -119,6 +119,7 @@ void httpd_stop(struct httpd *d);
 struct httpd_stats {
 	uint64_t accepted, open, refused_full, evicted_pending, header_timeouts, bad_requests, slow_bodies;
 	uint64_t tls_full, tls_resumed;    /* TLS handshakes done: full, and resuming a session */
+	uint64_t tls_waited;               /* TLS connections whose handshake waited for a slot */
 };
 void httpd_stats(struct httpd *d, struct httpd_stats *out);
 

@@ -86,6 +86,11 @@ void sdnotify_ready(const char *status)
 	pthread_mutex_unlock(&status_lock);
 }
 
+bool sdnotify_active(void)
+{
+	return fd >= 0;
+}
+
 void sdnotify_status(const char *status)
 {
 	if (fd < 0)

@@ -19,6 +19,10 @@ int sdnotify_send(const char *msg);
 /* READY=1 with a STATUS= line. */
 void sdnotify_ready(const char *status);
 
+/* Whether there is a socket to notify (the daemon runs under a notify
+ * unit): a caller may skip making a STATUS= line no one reads. */
+bool sdnotify_active(void);
+
 /* STATUS= alone, only when it changed since the last one sent. */
 void sdnotify_status(const char *status);
 

@@ -808,9 +808,12 @@ static void feed_watchdog(struct hub *h)
 	h->wedged = true;
 }
 
-/* systemd's STATUS= line: what `systemctl status tether-plane` shows. */
+/* systemd's STATUS= line: what `systemctl status tether-plane` shows.
+ * Counting the nodes scans every record: not done when no one listens. */
 static void notify_status(struct hub *h)
 {
+	if (!sdnotify_active())
+		return;
 	struct nodes_stats st;
 	char line[160];
 	nodes_stats(h->p->nodes, &st);

@@ -17,17 +17,28 @@
 #include <string.h>
 
 struct node_rec {
+	/* first, together: what the per-second scans of every record read
+	 * (connected, lagging, nodes_check_lag), so that a scan touches a
+	 * record's first cache lines only */
 	char *id;
-	char *labels;                /* canonical JSON object */
+	int streams;                 /* open streams now, here */
+	bool via_streaming;          /* the relay nearest it holds its stream */
+	bool dirty;
+	bool dirty_more;             /* more than its ACK part changed since it was written */
+	bool has_nack;
 	char transport[8];
-	int64_t first_seen, last_seen;   /* wall seconds */
+	char *via;                   /* behind relays: their names, nearest first, comma-joined; NULL: direct */
+	int64_t poll_seen_ms;        /* monotonic time of the last poll */
+	int64_t behind_since_ms;     /* monotonic; 0 while at its target */
+	uint64_t acked_version;
 	uint64_t sent_version;
+	char *holder;                /* another replica that says it streams to it; NULL: none */
+	char *labels;                /* canonical JSON object */
+	int64_t first_seen, last_seen;   /* wall seconds */
 	char sent_nonce[NONCE_MAX];
 	int64_t sent_at;
-	uint64_t acked_version;
 	int64_t acked_at;
 	int healthy;                 /* -1 unknown */
-	bool has_nack;
 	uint64_t nack_version;
 	char nack_nonce[NONCE_MAX];
 	char *nack_error;
@@ -37,9 +48,6 @@ struct node_rec {
 	uint64_t verify_failures, vf_version;
 	char *vf_error;
 	int64_t vf_at;
-	int streams;                 /* open streams now, here */
-	char *holder;                /* another replica that says it streams to it; NULL: none */
-	char *via;                   /* behind relays: their names, nearest first, comma-joined; NULL: direct */
 	char *sub;                   /* its subscription, canonical ("": every name), from its last stream or
 				      * poll (persisted); NULL: never known */
 	/* its last traffic report (traffic-aware gates), as JSON, and its
@@ -47,24 +55,21 @@ struct node_rec {
 	char *traffic;
 	uint64_t t_requests, t_errors;
 	double t_p99;
-	char t_gen[TRAFFIC_GEN_LEN]; /* which report it is (traffic_replayed) */
 	uint64_t t_version;
 	double t_until;
 	int counts;                  /* its last ACK said it counts traffic (1), not (0), or nothing (-1) */
-	char *counts_reason;         /* ... why not (at most GATE_COUNTS_REASON_MAX - 1 bytes); NULL: "" */
 	bool traffic_out;            /* the report goes with the next record written: to
 				      * the other replicas, or up through the relay */
-	bool via_streaming;          /* the relay nearest it holds its stream */
-	int64_t poll_seen_ms;        /* monotonic time of the last poll */
-	int64_t behind_since_ms;     /* monotonic; 0 while at its target */
-	struct nodekey_state key;    /* its key for sealed secrets, and the revoked ones (owns
-				      * strings: a copy is nodekeys_state_copy's) */
 	char *key_reg;               /* a relay's: a registration to pass up ('k' line) */
 	uint64_t held_version, helds;   /* its last held NACK (held_at 0: none), and how many */
 	char *held_reason;
 	int64_t held_at;
-	bool dirty;
-	bool dirty_more;             /* more than its ACK part changed since it was written */
+	/* last, the large parts most records leave empty */
+	char t_gen[TRAFFIC_GEN_LEN]; /* which report it is (traffic_replayed) */
+	char *counts_reason;         /* ... why it does not count traffic (at most
+				      * GATE_COUNTS_REASON_MAX - 1 bytes); NULL: "" */
+	struct nodekey_state key;    /* its key for sealed secrets, and the revoked ones (owns
+				      * strings: a copy is nodekeys_state_copy's) */
 };
 
 /* A replica's name as a record's holder keeps it: at most HOLDER_MAX - 1 bytes. */
@@ -1340,13 +1345,21 @@ void nodes_metrics(struct nodes *n, uint64_t plane_version, struct buf *out)
 	pthread_mutex_unlock(&n->lock);
 }
 
-/* Snapshot of one record for writing without the nodes lock: r's own
- * pointers are the copies below, r.key and r.counts_reason deep copies,
- * the rest of them NULL (nothing in it points into the live record). */
+/* What nodes_flush takes of a dirty record under the lock: the fields the
+ * backend writes, never the whole record (a key's state is copied only
+ * when the node has one; every pointer is a copy of its own). */
 struct rec_copy {
-	struct node_rec r;
-	char *labels, *nack_error, *via, *vf_error, *sub, *traffic, *key_reg, *held_reason;
+	char *id, *labels, *nack_error, *via, *vf_error, *sub, *traffic, *key_reg, *held_reason, *counts_reason;
+	char transport[8], sent_nonce[NONCE_MAX], nack_nonce[NONCE_MAX];
+	struct nodekey_state *key;   /* NULL: nothing of a key on the node */
 };
+
+/* Under lock: whether r holds anything of a key (nodekey_state zeroed
+ * otherwise, as a new record's is). */
+static bool has_key_state(const struct nodekey_state *k)
+{
+	return k->key[0] || k->kid[0] || k->key_at || nodekeys_via(k)[0] || nodekeys_revoked(k)[0] || k->pending;
+}
 
 int nodes_flush(struct nodes *n, char *err, size_t errlen)
 {
@@ -1361,56 +1374,57 @@ int nodes_flush(struct nodes *n, char *err, size_t errlen)
 		pthread_mutex_unlock(&n->flush_lock);
 		return rc;
 	}
-	struct rec_copy *copies = xmalloc(cnt * sizeof(*copies));
+	struct rec_copy *copies = xcalloc(cnt, sizeof(*copies));
+	struct persist_node *recs = xcalloc(cnt, sizeof(*recs));
+	bool *again = xcalloc(cnt, sizeof(*again));
+	bool *key_sent = xcalloc(cnt, sizeof(*key_sent));
+	const char *self = self_replica(n);
 	for (size_t i = 0; i < cnt; i++) {
 		struct node_rec *r = n->dirty[i];
-		copies[i].r = *r;
-		copies[i].r.id = xstrdup(r->id);
-		copies[i].r.labels = copies[i].r.nack_error = copies[i].r.vf_error = NULL;
-		copies[i].r.via = copies[i].r.sub = copies[i].r.traffic = NULL;
-		copies[i].r.key_reg = copies[i].r.held_reason = copies[i].r.holder = NULL;
-		copies[i].r.counts_reason = r->counts_reason ? xstrdup(r->counts_reason) : NULL;
-		nodekeys_state_copy(&copies[i].r.key, &r->key);
-		copies[i].labels = xstrdup(r->labels);
-		copies[i].nack_error = r->nack_error ? xstrdup(r->nack_error) : NULL;
-		copies[i].via = r->via ? xstrdup(r->via) : NULL;
-		copies[i].vf_error = r->vf_error ? xstrdup(r->vf_error) : NULL;
-		copies[i].sub = r->sub ? xstrdup(r->sub) : NULL;
-		copies[i].traffic = r->traffic_out && r->traffic ? xstrdup(r->traffic) : NULL;
-		copies[i].key_reg = r->key_reg;   /* goes up once */
+		struct rec_copy *c = &copies[i];
+		c->id = xstrdup(r->id);
+		c->labels = xstrdup(r->labels);
+		c->nack_error = r->nack_error ? xstrdup(r->nack_error) : NULL;
+		c->via = r->via ? xstrdup(r->via) : NULL;
+		c->vf_error = r->vf_error ? xstrdup(r->vf_error) : NULL;
+		c->sub = r->sub ? xstrdup(r->sub) : NULL;
+		c->traffic = r->traffic_out && r->traffic ? xstrdup(r->traffic) : NULL;
+		c->key_reg = r->key_reg;   /* goes up once */
 		r->key_reg = NULL;
-		copies[i].held_reason = r->held_reason ? xstrdup(r->held_reason) : NULL;
+		c->held_reason = r->held_reason ? xstrdup(r->held_reason) : NULL;
+		c->counts_reason = r->counts_reason ? xstrdup(r->counts_reason) : NULL;
+		memcpy(c->transport, r->transport, sizeof(c->transport));
+		memcpy(c->sent_nonce, r->sent_nonce, sizeof(c->sent_nonce));
+		memcpy(c->nack_nonce, r->nack_nonce, sizeof(c->nack_nonce));
+		if (has_key_state(&r->key)) {
+			c->key = xcalloc(1, sizeof(*c->key));
+			nodekeys_state_copy(c->key, &r->key);
+		}
+		const struct nodekey_state *k = c->key;
+		recs[i] = (struct persist_node){
+			.id = c->id, .labels = c->labels, .transport = c->transport,
+			.first_seen = r->first_seen, .last_seen = r->last_seen, .sent_version = r->sent_version,
+			.sent_nonce = c->sent_nonce, .sent_at = r->sent_at, .acked_version = r->acked_version,
+			.acked_at = r->acked_at, .healthy = r->healthy, .has_nack = r->has_nack,
+			.nack_version = r->nack_version, .nack_nonce = c->nack_nonce, .nack_error = c->nack_error,
+			.nack_at = r->nack_at, .acks = r->acks, .nacks = r->nacks, .stale = r->stale,
+			.replica = self, .streaming = r->streams > 0 || (c->via && r->via_streaming),
+			.via = c->via, .verify_failures = r->verify_failures, .vf_version = r->vf_version,
+			.vf_error = c->vf_error, .vf_at = r->vf_at, .sub = c->sub,
+			.traffic = c->traffic, .acks_only = !r->dirty_more, .again = &again[i],
+			.key = k ? k->key : "", .key_id = k ? k->kid : "", .key_at = k ? k->key_at : 0,
+			.revoked = k ? nodekeys_revoked(k) : "", .key_via = k ? nodekeys_via(k) : "", .key_pending = k && k->pending,
+			.key_reg = c->key_reg, .key_sent = &key_sent[i], .held_version = r->held_version,
+			.held_reason = c->held_reason, .held_at = r->held_at,
+			.counts = r->counts < 0 ? 0 : r->counts ? 1 : -1,
+			.counts_reason = c->counts_reason ? c->counts_reason : "",
+		};
 		r->traffic_out = false;
 		r->dirty = r->dirty_more = false;
 	}
 	n->ndirty = 0;
 	pthread_mutex_unlock(&n->lock);
 
-	struct persist_node *recs = xcalloc(cnt, sizeof(*recs));
-	bool *again = xcalloc(cnt ? cnt : 1, sizeof(*again));
-	bool *key_sent = xcalloc(cnt ? cnt : 1, sizeof(*key_sent));
-	const char *self = self_replica(n);
-	for (size_t i = 0; i < cnt; i++) {
-		const struct node_rec *r = &copies[i].r;
-		recs[i] = (struct persist_node){
-			.id = r->id, .labels = copies[i].labels, .transport = r->transport,
-			.first_seen = r->first_seen, .last_seen = r->last_seen, .sent_version = r->sent_version,
-			.sent_nonce = r->sent_nonce, .sent_at = r->sent_at, .acked_version = r->acked_version,
-			.acked_at = r->acked_at, .healthy = r->healthy, .has_nack = r->has_nack,
-			.nack_version = r->nack_version, .nack_nonce = r->nack_nonce, .nack_error = copies[i].nack_error,
-			.nack_at = r->nack_at, .acks = r->acks, .nacks = r->nacks, .stale = r->stale,
-			.replica = self, .streaming = r->streams > 0 || (copies[i].via && r->via_streaming),
-			.via = copies[i].via, .verify_failures = r->verify_failures, .vf_version = r->vf_version,
-			.vf_error = copies[i].vf_error, .vf_at = r->vf_at, .sub = copies[i].sub,
-			.traffic = copies[i].traffic, .acks_only = !r->dirty_more, .again = &again[i],
-			.key = r->key.key, .key_id = r->key.kid, .key_at = r->key.key_at,
-			.revoked = nodekeys_revoked(&r->key), .key_via = nodekeys_via(&r->key),
-			.key_pending = r->key.pending,
-			.key_reg = copies[i].key_reg, .key_sent = &key_sent[i], .held_version = r->held_version,
-			.held_reason = copies[i].held_reason, .held_at = r->held_at,
-			.counts = r->counts < 0 ? 0 : r->counts ? 1 : -1, .counts_reason = str_of(r->counts_reason),
-		};
-	}
 	int rc = n->p->ops->nodes_save(n->p, recs, cnt, err, errlen);
 	free(recs);
 	bool any = rc < 0;
@@ -1422,7 +1436,7 @@ int nodes_flush(struct nodes *n, char *err, size_t errlen)
 		pthread_mutex_lock(&n->lock);
 		for (size_t i = 0; i < cnt; i++) {
 			bool reg_back = copies[i].key_reg && !key_sent[i];
-			struct node_rec *r = rc < 0 || again[i] || reg_back ? lookup(n, copies[i].r.id) : NULL;
+			struct node_rec *r = rc < 0 || again[i] || reg_back ? lookup(n, copies[i].id) : NULL;
 			if (r) {
 				mark_dirty(n, r);
 				r->traffic_out |= copies[i].traffic != NULL;
@@ -1440,9 +1454,9 @@ int nodes_flush(struct nodes *n, char *err, size_t errlen)
 	free(again);
 	free(key_sent);
 	for (size_t i = 0; i < cnt; i++) {
-		free(copies[i].r.id);
-		free(copies[i].r.counts_reason);
-		nodekeys_state_release(&copies[i].r.key);
+		free(copies[i].id);
+		if (copies[i].key)
+			nodekeys_state_release(copies[i].key);
 		free(copies[i].labels);
 		free(copies[i].nack_error);
 		free(copies[i].via);
@@ -1451,6 +1465,8 @@ int nodes_flush(struct nodes *n, char *err, size_t errlen)
 		free(copies[i].traffic);
 		free(copies[i].key_reg);
 		free(copies[i].held_reason);
+		free(copies[i].counts_reason);
+		free(copies[i].key);
 	}
 	free(copies);
 	pthread_mutex_unlock(&n->flush_lock);

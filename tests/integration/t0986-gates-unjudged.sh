@@ -49,7 +49,7 @@ check "no agent kept a counting port" sh -c "! ls '$WORK'/n[0-9].state/traffic-l
 check "the rendered nginx configuration sends no access log" sh -c "! grep -q 'access_log syslog' '$WORK'/n*.out/current/tether.conf"
 check "the node listing says why the canary does not count" sh -c "curl -s '$PLANE_URL/v1/nodes/$CANARY' | jq -e '.counts == false and .counts_reason == \"started with --traffic-listen off\"'"
 check "an event \"gate\" says the stage became unjudged" wait_until 10 sh -c \
-	"grep '^data:' '$WORK/events' | sed 's/^data: *//' | jq -e 'select(.verdict? == \"unjudged\") | .reason | startswith(\"held: unjudged: $CANARY\")' >/dev/null"
+	"grep '^data:' '$WORK/events' | sed 's/^data: *//' | jq -s -e '[.[] | select(.verdict? == \"unjudged\") | .reason | startswith(\"held: unjudged: $CANARY\")] | any' >/dev/null"
 check "/metrics counts it: tether_gate_unjudged_total 1" sh -c "curl -s '$PLANE_URL/metrics' | grep -q '^tether_gate_unjudged_total 1$'"
 check "tetherctl rollout status says it is held and why" sh -c \
 	"'$CTL_BIN' --plane '$PLANE_URL' rollout status | grep -qF 'held: unjudged: $CANARY does not count traffic (started with --traffic-listen off)'"

@@ -293,18 +293,7 @@ doc_stop_bg() {
 	done
 	: >"$WORK/doc.bg"
 }
-# doc_stop_rest: at the end, whatever the sessions started that still
-# runs though no PID of it was kept (a server a transcript started again
-# over one that held its port: a plane leaked from t0019 once); each names
-# a path under $WORK. The pattern's [x] keeps pgrep from matching the sh
-# that runs it.
-doc_stop_rest() {
-	local pat="[${WORK:0:1}]${WORK:1}/"
-	pkill -TERM -f -- "$pat" 2>/dev/null || return 0
-	wait_until 5 sh -c "! pgrep -f -- '$pat' >/dev/null" || pkill -KILL -f -- "$pat" 2>/dev/null
-	return 0
-}
-T_CLEANUPS="$T_CLEANUPS doc_stop_bg doc_stop_rest"
+T_CLEANUPS="$T_CLEANUPS doc_stop_bg"
 
 # the defaults a test overrides: no command runs until Ctrl-C, and a
 # command that elides its arguments fails

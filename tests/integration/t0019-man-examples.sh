@@ -89,9 +89,12 @@ doc_elided() { # WHERE TEXT: the harness's stand-in for an elided command
 		# the test's plane started again with the option the example adds
 		local key=${2#tether-plane --sealed-secrets }
 		key=${key%% *}
-		echo "kill -TERM $PLANE_PID; __wait 10 sh -c '! kill -0 $PLANE_PID' &&
+		# the one running now stops first (not in the background: an
+		# "a && b &" list would run in a subshell whose PID, not the
+		# server's, is the one kept); DOC_PID_plane is the current one
+		echo "p=\${DOC_PID_plane:-$PLANE_PID}; kill -TERM \$p; __wait 10 sh -c \"! kill -0 \$p\"
 $PLANE_CMD --sealed-secrets $key >>'$WORK/p.log' 2>&1 &
-echo \$! >>\"\$DOC_BG\"; __wait 20 curl -fsS --cacert '$TETHER_CA_FILE' '$TETHER_PLANE/healthz'"
+DOC_PID_plane=\$!; echo \$! >>\"\$DOC_BG\"; __wait 20 curl -fsS --cacert '$TETHER_CA_FILE' '$TETHER_PLANE/healthz'"
 		;;
 	"@edge"[0-9]" tetherd "*)
 		# on a node of the fleet: its agent started again with the options
@@ -100,10 +103,12 @@ echo \$! >>\"\$DOC_BG\"; __wait 20 curl -fsS --cacert '$TETHER_CA_FILE' '$TETHER
 		host=${host#@}
 		opts=${opts%...*}
 		[ -n "${APID[$host]:-}" ] || { DOC_WHY="no node $host in the fleet the test starts"; return 2; }
-		echo "kill -TERM ${APID[$host]}; __wait 10 sh -c '! kill -0 ${APID[$host]}' &&
+		# as the plane's above: the running agent stops, then the new one
+		# starts, its PID kept (DOC_PID_HOST: the current one)
+		echo "p=\${DOC_PID_$host:-${APID[$host]}}; kill -TERM \$p; __wait 10 sh -c \"! kill -0 \$p\"
 '$AGENT_BIN' --node $host --state-dir '$WORK/$host.state' --output-dir '$WORK/$host.out' --plane '$TETHER_PLANE' \\
 	--ca-file '$TETHER_CA_FILE' --token-file '$WORK/$host.token' --backoff-min 0.1 --backoff-max 1 $opts >>'$WORK/$host.log' 2>&1 &
-echo \$! >>\"\$DOC_BG\"; __wait 20 sh -c \"tetherctl nodes --json | jq -e '.[] | select(.node == \\\"$host\\\") | .key_id != null'\""
+DOC_PID_$host=\$!; echo \$! >>\"\$DOC_BG\"; __wait 20 sh -c \"tetherctl nodes --json | jq -e '.[] | select(.node == \\\"$host\\\") | .key_id != null'\""
 		;;
 	*)
 		DOC_WHY=$DOC_ELIDED_WHY

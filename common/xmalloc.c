@@ -49,6 +49,13 @@ char *xstrndup(const char *s, size_t n)
 	return p;
 }
 
+void xstr_set(char **dst, const char *src, size_t cap)
+{
+	char *v = src && src[0] && cap > 1 ? xstrndup(src, strnlen(src, cap - 1)) : NULL;
+	free(*dst);
+	*dst = v;
+}
+
 char *xasprintf(const char *fmt, ...)
 {
 	va_list ap;

@@ -273,8 +273,7 @@ struct stream *hub_relay_new(struct hub *h, struct http_conn *c, const char *rel
 	st->relay = true;
 	st->tok_gen = st->ro_gen = UINT64_MAX;   /* both go out first */
 	snprintf(st->token_id, sizeof(st->token_id), "%s", token_id ? token_id : "");
-	if (cred && cred[0])
-		st->cred = xstrndup(cred, strnlen(cred, CRED_MAX - 1));
+	xstr_set(&st->cred, cred, CRED_MAX);
 	st->sent = have;
 	pthread_mutex_lock(&h->lock);
 	list_add(h, &h->by_relay, st);   /* one stream per relay */

@@ -20,9 +20,7 @@ const char *nodekeys_revoked(const struct nodekey_state *st)
 
 void nodekeys_set_via(struct nodekey_state *st, const char *via)
 {
-	char *v = via && via[0] ? xstrndup(via, strnlen(via, NODEKEYS_VIA_LEN - 1)) : NULL;
-	free(st->via);   /* (after: via may be st's own) */
-	st->via = v;
+	xstr_set(&st->via, via, NODEKEYS_VIA_LEN);
 }
 
 void nodekeys_state_copy(struct nodekey_state *dst, const struct nodekey_state *src)

@@ -268,16 +268,6 @@ static void copy_str(char *dst, size_t cap, const char *src)
 	snprintf(dst, cap, "%s", src ? src : "");
 }
 
-/* A record's usually empty string: *dst becomes src cut to cap - 1 bytes,
- * as copy_str would keep it, malloc'd; NULL when src is NULL or "" (so an
- * empty one costs nothing). */
-static void set_str(char **dst, const char *src, size_t cap)
-{
-	char *v = src && src[0] ? xstrndup(src, strnlen(src, cap - 1)) : NULL;
-	free(*dst);
-	*dst = v;
-}
-
 static const char *str_of(const char *s)
 {
 	return s ? s : "";
@@ -319,9 +309,9 @@ static void take_holder(struct nodes *n, struct node_rec *r, const struct persis
 	if (!self || !pn->replica || !pn->replica[0] || strcmp(pn->replica, self) == 0)
 		return;
 	if (pn->streaming)
-		set_str(&r->holder, pn->replica, HOLDER_MAX);
+		xstr_set(&r->holder, pn->replica, HOLDER_MAX);
 	else if (r->holder && strcmp(r->holder, pn->replica) == 0)
-		set_str(&r->holder, NULL, HOLDER_MAX);
+		xstr_set(&r->holder, NULL, HOLDER_MAX);
 }
 
 /* Under lock: pn's key for sealed secrets, from a replica's record (never
@@ -401,7 +391,7 @@ static void take_counts(struct node_rec *r, const struct persist_node *pn)
 	if (!pn->counts)
 		return;
 	r->counts = pn->counts > 0;
-	set_str(&r->counts_reason, pn->counts > 0 || !pn->counts_reason ? "" : pn->counts_reason,
+	xstr_set(&r->counts_reason, pn->counts > 0 || !pn->counts_reason ? "" : pn->counts_reason,
 		GATE_COUNTS_REASON_MAX);
 }
 
@@ -760,7 +750,7 @@ int nodes_relay_change(struct nodes *n, const char *relay, const struct node_cha
 	case NC_COUNTS:
 		/* (recorded for /v1/nodes and passed on up a chain of relays) */
 		r->counts = c->count ? 1 : 0;
-		set_str(&r->counts_reason, c->count || !c->error ? "" : c->error, GATE_COUNTS_REASON_MAX);
+		xstr_set(&r->counts_reason, c->count || !c->error ? "" : c->error, GATE_COUNTS_REASON_MAX);
 		break;
 	case NC_VERIFY:
 		/* the count is the relay's, since it (or the node's stream to
@@ -913,7 +903,7 @@ void nodes_set_counts(struct nodes *n, const char *id, bool counts, const char *
 		bool changed = r->counts != (int)counts ||
 			       strncmp(str_of(r->counts_reason), why, GATE_COUNTS_REASON_MAX - 1) != 0;
 		r->counts = counts;
-		set_str(&r->counts_reason, why, GATE_COUNTS_REASON_MAX);
+		xstr_set(&r->counts_reason, why, GATE_COUNTS_REASON_MAX);
 		/* a relay passes it up (a 'u' line), a replica to the others
 		 * (the controller's gates); SQLite does not store it */
 		if (changed && (n->p->ops->upstream || n->p->ops->replica))

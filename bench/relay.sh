@@ -49,9 +49,9 @@
 # BENCH_RELAY_DIRECT nodes (default 10,000) straight on a fresh origin: its
 # bytes and CPU per write without relays. One plane holds a stream per
 # descriptor: when the file limit is too low for that many, the script
-# raises its soft and hard limit for the direct run (after the relays'
-# runs, whose layout stays what the limit it started with gives) as far as
-# the origin needs, where it may (root with CAP_SYS_RESOURCE, up to
+# raises its soft and hard limit at its start (the relays' runs keep the
+# layout the limit it started with gives) as far as the direct origin
+# needs, where it may (root with CAP_SYS_RESOURCE, up to
 # fs.nr_open), says so, and otherwise skips the direct run with a line
 # saying why. The direct nodes are spread over load processes of at most
 # BENCH_RELAY_DIRECT_PER_PROC streams each (10,000: as many as one relay's
@@ -164,10 +164,6 @@ raise_nofile() {
 DIRECT_MAX=$(($(ulimit -n) - 32 - 16))
 DIRECT_CLIENT_MAX=$(($(ulimit -n) - 100))
 [ "$DIRECT_CLIENT_MAX" -le "$DIRECT_PER_PROC" ] || DIRECT_CLIENT_MAX=$DIRECT_PER_PROC
-
-wait_for() {
-	wait_until "$3" grep -q -- "$2" "$1"
-}
 
 # wait_out FILE REGEX SECONDS: wait_for on a load client's output, whose
 # newest line is the one waited for: only its last 4 KiB are read (the

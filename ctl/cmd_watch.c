@@ -27,6 +27,7 @@ struct watch {
 	bool json, color;
 	struct sse_parser sse;     /* keeps the last id across reconnects */
 	bool got;                  /* any byte since the (re)connect */
+	const char *url;           /* the plane of this connection */
 };
 
 static const char *paint(const struct watch *w, const char *code)
@@ -160,6 +161,8 @@ static int print_event(void *ctx, const struct sse_event *ev)
 static int on_chunk(void *ctx, const char *data, size_t len)
 {
 	struct watch *w = ctx;
+	if (!w->got)   /* the plane's first bytes: subscribed, events from now on */
+		fprintf(stderr, "tetherctl: watching %s/v1/events (Ctrl-C ends it)\n", w->url);
 	w->got = true;
 	return sse_parser_feed(&w->sse, data, len, print_event, w) == 0 ? 0 : -1;
 }
@@ -193,6 +196,7 @@ int cmd_watch(const struct ctl_ctx *cx, int argc, char **argv)
 			snprintf(header, sizeof(header), "Last-Event-ID: %s", last);
 		struct client_answer ans;
 		w.got = false;
+		w.url = urls[i];
 		sse_parser_reset(&w.sse);
 		int r = client_stream(c, "/v1/events", header[0] ? header : NULL, WATCH_IDLE_S, on_chunk, &w, &ans);
 		long status = ans.status;

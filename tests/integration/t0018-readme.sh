@@ -166,7 +166,9 @@ doc_node_is() { # JQ over the plane's record of web-1
 }
 doc_forever_stream() { __wait 20 grep -q '^event: ' "$1"; }
 doc_forever_watch() {
-	# a change made in another terminal, and watch shows it
+	# a change made in another terminal once watch says it is subscribed
+	# (events from then on), and watch shows it
+	__wait 20 grep -q '^tetherctl: watching ' "$1" || return 1
 	echo '{"path":"watched.txt","content":"seen\n","mode":"0644"}' |
 		"$DOC_WORK/plain/tetherctl" put file/watched - >/dev/null &&
 		__wait 20 grep -q "version $(doc_plane_version)" "$1"

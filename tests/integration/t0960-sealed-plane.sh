@@ -80,6 +80,8 @@ check "the plane says secrets are kept sealed, naming the recovery key" \
 curl -sSN "$PLANE_URL/v1/events" >"$WORK/events.sse" 2>/dev/null &
 EVENTS_PID=$!
 track_pid $EVENTS_PID
+# subscribed: the plane's first bytes (retry and a comment) come at once
+wait_until 10 test -s "$WORK/events.sse" || bail "no event stream from the plane"
 poll n1 secret/ >/dev/null
 poll n2 cluster/ >/dev/null
 

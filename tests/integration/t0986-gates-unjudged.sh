@@ -26,6 +26,8 @@ start_plane p --heartbeat 1 --rollout staged --stages 25,100 --bake 2 --ack-time
 	--gate-error-rate 0.05 --gate-min-requests 30
 curl -sS -N "$PLANE_URL/v1/events" >"$WORK/events" 2>/dev/null &
 track_pid $!
+# subscribed: the plane's first bytes (retry and a comment) come at once
+wait_until 10 test -s "$WORK/events" || bail "no event stream from the plane"
 
 for i in $(seq 1 "$GATE_N"); do
 	gates_nginx_node "$i" --traffic-listen off

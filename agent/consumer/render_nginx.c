@@ -39,9 +39,9 @@ static void upstream_name(struct buf *b, const char *bare)
 }
 
 /* nginx puts exact server names whole, wildcard ones label by label, into
- * hash buckets of server_names_hash_bucket_size bytes (default: a cache
- * line, 64): a name needs 2 pointers and its length + 2 rounded up to a
- * pointer. Longer names than the default holds get the directive. */
+ * hash buckets of server_names_hash_bucket_size bytes
+ * (render_opts_nginx_bucket): longer names than the default holds get the
+ * directive. */
 static void names_hash(const struct rstate *rs, struct buf *b)
 {
 	size_t longest = 0;
@@ -59,9 +59,7 @@ static void names_hash(const struct rstate *rs, struct buf *b)
 			l += n + (l[n] == '.');
 		}
 	}
-	size_t need = 16 + ((longest + 2 + 7) & ~(size_t)7), size = 64;
-	while (size < need)
-		size *= 2;
+	size_t size = render_opts_nginx_bucket(longest);
 	if (size > 64)
 		buf_printf(b, "server_names_hash_bucket_size %zu;\n\n", size);
 }

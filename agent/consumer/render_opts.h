@@ -15,8 +15,16 @@
 
 /* ---- nginx ------------------------------------------------------------------ */
 
+/* nginx keeps server names and proxy header names in hashes whose buckets
+ * are a cache line (64 bytes) by default; a key takes 2 pointers and its
+ * length + 2 rounded up to a pointer, and nginx refuses to start when the
+ * longest does not fit ("could not build ..._hash"). The bucket size that
+ * holds a key of longest bytes: 64, or the power of two above it. */
+size_t render_opts_nginx_bucket(size_t longest);
 /* At http level, once: the map websocket routes' Connection header needs
- * (nothing when no route sets websocket). */
+ * (nothing when no route sets websocket), and proxy_headers_hash_bucket_size
+ * when a route sets, removes or hides a header name too long for the
+ * default. */
 void render_opts_nginx_http(const struct rstate *rs, struct buf *b);
 /* Appended to each server line of a cluster's upstream (before its ';'):
  * health's max_fails= fail_timeout=. */

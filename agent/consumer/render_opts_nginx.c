@@ -12,17 +12,52 @@
 #include <string.h>
 #include <strings.h>
 
+size_t render_opts_nginx_bucket(size_t longest)
+{
+	size_t need = 2 * sizeof(void *) + ((longest + 2 + sizeof(void *) - 1) & ~(sizeof(void *) - 1));
+	size_t size = 64;
+	while (size < need)
+		size *= 2;
+	return size;
+}
+
+/* The longest header name in a set object's keys or a remove array. */
+static size_t longest_name(const cJSON *list, size_t longest)
+{
+	const cJSON *h;
+	cJSON_ArrayForEach(h, list) {
+		const char *n = cJSON_IsObject(list) ? h->string : cJSON_GetStringValue(h);
+		if (n && strlen(n) > longest)
+			longest = strlen(n);
+	}
+	return longest;
+}
+
 void render_opts_nginx_http(const struct rstate *rs, struct buf *b)
 {
+	bool ws = false;
+	size_t longest = 0;   /* of the names proxy_set_header and proxy_hide_header get */
 	for (size_t i = 0; i < rs->n[RES_ROUTE]; i++) {
-		if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rs->by_type[RES_ROUTE][i].body, "websocket"))) {
-			buf_puts(b, "# websocket routes: Connection: upgrade when the client asks for one, else\n"
-				    "# none (the upstream's keepalive)\n"
-				    "map $http_upgrade $tether_connection_upgrade {\n"
-				    "    default upgrade;\n    '' \"\";\n}\n\n");
-			return;
-		}
+		const cJSON *body = rs->by_type[RES_ROUTE][i].body;
+		ws = ws || cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(body, "websocket"));
+		const cJSON *hd = cJSON_GetObjectItemCaseSensitive(body, "headers");
+		const char *dirs[] = { "request", "response" }, *lists[] = { "set", "remove" };
+		for (size_t d = 0; d < 2; d++)
+			for (size_t l = 0; l < 2; l++)
+				longest = longest_name(cJSON_GetObjectItemCaseSensitive(
+							       cJSON_GetObjectItemCaseSensitive(hd, dirs[d]), lists[l]),
+						       longest);
 	}
+	if (ws)
+		buf_puts(b, "# websocket routes: Connection: upgrade when the client asks for one, else\n"
+			    "# none (the upstream's keepalive)\n"
+			    "map $http_upgrade $tether_connection_upgrade {\n"
+			    "    default upgrade;\n    '' \"\";\n}\n\n");
+	size_t size = render_opts_nginx_bucket(longest);
+	if (size > 64)
+		buf_printf(b, "# a route's header name is longer than the default hash bucket holds\n"
+			      "proxy_headers_hash_bucket_size %zu;\n\n",
+			   size);
 }
 
 void render_opts_nginx_server(struct buf *b, const cJSON *cluster)

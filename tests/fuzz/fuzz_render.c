@@ -224,6 +224,8 @@ static const char *const nginx_opt_shapes[] = {
 	"    '' \"\";",
 	"# websocket routes: Connection: upgrade when the client asks for one, else",
 	"# none \\(the upstream's keepalive\\)",
+	"# a route's header name is longer than the default hash bucket holds",
+	"proxy_headers_hash_bucket_size (128|256);",
 	"    server " EPADDR "( weight=[0-9]+)? max_fails=[0-9]+ fail_timeout=[0-9]+s;",
 	"    keepalive [0-9]+;",
 	"        proxy_set_header Connection \\$tether_connection_upgrade;",

@@ -17,6 +17,10 @@ opts_backends() {
 	DEAF=$(awk '/^listening /{print $2; exit}' "$WORK/deaf.port")
 }
 
+# the longest header name a route may set (128 bytes): longer than nginx's
+# default proxy_headers_hash bucket (64) holds
+LONG_HEADER=X-Long-$(printf 'n%.0s' $(seq 1 121))
+
 # opts_state: every resource of the scenario, as a batch
 opts_state() {
 	local ob="{\"address\":\"127.0.0.1\",\"port\":$OB}" dead="{\"address\":\"127.0.0.1\",\"port\":$DEAD}"
@@ -39,7 +43,7 @@ opts_state() {
  {"name":"route/strip","body":{"listener":"web","path":"/strip","cluster":"app","strip_prefix":true}},
  {"name":"route/old","body":{"listener":"web","path":"/old","cluster":"app","rewrite":"/new"}},
  {"name":"route/hdr","body":{"listener":"web","host":"hdr.test","path":"/hdr","cluster":"app","headers":{
-   "request":{"set":{"X-Req":"a%20b c","Host":"backend.test"},"remove":["X-Drop"]},
+   "request":{"set":{"X-Req":"a%20b c","Host":"backend.test","$LONG_HEADER":"long"},"remove":["X-Drop"]},
    "response":{"set":{"X-Resp":"yes"},"remove":["X-Backend-Secret"]}}}},
  {"name":"route/ws","body":{"listener":"web","path":"/ws","cluster":"app","websocket":true}},
  {"name":"route/try0","body":{"listener":"web","path":"/try0","cluster":"flaky0","retries":0}},
@@ -136,6 +140,8 @@ opts_scenario() {
 		"$(echo "$out" | jq -r '.headers.host')"
 	check_eq "headers.request.remove: the backend does not see X-Drop (X-Keep passes)" "null 2" \
 		"$(echo "$out" | jq -r '"\(.headers["x-drop"]) \(.headers["x-keep"])"')"
+	check_eq "headers.request.set: a 128-byte header name reaches the backend" "long" \
+		"$(echo "$out" | jq -r --arg h "${LONG_HEADER,,}" '.headers[$h]')"
 	out=$(curl -s -D - -o /dev/null --max-time 5 -H 'Host: hdr.test' "http://127.0.0.1:$LP/hdr/x" | tr -d '\r')
 	check_eq "headers.response.set: the client sees X-Resp: yes" "yes" \
 		"$(echo "$out" | awk -F': ' 'tolower($1) == "x-resp" {print $2}')"

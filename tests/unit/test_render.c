@@ -28,6 +28,7 @@
 #include "buf.h"
 #include "state/push.h"
 #include "consumer/render.h"
+#include "consumer/render_opts.h"
 #include "state/state.h"
 
 #define SECRETS "/srv/tether/secrets"
@@ -1787,6 +1788,45 @@ static void test_options_nginx(void **st)
 	state_release(&s);
 }
 
+/* nginx refuses a proxy header name its hash bucket cannot hold ("could not
+ * build proxy_headers_hash"): 46 bytes fit the default 64, 47 do not (as
+ * nginx -t says), and the longest a route may set (128) needs 256. */
+static void test_options_nginx_header_hash(void **st)
+{
+	(void)st;
+	assert_int_equal(render_opts_nginx_bucket(0), 64);
+	assert_int_equal(render_opts_nginx_bucket(46), 64);
+	assert_int_equal(render_opts_nginx_bucket(47), 128);
+	assert_int_equal(render_opts_nginx_bucket(110), 128);
+	assert_int_equal(render_opts_nginx_bucket(111), 256);
+	assert_int_equal(render_opts_nginx_bucket(128), 256);
+	struct state s;
+	struct render_out out;
+	state_of(&s, with_opts, sizeof(with_opts) / sizeof(with_opts[0]));
+	render_must(&render_nginx, &s, NULL, NULL, &out);
+	assert_null(strstr(out.files[0].data.data, "proxy_headers_hash_bucket_size"));
+	render_out_release(&out);
+	state_release(&s);
+	/* each list counts: a response header removed, a request header set */
+	static const char *const bodies[][2] = {
+		{ "{\"listener\":\"web\",\"cluster\":\"plain\",\"headers\":{\"response\":{\"remove\":"
+		  "[\"X-123456789012345678901234567890123456789012345\"]}}}",
+		  "proxy_headers_hash_bucket_size 128;\n" },
+		{ "{\"listener\":\"web\",\"cluster\":\"plain\",\"headers\":{\"request\":{\"set\":{\"X-"
+		  "123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890"
+		  "123456789012345678901234567890123456\":\"v\"}}}}",
+		  "proxy_headers_hash_bucket_size 256;\n" },
+	};
+	for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
+		struct item items[] = { with_opts[1], with_opts[2], { "route/long", bodies[i][0] } };
+		state_of(&s, items, 3);
+		render_must(&render_nginx, &s, NULL, NULL, &out);
+		assert_block(out.files[0].data.data, bodies[i][1]);
+		render_out_release(&out);
+		state_release(&s);
+	}
+}
+
 static void test_options_haproxy(void **st)
 {
 	(void)st;
@@ -1927,6 +1967,7 @@ int main(void)
 		return 1;
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_options_nginx),
+		cmocka_unit_test(test_options_nginx_header_hash),
 		cmocka_unit_test(test_options_haproxy),
 		cmocka_unit_test(test_options_snippets_haproxy),
 		cmocka_unit_test(test_golden_nginx),
